@@ -1,0 +1,27 @@
+# Both targets do the whole set-up on a fresh machine: a virtual environment at .venv,
+# the project installed into it (editable), then the job.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test test-all bench
+
+$(BIN)/noria-py: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(BIN)/noria-py
+
+setup: $(BIN)/noria-py
+
+demo: setup
+	$(BIN)/noria-py demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-all: setup
+	$(BIN)/python -m pytest -q -m ''
+
+bench: setup
+	$(BIN)/python -m pytest bench -q --benchmark-only

@@ -1,0 +1,20 @@
+"""noria-py: a Noria-style incremental dataflow engine for Python.
+
+``connect()`` opens an engine; SQL views are compiled to dataflow graphs that keep
+materialized results up to date as rows are written.
+"""
+from .client import Database, Table, View, connect
+from .errors import (AlreadyExistsError, ArityError, ClosedError, DuplicateKeyError, Error,
+                     ParseError, RecoveryError, RowNotFoundError, SqlError, StorageError,
+                     TypeMismatchError, UnknownColumnError, UnknownNodeError, UnknownTableError,
+                     UnknownViewError, UnsupportedError)
+from .recovery import RecoveryReport
+from .result import Result
+
+__all__ = [
+    "connect", "Database", "Table", "View", "Result", "RecoveryReport",
+    "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
+    "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
+    "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
+    "RecoveryError", "ClosedError", "StorageError",
+]

@@ -1,0 +1,66 @@
+"""The ``noria-py`` command."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _not_yet(what: str, issue: str):
+    def run(args: argparse.Namespace) -> int:
+        print(f"noria-py {what}: not available yet ({issue}).", file=sys.stderr)
+        return 2
+    return run
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+    return run_demo(articles=args.articles, votes=args.votes, batch=args.batch,
+                    shards=args.shards, duckdb_reads=args.duckdb_reads)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import run_bench
+    return run_bench(args.name, args.extra)
+
+
+def _logictest(args: argparse.Namespace) -> int:
+    from .logictest import main as logictest_main
+    return logictest_main(args.files, mode=args.mode, verbose=args.verbose)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="noria-py", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="the vote application from the Noria paper, embedded")
+    d.add_argument("--articles", type=int, default=100_000)
+    d.add_argument("--votes", type=int, default=1_000_000)
+    d.add_argument("--batch", type=int, default=1_000)
+    d.add_argument("--shards", type=int, default=1)
+    d.add_argument("--duckdb-reads", type=int, default=300)
+    d.set_defaults(run=_demo)
+
+    b = sub.add_parser("bench", help="run a named benchmark (vote, ...)")
+    b.add_argument("name")
+    b.add_argument("extra", nargs=argparse.REMAINDER)
+    b.set_defaults(run=_bench)
+
+    lt = sub.add_parser("logictest", help="run sqllogictest files")
+    lt.add_argument("files", nargs="+")
+    lt.add_argument("--mode", choices=["both", "incremental", "initial"], default="both")
+    lt.add_argument("-v", "--verbose", action="store_true")
+    lt.set_defaults(run=_logictest)
+
+    s = sub.add_parser("serve", help="run a cluster (not available yet)")
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(run=_not_yet("serve", "the cluster runtime is issue 6"))
+    ld = sub.add_parser("load", help="bulk-load with Spark (not available yet)")
+    ld.add_argument("rest", nargs=argparse.REMAINDER)
+    ld.set_defaults(run=_not_yet("load", "the Spark loader is issue 5"))
+
+    args = p.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

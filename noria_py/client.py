@@ -1,0 +1,467 @@
+"""The Python API: ``connect()``, and the Database, Table and View handles.
+
+This layer is thin: it parses SQL with the front end, asks the planner for nodes, and
+hands validated writes to the runtime. Reads go straight to reader nodes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import sql_frontend
+from sql_frontend import plan as lp
+from sql_frontend.types import TableSchema
+
+from .batch import Batch
+from .errors import (AlreadyExistsError, ArityError, ClosedError, Error, RecoveryError,
+                     RowNotFoundError, UnknownNodeError, UnknownTableError, UnknownViewError)
+from .expression import compile_predicate, compile_row, evaluate_constant
+from .graph import Graph
+from .hashing import shard_of
+from .ops import Base, Reader
+from .ordering import order_key
+from .planner import Planner, initialize
+from .recovery import RecoveryReport
+from .result import Result
+from .runtime.embedded import EmbeddedRuntime
+
+
+@dataclass
+class _TableEntry:
+    schema: TableSchema
+    node: str
+    sql: str
+
+
+@dataclass
+class _ViewEntry:
+    name: str
+    query: lp.Query
+    readers: list[str]
+    sql: str
+    anonymous: bool = False
+    handle: "View | None" = field(default=None, repr=False)
+
+
+class _Catalog:
+    """The front end's view of this database's tables and views."""
+
+    def __init__(self, db: "Database") -> None:
+        self.db = db
+
+    def table(self, name: str) -> TableSchema | None:
+        t = self.db._tables.get(name.lower())
+        return t.schema if t else None
+
+    def view(self, name: str) -> lp.Query | None:
+        v = self.db._views.get(name.lower())
+        return v.query if v else None
+
+
+class Database:
+    """One embedded noria-py engine. Create it with ``noria_py.connect()``."""
+
+    def __init__(self, data_dir: str | None = None, shards: int = 1, seed: int | None = None,
+                 clocks: bool = True) -> None:
+        if shards < 1:
+            raise Error(f"shards must be at least 1, got {shards}")
+        self.shards = shards
+        self.clocks = clocks
+        self.graph_ = Graph()
+        self.runtime = EmbeddedRuntime(self.graph_, seed)
+        self.planner = Planner(self.graph_, shards, self.runtime.add)
+        self._tables: dict[str, _TableEntry] = {}
+        self._views: dict[str, _ViewEntry] = {}
+        self._anonymous: dict[lp.Query, str] = {}
+        self._catalog = _Catalog(self)
+        self._recoveries: list[RecoveryReport] = []
+        self._closed = False
+        self.storage = None
+        self.recovery_notes: list[str] = []
+        if data_dir is not None:
+            self._open_storage(data_dir)
+
+    # ------------------------------------------------------------ durability
+
+    def _open_storage(self, data_dir: str) -> None:
+        from .storage import Storage
+        self.storage = Storage(data_dir)
+        recovered = self.storage.load()
+        self.recovery_notes = list(recovered.report)
+        views = []
+        for sql in recovered.catalog:
+            stmt = sql_frontend.parse(sql, self._catalog)
+            if isinstance(stmt, lp.CreateTable):
+                self._create_table(stmt, sql, persist=False)
+            else:
+                views.append(sql)
+        for name, rows in recovered.tables.items():
+            entry = self._tables.get(name.lower())      # the catalog says which tables exist
+            if entry is not None and rows:
+                self.runtime.write(entry.node, Batch.inserts(rows))
+        for sql in views:
+            self._create_view(sql_frontend.parse(sql, self._catalog), persist=False)
+
+    def _persist_catalog(self) -> None:
+        if self.storage is not None:
+            ddl = [t.sql for t in self._tables.values()]
+            ddl += [v.sql for v in self._views.values() if not v.anonymous]
+            self.storage.set_catalog(ddl)
+
+    # ------------------------------------------------------------ SQL
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
+        """Run one SQL statement; ``?`` in it take ``params`` in order."""
+        self._check_open()
+        if params is None:
+            params = ()
+        elif not isinstance(params, (list, tuple)):
+            params = (params,)
+        stmt = sql_frontend.parse(sql, self._catalog, tuple(params))
+        if isinstance(stmt, lp.Select):
+            return self._select(stmt)
+        if isinstance(stmt, lp.Insert):
+            rows = [tuple(evaluate_constant(e) for e in row) for row in stmt.rows]
+            self.table(stmt.table).insert(rows)
+            return Result(rowcount=len(rows))
+        if isinstance(stmt, lp.Delete):
+            return self._delete(stmt)
+        if isinstance(stmt, lp.Update):
+            return self._update(stmt)
+        if isinstance(stmt, lp.CreateTable):
+            self._create_table(stmt, sql)
+            return Result(rowcount=0)
+        if isinstance(stmt, lp.CreateView):
+            self._create_view(stmt)
+            return Result(rowcount=0)
+        if isinstance(stmt, lp.DropView):
+            self._drop_view(stmt.name, stmt.if_exists)
+            return Result(rowcount=0)
+        if isinstance(stmt, lp.DropTable):
+            self._drop_table(stmt.name, stmt.if_exists)
+            return Result(rowcount=0)
+        raise Error(f"cannot execute {type(stmt).__name__}")
+
+    def _create_table(self, stmt: lp.CreateTable, sql: str, persist: bool = True) -> None:
+        name = stmt.schema.name.lower()
+        if name in self._tables or name in self._views:
+            if stmt.if_not_exists and name in self._tables:
+                return
+            raise AlreadyExistsError(f"a table or view named {stmt.schema.name!r} already exists")
+        node = self.planner.add_table(stmt.schema)
+        self.planner.take_fresh()
+        self._tables[name] = _TableEntry(stmt.schema, node, sql)
+        if persist:
+            self._persist_catalog()
+
+    def _create_view(self, stmt: lp.CreateView, persist: bool = True, anonymous: bool = False) -> "View":
+        name = stmt.name.lower()
+        if name in self._views or name in self._tables:
+            raise AlreadyExistsError(f"a table or view named {stmt.name!r} already exists")
+        self.runtime.wait()                 # a migration starts from a quiet graph
+        readers = self.planner.add_view(name, stmt.query)
+        fresh = self.planner.take_fresh()
+        initialize(self.graph_, fresh)
+        entry = _ViewEntry(name, stmt.query, readers, stmt.sql, anonymous)
+        self._views[name] = entry
+        if persist and not anonymous:
+            self._persist_catalog()
+        return self.view(name)
+
+    def _drop_view(self, name: str, if_exists: bool = False) -> None:
+        entry = self._views.get(name.lower())
+        if entry is None:
+            if if_exists:
+                return
+            raise UnknownViewError(f"no view named {name!r}")
+        self.runtime.wait()
+        del self._views[entry.name]
+        self._anonymous = {q: n for q, n in self._anonymous.items() if n != entry.name}
+        self.planner.remove(entry.readers, self.runtime.remove)
+        self._persist_catalog()
+
+    def _drop_table(self, name: str, if_exists: bool = False) -> None:
+        entry = self._tables.get(name.lower())
+        if entry is None:
+            if if_exists:
+                return
+            raise UnknownTableError(f"no table named {name!r}")
+        users = [v.name for v in self._views.values()
+                 if entry.node in self._upstream(v.readers) and not v.anonymous]
+        if users:
+            raise Error(f"cannot drop table {name!r}: views {users} read it; drop them first")
+        self.runtime.wait()
+        for v in [v for v in self._views.values() if v.anonymous
+                  and entry.node in self._upstream(v.readers)]:
+            self._drop_view(v.name)
+        self.planner.drop_table(name)
+        self.graph_.remove(entry.node)
+        self.runtime.remove(entry.node)
+        del self._tables[name.lower()]
+        if self.storage is not None:
+            self.storage.drop_table(name.lower())
+        self._persist_catalog()
+
+    def _upstream(self, node_ids: Iterable[str]) -> set[str]:
+        seen: set[str] = set()
+        stack = list(node_ids)
+        while stack:
+            n = stack.pop()
+            if n not in seen:
+                seen.add(n)
+                stack.extend(self.graph_[n].parents)
+        return seen
+
+    def _select(self, stmt: lp.Select) -> Result:
+        name = self._anonymous.get(stmt.query)
+        if name is None:
+            name = f"_query{len(self._anonymous) + 1}"
+            while name in self._views:
+                name += "_"
+            self._create_view(lp.CreateView(name, stmt.query, stmt.sql), anonymous=True)
+            self._anonymous[stmt.query] = name
+        v = self.view(name)
+        if stmt.query.key:
+            if len(stmt.params) != len(stmt.query.key):
+                raise ArityError(f"the query has {len(stmt.query.key)} ? parameters, "
+                                 f"got {len(stmt.params)} values")
+            rows = v.lookup(*stmt.params)
+        else:
+            rows = v.all()
+        return Result(v.columns, rows, v.types)
+
+    def _matching(self, table: str, where) -> tuple[_TableEntry, list[tuple]]:
+        entry = self._tables[table.lower()]
+        base: Base = self.graph_[entry.node].op
+        test = compile_predicate(where) if where is not None else (lambda r: True)
+        rows = []
+        for r, c in base.rows.items():
+            if test(r):
+                rows.extend([r] * c)
+        return entry, rows
+
+    def _delete(self, stmt: lp.Delete) -> Result:
+        entry, rows = self._matching(stmt.table, stmt.where)
+        if rows:
+            self._write(entry, (), rows)
+        return Result(rowcount=len(rows))
+
+    def _update(self, stmt: lp.Update) -> Result:
+        entry, rows = self._matching(stmt.table, stmt.where)
+        width = len(entry.schema.columns)
+        assign = dict(stmt.assignments)
+        from sql_frontend.expr import Col
+        newrow = compile_row(tuple(assign.get(i, Col(i, c.type))
+                                   for i, c in enumerate(entry.schema.columns)))
+        new = [tuple(newrow(r)) for r in rows]
+        assert all(len(r) == width for r in new)
+        if rows:
+            self._write(entry, new, rows)
+        return Result(rowcount=len(rows))
+
+    # ------------------------------------------------------------ writes
+
+    def _write(self, entry: _TableEntry, inserts: Sequence, deletes: Sequence) -> None:
+        self._check_open()
+        base: Base = self.graph_[entry.node].op
+        if not self.runtime.domains[entry.node].alive:
+            raise RecoveryError(f"table {entry.schema.name!r} (node {entry.node}) has failed; "
+                                "recover it before writing")
+        batch = base.prepare(inserts, deletes)
+        if not batch:
+            return
+        if self.storage is not None:
+            n_del = sum(1 for s in batch.signs if s < 0)
+            self.storage.append(entry.schema.name.lower(), batch.rows[n_del:], batch.rows[:n_del])
+        self.runtime.write(entry.node, batch)
+        if self.storage is not None and self.storage.should_snapshot():
+            self.runtime.wait()
+            self.storage.snapshot({name: list(self.graph_[t.node].op.snapshot().rows)
+                                   for name, t in self._tables.items()})
+
+    # ------------------------------------------------------------ handles
+
+    def table(self, name: str) -> "Table":
+        self._check_open()
+        entry = self._tables.get(name.lower())
+        if entry is None:
+            raise UnknownTableError(f"no table named {name!r}")
+        return Table(self, entry)
+
+    def view(self, name: str) -> "View":
+        self._check_open()
+        entry = self._views.get(name.lower())
+        if entry is None:
+            raise UnknownViewError(f"no view named {name!r}")
+        if entry.handle is None:
+            entry.handle = View(self, entry)
+        return entry.handle
+
+    def tables(self) -> list[str]:
+        return [t.schema.name for t in self._tables.values()]
+
+    def views(self) -> list[str]:
+        return [v.name for v in self._views.values() if not v.anonymous]
+
+    # ------------------------------------------------------------ runtime
+
+    def wait(self) -> None:
+        """Return once every accepted write is reflected in every view."""
+        self._check_open()
+        self.runtime.wait()
+
+    def graph(self) -> list[dict]:
+        return [self.graph_[n].describe() for n in self.graph_.topological()]
+
+    def fail(self, node_id: str) -> None:
+        """Crash a node: its state, inbox and logs are gone."""
+        self._node(node_id)
+        self.runtime.crash(node_id)
+
+    def recover(self, node_id: str, strategy: str = "treeclock") -> RecoveryReport:
+        self._node(node_id)
+        if strategy == "lineage":
+            from .recovery import lineage
+            report = lineage.recover(self.graph_, self.runtime, node_id)
+        elif strategy in ("treeclock", "spark"):
+            raise RecoveryError(f"strategy={strategy!r} is not implemented yet; "
+                                "use strategy='lineage'")
+        else:
+            raise RecoveryError(f"unknown recovery strategy {strategy!r}; "
+                                "choose 'treeclock', 'lineage' or 'spark'")
+        self._recoveries.append(report)
+        return report
+
+    def recoveries(self) -> list[RecoveryReport]:
+        return list(self._recoveries)
+
+    def _node(self, node_id: str):
+        if node_id not in self.graph_:
+            raise UnknownNodeError(f"no node {node_id!r} in the graph; see db.graph()")
+        return self.graph_[node_id]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self.storage is not None:
+                self.storage.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("this database handle is closed")
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Table:
+    """Writes to one base table."""
+
+    def __init__(self, db: Database, entry: _TableEntry) -> None:
+        self._db = db
+        self._entry = entry
+        self.name = entry.schema.name
+        self.columns = [c.name for c in entry.schema.columns]
+
+    def insert(self, rows: Iterable[Sequence]) -> None:
+        """Add rows (tuples in column order); all or nothing."""
+        self._db._write(self._entry, list(rows), ())
+
+    def insert_arrow(self, table) -> None:
+        """Add the rows of a ``pyarrow.Table`` whose columns match this table's."""
+        names = [c.lower() for c in table.column_names]
+        missing = [c for c in self.columns if c.lower() not in names]
+        extra = [c for c in table.column_names if c.lower() not in {x.lower() for x in self.columns}]
+        if missing or extra:
+            raise ArityError(f"arrow table columns {table.column_names} do not match table "
+                             f"{self.name!r} columns {self.columns}")
+        cols = [table.column(names.index(c.lower())).to_pylist() for c in self.columns]
+        self.insert(list(zip(*cols)))
+
+    def delete(self, rows: Iterable[Sequence]) -> None:
+        """Remove whole rows; each removes one matching row; all or nothing."""
+        self._db._write(self._entry, (), list(rows))
+
+    def delete_keys(self, keys: Iterable) -> None:
+        """Remove the rows with these primary keys (a scalar per key, or a tuple)."""
+        schema = self._entry.schema
+        if not schema.primary_key:
+            raise Error(f"table {self.name!r} has no primary key; use delete(rows)")
+        base: Base = self._db.graph_[self._entry.node].op
+        rows = []
+        for k in keys:
+            kt = tuple(k) if isinstance(k, (tuple, list)) else (k,)
+            row = base.by_key.get(kt)
+            if row is None:
+                raise RowNotFoundError(f"table {self.name!r} has no row with primary key {k!r}")
+            rows.append(row)
+        self._db._write(self._entry, (), rows)
+
+    def __len__(self) -> int:
+        return len(self._db.graph_[self._entry.node].op)
+
+
+class View:
+    """Reads of one materialized view."""
+
+    def __init__(self, db: Database, entry: _ViewEntry) -> None:
+        self._db = db
+        self._entry = entry
+        q = entry.query
+        self.name = entry.name
+        self.columns = list(q.names)
+        self.types = [c.type for c in q.root.columns[:q.visible]]
+        self.key_arity = len(q.key)
+        self._readers: list[Reader] = [db.graph_[r].op for r in entry.readers]
+        self._sort = order_key(q.order) if q.order else None
+
+    def _reader_for(self, key) -> Reader:
+        readers = self._readers
+        if len(readers) == 1:
+            return readers[0]
+        return readers[shard_of(key if isinstance(key, tuple) else (key,), len(readers))]
+
+    def lookup(self, *key) -> list[tuple]:
+        """Rows whose ``?`` columns equal ``key`` (one value per ``?``)."""
+        if len(key) != self.key_arity:
+            if not self.key_arity:
+                raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
+            raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
+        k = key[0] if len(key) == 1 else key
+        return self._reader_for(k).lookup(k)
+
+    def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
+        if self.key_arity == 1:
+            readers = self._readers
+            if len(readers) == 1:
+                r = readers[0]
+                return [r.lookup(k) for k in keys]
+            return [self._reader_for(k).lookup(k) for k in keys]
+        return [self.lookup(*k) for k in keys]
+
+    def all(self) -> list[tuple]:
+        """Every row of the view."""
+        if len(self._readers) == 1:
+            return self._readers[0].all()
+        rows = [r for reader in self._readers for r in reader.all()]
+        if self._sort is not None:
+            q = self._entry.query
+            # rows are already trimmed to visible columns; sort keys index only those
+            if all(o.column < q.visible for o in q.order):
+                rows.sort(key=self._sort)
+        return rows
+
+    def __repr__(self) -> str:
+        return f"View({self.name!r}, columns={self.columns})"
+
+
+def connect(url: str | None = None, *, data_dir: str | None = None, shards: int = 1,
+            seed: int | None = None, clocks: bool = True) -> Database:
+    """Open an engine: embedded in this process (no url), or a client of a cluster."""
+    if url is not None:
+        raise Error(f"cannot connect to {url!r}: the cluster runtime is not available yet; "
+                    "call connect() without a URL for the embedded engine")
+    return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks)

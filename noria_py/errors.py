@@ -1,0 +1,44 @@
+"""Every error a user can cause, under one base class: ``noria_py.Error``.
+
+The SQL-level classes come from the front end (which must not import the engine);
+the engine adds its own below.
+"""
+from sql_frontend.errors import (  # noqa: F401  (re-exported)
+    AlreadyExistsError,
+    ArityError,
+    Error,
+    ParseError,
+    SqlError,
+    TypeMismatchError,
+    UnknownColumnError,
+    UnknownTableError,
+    UnsupportedError,
+)
+
+
+class DuplicateKeyError(Error):
+    """An insert would give two rows the same primary key."""
+
+
+class RowNotFoundError(Error):
+    """A delete names a row (or key) the table does not hold."""
+
+
+class UnknownViewError(Error):
+    """A read names a view that does not exist."""
+
+
+class UnknownNodeError(Error):
+    """fail/recover names a node id that is not in the graph."""
+
+
+class RecoveryError(Error):
+    """A recovery cannot be carried out as asked (the message says what to do instead)."""
+
+
+class ClosedError(Error):
+    """The database handle was closed."""
+
+
+class StorageError(Error):
+    """The data directory cannot be used (locked by another process, unreadable)."""

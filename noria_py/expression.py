@@ -1,0 +1,347 @@
+"""Compiles plan expressions into Python functions of a row.
+
+An expression tree becomes one Python lambda (generated source, compiled once per
+operator), so evaluating a row costs a few function calls rather than a walk of the
+tree. SQL's three-valued logic: NULL is ``None``; comparisons with NULL are NULL;
+AND/OR follow Kleene logic; a filter keeps a row only when its predicate is TRUE.
+Integer arithmetic follows SQLite: INT / INT truncates toward zero, and division or
+modulo by zero gives NULL.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from functools import lru_cache
+from typing import Any, Callable
+
+from sql_frontend.expr import Call, Col, Expr, Lit
+from sql_frontend.types import SqlType
+
+from .errors import TypeMismatchError, UnsupportedError
+
+RowFn = Callable[[tuple], Any]
+
+
+# ---------------------------------------------------------------- runtime helpers
+
+def _add(a, b):
+    return None if a is None or b is None else a + b
+
+
+def _sub(a, b):
+    return None if a is None or b is None else a - b
+
+
+def _mul(a, b):
+    return None if a is None or b is None else a * b
+
+
+def _div(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    return a / b
+
+
+def _mod(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        r = abs(a) % abs(b)
+        return r if a >= 0 else -r
+    return math.fmod(a, b)
+
+
+def _neg(a):
+    return None if a is None else -a
+
+
+def _eq(a, b):
+    return None if a is None or b is None else a == b
+
+
+def _ne(a, b):
+    return None if a is None or b is None else a != b
+
+
+def _lt(a, b):
+    return None if a is None or b is None else a < b
+
+
+def _le(a, b):
+    return None if a is None or b is None else a <= b
+
+
+def _gt(a, b):
+    return None if a is None or b is None else a > b
+
+
+def _ge(a, b):
+    return None if a is None or b is None else a >= b
+
+
+def _not(a):
+    return None if a is None else not a
+
+
+def _and(*args):
+    result = True
+    for a in args:
+        if a is None:
+            result = None
+        elif not a:
+            return False
+    return result
+
+
+def _or(*args):
+    result = False
+    for a in args:
+        if a is None:
+            result = None
+        elif a:
+            return True
+    return result
+
+
+def _in(x, *values):
+    if x is None:
+        return None
+    saw_null = False
+    for v in values:
+        if v is None:
+            saw_null = True
+        elif x == v:
+            return True
+    return None if saw_null else False
+
+
+def _coalesce(*args):
+    for a in args:
+        if a is not None:
+            return a
+    return None
+
+
+def _nullif(a, b):
+    return None if a is not None and b is not None and a == b else a
+
+
+def _abs(a):
+    return None if a is None else abs(a)
+
+
+def _concat(a, b):
+    return None if a is None or b is None else _text(a) + _text(b)
+
+
+def _lower(a):
+    return None if a is None else a.lower()
+
+
+def _upper(a):
+    return None if a is None else a.upper()
+
+
+def _length(a):
+    return None if a is None else len(a)
+
+
+@lru_cache(maxsize=1024)
+def _like_regex(pattern: str) -> re.Pattern:
+    out = []
+    for ch in pattern:
+        if ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _like(a, pattern):
+    if a is None or pattern is None:
+        return None
+    return _like_regex(pattern).fullmatch(a) is not None
+
+
+def _text(v) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+_NUM_PREFIX = re.compile(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def _cast_int(v):
+    if v is None:
+        return None
+    if isinstance(v, (bool, int)):
+        return int(v)
+    if isinstance(v, float):
+        return int(v) if math.isfinite(v) else None
+    if isinstance(v, str):
+        m = _NUM_PREFIX.match(v)
+        if not m:
+            return 0
+        s = m.group(0)
+        return int(s) if "." not in s and m.group(3) is None else int(float(s))
+    raise TypeMismatchError(f"cannot CAST {v!r} to INT")
+
+
+def _cast_float(v):
+    if v is None:
+        return None
+    if isinstance(v, (bool, int, float)):
+        return float(v)
+    if isinstance(v, str):
+        m = _NUM_PREFIX.match(v)
+        return float(m.group(0)) if m else 0.0
+    raise TypeMismatchError(f"cannot CAST {v!r} to FLOAT")
+
+
+def _cast_text(v):
+    return None if v is None else _text(v)
+
+
+def _cast_bool(v):
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "t", "true", "yes", "y", "on")
+    return bool(v)
+
+
+def _cast_date(v):
+    if v is None or type(v) is datetime.date:
+        return v
+    if isinstance(v, datetime.datetime):
+        return v.date()
+    if isinstance(v, str):
+        try:
+            return datetime.date.fromisoformat(v.strip())
+        except ValueError:
+            raise TypeMismatchError(f"cannot CAST {v!r} to DATE") from None
+    raise TypeMismatchError(f"cannot CAST {v!r} to DATE")
+
+
+def _cast_timestamp(v):
+    if v is None or isinstance(v, datetime.datetime):
+        return v
+    if isinstance(v, datetime.date):
+        return datetime.datetime(v.year, v.month, v.day)
+    if isinstance(v, str):
+        try:
+            return datetime.datetime.fromisoformat(v.strip())
+        except ValueError:
+            raise TypeMismatchError(f"cannot CAST {v!r} to TIMESTAMP") from None
+    raise TypeMismatchError(f"cannot CAST {v!r} to TIMESTAMP")
+
+
+_CASTS = {
+    SqlType.INT: "_cast_int", SqlType.FLOAT: "_cast_float", SqlType.TEXT: "_cast_text",
+    SqlType.BOOL: "_cast_bool", SqlType.DATE: "_cast_date", SqlType.TIMESTAMP: "_cast_timestamp",
+}
+
+_FUNCS = {
+    "add": "_add", "sub": "_sub", "mul": "_mul", "div": "_div", "mod": "_mod", "neg": "_neg",
+    "eq": "_eq", "ne": "_ne", "lt": "_lt", "le": "_le", "gt": "_gt", "ge": "_ge",
+    "and": "_and", "or": "_or", "not": "_not", "in": "_in", "coalesce": "_coalesce",
+    "nullif": "_nullif", "abs": "_abs", "like": "_like", "concat": "_concat",
+    "lower": "_lower", "upper": "_upper", "length": "_length",
+}
+
+_NAMESPACE: dict[str, Any] = {name: obj for name, obj in globals().items() if name.startswith("_")}
+
+
+# ---------------------------------------------------------------- compiler
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.consts: list[Any] = []
+
+    def const(self, value: Any) -> str:
+        self.consts.append(value)
+        return f"_k[{len(self.consts) - 1}]"
+
+    def src(self, e: Expr) -> str:
+        if isinstance(e, Col):
+            return f"r[{e.index}]"
+        if isinstance(e, Lit):
+            v = e.value
+            if v is None or isinstance(v, bool):   # an inlined int would warn in "5 is None"
+                return repr(v)
+            return self.const(v)
+        if isinstance(e, Call):
+            op = e.op
+            if op == "is_null":
+                return f"({self.src(e.args[0])} is None)"
+            if op == "is_not_null":
+                return f"({self.src(e.args[0])} is not None)"
+            if op == "case":
+                args = e.args
+                pairs = [(args[i], args[i + 1]) for i in range(0, len(args) - 1, 2)]
+                out = self.src(args[-1]) if len(args) % 2 == 1 else "None"
+                for cond, val in reversed(pairs):
+                    out = f"({self.src(val)} if {self.src(cond)} is True else {out})"
+                return out
+            if op == "cast":
+                fn = _CASTS.get(e.type)
+                if fn is None:
+                    raise UnsupportedError(f"CAST to {e.type.value}")
+                return f"{fn}({self.src(e.args[0])})"
+            fn = _FUNCS.get(op)
+            if fn is None:
+                raise UnsupportedError(f"the expression operator {op!r}")
+            return f"{fn}({', '.join(self.src(a) for a in e.args)})"
+        raise UnsupportedError(f"the expression {e!r}")
+
+
+def compile_expr(e: Expr) -> RowFn:
+    """A function row -> value computing ``e``."""
+    if isinstance(e, Col):
+        i = e.index
+        return lambda r: r[i]
+    c = _Compiler()
+    body = c.src(e)
+    ns = dict(_NAMESPACE)
+    ns["_k"] = c.consts
+    return eval(f"lambda r: {body}", ns)  # noqa: S307 - source is generated from a typed tree
+
+
+def compile_row(exprs: tuple[Expr, ...]) -> Callable[[tuple], tuple]:
+    """A function row -> tuple of every expression's value (one generated lambda)."""
+    if all(isinstance(e, Col) for e in exprs):
+        idx = [e.index for e in exprs]
+        if not idx:
+            return lambda r: ()
+        if len(idx) == 1:
+            i = idx[0]
+            return lambda r: (r[i],)
+        from operator import itemgetter
+        return itemgetter(*idx)
+    c = _Compiler()
+    parts = [c.src(e) for e in exprs]
+    ns = dict(_NAMESPACE)
+    ns["_k"] = c.consts
+    return eval(f"lambda r: ({', '.join(parts)},)", ns)  # noqa: S307
+
+
+def compile_predicate(e: Expr) -> RowFn:
+    """A function row -> bool that is True exactly when ``e`` is TRUE."""
+    c = _Compiler()
+    body = c.src(e)
+    ns = dict(_NAMESPACE)
+    ns["_k"] = c.consts
+    return eval(f"lambda r: {body} is True", ns)  # noqa: S307
+
+
+def evaluate_constant(e: Expr) -> Any:
+    return compile_expr(e)(())

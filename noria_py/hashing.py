@@ -1,0 +1,47 @@
+"""A stable hash for sharding: the same value lands on the same shard in every process.
+
+Python's ``hash()`` is salted per process for strings, so it cannot be used. Values
+that compare equal in SQL hash alike: 1, 1.0 and True all go where 1 goes, so a join
+between an INT and a FLOAT column finds its matches on one shard.
+"""
+from __future__ import annotations
+
+import datetime
+import struct
+import zlib
+
+_MASK = (1 << 64) - 1
+
+
+def value_hash(v: object) -> int:
+    if v is None:
+        return 0
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v                  # unmasked, so that v % shards is the shard of an int key
+    if isinstance(v, float):
+        if v.is_integer():
+            return int(v)
+        return zlib.crc32(struct.pack("<d", v))
+    if isinstance(v, str):
+        return zlib.crc32(v.encode("utf-8", "surrogatepass"))
+    if isinstance(v, datetime.datetime):
+        return zlib.crc32(v.isoformat().encode())
+    if isinstance(v, datetime.date):
+        return v.toordinal()
+    raise TypeError(f"cannot shard on a value of type {type(v).__name__}")
+
+
+def key_hash(values: tuple) -> int:
+    if len(values) == 1:
+        return value_hash(values[0])
+    h = 0
+    for v in values:
+        h = (h * 1_000_003 + value_hash(v)) & _MASK
+    return h
+
+
+def shard_of(values: tuple, shards: int) -> int:
+    """The shard (0..shards-1) that owns rows whose key columns hold ``values``."""
+    return key_hash(values) % shards

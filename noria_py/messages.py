@@ -1,0 +1,21 @@
+"""What travels between domain shards.
+
+A message is explicit data (sender, receiver, batch, the sender's time and clock) so
+that any runtime can move it: a deque in the embedded runtime, a socket in a cluster.
+``time`` is the sender's logical time when it sent the message (the number of
+messages it had received); tree-clock recovery numbers and logs messages by it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .batch import Batch
+
+
+@dataclass(slots=True)
+class Message:
+    src: str
+    dst: str
+    batch: Batch
+    time: int = 0
+    clock: object = None   # the sender's last tree-clock diff, when clocks are on

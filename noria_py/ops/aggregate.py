@@ -1,0 +1,135 @@
+"""GROUP BY with COUNT, SUM and AVG (and MIN/MAX beside them, see extremum.py).
+
+State is one entry per group, indexed by the group key (the key a sharded aggregate
+is partitioned on). A batch updates the groups it touches, then emits, per touched
+group, the retraction of its old output row and the insertion of its new one, so
+downstream sees at most two rows per group per batch. COUNT(*) alone, the vote
+workload's shape, runs on a plain dict of counts.
+"""
+from __future__ import annotations
+
+from operator import itemgetter
+
+from sql_frontend.plan import AggCall
+
+from ..batch import Batch
+from . import accumulators
+from .operator import Operator
+
+
+class Aggregate(Operator):
+    kind = "aggregate"
+    stateful = True
+
+    def __init__(self, group_by: tuple[int, ...], aggs: tuple[AggCall, ...]) -> None:
+        self.group_by = group_by
+        self.aggs = aggs
+        # COUNT(*) or COUNT(x) alone over one group column: the vote workload's shape
+        self.count_only = (len(aggs) == 1 and len(group_by) == 1 and not aggs[0].distinct
+                           and aggs[0].func in ("count_star", "count"))
+        self.args = [a.arg for a in aggs]
+        if not group_by:
+            self._key = lambda r: ()
+        elif len(group_by) == 1:
+            g = group_by[0]
+            self._key = lambda r: (r[g],)
+        else:
+            self._key = itemgetter(*group_by)
+        self.reset()
+
+    def reset(self) -> None:
+        # group key tuple -> [row count, accumulator, ...]
+        # (count_only: key value -> row count, and for COUNT(x) key value -> NULL x count,
+        # kept apart because it is almost always empty: one random access per row, not two)
+        self.groups: dict = {}
+        self.nulls: dict = {}
+        if not self.group_by:
+            self.groups[()] = self._new_group()
+
+    def _new_group(self) -> list:
+        return [0] + [accumulators.make(a) for a in self.aggs]
+
+    def _output(self, key: tuple, g: list) -> tuple | None:
+        if g[0] <= 0 and self.group_by:
+            return None
+        return key + tuple(acc.value() for acc in g[1:])
+
+    def process(self, port: int, batch: Batch) -> Batch:
+        if self.count_only:
+            return self._process_counts(batch)
+        groups = self.groups
+        touched: dict[tuple, tuple | None] = {}
+        keyf = self._key
+        args = self.args
+        for r, s in zip(batch.rows, batch.signs):
+            k = keyf(r)
+            g = groups.get(k)
+            if g is None:
+                g = groups[k] = self._new_group()
+                if k not in touched:
+                    touched[k] = None
+            elif k not in touched:
+                touched[k] = self._output(k, g)
+            g[0] += s
+            for i, a in enumerate(args, 1):
+                g[i].update(1 if a is None else r[a], s)
+        out = Batch()
+        for k, old in touched.items():
+            g = groups[k]
+            new = self._output(k, g)
+            if g[0] == 0 and self.group_by:
+                del groups[k]
+            if old != new:
+                if old is not None:
+                    out.add(old, -1)
+                if new is not None:
+                    out.add(new, 1)
+        return out
+
+    def _process_counts(self, batch: Batch) -> Batch:
+        counts = self.groups
+        g = self.group_by[0]
+        a = self.args[0]
+        nulls = self.nulls
+        touched: dict = {}
+        for r, s in zip(batch.rows, batch.signs):
+            k = r[g]
+            old = counts.get(k, 0)
+            if k not in touched:
+                touched[k] = (old, old - nulls.get(k, 0) if nulls else old)
+            counts[k] = old + s
+            if a is not None and r[a] is None:
+                nulls[k] = nulls.get(k, 0) + s
+        rows: list[tuple] = []
+        signs: list[int] = []
+        for k, (old_rows, old_value) in touched.items():
+            new_rows = counts[k]
+            new_value = new_rows - nulls.get(k, 0) if nulls else new_rows
+            if new_rows == 0:
+                del counts[k]
+                nulls.pop(k, None)
+            if old_rows > 0 and new_rows > 0 and old_value == new_value:
+                continue
+            if old_rows > 0:
+                rows.append((k, old_value))
+                signs.append(-1)
+            if new_rows > 0:
+                rows.append((k, new_value))
+                signs.append(1)
+        return Batch(rows, signs)
+
+    def snapshot(self) -> Batch:
+        if self.count_only:
+            nulls = self.nulls
+            return Batch([(k, c - nulls.get(k, 0)) for k, c in self.groups.items() if c > 0])
+        out = Batch()
+        for k, g in self.groups.items():
+            row = self._output(k, g)
+            if row is not None:
+                out.add(row)
+        return out
+
+    def describe(self) -> str:
+        calls = ", ".join(f"{a.func}{'(distinct)' if a.distinct else ''}({'' if a.arg is None else a.arg})"
+                          for a in self.aggs)
+        return f"{self.kind} by {list(self.group_by)}: {calls}"

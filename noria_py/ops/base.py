@@ -1,0 +1,186 @@
+"""A base table: the rows users write, and the root of every dataflow.
+
+The base validates a whole write batch before touching anything, so a rejected batch
+changes nothing; only then does it apply the batch and emit it downstream.
+"""
+from __future__ import annotations
+
+import datetime
+from typing import Sequence
+
+from sql_frontend.types import SqlType, TableSchema
+
+from ..batch import Batch
+from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
+from .operator import Operator
+
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _coerce(value, typ: SqlType):
+    """The value as stored in a column of ``typ``, or raise TypeError."""
+    t = type(value)
+    if typ is SqlType.INT:
+        if t is int and _INT_MIN <= value <= _INT_MAX:
+            return value
+    elif typ is SqlType.FLOAT:
+        if t is float:
+            return value
+        if t is int:
+            return float(value)
+    elif typ is SqlType.TEXT:
+        if t is str:
+            return value
+    elif typ is SqlType.BOOL:
+        if t is bool:
+            return value
+    elif typ is SqlType.DATE:
+        if t is datetime.date:
+            return value
+    elif typ is SqlType.TIMESTAMP:
+        if t is datetime.datetime:
+            return value
+    raise TypeError
+
+
+class Base(Operator):
+    kind = "base"
+    stateful = True
+
+    def __init__(self, schema: TableSchema) -> None:
+        self.schema = schema
+        self.types = [c.type for c in schema.columns]
+        self.not_null = [not c.nullable or i in schema.primary_key
+                         for i, c in enumerate(schema.columns)]
+        self.pk = schema.primary_key
+        self.reset()
+
+    def reset(self) -> None:
+        self.rows: dict[tuple, int] = {}
+        self.by_key: dict[tuple, tuple] = {}
+
+    # ------------------------------------------------------------ validation
+
+    def check_row(self, row: Sequence, n: int) -> tuple:
+        """Row ``n`` of a write, coerced to the column types; raises on any problem."""
+        cols = self.schema.columns
+        if not isinstance(row, (tuple, list)):
+            raise TypeMismatchError(
+                f"row {n} for table {self.schema.name!r} must be a tuple, got {type(row).__name__}")
+        if len(row) != len(cols):
+            raise ArityError(f"row {n} for table {self.schema.name!r} has {len(row)} values, "
+                             f"the table has {len(cols)} columns")
+        out = []
+        for i, v in enumerate(row):
+            if v is None:
+                if self.not_null[i]:
+                    raise TypeMismatchError(f"row {n}: column {cols[i].name!r} of table "
+                                            f"{self.schema.name!r} is NOT NULL, got NULL")
+                out.append(None)
+                continue
+            try:
+                out.append(_coerce(v, self.types[i]))
+            except (TypeError, OverflowError):     # OverflowError: an int too big for FLOAT
+                raise TypeMismatchError(
+                    f"row {n}: column {cols[i].name!r} of table {self.schema.name!r} is "
+                    f"{self.types[i].value}, got {v!r} ({type(v).__name__})") from None
+        return tuple(out)
+
+    _ALLOWED = {
+        SqlType.INT: {int}, SqlType.FLOAT: {float}, SqlType.TEXT: {str}, SqlType.BOOL: {bool},
+        SqlType.DATE: {datetime.date}, SqlType.TIMESTAMP: {datetime.datetime},
+    }
+
+    def check_rows(self, rows: Sequence[Sequence]) -> list[tuple]:
+        """Every row checked and coerced, column by column (the fast path for big batches);
+        on any problem, the row-by-row check finds it and names it."""
+        if not rows:
+            return []
+        if not all(isinstance(r, (tuple, list)) for r in rows):    # check_row names the bad one
+            return [self.check_row(r, n) for n, r in enumerate(rows)]
+        rows = [r if type(r) is tuple else tuple(r) for r in rows]
+        ncols = len(self.types)
+        if set(map(len, rows)) != {ncols}:
+            return [self.check_row(r, n) for n, r in enumerate(rows)]
+        coerce = []
+        for i, col in enumerate(zip(*rows)):
+            typ = self.types[i]
+            seen = set(map(type, col))
+            if type(None) in seen:
+                if self.not_null[i]:
+                    return [self.check_row(r, n) for n, r in enumerate(rows)]
+                seen.discard(type(None))
+            if seen <= self._ALLOWED[typ]:
+                if typ is SqlType.INT and seen:
+                    vals = [v for v in col if v is not None] if len(seen) != len(col) else col
+                    if vals and (min(vals) < _INT_MIN or max(vals) > _INT_MAX):
+                        return [self.check_row(r, n) for n, r in enumerate(rows)]
+                continue
+            if typ is SqlType.FLOAT and seen <= {float, int}:
+                coerce.append(i)
+                continue
+            return [self.check_row(r, n) for n, r in enumerate(rows)]
+        if coerce:
+            out = []
+            try:
+                for r in rows:
+                    r = list(r)
+                    for i in coerce:
+                        if r[i] is not None:
+                            r[i] = float(r[i])
+                    out.append(tuple(r))
+            except OverflowError:                      # an int too big for a FLOAT
+                return [self.check_row(r, n) for n, r in enumerate(rows)]
+            rows = out
+        return rows
+
+    def key_of(self, row: tuple) -> tuple:
+        return tuple(row[i] for i in self.pk)
+
+    def prepare(self, inserts: Sequence[Sequence] = (), deletes: Sequence[Sequence] = ()) -> Batch:
+        """The validated delta for a write (deletes first, then inserts); no state changes."""
+        dels = self.check_rows(deletes)
+        ins = self.check_rows(inserts)
+        pending: dict[tuple, int] = {}
+        for n, r in enumerate(dels):
+            have = self.rows.get(r, 0) + pending.get(r, 0)
+            if have <= 0:
+                raise RowNotFoundError(f"cannot delete row {n} {r!r}: table "
+                                       f"{self.schema.name!r} holds no such row")
+            pending[r] = pending.get(r, 0) - 1
+        if self.pk:
+            freed = {self.key_of(r) for r in dels}
+            seen: set[tuple] = set()
+            for n, r in enumerate(ins):
+                k = self.key_of(r)
+                if k in seen or (k in self.by_key and k not in freed):
+                    raise DuplicateKeyError(
+                        f"row {n}: primary key {k!r} already exists in table {self.schema.name!r}")
+                seen.add(k)
+        return Batch(dels + ins, [-1] * len(dels) + [1] * len(ins))
+
+    # ------------------------------------------------------------ operator
+
+    def process(self, port: int, batch: Batch) -> Batch:
+        rows = self.rows
+        pk = self.pk
+        for r, s in zip(batch.rows, batch.signs):
+            c = rows.get(r, 0) + s
+            if c > 0:
+                rows[r] = c
+                if pk and s > 0:
+                    self.by_key[self.key_of(r)] = r
+            else:
+                rows.pop(r, None)
+                if pk:
+                    self.by_key.pop(self.key_of(r), None)
+        return batch
+
+    def snapshot(self) -> Batch:
+        return Batch(list(self.rows), list(self.rows.values()))
+
+    def __len__(self) -> int:
+        return sum(self.rows.values())
+
+    def describe(self) -> str:
+        return f"base {self.schema.name}"

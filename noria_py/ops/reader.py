@@ -1,0 +1,98 @@
+"""The materialized end of a view: rows indexed by the view's lookup key.
+
+A read is a dictionary lookup here; nothing is computed. Rows are stored with any
+hidden key columns and trimmed to the visible ones when read.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from sql_frontend.plan import OrderKey
+
+from ..batch import Batch
+from ..ordering import order_key
+from .operator import Operator
+
+
+class Reader(Operator):
+    kind = "reader"
+    stateful = True
+
+    def __init__(self, key: tuple[int, ...], visible: int, width: int,
+                 order: Sequence[OrderKey] = ()) -> None:
+        self.key = key
+        self.visible = visible
+        self.trim = visible < width
+        self.sort = order_key(order) if order else None
+        self.reset()
+
+    def reset(self) -> None:
+        self.state: dict[object, dict[tuple, int]] = {}
+
+    def _key(self, r: tuple):
+        k = self.key
+        if len(k) == 1:
+            return r[k[0]]
+        return tuple(r[i] for i in k)
+
+    def process(self, port: int, batch: Batch) -> Batch:
+        state = self.state
+        single = len(self.key) == 1
+        k0 = self.key[0] if single else None
+        for r, s in zip(batch.rows, batch.signs):
+            key = r[k0] if single else self._key(r)
+            bucket = state.get(key)
+            if bucket is None:
+                bucket = state[key] = {}
+            c = bucket.get(r, 0) + s
+            if c:
+                bucket[r] = c
+            else:
+                del bucket[r]
+                if not bucket:
+                    del state[key]
+        return Batch()
+
+    def _rows(self, bucket: dict[tuple, int] | None) -> list[tuple]:
+        if not bucket:
+            return []
+        out: list[tuple] = []
+        for r, c in bucket.items():
+            if c > 0:
+                out.extend([r] * c) if c > 1 else out.append(r)
+        if self.sort is not None:
+            out.sort(key=self.sort)
+        if self.trim:
+            v = self.visible
+            out = [r[:v] for r in out]
+        return out
+
+    def lookup(self, key) -> list[tuple]:
+        """Rows for one key value (a tuple for a compound key). ``col = NULL`` is never
+        true in SQL, so a NULL in the key finds nothing, though rows with NULL key
+        columns are kept for reads of the whole view."""
+        if key is None or (type(key) is tuple and None in key):
+            return []
+        return self._rows(self.state.get(key))
+
+    def all(self) -> list[tuple]:
+        out: list[tuple] = []
+        for bucket in self.state.values():
+            for r, c in bucket.items():
+                if c > 0:
+                    out.extend([r] * c)
+        if self.sort is not None:
+            out.sort(key=self.sort)
+        if self.trim:
+            v = self.visible
+            out = [r[:v] for r in out]
+        return out
+
+    def snapshot(self) -> Batch:
+        rows: list[tuple] = []
+        signs: list[int] = []
+        for bucket in self.state.values():
+            for r, c in bucket.items():
+                rows.append(r)
+                signs.append(c)
+        return Batch(rows, signs)

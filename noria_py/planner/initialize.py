@@ -1,0 +1,51 @@
+"""Fills new (or purged) nodes with the state they would have had all along.
+
+Used by migrations (a view added over tables that already hold data) and by lineage
+recovery (a purged subgraph refilled from the base tables). A stateful node that is
+kept describes its output from its state (``snapshot``); a stateless one is a pure
+function, so its full output is itself applied to its parents' full output. New nodes
+are fed their parents' full output through the ordinary ``process`` path, in
+topological order. Every inbox must be empty when this runs (the runtime drains first),
+or rows in flight would be counted twice.
+"""
+from __future__ import annotations
+
+from ..batch import Batch
+from ..graph import Graph
+
+
+def initialize(graph: Graph, fresh: set[str]) -> None:
+    outputs: dict[str, Batch | list[Batch]] = {}
+
+    def edge(parent: str, child: str) -> Batch:
+        out = output_of(parent)
+        if graph[parent].op.splits:
+            return out[graph[child].shard]
+        return out
+
+    def output_of(nid: str) -> Batch | list[Batch]:
+        if nid in outputs:
+            return outputs[nid]
+        node = graph[nid]
+        op = node.op
+        if op.stateful and nid not in fresh:
+            result = op.snapshot()
+        else:
+            results = [op.process(port, edge(p, nid)) for port, p in enumerate(node.parents)]
+            if op.stateful:
+                result = op.snapshot()
+            elif op.splits:
+                result = [Batch() for _ in range(op.shards)]
+                for parts in results:
+                    for i, b in enumerate(parts):
+                        result[i].extend(b)
+            else:
+                result = Batch()
+                for b in results:
+                    result.extend(b)
+        outputs[nid] = result
+        return result
+
+    for nid in graph.topological():
+        if nid in fresh:
+            output_of(nid)

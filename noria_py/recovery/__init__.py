@@ -1,0 +1,4 @@
+"""Recovering failed nodes: lineage rebuild now; tree clocks and Spark to come."""
+from .report import RecoveryReport
+
+__all__ = ["RecoveryReport"]

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RecoveryReport:
+    """What one recovery did and how long it took."""
+    node: str
+    strategy: str
+    seconds: float
+    replayed_messages: int = 0
+    purged: list[str] = field(default_factory=list)
+    rows: int = 0            # rows recomputed or replayed
+    automatic: bool = False

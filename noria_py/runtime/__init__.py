@@ -1,0 +1,1 @@
+"""Runtimes move messages between domain shards; they do not know what operators do."""

@@ -1,0 +1,156 @@
+"""Value encoding for stored rows: msgpack with two extension types.
+
+msgpack alone already keeps ``bool`` apart from ``int`` and ``float`` apart
+from ``int`` (a float is always written as float64, so ``1.0`` comes back as
+``1.0``), and it is a fixed, language-neutral format: unlike pickle, reading
+a damaged or hostile file can produce garbage values or a decoding error,
+never code execution. Dates and datetimes have no msgpack type, so they use
+extension types with fixed-size little-endian payloads:
+
+========  ==========================  =========================================
+ext code  Python type                 payload
+========  ==========================  =========================================
+1         ``datetime.date``           ``<i``  proleptic Gregorian ordinal
+2         naive ``datetime``          ``<iqB`` ordinal, microsecond of day, fold
+3         aware ``datetime``          ``<iqBq`` as 2, then UTC offset in
+                                      microseconds (the wall-clock time is
+                                      stored, not UTC)
+========  ==========================  =========================================
+
+An aware datetime comes back with a fixed-offset ``datetime.timezone``: the
+offset and the instant survive, the zone's name and its future DST rules do
+not (a ``zoneinfo`` zone cannot be rebuilt from an offset).
+
+Integers must fit in msgpack's range, -2**63 .. 2**64-1; anything else is
+refused with :class:`EncodeError` rather than silently changed.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+import struct
+from typing import Any
+
+import msgpack
+
+__all__ = [
+    "EXT_DATE",
+    "EXT_DATETIME",
+    "EXT_DATETIME_TZ",
+    "EncodeError",
+    "DecodeError",
+    "packb",
+    "unpackb",
+    "check_rows",
+    "rows_are_plain",
+]
+
+EXT_DATE = 1
+EXT_DATETIME = 2
+EXT_DATETIME_TZ = 3
+
+_DATE = struct.Struct("<i")
+_DATETIME = struct.Struct("<iqB")
+_DATETIME_TZ = struct.Struct("<iqBq")
+
+_US_PER_SECOND = 1_000_000
+_US_PER_DAY = 86_400 * _US_PER_SECOND
+
+
+class EncodeError(ValueError):
+    """A value that the storage format cannot represent faithfully."""
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a valid encoding (damaged or foreign data)."""
+
+
+def _default(obj: Any) -> msgpack.ExtType:
+    # datetime is a subclass of date, so it must be tested first.
+    if isinstance(obj, _dt.datetime):
+        us = ((obj.hour * 60 + obj.minute) * 60 + obj.second) * _US_PER_SECOND + obj.microsecond
+        offset = obj.utcoffset()
+        if offset is None:
+            return msgpack.ExtType(EXT_DATETIME, _DATETIME.pack(obj.toordinal(), us, obj.fold))
+        off_us = (offset.days * 86_400 + offset.seconds) * _US_PER_SECOND + offset.microseconds
+        return msgpack.ExtType(EXT_DATETIME_TZ, _DATETIME_TZ.pack(obj.toordinal(), us, obj.fold, off_us))
+    if isinstance(obj, _dt.date):
+        return msgpack.ExtType(EXT_DATE, _DATE.pack(obj.toordinal()))
+    raise TypeError(f"cannot store a value of type {type(obj).__name__}: {obj!r:.80}")
+
+
+def _from_parts(ordinal: int, us: int, fold: int, tz: _dt.tzinfo | None) -> _dt.datetime:
+    if not 0 <= us < _US_PER_DAY or fold not in (0, 1):
+        raise ValueError("datetime field out of range")
+    d = _dt.date.fromordinal(ordinal)
+    secs, micro = divmod(us, _US_PER_SECOND)
+    mins, sec = divmod(secs, 60)
+    hour, minute = divmod(mins, 60)
+    return _dt.datetime(d.year, d.month, d.day, hour, minute, sec, micro, tzinfo=tz, fold=fold)
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == EXT_DATE:
+        (ordinal,) = _DATE.unpack(data)
+        return _dt.date.fromordinal(ordinal)
+    if code == EXT_DATETIME:
+        return _from_parts(*_DATETIME.unpack(data), None)
+    if code == EXT_DATETIME_TZ:
+        ordinal, us, fold, off_us = _DATETIME_TZ.unpack(data)
+        tz = _dt.timezone(_dt.timedelta(microseconds=off_us))
+        return _from_parts(ordinal, us, fold, tz)
+    raise ValueError(f"unknown msgpack extension type {code}")
+
+
+def packb(obj: Any) -> bytes:
+    """Encode ``obj``; the one place that fixes the packer options, so that
+    every file in the data directory is written the same way."""
+    try:
+        return msgpack.packb(obj, default=_default, use_bin_type=True, use_single_float=False, strict_types=False)
+    except (TypeError, OverflowError, ValueError, UnicodeEncodeError) as exc:
+        raise EncodeError(str(exc)) from exc
+
+
+def unpackb(data: bytes) -> Any:
+    """Decode bytes written by :func:`packb`; arrays come back as tuples, so
+    rows compare equal to the tuples that were written."""
+    try:
+        return msgpack.unpackb(data, raw=False, use_list=False, ext_hook=_ext_hook, strict_map_key=False)
+    except Exception as exc:  # msgpack raises a zoo of types on garbage input
+        raise DecodeError(f"undecodable payload: {exc}") from exc
+
+
+_VALUE_TYPES = frozenset({int, float, str, bool, type(None), _dt.date, _dt.datetime, bytes})
+_VALUE_BASES = (int, float, str, _dt.date, bytes)
+_ROW_TYPES = frozenset({tuple, list})
+
+
+def check_rows(rows: "list | tuple") -> str | None:
+    """Why ``rows`` cannot be stored, or ``None`` if they can.
+
+    Checked before anything is written because a value that encodes but
+    cannot be replayed (a dict, say) would otherwise turn a good record into
+    a "bad" one at recovery and hide every later batch. The common case is
+    two set comparisons done in C.
+    """
+    if not rows:
+        return None
+    if not set(map(type, rows)) <= _ROW_TYPES:
+        for row in rows:
+            if not isinstance(row, (tuple, list)):
+                return f"a row must be a tuple, not {type(row).__name__}: {row!r:.80}"
+    kinds = set(map(type, itertools.chain.from_iterable(rows)))
+    if not kinds <= _VALUE_TYPES:
+        for kind in kinds - _VALUE_TYPES:
+            if not issubclass(kind, _VALUE_BASES):
+                return f"cannot store a value of type {kind.__name__}"
+    return None
+
+
+def rows_are_plain(rows: tuple) -> bool:
+    """Whether decoded ``rows`` are tuples of scalar values only (what
+    :func:`check_rows` lets through), so that replay can hash them."""
+    if not set(map(type, rows)) <= {tuple}:
+        return False
+    return set(map(type, itertools.chain.from_iterable(rows))) <= _VALUE_TYPES

@@ -1,0 +1,84 @@
+"""SQL text to a logical plan, with no knowledge of the engine that runs it.
+
+``parse`` turns one statement into a ``Statement`` (see ``plan.py``); names are
+resolved against a ``Catalog`` and every user error is raised as a subclass of
+``errors.Error`` with the position of the offending text.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from sqlglot import exp
+
+from .catalog import Catalog, DictCatalog
+from .errors import (AlreadyExistsError, ArityError, Error, ParseError, SqlError,
+                     TypeMismatchError, UnknownColumnError, UnknownTableError, UnsupportedError)
+from .expr import OPS, Call, Col, Expr, Lit, columns_used
+from .parse import offset_to_position, parse_statements, split_statements
+from .plan import (AggCall, Aggregate, CreateTable, CreateView, Delete, Distinct, DropTable,
+                   DropView, Filter, Insert, Join, OrderKey, Project, Query, Rel, Scan, Select,
+                   Statement, TopK, Union_, Update)
+from .resolve import Context, placeholders_in_order
+from .types import PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
+
+__all__ = [
+    "parse", "split_statements",
+    "Catalog", "DictCatalog",
+    "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
+    "UnknownColumnError", "AlreadyExistsError", "TypeMismatchError", "ArityError",
+    "OPS", "Call", "Col", "Expr", "Lit", "columns_used",
+    "AggCall", "Aggregate", "CreateTable", "CreateView", "Delete", "Distinct", "DropTable",
+    "DropView", "Filter", "Insert", "Join", "OrderKey", "Project", "Query", "Rel", "Scan",
+    "Select", "Statement", "TopK", "Union_", "Update",
+    "PYTHON_TYPES", "ColumnInfo", "SqlType", "TableSchema",
+]
+
+
+def parse(sql: str, catalog: Catalog, params: Sequence[Any] = ()) -> Statement:
+    """The plan of the one statement in ``sql``.
+
+    ``params`` are the values of its ``?``: bound as constants in INSERT, DELETE and
+    UPDATE; the lookup-key values of a SELECT (kept in ``Select.params``). A view's
+    ``?`` stay unbound, so CREATE VIEW takes no params.
+    """
+    from . import ddl, dml, select   # late: they import this package's modules
+
+    trees = parse_statements(sql)
+    if not trees:
+        raise ParseError("no SQL statement given", sql, None)
+    if len(trees) > 1:
+        ctx = Context(sql, catalog)
+        raise ParseError("more than one statement given (use split_statements for "
+                         "scripts)", sql, ctx.pos(trees[1]))
+    node = trees[0]
+    ctx = Context(sql, catalog)
+    params = tuple(params)
+
+    if isinstance(node, (exp.Insert, exp.Delete, exp.Update)):
+        marks = placeholders_in_order(node)
+        if len(marks) != len(params):
+            raise ArityError(f"the statement has {len(marks)} parameters (?) but "
+                             f"{len(params)} values were given")
+        ctx.bound = {id(p): v for p, v in zip(marks, params)}
+        if isinstance(node, exp.Insert):
+            return dml.insert(ctx, node)
+        if isinstance(node, exp.Delete):
+            return dml.delete(ctx, node)
+        return dml.update(ctx, node)
+
+    if isinstance(node, exp.Query):
+        query = select.build_query(ctx, node, allow_key=True)
+        if len(query.key) != len(params):
+            raise ArityError(f"the query has {len(query.key)} parameters (?) but "
+                             f"{len(params)} values were given")
+        return Select(query, params, sql.strip().rstrip(";").strip())
+
+    if params:
+        raise ArityError(f"{node.key.upper()} takes no parameters, {len(params)} given")
+    if isinstance(node, exp.Create):
+        return ddl.create(ctx, node)
+    if isinstance(node, exp.Drop):
+        return ddl.drop(ctx, node)
+    start = offset_to_position(sql, len(sql) - len(sql.lstrip()))
+    what = str(node.this).upper() if isinstance(node, exp.Command) else node.key.upper()
+    raise UnsupportedError(f"unsupported: statement {what}", sql, start)

@@ -1,0 +1,211 @@
+"""The logical plan: what a query computes, with no word about how it runs.
+
+Every relation knows its output ``columns``. Expressions inside a relation refer to
+the columns of its input(s) by position (see ``expr.py``). The engine's planner turns
+these trees into dataflow graphs; nothing here knows about the engine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from .expr import Expr
+from .types import ColumnInfo, SqlType, TableSchema
+
+
+# ---------------------------------------------------------------- relations
+
+@dataclass(frozen=True)
+class Scan:
+    """All rows of a base table."""
+    table: str
+    columns: tuple[ColumnInfo, ...]
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Rows of ``input`` for which ``predicate`` is TRUE (not FALSE, not NULL)."""
+    input: "Rel"
+    predicate: Expr
+
+    @property
+    def columns(self) -> tuple[ColumnInfo, ...]:
+        return self.input.columns
+
+
+@dataclass(frozen=True)
+class Project:
+    """One output column per expression, evaluated over ``input``'s columns."""
+    input: "Rel"
+    exprs: tuple[Expr, ...]
+    columns: tuple[ColumnInfo, ...]
+
+
+@dataclass(frozen=True)
+class Join:
+    """Equi-join. Output = left columns followed by right columns.
+
+    ``kind`` is "inner" or "left". Rows match when every left key equals its right key
+    (SQL equality: a NULL key matches nothing). Empty key tuples make a cross join.
+    For a left join, a left row with no match is padded with NULLs on the right.
+    """
+    left: "Rel"
+    right: "Rel"
+    kind: str
+    left_keys: tuple[int, ...]
+    right_keys: tuple[int, ...]
+    columns: tuple[ColumnInfo, ...]
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """func is one of: count_star, count, sum, avg, min, max.
+
+    ``arg`` is a column position in the Aggregate's input (None for count_star).
+    COUNT skips NULLs; SUM/AVG/MIN/MAX of no non-NULL values are NULL; COUNT of none is 0.
+    ``distinct`` is only allowed for count, sum and avg.
+    """
+    func: str
+    arg: int | None
+    distinct: bool
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """GROUP BY. Output = the group columns (in ``group_by`` order), then one per agg.
+
+    With ``group_by == ()`` there is exactly one output row at all times (a global
+    aggregate over an empty input gives COUNT 0 and NULL for the others).
+    """
+    input: "Rel"
+    group_by: tuple[int, ...]
+    aggs: tuple[AggCall, ...]
+    columns: tuple[ColumnInfo, ...]
+
+
+@dataclass(frozen=True)
+class Distinct:
+    input: "Rel"
+
+    @property
+    def columns(self) -> tuple[ColumnInfo, ...]:
+        return self.input.columns
+
+
+@dataclass(frozen=True)
+class Union_:
+    """UNION ALL of inputs with the same number of columns (use Distinct over it for UNION)."""
+    inputs: tuple["Rel", ...]
+    columns: tuple[ColumnInfo, ...]
+
+
+@dataclass(frozen=True)
+class OrderKey:
+    column: int                 # position in the input
+    descending: bool = False
+    nulls_first: bool = True    # SQLite's default: NULLs sort first ascending, last descending
+
+
+@dataclass(frozen=True)
+class TopK:
+    """The first ``limit`` rows (after skipping ``offset``) by ``order``, within each group
+    of equal ``partition`` columns (the view's lookup key; () for a global top-k).
+    ``limit`` None means no limit (only an offset)."""
+    input: "Rel"
+    order: tuple[OrderKey, ...]
+    limit: int | None
+    offset: int
+    partition: tuple[int, ...]
+
+    @property
+    def columns(self) -> tuple[ColumnInfo, ...]:
+        return self.input.columns
+
+
+Rel = Union[Scan, Filter, Project, Join, Aggregate, Distinct, Union_, TopK]
+
+
+# ---------------------------------------------------------------- queries
+
+@dataclass(frozen=True)
+class Query:
+    """A SELECT as a view: a relation plus how it is read.
+
+    - ``root.columns`` = the visible columns, then ``hidden`` extra columns at the end
+      (lookup-key columns the SELECT list did not name).
+    - ``key``: positions in ``root.columns`` that ``?`` parameters bind, in the order the
+      ``?`` appear. () means the view is read whole.
+    - ``order``: how a read sorts the rows it returns (ORDER BY); () = unspecified.
+      Any LIMIT/OFFSET is already in the root as a TopK partitioned by ``key``.
+    """
+    root: Rel
+    names: tuple[str, ...]          # visible column names
+    key: tuple[int, ...] = ()
+    hidden: int = 0
+    order: tuple[OrderKey, ...] = ()
+
+    @property
+    def visible(self) -> int:
+        return len(self.names)
+
+
+# ---------------------------------------------------------------- statements
+
+@dataclass(frozen=True)
+class CreateTable:
+    schema: TableSchema
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class CreateView:
+    name: str
+    query: Query
+    sql: str                        # the original statement text (persisted in the catalog)
+
+
+@dataclass(frozen=True)
+class Insert:
+    """Rows to add. Each row has one constant expression per table column (in table
+    order; columns the INSERT did not name are Lit(None)). Parameters are bound."""
+    table: str
+    rows: tuple[tuple[Expr, ...], ...]
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete the rows of ``table`` where ``where`` is TRUE (all rows if None).
+    Expressions refer to the table's columns; parameters are bound."""
+    table: str
+    where: Expr | None
+
+
+@dataclass(frozen=True)
+class Update:
+    table: str
+    assignments: tuple[tuple[int, Expr], ...]   # (column position, new value expr over old row)
+    where: Expr | None
+
+
+@dataclass(frozen=True)
+class DropTable:
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropView:
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class Select:
+    """A query to answer now. ``params`` are the values for its ``?`` (the lookup key)."""
+    query: Query
+    params: tuple = ()
+    sql: str = ""
+
+
+Statement = Union[CreateTable, CreateView, Insert, Delete, Update, DropTable, DropView, Select]

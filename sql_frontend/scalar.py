@@ -1,0 +1,507 @@
+"""Scalar expressions: sqlglot nodes to typed ``Expr`` over a scope.
+
+Type checking happens here, while the sqlglot node is at hand, so a mismatch can be
+reported with the offending text and its position. Aggregate calls are not
+evaluated here: inside a grouped query they become ``AggRef`` markers that the
+query builder later replaces with columns of the Aggregate's output.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from sqlglot import exp
+
+from .errors import SqlError, TypeMismatchError, UnknownColumnError
+from .expr import Call, Col, Expr, Lit
+from .resolve import Context, Scope
+from .typerules import (arithmetic, comparable, declared_type, family, parse_temporal,
+                        unify, value_type)
+from .types import ColumnInfo, SqlType
+
+
+# ---------------------------------------------------------------- aggregates
+
+@dataclass(frozen=True)
+class AggRef:
+    """Stands for the ``slot``-th aggregate of a grouped query until the Aggregate exists."""
+    slot: int
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    func: str                  # count_star, count, sum, avg, min, max
+    arg: Expr | None           # over the pre-aggregation scope
+    distinct: bool
+    type: SqlType
+    name: str                  # SQL text, for the output column name
+
+
+class AggCollector:
+    """The distinct aggregate calls of one grouped query, in first-use order."""
+
+    def __init__(self) -> None:
+        self.specs: list[AggSpec] = []
+
+    def add(self, spec: AggSpec) -> int:
+        for i, s in enumerate(self.specs):
+            if (s.func, s.arg, s.distinct) == (spec.func, spec.arg, spec.distinct):
+                return i
+        self.specs.append(spec)
+        return len(self.specs) - 1
+
+
+AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+
+
+def contains_aggregate(node: exp.Expr | None) -> bool:
+    """Whether ``node`` calls an aggregate outside any subquery."""
+    if node is None:
+        return False
+    for n in node.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select, exp.Window))):
+        if isinstance(n, exp.AggFunc):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- errors
+
+def mismatch(ctx: Context, message: str, node: exp.Expr | None) -> TypeMismatchError:
+    pos = ctx.pos(node)
+    if pos is not None:
+        message = f"{message} (at line {pos[0]}, column {pos[1]})"
+    err = TypeMismatchError(message)
+    err.position = pos  # type: ignore[attr-defined]
+    return err
+
+
+# ---------------------------------------------------------------- translation
+
+_ARITH = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul", exp.Div: "div", exp.Mod: "mod"}
+_CMP = {exp.EQ: "eq", exp.NEQ: "ne", exp.LT: "lt", exp.LTE: "le", exp.GT: "gt", exp.GTE: "ge"}
+_TEXT_FUNCS = {exp.Lower: ("lower", SqlType.TEXT), exp.Upper: ("upper", SqlType.TEXT),
+               exp.Length: ("length", SqlType.INT)}
+
+
+class Translator:
+    """Translates expressions of one clause.
+
+    ``aggs``: where aggregate calls are allowed (grouped SELECT list, HAVING, ORDER BY),
+    the collector they are registered with; None elsewhere. ``aliases``: SELECT-list
+    aliases a bare name may fall back to (HAVING and ORDER BY, as SQLite allows).
+    """
+
+    def __init__(self, ctx: Context, scope: Scope, *, aggs: AggCollector | None = None,
+                 clause: str = "WHERE", aliases: dict[str, exp.Expr] | None = None) -> None:
+        self.ctx = ctx
+        self.scope = scope
+        self.aggs = aggs
+        self.clause = clause
+        self.aliases = dict(aliases or {})
+
+    def __call__(self, node: exp.Expr) -> Expr:
+        return self.expr(node)
+
+    def condition(self, node: exp.Expr) -> Expr:
+        """A WHERE/ON/HAVING condition: any expression that can be TRUE."""
+        return self._boolean(self.expr(node), node)
+
+    # -- dispatch
+    def expr(self, node: exp.Expr) -> Expr:
+        handler = self._handler(node)
+        if handler is None:
+            raise self._unsupported_node(node)
+        return handler(node)
+
+    def _handler(self, node: exp.Expr) -> Callable[[Any], Expr] | None:
+        for cls, fn in (
+            (exp.Paren, lambda n: self.expr(n.this)),
+            (exp.Alias, lambda n: self.expr(n.this)),
+            (exp.Column, self._column),
+            (exp.Literal, self._literal),
+            (exp.Null, lambda n: Lit(None, SqlType.NULL)),
+            (exp.Boolean, lambda n: Lit(bool(n.this), SqlType.BOOL)),
+            (exp.Placeholder, self._placeholder),
+            (exp.Neg, self._neg),
+            (exp.IntDiv, self._intdiv),
+            (exp.And, self._logic), (exp.Or, self._logic),
+            (exp.Not, self._not),
+            (exp.Is, self._is),
+            (exp.Case, self._case),
+            (exp.Coalesce, self._coalesce),
+            (exp.Nullif, self._nullif),
+            (exp.Abs, self._abs),
+            (exp.In, self._in),
+            (exp.Between, self._between),
+            (exp.Like, self._like),
+            (exp.DPipe, self._concat),
+            (exp.Cast, self._cast),
+            (exp.AggFunc, self._aggregate),
+        ):
+            if isinstance(node, cls):
+                return fn
+        for table in (_ARITH, _CMP, _TEXT_FUNCS):
+            for cls in table:
+                if type(node) is cls:
+                    if table is _ARITH:
+                        return self._arith
+                    if table is _CMP:
+                        return self._compare_node
+                    return self._text_func
+        return None
+
+    def _unsupported_node(self, node: exp.Expr) -> SqlError:
+        ctx = self.ctx
+        if isinstance(node, exp.Window):
+            return ctx.unsupported(f"window function {node.this.sql()} OVER (...)", node)
+        if isinstance(node, exp.Exists):
+            return ctx.unsupported("EXISTS subquery", node)
+        if isinstance(node, (exp.Subquery, exp.Select, exp.SetOperation)):
+            return ctx.unsupported("subquery in an expression", node)
+        if isinstance(node, exp.Escape):
+            return ctx.unsupported("LIKE ... ESCAPE", node)
+        if isinstance(node, exp.Anonymous):
+            return ctx.unsupported(f"function {node.name.upper()}()", node)
+        if isinstance(node, exp.Func):
+            return ctx.unsupported(f"function {node.sql_name()}()", node)
+        if isinstance(node, exp.Star):
+            return ctx.unsupported("* in an expression", node)
+        return ctx.unsupported(f"{node.key.upper()} expression {node.sql()}", node)
+
+    # -- leaves
+    def _column(self, node: exp.Column) -> Expr:
+        if isinstance(node.this, exp.Star):
+            raise self.ctx.unsupported(f"{node.sql()} in an expression", node)
+        try:
+            i = self.scope.resolve(self.ctx, node)
+        except UnknownColumnError:
+            alias = None if node.table else self.aliases.get(node.name.lower())
+            if alias is None:
+                raise
+            sub = Translator(self.ctx, self.scope, aggs=self.aggs, clause=self.clause,
+                             aliases={k: v for k, v in self.aliases.items()
+                                      if k != node.name.lower()})
+            return sub.expr(alias)
+        f = self.scope.fields[i]
+        return Col(i, f.type, f.name)
+
+    def _literal(self, node: exp.Literal) -> Expr:
+        text = node.this
+        if node.is_string:
+            return Lit(text, SqlType.TEXT)
+        try:
+            return Lit(int(text), SqlType.INT)
+        except ValueError:
+            pass
+        try:
+            return Lit(float(text), SqlType.FLOAT)
+        except ValueError:
+            raise self.ctx.unsupported(f"numeric literal {text}", node) from None
+
+    def _placeholder(self, node: exp.Placeholder) -> Expr:
+        if node.this:
+            raise self.ctx.unsupported(f"named parameter :{node.this}", node)
+        if id(node) not in self.ctx.bound:
+            raise self.ctx.unsupported(
+                "parameter ? here (in a query, ? may only appear as a top-level "
+                "WHERE conjunct `column = ?`)", node)
+        value = self.ctx.bound[id(node)]
+        t = value_type(value)
+        if t is None:
+            raise mismatch(self.ctx, f"parameter of unsupported Python type "
+                                     f"{type(value).__name__}: {value!r}", node)
+        return Lit(value, t)
+
+    # -- arithmetic
+    def _neg(self, node: exp.Neg) -> Expr:
+        a = self.expr(node.this)
+        if family(a.type) not in ("number", "null"):
+            raise mismatch(self.ctx, f"cannot negate {a.type.value} in {node.sql()}", node)
+        t = SqlType.INT if a.type == SqlType.BOOL else a.type
+        if isinstance(a, Lit) and a.value is not None and not isinstance(a.value, bool):
+            return Lit(-a.value, t)
+        return Call("neg", (a,), t)
+
+    def _arith(self, node: exp.Binary) -> Expr:
+        a, b = self.expr(node.this), self.expr(node.expression)
+        t = arithmetic(a.type, b.type)
+        if t is None:
+            raise mismatch(self.ctx, f"arithmetic on {a.type.value} and {b.type.value} "
+                                     f"in {node.sql()}", node)
+        return Call(_ARITH[type(node)], (a, b), t)
+
+    def _intdiv(self, node: exp.IntDiv) -> Expr:
+        a, b = self.expr(node.this), self.expr(node.expression)
+        t = arithmetic(a.type, b.type)
+        if t is None:
+            raise mismatch(self.ctx, f"arithmetic on {a.type.value} and {b.type.value} "
+                                     f"in {node.sql()}", node)
+        if t == SqlType.FLOAT:
+            return Call("cast", (Call("div", (a, b), t),), SqlType.INT)
+        return Call("div", (a, b), t)
+
+    # -- comparisons and logic
+    def _compare_node(self, node: exp.Binary) -> Expr:
+        return self.compare(_CMP[type(node)], self.expr(node.this),
+                            self.expr(node.expression), node)
+
+    def compare(self, op: str, a: Expr, b: Expr, node: exp.Expr) -> Expr:
+        a, b = self._coerce_temporal(a, b, node), self._coerce_temporal(b, a, node)
+        if not comparable(a.type, b.type):
+            raise mismatch(self.ctx, f"cannot compare {a.type.value} with {b.type.value} "
+                                     f"in {node.sql()}", node)
+        return Call(op, (a, b), SqlType.BOOL)
+
+    def _coerce_temporal(self, a: Expr, other: Expr, node: exp.Expr) -> Expr:
+        """A text literal compared with a date/timestamp is read as one."""
+        if (isinstance(a, Lit) and a.type == SqlType.TEXT
+                and other.type in (SqlType.DATE, SqlType.TIMESTAMP)):
+            v = parse_temporal(a.value, other.type)
+            if v is None:
+                raise mismatch(self.ctx, f"{a.value!r} is not a {other.type.value} "
+                                         f"in {node.sql()}", node)
+            return Lit(v, other.type)
+        return a
+
+    def _boolean(self, e: Expr, node: exp.Expr) -> Expr:
+        if family(e.type) not in ("number", "null"):
+            raise mismatch(self.ctx, f"{e.type.value} used as a condition: {node.sql()}", node)
+        return e
+
+    def _logic(self, node: exp.Connector) -> Expr:
+        op = "and" if isinstance(node, exp.And) else "or"
+        cls = type(node)
+        parts: list[exp.Expr] = []
+        stack = [node]
+        while stack:                       # flatten a AND b AND c into one call
+            n = stack.pop()
+            if type(n) is cls:
+                stack.append(n.expression)
+                stack.append(n.this)
+            else:
+                parts.append(n)
+        args = tuple(self._boolean(self.expr(p), p) for p in parts)
+        return Call(op, args, SqlType.BOOL)
+
+    def _not(self, node: exp.Not) -> Expr:
+        inner = node.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+            return Call("is_not_null", (self.expr(inner.this),), SqlType.BOOL)
+        a = self._boolean(self.expr(node.this), node.this)
+        return Call("not", (a,), SqlType.BOOL)
+
+    def _is(self, node: exp.Is) -> Expr:
+        if not isinstance(node.expression, exp.Null):
+            raise self.ctx.unsupported(f"IS {node.expression.sql()} (only IS [NOT] NULL)", node)
+        return Call("is_null", (self.expr(node.this),), SqlType.BOOL)
+
+    def _negated(self, e: Expr, node: exp.Expr) -> Expr:
+        return Call("not", (e,), SqlType.BOOL) if node.args.get("negate") else e
+
+    def _in(self, node: exp.In) -> Expr:
+        if node.args.get("query") is not None:
+            raise self.ctx.unsupported("IN (subquery)", node)
+        if node.args.get("unnest") is not None or node.args.get("field") is not None:
+            raise self.ctx.unsupported(f"IN form {node.sql()}", node)
+        x = self.expr(node.this)
+        values = []
+        for v in node.expressions:
+            ev = self._coerce_temporal(self.expr(v), x, v)
+            if not comparable(x.type, ev.type):
+                raise mismatch(self.ctx, f"cannot compare {x.type.value} with "
+                                         f"{ev.type.value} in {node.sql()}", v)
+            values.append(ev)
+        return self._negated(Call("in", (x, *values), SqlType.BOOL), node)
+
+    def _between(self, node: exp.Between) -> Expr:
+        if node.args.get("symmetric"):
+            raise self.ctx.unsupported("BETWEEN SYMMETRIC", node)
+        x = self.expr(node.this)
+        lo = self.compare("ge", x, self.expr(node.args["low"]), node)
+        hi = self.compare("le", x, self.expr(node.args["high"]), node)
+        return self._negated(Call("and", (lo, hi), SqlType.BOOL), node)
+
+    def _like(self, node: exp.Like) -> Expr:
+        a, p = self.expr(node.this), self.expr(node.expression)
+        for e in (a, p):
+            if e.type not in (SqlType.TEXT, SqlType.NULL):
+                raise mismatch(self.ctx, f"LIKE needs text, got {e.type.value} in "
+                                         f"{node.sql()}", node)
+        return self._negated(Call("like", (a, p), SqlType.BOOL), node)
+
+    # -- conditional
+    def _unified(self, exprs: list[Expr], node: exp.Expr, what: str) -> SqlType:
+        t = unify([e.type for e in exprs])
+        if t is None:
+            shown = ", ".join(sorted({e.type.value for e in exprs}))
+            raise mismatch(self.ctx, f"{what} mixes incompatible types ({shown}) in "
+                                     f"{node.sql()}", node)
+        return t
+
+    def _case(self, node: exp.Case) -> Expr:
+        subject = self.expr(node.this) if node.this is not None else None
+        args: list[Expr] = []
+        values: list[Expr] = []
+        for when in node.args.get("ifs") or []:
+            if subject is not None:         # simple CASE x WHEN v: x = v
+                cond = self.compare("eq", subject, self.expr(when.this), when)
+            else:
+                cond = self._boolean(self.expr(when.this), when.this)
+            val = self.expr(when.args["true"])
+            args += [cond, val]
+            values.append(val)
+        default = node.args.get("default")
+        else_ = self.expr(default) if default is not None else Lit(None, SqlType.NULL)
+        values.append(else_)
+        t = self._unified(values, node, "CASE")
+        return Call("case", (*args, else_), t)
+
+    def _coalesce(self, node: exp.Coalesce) -> Expr:
+        args = [self.expr(node.this)] + [self.expr(e) for e in node.expressions]
+        return Call("coalesce", tuple(args), self._unified(args, node, "COALESCE"))
+
+    def _nullif(self, node: exp.Nullif) -> Expr:
+        a, b = self.expr(node.this), self.expr(node.expression)
+        if not comparable(a.type, b.type):
+            raise mismatch(self.ctx, f"cannot compare {a.type.value} with {b.type.value} "
+                                     f"in {node.sql()}", node)
+        return Call("nullif", (a, b), a.type)
+
+    def _abs(self, node: exp.Abs) -> Expr:
+        a = self.expr(node.this)
+        if family(a.type) not in ("number", "null"):
+            raise mismatch(self.ctx, f"ABS of {a.type.value} in {node.sql()}", node)
+        return Call("abs", (a,), SqlType.INT if a.type == SqlType.BOOL else a.type)
+
+    # -- text
+    def _concat(self, node: exp.DPipe) -> Expr:
+        args = []
+        for n in (node.this, node.expression):
+            e = self.expr(n)
+            if e.type not in (SqlType.TEXT, SqlType.NULL):
+                e = Call("cast", (e,), SqlType.TEXT)
+            args.append(e)
+        return Call("concat", tuple(args), SqlType.TEXT)
+
+    def _text_func(self, node: exp.Func) -> Expr:
+        op, t = _TEXT_FUNCS[type(node)]
+        if node.expressions:
+            raise self.ctx.unsupported(f"{node.sql_name()} with several arguments", node)
+        a = self.expr(node.this)
+        if a.type not in (SqlType.TEXT, SqlType.NULL):
+            raise mismatch(self.ctx, f"{op.upper()} needs text, got {a.type.value} in "
+                                     f"{node.sql()}", node)
+        return Call(op, (a,), t)
+
+    def _cast(self, node: exp.Cast) -> Expr:
+        target = declared_type(node.to)
+        if target is None:
+            raise self.ctx.unsupported(f"CAST to {node.to.sql()}", node)
+        a = self.expr(node.this)
+        if isinstance(a, Lit):
+            if a.value is None:
+                return Lit(None, target)
+            if target in (SqlType.DATE, SqlType.TIMESTAMP) and a.type == SqlType.TEXT:
+                v = parse_temporal(a.value, target)
+                if v is None:
+                    raise mismatch(self.ctx, f"{a.value!r} is not a {target.value}", node)
+                return Lit(v, target)
+        if a.type == target:
+            return a
+        return Call("cast", (a,), target)
+
+    # -- aggregates
+    def _aggregate(self, node: exp.AggFunc) -> Expr:
+        func = AGG_FUNCS.get(type(node))
+        if func is None:
+            raise self._unsupported_node(node)
+        if self.aggs is None:
+            raise self.ctx.error(SqlError, f"aggregate {node.sql()} is not allowed in "
+                                           f"{self.clause}", node)
+        if node.expressions:
+            raise self.ctx.unsupported(f"{node.sql_name()} with several arguments", node)
+        arg_node = node.this
+        distinct = False
+        if isinstance(arg_node, exp.Distinct):
+            if len(arg_node.expressions) != 1:
+                raise self.ctx.unsupported(f"{node.sql()} (DISTINCT over several columns)",
+                                           node)
+            distinct = True
+            arg_node = arg_node.expressions[0]
+        if func == "count" and (arg_node is None or isinstance(arg_node, exp.Star)):
+            if distinct:
+                raise self.ctx.unsupported("COUNT(DISTINCT *)", node)
+            spec = AggSpec("count_star", None, False, SqlType.INT, node.sql())
+            return AggRef(self.aggs.add(spec), SqlType.INT)
+        if arg_node is None:
+            raise self.ctx.error(SqlError, f"{node.sql_name()} needs an argument", node)
+        inner = Translator(self.ctx, self.scope, aggs=None,
+                           clause="an aggregate's argument", aliases=self.aliases)
+        arg = inner.expr(arg_node)
+        if func == "count":
+            t = SqlType.INT
+        elif func in ("sum", "avg"):
+            if family(arg.type) not in ("number", "null"):
+                raise mismatch(self.ctx, f"{func.upper()} of {arg.type.value} in "
+                                         f"{node.sql()}", node)
+            if func == "avg":
+                t = SqlType.FLOAT
+            else:
+                t = SqlType.INT if arg.type == SqlType.BOOL else arg.type
+        else:
+            t = arg.type
+            distinct = False           # MIN/MAX(DISTINCT x) = MIN/MAX(x)
+        spec = AggSpec(func, arg, distinct, t, node.sql())
+        return AggRef(self.aggs.add(spec), t)
+
+
+# ---------------------------------------------------------------- Expr utilities
+
+def strip_names(e: Any) -> Any:
+    """``e`` with column names blanked, so equal computations compare equal."""
+    if isinstance(e, Col):
+        return replace(e, name="")
+    if isinstance(e, Call):
+        return Call(e.op, tuple(strip_names(a) for a in e.args), e.type)
+    return e
+
+
+def same(a: Any, b: Any) -> bool:
+    return strip_names(a) == strip_names(b)
+
+
+def remap(e: Expr, mapping: Callable[[int], int]) -> Expr:
+    """``e`` with every column position passed through ``mapping``."""
+    if isinstance(e, Col):
+        return replace(e, index=mapping(e.index))
+    if isinstance(e, Call):
+        return Call(e.op, tuple(remap(a, mapping) for a in e.args), e.type)
+    return e
+
+
+def nullable(e: Any, columns: tuple[ColumnInfo, ...]) -> bool:
+    """Whether ``e`` can be NULL over rows of ``columns`` (conservative: True when unsure)."""
+    if isinstance(e, Col):
+        return columns[e.index].nullable
+    if isinstance(e, Lit):
+        return e.value is None
+    if isinstance(e, Call):
+        if e.op in ("is_null", "is_not_null"):
+            return False
+        if e.op in ("div", "mod", "case", "nullif", "cast", "in"):
+            return True
+        if e.op == "coalesce":
+            return all(nullable(a, columns) for a in e.args)
+        return any(nullable(a, columns) for a in e.args)
+    return True
+
+
+def conjunction(parts: list[Expr]) -> Expr | None:
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return Call("and", tuple(parts), SqlType.BOOL)

@@ -1,0 +1,90 @@
+"""Per-group accumulators (noria_py/ops/accumulators.py)."""
+from __future__ import annotations
+
+import pytest
+
+from noria_py.ops import accumulators as acc
+
+from ._util import agg
+
+
+def feed(a, *updates):
+    for v, s in updates:
+        a.update(v, s)
+    return a.value()
+
+
+def test_count_skips_null_and_retracts():
+    c = acc.Count()
+    assert c.value() == 0
+    assert feed(c, (1, 1), (None, 1), (2, 3)) == 4
+    assert feed(c, (2, -3), (None, -1)) == 1
+
+
+def test_sum():
+    s = acc.Sum()
+    assert s.value() is None                  # SUM of no rows is NULL
+    assert feed(s, (None, 1)) is None         # SUM of only NULLs is NULL
+    assert feed(s, (4, 2), (-1, 1)) == 7
+    assert feed(s, (4, -2), (-1, -1)) is None
+    assert feed(s, (0, 1)) == 0
+
+
+def test_avg():
+    a = acc.Avg()
+    assert a.value() is None
+    assert feed(a, (1, 1), (2, 1), (None, 5)) == 1.5
+    assert feed(a, (2, -1)) == 1.0
+    assert feed(a, (1, -1)) is None
+
+
+@pytest.mark.parametrize("cls,pick", [(acc.Min, min), (acc.Max, max)])
+def test_min_max_with_duplicates(cls, pick):
+    m = cls()
+    assert m.value() is None
+    assert feed(m, (3, 1), (1, 2), (5, 1), (None, 4)) == pick(3, 1, 5)
+    feed(m, (1, -1))
+    assert m.value() == pick(3, 1, 5)          # one copy of 1 is left
+    feed(m, (1, -1), (5, -1))
+    assert m.value() == 3
+    feed(m, (3, -1))
+    assert m.value() is None
+    feed(m, (None, -4))
+    assert m.value() is None
+
+
+@pytest.mark.parametrize("inner,expected", [(acc.Count, [2, 2, 1, 0]), (acc.Sum, [5, 5, 3, None]),
+                                            (acc.Avg, [2.5, 2.5, 3.0, None])])
+def test_distinct_feeds_each_value_once(inner, expected):
+    d = acc.Distinct(inner())
+    got = [feed(d, (2, 1), (3, 1), (2, 1), (None, 1)),
+           feed(d, (2, -1)),
+           feed(d, (2, -1)),
+           feed(d, (3, -1), (None, -1))]
+    assert got == expected
+    assert d.counts == {}
+
+
+def test_distinct_multiplicity_signs():
+    d = acc.Distinct(acc.Sum())
+    assert feed(d, (4, 3)) == 4
+    assert feed(d, (4, -2)) == 4
+    assert feed(d, (4, -1)) is None
+
+
+@pytest.mark.parametrize("func,cls", [("count", acc.Count), ("count_star", acc.Count),
+                                      ("sum", acc.Sum), ("avg", acc.Avg), ("min", acc.Min),
+                                      ("max", acc.Max)])
+def test_make(func, cls):
+    a = acc.make(agg(func, 0))
+    assert type(a) is cls
+    if func in ("count", "sum", "avg"):
+        d = acc.make(agg(func, 0, True))
+        assert type(d) is acc.Distinct and type(d.inner) is cls
+
+
+def test_base_accumulator_is_abstract():
+    with pytest.raises(NotImplementedError):
+        acc.Accumulator().update(1, 1)
+    with pytest.raises(NotImplementedError):
+        acc.Accumulator().value()

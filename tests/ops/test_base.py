@@ -1,0 +1,383 @@
+"""Base tables (noria_py/ops/base.py): validation, coercion, keys, and state."""
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from noria_py.batch import Batch
+from noria_py.errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
+from noria_py.ops import Base
+from sql_frontend.types import SqlType as T
+
+from ._util import Tracker, ms, schema
+
+
+def people() -> Base:
+    return Base(schema("people", ("id", T.INT, False), ("score", T.FLOAT), ("name", T.TEXT),
+                       ("ok", T.BOOL), pk=(0,)))
+
+
+def typed_rows(b: Base) -> set:
+    return {(r, tuple(map(type, r)), c) for r, c in b.rows.items()}
+
+
+def write(b: Base, inserts=(), deletes=()) -> Batch:
+    out = b.process(0, b.prepare(inserts, deletes))
+    return out
+
+
+def state_of(b: Base):
+    return (dict(b.rows), typed_rows(b), dict(b.by_key), len(b))
+
+
+def assert_rejected(b: Base, exc, inserts=(), deletes=()):
+    before = state_of(b)
+    with pytest.raises(exc):
+        write(b, inserts, deletes)
+    assert state_of(b) == before
+
+
+# ---------------------------------------------------------------- basic writes
+
+def test_insert_emits_batch_and_stores_rows():
+    b = people()
+    out = write(b, [(1, 2.5, "a", True), (2, None, None, None)])
+    assert list(out) == [((1, 2.5, "a", True), 1), ((2, None, None, None), 1)]
+    assert ms(b.snapshot()) == {(1, 2.5, "a", True): 1, (2, None, None, None): 1}
+    assert len(b) == 2
+
+
+def test_prepare_changes_nothing():
+    b = people()
+    batch = b.prepare([(1, 1.0, "a", True)])
+    assert list(batch) == [((1, 1.0, "a", True), 1)]
+    assert len(b) == 0 and not b.snapshot()
+    # and the insert is still possible
+    write(b, [(1, 1.0, "a", True)])
+    assert len(b) == 1
+
+
+def test_delete_emits_negative_and_removes():
+    b = people()
+    write(b, [(1, 1.0, "a", True), (2, 2.0, "b", False)])
+    out = write(b, deletes=[(1, 1.0, "a", True)])
+    assert list(out) == [((1, 1.0, "a", True), -1)]
+    assert ms(b.snapshot()) == {(2, 2.0, "b", False): 1}
+    assert (1,) not in b.by_key
+
+
+def test_deletes_come_before_inserts_in_the_batch():
+    b = people()
+    write(b, [(1, 1.0, "a", True)])
+    batch = b.prepare(inserts=[(1, 5.0, "z", False)], deletes=[(1, 1.0, "a", True)])
+    assert batch.signs == [-1, 1]
+    assert batch.rows == [(1, 1.0, "a", True), (1, 5.0, "z", False)]
+
+
+def test_list_rows_become_tuples():
+    b = people()
+    out = write(b, [[1, 1.0, "a", True]])
+    assert out.rows == [(1, 1.0, "a", True)]
+    assert type(out.rows[0]) is tuple
+
+
+# ---------------------------------------------------------------- types
+
+def test_int_is_coerced_to_float():
+    b = people()
+    out = write(b, [(1, 3, "a", True)])
+    assert out.rows[0][1] == 3.0 and type(out.rows[0][1]) is float
+    (row,) = b.rows
+    assert type(row[1]) is float
+
+
+def test_int_coercion_in_large_batches_and_mixed_columns():
+    b = people()
+    rows = [(i, i if i % 2 else float(i), "n", None) for i in range(50)] + [(50, None, None, None)]
+    out = write(b, rows)
+    assert all(type(r[1]) is float for r in out.rows[:50])
+    assert out.rows[50][1] is None
+    assert out.rows[3] == (3, 3.0, "n", None)
+
+
+def test_delete_matches_after_coercion():
+    b = people()
+    write(b, [(1, 2.0, "a", None)])
+    write(b, deletes=[(1, 2, "a", None)])        # 2 -> 2.0
+    assert len(b) == 0
+
+
+@pytest.mark.parametrize("row", [
+    (True, 1.0, "a", True),          # bool is not an INT
+    (1, True, "a", True),            # bool is not a FLOAT
+    (1, 1.0, "a", 1),                # int is not a BOOL
+    (1.0, 1.0, "a", True),           # float is not an INT
+    ("1", 1.0, "a", True),           # str is not an INT
+    (1, "1.0", "a", True),           # str is not a FLOAT
+    (1, 1.0, 5, True),               # int is not TEXT
+    (1, 1.0, b"a", True),            # bytes are not TEXT
+    (2 ** 63, 1.0, "a", True),       # INT is 64-bit
+    (-(2 ** 63) - 1, 1.0, "a", True),
+])
+@pytest.mark.parametrize("pad", [0, 40], ids=["one", "batch"])
+def test_type_mismatch_rejected(row, pad):
+    b = people()
+    write(b, [(1000, 1.0, "x", False)])
+    good = [(2000 + i, 1.0, "x", False) for i in range(pad)]
+    assert_rejected(b, TypeMismatchError, good + [row])
+    assert_rejected(b, TypeMismatchError, [row] + good)
+
+
+def test_int_bounds_accepted():
+    b = people()
+    write(b, [(2 ** 63 - 1, None, None, None), (-(2 ** 63), None, None, None)])
+    assert len(b) == 2
+
+
+def test_int_too_large_for_float_column_is_a_type_error():
+    # regression: float(10**400) raised OverflowError instead of TypeMismatchError
+    b = people()
+    assert_rejected(b, TypeMismatchError, [(1, 10 ** 400, "a", True)])
+    assert_rejected(b, TypeMismatchError, [(i, 1.0, "a", True) for i in range(5)]
+                    + [(9, 10 ** 400, "a", True)])
+
+
+def test_date_and_timestamp_columns():
+    b = Base(schema("ev", ("d", T.DATE), ("ts", T.TIMESTAMP)))
+    d = datetime.date(2024, 1, 2)
+    ts = datetime.datetime(2024, 1, 2, 3, 4)
+    write(b, [(d, ts)])
+    assert len(b) == 1
+    assert_rejected(b, TypeMismatchError, [(ts, ts)])      # a datetime is not a DATE
+    assert_rejected(b, TypeMismatchError, [(d, d)])        # a date is not a TIMESTAMP
+    assert_rejected(b, TypeMismatchError, [("2024-01-02", ts)])
+
+
+# ---------------------------------------------------------------- shape
+
+@pytest.mark.parametrize("row", [(1, 1.0, "a"), (1, 1.0, "a", True, 5), ()])
+def test_arity_rejected(row):
+    b = people()
+    assert_rejected(b, ArityError, [row])
+    assert_rejected(b, ArityError, [(1, 1.0, "a", True), row])
+    assert_rejected(b, ArityError, deletes=[row])
+
+
+@pytest.mark.parametrize("row", ["ab", {"a": 1, "b": 2}, 5, None])
+def test_row_that_is_not_a_tuple_rejected(row):
+    # regression: the batch fast path turned "ab" into ('a', 'b')
+    b = Base(schema("t", ("a", T.TEXT), ("b", T.TEXT)))
+    assert_rejected(b, TypeMismatchError, [row])
+    assert_rejected(b, TypeMismatchError, [("x", "y"), row])
+    assert_rejected(b, TypeMismatchError, deletes=[row])
+    assert len(b) == 0
+
+
+# ---------------------------------------------------------------- NULLs
+
+def test_not_null_column_rejects_null():
+    b = Base(schema("t", ("a", T.INT, False), ("b", T.TEXT)))
+    write(b, [(1, None)])
+    assert_rejected(b, TypeMismatchError, [(None, "x")])
+    assert_rejected(b, TypeMismatchError, [(2, "x")] * 30 + [(None, "x")])
+    assert ms(b.snapshot()) == {(1, None): 1}
+
+
+def test_primary_key_column_is_implicitly_not_null():
+    b = Base(schema("t", ("a", T.INT, True), ("b", T.TEXT), pk=(0,)))
+    assert_rejected(b, TypeMismatchError, [(None, "x")])
+    write(b, [(1, None)])
+    assert len(b) == 1
+
+
+def test_nullable_columns_accept_null_everywhere():
+    b = Base(schema("t", ("a", T.INT), ("b", T.FLOAT), ("c", T.TEXT), ("d", T.BOOL),
+                    ("e", T.DATE), ("f", T.TIMESTAMP)))
+    write(b, [(None,) * 6, (None,) * 6])
+    assert ms(b.snapshot()) == {(None,) * 6: 2}
+    write(b, deletes=[(None,) * 6])
+    assert ms(b.snapshot()) == {(None,) * 6: 1}
+
+
+# ---------------------------------------------------------------- primary keys
+
+def test_duplicate_primary_key_with_existing_row():
+    b = people()
+    write(b, [(1, 1.0, "a", True)])
+    assert_rejected(b, DuplicateKeyError, [(1, 2.0, "b", False)])
+    assert_rejected(b, DuplicateKeyError, [(1, 1.0, "a", True)])     # even the same row
+    assert_rejected(b, DuplicateKeyError, [(2, None, None, None), (1, None, None, None)])
+
+
+def test_duplicate_primary_key_within_one_batch():
+    b = people()
+    assert_rejected(b, DuplicateKeyError, [(1, 1.0, "a", True), (1, 2.0, "b", False)])
+    assert_rejected(b, DuplicateKeyError, [(1, 1.0, "a", True), (1, 1.0, "a", True)])
+    assert len(b) == 0
+
+
+def test_compound_primary_key():
+    b = Base(schema("t", ("a", T.INT), ("b", T.TEXT), ("v", T.INT), pk=(0, 1)))
+    write(b, [(1, "x", 0), (1, "y", 0), (2, "x", 0)])
+    assert_rejected(b, DuplicateKeyError, [(1, "x", 5)])
+    assert b.by_key[(1, "y")] == (1, "y", 0)
+
+
+def test_delete_and_reinsert_same_key_in_one_batch():
+    b = people()
+    write(b, [(1, 1.0, "a", True)])
+    out = write(b, [(1, 9.0, "new", False)], deletes=[(1, 1.0, "a", True)])
+    assert list(out) == [((1, 1.0, "a", True), -1), ((1, 9.0, "new", False), 1)]
+    assert ms(b.snapshot()) == {(1, 9.0, "new", False): 1}
+    assert b.by_key == {(1,): (1, 9.0, "new", False)}
+    # the key is taken again
+    assert_rejected(b, DuplicateKeyError, [(1, 0.0, "x", None)])
+
+
+def test_delete_and_reinsert_identical_row_in_one_batch():
+    b = people()
+    write(b, [(1, 1.0, "a", True)])
+    write(b, [(1, 1.0, "a", True)], deletes=[(1, 1.0, "a", True)])
+    assert ms(b.snapshot()) == {(1, 1.0, "a", True): 1}
+    assert b.by_key == {(1,): (1, 1.0, "a", True)}
+    write(b, deletes=[(1, 1.0, "a", True)])
+    assert len(b) == 0 and b.by_key == {}
+
+
+def test_delete_one_key_reinsert_it_twice_rejected():
+    b = people()
+    write(b, [(1, 1.0, "a", True)])
+    assert_rejected(b, DuplicateKeyError, [(1, 2.0, None, None), (1, 3.0, None, None)],
+                    deletes=[(1, 1.0, "a", True)])
+
+
+def test_freed_key_can_be_reused_later():
+    b = people()
+    write(b, [(1, 1.0, "a", True)])
+    write(b, deletes=[(1, 1.0, "a", True)])
+    write(b, [(1, 2.0, "b", False)])
+    assert b.by_key == {(1,): (1, 2.0, "b", False)}
+
+
+# ---------------------------------------------------------------- deletes
+
+def test_deleting_a_missing_row_rejected():
+    b = people()
+    write(b, [(1, 1.0, "a", True)])
+    assert_rejected(b, RowNotFoundError, deletes=[(2, 1.0, "a", True)])
+    assert_rejected(b, RowNotFoundError, deletes=[(1, 1.5, "a", True)])   # same key, other row
+    assert_rejected(b, RowNotFoundError, deletes=[(1, 1.0, "a", True), (1, 1.0, "a", True)])
+    # a rejected delete batch with inserts changes nothing either
+    assert_rejected(b, RowNotFoundError, [(5, None, None, None)], deletes=[(7, None, None, None)])
+
+
+def test_duplicate_rows_without_primary_key():
+    b = Base(schema("t", ("a", T.INT), ("b", T.TEXT)))
+    write(b, [(1, "x"), (1, "x"), (1, None)])
+    assert ms(b.snapshot()) == {(1, "x"): 2, (1, None): 1}
+    assert len(b) == 3
+    write(b, deletes=[(1, "x")])
+    assert ms(b.snapshot()) == {(1, "x"): 1, (1, None): 1}
+    write(b, deletes=[(1, "x"), (1, None)])
+    assert len(b) == 0
+    assert_rejected(b, RowNotFoundError, deletes=[(1, "x")])
+
+
+def test_delete_both_copies_in_one_batch():
+    b = Base(schema("t", ("a", T.INT),))
+    write(b, [(1,), (1,)])
+    write(b, deletes=[(1,), (1,)])
+    assert len(b) == 0
+    assert b.rows == {}
+
+
+def test_reset_forgets_everything():
+    b = people()
+    write(b, [(1, 1.0, "a", True)])
+    b.reset()
+    assert len(b) == 0 and b.by_key == {} and not b.snapshot()
+    write(b, [(1, 1.0, "a", True)])
+    assert len(b) == 1
+
+
+def test_describe_and_flags():
+    b = people()
+    assert b.stateful and b.kind == "base"
+    assert b.describe() == "base people"
+
+
+# ---------------------------------------------------------------- properties
+
+small_row = st.tuples(st.integers(0, 4), st.none() | st.integers(0, 1), st.none() | st.sampled_from(["a", "b"]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(small_row, min_size=1, max_size=4)), max_size=12))
+def test_random_writes_snapshot_equals_emitted(ops):
+    """No primary key: the snapshot always equals the sum of every emitted delta, and
+    a rejected write never changes anything."""
+    b = Base(schema("t", ("a", T.INT), ("b", T.FLOAT), ("c", T.TEXT)))
+    tr = Tracker(b)
+    model: dict = {}
+    for is_delete, rows in ops:
+        coerced = [(a, None if x is None else float(x), c) for a, x, c in rows]
+        if is_delete:
+            need: dict = {}
+            for r in coerced:
+                need[r] = need.get(r, 0) + 1
+            ok = all(model.get(r, 0) >= n for r, n in need.items())
+            if not ok:
+                before = dict(b.rows)
+                with pytest.raises(RowNotFoundError):
+                    b.prepare(deletes=rows)
+                assert b.rows == before
+                continue
+            tr.feed(0, b.prepare(deletes=rows))
+            for r in coerced:
+                model[r] -= 1
+                if not model[r]:
+                    del model[r]
+        else:
+            tr.feed(0, b.prepare(inserts=rows))
+            for r in coerced:
+                model[r] = model.get(r, 0) + 1
+        tr.check()
+        assert tr.state() == model
+        assert len(b) == sum(model.values())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 5), max_size=3),
+                          st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), max_size=3)),
+                max_size=12))
+def test_random_primary_key_writes(ops):
+    """With a primary key, a write succeeds exactly when the model says it should."""
+    b = Base(schema("t", ("k", T.INT), ("v", T.INT), pk=(0,)))
+    tr = Tracker(b)
+    model: dict = {}      # key -> row
+    for del_keys, inserts in ops:
+        deletes = [model.get(k, (k, 99)) for k in del_keys]
+        expect_missing = (any(k not in model for k in del_keys)
+                          or len(set(del_keys)) != len(del_keys))
+        after = {k: r for k, r in model.items() if k not in set(del_keys)}
+        ins_keys = [k for k, _ in inserts]
+        expect_dup = len(set(ins_keys)) != len(ins_keys) or any(k in after for k in ins_keys)
+        before = state_of(b)
+        if expect_missing:
+            with pytest.raises(RowNotFoundError):
+                b.prepare(inserts, deletes)
+        elif expect_dup:
+            with pytest.raises(DuplicateKeyError):
+                b.prepare(inserts, deletes)
+        else:
+            tr.feed(0, b.prepare(inserts, deletes))
+            model = after
+            for r in inserts:
+                model[r[0]] = r
+        if expect_missing or expect_dup:
+            assert state_of(b) == before
+        tr.check()
+        assert tr.state() == {r: 1 for r in model.values()}
+        assert b.by_key == {(k,): r for k, r in model.items()}

@@ -1,0 +1,106 @@
+"""SELECT DISTINCT (noria_py/ops/distinct.py)."""
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from noria_py.batch import Batch
+from noria_py.ops import Distinct
+
+from ._util import Tracker
+
+
+def ins(*rows):
+    return Batch.inserts(rows)
+
+
+def dels(*rows):
+    return Batch.deletes(rows)
+
+
+def test_duplicates_emitted_once():
+    d = Tracker(Distinct())
+    out = d.feed(0, ins((1, "a"), (1, "a"), (2, None)))
+    assert list(out) == [((1, "a"), 1), ((2, None), 1)]
+    assert not d.feed(0, ins((1, "a")))
+    assert d.state() == {(1, "a"): 1, (2, None): 1}
+    d.check()
+
+
+def test_row_stays_until_last_copy_deleted():
+    d = Tracker(Distinct())
+    d.feed(0, ins((1,), (1,), (1,)))
+    assert not d.feed(0, dels((1,)))
+    assert not d.feed(0, dels((1,)))
+    out = d.feed(0, dels((1,)))
+    assert list(out) == [((1,), -1)]
+    assert d.state() == {} and d.op.counts == {}
+    out = d.feed(0, ins((1,)))
+    assert list(out) == [((1,), 1)]
+    d.check()
+
+
+def test_null_rows_are_distinct_values_like_any_other():
+    d = Tracker(Distinct())
+    d.feed(0, ins((None, None), (None, None), (None, 1)))
+    assert d.state() == {(None, None): 1, (None, 1): 1}
+    out = d.feed(0, dels((None, None), (None, None)))
+    assert list(out) == [((None, None), -1)]
+    d.check()
+
+
+def test_multiplicity_signs_and_cancelling_batch():
+    d = Tracker(Distinct())
+    out = d.feed(0, Batch([(1,)], [5]))
+    assert list(out) == [((1,), 1)]
+    assert not d.feed(0, Batch([(2,), (2,)], [1, -1]))
+    assert not d.feed(0, Batch([(1,)], [-4]))
+    out = d.feed(0, Batch([(1,), (3,)], [-1, 2]))
+    assert list(out) == [((1,), -1), ((3,), 1)]
+    d.check()
+
+
+def test_delete_and_reinsert_in_one_batch_emits_nothing():
+    d = Tracker(Distinct())
+    d.feed(0, ins((1,)))
+    assert not d.feed(0, Batch([(1,), (1,)], [-1, 1]))
+    d.check()
+
+
+def test_transient_negative_count_within_a_batch():
+    # a retraction that arrives before its insertion in the same batch nets to nothing
+    d = Tracker(Distinct())
+    assert not d.feed(0, Batch([(1,), (1,)], [-1, 1]))
+    assert d.op.counts == {}
+    d.check()
+
+
+def test_reset():
+    d = Distinct()
+    d.process(0, ins((1,)))
+    d.reset()
+    assert not d.snapshot()
+    assert d.stateful
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.booleans(), st.tuples(st.none() | st.integers(0, 2),
+                                                             st.none() | st.integers(0, 1))),
+                         min_size=1, max_size=6), max_size=12))
+def test_random_distinct_matches_recomputation(ops):
+    d = Tracker(Distinct())
+    model: dict = {}
+    for batch_ops in ops:
+        b = Batch()
+        for is_delete, r in batch_ops:
+            if is_delete and model.get(r, 0) > 0:
+                model[r] -= 1
+                if not model[r]:
+                    del model[r]
+                b.add(r, -1)
+            else:
+                model[r] = model.get(r, 0) + 1
+                b.add(r, 1)
+        out = d.feed(0, b)
+        assert all(s in (1, -1) for s in out.signs)
+        d.check()
+        assert d.state() == {r: 1 for r in model}

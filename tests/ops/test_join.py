@@ -1,0 +1,304 @@
+"""Inner and left equi-joins (noria_py/ops/join.py)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from noria_py.batch import Batch
+from noria_py.ops import Join
+
+from ._util import Tracker, ms
+
+L, R = 0, 1
+PAD = (None, None)
+
+
+def join(kind: str) -> Tracker:
+    # left rows: (id, key, lv)   right rows: (key, rv)
+    return Tracker(Join(kind, (1,), (0,), 3, 2))
+
+
+def ins(*rows):
+    return Batch.inserts(rows)
+
+
+def dels(*rows):
+    return Batch.deletes(rows)
+
+
+# ---------------------------------------------------------------- inner join
+
+def test_inner_join_basic_both_orders():
+    j = join("inner")
+    assert not j.feed(L, ins((1, "a", 10)))
+    out = j.feed(R, ins(("a", "x")))
+    assert list(out) == [((1, "a", 10, "a", "x"), 1)]
+    out = j.feed(L, ins((2, "a", 20), (3, "b", 30)))
+    assert list(out) == [((2, "a", 20, "a", "x"), 1)]
+    j.check()
+    assert j.state() == {(1, "a", 10, "a", "x"): 1, (2, "a", 20, "a", "x"): 1}
+
+
+def test_inner_join_multiple_matches_and_deletes():
+    j = join("inner")
+    j.feed(R, ins(("a", "x"), ("a", "y")))
+    out = j.feed(L, ins((1, "a", 0)))
+    assert ms(out) == {(1, "a", 0, "a", "x"): 1, (1, "a", 0, "a", "y"): 1}
+    out = j.feed(R, dels(("a", "x")))
+    assert list(out) == [((1, "a", 0, "a", "x"), -1)]
+    out = j.feed(L, dels((1, "a", 0)))
+    assert list(out) == [((1, "a", 0, "a", "y"), -1)]
+    assert j.state() == {}
+    j.check()
+
+
+def test_inner_join_duplicates_multiply():
+    j = join("inner")
+    j.feed(L, ins((1, "a", 0), (1, "a", 0)))
+    out = j.feed(R, ins(("a", "x"), ("a", "x")))
+    assert ms(out) == {(1, "a", 0, "a", "x"): 4}
+    out = j.feed(L, dels((1, "a", 0)))
+    assert ms(out) == {(1, "a", 0, "a", "x"): -2}
+    j.check()
+    assert j.state() == {(1, "a", 0, "a", "x"): 2}
+
+
+def test_inner_join_null_keys_match_nothing():
+    j = join("inner")
+    assert not j.feed(L, ins((1, None, 0)))
+    assert not j.feed(R, ins((None, "x")))
+    assert not j.feed(L, ins((2, None, 0)))
+    assert not j.feed(R, dels((None, "x")))
+    assert not j.feed(L, dels((1, None, 0)))
+    j.check()
+    assert j.state() == {}
+
+
+def test_inner_join_multiplicities_in_signs():
+    j = join("inner")
+    j.feed(R, Batch([("a", "x")], [2]))
+    out = j.feed(L, Batch([(1, "a", 0)], [3]))
+    assert list(out) == [((1, "a", 0, "a", "x"), 6)]
+    out = j.feed(R, Batch([("a", "x")], [-1]))
+    assert list(out) == [((1, "a", 0, "a", "x"), -3)]
+    j.check()
+
+
+def test_compound_keys_and_null_in_one_part():
+    j = Tracker(Join("inner", (0, 1), (1, 0), 3, 3))
+    j.feed(L, ins((1, "a", "l1"), (1, None, "l2"), (2, "a", "l3")))
+    out = j.feed(R, ins(("a", 1, "r1"), (None, 1, "r2"), ("a", 2, "r3"), ("b", 1, "r4")))
+    assert ms(out) == {(1, "a", "l1", "a", 1, "r1"): 1, (2, "a", "l3", "a", 2, "r3"): 1}
+    j.check()
+
+
+def test_cross_join_with_empty_keys():
+    j = Tracker(Join("inner", (), (), 1, 1))
+    j.feed(L, ins((1,), (None,)))
+    out = j.feed(R, ins(("x",), ("y",)))
+    assert ms(out) == {(1, "x"): 1, (1, "y"): 1, (None, "x"): 1, (None, "y"): 1}
+    j.feed(L, dels((None,)))
+    j.check()
+    assert j.state() == {(1, "x"): 1, (1, "y"): 1}
+
+
+def test_join_int_and_float_keys_match():
+    j = join("inner")
+    j.feed(L, ins((1, 1, 0)))
+    out = j.feed(R, ins((1.0, "x")))
+    assert ms(out) == {(1, 1, 0, 1.0, "x"): 1}
+
+
+# ---------------------------------------------------------------- left join
+
+def test_left_row_without_match_is_padded():
+    j = join("left")
+    out = j.feed(L, ins((1, "a", 0)))
+    assert list(out) == [((1, "a", 0) + PAD, 1)]
+    j.check()
+
+
+def test_padding_replaced_when_right_arrives_and_restored_when_it_goes():
+    j = join("left")
+    j.feed(L, ins((1, "a", 0)))
+    out = j.feed(R, ins(("a", "x")))
+    assert ms(out) == {(1, "a", 0) + PAD: -1, (1, "a", 0, "a", "x"): 1}
+    assert j.state() == {(1, "a", 0, "a", "x"): 1}
+    # a second match does not touch the padding
+    out = j.feed(R, ins(("a", "y")))
+    assert list(out) == [((1, "a", 0, "a", "y"), 1)]
+    # deleting one of two matches: still no padding
+    out = j.feed(R, dels(("a", "x")))
+    assert list(out) == [((1, "a", 0, "a", "x"), -1)]
+    # deleting the last match brings the padding back
+    out = j.feed(R, dels(("a", "y")))
+    assert ms(out) == {(1, "a", 0, "a", "y"): -1, (1, "a", 0) + PAD: 1}
+    assert j.state() == {(1, "a", 0) + PAD: 1}
+    j.check()
+
+
+def test_left_row_arriving_after_its_matches():
+    j = join("left")
+    j.feed(R, ins(("a", "x"), ("a", "y"), ("b", "z")))
+    out = j.feed(L, ins((1, "a", 0)))
+    assert ms(out) == {(1, "a", 0, "a", "x"): 1, (1, "a", 0, "a", "y"): 1}
+    out = j.feed(L, dels((1, "a", 0)))
+    assert ms(out) == {(1, "a", 0, "a", "x"): -1, (1, "a", 0, "a", "y"): -1}
+    assert j.state() == {}
+    j.check()
+
+
+def test_duplicate_left_rows_padding():
+    j = join("left")
+    j.feed(L, ins((1, "a", 0), (1, "a", 0)))
+    assert j.state() == {(1, "a", 0) + PAD: 2}
+    out = j.feed(R, ins(("a", "x")))
+    assert ms(out) == {(1, "a", 0) + PAD: -2, (1, "a", 0, "a", "x"): 2}
+    out = j.feed(L, dels((1, "a", 0)))
+    assert ms(out) == {(1, "a", 0, "a", "x"): -1}
+    out = j.feed(R, dels(("a", "x")))
+    assert ms(out) == {(1, "a", 0, "a", "x"): -1, (1, "a", 0) + PAD: 1}
+    assert j.state() == {(1, "a", 0) + PAD: 1}
+    j.check()
+
+
+def test_several_left_rows_on_one_key():
+    j = join("left")
+    j.feed(L, ins((1, "a", 0), (2, "a", 1), (3, "b", 2)))
+    out = j.feed(R, ins(("a", "x")))
+    assert ms(out) == {(1, "a", 0) + PAD: -1, (2, "a", 1) + PAD: -1,
+                       (1, "a", 0, "a", "x"): 1, (2, "a", 1, "a", "x"): 1}
+    assert j.state() == {(1, "a", 0, "a", "x"): 1, (2, "a", 1, "a", "x"): 1, (3, "b", 2) + PAD: 1}
+    j.check()
+
+
+def test_left_null_key_always_padded_right_null_key_ignored():
+    j = join("left")
+    out = j.feed(L, ins((1, None, 0)))
+    assert list(out) == [((1, None, 0) + PAD, 1)]
+    assert not j.feed(R, ins((None, "x")))
+    assert j.state() == {(1, None, 0) + PAD: 1}
+    j.check()
+    out = j.feed(L, ins((2, None, 0)))
+    assert list(out) == [((2, None, 0) + PAD, 1)]
+    assert not j.feed(R, dels((None, "x")))
+    out = j.feed(L, dels((1, None, 0)))
+    assert list(out) == [((1, None, 0) + PAD, -1)]
+    j.check()
+    assert j.state() == {(2, None, 0) + PAD: 1}
+
+
+def test_left_row_deleted_while_padded():
+    j = join("left")
+    j.feed(L, ins((1, "a", 0)))
+    out = j.feed(L, dels((1, "a", 0)))
+    assert list(out) == [((1, "a", 0) + PAD, -1)]
+    # a right row now pads nothing
+    assert not j.feed(R, ins(("a", "x")))
+    assert j.state() == {}
+    j.check()
+
+
+def test_right_delete_and_reinsert_in_one_batch_keeps_match():
+    j = join("left")
+    j.feed(L, ins((1, "a", 0)))
+    j.feed(R, ins(("a", "x")))
+    # an upstream aggregate's -old/+new for the same key
+    out = j.feed(R, Batch([("a", "x"), ("a", "y")], [-1, 1]))
+    assert ms(out) == {(1, "a", 0, "a", "x"): -1, (1, "a", 0, "a", "y"): 1}
+    assert j.state() == {(1, "a", 0, "a", "y"): 1}
+    j.check()
+
+
+def test_right_insert_and_delete_in_one_batch_nets_to_nothing():
+    j = join("left")
+    j.feed(L, ins((1, "a", 0)))
+    out = j.feed(R, Batch([("a", "x"), ("a", "x")], [1, -1]))
+    assert ms(out) == {}
+    assert j.state() == {(1, "a", 0) + PAD: 1}
+    j.check()
+
+
+def test_left_join_right_multiplicity_signs():
+    j = join("left")
+    j.feed(L, ins((1, "a", 0)))
+    out = j.feed(R, Batch([("a", "x")], [2]))
+    assert ms(out) == {(1, "a", 0) + PAD: -1, (1, "a", 0, "a", "x"): 2}
+    out = j.feed(R, Batch([("a", "x")], [-2]))
+    assert ms(out) == {(1, "a", 0) + PAD: 1, (1, "a", 0, "a", "x"): -2}
+    j.check()
+
+
+def test_left_row_inserted_and_deleted_in_one_batch():
+    j = join("left")
+    out = j.feed(L, Batch([(1, "a", 0), (1, "a", 0)], [1, -1]))
+    assert ms(out) == {}
+    assert j.state() == {}
+    assert not j.feed(R, ins(("a", "x")))
+    j.check()
+
+
+def test_reset_forgets_state():
+    j = join("left")
+    j.feed(L, ins((1, "a", 0)))
+    j.feed(R, ins(("a", "x")))
+    j.op.reset()
+    assert not j.op.snapshot()
+    out = j.op.process(L, ins((2, "a", 0)))
+    assert list(out) == [((2, "a", 0) + PAD, 1)]
+
+
+def test_describe():
+    assert Join("left", (1,), (0,), 3, 2).describe() == "left join [1]=[0]"
+    assert Join("inner", (1,), (0,), 3, 2).stateful
+
+
+# ---------------------------------------------------------------- properties
+
+def recompute(kind, lm: dict, rm: dict, lkeys, rkeys, rwidth) -> dict:
+    out: dict = {}
+    for l, lc in lm.items():
+        k = tuple(l[i] for i in lkeys)
+        matched = False
+        if None not in k:
+            for r, rc in rm.items():
+                if tuple(r[i] for i in rkeys) == k:
+                    matched = True
+                    out[l + r] = out.get(l + r, 0) + lc * rc
+        if not matched and kind == "left":
+            p = l + (None,) * rwidth
+            out[p] = out.get(p, 0) + lc
+    return {r: c for r, c in out.items() if c}
+
+
+key = st.none() | st.integers(0, 2)
+left_row = st.tuples(st.integers(0, 2), key)
+right_row = st.tuples(key, st.integers(0, 1))
+op = st.tuples(st.sampled_from([L, R]), st.booleans(), left_row, right_row)
+
+
+@pytest.mark.parametrize("kind", ["inner", "left"])
+@settings(max_examples=50, deadline=None)
+@given(batches=st.lists(st.lists(op, min_size=1, max_size=5), max_size=10))
+def test_random_join_matches_recomputation(kind, batches):
+    j = Tracker(Join(kind, (1,), (0,), 2, 2))
+    models = {L: {}, R: {}}
+    for ops in batches:
+        # a batch per port; a delete only of a row the model holds (after earlier ops)
+        pending = {L: Batch(), R: Batch()}
+        for port, is_delete, lrow, rrow in ops:
+            row = lrow if port == L else rrow
+            m = models[port]
+            if is_delete and m.get(row, 0) > 0:
+                m[row] -= 1
+                if not m[row]:
+                    del m[row]
+                pending[port].add(row, -1)
+            else:
+                m[row] = m.get(row, 0) + 1
+                pending[port].add(row, 1)
+        for port in (R, L) if len(ops) % 2 else (L, R):
+            if pending[port]:
+                j.feed(port, pending[port])
+        j.check()
+        assert j.state() == recompute(kind, models[L], models[R], (1,), (0,), 2)

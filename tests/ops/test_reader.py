@@ -1,0 +1,142 @@
+"""The materialized end of a view (noria_py/ops/reader.py)."""
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from noria_py.batch import Batch
+from noria_py.ops import Reader
+from sql_frontend.plan import OrderKey
+
+from ._util import ms
+
+
+def ins(*rows):
+    return Batch.inserts(rows)
+
+
+def dels(*rows):
+    return Batch.deletes(rows)
+
+
+def test_lookup_by_single_key():
+    r = Reader((0,), 2, 2)
+    out = r.process(0, ins((1, "a"), (1, "b"), (2, "c")))
+    assert not out                                  # a reader emits nothing
+    assert sorted(r.lookup(1)) == [(1, "a"), (1, "b")]
+    assert r.lookup(2) == [(2, "c")]
+    assert r.lookup(3) == []
+
+
+def test_deletes_and_empty_keys_vanish():
+    r = Reader((0,), 2, 2)
+    r.process(0, ins((1, "a"), (1, "b")))
+    r.process(0, dels((1, "a")))
+    assert r.lookup(1) == [(1, "b")]
+    r.process(0, dels((1, "b")))
+    assert r.lookup(1) == []
+    assert r.state == {}
+    assert not r.snapshot()
+
+
+def test_duplicates_are_returned_as_often_as_present():
+    r = Reader((0,), 2, 2)
+    r.process(0, Batch([(1, "a")], [3]))
+    assert r.lookup(1) == [(1, "a")] * 3
+    r.process(0, dels((1, "a")))
+    assert r.lookup(1) == [(1, "a")] * 2
+    assert r.all() == [(1, "a")] * 2
+
+
+def test_null_key_finds_nothing_but_rows_are_kept():
+    # col = NULL is never true: a NULL lookup finds nothing, a read of the whole view does
+    r = Reader((0,), 2, 2)
+    r.process(0, ins((None, 1), (None, None), (1, None)))
+    assert r.lookup(None) == []
+    assert r.lookup(1) == [(1, None)]
+    assert sorted(r.all(), key=repr) == [(1, None), (None, 1), (None, None)]
+    r.process(0, dels((None, 1), (None, None)))
+    assert r.all() == [(1, None)]
+    c = Reader((0, 1), 2, 2)
+    c.process(0, ins((1, None), (1, 2)))
+    assert c.lookup((1, None)) == []
+    assert c.lookup((1, 2)) == [(1, 2)]
+
+
+def test_int_and_float_keys_look_up_alike():
+    r = Reader((0,), 2, 2)
+    r.process(0, ins((1.0, "x")))
+    assert r.lookup(1) == [(1.0, "x")]
+
+
+def test_compound_key():
+    r = Reader((1, 0), 3, 3)
+    r.process(0, ins((1, "a", 10), (1, "b", 20), (2, "a", 30)))
+    assert r.lookup(("a", 1)) == [(1, "a", 10)]
+    assert r.lookup(("a", 2)) == [(2, "a", 30)]
+    assert r.lookup((1, "a")) == []
+    r.process(0, dels((1, "a", 10)))
+    assert r.lookup(("a", 1)) == []
+
+
+def test_empty_key_reads_whole_view():
+    r = Reader((), 1, 1)
+    r.process(0, ins((2,), (1,)))
+    assert sorted(r.lookup(())) == [(1,), (2,)]
+
+
+def test_hidden_key_columns_are_trimmed():
+    # visible (name, score), hidden lookup key at position 2
+    r = Reader((2,), 2, 3)
+    r.process(0, ins(("a", 1, 7), ("b", 2, 7), ("c", 3, 8)))
+    assert sorted(r.lookup(7)) == [("a", 1), ("b", 2)]
+    assert sorted(r.all()) == [("a", 1), ("b", 2), ("c", 3)]
+    # the snapshot keeps the full stored rows
+    assert ms(r.snapshot()) == {("a", 1, 7): 1, ("b", 2, 7): 1, ("c", 3, 8): 1}
+
+
+def test_reads_are_ordered():
+    r = Reader((0,), 3, 3, order=(OrderKey(2, descending=True, nulls_first=False),))
+    r.process(0, ins((1, "a", 5), (1, "b", None), (1, "c", 9), (1, "d", 5), (2, "e", 0)))
+    assert r.lookup(1) == [(1, "c", 9), (1, "a", 5), (1, "d", 5), (1, "b", None)]
+    assert r.all() == [(1, "c", 9), (1, "a", 5), (1, "d", 5), (2, "e", 0), (1, "b", None)]
+
+
+def test_ordered_and_trimmed_read_sorts_on_hidden_column():
+    r = Reader((0,), 1, 3, order=(OrderKey(2),))
+    r.process(0, ins((1, "late", 9), (1, "early", 1), (1, "null", None)))
+    assert r.lookup(1) == [(1,), (1,), (1,)]
+    r2 = Reader((0,), 2, 3, order=(OrderKey(2),))
+    r2.process(0, ins((1, "late", 9), (1, "early", 1), (1, "null", None)))
+    assert r2.lookup(1) == [(1, "null"), (1, "early"), (1, "late")]
+
+
+def test_reset():
+    r = Reader((0,), 1, 1)
+    r.process(0, ins((1,)))
+    r.reset()
+    assert r.lookup(1) == [] and not r.snapshot()
+    assert r.stateful
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.tuples(st.none() | st.integers(0, 2),
+                                                   st.integers(0, 2))), max_size=30))
+def test_random_reader_holds_accumulated_input(ops):
+    r = Reader((0,), 2, 2)
+    model: dict = {}
+    for is_delete, row in ops:
+        if is_delete and model.get(row, 0) > 0:
+            model[row] -= 1
+            if not model[row]:
+                del model[row]
+            r.process(0, dels(row))
+        else:
+            model[row] = model.get(row, 0) + 1
+            r.process(0, ins(row))
+        assert ms(r.snapshot()) == model
+        assert sorted(r.all(), key=repr) == sorted(
+            (x for x, c in model.items() for _ in range(c)), key=repr)
+        for k in (None, 0, 1, 2):
+            want = sorted((x for x, c in model.items() if k is not None and x[0] == k
+                           for _ in range(c)), key=repr)
+            assert sorted(r.lookup(k), key=repr) == want

@@ -1,0 +1,107 @@
+"""The signed-delta batch format (noria_py/batch.py)."""
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from noria_py.batch import EMPTY, Batch
+
+
+def test_default_batch_is_empty():
+    b = Batch()
+    assert b.rows == [] and b.signs == []
+    assert len(b) == 0
+    assert not b
+    assert list(b) == []
+
+
+def test_rows_without_signs_are_insertions():
+    b = Batch([(1,), (2,)])
+    assert b.signs == [1, 1]
+    assert list(b) == [((1,), 1), ((2,), 1)]
+
+
+def test_inserts_and_deletes_constructors():
+    i = Batch.inserts(iter([(1, "a"), (2, None)]))
+    assert i.rows == [(1, "a"), (2, None)]
+    assert i.signs == [1, 1]
+    d = Batch.deletes([(1, "a")])
+    assert d.rows == [(1, "a")]
+    assert d.signs == [-1]
+
+
+def test_add_and_extend():
+    b = Batch()
+    b.add((1,))
+    b.add((2,), -3)
+    assert list(b) == [((1,), 1), ((2,), -3)]
+    c = Batch([(3,)], [2])
+    b.extend(c)
+    assert list(b) == [((1,), 1), ((2,), -3), ((3,), 2)]
+    assert c.rows == [(3,)] and c.signs == [2]       # the source is not changed
+    assert len(b) == 3 and bool(b)
+
+
+def test_separate_batches_do_not_share_lists():
+    a, b = Batch(), Batch()
+    a.add((1,))
+    assert len(b) == 0
+
+
+def test_consolidated_merges_drops_zero_and_keeps_first_seen_order():
+    b = Batch([(2,), (1,), (2,), (3,), (1,), (None,)], [1, 1, 2, 1, -1, -1])
+    c = b.consolidated()
+    assert list(c) == [((2,), 3), ((3,), 1), ((None,), -1)]
+    # the original is untouched
+    assert b.signs == [1, 1, 2, 1, -1, -1]
+
+
+def test_consolidated_of_cancelling_batch_is_empty():
+    b = Batch([(1, None), (1, None)], [1, -1])
+    assert not b.consolidated()
+    assert b.multiset() == {}
+
+
+def test_multiset():
+    b = Batch([(1,), (2,), (1,), (2,)], [2, 1, 1, -1])
+    assert b.multiset() == {(1,): 3}
+
+
+def test_multiset_treats_sql_equal_values_alike():
+    # 1, 1.0 and True are the same dict key, as SQL equality wants
+    b = Batch([(1,), (1.0,)], [1, -1])
+    assert b.multiset() == {}
+
+
+def test_negated_is_a_new_batch():
+    b = Batch([(1,), (2,)], [1, -2])
+    n = b.negated()
+    assert list(n) == [((1,), -1), ((2,), 2)]
+    assert b.signs == [1, -2]
+    assert n.rows is not b.rows
+    assert n.negated().multiset() == b.multiset()
+
+
+def test_repr_shows_signs():
+    b = Batch([(1, "a"), (2, None)], [1, -2])
+    assert repr(b) == "Batch[+1(1, 'a'), -2(2, None)]"
+
+
+def test_empty_constant():
+    assert len(EMPTY) == 0 and not EMPTY
+
+
+rows = st.tuples(st.integers(0, 3), st.none() | st.sampled_from(["a", "b"]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(rows, st.integers(-3, 3).filter(bool)), max_size=20))
+def test_consolidated_matches_multiset(entries):
+    b = Batch([r for r, _ in entries], [s for _, s in entries])
+    c = b.consolidated()
+    assert dict(zip(c.rows, c.signs)) == b.multiset()
+    assert len(set(c.rows)) == len(c.rows)
+    assert all(c.signs)
+    # consolidated + negated original sums to nothing
+    both = Batch(list(c.rows), list(c.signs))
+    both.extend(b.negated())
+    assert both.multiset() == {}

@@ -1,0 +1,163 @@
+"""The Python API of shared/CONTRACT.md, end to end through SQL."""
+from __future__ import annotations
+
+import datetime
+
+import pyarrow as pa
+import pytest
+
+import noria_py
+
+
+@pytest.fixture(params=[1, 4], ids=["shards1", "shards4"])
+def db(request):
+    d = noria_py.connect(shards=request.param)
+    d.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    d.execute("CREATE VIEW votes_per_article AS SELECT article_id, COUNT(*) AS votes FROM vote "
+              "WHERE article_id = ? GROUP BY article_id")
+    yield d
+    d.close()
+
+
+def test_contract_example(db):
+    db.execute("INSERT INTO vote VALUES (?, ?)", (1, 7))
+    db.execute("INSERT INTO vote VALUES (?, ?)", (1, 8))
+    db.execute("DELETE FROM vote WHERE article_id = ? AND user_id = ?", (1, 7))
+    rows = db.execute("SELECT * FROM votes_per_article WHERE article_id = ?", (1,)).fetchall()
+    assert rows == [(1, 1)]
+    res = db.execute("SELECT article_id, COUNT(*) FROM vote GROUP BY article_id")
+    assert res.columns[0] == "article_id"
+    assert res.fetchone() == (1, 1)
+    assert res.fetchone() is None
+    table = db.execute("SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id").arrow()
+    assert isinstance(table, pa.Table) and table.column("n").to_pylist() == [1]
+
+
+def test_table_and_view_handles(db):
+    t = db.table("vote")
+    t.insert([(1, 7), (1, 8), (2, 9)])
+    t.delete([(1, 8)])
+    v = db.view("votes_per_article")
+    assert v.columns == ["article_id", "votes"]
+    assert v.lookup(1) == [(1, 1)]
+    assert v.lookup(3) == []
+    assert v.lookup_many([1, 2, 3]) == [[(1, 1)], [(2, 1)], []]
+    assert sorted(v.all()) == [(1, 1), (2, 1)]
+    with pytest.raises(noria_py.ArityError):
+        v.lookup(1, 2)
+    t.insert_arrow(pa.table({"article_id": [5, 5], "user_id": [1, 2]}))
+    assert v.lookup(5) == [(5, 2)]
+
+
+def test_empty_result_arrow_keeps_types(db):
+    t = db.execute("SELECT article_id, user_id FROM vote WHERE user_id > 100").arrow()
+    assert t.num_rows == 0 and t.schema.field("user_id").type == pa.int64()
+
+
+def test_rejected_batch_changes_nothing(db):
+    t = db.table("vote")
+    t.insert([(1, 1)])
+    with pytest.raises(noria_py.TypeMismatchError):
+        t.insert([(1, 2), (1, "three")])
+    with pytest.raises(noria_py.ArityError):
+        t.insert([(1, 2), (1,)])
+    with pytest.raises(noria_py.RowNotFoundError):
+        t.delete([(1, 1), (9, 9)])
+    db.wait()
+    assert db.view("votes_per_article").lookup(1) == [(1, 1)]
+
+
+def test_primary_keys(db):
+    db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT NOT NULL, day DATE)")
+    a = db.table("article")
+    a.insert([(1, "one", datetime.date(2020, 1, 1)), (2, "two", None)])
+    with pytest.raises(noria_py.DuplicateKeyError):
+        a.insert([(3, "three", None), (1, "dup", None)])
+    with pytest.raises(noria_py.TypeMismatchError):
+        a.insert([(4, None, None)])
+    a.delete_keys([2])
+    with pytest.raises(noria_py.RowNotFoundError):
+        a.delete_keys([2])
+    rows = db.execute("SELECT id, title, day FROM article").fetchall()
+    assert rows == [(1, "one", datetime.date(2020, 1, 1))]
+    db.execute("UPDATE article SET title = 'uno' WHERE id = 1")
+    assert db.execute("SELECT title FROM article WHERE id = ?", (1,)).fetchall() == [("uno",)]
+
+
+def test_errors_are_noria_errors(db):
+    with pytest.raises(noria_py.UnknownTableError):
+        db.execute("SELECT * FROM nope")
+    with pytest.raises(noria_py.UnknownColumnError):
+        db.execute("SELECT nope FROM vote")
+    with pytest.raises(noria_py.ParseError):
+        db.execute("SELEC 1")
+    with pytest.raises(noria_py.AlreadyExistsError):
+        db.execute("CREATE TABLE vote (a INT)")
+    with pytest.raises(noria_py.UnknownViewError):
+        db.view("nope")
+    with pytest.raises(noria_py.UnknownTableError):
+        db.table("nope")
+    with pytest.raises(noria_py.Error):
+        db.fail("no-such-node")
+
+
+def test_queries_install_reused_unnamed_views(db):
+    before = len(db.graph())
+    db.execute("SELECT user_id FROM vote WHERE article_id = ?", (1,))
+    after_first = len(db.graph())
+    db.execute("SELECT user_id FROM vote WHERE article_id = ?", (2,))
+    assert len(db.graph()) == after_first > before
+
+
+def test_views_share_subplans_and_drop_cleans_up(db):
+    db.execute("CREATE VIEW a AS SELECT user_id FROM vote WHERE article_id > 3")
+    n1 = len(db.graph())
+    db.execute("CREATE VIEW b AS SELECT user_id FROM vote WHERE article_id > 3")
+    # only a new reader (per shard): the filter and projection are shared
+    readers = [n for n in db.graph() if n["kind"] == "reader" and n["view"] == "b"]
+    assert len(db.graph()) == n1 + len(readers)
+    db.table("vote").insert([(4, 1), (2, 2)])
+    assert db.view("a").all() == db.view("b").all() == [(1,)]
+    db.execute("DROP VIEW a")
+    db.execute("DROP VIEW b")
+    kinds = {n["kind"] for n in db.graph()}
+    assert "filter" not in kinds
+
+
+def test_graph_introspection(db):
+    g = db.graph()
+    ids = {n["id"] for n in g}
+    for n in g:
+        assert set(n) >= {"id", "kind", "shard", "stateful", "parents", "children", "view"}
+        assert set(n["parents"]) <= ids and set(n["children"]) <= ids
+    readers = [n for n in g if n["kind"] == "reader"]
+    assert readers and all(n["view"] == "votes_per_article" for n in readers)
+    if db.shards > 1:
+        assert any(n["kind"] == "sharder" for n in g)
+        assert {n["shard"] for n in g if n["kind"] == "aggregate"} == set(range(db.shards))
+
+
+def test_view_created_over_existing_data(db):
+    db.table("vote").insert([(1, 1), (1, 2), (3, 3)])
+    db.execute("CREATE VIEW late AS SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id")
+    assert sorted(db.view("late").all()) == [(1, 2), (3, 1)]
+
+
+def test_lineage_recovery_restores_views(db):
+    db.table("vote").insert([(1, 1), (2, 2), (2, 3)])
+    node = next(n for n in db.graph() if n["kind"] in ("aggregate", "sharder"))["id"]
+    db.fail(node)
+    db.table("vote").insert([(2, 4)])          # lost by the failed node, rebuilt by lineage
+    report = db.recover(node, strategy="lineage")
+    db.wait()
+    assert report.strategy == "lineage" and report.seconds >= 0
+    assert db.view("votes_per_article").lookup(2) == [(2, 3)]
+    assert db.recoveries() == [report]
+    with pytest.raises(noria_py.RecoveryError):
+        db.recover(node, strategy="bogus")
+
+
+def test_closed_handle(db):
+    db.close()
+    with pytest.raises(noria_py.ClosedError):
+        db.execute("SELECT * FROM vote")

@@ -1,0 +1,406 @@
+"""The fast tree clocks: flat int64 arrays, Numba kernels, one layout per node.
+
+:class:`TreeClocks` has the same operations, with the same meaning, as the
+reference :class:`treeclock.reference.TreeClocks`; only the representation
+differs (an array in the node's :class:`~treeclock.layout.Layout` order
+instead of a dict keyed by path). Every public method checks its arguments
+(node ids, edges, array shapes and dtypes) before handing the arrays to a
+kernel, because a kernel given a wrong array would silently compute a wrong
+clock, and recovery trusts clocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import codec
+from . import kernels as K
+from .errors import TreeClockError, check_depth, normalize_graph
+from .layout import Layout
+
+__all__ = ["TreeClocks", "DiffLog"]
+
+_I64 = np.dtype(np.int64)
+_ndarray = np.ndarray
+_NO_DIFF = np.zeros(1, dtype=np.int64)  # stands in for the diff of an outside input
+_NO_GATHER = np.zeros(0, dtype=np.int64)
+_MAX_TIME = 2**63 - 1
+
+
+class DiffLog:
+    """One node's diff log: its diffs in arrival order, rows of one 2-D array.
+
+    Rows are stored contiguously so that T* and :meth:`TreeClocks.apply_up_to`
+    scan the log in one kernel call; the array doubles when full. Rows handed
+    out (``log[i]``, the return value of :meth:`TreeClocks.receive`) are views
+    into the log: treat them as read-only.
+    """
+
+    __slots__ = ("node", "_rows", "_n")
+
+    def __init__(self, node: int, size: int, capacity: int = 16):
+        self.node = node
+        self._rows = np.zeros((max(int(capacity), 1), size), dtype=np.int64)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __repr__(self) -> str:
+        return f"DiffLog(node={self.node}, len={self._n}, width={self._rows.shape[1]})"
+
+    def _grow(self) -> None:
+        rows = np.zeros((2 * self._rows.shape[0], self._rows.shape[1]), dtype=np.int64)
+        rows[: self._n] = self._rows[: self._n]
+        self._rows = rows
+
+    def append(self, diff: np.ndarray) -> None:
+        """Append a copy of ``diff`` (an array of this node's layout)."""
+        if type(diff) is not np.ndarray or diff.dtype != _I64 or diff.shape != (self._rows.shape[1],):
+            raise TreeClockError(f"diff for node {self.node}'s log must be an int64 array of {self._rows.shape[1]} entries")
+        if self._n == self._rows.shape[0]:
+            self._grow()
+        self._rows[self._n] = diff
+        self._n += 1
+
+    def clear(self) -> None:
+        """Forget every diff (keeps the allocated rows)."""
+        self._n = 0
+
+    @property
+    def rows(self) -> np.ndarray:
+        """All diffs as a ``(len, size)`` view."""
+        return self._rows[: self._n]
+
+    @property
+    def times(self) -> np.ndarray:
+        """The node's time in each diff (the root column)."""
+        return self._rows[: self._n, 0]
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not -self._n <= i < self._n:
+            raise IndexError(f"diff log of node {self.node} has {self._n} diffs, no index {i}")
+        return self._rows[i % self._n]
+
+    def __iter__(self):
+        for i in range(self._n):
+            yield self._rows[i]
+
+
+class TreeClocks:
+    """Tree clocks of every node of one dataflow graph, as flat int64 arrays.
+
+    ``parents`` maps each node id to the tuple of its parents (a DAG; sources
+    map to ``()``); ``depth`` is the number of edges kept below a clock's root
+    (d - 1 concurrent failures are recoverable; Noria's prototype used 3).
+    Layouts and the per-edge index maps are computed here, once.
+    """
+
+    def __init__(self, parents: Mapping, depth: int):
+        self.graph = normalize_graph(parents)
+        self.depth = check_depth(depth)
+        self.layouts = {n: Layout(self.graph, n, self.depth, _checked=True) for n in self.graph}
+        self._shapes = {n: (lay.size,) for n, lay in self.layouts.items()}
+        # (receiver, parent) -> (start, gather, parent shape, receiver shape);
+        # shapes as tuples so the hot path compares ``a.shape`` without building one.
+        self._edges: dict = {}
+        for n, lay in self.layouts.items():
+            if not self.graph[n]:
+                self._edges[(n, None)] = (0, _NO_GATHER, None, (lay.size,))
+            for p, start in lay.slot.items():
+                pl = self.layouts[p]
+                gather = [pl.index[path[1:]] for path in lay.paths[start : int(lay.end[start])]]
+                self._edges[(n, p)] = (start, np.array(gather, dtype=np.int64), (pl.size,), (lay.size,))
+
+    # -- shape ---------------------------------------------------------------
+
+    def layout(self, node: int) -> Layout:
+        try:
+            if type(node) is not bool:
+                return self.layouts[node]
+        except (KeyError, TypeError):
+            pass
+        raise TreeClockError(f"unknown node {node!r}: it is not in the graph")
+
+    @property
+    def nodes(self) -> tuple:
+        return tuple(self.graph)
+
+    def parents_of(self, node: int) -> tuple:
+        return self.graph[self.layout(node).root]
+
+    def paths(self, node: int) -> tuple:
+        return self.layout(node).paths
+
+    def size(self, node: int) -> int:
+        return self.layout(node).size
+
+    def fingerprint(self, node: int) -> int:
+        return self.layout(node).fingerprint
+
+    def clock_nbytes(self, node: int) -> int:
+        """Encoded size of every clock of ``node``."""
+        return codec.clock_nbytes(self.layout(node))
+
+    def diff_nbytes(self) -> int:
+        """Encoded size of every diff (the same for all nodes at this depth)."""
+        return codec.diff_nbytes(self.depth)
+
+    # -- checks ----------------------------------------------------------------
+
+    def _arr(self, node, a, what: str = "clock") -> Layout:
+        lay = self.layout(node)
+        if type(a) is not _ndarray or a.dtype != _I64 or a.shape != (lay.size,):
+            got = f"{a.dtype} array of shape {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
+            raise TreeClockError(
+                f"{what} of node {lay.root} must be an int64 array of {lay.size} entries, got {got}"
+            )
+        return lay
+
+    def _edge(self, receiver, parent):
+        try:
+            edge = self._edges.get((receiver, parent))
+        except TypeError:
+            edge = None
+        if edge is not None:
+            return edge
+        self.layout(receiver)
+        if parent is None:
+            raise TreeClockError(f"node {receiver} has parents, so its input must come from one of them")
+        self.layout(parent)
+        raise TreeClockError(f"node {parent} is not a parent of node {receiver}")
+
+    @staticmethod
+    def _time(t, what: str, minimum: int) -> int:
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise TreeClockError(f"{what} must be an int, got {t!r}")
+        if not minimum <= t <= _MAX_TIME:
+            raise TreeClockError(f"{what} must be in {minimum}..2**63-1, got {t}")
+        return int(t)
+
+    def _check_parent_diff(self, edge, parent, parent_diff) -> np.ndarray:
+        if edge[2] is None:
+            if parent_diff is not None:
+                raise TreeClockError("an input from outside the dataflow carries no diff")
+            return _NO_DIFF
+        if type(parent_diff) is not np.ndarray or parent_diff.dtype != _I64 or parent_diff.shape != edge[2]:
+            self._arr(parent, parent_diff, "parent_diff")
+        return parent_diff
+
+    def _rows(self, node, diffs):
+        """A diff log given as DiffLog, 2-D array or sequence of arrays -> (rows, n)."""
+        lay = self.layout(node)
+        if isinstance(diffs, DiffLog):
+            if diffs.node != lay.root or diffs._rows.shape[1] != lay.size:
+                raise TreeClockError(f"diff log of node {diffs.node} given where node {lay.root}'s was expected")
+            return diffs._rows, diffs._n
+        if isinstance(diffs, np.ndarray) and diffs.ndim == 2:
+            if diffs.dtype != _I64 or diffs.shape[1] != lay.size:
+                raise TreeClockError(f"diffs of node {lay.root} must be int64 rows of {lay.size} entries")
+            return diffs, diffs.shape[0]
+        diffs = list(diffs)
+        for d in diffs:
+            self._arr(node, d, "diff")
+        rows = np.stack(diffs) if diffs else np.zeros((0, lay.size), dtype=np.int64)
+        return rows, len(diffs)
+
+    # -- operations --------------------------------------------------------------
+
+    def zero(self, node: int) -> np.ndarray:
+        """The clock every node starts with: every entry 0."""
+        return np.zeros(self.layout(node).size, dtype=np.int64)
+
+    def new_log(self, node: int, capacity: int = 16) -> DiffLog:
+        """An empty diff log for ``node``."""
+        return DiffLog(self.layout(node).root, self.layouts[node].size, capacity)
+
+    def make_diff(self, receiver: int, parent, parent_diff, new_time: int) -> np.ndarray:
+        """The diff ``receiver`` stores when it receives a message from ``parent``.
+
+        Its root holds ``new_time``; under ``parent`` sits ``parent_diff`` (the
+        diff the message carried), cut to the receiver's depth; every other
+        entry is 0. ``parent=None`` (with ``parent_diff=None``) is an input
+        from outside the dataflow, allowed only for a source node.
+        """
+        # Checks inlined (this is on the message path); the slow helpers only
+        # run to confirm a failure and word the error.
+        try:
+            start, gather, pshape, shape = self._edges[(receiver, parent)]
+        except (KeyError, TypeError):
+            self._edge(receiver, parent)  # raises the precise error
+            raise  # pragma: no cover
+        if pshape is None:
+            if parent_diff is not None:
+                raise TreeClockError("an input from outside the dataflow carries no diff")
+            parent_diff = _NO_DIFF
+        elif type(parent_diff) is not _ndarray or parent_diff.dtype is not _I64 or parent_diff.shape != pshape:
+            self._arr(parent, parent_diff, "parent_diff")
+        if type(new_time) is not int or not 0 < new_time <= _MAX_TIME:
+            new_time = self._time(new_time, "new_time", 1)
+        out = np.empty(shape, dtype=np.int64)
+        K.make_diff(out, parent_diff, start, gather, new_time)
+        return out
+
+    def merge(self, node: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Entry-wise maximum of two clocks (or diffs) of ``node``, as a new array."""
+        lay = self._arr(node, a, "a")
+        self._arr(node, b, "b")
+        out = np.empty(lay.size, dtype=np.int64)
+        K.merge(out, a, b)
+        return out
+
+    def merge_into(self, node: int, clock: np.ndarray, diff: np.ndarray) -> np.ndarray:
+        """Merge ``diff`` into ``clock`` in place; return ``clock``."""
+        shape = self._shapes.get(node) if type(node) is int else None
+        if (
+            shape is None
+            or type(clock) is not _ndarray or clock.dtype is not _I64 or clock.shape != shape
+            or type(diff) is not _ndarray or diff.dtype is not _I64 or diff.shape != shape
+        ):
+            self._arr(node, clock)
+            self._arr(node, diff, "diff")
+        K.merge_into(clock, diff)
+        return clock
+
+    def receive(self, receiver: int, parent, parent_diff, clock: np.ndarray, log: DiffLog | None = None) -> np.ndarray:
+        """Everything a node does on receipt, in one kernel call.
+
+        Builds the diff at time ``clock[0] + 1``, merges it into ``clock`` and
+        appends it to ``log``; returns the diff (a view of the log's row, which
+        is what the node attaches to the messages it sends next).
+
+        This is the engine's hot path, so the checks are inlined; they are the
+        same as :meth:`make_diff` and :meth:`merge_into` make.
+        """
+        try:
+            start, gather, pshape, shape = self._edges[(receiver, parent)]
+        except (KeyError, TypeError):
+            self._edge(receiver, parent)  # raises the precise error
+            raise  # pragma: no cover
+        if pshape is None:
+            if parent_diff is not None:
+                raise TreeClockError("an input from outside the dataflow carries no diff")
+            parent_diff = _NO_DIFF
+        elif type(parent_diff) is not _ndarray or parent_diff.dtype is not _I64 or parent_diff.shape != pshape:
+            self._arr(parent, parent_diff, "parent_diff")
+        if type(clock) is not _ndarray or clock.dtype is not _I64 or clock.shape != shape:
+            self._arr(receiver, clock)
+        if log is None:
+            rows = np.empty((1, shape[0]), dtype=np.int64)
+            n = 0
+        else:
+            if type(log) is not DiffLog or log.node != receiver or log._rows.shape[1] != shape[0]:
+                raise TreeClockError(f"log must be node {receiver}'s DiffLog (from new_log({receiver}))")
+            n = log._n
+            if n == log._rows.shape[0]:
+                log._grow()
+            rows = log._rows
+        if K.receive(clock, rows, n, parent_diff, start, gather) < 0:
+            raise TreeClockError(f"time of node {receiver} would overflow int64")
+        if log is not None:
+            log._n = n + 1
+        return rows[n]
+
+    def time_at(self, node: int, clock: np.ndarray, path) -> int:
+        """The time at ``path`` in ``node``'s clock, e.g. ``(C, B)`` or ``(C, B, A)``."""
+        lay = self._arr(node, clock)
+        return int(clock[lay.position(path)])
+
+    def min_time(self, target: int, clocks: Mapping) -> int:
+        """The least time of ``target`` across clocks ``{owner: clock}``.
+
+        For an owner that is a child of ``target`` the entry read is
+        ``(owner, target)``, the target-time of the last message the owner
+        received from it; for ``owner == target`` it is the root.
+        """
+        target = self.layout(target).root
+        if not isinstance(clocks, Mapping) or not clocks:
+            raise TreeClockError("min_time needs a non-empty mapping owner -> clock")
+        best = None
+        for owner, clock in clocks.items():
+            lay = self._arr(owner, clock)
+            if owner == target:
+                pos = 0
+            else:
+                pos = lay.slot.get(target)
+                if pos is None:
+                    raise TreeClockError(f"node {target} is not a parent of node {owner}")
+            t = int(clock[pos])
+            if best is None or t < best:
+                best = t
+        return best
+
+    def subtree(self, owner: int, clock: np.ndarray, node: int) -> np.ndarray:
+        """The part of ``owner``'s clock under parent ``node``, as a clock of ``node``.
+
+        It is one edge shallower than ``node``'s own clock, so the deepest
+        level is 0 (unknown).
+        """
+        self._arr(owner, clock)
+        lay = self.layout(node)
+        if node == owner:
+            return clock.copy()
+        start, gather, _, _ = self._edge(owner, node)
+        out = np.zeros(lay.size, dtype=np.int64)
+        out[gather] = clock[start : start + gather.shape[0]]
+        return out
+
+    def apply_up_to(self, node: int, diffs, time: int) -> np.ndarray:
+        """Merge, into a zero clock, every diff of ``node`` whose root time is <= ``time``."""
+        time = self._time(time, "time", 0)
+        rows, n = self._rows(node, diffs)
+        out = self.zero(node)
+        K.apply_up_to(out, rows, n, time)
+        return out
+
+    def t_star(self, failed: int, child_logs: Mapping, time: int) -> np.ndarray:
+        """The seed's T*: the clock a restarted ``failed`` node starts from.
+
+        From each child's diff log (``{child: diffs}``), take the subtree
+        under ``failed`` of every diff whose ``(child, failed)`` entry is at
+        most ``time`` (normally the :meth:`min_time` over the children), merge
+        them into a zero clock of ``failed``, and set its root to ``time``.
+        """
+        out = self.zero(failed)
+        time = self._time(time, "time", 0)
+        if not isinstance(child_logs, Mapping):
+            raise TreeClockError("t_star needs a mapping child -> diff log")
+        for child, diffs in child_logs.items():
+            start, gather, _, _ = self._edge(child, failed)
+            rows, n = self._rows(child, diffs)
+            K.scatter_up_to(out, rows, n, start, gather, time)
+        out[0] = time
+        return out
+
+    # -- conversion and bytes ----------------------------------------------------
+
+    def to_paths(self, node: int, clock: np.ndarray) -> dict:
+        """The clock as ``{path: time}``, the reference version's representation."""
+        lay = self._arr(node, clock)
+        return dict(zip(lay.paths, clock.tolist()))
+
+    def from_paths(self, node: int, mapping: Mapping) -> np.ndarray:
+        """The array for a ``{path: time}`` mapping holding exactly ``node``'s paths."""
+        lay = self.layout(node)
+        if not isinstance(mapping, Mapping) or set(mapping) != set(lay.paths):
+            raise TreeClockError(f"mapping does not have the paths of node {lay.root}'s clock at depth {self.depth}")
+        out = np.array([self._time(mapping[p], f"time at {p}", 0) for p in lay.paths], dtype=np.int64)
+        return out
+
+    def encode(self, node: int, clock: np.ndarray) -> bytes:
+        """Clock bytes: header, every entry as int64, CRC-32 (see :mod:`treeclock.codec`)."""
+        return codec.encode_clock(self._arr(node, clock), clock)
+
+    def decode(self, node: int, data) -> np.ndarray:
+        """The clock in ``data``; raises :class:`TreeClockError` on any corruption."""
+        return codec.decode_clock(self.layout(node), data)
+
+    def encode_diff(self, node: int, diff: np.ndarray) -> bytes:
+        """Diff bytes: the diff's one path and its times, ``diff_nbytes()`` long."""
+        return codec.encode_diff(self._arr(node, diff, "diff"), diff)
+
+    def decode_diff(self, node: int, data) -> np.ndarray:
+        """The diff in ``data``; raises :class:`TreeClockError` on any corruption."""
+        return codec.decode_diff(self.layout(node), data)

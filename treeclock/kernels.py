@@ -1,0 +1,195 @@
+"""Numba kernels over flat int64 clock arrays.
+
+A layout (:mod:`treeclock.layout`) fixes where each path's entry sits, so
+every operation is a loop over a few small arrays. The kernels do no
+checking: :class:`treeclock.TreeClocks` checks shapes and ids before it
+calls them, once per Python call. ``cache=True`` keeps the compiled code in
+``__pycache__`` so only the first process ever pays for compilation.
+
+Names of positions used below:
+
+* ``start``: position, in the receiver's layout, of the entry for the parent
+  the message came from; the parent's subtree occupies ``start ..
+  start + len(gather)`` (layouts are pre-order, so subtrees are contiguous);
+* ``gather[k]``: position, in the parent's layout, of the entry that lands at
+  ``start + k`` (the parent's clock cut one level shorter).
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+__all__ = [
+    "make_diff",
+    "merge_into",
+    "merge",
+    "make_diff_merge",
+    "receive",
+    "apply_up_to",
+    "scatter_up_to",
+    "chain_leaf",
+    "chain_times",
+    "diff_body",
+    "expand_chain",
+    "min_value",
+]
+
+
+@njit(cache=True, nogil=True)
+def make_diff(out, parent_diff, start, gather, new_time):
+    """Write into ``out`` the diff: root ``new_time``, parent's diff under ``start``."""
+    out[:] = 0
+    out[0] = new_time
+    for k in range(gather.shape[0]):
+        out[start + k] = parent_diff[gather[k]]
+
+
+@njit(cache=True, nogil=True)
+def merge_into(clock, diff):
+    """``clock = max(clock, diff)`` entry-wise, in place."""
+    for i in range(clock.shape[0]):
+        if diff[i] > clock[i]:
+            clock[i] = diff[i]
+
+
+@njit(cache=True, nogil=True)
+def merge(out, a, b):
+    for i in range(out.shape[0]):
+        out[i] = a[i] if a[i] >= b[i] else b[i]
+
+
+@njit(cache=True, nogil=True)
+def make_diff_merge(out, clock, parent_diff, start, gather, new_time):
+    """:func:`make_diff` then :func:`merge_into` the clock, in one call.
+
+    Only the root and the parent's subtree of the diff can be non-zero, so
+    only those entries of the clock need the maximum.
+    """
+    out[:] = 0
+    out[0] = new_time
+    if new_time > clock[0]:
+        clock[0] = new_time
+    for k in range(gather.shape[0]):
+        v = parent_diff[gather[k]]
+        out[start + k] = v
+        if v > clock[start + k]:
+            clock[start + k] = v
+
+
+@njit(cache=True, nogil=True)
+def receive(clock, rows, n, parent_diff, start, gather):
+    """A node's whole receipt: diff at time ``clock[0] + 1`` into ``rows[n]``, merged.
+
+    Returns the new time, or -1 (and changes nothing) if it would overflow.
+    The caller has made sure ``rows`` has a row ``n``.
+    """
+    if clock[0] == 9223372036854775807:
+        return -1
+    new_time = clock[0] + 1
+    make_diff_merge(rows[n], clock, parent_diff, start, gather, new_time)
+    return new_time
+
+
+@njit(cache=True, nogil=True)
+def apply_up_to(out, rows, n, time):
+    """Merge into ``out`` each of the first ``n`` rows whose root is <= ``time``."""
+    for r in range(n):
+        if rows[r, 0] <= time:
+            for i in range(out.shape[0]):
+                if rows[r, i] > out[i]:
+                    out[i] = rows[r, i]
+
+
+@njit(cache=True, nogil=True)
+def scatter_up_to(out, rows, n, start, gather, time):
+    """For T*: merge the subtree at ``start`` of each child diff whose entry there is <= ``time``.
+
+    ``out`` is in the failed node's layout; ``gather`` maps the child's
+    subtree positions to it.
+    """
+    for r in range(n):
+        if rows[r, start] <= time:
+            for k in range(gather.shape[0]):
+                v = rows[r, start + k]
+                p = gather[k]
+                if v > out[p]:
+                    out[p] = v
+
+
+@njit(cache=True, nogil=True)
+def chain_leaf(diff, up, level):
+    """Position of the deepest non-zero entry, if all non-zeros lie on its path.
+
+    Returns 0 for an all-zero (or root-only) diff, -1 when the non-zero
+    entries do not lie on one path, -2 when an entry is negative.
+    """
+    leaf = 0
+    for i in range(diff.shape[0]):
+        if diff[i] < 0:
+            return -2
+        if diff[i] != 0 and level[i] > level[leaf]:
+            leaf = i
+    # Mark the chain by walking up from the leaf; then every non-zero must be on it.
+    for i in range(1, diff.shape[0]):
+        if diff[i] != 0:
+            p = leaf
+            while p > i:
+                p = up[p]
+            if p != i:
+                return -1
+    return leaf
+
+
+@njit(cache=True, nogil=True)
+def chain_times(out, diff, leaf, up, level):
+    """Times along the path root..leaf into ``out[0..]`` (``out`` pre-zeroed)."""
+    p = leaf
+    while p >= 0:
+        out[level[p]] = diff[p]
+        p = up[p]
+
+
+@njit(cache=True, nogil=True)
+def diff_body(body, diff, up, level):
+    """Encoded body of a diff: ``[leaf, t_0 .. t_depth]`` into ``body``.
+
+    Returns the leaf position, or the negative code of :func:`chain_leaf`.
+    """
+    leaf = chain_leaf(diff, up, level)
+    if leaf < 0:
+        return leaf
+    body[:] = 0
+    body[0] = leaf
+    chain_times(body[1:], diff, leaf, up, level)
+    return leaf
+
+
+@njit(cache=True, nogil=True)
+def expand_chain(out, leaf, times, up, level):
+    """Rebuild a diff from a path and its times; 0 if fine, else an error code.
+
+    1: a negative time; 2: a time past the end of the path; 3: the path
+    ends in a zero (the encoder always ends it at the deepest non-zero).
+    """
+    for j in range(times.shape[0]):
+        if times[j] < 0:
+            return 1
+        if j > level[leaf] and times[j] != 0:
+            return 2
+    if leaf != 0 and times[level[leaf]] == 0:
+        return 3
+    out[:] = 0
+    p = leaf
+    while p >= 0:
+        out[p] = times[level[p]]
+        p = up[p]
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def min_value(a):
+    m = a[0]
+    for i in range(1, a.shape[0]):
+        if a[i] < m:
+            m = a[i]
+    return m
