@@ -192,7 +192,7 @@ def _cast_int(v):
         if not m:
             return 0
         s = m.group(0)
-        return int(s) if "." not in s and m.group(3) is None else int(float(s))
+        return int(s) if "." not in s and m.group(3) is None else _cast_int(float(s))
     raise TypeMismatchError(f"cannot CAST {v!r} to INT")
 
 

@@ -460,6 +460,7 @@ def test_cast_null_is_null(typ):
     ("12", 12), ("  12  ", 12), ("-4", -4), ("+4", 4), ("12abc", 12), ("abc", 0), ("", 0),
     ("3.9", 3), ("-3.9", -3), ("1e3", 1000), (".5", 0),
     (float("inf"), None), (float("nan"), None),
+    ("1e400", None), ("-1e400", None),   # regression: int(float('inf')) raised OverflowError
 ])
 def test_cast_to_int(v, expected):
     r = cast(v, T.INT)

@@ -180,15 +180,6 @@ class TreeClocks:
             raise TreeClockError(f"{what} must be in {minimum}..2**63-1, got {t}")
         return int(t)
 
-    def _check_parent_diff(self, edge, parent, parent_diff) -> np.ndarray:
-        if edge[2] is None:
-            if parent_diff is not None:
-                raise TreeClockError("an input from outside the dataflow carries no diff")
-            return _NO_DIFF
-        if type(parent_diff) is not np.ndarray or parent_diff.dtype != _I64 or parent_diff.shape != edge[2]:
-            self._arr(parent, parent_diff, "parent_diff")
-        return parent_diff
-
     def _rows(self, node, diffs):
         """A diff log given as DiffLog, 2-D array or sequence of arrays -> (rows, n)."""
         lay = self.layout(node)

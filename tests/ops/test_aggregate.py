@@ -332,3 +332,13 @@ def run_random(group_by, aggs, ops):
 @given(ops=st.lists(st.lists(st.tuples(st.booleans(), row), min_size=1, max_size=5), max_size=10))
 def test_random_aggregate_matches_recomputation(group_by, aggs, ops):
     run_random(group_by, aggs, ops)
+
+
+@pytest.mark.parametrize("func,arg", [("count_star", None), ("count", 1)])
+def test_count_only_multiplicity_signs(func, arg):
+    a = A((0,), agg(func, arg))
+    out = a.feed(0, Batch([("a", 1), ("a", None)], [3, 2]))
+    assert list(out) == [(("a", 5 if arg is None else 3), 1)]
+    out = a.feed(0, Batch([("a", 1)], [-2]))
+    assert ms(out) == {("a", 5 if arg is None else 3): -1, ("a", 3 if arg is None else 1): 1}
+    a.check()

@@ -381,3 +381,19 @@ def test_random_primary_key_writes(ops):
         tr.check()
         assert tr.state() == {r: 1 for r in model.values()}
         assert b.by_key == {(k,): r for k, r in model.items()}
+
+
+def test_int_range_checked_in_batches_with_nulls():
+    b = Base(schema("t", ("a", T.INT), ("b", T.INT)))
+    assert_rejected(b, TypeMismatchError, [(None, 1), (2 ** 63, 2), (3, None)])
+    assert_rejected(b, TypeMismatchError, [(None, None), (1, -(2 ** 63) - 1)])
+    write(b, [(None, 1), (2 ** 63 - 1, None)])
+    assert ms(b.snapshot()) == {(None, 1): 1, (2 ** 63 - 1, None): 1}
+
+
+def test_float_primary_key_int_and_float_are_the_same_key():
+    b = Base(schema("t", ("k", T.FLOAT), pk=(0,)))
+    write(b, [(1,)])
+    assert_rejected(b, DuplicateKeyError, [(1.0,)])
+    write(b, deletes=[(1.0,)])
+    assert len(b) == 0

@@ -72,3 +72,10 @@ def test_input_batch_not_mutated():
     out = p.process(0, b)
     assert out.rows == [(-1,)] and out.signs == [-1]
     assert b.rows == [(1,)]
+
+
+def test_projection_to_no_columns():
+    # regression (expression.compile_row): a zero-column projection raised TypeError
+    p = Project(())
+    out = p.process(0, Batch([(1, "a"), (2, "b")], [1, -1]))
+    assert list(out) == [((), 1), ((), -1)]
