@@ -68,7 +68,7 @@ class Database:
         self.shards = shards
         self.clocks = clocks
         self.graph_ = Graph()
-        self.runtime = EmbeddedRuntime(self.graph_, seed)
+        self.runtime = EmbeddedRuntime(self.graph_, seed, clocks=clocks)
         self.planner = Planner(self.graph_, shards, self.runtime.add)
         self._tables: dict[str, _TableEntry] = {}
         self._views: dict[str, _ViewEntry] = {}
@@ -149,7 +149,7 @@ class Database:
                 return
             raise AlreadyExistsError(f"a table or view named {stmt.schema.name!r} already exists")
         node = self.planner.add_table(stmt.schema)
-        self.planner.take_fresh()
+        self.runtime.settle(self.planner.take_fresh())
         self._tables[name] = _TableEntry(stmt.schema, node, sql)
         if persist:
             self._persist_catalog()
@@ -162,6 +162,7 @@ class Database:
         readers = self.planner.add_view(name, stmt.query)
         fresh = self.planner.take_fresh()
         initialize(self.graph_, fresh)
+        self.runtime.settle(fresh)
         entry = _ViewEntry(name, stmt.query, readers, stmt.sql, anonymous)
         self._views[name] = entry
         if persist and not anonymous:
@@ -178,6 +179,7 @@ class Database:
         del self._views[entry.name]
         self._anonymous = {q: n for q, n in self._anonymous.items() if n != entry.name}
         self.planner.remove(entry.readers, self.runtime.remove)
+        self.runtime.refresh_clocks()
         self._persist_catalog()
 
     def _drop_table(self, name: str, if_exists: bool = False) -> None:
@@ -197,6 +199,7 @@ class Database:
         self.planner.drop_table(name)
         self.graph_.remove(entry.node)
         self.runtime.remove(entry.node)
+        self.runtime.refresh_clocks()
         del self._tables[name.lower()]
         if self.storage is not None:
             self.storage.drop_table(name.lower())
@@ -323,7 +326,10 @@ class Database:
         if strategy == "lineage":
             from .recovery import lineage
             report = lineage.recover(self.graph_, self.runtime, node_id)
-        elif strategy in ("treeclock", "spark"):
+        elif strategy == "treeclock":
+            from .recovery import treeclock
+            report = treeclock.recover(self.graph_, self.runtime, node_id)
+        elif strategy == "spark":
             raise RecoveryError(f"strategy={strategy!r} is not implemented yet; "
                                 "use strategy='lineage'")
         else:

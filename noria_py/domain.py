@@ -3,14 +3,33 @@
 Noria groups several operators into one domain; here each node shard is its own
 domain, which keeps recovery per node (a failed node is exactly one domain) at the
 cost of a queue hop per operator, negligible next to batches of hundreds of rows.
+
+With tree clocks on, a domain also keeps what Yuan's recovery protocol needs:
+its clock, a diff log (one diff per message received), a payload log per outgoing
+edge (every message it sent, by reference: batches are immutable), and the times it
+last saw from each parent. Every processed message yields a message to every child,
+empty if need be, so that each child's diff log records every one of this node's
+times: recovery then knows exactly which input was processed at which time
+(docs/recovery.md explains why that matters).
 """
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from .batch import Batch
 from .graph import Graph, Node
 from .messages import Message
+
+if TYPE_CHECKING:  # pragma: no cover
+    from treeclock import TreeClocks
+
+#: how often (in messages handled) a domain acknowledges progress to its parents
+ACK_EVERY = 32
+#: compact the diff log when it holds this many diffs
+COMPACT_AT = 256
 
 
 class Domain:
@@ -21,34 +40,132 @@ class Domain:
         self.time = 0                 # messages received so far
         self.alive = True
         self.ports = {p: i for i, p in enumerate(node.parents)}
+        self.last_seen: dict[str, int] = {}   # parent -> its time on the last message taken
+        self.tc: TreeClocks | None = None
+        self.reset_clock_state()
 
     @property
     def id(self) -> str:
         return self.node.id
 
+    # ------------------------------------------------------------ tree-clock state
+
+    def reset_clock_state(self) -> None:
+        self.clock: np.ndarray | None = None
+        self.diffs = None
+        self.summary: np.ndarray | None = None   # merge of the diffs compacted away
+        self.last_diff: np.ndarray | None = None
+        self.payload: dict[str, deque[Message]] = {}
+        self.progress: dict[str, tuple[int, dict[str, int]]] = {}  # child -> acked times
+        self.parent_low: dict[str, int] = {}
+        self.low = 0
+        self.unacked = 0
+
+    def attach_clocks(self, tc: "TreeClocks | None") -> None:
+        """Use ``tc`` (rebuilt by the runtime whenever the graph grows)."""
+        self.tc = tc
+        if tc is not None and self.clock is None:
+            num = self.node.num
+            self.clock = tc.zero(num)
+            self.clock[0] = self.time
+            self.diffs = tc.new_log(num)
+            self.summary = tc.zero(num)
+
+    # ------------------------------------------------------------ messages
+
     def handle(self, msg: Message) -> list[Message]:
-        """Process one message; return the messages to send."""
+        """Process one message; return the messages to send (none for a duplicate)."""
+        src = msg.src
+        if msg.time <= self.last_seen.get(src, 0):
+            return []                       # already applied: a replay after recovery
+        self.last_seen[src] = msg.time
         self.time += 1
-        out = self.node.op.process(self.ports[msg.src], msg.batch)
+        tc = self.tc
+        if tc is not None:
+            self.last_diff = tc.receive(self.node.num, self.graph.nodes[src].num, msg.clock,
+                                        self.clock, self.diffs)
+            self.parent_low[src] = msg.low
+            if len(self.diffs) >= COMPACT_AT:
+                self.compact_diffs()
+        out = self.node.op.process(self.ports[src], msg.batch)
         return self.emit(out)
+
+    def write(self, batch: Batch) -> list[Message]:
+        """A client write entering a base node (an input from outside the dataflow)."""
+        self.time += 1
+        if self.tc is not None:
+            self.last_diff = self.tc.receive(self.node.num, None, None, self.clock, self.diffs)
+            if len(self.diffs) >= COMPACT_AT:
+                # a base's diffs hold only its own time; a new log, since messages in
+                # flight still point into the old one's rows
+                self.diffs = self.tc.new_log(self.node.num)
+        return self.emit(self.node.op.process(0, batch))
 
     def emit(self, out: Batch | list[Batch]) -> list[Message]:
         node = self.node
         sends: list[Message] = []
+        logging = self.tc is not None
         if node.op.splits:
             nodes = self.graph.nodes
             for c in node.children:
                 b = out[nodes[c].shard]
-                if b:
-                    sends.append(Message(node.id, c, b, self.time))
-        elif out:
+                if b or logging:
+                    sends.append(Message(node.id, c, b, self.time, self.last_diff, self.low))
+        elif out or logging:
             for c in node.children:
-                sends.append(Message(node.id, c, out, self.time))
+                sends.append(Message(node.id, c, out, self.time, self.last_diff, self.low))
+        if logging:
+            payload = self.payload
+            for m in sends:
+                log = payload.get(m.dst)
+                if log is None:
+                    log = payload[m.dst] = deque()
+                log.append(m)
         return sends
 
     def crash(self) -> None:
-        """Lose everything held in memory: state, inbox and time."""
+        """Lose everything held in memory: state, inbox, time, clock and logs."""
         self.node.op.reset()
         self.inbox.clear()
         self.time = 0
+        self.last_seen = {}
+        self.reset_clock_state()
         self.alive = False
+
+    # ------------------------------------------------------------ garbage collection
+
+    def truncate(self, child: str, level: int) -> None:
+        """Drop logged messages to ``child`` up to time ``level``: every child of
+        ``child`` has reflected them, so no recovery will ask for them again."""
+        log = self.payload.get(child)
+        while log and log[0].time <= level:
+            log.popleft()
+
+    def compact_diffs(self) -> None:
+        """Fold into ``summary`` the diffs every sibling has also received (times up to
+        the parent's piggybacked low mark): recovery of that parent starts after them,
+        so only their merge (for T*) is still needed."""
+        tc = self.tc
+        rows = self.diffs.rows
+        if not len(rows):
+            return
+        layout = tc.layout(self.node.num)
+        drop = np.zeros(len(rows), dtype=bool)
+        for parent, low in self.parent_low.items():
+            slot = layout.slot[self.graph.nodes[parent].num]
+            drop |= (rows[:, slot] > 0) & (rows[:, slot] <= low)
+        if not drop.any():
+            return
+        np.maximum(self.summary, rows[drop].max(axis=0), out=self.summary)
+        kept = rows[~drop]
+        # a new log rather than clearing this one: sent messages point into its rows
+        self.diffs = tc.new_log(self.node.num, capacity=max(16, 2 * len(kept)))
+        for r in kept:
+            self.diffs.append(r)
+
+    def log_rows(self) -> np.ndarray:
+        """This node's diffs, preceded by the summary of the compacted ones."""
+        return np.vstack([self.summary[None, :], self.diffs.rows])
+
+    def payload_size(self) -> int:
+        return sum(len(q) for q in self.payload.values())

@@ -21,6 +21,7 @@ class Node:
     children: list[str] = field(default_factory=list)
     view: str | None = None           # the view a reader serves
     table: str | None = None          # the table a base node holds
+    num: int = 0                      # small int id, for tree clocks (set by Graph.add)
 
     @property
     def kind(self) -> str:
@@ -36,6 +37,7 @@ class Graph:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self._next = 0
+        self._nums = 0
 
     def new_number(self) -> int:
         self._next += 1
@@ -43,6 +45,8 @@ class Graph:
 
     def add(self, node: Node) -> Node:
         assert node.id not in self.nodes, node.id
+        self._nums += 1
+        node.num = self._nums
         self.nodes[node.id] = node
         for p in node.parents:
             self.nodes[p].children.append(node.id)
@@ -60,6 +64,10 @@ class Graph:
 
     def __contains__(self, node_id: str) -> bool:
         return node_id in self.nodes
+
+    def parents_by_num(self) -> dict[int, tuple[int, ...]]:
+        """The graph as tree clocks see it: node number -> parent numbers, in port order."""
+        return {n.num: tuple(self.nodes[p].num for p in n.parents) for n in self.nodes.values()}
 
     def descendants(self, node_id: str) -> list[str]:
         """``node_id`` and everything downstream of it, in topological order."""

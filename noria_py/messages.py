@@ -3,7 +3,9 @@
 A message is explicit data (sender, receiver, batch, the sender's time and clock) so
 that any runtime can move it: a deque in the embedded runtime, a socket in a cluster.
 ``time`` is the sender's logical time when it sent the message (the number of
-messages it had received); tree-clock recovery numbers and logs messages by it.
+messages it had received); tree-clock recovery numbers and logs messages by it, and a
+receiver drops any message whose time it has already seen from that sender, so a
+message replayed after a recovery is never applied twice.
 """
 from __future__ import annotations
 
@@ -19,3 +21,5 @@ class Message:
     batch: Batch
     time: int = 0
     clock: object = None   # the sender's last tree-clock diff, when clocks are on
+    low: int = 0           # piggybacked: every child of the sender has received its
+                           # messages up to this time (lets receivers trim diff logs)

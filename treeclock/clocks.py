@@ -98,15 +98,35 @@ class TreeClocks:
     Layouts and the per-edge index maps are computed here, once.
     """
 
-    def __init__(self, parents: Mapping, depth: int):
+    def __init__(self, parents: Mapping, depth: int, previous: "TreeClocks | None" = None):
         self.graph = normalize_graph(parents)
         self.depth = check_depth(depth)
-        self.layouts = {n: Layout(self.graph, n, self.depth, _checked=True) for n in self.graph}
+        # A growing graph (new nodes downstream) leaves every old node's upstream, and
+        # so its layout, unchanged: ``previous`` lends those, so a rebuild costs only
+        # the new nodes.
+        reuse = {}
+        if previous is not None and previous.depth == self.depth:
+            stable = {n for n in self.graph if previous.graph.get(n) == self.graph[n]}
+            changed = True
+            while changed:           # a layout is reusable if its whole upstream is
+                changed = False
+                for n in list(stable):
+                    if any(p not in stable for p in self.graph[n]):
+                        stable.discard(n)
+                        changed = True
+            reuse = {n: previous.layouts[n] for n in stable}
+        self.layouts = {n: reuse.get(n) or Layout(self.graph, n, self.depth, _checked=True)
+                        for n in self.graph}
         self._shapes = {n: (lay.size,) for n, lay in self.layouts.items()}
         # (receiver, parent) -> (start, gather, parent shape, receiver shape);
         # shapes as tuples so the hot path compares ``a.shape`` without building one.
         self._edges: dict = {}
         for n, lay in self.layouts.items():
+            if n in reuse:
+                for key in [(n, None)] + [(n, p) for p in self.graph[n]]:
+                    if key in previous._edges:
+                        self._edges[key] = previous._edges[key]
+                continue
             if not self.graph[n]:
                 self._edges[(n, None)] = (0, _NO_GATHER, None, (lay.size,))
             for p, start in lay.slot.items():

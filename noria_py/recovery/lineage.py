@@ -30,6 +30,7 @@ def recover(graph: Graph, runtime: EmbeddedRuntime, node_id: str) -> RecoveryRep
         d.crash()
         d.alive = True
     initialize(graph, set(purged))
+    runtime.settle(set(purged))
     seconds = time.perf_counter() - start
     rows = sum(len(graph[n].op.snapshot()) for n in purged if graph[n].op.stateful)
     return RecoveryReport(node=node_id, strategy="lineage", seconds=seconds,

@@ -5,6 +5,9 @@ propagated before the call returns. With ``seed``, delivery is a deterministic
 simulation: each step picks a pseudo-random edge with pending messages (per-edge FIFO
 is kept, as TCP would), and after a write only a random number of steps run, so
 messages stay in flight between calls; ``wait()`` drains them all.
+
+Progress acknowledgements, which let parents trim their payload logs, are direct
+calls here; in a cluster they are messages. Either way no node waits for them.
 """
 from __future__ import annotations
 
@@ -12,13 +15,16 @@ import random
 from collections import deque
 
 from ..batch import Batch
-from ..domain import Domain
+from ..domain import ACK_EVERY, Domain
 from ..graph import Graph, Node
 from ..messages import Message
 
+#: tree-clock depth: d - 1 adjacent failures are recoverable (Noria's prototype used 3)
+DEPTH = 3
+
 
 class EmbeddedRuntime:
-    def __init__(self, graph: Graph, seed: int | None = None) -> None:
+    def __init__(self, graph: Graph, seed: int | None = None, clocks: bool = True) -> None:
         self.graph = graph
         self.domains: dict[str, Domain] = {}
         self.seed = seed
@@ -27,20 +33,55 @@ class EmbeddedRuntime:
         self.edges: dict[tuple[str, str], deque[Message]] = {}
         self.active: list[tuple[str, str]] = []     # edges with pending messages (seeded)
         self.delivered = 0
+        self.clocks = clocks
+        self.tc = None
+        # A base's write history: what its durable log holds (on disk with data_dir,
+        # here in memory otherwise); it survives the base node's crash.
+        self.durable: dict[str, list[Batch]] = {}
+        self.trace: list[tuple[str, str, int]] | None = None   # (src, dst, time) handled
 
     # ------------------------------------------------------------ structure
 
     def add(self, node: Node) -> Domain:
         d = self.domains[node.id] = Domain(self.graph, node)
+        if node.kind == "base":
+            self.durable.setdefault(node.id, [])
         return d
 
     def remove(self, node_id: str) -> None:
         self.domains.pop(node_id, None)
+        self.durable.pop(node_id, None)
+        for d in self.domains.values():
+            d.payload.pop(node_id, None)
+            d.progress.pop(node_id, None)
         self._drop_where(lambda m: m.dst == node_id or m.src == node_id)
 
-    def refresh_ports(self, node_id: str) -> None:
-        d = self.domains[node_id]
-        d.ports = {p: i for i, p in enumerate(d.node.parents)}
+    def refresh_clocks(self) -> None:
+        """Rebuild clock layouts after the graph changed (new nodes only add layouts;
+        existing nodes keep theirs, since their upstream paths are unchanged)."""
+        if not self.clocks:
+            return
+        from treeclock import TreeClocks
+        self.tc = TreeClocks(self.graph.parents_by_num(), DEPTH, previous=self.tc)
+        for d in self.domains.values():
+            d.attach_clocks(self.tc)
+
+    def settle(self, fresh: set[str]) -> None:
+        """Newly filled nodes have seen their old parents' output up to now: record it
+        (for duplicate detection, and in clock form for later recoveries)."""
+        self.refresh_clocks()
+        for nid in fresh:
+            d = self.domains[nid]
+            for p in d.node.parents:
+                if p in fresh:
+                    continue
+                pd = self.domains[p]
+                d.last_seen[p] = pd.time
+                if self.tc is not None and pd.time > 0:
+                    seen = self.tc.make_diff(d.node.num, pd.node.num, pd.clock, d.time + 1)
+                    seen[0] = d.time
+                    self.tc.merge_into(d.node.num, d.summary, seen)
+                    self.tc.merge_into(d.node.num, d.clock, seen)
 
     # ------------------------------------------------------------ delivery
 
@@ -76,31 +117,39 @@ class EmbeddedRuntime:
             self.active.pop()
         return m
 
+    def deliver(self, m: Message) -> None:
+        d = self.domains.get(m.dst)
+        if d is None or not d.alive:
+            return                  # a crashed node loses what is sent to it
+        before = d.time
+        out = d.handle(m)
+        if d.time == before:
+            return                  # a duplicate, dropped
+        self.delivered += 1
+        if self.trace is not None:
+            self.trace.append((m.src, m.dst, m.time))
+        if out:
+            self.send_all(out)
+        d.unacked += 1
+        if d.unacked >= ACK_EVERY:
+            self.ack(d)
+
     def step(self) -> bool:
         """Deliver one message; False when none is pending."""
         m = self._next()
         if m is None:
             return False
-        d = self.domains.get(m.dst)
-        if d is None or not d.alive:
-            return True            # a crashed node loses what is sent to it
-        self.delivered += 1
-        self.send_all(d.handle(m))
+        self.deliver(m)
         return True
 
     def run(self, max_steps: int | None = None) -> int:
         n = 0
         if self.seed is None and max_steps is None:
             fifo = self.fifo
-            domains = self.domains
+            deliver = self.deliver
             while fifo:
-                m = fifo.popleft()
-                d = domains.get(m.dst)
-                if d is None or not d.alive:
-                    continue
+                deliver(fifo.popleft())
                 n += 1
-                fifo.extend(d.handle(m))
-            self.delivered += n
             return n
         while (max_steps is None or n < max_steps) and self.step():
             n += 1
@@ -112,13 +161,46 @@ class EmbeddedRuntime:
     def write(self, base_id: str, batch: Batch) -> None:
         """A validated write enters its base node, then propagates (fully, unless seeded)."""
         d = self.domains[base_id]
-        d.time += 1
-        out = d.node.op.process(0, batch)
-        self.send_all(d.emit(out))
+        self.durable[base_id].append(batch)
+        self.send_all(d.write(batch))
         if self.seed is None:
             self.run()
         else:
             self.run(self.rng.randint(0, max(1, self.pending())))
+
+    # ------------------------------------------------------------ progress
+
+    def ack(self, c: Domain) -> None:
+        """``c`` reports to each parent how far it has got: its time on the parent's
+        last message and, per grandparent, the entry of its clock on that path. A parent
+        whose children have all reported trims its parents' logs to what all of them
+        reflect, and piggybacks its low mark on later messages."""
+        c.unacked = 0
+        nodes = self.graph.nodes
+        tc = self.tc
+        childless = not c.node.children
+        layout = tc.layout(c.node.num) if tc is not None else None
+        for b_id in c.node.parents:
+            b = self.domains.get(b_id)
+            if b is None or not b.alive:
+                continue
+            t = c.last_seen.get(b_id, 0)
+            if childless:
+                b.truncate(c.id, t)            # c's own state reflects them
+            paths = {}
+            if layout is not None:
+                for a_id in b.node.parents:
+                    pos = layout.position((c.node.num, b.node.num, nodes[a_id].num))
+                    paths[a_id] = int(c.clock[pos])
+            b.progress[c.id] = (t, paths)
+            children = b.node.children
+            if not all(ch in b.progress for ch in children):
+                continue
+            b.low = min(b.progress[ch][0] for ch in children)
+            for a_id in b.node.parents:
+                a = self.domains.get(a_id)
+                if a is not None and a.alive:
+                    a.truncate(b_id, min(b.progress[ch][1].get(a_id, 0) for ch in children))
 
     # ------------------------------------------------------------ failure
 

@@ -1,0 +1,211 @@
+"""Tree-clock recovery (Yuan): restore one failed node without touching any other.
+
+For a failed node B with parents A_i and children C_j (docs/recovery.md walks through
+an example):
+
+1. Each child's last B-time t_j (the (C_j, B) entry of its clock) gives
+   t_min = min t_j, and T* merges every diff in the children's logs up to t_min: its
+   (B, A_i) entries are the A_i-times of the last A_i messages B had processed by then.
+2. B' restarts at time t_min with clock T*. A stateful B' first rebuilds its state as
+   of t_min from its parents' output up to T*[A_i] (their state, minus what their
+   payload logs show they sent since): nothing else is recomputed or purged.
+3. Each parent resends, from its payload log, what it sent B after T*[A_i].
+4. Execution replay: the children's diffs after t_min say which (parent, time) B
+   processed at each of its times; B' processes the resent messages in that order, so
+   its output is the same message for message, and a child receives only what it has
+   not seen (t > t_j). Inputs no child saw are processed in per-parent FIFO order.
+
+Every node sends each child one message per input it processes (empty if need be), so
+the children's logs record every B-time and the pins leave no gaps.
+"""
+from __future__ import annotations
+
+import time as _time
+
+import numpy as np
+
+from ..batch import Batch
+from ..errors import RecoveryError
+from ..graph import Graph
+from ..messages import Message
+from ..runtime.embedded import EmbeddedRuntime
+from .report import RecoveryReport
+
+
+def recover(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> RecoveryReport:
+    start = _time.perf_counter()
+    if rt.tc is None:
+        raise RecoveryError("tree-clock recovery needs clocks: this database was opened with "
+                            "connect(clocks=False); use strategy='lineage'")
+    d = rt.domains[node_id]
+    if d.alive:
+        raise RecoveryError(f"node {node_id} has not failed; nothing to recover")
+    node = graph[node_id]
+    if node.kind == "base":
+        replayed = _recover_base(graph, rt, node_id)
+        return RecoveryReport(node=node_id, strategy="treeclock",
+                              seconds=_time.perf_counter() - start, replayed_messages=replayed)
+    for p in node.parents:
+        if not rt.domains[p].alive:
+            if graph[p].kind != "base":
+                raise RecoveryError(
+                    f"node {node_id} and its parent {p} have both failed; tree clocks here "
+                    f"recover a failed node together with a failed base table above it, not "
+                    f"two failed operators in a row: use strategy='lineage'")
+            _recover_base(graph, rt, p)
+    for c in node.children:
+        if not rt.domains[c].alive:
+            raise RecoveryError(
+                f"node {node_id} and its child {c} have both failed; recover with "
+                f"strategy='lineage' (it rebuilds everything downstream of {node_id})")
+
+    tc = rt.tc
+    me = node.num
+    children = list(node.children)
+    parents = list(node.parents)
+    seen = {c: rt.domains[c].last_seen.get(node_id, 0) for c in children}
+    if children:
+        t_min = min(seen.values())
+        logs = {graph[c].num: rt.domains[c].log_rows() for c in children}
+        t_star = tc.t_star(me, logs, t_min)
+        slot = tc.layout(me).slot
+        resume = {a: int(t_star[slot[graph[a].num]]) for a in parents}
+        pins = _pins(graph, rt, node_id, t_min)
+    else:
+        # Nobody downstream: rebuild from the parents' output as it stands now.
+        t_min = 0
+        t_star = tc.zero(me)
+        resume = {a: rt.domains[a].time for a in parents}
+        pins = {}
+
+    # 2. restart B' at t_min with clock T*, state as of t_min
+    d.attach_clocks(tc)
+    d.clock = t_star.copy()
+    d.time = t_min
+    d.last_seen = dict(resume)
+    d.inbox.clear()
+    d.alive = True
+    rows = 0
+    if node.op.stateful:
+        for port, a in enumerate(parents):
+            batch = output_through(graph, rt, a, node_id, resume[a])
+            rows += len(batch)
+            node.op.process(port, batch)
+
+    # 3. parents resend what B had not processed by t_min
+    buffers: dict[str, list[Message]] = {}
+    for a in parents:
+        ad = rt.domains[a]
+        msgs = [m for m in ad.payload.get(node_id, ()) if m.time > resume[a]]
+        if len(msgs) != ad.time - resume[a]:
+            raise RecoveryError(
+                f"parent {a} no longer holds the messages it sent {node_id} after its time "
+                f"{resume[a]} (it has {len(msgs)} of {ad.time - resume[a]}); use strategy='lineage'")
+        buffers[a] = msgs
+
+    # 4. execution replay, in the order the children's diffs pin
+    heads = {a: 0 for a in parents}
+    pinned = {(a, t) for a, t in pins.values()}
+    replayed = 0
+    t = t_min
+    while any(heads[a] < len(buffers[a]) for a in parents):
+        t += 1
+        if t in pins:
+            a, want = pins[t]
+            buf = buffers[a]
+            if heads[a] >= len(buf) or buf[heads[a]].time != want:
+                raise RecoveryError(f"replay of {node_id} found no message of {a} at its time "
+                                    f"{want} for time {t}; the logs disagree")
+        else:
+            a = next((p for p in parents if heads[p] < len(buffers[p])
+                      and (p, buffers[p][heads[p]].time) not in pinned), None)
+            if a is None:
+                raise RecoveryError(f"replay of {node_id}: no unpinned message for time {t}")
+        msg = buffers[a][heads[a]]
+        heads[a] += 1
+        out = d.handle(msg)
+        replayed += 1
+        rt.send_all([m for m in out if m.time > seen.get(m.dst, 0)])
+    return RecoveryReport(node=node_id, strategy="treeclock",
+                          seconds=_time.perf_counter() - start,
+                          replayed_messages=replayed, rows=rows)
+
+
+def _pins(graph: Graph, rt: EmbeddedRuntime, node_id: str, t_min: int) -> dict[int, tuple[str, int]]:
+    """B-time -> (parent, parent time) for every B-time after t_min a child recorded."""
+    tc = rt.tc
+    node = graph[node_id]
+    pins: dict[int, tuple[str, int]] = {}
+    for c in node.children:
+        cd = rt.domains[c]
+        layout = tc.layout(graph[c].num)
+        rows = cd.diffs.rows
+        col = rows[:, layout.slot[node.num]]
+        later = rows[col > t_min]
+        if not len(later):
+            continue
+        positions = {a: layout.position((graph[c].num, node.num, graph[a].num))
+                     for a in node.parents}
+        for row in later:
+            t = int(row[layout.slot[node.num]])
+            for a, pos in positions.items():
+                if row[pos] > 0:
+                    pins[t] = (a, int(row[pos]))
+                    break
+    return pins
+
+
+def output_through(graph: Graph, rt: EmbeddedRuntime, node_id: str, child: str,
+                   upto: int) -> Batch:
+    """Everything ``node_id`` sent ``child`` up to its time ``upto``, as one batch.
+
+    A stateful node's snapshot is its output up to now; a stateless one is its
+    operator applied to its parents' output up to what it has taken from them. Either
+    way, subtracting what its payload log shows it sent after ``upto`` gives the
+    output up to ``upto``.
+    """
+    d = rt.domains[node_id]
+    node = graph[node_id]
+    if not d.alive:
+        raise RecoveryError(f"node {node_id} has failed too; recover it first")
+    op = node.op
+    if op.stateful:
+        full = op.snapshot()
+    else:
+        full = Batch()
+        for port, p in enumerate(node.parents):
+            out = op.process(port, output_through(graph, rt, p, node_id, d.last_seen.get(p, 0)))
+            full.extend(out[graph[child].shard] if op.splits else out)
+    later = [m for m in d.payload.get(child, ()) if m.time > upto]
+    if len(later) != d.time - upto:
+        raise RecoveryError(
+            f"node {node_id} no longer holds the messages it sent {child} after its time "
+            f"{upto}; use strategy='lineage'")
+    for m in later:
+        full.extend(m.batch.negated())
+    return full.consolidated()
+
+
+def _recover_base(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> int:
+    """A base table comes back from its durable log: its state is the log replayed, its
+    time the log's length; children get what they had not received."""
+    d = rt.domains[node_id]
+    node = graph[node_id]
+    history = rt.durable[node_id]
+    d.attach_clocks(rt.tc)
+    d.last_seen = {}
+    d.inbox.clear()
+    d.alive = True
+    seen = {c: rt.domains[c].last_seen.get(node_id, 0) for c in node.children
+            if rt.domains[c].alive}
+    # a failed child will ask for a resend when it recovers: keep its messages
+    low = min((seen.get(c, 0) for c in node.children), default=0)
+    sends: list[Message] = []
+    for batch in history:
+        out = d.write(batch)
+        sends.extend(m for m in out if m.time > seen.get(m.dst, 0) and m.dst in seen)
+        if d.time <= low:                   # children have these: no need to log them
+            for q in d.payload.values():
+                q.clear()
+    rt.send_all(sends)
+    return len(sends)
