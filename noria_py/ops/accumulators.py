@@ -7,6 +7,8 @@ SQL requires.
 """
 from __future__ import annotations
 
+import math
+
 from sortedcontainers import SortedList
 
 from sql_frontend.plan import AggCall
@@ -36,27 +38,74 @@ class Count(Accumulator):
         return self.n
 
 
+#: floats are summed exactly as integers in units of 2**-1074 (the smallest subnormal),
+#: so a sum does not depend on the order rows arrive or leave in, and is rounded once
+#: when read: a state rebuilt from a snapshot yields the very same float.
+_FLOAT_SCALE = 1 << 1074
+
+
+def _scaled_to_float(num: int, den: int) -> float:
+    try:
+        return num / den
+    except OverflowError:
+        return math.inf if num > 0 else -math.inf
+
+
 class Sum(Accumulator):
-    __slots__ = ("total", "n")
+    __slots__ = ("total", "ftotal", "floats", "special", "n")
 
     def __init__(self) -> None:
-        self.total = 0
+        self.total = 0          # exact sum of int values
+        self.ftotal = 0         # exact sum of finite float values, in units of 2**-1074
+        self.floats = 0         # how many float values are in
+        self.special: dict[str, int] | None = None   # counts of inf, -inf, nan
         self.n = 0
 
     def update(self, v, s: int) -> None:
-        if v is not None:
+        if v is None:
+            return
+        if type(v) is float:
+            if math.isfinite(v):
+                num, den = v.as_integer_ratio()
+                self.ftotal += num * (_FLOAT_SCALE // den) * s
+            else:
+                if self.special is None:
+                    self.special = {}
+                key = repr(v)
+                self.special[key] = self.special.get(key, 0) + s
+            self.floats += s
+        else:
             self.total += v * s
-            self.n += s
+        self.n += s
+
+    def _special(self) -> float | None:
+        sp = self.special
+        if not sp:
+            return None
+        live = {k for k, c in sp.items() if c > 0}
+        if "nan" in live or {"inf", "-inf"} <= live:
+            return math.nan
+        if live:
+            return math.inf if "inf" in live else -math.inf
+        return None
+
+    def _sum(self, count: int = 1):
+        if self.floats > 0:
+            special = self._special()
+            if special is not None:
+                return special
+            return _scaled_to_float(self.total * _FLOAT_SCALE + self.ftotal, _FLOAT_SCALE * count)
+        return self.total if count == 1 else self.total / count
 
     def value(self):
-        return self.total if self.n > 0 else None
+        return self._sum() if self.n > 0 else None
 
 
 class Avg(Sum):
     __slots__ = ()
 
     def value(self):
-        return self.total / self.n if self.n > 0 else None
+        return self._sum(self.n) if self.n > 0 else None
 
 
 class Min(Accumulator):

@@ -36,6 +36,9 @@ class Planner:
                  parents_per_shard: list[list[str]], sharded: bool | None = None,
                  **attrs) -> list[str]:
         """Create one node per entry of ``parents_per_shard``; returns their ids."""
+        # What each port receives, for Spark lineage recovery (recovery/spark.py): one
+        # (logical relation, partition columns of that stream or None) per port.
+        inputs = attrs.pop("inputs", None)
         num = self.graph.new_number()
         n = len(parents_per_shard)
         sharded = n > 1 if sharded is None else sharded
@@ -46,6 +49,7 @@ class Planner:
             parents = self._distinct_parents(parents, shard)
             nid = f"n{num}.{i}" if sharded else f"n{num}"
             node = self.graph.add(Node(nid, op, shard, parents, **attrs))
+            node.inputs = inputs
             self.fresh.add(nid)
             self.on_add(node)
             ids.append(nid)
@@ -95,7 +99,8 @@ class Planner:
         else:
             s = self.exchanges.gather(s)
         return self.new_node(lambda: Reader(query.key, query.visible, width, query.order),
-                             [[src] for src in s.sources], sharded=s.sharded, view=name)
+                             [[src] for src in s.sources], sharded=s.sharded, view=name,
+                             inputs=((query.root, s.partition),))
 
     def remove(self, node_ids: list[str], on_remove: Callable[[str], None]) -> None:
         """Remove ``node_ids`` and every node left without children (bases stay)."""
@@ -130,13 +135,14 @@ class Planner:
             s = self.memo[rel] = getattr(self, "_" + type(rel).__name__.lower())(rel)
         return s
 
-    def _per_shard(self, make, s: Stream, partition, width: int) -> Stream:
-        ids = self.new_node(make, [[src] for src in s.sources], sharded=s.sharded)
+    def _per_shard(self, make, s: Stream, partition, width: int, input_rel=None) -> Stream:
+        ids = self.new_node(make, [[src] for src in s.sources], sharded=s.sharded,
+                            inputs=((input_rel, s.partition),))
         return Stream(tuple(ids), partition, width)
 
     def _filter(self, rel: lp.Filter) -> Stream:
         s = self.build(rel.input)
-        return self._per_shard(lambda: Filter(rel.predicate), s, s.partition, s.width)
+        return self._per_shard(lambda: Filter(rel.predicate), s, s.partition, s.width, rel.input)
 
     def _project(self, rel: lp.Project) -> Stream:
         s = self.build(rel.input)
@@ -146,7 +152,7 @@ class Planner:
                      if isinstance(e, Col)}
             partition = tuple(where[c] for c in partition) if all(
                 c in where for c in partition) else ANY
-        return self._per_shard(lambda: Project(rel.exprs), s, partition, len(rel.exprs))
+        return self._per_shard(lambda: Project(rel.exprs), s, partition, len(rel.exprs), rel.input)
 
     def _join(self, rel: lp.Join) -> Stream:
         left, right = self.build(rel.left), self.build(rel.right)
@@ -155,10 +161,12 @@ class Planner:
         if self.shards > 1 and rel.left_keys:
             left = self.exchanges.partition(left, rel.left_keys)
             right = self.exchanges.partition(right, rel.right_keys)
-            ids = self.new_node(make, [[l, r] for l, r in zip(left.sources, right.sources)])
+            ids = self.new_node(make, [[l, r] for l, r in zip(left.sources, right.sources)],
+                                inputs=((rel.left, left.partition), (rel.right, right.partition)))
             return Stream(tuple(ids), rel.left_keys, lw + rw)
         left, right = self.exchanges.gather(left), self.exchanges.gather(right)
-        ids = self.new_node(make, [[left.sources[0], right.sources[0]]])
+        ids = self.new_node(make, [[left.sources[0], right.sources[0]]],
+                            inputs=((rel.left, None), (rel.right, None)))
         return Stream(tuple(ids), None, lw + rw)
 
     def _aggregate(self, rel: lp.Aggregate) -> Stream:
@@ -169,17 +177,17 @@ class Planner:
         if self.shards > 1 and rel.group_by:
             s = self.exchanges.partition(s, rel.group_by, subset_ok=True)
             out_partition = tuple(rel.group_by.index(c) for c in s.partition)
-            return self._per_shard(make, s, out_partition, width)
+            return self._per_shard(make, s, out_partition, width, rel.input)
         s = self.exchanges.gather(s)
-        return self._per_shard(make, s, None, width)
+        return self._per_shard(make, s, None, width, rel.input)
 
     def _distinct(self, rel: lp.Distinct) -> Stream:
         s = self.build(rel.input)
         if self.shards > 1:
             if not isinstance(s.partition, tuple):
                 s = self.exchanges.partition(s, tuple(range(s.width)))
-            return self._per_shard(Distinct, s, s.partition, s.width)
-        return self._per_shard(Distinct, s, None, s.width)
+            return self._per_shard(Distinct, s, s.partition, s.width, rel.input)
+        return self._per_shard(Distinct, s, None, s.width, rel.input)
 
     def _union_(self, rel: lp.Union_) -> Stream:
         inputs = [self.build(i) for i in rel.inputs]
@@ -188,10 +196,11 @@ class Planner:
         if (self.shards > 1 and isinstance(first.partition, tuple)
                 and all(i.partition == first.partition for i in inputs)):
             parents = [[i.sources[k] for i in inputs] for k in range(self.shards)]
-            ids = self.new_node(Union, parents, sharded=True)
+            ids = self.new_node(Union, parents, sharded=True,
+                                inputs=tuple((r, i.partition) for r, i in zip(rel.inputs, inputs)))
             return Stream(tuple(ids), first.partition, width)
         gathered = [self.exchanges.gather(i).sources[0] for i in inputs]
-        ids = self.new_node(Union, [gathered])
+        ids = self.new_node(Union, [gathered], inputs=tuple((r, None) for r in rel.inputs))
         return Stream(tuple(ids), None, width)
 
     def _topk(self, rel: lp.TopK) -> Stream:
@@ -199,6 +208,6 @@ class Planner:
         make = lambda: TopK(rel.order, rel.limit, rel.offset, rel.partition)  # noqa: E731
         if self.shards > 1 and rel.partition:
             s = self.exchanges.partition(s, rel.partition, subset_ok=True)
-            return self._per_shard(make, s, s.partition, s.width)
+            return self._per_shard(make, s, s.partition, s.width, rel.input)
         s = self.exchanges.gather(s)
-        return self._per_shard(make, s, None, s.width)
+        return self._per_shard(make, s, None, s.width, rel.input)

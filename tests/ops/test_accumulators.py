@@ -88,3 +88,41 @@ def test_base_accumulator_is_abstract():
         acc.Accumulator().update(1, 1)
     with pytest.raises(NotImplementedError):
         acc.Accumulator().value()
+
+
+def test_float_sums_are_exact_and_order_independent():
+    from noria_py.ops.accumulators import Avg, Sum
+    a, b = Sum(), Sum()
+    values = [0.1, 1e16, -1e16, 0.2, 3.3, 1e-300]
+    for v in values:
+        a.update(v, 1)
+    for v in reversed(values):
+        b.update(v, 1)
+    import math
+    assert a.value() == b.value() == math.fsum(values)      # exactly rounded
+    a.update(1e16, -1)
+    a.update(1e16, 1)
+    assert a.value() == b.value()
+    m = Avg()
+    for v in (0.1, 0.2, 0.4):
+        m.update(v, 1)
+    m.update(0.4, -1)
+    assert m.value() == math.fsum([0.1, 0.2]) / 2
+
+
+def test_float_sum_overflow_and_infinities():
+    import math
+
+    from noria_py.ops.accumulators import Sum
+    s = Sum()
+    s.update(1e308, 1)
+    s.update(1e308, 1)
+    assert s.value() == math.inf
+    t = Sum()
+    t.update(math.inf, 1)
+    t.update(-math.inf, 1)
+    assert math.isnan(t.value())
+    t.update(-math.inf, -1)
+    assert t.value() == math.inf
+    t.update(math.inf, -1)
+    assert t.value() is None          # no values left: SUM is NULL
