@@ -330,8 +330,8 @@ class Database:
             from .recovery import treeclock
             report = treeclock.recover(self.graph_, self.runtime, node_id)
         elif strategy == "spark":
-            raise RecoveryError(f"strategy={strategy!r} is not implemented yet; "
-                                "use strategy='lineage'")
+            from .recovery import spark
+            report = spark.recover(self, node_id)
         else:
             raise RecoveryError(f"unknown recovery strategy {strategy!r}; "
                                 "choose 'treeclock', 'lineage' or 'spark'")

@@ -67,17 +67,19 @@ class EmbeddedRuntime:
             d.attach_clocks(self.tc)
 
     def settle(self, fresh: set[str]) -> None:
-        """Newly filled nodes have seen their old parents' output up to now: record it
-        (for duplicate detection, and in clock form for later recoveries)."""
+        """Newly filled nodes have seen their parents' output up to now, without a
+        message: record it, as last-seen times (for duplicate detection) and as a diff in
+        their clock and summary, so that a later recovery of a parent resumes from here."""
         self.refresh_clocks()
-        for nid in fresh:
+        for nid in self.graph.topological():
+            if nid not in fresh:
+                continue
             d = self.domains[nid]
             for p in d.node.parents:
-                if p in fresh:
-                    continue
                 pd = self.domains[p]
-                d.last_seen[p] = pd.time
-                if self.tc is not None and pd.time > 0:
+                if p not in fresh:
+                    d.last_seen[p] = pd.time
+                if self.tc is not None:
                     seen = self.tc.make_diff(d.node.num, pd.node.num, pd.clock, d.time + 1)
                     seen[0] = d.time
                     self.tc.merge_into(d.node.num, d.summary, seen)

@@ -1,0 +1,209 @@
+"""``noria-py bench NAME``: the project's benchmarks as plain commands.
+
+The same workloads back the pytest-benchmark suites in ``bench/``; these entry points
+print tables (and write plots with ``--plot``) for docs/benchmarks.md.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from . import connect, workloads
+
+COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote "
+              "WHERE article_id = ? GROUP BY article_id")
+
+
+# ---------------------------------------------------------------- vote
+
+def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, batch: int = 1000,
+            seed: int | None = None):
+    """The demo's database, filled; returns (db, seconds spent propagating the votes)."""
+    db = connect(shards=shards, clocks=clocks, seed=seed)
+    workloads.setup(db, articles)
+    data = workloads.votes(votes, articles)
+    chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, votes, batch)]
+    vote = db.table("vote")
+    start = time.perf_counter()
+    for c in chunks:
+        vote.insert(c)
+    db.wait()
+    return db, time.perf_counter() - start
+
+
+def _lookup_samples(view, keys) -> list[float]:
+    clock = time.perf_counter_ns
+    out = []
+    for k in keys:
+        t0 = clock()
+        view.lookup(k)
+        out.append((clock() - t0) / 1000)
+    return out
+
+
+def run_vote(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="noria-py bench vote")
+    p.add_argument("--articles", type=int, default=100_000)
+    p.add_argument("--votes", type=int, default=1_000_000)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--no-clocks", action="store_true")
+    p.add_argument("--duckdb-reads", type=int, default=300)
+    a = p.parse_args(argv)
+    db, seconds = vote_db(a.articles, a.votes, a.shards, not a.no_clocks, a.batch)
+    view = db.view(workloads.VIEW_NAME)
+    rng = random.Random(3)
+    keys = [rng.randrange(a.articles) for _ in range(50_000)]
+    lat = _lookup_samples(view, keys)
+    t0 = time.perf_counter()
+    view.lookup_many(keys)
+    many = len(keys) / (time.perf_counter() - t0)
+    print(f"vote: {a.articles:,} articles, {a.votes:,} votes, batches of {a.batch}, "
+          f"shards={a.shards}, clocks={'off' if a.no_clocks else 'on'}")
+    print(f"  propagation: {a.votes / seconds:,.0f} votes/s ({seconds:.2f} s)")
+    print(f"  lookup: p50 {np.percentile(lat, 50):.2f} µs, p99 {np.percentile(lat, 99):.2f} µs")
+    print(f"  lookup_many: {many:,.0f} keys/s")
+    if a.duckdb_reads:
+        d50 = duckdb_read_p50(db, a.articles, keys[:a.duckdb_reads])
+        print(f"  DuckDB computing the query per read: p50 {d50:.0f} µs "
+              f"({1e6 / d50:,.0f} reads/s); ratio {d50 / np.percentile(lat, 50):,.0f}x")
+    return 0
+
+
+def duckdb_read_p50(db, articles: int, keys) -> float:
+    """DuckDB answering the view's query afresh for each key, over the same rows."""
+    import duckdb
+    import pyarrow as pa
+    votes = db.execute("SELECT article_id, user_id FROM vote").fetchall()
+    vote_tbl = pa.table({"article_id": [v[0] for v in votes], "user_id": [v[1] for v in votes]})
+    art_tbl = pa.table({"id": list(range(articles)), "title": [f"article {i}" for i in range(articles)]})
+    con = duckdb.connect()
+    con.register("vote_src", vote_tbl)
+    con.register("art_src", art_tbl)
+    con.execute("CREATE TABLE vote AS SELECT * FROM vote_src")
+    con.execute("CREATE TABLE article AS SELECT * FROM art_src")
+    samples = []
+    for k in keys:
+        t0 = time.perf_counter_ns()
+        con.execute(workloads.READ_SQL, [k]).fetchall()
+        samples.append((time.perf_counter_ns() - t0) / 1000)
+    return float(np.percentile(samples, 50))
+
+
+# ---------------------------------------------------------------- recovery
+
+def recovery_db(votes: int, shards: int = 8, articles: int = 10_000, clocks: bool = True):
+    """A sharder in front of ``shards`` aggregate shards over ``votes`` votes.
+
+    The votes are loaded before the view exists (the view is then initialized from
+    them), which is much faster than streaming them and leaves the same state.
+    """
+    db = connect(shards=shards, clocks=clocks, seed=0)
+    db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    data = workloads.votes(votes, articles)
+    vote = db.table("vote")
+    step = 200_000
+    for i in range(0, votes, step):
+        vote.insert([tuple(r) for r in data[i:i + step].tolist()])
+    db.execute(COUNT_VIEW)
+    db.wait()
+    sharder = next(n["id"] for n in db.graph() if n["kind"] == "sharder")
+    return db, sharder
+
+
+def fail_with_writes_in_flight(db, sharder: str, rng: random.Random, articles: int = 10_000) -> None:
+    """Writes, some still in flight, then the sharder crashes; then more writes, lost to it."""
+    vote = db.table("vote")
+    for _ in range(3):
+        vote.insert([(rng.randrange(articles), rng.randrange(1 << 30)) for _ in range(100)])
+    db.fail(sharder)
+    vote.insert([(rng.randrange(articles), rng.randrange(1 << 30)) for _ in range(100)])
+
+
+def time_recovery(db, sharder: str, strategy: str, rng: random.Random) -> tuple[float, float]:
+    """(protocol seconds from the report, seconds until every view is correct again)."""
+    fail_with_writes_in_flight(db, sharder, rng)
+    gc.collect()
+    t0 = time.perf_counter()
+    report = db.recover(sharder, strategy=strategy)
+    db.wait()
+    return report.seconds, time.perf_counter() - t0
+
+
+def run_recovery(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="noria-py bench recovery")
+    p.add_argument("--sizes", default="1e5,1e6,1e7")
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--strategies", default="treeclock,lineage")
+    p.add_argument("--plot", default=None, help="write a PNG of recovery time against votes")
+    a = p.parse_args(argv)
+    sizes = [int(float(s)) for s in a.sizes.split(",")]
+    strategies = a.strategies.split(",")
+    results: dict[str, dict[int, float]] = {s: {} for s in strategies}
+    print(f"recovery of a failed sharder in front of {a.shards} aggregate shards, "
+          f"writes in flight; median of {a.rounds} rounds (seconds until views are correct)")
+    print(f"{'votes':>12} " + " ".join(f"{s:>12}" for s in strategies))
+    for n in sizes:
+        t0 = time.perf_counter()
+        db, sharder = recovery_db(n, a.shards)
+        load = time.perf_counter() - t0
+        rng = random.Random(n)
+        row = []
+        for s in strategies:
+            times = [time_recovery(db, sharder, s, rng)[1] for _ in range(a.rounds)]
+            results[s][n] = statistics.median(times)
+            row.append(results[s][n])
+        print(f"{n:>12,} " + " ".join(f"{v:>12.4f}" for v in row) + f"   (load {load:.0f} s)",
+              flush=True)
+        db.close()
+        del db
+        gc.collect()
+    if "treeclock" in results and "lineage" in results:
+        big = sizes[-1]
+        print(f"lineage / treeclock at {big:,} votes: "
+              f"{results['lineage'][big] / results['treeclock'][big]:,.0f}x")
+    if a.plot:
+        plot_recovery(results, a.plot, a.shards)
+        print(f"plot written to {a.plot}")
+    return 0
+
+
+def plot_recovery(results: dict[str, dict[int, float]], path: str, shards: int) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for s, pts in results.items():
+        xs = sorted(pts)
+        ax.plot(xs, [pts[x] for x in xs], marker="o", label=s)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("votes in the base table")
+    ax.set_ylabel("recovery time (s)")
+    ax.set_title(f"failed sharder, {shards} aggregate shards")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+# ---------------------------------------------------------------- entry point
+
+BENCHES = {"vote": run_vote, "recovery": run_recovery}
+
+
+def run_bench(name: str, argv: list[str]) -> int:
+    fn = BENCHES.get(name)
+    if fn is None:
+        print(f"noria-py bench: unknown or not yet available benchmark {name!r}; "
+              f"available: {', '.join(BENCHES)} (overhead, load and peers are still to come)",
+              file=sys.stderr)
+        return 2
+    return fn(argv)
