@@ -12,6 +12,7 @@ from operator import itemgetter
 
 from ..batch import Batch
 from .operator import Operator
+from .state import index_add
 
 LEFT, RIGHT = 0, 1
 
@@ -50,19 +51,6 @@ class Join(Operator):
         self.left: dict[object, dict[tuple, int]] = {}
         self.right: dict[object, dict[tuple, int]] = {}
 
-    @staticmethod
-    def _apply(index: dict, key: tuple, row: tuple, s: int) -> None:
-        bucket = index.get(key)
-        if bucket is None:
-            bucket = index[key] = {}
-        c = bucket.get(row, 0) + s
-        if c:
-            bucket[row] = c
-        else:
-            del bucket[row]
-            if not bucket:
-                del index[key]
-
     def process(self, port: int, batch: Batch) -> Batch:
         out_rows: list[tuple] = []
         out_signs: list[int] = []
@@ -85,7 +73,7 @@ class Join(Operator):
                 if outer and not matched:
                     out_rows.append(l + pad)
                     out_signs.append(s)
-                self._apply(self.left, k, l, s)
+                index_add(self.left, k, l, s)
         else:
             # Right deltas are grouped by key so that a key whose right side goes
             # 1 -> 0 -> 1 within the batch (an aggregate's -old/+new) swaps no padding.

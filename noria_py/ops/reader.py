@@ -12,6 +12,7 @@ from sql_frontend.plan import OrderKey
 from ..batch import Batch
 from ..ordering import order_key
 from .operator import Operator
+from .state import expand, index_add
 
 
 class Reader(Operator):
@@ -40,26 +41,11 @@ class Reader(Operator):
         single = len(self.key) == 1
         k0 = self.key[0] if single else None
         for r, s in zip(batch.rows, batch.signs):
-            key = r[k0] if single else self._key(r)
-            bucket = state.get(key)
-            if bucket is None:
-                bucket = state[key] = {}
-            c = bucket.get(r, 0) + s
-            if c:
-                bucket[r] = c
-            else:
-                del bucket[r]
-                if not bucket:
-                    del state[key]
+            index_add(state, r[k0] if single else self._key(r), r, s)
         return Batch()
 
-    def _rows(self, bucket: dict[tuple, int] | None) -> list[tuple]:
-        if not bucket:
-            return []
-        out: list[tuple] = []
-        for r, c in bucket.items():
-            if c > 0:
-                out.extend([r] * c) if c > 1 else out.append(r)
+    def _finish(self, out: list[tuple]) -> list[tuple]:
+        """Sorted by the view's ORDER BY, trimmed to the visible columns."""
         if self.sort is not None:
             out.sort(key=self.sort)
         if self.trim:
@@ -73,20 +59,18 @@ class Reader(Operator):
         columns are kept for reads of the whole view."""
         if key is None or (type(key) is tuple and None in key):
             return []
-        return self._rows(self.state.get(key))
+        bucket = self.state.get(key)
+        if not bucket:
+            return []
+        out: list[tuple] = []
+        expand(bucket, out)
+        return self._finish(out)
 
     def all(self) -> list[tuple]:
         out: list[tuple] = []
         for bucket in self.state.values():
-            for r, c in bucket.items():
-                if c > 0:
-                    out.extend([r] * c)
-        if self.sort is not None:
-            out.sort(key=self.sort)
-        if self.trim:
-            v = self.visible
-            out = [r[:v] for r in out]
-        return out
+            expand(bucket, out)
+        return self._finish(out)
 
     def snapshot(self) -> Batch:
         rows: list[tuple] = []
