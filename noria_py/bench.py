@@ -194,16 +194,63 @@ def plot_recovery(results: dict[str, dict[int, float]], path: str, shards: int) 
     fig.savefig(path, dpi=120)
 
 
+# ---------------------------------------------------------------- overhead
+
+def run_overhead(argv: list[str]) -> int:
+    """Tree clocks and logs on against off, in one run: throughput and the time from a
+    write until it is visible, per batch (saturated load; the offered-load sweep of the
+    seed's Figure 3 is still to come)."""
+    p = argparse.ArgumentParser(prog="noria-py bench overhead")
+    p.add_argument("--articles", type=int, default=100_000)
+    p.add_argument("--votes", type=int, default=300_000)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--repeats", type=int, default=3)
+    a = p.parse_args(argv)
+    data = workloads.votes(a.votes, a.articles)
+    chunks = [[tuple(r) for r in data[i:i + a.batch].tolist()] for i in range(0, a.votes, a.batch)]
+    results = {}
+    for rep in range(a.repeats):
+        for clocks in (True, False):          # interleaved, so drift hits both alike
+            db = connect(clocks=clocks)
+            workloads.setup(db, a.articles)
+            vote = db.table("vote")
+            lat = []
+            t0 = time.perf_counter()
+            for c in chunks:
+                t1 = time.perf_counter_ns()
+                vote.insert(c)                # returns once the batch is in every view
+                lat.append((time.perf_counter_ns() - t1) / 1e6)
+            total = time.perf_counter() - t0
+            results.setdefault(clocks, []).append((a.votes / total, lat))
+            db.close()
+            gc.collect()
+    print(f"overhead: {a.votes:,} votes in batches of {a.batch}, {a.repeats} runs each, "
+          f"clocks on/off interleaved")
+    print(f"{'clocks':>7} {'votes/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
+    summary = {}
+    for clocks in (True, False):
+        runs = results[clocks]
+        tput = statistics.median(r[0] for r in runs)
+        lat = [x for r in runs for x in r[1]]
+        summary[clocks] = (tput, *np.percentile(lat, [50, 95, 99]))
+        print(f"{'on' if clocks else 'off':>7} {tput:>10,.0f} " +
+              " ".join(f"{v:>8.2f}" for v in summary[clocks][1:]))
+    on, off = summary[True], summary[False]
+    print(f"clocks cost {100 * (off[0] - on[0]) / off[0]:.1f}% throughput, "
+          f"{100 * (on[1] - off[1]) / off[1]:.1f}% p50 latency")
+    return 0
+
+
 # ---------------------------------------------------------------- entry point
 
-BENCHES = {"vote": run_vote, "recovery": run_recovery}
+BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead}
 
 
 def run_bench(name: str, argv: list[str]) -> int:
     fn = BENCHES.get(name)
     if fn is None:
         print(f"noria-py bench: unknown or not yet available benchmark {name!r}; "
-              f"available: {', '.join(BENCHES)} (overhead, load and peers are still to come)",
+              f"available: {', '.join(BENCHES)} (load and peers are still to come)",
               file=sys.stderr)
         return 2
     return fn(argv)

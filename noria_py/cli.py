@@ -23,6 +23,11 @@ def _bench(args: argparse.Namespace) -> int:
     return run_bench(args.name, args.extra)
 
 
+def _load(args: argparse.Namespace) -> int:
+    from .spark.load import main as load_main
+    return load_main(args)
+
+
 def _logictest(args: argparse.Namespace) -> int:
     from .logictest import main as logictest_main
     return logictest_main(args.files, mode=args.mode, verbose=args.verbose)
@@ -54,9 +59,21 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("serve", help="run a cluster (not available yet)")
     s.add_argument("rest", nargs=argparse.REMAINDER)
     s.set_defaults(run=_not_yet("serve", "the cluster runtime is issue 6"))
-    ld = sub.add_parser("load", help="bulk-load with Spark (not available yet)")
-    ld.add_argument("rest", nargs=argparse.REMAINDER)
-    ld.set_defaults(run=_not_yet("load", "the Spark loader is issue 5"))
+    ld = sub.add_parser("load", help="bulk-load Parquet or CSV files into a table, with Spark")
+    ld.add_argument("table")
+    ld.add_argument("paths", nargs="+", metavar="PATH")
+    ld.add_argument("--format", choices=["parquet", "csv"], default=None,
+                    help="default: from the file names")
+    ld.add_argument("--master", default=None, help="Spark master (default local[*])")
+    where = ld.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data-dir", dest="data_dir")
+    where.add_argument("--server", default=None, help="a running cluster (not available yet)")
+    ld.add_argument("--skip-bad", action="store_true",
+                    help="load the good rows; write the bad ones to a reject file")
+    ld.add_argument("--reject-file", default=None, help="default: TABLE.rejects.csv")
+    ld.add_argument("--batch-rows", type=int, default=100_000, help="rows per logged insert")
+    ld.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ld.set_defaults(run=_load)
 
     args = p.parse_args(argv)
     return args.run(args)

@@ -124,6 +124,10 @@ class Database:
             rows = [tuple(evaluate_constant(e) for e in row) for row in stmt.rows]
             self.table(stmt.table).insert(rows)
             return Result(rowcount=len(rows))
+        if isinstance(stmt, lp.InsertSelect):
+            return self._insert_select(stmt)
+        if isinstance(stmt, lp.NoOp):
+            return Result(rowcount=0)
         if isinstance(stmt, lp.Delete):
             return self._delete(stmt)
         if isinstance(stmt, lp.Update):
@@ -232,6 +236,27 @@ class Database:
         else:
             rows = v.all()
         return Result(v.columns, rows, v.types)
+
+    def _insert_select(self, stmt: lp.InsertSelect) -> Result:
+        """INSERT ... SELECT: the query's current rows, read from a short-lived view."""
+        name = "_insert_select"
+        while name in self._views:
+            name += "_"
+        self._create_view(lp.CreateView(name, stmt.query, ""), anonymous=True)
+        try:
+            self.runtime.wait()
+            got = self.view(name).all()
+        finally:
+            self._drop_view(name)
+        width = len(self._tables[stmt.table.lower()].schema.columns)
+        rows = []
+        for r in got:
+            row = [None] * width
+            for p, v in zip(stmt.positions, r):
+                row[p] = v
+            rows.append(tuple(row))
+        self.table(stmt.table).insert(rows)
+        return Result(rowcount=len(rows))
 
     def _matching(self, table: str, where) -> tuple[_TableEntry, list[tuple]]:
         entry = self._tables[table.lower()]

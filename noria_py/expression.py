@@ -52,7 +52,16 @@ def _mod(a, b):
     if isinstance(a, int) and isinstance(b, int):
         r = abs(a) % abs(b)
         return r if a >= 0 else -r
-    return math.fmod(a, b)
+    # SQLite: with a REAL operand, both are truncated to integers and the remainder
+    # of those is returned as a REAL (NULL when the divisor truncates to 0)
+    try:
+        ia, ib = int(a), int(b)
+    except (OverflowError, ValueError):
+        return None
+    if ib == 0:
+        return None
+    r = abs(ia) % abs(ib)
+    return float(r if ia >= 0 else -r)
 
 
 def _neg(a):

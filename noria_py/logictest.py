@@ -355,6 +355,45 @@ class _Session:
             return None, Outcome(WRONG, f"bug while planning: {_bug(err)}")
         return name, None
 
+    def create_many(self, queries: list[tuple[int, str]]) -> None:
+        """Install many views at once (one initialization pass for all of them, where
+        one CREATE VIEW each would walk the whole graph every time): fills ``views``
+        and ``failed`` by record line."""
+        from .client import _ViewEntry
+        from .planner import initialize
+        db = self.db
+        db.runtime.wait()
+        for line, sql in queries:
+            try:
+                query = self.plan(sql)
+            except Error as err:
+                self.failed[line] = Outcome(UNSUPPORTED, _reason(err))
+                continue
+            except Exception as err:   # noqa: BLE001
+                self.failed[line] = Outcome(WRONG, f"bug while parsing: {_bug(err)}")
+                continue
+            bad = _tables_read(query.root) & self.tainted
+            if bad:
+                self.failed[line] = Outcome(
+                    UNSUPPORTED, "reads a table an unsupported write left incomplete "
+                                 f"({', '.join(sorted(bad))})")
+                continue
+            self.n += 1
+            name = f"_lt{self.n}"
+            try:
+                readers = db.planner.add_view(name, query)
+            except Error as err:
+                self.failed[line] = Outcome(UNSUPPORTED, _reason(err))
+                continue
+            except Exception as err:   # noqa: BLE001
+                self.failed[line] = Outcome(WRONG, f"bug while planning: {_bug(err)}")
+                continue
+            db._views[name] = _ViewEntry(name, query, readers, sql, True)
+            self.views[line] = name
+        fresh = db.planner.take_fresh()
+        initialize(db.graph_, fresh)
+        db.runtime.settle(fresh)
+
     def read(self, name: str) -> tuple[list[tuple], bool]:
         self.db.wait()
         v = self.db.view(name)
@@ -416,6 +455,11 @@ def _run_statement(s: _Session, rec: Record, res: FileResult) -> bool:
 
 
 def _check(s: _Session, name: str, rec: Record) -> Outcome:
+    bad = _tables_read(s.db._views[name].query.root) & s.tainted
+    if bad:
+        # a write the engine rejected (after the view was made) left these incomplete
+        return Outcome(UNSUPPORTED, "reads a table an unsupported write left incomplete "
+                                    f"({', '.join(sorted(bad))})")
     try:
         rows, ordered = s.read(name)
     except Error as err:
@@ -461,11 +505,13 @@ def run_initial(records: list[Record], res: FileResult) -> dict[int, Outcome]:
 
 
 def run_incremental(records: list[Record], res: FileResult) -> dict[int, Outcome]:
-    """Views created before the data, epoch by epoch (see the module docstring)."""
+    """Views created before the data, epoch by epoch (see the module docstring).
+
+    A *state* database runs every statement of the file and never holds a query view;
+    each epoch with queries gets a fresh database of its own (schema, views, rows)."""
     out: dict[int, Outcome] = {}
-    s = _Session()
+    st = _Session()
     schema: list[tuple[str, str]] = []     # (object name, CREATE statement) still alive
-    # epochs: maximal runs of writes and queries between schema statements
     epochs: list[list[Record]] = [[]]
     for rec in records:
         if rec.kind == "statement" and _statement_kind(rec.sql) == "ddl":
@@ -476,27 +522,23 @@ def run_incremental(records: list[Record], res: FileResult) -> dict[int, Outcome
         body = epoch
         if epoch and epoch[0].kind == "statement" and _statement_kind(epoch[0].sql) == "ddl":
             ddl = epoch[0]
-            for name in list(s.views.values()):
-                s.drop(name)
-            s.views.clear()
-            if _run_statement(s, ddl, res):
-                _track_schema(schema, ddl.sql, s)
+            _run_statement(st, ddl, res)
+            _track_schema(schema, ddl.sql, st)
             body = epoch[1:]
         queries = [r for r in body if r.kind == "query"]
-        if not queries:
-            for rec in body:
-                _run_statement(s, rec, res)
-            continue
-        s = _rebuilt(s, schema, queries, res)
+        ep = _rebuilt(st, schema, queries, res) if queries else None
         for rec in body:
             if rec.kind == "statement":
-                _run_statement(s, rec, res)
+                _run_statement(st, rec, res)
+                if ep is not None:
+                    _run_statement(ep, rec, FileResult(""))
+                    ep.tainted |= st.tainted
             else:
-                name = s.views.get(rec.line)
+                name = ep.views.get(rec.line)
                 if name is None:
-                    out[rec.line] = s.failed[rec.line]
+                    out[rec.line] = ep.failed[rec.line]
                 else:
-                    out[rec.line] = _check(s, name, rec)
+                    out[rec.line] = _check(ep, name, rec)
     return out
 
 
@@ -517,25 +559,19 @@ def _track_schema(schema: list[tuple[str, str]], sql: str, s: _Session) -> None:
             schema[:] = [(n, q) for n, q in schema if n != name]
 
 
-def _rebuilt(old: _Session, schema: list[tuple[str, str]], queries: list[Record],
+def _rebuilt(state: _Session, schema: list[tuple[str, str]], queries: list[Record],
              res: FileResult) -> _Session:
-    """A fresh database with ``old``'s schema, the queries' views, then ``old``'s rows."""
+    """A fresh database with ``state``'s schema, the queries' views, then its rows."""
     s = _Session()
-    s.tainted = set(old.tainted)
-    s.n = old.n
+    s.tainted = set(state.tainted)
     for _, sql in schema:
         try:
             s.db.execute(sql)
         except Exception as err:   # noqa: BLE001 - it ran before; should not happen
             res.notes.append(f"replaying {sql[:60]!r}: {_bug(err)}")
-    for rec in queries:
-        name, failed = s.create(rec.sql)
-        if name is None:
-            s.failed[rec.line] = failed
-        else:
-            s.views[rec.line] = name
-    for tname, entry in old.db._tables.items():
-        base = old.db.graph_[entry.node].op
+    s.create_many([(rec.line, rec.sql) for rec in queries])
+    for tname, entry in state.db._tables.items():
+        base = state.db.graph_[entry.node].op
         rows = [r for r, c in base.rows.items() for _ in range(c)]
         if rows and tname in s.db._tables:
             s.db.table(tname).insert(rows)

@@ -16,8 +16,8 @@ from .errors import (AlreadyExistsError, ArityError, Error, ParseError, SqlError
 from .expr import OPS, Call, Col, Expr, Lit, columns_used
 from .parse import offset_to_position, parse_statements, split_statements
 from .plan import (AggCall, Aggregate, CreateTable, CreateView, Delete, Distinct, DropTable,
-                   DropView, Filter, Insert, Join, OrderKey, Project, Query, Rel, Scan, Select,
-                   Statement, TopK, Union_, Update)
+                   DropView, Filter, Insert, InsertSelect, Join, NoOp, OrderKey, Project, Query,
+                   Rel, Scan, Select, SetOp, Statement, TopK, Union_, Update, Values)
 from .resolve import Context, placeholders_in_order
 from .types import PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
 
@@ -28,8 +28,8 @@ __all__ = [
     "UnknownColumnError", "AlreadyExistsError", "TypeMismatchError", "ArityError",
     "OPS", "Call", "Col", "Expr", "Lit", "columns_used",
     "AggCall", "Aggregate", "CreateTable", "CreateView", "Delete", "Distinct", "DropTable",
-    "DropView", "Filter", "Insert", "Join", "OrderKey", "Project", "Query", "Rel", "Scan",
-    "Select", "Statement", "TopK", "Union_", "Update",
+    "DropView", "Filter", "Insert", "InsertSelect", "Join", "NoOp", "OrderKey", "Project",
+    "Query", "Rel", "Scan", "Select", "SetOp", "Statement", "TopK", "Union_", "Update", "Values",
     "PYTHON_TYPES", "ColumnInfo", "SqlType", "TableSchema",
 ]
 

@@ -12,7 +12,7 @@ import re
 from sqlglot import exp
 
 from .errors import AlreadyExistsError, SqlError, UnknownTableError
-from .plan import CreateTable, CreateView, DropTable, DropView
+from .plan import CreateTable, CreateView, DropTable, DropView, NoOp
 from .resolve import Context
 from .select import build_query
 from .typerules import declared_type
@@ -48,13 +48,39 @@ def _check_modifiers(ctx: Context, node: exp.Create) -> None:
         raise ctx.unsupported("CREATE UNIQUE", node)
 
 
-def create(ctx: Context, node: exp.Create) -> CreateTable | CreateView:
+def create(ctx: Context, node: exp.Create) -> CreateTable | CreateView | NoOp:
     kind = (node.args.get("kind") or "").upper()
     if kind == "TABLE":
         return _create_table(ctx, node)
     if kind == "VIEW":
         return _create_view(ctx, node)
+    if kind == "INDEX":
+        return _create_index(ctx, node)
     raise ctx.unsupported(f"CREATE {kind}", node)
+
+
+def _create_index(ctx: Context, node: exp.Create) -> NoOp:
+    """CREATE INDEX changes nothing here (every view is materialized and indexed by its
+    key already), so it is accepted once its table and columns check out. A UNIQUE
+    index would be a constraint the engine does not enforce: rejected."""
+    if node.args.get("unique"):
+        raise ctx.unsupported("CREATE UNIQUE INDEX (uniqueness is not enforced)", node)
+    index = node.this
+    table = index.args.get("table") if isinstance(index, exp.Index) else None
+    if not isinstance(table, exp.Table):
+        raise ctx.unsupported("CREATE INDEX without ON table", node)
+    schema = ctx.catalog.table(table.name)
+    if schema is None:
+        raise ctx.error(UnknownTableError, f"no such table: {table.name}", table)
+    params = index.args.get("params")
+    for col in (params.args.get("columns") or []) if params is not None else []:
+        target = col.this if isinstance(col, exp.Ordered) else col
+        if not isinstance(target, exp.Column):
+            raise ctx.unsupported(f"index on expression {target.sql()}", target)
+        if schema.index_of(target.name) is None:
+            raise ctx.error(SqlError, f"table {schema.name} has no column named "
+                                      f"{target.name}", target)
+    return NoOp("CREATE INDEX")
 
 
 def _create_table(ctx: Context, node: exp.Create) -> CreateTable:
@@ -164,8 +190,10 @@ def _create_view(ctx: Context, node: exp.Create) -> CreateView:
     return CreateView(name, query, ctx.sql.strip().rstrip(";").strip())
 
 
-def drop(ctx: Context, node: exp.Drop) -> DropTable | DropView:
+def drop(ctx: Context, node: exp.Drop) -> DropTable | DropView | NoOp:
     kind = (node.args.get("kind") or "").upper()
+    if kind == "INDEX":
+        return NoOp("DROP INDEX")         # indexes are not kept (see _create_index)
     if kind not in ("TABLE", "VIEW"):
         raise ctx.unsupported(f"DROP {kind}", node)
     for flag in ("cascade", "materialized", "temporary", "purge"):

@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from .errors import ArityError, SqlError, UnknownColumnError, UnknownTableError
 from .expr import Expr, Lit
-from .plan import Delete, Insert, Update
+from .plan import Delete, Insert, InsertSelect, Update
 from .resolve import Context, Field, Scope, check_clauses
 from .scalar import Translator, mismatch
 from .typerules import comparable, parse_temporal
@@ -77,9 +77,10 @@ def insert(ctx: Context, node: exp.Insert) -> Insert:
                 raise ctx.error(SqlError, f"column {ident.name} is named twice", ident)
             positions.append(i)
     values = node.args.get("expression")
+    if isinstance(values, exp.Query):
+        return _insert_select(ctx, schema, positions, values)
     if not isinstance(values, exp.Values):
-        what = "INSERT ... SELECT" if isinstance(values, exp.Query) else "INSERT without VALUES"
-        raise ctx.unsupported(what, values if values is not None else node)
+        raise ctx.unsupported("INSERT without VALUES", values if values is not None else node)
     tr = Translator(ctx, Scope([]), clause="VALUES")
     rows = []
     for tup in values.expressions:
@@ -95,6 +96,22 @@ def insert(ctx: Context, node: exp.Insert) -> Insert:
             row[i] = _fit(ctx, tr(cell), col.type, col.name, cell)
         rows.append(tuple(row))
     return Insert(schema.name, tuple(rows))
+
+
+def _insert_select(ctx: Context, schema: TableSchema, positions: list[int],
+                   query_node: exp.Query) -> InsertSelect:
+    from .select import build_query      # late: select imports this package's modules
+    query = build_query(ctx, query_node, allow_key=False)
+    if query.visible != len(positions):
+        raise ArityError(f"INSERT INTO {schema.name}: the SELECT gives {query.visible} "
+                         f"columns for {len(positions)}")
+    for i, p in enumerate(positions):
+        col = schema.columns[p]
+        t = query.root.columns[i].type
+        if not comparable(t, col.type) or (col.type == SqlType.INT and t == SqlType.FLOAT):
+            raise mismatch(ctx, f"column {col.name} is {col.type.value}, the SELECT gives "
+                                f"{t.value}", query_node)
+    return InsertSelect(schema.name, query, tuple(positions))
 
 
 def delete(ctx: Context, node: exp.Delete) -> Delete:

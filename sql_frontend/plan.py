@@ -123,7 +123,26 @@ class TopK:
         return self.input.columns
 
 
-Rel = Union[Scan, Filter, Project, Join, Aggregate, Distinct, Union_, TopK]
+@dataclass(frozen=True)
+class Values:
+    """A constant relation: ``rows`` (tuples of Python values), e.g. the single empty
+    row that a SELECT without FROM reads from."""
+    rows: tuple[tuple, ...]
+    columns: tuple[ColumnInfo, ...]
+
+
+@dataclass(frozen=True)
+class SetOp:
+    """EXCEPT or INTERSECT (set semantics: the output has no duplicates, NULLs are
+    equal). ``kind`` is "except" (rows of left absent from right) or "intersect"
+    (rows present in both). Inputs have the same number of columns."""
+    left: "Rel"
+    right: "Rel"
+    kind: str
+    columns: tuple[ColumnInfo, ...]
+
+
+Rel = Union[Scan, Filter, Project, Join, Aggregate, Distinct, Union_, TopK, Values, SetOp]
 
 
 # ---------------------------------------------------------------- queries
@@ -189,6 +208,23 @@ class Update:
 
 
 @dataclass(frozen=True)
+class InsertSelect:
+    """INSERT INTO table [(cols)] SELECT ...: the query's rows, as they are when the
+    statement runs. ``positions[i]`` is the table column that query column i fills;
+    the other columns are NULL."""
+    table: str
+    query: Query
+    positions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class NoOp:
+    """A statement that changes nothing the engine keeps (CREATE/DROP INDEX: indexes
+    are a matter of physical design, and every view is materialized anyway)."""
+    what: str
+
+
+@dataclass(frozen=True)
 class DropTable:
     name: str
     if_exists: bool = False
@@ -208,4 +244,5 @@ class Select:
     sql: str = ""
 
 
-Statement = Union[CreateTable, CreateView, Insert, Delete, Update, DropTable, DropView, Select]
+Statement = Union[CreateTable, CreateView, Insert, InsertSelect, Delete, Update, DropTable,
+                  DropView, Select, NoOp]

@@ -93,12 +93,15 @@ class Translator:
     """
 
     def __init__(self, ctx: Context, scope: Scope, *, aggs: AggCollector | None = None,
-                 clause: str = "WHERE", aliases: dict[str, exp.Expr] | None = None) -> None:
+                 clause: str = "WHERE", aliases: dict[str, exp.Expr] | None = None,
+                 sub=None) -> None:
         self.ctx = ctx
         self.scope = scope
         self.aggs = aggs
         self.clause = clause
         self.aliases = dict(aliases or {})
+        # where subqueries are allowed: the SubqueryJoiner that adds their columns
+        self.sub = sub
 
     def __call__(self, node: exp.Expr) -> Expr:
         return self.expr(node)
@@ -138,6 +141,8 @@ class Translator:
             (exp.DPipe, self._concat),
             (exp.Cast, self._cast),
             (exp.AggFunc, self._aggregate),
+            (exp.Exists, self._exists),
+            (exp.Subquery, self._scalar_subquery),
         ):
             if isinstance(node, cls):
                 return fn
@@ -181,7 +186,7 @@ class Translator:
                 raise
             sub = Translator(self.ctx, self.scope, aggs=self.aggs, clause=self.clause,
                              aliases={k: v for k, v in self.aliases.items()
-                                      if k != node.name.lower()})
+                                      if k != node.name.lower()}, sub=self.sub)
             return sub.expr(alias)
         f = self.scope.fields[i]
         return Col(i, f.type, f.name)
@@ -301,12 +306,31 @@ class Translator:
     def _negated(self, e: Expr, node: exp.Expr) -> Expr:
         return Call("not", (e,), SqlType.BOOL) if node.args.get("negate") else e
 
+    def _no_subquery(self, what: str, node: exp.Expr) -> SqlError:
+        return self.ctx.unsupported(f"{what} in {self.clause}", node)
+
+    def _exists(self, node: exp.Exists) -> Expr:
+        if self.sub is None:
+            raise self._no_subquery("EXISTS subquery", node)
+        return self.sub.exists(node)
+
+    def _scalar_subquery(self, node: exp.Subquery) -> Expr:
+        if self.sub is None:
+            raise self._no_subquery("subquery in an expression", node)
+        return self.sub.scalar(node)
+
     def _in(self, node: exp.In) -> Expr:
-        if node.args.get("query") is not None:
-            raise self.ctx.unsupported("IN (subquery)", node)
         if node.args.get("unnest") is not None or node.args.get("field") is not None:
             raise self.ctx.unsupported(f"IN form {node.sql()}", node)
+        if node.args.get("query") is not None:
+            if self.sub is None:
+                raise self._no_subquery("IN (subquery)", node)
+            x = self.expr(node.this)
+            return self._negated(self.sub.in_(x, node.args["query"], node), node)
         x = self.expr(node.this)
+        if not node.expressions:
+            # x IN () is FALSE even for a NULL x (SQLite allows the empty list)
+            return self._negated(Lit(False, SqlType.BOOL), node)
         values = []
         for v in node.expressions:
             ev = self._coerce_temporal(self.expr(v), x, v)

@@ -20,8 +20,9 @@ from sqlglot import exp
 from .errors import SqlError, UnknownTableError, UnsupportedError
 from .expr import Call, Col, Expr, columns_used
 from .plan import (AggCall, Aggregate, Distinct, Filter, Join, OrderKey, Project, Query, Rel,
-                   Scan, TopK, Union_)
+                   Scan, SetOp, TopK, Union_, Values)
 from .resolve import Context, Field, Scope, check_clauses
+from .subquery import SubqueryJoiner, has_subquery
 from .scalar import (AggCollector, AggRef, Translator, conjunction, contains_aggregate,
                      mismatch, nullable, remap, same)
 from .typerules import unify
@@ -38,10 +39,8 @@ def build_query(ctx: Context, node: exp.Expr, *, allow_key: bool) -> Query:
             if node.args.get(mod):
                 raise ctx.unsupported(f"{mod.upper()} on a parenthesized query", node)
         node = node.this
-    if isinstance(node, exp.Union):
-        return _union(ctx, node)
     if isinstance(node, exp.SetOperation):
-        raise ctx.unsupported(node.key.upper(), node)
+        return _union(ctx, node)
     if isinstance(node, exp.Select):
         return _select(ctx, node, allow_key)
     raise ctx.unsupported(f"{node.key.upper()} as a query", node)
@@ -243,8 +242,54 @@ class _Layout:
 
 
 def _join_items(ctx: Context, items: list[_Item], where: list[Expr]) -> tuple[Rel, Scope]:
-    """Join the FROM items left to right, placing each WHERE conjunct (over the full
-    scope) as early as it can go without changing the result."""
+    """Join the FROM items, placing each WHERE conjunct (over the full scope) as early
+    as it can go without changing the result. Comma joins are reordered so that each
+    item joins on an equality with those before it where one exists (a cross product
+    of many tables would otherwise be kept as state); the columns keep FROM order."""
+    order = _join_order(items, where)
+    if order is None:
+        return _join_in_order(ctx, items, where)
+    layout = _Layout(items)
+    moved = [items[i] for i in order]
+    new_layout = _Layout(moved)
+    new_start = {i: new_layout.offsets[k] for k, i in enumerate(order)}
+
+    def to_new(c: int) -> int:
+        i = bisect_right(layout.offsets, c) - 1
+        return new_start[i] + (c - layout.offsets[i])
+
+    rel, _ = _join_in_order(ctx, moved, [remap(c, to_new) for c in where])
+    back = [to_new(c) for c in range(len(layout.scope))]
+    cols = tuple(rel.columns[c] for c in back)
+    return Project(rel, tuple(Col(c, rel.columns[c].type, rel.columns[c].name)
+                              for c in back), cols), layout.scope
+
+
+def _join_order(items: list[_Item], where: list[Expr]) -> list[int] | None:
+    """A greedy order for a FROM list of comma joins (None: keep the written order)."""
+    if len(items) < 3 or any(it.kind not in ("first", "inner") or
+                             (it.join is not None and it.join.args.get("on") is not None)
+                             for it in items):
+        return None
+    layout = _Layout(items)
+    links: list[set[int]] = []
+    for c in where:
+        if isinstance(c, Call) and c.op == "eq":
+            a, b = (layout.items_of(x) for x in c.args)
+            if len(a) == 1 and len(b) == 1 and a != b:
+                links.append(a | b)
+    order = [0]
+    left = list(range(1, len(items)))
+    while left:
+        done = set(order)
+        pick = next((i for i in left if any(i in l and (l - {i}) <= done for l in links)),
+                    left[0])
+        order.append(pick)
+        left.remove(pick)
+    return None if order == list(range(len(items))) else order
+
+
+def _join_in_order(ctx: Context, items: list[_Item], where: list[Expr]) -> tuple[Rel, Scope]:
     layout = _Layout(items)
     pushed: list[list[Expr]] = [[] for _ in items]   # filters on an item's own input
     at_step: list[list[Expr]] = [[] for _ in items]  # candidates when item k joins
@@ -370,11 +415,15 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
         raise ctx.unsupported("DISTINCT ON", distinct_node)
     distinct = distinct_node is not None
     from_ = node.args.get("from_")
-    if from_ is None:
-        raise ctx.unsupported("SELECT without FROM", node)
 
     # FROM and WHERE
-    items = _items(ctx, from_.this, list(node.args.get("joins") or []))
+    if from_ is None:
+        if node.args.get("joins"):
+            raise ctx.unsupported("JOIN without FROM", node)
+        # SELECT without FROM reads one row with no columns
+        items = [_Item(Values(((),), ()), Scope([]), "first")]
+    else:
+        items = _items(ctx, from_.this, list(node.args.get("joins") or []))
     layout = _Layout(items)
     scope = layout.scope
     where = node.args.get("where")
@@ -388,12 +437,18 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
             rest.append(part)
     key_nodes.sort(key=lambda kc: kc[1].meta.get("start", 0))
     tr_where = Translator(ctx, scope, clause="WHERE")
-    where_exprs = [tr_where.condition(p) for p in rest]
+    deferred = [p for p in rest if has_subquery(p)]     # need the joined relation first
+    where_exprs = [tr_where.condition(p) for p in rest if not has_subquery(p)]
     key_cols = []
     for col_node, _ in key_nodes:
         i = scope.resolve(ctx, col_node)
         key_cols.append(Col(i, scope.fields[i].type, scope.fields[i].name))
     rel, scope = _join_items(ctx, items, where_exprs)
+    joiner = SubqueryJoiner(ctx, rel, scope)
+    if deferred:
+        tr_sub = Translator(ctx, scope, clause="WHERE", sub=joiner)
+        preds = [tr_sub.condition(p) for p in deferred]
+        joiner.rel = _filtered(joiner.rel, preds)
 
     # the SELECT list
     group = node.args.get("group")
@@ -409,7 +464,8 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
                contains_aggregate(having.this if having is not None else None) or
                any(contains_aggregate(t) for t in order_terms))
     aggs = AggCollector() if grouped else None
-    tr_select = Translator(ctx, scope, aggs=aggs, clause="the SELECT list")
+    tr_select = Translator(ctx, scope, aggs=aggs, clause="the SELECT list",
+                           sub=None if grouped else joiner)
     out: list[_OutItem] = []
     for e in node.expressions:
         out += _select_item(ctx, scope, tr_select, e)
@@ -445,11 +501,13 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
     order_refs: list[tuple[int | Expr, exp.Ordered]] = []
     if order is not None:
         check_clauses(ctx, order, {"expressions"})
-        tr_order = Translator(ctx, scope, aggs=aggs, clause="ORDER BY", aliases=aliases)
+        tr_order = Translator(ctx, scope, aggs=aggs, clause="ORDER BY", aliases=aliases,
+                              sub=None if grouped else joiner)
         for o in order.expressions:
             order_refs.append((_order_target(ctx, o, out, aliases, tr_order), o))
 
-    # aggregation
+    # aggregation (over the FROM relation grown by the subqueries' columns)
+    rel = joiner.rel
     base = rel
     post = (lambda e, n: e)
     if grouped:
@@ -620,45 +678,81 @@ def _find_column(node: exp.Expr | None, name: str) -> exp.Expr | None:
     return node
 
 
-# ---------------------------------------------------------------- UNION
+# ---------------------------------------------------------------- UNION, EXCEPT, INTERSECT
 
-def _union_branches(node: exp.Expr, distinct: bool) -> list[exp.Expr]:
-    """Flatten nested UNIONs that the outer one subsumes: UNION ALL chains under UNION ALL,
-    any UNION under UNION (the outer DISTINCT removes duplicates anyway)."""
-    if (isinstance(node, exp.Union) and not any(node.args.get(m) for m in
-                                                ("order", "limit", "offset"))
-            and (distinct or not node.args.get("distinct"))):
-        return (_union_branches(node.this, distinct) +
-                _union_branches(node.expression, distinct))
-    return [node]
+_COMPOUND_KINDS = {exp.Union: "union", exp.Except: "except", exp.Intersect: "intersect"}
 
 
-def _union(ctx: Context, node: exp.Union) -> Query:
+def _compound_chain(ctx: Context, node: exp.Expr, mods: list[exp.Expr]
+                    ) -> tuple[list[exp.Expr], list[tuple[str, bool, exp.Expr]]]:
+    """The operands and operators of a compound SELECT in textual order.
+
+    SQLite gives UNION, EXCEPT and INTERSECT the same precedence and applies them left
+    to right; sqlglot binds INTERSECT tighter and wraps the operand in a Subquery, so
+    such operands are flattened back into the chain (SQLite has no parenthesized
+    compound operands, so a Subquery here can only come from that). ``mods`` collects
+    the nodes that carry ORDER BY/LIMIT/OFFSET."""
+    if isinstance(node, exp.Subquery) and isinstance(node.this, exp.SetOperation):
+        if node.alias:
+            raise ctx.unsupported("alias on a compound SELECT operand", node)
+        return _compound_chain(ctx, node.this, mods)
+    if not isinstance(node, exp.SetOperation):
+        return [node], []
+    kind = _COMPOUND_KINDS.get(type(node))
+    if kind is None:
+        raise ctx.unsupported(node.key.upper(), node)
     check_clauses(ctx, node, {"this", "expression", "distinct", "order", "limit", "offset"})
+    if any(node.args.get(m) for m in ("order", "limit", "offset")):
+        mods.append(node)
     distinct = bool(node.args.get("distinct"))
-    branches = (_union_branches(node.this, distinct) +
-                _union_branches(node.expression, distinct))
-    queries = [build_query(ctx, b, allow_key=False) for b in branches]
+    if kind != "union" and not distinct:
+        raise ctx.unsupported(f"{kind.upper()} ALL", node)
+    lops, lkinds = _compound_chain(ctx, node.this, mods)
+    rops, rkinds = _compound_chain(ctx, node.expression, mods)
+    return lops + rops, lkinds + [(kind, distinct, node)] + rkinds
+
+
+def _union(ctx: Context, node: exp.SetOperation) -> Query:
+    mods: list[exp.Expr] = []
+    operands, ops = _compound_chain(ctx, node, mods)
+    if len(mods) > 1:
+        raise ctx.unsupported("ORDER BY or LIMIT inside a compound SELECT", mods[1])
+    queries = [build_query(ctx, b, allow_key=False) for b in operands]
     rels = [visible_rel(q) for q in queries]
     width = len(queries[0].names)
-    for b, q in zip(branches, queries):
+    for b, q in zip(operands, queries):
         if q.visible != width:
-            raise ctx.error(SqlError, f"UNION branches have different numbers of columns "
-                                      f"({width} and {q.visible})", b)
+            raise ctx.error(SqlError, f"compound SELECT operands have different numbers "
+                                      f"of columns ({width} and {q.visible})", b)
     names = queries[0].names
     cols = []
     for i in range(width):
         types = [r.columns[i].type for r in rels]
         t = unify(types)
         if t is None:
-            raise mismatch(ctx, f"UNION column {i + 1} ({names[i]}) mixes "
+            raise mismatch(ctx, f"compound SELECT column {i + 1} ({names[i]}) mixes "
                                 f"{', '.join(sorted({x.value for x in types}))}", node)
         cols.append(ColumnInfo(names[i], t, any(r.columns[i].nullable for r in rels)))
-    root: Rel = Union_(tuple(rels), tuple(cols))
-    if distinct:
-        root = Distinct(root)
+    columns = tuple(cols)
+    # fold left to right; runs of UNION ALL (and of UNION) become one Union_ node
+    root: Rel = rels[0]
+    pending: list[Rel] = [root]
+    pending_distinct = None
+    for (kind, distinct, _), rel in zip(ops, rels[1:]):
+        if kind == "union" and (pending_distinct is None or pending_distinct == distinct):
+            pending.append(rel)
+            pending_distinct = distinct
+            continue
+        root = _close_union(pending, pending_distinct, columns)
+        if kind == "union":
+            pending, pending_distinct = [root, rel], distinct
+            continue
+        root = SetOp(root, rel, kind, columns)
+        pending, pending_distinct = [root], None
+    root = _close_union(pending, pending_distinct, columns)
     order_keys = []
-    order = node.args.get("order")
+    mod = mods[0] if mods else node
+    order = mod.args.get("order")
     for o in (order.expressions if order is not None else []):
         t = o.this
         p = _position_ref(t)
@@ -672,8 +766,15 @@ def _union(ctx: Context, node: exp.Union) -> Query:
             if hits:
                 order_keys.append(_order_key(hits[0], o))
                 continue
-        raise ctx.unsupported(f"ORDER BY {t.sql()} on a UNION (use a column name or "
-                              f"position of the result)", t)
-    root = _limit(ctx, node, root, tuple(order_keys), ())
+        raise ctx.unsupported(f"ORDER BY {t.sql()} on a compound SELECT (use a column "
+                              f"name or position of the result)", t)
+    root = _limit(ctx, mod, root, tuple(order_keys), ())
     return Query(root, tuple(names), (), 0, tuple(order_keys))
 
+
+def _close_union(pending: list[Rel], distinct: bool | None,
+                 columns: tuple[ColumnInfo, ...]) -> Rel:
+    if len(pending) == 1:
+        return pending[0]
+    root: Rel = Union_(tuple(pending), columns)
+    return Distinct(root) if distinct else root

@@ -8,9 +8,11 @@ from .join import Join
 from .operator import Operator
 from .project import Project
 from .reader import Reader
+from .setop import SetOp
 from .sharder import Sharder
 from .topk import TopK
 from .union import Union
+from .values import Values
 
 __all__ = ["Aggregate", "Base", "Distinct", "Extremum", "Filter", "Join", "Operator",
-           "Project", "Reader", "Sharder", "TopK", "Union"]
+           "Project", "Reader", "SetOp", "Sharder", "TopK", "Union", "Values"]

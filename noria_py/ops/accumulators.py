@@ -105,7 +105,10 @@ class Avg(Sum):
     __slots__ = ()
 
     def value(self):
-        return self._sum(self.n) if self.n > 0 else None
+        if self.n <= 0:
+            return None
+        v = self._sum(self.n)
+        return float(v) if type(v) is int else v     # AVG is REAL even over one int
 
 
 class Min(Accumulator):

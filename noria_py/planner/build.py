@@ -211,3 +211,28 @@ class Planner:
             return self._per_shard(make, s, s.partition, s.width, rel.input)
         s = self.exchanges.gather(s)
         return self._per_shard(make, s, None, s.width, rel.input)
+
+    # ------------------------------------------------------------ added for SQL coverage
+
+    def _values(self, rel: lp.Values) -> Stream:
+        from ..ops.values import Values
+        ids = self.new_node(Values(rel.rows), [[]], sharded=False, inputs=())
+        return Stream((ids[0],), None, len(rel.columns))
+
+    def _setop(self, rel: lp.SetOp) -> Stream:
+        from ..ops.setop import SetOp
+        left, right = self.build(rel.left), self.build(rel.right)
+        width = len(rel.columns)
+        make = lambda: SetOp(rel.kind)  # noqa: E731
+        inputs = ((rel.left, None), (rel.right, None))
+        if self.shards > 1:
+            key = tuple(range(width))
+            if key:
+                left = self.exchanges.partition(left, key)
+                right = self.exchanges.partition(right, key)
+                ids = self.new_node(make, [[a, b] for a, b in zip(left.sources, right.sources)],
+                                    inputs=((rel.left, key), (rel.right, key)))
+                return Stream(tuple(ids), key, width)
+        left, right = self.exchanges.gather(left), self.exchanges.gather(right)
+        ids = self.new_node(make, [[left.sources[0], right.sources[0]]], inputs=inputs)
+        return Stream(tuple(ids), None, width)

@@ -60,7 +60,7 @@ def _run() -> None:
                        {db.graph_[a].num: rt.domains[a].log_rows() for a in aggs}, t_min)
     slot = tc.layout(db.graph_[sharder].num).slot[db.graph_[base].num]
     print(f"   T*: root {int(t_star[0])}, (sharder, base) = {int(t_star[slot])}")
-    pins = tcr._pins(db.graph_, rt, sharder, t_min)
+    pins = tcr._pins(db.graph_, tcr._witnesses(db.graph_, rt, sharder)[0], sharder, t_min)
     print(f"2. pins from diffs after t_min (sharder time -> (parent, parent time)): {pins}")
     resend = [m.time for m in rt.domains[base].payload[sharder] if m.time > int(t_star[slot])]
     print(f"3. the base resends its messages with times {resend} from its payload log")

@@ -123,7 +123,7 @@ def _compute_inputs(spark, db, purged: set[str], stateful: list[str]) -> dict:
             rows = expand(base.rows.items())
             return rows_to_arrow(rows, [c.name for c in rel.columns], [c.type for c in rel.columns])
         stream = planner.memo.get(rel)
-        if stream is None:
+        if stream is None or not rel.columns:      # (Arrow cannot count rows of no columns)
             return None
         nodes = [graph[s] for s in dict.fromkeys(stream.sources) if s in graph]
         if (not nodes or len(nodes) != len(set(stream.sources))
@@ -142,7 +142,8 @@ def _compute_inputs(spark, db, purged: set[str], stateful: list[str]) -> dict:
     out: dict = {}
     for rel in wanted:
         try:
-            out[rel] = arrow_to_rows(tr.df(rel).toArrow())
+            frame = tr.df(rel)
+            out[rel] = arrow_to_rows(frame.toArrow()) if rel.columns else [()] * frame.count()
         except RecoveryError:
             raise
         except Exception as exc:

@@ -37,44 +37,105 @@ def recover(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> RecoveryReport:
     if rt.tc is None:
         raise RecoveryError("tree-clock recovery needs clocks: this database was opened with "
                             "connect(clocks=False); use strategy='lineage'")
-    d = rt.domains[node_id]
-    if d.alive:
+    if rt.domains[node_id].alive:
         raise RecoveryError(f"node {node_id} has not failed; nothing to recover")
     node = graph[node_id]
     if node.kind == "base":
         replayed = _recover_base(graph, rt, node_id)
         return RecoveryReport(node=node_id, strategy="treeclock",
                               seconds=_time.perf_counter() - start, replayed_messages=replayed)
+    # Adjacent failures: a failed parent comes back first (a base from its log, an
+    # operator through its grandchildren's clocks, which depth 3 keeps).
+    replayed = rows = 0
     for p in node.parents:
         if not rt.domains[p].alive:
-            if graph[p].kind != "base":
-                raise RecoveryError(
-                    f"node {node_id} and its parent {p} have both failed; tree clocks here "
-                    f"recover a failed node together with a failed base table above it, not "
-                    f"two failed operators in a row: use strategy='lineage'")
-            _recover_base(graph, rt, p)
-    for c in node.children:
-        if not rt.domains[c].alive:
-            raise RecoveryError(
-                f"node {node_id} and its child {c} have both failed; recover with "
-                f"strategy='lineage' (it rebuilds everything downstream of {node_id})")
+            if graph[p].kind == "base":
+                replayed += _recover_base(graph, rt, p)
+            else:
+                r, n = _recover_operator(graph, rt, p)
+                replayed, rows = replayed + r, rows + n
+    r, n = _recover_operator(graph, rt, node_id)
+    return RecoveryReport(node=node_id, strategy="treeclock",
+                          seconds=_time.perf_counter() - start,
+                          replayed_messages=replayed + r, rows=rows + n)
 
+
+class _Witness:
+    """What one child tells about the failed node B: its last B-time, its diffs, and
+    where in them B's entries sit. A failed child is stood in for by its own children,
+    reading the (grandchild, child, B) paths of their clocks."""
+
+    def __init__(self, graph: Graph, rt: EmbeddedRuntime, via: list[str], b: str) -> None:
+        tc = rt.tc
+        self.owner = via[0]
+        self.prefix = tuple(graph[x].num for x in via) + (graph[b].num,)
+        d = rt.domains[self.owner]
+        self.layout = tc.layout(graph[self.owner].num)
+        self.rows = d.log_rows()
+        self.diffs = d.diffs.rows
+        self.col = self.layout.index.get(self.prefix)
+        if self.col is None:
+            raise RecoveryError(f"the clocks of {self.owner} are too shallow to recover {b} "
+                                f"through {via[1:]}: use strategy='lineage'")
+
+    def times(self, rows):
+        return rows[:, self.col]
+
+    def entry(self, path_from_b: tuple[int, ...]) -> int | None:
+        return self.layout.index.get(self.prefix + path_from_b[1:])
+
+
+def _witnesses(graph: Graph, rt: EmbeddedRuntime, b: str) -> tuple[list[_Witness], dict[str, int]]:
+    """The witnesses of B, and per child the last B-time it is known to have taken (for a
+    failed child: the resume point its own recovery will ask B for)."""
     tc = rt.tc
-    me = node.num
-    children = list(node.children)
+    witnesses: list[_Witness] = []
+    seen: dict[str, int] = {}
+    for c in graph[b].children:
+        if rt.domains[c].alive:
+            witnesses.append(_Witness(graph, rt, [c], b))
+            seen[c] = rt.domains[c].last_seen.get(b, 0)
+            continue
+        grandchildren = graph[c].children
+        if not grandchildren:
+            continue          # a failed reader is rebuilt from B as B then stands
+        if any(not rt.domains[g].alive for g in grandchildren):
+            raise RecoveryError(
+                f"nodes {b} and {c} have failed together with what lies below {c}: more "
+                f"adjacent failures than depth-3 tree clocks recover; use strategy='lineage'")
+        t_c = min(rt.domains[g].last_seen.get(c, 0) for g in grandchildren)
+        t_star_c = tc.t_star(graph[c].num, {graph[g].num: rt.domains[g].log_rows()
+                                            for g in grandchildren}, t_c)
+        seen[c] = int(t_star_c[tc.layout(graph[c].num).slot[graph[b].num]])
+        witnesses.extend(_Witness(graph, rt, [g, c], b) for g in grandchildren)
+    return witnesses, seen
+
+
+def _recover_operator(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> tuple[int, int]:
+    tc = rt.tc
+    node = graph[node_id]
+    d = rt.domains[node_id]
     parents = list(node.parents)
-    seen = {c: rt.domains[c].last_seen.get(node_id, 0) for c in children}
-    if children:
+    layout = tc.layout(node.num)
+    witnesses, seen = _witnesses(graph, rt, node_id)
+    if witnesses:
         t_min = min(seen.values())
-        logs = {graph[c].num: rt.domains[c].log_rows() for c in children}
-        t_star = tc.t_star(me, logs, t_min)
-        slot = tc.layout(me).slot
-        resume = {a: int(t_star[slot[graph[a].num]]) for a in parents}
-        pins = _pins(graph, rt, node_id, t_min)
+        t_star = tc.zero(node.num)
+        for w in witnesses:          # T*: merge what every witness logged up to t_min
+            rows = w.rows[(w.times(w.rows) <= t_min)]
+            if not len(rows):
+                continue
+            for i, path in enumerate(layout.paths[1:], 1):
+                pos = w.entry(path)
+                if pos is not None:
+                    t_star[i] = max(t_star[i], int(rows[:, pos].max()))
+        t_star[0] = t_min
+        resume = {a: int(t_star[layout.slot[graph[a].num]]) for a in parents}
+        pins = _pins(graph, witnesses, node_id, t_min)
     else:
         # Nobody downstream: rebuild from the parents' output as it stands now.
         t_min = 0
-        t_star = tc.zero(me)
+        t_star = tc.zero(node.num)
         resume = {a: rt.domains[a].time for a in parents}
         pins = {}
 
@@ -105,7 +166,7 @@ def recover(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> RecoveryReport:
 
     # 4. execution replay, in the order the children's diffs pin
     heads = {a: 0 for a in parents}
-    pinned = {(a, t) for a, t in pins.values()}
+    pinned = set(pins.values())
     replayed = 0
     t = t_min
     while any(heads[a] < len(buffers[a]) for a in parents):
@@ -126,30 +187,23 @@ def recover(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> RecoveryReport:
         out = d.handle(msg)
         replayed += 1
         rt.send_all([m for m in out if m.time > seen.get(m.dst, 0)])
-    return RecoveryReport(node=node_id, strategy="treeclock",
-                          seconds=_time.perf_counter() - start,
-                          replayed_messages=replayed, rows=rows)
+    return replayed, rows
 
 
-def _pins(graph: Graph, rt: EmbeddedRuntime, node_id: str, t_min: int) -> dict[int, tuple[str, int]]:
-    """B-time -> (parent, parent time) for every B-time after t_min a child recorded."""
-    tc = rt.tc
+def _pins(graph: Graph, witnesses: list[_Witness], node_id: str,
+          t_min: int) -> dict[int, tuple[str, int]]:
+    """B-time -> (parent, parent time) for every B-time after t_min a witness recorded."""
     node = graph[node_id]
     pins: dict[int, tuple[str, int]] = {}
-    for c in node.children:
-        cd = rt.domains[c]
-        layout = tc.layout(graph[c].num)
-        rows = cd.diffs.rows
-        col = rows[:, layout.slot[node.num]]
-        later = rows[col > t_min]
+    for w in witnesses:
+        later = w.diffs[w.times(w.diffs) > t_min]
         if not len(later):
             continue
-        positions = {a: layout.position((graph[c].num, node.num, graph[a].num))
-                     for a in node.parents}
+        positions = {a: w.entry((node.num, graph[a].num)) for a in node.parents}
         for row in later:
-            t = int(row[layout.slot[node.num]])
+            t = int(row[w.col])
             for a, pos in positions.items():
-                if row[pos] > 0:
+                if pos is not None and row[pos] > 0:
                     pins[t] = (a, int(row[pos]))
                     break
     return pins

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 from ..errors import Error
 
@@ -78,6 +79,8 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None):
     if active is not None:
         return active
     java_version()
+    # Python workers (data source writers) must run this interpreter, which has noria_py
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or "local[*]").appName("noria-py")
     for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(k, v)

@@ -259,3 +259,20 @@ class Translator:
         if rel.limit is not None:
             d = d.where(F.col("__rn") <= rel.offset + rel.limit)
         return d.drop("__rn")
+
+    def _setop(self, rel):
+        # Spark's EXCEPT/INTERSECT (DISTINCT) treat NULLs as equal, as SQL set operations do
+        left, right = self.df(rel.left), self.df(rel.right)
+        if rel.kind == "except":
+            return left.subtract(right)
+        if rel.kind == "intersect":
+            return left.intersect(right)
+        raise Untranslatable(f"set operation {rel.kind!r}")
+
+    def _values(self, rel):
+        from .arrow import rows_to_arrow
+        width = len(rel.columns)
+        if width == 0:
+            return self.spark.range(len(rel.rows)).select()
+        table = rows_to_arrow(list(rel.rows), _names(width), [c.type for c in rel.columns])
+        return self.spark.createDataFrame(table)

@@ -41,6 +41,16 @@ VIEWS = {
     "v_sub": "SELECT s.a, s.n FROM (SELECT a, COUNT(*) AS n FROM t1 GROUP BY a) AS s WHERE s.n > 1",
     "v_self": "SELECT p.a, q.c FROM t1 AS p JOIN t1 AS q ON p.a = q.b",
     "v_avg": "SELECT y, AVG(x) AS m, COUNT(x) AS k FROM t2 GROUP BY y",
+    # subqueries, set operations and SELECT without FROM (issue 7)
+    "v_in_sub": "SELECT a, b FROM t1 WHERE a IN (SELECT x FROM t2 WHERE y > 1)",
+    "v_not_in": "SELECT a, b FROM t1 WHERE b NOT IN (SELECT y FROM t2)",
+    "v_in_mark": "SELECT a, a IN (SELECT x FROM t2) AS m, b NOT IN (SELECT y FROM t2) AS n FROM t1",
+    "v_exists_corr": "SELECT a FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.x = t1.a AND t2.y > t1.b)",
+    "v_scalar_corr": "SELECT a, (SELECT COUNT(*) FROM t2 WHERE t2.x < t1.a) AS n FROM t1",
+    "v_scalar": "SELECT a, (SELECT MAX(y) FROM t2) AS m FROM t1",
+    "v_except": "SELECT a FROM t1 EXCEPT SELECT x FROM t2",
+    "v_intersect": "SELECT a, b FROM t1 INTERSECT SELECT x, y FROM t2",
+    "v_no_from": "SELECT 1 AS one, 2 + 3 AS five",
 }
 KEYED = {
     # name -> (engine SQL with ?, DuckDB SQL for one key value, key domain)

@@ -68,9 +68,10 @@ KINDS = ["sharder", "filter", "project", "union", "aggregate", "extremum", "join
                          ids=["shards1", "shards1-seed5", "shards4", "shards4-seed9"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(early=ops, before=ops, during=ops, after=ops, pick=st.integers(0, 10_000),
-       kind=st.sampled_from(KINDS), flush=st.booleans(), late_views=st.booleans())
+       kind=st.sampled_from(KINDS), flush=st.booleans(), late_views=st.booleans(),
+       adjacent=st.sampled_from([None, "child", "parent"]))
 def test_recovery_matches_duckdb(shards, seed, early, before, during, after, pick, kind, flush,
-                                 late_views):
+                                 late_views, adjacent):
     model = {"t1": [], "t2": []}
     db = _build(shards, seed, model, early if late_views else ())
     for op in before:
@@ -81,16 +82,27 @@ def test_recovery_matches_duckdb(shards, seed, early, before, during, after, pic
     if not candidates:
         return
     victim = candidates[pick % len(candidates)]
-    db.fail(victim)
-    if kind != "base":                       # writes go on while the node is down
+    failed = [victim]
+    g = {n["id"]: n for n in db.graph()}
+    if adjacent == "child":                  # a second failure just below, if it has children
+        below = [c for c in g[victim]["children"] if g[c]["children"]]
+        if below:
+            failed.append(below[pick % len(below)])
+    elif adjacent == "parent" and kind != "base":
+        failed.append(g[victim]["parents"][pick % len(g[victim]["parents"])])
+    for node in failed:
+        db.fail(node)
+    if "base" not in {g[n]["kind"] for n in failed}:   # writes go on while nodes are down
         for op in during:
             _apply_model(model, op, db)
-    report = db.recover(victim, strategy="treeclock")
-    assert report.strategy == "treeclock"
+    for node in failed:
+        if not db.runtime.domains[node].alive:
+            report = db.recover(node, strategy="treeclock")
+            assert report.strategy == "treeclock"
     for op in after:
         _apply_model(model, op, db)
     _assert_views(db, model)
-    _assert_exactly_once(db, {victim})
+    _assert_exactly_once(db, set(failed))
 
 
 def test_failure_during_recovery_of_node_and_parent():
@@ -120,12 +132,13 @@ def test_refused_cases_are_clear():
     db = _build(1, None)
     with pytest.raises(noria_py.RecoveryError, match="not failed"):
         db.recover(next(n["id"] for n in db.graph() if n["kind"] == "filter"))
-    f = next(n for n in db.graph() if n["kind"] == "filter" and n["children"])
-    child = f["children"][0]
-    db.fail(f["id"])
-    db.fail(child)
+    g = {n["id"]: n for n in db.graph()}
+    chain = next([f, c, gc] for f in g for c in g[f]["children"] for gc in g[c]["children"]
+                 if g[f]["kind"] == "filter")
+    for node in chain:                       # three failed in a row: beyond depth 3
+        db.fail(node)
     with pytest.raises(noria_py.RecoveryError, match="lineage"):
-        db.recover(f["id"], strategy="treeclock")
+        db.recover(chain[0], strategy="treeclock")
     off = noria_py.connect(clocks=False)
     off.execute("CREATE TABLE t (a INT)")
     off.execute("CREATE VIEW v AS SELECT a FROM t WHERE a > 1")

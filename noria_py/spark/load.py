@@ -1,0 +1,323 @@
+"""``noria-py load TABLE PATH...``: bulk-load Parquet or CSV files into a base table.
+
+How a load runs:
+
+1. The table's schema comes from the data dir's catalog; the data dir is then opened
+   (``noria_py.connect(data_dir=DIR)``), which takes its lock for the whole load.
+2. Spark (``--master``, ``local[*]`` by default) reads the files and validates every row
+   against the schema in one pass of DataFrame expressions: CSV text is parsed into the
+   column's type (strictly: ``12abc`` is not an integer), Parquet column types must fit
+   the table's, NOT NULL and primary-key columns must hold a value, a primary key may
+   appear once (within the files and against the rows already in the table). Each row
+   carries its file and position, so a bad row is reported as file, row number (1-based,
+   header excluded), column and reason.
+3. Any bad row stops the load before anything is written: nothing is loaded. With
+   ``--skip-bad`` the bad rows go to a reject file (CSV: file, row, column, reason, the
+   row's values as JSON) and the rest is loaded.
+4. The good rows are written with the "noria" data source (``datasource.py``,
+   ``ingest=false``): executors write Arrow IPC files to ``DATA_DIR/staging/JOB/``.
+5. This process ingests them in batches through ``Table.insert`` (the write-ahead log,
+   fsynced per batch), showing progress, then removes the staging folder.
+
+The base table of an embedded data dir is a single node, so rows are not split by
+shard on the way in: the engine's sharders split them, by its stable hash
+(``noria_py.hashing``), downstream of the base table. ``--server`` (a running
+cluster, whose base tables will be sharded) is not available yet.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sql_frontend.types import SqlType
+
+from .schema import LoadError, match_columns, not_null, spark_type_fits, table_schema
+
+_SPARK_SQL_TYPES = {SqlType.INT: "BIGINT", SqlType.FLOAT: "DOUBLE", SqlType.TEXT: "STRING",
+                    SqlType.BOOL: "BOOLEAN", SqlType.DATE: "DATE",
+                    SqlType.TIMESTAMP: "TIMESTAMP_NTZ"}
+_INT_RE = r"^\\s*[+-]?[0-9]+\\s*$"
+_FLOAT_RE = r"^\\s*([+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan))\\s*$"
+_DATE_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_TS_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?)?$"
+MAX_REPORTED = 10
+
+
+@dataclass
+class LoadReport:
+    table: str
+    rows: int = 0                   # rows loaded
+    rejected: int = 0               # bad rows skipped (--skip-bad)
+    reject_file: str | None = None
+    seconds: float = 0.0
+    phases: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        s = f"loaded {self.rows} rows into {self.table} in {self.seconds:.1f}s"
+        if self.rows and self.seconds:
+            s += f" ({self.rows / self.seconds:,.0f} rows/s)"
+        if self.rejected:
+            s += f"; {self.rejected} bad rows written to {self.reject_file}"
+        return s
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def guess_format(paths: list[str]) -> str:
+    exts = {Path(p.rstrip("/")).suffix.lower() for p in paths}
+    if exts <= {".parquet", ".pq"}:
+        return "parquet"
+    if exts <= {".csv"}:
+        return "csv"
+    raise LoadError(f"cannot tell the format of {paths} from their names; pass --format parquet "
+                    "or --format csv")
+
+
+def _display(path: str) -> str:
+    for prefix in ("file://", "file:"):
+        if path.startswith(prefix):
+            return path[len(prefix):]
+    return path
+
+
+def load(table: str, paths: list[str], *, data_dir: str | None = None, server: str | None = None,
+         fmt: str | None = None, master: str | None = None, skip_bad: bool = False,
+         reject_file: str | None = None, batch_rows: int = 100_000, progress: bool = True,
+         spark=None, out=sys.stderr) -> LoadReport:
+    start = time.perf_counter()
+    if server is not None:
+        raise LoadError(f"--server {server}: loading into a running cluster is not available yet "
+                        "(the cluster runtime, `noria-py serve`, has not landed); load into a "
+                        "data dir with --data-dir DIR")
+    if data_dir is None:
+        raise LoadError("say where to load: --data-dir DIR (or --server URL, once clusters exist)")
+    if not paths:
+        raise LoadError("no input files given")
+    for p in paths:
+        if "://" not in p and not any(ch in p for ch in "*?[") and not os.path.exists(p):
+            raise LoadError(f"input file {p!r} does not exist")
+    fmt = (fmt or guess_format(paths)).lower()
+    if fmt not in ("parquet", "csv"):
+        raise LoadError(f"unknown format {fmt!r}: use parquet or csv")
+    schema = table_schema(data_dir, table)          # fails fast, before Spark starts
+    report = LoadReport(table=schema.name)
+
+    from . import get_session, register
+    from .datasource import ingest, read_manifest, staging_dir
+    if spark is None:
+        spark = get_session(master)
+    import noria_py
+    db = noria_py.connect(data_dir=data_dir)
+    try:
+        t0 = time.perf_counter()
+        raw = _read(spark, fmt, paths)
+        checked, src_cols = _validate(spark, raw, fmt, schema, db)
+        bad = checked.where("__bad_reason IS NOT NULL")
+        first_bad = (bad.orderBy("__file", "__mono")
+                     .select("__file", "__block", "__mono", "__bad_col", "__bad_reason", "__raw")
+                     .limit(MAX_REPORTED).collect())
+        report.phases["validate"] = time.perf_counter() - t0
+        if first_bad:
+            rowno = _row_numbers(raw)
+            if not skip_bad:
+                n = bad.count()
+                lines = [f"  {_display(r['__file'])}, row {rowno(r)}, column {r['__bad_col']}: "
+                         f"{r['__bad_reason']}" for r in first_bad]
+                more = f"\n  ... and {n - len(first_bad)} more" if n > len(first_bad) else ""
+                raise LoadError(f"{n} bad row(s) in the input; nothing was loaded "
+                                f"(--skip-bad loads the rest and writes the bad rows to a "
+                                f"reject file):\n" + "\n".join(lines) + more)
+            reject_file = reject_file or f"{schema.name}.rejects.csv"
+            report.rejected = _write_rejects(bad, rowno, reject_file)
+            report.reject_file = reject_file
+        good = checked.where("__bad_reason IS NULL").selectExpr(
+            *[f"__v{i} AS {_q(c.name)}" for i, c in enumerate(schema.columns)])
+        t0 = time.perf_counter()
+        register(spark)
+        job = "load-" + uuid.uuid4().hex
+        try:
+            (good.write.format("noria").option("data_dir", os.path.abspath(data_dir))
+             .option("table", schema.name).option("job", job).option("ingest", "false")
+             .mode("append").save())
+            files, total = read_manifest(data_dir, job)
+            report.phases["spark_write"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            bar = _progress(total, schema.name, progress, out)
+            try:
+                report.rows = ingest(db, schema.name, files, batch_rows,
+                                     progress=bar.update if bar else None)
+            finally:
+                if bar:
+                    bar.close()
+            report.phases["ingest"] = time.perf_counter() - t0
+        finally:
+            shutil.rmtree(staging_dir(data_dir, job), ignore_errors=True)
+    finally:
+        db.close()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _progress(total: int, name: str, enabled: bool, out):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, unit="rows", unit_scale=True, desc=f"loading {name}", file=out)
+
+
+def _read(spark, fmt: str, paths: list[str]):
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+    if fmt == "parquet":
+        df = spark.read.parquet(*paths)
+    else:
+        header = spark.read.option("header", True).csv(paths).columns
+        if "_corrupt" in header:
+            raise LoadError("a CSV column may not be named _corrupt")
+        struct = StructType([StructField(c, StringType()) for c in header]
+                            + [StructField("_corrupt", StringType())])
+        df = (spark.read.schema(struct).option("header", True).option("enforceSchema", False)
+              .option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt")
+              .csv(paths))
+    # position of each row: its file split, and an id increasing within the split
+    return df.select("*", F.col("_metadata.file_path").alias("__file"),
+                     F.col("_metadata.file_block_start").alias("__block"),
+                     F.monotonically_increasing_id().alias("__mono"))
+
+
+def _validate(spark, raw, fmt: str, schema, db):
+    """``raw`` with __v0.. (the table's columns, converted), __bad_col, __bad_reason, __raw."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    data_cols = [c for c in raw.columns if not c.startswith("__") and c != "_corrupt"]
+    src = match_columns(data_cols, schema, f"{fmt} input")
+    fields = {f.name: f.dataType for f in raw.schema.fields}
+    nn = not_null(schema)
+    values, checks = [], []          # checks: (column name, condition, reason) in order
+    if fmt == "csv":
+        checks.append(("(whole row)", "_corrupt IS NOT NULL",
+                       "concat('malformed CSV line: ', substr(_corrupt, 1, 200))"))
+    for i, (s, col) in enumerate(zip(src, schema.columns)):
+        s_q = _q(s)
+        if fmt == "parquet":
+            if not spark_type_fits(fields[s], col.type):
+                raise LoadError(f"{fmt} input: column {s!r} has type {fields[s].simpleString()}, "
+                                f"which cannot be stored in {col.type.value} column {col.name!r} "
+                                f"(every row); nothing was loaded")
+            v = f"CAST({s_q} AS {_SPARK_SQL_TYPES[col.type]})"
+        else:
+            v = _parse_text(s_q, col.type)
+            if col.type is not SqlType.TEXT:
+                checks.append((col.name, f"{s_q} IS NOT NULL AND ({v}) IS NULL",
+                               f"concat('not a valid {col.type.value}: ', {s_q})"))
+        if nn[i]:
+            reason = "'NULL in a primary-key column'" if i in schema.primary_key \
+                else "'NULL in a NOT NULL column'"
+            checks.append((col.name, f"{s_q} IS NULL", reason))
+        values.append(F.expr(v).alias(f"__v{i}"))
+    df = raw.select("*", *values,
+                    F.to_json(F.struct(*[F.col(_q(c)) for c in data_cols])).alias("__raw"))
+    if schema.primary_key:
+        pk = [f"__v{i}" for i in schema.primary_key]
+        pk_name = ", ".join(schema.columns[i].name for i in schema.primary_key)
+        w = Window.partitionBy(*pk).orderBy("__file", "__mono")
+        df = df.withColumn("__pk_n", F.row_number().over(w))
+        checks.append((pk_name, "__pk_n > 1", "'duplicate primary key (an earlier row has it)'"))
+        existing = list(db.graph_[db.table(schema.name)._entry.node].op.by_key)
+        if existing:
+            from .arrow import rows_to_arrow
+            keys = rows_to_arrow(existing, [f"__k{j}" for j in range(len(pk))],
+                                 [schema.columns[i].type for i in schema.primary_key])
+            kdf = spark.createDataFrame(keys).withColumn("__exists", F.lit(True))
+            cond = [df[p] == kdf[f"__k{j}"] for j, p in enumerate(pk)]
+            df = df.join(F.broadcast(kdf) if len(existing) < 1_000_000 else kdf, cond, "left")
+            checks.append((pk_name, "__exists IS NOT NULL",
+                           "'primary key already in the table'"))
+    bad_col = "CASE " + " ".join(f"WHEN {c} THEN {_sql_str(n)}" for n, c, _ in checks) + " END" \
+        if checks else "CAST(NULL AS STRING)"
+    bad_reason = "CASE " + " ".join(f"WHEN {c} THEN {r}" for _, c, r in checks) + " END" \
+        if checks else "CAST(NULL AS STRING)"
+    df = df.select("*", F.expr(bad_col).alias("__bad_col"), F.expr(bad_reason).alias("__bad_reason"))
+    return df, src
+
+
+def _parse_text(s: str, t: SqlType) -> str:
+    """Spark SQL turning CSV text ``s`` into a value of ``t``; NULL where it is not one."""
+    if t is SqlType.TEXT:
+        return s
+    if t is SqlType.INT:
+        return f"CASE WHEN {s} RLIKE '{_INT_RE}' THEN try_cast(trim({s}) AS BIGINT) END"
+    if t is SqlType.FLOAT:
+        return f"CASE WHEN lower({s}) RLIKE '{_FLOAT_RE}' THEN try_cast(trim({s}) AS DOUBLE) END"
+    if t is SqlType.BOOL:
+        return (f"CASE WHEN lower(trim({s})) IN ('true', 't', '1', 'yes', 'y', 'on') THEN TRUE "
+                f"WHEN lower(trim({s})) IN ('false', 'f', '0', 'no', 'n', 'off') THEN FALSE END")
+    if t is SqlType.DATE:
+        return f"CASE WHEN trim({s}) RLIKE '{_DATE_RE}' THEN try_cast(trim({s}) AS DATE) END"
+    if t is SqlType.TIMESTAMP:
+        return f"CASE WHEN trim({s}) RLIKE '{_TS_RE}' THEN try_cast(trim({s}) AS TIMESTAMP_NTZ) END"
+    raise LoadError(f"cannot load a column of type {t.value}")
+
+
+def _row_numbers(raw):
+    """A function of a bad row (with __file, __block, __mono) giving its 1-based row number
+    in its file: rows before its split, plus its place within the split."""
+    from pyspark.sql import functions as F
+    splits = (raw.groupBy("__file", "__block", F.shiftright("__mono", 33).alias("__part"))
+              .agg(F.min("__mono").alias("first"), F.count(F.lit(1)).alias("n")).collect())
+    by_file: dict[str, list] = {}
+    for r in splits:
+        by_file.setdefault(r["__file"], []).append(r)
+    offset: dict[tuple, tuple[int, int]] = {}
+    for f, rs in by_file.items():
+        before = 0
+        for r in sorted(rs, key=lambda r: r["__block"]):
+            offset[(f, r["__block"], r["__part"])] = (before, r["first"])
+            before += r["n"]
+
+    def rowno(r) -> int:
+        before, first = offset[(r["__file"], r["__block"], r["__mono"] >> 33)]
+        return before + (r["__mono"] - first) + 1
+    return rowno
+
+
+def _write_rejects(bad, rowno, path: str) -> int:
+    rows = bad.select("__file", "__block", "__mono", "__bad_col", "__bad_reason", "__raw").toArrow()
+    n = rows.num_rows
+    recs = rows.to_pylist()
+    recs.sort(key=lambda r: (r["__file"], r["__mono"]))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["file", "row", "column", "reason", "values"])
+        for r in recs:
+            w.writerow([_display(r["__file"]), rowno(r), r["__bad_col"], r["__bad_reason"], r["__raw"]])
+    return n
+
+
+def main(args) -> int:
+    """The CLI entry (``noria-py load``)."""
+    from ..errors import Error
+    try:
+        report = load(args.table, args.paths, data_dir=args.data_dir, server=args.server,
+                      fmt=args.format, master=args.master, skip_bad=args.skip_bad,
+                      reject_file=args.reject_file, batch_rows=args.batch_rows,
+                      progress=not args.quiet)
+    except Error as exc:
+        print(f"noria-py load: {exc}", file=sys.stderr)
+        return 1
+    print(report)
+    return 0
+

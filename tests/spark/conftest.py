@@ -1,0 +1,17 @@
+"""One Spark session for the whole test run (it takes seconds to start)."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    pytest.importorskip("pyspark", reason="PySpark is not installed (pip install -e '.[spark]')")
+    from noria_py.spark import SparkUnavailableError, get_session
+    try:
+        session = get_session("local[2]", {"spark.sql.shuffle.partitions": "2",
+                                           "spark.default.parallelism": "2"})
+    except SparkUnavailableError as exc:
+        pytest.skip(str(exc))
+    yield session
+    session.stop()

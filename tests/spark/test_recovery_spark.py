@@ -1,0 +1,126 @@
+"""strategy="spark": random writes, a failure of a random non-base node, recovery by a
+Spark job, then every view compared with a failure-free twin and with DuckDB."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import noria_py
+from noria_py.errors import RecoveryError
+from tests.differential.oracle import Oracle, normalize
+from tests.differential.test_differential import DDL, KEYED, KEYS, VIEWS
+
+pytestmark = pytest.mark.spark
+
+
+def _db(shards: int) -> noria_py.Database:
+    db = noria_py.connect(shards=shards)
+    for sql in DDL:
+        db.execute(sql)
+    for name, sql in VIEWS.items():
+        db.execute(f"CREATE VIEW {name} AS {sql}")
+    for name, (sql, _) in KEYED.items():
+        db.execute(f"CREATE VIEW {name} AS {sql}")
+    return db
+
+
+def _writes(rng: random.Random, dbs, model: dict, n: int) -> None:
+    """``n`` random inserts and deletes, applied to every db and to the model."""
+    for _ in range(n):
+        kind = rng.random()
+        if kind < 0.5:
+            t, rows = "t1", [(rng.choice([None, 0, 1, 2, 3, 4, 5]), rng.choice([None, 0, 1, 2, 3, 4, 5]),
+                              rng.choice([None, "a", "b", "c", "zz"])) for _ in range(rng.randint(1, 6))]
+        elif kind < 0.8:
+            t, rows = "t2", [(rng.choice([None, 0, 1, 2, 3, 4, 5]), rng.choice([None, 0, 1, 2, 3]))
+                             for _ in range(rng.randint(1, 4))]
+        else:
+            t = rng.choice(["t1", "t2"])
+            if model[t]:
+                victim = model[t].pop(rng.randrange(len(model[t])))
+                for db in dbs:
+                    db.table(t).delete([victim])
+            continue
+        model[t].extend(rows)
+        for db in dbs:
+            db.table(t).insert(rows)
+
+
+def _same(db, twin, oracle, model) -> None:
+    db.wait()
+    twin.wait()
+    oracle.load(model)
+    for name in VIEWS:
+        got = normalize(db.view(name).all())
+        assert got == normalize(twin.view(name).all()), f"view {name} differs from the failure-free run"
+        assert got == oracle.query(VIEWS[name]), f"view {name} differs from DuckDB"
+    for name, (_, duck) in KEYED.items():
+        for k in KEYS:
+            got = normalize(db.view(name).lookup(k))
+            assert got == normalize(twin.view(name).lookup(k)), f"view {name} key {k}"
+            if k is not None:
+                assert got == oracle.query(duck, (k,)), f"view {name} key {k} vs DuckDB"
+
+
+@pytest.mark.parametrize("shards,seed", [(1, 1), (4, 2)])
+def test_spark_recovery_matches_failure_free_run(spark, shards, seed):
+    rng = random.Random(seed)
+    db, twin = _db(shards), _db(shards)
+    oracle = Oracle(DDL)
+    model = {"t1": [], "t2": []}
+    _writes(rng, [db, twin], model, 40)
+    nodes = [n for n in db.graph() if n["kind"] != "base"]
+    # one failure right below a base table (the largest purge), then random ones
+    first = [n["id"] for n in nodes if all(db.graph_[p].kind == "base" for p in n["parents"])]
+    victims = [rng.choice(first)] + rng.sample([n["id"] for n in nodes], 3)
+    for victim in victims:
+        db.fail(victim)
+        report = db.recover(victim, strategy="spark")
+        assert report.strategy == "spark" and victim in report.purged
+        _same(db, twin, oracle, model)
+        _writes(rng, [db, twin], model, 5)     # and it keeps up afterwards
+        _same(db, twin, oracle, model)
+    assert [r.strategy for r in db.recoveries()] == ["spark"] * len(victims)
+
+
+def test_spark_recovery_of_expressions_and_topk(spark):
+    ddl = "CREATE TABLE t (a INT, b FLOAT, c TEXT, d BOOL)"
+    views = {
+        "e": "SELECT a / 2 AS q, a % 3 AS r, -a AS n, b / 0 AS z, a * b AS m, "
+             "CASE WHEN c LIKE 'a%' THEN 'A' WHEN c IS NULL THEN NULL ELSE lower(c) END AS k, "
+             "length(c) AS l, COALESCE(c, 'none') || '!' AS s, NULLIF(a, 1) AS ni, ABS(a) AS ab, "
+             "CAST(b AS INT) AS bi, CAST(a AS FLOAT) AS af, NOT d AS nd "
+             "FROM t WHERE a IN (1, 2, 3, NULL) OR (d AND b >= 0.5) OR c <> 'x'",
+        "top": "SELECT a, b, c FROM t ORDER BY b DESC NULLS LAST, a ASC NULLS FIRST LIMIT 4 OFFSET 1",
+        "agg": "SELECT c, AVG(b) AS m, COUNT(DISTINCT a) AS k, SUM(DISTINCT a) AS s, MIN(d) AS lo "
+               "FROM t GROUP BY c",
+    }
+    rng = random.Random(9)
+    rows = [(rng.choice([None, -7, -1, 0, 1, 2, 3, 9]), rng.choice([None, -1.5, 0.0, 0.5, 2.25]),
+             rng.choice([None, "abc", "ax", "Bee", "x"]), rng.choice([None, True, False]))
+            for _ in range(60)]
+    dbs = []
+    for _ in range(2):
+        db = noria_py.connect(shards=2)
+        db.execute(ddl)
+        for n, q in views.items():
+            db.execute(f"CREATE VIEW {n} AS {q}")
+        db.table("t").insert(rows)
+        dbs.append(db)
+    db, twin = dbs
+    for n in db.graph():
+        if n["kind"] != "base" and db.graph_[n["parents"][0]].kind == "base":
+            db.fail(n["id"])
+            db.recover(n["id"], strategy="spark")
+    db.wait()
+    for n in views:
+        assert normalize(db.view(n).all()) == normalize(twin.view(n).all()), n
+
+
+def test_spark_recovery_refuses_base_tables(spark):
+    db = _db(1)
+    base = next(n["id"] for n in db.graph() if n["kind"] == "base")
+    db.fail(base)
+    with pytest.raises(RecoveryError, match="base table"):
+        db.recover(base, strategy="spark")
