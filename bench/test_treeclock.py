@@ -84,6 +84,23 @@ def test_make_diff_then_merge(benchmark, world):
     benchmark(op)
 
 
+def test_receive_fast(benchmark, world):
+    """receive() without argument checks: what the engine calls for its own arrays."""
+    benchmark.group = "receive_fast: the engine's unchecked receive (depth 3, fan-in 4)"
+    tc, pd = world.tc, world.parent_diff
+    clock = tc.merge(RECEIVER, world.clock, world.diff)
+    log = tc.new_log(RECEIVER)
+    edge = tc.edge(RECEIVER, PARENT)
+    receive_fast = tc.receive_fast
+
+    def op():
+        if len(log) >= 4096:
+            log.clear()
+        receive_fast(edge, pd, clock, log)
+
+    benchmark(op)
+
+
 def test_receive(benchmark, world):
     """make_diff + merge + log append; the Numba version does it in one kernel call."""
     benchmark.group = "receive = make_diff + merge + log append (depth 3, fan-in 4)"

@@ -51,6 +51,7 @@ class Domain:
     # ------------------------------------------------------------ tree-clock state
 
     def reset_clock_state(self) -> None:
+        self.edges = {}
         self.clock: np.ndarray | None = None
         self.diffs = None
         self.summary: np.ndarray | None = None   # merge of the diffs compacted away
@@ -64,6 +65,7 @@ class Domain:
     def attach_clocks(self, tc: "TreeClocks | None") -> None:
         """Use ``tc`` (rebuilt by the runtime whenever the graph grows)."""
         self.tc = tc
+        self.edges: dict[str | None, tuple] = {}      # parent -> tc.edge(...), filled lazily
         if tc is not None and self.clock is None:
             num = self.node.num
             self.clock = tc.zero(num)
@@ -82,8 +84,12 @@ class Domain:
         self.time += 1
         tc = self.tc
         if tc is not None:
-            self.last_diff = tc.receive(self.node.num, self.graph.nodes[src].num, msg.clock,
-                                        self.clock, self.diffs)
+            edge = self.edges.get(src)
+            if edge is None:
+                edge = self.edges[src] = tc.edge(self.node.num, self.graph.nodes[src].num)
+            # the engine's own arrays: the unchecked call (diffs from elsewhere are
+            # decoded, and checked, where they enter)
+            self.last_diff = tc.receive_fast(edge, msg.clock, self.clock, self.diffs)
             self.parent_low[src] = msg.low
             if len(self.diffs) >= COMPACT_AT:
                 self.compact_diffs()
@@ -94,7 +100,10 @@ class Domain:
         """A client write entering a base node (an input from outside the dataflow)."""
         self.time += 1
         if self.tc is not None:
-            self.last_diff = self.tc.receive(self.node.num, None, None, self.clock, self.diffs)
+            edge = self.edges.get(None)
+            if edge is None:
+                edge = self.edges[None] = self.tc.edge(self.node.num, None)
+            self.last_diff = self.tc.receive_fast(edge, None, self.clock, self.diffs)
             if len(self.diffs) >= COMPACT_AT:
                 # a base's diffs hold only its own time; a new log, since messages in
                 # flight still point into the old one's rows

@@ -314,6 +314,28 @@ class TreeClocks:
             log._n = n + 1
         return rows[n]
 
+    def edge(self, receiver: int, parent) -> tuple:
+        """The precomputed shape of edge ``parent -> receiver`` (``parent=None``: an
+        input from outside), for :meth:`receive_fast`; checked once, here."""
+        start, gather, _, _ = self._edge(receiver, parent)
+        return start, gather
+
+    def receive_fast(self, edge: tuple, parent_diff, clock: np.ndarray, log: DiffLog) -> np.ndarray:
+        """:meth:`receive` without its argument checks, for a caller that only passes
+        arrays this object made (the engine's own clocks, logs and the diffs its
+        messages carry, decoded and checked where they enter): one kernel call and the
+        log bookkeeping. Anything else is undefined behaviour; use :meth:`receive`."""
+        start, gather = edge
+        n = log._n
+        if n == log._rows.shape[0]:
+            log._grow()
+        rows = log._rows
+        if K.receive(clock, rows, n, _NO_DIFF if parent_diff is None else parent_diff,
+                     start, gather) < 0:
+            raise TreeClockError("time would overflow int64")
+        log._n = n + 1
+        return rows[n]
+
     def time_at(self, node: int, clock: np.ndarray, path) -> int:
         """The time at ``path`` in ``node``'s clock, e.g. ``(C, B)`` or ``(C, B, A)``."""
         lay = self._arr(node, clock)

@@ -33,3 +33,35 @@ def test_changed_upstream_is_not_reused():
     new = TreeClocks({1: (), 9: (), 2: (1, 9)}, 2, previous=old)
     assert new.layout(2) is not old.layout(2)
     assert new.paths(2) == TreeClocks({1: (), 9: (), 2: (1, 9)}, 2).paths(2)
+
+
+def test_receive_fast_matches_receive():
+    from treeclock import ReferenceTreeClocks
+    g = {1: (), 2: (1,), 3: (1,), 4: (2, 3)}
+    for cls in (TreeClocks, ReferenceTreeClocks):
+        tc = cls(g, 3)
+        slow = {n: tc.zero(n) for n in g}
+        fast = {n: tc.zero(n) for n in g}
+        slow_log, fast_log = tc.new_log(4), tc.new_log(4)
+        last_slow, last_fast = {}, {}
+        for step, (n, p) in enumerate([(1, None), (2, 1), (3, 1), (4, 2), (1, None), (3, 1),
+                                       (4, 3), (2, 1), (4, 2), (4, 3)] * 3):
+            pd_s = None if p is None else last_slow[p]
+            pd_f = None if p is None else last_fast[p]
+            last_slow[n] = tc.receive(n, p, pd_s, slow[n], slow_log if n == 4 else None)
+            edge = tc.edge(n, p)
+            last_fast[n] = tc.receive_fast(edge, pd_f, fast[n], fast_log if n == 4 else tc.new_log(n))
+        for n in g:
+            assert tc.to_paths(n, slow[n]) == tc.to_paths(n, fast[n])
+        assert len(slow_log) == len(fast_log) == 12
+
+
+def test_edge_checks_once():
+    import pytest
+
+    from treeclock import TreeClockError
+    tc = TreeClocks({1: (), 2: (1,)}, 2)
+    with pytest.raises(TreeClockError):
+        tc.edge(1, 2)          # 2 is not a parent of 1
+    with pytest.raises(TreeClockError):
+        tc.edge(2, None)       # 2 has parents: no input from outside
