@@ -60,8 +60,8 @@ def _assert_exactly_once(db, failed: set[str]):
             assert times == list(range(times[0], times[0] + len(times))), f"edge {src}->{dst} skipped"
 
 
-KINDS = ["sharder", "filter", "project", "union", "aggregate", "extremum", "join",
-         "distinct", "topk", "reader", "base"]
+KINDS = ["sharder", "filter", "project", "union", "aggregate", "extremum", "join", "setop",
+         "distinct", "topk", "reader", "base", "values"]
 
 
 @pytest.mark.parametrize("shards,seed", [(1, None), (1, 5), (4, None), (4, 9)],
