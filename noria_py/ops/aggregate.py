@@ -8,13 +8,12 @@ workload's shape, runs on a plain dict of counts.
 """
 from __future__ import annotations
 
-from operator import itemgetter
-
 from sql_frontend.plan import AggCall
 
 from ..batch import Batch
 from . import accumulators
 from .operator import Operator
+from .state import tuple_key
 
 
 class Aggregate(Operator):
@@ -28,13 +27,7 @@ class Aggregate(Operator):
         self.count_only = (len(aggs) == 1 and len(group_by) == 1 and not aggs[0].distinct
                            and aggs[0].func in ("count_star", "count"))
         self.args = [a.arg for a in aggs]
-        if not group_by:
-            self._key = lambda r: ()
-        elif len(group_by) == 1:
-            g = group_by[0]
-            self._key = lambda r: (r[g],)
-        else:
-            self._key = itemgetter(*group_by)
+        self._key = tuple_key(group_by)
         self.reset()
 
     def reset(self) -> None:

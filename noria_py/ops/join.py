@@ -8,23 +8,11 @@ right rows come and go. A NULL in a key matches nothing, as in SQL.
 """
 from __future__ import annotations
 
-from operator import itemgetter
-
 from ..batch import Batch
 from .operator import Operator
-from .state import index_add
+from .state import bare_key, index_add
 
 LEFT, RIGHT = 0, 1
-
-
-def _key_fn(cols: tuple[int, ...]):
-    """Index keys: the bare value for a one-column key (no tuple to build and hash per
-    row), a tuple otherwise."""
-    if not cols:
-        return lambda r: ()
-    if len(cols) == 1:
-        return itemgetter(cols[0])
-    return itemgetter(*cols)
 
 
 def _has_null(k) -> bool:
@@ -42,8 +30,8 @@ class Join(Operator):
         self.right_keys = right_keys
         self.left_width = left_width
         self.pad = (None,) * right_width
-        self._lkey = _key_fn(left_keys)
-        self._rkey = _key_fn(right_keys)
+        self._lkey = bare_key(left_keys)
+        self._rkey = bare_key(right_keys)
         self.reset()
 
     def reset(self) -> None:

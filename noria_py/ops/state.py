@@ -1,5 +1,27 @@
-"""The keyed multiset every stateful operator indexes its rows in: key -> {row: count}."""
+"""Keyed state shared by the stateful operators: key extraction, and the keyed multiset
+(key -> {row: count}) they index rows in."""
 from __future__ import annotations
+
+from operator import itemgetter
+from typing import Callable
+
+
+def tuple_key(cols: tuple[int, ...]) -> Callable[[tuple], tuple]:
+    """row -> the tuple of its ``cols`` (``()`` for no columns)."""
+    if not cols:
+        return lambda r: ()
+    if len(cols) == 1:
+        c = cols[0]
+        return lambda r: (r[c],)
+    return itemgetter(*cols)
+
+
+def bare_key(cols: tuple[int, ...]) -> Callable[[tuple], object]:
+    """Like ``tuple_key``, but a one-column key is the bare value: no tuple to build and
+    hash per row (the join's hot path)."""
+    if len(cols) == 1:
+        return itemgetter(cols[0])
+    return tuple_key(cols)
 
 
 def index_add(index: dict, key, row: tuple, sign: int) -> None:

@@ -8,8 +8,6 @@ slice is the same in every run.
 """
 from __future__ import annotations
 
-from operator import itemgetter
-
 from sortedcontainers import SortedKeyList
 
 from sql_frontend.plan import OrderKey
@@ -17,6 +15,7 @@ from sql_frontend.plan import OrderKey
 from ..batch import Batch
 from ..ordering import order_key
 from .operator import Operator
+from .state import tuple_key
 
 
 class TopK(Operator):
@@ -30,13 +29,7 @@ class TopK(Operator):
         self.offset = offset
         self.partition = partition
         self._sortkey = order_key(order)
-        if not partition:
-            self._part = lambda r: ()
-        elif len(partition) == 1:
-            p = partition[0]
-            self._part = lambda r: (r[p],)
-        else:
-            self._part = itemgetter(*partition)
+        self._part = tuple_key(partition)
         self.reset()
 
     def reset(self) -> None:

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import time
 
-from ..errors import RecoveryError
 from ..graph import Graph
 from ..planner import initialize
 from ..runtime.embedded import EmbeddedRuntime
+from .base import restore_upstream_bases
 from .report import RecoveryReport
 
 
 def recover(graph: Graph, runtime: EmbeddedRuntime, node_id: str) -> RecoveryReport:
     start = time.perf_counter()
+    resent = restore_upstream_bases(graph, runtime, node_id)
     if graph[node_id].kind == "base":
-        raise RecoveryError(
-            f"node {node_id} is a base table; lineage recovery rebuilds from base tables "
-            "and cannot rebuild one (base-table recovery from the durable log is not "
-            "implemented yet)")
+        return RecoveryReport(node=node_id, strategy="lineage", replayed_messages=resent,
+                              seconds=time.perf_counter() - start)
     runtime.wait()
     purged = graph.descendants(node_id)
     for nid in purged:

@@ -42,6 +42,7 @@ from ..batch import Batch
 from ..errors import RecoveryError
 from ..hashing import shard_of
 from ..spark.arrow import arrow_to_rows, expand, rows_to_arrow
+from .base import restore_upstream_bases
 from .report import RecoveryReport
 
 
@@ -49,11 +50,10 @@ def recover(db, node_id: str, spark=None) -> RecoveryReport:
     """Purge ``node_id`` and its descendants, rebuild their state with Spark."""
     start = time.perf_counter()
     graph, runtime, planner = db.graph_, db.runtime, db.planner
+    resent = restore_upstream_bases(graph, runtime, node_id)
     if graph[node_id].kind == "base":
-        raise RecoveryError(
-            f"node {node_id} is a base table; Spark lineage recovery rebuilds from base tables "
-            "and cannot rebuild one (base-table recovery from the durable log is not "
-            "implemented yet)")
+        return RecoveryReport(node=node_id, strategy="spark", replayed_messages=resent,
+                              seconds=time.perf_counter() - start)
     runtime.wait()
     purged = graph.descendants(node_id)
     purged_set = set(purged)

@@ -29,6 +29,7 @@ from ..errors import RecoveryError
 from ..graph import Graph
 from ..messages import Message
 from ..runtime.embedded import EmbeddedRuntime
+from .base import recover_base
 from .report import RecoveryReport
 
 
@@ -41,7 +42,7 @@ def recover(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> RecoveryReport:
         raise RecoveryError(f"node {node_id} has not failed; nothing to recover")
     node = graph[node_id]
     if node.kind == "base":
-        replayed = _recover_base(graph, rt, node_id)
+        replayed = recover_base(graph, rt, node_id)
         return RecoveryReport(node=node_id, strategy="treeclock",
                               seconds=_time.perf_counter() - start, replayed_messages=replayed)
     # Adjacent failures: a failed parent comes back first (a base from its log, an
@@ -50,7 +51,7 @@ def recover(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> RecoveryReport:
     for p in node.parents:
         if not rt.domains[p].alive:
             if graph[p].kind == "base":
-                replayed += _recover_base(graph, rt, p)
+                replayed += recover_base(graph, rt, p)
             else:
                 r, n = _recover_operator(graph, rt, p)
                 replayed, rows = replayed + r, rows + n
@@ -238,28 +239,3 @@ def output_through(graph: Graph, rt: EmbeddedRuntime, node_id: str, child: str,
     for m in later:
         full.extend(m.batch.negated())
     return full.consolidated()
-
-
-def _recover_base(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> int:
-    """A base table comes back from its durable log: its state is the log replayed, its
-    time the log's length; children get what they had not received."""
-    d = rt.domains[node_id]
-    node = graph[node_id]
-    history = rt.durable[node_id]
-    d.attach_clocks(rt.tc)
-    d.last_seen = {}
-    d.inbox.clear()
-    d.alive = True
-    seen = {c: rt.domains[c].last_seen.get(node_id, 0) for c in node.children
-            if rt.domains[c].alive}
-    # a failed child will ask for a resend when it recovers: keep its messages
-    low = min((seen.get(c, 0) for c in node.children), default=0)
-    sends: list[Message] = []
-    for batch in history:
-        out = d.write(batch)
-        sends.extend(m for m in out if m.time > seen.get(m.dst, 0) and m.dst in seen)
-        if d.time <= low:                   # children have these: no need to log them
-            for q in d.payload.values():
-                q.clear()
-    rt.send_all(sends)
-    return len(sends)

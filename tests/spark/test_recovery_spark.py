@@ -118,9 +118,12 @@ def test_spark_recovery_of_expressions_and_topk(spark):
         assert normalize(db.view(n).all()) == normalize(twin.view(n).all()), n
 
 
-def test_spark_recovery_refuses_base_tables(spark):
+def test_spark_recovery_restores_base_tables_from_their_log(spark):
     db = _db(1)
     base = next(n["id"] for n in db.graph() if n["kind"] == "base")
+    before = {n: normalize(db.view(n).all()) for n in db.views()}
     db.fail(base)
-    with pytest.raises(RecoveryError, match="base table"):
-        db.recover(base, strategy="spark")
+    report = db.recover(base, strategy="spark")
+    db.wait()
+    assert report.strategy == "spark"
+    assert {n: normalize(db.view(n).all()) for n in db.views()} == before
