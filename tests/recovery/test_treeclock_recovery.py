@@ -88,7 +88,7 @@ def test_recovery_matches_duckdb(shards, seed, early, before, during, after, pic
         below = [c for c in g[victim]["children"] if g[c]["children"]]
         if below:
             failed.append(below[pick % len(below)])
-    elif adjacent == "parent" and kind != "base":
+    elif adjacent == "parent" and g[victim]["parents"]:
         failed.append(g[victim]["parents"][pick % len(g[victim]["parents"])])
     for node in failed:
         db.fail(node)
