@@ -10,6 +10,7 @@ from typing import Any, Iterable, Sequence
 
 import sql_frontend
 from sql_frontend import plan as lp
+from sql_frontend.expr import Col
 from sql_frontend.types import TableSchema
 
 from .batch import Batch
@@ -276,13 +277,10 @@ class Database:
 
     def _update(self, stmt: lp.Update) -> Result:
         entry, rows = self._matching(stmt.table, stmt.where)
-        width = len(entry.schema.columns)
         assign = dict(stmt.assignments)
-        from sql_frontend.expr import Col
         newrow = compile_row(tuple(assign.get(i, Col(i, c.type))
                                    for i, c in enumerate(entry.schema.columns)))
         new = [tuple(newrow(r)) for r in rows]
-        assert all(len(r) == width for r in new)
         if rows:
             self._write(entry, new, rows)
         return Result(rowcount=len(rows))
