@@ -51,3 +51,22 @@ def restore_upstream_bases(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> i
             sent += recover_base(graph, rt, n)
         stack.extend(graph[n].parents)
     return sent
+
+
+def purge_set(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> list[str]:
+    """What a lineage rebuild recomputes, in topological order: ``node_id``, every failed
+    operator above it (whose state it would read), and everything downstream of them."""
+    roots = {node_id}
+    stack, seen = list(graph[node_id].parents), set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if not rt.domains[n].alive and graph[n].kind != "base":
+            roots.add(n)
+        stack.extend(graph[n].parents)
+    purged: set[str] = set()
+    for r in roots:
+        purged.update(graph.descendants(r))
+    return [n for n in graph.topological() if n in purged]

@@ -1,5 +1,5 @@
-"""Noria's original recovery: purge the failed node and everything downstream of it,
-then recompute their state from the base tables.
+"""Noria's original recovery: purge the failed node and everything downstream of it
+(and of any failed operator above it), then recompute their state from the base tables.
 
 Recovery time grows with the data behind the purged nodes, which is what the
 tree-clock protocol avoids. The runtime is drained first (messages to dead nodes are
@@ -12,7 +12,7 @@ import time
 from ..graph import Graph
 from ..planner import initialize
 from ..runtime.embedded import EmbeddedRuntime
-from .base import restore_upstream_bases
+from .base import purge_set, restore_upstream_bases
 from .report import RecoveryReport
 
 
@@ -23,7 +23,7 @@ def recover(graph: Graph, runtime: EmbeddedRuntime, node_id: str) -> RecoveryRep
         return RecoveryReport(node=node_id, strategy="lineage", replayed_messages=resent,
                               seconds=time.perf_counter() - start)
     runtime.wait()
-    purged = graph.descendants(node_id)
+    purged = purge_set(graph, runtime, node_id)
     for nid in purged:
         d = runtime.domains[nid]
         d.crash()

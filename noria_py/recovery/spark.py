@@ -42,7 +42,7 @@ from ..batch import Batch
 from ..errors import RecoveryError
 from ..hashing import shard_of
 from ..spark.arrow import arrow_to_rows, expand, rows_to_arrow
-from .base import restore_upstream_bases
+from .base import purge_set, restore_upstream_bases
 from .report import RecoveryReport
 
 
@@ -55,7 +55,7 @@ def recover(db, node_id: str, spark=None) -> RecoveryReport:
         return RecoveryReport(node=node_id, strategy="spark", replayed_messages=resent,
                               seconds=time.perf_counter() - start)
     runtime.wait()
-    purged = graph.descendants(node_id)
+    purged = purge_set(graph, runtime, node_id)
     purged_set = set(purged)
     stateful = [n for n in purged if graph[n].op.stateful]
     for nid in stateful:
