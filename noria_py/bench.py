@@ -246,14 +246,126 @@ def run_overhead(argv: list[str]) -> int:
 
 # ---------------------------------------------------------------- entry point
 
-BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead}
+# ---------------------------------------------------------------- peers
+
+def _reads_per_s(fn, keys) -> tuple[float, float]:
+    """(reads per second, p50 µs) of ``fn(key)`` over ``keys``."""
+    samples = []
+    clock = time.perf_counter_ns
+    t0 = time.perf_counter()
+    for k in keys:
+        t1 = clock()
+        fn(k)
+        samples.append((clock() - t1) / 1000)
+    return len(keys) / (time.perf_counter() - t0), float(np.percentile(samples, 50))
+
+
+def run_peers(argv: list[str]) -> int:
+    """The vote workload on noria-py and on its peers, same data, same machine, one run:
+    DuckDB computing the query per read, DuckDB with the aggregate materialized by hand
+    and refreshed by recomputation, SQLite with an index and a hand-written correlated
+    lookup, SQLite with a hand-materialized count table. Pathway, if installed."""
+    import sqlite3
+
+    import duckdb
+    import pyarrow as pa
+    p = argparse.ArgumentParser(prog="noria-py bench peers")
+    p.add_argument("--articles", type=int, default=100_000)
+    p.add_argument("--votes", type=int, default=1_000_000)
+    p.add_argument("--batch", type=int, default=10_000)
+    p.add_argument("--reads", type=int, default=20_000)
+    p.add_argument("--duckdb-reads", type=int, default=300)
+    a = p.parse_args(argv)
+    rng = random.Random(5)
+    print(f"peers: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch:,}")
+    for dist, zipf in (("uniform", None), ("zipf", 1.2)):
+        data = workloads.votes(a.votes, a.articles, zipf=zipf)
+        keys = [rng.randrange(a.articles) for _ in range(a.reads)]
+        rows = {}
+        # noria-py
+        db = connect()
+        workloads.setup(db, a.articles)
+        vote = db.table("vote")
+        chunks = [[tuple(r) for r in data[i:i + a.batch].tolist()]
+                  for i in range(0, a.votes, a.batch)]
+        t0 = time.perf_counter()
+        for c in chunks:
+            vote.insert(c)
+        db.wait()
+        updates = a.votes / (time.perf_counter() - t0)
+        view = db.view(workloads.VIEW_NAME)
+        rows["noria-py"] = (*_reads_per_s(view.lookup, keys), updates)
+        db.close()
+        # DuckDB
+        con = duckdb.connect()
+        con.register("v", pa.table({"article_id": data[:, 0], "user_id": data[:, 1]}))
+        con.register("a", pa.table({"id": np.arange(a.articles),
+                                    "title": [f"article {i}" for i in range(a.articles)]}))
+        con.execute("CREATE TABLE vote AS SELECT * FROM v")
+        con.execute("CREATE TABLE article AS SELECT * FROM a")
+        rows["DuckDB, query per read"] = (*_reads_per_s(
+            lambda k: con.execute(workloads.READ_SQL, [k]).fetchall(), keys[:a.duckdb_reads]), None)
+        refresh = ("CREATE OR REPLACE TABLE vc AS SELECT article.id, article.title, "
+                   "COUNT(vote.user_id) AS votes FROM article LEFT JOIN vote "
+                   "ON article.id = vote.article_id GROUP BY article.id, article.title")
+        t0 = time.perf_counter()
+        con.execute(refresh)
+        refresh_s = time.perf_counter() - t0
+        rows["DuckDB, materialized by hand"] = (*_reads_per_s(
+            lambda k: con.execute("SELECT * FROM vc WHERE id = ?", [k]).fetchall(),
+            keys[:a.duckdb_reads * 3]), a.batch / refresh_s)
+        # SQLite
+        sq = sqlite3.connect(":memory:")
+        sq.execute("CREATE TABLE article (id INTEGER PRIMARY KEY, title TEXT)")
+        sq.execute("CREATE TABLE vote (article_id INTEGER, user_id INTEGER)")
+        sq.execute("CREATE INDEX vote_article ON vote (article_id)")
+        sq.executemany("INSERT INTO article VALUES (?, ?)", workloads.articles(a.articles))
+        sq.executemany("INSERT INTO vote VALUES (?, ?)", data.tolist())
+        q = ("SELECT id, title, (SELECT COUNT(user_id) FROM vote WHERE article_id = article.id) "
+             "FROM article WHERE id = ?")
+        rows["SQLite, index + correlated lookup"] = (*_reads_per_s(
+            lambda k: sq.execute(q, (k,)).fetchall(), keys), None)
+        sq.execute("CREATE TABLE vc AS SELECT article_id AS id, COUNT(user_id) AS votes "
+                   "FROM vote GROUP BY article_id")
+        sq.execute("CREATE UNIQUE INDEX vc_id ON vc (id)")
+        rows["SQLite, count table by hand"] = (*_reads_per_s(
+            lambda k: sq.execute("SELECT article.id, title, votes FROM article LEFT JOIN vc "
+                                 "ON vc.id = article.id WHERE article.id = ?", (k,)).fetchall(),
+            keys), None)
+        try:
+            import pathway  # noqa: F401
+            note = "Pathway is installed but its runner is not wired in yet"
+        except ImportError:
+            note = "Pathway: not installed (pip install pathway), skipped"
+        print(f"\n{dist}:")
+        print(f"  {'engine':36} {'reads/s':>12} {'read p50 µs':>12} {'votes/s':>12}")
+        for name, (rps, p50, ups) in rows.items():
+            u = f"{ups:>12,.0f}" if ups else f"{'':>12}"
+            print(f"  {name:36} {rps:>12,.0f} {p50:>12.1f} {u}")
+        base = rows["noria-py"]
+        print(f"  noria-py reads vs DuckDB per read: "
+              f"{base[0] / rows['DuckDB, query per read'][0]:,.0f}x; {note}")
+        if dist == "uniform":
+            data_refresh = refresh_s
+    print(f"\n(DuckDB's 'votes/s' is a batch of {a.batch:,} votes over one full refresh, "
+          f"{data_refresh * 1000:.0f} ms)")
+    return 0
+
+
+def run_load(argv: list[str]) -> int:
+    from .spark.loadbench import main
+    return main(argv)
+
+
+BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
+           "load": run_load, "peers": run_peers}
 
 
 def run_bench(name: str, argv: list[str]) -> int:
     fn = BENCHES.get(name)
     if fn is None:
         print(f"noria-py bench: unknown or not yet available benchmark {name!r}; "
-              f"available: {', '.join(BENCHES)} (load and peers are still to come)",
+              f"available: {', '.join(BENCHES)}",
               file=sys.stderr)
         return 2
     return fn(argv)

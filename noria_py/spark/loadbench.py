@@ -1,6 +1,7 @@
-"""`noria-py load` from Parquet against Table.insert of the same rows (docs/benchmarks-spark.md).
+"""``noria-py bench load``: `noria-py load` from Parquet against Table.insert of the same
+rows (docs/benchmarks-spark.md).
 
-    .venv/bin/python bench/spark_load.py --rows 1000000 --repeat 3
+    .venv/bin/noria-py bench load --rows 1000000 --repeat 3
 
 Each run starts from a fresh data dir holding the vote table (no views). `load` is timed
 as the whole command in a new process (Spark start-up included) and, separately, its
@@ -34,12 +35,12 @@ def fresh(root: Path, name: str) -> str:
     return str(d)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="noria-py bench load")
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[*]")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="noria-load-bench-"))
     n = a.rows
     table = pa.table({"article_id": pa.array([i % 100_000 for i in range(n)], pa.int64()),
@@ -82,7 +83,8 @@ def main() -> None:
            "phases_median_s": {k: statistics.median(p[k] for p in phases) for k in phases[0]}}
     print(json.dumps(out, indent=1))
     shutil.rmtree(root, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
