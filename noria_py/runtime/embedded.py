@@ -207,8 +207,11 @@ class EmbeddedRuntime:
     # ------------------------------------------------------------ failure
 
     def crash(self, node_id: str) -> None:
+        """The node loses its memory; what was sent to it is lost, and so is what it had
+        sent that has not arrived (its connections reset): a child's last-seen time is
+        then final until recovery, which regenerates the rest."""
         self.domains[node_id].crash()
-        self._drop_where(lambda m: m.dst == node_id)
+        self._drop_where(lambda m: m.dst == node_id or m.src == node_id)
 
     def _drop_where(self, pred) -> None:
         if self.seed is None:
