@@ -70,3 +70,15 @@ def purge_set(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> list[str]:
     for r in roots:
         purged.update(graph.descendants(r))
     return [n for n in graph.topological() if n in purged]
+
+
+def prepare_rebuild(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> tuple[int, list[str] | None]:
+    """The common start of a lineage rebuild (in the engine or with Spark): restore the
+    failed bases above, let the graph go quiet (messages to failed nodes are lost), and
+    name the nodes to recompute. Returns (messages resent, purge set), the purge set
+    None when ``node_id`` is itself a base table, which is then already back."""
+    resent = restore_upstream_bases(graph, rt, node_id)
+    if graph[node_id].kind == "base":
+        return resent, None
+    rt.wait()
+    return resent, purge_set(graph, rt, node_id)

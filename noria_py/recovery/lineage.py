@@ -12,18 +12,16 @@ import time
 from ..graph import Graph
 from ..planner import initialize
 from ..runtime.embedded import EmbeddedRuntime
-from .base import purge_set, restore_upstream_bases
+from .base import prepare_rebuild
 from .report import RecoveryReport
 
 
 def recover(graph: Graph, runtime: EmbeddedRuntime, node_id: str) -> RecoveryReport:
     start = time.perf_counter()
-    resent = restore_upstream_bases(graph, runtime, node_id)
-    if graph[node_id].kind == "base":
+    resent, purged = prepare_rebuild(graph, runtime, node_id)
+    if purged is None:
         return RecoveryReport(node=node_id, strategy="lineage", replayed_messages=resent,
                               seconds=time.perf_counter() - start)
-    runtime.wait()
-    purged = purge_set(graph, runtime, node_id)
     for nid in purged:
         d = runtime.domains[nid]
         d.crash()

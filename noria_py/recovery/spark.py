@@ -42,7 +42,7 @@ from ..batch import Batch
 from ..errors import RecoveryError
 from ..hashing import shard_of
 from ..spark.arrow import arrow_to_rows, expand, rows_to_arrow
-from .base import purge_set, restore_upstream_bases
+from .base import prepare_rebuild
 from .report import RecoveryReport
 
 
@@ -50,12 +50,10 @@ def recover(db, node_id: str, spark=None) -> RecoveryReport:
     """Purge ``node_id`` and its descendants, rebuild their state with Spark."""
     start = time.perf_counter()
     graph, runtime, planner = db.graph_, db.runtime, db.planner
-    resent = restore_upstream_bases(graph, runtime, node_id)
-    if graph[node_id].kind == "base":
+    resent, purged = prepare_rebuild(graph, runtime, node_id)
+    if purged is None:
         return RecoveryReport(node=node_id, strategy="spark", replayed_messages=resent,
                               seconds=time.perf_counter() - start)
-    runtime.wait()
-    purged = purge_set(graph, runtime, node_id)
     purged_set = set(purged)
     stateful = [n for n in purged if graph[n].op.stateful]
     for nid in stateful:
