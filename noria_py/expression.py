@@ -13,6 +13,7 @@ import datetime
 import math
 import re
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any, Callable
 
 from sql_frontend.expr import Call, Col, Expr, Lit
@@ -325,17 +326,20 @@ def compile_expr(e: Expr) -> RowFn:
     return eval(f"lambda r: {body}", ns)  # noqa: S307 - source is generated from a typed tree
 
 
+def columns_getter(cols: tuple[int, ...]) -> Callable[[tuple], tuple]:
+    """row -> the tuple of its ``cols`` (``()`` for no columns), without generated code."""
+    if not cols:
+        return lambda r: ()
+    if len(cols) == 1:
+        c = cols[0]
+        return lambda r: (r[c],)
+    return itemgetter(*cols)
+
+
 def compile_row(exprs: tuple[Expr, ...]) -> Callable[[tuple], tuple]:
     """A function row -> tuple of every expression's value (one generated lambda)."""
     if all(isinstance(e, Col) for e in exprs):
-        idx = [e.index for e in exprs]
-        if not idx:
-            return lambda r: ()
-        if len(idx) == 1:
-            i = idx[0]
-            return lambda r: (r[i],)
-        from operator import itemgetter
-        return itemgetter(*idx)
+        return columns_getter(tuple(e.index for e in exprs))
     c = _Compiler()
     parts = [c.src(e) for e in exprs]
     ns = dict(_NAMESPACE)

@@ -5,15 +5,9 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Callable
 
+from ..expression import columns_getter
 
-def tuple_key(cols: tuple[int, ...]) -> Callable[[tuple], tuple]:
-    """row -> the tuple of its ``cols`` (``()`` for no columns)."""
-    if not cols:
-        return lambda r: ()
-    if len(cols) == 1:
-        c = cols[0]
-        return lambda r: (r[c],)
-    return itemgetter(*cols)
+tuple_key = columns_getter    # row -> the tuple of its key columns
 
 
 def bare_key(cols: tuple[int, ...]) -> Callable[[tuple], object]:
