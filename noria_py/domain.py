@@ -1,4 +1,4 @@
-"""A domain shard: one node's operator plus its inbox, handling one message at a time.
+"""A domain shard: one node's operator and its state, handling one message at a time.
 
 Noria groups several operators into one domain; here each node shard is its own
 domain, which keeps recovery per node (a failed node is exactly one domain) at the
@@ -36,7 +36,6 @@ class Domain:
     def __init__(self, graph: Graph, node: Node) -> None:
         self.graph = graph
         self.node = node
-        self.inbox: deque[Message] = deque()
         self.time = 0                 # messages received so far
         self.alive = True
         self.ports = {p: i for i, p in enumerate(node.parents)}
@@ -133,9 +132,9 @@ class Domain:
         return sends
 
     def crash(self) -> None:
-        """Lose everything held in memory: state, inbox, time, clock and logs."""
+        """Lose everything held in memory: state, time, clock and logs (the runtime drops
+        the inbox, the messages queued for this node)."""
         self.node.op.reset()
-        self.inbox.clear()
         self.time = 0
         self.last_seen = {}
         self.reset_clock_state()

@@ -20,7 +20,6 @@ def recover_base(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> int:
     history = rt.durable[node_id]
     d.attach_clocks(rt.tc)
     d.last_seen = {}
-    d.inbox.clear()
     d.alive = True
     seen = {c: rt.domains[c].last_seen.get(node_id, 0) for c in node.children
             if rt.domains[c].alive}

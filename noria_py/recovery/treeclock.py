@@ -145,7 +145,6 @@ def _recover_operator(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> tuple[
     d.clock = t_star.copy()
     d.time = t_min
     d.last_seen = dict(resume)
-    d.inbox.clear()
     d.alive = True
     rows = 0
     if node.op.stateful:
