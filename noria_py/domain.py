@@ -15,7 +15,7 @@ times: recovery then knows exactly which input was processed at which time
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -30,6 +30,15 @@ if TYPE_CHECKING:  # pragma: no cover
 ACK_EVERY = 32
 #: compact the diff log when it holds this many diffs
 COMPACT_AT = 256
+
+
+class DomainInfo(NamedTuple):
+    alive: bool
+    time: int
+    last_seen: dict[str, int]
+    clock: np.ndarray | None
+    log_rows: np.ndarray | None      # the summary of compacted diffs, then the diffs
+    diff_rows: np.ndarray | None
 
 
 class Domain:
@@ -131,6 +140,56 @@ class Domain:
                 log.append(m)
         return sends
 
+    def write_history(self, history, seen: dict[str, int], low: int) -> list[Message]:
+        """A base back from its durable log: its state is the log replayed, its time the
+        log's length; returns what the children named in ``seen`` have not received
+        (a failed child asks for its own resend when it recovers)."""
+        self.last_seen = {}
+        self.alive = True
+        sends: list[Message] = []
+        for batch in history:
+            out = self.write(batch)
+            sends.extend(m for m in out if m.dst in seen and m.time > seen[m.dst])
+            if self.time <= low:                # children have these: no need to log them
+                for q in self.payload.values():
+                    q.clear()
+        return sends
+
+    def restore(self, time: int, clock: np.ndarray, last_seen: dict[str, int]) -> None:
+        """Restart an empty (recovered) node at ``time`` with ``clock``, having taken
+        each parent's output up to ``last_seen``."""
+        self.attach_clocks(self.tc)
+        self.clock = clock.copy()
+        self.time = time
+        self.last_seen = dict(last_seen)
+        self.alive = True
+
+    def settle(self, parents: dict[str, tuple[int, np.ndarray | None, bool]]) -> None:
+        """A newly filled node has seen its parents' output up to now without a message:
+        record it, as last-seen times and as a diff in its clock and summary, so that a
+        later recovery of a parent resumes from here. ``parents`` maps each parent to
+        (its time, its clock, whether it is newly filled too)."""
+        tc = self.tc
+        for p, (ptime, pclock, fresh) in parents.items():
+            if not fresh:
+                self.last_seen[p] = ptime
+            if tc is not None:
+                seen = tc.make_diff(self.node.num, self.graph.nodes[p].num, pclock, self.time + 1)
+                seen[0] = self.time
+                tc.merge_into(self.node.num, self.summary, seen)
+                tc.merge_into(self.node.num, self.clock, seen)
+
+    def info(self) -> "DomainInfo":
+        """What recovery reads of a node, taken at one instant."""
+        return DomainInfo(self.alive, self.time, dict(self.last_seen),
+                          None if self.tc is None else self.clock.copy(),
+                          None if self.tc is None else self.log_rows(),
+                          None if self.tc is None else self.diffs.rows.copy())
+
+    def payload_after(self, child: str, time: int) -> tuple[list[Message], int]:
+        """The logged messages to ``child`` after ``time``, and this node's time."""
+        return [m for m in self.payload.get(child, ()) if m.time > time], self.time
+
     def crash(self) -> None:
         """Lose everything held in memory: state, time, clock and logs (the runtime drops
         the inbox, the messages queued for this node)."""
@@ -141,6 +200,40 @@ class Domain:
         self.alive = False
 
     # ------------------------------------------------------------ garbage collection
+
+    def progress_report(self) -> list[tuple[str, int, dict[str, int], bool]]:
+        """What this node tells each parent B about how far it has got: its time on B's
+        last message and, per grandparent A, the entry of its clock on the (self, B, A)
+        path; the last flag says its own state reflects them (it has no children)."""
+        self.unacked = 0
+        nodes = self.graph.nodes
+        childless = not self.node.children
+        layout = self.tc.layout(self.node.num) if self.tc is not None else None
+        reports = []
+        for b_id in self.node.parents:
+            paths = {}
+            if layout is not None:
+                b = nodes[b_id]
+                for a_id in b.parents:
+                    pos = layout.position((self.node.num, b.num, nodes[a_id].num))
+                    paths[a_id] = int(self.clock[pos])
+            reports.append((b_id, self.last_seen.get(b_id, 0), paths, childless))
+        return reports
+
+    def on_progress(self, child: str, time: int, paths: dict[str, int],
+                    childless: bool) -> list[tuple[str, int]]:
+        """A child's report; once every child has reported, this node's low mark rises
+        and it returns (parent, level) trims: what all its children reflect of that
+        parent's messages to this node."""
+        if childless:
+            self.truncate(child, time)
+        self.progress[child] = (time, paths)
+        children = self.node.children
+        if not all(ch in self.progress for ch in children):
+            return []
+        self.low = min(self.progress[ch][0] for ch in children)
+        return [(a, min(self.progress[ch][1].get(a, 0) for ch in children))
+                for a in self.node.parents]
 
     def truncate(self, child: str, level: int) -> None:
         """Drop logged messages to ``child`` up to time ``level``: every child of

@@ -66,6 +66,10 @@ class Reader(Operator):
         expand(bucket, out)
         return self._finish(out)
 
+    def lookup_many(self, keys: list) -> list[list[tuple]]:
+        lookup = self.lookup
+        return [lookup(k) for k in keys]
+
     def all(self) -> list[tuple]:
         out: list[tuple] = []
         for bucket in self.state.values():

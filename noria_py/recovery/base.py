@@ -8,35 +8,20 @@ write is never lost.
 from __future__ import annotations
 
 from ..graph import Graph
-from ..messages import Message
-from ..runtime.embedded import EmbeddedRuntime
+from ..runtime import Runtime
 
 
-def recover_base(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> int:
+def recover_base(graph: Graph, rt, node_id: str) -> int:
     """A base table comes back from its durable log: its state is the log replayed, its
     time the log's length; children get what they had not received."""
-    d = rt.domains[node_id]
     node = graph[node_id]
-    history = rt.durable[node_id]
-    d.attach_clocks(rt.tc)
-    d.last_seen = {}
-    d.alive = True
-    seen = {c: rt.domains[c].last_seen.get(node_id, 0) for c in node.children
-            if rt.domains[c].alive}
+    seen = {c: rt.info(c).last_seen.get(node_id, 0) for c in node.children if rt.alive(c)}
     # a failed child will ask for a resend when it recovers: keep its messages
     low = min((seen.get(c, 0) for c in node.children), default=0)
-    sends: list[Message] = []
-    for batch in history:
-        out = d.write(batch)
-        sends.extend(m for m in out if m.time > seen.get(m.dst, 0) and m.dst in seen)
-        if d.time <= low:                   # children have these: no need to log them
-            for q in d.payload.values():
-                q.clear()
-    rt.send_all(sends)
-    return len(sends)
+    return rt.restore_base(node_id, seen, low)
 
 
-def restore_upstream_bases(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> int:
+def restore_upstream_bases(graph: Graph, rt: "Runtime", node_id: str) -> int:
     """Bring back every failed base table at or above ``node_id`` (lineage rebuilds read
     them); returns the number of messages resent."""
     sent = 0
@@ -46,13 +31,13 @@ def restore_upstream_bases(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> i
         if n in seen:
             continue
         seen.add(n)
-        if graph[n].kind == "base" and not rt.domains[n].alive:
+        if graph[n].kind == "base" and not rt.alive(n):
             sent += recover_base(graph, rt, n)
         stack.extend(graph[n].parents)
     return sent
 
 
-def purge_set(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> list[str]:
+def purge_set(graph: Graph, rt: "Runtime", node_id: str) -> list[str]:
     """What a lineage rebuild recomputes, in topological order: ``node_id``, every failed
     operator above it (whose state it would read), and everything downstream of them."""
     roots = {node_id}
@@ -62,7 +47,7 @@ def purge_set(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> list[str]:
         if n in seen:
             continue
         seen.add(n)
-        if not rt.domains[n].alive and graph[n].kind != "base":
+        if not rt.alive(n) and graph[n].kind != "base":
             roots.add(n)
         stack.extend(graph[n].parents)
     purged: set[str] = set()
@@ -71,7 +56,7 @@ def purge_set(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> list[str]:
     return [n for n in graph.topological() if n in purged]
 
 
-def prepare_rebuild(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> tuple[int, list[str] | None]:
+def prepare_rebuild(graph: Graph, rt: "Runtime", node_id: str) -> tuple[int, list[str] | None]:
     """The common start of a lineage rebuild (in the engine or with Spark): restore the
     failed bases above, let the graph go quiet (messages to failed nodes are lost), and
     name the nodes to recompute. Returns (messages resent, purge set), the purge set

@@ -11,21 +11,19 @@ import time
 
 from ..graph import Graph
 from ..planner import initialize
-from ..runtime.embedded import EmbeddedRuntime
+from ..runtime import Runtime
 from .base import prepare_rebuild
 from .report import RecoveryReport
 
 
-def recover(graph: Graph, runtime: EmbeddedRuntime, node_id: str) -> RecoveryReport:
+def recover(graph: Graph, runtime: Runtime, node_id: str) -> RecoveryReport:
     start = time.perf_counter()
     resent, purged = prepare_rebuild(graph, runtime, node_id)
     if purged is None:
         return RecoveryReport(node=node_id, strategy="lineage", replayed_messages=resent,
                               seconds=time.perf_counter() - start)
     for nid in purged:
-        d = runtime.domains[nid]
-        d.crash()
-        d.alive = True
+        runtime.reset(nid)
     initialize(graph, set(purged))
     runtime.settle(set(purged))
     seconds = time.perf_counter() - start

@@ -67,9 +67,7 @@ def recover(db, node_id: str, spark=None) -> RecoveryReport:
     inputs = _compute_inputs(spark, db, purged_set, stateful)
 
     for nid in purged:
-        d = runtime.domains[nid]
-        d.crash()
-        d.alive = True
+        runtime.reset(nid)
     rows_in = 0
     shards = planner.shards
     for nid in stateful:
@@ -125,7 +123,7 @@ def _compute_inputs(spark, db, purged: set[str], stateful: list[str]) -> dict:
             return None
         nodes = [graph[s] for s in dict.fromkeys(stream.sources) if s in graph]
         if (not nodes or len(nodes) != len(set(stream.sources))
-                or any(n.id in purged or not n.op.stateful or not db.runtime.domains[n.id].alive
+                or any(n.id in purged or not n.op.stateful or not db.runtime.alive(n.id)
                        for n in nodes)):
             return None
         # intact materialized state: its output is this relation's rows

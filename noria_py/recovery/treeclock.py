@@ -28,17 +28,17 @@ from ..batch import Batch
 from ..errors import RecoveryError
 from ..graph import Graph
 from ..messages import Message
-from ..runtime.embedded import EmbeddedRuntime
+from ..runtime import Runtime
 from .base import recover_base
 from .report import RecoveryReport
 
 
-def recover(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> RecoveryReport:
+def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
     start = _time.perf_counter()
     if rt.tc is None:
         raise RecoveryError("tree-clock recovery needs clocks: this database was opened with "
                             "connect(clocks=False); use strategy='lineage'")
-    if rt.domains[node_id].alive:
+    if rt.alive(node_id):
         raise RecoveryError(f"node {node_id} has not failed; nothing to recover")
     node = graph[node_id]
     if node.kind == "base":
@@ -49,7 +49,7 @@ def recover(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> RecoveryReport:
     # operator through its grandchildren's clocks, which depth 3 keeps).
     replayed = rows = 0
     for p in node.parents:
-        if not rt.domains[p].alive:
+        if not rt.alive(p):
             if graph[p].kind == "base":
                 replayed += recover_base(graph, rt, p)
             else:
@@ -66,14 +66,15 @@ class _Witness:
     where in them B's entries sit. A failed child is stood in for by its own children,
     reading the (grandchild, child, B) paths of their clocks."""
 
-    def __init__(self, graph: Graph, rt: EmbeddedRuntime, via: list[str], b: str) -> None:
+    def __init__(self, graph: Graph, rt: Runtime, via: list[str], b: str) -> None:
         tc = rt.tc
         self.owner = via[0]
         self.prefix = tuple(graph[x].num for x in via) + (graph[b].num,)
-        d = rt.domains[self.owner]
+        info = rt.info(self.owner)
         self.layout = tc.layout(graph[self.owner].num)
-        self.rows = d.log_rows()
-        self.diffs = d.diffs.rows
+        self.last_seen = info.last_seen
+        self.rows = info.log_rows
+        self.diffs = info.diff_rows
         self.col = self.layout.index.get(self.prefix)
         if self.col is None:
             raise RecoveryError(f"the clocks of {self.owner} are too shallow to recover {b} "
@@ -86,36 +87,36 @@ class _Witness:
         return self.layout.index.get(self.prefix + path_from_b[1:])
 
 
-def _witnesses(graph: Graph, rt: EmbeddedRuntime, b: str) -> tuple[list[_Witness], dict[str, int]]:
+def _witnesses(graph: Graph, rt: Runtime, b: str) -> tuple[list[_Witness], dict[str, int]]:
     """The witnesses of B, and per child the last B-time it is known to have taken (for a
     failed child: the resume point its own recovery will ask B for)."""
     tc = rt.tc
     witnesses: list[_Witness] = []
     seen: dict[str, int] = {}
     for c in graph[b].children:
-        if rt.domains[c].alive:
-            witnesses.append(_Witness(graph, rt, [c], b))
-            seen[c] = rt.domains[c].last_seen.get(b, 0)
+        if rt.alive(c):
+            w = _Witness(graph, rt, [c], b)
+            witnesses.append(w)
+            seen[c] = w.last_seen.get(b, 0)
             continue
         grandchildren = graph[c].children
         if not grandchildren:
             continue          # a failed reader is rebuilt from B as B then stands
-        if any(not rt.domains[g].alive for g in grandchildren):
+        if any(not rt.alive(g) for g in grandchildren):
             raise RecoveryError(
                 f"nodes {b} and {c} have failed together with what lies below {c}: more "
                 f"adjacent failures than depth-3 tree clocks recover; use strategy='lineage'")
-        t_c = min(rt.domains[g].last_seen.get(c, 0) for g in grandchildren)
-        t_star_c = tc.t_star(graph[c].num, {graph[g].num: rt.domains[g].log_rows()
-                                            for g in grandchildren}, t_c)
+        ws = [_Witness(graph, rt, [g, c], b) for g in grandchildren]
+        t_c = min(w.last_seen.get(c, 0) for w in ws)
+        t_star_c = tc.t_star(graph[c].num, {graph[w.owner].num: w.rows for w in ws}, t_c)
         seen[c] = int(t_star_c[tc.layout(graph[c].num).slot[graph[b].num]])
-        witnesses.extend(_Witness(graph, rt, [g, c], b) for g in grandchildren)
+        witnesses.extend(ws)
     return witnesses, seen
 
 
-def _recover_operator(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> tuple[int, int]:
+def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int]:
     tc = rt.tc
     node = graph[node_id]
-    d = rt.domains[node_id]
     parents = list(node.parents)
     layout = tc.layout(node.num)
     witnesses, seen = _witnesses(graph, rt, node_id)
@@ -137,15 +138,11 @@ def _recover_operator(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> tuple[
         # Nobody downstream: rebuild from the parents' output as it stands now.
         t_min = 0
         t_star = tc.zero(node.num)
-        resume = {a: rt.domains[a].time for a in parents}
+        resume = {a: rt.info(a).time for a in parents}
         pins = {}
 
     # 2. restart B' at t_min with clock T*, state as of t_min
-    d.attach_clocks(tc)
-    d.clock = t_star.copy()
-    d.time = t_min
-    d.last_seen = dict(resume)
-    d.alive = True
+    rt.restore(node_id, t_min, t_star, resume)
     rows = 0
     if node.op.stateful:
         for port, a in enumerate(parents):
@@ -156,18 +153,17 @@ def _recover_operator(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> tuple[
     # 3. parents resend what B had not processed by t_min
     buffers: dict[str, list[Message]] = {}
     for a in parents:
-        ad = rt.domains[a]
-        msgs = [m for m in ad.payload.get(node_id, ()) if m.time > resume[a]]
-        if len(msgs) != ad.time - resume[a]:
+        msgs, a_time = rt.payload_after(a, node_id, resume[a])
+        if len(msgs) != a_time - resume[a]:
             raise RecoveryError(
                 f"parent {a} no longer holds the messages it sent {node_id} after its time "
-                f"{resume[a]} (it has {len(msgs)} of {ad.time - resume[a]}); use strategy='lineage'")
+                f"{resume[a]} (it has {len(msgs)} of {a_time - resume[a]}); use strategy='lineage'")
         buffers[a] = msgs
 
     # 4. execution replay, in the order the children's diffs pin
     heads = {a: 0 for a in parents}
     pinned = set(pins.values())
-    replayed = 0
+    order: list[Message] = []
     t = t_min
     while any(heads[a] < len(buffers[a]) for a in parents):
         t += 1
@@ -182,12 +178,10 @@ def _recover_operator(graph: Graph, rt: EmbeddedRuntime, node_id: str) -> tuple[
                       and (p, buffers[p][heads[p]].time) not in pinned), None)
             if a is None:
                 raise RecoveryError(f"replay of {node_id}: no unpinned message for time {t}")
-        msg = buffers[a][heads[a]]
+        order.append(buffers[a][heads[a]])
         heads[a] += 1
-        out = d.handle(msg)
-        replayed += 1
-        rt.send_all([m for m in out if m.time > seen.get(m.dst, 0)])
-    return replayed, rows
+    rt.replay(node_id, order, seen)
+    return len(order), rows
 
 
 def _pins(graph: Graph, witnesses: list[_Witness], node_id: str,
@@ -209,7 +203,7 @@ def _pins(graph: Graph, witnesses: list[_Witness], node_id: str,
     return pins
 
 
-def output_through(graph: Graph, rt: EmbeddedRuntime, node_id: str, child: str,
+def output_through(graph: Graph, rt: Runtime, node_id: str, child: str,
                    upto: int) -> Batch:
     """Everything ``node_id`` sent ``child`` up to its time ``upto``, as one batch.
 
@@ -218,20 +212,19 @@ def output_through(graph: Graph, rt: EmbeddedRuntime, node_id: str, child: str,
     way, subtracting what its payload log shows it sent after ``upto`` gives the
     output up to ``upto``.
     """
-    d = rt.domains[node_id]
     node = graph[node_id]
-    if not d.alive:
+    if not rt.alive(node_id):
         raise RecoveryError(f"node {node_id} has failed too; recover it first")
     op = node.op
+    snapshot, later, time, last_seen = rt.output_info(node_id, child, upto)
     if op.stateful:
-        full = op.snapshot()
+        full = snapshot
     else:
         full = Batch()
         for port, p in enumerate(node.parents):
-            out = op.process(port, output_through(graph, rt, p, node_id, d.last_seen.get(p, 0)))
+            out = op.process(port, output_through(graph, rt, p, node_id, last_seen.get(p, 0)))
             full.extend(out[graph[child].shard] if op.splits else out)
-    later = [m for m in d.payload.get(child, ()) if m.time > upto]
-    if len(later) != d.time - upto:
+    if len(later) != time - upto:
         raise RecoveryError(
             f"node {node_id} no longer holds the messages it sent {child} after its time "
             f"{upto}; use strategy='lineage'")

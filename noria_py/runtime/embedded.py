@@ -15,7 +15,8 @@ import random
 from collections import deque
 
 from ..batch import Batch
-from ..domain import ACK_EVERY, Domain
+from ..domain import ACK_EVERY, Domain, DomainInfo
+from ..errors import RecoveryError
 from ..graph import Graph, Node
 from ..messages import Message
 
@@ -48,6 +49,14 @@ class EmbeddedRuntime:
             self.durable.setdefault(node.id, [])
         return d
 
+    def announce(self, change: tuple) -> None:
+        """A catalog change (the cluster runtime forwards these to its workers)."""
+
+    def check_writable(self, base_id: str, table: str) -> None:
+        if not self.domains[base_id].alive:
+            raise RecoveryError(f"table {table!r} (node {base_id}) has failed; "
+                                "recover it before writing")
+
     def remove(self, node_id: str) -> None:
         self.domains.pop(node_id, None)
         self.durable.pop(node_id, None)
@@ -68,22 +77,13 @@ class EmbeddedRuntime:
 
     def settle(self, fresh: set[str]) -> None:
         """Newly filled nodes have seen their parents' output up to now, without a
-        message: record it, as last-seen times (for duplicate detection) and as a diff in
-        their clock and summary, so that a later recovery of a parent resumes from here."""
+        message: record it in their last-seen times and clocks (``Domain.settle``)."""
         self.refresh_clocks()
         for nid in self.graph.topological():
-            if nid not in fresh:
-                continue
-            d = self.domains[nid]
-            for p in d.node.parents:
-                pd = self.domains[p]
-                if p not in fresh:
-                    d.last_seen[p] = pd.time
-                if self.tc is not None:
-                    seen = self.tc.make_diff(d.node.num, pd.node.num, pd.clock, d.time + 1)
-                    seen[0] = d.time
-                    self.tc.merge_into(d.node.num, d.summary, seen)
-                    self.tc.merge_into(d.node.num, d.clock, seen)
+            if nid in fresh:
+                d = self.domains[nid]
+                d.settle({p: (self.domains[p].time, self.domains[p].clock, p in fresh)
+                          for p in d.node.parents})
 
     # ------------------------------------------------------------ delivery
 
@@ -173,36 +173,17 @@ class EmbeddedRuntime:
     # ------------------------------------------------------------ progress
 
     def ack(self, c: Domain) -> None:
-        """``c`` reports to each parent how far it has got: its time on the parent's
-        last message and, per grandparent, the entry of its clock on that path. A parent
-        whose children have all reported trims its parents' logs to what all of them
-        reflect, and piggybacks its low mark on later messages."""
-        c.unacked = 0
-        nodes = self.graph.nodes
-        tc = self.tc
-        childless = not c.node.children
-        layout = tc.layout(c.node.num) if tc is not None else None
-        for b_id in c.node.parents:
-            b = self.domains.get(b_id)
+        """``c`` reports its progress to each parent; a parent whose children have all
+        reported trims its own parents' payload logs (see ``Domain.on_progress``)."""
+        domains = self.domains
+        for b_id, t, paths, childless in c.progress_report():
+            b = domains.get(b_id)
             if b is None or not b.alive:
                 continue
-            t = c.last_seen.get(b_id, 0)
-            if childless:
-                b.truncate(c.id, t)            # c's own state reflects them
-            paths = {}
-            if layout is not None:
-                for a_id in b.node.parents:
-                    pos = layout.position((c.node.num, b.node.num, nodes[a_id].num))
-                    paths[a_id] = int(c.clock[pos])
-            b.progress[c.id] = (t, paths)
-            children = b.node.children
-            if not all(ch in b.progress for ch in children):
-                continue
-            b.low = min(b.progress[ch][0] for ch in children)
-            for a_id in b.node.parents:
-                a = self.domains.get(a_id)
+            for a_id, level in b.on_progress(c.id, t, paths, childless):
+                a = domains.get(a_id)
                 if a is not None and a.alive:
-                    a.truncate(b_id, min(b.progress[ch][1].get(a_id, 0) for ch in children))
+                    a.truncate(b_id, level)
 
     # ------------------------------------------------------------ failure
 
@@ -212,6 +193,51 @@ class EmbeddedRuntime:
         then final until recovery, which regenerates the rest."""
         self.domains[node_id].crash()
         self._drop_where(lambda m: m.dst == node_id or m.src == node_id)
+
+    def reset(self, node_id: str) -> None:
+        """Empty a node for a lineage rebuild: it stays up, with no state or history."""
+        d = self.domains[node_id]
+        d.crash()
+        d.alive = True
+
+    # ------------------------------------------------------------ what recovery reads and does
+    # (the cluster runtime offers the same calls, answered by the worker hosting the node)
+
+    def alive(self, node_id: str) -> bool:
+        return self.domains[node_id].alive
+
+    def info(self, node_id: str) -> DomainInfo:
+        return self.domains[node_id].info()
+
+    def payload_after(self, node_id: str, child: str, time: int) -> tuple[list[Message], int]:
+        return self.domains[node_id].payload_after(child, time)
+
+    def output_info(self, node_id: str, child: str, upto: int):
+        """(snapshot if stateful, logged messages to ``child`` after ``upto``, time,
+        last-seen times), at one instant: what ``output_through`` needs of a node."""
+        d = self.domains[node_id]
+        later, time = d.payload_after(child, upto)
+        snap = d.node.op.snapshot() if d.node.op.stateful else None
+        return snap, later, time, dict(d.last_seen)
+
+    def restore(self, node_id: str, time: int, clock, last_seen: dict[str, int]) -> None:
+        d = self.domains[node_id]
+        d.tc = self.tc
+        d.restore(time, clock, last_seen)
+
+    def replay(self, node_id: str, msgs: list[Message], seen: dict[str, int]) -> None:
+        """The recovered node processes ``msgs`` in order; children get only the output
+        they have not seen (times after ``seen``)."""
+        d = self.domains[node_id]
+        for m in msgs:
+            self.send_all([o for o in d.handle(m) if o.time > seen.get(o.dst, 0)])
+
+    def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
+        d = self.domains[node_id]
+        d.attach_clocks(self.tc)
+        sends = d.write_history(self.durable[node_id], seen, low)
+        self.send_all(sends)
+        return len(sends)
 
     def _drop_where(self, pred) -> None:
         if self.seed is None:
