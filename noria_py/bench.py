@@ -357,8 +357,13 @@ def run_load(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_cluster(argv: list[str]) -> int:
+    from .runtime.cluster.bench import main
+    return main(argv)
+
+
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
-           "load": run_load, "peers": run_peers}
+           "load": run_load, "peers": run_peers, "cluster": run_cluster}
 
 
 def run_bench(name: str, argv: list[str]) -> int:

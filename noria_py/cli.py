@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -10,6 +11,18 @@ def _not_yet(what: str, issue: str):
         print(f"noria-py {what}: not available yet ({issue}).", file=sys.stderr)
         return 2
     return run
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .runtime.cluster.server import main as serve_main
+    return serve_main(args)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from .runtime.cluster.worker import main as worker_main
+    if args.token:
+        os.environ["NORIA_TOKEN"] = args.token
+    return worker_main(["--join", args.join])
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -56,9 +69,26 @@ def main(argv: list[str] | None = None) -> int:
     lt.add_argument("-v", "--verbose", action="store_true")
     lt.set_defaults(run=_logictest)
 
-    s = sub.add_parser("serve", help="run a cluster (not available yet)")
-    s.add_argument("rest", nargs=argparse.REMAINDER)
-    s.set_defaults(run=_not_yet("serve", "the cluster runtime is issue 6"))
+    s = sub.add_parser("serve", help="run a cluster: a controller and worker processes")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (anything but loopback needs --token)")
+    s.add_argument("--port", type=int, default=7878, help="0 picks a free port")
+    s.add_argument("--workers", type=int, default=1, help="worker processes (plus one spare)")
+    s.add_argument("--shards", type=int, default=1)
+    s.add_argument("--data-dir", dest="data_dir", default=None)
+    s.add_argument("--token", default=os.environ.get("NORIA_TOKEN"),
+                   help="shared secret every connection proves (default $NORIA_TOKEN)")
+    s.add_argument("--heartbeat-timeout", type=float, default=1.0,
+                   help="seconds of silence before a worker counts as dead")
+    s.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
+    s.add_argument("--no-clocks", action="store_true", help="no tree clocks (lineage only)")
+    s.add_argument("-v", "--verbose", action="store_true")
+    s.set_defaults(run=_serve)
+
+    w = sub.add_parser("worker", help="join a running cluster as a worker")
+    w.add_argument("--join", required=True, metavar="HOST:PORT")
+    w.add_argument("--token", default=None, help="default $NORIA_TOKEN")
+    w.set_defaults(run=_worker)
     ld = sub.add_parser("load", help="bulk-load Parquet or CSV files into a table, with Spark")
     ld.add_argument("table")
     ld.add_argument("paths", nargs="+", metavar="PATH")

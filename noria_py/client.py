@@ -20,6 +20,7 @@ from .expression import compile_predicate, compile_row, evaluate_constant
 from .graph import Graph
 from .hashing import shard_of
 from .ops import Base, Reader
+from .ops.state import expand
 from .ordering import order_key
 from .planner import Planner, initialize
 from .recovery import RecoveryReport
@@ -63,13 +64,17 @@ class Database:
     """One embedded noria-py engine. Create it with ``noria_py.connect()``."""
 
     def __init__(self, data_dir: str | None = None, shards: int = 1, seed: int | None = None,
-                 clocks: bool = True) -> None:
+                 clocks: bool = True, runtime=None) -> None:
+        """``runtime`` (with a ``graph`` of its own) replaces the embedded one: the cluster
+        controller runs this class over its ``ClusterRuntime``."""
         if shards < 1:
             raise Error(f"shards must be at least 1, got {shards}")
         self.shards = shards
         self.clocks = clocks
-        self.graph_ = Graph()
-        self.runtime = EmbeddedRuntime(self.graph_, seed, clocks=clocks)
+        if runtime is None:
+            runtime = EmbeddedRuntime(Graph(), seed, clocks=clocks)
+        self.runtime = runtime
+        self.graph_ = runtime.graph
         self.planner = Planner(self.graph_, shards, self.runtime.add)
         self._tables: dict[str, _TableEntry] = {}
         self._views: dict[str, _ViewEntry] = {}
@@ -119,6 +124,10 @@ class Database:
         elif not isinstance(params, (list, tuple)):
             params = (params,)
         stmt = sql_frontend.parse(sql, self._catalog, tuple(params))
+        return self._run(stmt, sql)
+
+    def _run(self, stmt, sql: str) -> Result:
+        """One parsed statement."""
         if isinstance(stmt, lp.Select):
             return self._select(stmt)
         if isinstance(stmt, lp.Insert):
@@ -154,6 +163,7 @@ class Database:
                 return
             raise AlreadyExistsError(f"a table or view named {stmt.schema.name!r} already exists")
         node = self.planner.add_table(stmt.schema)
+        self.runtime.announce(("table", stmt.schema))
         self.runtime.settle(self.planner.take_fresh())
         self._tables[name] = _TableEntry(stmt.schema, node, sql)
         if persist:
@@ -165,9 +175,16 @@ class Database:
             raise AlreadyExistsError(f"a table or view named {stmt.name!r} already exists")
         self.runtime.wait()                 # a migration starts from a quiet graph
         readers = self.planner.add_view(name, stmt.query)
+        self.runtime.announce(("view", name, stmt.query))
         fresh = self.planner.take_fresh()
-        initialize(self.graph_, fresh)
-        self.runtime.settle(fresh)
+        try:
+            initialize(self.graph_, fresh)
+            self.runtime.settle(fresh)
+        except BaseException:               # (in a cluster: a worker lost meanwhile)
+            self.planner.remove(readers, self.runtime.remove)
+            self.runtime.announce(("remove", list(readers)))
+            self.runtime.refresh_clocks()
+            raise
         entry = _ViewEntry(name, stmt.query, readers, stmt.sql, anonymous)
         self._views[name] = entry
         if persist and not anonymous:
@@ -184,6 +201,7 @@ class Database:
         del self._views[entry.name]
         self._anonymous = {q: n for q, n in self._anonymous.items() if n != entry.name}
         self.planner.remove(entry.readers, self.runtime.remove)
+        self.runtime.announce(("remove", list(entry.readers)))
         self.runtime.refresh_clocks()
         self._persist_catalog()
 
@@ -204,6 +222,7 @@ class Database:
         self.planner.drop_table(name)
         self.graph_.remove(entry.node)
         self.runtime.remove(entry.node)
+        self.runtime.announce(("drop_table", name, entry.node))
         self.runtime.refresh_clocks()
         del self._tables[name.lower()]
         if self.storage is not None:
@@ -221,6 +240,11 @@ class Database:
         return seen
 
     def _select(self, stmt: lp.Select) -> Result:
+        return self._read(*self._select_view(stmt))
+
+    def _select_view(self, stmt: lp.Select) -> tuple["View", lp.Select]:
+        """The view that answers a SELECT, installed if new (the part of a read that
+        changes the catalog; the cluster server holds its lock only for this)."""
         name = self._anonymous.get(stmt.query)
         if name is None:
             name = f"_query{len(self._anonymous) + 1}"
@@ -228,7 +252,10 @@ class Database:
                 name += "_"
             self._create_view(lp.CreateView(name, stmt.query, stmt.sql), anonymous=True)
             self._anonymous[stmt.query] = name
-        v = self.view(name)
+        return self.view(name), stmt
+
+    @staticmethod
+    def _read(v: "View", stmt: lp.Select) -> Result:
         if stmt.query.key:
             if len(stmt.params) != len(stmt.query.key):
                 raise ArityError(f"the query has {len(stmt.query.key)} ? parameters, "
@@ -290,9 +317,7 @@ class Database:
     def _write(self, entry: _TableEntry, inserts: Sequence, deletes: Sequence) -> None:
         self._check_open()
         base: Base = self.graph_[entry.node].op
-        if not self.runtime.domains[entry.node].alive:
-            raise RecoveryError(f"table {entry.schema.name!r} (node {entry.node}) has failed; "
-                                "recover it before writing")
+        self.runtime.check_writable(entry.node, entry.schema.name)
         batch = base.prepare(inserts, deletes)
         if not batch:
             return
@@ -301,9 +326,14 @@ class Database:
             self.storage.append(entry.schema.name.lower(), batch.rows[n_del:], batch.rows[:n_del])
         self.runtime.write(entry.node, batch)
         if self.storage is not None and self.storage.should_snapshot():
-            self.runtime.wait()
-            self.storage.snapshot({name: list(self.graph_[t.node].op.snapshot().rows)
-                                   for name, t in self._tables.items()})
+            # a base applies each write as it accepts it, so its rows are the log's
+            # state now; every copy of a duplicated row is kept
+            tables = {}
+            for name, t in self._tables.items():
+                rows: list[tuple] = []
+                expand(self.graph_[t.node].op.rows, rows)
+                tables[name] = rows
+            self.storage.snapshot(tables)
 
     # ------------------------------------------------------------ handles
 
@@ -337,7 +367,14 @@ class Database:
         self.runtime.wait()
 
     def graph(self) -> list[dict]:
-        return [self.graph_[n].describe() for n in self.graph_.topological()]
+        where = getattr(self.runtime, "describe", None)   # a cluster adds worker and pid
+        out = []
+        for n in self.graph_.topological():
+            d = self.graph_[n].describe()
+            if where is not None:
+                d.update(where(n))
+            out.append(d)
+        return out
 
     def fail(self, node_id: str) -> None:
         """Crash a node: its state, inbox and logs are gone."""
@@ -346,6 +383,8 @@ class Database:
 
     def recover(self, node_id: str, strategy: str = "treeclock") -> RecoveryReport:
         self._node(node_id)
+        if getattr(self.runtime, "automatic_recovery", False):
+            return self._awaited_recovery(node_id)
         if strategy == "lineage":
             from .recovery import lineage
             report = lineage.recover(self.graph_, self.runtime, node_id)
@@ -360,6 +399,21 @@ class Database:
                                 "choose 'treeclock', 'lineage' or 'spark'")
         self._recoveries.append(report)
         return report
+
+    def _awaited_recovery(self, node_id: str) -> RecoveryReport:
+        """A cluster recovers lost nodes on its own (with the strategy it was started
+        with): wait for that, and return the report that covers ``node_id``."""
+        self.runtime.wait_recovered()
+        for r in reversed(self._recoveries):
+            if r.node == node_id or node_id in r.purged:
+                return r
+        auto = [r for r in self._recoveries if r.automatic]
+        if auto:
+            return auto[-1]          # it came back with a neighbour's recovery
+        raise RecoveryError(f"node {node_id} has not failed; nothing to recover")
+
+    def record_recovery(self, report: RecoveryReport) -> None:
+        self._recoveries.append(report)
 
     def recoveries(self) -> list[RecoveryReport]:
         return list(self._recoveries)
@@ -466,8 +520,7 @@ class View:
         if self.key_arity == 1:
             readers = self._readers
             if len(readers) == 1:
-                r = readers[0]
-                return [r.lookup(k) for k in keys]
+                return readers[0].lookup_many(list(keys))
             return [self._reader_for(k).lookup(k) for k in keys]
         return [self.lookup(*k) for k in keys]
 
@@ -488,9 +541,13 @@ class View:
 
 
 def connect(url: str | None = None, *, data_dir: str | None = None, shards: int = 1,
-            seed: int | None = None, clocks: bool = True) -> Database:
-    """Open an engine: embedded in this process (no url), or a client of a cluster."""
+            seed: int | None = None, clocks: bool = True, token: str | None = None):
+    """Open an engine: embedded in this process (no url), or a client of a cluster
+    (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one)."""
     if url is not None:
-        raise Error(f"cannot connect to {url!r}: the cluster runtime is not available yet; "
-                    "call connect() without a URL for the embedded engine")
+        if data_dir is not None or shards != 1 or seed is not None or not clocks:
+            raise Error("data_dir, shards, seed and clocks are the server's settings "
+                        "(noria-py serve); connect to a URL with only a token")
+        from .remote import connect_url
+        return connect_url(url, token)
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks)

@@ -83,3 +83,17 @@ def test_rejected_write_is_not_logged(tmp_path):
     db = noria_py.connect(data_dir=str(tmp_path))
     assert db.execute("SELECT * FROM vote").fetchall() == []
     db.close()
+
+
+def test_snapshot_keeps_every_copy_of_a_duplicated_row(tmp_path):
+    db = noria_py.connect(data_dir=str(tmp_path))
+    _setup(db)
+    db.storage._snapshot_max = 1            # snapshot after the next write
+    db.table("vote").insert([(1, 1), (1, 1), (2, 3)])
+    db.table("vote").insert([(1, 1)])
+    db.close()
+
+    db = noria_py.connect(data_dir=str(tmp_path))
+    assert db.view("counts").lookup(1) == [(1, 3)]
+    assert len(db.table("vote")) == 4
+    db.close()

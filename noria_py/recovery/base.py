@@ -7,6 +7,8 @@ write is never lost.
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 from ..graph import Graph
 from ..runtime import Runtime
 
@@ -37,11 +39,12 @@ def restore_upstream_bases(graph: Graph, rt: "Runtime", node_id: str) -> int:
     return sent
 
 
-def purge_set(graph: Graph, rt: "Runtime", node_id: str) -> list[str]:
-    """What a lineage rebuild recomputes, in topological order: ``node_id``, every failed
-    operator above it (whose state it would read), and everything downstream of them."""
-    roots = {node_id}
-    stack, seen = list(graph[node_id].parents), set()
+def purge_set(graph: Graph, rt: "Runtime", node_ids: Iterable[str]) -> list[str]:
+    """What a lineage rebuild recomputes, in topological order: the failed nodes, every
+    failed operator above them (whose state they would read), and everything
+    downstream of those."""
+    roots = set(node_ids)
+    stack, seen = [p for n in roots for p in graph[n].parents], set()
     while stack:
         n = stack.pop()
         if n in seen:
@@ -56,13 +59,16 @@ def purge_set(graph: Graph, rt: "Runtime", node_id: str) -> list[str]:
     return [n for n in graph.topological() if n in purged]
 
 
-def prepare_rebuild(graph: Graph, rt: "Runtime", node_id: str) -> tuple[int, list[str] | None]:
+def prepare_rebuild(graph: Graph, rt: "Runtime",
+                    node_ids: Iterable[str]) -> tuple[int, list[str] | None]:
     """The common start of a lineage rebuild (in the engine or with Spark): restore the
     failed bases above, let the graph go quiet (messages to failed nodes are lost), and
     name the nodes to recompute. Returns (messages resent, purge set), the purge set
-    None when ``node_id`` is itself a base table, which is then already back."""
-    resent = restore_upstream_bases(graph, rt, node_id)
-    if graph[node_id].kind == "base":
+    None when the failed nodes are all base tables, which are then already back."""
+    node_ids = list(node_ids)
+    resent = sum(restore_upstream_bases(graph, rt, n) for n in node_ids)
+    operators = [n for n in node_ids if graph[n].kind != "base"]
+    if not operators:
         return resent, None
     rt.wait()
-    return resent, purge_set(graph, rt, node_id)
+    return resent, purge_set(graph, rt, operators)

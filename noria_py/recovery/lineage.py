@@ -16,9 +16,11 @@ from .base import prepare_rebuild
 from .report import RecoveryReport
 
 
-def recover(graph: Graph, runtime: Runtime, node_id: str) -> RecoveryReport:
+def recover(graph: Graph, runtime: Runtime, node_id: str, *also: str) -> RecoveryReport:
+    """Rebuild ``node_id`` (and the other failed nodes ``also``, at once: a cluster
+    loses every node of a worker together)."""
     start = time.perf_counter()
-    resent, purged = prepare_rebuild(graph, runtime, node_id)
+    resent, purged = prepare_rebuild(graph, runtime, (node_id, *also))
     if purged is None:
         return RecoveryReport(node=node_id, strategy="lineage", replayed_messages=resent,
                               seconds=time.perf_counter() - start)

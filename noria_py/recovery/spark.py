@@ -50,7 +50,7 @@ def recover(db, node_id: str, spark=None) -> RecoveryReport:
     """Purge ``node_id`` and its descendants, rebuild their state with Spark."""
     start = time.perf_counter()
     graph, runtime, planner = db.graph_, db.runtime, db.planner
-    resent, purged = prepare_rebuild(graph, runtime, node_id)
+    resent, purged = prepare_rebuild(graph, runtime, (node_id,))
     if purged is None:
         return RecoveryReport(node=node_id, strategy="spark", replayed_messages=resent,
                               seconds=time.perf_counter() - start)

@@ -1,0 +1,190 @@
+"""The client of a running ``noria-py serve``: the embedded API, over one connection.
+
+Each call is one request to the controller and one answer; errors come back as the
+same ``noria_py.Error`` subclasses the embedded engine raises (by name: nothing but
+plain data crosses the network).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+from typing import Any, Iterable, Sequence
+from urllib.parse import urlparse
+
+from sql_frontend.types import SqlType
+
+from . import errors
+from .errors import ArityError, ClosedError, Error
+from .recovery import RecoveryReport
+from .result import Result
+from .runtime.cluster import wire
+
+DEFAULT_PORT = 7878
+
+
+def _error(name: str, message: str) -> Error:
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Error)):
+        cls = Error
+    return cls(message)
+
+
+def _report(d: dict) -> RecoveryReport:
+    known = {k: d[k] for k in ("node", "strategy", "seconds", "replayed_messages", "purged",
+                               "rows", "automatic") if k in d}
+    r = RecoveryReport(**known)
+    r.purged = list(r.purged)
+    for k, v in d.items():
+        if k not in known:
+            setattr(r, k, v)
+    return r
+
+
+def _rows(rows) -> list[tuple]:
+    return [tuple(r) for r in rows]
+
+
+class RemoteDatabase:
+    """``noria_py.connect("noria://host:port")``."""
+
+    def __init__(self, host: str, port: int, token: str | None = None,
+                 timeout: float | None = None) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.settimeout(None)
+        self._conn = wire.Connection(sock)
+        wire.client_handshake(self._conn, token, {"role": "client"})
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._closed = False
+        self.address = (host, port)
+
+    def _call(self, method: str, *args) -> Any:
+        if self._closed:
+            raise ClosedError("this database handle is closed")
+        with self._lock:
+            rid = next(self._ids)
+            self._conn.send(["call", rid, method, list(args)])
+            f = self._conn.recv()
+        if f[0] == "ok":
+            return f[2]
+        raise _error(f[2], f[3])
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
+        if params is None:
+            params = ()
+        elif not isinstance(params, (list, tuple)):
+            params = (params,)
+        columns, rows, types, rowcount = self._call("execute", sql, list(params))
+        return Result(columns, _rows(rows), [SqlType(t) for t in types], rowcount)
+
+    def table(self, name: str) -> "RemoteTable":
+        return RemoteTable(self, name, list(self._call("table", name)))
+
+    def view(self, name: str) -> "RemoteView":
+        columns, types, arity = self._call("view", name)
+        return RemoteView(self, name, list(columns), [SqlType(t) for t in types], arity)
+
+    def tables(self) -> list[str]:
+        return list(self._call("tables"))
+
+    def views(self) -> list[str]:
+        return list(self._call("views"))
+
+    def wait(self) -> None:
+        self._call("wait")
+
+    def graph(self) -> list[dict]:
+        out = []
+        for d in self._call("graph"):
+            d = dict(d)
+            d["parents"], d["children"] = list(d["parents"]), list(d["children"])
+            out.append(d)
+        return out
+
+    def fail(self, node_id: str) -> None:
+        self._call("fail", node_id)
+
+    def recover(self, node_id: str, strategy: str = "treeclock") -> RecoveryReport:
+        return _report(self._call("recover", node_id, strategy))
+
+    def recoveries(self) -> list[RecoveryReport]:
+        return [_report(d) for d in self._call("recoveries")]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._conn.close()
+
+    def __enter__(self) -> "RemoteDatabase":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class RemoteTable:
+    def __init__(self, db: RemoteDatabase, name: str, columns: list[str]) -> None:
+        self._db = db
+        self.name = name
+        self.columns = columns
+
+    def insert(self, rows: Iterable[Sequence]) -> None:
+        self._db._call("insert", self.name, [tuple(r) for r in rows])
+
+    def insert_arrow(self, table) -> None:
+        names = [c.lower() for c in table.column_names]
+        if sorted(names) != sorted(c.lower() for c in self.columns):
+            raise ArityError(f"arrow table columns {table.column_names} do not match table "
+                             f"{self.name!r} columns {self.columns}")
+        cols = [table.column(names.index(c.lower())).to_pylist() for c in self.columns]
+        self.insert(list(zip(*cols)))
+
+    def delete(self, rows: Iterable[Sequence]) -> None:
+        self._db._call("delete", self.name, [tuple(r) for r in rows])
+
+    def delete_keys(self, keys: Iterable) -> None:
+        self._db._call("delete_keys", self.name, list(keys))
+
+    def __len__(self) -> int:
+        return self._db._call("count", self.name)
+
+
+class RemoteView:
+    def __init__(self, db: RemoteDatabase, name: str, columns: list[str],
+                 types: list[SqlType], key_arity: int) -> None:
+        self._db = db
+        self.name = name
+        self.columns = columns
+        self.types = types
+        self.key_arity = key_arity
+
+    def lookup(self, *key) -> list[tuple]:
+        if len(key) != self.key_arity:
+            if not self.key_arity:
+                raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
+            raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
+        k = key[0] if len(key) == 1 else list(key)
+        return _rows(self._db._call("lookup", self.name, [k])[0])
+
+    def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
+        keys = [list(k) if isinstance(k, tuple) else k for k in keys]
+        return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
+
+    def all(self) -> list[tuple]:
+        return _rows(self._db._call("all", self.name))
+
+    def __repr__(self) -> str:
+        return f"RemoteView({self.name!r}, columns={self.columns})"
+
+
+def connect_url(url: str, token: str | None = None) -> RemoteDatabase:
+    u = urlparse(url)
+    if u.scheme != "noria" or not u.hostname:
+        raise Error(f"cannot connect to {url!r}: expected noria://HOST:PORT")
+    token = token if token is not None else os.environ.get("NORIA_TOKEN")
+    try:
+        return RemoteDatabase(u.hostname, u.port or DEFAULT_PORT, token)
+    except OSError as e:
+        raise Error(f"cannot connect to {url}: {e}") from None

@@ -1,0 +1,1 @@
+"""The cluster runtime: a controller and worker processes that exchange framed msgpack over TCP."""

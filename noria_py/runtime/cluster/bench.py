@@ -1,0 +1,111 @@
+"""``noria-py bench cluster``: the vote workload on a real cluster (controller and
+workers in their own processes, the client in this one).
+
+Measures, for each worker count: vote throughput, write-propagation latency (a vote
+written until the view shows it, p50 and p99), and the time from a SIGKILL of the
+worker hosting the vote count until the views are right again, split into detection
+and recovery.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from ... import connect, workloads
+from .launch import Cluster
+
+
+def _until(pred, timeout: float = 60.0) -> float:
+    t0 = time.perf_counter()
+    while not pred():
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError("the view did not catch up")
+    return time.perf_counter() - t0
+
+
+def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: int,
+                kills: int, strategy: str) -> dict:
+    with Cluster(workers=workers, extra=("--recovery", strategy)) as cluster:
+        db = connect(cluster.url)
+        workloads.setup(db, articles)
+        data = workloads.votes(votes, articles)
+        chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, votes, batch)]
+        vote = db.table("vote")
+        view = db.view(workloads.VIEW_NAME)
+        t0 = time.perf_counter()
+        for c in chunks:
+            vote.insert(c)
+        db.wait()
+        tput = votes / (time.perf_counter() - t0)
+        counts = {}
+
+        def count(k):
+            rows = view.lookup(k)
+            return rows[0][2] or 0 if rows else 0
+
+        lat = []
+        for i in range(samples):
+            k = i % articles
+            before = counts.get(k)
+            if before is None:
+                before = count(k)
+            t1 = time.perf_counter()
+            vote.insert([(k, 1 << 31)])
+            while count(k) != before + 1:
+                pass
+            lat.append((time.perf_counter() - t1) * 1000)
+            counts[k] = before + 1
+        read = []
+        keys = np.random.default_rng(3).integers(0, articles, 2000).tolist()
+        for k in keys:
+            t1 = time.perf_counter_ns()
+            view.lookup(k)
+            read.append((time.perf_counter_ns() - t1) / 1000)
+        recov = []
+        for _ in range(kills):
+            agg = next(n for n in db.graph() if n["kind"] == "aggregate")
+            k = 7
+            want = count(k) + 1
+            n_before = len(db.recoveries())
+            t1 = time.perf_counter()
+            db.fail(agg["id"])                 # SIGKILL of the worker hosting it
+            vote.insert([(k, 1 << 31)])
+            db.wait()                          # waits for the automatic recovery too
+            _until(lambda: count(k) == want)
+            total = time.perf_counter() - t1
+            reports = db.recoveries()[n_before:]
+            detect = max(getattr(r, "detection_seconds", 0.0) for r in reports)
+            recov.append((detect, sum(r.seconds for r in reports), total,
+                          ",".join(sorted({r.strategy for r in reports}))))
+        db.close()
+    return {"workers": workers, "tput": tput, "p50": float(np.percentile(lat, 50)),
+            "p99": float(np.percentile(lat, 99)), "read_p50": float(np.percentile(read, 50)),
+            "recovery": recov}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="noria-py bench cluster")
+    p.add_argument("--articles", type=int, default=10_000)
+    p.add_argument("--votes", type=int, default=200_000)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--workers", default="1,2")
+    p.add_argument("--samples", type=int, default=300, help="latency samples")
+    p.add_argument("--kills", type=int, default=3)
+    p.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
+    a = p.parse_args(argv)
+    print(f"cluster: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch}; "
+          f"client, controller and workers are separate processes on this machine")
+    print(f"{'workers':>7} {'votes/s':>9} {'prop p50 ms':>11} {'prop p99 ms':>11} "
+          f"{'read p50 µs':>11} {'detect s':>9} {'recover s':>9} {'kill→right s':>12} strategy")
+    for w in [int(x) for x in a.workers.split(",")]:
+        r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery)
+        rec = r["recovery"]
+        med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
+        strategies = ",".join(sorted({x[3] for x in rec}))
+        print(f"{w:>7} {r['tput']:>9,.0f} {r['p50']:>11.2f} {r['p99']:>11.2f} "
+              f"{r['read_p50']:>11.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} {strategies}",
+              flush=True)
+    return 0

@@ -1,0 +1,583 @@
+"""The cluster runtime, on the controller: places node shards on worker processes,
+relays their messages, notices when one dies, and recovers its nodes on a spare.
+
+The controller runs the same ``Database`` as the embedded engine, with this runtime in
+place of ``EmbeddedRuntime``. It keeps:
+
+- the graph and the planner (workers rebuild the same graph from each catalog change);
+- each base table's rows (to validate writes, as the embedded base does) and its write
+  history, which is the durable log a lost base recovers from: a write is
+  acknowledged once it is in that history (and in the WAL with ``data_dir``), so an
+  acknowledged write survives any worker;
+- the routing of messages between workers (a star: worker-to-worker traffic goes
+  through here, which keeps every edge FIFO and lets a failed node's inbound messages
+  be held until it is back).
+
+A worker lost (connection reset, or silent past the heartbeat timeout) has its nodes
+moved to a warm spare process, and each is recovered with the configured strategy:
+tree clocks where they apply, lineage otherwise. Recovery runs the same code as in the
+embedded engine (``recovery/``), against this runtime's ``Runtime`` calls, which are
+requests to the workers.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future
+
+from sql_frontend import wire as plan_wire
+
+from ...batch import Batch
+from ...domain import DomainInfo
+from ...errors import Error, RecoveryError
+from ...graph import Graph, Node
+from ...messages import Message
+from ...recovery import RecoveryReport
+from ..embedded import DEPTH
+from . import wire
+from .remote_ops import RemoteOp
+from .wire import decode_batch, decode_message, encode_batch, encode_message
+
+log = logging.getLogger("noria_py.cluster")
+
+
+class WorkerLost(Error):
+    """The worker hosting a node died while it was being asked something."""
+
+
+class WorkerHandle:
+    def __init__(self, name: str, conn: wire.Connection, pid: int, proc=None) -> None:
+        self.name = name
+        self.conn = conn
+        self.pid = pid
+        self.proc = proc                 # a local subprocess we started, or None
+        self.alive = True
+        self.last_heard = time.monotonic()
+        self.pending: dict[int, Future] = {}
+        self.outq: queue.SimpleQueue = queue.SimpleQueue()
+        self.lost_at: float | None = None
+
+    def put(self, frame) -> None:
+        self.outq.put(frame)
+
+    def writer(self) -> None:
+        """Sends this worker's frames; never blocks a relay (no deadlock between two
+        workers whose socket buffers are full)."""
+        q, conn = self.outq, self.conn
+        while True:
+            f = q.get()
+            if f is None:
+                return
+            batch = [f]
+            while len(batch) < 64:
+                try:
+                    f = q.get_nowait()
+                except queue.Empty:
+                    break
+                if f is None:
+                    q.put(None)
+                    break
+                batch.append(f)
+            try:
+                conn.send_many(batch)
+            except OSError:
+                return
+
+
+class ClusterRuntime:
+    """``Runtime`` over worker processes (see ``noria_py.runtime.Runtime``)."""
+
+    automatic_recovery = True
+
+    def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
+                 heartbeat_timeout: float = 1.0, strategy: str = "treeclock") -> None:
+        self.graph = graph
+        self.clocks = clocks
+        self.shards = shards
+        self.target = workers
+        self.heartbeat_timeout = heartbeat_timeout
+        self.strategy = strategy
+        self.tc = None
+        self.address: tuple[str, int] | None = None   # where local workers join
+        self.token: str | None = None
+        self.lock = threading.RLock()          # routing state below
+        self.changed = threading.Condition(self.lock)
+        self.workers: dict[str, WorkerHandle] = {}
+        self.active: list[WorkerHandle] = []
+        self.spares: list[WorkerHandle] = []
+        self.placement: dict[str, str] = {}
+        self.up: set[str] = set()              # nodes that take messages
+        self.restored: set[str] = set()        # down nodes already rebuilt, not yet up
+        self.held: dict[str, list] = {}        # messages for nodes being recovered
+        self.ddl_log: list[list] = []
+        self.new_placement: dict[str, str] = {}
+        self.durable: dict[str, list[Batch]] = {}
+        self.relayed = 0
+        self.rids = itertools.count(1)
+        self.lost: queue.SimpleQueue = queue.SimpleQueue()
+        self.control: threading.RLock | None = None    # the Database's lock, set by the server
+        self.on_recovery = None                 # called with each RecoveryReport
+        self.recovering = 0
+        self.recovery_thread = None
+        self.closed = False
+        self._names = itertools.count(1)
+        self._spawned: list[subprocess.Popen] = []
+        threading.Thread(target=self._monitor, daemon=True, name="heartbeats").start()
+        threading.Thread(target=self._recoverer, daemon=True, name="recovery").start()
+
+    # ------------------------------------------------------------ workers
+
+    def spawn(self, n: int = 1) -> None:
+        """Start ``n`` worker processes on this machine; they join on their own."""
+        host, port = self.address
+        env = dict(os.environ)
+        if self.token:
+            env["NORIA_TOKEN"] = self.token
+        for _ in range(n):
+            self._spawned.append(subprocess.Popen(
+                [sys.executable, "-m", "noria_py.runtime.cluster.worker",
+                 "--join", f"{host}:{port}"], env=env, stdin=subprocess.DEVNULL))
+
+    def attach(self, conn: wire.Connection, hello: dict) -> None:
+        """A worker has authenticated: configure it, replay the catalog to it, and make
+        it an active worker (while fewer than asked) or a spare."""
+        pid = int(hello.get("pid") or 0)
+        name = f"w{next(self._names)}"
+        proc = next((p for p in self._spawned if p.pid == pid), None)
+        w = WorkerHandle(name, conn, pid, proc)
+        conn.send(["config", name, self.shards, self.clocks])
+        with self.lock:
+            for change, placement in self.ddl_log:
+                w.put(["ddl", change, placement])
+            self.workers[name] = w
+            if len(self.active) < self.target:
+                self.active.append(w)
+            else:
+                self.spares.append(w)
+            self.changed.notify_all()
+        threading.Thread(target=w.writer, daemon=True, name=f"{name}-send").start()
+        threading.Thread(target=self._reader, args=(w,), daemon=True, name=f"{name}-recv").start()
+        log.info("worker %s (pid %s) joined from %s", name, pid, conn.peer)
+
+    def wait_for_workers(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while len(self.active) < self.target or not self.spares:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Error(f"only {len(self.active) + len(self.spares)} of "
+                                f"{self.target + 1} workers joined within {timeout:.0f} s")
+                self.changed.wait(left)
+
+    def _reader(self, w: WorkerHandle) -> None:
+        recv = w.conn.recv
+        try:
+            while True:
+                f = recv()
+                w.last_heard = time.monotonic()
+                op = f[0]
+                if op == "msg":
+                    self._relay(f[1], f)
+                elif op == "rep":
+                    fut = w.pending.pop(f[1], None)
+                    if fut is not None:
+                        fut.set_result(f[2])
+                elif op == "err":
+                    fut = w.pending.pop(f[1], None)
+                    if fut is not None:
+                        cls = WorkerLost if f[2] == "NodeDown" else Error
+                        fut.set_exception(cls(f"worker {w.name}: {f[2]}: {f[3]}"))
+                elif op == "progress":
+                    self._relay(f[1], f)
+                elif op == "trunc":
+                    self._relay(f[1], f)
+                elif op == "hb":
+                    pass
+                else:
+                    raise wire.ProtocolError(f"unknown frame {op!r} from worker {w.name}")
+        except (OSError, wire.ProtocolError) as e:
+            if not self.closed:
+                log.warning("worker %s lost: %s", w.name, e)
+        self._lose(w)
+
+    def _relay(self, dst: str, frame) -> None:
+        with self.lock:
+            if dst in self.up:
+                self.workers[self.placement[dst]].put(frame)
+                self.relayed += 1
+            elif frame[0] == "msg" and dst in self.held:
+                self.held[dst].append(frame)
+            # else: a node gone, or down and not yet being recovered: lost, as in a crash
+
+    def _lose(self, w: WorkerHandle) -> None:
+        with self.lock:
+            if not w.alive:
+                return
+            w.alive = False
+            w.lost_at = time.monotonic()
+            w.put(None)
+            if w in self.active:
+                self.active.remove(w)
+            if w in self.spares:
+                self.spares.remove(w)
+            mine = [n for n, p in self.placement.items() if p == w.name]
+            for n in mine:
+                self.up.discard(n)
+                self.restored.discard(n)
+                self.held[n] = []
+            for fut in w.pending.values():
+                fut.set_exception(WorkerLost(f"worker {w.name} (pid {w.pid}) was lost"))
+            w.pending.clear()
+            if mine and not self.closed:
+                self.recovering += 1
+            self.changed.notify_all()
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+        if w.proc is not None:
+            w.proc.kill()                    # a hung worker must not come back
+        if mine and not self.closed:
+            self.lost.put((w, mine, 1))
+        elif not self.closed and self.address is not None:
+            self.spawn(1)                    # a lost spare is replaced
+
+    def _monitor(self) -> None:
+        while not self.closed:
+            time.sleep(min(0.1, self.heartbeat_timeout / 4))
+            now = time.monotonic()
+            for w in list(self.workers.values()):
+                if w.alive and now - w.last_heard > self.heartbeat_timeout:
+                    log.warning("worker %s silent for %.2f s", w.name, now - w.last_heard)
+                    if w.proc is not None:
+                        w.proc.kill()
+                    try:                     # its reader sees the end, relays what it
+                        w.conn.shutdown()    # had read, then declares the loss
+                    except OSError:
+                        self._lose(w)
+
+    def _take_spare(self, timeout: float = 60.0) -> WorkerHandle:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while not self.spares:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RecoveryError("no spare worker joined to take over the lost nodes")
+                self.changed.wait(left)
+            w = self.spares.pop(0)
+            self.active.append(w)
+        if self.address is not None:
+            self.spawn(1)                    # the next spare warms up meanwhile
+        return w
+
+    # ------------------------------------------------------------ requests
+
+    def worker_of(self, node_id: str) -> WorkerHandle:
+        with self.lock:
+            w = self.workers.get(self.placement.get(node_id, ""))
+        if w is None or not w.alive:
+            raise WorkerLost(f"node {node_id} has no live worker")
+        return w
+
+    def ask(self, w: WorkerHandle, method: str, *args, timeout: float = 300.0):
+        fut: Future = Future()
+        rid = next(self.rids)
+        with self.lock:
+            if not w.alive:
+                raise WorkerLost(f"worker {w.name} was lost")
+            w.pending[rid] = fut
+            w.put(["req", rid, method, list(args)])
+        return fut.result(timeout)
+
+    def call(self, node_id: str, method: str, *args):
+        return self.ask(self.worker_of(node_id), method, node_id, *args)
+
+    # ------------------------------------------------------------ structure
+
+    def add(self, node: Node) -> None:
+        with self.lock:
+            counts = {w.name: 0 for w in self.active}
+            for nid, p in self.placement.items():
+                if p in counts:
+                    counts[p] += 1
+            near = {self.placement.get(p) for p in node.parents}
+            # neighbours on other workers: one lost worker then leaves each lost node's
+            # parents and children alive, which is where tree clocks recover from
+            best = min(self.active, key=lambda w: (w.name in near, counts[w.name]))
+            self.placement[node.id] = best.name
+            self.new_placement[node.id] = best.name
+            self.up.add(node.id)
+        if node.kind == "base":
+            self.durable.setdefault(node.id, [])
+        elif node.op.stateful:
+            node.op = RemoteOp(self, node, node.op)
+
+    def announce(self, change: tuple) -> None:
+        kind = change[0]
+        if kind == "table":
+            data = ["table", plan_wire.to_data(change[1])]
+        elif kind == "view":
+            data = ["view", change[1], plan_wire.to_data(change[2])]
+        elif kind == "remove":
+            data = ["remove", list(change[1])]
+        else:
+            data = ["drop_table", change[1], change[2]]
+        log.info("catalog change %s", data[:2])
+        with self.lock:
+            placement, self.new_placement = self.new_placement, {}
+            self.ddl_log.append([data, placement])
+            for w in self.workers.values():
+                if w.alive:
+                    w.put(["ddl", data, placement])
+
+    def remove(self, node_id: str) -> None:
+        with self.lock:
+            self.placement.pop(node_id, None)
+            self.up.discard(node_id)
+            self.held.pop(node_id, None)
+        self.durable.pop(node_id, None)
+
+    def refresh_clocks(self) -> None:
+        if self.clocks:
+            from treeclock import TreeClocks
+            self.tc = TreeClocks(self.graph.parents_by_num(), DEPTH, previous=self.tc)
+
+    def settle(self, fresh: set[str]) -> None:
+        self.refresh_clocks()
+        for nid in self.graph.topological():
+            if nid in fresh and self.graph[nid].parents:
+                parents = {}
+                for p in self.graph[nid].parents:
+                    i = self.info(p)
+                    parents[p] = [i.time, wire.encode_array(i.clock), p in fresh]
+                self.call(nid, "settle", parents)
+
+    # ------------------------------------------------------------ writes
+
+    def write(self, base_id: str, batch: Batch) -> None:
+        """Accepted (the controller's copy of the table and its history hold it); the
+        base node gets it now, or from the history if its worker is being replaced."""
+        self.graph[base_id].op.process(0, batch)
+        self.durable[base_id].append(batch)
+        with self.lock:
+            if base_id in self.up:
+                self.workers[self.placement[base_id]].put(["write", base_id, encode_batch(batch)])
+
+    def check_writable(self, base_id: str, table: str) -> None:
+        """Writes to a table whose worker is down are kept and applied on recovery."""
+
+    def wait(self) -> None:
+        """Every message caused by writes accepted before the call has been processed:
+        one round of pings processes what was relayed before it, so depth + 1 rounds
+        cover the longest path. A worker lost meanwhile raises ``WorkerLost``: what it
+        had not processed is not reflected (a migration must not start from that)."""
+        for _ in range(self._depth() + 1):
+            before = self.relayed
+            futs = []
+            with self.lock:
+                for w in self.workers.values():
+                    if w.alive:
+                        fut: Future = Future()
+                        rid = next(self.rids)
+                        w.pending[rid] = fut
+                        w.put(["req", rid, "ping", []])
+                        futs.append(fut)
+                down = [n for n in self.placement if n not in self.up]
+            if down and threading.get_ident() != self.recovery_thread:
+                raise WorkerLost(f"nodes {down[:5]} are down until their recovery")
+            for f in futs:
+                f.result(60)
+            if self.relayed == before:
+                return
+
+    def _depth(self) -> int:
+        depth: dict[str, int] = {}
+        for n in self.graph.topological():
+            depth[n] = 1 + max((depth[p] for p in self.graph[n].parents), default=-1)
+        return max(depth.values(), default=0)
+
+    def wait_recovered(self, timeout: float = 120.0) -> None:
+        """Until no lost node is still waiting for its recovery."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.recovering:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RecoveryError("recovery of a lost worker's nodes is taking over "
+                                        f"{timeout:.0f} s")
+                self.changed.wait(left)
+
+    # ------------------------------------------------------------ failure
+
+    def crash(self, node_id: str) -> None:
+        """Kill the worker process hosting the node (SIGKILL)."""
+        w = self.worker_of(node_id)
+        w.killed_at = time.monotonic()
+        if w.proc is not None:
+            w.proc.send_signal(signal.SIGKILL)
+        else:
+            w.put(["die"])
+        deadline = time.monotonic() + self.heartbeat_timeout + 5
+        with self.lock:                      # returns once the loss has been noticed
+            while w.alive and time.monotonic() < deadline:
+                self.changed.wait(0.05)
+
+    def alive(self, node_id: str) -> bool:
+        with self.lock:
+            return node_id in self.up or node_id in self.restored
+
+    def info(self, node_id: str) -> DomainInfo:
+        alive, t, last_seen, clock, log_rows, diff_rows = self.call(node_id, "info")
+        dec = wire.decode_array
+        return DomainInfo(alive, t, last_seen, dec(clock), dec(log_rows), dec(diff_rows))
+
+    def payload_after(self, node_id: str, child: str, t: int) -> tuple[list[Message], int]:
+        msgs, now = self.call(node_id, "payload_after", child, t)
+        return [decode_message(m) for m in msgs], now
+
+    def output_info(self, node_id: str, child: str, upto: int):
+        snap, later, now, last_seen = self.call(node_id, "output_info", child, upto)
+        return (None if snap is None else decode_batch(snap),
+                [decode_message(m) for m in later], now, last_seen)
+
+    def restore(self, node_id: str, t: int, clock, last_seen: dict[str, int]) -> None:
+        self.call(node_id, "restore", t, wire.encode_array(clock), last_seen)
+        with self.lock:
+            self.restored.add(node_id)
+
+    def replay(self, node_id: str, msgs: list[Message], seen: dict[str, int]) -> None:
+        self.call(node_id, "replay", [encode_message(m) for m in msgs], seen)
+
+    def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
+        n = self.call(node_id, "restore_base", [encode_batch(b) for b in self.durable[node_id]],
+                      seen, low)
+        with self.lock:
+            self.restored.add(node_id)
+        return n
+
+    def reset(self, node_id: str) -> None:
+        """Empty a node for a lineage rebuild; the graph is quiet, so what was held for
+        it is already in its parents' state: dropped."""
+        self.call(node_id, "reset")
+        with self.lock:
+            self.held.pop(node_id, None)
+            self.restored.discard(node_id)
+            self.up.add(node_id)
+            self.changed.notify_all()
+
+    def _abandon(self, node_id: str) -> None:
+        """A recovery that gave up part-way: the node is down again, until lineage."""
+        with self.lock:
+            self.restored.discard(node_id)
+            self.up.discard(node_id)
+            self.held.setdefault(node_id, [])
+        self.call(node_id, "crash")
+
+    def _release(self) -> None:
+        """Nodes rebuilt since the last call take messages again, held ones first."""
+        with self.lock:
+            for nid in list(self.restored):
+                w = self.workers[self.placement[nid]]
+                for f in self.held.pop(nid, []):
+                    w.put(f)
+                self.restored.discard(nid)
+                self.up.add(nid)
+            self.changed.notify_all()
+
+    def wait_up(self, node_id: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while node_id not in self.up and node_id in self.placement:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.changed.wait(left)
+
+    def _recoverer(self) -> None:
+        self.recovery_thread = threading.get_ident()   # (its waits expect nodes down)
+        while True:
+            w, nodes, attempt = self.lost.get()
+            try:
+                self._recover_worker(w, nodes)
+            except Exception:
+                # (another worker lost meanwhile, most likely: try again once it is known)
+                log.exception("recovery of worker %s's nodes failed (attempt %d)", w.name, attempt)
+                if attempt < 3:
+                    with self.lock:
+                        self.recovering += 1
+                    time.sleep(self.heartbeat_timeout)
+                    self.lost.put((w, [n for n in nodes if not self.alive(n)], attempt + 1))
+            finally:
+                with self.lock:
+                    self.recovering -= 1
+                    self.changed.notify_all()
+
+    def _recover_worker(self, lost: WorkerHandle, nodes: list[str]) -> None:
+        from ...recovery import lineage, treeclock
+        detected = lost.lost_at - getattr(lost, "killed_at", lost.lost_at)
+        spare = self._take_spare()
+        control = self.control or threading.RLock()
+        with control:
+            # moved under the lock: until now, a request for these nodes finds their
+            # worker gone (and waits), never an empty stand-in
+            with self.lock:
+                for n in nodes:
+                    self.placement[n] = spare.name
+            spare.put(["host", nodes])
+            order = [n for n in self.graph.topological() if n in set(nodes)]
+            log.info("recovering %s", order)
+            reports = []
+            leftover = []
+            for n in order:
+                if self.alive(n):
+                    continue                      # came back with a neighbour
+                if self.graph[n].kind == "base" or (self.clocks and self.strategy == "treeclock"):
+                    try:
+                        reports.append(treeclock.recover(self.graph, self, n))
+                        continue
+                    except RecoveryError as e:
+                        log.info("tree clocks cannot recover %s (%s): lineage", n, e)
+                        self._abandon(n)
+                    finally:
+                        self._release()
+                leftover.append(n)
+            if leftover:
+                # one rebuild for all of them: each one's purge set may read another
+                down = [n for n in order if not self.alive(n) and n not in leftover]
+                reports.append(lineage.recover(self.graph, self, *leftover, *down))
+                self._release()
+            for report in reports:
+                report.automatic = True
+                report.worker = spare.name
+                report.lost_worker = lost.name
+                report.detection_seconds = detected
+                if self.on_recovery is not None:
+                    self.on_recovery(report)
+        log.warning("recovered %d node(s) of worker %s on %s", len(order), lost.name, spare.name)
+
+    # ------------------------------------------------------------ introspection
+
+    def describe(self, node_id: str) -> dict:
+        with self.lock:
+            w = self.workers.get(self.placement.get(node_id, ""))
+        return {"worker": w.name if w else None, "pid": w.pid if w else None}
+
+    def close(self) -> None:
+        self.closed = True
+        with self.lock:
+            ws = list(self.workers.values())
+        for w in ws:
+            w.put(["stop"])
+            w.put(None)
+        for p in self._spawned:
+            try:
+                p.wait(2)
+            except subprocess.TimeoutExpired:
+                p.kill()

@@ -1,0 +1,63 @@
+"""Start ``noria-py serve`` in a subprocess on loopback, for tests and benchmarks: a
+real cluster (controller and workers are all separate processes)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+
+class Cluster:
+    def __init__(self, workers: int = 2, shards: int = 1, token: str | None = None,
+                 extra: tuple[str, ...] = ()) -> None:
+        cmd = [sys.executable, "-m", "noria_py.cli", "serve", "--port", "0",
+               "--workers", str(workers), "--shards", str(shards), *extra]
+        env = dict(os.environ)
+        env.pop("NORIA_TOKEN", None)
+        if token:
+            cmd += ["--token", token]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on ([\d.]+):(\d+)", line)
+        if not m:
+            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+            self.close()
+            raise RuntimeError(f"serve did not start: {line!r} {err}")
+        self.host, self.port = m.group(1), int(m.group(2))
+        self.url = f"noria://{self.host}:{self.port}"
+
+    def worker_pids(self, db) -> list[int]:
+        """The pids of the workers hosting nodes (not the warm spare)."""
+        return sorted({n["pid"] for n in db.graph() if n.get("pid")})
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def wait_until(pred, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False

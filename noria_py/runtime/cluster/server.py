@@ -1,0 +1,261 @@
+"""``noria-py serve``: the controller process, serving clients and workers on one port.
+
+Every connection authenticates first (``wire.server_handshake``); a connection that
+fails to, or that sends a frame that is not well formed, is logged and closed, and the
+server goes on. An authenticated peer says whether it is a worker (handed to the
+``ClusterRuntime``) or a client (served here, one thread per connection).
+
+Client requests are ``["call", id, method, args]``, answered ``["ok", id, result]`` or
+``["error", id, error class name, message]``. Statements that change the catalog or
+write take the database lock; reads of existing views do not, so a read never waits
+behind a recovery it does not need.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import threading
+
+import sql_frontend
+from sql_frontend import plan as lp
+
+from ...client import Database
+from ...errors import Error
+from ...graph import Graph
+from . import wire
+from .controller import ClusterRuntime, WorkerLost
+
+log = logging.getLogger("noria_py.serve")
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def report_data(r) -> dict:
+    d = dict(vars(r))
+    d["purged"] = list(r.purged)
+    return d
+
+
+class Server:
+    def __init__(self, host: str = "127.0.0.1", port: int = 7878, workers: int = 1,
+                 shards: int = 1, data_dir: str | None = None, token: str | None = None,
+                 clocks: bool = True, heartbeat_timeout: float = 1.0,
+                 strategy: str = "treeclock", spawn: bool = True) -> None:
+        if host not in LOOPBACK and not token:
+            raise Error(f"binding {host} (not loopback) needs a shared secret: pass --token")
+        if strategy not in ("treeclock", "lineage"):
+            raise Error(f"a cluster recovers with 'treeclock' or 'lineage', not {strategy!r}")
+        if workers < 1:
+            raise Error(f"a cluster needs at least one worker, got {workers}")
+        self.token = token
+        self.stopped = threading.Event()
+        self.sock = socket.create_server((host, port), reuse_port=False)
+        self.address = self.sock.getsockname()[:2]
+        self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
+                                      strategy)
+        join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+        self.runtime.address = (join_host, self.address[1])
+        self.runtime.token = token
+        self.lock = threading.RLock()
+        self.runtime.control = self.lock
+        threading.Thread(target=self._accept, daemon=True, name="accept").start()
+        if spawn:
+            self.runtime.spawn(workers + 1)        # one more: the warm spare
+        self.runtime.wait_for_workers()
+        self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime)
+        self.runtime.on_recovery = self.db.record_recovery
+
+    # ------------------------------------------------------------ connections
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                sock, addr = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connection, args=(sock,), daemon=True).start()
+
+    def _connection(self, sock: socket.socket) -> None:
+        conn = wire.Connection(sock)
+        try:
+            hello = wire.server_handshake(conn, self.token)
+        except (OSError, wire.ProtocolError) as e:
+            log.warning("refused connection from %s: %s", conn.peer, e)
+            conn.close()
+            return
+        role = hello.get("role")
+        if role == "worker":
+            self.runtime.attach(conn, hello)
+        elif role == "client":
+            self._session(conn)
+        else:
+            log.warning("refused connection from %s: unknown role %r", conn.peer, role)
+            conn.close()
+
+    def _session(self, conn: wire.Connection) -> None:
+        try:
+            while True:
+                f = conn.recv()
+                if not (isinstance(f, (list, tuple)) and len(f) == 4 and f[0] == "call"):
+                    raise wire.ProtocolError("expected [\"call\", id, method, args]")
+                _, rid, method, args = f
+                fn = getattr(self, "m_" + str(method), None)
+                try:
+                    if fn is None:
+                        raise Error(f"unknown request {method!r}")
+                    result = fn(*args)
+                except Error as e:
+                    conn.send(["error", rid, type(e).__name__, str(e)])
+                except Exception as e:      # a bug: say so, keep serving
+                    log.exception("request %s failed", method)
+                    conn.send(["error", rid, "Error", f"internal error: {type(e).__name__}: {e}"])
+                else:
+                    conn.send(["ok", rid, result])
+        except wire.ConnectionClosed:
+            pass
+        except (OSError, wire.ProtocolError) as e:
+            log.warning("closed connection from %s: %s", conn.peer, e)
+        finally:
+            conn.close()
+
+    # ------------------------------------------------------------ client requests
+
+    def _settled(self):
+        """The database lock, taken once no lost worker's nodes await recovery: a
+        catalog change builds on every node's state, so it must not start from a node
+        that is down (and recovery needs this lock, so it cannot be waited for inside)."""
+        while True:
+            self.runtime.wait_recovered()
+            self.lock.acquire()
+            if not self.runtime.recovering:
+                return self.lock
+            self.lock.release()
+
+    def m_execute(self, sql: str, params) -> list:
+        db = self.db
+        for attempt in range(10):
+            lock = self._settled()
+            try:
+                stmt = sql_frontend.parse(sql, db._catalog, tuple(params or ()))
+                if not isinstance(stmt, lp.Select):
+                    r = db._run(stmt, sql)
+                    return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
+                view, stmt = db._select_view(stmt)
+                break
+            except WorkerLost:
+                # a worker died under a catalog change, which was undone: once its nodes
+                # are back, the statement runs again
+                if attempt == 9:
+                    raise
+            finally:
+                lock.release()
+        r = db._read(view, stmt)
+        return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
+
+    def m_table(self, name: str) -> list:
+        with self.lock:
+            return self.db.table(name).columns
+
+    def m_insert(self, name: str, rows) -> int:
+        with self.lock:
+            self.db.table(name).insert(rows)
+        return len(rows)
+
+    def m_delete(self, name: str, rows) -> int:
+        with self.lock:
+            self.db.table(name).delete(rows)
+        return len(rows)
+
+    def m_delete_keys(self, name: str, keys) -> int:
+        with self.lock:
+            self.db.table(name).delete_keys(keys)
+        return len(keys)
+
+    def m_count(self, name: str) -> int:
+        with self.lock:
+            return len(self.db.table(name))
+
+    def m_view(self, name: str) -> list:
+        with self.lock:
+            v = self.db.view(name)
+        return [v.columns, [t.value for t in v.types], v.key_arity]
+
+    def m_lookup(self, name: str, keys) -> list:
+        with self.lock:
+            v = self.db.view(name)
+        if v.key_arity == 1:
+            return v.lookup_many(keys)
+        return [v.lookup(*k) for k in keys]
+
+    def m_all(self, name: str) -> list:
+        with self.lock:
+            v = self.db.view(name)
+        return v.all()
+
+    def m_tables(self) -> list:
+        return self.db.tables()
+
+    def m_views(self) -> list:
+        return self.db.views()
+
+    def m_wait(self) -> None:
+        while True:
+            lock = self._settled()
+            try:
+                self.db.wait()
+                return
+            except WorkerLost:
+                continue                    # a worker died meanwhile: after its recovery
+            finally:
+                lock.release()
+
+    def m_graph(self) -> list:
+        with self.lock:
+            return self.db.graph()
+
+    def m_fail(self, node_id: str) -> None:
+        with self.lock:
+            self.db._node(node_id)
+        self.runtime.crash(node_id)
+
+    def m_recover(self, node_id: str, strategy: str) -> dict:
+        return report_data(self.db.recover(node_id, strategy))
+
+    def m_recoveries(self) -> list:
+        return [report_data(r) for r in self.db.recoveries()]
+
+    # ------------------------------------------------------------ running
+
+    def serve_forever(self) -> None:
+        self.stopped.wait()
+
+    def close(self) -> None:
+        self.stopped.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.runtime.close()
+        self.db.close()
+
+
+def main(args) -> int:
+    """The ``noria-py serve`` command."""
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s: %(message)s")
+    try:
+        server = Server(args.host, args.port, args.workers, args.shards, args.data_dir,
+                        args.token, not args.no_clocks, args.heartbeat_timeout,
+                        args.recovery)
+    except (Error, OSError) as e:
+        print(f"noria-py serve: {e}")
+        return 1
+    host, port = server.address
+    print(f"noria-py serve: listening on {host}:{port} with {args.workers} worker(s); "
+          f"connect with noria_py.connect(\"noria://{host}:{port}\")", flush=True)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: server.stopped.set())
+    server.serve_forever()
+    server.close()
+    return 0

@@ -1,0 +1,330 @@
+"""A worker process: hosts some of the graph's domain shards and runs their messages.
+
+Every worker builds the whole graph (the controller sends each catalog change as a
+logical plan, and the planner is deterministic, so node ids agree everywhere), but
+holds state only for the nodes placed on it. One thread reads the controller
+connection and handles its frames strictly in order: messages, writes, progress
+reports and requests. That order is what recovery relies on: when the controller's
+request reaches a worker, every message forwarded to it before has been processed.
+A second thread sends heartbeats.
+
+Frames (lists; see ``wire.py`` for framing and authentication):
+
+- from the controller: ``["ddl", change, placement]``, ``["host", [node ids]]``,
+  ``["msg", dst, message]``, ``["write", base, batch]``, ``["progress", b, c, t, paths,
+  childless]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``
+- to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
+  ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+from sql_frontend import wire as plan_wire
+
+from ...batch import Batch
+from ...domain import ACK_EVERY, Domain
+from ...errors import Error
+from ...graph import Graph, Node
+from ...planner import Planner
+from ..embedded import DEPTH
+from . import wire
+from .wire import decode_batch, decode_message, encode_batch, encode_message
+
+log = logging.getLogger("noria_py.worker")
+
+HEARTBEAT_EVERY = 0.2
+
+
+class NodeDown(Error):
+    """A read reached a node that is not back yet (the controller waits and retries)."""
+
+
+def apply_change(planner: Planner, graph: Graph, change: list, on_remove) -> None:
+    """One catalog change, as the controller's planner made it (see ``ClusterRuntime.announce``)."""
+    kind = change[0]
+    if kind == "table":
+        planner.add_table(plan_wire.from_data(change[1]))
+    elif kind == "view":
+        planner.add_view(change[1], plan_wire.from_data(change[2]))
+    elif kind == "remove":
+        planner.remove(list(change[1]), on_remove)
+    elif kind == "drop_table":
+        planner.drop_table(change[1])
+        graph.remove(change[2])
+        on_remove(change[2])
+    else:
+        raise wire.ProtocolError(f"unknown catalog change {kind!r}")
+
+
+class Worker:
+    def __init__(self, conn: wire.Connection, name: str, shards: int, clocks: bool) -> None:
+        self.conn = conn
+        self.name = name
+        self.graph = Graph()
+        self.clocks = clocks
+        self.tc = None
+        self.new_nodes: list[Node] = []
+        self.planner = Planner(self.graph, shards, self.new_nodes.append)
+        self.domains: dict[str, Domain] = {}
+        self.send = conn.send
+
+    # ------------------------------------------------------------ structure
+
+    def ddl(self, change: list, placement: dict) -> None:
+        self.new_nodes.clear()
+        apply_change(self.planner, self.graph, change, self._removed)
+        self.planner.take_fresh()
+        made = [n.id for n in self.new_nodes]
+        want = list(placement)
+        if made != want:
+            raise Error(f"worker {self.name} built nodes {made} where the controller built {want}")
+        self._refresh_clocks()
+        for n in self.new_nodes:
+            if placement[n.id] == self.name:
+                d = self.domains[n.id] = Domain(self.graph, n)
+                d.attach_clocks(self.tc)
+
+    def _removed(self, node_id: str) -> None:
+        self.domains.pop(node_id, None)
+        for d in self.domains.values():
+            d.payload.pop(node_id, None)
+            d.progress.pop(node_id, None)
+
+    def _refresh_clocks(self) -> None:
+        if self.clocks:
+            from treeclock import TreeClocks
+            self.tc = TreeClocks(self.graph.parents_by_num(), DEPTH, previous=self.tc)
+            for d in self.domains.values():
+                d.attach_clocks(self.tc)
+
+    def host(self, node_ids: list[str]) -> None:
+        """Take over failed nodes: empty, down until the controller restores them."""
+        for nid in node_ids:
+            d = self.domains[nid] = Domain(self.graph, self.graph[nid])
+            d.crash()
+            d.attach_clocks(self.tc)
+
+    # ------------------------------------------------------------ messages
+
+    def emit(self, msgs) -> None:
+        send = self.send
+        for m in msgs:
+            send(["msg", m.dst, encode_message(m)])
+
+    def deliver(self, m) -> None:
+        d = self.domains.get(m.dst)
+        if d is None or not d.alive:
+            return
+        before = d.time
+        out = d.handle(m)
+        if d.time == before:
+            return
+        if out:
+            self.emit(out)
+        d.unacked += 1
+        if d.unacked >= ACK_EVERY:
+            self.report_progress(d)
+
+    def report_progress(self, c: Domain) -> None:
+        for b_id, t, paths, childless in c.progress_report():
+            b = self.domains.get(b_id)
+            if b is not None:
+                self.progress(b_id, c.id, t, paths, childless)
+            else:
+                self.send(["progress", b_id, c.id, t, paths, childless])
+
+    def progress(self, b_id: str, c_id: str, t: int, paths: dict, childless: bool) -> None:
+        b = self.domains.get(b_id)
+        if b is None or not b.alive:
+            return
+        for a_id, level in b.on_progress(c_id, t, paths, childless):
+            if a_id in self.domains:
+                self.truncate(a_id, b_id, level)
+            else:
+                self.send(["trunc", a_id, b_id, level])
+
+    def truncate(self, a_id: str, b_id: str, level: int) -> None:
+        a = self.domains.get(a_id)
+        if a is not None and a.alive:
+            a.truncate(b_id, level)
+
+    def write(self, base_id: str, batch: Batch) -> None:
+        d = self.domains.get(base_id)
+        if d is not None and d.alive:
+            self.emit(d.write(batch))
+
+    # ------------------------------------------------------------ requests (recovery, reads)
+
+    def req_info(self, nid: str):
+        i = self.domains[nid].info()
+        arr = wire.encode_array
+        return [i.alive, i.time, i.last_seen, arr(i.clock), arr(i.log_rows), arr(i.diff_rows)]
+
+    def req_payload_after(self, nid: str, child: str, t: int):
+        msgs, now = self.domains[nid].payload_after(child, t)
+        return [[encode_message(m) for m in msgs], now]
+
+    def req_output_info(self, nid: str, child: str, upto: int):
+        d = self.domains[nid]
+        later, now = d.payload_after(child, upto)
+        snap = encode_batch(d.node.op.snapshot()) if d.node.op.stateful else None
+        return [snap, [encode_message(m) for m in later], now, dict(d.last_seen)]
+
+    def req_restore(self, nid: str, t: int, clock, last_seen: dict) -> None:
+        d = self.domains[nid]
+        d.tc = self.tc
+        d.restore(t, wire.decode_array(clock), last_seen)
+
+    def req_replay(self, nid: str, msgs: list, seen: dict) -> int:
+        d = self.domains[nid]
+        n = 0
+        for enc in msgs:
+            out = d.handle(decode_message(enc))
+            n += 1
+            self.emit(o for o in out if o.time > seen.get(o.dst, 0))
+        return n
+
+    def req_restore_base(self, nid: str, history: list, seen: dict, low: int) -> int:
+        d = self.domains[nid]
+        d.attach_clocks(self.tc)
+        sends = d.write_history([decode_batch(b) for b in history], seen, low)
+        self.emit(sends)
+        return len(sends)
+
+    def req_reset(self, nid: str) -> None:
+        d = self.domains[nid]
+        d.crash()
+        d.alive = True
+        d.attach_clocks(self.tc)
+
+    def req_crash(self, nid: str) -> None:
+        self.domains[nid].crash()
+
+    def req_settle(self, nid: str, parents: dict) -> None:
+        self.domains[nid].settle({p: (t, wire.decode_array(c), fresh)
+                                  for p, (t, c, fresh) in parents.items()})
+
+    def req_process(self, nid: str, port: int, batch):
+        out = self.domains[nid].node.op.process(port, decode_batch(batch))
+        if isinstance(out, list):
+            return [encode_batch(b) for b in out]
+        return encode_batch(out)
+
+    def req_snapshot(self, nid: str):
+        return encode_batch(self.domains[nid].node.op.snapshot())
+
+    def _up(self, nid: str) -> Domain:
+        d = self.domains[nid]
+        if not d.alive:
+            raise NodeDown(f"node {nid} is being recovered")
+        return d
+
+    def req_lookup(self, nid: str, keys: list):
+        op = self._up(nid).node.op
+        return [op.lookup(tuple(k) if isinstance(k, (list, tuple)) else k) for k in keys]
+
+    def req_all(self, nid: str):
+        return self._up(nid).node.op.all()
+
+    def req_len(self, nid: str) -> int:
+        return len(self._up(nid).node.op)
+
+    def req_ping(self) -> int:
+        return os.getpid()
+
+    # ------------------------------------------------------------ loop
+
+    def run(self) -> None:
+        recv = self.conn.recv
+        while True:
+            f = recv()
+            op = f[0]
+            if op == "msg":
+                self.deliver(decode_message(f[2]))
+            elif op == "write":
+                self.write(f[1], decode_batch(f[2]))
+            elif op == "req":
+                self.request(f[1], f[2], f[3])
+            elif op == "progress":
+                self.progress(*f[1:])
+            elif op == "trunc":
+                self.truncate(*f[1:])
+            elif op == "ddl":
+                self.ddl(f[1], f[2])
+            elif op == "host":
+                self.host(list(f[1]))
+            elif op == "stop":
+                return
+            elif op == "die":                     # db.fail() on a worker we did not start
+                os.kill(os.getpid(), signal.SIGKILL)
+            else:
+                raise wire.ProtocolError(f"unknown frame {op!r} from the controller")
+
+    def request(self, rid: int, method: str, args) -> None:
+        fn = getattr(self, "req_" + method, None)
+        try:
+            if fn is None:
+                raise wire.ProtocolError(f"unknown request {method!r}")
+            result = fn(*args)
+        except Exception as e:                      # reported to the caller, not fatal
+            if not isinstance(e, NodeDown):
+                log.exception("request %s failed", method)
+            self.send(["err", rid, type(e).__name__, str(e)])
+            return
+        self.send(["rep", rid, result])
+
+
+def _heartbeats(conn: wire.Connection, stop: threading.Event) -> None:
+    while not stop.wait(HEARTBEAT_EVERY):
+        try:
+            conn.send(["hb"])
+        except OSError:
+            return
+
+
+def serve_worker(host: str, port: int, token: str | None, name: str | None = None) -> None:
+    """Join the controller at host:port and work until it says stop or goes away."""
+    sock = socket.create_connection((host, port))
+    conn = wire.Connection(sock)
+    wire.client_handshake(conn, token, {"role": "worker", "name": name, "pid": os.getpid()})
+    f = conn.recv()
+    if f[0] != "config":
+        raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
+    _, assigned, shards, clocks = f
+    worker = Worker(conn, assigned, shards, clocks)
+    stop = threading.Event()
+    threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
+    try:
+        worker.run()
+    except wire.ConnectionClosed:
+        pass
+    finally:
+        stop.set()
+        conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="noria-py worker")
+    ap.add_argument("--join", required=True, metavar="HOST:PORT")
+    ap.add_argument("--name")
+    args = ap.parse_args(argv)
+    host, _, port = args.join.rpartition(":")
+    logging.basicConfig(level=logging.WARNING, format="worker %(process)d: %(message)s")
+    try:
+        serve_worker(host or "127.0.0.1", int(port), os.environ.get("NORIA_TOKEN"), args.name)
+    except (OSError, Error) as e:
+        print(f"noria-py worker: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

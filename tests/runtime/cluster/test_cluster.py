@@ -1,0 +1,196 @@
+"""A real cluster (controller and worker subprocesses on loopback) against DuckDB,
+with a worker killed by SIGKILL in the middle of the writes."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import struct
+
+import pytest
+
+import noria_py
+from differential.oracle import Oracle, normalize
+from differential.test_differential import DDL, KEYED, VIEWS, _apply_model, _check
+from noria_py.runtime.cluster import wire
+from noria_py.runtime.cluster.launch import Cluster
+
+#: seeds for the SIGKILL differential test; CI runs the first few, the soak all
+SEEDS = list(range(20))
+CI_SEEDS = int(os.environ.get("NORIA_CLUSTER_SEEDS", "3"))
+
+
+def _random_ops(rng: random.Random, n: int) -> list:
+    def ints():
+        return None if rng.random() < 0.15 else rng.randint(0, 5)
+
+    def text():
+        return None if rng.random() < 0.15 else rng.choice(["a", "b", "c", "zz"])
+
+    ops = []
+    for _ in range(n):
+        k = rng.random()
+        if k < 0.4:
+            ops.append(("ins1", [(ints(), ints(), text()) for _ in range(rng.randint(1, 6))]))
+        elif k < 0.6:
+            ops.append(("ins2", [(ints(), ints()) for _ in range(rng.randint(1, 4))]))
+        elif k < 0.75:
+            ops.append(("del1", [rng.randint(0, 1000) for _ in range(rng.randint(1, 3))]))
+        elif k < 0.85:
+            ops.append(("del2", [rng.randint(0, 1000) for _ in range(rng.randint(1, 2))]))
+        else:
+            ops.append(("sql", rng.randrange(4)))
+    return ops
+
+
+def _differential_with_kill(seed: int) -> None:
+    rng = random.Random(seed)
+    shards = rng.choice([1, 2])
+    with Cluster(workers=2, shards=shards) as cluster:
+        db = noria_py.connect(cluster.url)
+        for sql in DDL:
+            db.execute(sql)
+        names = list(VIEWS)
+        split = rng.randint(0, len(names))
+        for name in names[:split]:
+            db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
+        for name, (sql, _) in KEYED.items():
+            db.execute(f"CREATE VIEW {name} AS {sql}")
+        model = {"t1": [], "t2": []}
+        ops = _random_ops(rng, 40)
+        kill_at = rng.randrange(len(ops))
+        for i, op in enumerate(ops):
+            if i == kill_at:
+                victim = rng.choice(cluster.worker_pids(db))
+                os.kill(victim, signal.SIGKILL)         # mid-load, messages in flight
+            _apply_model(model, op, db)                 # acknowledged: must not be lost
+            if i == len(ops) // 2:
+                for name in names[split:]:
+                    db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
+        oracle = Oracle(DDL)
+        oracle.load(model)
+        try:
+            _check(db, oracle, model, names)
+        except AssertionError:
+            print("kill_at", kill_at, "n", len(ops), "split", split, "shards", shards)
+            print("victim", victim, "graph", db.graph(), "recoveries", db.recoveries())
+            raise
+        reports = db.recoveries()
+        assert reports and all(r.automatic for r in reports), reports
+        assert victim not in cluster.worker_pids(db)
+        db.close()
+        assert cluster.alive()
+
+
+@pytest.mark.parametrize("seed", SEEDS[:CI_SEEDS])
+def test_sigkill_mid_load_matches_duckdb(seed):
+    _differential_with_kill(seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sigkill_soak(seed):
+    _differential_with_kill(seed)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with Cluster(workers=2, shards=2) as c:
+        yield c
+
+
+def test_api_through_the_client(cluster):
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    db.execute("CREATE VIEW votes_per_article AS SELECT article_id, COUNT(*) AS votes "
+               "FROM vote WHERE article_id = ? GROUP BY article_id")
+    db.execute("INSERT INTO vote VALUES (?, ?)", (1, 7))
+    t = db.table("vote")
+    t.insert([(1, 8), (2, 9)])
+    t.delete([(1, 8)])
+    assert len(t) == 2 and t.columns == ["article_id", "user_id"]
+    db.wait()
+    v = db.view("votes_per_article")
+    assert v.lookup(1) == [(1, 1)]
+    assert v.lookup_many([1, 2, 3]) == [[(1, 1)], [(2, 1)], []]
+    res = db.execute("SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id")
+    assert sorted(res.fetchall()) == [(1, 1), (2, 1)] and res.columns == ["article_id", "n"]
+    assert res.arrow().num_rows == 2
+    g = db.graph()
+    assert all(isinstance(n["pid"], int) and n["worker"] for n in g)
+    assert {n["kind"] for n in g} >= {"base", "aggregate", "reader"}
+    with pytest.raises(noria_py.errors.UnknownTableError):
+        db.table("nope")
+    with pytest.raises(noria_py.errors.TypeMismatchError):
+        t.insert([(1, "x")])
+    with pytest.raises(noria_py.errors.ParseError):
+        db.execute("SELEC 1")
+    db.close()
+
+
+def test_fail_and_recover_through_the_client(cluster):
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE r (k INT, v INT)")
+    db.execute("CREATE VIEW r_sum AS SELECT k, SUM(v) AS s FROM r WHERE k = ? GROUP BY k")
+    db.table("r").insert([(k % 5, k) for k in range(100)])
+    db.wait()
+    agg = next(n for n in db.graph() if n["kind"] == "aggregate")
+    untouched = db.view("votes_per_article") if "votes_per_article" in db.views() else None
+    before = len(db.recoveries())
+    db.fail(agg["id"])
+    db.table("r").insert([(0, 1000)])               # while the worker is being replaced
+    report = db.recover(agg["id"])
+    assert report.automatic and report.seconds >= 0
+    assert len(db.recoveries()) > before
+    db.wait()
+    assert db.view("r_sum").lookup(0) == [(0, sum(range(0, 100, 5)) + 1000)]
+    if untouched is not None:
+        untouched.lookup(1)
+    assert agg["pid"] not in {n["pid"] for n in db.graph()}
+    db.close()
+
+
+def test_refuses_bad_connections_and_keeps_serving():
+    with Cluster(workers=1, token="s3cret") as cluster:
+        with pytest.raises(noria_py.Error):
+            noria_py.connect(cluster.url, token="wrong")
+        with pytest.raises(noria_py.Error):
+            noria_py.connect(cluster.url)                   # no token at all
+        # garbage after the length header, and an oversized frame, each on a fresh socket
+        for payload in (struct.pack(">I", 5) + b"\xc1\xc1\xc1\xc1\xc1",
+                        struct.pack(">I", 0xFFFFFFF0) + b"x" * 16):
+            s = socket.create_connection((cluster.host, cluster.port))
+            s.sendall(payload)
+            s.settimeout(5)
+            try:
+                while s.recv(4096):
+                    pass
+            except OSError:
+                pass
+            s.close()
+        # and a client that authenticates, then sends garbage
+        good = noria_py.connect(cluster.url, token="s3cret")
+        good._conn.sock.sendall(struct.pack(">I", 3) + b"\xc1\xc1\xc1")
+        with pytest.raises(wire.ProtocolError):
+            good._conn.recv()
+        db = noria_py.connect(cluster.url, token="s3cret")
+        db.execute("CREATE TABLE ok (a INT)")
+        db.table("ok").insert([(1,)])
+        db.wait()
+        assert db.execute("SELECT a FROM ok").fetchall() == [(1,)]
+        db.close()
+        assert cluster.alive()
+
+
+def test_binding_beyond_loopback_needs_a_token():
+    from noria_py.runtime.cluster.server import Server
+    with pytest.raises(noria_py.Error, match="--token"):
+        Server(host="0.0.0.0", port=0, spawn=False)
+
+
+def test_connect_url_errors():
+    with pytest.raises(noria_py.Error, match="noria://"):
+        noria_py.connect("http://localhost:1")
+    with pytest.raises(noria_py.Error, match="cannot connect"):
+        noria_py.connect("noria://127.0.0.1:1")

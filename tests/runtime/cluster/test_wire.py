@@ -1,0 +1,405 @@
+"""The cluster transport over real loopback sockets: frames, codecs, authentication."""
+import datetime
+import hashlib
+import hmac
+import socket
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from noria_py.batch import Batch
+from noria_py.errors import Error
+from noria_py.messages import Message
+from noria_py.runtime.cluster import wire
+from noria_py.runtime.cluster.wire import (AuthError, Connection, ConnectionClosed, ProtocolError,
+                                           client_handshake, decode_array, decode_batch,
+                                           decode_message, encode_array, encode_batch,
+                                           encode_message, server_handshake)
+from noria_py.storage.codec import packb, unpackb
+
+
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        a = socket.create_connection(listener.getsockname())
+        b, _ = listener.accept()
+    return a, b
+
+
+@pytest.fixture
+def conns():
+    a, b = tcp_pair()
+    ca, cb = Connection(a), Connection(b)
+    yield ca, cb
+    ca.close()
+    cb.close()
+
+
+@pytest.fixture
+def raw():
+    """A Connection (max_frame 1024) and the raw socket at the other end."""
+    a, b = tcp_pair()
+    conn = Connection(b, max_frame=1024)
+    conn.sock.settimeout(5)          # a test that wrongly waits for a body fails, not hangs
+    yield conn, a
+    a.close()
+    conn.close()
+
+
+def in_thread(fn, *args):
+    """Run fn in a thread; the returned function joins it and returns or raises its result."""
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as e:   # noqa: BLE001 - handed to the test thread
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+
+    def join():
+        t.join(10)
+        assert not t.is_alive()
+        if "error" in out:
+            raise out["error"]
+        return out["value"]
+    return join
+
+
+# ---------------------------------------------------------------- frames
+
+def test_frames_round_trip(conns):
+    a, b = conns
+    tz = datetime.timezone(datetime.timedelta(hours=5, minutes=30))
+    values = [
+        ["op", 1, 2.5, None, True, False, "é", b"\x00\xff"],
+        {"nested": {"deep": [[1, [2, [3]]], ()], "k": None}, 7: "int key"},
+        [datetime.date(2024, 2, 29), datetime.datetime(1999, 12, 31, 23, 59, 59, 999999),
+         datetime.datetime(2024, 1, 1, 12, tzinfo=tz)],
+        [2**64 - 1, -2**63, 0, -1, 2**63],
+        [],
+        {},
+        ["big", b"x" * 3_000_000],         # larger than the read buffer
+    ]
+    for v in values:
+        a.send(v)
+    got = [b.recv() for _ in values]
+    assert got[0] == ("op", 1, 2.5, None, True, False, "é", b"\x00\xff")
+    assert got[1] == {"nested": {"deep": ((1, (2, (3,))), ()), "k": None}, 7: "int key"}
+    assert got[2] == tuple(values[2]) and got[2][2].utcoffset() == tz.utcoffset(None)
+    assert got[3] == tuple(values[3]) and all(type(x) is int for x in got[3])
+    assert got[4] == () and got[5] == {}
+    assert got[6] == ("big", b"x" * 3_000_000)
+    assert a.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    assert ":" in a.peer and str(b.sock.getsockname()[1]) in a.peer
+
+
+def test_many_frames_from_many_threads(conns):
+    a, b = conns
+    n, threads = 3000, 4
+
+    def sender(k):
+        for i in range(n):
+            a.send(["f", k, i, "x" * (i % 97)])
+    workers = [in_thread(sender, k) for k in range(threads)]
+    seen = {k: 0 for k in range(threads)}
+    for _ in range(n * threads):
+        tag, k, i, pad = b.recv()
+        assert tag == "f" and i == seen[k] and pad == "x" * (i % 97)   # whole, in order
+        seen[k] += 1
+    for join in workers:
+        join()
+    assert seen == {k: n for k in range(threads)}
+
+
+def test_oversized_frame_refused_before_body(raw):
+    conn, peer = raw
+    peer.sendall(struct.pack(">I", 1025))          # no body follows: reading it would hang
+    with pytest.raises(ProtocolError, match=r"1025 bytes .* limit of 1024 bytes"):
+        conn.recv()
+
+
+def test_oversized_frame_refused_on_send(raw):
+    conn, _ = raw
+    with pytest.raises(ProtocolError, match="limit of 1024"):
+        conn.send(["x" * 2000])
+
+
+def test_garbage_payload(raw):
+    conn, peer = raw
+    peer.sendall(struct.pack(">I", 1) + b"\xc1")   # 0xc1 is never used by msgpack
+    with pytest.raises(ProtocolError, match="garbage frame"):
+        conn.recv()
+
+
+def test_truncated_payload_is_garbage(raw):
+    conn, peer = raw
+    body = packb(["a", "bcd"])[:-1]
+    peer.sendall(struct.pack(">I", len(body)) + body)
+    with pytest.raises(ProtocolError, match="garbage frame"):
+        conn.recv()
+
+
+@pytest.mark.parametrize("value", [42, "text", None, b"bytes"])
+def test_payload_must_be_array_or_map(raw, value):
+    conn, peer = raw
+    body = packb(value)
+    peer.sendall(struct.pack(">I", len(body)) + body)
+    with pytest.raises(ProtocolError, match="expected a msgpack array or map"):
+        conn.recv()
+
+
+def test_clean_eof(raw):
+    conn, peer = raw
+    peer.close()
+    with pytest.raises(ConnectionClosed, match="closed by") as e:
+        conn.recv()
+    assert "middle" not in str(e.value)
+    assert isinstance(e.value, ProtocolError) and isinstance(e.value, Error)
+
+
+@pytest.mark.parametrize("tail", [b"\x00\x00", struct.pack(">I", 100) + b"0123456789"])
+def test_eof_mid_frame(raw, tail):
+    conn, peer = raw
+    good = packb(["ok"])
+    peer.sendall(struct.pack(">I", len(good)) + good + tail)
+    peer.close()
+    assert conn.recv() == ("ok",)
+    with pytest.raises(ConnectionClosed, match="middle of a frame"):
+        conn.recv()
+
+
+def test_frames_split_across_reads(raw):
+    conn, peer = raw
+    frames = b"".join(struct.pack(">I", len(p)) + p
+                      for p in (packb(["f", i, "y" * i]) for i in range(200)))
+    done = in_thread(lambda: [conn.recv() for _ in range(200)])
+    for i in range(0, len(frames), 7):              # dribble: headers and bodies split
+        peer.sendall(frames[i:i + 7])
+        if i % 700 == 0:
+            time.sleep(0.001)
+    assert done() == [("f", i, "y" * i) for i in range(200)]
+
+
+# ---------------------------------------------------------------- codecs
+
+def test_batch_round_trip(conns):
+    a, b = conns
+    batch = Batch([(1, None, "x"), (None, None, None), (2**63, -2.5, datetime.date(2020, 1, 1))],
+                  [1, -1, 3])
+    a.send(["write", encode_batch(batch), encode_batch(Batch())])
+    _, got, empty = b.recv()
+    got, empty = decode_batch(got), decode_batch(empty)
+    assert type(got.rows) is list and type(got.signs) is list
+    assert all(type(r) is tuple for r in got.rows)
+    assert got.rows == batch.rows and got.signs == batch.signs
+    assert empty.rows == [] and empty.signs == []
+    got.rows.append((9,))                           # the decoded lists are our own
+    got.signs.append(1)
+
+
+def test_message_round_trip(conns):
+    a, b = conns
+    clock = np.array([5, 0, -3, 2**62], dtype=np.int64)
+    msgs = [Message("base_1", "agg_2#0", Batch([(1, None)], [-2]), 17, clock, 9),
+            Message("a", "b", Batch(), 0, None, 0),
+            Message("a", "b", Batch([("x",)], [1]), 1, np.zeros(0, dtype=np.int64), 0)]
+    a.send([encode_message(m) for m in msgs])
+    got = [decode_message(m) for m in b.recv()]
+    for m, g in zip(msgs, got):
+        assert (g.src, g.dst, g.time, g.low) == (m.src, m.dst, m.time, m.low)
+        assert g.batch.rows == m.batch.rows and g.batch.signs == m.batch.signs
+        if m.clock is None:
+            assert g.clock is None
+        else:
+            assert g.clock.dtype == np.int64 and g.clock.ndim == 1
+            assert np.array_equal(g.clock, m.clock) and g.clock.flags.writeable
+    got[0].clock[0] = 99                            # a copy, not a view of the frame
+
+
+def test_arrays_round_trip(conns):
+    a, b = conns
+    rows = np.arange(12, dtype=np.int64).reshape(3, 4) - 5
+    a.send([encode_array(rows), encode_array(None), encode_array(np.zeros((0, 3), np.int64)),
+            encode_array(np.array([1, 2], dtype=np.int32))])
+    got = [decode_array(x) for x in b.recv()]
+    assert np.array_equal(got[0], rows) and got[0].dtype == np.int64
+    assert got[1] is None
+    assert got[2].shape == (0, 3)
+    assert got[3].dtype == np.int64 and list(got[3]) == [1, 2]
+    with pytest.raises(ProtocolError, match="does not fit shape"):
+        decode_array(([2, 2], b"\x00" * 8))
+    with pytest.raises(TypeError):
+        encode_array(np.zeros(2))
+
+
+@pytest.mark.parametrize("bad, why", [
+    ((), r"\[rows, signs\]"),
+    (("rows", (1,)), "arrays"),
+    ((((1,), (2,)), (1,)), "2 rows but 1 signs"),
+    ((((1,), [2]), (1, 1)), "rows must be arrays"),
+    ((((1,),), ("1",)), "signs must be integers"),
+    ((((1,),), (True,)), "signs must be integers"),
+])
+def test_batch_shape_checked(bad, why):
+    with pytest.raises(ProtocolError, match=why):
+        decode_batch(bad)
+
+
+@pytest.mark.parametrize("bad, why", [
+    (("a", "b", ((), ()), 1, None), "must be"),
+    (("a", 2, ((), ()), 1, None, 0), "strings"),
+    (("a", "b", ((), ()), 1, b"\x00" * 7, 0), "clock"),
+    (("a", "b", ((), ()), 1, [1, 2], 0), "clock"),
+    (("a", "b", ((1,), ()), 1, None, 0), "1 rows but 0 signs"),
+])
+def test_message_shape_checked(bad, why):
+    with pytest.raises(ProtocolError, match=why):
+        decode_message(bad)
+
+
+def test_message_codec_speed(capsys):
+    """Not a benchmark: a check that a 1,000-row message is cheap to move."""
+    rows = [(i, i * 7) for i in range(1000)]
+    msg = Message("join_3#1", "agg_4#1", Batch(rows, [1] * 1000), 123, np.arange(8, dtype=np.int64), 7)
+    back = decode_message(unpackb(packb(encode_message(msg))))
+    assert back.batch.rows == rows
+    n = 300
+    t0 = time.perf_counter()
+    for _ in range(n):
+        decode_message(encode_message(msg))
+    codec = (time.perf_counter() - t0) / n
+    t0 = time.perf_counter()
+    for _ in range(n):
+        decode_message(unpackb(packb(encode_message(msg))))
+    full = (time.perf_counter() - t0) / n
+    with capsys.disabled():                         # shown without -s
+        print(f"\n1,000-row message: encode+decode {codec * 1e6:.1f} us; "
+              f"with msgpack packb+unpackb {full * 1e6:.1f} us")
+
+
+# ---------------------------------------------------------------- handshake
+
+def _mac(token, who, nonce):
+    return hmac.new((token or "").encode(), who + nonce, hashlib.sha256).digest()
+
+
+def test_handshake_right_token(conns):
+    srv, cli = conns
+    done = in_thread(server_handshake, srv, "s3cret", "worker")
+    welcome = client_handshake(cli, "s3cret", {"role": "worker", "name": "w1", "pid": 42})
+    assert done() == {"role": "worker", "name": "w1", "pid": 42}
+    assert welcome == {}
+    assert srv.sock.gettimeout() is None and cli.sock.gettimeout() is None
+    cli.send(["after", 1])                          # the connection is usable afterwards
+    assert srv.recv() == ("after", 1)
+
+
+def test_handshake_none_token(conns):
+    srv, cli = conns
+    done = in_thread(server_handshake, srv, None)
+    client_handshake(cli, None, {"role": "client"})
+    assert done() == {"role": "client"}
+
+
+@pytest.mark.parametrize("server_token, client_token", [
+    ("right", "wrong"), ("right", None), (None, "extra")])
+def test_handshake_wrong_token_refused_on_both_sides(conns, server_token, client_token):
+    srv, cli = conns
+    done = in_thread(server_handshake, srv, server_token)
+    with pytest.raises(AuthError, match="refused by .*wrong token"):
+        client_handshake(cli, client_token, {"role": "client"})
+    with pytest.raises(AuthError, match="wrong token"):
+        done()
+
+
+def test_handshake_wrong_role(conns):
+    srv, cli = conns
+    done = in_thread(server_handshake, srv, "t", "worker")
+    with pytest.raises(AuthError, match="expected role 'worker'"):
+        client_handshake(cli, "t", {"role": "client"})
+    with pytest.raises(AuthError):
+        done()
+
+
+def test_client_refuses_server_without_token(conns):
+    srv, cli = conns
+
+    def impostor():                                 # accepts anyone, cannot prove the token
+        nonce = b"n" * 32
+        srv.send({"op": "challenge", "nonce": nonce})
+        hello = srv.recv()
+        srv.send({"op": "welcome", "mac": _mac("guess", b"server", hello["nonce"])})
+    done = in_thread(impostor)
+    with pytest.raises(AuthError, match="does not know the token"):
+        client_handshake(cli, "s3cret", {"role": "client"})
+    done()
+
+
+def test_client_refuses_replayed_server_mac(conns):
+    """The server's mac is over the client's fresh nonce: one from another session fails."""
+    srv, cli = conns
+
+    def replayer():
+        srv.send({"op": "challenge", "nonce": b"n" * 32})
+        srv.recv()
+        srv.send({"op": "welcome", "mac": _mac("s3cret", b"server", b"old" * 11)})
+    done = in_thread(replayer)
+    with pytest.raises(AuthError):
+        client_handshake(cli, "s3cret", {"role": "client"})
+    done()
+
+
+def test_server_refuses_reflected_mac(conns):
+    """A client mac computed with the server's label (a reflection) does not pass."""
+    srv, cli = conns
+    done = in_thread(server_handshake, srv, "t")
+    challenge = cli.recv()
+    cli.send({"op": "hello", "mac": _mac("t", b"server", challenge["nonce"]), "nonce": b"m" * 32})
+    assert cli.recv()["op"] == "refused"
+    with pytest.raises(AuthError):
+        done()
+
+
+def test_silent_client_times_out(conns):
+    srv, cli = conns
+    t0 = time.monotonic()
+    with pytest.raises(ProtocolError, match="timed out"):
+        server_handshake(srv, "t", timeout=0.3)
+    assert time.monotonic() - t0 < 3
+    assert srv.sock.gettimeout() is None
+
+
+def test_huge_hello_refused(conns):
+    srv, cli = conns
+    done = in_thread(server_handshake, srv, "t")
+    cli.recv()
+    cli.sock.sendall(struct.pack(">I", 10_000_000))  # announced, never sent
+    with pytest.raises(ProtocolError, match="exceeds the limit"):
+        done()
+    assert srv.max_frame == wire.MAX_FRAME
+
+
+def test_malformed_hello(conns):
+    srv, cli = conns
+    done = in_thread(server_handshake, srv, "t")
+    cli.recv()
+    cli.send({"op": "hello", "mac": "not bytes", "nonce": b"short"})
+    with pytest.raises(ProtocolError, match="expected a hello"):
+        done()
+
+
+def test_hello_cannot_override_protocol_keys(conns):
+    _, cli = conns
+    with pytest.raises(ValueError, match="op, mac or nonce"):
+        client_handshake(cli, "t", {"role": "client", "mac": b"x"})
+
+
+def test_module_defaults():
+    assert wire.MAX_FRAME == 256 * 1024 * 1024
+    assert issubclass(wire.AuthError, wire.ProtocolError)
+    assert issubclass(wire.ConnectionClosed, wire.ProtocolError)
