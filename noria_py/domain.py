@@ -181,10 +181,10 @@ class Domain:
 
     def info(self) -> "DomainInfo":
         """What recovery reads of a node, taken at one instant."""
-        return DomainInfo(self.alive, self.time, dict(self.last_seen),
-                          None if self.tc is None else self.clock.copy(),
-                          None if self.tc is None else self.log_rows(),
-                          None if self.tc is None else self.diffs.rows.copy())
+        if self.tc is None or self.clock is None:      # no clocks, or failed
+            return DomainInfo(self.alive, self.time, dict(self.last_seen), None, None, None)
+        return DomainInfo(self.alive, self.time, dict(self.last_seen), self.clock.copy(),
+                          self.log_rows(), self.diffs.rows.copy())
 
     def payload_after(self, child: str, time: int) -> tuple[list[Message], int]:
         """The logged messages to ``child`` after ``time``, and this node's time."""

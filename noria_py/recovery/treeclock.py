@@ -118,6 +118,11 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
     tc = rt.tc
     node = graph[node_id]
     parents = list(node.parents)
+    down = [a for a in parents if not rt.alive(a)]
+    if down:
+        raise RecoveryError(f"node {node_id} and its parents {down} and theirs have failed "
+                            "together: more adjacent failures than depth-3 tree clocks "
+                            "recover; use strategy='lineage'")
     layout = tc.layout(node.num)
     witnesses, seen = _witnesses(graph, rt, node_id)
     if witnesses:

@@ -126,6 +126,8 @@ class ClusterRuntime:
         self.on_recovery = None                 # called with each RecoveryReport
         self.recovering = 0
         self.recovery_thread = None
+        self.started = False
+        self.broken: str | None = None         # set when a recovery gave up
         self.closed = False
         self._names = itertools.count(1)
         self._spawned: list[subprocess.Popen] = []
@@ -157,7 +159,7 @@ class ClusterRuntime:
             for change, placement in self.ddl_log:
                 w.put(["ddl", change, placement])
             self.workers[name] = w
-            if len(self.active) < self.target:
+            if not self.started and len(self.active) < self.target:
                 self.active.append(w)
             else:
                 self.spares.append(w)
@@ -175,6 +177,7 @@ class ClusterRuntime:
                     raise Error(f"only {len(self.active) + len(self.spares)} of "
                                 f"{self.target + 1} workers joined within {timeout:.0f} s")
                 self.changed.wait(left)
+            self.started = True          # later joiners are spares
 
     def _reader(self, w: WorkerHandle) -> None:
         recv = w.conn.recv
@@ -390,6 +393,8 @@ class ClusterRuntime:
                         w.put(["req", rid, "ping", []])
                         futs.append(fut)
                 down = [n for n in self.placement if n not in self.up]
+            if self.broken:
+                raise RecoveryError(self.broken)
             if down and threading.get_ident() != self.recovery_thread:
                 raise WorkerLost(f"nodes {down[:5]} are down until their recovery")
             for f in futs:
@@ -514,6 +519,9 @@ class ClusterRuntime:
                         self.recovering += 1
                     time.sleep(self.heartbeat_timeout)
                     self.lost.put((w, [n for n in nodes if not self.alive(n)], attempt + 1))
+                else:
+                    self.broken = (f"the nodes of lost worker {w.name} could not be recovered; "
+                                   "see the server log")
             finally:
                 with self.lock:
                     self.recovering -= 1
@@ -542,7 +550,9 @@ class ClusterRuntime:
                     try:
                         reports.append(treeclock.recover(self.graph, self, n))
                         continue
-                    except RecoveryError as e:
+                    except WorkerLost:
+                        raise                     # another worker lost: start over
+                    except Exception as e:        # RecoveryError: beyond what clocks keep
                         log.info("tree clocks cannot recover %s (%s): lineage", n, e)
                         self._abandon(n)
                     finally:

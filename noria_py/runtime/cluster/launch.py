@@ -11,21 +11,23 @@ import time
 
 class Cluster:
     def __init__(self, workers: int = 2, shards: int = 1, token: str | None = None,
-                 extra: tuple[str, ...] = ()) -> None:
+                 extra: tuple[str, ...] = (), log: str | None = None) -> None:
         cmd = [sys.executable, "-m", "noria_py.cli", "serve", "--port", "0",
                "--workers", str(workers), "--shards", str(shards), *extra]
         env = dict(os.environ)
         env.pop("NORIA_TOKEN", None)
         if token:
             cmd += ["--token", token]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # the server's log goes to ``log`` (a file), else is dropped: an unread pipe
+        # would fill up and stall the server
+        self._log = open(log, "w") if log else subprocess.DEVNULL
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log,
                                      text=True, env=env)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on ([\d.]+):(\d+)", line)
         if not m:
-            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
             self.close()
-            raise RuntimeError(f"serve did not start: {line!r} {err}")
+            raise RuntimeError(f"serve did not start: {line!r} (log: {log})")
         self.host, self.port = m.group(1), int(m.group(2))
         self.url = f"noria://{self.host}:{self.port}"
 
@@ -40,9 +42,9 @@ class Cluster:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        for f in (self.proc.stdout, self.proc.stderr):
-            if f:
-                f.close()
+        self.proc.stdout.close()
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
 
     def alive(self) -> bool:
         return self.proc.poll() is None

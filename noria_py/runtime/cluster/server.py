@@ -12,6 +12,7 @@ behind a recovery it does not need.
 """
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import socket
@@ -254,6 +255,7 @@ def main(args) -> int:
     host, port = server.address
     print(f"noria-py serve: listening on {host}:{port} with {args.workers} worker(s); "
           f"connect with noria_py.connect(\"noria://{host}:{port}\")", flush=True)
+    faulthandler.register(signal.SIGUSR1)      # kill -USR1 PID: every thread's stack, to the log
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: server.stopped.set())
     server.serve_forever()

@@ -194,3 +194,49 @@ def test_connect_url_errors():
         noria_py.connect("http://localhost:1")
     with pytest.raises(noria_py.Error, match="cannot connect"):
         noria_py.connect("noria://127.0.0.1:1")
+
+
+def test_a_hung_worker_is_found_by_heartbeats():
+    """SIGSTOP: the connection stays open, only the heartbeats stop."""
+    with Cluster(workers=2, extra=("--heartbeat-timeout", "0.5")) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE h (k INT, v INT)")
+        db.execute("CREATE VIEW h_n AS SELECT k, COUNT(*) AS n FROM h WHERE k = ? GROUP BY k")
+        db.table("h").insert([(1, i) for i in range(10)])
+        db.wait()
+        agg = next(n for n in db.graph() if n["kind"] == "aggregate")
+        os.kill(agg["pid"], signal.SIGSTOP)
+        try:
+            db.table("h").insert([(1, 99)])
+            db.wait()                   # returns once the hung worker's nodes are back
+            assert db.view("h_n").lookup(1) == [(1, 11)]
+            reports = db.recoveries()
+            assert reports and reports[-1].automatic
+            assert agg["pid"] not in {n["pid"] for n in db.graph()}
+        finally:
+            try:
+                os.kill(agg["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        db.close()
+
+
+def test_worker_join_checks_the_token():
+    import subprocess
+    import sys
+    import time
+    with Cluster(workers=1, token="tok") as cluster:
+        join = [sys.executable, "-m", "noria_py.cli", "worker", "--join",
+                f"{cluster.host}:{cluster.port}"]
+        bad = subprocess.run(join + ["--token", "nope"], capture_output=True, text=True,
+                             timeout=60)
+        assert bad.returncode == 1 and "noria-py worker" in bad.stderr
+        good = subprocess.Popen(join + ["--token", "tok"], stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(2)
+            assert good.poll() is None            # joined (as a spare), and working
+        finally:
+            good.kill()
+            good.wait()
+            good.stderr.close()
+        assert cluster.alive()
