@@ -66,8 +66,8 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             read.append((time.perf_counter_ns() - t1) / 1000)
         recov = []
         for _ in range(kills):
-            time.sleep(3)                      # failures are not back to back: let the
-            agg                                # next warm spare join = next(n for n in db.graph() if n["kind"] == "aggregate")
+            time.sleep(3)                      # failures are not back to back: the next
+            agg = next(n for n in db.graph() if n["kind"] == "aggregate")   # spare joins
             k = 7
             want = count(k) + 1
             n_before = len(db.recoveries())
