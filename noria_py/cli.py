@@ -6,13 +6,6 @@ import os
 import sys
 
 
-def _not_yet(what: str, issue: str):
-    def run(args: argparse.Namespace) -> int:
-        print(f"noria-py {what}: not available yet ({issue}).", file=sys.stderr)
-        return 2
-    return run
-
-
 def _serve(args: argparse.Namespace) -> int:
     from .runtime.cluster.server import main as serve_main
     return serve_main(args)
@@ -97,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     ld.add_argument("--master", default=None, help="Spark master (default local[*])")
     where = ld.add_mutually_exclusive_group(required=True)
     where.add_argument("--data-dir", dest="data_dir")
-    where.add_argument("--server", default=None, help="a running cluster (not available yet)")
+    where.add_argument("--server", default=None, help="a running cluster: noria://HOST:PORT")
+    ld.add_argument("--token", default=None, help="the cluster's token (default $NORIA_TOKEN)")
     ld.add_argument("--skip-bad", action="store_true",
                     help="load the good rows; write the bad ones to a reject file")
     ld.add_argument("--reject-file", default=None, help="default: TABLE.rejects.csv")

@@ -448,6 +448,12 @@ class Table:
         self._entry = entry
         self.name = entry.schema.name
         self.columns = [c.name for c in entry.schema.columns]
+        self.schema = entry.schema
+        self.sql = entry.sql
+
+    def primary_keys(self):
+        """The primary-key tuples now in the table (a live, read-only view)."""
+        return self._db.graph_[self._entry.node].op.by_key.keys()
 
     def insert(self, rows: Iterable[Sequence]) -> None:
         """Add rows (tuples in column order); all or nothing."""

@@ -130,6 +130,18 @@ class RemoteTable:
         self.name = name
         self.columns = columns
 
+    @property
+    def schema(self):
+        from sql_frontend import wire as plan_wire
+        return plan_wire.from_data(self._db._call("schema", self.name)[1])
+
+    @property
+    def sql(self) -> str:
+        return self._db._call("schema", self.name)[0]
+
+    def primary_keys(self) -> set[tuple]:
+        return {tuple(k) for k in self._db._call("keys", self.name)}
+
     def insert(self, rows: Iterable[Sequence]) -> None:
         self._db._call("insert", self.name, [tuple(r) for r in rows])
 

@@ -161,9 +161,9 @@ def ingest(db, table: str, files: list[Path], batch_rows: int = 100_000, progres
     across all files and against the table first, so a conflict inserts nothing."""
     from .arrow import arrow_to_rows as to_rows
     handle = db.table(table)
-    schema = handle._entry.schema
+    schema = handle.schema
     if schema.primary_key:
-        _check_keys(db, handle, schema, files)
+        _check_keys(handle, schema, files)
     total = 0
     for path in files:
         with pa.memory_map(str(path)) as src:
@@ -179,10 +179,10 @@ def ingest(db, table: str, files: list[Path], batch_rows: int = 100_000, progres
     return total
 
 
-def _check_keys(db, handle, schema, files: list[Path]) -> None:
+def _check_keys(handle, schema, files: list[Path]) -> None:
     from ..errors import DuplicateKeyError
     pk = schema.primary_key
-    existing = db.graph_[handle._entry.node].op.by_key
+    existing = handle.primary_keys()
     seen: set = set()
     for path in files:
         with pa.memory_map(str(path)) as src:

@@ -21,8 +21,11 @@ How a load runs:
 
 The base table of an embedded data dir is a single node, so rows are not split by
 shard on the way in: the engine's sharders split them, by its stable hash
-(``noria_py.hashing``), downstream of the base table. ``--server`` (a running
-cluster, whose base tables will be sharded) is not available yet.
+(``noria_py.hashing``), downstream of the base table. With ``--server noria://HOST:PORT``
+the rows are staged in a scratch dir and inserted through the cluster client in batches
+of ``--batch-rows``; the controller validates and logs each batch as it does any insert.
+Validation happens before the first batch, so a bad row still loads nothing; a batch
+the server refuses (a key inserted meanwhile by another client) stops the load there.
 """
 from __future__ import annotations
 
@@ -95,14 +98,10 @@ def _display(path: str) -> str:
 def load(table: str, paths: list[str], *, data_dir: str | None = None, server: str | None = None,
          fmt: str | None = None, master: str | None = None, skip_bad: bool = False,
          reject_file: str | None = None, batch_rows: int = 100_000, progress: bool = True,
-         spark=None, out=sys.stderr) -> LoadReport:
+         spark=None, out=sys.stderr, token: str | None = None) -> LoadReport:
     start = time.perf_counter()
-    if server is not None:
-        raise LoadError(f"--server {server}: loading into a running cluster is not available yet "
-                        "(the cluster runtime, `noria-py serve`, has not landed); load into a "
-                        "data dir with --data-dir DIR")
-    if data_dir is None:
-        raise LoadError("say where to load: --data-dir DIR (or --server URL, once clusters exist)")
+    if (server is None) == (data_dir is None):
+        raise LoadError("say where to load: --data-dir DIR or --server noria://HOST:PORT")
     if not paths:
         raise LoadError("no input files given")
     for p in paths:
@@ -111,15 +110,29 @@ def load(table: str, paths: list[str], *, data_dir: str | None = None, server: s
     fmt = (fmt or guess_format(paths)).lower()
     if fmt not in ("parquet", "csv"):
         raise LoadError(f"unknown format {fmt!r}: use parquet or csv")
-    schema = table_schema(data_dir, table)          # fails fast, before Spark starts
+    import noria_py
+    if server is not None:
+        # a cluster: the rows are staged in a scratch dir that holds the table's
+        # definition, and inserted through the client in batches
+        db = noria_py.connect(server, token=token)
+        try:
+            handle = db.table(table)
+            stage = _scratch_dir(handle.sql)
+        except BaseException:
+            db.close()
+            raise
+        schema = handle.schema
+    else:
+        schema = table_schema(data_dir, table)      # fails fast, before Spark starts
+        stage = data_dir
     report = LoadReport(table=schema.name)
 
     from . import get_session, register
     from .datasource import ingest, read_manifest, staging_dir
     if spark is None:
         spark = get_session(master)
-    import noria_py
-    db = noria_py.connect(data_dir=data_dir)
+    if server is None:
+        db = noria_py.connect(data_dir=data_dir)
     try:
         t0 = time.perf_counter()
         raw = _read(spark, fmt, paths)
@@ -148,10 +161,10 @@ def load(table: str, paths: list[str], *, data_dir: str | None = None, server: s
         register(spark)
         job = "load-" + uuid.uuid4().hex
         try:
-            (good.write.format("noria").option("data_dir", os.path.abspath(data_dir))
+            (good.write.format("noria").option("data_dir", os.path.abspath(stage))
              .option("table", schema.name).option("job", job).option("ingest", "false")
              .mode("append").save())
-            files, total = read_manifest(data_dir, job)
+            files, total = read_manifest(stage, job)
             report.phases["spark_write"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             bar = _progress(total, schema.name, progress, out)
@@ -163,11 +176,27 @@ def load(table: str, paths: list[str], *, data_dir: str | None = None, server: s
                     bar.close()
             report.phases["ingest"] = time.perf_counter() - t0
         finally:
-            shutil.rmtree(staging_dir(data_dir, job), ignore_errors=True)
+            shutil.rmtree(staging_dir(stage, job), ignore_errors=True)
     finally:
         db.close()
+        if server is not None:
+            shutil.rmtree(stage, ignore_errors=True)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _scratch_dir(create_sql: str) -> str:
+    """A data dir holding only the table's definition: where Spark's executors stage the
+    rows for a load into a cluster."""
+    import tempfile
+
+    from ..storage import Storage
+    path = tempfile.mkdtemp(prefix="noria-load-")
+    st = Storage(path)
+    st.load()
+    st.set_catalog([create_sql])
+    st.close()
+    return path
 
 
 def _progress(total: int, name: str, enabled: bool, out):
@@ -235,7 +264,7 @@ def _validate(spark, raw, fmt: str, schema, db):
         w = Window.partitionBy(*pk).orderBy("__file", "__mono")
         df = df.withColumn("__pk_n", F.row_number().over(w))
         checks.append((pk_name, "__pk_n > 1", "'duplicate primary key (an earlier row has it)'"))
-        existing = list(db.graph_[db.table(schema.name)._entry.node].op.by_key)
+        existing = list(db.table(schema.name).primary_keys())
         if existing:
             from .arrow import rows_to_arrow
             keys = rows_to_arrow(existing, [f"__k{j}" for j in range(len(pk))],
@@ -314,7 +343,7 @@ def main(args) -> int:
         report = load(args.table, args.paths, data_dir=args.data_dir, server=args.server,
                       fmt=args.format, master=args.master, skip_bad=args.skip_bad,
                       reject_file=args.reject_file, batch_rows=args.batch_rows,
-                      progress=not args.quiet)
+                      progress=not args.quiet, token=getattr(args, "token", None))
     except Error as exc:
         print(f"noria-py load: {exc}", file=sys.stderr)
         return 1

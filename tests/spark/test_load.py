@@ -87,8 +87,10 @@ def test_parquet_type_mismatch_and_missing_table(spark, tmp_path):
 
 
 def test_cli_server_and_missing_java(tmp_path, capsys, monkeypatch):
-    assert cli_main(["load", "vote", "x.parquet", "--server", "noria://h:1"]) == 1
-    assert "not available yet" in capsys.readouterr().err
+    (tmp_path / "x.parquet").write_bytes(b"")
+    assert cli_main(["load", "vote", str(tmp_path / "x.parquet"), "--server",
+                     "noria://127.0.0.1:1"]) == 1
+    assert "cannot connect to noria://127.0.0.1:1" in capsys.readouterr().err
     from noria_py.spark import session
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
     with pytest.raises(session.SparkUnavailableError, match="apt-get install openjdk-17-jre-headless"):
@@ -106,3 +108,26 @@ def test_dataframe_write_format_noria(spark, tmp_path):
     bad = spark.createDataFrame(pa.table({"article_id": ["x"], "user_id": [1]}))
     with pytest.raises(Exception, match="cannot be stored in INT"):
         bad.write.format("noria").option("data_dir", d).option("table", "vote").mode("append").save()
+
+
+def test_load_into_a_running_cluster(spark, tmp_path):
+    from noria_py.runtime.cluster.launch import Cluster
+    with Cluster(workers=1) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+        db.execute("CREATE TABLE item (id INT PRIMARY KEY, name TEXT)")
+        db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id")
+        db.table("item").insert([(1, "one")])
+        pq.write_table(pa.table({"article_id": [j % 10 for j in range(1000)],
+                                 "user_id": list(range(1000))}), tmp_path / "v.parquet")
+        report = load("vote", [str(tmp_path / "v.parquet")], server=cluster.url, spark=spark,
+                      progress=False, batch_rows=300)
+        assert report.rows == 1000
+        db.wait()
+        assert sorted(db.execute("SELECT * FROM votes").fetchall()) == [(a, 100) for a in range(10)]
+        f = tmp_path / "items.csv"
+        f.write_text("id,name\n2,two\n1,again\n")
+        with pytest.raises(LoadError, match="primary key already in the table"):
+            load("item", [str(f)], server=cluster.url, spark=spark, progress=False)
+        assert db.execute("SELECT id FROM item").fetchall() == [(1,)]
+        db.close()

@@ -158,6 +158,16 @@ class Server:
         with self.lock:
             return self.db.table(name).columns
 
+    def m_schema(self, name: str) -> list:
+        from sql_frontend import wire as plan_wire
+        with self.lock:
+            t = self.db.table(name)
+            return [t.sql, plan_wire.to_data(t.schema)]
+
+    def m_keys(self, name: str) -> list:
+        with self.lock:
+            return list(self.db.table(name).primary_keys())
+
     def m_insert(self, name: str, rows) -> int:
         with self.lock:
             self.db.table(name).insert(rows)
