@@ -8,11 +8,12 @@ from .errors import (AlreadyExistsError, ArityError, ClosedError, DuplicateKeyEr
                      ParseError, RecoveryError, RowNotFoundError, SqlError, StorageError,
                      TypeMismatchError, UnknownColumnError, UnknownNodeError, UnknownTableError,
                      UnknownViewError, UnsupportedError)
+from .gcpolicy import tune_gc
 from .recovery import RecoveryReport
 from .result import Result
 
 __all__ = [
-    "connect", "Database", "Table", "View", "Result", "RecoveryReport",
+    "connect", "tune_gc", "Database", "Table", "View", "Result", "RecoveryReport",
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",

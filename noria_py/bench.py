@@ -197,50 +197,35 @@ def plot_recovery(results: dict[str, dict[int, float]], path: str, shards: int) 
 # ---------------------------------------------------------------- overhead
 
 def run_overhead(argv: list[str]) -> int:
-    """Tree clocks and logs on against off, in one run: throughput and the time from a
-    write until it is visible, per batch (saturated load; the offered-load sweep of the
-    seed's Figure 3 is still to come)."""
+    """The seed's Figure 3: propagation time at rising offered load, clocks on and off
+    (``overhead.py``); with ``--saturated``, the earlier back-to-back batch run."""
     p = argparse.ArgumentParser(prog="noria-py bench overhead")
     p.add_argument("--articles", type=int, default=100_000)
-    p.add_argument("--votes", type=int, default=300_000)
-    p.add_argument("--batch", type=int, default=1000)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--prefill", type=int, default=200_000, help="votes loaded first")
+    p.add_argument("--seconds", type=float, default=3.0, help="per load point and run")
+    p.add_argument("--fractions", default="0.1,0.2,0.4,0.6,0.8,0.9,1.0,1.2")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--plot", default=None, help="write a PNG here")
+    p.add_argument("--default-gc", action="store_true",
+                   help="leave Python's GC policy alone (no noria_py.tune_gc())")
     a = p.parse_args(argv)
-    data = workloads.votes(a.votes, a.articles)
-    chunks = [[tuple(r) for r in data[i:i + a.batch].tolist()] for i in range(0, a.votes, a.batch)]
-    results = {}
-    for rep in range(a.repeats):
-        # interleaved, in alternating order, so drift and heap state hit both alike
-        for clocks in ((True, False) if rep % 2 == 0 else (False, True)):
-            db = None
-            gc.collect()
-            db = connect(clocks=clocks)
-            workloads.setup(db, a.articles)
-            vote = db.table("vote")
-            lat = []
-            t0 = time.perf_counter()
-            for c in chunks:
-                t1 = time.perf_counter_ns()
-                vote.insert(c)                # returns once the batch is in every view
-                lat.append((time.perf_counter_ns() - t1) / 1e6)
-            total = time.perf_counter() - t0
-            results.setdefault(clocks, []).append((a.votes / total, lat))
-            db.close()
-            gc.collect()
-    print(f"overhead: {a.votes:,} votes in batches of {a.batch}, {a.repeats} runs each, "
-          f"clocks on/off interleaved")
-    print(f"{'clocks':>7} {'votes/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
-    summary = {}
-    for clocks in (True, False):
-        runs = results[clocks]
-        tput = statistics.median(r[0] for r in runs)
-        lat = [x for r in runs for x in r[1]]
-        summary[clocks] = (tput, *np.percentile(lat, [50, 95, 99]))
-        print(f"{'on' if clocks else 'off':>7} {tput:>10,.0f} " +
-              " ".join(f"{v:>8.2f}" for v in summary[clocks][1:]))
-    on, off = summary[True], summary[False]
-    print(f"clocks cost {100 * (off[0] - on[0]) / off[0]:.1f}% throughput, "
-          f"{100 * (on[1] - off[1]) / off[1]:.1f}% p50 latency")
+    from .overhead import plot, sweep
+    fractions = [float(x) for x in a.fractions.split(",")]
+    r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, not a.default_gc)
+    print(f"overhead: vote, {a.articles:,} articles, {a.prefill:,} votes first; half lookups, "
+          f"half votes; {a.repeats} interleaved runs of {a.seconds:g} s per point")
+    print(f"maximum: clocks on {r[True]['max']:,.0f} ops/s, off {r[False]['max']:,.0f} ops/s "
+          f"({100 * (r[False]['max'] - r[True]['max']) / r[False]['max']:+.1f}% cost)")
+    print(f"{'load':>5} {'offered':>9} | {'on ops/s':>9} {'p50':>7} {'p95':>7} {'p99':>7} | "
+          f"{'off ops/s':>9} {'p50':>7} {'p95':>7} {'p99':>7} | p50 cost")
+    for f in fractions:
+        on, off = r[True][f], r[False][f]
+        print(f"{f:>5.0%} {on['rate']:>9,.0f} | {on['ops']:>9,.0f} {on['p50']:>7.2f} "
+              f"{on['p95']:>7.2f} {on['p99']:>7.2f} | {off['ops']:>9,.0f} {off['p50']:>7.2f} "
+              f"{off['p95']:>7.2f} {off['p99']:>7.2f} | {100 * (on['p50'] - off['p50']) / off['p50']:+.1f}%")
+    if a.plot:
+        plot(r, fractions, a.plot)
+        print(f"plot: {a.plot}")
     return 0
 
 
@@ -357,13 +342,19 @@ def run_load(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_memory(argv: list[str]) -> int:
+    from .memory import main
+    return main(argv)
+
+
 def run_cluster(argv: list[str]) -> int:
     from .runtime.cluster.bench import main
     return main(argv)
 
 
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
-           "load": run_load, "peers": run_peers, "cluster": run_cluster}
+           "load": run_load, "peers": run_peers, "cluster": run_cluster,
+           "memory": run_memory}
 
 
 def run_bench(name: str, argv: list[str]) -> int:
