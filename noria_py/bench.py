@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from . import connect, workloads
+from .gcpolicy import tune_gc
 
 COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote "
               "WHERE article_id = ? GROUP BY article_id")
@@ -23,10 +24,12 @@ COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote 
 # ---------------------------------------------------------------- vote
 
 def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, batch: int = 1000,
-            seed: int | None = None):
+            seed: int | None = None, gc_tuned: bool = False):
     """The demo's database, filled; returns (db, seconds spent propagating the votes)."""
     db = connect(shards=shards, clocks=clocks, seed=seed)
     workloads.setup(db, articles)
+    if gc_tuned:
+        tune_gc()
     data = workloads.votes(votes, articles)
     chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, votes, batch)]
     vote = db.table("vote")
@@ -55,8 +58,10 @@ def run_vote(argv: list[str]) -> int:
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--no-clocks", action="store_true")
     p.add_argument("--duckdb-reads", type=int, default=300)
+    p.add_argument("--tune-gc", action="store_true", help="call noria_py.tune_gc() first")
     a = p.parse_args(argv)
-    db, seconds = vote_db(a.articles, a.votes, a.shards, not a.no_clocks, a.batch)
+    db, seconds = vote_db(a.articles, a.votes, a.shards, not a.no_clocks, a.batch,
+                          gc_tuned=a.tune_gc)
     view = db.view(workloads.VIEW_NAME)
     rng = random.Random(3)
     keys = [rng.randrange(a.articles) for _ in range(50_000)]
@@ -65,7 +70,8 @@ def run_vote(argv: list[str]) -> int:
     view.lookup_many(keys)
     many = len(keys) / (time.perf_counter() - t0)
     print(f"vote: {a.articles:,} articles, {a.votes:,} votes, batches of {a.batch}, "
-          f"shards={a.shards}, clocks={'off' if a.no_clocks else 'on'}")
+          f"shards={a.shards}, clocks={'off' if a.no_clocks else 'on'}, "
+          f"gc={'tuned' if a.tune_gc else 'default'}")
     print(f"  propagation: {a.votes / seconds:,.0f} votes/s ({seconds:.2f} s)")
     print(f"  lookup: p50 {np.percentile(lat, 50):.2f} µs, p99 {np.percentile(lat, 99):.2f} µs")
     print(f"  lookup_many: {many:,.0f} keys/s")
