@@ -266,6 +266,8 @@ def run_peers(argv: list[str]) -> int:
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--reads", type=int, default=20_000)
     p.add_argument("--duckdb-reads", type=int, default=300)
+    p.add_argument("--pathway-python", default=None,
+                   help="a Python with pathway installed (default: this one, if it has it)")
     a = p.parse_args(argv)
     rng = random.Random(5)
     print(f"peers: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch:,}")
@@ -323,16 +325,16 @@ def run_peers(argv: list[str]) -> int:
             lambda k: sq.execute("SELECT article.id, title, votes FROM article LEFT JOIN vc "
                                  "ON vc.id = article.id WHERE article.id = ?", (k,)).fetchall(),
             keys), None)
-        try:
-            import pathway  # noqa: F401
-            note = "Pathway is installed but its runner is not wired in yet"
-        except ImportError:
-            note = "Pathway: not installed (pip install pathway), skipped"
+        pw_rate, note = _pathway(a.pathway_python, a.articles, a.votes, a.batch, zipf)
+        if pw_rate is not None:
+            rows["Pathway, batches committed"] = (0.0, 0.0, pw_rate)
+            note = f"{note}; noria-py updates vs Pathway: {updates / pw_rate:.2f}x"
         print(f"\n{dist}:")
         print(f"  {'engine':36} {'reads/s':>12} {'read p50 µs':>12} {'votes/s':>12}")
         for name, (rps, p50, ups) in rows.items():
             u = f"{ups:>12,.0f}" if ups else f"{'':>12}"
-            print(f"  {name:36} {rps:>12,.0f} {p50:>12.1f} {u}")
+            r = f"{rps:>12,.0f} {p50:>12.1f}" if rps else f"{'-':>12} {'-':>12}"
+            print(f"  {name:36} {r} {u}")
         base = rows["noria-py"]
         print(f"  noria-py reads vs DuckDB per read: "
               f"{base[0] / rows['DuckDB, query per read'][0]:,.0f}x; {note}")
@@ -341,6 +343,29 @@ def run_peers(argv: list[str]) -> int:
     print(f"\n(DuckDB's 'votes/s' is a batch of {a.batch:,} votes over one full refresh, "
           f"{data_refresh * 1000:.0f} ms)")
     return 0
+
+
+def _pathway(python: str | None, articles: int, votes: int, batch: int,
+             zipf: float | None) -> tuple[float | None, str]:
+    """Pathway's update throughput on the same votes, in a subprocess (its own
+    environment, if need be): (votes/s or None, a note)."""
+    import json
+    import os
+    import subprocess
+    if python is None:
+        try:
+            import pathway  # noqa: F401
+        except ImportError:
+            return None, ("Pathway: not installed (pip install '.[peers]', or "
+                          "--pathway-python PATH), skipped")
+        python = sys.executable
+    script = os.path.join(os.path.dirname(__file__), "peers_pathway.py")
+    out = subprocess.run([python, script, str(articles), str(votes), str(batch),
+                          str(zipf or 0)], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, f"Pathway failed: {out.stderr.strip().splitlines()[-1:]}"
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return r["votes_per_s"], f"Pathway {r['version']}"
 
 
 def run_load(argv: list[str]) -> int:
