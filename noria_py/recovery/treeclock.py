@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import time as _time
 
-import numpy as np
-
 from ..batch import Batch
 from ..errors import RecoveryError
 from ..graph import Graph

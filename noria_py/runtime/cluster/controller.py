@@ -39,7 +39,6 @@ from ...domain import DomainInfo
 from ...errors import Error, RecoveryError
 from ...graph import Graph, Node
 from ...messages import Message
-from ...recovery import RecoveryReport
 from ..embedded import DEPTH
 from . import wire
 from .remote_ops import RemoteOp
@@ -62,7 +61,8 @@ class WorkerHandle:
         self.last_heard = time.monotonic()
         self.pending: dict[int, Future] = {}
         self.outq: queue.SimpleQueue = queue.SimpleQueue()
-        self.lost_at: float | None = None
+        self.lost_at: float | None = None    # when the controller declared it lost
+        self.killed_at: float | None = None  # when db.fail() killed it (None: not by us)
 
     def put(self, frame) -> None:
         self.outq.put(frame)
@@ -529,7 +529,7 @@ class ClusterRuntime:
 
     def _recover_worker(self, lost: WorkerHandle, nodes: list[str]) -> None:
         from ...recovery import lineage, treeclock
-        detected = lost.lost_at - getattr(lost, "killed_at", lost.lost_at)
+        detected = lost.lost_at - (lost.killed_at or lost.lost_at)
         spare = self._take_spare()
         control = self.control or threading.RLock()
         with control:

@@ -26,7 +26,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 
 from sql_frontend import wire as plan_wire
 
