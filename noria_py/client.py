@@ -181,9 +181,7 @@ class Database:
             initialize(self.graph_, fresh)
             self.runtime.settle(fresh)
         except BaseException:               # (in a cluster: a worker lost meanwhile)
-            self.planner.remove(readers, self.runtime.remove)
-            self.runtime.announce(("remove", list(readers)))
-            self.runtime.refresh_clocks()
+            self._remove_nodes(readers)
             raise
         entry = _ViewEntry(name, stmt.query, readers, stmt.sql, anonymous)
         self._views[name] = entry
@@ -200,10 +198,15 @@ class Database:
         self.runtime.wait()
         del self._views[entry.name]
         self._anonymous = {q: n for q, n in self._anonymous.items() if n != entry.name}
-        self.planner.remove(entry.readers, self.runtime.remove)
-        self.runtime.announce(("remove", list(entry.readers)))
-        self.runtime.refresh_clocks()
+        self._remove_nodes(entry.readers)
         self._persist_catalog()
+
+    def _remove_nodes(self, readers: list[str]) -> None:
+        """Take a view's readers, and every node left without children, out of the
+        graph, the runtime and (in a cluster) the workers' graphs."""
+        self.planner.remove(readers, self.runtime.remove)
+        self.runtime.announce(("remove", list(readers)))
+        self.runtime.refresh_clocks()
 
     def _drop_table(self, name: str, if_exists: bool = False) -> None:
         entry = self._tables.get(name.lower())
@@ -440,6 +443,19 @@ class Database:
         self.close()
 
 
+def arrow_rows(table, columns: list[str], name: str) -> list[tuple]:
+    """The rows of a ``pyarrow.Table`` in the order of ``columns`` (matched by name,
+    ignoring case); every column must be there, and no other."""
+    names = [c.lower() for c in table.column_names]
+    missing = [c for c in columns if c.lower() not in names]
+    extra = [c for c in table.column_names if c.lower() not in {x.lower() for x in columns}]
+    if missing or extra:
+        raise ArityError(f"arrow table columns {table.column_names} do not match table "
+                         f"{name!r} columns {columns}")
+    cols = [table.column(names.index(c.lower())).to_pylist() for c in columns]
+    return list(zip(*cols))
+
+
 class Table:
     """Writes to one base table."""
 
@@ -461,14 +477,7 @@ class Table:
 
     def insert_arrow(self, table) -> None:
         """Add the rows of a ``pyarrow.Table`` whose columns match this table's."""
-        names = [c.lower() for c in table.column_names]
-        missing = [c for c in self.columns if c.lower() not in names]
-        extra = [c for c in table.column_names if c.lower() not in {x.lower() for x in self.columns}]
-        if missing or extra:
-            raise ArityError(f"arrow table columns {table.column_names} do not match table "
-                             f"{self.name!r} columns {self.columns}")
-        cols = [table.column(names.index(c.lower())).to_pylist() for c in self.columns]
-        self.insert(list(zip(*cols)))
+        self.insert(arrow_rows(table, self.columns, self.name))
 
     def delete(self, rows: Iterable[Sequence]) -> None:
         """Remove whole rows; each removes one matching row; all or nothing."""

@@ -144,6 +144,7 @@ class Domain:
         """A base back from its durable log: its state is the log replayed, its time the
         log's length; returns what the children named in ``seen`` have not received
         (a failed child asks for its own resend when it recovers)."""
+        self.attach_clocks(self.tc)
         self.last_seen = {}
         self.alive = True
         sends: list[Message] = []
@@ -189,6 +190,22 @@ class Domain:
     def payload_after(self, child: str, time: int) -> tuple[list[Message], int]:
         """The logged messages to ``child`` after ``time``, and this node's time."""
         return [m for m in self.payload.get(child, ()) if m.time > time], self.time
+
+    def output_info(self, child: str, upto: int) -> tuple[Batch | None, list[Message], int,
+                                                          dict[str, int]]:
+        """(snapshot if stateful, logged messages to ``child`` after ``upto``, time,
+        last-seen times), at one instant: what recovery's ``output_through`` needs."""
+        later, time = self.payload_after(child, upto)
+        snap = self.node.op.snapshot() if self.node.op.stateful else None
+        return snap, later, time, dict(self.last_seen)
+
+    def replay(self, msgs, seen: dict[str, int]) -> list[Message]:
+        """A recovered node processes ``msgs`` in order; returns the output its children
+        have not seen (times after ``seen``)."""
+        sends: list[Message] = []
+        for m in msgs:
+            sends.extend(o for o in self.handle(m) if o.time > seen.get(o.dst, 0))
+        return sends
 
     def crash(self) -> None:
         """Lose everything held in memory: state, time, clock and logs (the runtime drops

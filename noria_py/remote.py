@@ -146,12 +146,8 @@ class RemoteTable:
         self._db._call("insert", self.name, [tuple(r) for r in rows])
 
     def insert_arrow(self, table) -> None:
-        names = [c.lower() for c in table.column_names]
-        if sorted(names) != sorted(c.lower() for c in self.columns):
-            raise ArityError(f"arrow table columns {table.column_names} do not match table "
-                             f"{self.name!r} columns {self.columns}")
-        cols = [table.column(names.index(c.lower())).to_pylist() for c in self.columns]
-        self.insert(list(zip(*cols)))
+        from .client import arrow_rows
+        self.insert(arrow_rows(table, self.columns, self.name))
 
     def delete(self, rows: Iterable[Sequence]) -> None:
         self._db._call("delete", self.name, [tuple(r) for r in rows])

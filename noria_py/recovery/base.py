@@ -13,7 +13,7 @@ from ..graph import Graph
 from ..runtime import Runtime
 
 
-def recover_base(graph: Graph, rt, node_id: str) -> int:
+def recover_base(graph: Graph, rt: "Runtime", node_id: str) -> int:
     """A base table comes back from its durable log: its state is the log replayed, its
     time the log's length; children get what they had not received."""
     node = graph[node_id]

@@ -213,12 +213,7 @@ class EmbeddedRuntime:
         return self.domains[node_id].payload_after(child, time)
 
     def output_info(self, node_id: str, child: str, upto: int):
-        """(snapshot if stateful, logged messages to ``child`` after ``upto``, time,
-        last-seen times), at one instant: what ``output_through`` needs of a node."""
-        d = self.domains[node_id]
-        later, time = d.payload_after(child, upto)
-        snap = d.node.op.snapshot() if d.node.op.stateful else None
-        return snap, later, time, dict(d.last_seen)
+        return self.domains[node_id].output_info(child, upto)
 
     def restore(self, node_id: str, time: int, clock, last_seen: dict[str, int]) -> None:
         d = self.domains[node_id]
@@ -226,15 +221,11 @@ class EmbeddedRuntime:
         d.restore(time, clock, last_seen)
 
     def replay(self, node_id: str, msgs: list[Message], seen: dict[str, int]) -> None:
-        """The recovered node processes ``msgs`` in order; children get only the output
-        they have not seen (times after ``seen``)."""
-        d = self.domains[node_id]
-        for m in msgs:
-            self.send_all([o for o in d.handle(m) if o.time > seen.get(o.dst, 0)])
+        self.send_all(self.domains[node_id].replay(msgs, seen))
 
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
         d = self.domains[node_id]
-        d.attach_clocks(self.tc)
+        d.tc = self.tc
         sends = d.write_history(self.durable[node_id], seen, low)
         self.send_all(sends)
         return len(sends)

@@ -289,7 +289,8 @@ class ClusterRuntime:
             raise WorkerLost(f"node {node_id} has no live worker")
         return w
 
-    def ask(self, w: WorkerHandle, method: str, *args, timeout: float = 300.0):
+    def request(self, w: WorkerHandle, method: str, *args) -> Future:
+        """Queue a request to ``w``; the future fails with WorkerLost if ``w`` is lost."""
         fut: Future = Future()
         rid = next(self.rids)
         with self.lock:
@@ -297,7 +298,10 @@ class ClusterRuntime:
                 raise WorkerLost(f"worker {w.name} was lost")
             w.pending[rid] = fut
             w.put(["req", rid, method, list(args)])
-        return fut.result(timeout)
+        return fut
+
+    def ask(self, w: WorkerHandle, method: str, *args, timeout: float = 300.0):
+        return self.request(w, method, *args).result(timeout)
 
     def call(self, node_id: str, method: str, *args):
         return self.ask(self.worker_of(node_id), method, node_id, *args)
@@ -383,15 +387,8 @@ class ClusterRuntime:
         had not processed is not reflected (a migration must not start from that)."""
         for _ in range(self._depth() + 1):
             before = self.relayed
-            futs = []
             with self.lock:
-                for w in self.workers.values():
-                    if w.alive:
-                        fut: Future = Future()
-                        rid = next(self.rids)
-                        w.pending[rid] = fut
-                        w.put(["req", rid, "ping", []])
-                        futs.append(fut)
+                futs = [self.request(w, "ping") for w in self.workers.values() if w.alive]
                 down = [n for n in self.placement if n not in self.up]
             if self.broken:
                 raise RecoveryError(self.broken)

@@ -173,10 +173,9 @@ class Worker:
         return [[encode_message(m) for m in msgs], now]
 
     def req_output_info(self, nid: str, child: str, upto: int):
-        d = self.domains[nid]
-        later, now = d.payload_after(child, upto)
-        snap = encode_batch(d.node.op.snapshot()) if d.node.op.stateful else None
-        return [snap, [encode_message(m) for m in later], now, dict(d.last_seen)]
+        snap, later, now, last_seen = self.domains[nid].output_info(child, upto)
+        return [None if snap is None else encode_batch(snap),
+                [encode_message(m) for m in later], now, last_seen]
 
     def req_restore(self, nid: str, t: int, clock, last_seen: dict) -> None:
         d = self.domains[nid]
@@ -184,17 +183,12 @@ class Worker:
         d.restore(t, wire.decode_array(clock), last_seen)
 
     def req_replay(self, nid: str, msgs: list, seen: dict) -> int:
-        d = self.domains[nid]
-        n = 0
-        for enc in msgs:
-            out = d.handle(decode_message(enc))
-            n += 1
-            self.emit(o for o in out if o.time > seen.get(o.dst, 0))
-        return n
+        self.emit(self.domains[nid].replay([decode_message(m) for m in msgs], seen))
+        return len(msgs)
 
     def req_restore_base(self, nid: str, history: list, seen: dict, low: int) -> int:
         d = self.domains[nid]
-        d.attach_clocks(self.tc)
+        d.tc = self.tc
         sends = d.write_history([decode_batch(b) for b in history], seen, low)
         self.emit(sends)
         return len(sends)
