@@ -17,10 +17,12 @@ Names of positions used below:
 
 from __future__ import annotations
 
-from numba import njit
+from numba import njit, types
 
 __all__ = [
     "make_diff",
+    "MAKE_DIFF_SIG",
+    "entry_point",
     "merge_into",
     "merge",
     "make_diff_merge",
@@ -35,13 +37,40 @@ __all__ = [
 ]
 
 
-@njit(cache=True, nogil=True)
+_C = types.Array(types.int64, 1, "C")
+#: Any 1-D int64 array: strided, read-only or unaligned views included.
+_ANY = types.Array(types.int64, 1, "A", readonly=True, aligned=False)
+#: The one signature :meth:`treeclock.TreeClocks.make_diff` calls :func:`make_diff`
+#: with: ``out`` and ``gather`` are arrays the library made (C-contiguous); the
+#: caller's ``parent_diff`` may be any 1-D int64 array, read through its strides.
+MAKE_DIFF_SIG = (_C, _ANY, types.int64, _C, types.int64)
+
+
+# No ``nogil``: the work is a ~20-entry copy, and dropping and retaking the GIL
+# around it costs more than the copy (0.05 to 0.1 µs of a ~0.6 µs call).
+@njit(cache=True)
 def make_diff(out, parent_diff, start, gather, new_time):
     """Write into ``out`` the diff: root ``new_time``, parent's diff under ``start``."""
     out[:] = 0
     out[0] = new_time
     for k in range(gather.shape[0]):
         out[start + k] = parent_diff[gather[k]]
+
+
+def entry_point(dispatcher, sig):
+    """``dispatcher``'s machine code for the argument types ``sig``, as a Python callable.
+
+    Calling it skips Numba's dispatch (working out the arguments' Numba types and
+    choosing a specialization), about 0.15 µs of a 0.3 µs call, and with it every
+    type check: the arguments are converted as if they had exactly the types of
+    ``sig``, so an array of another dtype or dimension is misread, not refused.
+    Only call it with arguments already checked to fit ``sig``. Compiles (or loads
+    from the ``cache=True`` cache) on first use; if this Numba has no
+    ``Dispatcher.compile`` returning the entry point, returns ``dispatcher`` itself.
+    """
+    compile_ = getattr(dispatcher, "compile", None)
+    fn = compile_(sig) if compile_ is not None else None
+    return fn if callable(fn) else dispatcher
 
 
 @njit(cache=True, nogil=True)

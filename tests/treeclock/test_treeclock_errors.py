@@ -163,6 +163,97 @@ def test_numba_rejects_wrong_arrays():
         tc.receive(D, B, tc.zero(B), clock)
 
 
+def test_numba_make_diff_refuses_wrong_arrays():
+    """make_diff's kernel runs without Numba's type dispatch: its own checks must hold."""
+    tc = TreeClocks(DIAMOND, 2)
+    good = tc.zero(B)  # B's clock: 2 entries, (B,) and (B, A)
+
+    class Sub(np.ndarray):
+        pass
+
+    bad_arrays = [
+        [0, 0],
+        (0, 0),
+        None,
+        np.zeros(2, dtype=np.int32),
+        np.zeros(2, dtype=np.uint64),
+        np.zeros(2, dtype=np.float64),
+        np.zeros(2, dtype=">i8"),  # int64, but not in native byte order
+        np.zeros((1, 2), dtype=np.int64),
+        np.zeros((2, 1), dtype=np.int64),
+        np.zeros(3, dtype=np.int64),
+        np.zeros(0, dtype=np.int64),
+        np.int64(0),
+        good.view(Sub),
+        tc.zero(D),  # another node's clock
+    ]
+    for bad in bad_arrays:
+        with pytest.raises(TreeClockError, match="parent_diff of node 2 must be an int64 array of 2 entries"):
+            tc.make_diff(D, B, bad, 1)
+    for t in (0, -1, 2**63, 1.0, "1", True, np.float64(1), None):
+        with pytest.raises(TreeClockError, match="new_time"):
+            tc.make_diff(D, B, good, t)
+
+
+def test_numba_make_diff_reads_any_int64_view():
+    """Strided, reversed, broadcast, read-only or unaligned int64 views are read right."""
+    tc = TreeClocks(DIAMOND, 2)
+    ref = ReferenceTreeClocks(DIAMOND, 2)
+    b = tc.from_paths(B, {(B,): 7, (B, A): 5})
+    expected = ref.make_diff(D, B, tc.to_paths(B, b), 9)
+    assert expected == {(D,): 9, (D, B): 7, (D, B, A): 5, (D, C): 0, (D, C, A): 0}
+    wide = np.zeros((2, 4), dtype=np.int64)
+    wide[:, 2] = b
+    readonly = b.copy()
+    readonly.flags.writeable = False
+    raw = bytearray(b.nbytes + 1)
+    unaligned = np.frombuffer(raw, dtype=np.int64, count=2, offset=1)
+    raw[1:] = b.tobytes()
+    assert not unaligned.flags.aligned
+    views = {
+        "contiguous": b,
+        "strided": wide[:, 2],
+        "reversed": b[::-1].copy()[::-1],
+        "read-only": readonly,
+        "unaligned": unaligned,
+        "from bytes": np.frombuffer(b.tobytes(), dtype="<i8"),
+        "equal dtype, other object": b.view(np.dtype("int64", metadata={"m": 1})),
+    }
+    for name, view in views.items():
+        for t in (9, np.int64(9), np.uint32(9)):
+            diff = tc.make_diff(D, B, view, t)
+            assert tc.to_paths(D, diff) == expected, name
+    const = np.broadcast_to(np.int64(4), (2,))  # stride 0
+    assert tc.make_diff(D, B, const, 9).tolist() == [9, 4, 4, 0, 0]
+    # Each call returns a new array, never a view of its input or of an earlier result.
+    d1, d2 = tc.make_diff(D, B, b, 9), tc.make_diff(D, B, b, 9)
+    d1[:] = -1
+    assert tc.to_paths(D, d2) == expected and b.tolist() == [7, 5]
+
+
+def test_make_diff_calls_the_compiled_entry_point():
+    """The speed of make_diff rests on calling the kernel's entry point, not the dispatcher;
+    an older or newer Numba without ``Dispatcher.compile`` falls back to the dispatcher."""
+    from numba.core import config
+
+    from treeclock import clocks
+    from treeclock import kernels as K
+
+    if config.DISABLE_JIT:
+        pytest.skip("NUMBA_DISABLE_JIT: the kernels are plain Python functions")
+    tc = TreeClocks(DIAMOND, 2)
+    tc.make_diff(A, None, None, 1)
+    assert clocks._make_diff is not clocks._make_diff_first
+    assert clocks._make_diff is not K.make_diff, "make_diff fell back to Numba's dispatcher"
+
+    class NoCompile:
+        def __call__(self, *args):
+            return None
+
+    plain = NoCompile()
+    assert K.entry_point(plain, K.MAKE_DIFF_SIG) is plain
+
+
 @pytest.mark.parametrize("cls", VERSIONS, ids=IDS)
 def test_encode_diff_refuses_a_clock(cls):
     tc = cls(DIAMOND, 2)

@@ -65,3 +65,18 @@ def test_edge_checks_once():
         tc.edge(1, 2)          # 2 is not a parent of 1
     with pytest.raises(TreeClockError):
         tc.edge(2, None)       # 2 has parents: no input from outside
+
+
+def test_make_diff_after_rebuild_matches_fresh():
+    """make_diff has its own index of the edges; a rebuild must fill it for reused nodes too."""
+    g1 = {1: (), 2: (1,), 3: (2,), 4: (2,)}
+    g2 = {**g1, 5: (3, 4), 6: (5,), 7: (1,)}
+    grown = TreeClocks(g2, 3, previous=TreeClocks(g1, 3))
+    fresh = TreeClocks(g2, 3)
+    for tc in (grown, fresh):
+        last = {1: tc.make_diff(1, None, None, 1)}
+        for n, p in [(2, 1), (3, 2), (4, 2), (5, 3), (5, 4), (6, 5), (7, 1)]:
+            last[n] = tc.make_diff(n, p, last[p], 2)
+        tc._result = {n: d.tolist() for n, d in last.items()}
+    assert grown._result == fresh._result
+    assert set(grown._edges_to) == set(g2)
