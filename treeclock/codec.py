@@ -57,6 +57,7 @@ KIND_DIFF = 1
 HEADER = struct.Struct("<2sBBIHHII")
 _CRC = struct.Struct("<I")
 _NAMES = {KIND_CLOCK: "clock", KIND_DIFF: "diff"}
+_LE_I8 = np.dtype("<i8")
 
 
 def clock_nbytes(layout: Layout) -> int:
@@ -105,7 +106,8 @@ def _open(layout: Layout, data, kind: int) -> np.ndarray:
     name = _NAMES[kind]
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TreeClockError(f"encoded tree {name} must be bytes, got {type(data).__name__}")
-    data = bytes(data)
+    if type(data) is not bytes:
+        data = bytes(data)
     header = _header(layout, kind)
     count = layout.size if kind == KIND_CLOCK else layout.depth + 2
     want = HEADER.size + 8 * count + 4
@@ -126,7 +128,7 @@ def _open(layout: Layout, data, kind: int) -> np.ndarray:
         if depth != layout.depth:
             raise TreeClockError(f"bytes hold a {name} of depth {depth}, not {layout.depth}")
         raise TreeClockError(f"bytes hold a {name} of node {layout.root} for a different graph shape")
-    return np.frombuffer(data, dtype="<i8", count=count, offset=HEADER.size).astype(np.int64)
+    return np.frombuffer(data, _LE_I8, count, HEADER.size).astype(np.int64)
 
 
 def decode_clock(layout: Layout, data) -> np.ndarray:
