@@ -9,15 +9,59 @@ it has been sent.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
 
 
 class Batch:
-    __slots__ = ("rows", "signs")
+    """Rows and signs, held as two lists or as columns.
+
+    A columnar batch (``Batch.columnar``) holds one numpy array per column and an int64
+    array of signs; operators with a vectorized path (the base, COUNT) read ``cols`` and
+    ``sign_array`` directly, and every other reader of ``rows``/``signs`` gets Python
+    values built from the arrays on first use (``tolist``, so ints are ints)."""
+
+    __slots__ = ("_rows", "_signs", "cols", "sign_array")
 
     def __init__(self, rows: list[tuple] | None = None, signs: list[int] | None = None) -> None:
-        self.rows: list[tuple] = rows if rows is not None else []
-        self.signs: list[int] = signs if signs is not None else [1] * len(self.rows)
+        self._rows: list[tuple] | None = rows if rows is not None else []
+        self._signs: list[int] | None = signs if signs is not None else [1] * len(self._rows)
+        self.cols: tuple[np.ndarray, ...] | None = None
+        self.sign_array: np.ndarray | None = None
+
+    @classmethod
+    def columnar(cls, cols: Sequence[np.ndarray], signs: np.ndarray) -> "Batch":
+        b = cls.__new__(cls)
+        b._rows = None
+        b._signs = None
+        b.cols = tuple(cols)
+        b.sign_array = signs
+        return b
+
+    @property
+    def rows(self) -> list[tuple]:
+        rows = self._rows
+        if rows is None:
+            if self.cols:
+                rows = self._rows = list(zip(*[c.tolist() for c in self.cols]))
+            else:                                   # zero columns: n empty rows
+                rows = self._rows = [()] * len(self.sign_array)
+        return rows
+
+    @property
+    def signs(self) -> list[int]:
+        signs = self._signs
+        if signs is None:
+            signs = self._signs = self.sign_array.tolist()
+        return signs
+
+    def to_rows(self) -> list[tuple]:
+        """The rows, built afresh from the columns if need be and not kept: for a batch
+        kept long (a base's chunk), so that one read does not double its memory."""
+        if self._rows is not None or not self.cols:
+            return self.rows
+        return list(zip(*[c.tolist() for c in self.cols]))
 
     @classmethod
     def inserts(cls, rows: Iterable[tuple]) -> "Batch":
@@ -29,19 +73,27 @@ class Batch:
         rows = list(rows)
         return cls(rows, [-1] * len(rows))
 
+    def _as_rows(self) -> None:
+        """About to be changed in place: drop the columnar form."""
+        if self.cols is not None:
+            self._rows, self._signs = self.rows, self.signs
+            self.cols = self.sign_array = None
+
     def add(self, row: tuple, sign: int = 1) -> None:
-        self.rows.append(row)
-        self.signs.append(sign)
+        self._as_rows()
+        self._rows.append(row)
+        self._signs.append(sign)
 
     def extend(self, other: "Batch") -> None:
-        self.rows.extend(other.rows)
-        self.signs.extend(other.signs)
+        self._as_rows()
+        self._rows.extend(other.rows)
+        self._signs.extend(other.signs)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self._signs) if self._signs is not None else len(self.sign_array)
 
     def __bool__(self) -> bool:
-        return bool(self.rows)
+        return len(self) > 0
 
     def __iter__(self) -> Iterator[tuple[tuple, int]]:
         return zip(self.rows, self.signs)

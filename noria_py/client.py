@@ -20,7 +20,6 @@ from .expression import compile_predicate, compile_row, evaluate_constant
 from .graph import Graph
 from .hashing import shard_of
 from .ops import Base, Reader
-from .ops.state import expand
 from .ordering import order_key
 from .planner import Planner, initialize
 from .recovery import RecoveryReport
@@ -325,17 +324,19 @@ class Database:
         if not batch:
             return
         if self.storage is not None:
-            n_del = sum(1 for s in batch.signs if s < 0)
-            self.storage.append(entry.schema.name.lower(), batch.rows[n_del:], batch.rows[:n_del])
+            rows = batch.to_rows()       # (not kept on a batch the base may keep)
+            if batch.sign_array is not None:
+                n_del = int((batch.sign_array < 0).sum())
+            else:
+                n_del = sum(1 for s in batch.signs if s < 0)
+            self.storage.append(entry.schema.name.lower(), rows[n_del:], rows[:n_del])
         self.runtime.write(entry.node, batch)
         if self.storage is not None and self.storage.should_snapshot():
             # a base applies each write as it accepts it, so its rows are the log's
             # state now; every copy of a duplicated row is kept
             tables = {}
             for name, t in self._tables.items():
-                rows: list[tuple] = []
-                expand(self.graph_[t.node].op.rows, rows)
-                tables[name] = rows
+                tables[name] = self.graph_[t.node].op.all_rows()
             self.storage.snapshot(tables)
 
     # ------------------------------------------------------------ handles

@@ -105,3 +105,44 @@ def test_consolidated_matches_multiset(entries):
     both = Batch(list(c.rows), list(c.signs))
     both.extend(b.negated())
     assert both.multiset() == {}
+
+
+# ---------------------------------------------------------------- columnar batches
+
+def _columnar():
+    import numpy as np
+    obj = np.empty(3, dtype=object)
+    obj[:] = ["a", None, "c"]
+    return Batch.columnar([np.array([1, 2, 3]), np.array([0.5, 1.0, -2.0]), obj],
+                          np.array([1, -1, 2]))
+
+
+def test_columnar_batch_reads_as_python_rows():
+    b = _columnar()
+    assert len(b) == 3 and b
+    assert b.rows == [(1, 0.5, "a"), (2, 1.0, None), (3, -2.0, "c")]
+    assert [tuple(map(type, r)) for r in b.rows][0] == (int, float, str)   # not numpy scalars
+    assert b.signs == [1, -1, 2] and type(b.signs[0]) is int
+    assert b.multiset() == {(1, 0.5, "a"): 1, (2, 1.0, None): -1, (3, -2.0, "c"): 2}
+
+
+def test_columnar_to_rows_does_not_keep_the_rows():
+    b = _columnar()
+    assert b.to_rows() == [(1, 0.5, "a"), (2, 1.0, None), (3, -2.0, "c")]
+    assert b._rows is None and b.cols is not None
+
+
+def test_changing_a_columnar_batch_turns_it_into_rows():
+    b = _columnar()
+    b.add((4, 0.0, "d"), -1)
+    assert b.cols is None and b.sign_array is None
+    assert b.rows[-1] == (4, 0.0, "d") and b.signs == [1, -1, 2, -1]
+    c = _columnar()
+    c.extend(Batch([(9, 9.0, "z")]))
+    assert len(c) == 4 and c.rows[-1] == (9, 9.0, "z")
+
+
+def test_columnar_batch_of_no_columns():
+    import numpy as np
+    b = Batch.columnar([], np.array([1, 1]))
+    assert b.rows == [(), ()] and len(b) == 2

@@ -8,6 +8,8 @@ workload's shape, runs on a plain dict of counts.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from sql_frontend.plan import AggCall
 
 from ..batch import Batch
@@ -84,6 +86,10 @@ class Aggregate(Operator):
         g = self.group_by[0]
         a = self.args[0]
         nulls = self.nulls
+        cols = batch.cols
+        if (cols is not None and cols[g].dtype == np.int64
+                and (a is None or cols[a].dtype != object)):   # no NULL to count apart
+            return self._count_columns(cols[g], batch.sign_array)
         touched: dict = {}
         for r, s in zip(batch.rows, batch.signs):
             k = r[g]
@@ -110,6 +116,35 @@ class Aggregate(Operator):
                 rows.append((k, new_value))
                 signs.append(1)
         return Batch(rows, signs)
+
+    def _count_columns(self, keys: np.ndarray, signs: np.ndarray) -> Batch:
+        """``_process_counts`` for a columnar batch with no NULL argument: the per-row
+        work (grouping, summing signs) vectorized, a Python step per group touched."""
+        uniq, inv = np.unique(keys, return_inverse=True)
+        delta = np.bincount(inv, weights=signs, minlength=len(uniq)).astype(np.int64)
+        counts = self.groups
+        nulls = self.nulls
+        rows: list[tuple] = []
+        out_signs: list[int] = []
+        for k, d in zip(uniq.tolist(), delta.tolist()):
+            if not d:
+                continue
+            old = counts.get(k, 0)
+            new = old + d
+            held = nulls.get(k, 0) if nulls else 0
+            if new == 0:
+                del counts[k]
+                if held:
+                    del nulls[k]
+            else:
+                counts[k] = new
+            if old > 0:
+                rows.append((k, old - held))
+                out_signs.append(-1)
+            if new > 0:
+                rows.append((k, new - held))
+                out_signs.append(1)
+        return Batch(rows, out_signs)
 
     def snapshot(self) -> Batch:
         if self.count_only:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..batch import Batch
 from .operator import Operator
-from .state import bare_key, index_add
+from .state import bare_key, count, index_add, items
 
 LEFT, RIGHT = 0, 1
 
@@ -35,80 +35,87 @@ class Join(Operator):
         self.reset()
 
     def reset(self) -> None:
-        # key -> {row: count}
+        # key -> bucket of rows (state.index_add)
         self.left: dict[object, dict[tuple, int]] = {}
         self.right: dict[object, dict[tuple, int]] = {}
 
     def process(self, port: int, batch: Batch) -> Batch:
         out_rows: list[tuple] = []
         out_signs: list[int] = []
+        add_row = out_rows.append
+        add_sign = out_signs.append
         outer = self.join_kind == "left"
         if port == LEFT:
             keyf = self._lkey
             right = self.right
+            left = self.left
             pad = self.pad
             for l, s in zip(batch.rows, batch.signs):
                 k = keyf(l)
                 matched = False
-                if not _has_null(k):
+                if not (k is None or (type(k) is tuple and None in k)):
                     bucket = right.get(k)
-                    if bucket:
-                        for r, c in bucket.items():
-                            if c > 0:
-                                matched = True
-                                out_rows.append(l + r)
-                                out_signs.append(s * c)
+                    if bucket is not None:
+                        if type(bucket) is tuple:
+                            matched = True
+                            add_row(l + bucket)
+                            add_sign(s)
+                        else:
+                            for r, c in bucket.items():
+                                if c > 0:
+                                    matched = True
+                                    add_row(l + r)
+                                    add_sign(s * c)
                 if outer and not matched:
-                    out_rows.append(l + pad)
-                    out_signs.append(s)
-                index_add(self.left, k, l, s)
-        else:
-            # Right deltas are grouped by key so that a key whose right side goes
-            # 1 -> 0 -> 1 within the batch (an aggregate's -old/+new) swaps no padding.
-            keyf = self._rkey
-            by_key: dict[tuple, list[tuple[tuple, int]]] = {}
-            for r, s in zip(batch.rows, batch.signs):
-                k = keyf(r)
-                if _has_null(k):
-                    continue
-                deltas = by_key.get(k)
-                if deltas is None:
-                    by_key[k] = [(r, s)]
+                    add_row(l + pad)
+                    add_sign(s)
+                index_add(left, k, l, s)
+            return Batch(out_rows, out_signs)
+        # A right delta is matched against the left rows of its key as it comes. For a
+        # left join, whether each touched key's right side was empty before the batch is
+        # noted at its first delta and compared at the end, so a key whose right side
+        # goes 1 -> 0 -> 1 within the batch (an aggregate's -old/+new) swaps no padding.
+        keyf = self._rkey
+        left = self.left
+        right = self.right
+        before: dict = {}
+        for r, s in zip(batch.rows, batch.signs):
+            k = keyf(r)
+            if k is None or (type(k) is tuple and None in k):
+                continue
+            had = right.get(k)
+            if outer and k not in before:
+                before[k] = 0 if had is None else 1 if type(had) is tuple else count(had)
+            bucket = left.get(k)
+            if bucket is not None:
+                if type(bucket) is tuple:
+                    add_row(bucket + r)
+                    add_sign(s)
                 else:
-                    deltas.append((r, s))
-            left = self.left
-            right = self.right
+                    for l, c in bucket.items():
+                        add_row(l + r)
+                        add_sign(s * c)
+            # index_add(right, k, r, s), its two commonest cases inline
+            if had is None and s == 1:
+                right[k] = r
+            elif s == -1 and type(had) is tuple and had == r:
+                del right[k]
+            else:
+                index_add(right, k, r, s)
+        if before:
             pad = self.pad
-            for k, deltas in by_key.items():
+            get = right.get
+            for k, was in before.items():
+                now = get(k)
+                now = 0 if now is None else 1 if type(now) is tuple else count(now)
+                if (was > 0) == (now > 0):
+                    continue
                 bucket = left.get(k)
-                rbucket = right.get(k)
-                if rbucket is None:
-                    rbucket = right[k] = {}
-                if outer:
-                    before = sum(rbucket.values())
-                for r, s in deltas:
-                    c = rbucket.get(r, 0) + s
-                    if c:
-                        rbucket[r] = c
-                    else:
-                        del rbucket[r]
-                if outer:
-                    after = sum(rbucket.values())
-                if not rbucket:
-                    del right[k]
-                if bucket:
-                    if outer and before <= 0 < after:
-                        for l, c in bucket.items():
-                            out_rows.append(l + pad)
-                            out_signs.append(-c)
-                    for r, s in deltas:
-                        for l, c in bucket.items():
-                            out_rows.append(l + r)
-                            out_signs.append(s * c)
-                    if outer and after <= 0 < before:
-                        for l, c in bucket.items():
-                            out_rows.append(l + pad)
-                            out_signs.append(c)
+                if bucket is not None:
+                    sign = 1 if now <= 0 else -1     # padding back, or padding gone
+                    for l, c in items(bucket):
+                        add_row(l + pad)
+                        add_sign(sign * c)
         return Batch(out_rows, out_signs)
 
     def snapshot(self) -> Batch:
@@ -116,10 +123,10 @@ class Join(Operator):
         outer = self.join_kind == "left"
         for k, lbucket in self.left.items():
             rbucket = self.right.get(k) if not _has_null(k) else None
-            live = {r: c for r, c in rbucket.items() if c > 0} if rbucket else {}
-            for l, lc in lbucket.items():
+            live = [(r, c) for r, c in items(rbucket) if c > 0] if rbucket is not None else []
+            for l, lc in items(lbucket):
                 if live:
-                    for r, rc in live.items():
+                    for r, rc in live:
                         out.add(l + r, lc * rc)
                 elif outer:
                     out.add(l + self.pad, lc)

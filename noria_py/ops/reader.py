@@ -12,7 +12,7 @@ from sql_frontend.plan import OrderKey
 from ..batch import Batch
 from ..ordering import order_key
 from .operator import Operator
-from .state import expand, index_add
+from .state import expand, index_add, items
 
 
 class Reader(Operator):
@@ -28,7 +28,7 @@ class Reader(Operator):
         self.reset()
 
     def reset(self) -> None:
-        self.state: dict[object, dict[tuple, int]] = {}
+        self.state: dict = {}      # key -> bucket of rows (state.index_add)
 
     def _key(self, r: tuple):
         k = self.key
@@ -40,8 +40,17 @@ class Reader(Operator):
         state = self.state
         single = len(self.key) == 1
         k0 = self.key[0] if single else None
+        get = state.get
         for r, s in zip(batch.rows, batch.signs):
-            index_add(state, r[k0] if single else self._key(r), r, s)
+            k = r[k0] if single else self._key(r)
+            # index_add(state, k, r, s), its two commonest cases inline
+            had = get(k)
+            if had is None and s == 1:
+                state[k] = r
+            elif s == -1 and type(had) is tuple and had == r:
+                del state[k]
+            else:
+                index_add(state, k, r, s)
         return Batch()
 
     def _finish(self, out: list[tuple]) -> list[tuple]:
@@ -60,8 +69,12 @@ class Reader(Operator):
         if key is None or (type(key) is tuple and None in key):
             return []
         bucket = self.state.get(key)
-        if not bucket:
+        if bucket is None:
             return []
+        if type(bucket) is tuple:       # one row: the common case, kept short
+            if self.trim:
+                return [bucket[:self.visible]]
+            return [bucket]
         out: list[tuple] = []
         expand(bucket, out)
         return self._finish(out)
@@ -80,7 +93,7 @@ class Reader(Operator):
         rows: list[tuple] = []
         signs: list[int] = []
         for bucket in self.state.values():
-            for r, c in bucket.items():
+            for r, c in items(bucket):
                 rows.append(r)
                 signs.append(c)
         return Batch(rows, signs)

@@ -1,9 +1,9 @@
 """Keyed state shared by the stateful operators: key extraction, and the keyed multiset
-(key -> {row: count}) they index rows in."""
+(key -> bucket of rows, see ``index_add``) they index rows in."""
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Callable
+from typing import Callable, Iterable
 
 from ..expression import columns_getter
 
@@ -19,10 +19,23 @@ def bare_key(cols: tuple[int, ...]) -> Callable[[tuple], object]:
 
 
 def index_add(index: dict, key, row: tuple, sign: int) -> None:
-    """Add ``sign`` copies of ``row`` under ``key`` (negative removes); empty buckets go."""
+    """Add ``sign`` copies of ``row`` under ``key`` (negative removes); empty buckets go.
+
+    A bucket holding one copy of one row, by far the commonest (a key of a grouped or
+    primary-keyed relation), is the bare row rather than a one-entry dict: a third of
+    the memory, and no dict to build and drop when an aggregate swaps -old for +new.
+    Anything else (copies, several rows, a count below zero in transit) is a
+    ``{row: count}`` dict. Readers of buckets go through ``items``, ``count`` and
+    ``expand``."""
     bucket = index.get(key)
     if bucket is None:
-        bucket = index[key] = {}
+        index[key] = row if sign == 1 else {row: sign}
+        return
+    if type(bucket) is tuple:
+        if sign == -1 and bucket == row:
+            del index[key]
+            return
+        bucket = index[key] = {bucket: 1}
     c = bucket.get(row, 0) + sign
     if c:
         bucket[row] = c
@@ -32,8 +45,24 @@ def index_add(index: dict, key, row: tuple, sign: int) -> None:
             del index[key]
 
 
-def expand(bucket: dict[tuple, int], out: list[tuple]) -> None:
-    """Append each row of ``bucket`` as many times as it is present."""
+def items(bucket) -> Iterable[tuple[tuple, int]]:
+    """(row, count) pairs of a bucket."""
+    return ((bucket, 1),) if type(bucket) is tuple else bucket.items()
+
+
+def count(bucket) -> int:
+    """The number of rows in a bucket (0 for none)."""
+    if bucket is None:
+        return 0
+    return 1 if type(bucket) is tuple else sum(bucket.values())
+
+
+def expand(bucket, out: list[tuple]) -> None:
+    """Append each row of ``bucket`` (a bucket, or any {row: count}) as many times as it
+    is present."""
+    if type(bucket) is tuple:
+        out.append(bucket)
+        return
     for r, c in bucket.items():
         if c == 1:
             out.append(r)

@@ -116,7 +116,7 @@ def _compute_inputs(spark, db, purged: set[str], stateful: list[str]) -> dict:
             if entry is None:
                 raise RecoveryError(f"table {rel.table!r} is gone")
             base = graph[entry.node].op
-            rows = expand(base.rows.items())
+            rows = base.all_rows()
             return rows_to_arrow(rows, [c.name for c in rel.columns], [c.type for c in rel.columns])
         stream = planner.memo.get(rel)
         if stream is None or not rel.columns:      # (Arrow cannot count rows of no columns)

@@ -397,3 +397,81 @@ def test_float_primary_key_int_and_float_are_the_same_key():
     assert_rejected(b, DuplicateKeyError, [(1.0,)])
     write(b, deletes=[(1.0,)])
     assert len(b) == 0
+
+
+# ---------------------------------------------------------------- insert-only tables
+
+def events() -> Base:
+    return Base(schema("events", ("a", T.INT), ("b", T.FLOAT), ("c", T.TEXT)))
+
+
+def test_insert_only_table_keeps_its_batches_as_columns():
+    b = events()
+    out = write(b, [(1, 2, "x"), (1, 2.0, "x"), (None, 0.5, None)])
+    assert b._rows is None and len(b.chunks) == 1
+    a, f, t = out.cols
+    assert a.dtype == object and f.dtype.name == "float64" and t.dtype == object  # a NULL in a
+    write(b, [(3, 1.5, "y")])
+    assert b.chunks[-1].cols[0].dtype.name == "int64"
+    assert len(b) == 4 and b._rows is None
+    assert ms(b.snapshot()) == {(1, 2.0, "x"): 2, (None, 0.5, None): 1, (3, 1.5, "y"): 1}
+    assert sorted(b.all_rows(), key=repr) == sorted(
+        [(1, 2.0, "x"), (1, 2.0, "x"), (None, 0.5, None), (3, 1.5, "y")], key=repr)
+
+
+def test_first_delete_indexes_an_insert_only_table():
+    b = events()
+    write(b, [(1, 2.0, "x"), (1, 2.0, "x")])
+    write(b, [(2, 0.0, "y")])
+    out = write(b, deletes=[(1, 2.0, "x")])
+    assert ms(out) == {(1, 2.0, "x"): -1}
+    assert b._rows is not None and b.chunks == []
+    assert b.rows == {(1, 2.0, "x"): 1, (2, 0.0, "y"): 1} and len(b) == 2
+    assert_rejected(b, RowNotFoundError, deletes=[(2, 0.0, "y"), (2, 0.0, "y")])
+    write(b, [(5, 5.0, "z")])               # indexed for good: no columnar batch now
+    assert b.rows[(5, 5.0, "z")] == 1 and b.chunks == []
+
+
+def test_rejected_delete_leaves_an_insert_only_table_whole():
+    b = events()
+    write(b, [(1, 2.0, "x")])
+    with pytest.raises(RowNotFoundError):
+        write(b, deletes=[(7, 7.0, "q")])
+    assert ms(b.snapshot()) == {(1, 2.0, "x"): 1} and len(b) == 1
+
+
+def test_primary_keyed_table_is_indexed_from_the_start():
+    b = people()
+    out = write(b, [(1, 1.0, "a", True)])
+    assert out.cols is None and b._rows == {(1, 1.0, "a", True): 1}
+
+
+def test_row_batches_append_to_an_insert_only_table():
+    b = events()                             # as on restart: rows read back from the log
+    b.process(0, Batch.inserts([(1, 1.0, "a")]))
+    write(b, [(2, 2.0, "b")])
+    assert b._rows is None and len(b) == 2
+    assert ms(b.snapshot()) == {(1, 1.0, "a"): 1, (2, 2.0, "b"): 1}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(st.tuples(st.integers(0, 3), st.sampled_from(
+    [None, 1.0, 2.5])), min_size=1, max_size=4)), max_size=12))
+def test_insert_only_then_indexed_matches_a_multiset(steps):
+    from collections import Counter
+    b = Base(schema("t", ("a", T.INT), ("b", T.FLOAT)))
+    model: Counter = Counter()
+    for delete, rows in steps:
+        if delete:
+            want = Counter(rows)
+            if any(model[r] < c for r, c in want.items()):
+                with pytest.raises(RowNotFoundError):
+                    write(b, deletes=rows)
+            else:
+                write(b, deletes=rows)
+                model -= want
+        else:
+            write(b, rows)
+            model += Counter(rows)
+        assert len(b) == sum(model.values())
+        assert ms(b.snapshot()) == dict(+model)
