@@ -316,11 +316,14 @@ class Database:
 
     # ------------------------------------------------------------ writes
 
-    def _write(self, entry: _TableEntry, inserts: Sequence, deletes: Sequence) -> None:
+    def _write(self, entry: _TableEntry, inserts: Sequence, deletes: Sequence,
+               arrays=None) -> None:
+        """A validated write: rows to insert and delete, or (``arrays``) columns to insert
+        that ``Base.arrays_from_arrow`` accepted."""
         self._check_open()
         base: Base = self.graph_[entry.node].op
         self.runtime.check_writable(entry.node, entry.schema.name)
-        batch = base.prepare(inserts, deletes)
+        batch = base.prepare(inserts, deletes) if arrays is None else base.prepare_arrays(arrays)
         if not batch:
             return
         if self.storage is not None:
@@ -444,8 +447,8 @@ class Database:
         self.close()
 
 
-def arrow_rows(table, columns: list[str], name: str) -> list[tuple]:
-    """The rows of a ``pyarrow.Table`` in the order of ``columns`` (matched by name,
+def arrow_columns(table, columns: list[str], name: str) -> list:
+    """The columns of a ``pyarrow.Table`` in the order of ``columns`` (matched by name,
     ignoring case); every column must be there, and no other."""
     names = [c.lower() for c in table.column_names]
     missing = [c for c in columns if c.lower() not in names]
@@ -453,8 +456,12 @@ def arrow_rows(table, columns: list[str], name: str) -> list[tuple]:
     if missing or extra:
         raise ArityError(f"arrow table columns {table.column_names} do not match table "
                          f"{name!r} columns {columns}")
-    cols = [table.column(names.index(c.lower())).to_pylist() for c in columns]
-    return list(zip(*cols))
+    return [table.column(names.index(c.lower())) for c in columns]
+
+
+def arrow_rows(table, columns: list[str], name: str) -> list[tuple]:
+    """The rows of a ``pyarrow.Table``, as ``arrow_columns`` matches them."""
+    return list(zip(*[c.to_pylist() for c in arrow_columns(table, columns, name)]))
 
 
 class Table:
@@ -477,8 +484,15 @@ class Table:
         self._db._write(self._entry, list(rows), ())
 
     def insert_arrow(self, table) -> None:
-        """Add the rows of a ``pyarrow.Table`` whose columns match this table's."""
-        self.insert(arrow_rows(table, self.columns, self.name))
+        """Add the rows of a ``pyarrow.Table`` whose columns match this table's. Numeric
+        columns without NULLs, into a table kept as columns, go in as arrays, never as
+        Python rows; anything else is checked row by row, as ``insert`` does."""
+        cols = arrow_columns(table, self.columns, self.name)
+        arrays = self._db.graph_[self._entry.node].op.arrays_from_arrow(cols)
+        if arrays is None:
+            self.insert(list(zip(*[c.to_pylist() for c in cols])))
+        elif len(table):
+            self._db._write(self._entry, (), (), arrays)
 
     def delete(self, rows: Iterable[Sequence]) -> None:
         """Remove whole rows; each removes one matching row; all or nothing."""

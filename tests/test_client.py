@@ -161,3 +161,30 @@ def test_closed_handle(db):
     db.close()
     with pytest.raises(noria_py.ClosedError):
         db.execute("SELECT * FROM vote")
+
+
+def test_insert_arrow_numeric_columns_go_in_as_arrays(db):
+    """int32/uint16 columns go in as columns (no Python rows); NULLs, a text value or a
+    table already indexed take the row path, with the same checks as insert()."""
+    from noria_py.errors import TypeMismatchError
+    db.execute("CREATE TABLE m (a INT, x FLOAT)")
+    db.execute("CREATE VIEW ms AS SELECT a, COUNT(*) AS n, SUM(x) AS s FROM m GROUP BY a")
+    t = db.table("m")
+    t.insert_arrow(pa.table({"x": pa.array([1, 2, 3], pa.int64()),
+                             "a": pa.array([7, 7, 8], pa.int32())}))
+    base = db.graph_[db._tables["m"].node].op
+    assert base._rows is None and base.chunks[-1].cols[0].dtype.name == "int64"
+    t.insert_arrow(pa.table({"a": pa.array([8], pa.uint16()), "x": pa.array([0.5])}))
+    with pytest.raises(TypeMismatchError):
+        t.insert_arrow(pa.table({"a": ["9"], "x": [1.0]}))
+    with pytest.raises(TypeMismatchError):
+        t.insert_arrow(pa.table({"a": pa.array([2**63], pa.uint64()), "x": [1.0]}))
+    t.insert_arrow(pa.table({"a": pa.array([None, 8], pa.int64()), "x": [1.0, None]}))
+    t.insert_arrow(pa.table({"a": pa.array([], pa.int64()), "x": pa.array([], pa.float64())}))
+    assert sorted(db.view("ms").all(), key=repr) == sorted(
+        [(7, 2, 3.0), (8, 3, 3.5), (None, 1, 1.0)], key=repr)
+    t.delete([(7, 1.0)])                     # indexed from here on
+    t.insert_arrow(pa.table({"a": pa.array([7], pa.int32()), "x": [4.0]}))
+    assert base.chunks == [] and len(t) == 6
+    assert sorted(db.view("ms").all(), key=repr) == sorted(
+        [(7, 2, 6.0), (8, 3, 3.5), (None, 1, 1.0)], key=repr)

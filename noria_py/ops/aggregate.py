@@ -18,6 +18,10 @@ from .operator import Operator
 from .state import tuple_key
 
 
+#: the largest group key + 1 that COUNT keeps in an array (32 MiB of counts)
+DENSE_LIMIT = 1 << 22
+
+
 class Aggregate(Operator):
     kind = "aggregate"
     stateful = True
@@ -36,10 +40,23 @@ class Aggregate(Operator):
         # group key tuple -> [row count, accumulator, ...]
         # (count_only: key value -> row count, and for COUNT(x) key value -> NULL x count,
         # kept apart because it is almost always empty: one random access per row, not two)
-        self.groups: dict = {}
+        self._groups: dict = {}
         self.nulls: dict = {}
+        # count_only over small non-negative int keys: counts in an array indexed by key
+        # (0 = no group), until a batch needs the dict (see ``groups``)
+        self.dense: np.ndarray | None = np.zeros(0, dtype=np.int64) if self.count_only else None
         if not self.group_by:
-            self.groups[()] = self._new_group()
+            self._groups[()] = self._new_group()
+
+    @property
+    def groups(self) -> dict:
+        """Group -> state; for count_only, key -> row count (leaves the array form)."""
+        if self.dense is not None:
+            dense = self.dense
+            keys = np.flatnonzero(dense)
+            self._groups = dict(zip(keys.tolist(), dense[keys].tolist()))
+            self.dense = None
+        return self._groups
 
     def _new_group(self) -> list:
         return [0] + [accumulators.make(a) for a in self.aggs]
@@ -82,14 +99,25 @@ class Aggregate(Operator):
         return out
 
     def _process_counts(self, batch: Batch) -> Batch:
-        counts = self.groups
         g = self.group_by[0]
         a = self.args[0]
         nulls = self.nulls
         cols = batch.cols
         if (cols is not None and cols[g].dtype == np.int64
                 and (a is None or cols[a].dtype != object)):   # no NULL to count apart
+            if self.dense is not None and self._fits_dense(cols[g]):
+                return self._count_dense(cols[g], batch.sign_array)
             return self._count_columns(cols[g], batch.sign_array)
+        if not batch:
+            return Batch()
+        if self.dense is not None:
+            keys = [r[g] for r in batch.rows]
+            if set(map(type, keys)) == {int} and (a is None or all(r[a] is not None
+                                                                   for r in batch.rows)):
+                keys = np.array(keys, dtype=np.int64) if max(map(abs, keys)) < DENSE_LIMIT else None
+                if keys is not None and self._fits_dense(keys):
+                    return self._count_dense(keys, np.array(batch.signs, dtype=np.int64))
+        counts = self.groups
         touched: dict = {}
         for r, s in zip(batch.rows, batch.signs):
             k = r[g]
@@ -116,6 +144,35 @@ class Aggregate(Operator):
                 rows.append((k, new_value))
                 signs.append(1)
         return Batch(rows, signs)
+
+    def _fits_dense(self, keys: np.ndarray) -> bool:
+        """Whether the array form can take these keys (growing it if need be)."""
+        if not len(keys):
+            return True
+        lo, hi = int(keys.min()), int(keys.max())
+        if lo < 0 or hi >= DENSE_LIMIT:
+            return False
+        if hi >= len(self.dense):
+            grown = np.zeros(min(DENSE_LIMIT, max(1024, 2 * hi)), dtype=np.int64)
+            grown[:len(self.dense)] = self.dense
+            self.dense = grown
+        return True
+
+    def _count_dense(self, keys: np.ndarray, signs: np.ndarray) -> Batch:
+        """COUNT with the counts in an array: the whole batch vectorized. Emits, per
+        group touched, -old then +new (interleaved), as a columnar batch."""
+        uniq, inv = np.unique(keys, return_inverse=True)
+        delta = np.bincount(inv, weights=signs, minlength=len(uniq)).astype(np.int64)
+        moved = delta != 0
+        uniq, delta = uniq[moved], delta[moved]
+        old = self.dense[uniq]
+        new = old + delta
+        self.dense[uniq] = new
+        keep = np.stack([old > 0, new > 0], axis=1).ravel()
+        out_keys = np.repeat(uniq, 2)[keep]
+        out_counts = np.stack([old, new], axis=1).ravel()[keep]
+        out_signs = np.tile(np.array([-1, 1], dtype=np.int64), len(uniq))[keep]
+        return Batch.columnar([out_keys, out_counts], out_signs)
 
     def _count_columns(self, keys: np.ndarray, signs: np.ndarray) -> Batch:
         """``_process_counts`` for a columnar batch with no NULL argument: the per-row
@@ -147,6 +204,10 @@ class Aggregate(Operator):
         return Batch(rows, out_signs)
 
     def snapshot(self) -> Batch:
+        if self.dense is not None:
+            keys = np.flatnonzero(self.dense > 0)
+            return Batch.columnar([keys.astype(np.int64), self.dense[keys]],
+                                  np.ones(len(keys), dtype=np.int64))
         if self.count_only:
             nulls = self.nulls
             return Batch([(k, c - nulls.get(k, 0)) for k, c in self.groups.items() if c > 0])

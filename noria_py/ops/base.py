@@ -203,6 +203,32 @@ class Base(Operator):
             return Batch.columnar(self.columns(ins), np.ones(len(ins), dtype=np.int64))
         return Batch(dels + ins, [-1] * len(dels) + [1] * len(ins))
 
+    def arrays_from_arrow(self, cols: Sequence) -> list[np.ndarray] | None:
+        """Arrow columns (in table order) as arrays this table can take without a check
+        per value, or None: only while it is kept as columns, and only INT columns of
+        signed (or up to 32-bit unsigned) integers and FLOAT columns of numbers, with no
+        NULL. (Anything else goes through ``check_rows``, which names any problem.)"""
+        import pyarrow.types as pat
+        if self._rows is not None:
+            return None
+        out = []
+        for typ, col in zip(self.types, cols):
+            t = col.type
+            if col.null_count:
+                return None
+            small_int = pat.is_signed_integer(t) or (pat.is_unsigned_integer(t) and t.bit_width <= 32)
+            if typ is SqlType.INT and small_int:
+                out.append(np.asarray(col.to_numpy(), dtype=np.int64))
+            elif typ is SqlType.FLOAT and (pat.is_floating(t) or pat.is_integer(t)):
+                out.append(np.asarray(col.to_numpy(), dtype=np.float64))
+            else:
+                return None
+        return out
+
+    def prepare_arrays(self, arrays: list[np.ndarray]) -> Batch:
+        """The delta for inserting ``arrays_from_arrow``'s columns (no state changes)."""
+        return Batch.columnar(arrays, np.ones(len(arrays[0]), dtype=np.int64))
+
     def columns(self, rows: list[tuple]) -> list[np.ndarray]:
         """Checked rows as arrays: int64 or float64 where a column has no NULL, objects
         otherwise."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..batch import Batch
 from .operator import Operator
-from .state import bare_key, count, index_add, items
+from .state import bare_key, count, index_add, index_batch, items
 
 LEFT, RIGHT = 0, 1
 
@@ -75,17 +75,16 @@ class Join(Operator):
         # left join, whether each touched key's right side was empty before the batch is
         # noted at its first delta and compared at the end, so a key whose right side
         # goes 1 -> 0 -> 1 within the batch (an aggregate's -old/+new) swaps no padding.
+        # (The left index does not change during a right batch, so the right index can
+        # take the whole batch after the matching.)
         keyf = self._rkey
         left = self.left
         right = self.right
-        before: dict = {}
-        for r, s in zip(batch.rows, batch.signs):
-            k = keyf(r)
+        rows = batch.rows
+        keys = list(map(keyf, rows))
+        for k, r, s in zip(keys, rows, batch.signs):
             if k is None or (type(k) is tuple and None in k):
                 continue
-            had = right.get(k)
-            if outer and k not in before:
-                before[k] = 0 if had is None else 1 if type(had) is tuple else count(had)
             bucket = left.get(k)
             if bucket is not None:
                 if type(bucket) is tuple:
@@ -95,21 +94,16 @@ class Join(Operator):
                     for l, c in bucket.items():
                         add_row(l + r)
                         add_sign(s * c)
-            # index_add(right, k, r, s), its two commonest cases inline
-            if had is None and s == 1:
-                right[k] = r
-            elif s == -1 and type(had) is tuple and had == r:
-                del right[k]
-            else:
-                index_add(right, k, r, s)
+        before: dict | None = {} if outer else None
+        index_batch(right, keys, rows, batch.signs, before)
         if before:
             pad = self.pad
             get = right.get
             for k, was in before.items():
                 now = get(k)
                 now = 0 if now is None else 1 if type(now) is tuple else count(now)
-                if (was > 0) == (now > 0):
-                    continue
+                if (was > 0) == (now > 0) or k is None or (type(k) is tuple and None in k):
+                    continue                 # (a NULL key matched nothing either way)
                 bucket = left.get(k)
                 if bucket is not None:
                     sign = 1 if now <= 0 else -1     # padding back, or padding gone

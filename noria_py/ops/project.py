@@ -15,8 +15,16 @@ class Project(Operator):
         self.exprs = exprs
         self.identity = all(isinstance(e, Col) and e.index == i for i, e in enumerate(exprs))
         self._row = compile_row(exprs)
+        # only column references: a columnar batch is projected by picking its arrays
+        self.picks = (tuple(e.index for e in exprs) if all(isinstance(e, Col) for e in exprs)
+                      else None)
 
     def process(self, port: int, batch: Batch) -> Batch:
+        cols = batch.cols
+        if cols is not None and self.picks is not None:
+            if self.identity and len(cols) == len(self.exprs):
+                return batch
+            return Batch.columnar([cols[i] for i in self.picks], batch.sign_array)
         if self.identity and batch.rows and len(batch.rows[0]) == len(self.exprs):
             return batch          # batches are immutable once sent: sharing is safe
         f = self._row

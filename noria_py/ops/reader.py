@@ -12,7 +12,7 @@ from sql_frontend.plan import OrderKey
 from ..batch import Batch
 from ..ordering import order_key
 from .operator import Operator
-from .state import expand, index_add, items
+from .state import expand, index_batch, items
 
 
 class Reader(Operator):
@@ -37,20 +37,13 @@ class Reader(Operator):
         return tuple(r[i] for i in k)
 
     def process(self, port: int, batch: Batch) -> Batch:
-        state = self.state
-        single = len(self.key) == 1
-        k0 = self.key[0] if single else None
-        get = state.get
-        for r, s in zip(batch.rows, batch.signs):
-            k = r[k0] if single else self._key(r)
-            # index_add(state, k, r, s), its two commonest cases inline
-            had = get(k)
-            if had is None and s == 1:
-                state[k] = r
-            elif s == -1 and type(had) is tuple and had == r:
-                del state[k]
-            else:
-                index_add(state, k, r, s)
+        rows = batch.rows
+        if len(self.key) == 1:
+            k0 = self.key[0]
+            keys = [r[k0] for r in rows]
+        else:
+            keys = [self._key(r) for r in rows]
+        index_batch(self.state, keys, rows, batch.signs)
         return Batch()
 
     def _finish(self, out: list[tuple]) -> list[tuple]:
