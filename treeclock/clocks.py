@@ -46,6 +46,17 @@ def _make_diff_first(out, parent_diff, start, gather, new_time):
 _make_diff = _make_diff_first   # a module global: one lookup less on the hot path
 
 
+def _receive_first(clock, rows, n, parent_diff, start, gather):
+    """The process's first receive_fast: bind ``_receive`` to the kernel's machine code
+    for :data:`kernels.RECEIVE_SIG`, as ``_make_diff_first`` does."""
+    global _receive
+    _receive = K.entry_point(K.receive, K.RECEIVE_SIG)
+    return _receive(clock, rows, n, parent_diff, start, gather)
+
+
+_receive = _receive_first
+
+
 class DiffLog:
     """One node's diff log: its diffs in arrival order, rows of one 2-D array.
 
@@ -356,8 +367,8 @@ class TreeClocks:
         if n == log._rows.shape[0]:
             log._grow()
         rows = log._rows
-        if K.receive(clock, rows, n, _NO_DIFF if parent_diff is None else parent_diff,
-                     start, gather) < 0:
+        if _receive(clock, rows, n, _NO_DIFF if parent_diff is None else parent_diff,
+                    start, gather) < 0:
             raise TreeClockError("time would overflow int64")
         log._n = n + 1
         return rows[n]

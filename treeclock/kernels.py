@@ -22,6 +22,7 @@ from numba import njit, types
 __all__ = [
     "make_diff",
     "MAKE_DIFF_SIG",
+    "RECEIVE_SIG",
     "entry_point",
     "merge_into",
     "merge",
@@ -44,6 +45,10 @@ _ANY = types.Array(types.int64, 1, "A", readonly=True, aligned=False)
 #: with: ``out`` and ``gather`` are arrays the library made (C-contiguous); the
 #: caller's ``parent_diff`` may be any 1-D int64 array, read through its strides.
 MAKE_DIFF_SIG = (_C, _ANY, types.int64, _C, types.int64)
+#: The one signature :meth:`treeclock.TreeClocks.receive_fast` calls :func:`receive`
+#: with: the clock, log rows and gather are arrays the library made (C-contiguous);
+#: the parent's diff is read through its strides, whatever they are.
+RECEIVE_SIG = (_C, types.Array(types.int64, 2, "C"), types.int64, _ANY, types.int64, _C)
 
 
 # No ``nogil``: the work is a ~20-entry copy, and dropping and retaking the GIL
@@ -105,7 +110,7 @@ def make_diff_merge(out, clock, parent_diff, start, gather, new_time):
             clock[start + k] = v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)     # (no nogil: see make_diff)
 def receive(clock, rows, n, parent_diff, start, gather):
     """A node's whole receipt: diff at time ``clock[0] + 1`` into ``rows[n]``, merged.
 

@@ -15,6 +15,7 @@ from sql_frontend.plan import AggCall
 from ..batch import Batch
 from . import accumulators
 from .operator import Operator
+from .base import COLUMNAR_MIN
 from .state import tuple_key
 
 
@@ -114,6 +115,8 @@ class Aggregate(Operator):
             keys = [r[g] for r in batch.rows]
             if set(map(type, keys)) == {int} and (a is None or all(r[a] is not None
                                                                    for r in batch.rows)):
+                if min(keys) >= 0 and max(keys) < len(self.dense) and len(keys) < COLUMNAR_MIN:
+                    return self._count_dense_rows(keys, batch.signs)
                 keys = np.array(keys, dtype=np.int64) if max(map(abs, keys)) < DENSE_LIMIT else None
                 if keys is not None and self._fits_dense(keys):
                     return self._count_dense(keys, np.array(batch.signs, dtype=np.int64))
@@ -173,6 +176,30 @@ class Aggregate(Operator):
         out_counts = np.stack([old, new], axis=1).ravel()[keep]
         out_signs = np.tile(np.array([-1, 1], dtype=np.int64), len(uniq))[keep]
         return Batch.columnar([out_keys, out_counts], out_signs)
+
+    def _count_dense_rows(self, keys: list[int], signs: list[int]) -> Batch:
+        """``_count_dense`` for a few rows (keys known to be in the array): plain Python,
+        since numpy's cost per call would dominate."""
+        dense = self.dense
+        touched: dict[int, int] = {}
+        for k, s in zip(keys, signs):
+            old = int(dense[k])
+            if k not in touched:
+                touched[k] = old
+            dense[k] = old + s
+        rows: list[tuple] = []
+        out_signs: list[int] = []
+        for k, old in touched.items():
+            new = int(dense[k])
+            if old == new:
+                continue
+            if old > 0:
+                rows.append((k, old))
+                out_signs.append(-1)
+            if new > 0:
+                rows.append((k, new))
+                out_signs.append(1)
+        return Batch(rows, out_signs)
 
     def _count_columns(self, keys: np.ndarray, signs: np.ndarray) -> Batch:
         """``_process_counts`` for a columnar batch with no NULL argument: the per-row

@@ -25,6 +25,9 @@ from .state import expand
 
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 _DTYPES = {SqlType.INT: np.int64, SqlType.FLOAT: np.float64}
+#: the fewest rows a write needs to be made columnar: below it numpy's fixed cost per
+#: call (a few µs) outweighs what it saves per row
+COLUMNAR_MIN = 32
 
 
 def _coerce(value, typ: SqlType):
@@ -199,7 +202,7 @@ class Base(Operator):
                     raise DuplicateKeyError(
                         f"row {n}: primary key {k!r} already exists in table {self.schema.name!r}")
                 seen.add(k)
-        if not dels and self._rows is None and ins:
+        if not dels and self._rows is None and len(ins) >= COLUMNAR_MIN:
             return Batch.columnar(self.columns(ins), np.ones(len(ins), dtype=np.int64))
         return Batch(dels + ins, [-1] * len(dels) + [1] * len(ins))
 

@@ -378,3 +378,22 @@ def test_count_of_columns_matches_count_of_rows(arg, batches):
         assert ms(got) == ms(want)
         assert by_cols.groups == by_rows.groups and by_cols.nulls == by_rows.nulls
     assert ms(by_cols.snapshot()) == ms(by_rows.snapshot())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(st.tuples(
+    st.integers(0, 5), st.sampled_from([1, -1])), min_size=1, max_size=40)), max_size=10))
+def test_count_in_an_array_matches_count_in_a_dict(batches):
+    """COUNT(*) over small non-negative keys keeps its counts in an array, fed columnar
+    batches (vectorized) and small row batches (plain Python) alike."""
+    in_dict = Aggregate((0,), (agg("count_star"),))
+    in_dict.groups                                   # (leaves the array form at once)
+    in_array = Aggregate((0,), (agg("count_star"),))
+    for columnar, rows in batches:
+        b = Batch([(k,) for k, _ in rows], [s for _, s in rows])
+        want = in_dict.process(0, b)
+        got = in_array.process(0, _as_columns(b) if columnar else b)
+        assert ms(got) == ms(want)
+    assert in_array.dense is not None and in_dict.dense is None
+    assert ms(in_array.snapshot()) == ms(in_dict.snapshot())
+    assert in_array.groups == in_dict.groups

@@ -405,7 +405,9 @@ def events() -> Base:
     return Base(schema("events", ("a", T.INT), ("b", T.FLOAT), ("c", T.TEXT)))
 
 
-def test_insert_only_table_keeps_its_batches_as_columns():
+def test_insert_only_table_keeps_its_batches_as_columns(monkeypatch):
+    import noria_py.ops.base as base_module
+    monkeypatch.setattr(base_module, "COLUMNAR_MIN", 1)       # (small writes stay rows)
     b = events()
     out = write(b, [(1, 2, "x"), (1, 2.0, "x"), (None, 0.5, None)])
     assert b._rows is None and len(b.chunks) == 1
@@ -417,6 +419,8 @@ def test_insert_only_table_keeps_its_batches_as_columns():
     assert ms(b.snapshot()) == {(1, 2.0, "x"): 2, (None, 0.5, None): 1, (3, 1.5, "y"): 1}
     assert sorted(b.all_rows(), key=repr) == sorted(
         [(1, 2.0, "x"), (1, 2.0, "x"), (None, 0.5, None), (3, 1.5, "y")], key=repr)
+    monkeypatch.setattr(base_module, "COLUMNAR_MIN", 32)
+    assert write(b, [(4, 0.0, "z")]).cols is None and b._rows is None
 
 
 def test_first_delete_indexes_an_insert_only_table():

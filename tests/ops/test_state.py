@@ -47,3 +47,22 @@ def test_buckets_hold_the_multiset(ops):
         if k in ix:
             expand(ix[k], out)
         assert Counter(out) == Counter({r: n for r, n in want.items() if n > 0})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.sampled_from([1, -1, 2])),
+                max_size=30))
+def test_index_batch_is_index_add_in_turn(ops):
+    from noria_py.ops.state import index_batch
+    one: dict = {}
+    for k, v, s in ops:
+        index_add(one, k, (k, v), s)
+    batch: dict = {}
+    before: dict = {}
+    index_batch(batch, [k for k, _, _ in ops], [(k, v) for k, v, _ in ops],
+                [s for _, _, s in ops], before)
+    assert batch == one
+    seen: dict = {}
+    for k, v, s in ops:                      # the count of each key before its first delta
+        seen.setdefault(k, 0)
+    assert before == seen
