@@ -27,5 +27,4 @@ class Project(Operator):
             return Batch.columnar([cols[i] for i in self.picks], batch.sign_array)
         if self.identity and batch.rows and len(batch.rows[0]) == len(self.exprs):
             return batch          # batches are immutable once sent: sharing is safe
-        f = self._row
-        return Batch([f(r) for r in batch.rows], batch.signs)
+        return Batch(list(map(self._row, batch.rows)), batch.signs)

@@ -12,7 +12,7 @@ from sql_frontend.plan import OrderKey
 from ..batch import Batch
 from ..ordering import order_key
 from .operator import Operator
-from .state import expand, index_batch, items
+from .state import bare_key, expand, index_batch, items
 
 
 class Reader(Operator):
@@ -25,24 +25,15 @@ class Reader(Operator):
         self.visible = visible
         self.trim = visible < width
         self.sort = order_key(order) if order else None
+        self._keyf = bare_key(key)          # row -> its key (a bare value for one column)
         self.reset()
 
     def reset(self) -> None:
         self.state: dict = {}      # key -> bucket of rows (state.index_add)
 
-    def _key(self, r: tuple):
-        k = self.key
-        if len(k) == 1:
-            return r[k[0]]
-        return tuple(r[i] for i in k)
-
     def process(self, port: int, batch: Batch) -> Batch:
         rows = batch.rows
-        if len(self.key) == 1:
-            k0 = self.key[0]
-            keys = [r[k0] for r in rows]
-        else:
-            keys = [self._key(r) for r in rows]
+        keys = list(map(self._keyf, rows))
         index_batch(self.state, keys, rows, batch.signs)
         return Batch()
 
