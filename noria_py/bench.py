@@ -24,8 +24,9 @@ COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote 
 # ---------------------------------------------------------------- vote
 
 def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, batch: int = 1000,
-            seed: int | None = None, gc_tuned: bool = False):
-    """The demo's database, filled; returns (db, seconds spent propagating the votes)."""
+            seed: int | None = None, gc_tuned: bool = False, before_votes=None):
+    """The demo's database, filled; returns (db, seconds spent propagating the votes).
+    ``before_votes()`` is called as the timed part starts."""
     db = connect(shards=shards, clocks=clocks, seed=seed)
     workloads.setup(db, articles)
     if gc_tuned:
@@ -33,11 +34,44 @@ def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, bat
     data = workloads.votes(votes, articles)
     chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, votes, batch)]
     vote = db.table("vote")
+    if before_votes is not None:
+        before_votes()
     start = time.perf_counter()
     for c in chunks:
         vote.insert(c)
     db.wait()
     return db, time.perf_counter() - start
+
+
+def _time_operators():
+    """Wrap every operator class's ``process`` with a timer; returns (restore, totals
+    by operator kind). Clear the totals where the timed part starts."""
+    import collections
+
+    from . import ops
+    spent: collections.Counter = collections.Counter()
+    saved = []
+    for name in ops.__all__:
+        cls = getattr(ops, name)
+        if not (isinstance(cls, type) and issubclass(cls, ops.Operator)) or cls is ops.Operator:
+            continue
+        f = cls.__dict__.get("process")
+        if f is None:
+            continue
+        clock = time.perf_counter
+
+        def timed(self, port, batch, f=f, kind=cls.kind):
+            t = clock()
+            out = f(self, port, batch)
+            spent[kind] += clock() - t
+            return out
+        cls.process = timed
+        saved.append((cls, f))
+
+    def restore():
+        for cls, f in saved:
+            cls.process = f
+    return restore, spent
 
 
 def _lookup_samples(view, keys) -> list[float]:
@@ -59,9 +93,18 @@ def run_vote(argv: list[str]) -> int:
     p.add_argument("--no-clocks", action="store_true")
     p.add_argument("--duckdb-reads", type=int, default=300)
     p.add_argument("--tune-gc", action="store_true", help="call noria_py.tune_gc() first")
+    p.add_argument("--per-operator", action="store_true",
+                   help="also time each operator's process() (adds a little overhead)")
     a = p.parse_args(argv)
+    timed = _time_operators() if a.per_operator else None
     db, seconds = vote_db(a.articles, a.votes, a.shards, not a.no_clocks, a.batch,
-                          gc_tuned=a.tune_gc)
+                          gc_tuned=a.tune_gc, before_votes=timed and timed[1].clear)
+    if timed is not None:
+        restore, spent = timed
+        restore()
+        print("  time in each operator's process(), µs per vote: " + ", ".join(
+            f"{k} {v / a.votes * 1e6:.2f}" for k, v in spent.most_common()) +
+            f"; everything else {(seconds - sum(spent.values())) / a.votes * 1e6:.2f}")
     view = db.view(workloads.VIEW_NAME)
     rng = random.Random(3)
     keys = [rng.randrange(a.articles) for _ in range(50_000)]

@@ -23,6 +23,23 @@ from .state import tuple_key
 DENSE_LIMIT = 1 << 22
 
 
+def _count_changes(changes: list[tuple]) -> Batch:
+    """COUNT's output for (key, rows before, count before, rows after, count after) per
+    group touched: the old row retracted and the new one inserted, where they differ."""
+    rows: list[tuple] = []
+    signs: list[int] = []
+    for k, old_rows, old_value, new_rows, new_value in changes:
+        if old_rows > 0 and new_rows > 0 and old_value == new_value:
+            continue
+        if old_rows > 0:
+            rows.append((k, old_value))
+            signs.append(-1)
+        if new_rows > 0:
+            rows.append((k, new_value))
+            signs.append(1)
+    return Batch(rows, signs)
+
+
 class Aggregate(Operator):
     kind = "aggregate"
     stateful = True
@@ -130,23 +147,15 @@ class Aggregate(Operator):
             counts[k] = old + s
             if a is not None and r[a] is None:
                 nulls[k] = nulls.get(k, 0) + s
-        rows: list[tuple] = []
-        signs: list[int] = []
+        changes = []
         for k, (old_rows, old_value) in touched.items():
             new_rows = counts[k]
-            new_value = new_rows - nulls.get(k, 0) if nulls else new_rows
+            changes.append((k, old_rows, old_value, new_rows,
+                            new_rows - nulls.get(k, 0) if nulls else new_rows))
             if new_rows == 0:
                 del counts[k]
                 nulls.pop(k, None)
-            if old_rows > 0 and new_rows > 0 and old_value == new_value:
-                continue
-            if old_rows > 0:
-                rows.append((k, old_value))
-                signs.append(-1)
-            if new_rows > 0:
-                rows.append((k, new_value))
-                signs.append(1)
-        return Batch(rows, signs)
+        return _count_changes(changes)
 
     def _fits_dense(self, keys: np.ndarray) -> bool:
         """Whether the array form can take these keys (growing it if need be)."""
@@ -187,19 +196,11 @@ class Aggregate(Operator):
             if k not in touched:
                 touched[k] = old
             dense[k] = old + s
-        rows: list[tuple] = []
-        out_signs: list[int] = []
+        changes = []
         for k, old in touched.items():
             new = int(dense[k])
-            if old == new:
-                continue
-            if old > 0:
-                rows.append((k, old))
-                out_signs.append(-1)
-            if new > 0:
-                rows.append((k, new))
-                out_signs.append(1)
-        return Batch(rows, out_signs)
+            changes.append((k, old, old, new, new))
+        return _count_changes(changes)
 
     def _count_columns(self, keys: np.ndarray, signs: np.ndarray) -> Batch:
         """``_process_counts`` for a columnar batch with no NULL argument: the per-row
@@ -208,8 +209,7 @@ class Aggregate(Operator):
         delta = np.bincount(inv, weights=signs, minlength=len(uniq)).astype(np.int64)
         counts = self.groups
         nulls = self.nulls
-        rows: list[tuple] = []
-        out_signs: list[int] = []
+        changes = []
         for k, d in zip(uniq.tolist(), delta.tolist()):
             if not d:
                 continue
@@ -222,13 +222,8 @@ class Aggregate(Operator):
                     del nulls[k]
             else:
                 counts[k] = new
-            if old > 0:
-                rows.append((k, old - held))
-                out_signs.append(-1)
-            if new > 0:
-                rows.append((k, new - held))
-                out_signs.append(1)
-        return Batch(rows, out_signs)
+            changes.append((k, old, old - held, new, new - held))
+        return _count_changes(changes)
 
     def snapshot(self) -> Batch:
         if self.dense is not None:
