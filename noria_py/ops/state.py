@@ -43,6 +43,10 @@ def index_add(index: dict, key, row: tuple, sign: int) -> None:
         del bucket[row]
         if not bucket:
             del index[key]
+        elif len(bucket) == 1:              # back to one row: bare again if one copy
+            (last, n), = bucket.items()
+            if n == 1:
+                index[key] = last
 
 
 def index_batch(index: dict, keys: Iterable, rows: Iterable[tuple], signs: Iterable[int],

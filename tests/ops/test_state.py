@@ -19,6 +19,9 @@ def test_one_row_is_kept_bare_and_more_become_a_dict():
     index_add(ix, 2, (2, "b"), 1)
     index_add(ix, 2, (2, "c"), 1)                # a second row
     assert ix == {2: {(2, "b"): 1, (2, "c"): 1}}
+    index_add(ix, 2, (2, "b"), -1)               # back to one row: bare again
+    assert ix[2] == (2, "c")
+    index_add(ix, 2, (2, "b"), 1)
     index_add(ix, 3, (3, "x"), -1)               # removed before it arrived
     assert ix[3] == {(3, "x"): -1} and count(ix[3]) == -1
     index_add(ix, 3, (3, "x"), 1)
@@ -26,6 +29,9 @@ def test_one_row_is_kept_bare_and_more_become_a_dict():
     index_add(ix, 4, (4, "y"), 1)
     index_add(ix, 4, (4, "z"), -1)               # not the row held
     assert ix[4] == {(4, "y"): 1, (4, "z"): -1} and count(ix[4]) == 0
+    index_add(ix, 4, (4, "y"), 1)
+    index_add(ix, 4, (4, "z"), 1)                # one row, two copies: stays a dict
+    assert ix[4] == {(4, "y"): 2}
 
 
 @settings(max_examples=100, deadline=None)
