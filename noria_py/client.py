@@ -326,7 +326,9 @@ class Database:
         batch = base.prepare(inserts, deletes) if arrays is None else base.prepare_arrays(arrays)
         if not batch:
             return
-        if self.storage is not None:
+        if self.storage is not None and _loggable_columns(batch):
+            self.storage.append_columns(entry.schema.name.lower(), batch.cols)
+        elif self.storage is not None:
             rows = batch.to_rows()       # (not kept on a batch the base may keep)
             if batch.sign_array is not None:
                 n_del = int((batch.sign_array < 0).sum())
@@ -339,7 +341,7 @@ class Database:
             # state now; every copy of a duplicated row is kept
             tables = {}
             for name, t in self._tables.items():
-                tables[name] = self.graph_[t.node].op.all_rows()
+                tables[name] = self.graph_[t.node].op.stored_rows()
             self.storage.snapshot(tables)
 
     # ------------------------------------------------------------ handles
@@ -445,6 +447,16 @@ class Database:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _loggable_columns(batch: Batch) -> bool:
+    """Whether the log can take ``batch`` as a columns record: an insert of int64 and
+    float64 columns only."""
+    import numpy as np
+    cols = batch.cols
+    return (cols is not None and len(cols) > 0
+            and all(c.dtype == np.int64 or c.dtype == np.float64 for c in cols)
+            and bool((batch.sign_array == 1).all()))
 
 
 def arrow_columns(table, columns: list[str], name: str) -> list:

@@ -12,13 +12,14 @@ and nothing to do per row on a write. The first delete, or the first caller that
 from __future__ import annotations
 
 import datetime
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from sql_frontend.types import SqlType, TableSchema
 
 import numpy as np
 
 from ..batch import Batch
+from ..storage.codec import ColumnChunk
 from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
 from .operator import Operator
 from .state import expand
@@ -86,6 +87,21 @@ class Base(Operator):
             self.chunks = []
             self.n = 0
         return rows
+
+    def stored_rows(self) -> Iterator:
+        """Every row, for a snapshot to store: rows, and where the table is kept as
+        int64/float64 columns, ``ColumnChunk``s of them (stored as bytes)."""
+        if self._rows is not None:
+            yield from self.all_rows()
+            return
+        for chunk in self.chunks:
+            cols = chunk.cols
+            if cols is not None and all(c.dtype == np.int64 or c.dtype == np.float64
+                                        for c in cols) and bool((chunk.sign_array == 1).all()):
+                yield ColumnChunk(cols)
+            else:
+                for r, c in zip(chunk.to_rows(), chunk.signs):
+                    yield from [r] * c
 
     def all_rows(self) -> list[tuple]:
         """Every row, each as many times as it is present."""

@@ -38,6 +38,7 @@ from typing import Iterable, Mapping, Sequence
 from . import codec
 from .log import (
     BATCH,
+    COLUMNS,
     DROP,
     LOG_HEADER_SIZE,
     HeaderError,
@@ -149,6 +150,15 @@ def _valid_record(rec: object, lsn: int) -> str | None:
         if not (codec.rows_are_plain(ins) and codec.rows_are_plain(dels)):
             return "malformed rows in batch record"
         return None
+    if kind == COLUMNS and len(rec) == 5:
+        _, rec_lsn, table, n, cols = rec
+        if type(table) is not str:
+            return "malformed columns record"
+        if type(rec_lsn) is not int or rec_lsn != lsn + 1:
+            return f"batch lsn {rec_lsn!r} out of sequence (expected {lsn + 1})"
+        if codec.unpack_columns(n, cols) is None:       # (decoded again at replay: rare)
+            return "malformed columns in columns record"
+        return None
     if kind == DROP and len(rec) == 3:
         _, rec_lsn, table = rec
         if type(table) is not str:
@@ -164,7 +174,8 @@ def _accept_any_record(payload: memoryview) -> bool:
         rec = codec.unpackb(payload)
     except codec.DecodeError:
         return False
-    return type(rec) is tuple and len(rec) in (3, 5) and rec[0] in (BATCH, DROP)
+    return type(rec) is tuple and len(rec) in (3, 5) and rec[0] in (BATCH, DROP, COLUMNS)
+
 
 
 class Storage:
@@ -274,6 +285,24 @@ class Storage:
             except codec.EncodeError as exc:
                 raise StorageError(f"cannot log a batch for table {table!r}: {exc}") from exc
             self._write(record, f"batch {lsn} for table {table!r}")
+            self._lsn = lsn
+            return lsn
+
+    def append_columns(self, table: str, columns: Sequence) -> int:
+        """Log one insert given as columns (int64 or float64 arrays of one length, one per
+        column of the table, in order) durably; returns its lsn. The arrays' bytes are
+        logged as they are, not a row at a time (log.py: the columns record)."""
+        if type(table) is not str:
+            raise StorageError(f"table name must be a str, not {type(table).__name__}")
+        try:
+            n, parts = codec.pack_columns(columns)
+        except codec.EncodeError as exc:
+            raise StorageError(f"cannot log columns for table {table!r}: {exc}") from exc
+        with self._mutex:
+            self._check_usable(writing=True)
+            lsn = self._lsn + 1
+            self._write(frame(codec.packb((COLUMNS, lsn, table, n, parts))),
+                        f"batch {lsn} for table {table!r}")
             self._lsn = lsn
             return lsn
 
@@ -553,8 +582,12 @@ class Storage:
             if why is not None:
                 problem, end = why, fr.start
                 break
-            if rec[0] == BATCH:
-                _, lsn, table, ins, dels = rec
+            if rec[0] == BATCH or rec[0] == COLUMNS:
+                if rec[0] == BATCH:
+                    _, lsn, table, ins, dels = rec
+                else:
+                    _, lsn, table, n, cols = rec
+                    ins, dels = codec.unpack_columns(n, cols), ()
                 rows = tables.get(table)
                 if rows is None:
                     rows = tables[table] = _Rows()

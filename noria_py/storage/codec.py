@@ -154,3 +154,53 @@ def rows_are_plain(rows: tuple) -> bool:
     if not set(map(type, rows)) <= {tuple}:
         return False
     return set(map(type, itertools.chain.from_iterable(rows))) <= _VALUE_TYPES
+
+
+# ---------------------------------------------------------------- columns
+
+#: the column types stored as bytes (log.py's columns record, snapshot.py's columns
+#: record): little-endian int64 (INT) and float64 (FLOAT)
+COLUMN_DTYPES = ("<i8", "<f8")
+
+
+class ColumnChunk:
+    """Rows given as int64/float64 arrays of one length, one per column: a log or
+    snapshot stores their bytes rather than encoding a row at a time."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self, arrays) -> None:
+        self.arrays = tuple(arrays)
+
+    def __len__(self) -> int:
+        return len(self.arrays[0]) if self.arrays else 0
+
+
+def pack_columns(arrays) -> tuple[int, tuple]:
+    """(n, ((dtype, bytes), ...)) for arrays of n values each; EncodeError if they are not
+    1-D int64/float64 arrays of one length (at least one)."""
+    import numpy as np
+    if not arrays:
+        raise EncodeError("no columns")
+    n = len(arrays[0])
+    parts = []
+    for a in arrays:
+        if not isinstance(a, np.ndarray) or a.ndim != 1 or len(a) != n:
+            raise EncodeError(f"columns must be 1-D arrays of {n} values")
+        dt = a.dtype.newbyteorder("<")
+        if dt.str not in COLUMN_DTYPES:
+            raise EncodeError(f"cannot store a column of dtype {a.dtype} (int64 or float64 only)")
+        parts.append((dt.str, np.ascontiguousarray(a, dtype=dt).tobytes()))
+    return n, tuple(parts)
+
+
+def unpack_columns(n: object, parts: object) -> list[tuple] | None:
+    """The rows of ``pack_columns``'s output, as Python ints and floats; None if it is
+    malformed."""
+    import numpy as np
+    if type(n) is not int or n < 0 or type(parts) is not tuple or not parts:
+        return None
+    if not all(type(p) is tuple and len(p) == 2 and p[0] in COLUMN_DTYPES
+               and type(p[1]) is bytes and len(p[1]) == 8 * n for p in parts):
+        return None
+    return list(zip(*[np.frombuffer(data, dtype=np.dtype(dt)).tolist() for dt, data in parts]))

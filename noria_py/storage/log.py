@@ -37,6 +37,14 @@ then records, back to back::
 
         [0, lsn, table, [row, ...] inserts, [row, ...] deletes]   a write batch
         [1, lsn, table]                                           DROP TABLE
+        [2, lsn, table, n, [[dtype, bytes], ...]]                 an insert of n rows
+                                                                  given as columns
+
+A columns record holds one [dtype, bytes] pair per column of the table, in order:
+dtype is "<i8" (INT) or "<f8" (FLOAT), bytes the n little-endian values (8n bytes).
+It is what a write of columns (``Table.insert_arrow``, a large insert into a table
+kept as columns) logs, so that a bulk load is not encoded a row at a time; replay
+turns it back into rows.
 
 A batch's lsn is the previous batch's lsn + 1 (the first is ``base + 1``).
 A drop does not consume an lsn; it carries the lsn of the batch before it,
@@ -74,6 +82,7 @@ __all__ = [
     "RECORD_HEADER",
     "MAX_RECORD",
     "BATCH",
+    "COLUMNS",
     "DROP",
     "HeaderError",
     "LogHeader",
@@ -99,6 +108,7 @@ MAX_RECORD = 1 << 30
 
 BATCH = 0
 DROP = 1
+COLUMNS = 2
 
 
 class HeaderError(ValueError):

@@ -21,6 +21,10 @@ then records framed as in the log (u32 length, u32 crc32, msgpack payload)::
     [0, table, [row, ...]]        rows of one table, in chunks of at most
                                   CHUNK_ROWS rows; a table with no rows has
                                   one record with an empty list
+    [2, table, n, [[dtype, bytes], ...]]
+                                  n rows of one table as columns (int64/float64
+                                  bytes, as in the log's columns record), for a
+                                  table the engine keeps as columns
     [1, n_tables, n_rows]         end marker; anything after it is an error
 """
 
@@ -47,6 +51,9 @@ HEADER_SIZE = _HEADER_BODY.size + _CRC.size
 
 _ROWS = 0
 _END = 1
+_COLUMNS = 2
+#: the most rows in one columns record (16 MiB a column)
+CHUNK_COLUMN_ROWS = 1 << 21
 
 
 class SnapshotError(ValueError):
@@ -77,6 +84,18 @@ def _chunks(gen: int, lsn: int, tables: Mapping[str, Iterable[tuple]]) -> Iterat
         batch: list = []
         wrote = False
         for row in rows:
+            if type(row) is codec.ColumnChunk:     # (a table kept as columns)
+                if batch:                           # (rows keep their order)
+                    yield _rows_record(name, batch)
+                    n_rows += len(batch)
+                    batch = []
+                for start in range(0, len(row), CHUNK_COLUMN_ROWS):
+                    n, parts = codec.pack_columns([a[start:start + CHUNK_COLUMN_ROWS]
+                                                   for a in row.arrays])
+                    yield frame(codec.packb((_COLUMNS, name, n, parts)))
+                    n_rows += n
+                    wrote = True
+                continue
             batch.append(row)
             if len(batch) == CHUNK_ROWS:
                 yield _rows_record(name, batch)
@@ -127,6 +146,12 @@ def read_snapshot(path: Path) -> SnapshotData | None:
             rows = rec[2]
             if not codec.rows_are_plain(rows):
                 raise SnapshotError(f"{where}: byte {fr.start}: malformed row")
+            tables.setdefault(rec[1], []).extend(rows)
+            n_rows += len(rows)
+        elif type(rec) is tuple and len(rec) == 4 and rec[0] == _COLUMNS and type(rec[1]) is str:
+            rows = codec.unpack_columns(rec[2], rec[3])
+            if rows is None:
+                raise SnapshotError(f"{where}: byte {fr.start}: malformed columns")
             tables.setdefault(rec[1], []).extend(rows)
             n_rows += len(rows)
         elif type(rec) is tuple and len(rec) == 3 and rec[0] == _END:
