@@ -103,9 +103,17 @@ class Database:
         for name, rows in recovered.tables.items():
             entry = self._tables.get(name.lower())      # the catalog says which tables exist
             if entry is not None and rows:
-                self.runtime.write(entry.node, Batch.inserts(rows))
+                self.runtime.write(entry.node, self._restored(entry, rows))
         for sql in views:
             self._create_view(sql_frontend.parse(sql, self._catalog), persist=False)
+
+    def _restored(self, entry: _TableEntry, rows: list[tuple]) -> Batch:
+        """A table's rows read back from its data directory, as its base takes a write
+        (columns, for a table kept as columns), or as plain rows if they do not pass."""
+        try:
+            return self.graph_[entry.node].op.prepare(rows)
+        except Error:
+            return Batch.inserts(rows)
 
     def _persist_catalog(self) -> None:
         if self.storage is not None:

@@ -127,3 +127,18 @@ def test_columns_survive_a_restart_in_the_log_and_in_a_snapshot(tmp_path):
     db.table("vote").delete([(1, 7)])                                   # one copy of two
     assert db.view("counts").lookup(1) == [(1, 9)]
     db.close()
+
+
+def test_a_table_kept_as_columns_is_columns_again_after_a_restart(tmp_path):
+    db = noria_py.connect(data_dir=str(tmp_path))
+    _setup(db)
+    db.table("vote").insert([(i % 3, i) for i in range(100)])
+    db.table("article").insert([(1, "a")])
+    db.close()
+    db = noria_py.connect(data_dir=str(tmp_path))
+    vote = db.graph_[db._tables["vote"].node].op
+    assert vote._rows is None and vote.chunks[0].cols is not None and len(vote) == 100
+    assert db.view("counts").lookup(0) == [(0, 34)]
+    article = db.graph_[db._tables["article"].node].op
+    assert article.by_key == {(1,): (1, "a")}
+    db.close()
