@@ -108,3 +108,23 @@ def test_random_equal_keys_share_a_shard(rows, n, compound):
             k = tuple(r[j] for j in key)
             assert seen.setdefault(k, i) == i       # dict equality: 1 == 1.0 == True
             assert shard_of(k, n) == i
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5), st.lists(st.tuples(st.integers(-10**12, 10**12), st.integers(-3, 3),
+                                             st.sampled_from([1, -1, 2])), min_size=1, max_size=40))
+def test_columnar_batches_go_where_their_rows_would(shards, rows):
+    """An int64 key column is split vectorized (negative keys too), to the shards the
+    row path and shard_of pick, as columnar batches."""
+    import numpy as np
+    s = Sharder((0,), shards)
+    b = Batch([r[:2] for r in rows], [r[2] for r in rows])
+    c = Batch.columnar([np.array([r[0] for r in rows], dtype=np.int64),
+                        np.array([r[1] for r in rows], dtype=np.int64)],
+                       np.array([r[2] for r in rows], dtype=np.int64))
+    by_rows, by_cols = s.process(0, b), s.process(0, c)
+    assert len(by_cols) == shards
+    for i, (o_rows, o_cols) in enumerate(zip(by_rows, by_cols)):
+        assert o_cols.multiset() == o_rows.multiset()
+        assert all(shard_of((r[0],), shards) == i for r in o_cols.rows)
+        assert o_cols.cols is not None or not o_cols
