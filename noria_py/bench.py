@@ -311,9 +311,12 @@ def run_peers(argv: list[str]) -> int:
     p.add_argument("--duckdb-reads", type=int, default=300)
     p.add_argument("--pathway-python", default=None,
                    help="a Python with pathway installed (default: this one, if it has it)")
+    p.add_argument("--tune-gc", action="store_true",
+                   help="call noria_py.tune_gc() after loading the articles")
     a = p.parse_args(argv)
     rng = random.Random(5)
-    print(f"peers: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch:,}")
+    print(f"peers: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch:,}"
+          f"{', tune_gc()' if a.tune_gc else ''}")
     for dist, zipf in (("uniform", None), ("zipf", 1.2)):
         data = workloads.votes(a.votes, a.articles, zipf=zipf)
         keys = [rng.randrange(a.articles) for _ in range(a.reads)]
@@ -321,6 +324,9 @@ def run_peers(argv: list[str]) -> int:
         # noria-py
         db = connect()
         workloads.setup(db, a.articles)
+        policy = gc.get_threshold()
+        if a.tune_gc:
+            tune_gc()
         vote = db.table("vote")
         chunks = [[tuple(r) for r in data[i:i + a.batch].tolist()]
                   for i in range(0, a.votes, a.batch)]
@@ -332,6 +338,8 @@ def run_peers(argv: list[str]) -> int:
         view = db.view(workloads.VIEW_NAME)
         rows["noria-py"] = (*_reads_per_s(view.lookup, keys), updates)
         db.close()
+        gc.unfreeze()
+        gc.set_threshold(*policy)
         # DuckDB
         con = duckdb.connect()
         con.register("v", pa.table({"article_id": data[:, 0], "user_id": data[:, 1]}))
