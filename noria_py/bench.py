@@ -24,14 +24,15 @@ COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote 
 # ---------------------------------------------------------------- vote
 
 def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, batch: int = 1000,
-            seed: int | None = None, gc_tuned: bool = False, before_votes=None):
+            seed: int | None = None, gc_tuned: bool = False, before_votes=None,
+            zipf: float | None = None):
     """The demo's database, filled; returns (db, seconds spent propagating the votes).
     ``before_votes()`` is called as the timed part starts."""
     db = connect(shards=shards, clocks=clocks, seed=seed)
     workloads.setup(db, articles)
     if gc_tuned:
         tune_gc()
-    data = workloads.votes(votes, articles)
+    data = workloads.votes(votes, articles, zipf=zipf)
     chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, votes, batch)]
     vote = db.table("vote")
     if before_votes is not None:
@@ -41,6 +42,32 @@ def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, bat
         vote.insert(c)
     db.wait()
     return db, time.perf_counter() - start
+
+
+class _GcTimer:
+    """Times the cyclic GC's collections (``gc.callbacks``) between start and stop."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.count = [0, 0, 0]
+        self.by_gen = [0.0, 0.0, 0.0]
+        self._t = 0.0
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t = time.perf_counter()
+            return
+        d = time.perf_counter() - self._t
+        g = info["generation"]
+        self.seconds += d
+        self.count[g] += 1
+        self.by_gen[g] += d
+
+    def start(self) -> None:
+        gc.callbacks.append(self._callback)
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 def _time_operators():
@@ -95,10 +122,25 @@ def run_vote(argv: list[str]) -> int:
     p.add_argument("--tune-gc", action="store_true", help="call noria_py.tune_gc() first")
     p.add_argument("--per-operator", action="store_true",
                    help="also time each operator's process() (adds a little overhead)")
+    p.add_argument("--zipf", type=float, default=None, help="Zipf-skewed votes (e.g. 1.2)")
+    p.add_argument("--gc-report", action="store_true",
+                   help="time the cyclic GC's collections during the votes")
     a = p.parse_args(argv)
     timed = _time_operators() if a.per_operator else None
+    collections = _GcTimer() if a.gc_report else None
+
+    def before_votes():
+        if timed is not None:
+            timed[1].clear()
+        if collections is not None:
+            collections.start()
     db, seconds = vote_db(a.articles, a.votes, a.shards, not a.no_clocks, a.batch,
-                          gc_tuned=a.tune_gc, before_votes=timed and timed[1].clear)
+                          gc_tuned=a.tune_gc, before_votes=before_votes, zipf=a.zipf)
+    if collections is not None:
+        collections.stop()
+        print(f"  cyclic GC during the votes: {collections.seconds:.2f} s of {seconds:.2f} s; "
+              f"collections by generation {collections.count}, seconds "
+              + " / ".join(f"{x:.2f}" for x in collections.by_gen))
     if timed is not None:
         restore, spent = timed
         restore()
@@ -112,7 +154,7 @@ def run_vote(argv: list[str]) -> int:
     t0 = time.perf_counter()
     view.lookup_many(keys)
     many = len(keys) / (time.perf_counter() - t0)
-    print(f"vote: {a.articles:,} articles, {a.votes:,} votes, batches of {a.batch}, "
+    print(f"vote: {a.articles:,} articles, {a.votes:,} votes{f' (Zipf {a.zipf})' if a.zipf else ''}, batches of {a.batch}, "
           f"shards={a.shards}, clocks={'off' if a.no_clocks else 'on'}, "
           f"gc={'tuned' if a.tune_gc else 'default'}")
     print(f"  propagation: {a.votes / seconds:,.0f} votes/s ({seconds:.2f} s)")
