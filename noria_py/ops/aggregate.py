@@ -3,8 +3,11 @@
 State is one entry per group, indexed by the group key (the key a sharded aggregate
 is partitioned on). A batch updates the groups it touches, then emits, per touched
 group, the retraction of its old output row and the insertion of its new one, so
-downstream sees at most two rows per group per batch. COUNT(*) alone, the vote
-workload's shape, runs on a plain dict of counts.
+downstream sees at most two rows per group per batch. COUNT(*) or COUNT(x) alone over
+one column, the vote workload's shape, runs on a plain dict of counts, or, while the
+group keys are small non-negative ints, on an array of counts indexed by key, where a
+columnar batch is counted with array operations only (one shard's array spans every
+key up to the largest it has seen: at most DENSE_LIMIT entries, 32 MiB).
 """
 from __future__ import annotations
 

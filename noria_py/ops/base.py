@@ -14,13 +14,13 @@ from __future__ import annotations
 import datetime
 from typing import Iterator, Sequence
 
-from sql_frontend.types import SqlType, TableSchema
-
 import numpy as np
 
+from sql_frontend.types import SqlType, TableSchema
+
 from ..batch import Batch
-from ..storage.codec import ColumnChunk
 from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
+from ..storage.codec import ColumnChunk
 from .operator import Operator
 from .state import expand
 
