@@ -278,8 +278,7 @@ class Domain:
         kept = rows[~drop]
         # a new log rather than clearing this one: sent messages point into its rows
         self.diffs = tc.new_log(self.node.num, capacity=max(16, 2 * len(kept)))
-        for r in kept:
-            self.diffs.append(r)
+        self.diffs.extend(kept)
 
     def log_rows(self) -> np.ndarray:
         """This node's diffs, preceded by the summary of the compacted ones."""

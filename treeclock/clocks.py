@@ -93,6 +93,17 @@ class DiffLog:
         self._rows[self._n] = diff
         self._n += 1
 
+    def extend(self, diffs: np.ndarray) -> None:
+        """Append a copy of each row of ``diffs`` (a 2-D int64 array of this node's
+        layout), in one copy."""
+        width = self._rows.shape[1]
+        if type(diffs) is not np.ndarray or diffs.dtype != _I64 or diffs.ndim != 2 or diffs.shape[1] != width:
+            raise TreeClockError(f"diffs for node {self.node}'s log must be an int64 array of rows of {width} entries")
+        while self._n + len(diffs) > self._rows.shape[0]:
+            self._grow()
+        self._rows[self._n : self._n + len(diffs)] = diffs
+        self._n += len(diffs)
+
     def clear(self) -> None:
         """Forget every diff (keeps the allocated rows)."""
         self._n = 0

@@ -121,3 +121,25 @@ def test_diff_log_grows_and_indexes():
     assert log.times.tolist() == [1, 2, 3, 4, 5]
     assert log[-1].tolist() == clock.tolist() == [5, 1]
     assert [d[0] for d in log] == [1, 2, 3, 4, 5]
+
+
+def test_diff_log_extend_is_appends_in_one_copy():
+    import numpy as np
+    import pytest
+
+    from treeclock import TreeClockError
+    fast, _ = both({1: (), 2: (1,)}, 2)
+    one, bulk = fast.new_log(2, capacity=1), fast.new_log(2, capacity=1)
+    rows = np.array([[1, 1], [2, 1], [3, 2], [4, 2], [5, 3]], dtype=np.int64)
+    for r in rows:
+        one.append(r)
+    bulk.extend(rows[:2])
+    bulk.extend(rows[2:])
+    bulk.extend(rows[:0])
+    assert bulk.rows.tolist() == one.rows.tolist() == rows.tolist()
+    rows[0, 0] = 99                                  # a copy, not a view
+    assert bulk[0].tolist() == [1, 1]
+    for bad in (rows[:, :1], rows.astype(np.int32), rows[0], rows.tolist()):
+        with pytest.raises(TreeClockError):
+            bulk.extend(bad)
+    assert len(bulk) == 5
