@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..batch import Batch
 from .operator import Operator
-from .state import bare_key, count, index_add, index_batch, items
+from .state import bare_key, bucket_add, count, items
 
 LEFT, RIGHT = 0, 1
 
@@ -35,58 +35,67 @@ class Join(Operator):
         self.reset()
 
     def reset(self) -> None:
-        # key -> bucket of rows (state.index_add)
-        self.left: dict[object, dict[tuple, int]] = {}
-        self.right: dict[object, dict[tuple, int]] = {}
+        # key -> [left bucket, right bucket] (state.bucket_add; None for no rows): one
+        # probe finds both sides of a key
+        self.sides: dict = {}
 
     def process(self, port: int, batch: Batch) -> Batch:
         out_rows: list[tuple] = []
         out_signs: list[int] = []
         add_row = out_rows.append
         add_sign = out_signs.append
-        outer = self.join_kind == "left"
+        sides = self.sides
         if port == LEFT:
             keyf = self._lkey
-            right = self.right
-            left = self.left
+            outer = self.join_kind == "left"
             pad = self.pad
             for l, s in zip(batch.rows, batch.signs):
                 k = keyf(l)
+                entry = sides.get(k)
+                if entry is None:
+                    entry = sides[k] = [None, None]
                 matched = False
-                if not (k is None or (type(k) is tuple and None in k)):
-                    bucket = right.get(k)
-                    if bucket is not None:
-                        if type(bucket) is tuple:
-                            matched = True
-                            add_row(l + bucket)
-                            add_sign(s)
-                        else:
-                            for r, c in bucket.items():
-                                if c > 0:
-                                    matched = True
-                                    add_row(l + r)
-                                    add_sign(s * c)
+                bucket = entry[1]
+                if bucket is not None and not (k is None or (type(k) is tuple and None in k)):
+                    if type(bucket) is tuple:
+                        matched = True
+                        add_row(l + bucket)
+                        add_sign(s)
+                    else:
+                        for r, c in bucket.items():
+                            if c > 0:
+                                matched = True
+                                add_row(l + r)
+                                add_sign(s * c)
                 if outer and not matched:
                     add_row(l + pad)
                     add_sign(s)
-                index_add(left, k, l, s)
+                entry[0] = bucket_add(entry[0], l, s)
+                if entry[0] is None and entry[1] is None:
+                    del sides[k]
             return Batch(out_rows, out_signs)
-        # A right delta is matched against the left rows of its key as it comes. For a
-        # left join, whether each touched key's right side was empty before the batch is
-        # noted at its first delta and compared at the end, so a key whose right side
-        # goes 1 -> 0 -> 1 within the batch (an aggregate's -old/+new) swaps no padding.
-        # (The left index does not change during a right batch, so the right index can
-        # take the whole batch after the matching.)
+        return self._right(batch, out_rows, out_signs)
+
+    def _right(self, batch: Batch, out_rows: list, out_signs: list) -> Batch:
+        """A right delta is matched against the left rows of its key as it comes. For a
+        left join, whether each touched key's right side was empty before the batch is
+        noted at its first delta and compared at the end, so a key whose right side goes
+        1 -> 0 -> 1 within the batch (an aggregate's -old/+new) swaps no padding."""
+        add_row = out_rows.append
+        add_sign = out_signs.append
+        sides = self.sides
         keyf = self._rkey
-        left = self.left
-        right = self.right
-        rows = batch.rows
-        keys = list(map(keyf, rows))
-        for k, r, s in zip(keys, rows, batch.signs):
-            if k is None or (type(k) is tuple and None in k):
-                continue
-            bucket = left.get(k)
-            if bucket is not None:
+        before: dict | None = {} if self.join_kind == "left" else None
+        for r, s in zip(batch.rows, batch.signs):
+            k = keyf(r)
+            entry = sides.get(k)
+            if entry is None:
+                entry = sides[k] = [None, None]
+            had = entry[1]
+            if before is not None and k not in before:
+                before[k] = count(had)
+            bucket = entry[0]
+            if bucket is not None and not (k is None or (type(k) is tuple and None in k)):
                 if type(bucket) is tuple:
                     add_row(bucket + r)
                     add_sign(s)
@@ -94,30 +103,42 @@ class Join(Operator):
                     for l, c in bucket.items():
                         add_row(l + r)
                         add_sign(s * c)
-        before: dict | None = {} if outer else None
-        index_batch(right, keys, rows, batch.signs, before)
+            # bucket_add(had, r, s), its two commonest cases inline
+            if had is None and s == 1:
+                entry[1] = r
+            elif s == -1 and type(had) is tuple and had == r:
+                entry[1] = None
+                if bucket is None:
+                    del sides[k]
+            else:
+                entry[1] = bucket_add(had, r, s)
+                if entry[1] is None and bucket is None:
+                    del sides[k]
         if before:
             pad = self.pad
-            get = right.get
             for k, was in before.items():
-                now = get(k)
-                now = 0 if now is None else 1 if type(now) is tuple else count(now)
-                if (was > 0) == (now > 0) or k is None or (type(k) is tuple and None in k):
+                if k is None or (type(k) is tuple and None in k):
                     continue                 # (a NULL key matched nothing either way)
-                bucket = left.get(k)
-                if bucket is not None:
-                    sign = 1 if now <= 0 else -1     # padding back, or padding gone
-                    for l, c in items(bucket):
-                        add_row(l + pad)
-                        add_sign(sign * c)
+                entry = sides.get(k)
+                if entry is None or entry[0] is None:
+                    continue
+                now = count(entry[1])
+                if (was > 0) == (now > 0):
+                    continue
+                sign = 1 if now <= 0 else -1     # padding back, or padding gone
+                for l, c in items(entry[0]):
+                    add_row(l + pad)
+                    add_sign(sign * c)
         return Batch(out_rows, out_signs)
 
     def snapshot(self) -> Batch:
         out = Batch()
         outer = self.join_kind == "left"
-        for k, lbucket in self.left.items():
-            rbucket = self.right.get(k) if not _has_null(k) else None
-            live = [(r, c) for r, c in items(rbucket) if c > 0] if rbucket is not None else []
+        for k, (lbucket, rbucket) in self.sides.items():
+            if lbucket is None:
+                continue
+            live = ([(r, c) for r, c in items(rbucket) if c > 0]
+                    if rbucket is not None and not _has_null(k) else [])
             for l, lc in items(lbucket):
                 if live:
                     for r, rc in live:

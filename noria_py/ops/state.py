@@ -18,35 +18,44 @@ def bare_key(cols: tuple[int, ...]) -> Callable[[tuple], object]:
     return tuple_key(cols)
 
 
-def index_add(index: dict, key, row: tuple, sign: int) -> None:
-    """Add ``sign`` copies of ``row`` under ``key`` (negative removes); empty buckets go.
+def bucket_add(bucket, row: tuple, sign: int):
+    """``bucket`` with ``sign`` copies of ``row`` added (negative removes): the new
+    bucket, or None when it is empty.
 
     A bucket holding one copy of one row, by far the commonest (a key of a grouped or
     primary-keyed relation), is the bare row rather than a one-entry dict: a third of
     the memory, and no dict to build and drop when an aggregate swaps -old for +new.
     Anything else (copies, several rows, a count below zero in transit) is a
-    ``{row: count}`` dict. Readers of buckets go through ``items``, ``count`` and
-    ``expand``."""
-    bucket = index.get(key)
+    ``{row: count}`` dict, changed in place. Readers of buckets go through ``items``,
+    ``count`` and ``expand``."""
     if bucket is None:
-        index[key] = row if sign == 1 else {row: sign}
-        return
+        return row if sign == 1 else {row: sign}
     if type(bucket) is tuple:
         if sign == -1 and bucket == row:
-            del index[key]
-            return
-        bucket = index[key] = {bucket: 1}
+            return None
+        bucket = {bucket: 1}
     c = bucket.get(row, 0) + sign
     if c:
         bucket[row] = c
+        return bucket
+    del bucket[row]
+    if not bucket:
+        return None
+    if len(bucket) == 1:                    # back to one row: bare again if one copy
+        (last, n), = bucket.items()
+        if n == 1:
+            return last
+    return bucket
+
+
+def index_add(index: dict, key, row: tuple, sign: int) -> None:
+    """Add ``sign`` copies of ``row`` under ``key`` (negative removes); empty buckets go
+    (see ``bucket_add``)."""
+    bucket = bucket_add(index.get(key), row, sign)
+    if bucket is None:
+        index.pop(key, None)
     else:
-        del bucket[row]
-        if not bucket:
-            del index[key]
-        elif len(bucket) == 1:              # back to one row: bare again if one copy
-            (last, n), = bucket.items()
-            if n == 1:
-                index[key] = last
+        index[key] = bucket
 
 
 def index_batch(index: dict, keys: Iterable, rows: Iterable[tuple], signs: Iterable[int],
