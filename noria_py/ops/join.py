@@ -1,4 +1,4 @@
-"""Inner and left equi-joins, each side indexed on its join key.
+"""Inner and left equi-joins, both sides indexed on the join key in one dict.
 
 A delta on one side is matched against the other side's current index, then applied
 to its own: processing the left delta before the right one gives exactly
