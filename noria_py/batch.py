@@ -56,6 +56,14 @@ class Batch:
             signs = self._signs = self.sign_array.tolist()
         return signs
 
+    def is_numeric_insert(self) -> bool:
+        """Whether this is a columnar batch of insertions only (every sign 1) whose
+        columns are all int64 or float64: what the log and snapshots store as bytes."""
+        cols = self.cols
+        return (cols is not None and len(cols) > 0
+                and all(c.dtype == np.int64 or c.dtype == np.float64 for c in cols)
+                and bool((self.sign_array == 1).all()))
+
     def to_rows(self) -> list[tuple]:
         """The rows, built afresh from the columns if need be and not kept: for a batch
         kept long (a base's chunk), so that one read does not double its memory."""

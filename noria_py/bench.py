@@ -48,10 +48,13 @@ class _GcTimer:
     """Times the cyclic GC's collections (``gc.callbacks``) between start and stop."""
 
     def __init__(self) -> None:
-        self.seconds = 0.0
         self.count = [0, 0, 0]
         self.by_gen = [0.0, 0.0, 0.0]
         self._t = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.by_gen)
 
     def _callback(self, phase: str, info: dict) -> None:
         if phase == "start":
@@ -59,7 +62,6 @@ class _GcTimer:
             return
         d = time.perf_counter() - self._t
         g = info["generation"]
-        self.seconds += d
         self.count[g] += 1
         self.by_gen[g] += d
 
@@ -127,20 +129,20 @@ def run_vote(argv: list[str]) -> int:
                    help="time the cyclic GC's collections during the votes")
     a = p.parse_args(argv)
     timed = _time_operators() if a.per_operator else None
-    collections = _GcTimer() if a.gc_report else None
+    gc_timer = _GcTimer() if a.gc_report else None
 
     def before_votes():
         if timed is not None:
             timed[1].clear()
-        if collections is not None:
-            collections.start()
+        if gc_timer is not None:
+            gc_timer.start()
     db, seconds = vote_db(a.articles, a.votes, a.shards, not a.no_clocks, a.batch,
                           gc_tuned=a.tune_gc, before_votes=before_votes, zipf=a.zipf)
-    if collections is not None:
-        collections.stop()
-        print(f"  cyclic GC during the votes: {collections.seconds:.2f} s of {seconds:.2f} s; "
-              f"collections by generation {collections.count}, seconds "
-              + " / ".join(f"{x:.2f}" for x in collections.by_gen))
+    if gc_timer is not None:
+        gc_timer.stop()
+        print(f"  cyclic GC during the votes: {gc_timer.seconds:.2f} s of {seconds:.2f} s; "
+              f"collections by generation {gc_timer.count}, seconds "
+              + " / ".join(f"{x:.2f}" for x in gc_timer.by_gen))
     if timed is not None:
         restore, spent = timed
         restore()

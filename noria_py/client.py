@@ -334,7 +334,7 @@ class Database:
         batch = base.prepare(inserts, deletes) if arrays is None else base.prepare_arrays(arrays)
         if not batch:
             return
-        if self.storage is not None and _loggable_columns(batch):
+        if self.storage is not None and batch.is_numeric_insert():
             self.storage.append_columns(entry.schema.name.lower(), batch.cols)
         elif self.storage is not None:
             rows = batch.to_rows()       # (not kept on a batch the base may keep)
@@ -455,16 +455,6 @@ class Database:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _loggable_columns(batch: Batch) -> bool:
-    """Whether the log can take ``batch`` as a columns record: an insert of int64 and
-    float64 columns only."""
-    import numpy as np
-    cols = batch.cols
-    return (cols is not None and len(cols) > 0
-            and all(c.dtype == np.int64 or c.dtype == np.float64 for c in cols)
-            and bool((batch.sign_array == 1).all()))
 
 
 def arrow_columns(table, columns: list[str], name: str) -> list:

@@ -26,6 +26,12 @@ from .state import tuple_key
 DENSE_LIMIT = 1 << 22
 
 
+def _net_by_key(keys: np.ndarray, signs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys of a batch, sorted, and the sum of the signs of each."""
+    uniq, inv = np.unique(keys, return_inverse=True)
+    return uniq, np.bincount(inv, weights=signs, minlength=len(uniq)).astype(np.int64)
+
+
 def _count_changes(changes: list[tuple]) -> Batch:
     """COUNT's output for (key, rows before, count before, rows after, count after) per
     group touched: the old row retracted and the new one inserted, where they differ."""
@@ -133,13 +139,13 @@ class Aggregate(Operator):
             return Batch()
         if self.dense is not None:
             keys = [r[g] for r in batch.rows]
-            if set(map(type, keys)) == {int} and (a is None or all(r[a] is not None
-                                                                   for r in batch.rows)):
-                if min(keys) >= 0 and max(keys) < len(self.dense) and len(keys) < COLUMNAR_MIN:
+            if (set(map(type, keys)) == {int} and min(keys) >= 0 and max(keys) < DENSE_LIMIT
+                    and (a is None or all(r[a] is not None for r in batch.rows))):
+                if len(keys) < COLUMNAR_MIN and max(keys) < len(self.dense):
                     return self._count_dense_rows(keys, batch.signs)
-                keys = np.array(keys, dtype=np.int64) if max(map(abs, keys)) < DENSE_LIMIT else None
-                if keys is not None and self._fits_dense(keys):
-                    return self._count_dense(keys, np.array(batch.signs, dtype=np.int64))
+                keys = np.array(keys, dtype=np.int64)
+                self._fits_dense(keys)                  # (grows the array: the keys fit)
+                return self._count_dense(keys, np.array(batch.signs, dtype=np.int64))
         counts = self.groups
         touched: dict = {}
         for r, s in zip(batch.rows, batch.signs):
@@ -176,8 +182,7 @@ class Aggregate(Operator):
     def _count_dense(self, keys: np.ndarray, signs: np.ndarray) -> Batch:
         """COUNT with the counts in an array: the whole batch vectorized. Emits, per
         group touched, -old then +new (interleaved), as a columnar batch."""
-        uniq, inv = np.unique(keys, return_inverse=True)
-        delta = np.bincount(inv, weights=signs, minlength=len(uniq)).astype(np.int64)
+        uniq, delta = _net_by_key(keys, signs)
         moved = delta != 0
         uniq, delta = uniq[moved], delta[moved]
         old = self.dense[uniq]
@@ -208,8 +213,7 @@ class Aggregate(Operator):
     def _count_columns(self, keys: np.ndarray, signs: np.ndarray) -> Batch:
         """``_process_counts`` for a columnar batch with no NULL argument: the per-row
         work (grouping, summing signs) vectorized, a Python step per group touched."""
-        uniq, inv = np.unique(keys, return_inverse=True)
-        delta = np.bincount(inv, weights=signs, minlength=len(uniq)).astype(np.int64)
+        uniq, delta = _net_by_key(keys, signs)
         counts = self.groups
         nulls = self.nulls
         changes = []

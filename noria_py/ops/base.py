@@ -57,6 +57,13 @@ def _coerce(value, typ: SqlType):
     raise TypeError
 
 
+def _expanded(chunk: Batch) -> Iterator[tuple]:
+    """A chunk's rows, each as many times as its sign says (chunks hold insertions),
+    built without being kept on the chunk."""
+    for r, c in zip(chunk.to_rows(), chunk.signs):
+        yield from [r] * c
+
+
 class Base(Operator):
     kind = "base"
     stateful = True
@@ -95,24 +102,19 @@ class Base(Operator):
             yield from self.all_rows()
             return
         for chunk in self.chunks:
-            cols = chunk.cols
-            if cols is not None and all(c.dtype == np.int64 or c.dtype == np.float64
-                                        for c in cols) and bool((chunk.sign_array == 1).all()):
-                yield ColumnChunk(cols)
+            if chunk.is_numeric_insert():
+                yield ColumnChunk(chunk.cols)
             else:
-                for r, c in zip(chunk.to_rows(), chunk.signs):
-                    yield from [r] * c
+                yield from _expanded(chunk)
 
     def all_rows(self) -> list[tuple]:
         """Every row, each as many times as it is present."""
+        out: list[tuple] = []
         if self._rows is None:
-            out: list[tuple] = []
             for chunk in self.chunks:
-                for r, c in zip(chunk.to_rows(), chunk.signs):
-                    out.extend([r] * c)
-            return out
-        out = []
-        expand(self._rows, out)
+                out.extend(_expanded(chunk))
+        else:
+            expand(self._rows, out)
         return out
 
     # ------------------------------------------------------------ validation

@@ -117,7 +117,7 @@ class Join(Operator):
         if before:
             pad = self.pad
             for k, was in before.items():
-                if k is None or (type(k) is tuple and None in k):
+                if _has_null(k):
                     continue                 # (a NULL key matched nothing either way)
                 entry = sides.get(k)
                 if entry is None or entry[0] is None:

@@ -58,17 +58,13 @@ def index_add(index: dict, key, row: tuple, sign: int) -> None:
         index[key] = bucket
 
 
-def index_batch(index: dict, keys: Iterable, rows: Iterable[tuple], signs: Iterable[int],
-                before: dict | None = None) -> None:
+def index_batch(index: dict, keys: Iterable, rows: Iterable[tuple], signs: Iterable[int]) -> None:
     """``index_add`` for each (key, row, sign) in turn, its two commonest cases inline
-    (a row arriving at an empty key, the one row of a key leaving): the per-row hot loop
-    of readers and joins. With ``before``, also notes each key's row count as it was
-    before the batch (a left join needs it)."""
+    (a row arriving at an empty key, the one row of a key leaving): a reader's per-row
+    hot loop."""
     get = index.get
     for k, r, s in zip(keys, rows, signs):
         had = get(k)
-        if before is not None and k not in before:
-            before[k] = 0 if had is None else 1 if type(had) is tuple else sum(had.values())
         if had is None and s == 1:
             index[k] = r
         elif s == -1 and type(had) is tuple and had == r:

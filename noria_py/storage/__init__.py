@@ -156,7 +156,7 @@ def _valid_record(rec: object, lsn: int) -> str | None:
             return "malformed columns record"
         if type(rec_lsn) is not int or rec_lsn != lsn + 1:
             return f"batch lsn {rec_lsn!r} out of sequence (expected {lsn + 1})"
-        if codec.unpack_columns(n, cols) is None:       # (decoded again at replay: rare)
+        if not codec.columns_ok(n, cols):
             return "malformed columns in columns record"
         return None
     if kind == DROP and len(rec) == 3:

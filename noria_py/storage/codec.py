@@ -194,13 +194,18 @@ def pack_columns(arrays) -> tuple[int, tuple]:
     return n, tuple(parts)
 
 
+def columns_ok(n: object, parts: object) -> bool:
+    """Whether ``(n, parts)`` has the shape ``pack_columns`` gives (checked without
+    decoding a value)."""
+    return (type(n) is int and n >= 0 and type(parts) is tuple and len(parts) > 0
+            and all(type(p) is tuple and len(p) == 2 and p[0] in COLUMN_DTYPES
+                    and type(p[1]) is bytes and len(p[1]) == 8 * n for p in parts))
+
+
 def unpack_columns(n: object, parts: object) -> list[tuple] | None:
     """The rows of ``pack_columns``'s output, as Python ints and floats; None if it is
     malformed."""
     import numpy as np
-    if type(n) is not int or n < 0 or type(parts) is not tuple or not parts:
-        return None
-    if not all(type(p) is tuple and len(p) == 2 and p[0] in COLUMN_DTYPES
-               and type(p[1]) is bytes and len(p[1]) == 8 * n for p in parts):
+    if not columns_ok(n, parts):
         return None
     return list(zip(*[np.frombuffer(data, dtype=np.dtype(dt)).tolist() for dt, data in parts]))

@@ -64,11 +64,6 @@ def test_index_batch_is_index_add_in_turn(ops):
     for k, v, s in ops:
         index_add(one, k, (k, v), s)
     batch: dict = {}
-    before: dict = {}
     index_batch(batch, [k for k, _, _ in ops], [(k, v) for k, v, _ in ops],
-                [s for _, _, s in ops], before)
+                [s for _, _, s in ops])
     assert batch == one
-    seen: dict = {}
-    for k, v, s in ops:                      # the count of each key before its first delta
-        seen.setdefault(k, 0)
-    assert before == seen
