@@ -225,8 +225,8 @@ class Aggregate(Operator):
             held = nulls.get(k, 0) if nulls else 0
             if new == 0:
                 del counts[k]
-                if held:
-                    del nulls[k]
+                if nulls:
+                    nulls.pop(k, None)      # (a NULL count that went to 0 in transit too)
             else:
                 counts[k] = new
             changes.append((k, old, old - held, new, new - held))

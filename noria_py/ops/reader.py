@@ -2,17 +2,36 @@
 
 A read is a dictionary lookup here; nothing is computed. Rows are stored with any
 hidden key columns and trimmed to the visible ones when read.
+
+A reader keyed on one column starts in dense form (``dense.DenseRows``: the row of
+each key in an array indexed by key), where a big batch is applied with array
+operations; the first batch outside that shape (a second row for a key, a key that is
+not a small int) moves the rows to the dict for good.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
 from ..ordering import order_key
+from . import dense
+from .dense import DenseRows, batch_keys, batch_signs
 from .operator import Operator
 from .state import bare_key, expand, index_batch, items
+
+
+def _as_int(key) -> int | None:
+    """The int equal to ``key`` (a float, bool, numpy int...), which a dict would find
+    under that int; None if there is none."""
+    try:
+        k = int(key)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return k if k == key else None
 
 
 class Reader(Operator):
@@ -30,12 +49,37 @@ class Reader(Operator):
 
     def reset(self) -> None:
         self.state: dict = {}      # key -> bucket of rows (state.index_add)
+        self.dense: DenseRows | None = DenseRows(1) if len(self.key) == 1 else None
 
     def process(self, port: int, batch: Batch) -> Batch:
+        if self.dense is not None:
+            if not batch or self._apply_dense(batch):
+                return Batch()
+            self._to_state()
         rows = batch.rows
         keys = list(map(self._keyf, rows))
         index_batch(self.state, keys, rows, batch.signs)
         return Batch()
+
+    def _apply_dense(self, batch: Batch) -> bool:
+        """Apply the batch in dense form; False (nothing changed) if it does not fit."""
+        if len(batch) < dense.DENSE_MIN:
+            rows = batch.rows
+            col = self.key[0]
+            return self.dense.apply_rows([r[col] for r in rows], [(r,) for r in rows],
+                                         batch.signs) is not None
+        keys = batch_keys(batch, self.key[0])
+        if keys is None:
+            return False
+        rows = np.fromiter(batch.rows, dtype=object, count=len(batch))
+        return self.dense.apply(keys, [rows], batch_signs(batch)) is not None
+
+    def _to_state(self) -> None:
+        """Leave dense form for good: its rows into ``state``."""
+        held = self.dense
+        self.dense = None
+        for k, (row,) in held.items():
+            self.state[k] = row
 
     def _finish(self, out: list[tuple]) -> list[tuple]:
         """Sorted by the view's ORDER BY, trimmed to the visible columns."""
@@ -50,6 +94,16 @@ class Reader(Operator):
         """Rows for one key value (a tuple for a compound key). ``col = NULL`` is never
         true in SQL, so a NULL in the key finds nothing, though rows with NULL key
         columns are kept for reads of the whole view."""
+        d = self.dense
+        if d is not None:
+            if type(key) is not int:
+                key = _as_int(key)
+                if key is None:
+                    return []
+            if 0 <= key < len(d.present) and d.present[key]:
+                row = d.parts[0][key]
+                return [row[:self.visible]] if self.trim else [row]
+            return []
         if key is None or (type(key) is tuple and None in key):
             return []
         bucket = self.state.get(key)
@@ -68,12 +122,19 @@ class Reader(Operator):
         return [lookup(k) for k in keys]
 
     def all(self) -> list[tuple]:
+        if self.dense is not None:
+            return self._finish(self._held_rows())
         out: list[tuple] = []
         for bucket in self.state.values():
             expand(bucket, out)
         return self._finish(out)
 
+    def _held_rows(self) -> list[tuple]:
+        return self.dense.parts[0][self.dense.keys()].tolist()
+
     def snapshot(self) -> Batch:
+        if self.dense is not None:
+            return Batch.inserts(self._held_rows())
         rows: list[tuple] = []
         signs: list[int] = []
         for bucket in self.state.values():

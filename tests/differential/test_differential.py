@@ -7,12 +7,14 @@ order and with pseudo-random message interleavings.
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import noria_py
+from noria_py.ops import dense
 
 from .oracle import Oracle, normalize
 
@@ -128,13 +130,21 @@ def _table_rows(db, name: str) -> list[tuple]:
     return list(db.execute(f"SELECT * FROM {name}").fetchall())
 
 
-CONFIGS = [(1, None), (1, 3), (4, None), (4, 11)]
+# (shards, seed, DENSE_MIN): the last two run every batch through the dense form's
+# array path (ops/dense.py), which real batches take from 32 rows up
+CONFIGS = [(1, None, 32), (1, 3, 32), (4, None, 32), (4, 11, 32), (1, None, 1), (4, 11, 1)]
 
 
-@pytest.mark.parametrize("shards,seed", CONFIGS, ids=[f"shards{s}-seed{d}" for s, d in CONFIGS])
+@pytest.mark.parametrize("shards,seed,dense_min", CONFIGS,
+                         ids=[f"shards{s}-seed{d}-dense{m}" for s, d, m in CONFIGS])
 @settings(max_examples=int(os.environ.get("NORIA_DIFF_EXAMPLES", "25")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=ops, second=ops, split=st.integers(0, len(VIEWS)))
-def test_views_match_duckdb(shards, seed, first, second, split):
+def test_views_match_duckdb(shards, seed, dense_min, first, second, split):
+    with mock.patch.object(dense, "DENSE_MIN", dense_min):
+        _run(shards, seed, first, second, split)
+
+
+def _run(shards, seed, first, second, split):
     db = noria_py.connect(shards=shards, seed=seed)
     for sql in DDL:
         db.execute(sql)

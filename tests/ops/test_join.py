@@ -302,3 +302,91 @@ def test_random_join_matches_recomputation(kind, batches):
                 j.feed(port, pending[port])
         j.check()
         assert j.state() == recompute(kind, models[L], models[R], (1,), (0,), 2)
+
+
+# ---------------------------------------------------------------- dense form
+
+def _keyed_batch(model: dict, actions) -> Batch:
+    """Deltas for one side keyed by column 0: "set" inserts a key's row or replaces it
+    (-old then +new, as an aggregate does), "del" removes it, "dup" adds a second row
+    for the key (which dense form refuses)."""
+    out = Batch()
+    for action, k, v in actions:
+        held = [r for r in model if r[0] == k]
+        row = (k, v)
+        if action == "del" and held:
+            out.add(held[0], -1)
+            model[held[0]] -= 1
+        elif action == "set" and row not in model:
+            if held:
+                out.add(held[0], -1)
+                model[held[0]] -= 1
+            out.add(row, 1)
+            model[row] = model.get(row, 0) + 1
+        elif action == "dup" and held and row not in model:
+            out.add(row, 1)
+            model[row] = 1
+        for r in [r for r, c in model.items() if c == 0]:
+            del model[r]
+    return out
+
+
+actions = st.lists(st.tuples(st.sampled_from(["set"] * 6 + ["del"] * 2 + ["dup"]),
+                             st.one_of(st.integers(0, 5), st.none()) | st.integers(0, 5),
+                             st.integers(0, 3)), max_size=6)
+
+
+@pytest.mark.parametrize("dense_min", [1, 32], ids=["as-columns", "row-by-row"])
+@pytest.mark.parametrize("kind", ["inner", "left"])
+@settings(max_examples=80, deadline=None)
+@given(batches=st.lists(st.tuples(st.sampled_from([L, R]), actions), max_size=14))
+def test_dense_form_matches_recomputation_and_dict_form(kind, dense_min, batches):
+    """Keyed sides (one row a key, replaced as -old/+new) through a join in dense form,
+    every batch big enough for it, and through one held in dicts from the start: the
+    same output, the same snapshot, and what recomputation gives, including after a
+    NULL key or a second row per key has moved the dense one to dicts. Batches go
+    through the array path (every batch big enough) or the row-by-row one."""
+    from unittest import mock
+
+    from noria_py.ops import dense
+    arrays = Tracker(Join(kind, (0,), (0,), 2, 2))
+    dicts = Tracker(Join(kind, (0,), (0,), 2, 2))
+    dicts.op.dense = None
+    models = {L: {}, R: {}}
+    with mock.patch.object(dense, "DENSE_MIN", dense_min):
+        for port, acts in batches:
+            b = _keyed_batch(models[port], acts)
+            if not b:
+                continue
+            assert ms(arrays.feed(port, b)) == ms(dicts.feed(port, b))
+            arrays.check()
+            assert arrays.state() == recompute(kind, models[L], models[R], (0,), (0,), 2)
+
+
+def test_big_keyed_batches_stay_dense_and_come_out_as_columns():
+    import numpy as np
+    j = Join("left", (0,), (0,), 2, 2)
+    out = j.process(L, Batch.inserts([(k, f"t{k}") for k in range(100)]))
+    assert j.dense is not None and out.cols is not None
+    assert ms(out) == {(k, f"t{k}", None, None): 1 for k in range(100)}
+    counts = Batch.columnar([np.arange(50), np.full(50, 1)], np.ones(50, dtype=np.int64))
+    out = j.process(R, counts)
+    assert j.dense is not None
+    assert ms(out) == {**{(k, f"t{k}", k, 1): 1 for k in range(50)},
+                       **{(k, f"t{k}", None, None): -1 for k in range(50)}}
+    keys = np.repeat(np.arange(50), 2)
+    bump = Batch.columnar([keys, np.tile([1, 2], 50)], np.tile([-1, 1], 50))
+    out = j.process(R, bump)
+    assert ms(out) == {**{(k, f"t{k}", k, 1): -1 for k in range(50)},
+                       **{(k, f"t{k}", k, 2): 1 for k in range(50)}}
+    assert len(j.snapshot()) == 100 and j.dense is not None
+    # a small batch goes row by row, still in dense form
+    out = j.process(R, Batch.deletes([(0, 2)]))
+    assert j.dense is not None and out.cols is None
+    assert ms(out) == {(0, "t0", 0, 2): -1, (0, "t0", None, None): 1}
+    # a second right row for a key: dicts from now on, the answers unchanged
+    out = j.process(R, Batch.inserts([(1, 7)]))
+    assert j.dense is None and ms(out) == {(1, "t1", 1, 7): 1}
+    assert ms(j.snapshot()) == {**{(k, f"t{k}", k, 2): 1 for k in range(1, 50)},
+                                **{(k, f"t{k}", None, None): 1 for k in range(50, 100)},
+                                (0, "t0", None, None): 1, (1, "t1", 1, 7): 1}

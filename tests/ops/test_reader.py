@@ -140,3 +140,41 @@ def test_random_reader_holds_accumulated_input(ops):
             want = sorted((x for x, c in model.items() if k is not None and x[0] == k
                            for _ in range(c)), key=repr)
             assert sorted(r.lookup(k), key=repr) == want
+
+
+# ---------------------------------------------------------------- dense form
+
+def test_dense_form_columnar_batches_and_lookups_of_int_like_keys():
+    import numpy as np
+    r = Reader((0,), 2, 3)
+    cols = [np.arange(100), np.array([f"t{k}" for k in range(100)], dtype=object),
+            np.arange(100) * 2]
+    r.process(0, Batch.columnar(cols, np.ones(100, dtype=np.int64)))
+    assert r.dense is not None and not r.state
+    assert r.lookup(7) == [(7, "t7")]                          # trimmed to the visible two
+    assert r.lookup(np.int64(7)) == r.lookup(7.0) == [(7, "t7")]
+    assert r.lookup(True) == [(1, "t1")]                       # True == 1, as in a dict
+    for missing in (7.5, "7", None, (7,), -1, 100, 10 ** 30, float("nan"), float("inf")):
+        assert r.lookup(missing) == []
+    # -old/+new for every key, in one columnar batch
+    keys = np.repeat(np.arange(100), 2)
+    bump = Batch.columnar([keys, np.repeat(cols[1], 2), np.stack([cols[2], cols[2] + 1], 1).ravel()],
+                          np.tile([-1, 1], 100))
+    r.process(0, bump)
+    assert r.dense is not None and len(r.all()) == 100
+    assert ms(r.snapshot()) == {(k, f"t{k}", 2 * k + 1): 1 for k in range(100)}
+    # a row for a key that holds one: dicts from now on, nothing lost
+    r.process(0, ins((5, "again", 0)))
+    assert r.dense is None
+    assert sorted(r.lookup(5)) == [(5, "again"), (5, "t5")]
+    assert len(r.all()) == 101
+
+
+def test_dense_refusal_of_a_removal_not_held_still_applies_it():
+    r = Reader((0,), 2, 2)
+    r.process(0, ins((1, "a")))
+    # out of order (the removal before the insertion): counts go below zero in transit
+    r.process(0, dels((2, "b")))
+    assert r.dense is None and r.lookup(2) == []
+    r.process(0, ins((2, "b")))
+    assert r.lookup(2) == [] and r.lookup(1) == [(1, "a")] and ms(r.snapshot()) == {(1, "a"): 1}

@@ -1,0 +1,224 @@
+"""Keyed state held as arrays indexed by key, while each key holds at most one row.
+
+The stateful operators at the end of a keyed view (a join on a primary key or a group
+key, the reader) usually hold one row per key, and the keys are usually small
+non-negative ints (ids). Held as object arrays indexed by key, with a mask of the keys
+present, a whole columnar batch is applied with array operations: no Python step and
+no scattered dict entry per row, which is what the vote workload's join and reader
+spent most of their time on. Anything outside that shape (a second row for a key, a
+key that is not such an int, a sign other than +-1, the removal of a row not held) is
+refused without changing anything; the operator then moves its state to its general
+form for good.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+
+#: keys below this are kept in arrays (per array: 8 bytes a key, so at most 32 MiB)
+DENSE_LIMIT = 1 << 22
+#: a batch smaller than this is applied row by row (``apply_rows``): numpy's cost per
+#: call would dominate
+DENSE_MIN = 32
+
+
+def grown_size(keys: np.ndarray, size: int) -> int | None:
+    """The array size that takes every key of ``keys`` (``size`` if it already does),
+    or None when one is negative or not below DENSE_LIMIT."""
+    if not len(keys):
+        return size
+    lo, hi = int(keys.min()), int(keys.max())
+    if lo < 0 or hi >= DENSE_LIMIT:
+        return None
+    if hi < size:
+        return size
+    return min(DENSE_LIMIT, max(1024, 2 * hi))
+
+
+def int_keys(values: Sequence) -> np.ndarray | None:
+    """``values`` as an int64 array if every one is a Python int (not a bool, not None,
+    not a float equal to an int: those compare equal to ints, so they would have to find
+    the same entry), else None."""
+    if set(map(type, values)) != {int}:
+        return None
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None
+
+
+def object_column(values: Sequence) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+class DenseRows:
+    """Up to one row per int key, as ``parts``: object arrays indexed by key, each
+    holding one part of the row (a column, or for a reader the whole row tuple), and
+    ``present``, which keys hold a row."""
+
+    def __init__(self, parts: int) -> None:
+        self.present = np.zeros(0, dtype=bool)
+        self.parts = [np.empty(0, dtype=object) for _ in range(parts)]
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _fit(self, keys: np.ndarray) -> bool:
+        size = grown_size(keys, len(self.present))
+        if size is None:
+            return False
+        if size > len(self.present):
+            old = len(self.present)
+            present = np.zeros(size, dtype=bool)
+            present[:old] = self.present
+            self.present = present
+            for i, p in enumerate(self.parts):
+                grown = np.empty(size, dtype=object)
+                grown[:old] = p
+                self.parts[i] = grown
+        return True
+
+    def apply(self, keys: np.ndarray, parts: Sequence[np.ndarray],
+              signs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Apply a batch (per row: its key, its parts, its sign), or refuse it and change
+        nothing (None). Accepted: signs of +-1, each key removed at most once and added
+        at most once, every removal of the row held, every addition to a key left
+        empty. Returns (keys whose row went and none came, keys that had no row and got
+        one): where a left join's padding changes."""
+        if not self._fit(keys):
+            return None
+        neg = signs == -1
+        pos = signs == 1
+        kn = keys[neg]
+        kp = keys[pos]
+        if len(kn) + len(kp) != len(keys) or not _distinct(kn) or not _distinct(kp):
+            return None
+        present = self.present
+        if len(kn):
+            if not present[kn].all():
+                return None
+            for held, new in zip(self.parts, parts):
+                if not (held[kn] == new[neg]).all():
+                    return None
+        had = present[kp]
+        present[kn] = False
+        if had.any() and present[kp].any():
+            present[kn] = True
+            return None
+        present[kp] = True
+        for held, new in zip(self.parts, parts):
+            held[kp] = new[pos]
+        gone = kn[~present[kn]]
+        for held in self.parts:
+            held[gone] = None           # no stale references
+        self.n += len(kp) - len(kn)
+        return gone, kp[~had]
+
+    def apply_rows(self, keys: Sequence, items: Sequence[tuple],
+                   signs: Sequence[int]) -> tuple[list, list] | None:
+        """``apply`` for a few rows (``items`` holds each row's parts), in Python, one
+        delta at a time: accepted if every delta finds the key in the state the earlier
+        ones left (an addition to an empty key, a removal of the row held)."""
+        parts = self.parts
+        size = len(self.present)
+        present = self.present
+        after: dict = {}        # key -> its parts as the batch leaves them (None: empty)
+        had: dict = {}          # key -> whether it held a row before the batch
+        for k, item, s in zip(keys, items, signs):
+            if type(k) is not int or not 0 <= k < DENSE_LIMIT:
+                return None
+            if k in after:
+                cur = after[k]
+            else:
+                cur = tuple([p[k] for p in parts]) if k < size and present[k] else None
+                had[k] = cur is not None
+            if s == 1 and cur is None:
+                after[k] = item
+            elif s == -1 and cur is not None and cur == item:
+                after[k] = None
+            else:
+                return None
+        if after and max(after) >= size:
+            self._fit(np.array([max(after)], dtype=np.int64))
+            parts = self.parts
+            present = self.present
+        gone, came = [], []
+        for k, item in after.items():
+            if item is None:
+                if had[k]:
+                    present[k] = False
+                    for p in parts:
+                        p[k] = None
+                    gone.append(k)
+            else:
+                present[k] = True
+                for p, v in zip(parts, item):
+                    p[k] = v
+                if not had[k]:
+                    came.append(k)
+        self.n += len(came) - len(gone)
+        return gone, came
+
+    def get(self, key) -> tuple | None:
+        """The parts held for ``key``, or None."""
+        if type(key) is int and 0 <= key < len(self.present) and self.present[key]:
+            return tuple([p[key] for p in self.parts])
+        return None
+
+    def gather(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Which of ``keys`` (non-negative) hold a row, and their parts."""
+        present = self.present
+        if len(keys) and int(keys.max()) >= len(present):
+            hit = np.zeros(len(keys), dtype=bool)
+            inside = keys < len(present)
+            hit[inside] = present[keys[inside]]
+        else:
+            hit = present[keys]
+        at = keys[hit]
+        return hit, [p[at] for p in self.parts]
+
+    def keys(self) -> np.ndarray:
+        return np.flatnonzero(self.present)
+
+    def items(self) -> Iterator[tuple[int, tuple]]:
+        """(key, parts) for every key holding a row."""
+        keys = self.keys()
+        return zip(keys.tolist(), zip(*[p[keys].tolist() for p in self.parts]))
+
+
+def _distinct(keys: np.ndarray) -> bool:
+    if len(keys) < 2:
+        return True
+    s = np.sort(keys)
+    return bool((s[1:] != s[:-1]).all())
+
+
+def batch_keys(batch, key: int) -> np.ndarray | None:
+    """Column ``key`` of a batch as int64 keys, or None if a key is not an int."""
+    cols = batch.cols
+    if cols is None:
+        return int_keys([r[key] for r in batch.rows])
+    keys = cols[key]
+    if keys.dtype == np.int64:
+        return keys
+    return int_keys(keys.tolist()) if keys.dtype == object else None
+
+
+def batch_signs(batch) -> np.ndarray:
+    signs = batch.sign_array
+    return signs if signs is not None else np.array(batch.signs, dtype=np.int64)
+
+
+def batch_columns(batch, key: int) -> tuple[np.ndarray, list[np.ndarray], np.ndarray] | None:
+    """(``batch_keys``, the batch's columns, its signs as int64), or None."""
+    keys = batch_keys(batch, key)
+    if keys is None:
+        return None
+    cols = batch.cols
+    if cols is None:
+        cols = [object_column(c) for c in zip(*batch.rows)]
+    return keys, list(cols), batch_signs(batch)

@@ -1,0 +1,141 @@
+"""Keyed state as arrays while each key holds one row (noria_py/ops/dense.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from noria_py.batch import Batch
+from noria_py.ops import dense
+from noria_py.ops.dense import DenseRows, batch_columns, batch_keys, grown_size, int_keys
+
+
+def arr(*xs):
+    return np.array(xs, dtype=np.int64)
+
+
+def obj(*xs):
+    return dense.object_column(list(xs))
+
+
+def held(d: DenseRows) -> dict:
+    return dict(d.items())
+
+
+def test_insert_replace_delete_and_flips():
+    d = DenseRows(2)
+    gone, came = d.apply(arr(3, 5), [arr(3, 5), obj("a", "b")], arr(1, 1))
+    assert held(d) == {3: (3, "a"), 5: (5, "b")} and len(d) == 2
+    assert gone.tolist() == [] and sorted(came.tolist()) == [3, 5]
+    # -old/+new for 3 (no flip), 5 removed (gone), 7 added (came)
+    gone, came = d.apply(arr(3, 3, 5, 7), [arr(3, 3, 5, 7), obj("a", "c", "b", "d")],
+                         arr(-1, 1, -1, 1))
+    assert held(d) == {3: (3, "c"), 7: (7, "d")} and len(d) == 2
+    assert gone.tolist() == [5] and came.tolist() == [7]
+    assert d.get(3) == (3, "c") and d.get(5) is None and d.get(10 ** 9) is None
+    assert d.get(True) is None and d.get(3.0) is None      # only ints (callers convert)
+    assert d.parts[1][5] is None                            # no stale reference kept
+
+
+def test_new_row_before_removal_of_old_is_accepted_in_one_batch():
+    d = DenseRows(1)
+    d.apply(arr(1), [obj("x")], arr(1))
+    assert d.apply(arr(1, 1), [obj("y", "x")], arr(1, -1)) is not None
+    assert held(d) == {1: ("y",)}
+
+
+@pytest.mark.parametrize("keys,parts,signs", [
+    (arr(1), [obj("x")], arr(1)),                      # a second row for key 1
+    (arr(2), [obj("x")], arr(-1)),                     # removing a row not held
+    (arr(1), [obj("zzz")], arr(-1)),                   # removing a different row
+    (arr(4, 4), [obj("p", "q")], arr(1, 1)),           # two rows for one key
+    (arr(1, 1), [obj("x", "x")], arr(-1, -1)),         # removing twice
+    (arr(4), [obj("p")], arr(2)),                      # a count above one
+    (arr(-1), [obj("p")], arr(1)),                     # a negative key
+    (arr(dense.DENSE_LIMIT), [obj("p")], arr(1)),      # a key too big for arrays
+])
+def test_refused_batches_change_nothing(keys, parts, signs):
+    d = DenseRows(1)
+    d.apply(arr(1, 2), [obj("x", None)], arr(1, 1))
+    # a good row first: refusal must undo nothing because nothing was done
+    ok_then_bad = (np.concatenate([arr(9), keys]), [np.concatenate([obj("n"), parts[0]])],
+                   np.concatenate([arr(1), signs]))
+    for batch in ((keys, parts, signs), ok_then_bad):
+        assert d.apply(*batch) is None
+        assert held(d) == {1: ("x",), 2: (None,)} and len(d) == 2
+
+
+def test_removal_matches_none_and_mixed_dtypes():
+    d = DenseRows(2)
+    d.apply(arr(1, 2), [arr(1, 2), obj(None, 7)], arr(1, 1))
+    # the held 7 is an int in an object array; the removal brings an int64 array
+    assert d.apply(arr(1, 2), [arr(1, 2), np.array([None, 7], dtype=object)], arr(-1, -1))
+    assert held(d) == {}
+
+
+def test_grown_size_and_gather_beyond_the_arrays():
+    assert grown_size(arr(), 0) == 0
+    assert grown_size(arr(5), 0) == 1024
+    assert grown_size(arr(5), 1024) == 1024
+    assert grown_size(arr(5000), 1024) == 10000
+    assert grown_size(arr(-1), 1024) is None
+    d = DenseRows(1)
+    d.apply(arr(3), [obj("x")], arr(1))
+    hit, parts = d.gather(arr(3, 4, 5_000_000))
+    assert hit.tolist() == [True, False, False] and parts[0].tolist() == ["x"]
+
+
+def test_int_keys_takes_only_python_ints():
+    assert int_keys([1, 2]).tolist() == [1, 2]
+    for bad in ([1, None], [1, True], [1, 2.0], ["1"], [1 << 70]):
+        assert int_keys(bad) is None
+
+
+def test_batch_keys_and_columns():
+    keys, cols, signs = batch_columns(Batch([(1, "a"), (2, None)], [1, -1]), 0)
+    assert keys.tolist() == [1, 2] and cols[1].tolist() == ["a", None]
+    assert signs.tolist() == [1, -1]
+    assert batch_keys(Batch.inserts([("x", 1)]), 0) is None
+    assert batch_keys(Batch.columnar([np.array([1.0])], np.array([1])), 0) is None
+    assert batch_keys(Batch.columnar([obj(4, 5)], np.array([1, 1])), 0).tolist() == [4, 5]
+    assert batch_keys(Batch.columnar([obj(4, None)], np.array([1, 1])), 0) is None
+
+
+def _expected(model: dict, batch) -> dict | None:
+    """The rule: each key removed at most once and added at most once; a removal takes
+    the row held; an addition goes to a key empty once the removals are done."""
+    adds = [(k, v) for k, v, s in batch if s == 1]
+    dels = [(k, v) for k, v, s in batch if s == -1]
+    if len({k for k, _ in adds}) != len(adds) or len({k for k, _ in dels}) != len(dels):
+        return None
+    new = dict(model)
+    for k, v in dels:
+        if new.get(k) != ((v,),):
+            return None
+        del new[k]
+    for k, v in adds:
+        if k in new:
+            return None
+        new[k] = ((v,),)
+    return new
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(["a", "b", None]),
+                                   st.sampled_from([1, -1])), max_size=8), max_size=12))
+def test_random_batches_match_a_dict_model(batches):
+    """Accepted batches leave what a {key: row} model does; refused ones change nothing."""
+    d = DenseRows(1)
+    model: dict = {}
+    for batch in batches:
+        want = _expected(model, batch)
+        res = d.apply(arr(*[k for k, _, _ in batch]),
+                      [dense.object_column([(v,) for _, v, _ in batch])],
+                      arr(*[s for _, _, s in batch]))
+        assert (res is None) == (want is None)
+        if want is not None:
+            gone, came = res
+            assert set(gone.tolist()) == set(model) - set(want)
+            assert set(came.tolist()) == set(want) - set(model)
+            model = want
+        assert held(d) == model and len(d) == len(model)
