@@ -54,10 +54,31 @@ def object_column(values: Sequence) -> np.ndarray:
     return out
 
 
+def column(values: Sequence) -> np.ndarray:
+    """``values`` as an int64 or float64 array if they are all Python ints (that fit)
+    or all floats, else as objects."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            pass
+    elif kinds == {float}:
+        return np.array(values, dtype=np.float64)
+    return object_column(values)
+
+
+#: part arrays kept typed (no Python object per value) while every value fits
+TYPED = {np.dtype(np.int64): int, np.dtype(np.float64): float}
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
 class DenseRows:
-    """Up to one row per int key, as ``parts``: object arrays indexed by key, each
-    holding one part of the row (a column, or for a reader the whole row tuple), and
-    ``present``, which keys hold a row."""
+    """Up to one row per int key, as ``parts``: arrays indexed by key, each holding one
+    part of the row (a column, or for a reader the whole row tuple), and ``present``,
+    which keys hold a row. A part is int64 or float64 while every value put in it has
+    been of that type (comparing, gathering and storing such values touches no Python
+    object), and an object array otherwise."""
 
     def __init__(self, parts: int) -> None:
         self.present = np.zeros(0, dtype=bool)
@@ -77,7 +98,7 @@ class DenseRows:
             present[:old] = self.present
             self.present = present
             for i, p in enumerate(self.parts):
-                grown = np.empty(size, dtype=object)
+                grown = np.empty(size, dtype=p.dtype)
                 grown[:old] = p
                 self.parts[i] = grown
         return True
@@ -110,11 +131,17 @@ class DenseRows:
             present[kn] = True
             return None
         present[kp] = True
-        for held, new in zip(self.parts, parts):
+        empty = self.n == len(kn)
+        for i, new in enumerate(parts):
+            held = self.parts[i]
+            if held.dtype != new.dtype:
+                held = self.parts[i] = (np.empty(len(held), dtype=new.dtype) if empty
+                                        else held.astype(object))
             held[kp] = new[pos]
         gone = kn[~present[kn]]
         for held in self.parts:
-            held[gone] = None           # no stale references
+            if held.dtype == object:
+                held[gone] = None       # no stale references
         self.n += len(kp) - len(kn)
         return gone, kp[~had]
 
@@ -134,7 +161,7 @@ class DenseRows:
             if k in after:
                 cur = after[k]
             else:
-                cur = tuple([p[k] for p in parts]) if k < size and present[k] else None
+                cur = tuple([p.item(k) for p in parts]) if k < size and present[k] else None
                 had[k] = cur is not None
             if s == 1 and cur is None:
                 after[k] = item
@@ -146,13 +173,20 @@ class DenseRows:
             self._fit(np.array([max(after)], dtype=np.int64))
             parts = self.parts
             present = self.present
+        for i, p in enumerate(parts):
+            kind = TYPED.get(p.dtype)
+            if kind is not None and not all(
+                    type(item[i]) is kind and (kind is float or _INT64[0] <= item[i] <= _INT64[1])
+                    for item in after.values() if item is not None):
+                parts[i] = p.astype(object)
         gone, came = [], []
         for k, item in after.items():
             if item is None:
                 if had[k]:
                     present[k] = False
                     for p in parts:
-                        p[k] = None
+                        if p.dtype == object:
+                            p[k] = None
                     gone.append(k)
             else:
                 present[k] = True
@@ -166,7 +200,7 @@ class DenseRows:
     def get(self, key) -> tuple | None:
         """The parts held for ``key``, or None."""
         if type(key) is int and 0 <= key < len(self.present) and self.present[key]:
-            return tuple([p[key] for p in self.parts])
+            return tuple([p.item(key) for p in self.parts])
         return None
 
     def gather(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -220,5 +254,5 @@ def batch_columns(batch, key: int) -> tuple[np.ndarray, list[np.ndarray], np.nda
         return None
     cols = batch.cols
     if cols is None:
-        cols = [object_column(c) for c in zip(*batch.rows)]
+        cols = [column(c) for c in zip(*batch.rows)]
     return keys, list(cols), batch_signs(batch)

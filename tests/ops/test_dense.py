@@ -139,3 +139,27 @@ def test_random_batches_match_a_dict_model(batches):
             assert set(came.tolist()) == set(want) - set(model)
             model = want
         assert held(d) == model and len(d) == len(model)
+
+
+def test_parts_stay_typed_until_a_value_does_not_fit():
+    d = DenseRows(2)
+    d.apply(arr(1, 2), [arr(1, 2), np.array([0.5, 1.5])], arr(1, 1))
+    assert [p.dtype for p in d.parts] == [np.int64, np.float64]
+    assert d.get(1) == (1, 0.5) and type(d.get(1)[0]) is int
+    # a few rows, one at a time: an int into the float part, a bool, a None, a huge int
+    d.apply_rows([3], [(3, 2.5)], [1])
+    assert [p.dtype for p in d.parts] == [np.int64, np.float64]
+    for key, row in ((4, (4, 7)), (5, (True, 1.0)), (6, (6, None)), (7, (1 << 70, 1.0))):
+        assert d.apply_rows([key], [row], [1]) is not None
+        assert d.get(key) == row and [type(v) for v in d.get(key)] == [type(v) for v in row]
+    assert d.parts[1].dtype == object and d.parts[0].dtype == object
+    assert held(d)[1] == (1, 0.5) and held(d)[3] == (3, 2.5)
+    # an object column through the array path turns a typed part into objects
+    e = DenseRows(1)
+    e.apply(arr(1), [arr(10)], arr(1))
+    e.apply(arr(2), [obj("x")], arr(1))
+    assert e.parts[0].dtype == object and held(e) == {1: (10,), 2: ("x",)}
+    # once empty, the next batch may type the part again
+    e.apply(arr(1, 2), [obj(10, "x")], arr(-1, -1))
+    e.apply(arr(5), [arr(50)], arr(1))
+    assert e.parts[0].dtype == np.int64 and held(e) == {5: (50,)}
