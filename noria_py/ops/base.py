@@ -152,37 +152,45 @@ class Base(Operator):
     def check_rows(self, rows: Sequence[Sequence]) -> list[tuple]:
         """Every row checked and coerced, column by column (the fast path for big batches);
         on any problem, the row-by-row check finds it and names it."""
+        return self._check_rows(rows)[0]
+
+    def _check_rows(self, rows: Sequence[Sequence]) -> tuple[list[tuple], list | None]:
+        """``check_rows``, and the checked rows' columns (tuples) with whether each holds
+        a NULL, when the column-by-column check passed them unchanged (else None)."""
         if not rows:
-            return []
+            return [], None
         kinds = set(map(type, rows))
         if not kinds <= {tuple, list}:            # (subclasses too) check_row names the bad one
             if not all(isinstance(r, (tuple, list)) for r in rows):
-                return [self.check_row(r, n) for n, r in enumerate(rows)]
+                return self._one_by_one(rows)
             kinds.add(list)
         if kinds != {tuple}:
             rows = [r if type(r) is tuple else tuple(r) for r in rows]
         ncols = len(self.types)
         if set(map(len, rows)) != {ncols}:
-            return [self.check_row(r, n) for n, r in enumerate(rows)]
+            return self._one_by_one(rows)
         coerce = []
-        for i, col in enumerate(zip(*rows)):
+        columns = list(zip(*rows))
+        has_null = []
+        for i, col in enumerate(columns):
             typ = self.types[i]
             seen = set(map(type, col))
             nulls = type(None) in seen
+            has_null.append(nulls)
             if nulls:
                 if self.not_null[i]:
-                    return [self.check_row(r, n) for n, r in enumerate(rows)]
+                    return self._one_by_one(rows)
                 seen.discard(type(None))
             if seen <= self._ALLOWED[typ]:
                 if typ is SqlType.INT and seen:
                     vals = [v for v in col if v is not None] if nulls else col
                     if vals and (min(vals) < _INT_MIN or max(vals) > _INT_MAX):
-                        return [self.check_row(r, n) for n, r in enumerate(rows)]
+                        return self._one_by_one(rows)
                 continue
             if typ is SqlType.FLOAT and seen <= {float, int}:
                 coerce.append(i)
                 continue
-            return [self.check_row(r, n) for n, r in enumerate(rows)]
+            return self._one_by_one(rows)
         if coerce:
             out = []
             try:
@@ -193,9 +201,12 @@ class Base(Operator):
                             r[i] = float(r[i])
                     out.append(tuple(r))
             except OverflowError:                      # an int too big for a FLOAT
-                return [self.check_row(r, n) for n, r in enumerate(rows)]
-            rows = out
-        return rows
+                return self._one_by_one(rows)
+            return out, None
+        return rows, list(zip(columns, has_null))
+
+    def _one_by_one(self, rows: Sequence[Sequence]) -> tuple[list[tuple], None]:
+        return [self.check_row(r, n) for n, r in enumerate(rows)], None
 
     def key_of(self, row: tuple) -> tuple:
         return tuple(row[i] for i in self.pk)
@@ -203,7 +214,7 @@ class Base(Operator):
     def prepare(self, inserts: Sequence[Sequence] = (), deletes: Sequence[Sequence] = ()) -> Batch:
         """The validated delta for a write (deletes first, then inserts); no state changes."""
         dels = self.check_rows(deletes)
-        ins = self.check_rows(inserts)
+        ins, checked = self._check_rows(inserts)
         pending: dict[tuple, int] = {}
         for n, r in enumerate(dels):
             have = self.rows.get(r, 0) + pending.get(r, 0)
@@ -221,7 +232,7 @@ class Base(Operator):
                         f"row {n}: primary key {k!r} already exists in table {self.schema.name!r}")
                 seen.add(k)
         if not dels and self._rows is None and len(ins) >= COLUMNAR_MIN:
-            return Batch.columnar(self.columns(ins), np.ones(len(ins), dtype=np.int64))
+            return Batch.columnar(self.columns(ins, checked), np.ones(len(ins), dtype=np.int64))
         return Batch(dels + ins, [-1] * len(dels) + [1] * len(ins))
 
     def arrays_from_arrow(self, cols: Sequence) -> list[np.ndarray] | None:
@@ -250,13 +261,15 @@ class Base(Operator):
         """The delta for inserting ``arrays_from_arrow``'s columns (no state changes)."""
         return Batch.columnar(arrays, np.ones(len(arrays[0]), dtype=np.int64))
 
-    def columns(self, rows: list[tuple]) -> list[np.ndarray]:
+    def columns(self, rows: list[tuple], checked: list | None = None) -> list[np.ndarray]:
         """Checked rows as arrays: int64 or float64 where a column has no NULL, objects
-        otherwise."""
+        otherwise (``checked``: their columns and NULL flags, if known)."""
+        if checked is None:
+            checked = [(col, None in col) for col in zip(*rows)]
         out = []
-        for typ, col in zip(self.types, zip(*rows)):
+        for typ, (col, has_null) in zip(self.types, checked):
             dtype = _DTYPES.get(typ)
-            if dtype is not None and None not in col:
+            if dtype is not None and not has_null:
                 out.append(np.array(col, dtype=dtype))
             else:
                 a = np.empty(len(col), dtype=object)
