@@ -75,14 +75,17 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 class DenseRows:
     """Up to one row per int key, as ``parts``: arrays indexed by key, each holding one
-    part of the row (a column, or for a reader the whole row tuple), and ``present``,
-    which keys hold a row. A part is int64 or float64 while every value put in it has
-    been of that type (comparing, gathering and storing such values touches no Python
-    object), and an object array otherwise."""
+    part of the row (a column; with ``whole``, one part holding the row tuple itself,
+    as a reader keeps it), and ``present``, which keys hold a row. A part is int64 or
+    float64 while every value put in it has been of that type (comparing, gathering and
+    storing such values touches no Python object), and an object array otherwise."""
 
-    def __init__(self, parts: int) -> None:
+    def __init__(self, parts: int, whole: bool = False) -> None:
+        assert not whole or parts == 1
+        self.whole = whole        # items (apply_rows) and get() are rows, not parts
         self.present = np.zeros(0, dtype=bool)
         self.parts = [np.empty(0, dtype=object) for _ in range(parts)]
+        self.kinds: list[type | None] = [None] * parts     # int, float: the part is typed
         self.n = 0
 
     def __len__(self) -> int:
@@ -137,69 +140,84 @@ class DenseRows:
             if held.dtype != new.dtype:
                 held = self.parts[i] = (np.empty(len(held), dtype=new.dtype) if empty
                                         else held.astype(object))
+                self.kinds[i] = TYPED.get(held.dtype)
             held[kp] = new[pos]
         gone = kn[~present[kn]]
-        for held in self.parts:
-            if held.dtype == object:
+        for held, kind in zip(self.parts, self.kinds):
+            if kind is None:
                 held[gone] = None       # no stale references
         self.n += len(kp) - len(kn)
         return gone, kp[~had]
 
     def apply_rows(self, keys: Sequence, items: Sequence[tuple],
                    signs: Sequence[int]) -> tuple[list, list] | None:
-        """``apply`` for a few rows (``items`` holds each row's parts), in Python, one
-        delta at a time: accepted if every delta finds the key in the state the earlier
-        ones left (an addition to an empty key, a removal of the row held)."""
+        """``apply`` for a few rows (``items`` holds each row's parts, or with ``whole``
+        each row), in Python, one delta at a time: accepted if every delta finds the key
+        in the state the earlier ones left (an addition to an empty key, a removal of
+        the row held)."""
         parts = self.parts
-        size = len(self.present)
+        whole = parts[0] if self.whole else None
         present = self.present
+        size = len(present)
         after: dict = {}        # key -> its parts as the batch leaves them (None: empty)
         had: dict = {}          # key -> whether it held a row before the batch
         for k, item, s in zip(keys, items, signs):
-            if type(k) is not int or not 0 <= k < DENSE_LIMIT:
+            if type(k) is not int or k < 0 or k >= DENSE_LIMIT:
                 return None
             if k in after:
                 cur = after[k]
+            elif k < size and present[k]:
+                cur = whole[k] if whole is not None else tuple([p.item(k) for p in parts])
+                had[k] = True
             else:
-                cur = tuple([p.item(k) for p in parts]) if k < size and present[k] else None
-                had[k] = cur is not None
+                cur = None
+                had[k] = False
             if s == 1 and cur is None:
                 after[k] = item
             elif s == -1 and cur is not None and cur == item:
                 after[k] = None
             else:
                 return None
-        if after and max(after) >= size:
-            self._fit(np.array([max(after)], dtype=np.int64))
-            parts = self.parts
+        if not after:
+            return [], []
+        top = max(after)
+        if top >= size:
+            self._fit(np.array([top], dtype=np.int64))
             present = self.present
-        for i, p in enumerate(parts):
-            kind = TYPED.get(p.dtype)
-            if kind is not None and not all(
-                    type(item[i]) is kind and (kind is float or _INT64[0] <= item[i] <= _INT64[1])
-                    for item in after.values() if item is not None):
-                parts[i] = p.astype(object)
+        kinds = self.kinds
         gone, came = [], []
         for k, item in after.items():
             if item is None:
                 if had[k]:
                     present[k] = False
-                    for p in parts:
-                        if p.dtype == object:
-                            p[k] = None
+                    for i, kind in enumerate(kinds):
+                        if kind is None:
+                            parts[i][k] = None
                     gone.append(k)
-            else:
-                present[k] = True
-                for p, v in zip(parts, item):
-                    p[k] = v
+                continue
+            present[k] = True
+            if whole is not None:
+                parts[0][k] = item
                 if not had[k]:
                     came.append(k)
+                continue
+            for i, v in enumerate(item):
+                kind = kinds[i]
+                if kind is not None and (type(v) is not kind or (
+                        kind is int and not _INT64[0] <= v <= _INT64[1])):
+                    parts[i] = parts[i].astype(object)      # a value that does not fit
+                    kinds[i] = None
+                parts[i][k] = v
+            if not had[k]:
+                came.append(k)
         self.n += len(came) - len(gone)
         return gone, came
 
     def get(self, key) -> tuple | None:
-        """The parts held for ``key``, or None."""
+        """The parts held for ``key`` (with ``whole``, the row), or None."""
         if type(key) is int and 0 <= key < len(self.present) and self.present[key]:
+            if self.whole:
+                return self.parts[0][key]
             return tuple([p.item(key) for p in self.parts])
         return None
 
@@ -219,8 +237,10 @@ class DenseRows:
         return np.flatnonzero(self.present)
 
     def items(self) -> Iterator[tuple[int, tuple]]:
-        """(key, parts) for every key holding a row."""
+        """(key, parts, or with ``whole`` the row) for every key holding a row."""
         keys = self.keys()
+        if self.whole:
+            return zip(keys.tolist(), self.parts[0][keys].tolist())
         return zip(keys.tolist(), zip(*[p[keys].tolist() for p in self.parts]))
 
 

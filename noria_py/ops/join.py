@@ -214,19 +214,25 @@ class Join(Operator):
         if flips is None:
             return None
         other = self.dense[1 - port]
-        get = other.get
+        present, parts = other.present, other.parts
+        size = len(present)
+        match: dict = {}            # key -> the other side's row (None: none), each looked up once
+        for k in keys:
+            if k not in match:
+                match[k] = (tuple([p.item(k) for p in parts]) if k < size and present[k]
+                            else None)
         pad = self.pad
         outer = self.join_kind == "left"
         out_rows: list[tuple] = []
         out_signs: list[int] = []
         if outer and port == RIGHT:
             for k in flips[1]:              # padding goes, first
-                l = get(k)
+                l = match[k]
                 if l is not None:
                     out_rows.append(l + pad)
                     out_signs.append(-1)
         for k, r, s in zip(keys, rows, signs):
-            o = get(k)
+            o = match[k]
             if o is not None:
                 out_rows.append(r + o if port == LEFT else o + r)
                 out_signs.append(s)
@@ -235,7 +241,7 @@ class Join(Operator):
                 out_signs.append(s)
         if outer and port == RIGHT:
             for k in flips[0]:              # padding back, last
-                l = get(k)
+                l = match[k]
                 if l is not None:
                     out_rows.append(l + pad)
                     out_signs.append(1)

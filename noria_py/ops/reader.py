@@ -49,7 +49,7 @@ class Reader(Operator):
 
     def reset(self) -> None:
         self.state: dict = {}      # key -> bucket of rows (state.index_add)
-        self.dense: DenseRows | None = DenseRows(1) if len(self.key) == 1 else None
+        self.dense: DenseRows | None = DenseRows(1, whole=True) if len(self.key) == 1 else None
 
     def process(self, port: int, batch: Batch) -> Batch:
         if self.dense is not None:
@@ -66,8 +66,7 @@ class Reader(Operator):
         if len(batch) < dense.DENSE_MIN:
             rows = batch.rows
             col = self.key[0]
-            return self.dense.apply_rows([r[col] for r in rows], [(r,) for r in rows],
-                                         batch.signs) is not None
+            return self.dense.apply_rows([r[col] for r in rows], rows, batch.signs) is not None
         keys = batch_keys(batch, self.key[0])
         if keys is None:
             return False
@@ -78,7 +77,7 @@ class Reader(Operator):
         """Leave dense form for good: its rows into ``state``."""
         held = self.dense
         self.dense = None
-        for k, (row,) in held.items():
+        for k, row in held.items():
             self.state[k] = row
 
     def _finish(self, out: list[tuple]) -> list[tuple]:
