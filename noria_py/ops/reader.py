@@ -70,7 +70,7 @@ class Reader(Operator):
         keys = batch_keys(batch, self.key[0])
         if keys is None:
             return False
-        rows = np.fromiter(batch.rows, dtype=object, count=len(batch))
+        rows = np.fromiter(batch.to_rows(), dtype=object, count=len(batch))
         return self.dense.apply(keys, [rows], batch_signs(batch)) is not None
 
     def _to_state(self) -> None:
