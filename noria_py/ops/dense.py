@@ -137,7 +137,9 @@ class DenseRows:
         empty = self.n == len(kn)
         for i, new in enumerate(parts):
             held = self.parts[i]
-            if held.dtype != new.dtype:
+            if held.dtype != new.dtype and (empty or held.dtype != object):
+                # typed as the values coming in while it holds nothing; objects once
+                # two kinds of values meet
                 held = self.parts[i] = (np.empty(len(held), dtype=new.dtype) if empty
                                         else held.astype(object))
                 self.kinds[i] = TYPED.get(held.dtype)
@@ -185,6 +187,13 @@ class DenseRows:
             self._fit(np.array([top], dtype=np.int64))
             present = self.present
         kinds = self.kinds
+        if self.n == 0 and whole is None:       # holding nothing: type the parts anew
+            for i, p in enumerate(parts):
+                seen = {type(item[i]) for item in after.values() if item is not None}
+                kind = seen.pop() if len(seen) == 1 else None
+                if kind is not kinds[i] and kind in (int, float):
+                    parts[i] = np.empty(len(p), dtype=np.int64 if kind is int else np.float64)
+                    kinds[i] = kind
         gone, came = [], []
         for k, item in after.items():
             if item is None:

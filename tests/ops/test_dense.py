@@ -163,3 +163,21 @@ def test_parts_stay_typed_until_a_value_does_not_fit():
     e.apply(arr(1, 2), [obj(10, "x")], arr(-1, -1))
     e.apply(arr(5), [arr(50)], arr(1))
     assert e.parts[0].dtype == np.int64 and held(e) == {5: (50,)}
+
+
+def test_an_object_part_takes_typed_values_without_a_copy():
+    d = DenseRows(1)
+    d.apply_rows([1], [("x",)], [1])                # an object part
+    d.apply_rows([1, 1], [("x",), (5,)], [-1, 1])
+    part = d.parts[0]
+    assert part.dtype == object
+    d.apply(arr(2, 3), [arr(6, 7)], arr(1, 1))
+    assert d.parts[0] is part and held(d) == {1: (5,), 2: (6,), 3: (7,)}
+    assert [type(v) for (v,) in held(d).values()] == [int] * 3
+
+
+def test_row_by_row_into_an_empty_state_types_the_parts():
+    d = DenseRows(3)
+    d.apply_rows([1, 2], [(1, 2.5, "a"), (2, 3.5, "b")], [1, 1])
+    assert [p.dtype for p in d.parts] == [np.int64, np.float64, object]
+    assert held(d) == {1: (1, 2.5, "a"), 2: (2, 3.5, "b")}
