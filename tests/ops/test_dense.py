@@ -181,3 +181,36 @@ def test_row_by_row_into_an_empty_state_types_the_parts():
     d.apply_rows([1, 2], [(1, 2.5, "a"), (2, 3.5, "b")], [1, 1])
     assert [p.dtype for p in d.parts] == [np.int64, np.float64, object]
     assert held(d) == {1: (1, 2.5, "a"), 2: (2, 3.5, "b")}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.booleans(),
+       st.lists(st.lists(st.tuples(st.integers(0, 6), st.sampled_from([1, 2.5, "a", None]),
+                                   st.sampled_from([1, -1])), max_size=8), max_size=12))
+def test_rows_one_at_a_time_match_a_sequential_model(whole, batches):
+    """apply_rows takes a batch delta by delta; one refused delta leaves the state as the
+    batch found it (values of several types: typed parts turn into objects on the way)."""
+    d = DenseRows(1, whole=True) if whole else DenseRows(2)
+    model: dict = {}
+    for batch in batches:
+        want = dict(model)
+        for k, v, s in batch:
+            row = (k, v)
+            if s == 1 and k not in want:
+                want[k] = row
+            elif s == -1 and want.get(k) == row:
+                del want[k]
+            else:
+                want = None
+                break
+        # a row is both forms' item: the whole row, or its two parts
+        res = d.apply_rows([k for k, _, _ in batch], [(k, v) for k, v, _ in batch],
+                           [s for _, _, s in batch])
+        assert (res is None) == (want is None)
+        if want is not None:
+            gone, came = res
+            assert set(gone) == set(model) - set(want) and set(came) == set(want) - set(model)
+            model = want
+        assert dict(d.items()) == model and len(d) == len(model)
+        for k in range(7):
+            assert d.get(k) == model.get(k)
