@@ -19,11 +19,10 @@ from ..batch import Batch
 from . import accumulators
 from .operator import Operator
 from .base import COLUMNAR_MIN
+from .dense import DENSE_LIMIT, grown_size
 from .state import tuple_key
 
 
-#: the largest group key + 1 that COUNT keeps in an array (32 MiB of counts)
-DENSE_LIMIT = 1 << 22
 
 
 def _net_by_key(keys: np.ndarray, signs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -168,13 +167,11 @@ class Aggregate(Operator):
 
     def _fits_dense(self, keys: np.ndarray) -> bool:
         """Whether the array form can take these keys (growing it if need be)."""
-        if not len(keys):
-            return True
-        lo, hi = int(keys.min()), int(keys.max())
-        if lo < 0 or hi >= DENSE_LIMIT:
+        size = grown_size(keys, len(self.dense))
+        if size is None:
             return False
-        if hi >= len(self.dense):
-            grown = np.zeros(min(DENSE_LIMIT, max(1024, 2 * hi)), dtype=np.int64)
+        if size > len(self.dense):
+            grown = np.zeros(size, dtype=np.int64)
             grown[:len(self.dense)] = self.dense
             self.dense = grown
         return True

@@ -2,10 +2,11 @@
 
 The stateful operators at the end of a keyed view (a join on a primary key or a group
 key, the reader) usually hold one row per key, and the keys are usually small
-non-negative ints (ids). Held as object arrays indexed by key, with a mask of the keys
-present, a whole columnar batch is applied with array operations: no Python step and
-no scattered dict entry per row, which is what the vote workload's join and reader
-spent most of their time on. Anything outside that shape (a second row for a key, a
+non-negative ints (ids). Held as arrays indexed by key (int64 or float64 where the
+values allow, objects otherwise), with a mask of the keys present, a whole columnar
+batch is applied with array operations: no Python step and no scattered dict entry
+per row, which is what the vote workload's join and reader spent most of their time
+on. (COUNT's array of counts, ops/aggregate.py, is sized by the same rule.) Anything outside that shape (a second row for a key, a
 key that is not such an int, a sign other than +-1, the removal of a row not held) is
 refused without changing anything; the operator then moves its state to its general
 form for good.
