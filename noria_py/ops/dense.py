@@ -234,7 +234,9 @@ class DenseRows:
     def gather(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """Which of ``keys`` (non-negative) hold a row, and their parts."""
         present = self.present
-        if len(keys) and int(keys.max()) >= len(present):
+        if not len(keys):
+            return np.zeros(0, dtype=bool), [p[:0] for p in self.parts]
+        if int(keys.max()) >= len(present):
             hit = np.zeros(len(keys), dtype=bool)
             inside = keys < len(present)
             hit[inside] = present[keys[inside]]
@@ -256,6 +258,8 @@ class DenseRows:
 
 def _distinct(keys: np.ndarray) -> bool:
     if len(keys) < 2:
+        return True
+    if (keys[1:] > keys[:-1]).all():        # ascending, as an aggregate emits them
         return True
     s = np.sort(keys)
     return bool((s[1:] != s[:-1]).all())

@@ -184,8 +184,11 @@ class Join(Operator):
             return None
         other = self.dense[1 - port]
         hit, got = other.gather(keys)
-        mine = [c[hit] for c in cols]
-        pieces = [(mine + got, signs[hit]) if port == LEFT else (got + mine, signs[hit])]
+        if hit.all():                       # (the common case: every key has a match)
+            mine, matched = cols, signs
+        else:
+            mine, matched = [c[hit] for c in cols], signs[hit]
+        pieces = [(mine + got, matched) if port == LEFT else (got + mine, matched)]
         if self.join_kind == "left":
             if port == LEFT:                # left rows with no right row: padded
                 miss = ~hit
@@ -195,6 +198,8 @@ class Join(Operator):
             else:                           # right side filled: padding goes; emptied: back
                 gone, came = flips
                 for ks, sign in ((came, -1), (gone, 1)):
+                    if not len(ks):
+                        continue
                     has, lefts = other.gather(ks)
                     n = int(has.sum())
                     if n:

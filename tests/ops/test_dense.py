@@ -83,6 +83,8 @@ def test_grown_size_and_gather_beyond_the_arrays():
     d.apply(arr(3), [obj("x")], arr(1))
     hit, parts = d.gather(arr(3, 4, 5_000_000))
     assert hit.tolist() == [True, False, False] and parts[0].tolist() == ["x"]
+    hit, parts = d.gather(arr())
+    assert hit.tolist() == [] and parts[0].tolist() == []
 
 
 def test_int_keys_takes_only_python_ints():
