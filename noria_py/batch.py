@@ -44,7 +44,7 @@ class Batch:
         rows = self._rows
         if rows is None:
             if self.cols:
-                rows = self._rows = list(zip(*[c.tolist() for c in self.cols]))
+                rows = self._rows = self.to_rows()
             else:                                   # zero columns: n empty rows
                 rows = self._rows = [()] * len(self.sign_array)
         return rows

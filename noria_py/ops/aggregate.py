@@ -23,8 +23,6 @@ from .dense import DENSE_LIMIT, grown_size
 from .state import tuple_key
 
 
-
-
 def _net_by_key(keys: np.ndarray, signs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys of a batch, sorted, and the sum of the signs of each."""
     uniq, inv = np.unique(keys, return_inverse=True)

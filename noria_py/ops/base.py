@@ -21,6 +21,7 @@ from sql_frontend.types import SqlType, TableSchema
 from ..batch import Batch
 from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
 from ..storage.codec import ColumnChunk
+from .dense import object_column
 from .operator import Operator
 from .state import expand
 
@@ -272,9 +273,7 @@ class Base(Operator):
             if dtype is not None and not has_null:
                 out.append(np.array(col, dtype=dtype))
             else:
-                a = np.empty(len(col), dtype=object)
-                a[:] = col
-                out.append(a)
+                out.append(object_column(col))
         return out
 
     # ------------------------------------------------------------ operator

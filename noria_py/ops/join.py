@@ -19,7 +19,7 @@ from ..batch import Batch
 from . import dense
 from .dense import DenseRows, batch_columns
 from .operator import Operator
-from .state import bare_key, bucket_add, items
+from .state import bare_key, bucket_add, count, items
 
 LEFT, RIGHT = 0, 1
 
@@ -120,8 +120,7 @@ class Join(Operator):
                 entry = sides[k] = [None, None]
             had = entry[1]
             if outer and k not in before:
-                # whether the right side of k held rows before the batch
-                before[k] = had is not None and (type(had) is tuple or sum(had.values()) > 0)
+                before[k] = count(had) > 0      # its right side held rows before the batch
             bucket = entry[0]
             if bucket is not None and not (k is None or (type(k) is tuple and None in k)):
                 if type(bucket) is tuple:
@@ -149,10 +148,9 @@ class Join(Operator):
         pad = self.pad
         for k, was in before.items():
             entry = get(k)
-            if entry is None or entry[0] is None or k is None or (type(k) is tuple and None in k):
+            if entry is None or entry[0] is None or _has_null(k):
                 continue                # no left rows, or a NULL key (padded either way)
-            now = entry[1]
-            now = now is not None and (type(now) is tuple or sum(now.values()) > 0)
+            now = count(entry[1]) > 0
             if was == now:
                 continue
             if now:                     # padding gone: first
@@ -218,14 +216,11 @@ class Join(Operator):
         flips = self.dense[port].apply_rows(keys, rows, signs)
         if flips is None:
             return None
-        other = self.dense[1 - port]
-        present, parts = other.present, other.parts
-        size = len(present)
+        get = self.dense[1 - port].get
         match: dict = {}            # key -> the other side's row (None: none), each looked up once
         for k in keys:
             if k not in match:
-                match[k] = (tuple([p.item(k) for p in parts]) if k < size and present[k]
-                            else None)
+                match[k] = get(k)
         pad = self.pad
         outer = self.join_kind == "left"
         out_rows: list[tuple] = []

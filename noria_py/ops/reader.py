@@ -99,10 +99,10 @@ class Reader(Operator):
                 key = _as_int(key)
                 if key is None:
                     return []
-            if 0 <= key < len(d.present) and d.present[key]:
-                row = d.parts[0][key]
-                return [row[:self.visible]] if self.trim else [row]
-            return []
+            row = d.get(key)
+            if row is None:
+                return []
+            return [row[:self.visible]] if self.trim else [row]
         if key is None or (type(key) is tuple and None in key):
             return []
         bucket = self.state.get(key)
