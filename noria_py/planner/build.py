@@ -146,6 +146,9 @@ class Planner:
 
     def _project(self, rel: lp.Project) -> Stream:
         s = self.build(rel.input)
+        if len(rel.exprs) == s.width and all(isinstance(e, Col) and e.index == i
+                                             for i, e in enumerate(rel.exprs)):
+            return s        # every column in place (only names change): no node, no hop
         partition = s.partition
         if isinstance(partition, tuple):
             where = {e.index: i for i, e in reversed(list(enumerate(rel.exprs)))
