@@ -188,3 +188,20 @@ def test_insert_arrow_numeric_columns_go_in_as_arrays(db):
     assert base.chunks == [] and len(t) == 6
     assert sorted(db.view("ms").all(), key=repr) == sorted(
         [(7, 2, 6.0), (8, 3, 3.5), (None, 1, 1.0)], key=repr)
+
+
+def test_select_list_needs_no_node_of_its_own():
+    # unsharded, a view's SELECT list is applied by its reader (one hop less per write);
+    # sharded, it stays a node (the reader's partition is on the projected columns)
+    from noria_py import workloads
+    for shards in (1, 4):
+        d = noria_py.connect(shards=shards)
+        workloads.setup(d, 5)
+        kinds = [n["kind"] for n in d.graph()]
+        assert ("project" in kinds) == (shards > 1)
+        d.table("vote").insert([(1, 10), (1, 11), (2, 10), (None, 3)])
+        d.table("vote").delete([(1, 11)])
+        view = d.view(workloads.VIEW_NAME)
+        assert view.lookup(1) == [(1, "article 1", 1)]
+        assert view.lookup(3) == [(3, "article 3", None)]
+        d.close()

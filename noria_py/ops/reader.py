@@ -3,6 +3,9 @@
 A read is a dictionary lookup here; nothing is computed. Rows are stored with any
 hidden key columns and trimmed to the visible ones when read.
 
+A view's SELECT list can be applied by its reader (``select``) rather than by a
+project node before it: one hop less per write (planner/build.py decides).
+
 A reader keyed on one column starts in dense form (``dense.DenseRows``: the row of
 each key in an array indexed by key), where a big batch is applied with array
 operations; the first batch outside that shape (a second row for a key, a key that is
@@ -21,6 +24,7 @@ from ..ordering import order_key
 from . import dense
 from .dense import DenseRows, batch_keys, batch_signs
 from .operator import Operator
+from .project import Project
 from .state import bare_key, expand, index_batch, items
 
 
@@ -39,7 +43,8 @@ class Reader(Operator):
     stateful = True
 
     def __init__(self, key: tuple[int, ...], visible: int, width: int,
-                 order: Sequence[OrderKey] = ()) -> None:
+                 order: Sequence[OrderKey] = (), select: Project | None = None) -> None:
+        self.select = select        # the view's SELECT list, applied here (no node of its own)
         self.key = key
         self.visible = visible
         self.trim = visible < width
@@ -52,6 +57,8 @@ class Reader(Operator):
         self.dense: DenseRows | None = DenseRows(1, whole=True) if len(self.key) == 1 else None
 
     def process(self, port: int, batch: Batch) -> Batch:
+        if self.select is not None:
+            batch = self.select.process(0, batch)
         if self.dense is not None:
             if not batch or self._apply_dense(batch):
                 return Batch()

@@ -92,15 +92,23 @@ class Planner:
         return ids[0]
 
     def add_view(self, name: str, query: lp.Query) -> list[str]:
-        s = self.build(query.root)
-        width = len(query.root.columns)
+        root = query.root
+        width = len(root.columns)
+        if isinstance(root, lp.Project) and self.shards == 1 and root not in self.memo:
+            # the SELECT list applied by the reader itself: no project node, one hop less
+            # (sharded, the reader's partition would have to be mapped through it)
+            s = self.exchanges.gather(self.build(root.input))
+            return self.new_node(
+                lambda: Reader(query.key, query.visible, width, query.order, Project(root.exprs)),
+                [[s.sources[0]]], sharded=False, view=name, inputs=((root.input, None),))
+        s = self.build(root)
         if query.key and self.shards > 1:
             s = self.exchanges.partition(s, query.key)
         else:
             s = self.exchanges.gather(s)
         return self.new_node(lambda: Reader(query.key, query.visible, width, query.order),
                              [[src] for src in s.sources], sharded=s.sharded, view=name,
-                             inputs=((query.root, s.partition),))
+                             inputs=((root, s.partition),))
 
     def remove(self, node_ids: list[str], on_remove: Callable[[str], None]) -> None:
         """Remove ``node_ids`` and every node left without children (bases stay)."""

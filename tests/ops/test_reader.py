@@ -178,3 +178,20 @@ def test_dense_refusal_of_a_removal_not_held_still_applies_it():
     assert r.dense is None and r.lookup(2) == []
     r.process(0, ins((2, "b")))
     assert r.lookup(2) == [] and r.lookup(1) == [(1, "a")] and ms(r.snapshot()) == {(1, "a"): 1}
+
+
+def test_select_list_applied_by_the_reader():
+    # the view's SELECT list, folded into the reader: rows are stored and found projected
+    from sql_frontend.expr import Call, Col
+    from sql_frontend.types import SqlType
+    from noria_py.ops import Project
+    T = SqlType.TEXT
+    select = Project((Col(2, SqlType.INT), Call("concat", (Col(1, T), Col(1, T)), T)))
+    r = Reader((0,), 2, 2, select=select)
+    r.process(0, ins((9, "a", 1), (8, None, 1), (7, "b", None)))
+    assert sorted(r.lookup(1), key=repr) == sorted([(1, "aa"), (1, None)], key=repr)
+    assert r.lookup(None) == []
+    assert sorted(r.all(), key=repr) == sorted([(1, "aa"), (1, None), (None, "bb")], key=repr)
+    r.process(0, dels((9, "a", 1), (7, "b", None)))
+    assert r.lookup(1) == [(1, None)]
+    assert r.all() == [(1, None)]
