@@ -292,30 +292,34 @@ def plot_recovery(results: dict[str, dict[int, float]], path: str, shards: int) 
 def run_overhead(argv: list[str]) -> int:
     """The seed's Figure 3: propagation time at rising offered load, clocks on and off
     (``overhead.py``); with ``--saturated``, the earlier back-to-back batch run."""
+    from .overhead import GC_MODES, plot, sweep
     p = argparse.ArgumentParser(prog="noria-py bench overhead")
     p.add_argument("--articles", type=int, default=100_000)
     p.add_argument("--prefill", type=int, default=200_000, help="votes loaded first")
     p.add_argument("--seconds", type=float, default=3.0, help="per load point and run")
     p.add_argument("--fractions", default="0.1,0.2,0.4,0.6,0.8,0.9,1.0,1.2")
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=6)
     p.add_argument("--plot", default=None, help="write a PNG here")
-    p.add_argument("--default-gc", action="store_true",
-                   help="leave Python's GC policy alone (no noria_py.tune_gc())")
+    p.add_argument("--gc", default="tuned", choices=GC_MODES,
+                   help="tuned: noria_py.tune_gc(); default: Python's policy; paused: the "
+                   "collector off during each run (a diagnostic)")
+    p.add_argument("--default-gc", action="store_true", help="the same as --gc default")
     a = p.parse_args(argv)
-    from .overhead import plot, sweep
     fractions = [float(x) for x in a.fractions.split(",")]
-    r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, not a.default_gc)
+    gc_mode = "default" if a.default_gc else a.gc
+    r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, gc_mode)
     print(f"overhead: vote, {a.articles:,} articles, {a.prefill:,} votes first; half lookups, "
-          f"half votes; {a.repeats} interleaved runs of {a.seconds:g} s per point")
+          f"half votes; {a.repeats} interleaved runs of {a.seconds:g} s per point; gc {gc_mode}")
     print(f"maximum: clocks on {r[True]['max']:,.0f} ops/s, off {r[False]['max']:,.0f} ops/s "
           f"({100 * (r[False]['max'] - r[True]['max']) / r[False]['max']:+.1f}% cost)")
     print(f"{'load':>5} {'offered':>9} | {'on ops/s':>9} {'p50':>7} {'p95':>7} {'p99':>7} | "
-          f"{'off ops/s':>9} {'p50':>7} {'p95':>7} {'p99':>7} | p50 cost")
+          f"{'off ops/s':>9} {'p50':>7} {'p95':>7} {'p99':>7} | p50 cost: pooled, paired")
     for f in fractions:
         on, off = r[True][f], r[False][f]
         print(f"{f:>5.0%} {on['rate']:>9,.0f} | {on['ops']:>9,.0f} {on['p50']:>7.2f} "
               f"{on['p95']:>7.2f} {on['p99']:>7.2f} | {off['ops']:>9,.0f} {off['p50']:>7.2f} "
-              f"{off['p95']:>7.2f} {off['p99']:>7.2f} | {100 * (on['p50'] - off['p50']) / off['p50']:+.1f}%")
+              f"{off['p95']:>7.2f} {off['p99']:>7.2f} | {100 * (on['p50'] - off['p50']) / off['p50']:+.1f}%"
+              f" {100 * r['paired'][f]:+.1f}%")
     if a.plot:
         plot(r, fractions, a.plot)
         print(f"plot: {a.plot}")

@@ -6,16 +6,21 @@ a vote's propagation time runs from when it was *scheduled* until ``insert`` ret
 (in the embedded runtime that is when it is in every view). Votes due at the same
 moment go in one batch, as a Noria client's writes are batched; a generator that falls
 behind therefore shows queueing in the latency, as a real server would. The maximum
-load is first measured per setting (as fast as possible); the sweep then offers
-fractions of the slower maximum to both.
+load is first measured per setting: sustained, as fast as possible for as long as a
+load point runs (a burst of a tenth of a second runs ~10% faster than the engine can
+keep up with, so 80% of a burst is near the knee); the sweep then offers fractions of
+the slower maximum to both.
 """
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
 from . import connect, workloads
+from .errors import Error
 from .gcpolicy import tune_gc
 
 MAX_BATCH = 1000
@@ -35,8 +40,10 @@ def run_at(db, rate: float | None, ops: int, articles: int, seed: int) -> dict:
     """``ops`` operations, half reads and half writes, offered at ``rate`` per second
     (None: as fast as possible). Returns achieved ops/s and propagation times (ms)."""
     rng = np.random.default_rng(seed)
-    keys = rng.integers(0, articles, ops).tolist()
-    users = rng.integers(1 << 30, 1 << 31, ops).tolist()
+    # arrays, sliced into lists a batch at a time: lists of millions of ints would be
+    # the biggest objects a GC pass walks
+    keys = rng.integers(0, articles, ops)
+    users = rng.integers(1 << 30, 1 << 31, ops)
     view = db.view(workloads.VIEW_NAME)
     vote = db.table("vote")
     lat: list[float] = []
@@ -55,12 +62,12 @@ def run_at(db, rate: float | None, ops: int, articles: int, seed: int) -> dict:
                 continue
         due = min(due, i + 2 * MAX_BATCH)
         rows, sched = [], []
-        for j in range(i, due):
+        for j, k, u in zip(range(i, due), keys[i:due].tolist(), users[i:due].tolist()):
             if j % 2:
-                rows.append((keys[j], users[j]))
+                rows.append((k, u))
                 sched.append(j / rate if rate else now)
             else:
-                view.lookup(keys[j])
+                view.lookup(k)
         if rows:
             vote.insert(rows)
             done = clock() - t0
@@ -70,18 +77,47 @@ def run_at(db, rate: float | None, ops: int, articles: int, seed: int) -> dict:
     return {"ops": ops / elapsed, "lat": lat}
 
 
+def max_load(db, seconds: float, articles: int, seed: int) -> float:
+    """Ops/s as fast as possible for about ``seconds`` (sized by a short probe)."""
+    probe = run_at(db, None, 60_000, articles, seed)["ops"]
+    return run_at(db, None, max(60_000, int(probe * seconds)), articles, seed)["ops"]
+
+
+#: how Python's collector runs during the sweep: "tuned" (``tune_gc()``), "default"
+#: (left alone), "paused" (off during each run, a full collection between runs: a
+#: diagnostic that takes the collector's pauses out of the latencies)
+GC_MODES = ("tuned", "default", "paused")
+
+
+@contextmanager
+def _collector(mode: str):
+    if mode != "paused":
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
+
+
 def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
-          repeats: int, gc_tuned: bool = True) -> dict:
-    """{clocks: {"max": ops/s, fraction: {"ops": .., "p50": .., "p95": .., "p99": ..}}}"""
-    out: dict = {True: {}, False: {}}
+          repeats: int, gc_mode: str = "tuned") -> dict:
+    """{clocks: {"max": ops/s, fraction: {"ops": .., "p50": .., "p95": .., "p99": ..,
+    "p50_runs": [per run]}}, "paired": {fraction: median over repeats of (p50 on / p50
+    off of the two runs side by side) - 1}}"""
+    if gc_mode not in GC_MODES:
+        raise Error(f"gc mode {gc_mode!r}: expected one of {', '.join(GC_MODES)}")
+    out: dict = {True: {}, False: {}, "paired": {}}
     dbs = {c: _db(c, articles, prefill) for c in (True, False)}
-    if gc_tuned:
+    if gc_mode != "default":
         tune_gc()
-    # maximum load, interleaved
+    # maximum load, sustained, interleaved
     for rep in range(repeats):
         for c in ((True, False) if rep % 2 == 0 else (False, True)):
-            r = run_at(dbs[c], None, 60_000, articles, seed=rep)
-            out[c].setdefault("max_runs", []).append(r["ops"])
+            with _collector(gc_mode):
+                out[c].setdefault("max_runs", []).append(max_load(dbs[c], seconds, articles, rep))
     for c in (True, False):
         out[c]["max"] = float(np.median(out[c]["max_runs"]))
     top = min(out[True]["max"], out[False]["max"])
@@ -91,12 +127,17 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
         runs: dict = {True: [], False: []}
         for rep in range(repeats):
             for c in ((True, False) if rep % 2 == 0 else (False, True)):
-                runs[c].append(run_at(dbs[c], rate, ops, articles, seed=100 + rep))
+                with _collector(gc_mode):
+                    runs[c].append(run_at(dbs[c], rate, ops, articles, seed=100 + rep))
         for c in (True, False):
             lat = [x for r in runs[c] for x in r["lat"]]
             p50, p95, p99 = np.percentile(lat, [50, 95, 99])
             out[c][f] = {"rate": rate, "ops": float(np.median([r["ops"] for r in runs[c]])),
-                         "p50": float(p50), "p95": float(p95), "p99": float(p99)}
+                         "p50": float(p50), "p95": float(p95), "p99": float(p99),
+                         "p50_runs": [float(np.median(r["lat"])) for r in runs[c]]}
+        out["paired"][f] = float(np.median([on / off - 1 for on, off in
+                                            zip(out[True][f]["p50_runs"],
+                                                out[False][f]["p50_runs"])]))
     for db in dbs.values():
         db.close()
     return out

@@ -1,0 +1,41 @@
+"""The Figure 3 harness (noria_py/overhead.py), at a tiny size: its shape, not its speed."""
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+import noria_py
+from noria_py import overhead
+
+
+@pytest.mark.parametrize("mode", ["default", "paused"])
+def test_sweep_reports_both_settings_and_paired_costs(mode):
+    was = gc.get_threshold(), gc.isenabled()
+    try:
+        r = overhead.sweep(articles=200, prefill=1000, seconds=0.05, fractions=[0.5, 1.0],
+                           repeats=2, gc_mode=mode)
+    finally:
+        gc.set_threshold(*was[0])
+    assert gc.isenabled() == was[1]         # "paused" turns the collector back on
+    for c in (True, False):
+        assert r[c]["max"] > 0 and len(r[c]["max_runs"]) == 2
+        for f in (0.5, 1.0):
+            point = r[c][f]
+            assert point["rate"] == pytest.approx(f * min(r[True]["max"], r[False]["max"]))
+            assert 0 < point["p50"] <= point["p95"] <= point["p99"]
+            assert len(point["p50_runs"]) == 2
+    assert set(r["paired"]) == {0.5, 1.0}
+
+
+def test_run_at_offers_half_reads_half_votes():
+    db = overhead._db(False, 100, 0)
+    r = overhead.run_at(db, None, 400, 100, seed=1)
+    assert len(r["lat"]) == 200 and r["ops"] > 0
+    assert db.execute("SELECT COUNT(*) FROM vote").fetchall() == [(200,)]
+    db.close()
+
+
+def test_unknown_gc_mode_is_refused():
+    with pytest.raises(noria_py.Error, match="gc mode"):
+        overhead.sweep(10, 0, 0.01, [0.5], 1, gc_mode="sometimes")
