@@ -6,7 +6,8 @@ cost of a queue hop per operator, negligible next to batches of hundreds of rows
 
 With tree clocks on, a domain also keeps what Yuan's recovery protocol needs:
 its clock, a diff log (one diff per message received), a payload log per outgoing
-edge (every message it sent, by reference: batches are immutable), and the times it
+edge (every message it sent, by reference: batches are immutable; none to a reader,
+which recovery rebuilds from this node's state instead), and the times it
 last saw from each parent. Every processed message yields a message to every child,
 empty if need be, so that each child's diff log records every one of this node's
 times: recovery then knows exactly which input was processed at which time
@@ -133,7 +134,10 @@ class Domain:
                 sends.append(Message(node.id, c, out, self.time, self.last_diff, self.low))
         if logging:
             payload = self.payload
+            nodes = self.graph.nodes
             for m in sends:
+                if nodes[m.dst].op.leaf:
+                    continue            # never asked for again (see Operator.leaf)
                 log = payload.get(m.dst)
                 if log is None:
                     log = payload[m.dst] = deque()

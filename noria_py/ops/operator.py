@@ -16,6 +16,10 @@ class Operator:
     stateful: bool = False
     #: True for operators whose ``process`` returns one batch per child (sharders).
     splits: bool = False
+    #: True for operators that never have children (readers): recovery rebuilds such a
+    #: node from its parents' state as it stands, never from what they sent it, so its
+    #: parents keep no payload log for it (docs/recovery.md)
+    leaf: bool = False
 
     def process(self, port: int, batch: Batch) -> Batch:
         raise NotImplementedError

@@ -41,6 +41,7 @@ def _as_int(key) -> int | None:
 class Reader(Operator):
     kind = "reader"
     stateful = True
+    leaf = True
 
     def __init__(self, key: tuple[int, ...], visible: int, width: int,
                  order: Sequence[OrderKey] = (), select: Project | None = None) -> None:
