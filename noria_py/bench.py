@@ -296,9 +296,10 @@ def run_overhead(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="noria-py bench overhead")
     p.add_argument("--articles", type=int, default=100_000)
     p.add_argument("--prefill", type=int, default=200_000, help="votes loaded first")
-    p.add_argument("--seconds", type=float, default=3.0, help="per load point and run")
+    p.add_argument("--seconds", type=float, default=0.25, help="of one run")
     p.add_argument("--fractions", default="0.1,0.2,0.4,0.6,0.8,0.9,1.0,1.2")
-    p.add_argument("--repeats", type=int, default=6)
+    p.add_argument("--repeats", type=int, default=16,
+                   help="runs per setting and point, the settings taking turns")
     p.add_argument("--plot", default=None, help="write a PNG here")
     p.add_argument("--gc", default="tuned", choices=GC_MODES,
                    help="tuned: noria_py.tune_gc(); default: Python's policy; paused: the "
@@ -309,7 +310,8 @@ def run_overhead(argv: list[str]) -> int:
     gc_mode = "default" if a.default_gc else a.gc
     r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, gc_mode)
     print(f"overhead: vote, {a.articles:,} articles, {a.prefill:,} votes first; half lookups, "
-          f"half votes; {a.repeats} interleaved runs of {a.seconds:g} s per point; gc {gc_mode}")
+          f"half votes; per point, {a.repeats} runs of {a.seconds:g} s per setting, taking turns; "
+          f"gc {gc_mode}")
     print(f"maximum: clocks on {r[True]['max']:,.0f} ops/s, off {r[False]['max']:,.0f} ops/s "
           f"({100 * (r[False]['max'] - r[True]['max']) / r[False]['max']:+.1f}% cost)")
     print(f"{'load':>5} {'offered':>9} | {'on ops/s':>9} {'p50':>7} {'p95':>7} {'p99':>7} | "
