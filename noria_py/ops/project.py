@@ -8,12 +8,19 @@ from ..expression import compile_row
 from .operator import Operator
 
 
+def keeps_columns(exprs: tuple[Expr, ...], width: int | None = None) -> bool:
+    """Whether ``exprs`` picks every input column in place (of ``width`` columns, if
+    given): the projection changes only names."""
+    return ((width is None or len(exprs) == width)
+            and all(isinstance(e, Col) and e.index == i for i, e in enumerate(exprs)))
+
+
 class Project(Operator):
     kind = "project"
 
     def __init__(self, exprs: tuple[Expr, ...]) -> None:
         self.exprs = exprs
-        self.identity = all(isinstance(e, Col) and e.index == i for i, e in enumerate(exprs))
+        self.identity = keeps_columns(exprs)
         self._row = compile_row(exprs)
         # only column references: a columnar batch is projected by picking its arrays
         self.picks = (tuple(e.index for e in exprs) if all(isinstance(e, Col) for e in exprs)

@@ -17,6 +17,7 @@ from sql_frontend.expr import Col
 from ..graph import Graph, Node
 from ..ops import (Aggregate, Base, Distinct, Extremum, Filter, Join, Operator, Project,
                    Reader, TopK, Union)
+from ..ops.project import keeps_columns
 from .sharding import ANY, Exchanges, Stream, identity
 
 
@@ -98,8 +99,10 @@ class Planner:
             # the SELECT list applied by the reader itself: no project node, one hop less
             # (sharded, the reader's partition would have to be mapped through it)
             s = self.exchanges.gather(self.build(root.input))
+            keeps = keeps_columns(root.exprs, s.width)
             return self.new_node(
-                lambda: Reader(query.key, query.visible, width, query.order, Project(root.exprs)),
+                lambda: Reader(query.key, query.visible, width, query.order,
+                               None if keeps else Project(root.exprs)),
                 [[s.sources[0]]], sharded=False, view=name, inputs=((root.input, None),))
         s = self.build(root)
         if query.key and self.shards > 1:
@@ -154,8 +157,7 @@ class Planner:
 
     def _project(self, rel: lp.Project) -> Stream:
         s = self.build(rel.input)
-        if len(rel.exprs) == s.width and all(isinstance(e, Col) and e.index == i
-                                             for i, e in enumerate(rel.exprs)):
+        if keeps_columns(rel.exprs, s.width):
             return s        # every column in place (only names change): no node, no hop
         partition = s.partition
         if isinstance(partition, tuple):
