@@ -291,7 +291,7 @@ def plot_recovery(results: dict[str, dict[int, float]], path: str, shards: int) 
 
 def run_overhead(argv: list[str]) -> int:
     """The seed's Figure 3: propagation time at rising offered load, clocks on and off
-    (``overhead.py``); with ``--saturated``, the earlier back-to-back batch run."""
+    (``overhead.py``)."""
     from .overhead import GC_MODES, plot, sweep
     p = argparse.ArgumentParser(prog="noria-py bench overhead")
     p.add_argument("--articles", type=int, default=100_000)

@@ -100,6 +100,22 @@ def _collector(mode: str):
         gc.collect()
 
 
+def _turns(pairs: list[dict], repeats: int, gc_mode: str, run) -> dict:
+    """{clocks: [run(db, rep) per turn]}: the settings take turns, on and off first in
+    alternate turns, and the two pairs of databases alternate every two turns."""
+    out: dict = {True: [], False: []}
+    for rep in range(repeats):
+        for c in ((True, False) if rep % 2 == 0 else (False, True)):
+            with _collector(gc_mode):
+                out[c].append(run(pairs[rep // 2 % 2][c], rep))
+    return out
+
+
+def _ops_per_s(runs: list[dict], ops: int) -> float:
+    """Ops over time across runs of ``ops`` each (not a median: pauses count)."""
+    return ops * len(runs) / sum(r["seconds"] for r in runs)
+
+
 def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
           repeats: int, gc_mode: str = "tuned") -> dict:
     """``repeats`` turns per setting of ``seconds`` each, at full speed and at each
@@ -119,27 +135,21 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
     # maximum load: each run sized by a first short one to last about ``seconds``
     size = {c: max(2000, int(run_at(pairs[0][c], None, 60_000, articles, 0)["ops"] * seconds))
             for c in (True, False)}
-    full: dict = {True: [], False: []}
-    for rep in range(repeats):
-        for c in ((True, False) if rep % 2 == 0 else (False, True)):
-            with _collector(gc_mode):
-                full[c].append(run_at(pairs[rep // 2 % 2][c], None, size[c], articles, seed=rep))
+    full = _turns(pairs, repeats, gc_mode,
+                  lambda db, rep: run_at(db, None, size[db.clocks], articles, seed=rep))
     for c in (True, False):
         out[c]["max_runs"] = [r["ops"] for r in full[c]]
-        out[c]["max"] = size[c] * len(full[c]) / sum(r["seconds"] for r in full[c])
+        out[c]["max"] = _ops_per_s(full[c], size[c])
     top = min(out[True]["max"], out[False]["max"])
     for f in fractions:
         rate = f * top
         ops = max(200, int(rate * seconds))
-        runs: dict = {True: [], False: []}
-        for rep in range(repeats):
-            for c in ((True, False) if rep % 2 == 0 else (False, True)):
-                with _collector(gc_mode):
-                    runs[c].append(run_at(pairs[rep // 2 % 2][c], rate, ops, articles, seed=100 + rep))
+        runs = _turns(pairs, repeats, gc_mode,
+                      lambda db, rep: run_at(db, rate, ops, articles, seed=100 + rep))
         for c in (True, False):
             lat = [x for r in runs[c] for x in r["lat"]]
             p50, p95, p99 = np.percentile(lat, [50, 95, 99])
-            out[c][f] = {"rate": rate, "ops": ops * repeats / sum(r["seconds"] for r in runs[c]),
+            out[c][f] = {"rate": rate, "ops": _ops_per_s(runs[c], ops),
                          "p50": float(p50), "p95": float(p95), "p99": float(p99),
                          "p50_runs": [float(np.median(r["lat"])) for r in runs[c]]}
         out["paired"][f] = float(np.median([on / off - 1 for on, off in
