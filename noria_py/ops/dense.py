@@ -76,16 +76,14 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 class DenseRows:
     """Up to one row per int key, as ``parts``: arrays indexed by key, each holding one
-    part of the row (a column; with ``whole``, one part holding the row tuple itself,
-    as a reader keeps it), and ``present``, which keys hold a row. A part is int64 or
+    column of the row, and ``present``, which keys hold a row. A part is int64 or
     float64 while every value put in it has been of that type (comparing, gathering and
     storing such values touches no Python object), and an object array otherwise."""
 
-    def __init__(self, parts: int, whole: bool = False) -> None:
-        assert not whole or parts == 1
-        self.whole = whole        # items (apply_rows) and get() are rows, not parts
+    def __init__(self, parts: int) -> None:
         self.present = np.zeros(0, dtype=bool)
         self.parts = [np.empty(0, dtype=object) for _ in range(parts)]
+        self._getters: dict = {}   # width -> key -> row (``get``); cleared when a part is replaced
         self.kinds: list[type | None] = [None] * parts     # int, float: the part is typed
         self.n = 0
 
@@ -101,10 +99,11 @@ class DenseRows:
             present = np.zeros(size, dtype=bool)
             present[:old] = self.present
             self.present = present
+            self._getters.clear()
             for i, p in enumerate(self.parts):
                 grown = np.empty(size, dtype=p.dtype)
                 grown[:old] = p
-                self.parts[i] = grown
+                self._set_part(i, grown)
         return True
 
     def apply(self, keys: np.ndarray, parts: Sequence[np.ndarray],
@@ -141,8 +140,9 @@ class DenseRows:
             if held.dtype != new.dtype and (empty or held.dtype != object):
                 # typed as the values coming in while it holds nothing; objects once
                 # two kinds of values meet
-                held = self.parts[i] = (np.empty(len(held), dtype=new.dtype) if empty
-                                        else held.astype(object))
+                held = (np.empty(len(held), dtype=new.dtype) if empty
+                        else held.astype(object))
+                self._set_part(i, held)
                 self.kinds[i] = TYPED.get(held.dtype)
             held[kp] = new[pos]
         gone = kn[~present[kn]]
@@ -154,14 +154,13 @@ class DenseRows:
 
     def apply_rows(self, keys: Sequence, items: Sequence[tuple],
                    signs: Sequence[int]) -> tuple[list, list] | None:
-        """``apply`` for a few rows (``items`` holds each row's parts, or with ``whole``
-        each row), in Python, one delta at a time: accepted if every delta finds the key
-        in the state the earlier ones left (an addition to an empty key, a removal of
-        the row held)."""
+        """``apply`` for a few rows (``items``: each row, a tuple of its parts), in
+        Python, one delta at a time: accepted if every delta finds the key in the state
+        the earlier ones left (an addition to an empty key, a removal of the row held)."""
         parts = self.parts
-        whole = parts[0] if self.whole else None
         present = self.present
         size = len(present)
+        held = self._getter(None)
         after: dict = {}        # key -> its parts as the batch leaves them (None: empty)
         had: dict = {}          # key -> whether it held a row before the batch
         for k, item, s in zip(keys, items, signs):
@@ -169,12 +168,9 @@ class DenseRows:
                 return None
             if k in after:
                 cur = after[k]
-            elif k < size and present[k]:
-                cur = whole[k] if whole is not None else tuple([p.item(k) for p in parts])
-                had[k] = True
             else:
-                cur = None
-                had[k] = False
+                cur = held(k)
+                had[k] = cur is not None
             if s == 1 and cur is None:
                 after[k] = item
             elif s == -1 and cur is not None and cur == item:
@@ -188,12 +184,13 @@ class DenseRows:
             self._fit(np.array([top], dtype=np.int64))
             present = self.present
         kinds = self.kinds
-        if self.n == 0 and whole is None:       # holding nothing: type the parts anew
+        if self.n == 0:                 # holding nothing: type the parts anew
             for i, p in enumerate(parts):
                 seen = {type(item[i]) for item in after.values() if item is not None}
                 kind = seen.pop() if len(seen) == 1 else None
                 if kind is not kinds[i] and kind in (int, float):
-                    parts[i] = np.empty(len(p), dtype=np.int64 if kind is int else np.float64)
+                    self._set_part(i, np.empty(len(p), dtype=np.int64 if kind is int
+                                               else np.float64))
                     kinds[i] = kind
         gone, came = [], []
         for k, item in after.items():
@@ -206,16 +203,11 @@ class DenseRows:
                     gone.append(k)
                 continue
             present[k] = True
-            if whole is not None:
-                parts[0][k] = item
-                if not had[k]:
-                    came.append(k)
-                continue
             for i, v in enumerate(item):
                 kind = kinds[i]
                 if kind is not None and (type(v) is not kind or (
                         kind is int and not _INT64[0] <= v <= _INT64[1])):
-                    parts[i] = parts[i].astype(object)      # a value that does not fit
+                    self._set_part(i, parts[i].astype(object))  # a value that does not fit
                     kinds[i] = None
                 parts[i][k] = v
             if not had[k]:
@@ -223,13 +215,21 @@ class DenseRows:
         self.n += len(came) - len(gone)
         return gone, came
 
-    def get(self, key) -> tuple | None:
-        """The parts held for ``key`` (with ``whole``, the row), or None."""
-        if type(key) is int and 0 <= key < len(self.present) and self.present[key]:
-            if self.whole:
-                return self.parts[0][key]
-            return tuple([p.item(key) for p in self.parts])
-        return None
+    def _set_part(self, i: int, part: np.ndarray) -> None:
+        self.parts[i] = part
+        self._getters.clear()
+
+    def get(self, key, width: int | None = None) -> tuple | None:
+        """The row held for ``key`` (its first ``width`` parts, if given), or None."""
+        return self._getter(width)(key) if type(key) is int else None
+
+    def _getter(self, width: int | None):
+        """int key -> its row (first ``width`` parts), or None."""
+        row = self._getters.get(width)
+        if row is None:
+            row = self._getters[width] = _row_getter(
+                self.present, self.parts if width is None else self.parts[:width])
+        return row
 
     def gather(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """Which of ``keys`` (non-negative) hold a row, and their parts."""
@@ -249,11 +249,27 @@ class DenseRows:
         return np.flatnonzero(self.present)
 
     def items(self) -> Iterator[tuple[int, tuple]]:
-        """(key, parts, or with ``whole`` the row) for every key holding a row."""
+        """(key, row) for every key holding a row."""
         keys = self.keys()
-        if self.whole:
-            return zip(keys.tolist(), self.parts[0][keys].tolist())
         return zip(keys.tolist(), zip(*[p[keys].tolist() for p in self.parts]))
+
+
+def _row_getter(present: np.ndarray, parts: list[np.ndarray]):
+    """int key -> the tuple of ``parts``' values at key, or None where ``present`` says
+    no row: a reader's lookup, written out for the usual widths (a comprehension costs
+    more than the three values it reads)."""
+    size, has = len(present), present.item
+    item = [p.item for p in parts]
+    if len(item) == 1:
+        a, = item
+        return lambda k: (a(k),) if 0 <= k < size and has(k) else None
+    if len(item) == 2:
+        a, b = item
+        return lambda k: (a(k), b(k)) if 0 <= k < size and has(k) else None
+    if len(item) == 3:
+        a, b, c = item
+        return lambda k: (a(k), b(k), c(k)) if 0 <= k < size and has(k) else None
+    return lambda k: tuple([f(k) for f in item]) if 0 <= k < size and has(k) else None
 
 
 def _distinct(keys: np.ndarray) -> bool:

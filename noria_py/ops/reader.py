@@ -6,23 +6,24 @@ hidden key columns and trimmed to the visible ones when read.
 A view's SELECT list can be applied by its reader (``select``) rather than by a
 project node before it: one hop less per write (planner/build.py decides).
 
-A reader keyed on one column starts in dense form (``dense.DenseRows``: the row of
-each key in an array indexed by key), where a big batch is applied with array
-operations; the first batch outside that shape (a second row for a key, a key that is
-not a small int) moves the rows to the dict for good.
+A reader keyed on one column starts in dense form (``dense.DenseRows``: each column
+of the row of each key in an array indexed by key), where a big batch is applied with
+array operations and the row tuple is built only when read: an update makes no tuple
+(a columnar batch is applied as its columns), so there is none to compare, free, or
+for Python's young-generation collections to walk. The first batch outside that shape
+(a second row for a key, a key that is not a small int) moves the rows to the dict
+for good.
 """
 from __future__ import annotations
 
 from typing import Sequence
-
-import numpy as np
 
 from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
 from ..ordering import order_key
 from . import dense
-from .dense import DenseRows, batch_keys, batch_signs
+from .dense import DenseRows, batch_columns
 from .operator import Operator
 from .project import Project
 from .state import bare_key, expand, index_batch, items
@@ -47,6 +48,7 @@ class Reader(Operator):
                  order: Sequence[OrderKey] = (), select: Project | None = None) -> None:
         self.select = select        # the view's SELECT list, applied here (no node of its own)
         self.key = key
+        self.width = width
         self.visible = visible
         self.trim = visible < width
         self.sort = order_key(order) if order else None
@@ -55,7 +57,7 @@ class Reader(Operator):
 
     def reset(self) -> None:
         self.state: dict = {}      # key -> bucket of rows (state.index_add)
-        self.dense: DenseRows | None = DenseRows(1, whole=True) if len(self.key) == 1 else None
+        self.dense: DenseRows | None = DenseRows(self.width) if len(self.key) == 1 else None
 
     def process(self, port: int, batch: Batch) -> Batch:
         if self.select is not None:
@@ -75,11 +77,8 @@ class Reader(Operator):
             rows = batch.rows
             col = self.key[0]
             return self.dense.apply_rows([r[col] for r in rows], rows, batch.signs) is not None
-        keys = batch_keys(batch, self.key[0])
-        if keys is None:
-            return False
-        rows = np.fromiter(batch.to_rows(), dtype=object, count=len(batch))
-        return self.dense.apply(keys, [rows], batch_signs(batch)) is not None
+        split = batch_columns(batch, self.key[0])
+        return split is not None and self.dense.apply(*split) is not None
 
     def _to_state(self) -> None:
         """Leave dense form for good: its rows into ``state``."""
@@ -107,10 +106,8 @@ class Reader(Operator):
                 key = _as_int(key)
                 if key is None:
                     return []
-            row = d.get(key)
-            if row is None:
-                return []
-            return [row[:self.visible]] if self.trim else [row]
+            row = d.get(key, self.visible)
+            return [] if row is None else [row]
         if key is None or (type(key) is tuple and None in key):
             return []
         bucket = self.state.get(key)
@@ -137,7 +134,7 @@ class Reader(Operator):
         return self._finish(out)
 
     def _held_rows(self) -> list[tuple]:
-        return self.dense.parts[0][self.dense.keys()].tolist()
+        return [row for _, row in self.dense.items()]
 
     def snapshot(self) -> Batch:
         if self.dense is not None:

@@ -186,13 +186,12 @@ def test_row_by_row_into_an_empty_state_types_the_parts():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.booleans(),
-       st.lists(st.lists(st.tuples(st.integers(0, 6), st.sampled_from([1, 2.5, "a", None]),
+@given(st.lists(st.lists(st.tuples(st.integers(0, 6), st.sampled_from([1, 2.5, "a", None]),
                                    st.sampled_from([1, -1])), max_size=8), max_size=12))
-def test_rows_one_at_a_time_match_a_sequential_model(whole, batches):
+def test_rows_one_at_a_time_match_a_sequential_model(batches):
     """apply_rows takes a batch delta by delta; one refused delta leaves the state as the
     batch found it (values of several types: typed parts turn into objects on the way)."""
-    d = DenseRows(1, whole=True) if whole else DenseRows(2)
+    d = DenseRows(2)
     model: dict = {}
     for batch in batches:
         want = dict(model)
@@ -205,7 +204,6 @@ def test_rows_one_at_a_time_match_a_sequential_model(whole, batches):
             else:
                 want = None
                 break
-        # a row is both forms' item: the whole row, or its two parts
         res = d.apply_rows([k for k, _, _ in batch], [(k, v) for k, v, _ in batch],
                            [s for _, _, s in batch])
         assert (res is None) == (want is None)

@@ -195,3 +195,36 @@ def test_select_list_applied_by_the_reader():
     r.process(0, dels((9, "a", 1), (7, "b", None)))
     assert r.lookup(1) == [(1, None)]
     assert r.all() == [(1, None)]
+
+
+def test_dense_form_keeps_columns_not_row_tuples_nulls_and_deletions_included():
+    """Each column in its own array (typed while its values allow), the row built when
+    read: values come back as the Python values that went in, NULLs as None."""
+    import numpy as np
+    r = Reader((0,), 3, 3)
+    n = 40
+    counts = np.empty(n, dtype=object)
+    counts[:] = [None if k % 3 == 0 else k for k in range(n)]       # a left join's padding
+    cols = [np.arange(n), np.arange(n) * 0.5, counts]
+    r.process(0, Batch.columnar(cols, np.ones(n, dtype=np.int64)))
+    assert [p.dtype for p in r.dense.parts] == [np.int64, np.float64, object]
+    row, = r.lookup(3)
+    assert row == (3, 1.5, None) and type(row[0]) is int and type(row[1]) is float
+    assert r.lookup(4) == [(4, 2.0, 4)]
+    # padding swapped for a count, and a row deleted, in one columnar batch
+    swap = Batch.columnar([np.array([3, 3, 4]), np.array([1.5, 1.5, 2.0]),
+                           np.array([None, 7, 4], dtype=object)],
+                          np.array([-1, 1, -1], dtype=np.int64))
+    r.process(0, swap)
+    assert r.lookup(3) == [(3, 1.5, 7)] and r.lookup(4) == []
+    # a few rows, one at a time: NULL in, row out
+    r.process(0, ins((4, None, None)))
+    r.process(0, dels((5, 2.5, 5)))
+    assert r.dense is not None
+    assert r.lookup(4) == [(4, None, None)] and r.lookup(5) == []
+    want = {(k, k * 0.5, None if k % 3 == 0 else k): 1 for k in range(n) if k not in (3, 4, 5)}
+    want[(3, 1.5, 7)] = want[(4, None, None)] = 1
+    assert ms(r.snapshot()) == want and len(r.all()) == n - 1
+    # a removal that does not match the row held: dicts from now on, nothing lost
+    r.process(0, dels((6, 3.0, 99)))
+    assert r.dense is None and r.lookup(6) == [(6, 3.0, None)]
