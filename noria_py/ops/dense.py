@@ -113,7 +113,7 @@ class DenseRows:
         at most once, every removal of the row held, every addition to a key left
         empty. Returns (keys whose row went and none came, keys that had no row and got
         one): where a left join's padding changes."""
-        if not self._fit(keys):
+        if len(parts) != len(self.parts) or not self._fit(keys):
             return None
         neg = signs == -1
         pos = signs == 1
