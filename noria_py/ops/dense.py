@@ -78,9 +78,14 @@ class DenseRows:
     """Up to one row per int key, as ``parts``: arrays indexed by key, each holding one
     column of the row, and ``present``, which keys hold a row. A part is int64 or
     float64 while every value put in it has been of that type (comparing, gathering and
-    storing such values touches no Python object), and an object array otherwise."""
+    storing such values touches no Python object), and an object array otherwise.
 
-    def __init__(self, parts: int) -> None:
+    ``key``: the part that is the key itself (a join's key column, a reader's), if the
+    caller derives the keys from it: a row read is then built with the key in its place
+    rather than from that part's array, one memory access less per lookup."""
+
+    def __init__(self, parts: int, key: int | None = None) -> None:
+        self.key = key
         self.present = np.zeros(0, dtype=bool)
         self.parts = [np.empty(0, dtype=object) for _ in range(parts)]
         self._getters: dict = {}   # width -> key -> row (``get``); cleared when a part is replaced
@@ -228,7 +233,7 @@ class DenseRows:
         row = self._getters.get(width)
         if row is None:
             row = self._getters[width] = _row_getter(
-                self.present, self.parts if width is None else self.parts[:width])
+                self.present, self.parts if width is None else self.parts[:width], self.key)
         return row
 
     def gather(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -254,12 +259,22 @@ class DenseRows:
         return zip(keys.tolist(), zip(*[p[keys].tolist() for p in self.parts]))
 
 
-def _row_getter(present: np.ndarray, parts: list[np.ndarray]):
-    """int key -> the tuple of ``parts``' values at key, or None where ``present`` says
-    no row: a reader's lookup, written out for the usual widths (a comprehension costs
-    more than the three values it reads)."""
+def _same(k: int) -> int:
+    return k
+
+
+def _row_getter(present: np.ndarray, parts: list[np.ndarray], key: int | None):
+    """int key -> the tuple of ``parts``' values at key (at position ``key``, the key),
+    or None where ``present`` says no row: a reader's lookup, written out for the usual
+    widths (a comprehension costs more than the three values it reads)."""
     size, has = len(present), present.item
-    item = [p.item for p in parts]
+    item = [_same if i == key else p.item for i, p in enumerate(parts)]
+    if key == 0 and len(item) == 3:         # an id first: the commonest view shape
+        _, b, c = item
+        return lambda k: (k, b(k), c(k)) if 0 <= k < size and has(k) else None
+    if key == 0 and len(item) == 2:
+        _, b = item
+        return lambda k: (k, b(k)) if 0 <= k < size and has(k) else None
     if len(item) == 1:
         a, = item
         return lambda k: (a(k),) if 0 <= k < size and has(k) else None

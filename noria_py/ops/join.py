@@ -48,7 +48,8 @@ class Join(Operator):
         # probe finds both sides of a key
         self.sides: dict = {}
         self.dense: tuple[DenseRows, DenseRows] | None = (
-            (DenseRows(self.left_width), DenseRows(len(self.pad)))
+            (DenseRows(self.left_width, self.left_keys[0]),
+             DenseRows(len(self.pad), self.right_keys[0]))
             if len(self.left_keys) == 1 else None)
 
     def process(self, port: int, batch: Batch) -> Batch:

@@ -57,7 +57,7 @@ class Reader(Operator):
 
     def reset(self) -> None:
         self.state: dict = {}      # key -> bucket of rows (state.index_add)
-        self.dense: DenseRows | None = DenseRows(self.width) if len(self.key) == 1 else None
+        self.dense: DenseRows | None = DenseRows(self.width, self.key[0]) if len(self.key) == 1 else None
 
     def process(self, port: int, batch: Batch) -> Batch:
         if self.select is not None:

@@ -186,12 +186,14 @@ def test_row_by_row_into_an_empty_state_types_the_parts():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(0, 6), st.sampled_from([1, 2.5, "a", None]),
+@given(st.booleans(),
+       st.lists(st.lists(st.tuples(st.integers(0, 6), st.sampled_from([1, 2.5, "a", None]),
                                    st.sampled_from([1, -1])), max_size=8), max_size=12))
-def test_rows_one_at_a_time_match_a_sequential_model(batches):
+def test_rows_one_at_a_time_match_a_sequential_model(key_part, batches):
     """apply_rows takes a batch delta by delta; one refused delta leaves the state as the
     batch found it (values of several types: typed parts turn into objects on the way)."""
-    d = DenseRows(2)
+    # with key_part, rows are read with the key in place of part 0 (which holds it)
+    d = DenseRows(2, key=0 if key_part else None)
     model: dict = {}
     for batch in batches:
         want = dict(model)
@@ -214,3 +216,13 @@ def test_rows_one_at_a_time_match_a_sequential_model(batches):
         assert dict(d.items()) == model and len(d) == len(model)
         for k in range(7):
             assert d.get(k) == model.get(k)
+
+
+def test_a_key_part_is_read_from_the_key():
+    # the part named as the key is never read for a row: the key stands in for it
+    d = DenseRows(3, key=1)
+    d.apply(np.array([4, 9]), [np.array(["a", "b"], dtype=object), np.array([4, 9]),
+                               np.array([0.5, None], dtype=object)], np.array([1, 1]))
+    d.parts[1][:] = -1          # what the array holds no longer matters
+    assert d.get(4) == ("a", 4, 0.5) and d.get(9) == ("b", 9, None)
+    assert d.get(4, 2) == ("a", 4) and d.get(5) is None and d.get(10 ** 9) is None
