@@ -5,7 +5,9 @@ domain, which keeps recovery per node (a failed node is exactly one domain) at t
 cost of a queue hop per operator, negligible next to batches of hundreds of rows.
 
 With tree clocks on, a domain also keeps what Yuan's recovery protocol needs:
-its clock, a diff log (one diff per message received), a payload log per outgoing
+its clock, a diff log (one diff per message received; each diff is built as its
+path, a small tuple, and written into the log's array and merged into the clock
+in bulk, whenever either is read or 64 have piled up), a payload log per outgoing
 edge (every message it sent, by reference: batches are immutable; none to a reader,
 which recovery rebuilds from this node's state instead), and the times it
 last saw from each parent. Every processed message yields a message to every child,
@@ -20,6 +22,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from treeclock import receive_path
+
 from .batch import Batch
 from .graph import Graph, Node
 from .messages import Message
@@ -27,10 +31,16 @@ from .messages import Message
 if TYPE_CHECKING:  # pragma: no cover
     from treeclock import TreeClocks
 
-#: how often (in messages handled) a domain acknowledges progress to its parents
+#: how often (in messages handled) a domain acknowledges progress to its parents...
 ACK_EVERY = 32
+#: ...counting a message one more for each ACK_ROWS rows it carries: an edge's payload
+#: log is trimmed after about ACK_EVERY messages or ACK_EVERY * ACK_ROWS rows, whichever
+#: comes first (big batches kept for long push the engine's own state out of the caches)
+ACK_ROWS = 32
 #: compact the diff log when it holds this many diffs
 COMPACT_AT = 256
+#: apply the diffs built since the last time (log and clock) once this many pile up
+FLUSH_EVERY = 64
 
 
 class DomainInfo(NamedTuple):
@@ -61,26 +71,54 @@ class Domain:
 
     def reset_clock_state(self) -> None:
         self.edges = {}
-        self.clock: np.ndarray | None = None
-        self.diffs = None
+        self._clock: np.ndarray | None = None
+        self._diffs = None
+        self.pending: list[int] = []    # diffs not yet applied, as paths one after another
         self.summary: np.ndarray | None = None   # merge of the diffs compacted away
-        self.last_diff: np.ndarray | None = None
+        self.last_diff: tuple | None = None       # as a path (treeclock.receive_path)
         self.payload: dict[str, deque[Message]] = {}
         self.progress: dict[str, tuple[int, dict[str, int]]] = {}  # child -> acked times
         self.parent_low: dict[str, int] = {}
         self.low = 0
         self.unacked = 0
+        self.report_plan: list | None = None    # progress_report's clock positions
 
     def attach_clocks(self, tc: "TreeClocks | None") -> None:
         """Use ``tc`` (rebuilt by the runtime whenever the graph grows)."""
         self.tc = tc
-        self.edges: dict[str | None, tuple] = {}      # parent -> tc.edge(...), filled lazily
-        if tc is not None and self.clock is None:
+        self.edges: dict[str | None, tuple] = {}  # parent -> tc.path_edge(...), filled lazily
+        if tc is not None and self._clock is None:
             num = self.node.num
-            self.clock = tc.zero(num)
-            self.clock[0] = self.time
-            self.diffs = tc.new_log(num)
+            self._clock = tc.zero(num)
+            self._clock[0] = self.time
+            self._diffs = tc.new_log(num)
             self.summary = tc.zero(num)
+            self.pending = []
+        if tc is not None:
+            self.flush_len = FLUSH_EVERY * (tc.depth + 2)
+        self.report_plan = None
+
+    @property
+    def clock(self) -> np.ndarray | None:
+        if self.pending:
+            self.flush()
+        return self._clock
+
+    @property
+    def diffs(self):
+        if self.pending:
+            self.flush()
+        return self._diffs
+
+    def flush(self) -> None:
+        """Apply the diffs built since the last flush to the log and the clock."""
+        self.tc.apply_paths(self.node.num, self.pending, self._clock, self._diffs)
+        self.pending = []
+        if len(self._diffs) >= COMPACT_AT:
+            if self.node.parents:
+                self.compact_diffs()
+            else:
+                self._diffs.clear()     # a base's diffs hold only its own time
 
     # ------------------------------------------------------------ messages
 
@@ -95,13 +133,12 @@ class Domain:
         if tc is not None:
             edge = self.edges.get(src)
             if edge is None:
-                edge = self.edges[src] = tc.edge(self.node.num, self.graph.nodes[src].num)
-            # the engine's own arrays: the unchecked call (diffs from elsewhere are
-            # decoded, and checked, where they enter)
-            self.last_diff = tc.receive_fast(edge, msg.clock, self.clock, self.diffs)
+                edge = self.edges[src] = tc.path_edge(self.node.num, self.graph.nodes[src].num)
+            diff = self.last_diff = receive_path(edge, msg.clock, self.time)
+            self.pending += diff
             self.parent_low[src] = msg.low
-            if len(self.diffs) >= COMPACT_AT:
-                self.compact_diffs()
+            if len(self.pending) >= self.flush_len:
+                self.flush()
         out = self.node.op.process(self.ports[src], msg.batch)
         return self.emit(out)
 
@@ -111,12 +148,11 @@ class Domain:
         if self.tc is not None:
             edge = self.edges.get(None)
             if edge is None:
-                edge = self.edges[None] = self.tc.edge(self.node.num, None)
-            self.last_diff = self.tc.receive_fast(edge, None, self.clock, self.diffs)
-            if len(self.diffs) >= COMPACT_AT:
-                # a base's diffs hold only its own time; a new log, since messages in
-                # flight still point into the old one's rows
-                self.diffs = self.tc.new_log(self.node.num)
+                edge = self.edges[None] = self.tc.path_edge(self.node.num, None)
+            diff = self.last_diff = receive_path(edge, None, self.time)
+            self.pending += diff
+            if len(self.pending) >= self.flush_len:
+                self.flush()
         return self.emit(self.node.op.process(0, batch))
 
     def emit(self, out: Batch | list[Batch]) -> list[Message]:
@@ -164,7 +200,8 @@ class Domain:
         """Restart an empty (recovered) node at ``time`` with ``clock``, having taken
         each parent's output up to ``last_seen``."""
         self.attach_clocks(self.tc)
-        self.clock = clock.copy()
+        self._clock = clock.copy()
+        self.pending = []
         self.time = time
         self.last_seen = dict(last_seen)
         self.alive = True
@@ -222,24 +259,40 @@ class Domain:
 
     # ------------------------------------------------------------ garbage collection
 
+    def ack_due(self, batch: Batch) -> bool:
+        """Count a handled message toward the next acknowledgement (see ACK_ROWS); True
+        when it is due. Never without clocks: there are no logs to trim."""
+        self.unacked += 1 + len(batch) // ACK_ROWS
+        return self.unacked >= ACK_EVERY and self.tc is not None
+
     def progress_report(self) -> list[tuple[str, int, dict[str, int], bool]]:
         """What this node tells each parent B about how far it has got: its time on B's
         last message and, per grandparent A, the entry of its clock on the (self, B, A)
         path; the last flag says its own state reflects them (it has no children)."""
         self.unacked = 0
-        nodes = self.graph.nodes
+        plan = self.report_plan
+        if plan is None:
+            plan = self.report_plan = self._plan_report()
+        clock = self.clock
+        last_seen = self.last_seen
         childless = not self.node.children
+        return [(b_id, last_seen.get(b_id, 0),
+                 {a_id: int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
+                 childless)
+                for b_id, grand in plan]
+
+    def _plan_report(self) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
+        """Per parent B, the clock position of each (self, B, A) path."""
+        nodes = self.graph.nodes
         layout = self.tc.layout(self.node.num) if self.tc is not None else None
-        reports = []
+        plan = []
         for b_id in self.node.parents:
-            paths = {}
-            if layout is not None:
-                b = nodes[b_id]
-                for a_id in b.parents:
-                    pos = layout.position((self.node.num, b.num, nodes[a_id].num))
-                    paths[a_id] = int(self.clock[pos])
-            reports.append((b_id, self.last_seen.get(b_id, 0), paths, childless))
-        return reports
+            b = nodes[b_id]
+            grand = () if layout is None else tuple(
+                (a_id, layout.position((self.node.num, b.num, nodes[a_id].num)))
+                for a_id in b.parents)
+            plan.append((b_id, grand))
+        return plan
 
     def on_progress(self, child: str, time: int, paths: dict[str, int],
                     childless: bool) -> list[tuple[str, int]]:
@@ -248,12 +301,16 @@ class Domain:
         parent's messages to this node."""
         if childless:
             self.truncate(child, time)
-        self.progress[child] = (time, paths)
+        progress = self.progress
+        progress[child] = (time, paths)
         children = self.node.children
-        if not all(ch in self.progress for ch in children):
+        if len(children) == 1 and children[0] == child:   # the usual case
+            self.low = time
+            return [(a, paths.get(a, 0)) for a in self.node.parents]
+        if not all(ch in progress for ch in children):
             return []
-        self.low = min(self.progress[ch][0] for ch in children)
-        return [(a, min(self.progress[ch][1].get(a, 0) for ch in children))
+        self.low = min(progress[ch][0] for ch in children)
+        return [(a, min(progress[ch][1].get(a, 0) for ch in children))
                 for a in self.node.parents]
 
     def truncate(self, child: str, level: int) -> None:
@@ -280,9 +337,8 @@ class Domain:
             return
         np.maximum(self.summary, rows[drop].max(axis=0), out=self.summary)
         kept = rows[~drop]
-        # a new log rather than clearing this one: sent messages point into its rows
-        self.diffs = tc.new_log(self.node.num, capacity=max(16, 2 * len(kept)))
-        self.diffs.extend(kept)
+        self._diffs.clear()          # no message points into its rows: diffs travel as paths
+        self._diffs.extend(kept)
 
     def log_rows(self) -> np.ndarray:
         """This node's diffs, preceded by the summary of the compacted ones."""

@@ -20,7 +20,7 @@ from . import kernels as K
 from .errors import TreeClockError, check_depth, normalize_graph
 from .layout import Layout
 
-__all__ = ["TreeClocks", "DiffLog"]
+__all__ = ["TreeClocks", "DiffLog", "receive_path"]
 
 _I64 = np.dtype(np.int64)
 _ndarray = np.ndarray
@@ -28,6 +28,7 @@ _NO_DIFF = np.zeros(1, dtype=np.int64)  # stands in for the diff of an outside i
 _empty = np.empty
 _NO_GATHER = np.zeros(0, dtype=np.int64)
 _MAX_TIME = 2**63 - 1
+_INT = {int}
 
 
 def _make_diff_first(out, parent_diff, start, gather, new_time):
@@ -55,6 +56,33 @@ def _receive_first(clock, rows, n, parent_diff, start, gather):
 
 
 _receive = _receive_first
+
+
+def receive_path(edge: tuple, parent_path: tuple | None, new_time: int) -> tuple:
+    """A receipt's diff as its path, from the diff the message carried (also a path).
+
+    A diff is non-zero only along one path from the root (the receiver's own time,
+    then the sender's, then the sender's sender's...), so it is fully given by the
+    position of its deepest entry and ``depth + 1`` times from the root: the tuple
+    ``(leaf, t_0, .., t_depth)``, the body :mod:`treeclock.codec` encodes. Building
+    one is a dict lookup and a tuple, with no array touched;
+    :meth:`TreeClocks.apply_paths` later writes many into a log and a clock in one
+    kernel call. ``edge`` comes from :meth:`TreeClocks.path_edge`. Unchecked but for
+    the leaf: ``parent_path`` must be a tuple of ``depth + 2`` ints (times are checked
+    when applied).
+    """
+    leaves, cut = edge
+    if parent_path is None:
+        if leaves is not None:
+            raise TreeClockError("a message from a parent must carry its diff")
+        return (0, new_time) + cut
+    try:
+        leaf = leaves[parent_path[0]]
+    except (KeyError, TypeError, IndexError):
+        if leaves is None:
+            raise TreeClockError("an input from outside the dataflow carries no diff") from None
+        raise TreeClockError(f"malformed diff path {parent_path!r}: no such entry in the sender's clock") from None
+    return (leaf, new_time) + parent_path[1:cut]
 
 
 class DiffLog:
@@ -383,6 +411,60 @@ class TreeClocks:
             raise TreeClockError("time would overflow int64")
         log._n = n + 1
         return rows[n]
+
+    def path_edge(self, receiver: int, parent) -> tuple:
+        """The edge ``parent -> receiver`` for :func:`receive_path`: where each of the
+        parent's entries lands in the receiver's clock, one level deeper and cut to
+        the depth (``parent=None``: an input from outside). Checked once, here."""
+        start, gather, pshape, _ = self._edge(receiver, parent)
+        if pshape is None:
+            return None, (0,) * self.depth
+        lay = self.layouts[receiver]
+        keep = self.depth + 1
+        leaves = {pos: lay.index[((receiver,) + path)[:keep]]
+                  for pos, path in enumerate(self.layouts[parent].paths)}
+        return leaves, keep
+
+    def apply_paths(self, node: int, paths, clock: np.ndarray, log: DiffLog) -> None:
+        """Append the diffs given as paths (:func:`receive_path`), flattened one after
+        the other in ``paths`` (a sequence of ints), to ``log`` and merge them into
+        ``clock``, in one kernel call. A malformed path raises, and then neither the
+        log nor the clock has changed."""
+        lay = self._arr(node, clock)
+        width = self.depth + 2
+        if type(log) is not DiffLog or log.node != lay.root or log._rows.shape[1] != lay.size:
+            raise TreeClockError(f"log must be node {lay.root}'s DiffLog (from new_log({lay.root}))")
+        if not set(map(type, paths)) <= _INT:
+            raise TreeClockError(f"diff paths of node {lay.root} must be ints")
+        try:
+            flat = np.fromiter(paths, dtype=np.int64, count=len(paths))
+        except OverflowError:
+            raise TreeClockError(f"diff paths of node {lay.root} must be int64 ints") from None
+        if len(flat) % width:
+            raise TreeClockError(f"diff paths of node {lay.root} come {width} ints each, got {len(flat)}")
+        k = len(flat) // width
+        n = log._n
+        while n + k > log._rows.shape[0]:
+            log._grow()
+        bad = K.apply_paths(clock, log._rows, n, flat.reshape(k, width), lay.up, lay.level)
+        if bad:
+            path = tuple(flat[(bad - 1) * width : bad * width].tolist())
+            raise TreeClockError(f"malformed diff path {path} for node {lay.root}")
+        log._n = n + k
+
+    def path_of(self, node: int, diff: np.ndarray) -> tuple:
+        """A diff array as its path ``(leaf, t_0 .. t_depth)``."""
+        lay = self._arr(node, diff, "diff")
+        body = np.empty(self.depth + 2, dtype=np.int64)
+        if K.diff_body(body, diff, lay.up, lay.level) < 0:
+            raise TreeClockError(f"not a diff of node {lay.root}: its entries do not lie on one path")
+        return tuple(body.tolist())
+
+    def diff_of(self, node: int, path) -> np.ndarray:
+        """A diff given as its path, as an array of ``node``'s layout."""
+        clock, log = self.zero(node), self.new_log(node, 1)
+        self.apply_paths(node, tuple(path), clock, log)
+        return log[0].copy()
 
     def time_at(self, node: int, clock: np.ndarray, path) -> int:
         """The time at ``path`` in ``node``'s clock, e.g. ``(C, B)`` or ``(C, B, A)``."""

@@ -34,6 +34,7 @@ __all__ = [
     "chain_times",
     "diff_body",
     "expand_chain",
+    "apply_paths",
     "min_value",
 ]
 
@@ -217,6 +218,31 @@ def expand_chain(out, leaf, times, up, level):
     while p >= 0:
         out[p] = times[level[p]]
         p = up[p]
+    return 0
+
+
+@njit(cache=True)
+def apply_paths(clock, rows, n, paths, up, level):
+    """Expand each diff given as its path (a row of ``paths``: leaf, then the times
+    from the root) into ``rows[n + i]``, then merge them all into ``clock``.
+
+    Returns 0, or 1 + the index of the first malformed path; then nothing is merged
+    (rows from ``n`` on may have been written: the caller has not counted them).
+    """
+    size = clock.shape[0]
+    for i in range(paths.shape[0]):
+        leaf = paths[i, 0]
+        if leaf < 0 or leaf >= size:
+            return i + 1
+        if expand_chain(rows[n + i], leaf, paths[i, 1:], up, level) != 0:
+            return i + 1
+    for i in range(paths.shape[0]):
+        p = paths[i, 0]
+        while p >= 0:
+            v = rows[n + i, p]
+            if v > clock[p]:
+                clock[p] = v
+            p = up[p]
     return 0
 
 

@@ -15,7 +15,7 @@ import random
 from collections import deque
 
 from ..batch import Batch
-from ..domain import ACK_EVERY, Domain, DomainInfo
+from ..domain import Domain, DomainInfo
 from ..errors import RecoveryError
 from ..graph import Graph, Node
 from ..messages import Message
@@ -132,8 +132,7 @@ class EmbeddedRuntime:
             self.trace.append((m.src, m.dst, m.time))
         if out:
             self.send_all(out)
-        d.unacked += 1
-        if d.unacked >= ACK_EVERY:
+        if d.ack_due(m.batch):
             self.ack(d)
 
     def step(self) -> bool:

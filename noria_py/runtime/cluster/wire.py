@@ -295,10 +295,7 @@ def decode_batch(obj: Any) -> Batch:
 
 
 def encode_message(msg: Message) -> list:
-    clock = msg.clock
-    if clock is not None:
-        clock = np.ascontiguousarray(clock, dtype="<i8").tobytes()
-    return [msg.src, msg.dst, encode_batch(msg.batch), msg.time, clock, msg.low]
+    return [msg.src, msg.dst, encode_batch(msg.batch), msg.time, msg.clock, msg.low]
 
 
 def decode_message(obj: Any) -> Message:
@@ -308,9 +305,13 @@ def decode_message(obj: Any) -> Message:
     if not (type(src) is str and type(dst) is str and type(time) is int and type(low) is int):
         raise ProtocolError("a message's src and dst must be strings, its time and low integers")
     if clock is not None:
-        if type(clock) is not bytes or len(clock) % 8:
-            raise ProtocolError("a message's clock must be bytes of int64 values")
-        clock = np.frombuffer(clock, dtype="<i8").copy()
+        # a diff as its path (treeclock.receive_path); the receiver checks that the
+        # path fits the sender's clock, and its times when it applies it
+        if not (isinstance(clock, (tuple, list)) and 2 <= len(clock) <= 64
+                and set(map(type, clock)) <= {int}):
+            raise ProtocolError("a message's clock must be an array of integers "
+                                "(a diff's path: leaf, then times)")
+        clock = tuple(clock)
     return Message(src, dst, decode_batch(batch), time, clock, low)
 
 

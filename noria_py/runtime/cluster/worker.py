@@ -30,7 +30,7 @@ import threading
 from sql_frontend import wire as plan_wire
 
 from ...batch import Batch
-from ...domain import ACK_EVERY, Domain
+from ...domain import Domain
 from ...errors import Error
 from ...graph import Graph, Node
 from ...planner import Planner
@@ -129,8 +129,7 @@ class Worker:
             return
         if out:
             self.emit(out)
-        d.unacked += 1
-        if d.unacked >= ACK_EVERY:
+        if d.ack_due(m.batch):
             self.report_progress(d)
 
     def report_progress(self, c: Domain) -> None:
@@ -279,13 +278,14 @@ class Worker:
 def warm_up() -> None:
     """Load the compiled tree-clock kernels now (0.2 s from Numba's cache), not in the
     middle of the first recovery this worker is a spare for."""
-    from treeclock import TreeClocks
+    from treeclock import TreeClocks, receive_path
     tc = TreeClocks({1: (), 2: (1,)}, DEPTH)
     clock, log = tc.zero(1), tc.new_log(1)
-    diff = tc.receive_fast(tc.edge(1, None), None, clock, log)
+    diff = receive_path(tc.path_edge(1, None), None, 1)
+    tc.apply_paths(1, diff, clock, log)
     clock2, log2 = tc.zero(2), tc.new_log(2)
-    tc.receive_fast(tc.edge(2, 1), diff, clock2, log2)
-    tc.merge_into(2, clock2, tc.make_diff(2, 1, diff, 2))
+    tc.apply_paths(2, receive_path(tc.path_edge(2, 1), diff, 1), clock2, log2)
+    tc.merge_into(2, clock2, tc.make_diff(2, 1, log[0], 2))
     tc.t_star(1, {2: log2.rows}, 1)
 
 
