@@ -31,12 +31,8 @@ from .messages import Message
 if TYPE_CHECKING:  # pragma: no cover
     from treeclock import TreeClocks
 
-#: how often (in messages handled) a domain acknowledges progress to its parents...
+#: how often (in messages handled) a domain acknowledges progress to its parents
 ACK_EVERY = 32
-#: ...counting a message one more for each ACK_ROWS rows it carries: an edge's payload
-#: log is trimmed after about ACK_EVERY messages or ACK_EVERY * ACK_ROWS rows, whichever
-#: comes first (big batches kept for long push the engine's own state out of the caches)
-ACK_ROWS = 32
 #: compact the diff log when it holds this many diffs
 COMPACT_AT = 256
 #: apply the diffs built since the last time (log and clock) once this many pile up
@@ -259,10 +255,10 @@ class Domain:
 
     # ------------------------------------------------------------ garbage collection
 
-    def ack_due(self, batch: Batch) -> bool:
-        """Count a handled message toward the next acknowledgement (see ACK_ROWS); True
-        when it is due. Never without clocks: there are no logs to trim."""
-        self.unacked += 1 + len(batch) // ACK_ROWS
+    def ack_due(self) -> bool:
+        """Count a handled message toward the next acknowledgement; True when it is
+        due. Never without clocks: there are no logs to trim."""
+        self.unacked += 1
         return self.unacked >= ACK_EVERY and self.tc is not None
 
     def progress_report(self) -> list[tuple[str, int, dict[str, int], bool]]:

@@ -132,7 +132,7 @@ class EmbeddedRuntime:
             self.trace.append((m.src, m.dst, m.time))
         if out:
             self.send_all(out)
-        if d.ack_due(m.batch):
+        if d.ack_due():
             self.ack(d)
 
     def step(self) -> bool:

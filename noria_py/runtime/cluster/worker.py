@@ -129,7 +129,7 @@ class Worker:
             return
         if out:
             self.emit(out)
-        if d.ack_due(m.batch):
+        if d.ack_due():
             self.report_progress(d)
 
     def report_progress(self, c: Domain) -> None:
