@@ -292,7 +292,7 @@ def plot_recovery(results: dict[str, dict[int, float]], path: str, shards: int) 
 def run_overhead(argv: list[str]) -> int:
     """The seed's Figure 3: propagation time at rising offered load, clocks on and off
     (``overhead.py``)."""
-    from .overhead import GC_MODES, plot, sweep
+    from .overhead import GC_MODES, per_insert, plot, sweep
     p = argparse.ArgumentParser(prog="noria-py bench overhead")
     p.add_argument("--articles", type=int, default=100_000)
     p.add_argument("--prefill", type=int, default=200_000, help="votes loaded first")
@@ -305,10 +305,28 @@ def run_overhead(argv: list[str]) -> int:
                    help="tuned: noria_py.tune_gc(); default: Python's policy; paused: the "
                    "collector off during each run (a diagnostic)")
     p.add_argument("--default-gc", action="store_true", help="the same as --gc default")
+    p.add_argument("--max-once", action="store_true",
+                   help="measure the maximum once, at the start (before session 7: "
+                   "before each load point)")
+    p.add_argument("--per-insert", default=None, metavar="BATCHES",
+                   help="instead of the sweep: the clocks' cost per insert of each of these "
+                   "batch sizes (e.g. 1,20,100,1000), on and off taking turns insert by insert")
+    p.add_argument("--inserts", type=int, default=6000, help="per batch size, with --per-insert")
     a = p.parse_args(argv)
+    if a.per_insert:
+        print(f"clocks' cost per insert: vote, {a.articles:,} articles, 100,000 votes first; "
+              f"{a.inserts:,} inserts per batch size (fewer for big batches), on and off "
+              "taking turns; medians")
+        print(f"{'votes':>6} {'off µs':>9} {'on µs':>9} {'on - off µs':>12} {'cost':>7}")
+        for b in (int(x) for x in a.per_insert.split(",")):
+            r = per_insert(b, max(200, min(a.inserts, 2_000_000 // b)), a.articles)
+            print(f"{b:>6} {r['off']:>9.1f} {r['on']:>9.1f} {r['paired']:>+12.2f} "
+                  f"{100 * r['paired'] / r['off']:>+6.1f}%")
+        return 0
     fractions = [float(x) for x in a.fractions.split(",")]
     gc_mode = "default" if a.default_gc else a.gc
-    r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, gc_mode)
+    r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, gc_mode,
+              max_each=not a.max_once)
     print(f"overhead: vote, {a.articles:,} articles, {a.prefill:,} votes first; half lookups, "
           f"half votes; per point, {a.repeats} runs of {a.seconds:g} s per setting, taking turns; "
           f"gc {gc_mode}")

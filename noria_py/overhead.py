@@ -13,7 +13,10 @@ turns in short runs (a quarter of a second by default), many times per point, an
 figure pools its setting's runs: both see the same drift. The maximum load is each
 setting's ops over its time across all its as-fast-as-possible runs (sustained: the
 collector's pauses land in some runs and are counted); the sweep then offers fractions
-of the slower maximum to both.
+of the slower maximum to both, measured again before each load point.
+
+``per_insert`` measures the clocks' cost without the open loop: the two settings take
+turns insert by insert.
 """
 from __future__ import annotations
 
@@ -117,12 +120,17 @@ def _ops_per_s(runs: list[dict], ops: int) -> float:
 
 
 def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
-          repeats: int, gc_mode: str = "tuned") -> dict:
+          repeats: int, gc_mode: str = "tuned", max_each: bool = True) -> dict:
     """``repeats`` turns per setting of ``seconds`` each, at full speed and at each
     fraction of the maximum. {clocks: {"max": ops/s, "max_runs": [ops/s per run],
-    fraction: {"ops": .., "p50": .., "p95": .., "p99": .., "p50_runs": [per run]}},
-    "paired": {fraction: median over turns of (p50 on / p50 off of the two runs side
-    by side) - 1}}"""
+    fraction: {"ops": .., "p50": .., "p95": .., "p99": .., "p50_runs": [per run],
+    "top": the maximum the fraction was taken of}}, "paired": {fraction: median over
+    turns of (p50 on / p50 off of the two runs side by side) - 1}}
+
+    With ``max_each`` the maximum is measured again (a quarter of ``repeats`` turns)
+    before each load point after the first: the VM's speed drifts over the minutes a
+    sweep takes, and a maximum measured at the start put "80%" past the knee in some
+    sweeps and well below it in others. "max" pools every full-speed run."""
     if gc_mode not in GC_MODES:
         raise Error(f"gc mode {gc_mode!r}: expected one of {', '.join(GC_MODES)}")
     out: dict = {True: {}, False: {}, "paired": {}}
@@ -135,13 +143,19 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
     # maximum load: each run sized by a first short one to last about ``seconds``
     size = {c: max(2000, int(run_at(pairs[0][c], None, 60_000, articles, 0)["ops"] * seconds))
             for c in (True, False)}
-    full = _turns(pairs, repeats, gc_mode,
-                  lambda db, rep: run_at(db, None, size[db.clocks], articles, seed=rep))
-    for c in (True, False):
-        out[c]["max_runs"] = [r["ops"] for r in full[c]]
-        out[c]["max"] = _ops_per_s(full[c], size[c])
-    top = min(out[True]["max"], out[False]["max"])
-    for f in fractions:
+    full: dict = {True: [], False: []}
+
+    def maximum(turns: int, seed: int) -> float:
+        runs = _turns(pairs, turns, gc_mode,
+                      lambda db, rep: run_at(db, None, size[db.clocks], articles, seed=seed + rep))
+        for c in (True, False):
+            full[c].extend(runs[c])
+        return min(_ops_per_s(runs[c], size[c]) for c in (True, False))
+
+    top = maximum(repeats, 0)
+    for i, f in enumerate(fractions):
+        if max_each and i:
+            top = maximum(max(2, repeats // 4), 1000 * i)
         rate = f * top
         ops = max(200, int(rate * seconds))
         runs = _turns(pairs, repeats, gc_mode,
@@ -149,16 +163,53 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
         for c in (True, False):
             lat = [x for r in runs[c] for x in r["lat"]]
             p50, p95, p99 = np.percentile(lat, [50, 95, 99])
-            out[c][f] = {"rate": rate, "ops": _ops_per_s(runs[c], ops),
+            out[c][f] = {"rate": rate, "top": top, "ops": _ops_per_s(runs[c], ops),
                          "p50": float(p50), "p95": float(p95), "p99": float(p99),
                          "p50_runs": [float(np.median(r["lat"])) for r in runs[c]]}
         out["paired"][f] = float(np.median([on / off - 1 for on, off in
                                             zip(out[True][f]["p50_runs"],
                                                 out[False][f]["p50_runs"])]))
+    for c in (True, False):
+        out[c]["max_runs"] = [r["ops"] for r in full[c]]
+        out[c]["max"] = _ops_per_s(full[c], size[c])
     for pair in pairs:
         for db in pair.values():
             db.close()
     return out
+
+
+def per_insert(batch: int, inserts: int, articles: int = 100_000,
+               prefill: int = 100_000) -> dict:
+    """The clocks' cost per insert of ``batch`` votes: two databases, on and off, take
+    turns insert by insert (which goes first alternating), the same rows to both, the
+    collector tuned and a full collection every 2,000 inserts. Pairing each insert with
+    its neighbour cancels the VM's drift, which runs over seconds, so a difference of a
+    few µs in 500 shows. Returns medians (µs): on, off, and of on - off per pair."""
+    dbs = {c: _db(c, articles, prefill) for c in (False, True)}
+    tune_gc()
+    rng = np.random.default_rng(1)
+    votes = {c: db.table("vote") for c, db in dbs.items()}
+    times: dict = {True: [], False: []}
+    clock = time.perf_counter
+    gc.disable()
+    try:
+        for i in range(inserts):
+            rows = list(zip(rng.integers(0, articles, batch).tolist(),
+                            rng.integers(1 << 30, 1 << 31, batch).tolist()))
+            for c in ((False, True) if i % 2 else (True, False)):
+                t = clock()
+                votes[c].insert(rows)
+                times[c].append(clock() - t)
+            if i % 2000 == 1999:
+                gc.collect()
+    finally:
+        gc.enable()
+        for db in dbs.values():
+            db.close()
+    on, off = (np.array(times[c]) * 1e6 for c in (True, False))
+    return {"on": float(np.median(on)), "off": float(np.median(off)),
+            "paired": float(np.median(on - off))}
+
 
 
 def plot(result: dict, fractions: list[float], path: str) -> None:

@@ -19,13 +19,35 @@ def test_sweep_reports_both_settings_and_paired_costs(mode):
         gc.set_threshold(*was[0])
     assert gc.isenabled() == was[1]         # "paused" turns the collector back on
     for c in (True, False):
-        assert r[c]["max"] > 0 and len(r[c]["max_runs"]) == 2
+        assert r[c]["max"] > 0 and len(r[c]["max_runs"]) == 4    # 2 turns, 2 again
         for f in (0.5, 1.0):
             point = r[c][f]
-            assert point["rate"] == pytest.approx(f * min(r[True]["max"], r[False]["max"]))
+            assert point["rate"] == pytest.approx(f * point["top"]) and point["top"] > 0
             assert 0 < point["p50"] <= point["p95"] <= point["p99"]
             assert len(point["p50_runs"]) == 2
     assert set(r["paired"]) == {0.5, 1.0}
+
+
+def test_sweep_can_measure_the_maximum_once():
+    was = gc.get_threshold()
+    try:
+        r = overhead.sweep(articles=200, prefill=1000, seconds=0.05, fractions=[0.5, 1.0],
+                           repeats=2, max_each=False)
+    finally:
+        gc.set_threshold(*was)
+    assert len(r[True]["max_runs"]) == 2
+    top = min(r[True]["max"], r[False]["max"])
+    assert r[True][0.5]["rate"] == pytest.approx(0.5 * top)
+
+
+def test_per_insert_pairs_on_and_off():
+    was = gc.get_threshold()
+    try:
+        r = overhead.per_insert(batch=3, inserts=40, articles=200, prefill=1000)
+    finally:
+        gc.set_threshold(*was)
+    assert gc.isenabled()
+    assert r["on"] > 0 and r["off"] > 0 and isinstance(r["paired"], float)
 
 
 def test_run_at_offers_half_reads_half_votes():
