@@ -107,6 +107,32 @@ def test_receive_fast(benchmark, world):
     benchmark(op)
 
 
+def test_receive_path(benchmark, world):
+    """What the engine does per message since session 7: the diff as a path (a tuple),
+    applied to the log and clock 32 at a time (the cost of that call shared out)."""
+    from treeclock import receive_path
+    benchmark.group = "receive_path + apply_paths / 32: the engine's receipt (depth 3, fan-in 4)"
+    tc = world.tc
+    if not hasattr(tc, "path_edge"):
+        pytest.skip("the reference version builds no paths")
+    clock = tc.merge(RECEIVER, world.clock, world.diff)
+    log = tc.new_log(RECEIVER)
+    edge = tc.path_edge(RECEIVER, PARENT)
+    parent_path = tc.path_of(PARENT, world.parent_diff)
+    state = {"t": int(clock[0]), "pending": []}
+
+    def op():
+        state["t"] += 1
+        state["pending"] += receive_path(edge, parent_path, state["t"])
+        if len(state["pending"]) >= 32 * (tc.depth + 2):
+            if len(log) >= 4096:
+                log.clear()
+            tc.apply_paths(RECEIVER, state["pending"], clock, log)
+            state["pending"] = []
+
+    benchmark(op)
+
+
 def test_receive(benchmark, world):
     """make_diff + merge + log append; the Numba version does it in one kernel call."""
     benchmark.group = "receive = make_diff + merge + log append (depth 3, fan-in 4)"
