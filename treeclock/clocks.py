@@ -67,9 +67,8 @@ def receive_path(edge: tuple, parent_path: tuple | None, new_time: int) -> tuple
     ``(leaf, t_0, .., t_depth)``, the body :mod:`treeclock.codec` encodes. Building
     one is a dict lookup and a tuple, with no array touched;
     :meth:`TreeClocks.apply_paths` later writes many into a log and a clock in one
-    kernel call. ``edge`` comes from :meth:`TreeClocks.path_edge`. Unchecked but for
-    the leaf: ``parent_path`` must be a tuple of ``depth + 2`` ints (times are checked
-    when applied).
+    kernel call. ``edge`` comes from :meth:`TreeClocks.path_edge`. Checks the path's
+    length and leaf; its times are checked when applied.
     """
     leaves, cut = edge
     if parent_path is None:
@@ -77,11 +76,14 @@ def receive_path(edge: tuple, parent_path: tuple | None, new_time: int) -> tuple
             raise TreeClockError("a message from a parent must carry its diff")
         return (0, new_time) + cut
     try:
+        if len(parent_path) != cut + 1:
+            raise IndexError
         leaf = leaves[parent_path[0]]
     except (KeyError, TypeError, IndexError):
         if leaves is None:
             raise TreeClockError("an input from outside the dataflow carries no diff") from None
-        raise TreeClockError(f"malformed diff path {parent_path!r}: no such entry in the sender's clock") from None
+        raise TreeClockError(f"malformed diff path {parent_path!r}: not depth + 2 ints ending "
+                             "at an entry of the sender's clock") from None
     return (leaf, new_time) + parent_path[1:cut]
 
 

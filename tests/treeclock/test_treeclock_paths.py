@@ -60,8 +60,10 @@ def test_path_shape():
 
 
 @pytest.mark.parametrize("bad, why", [
-    ((9, 1, 1, 0), "no such entry"),
-    (("x", 1, 1, 0), "no such entry"),
+    ((9, 1, 1, 0), "sender's clock"),
+    (("x", 1, 1, 0), "sender's clock"),
+    ((1, 1, 1), "depth \\+ 2"),
+    ((1, 1, 1, 0, 0), "depth \\+ 2"),
     (None, "must carry"),
 ])
 def test_receive_path_refuses_a_path_not_of_the_sender(bad, why):

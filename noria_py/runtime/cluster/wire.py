@@ -308,7 +308,7 @@ def decode_message(obj: Any) -> Message:
         # a diff as its path (treeclock.receive_path); the receiver checks that the
         # path fits the sender's clock, and its times when it applies it
         if not (isinstance(clock, (tuple, list)) and 2 <= len(clock) <= 64
-                and set(map(type, clock)) <= {int}):
+                and set(map(type, clock)) <= {int} and min(clock) >= 0):
             raise ProtocolError("a message's clock must be an array of integers "
                                 "(a diff's path: leaf, then times)")
         clock = tuple(clock)

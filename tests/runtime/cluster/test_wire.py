@@ -216,7 +216,7 @@ def test_message_round_trip(conns):
         assert g.clock == m.clock and type(g.clock) is type(m.clock)
 
 
-@pytest.mark.parametrize("clock", [b"\x00" * 8, [1], [1, "2"], [1, 2.0], [0] * 65, 7])
+@pytest.mark.parametrize("clock", [b"\x00" * 8, [1], [1, "2"], [1, 2.0], [0] * 65, [3, -1], 7])
 def test_message_with_a_malformed_clock_is_refused(clock):
     with pytest.raises(ProtocolError, match="clock"):
         decode_message(["a", "b", [[], []], 1, clock, 0])
