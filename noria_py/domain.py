@@ -258,8 +258,10 @@ class Domain:
     def ack_due(self) -> bool:
         """Count a handled message toward the next acknowledgement; True when it is
         due. Never without clocks: there are no logs to trim."""
+        if self.tc is None:
+            return False
         self.unacked += 1
-        return self.unacked >= ACK_EVERY and self.tc is not None
+        return self.unacked >= ACK_EVERY
 
     def progress_report(self) -> list[tuple[str, int, dict[str, int], bool]]:
         """What this node tells each parent B about how far it has got: its time on B's

@@ -267,6 +267,12 @@ class TreeClocks:
         raise TreeClockError(f"node {parent} is not a parent of node {receiver}")
 
     @staticmethod
+    def _own_log(lay: Layout, log) -> None:
+        """Refuse anything but the DiffLog of ``lay``'s node."""
+        if type(log) is not DiffLog or log.node != lay.root or log._rows.shape[1] != lay.size:
+            raise TreeClockError(f"log must be node {lay.root}'s DiffLog (from new_log({lay.root}))")
+
+    @staticmethod
     def _time(t, what: str, minimum: int) -> int:
         if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
             raise TreeClockError(f"{what} must be an int, got {t!r}")
@@ -357,11 +363,11 @@ class TreeClocks:
         """Everything a node does on receipt, in one kernel call.
 
         Builds the diff at time ``clock[0] + 1``, merges it into ``clock`` and
-        appends it to ``log``; returns the diff (a view of the log's row, which
-        is what the node attaches to the messages it sends next).
+        appends it to ``log``; returns the diff (a view of the log's row).
 
-        This is the engine's hot path, so the checks are inlined; they are the
-        same as :meth:`make_diff` and :meth:`merge_into` make.
+        The checks are inlined; they are the same as
+        :meth:`make_diff` and :meth:`merge_into` make. (The engine builds diffs as
+        paths instead: :func:`receive_path`, :meth:`apply_paths`.)
         """
         try:
             start, gather, pshape, shape = self._edges[(receiver, parent)]
@@ -380,8 +386,7 @@ class TreeClocks:
             rows = np.empty((1, shape[0]), dtype=np.int64)
             n = 0
         else:
-            if type(log) is not DiffLog or log.node != receiver or log._rows.shape[1] != shape[0]:
-                raise TreeClockError(f"log must be node {receiver}'s DiffLog (from new_log({receiver}))")
+            self._own_log(self.layouts[receiver], log)
             n = log._n
             if n == log._rows.shape[0]:
                 log._grow()
@@ -434,8 +439,7 @@ class TreeClocks:
         log nor the clock has changed."""
         lay = self._arr(node, clock)
         width = self.depth + 2
-        if type(log) is not DiffLog or log.node != lay.root or log._rows.shape[1] != lay.size:
-            raise TreeClockError(f"log must be node {lay.root}'s DiffLog (from new_log({lay.root}))")
+        self._own_log(lay, log)
         if not set(map(type, paths)) <= _INT:
             raise TreeClockError(f"diff paths of node {lay.root} must be ints")
         try:
