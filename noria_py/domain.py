@@ -7,7 +7,8 @@ cost of a queue hop per operator, negligible next to batches of hundreds of rows
 With tree clocks on, a domain also keeps what Yuan's recovery protocol needs:
 its clock, a diff log (one diff per message received; each diff is built as its
 path, a small tuple, and written into the log's array and merged into the clock
-in bulk, whenever either is read or 64 have piled up), a payload log per outgoing
+in bulk, whenever either is read or 64 have piled up; a base keeps none, its clock
+being its time alone), a payload log per outgoing
 edge (every message it sent, by reference: batches are immutable; none to a reader,
 which recovery rebuilds from this node's state instead), and the times it
 last saw from each parent. Every processed message yields a message to every child,
@@ -73,6 +74,8 @@ class Domain:
         self.summary: np.ndarray | None = None   # merge of the diffs compacted away
         self.last_diff: tuple | None = None       # as a path (treeclock.receive_path)
         self.payload: dict[str, deque[Message]] = {}
+        self.out_edges: list | None = None        # emit's (child, shard, payload log)
+        self.out_version = -1
         self.progress: dict[str, tuple[int, dict[str, int]]] = {}  # child -> acked times
         self.parent_low: dict[str, int] = {}
         self.low = 0
@@ -98,6 +101,8 @@ class Domain:
     def clock(self) -> np.ndarray | None:
         if self.pending:
             self.flush()
+        elif not self.node.parents and self._clock is not None:
+            self._clock[0] = self.time      # a base's clock is its time alone
         return self._clock
 
     @property
@@ -111,10 +116,7 @@ class Domain:
         self.tc.apply_paths(self.node.num, self.pending, self._clock, self._diffs)
         self.pending = []
         if len(self._diffs) >= COMPACT_AT:
-            if self.node.parents:
-                self.compact_diffs()
-            else:
-                self._diffs.clear()     # a base's diffs hold only its own time
+            self.compact_diffs()
 
     # ------------------------------------------------------------ messages
 
@@ -145,36 +147,45 @@ class Domain:
             edge = self.edges.get(None)
             if edge is None:
                 edge = self.edges[None] = self.tc.path_edge(self.node.num, None)
-            diff = self.last_diff = receive_path(edge, None, self.time)
-            self.pending += diff
-            if len(self.pending) >= self.flush_len:
-                self.flush()
+            # a base keeps no diff log: its diffs would hold only its own time, which
+            # its clock has, and recovery reads the logs of a failed node's children
+            self.last_diff = receive_path(edge, None, self.time)
         return self.emit(self.node.op.process(0, batch))
 
     def emit(self, out: Batch | list[Batch]) -> list[Message]:
         node = self.node
+        if self.tc is None:                 # nothing logged: empty batches stay home
+            if node.op.splits:
+                nodes = self.graph.nodes
+                return [Message(node.id, c, out[nodes[c].shard], self.time, None, self.low)
+                        for c in node.children if out[nodes[c].shard]]
+            if not out:
+                return []
+            return [Message(node.id, c, out, self.time, None, self.low) for c in node.children]
+        # with clocks every child gets a message, empty if need be, logged unless it
+        # goes to a reader (never asked for again, see Operator.leaf)
+        outs = self.out_edges
+        if outs is None or self.out_version != self.graph.version:
+            outs = self._out_edges()
         sends: list[Message] = []
-        logging = self.tc is not None
-        if node.op.splits:
-            nodes = self.graph.nodes
-            for c in node.children:
-                b = out[nodes[c].shard]
-                if b or logging:
-                    sends.append(Message(node.id, c, b, self.time, self.last_diff, self.low))
-        elif out or logging:
-            for c in node.children:
-                sends.append(Message(node.id, c, out, self.time, self.last_diff, self.low))
-        if logging:
-            payload = self.payload
-            nodes = self.graph.nodes
-            for m in sends:
-                if nodes[m.dst].op.leaf:
-                    continue            # never asked for again (see Operator.leaf)
-                log = payload.get(m.dst)
-                if log is None:
-                    log = payload[m.dst] = deque()
+        nid, t, diff, low = node.id, self.time, self.last_diff, self.low
+        splits = node.op.splits
+        for c, shard, log in outs:
+            m = Message(nid, c, out[shard] if splits else out, t, diff, low)
+            sends.append(m)
+            if log is not None:
                 log.append(m)
         return sends
+
+    def _out_edges(self) -> list[tuple[str, int | None, deque | None]]:
+        """Per child: its id, its shard and this node's payload log to it (None to a
+        reader); rebuilt when the graph or the logs change."""
+        nodes, payload = self.graph.nodes, self.payload
+        self.out_edges = [(c, nodes[c].shard,
+                           None if nodes[c].op.leaf else payload.setdefault(c, deque()))
+                          for c in self.node.children]
+        self.out_version = self.graph.version
+        return self.out_edges
 
     def write_history(self, history, seen: dict[str, int], low: int) -> list[Message]:
         """A base back from its durable log: its state is the log replayed, its time the
@@ -266,12 +277,16 @@ class Domain:
     def progress_report(self) -> list[tuple[str, int, dict[str, int], bool]]:
         """What this node tells each parent B about how far it has got: its time on B's
         last message and, per grandparent A, the entry of its clock on the (self, B, A)
-        path; the last flag says its own state reflects them (it has no children)."""
+        path; the last flag says its own state reflects them (it has no children).
+
+        The clock read is as of the last flush, up to ``FLUSH_EVERY`` receipts behind:
+        a lower entry only trims less, and flushing for each report cost more than
+        all the receipts in between (a cold kernel call every 32 messages)."""
         self.unacked = 0
         plan = self.report_plan
         if plan is None:
             plan = self.report_plan = self._plan_report()
-        clock = self.clock
+        clock = self._clock
         last_seen = self.last_seen
         childless = not self.node.children
         return [(b_id, last_seen.get(b_id, 0),
@@ -341,6 +356,12 @@ class Domain:
     def log_rows(self) -> np.ndarray:
         """This node's diffs, preceded by the summary of the compacted ones."""
         return np.vstack([self.summary[None, :], self.diffs.rows])
+
+    def forget_child(self, child: str) -> None:
+        """``child`` has left the graph: drop its payload log and its progress."""
+        self.payload.pop(child, None)
+        self.progress.pop(child, None)
+        self.out_edges = None
 
     def payload_size(self) -> int:
         return sum(len(q) for q in self.payload.values())

@@ -38,6 +38,7 @@ class Graph:
         self.nodes: dict[str, Node] = {}
         self._next = 0
         self._nums = 0
+        self.version = 0        # bumped by every change, for what domains derive from it
 
     def new_number(self) -> int:
         self._next += 1
@@ -48,12 +49,14 @@ class Graph:
         self._nums += 1
         node.num = self._nums
         self.nodes[node.id] = node
+        self.version += 1
         for p in node.parents:
             self.nodes[p].children.append(node.id)
         return node
 
     def remove(self, node_id: str) -> None:
         node = self.nodes.pop(node_id)
+        self.version += 1
         assert not node.children, f"{node_id} still has children {node.children}"
         for p in node.parents:
             if p in self.nodes:

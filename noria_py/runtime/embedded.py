@@ -61,8 +61,7 @@ class EmbeddedRuntime:
         self.domains.pop(node_id, None)
         self.durable.pop(node_id, None)
         for d in self.domains.values():
-            d.payload.pop(node_id, None)
-            d.progress.pop(node_id, None)
+            d.forget_child(node_id)
         self._drop_where(lambda m: m.dst == node_id or m.src == node_id)
 
     def refresh_clocks(self) -> None:

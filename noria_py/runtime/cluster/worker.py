@@ -95,8 +95,7 @@ class Worker:
     def _removed(self, node_id: str) -> None:
         self.domains.pop(node_id, None)
         for d in self.domains.values():
-            d.payload.pop(node_id, None)
-            d.progress.pop(node_id, None)
+            d.forget_child(node_id)
 
     def _refresh_clocks(self) -> None:
         if self.clocks:
