@@ -337,21 +337,9 @@ class Domain:
         """Fold into ``summary`` the diffs every sibling has also received (times up to
         the parent's piggybacked low mark): recovery of that parent starts after them,
         so only their merge (for T*) is still needed."""
-        tc = self.tc
-        rows = self.diffs.rows
-        if not len(rows):
-            return
-        layout = tc.layout(self.node.num)
-        drop = np.zeros(len(rows), dtype=bool)
-        for parent, low in self.parent_low.items():
-            slot = layout.slot[self.graph.nodes[parent].num]
-            drop |= (rows[:, slot] > 0) & (rows[:, slot] <= low)
-        if not drop.any():
-            return
-        np.maximum(self.summary, rows[drop].max(axis=0), out=self.summary)
-        kept = rows[~drop]
-        self._diffs.clear()          # no message points into its rows: diffs travel as paths
-        self._diffs.extend(kept)
+        nodes = self.graph.nodes
+        self.tc.compact(self.node.num, self._diffs, self.summary,
+                        {nodes[p].num: low for p, low in self.parent_low.items()})
 
     def log_rows(self) -> np.ndarray:
         """This node's diffs, preceded by the summary of the compacted ones."""

@@ -58,6 +58,17 @@ def _receive_first(clock, rows, n, parent_diff, start, gather):
 _receive = _receive_first
 
 
+def _apply_paths_first(clock, rows, n, paths, up, level):
+    """The process's first apply_paths: bind ``_apply_paths`` to the kernel's machine
+    code for :data:`kernels.APPLY_PATHS_SIG`, as ``_make_diff_first`` does."""
+    global _apply_paths
+    _apply_paths = K.entry_point(K.apply_paths, K.APPLY_PATHS_SIG)
+    return _apply_paths(clock, rows, n, paths, up, level)
+
+
+_apply_paths = _apply_paths_first
+
+
 def receive_path(edge: tuple, parent_path: tuple | None, new_time: int) -> tuple:
     """A receipt's diff as its path, from the diff the message carried (also a path).
 
@@ -451,11 +462,31 @@ class TreeClocks:
         n = log._n
         while n + k > log._rows.shape[0]:
             log._grow()
-        bad = K.apply_paths(clock, log._rows, n, flat.reshape(k, width), lay.up, lay.level)
+        # checked above: the clock is the node's, the log its DiffLog, flat ours
+        bad = _apply_paths(clock, log._rows, n, flat.reshape(k, width), lay.up, lay.level)
         if bad:
             path = tuple(flat[(bad - 1) * width : bad * width].tolist())
             raise TreeClockError(f"malformed diff path {path} for node {lay.root}")
         log._n = n + k
+
+    def compact(self, node: int, log: DiffLog, summary: np.ndarray, lows: Mapping) -> int:
+        """Fold into ``summary`` and drop from ``log`` every diff at or below a parent's
+        low mark: ``lows`` maps parent node -> the time up to which every sibling has
+        received that parent's messages (recovery of the parent resumes after it, so
+        only the diffs' merge is still needed, for T*). One kernel call; returns how
+        many diffs were dropped."""
+        lay = self._arr(node, summary, "summary")
+        self._own_log(lay, log)
+        try:
+            slots = np.array([lay.slot[p] for p in lows], dtype=np.int64)
+            marks = np.array([self._time(t, "a low mark", 0) for t in lows.values()],
+                             dtype=np.int64)
+        except (KeyError, TypeError, AttributeError):
+            raise TreeClockError(f"lows must map parents of node {lay.root} to times, "
+                                 f"got {lows!r}") from None
+        kept = K.compact(log._rows, log._n, slots, marks, summary)
+        dropped, log._n = log._n - kept, kept
+        return dropped
 
     def path_of(self, node: int, diff: np.ndarray) -> tuple:
         """A diff array as its path ``(leaf, t_0 .. t_depth)``."""

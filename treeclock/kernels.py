@@ -35,6 +35,8 @@ __all__ = [
     "diff_body",
     "expand_chain",
     "apply_paths",
+    "APPLY_PATHS_SIG",
+    "compact",
     "min_value",
 ]
 
@@ -221,6 +223,13 @@ def expand_chain(out, leaf, times, up, level):
     return 0
 
 
+_C2 = types.Array(types.int64, 2, "C")
+_RO = types.Array(types.int64, 1, "C", readonly=True)
+#: The one signature :meth:`treeclock.TreeClocks.apply_paths` calls :func:`apply_paths`
+#: with: all arrays the library's own (a layout's ``up`` and ``level`` are read-only).
+APPLY_PATHS_SIG = (_C, _C2, types.int64, _C2, _RO, _RO)
+
+
 @njit(cache=True)
 def apply_paths(clock, rows, n, paths, up, level):
     """Expand each diff given as its path (a row of ``paths``: leaf, then the times
@@ -244,6 +253,30 @@ def apply_paths(clock, rows, n, paths, up, level):
                 clock[p] = v
             p = up[p]
     return 0
+
+
+@njit(cache=True, nogil=True)
+def compact(rows, n, slots, lows, summary):
+    """Drop from ``rows[:n]`` every diff whose entry at some ``slots[j]`` is in
+    1..``lows[j]``, merging the dropped ones into ``summary``; the kept ones move up,
+    in order. Returns how many are kept."""
+    k = 0
+    for i in range(n):
+        drop = False
+        for j in range(slots.shape[0]):
+            v = rows[i, slots[j]]
+            if v > 0 and v <= lows[j]:
+                drop = True
+                break
+        if drop:
+            for c in range(rows.shape[1]):
+                if rows[i, c] > summary[c]:
+                    summary[c] = rows[i, c]
+        else:
+            if k != i:
+                rows[k, :] = rows[i, :]
+            k += 1
+    return k
 
 
 @njit(cache=True, nogil=True)
