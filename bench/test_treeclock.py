@@ -133,6 +133,28 @@ def test_receive_path(benchmark, world):
     benchmark(op)
 
 
+def test_compact(benchmark, world):
+    """Diff-log compaction (session 8: one kernel call): a 256-diff log, the first half
+    of each parent's messages below its low mark."""
+    benchmark.group = "compact: fold 128 of 256 diffs into the summary (depth 3, fan-in 4)"
+    tc = world.tc
+    if not hasattr(tc, "compact"):
+        pytest.skip("the reference version has no compaction")
+    rows = world.logs[RECEIVER].rows
+    lay = tc.layout(RECEIVER)
+    lows = {p: int(rows[:, lay.slot[p]].max()) // 2 for p in GRAPH[RECEIVER]}
+
+    def setup():
+        log = tc.new_log(RECEIVER, len(rows))
+        log.extend(rows)
+        return (log, tc.zero(RECEIVER)), {}
+
+    def op(log, summary):
+        tc.compact(RECEIVER, log, summary, lows)
+
+    benchmark.pedantic(op, setup=setup, rounds=2000)
+
+
 def test_receive(benchmark, world):
     """make_diff + merge + log append; the Numba version does it in one kernel call."""
     benchmark.group = "receive = make_diff + merge + log append (depth 3, fan-in 4)"
