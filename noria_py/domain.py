@@ -26,6 +26,7 @@ import numpy as np
 from treeclock import receive_path
 
 from .batch import Batch
+from .errors import UnknownNodeError
 from .graph import Graph, Node
 from .messages import Message
 
@@ -139,6 +140,16 @@ class Domain:
                 self.flush()
         out = self.node.op.process(self.ports[src], msg.batch)
         return self.emit(out)
+
+    def check_incoming(self, msg: Message) -> None:
+        """For a message that arrived from another process: refuse a sender that is not
+        a parent, and a diff path that does not fit the sender's clock, before any state
+        changes (the engine's own paths are right by construction, so ``handle`` checks
+        only their length and leaf, and their times when it writes them in bulk)."""
+        if msg.src not in self.ports:
+            raise UnknownNodeError(f"a message from {msg.src!r}, which is not a parent of {self.id}")
+        if self.tc is not None and msg.clock is not None:
+            self.tc.check_path(self.graph.nodes[msg.src].num, msg.clock)
 
     def write(self, batch: Batch) -> list[Message]:
         """A client write entering a base node (an input from outside the dataflow)."""

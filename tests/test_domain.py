@@ -72,3 +72,32 @@ def test_acknowledgements_trim_logs_with_clocks():
     # reader has reflected is gone, as of its clock's last flush: at most an
     # acknowledgement's and a flush's worth is left
     assert sum(d.payload_size() for d in doms) <= ACK_EVERY + FLUSH_EVERY
+
+
+def test_a_path_from_the_wire_is_checked_before_anything_changes():
+    import pytest
+    from treeclock import TreeClockError
+    from noria_py import Error
+    from noria_py.messages import Message
+    db = _db()
+    db.table("vote").insert([(1, 1), (2, 2)])
+    agg = next(d for d in db.runtime.domains.values() if d.node.parents and d.node.children)
+    d = db.runtime.domains[agg.node.children[0]]
+    m = Message(agg.id, d.id, None, agg.time, agg.last_diff, 0)   # as agg sent it
+    assert m.clock[0] != 0
+    d.check_incoming(m)                                   # the engine's own: fine
+    before = (d.time, dict(d.last_seen), list(d.pending))
+    leaf, *times = m.clock
+    bad = [
+        (leaf, *times[:-1], 7) if times[-1] == 0 else (leaf, *times[:1], 0, *times[2:]),
+        (leaf, -1, *times[1:]),                           # a negative time
+        (leaf, *times, 0),                                # one int too many
+        (99, *times),                                     # no such entry
+        (leaf, 1.5, *times[1:]),
+    ]
+    for clock in bad:
+        with pytest.raises(TreeClockError, match="malformed"):
+            d.check_incoming(Message(m.src, m.dst, m.batch, m.time, clock, m.low))
+    with pytest.raises(Error, match="not a parent"):
+        d.check_incoming(Message(m.dst, m.dst, m.batch, m.time, m.clock, m.low))
+    assert (d.time, d.last_seen, d.pending) == before

@@ -111,3 +111,20 @@ def test_apply_paths_grows_the_log():
     paths = [x for t in range(1, 40) for x in receive_path(tc.path_edge(1, None), None, t)]
     tc.apply_paths(1, paths, clock, log)
     assert len(log) == 39 and clock[0] == 39 and log.times.tolist() == list(range(1, 40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 12), st.lists(st.integers(-1, 3), min_size=3, max_size=5))
+def test_check_path_refuses_exactly_what_apply_paths_refuses(leaf, times):
+    tc = TreeClocks({1: (), 2: (1,), 3: (2,), 4: (2, 3)}, 2)
+    path = (leaf, *times)
+    try:
+        tc.diff_of(4, path)
+        applies = True
+    except TreeClockError:
+        applies = False
+    if applies:
+        tc.check_path(4, path)
+    else:
+        with pytest.raises(TreeClockError, match="malformed"):
+            tc.check_path(4, path)

@@ -28,6 +28,7 @@ import sys
 import threading
 
 from sql_frontend import wire as plan_wire
+from treeclock import TreeClockError
 
 from ...batch import Batch
 from ...domain import Domain
@@ -122,6 +123,10 @@ class Worker:
         d = self.domains.get(m.dst)
         if d is None or not d.alive:
             return
+        try:
+            d.check_incoming(m)
+        except (Error, TreeClockError) as e:       # as malformed as a frame decode refuses
+            raise wire.ProtocolError(f"message {m.src} -> {m.dst}: {e}") from None
         before = d.time
         out = d.handle(m)
         if d.time == before:
