@@ -462,8 +462,11 @@ class TreeClocks:
         n = log._n
         while n + k > log._rows.shape[0]:
             log._grow()
-        # checked above: the clock is the node's, the log its DiffLog, flat ours
-        bad = _apply_paths(clock, log._rows, n, flat.reshape(k, width), lay.up, lay.level)
+        # checked above: the clock is the node's, the log its DiffLog, flat ours; the
+        # machine code for APPLY_PATHS_SIG takes the clock as contiguous and writable
+        f = clock.flags
+        kernel = _apply_paths if f.c_contiguous and f.writeable else K.apply_paths
+        bad = kernel(clock, log._rows, n, flat.reshape(k, width), lay.up, lay.level)
         if bad:
             path = tuple(flat[(bad - 1) * width : bad * width].tolist())
             raise TreeClockError(f"malformed diff path {path} for node {lay.root}")

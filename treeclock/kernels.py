@@ -42,6 +42,7 @@ __all__ = [
 
 
 _C = types.Array(types.int64, 1, "C")
+_C2 = types.Array(types.int64, 2, "C")
 #: Any 1-D int64 array: strided, read-only or unaligned views included.
 _ANY = types.Array(types.int64, 1, "A", readonly=True, aligned=False)
 #: The one signature :meth:`treeclock.TreeClocks.make_diff` calls :func:`make_diff`
@@ -51,7 +52,7 @@ MAKE_DIFF_SIG = (_C, _ANY, types.int64, _C, types.int64)
 #: The one signature :meth:`treeclock.TreeClocks.receive_fast` calls :func:`receive`
 #: with: the clock, log rows and gather are arrays the library made (C-contiguous);
 #: the parent's diff is read through its strides, whatever they are.
-RECEIVE_SIG = (_C, types.Array(types.int64, 2, "C"), types.int64, _ANY, types.int64, _C)
+RECEIVE_SIG = (_C, _C2, types.int64, _ANY, types.int64, _C)
 
 
 # No ``nogil``: the work is a ~20-entry copy, and dropping and retaking the GIL
@@ -223,7 +224,6 @@ def expand_chain(out, leaf, times, up, level):
     return 0
 
 
-_C2 = types.Array(types.int64, 2, "C")
 _RO = types.Array(types.int64, 1, "C", readonly=True)
 #: The one signature :meth:`treeclock.TreeClocks.apply_paths` calls :func:`apply_paths`
 #: with: all arrays the library's own (a layout's ``up`` and ``level`` are read-only).

@@ -128,3 +128,13 @@ def test_check_path_refuses_exactly_what_apply_paths_refuses(leaf, times):
     else:
         with pytest.raises(TreeClockError, match="malformed"):
             tc.check_path(4, path)
+
+
+def test_apply_paths_on_a_strided_clock_reads_it_through_its_strides():
+    tc, p1, p2 = _chain()
+    want, log = tc.zero(2), tc.new_log(2)
+    tc.apply_paths(2, p2, want, log)
+    wide = np.zeros(2 * len(want), dtype=np.int64)
+    strided = wide[::2]                      # the node's size, every other entry
+    tc.apply_paths(2, p2, strided, tc.new_log(2))
+    assert np.array_equal(strided, want) and not wide[1::2].any()
