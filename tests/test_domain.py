@@ -1,9 +1,13 @@
 """A domain's tree-clock bookkeeping: diffs built as paths and applied when read,
-acknowledgements only with clocks."""
+acknowledgements only with clocks, a path from the wire checked on arrival."""
 import numpy as np
+import pytest
+from treeclock import TreeClockError
 
 import noria_py
+from noria_py import Error
 from noria_py.domain import ACK_EVERY, FLUSH_EVERY
+from noria_py.messages import Message
 from noria_py.runtime.embedded import DEPTH
 
 
@@ -75,10 +79,6 @@ def test_acknowledgements_trim_logs_with_clocks():
 
 
 def test_a_path_from_the_wire_is_checked_before_anything_changes():
-    import pytest
-    from treeclock import TreeClockError
-    from noria_py import Error
-    from noria_py.messages import Message
     db = _db()
     db.table("vote").insert([(1, 1), (2, 2)])
     agg = next(d for d in db.runtime.domains.values() if d.node.parents and d.node.children)
