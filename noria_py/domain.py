@@ -87,6 +87,7 @@ class Domain:
         """Use ``tc`` (rebuilt by the runtime whenever the graph grows)."""
         self.tc = tc
         self.edges: dict[str | None, tuple] = {}  # parent -> tc.path_edge(...), filled lazily
+        self.out_edges = None                     # whether emit logs may have changed
         if tc is not None and self._clock is None:
             num = self.node.num
             self._clock = tc.zero(num)
@@ -164,36 +165,34 @@ class Domain:
         return self.emit(self.node.op.process(0, batch))
 
     def emit(self, out: Batch | list[Batch]) -> list[Message]:
-        node = self.node
-        if self.tc is None:                 # nothing logged: empty batches stay home
-            if node.op.splits:
-                nodes = self.graph.nodes
-                return [Message(node.id, c, out[nodes[c].shard], self.time, None, self.low)
-                        for c in node.children if out[nodes[c].shard]]
-            if not out:
-                return []
-            return [Message(node.id, c, out, self.time, None, self.low) for c in node.children]
-        # with clocks every child gets a message, empty if need be, logged unless it
-        # goes to a reader (never asked for again, see Operator.leaf)
+        """One message per child. Without clocks an empty batch stays home; with them
+        every child gets a message, empty if need be, logged unless it goes to a reader
+        (never asked for again, see Operator.leaf)."""
         outs = self.out_edges
         if outs is None or self.out_version != self.graph.version:
             outs = self._out_edges()
+        logging = self.tc is not None
+        nid, t, diff, low = self.node.id, self.time, self.last_diff, self.low
+        splits = self.node.op.splits
         sends: list[Message] = []
-        nid, t, diff, low = node.id, self.time, self.last_diff, self.low
-        splits = node.op.splits
         for c, shard, log in outs:
-            m = Message(nid, c, out[shard] if splits else out, t, diff, low)
-            sends.append(m)
-            if log is not None:
-                log.append(m)
+            b = out[shard] if splits else out
+            if b or logging:
+                m = Message(nid, c, b, t, diff, low)
+                sends.append(m)
+                if log is not None:
+                    log.append(m)
         return sends
 
     def _out_edges(self) -> list[tuple[str, int | None, deque | None]]:
         """Per child: its id, its shard and this node's payload log to it (None to a
-        reader); rebuilt when the graph or the logs change."""
+        reader, and without clocks); rebuilt when the graph, the clocks or the logs
+        change."""
         nodes, payload = self.graph.nodes, self.payload
+        logging = self.tc is not None
         self.out_edges = [(c, nodes[c].shard,
-                           None if nodes[c].op.leaf else payload.setdefault(c, deque()))
+                           payload.setdefault(c, deque())
+                           if logging and not nodes[c].op.leaf else None)
                           for c in self.node.children]
         self.out_version = self.graph.version
         return self.out_edges

@@ -501,21 +501,18 @@ class TreeClocks:
 
     def check_path(self, node: int, path) -> None:
         """Refuse ``path`` unless it is a diff of ``node`` as :func:`receive_path` builds
-        it: ``depth + 2`` ints, the leaf an entry of ``node``'s clock, no time negative,
-        the leaf's own time non-zero (but at the root) and none past it. What
-        :meth:`apply_paths` checks, for a path that arrived from outside: checked on
-        arrival, a bad one changes nothing, where at the bulk write it would fail every
+        it, by the rules :meth:`apply_paths` applies (one kernel, one set of rules), on
+        a scratch clock and log: for a path that arrived from outside, checked on
+        arrival a bad one changes nothing, where at the bulk write it would fail every
         later read of the receiver's clock."""
-        lay = self.layout(node)
-        ok = (type(path) is tuple and len(path) == self.depth + 2
-              and set(map(type, path)) <= {int} and 0 <= path[0] < lay.size)
-        if ok:
-            level = int(lay.level[path[0]])
-            times = path[1:]
-            ok = (min(times) >= 0 and not any(times[level + 1:])
-                  and (path[0] == 0 or times[level] != 0))
-        if not ok:
-            raise TreeClockError(f"malformed diff path {path!r} for node {lay.root}")
+        try:
+            if (type(path) is not tuple or len(path) != self.depth + 2
+                    or not set(map(type, path)) <= {int}):
+                raise TreeClockError("not a path")
+            self.apply_paths(node, path, self.zero(node), self.new_log(node, 1))
+        except TreeClockError:
+            raise TreeClockError(f"malformed diff path {path!r} for node "
+                                 f"{self.layout(node).root}") from None
 
     def diff_of(self, node: int, path) -> np.ndarray:
         """A diff given as its path, as an array of ``node``'s layout."""
