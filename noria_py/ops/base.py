@@ -19,8 +19,8 @@ import numpy as np
 from sql_frontend.types import SqlType, TableSchema
 
 from ..batch import Batch
+from ..columns import ColumnChunk
 from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
-from ..storage.codec import ColumnChunk
 from .dense import object_column
 from .operator import Operator
 from .state import expand

@@ -163,19 +163,6 @@ def rows_are_plain(rows: tuple) -> bool:
 COLUMN_DTYPES = ("<i8", "<f8")
 
 
-class ColumnChunk:
-    """Rows given as int64/float64 arrays of one length, one per column: a log or
-    snapshot stores their bytes rather than encoding a row at a time."""
-
-    __slots__ = ("arrays",)
-
-    def __init__(self, arrays) -> None:
-        self.arrays = tuple(arrays)
-
-    def __len__(self) -> int:
-        return len(self.arrays[0]) if self.arrays else 0
-
-
 def pack_columns(arrays) -> tuple[int, tuple]:
     """(n, ((dtype, bytes), ...)) for arrays of n values each; EncodeError if they are not
     1-D int64/float64 arrays of one length (at least one)."""

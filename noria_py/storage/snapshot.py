@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
+from ..columns import ColumnChunk
 from . import codec
 from .log import FrameScanner, atomic_write, frame
 
@@ -74,7 +75,7 @@ def _rows_record(name: str, rows: list) -> bytes:
     return frame(codec.packb((_ROWS, name, rows)))
 
 
-def _chunks(gen: int, lsn: int, tables: Mapping[str, Iterable[tuple]]) -> Iterator[bytes]:
+def _chunks(gen: int, lsn: int, tables: Mapping[str, Iterable[tuple | ColumnChunk]]) -> Iterator[bytes]:
     body = _HEADER_BODY.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, gen, lsn)
     yield body + _CRC.pack(zlib.crc32(body))
     n_rows = 0
@@ -84,7 +85,7 @@ def _chunks(gen: int, lsn: int, tables: Mapping[str, Iterable[tuple]]) -> Iterat
         batch: list = []
         wrote = False
         for row in rows:
-            if type(row) is codec.ColumnChunk:     # (a table kept as columns)
+            if type(row) is ColumnChunk:           # (a table kept as columns)
                 if batch:                           # (rows keep their order)
                     yield _rows_record(name, batch)
                     n_rows += len(batch)
@@ -108,9 +109,13 @@ def _chunks(gen: int, lsn: int, tables: Mapping[str, Iterable[tuple]]) -> Iterat
     yield frame(codec.packb((_END, len(tables), n_rows)))
 
 
-def write_snapshot(path: Path, gen: int, lsn: int, tables: Mapping[str, Iterable[tuple]], sync: bool = True) -> int:
+def write_snapshot(
+    path: Path, gen: int, lsn: int, tables: Mapping[str, Iterable[tuple | ColumnChunk]], sync: bool = True
+) -> int:
     """Write the snapshot atomically; returns its size in bytes. Rows are
-    streamed in chunks, so the encoded snapshot is never whole in memory."""
+    streamed in chunks, so the encoded snapshot is never whole in memory; a
+    :class:`~noria_py.columns.ColumnChunk` among a table's rows is written as
+    columns records."""
     return atomic_write(path, _chunks(gen, lsn, tables), sync=sync)
 
 

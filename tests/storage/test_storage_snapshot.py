@@ -182,7 +182,7 @@ def test_snapshot_of_columns(open_storage, tmp_path, monkeypatch):
     """A table given as column chunks (a base kept as columns) is stored as bytes,
     mixed with plain rows, and read back as rows."""
     import numpy as np
-    from noria_py.storage.codec import ColumnChunk
+    from noria_py.columns import ColumnChunk
     monkeypatch.setattr(snapmod, "CHUNK_COLUMN_ROWS", 4)        # several records
     d = tmp_path / "data"
     s = open_storage(d)
