@@ -25,6 +25,7 @@ from .planner import Planner, initialize
 from .recovery import RecoveryReport
 from .result import Result
 from .runtime.embedded import EmbeddedRuntime
+from .storage import Storage
 
 
 @dataclass
@@ -89,7 +90,6 @@ class Database:
     # ------------------------------------------------------------ durability
 
     def _open_storage(self, data_dir: str) -> None:
-        from .storage import Storage
         self.storage = Storage(data_dir)
         recovered = self.storage.load()
         self.recovery_notes = list(recovered.report)

@@ -1,0 +1,632 @@
+"""The :class:`Storage` of one data directory: its lock, catalog, snapshot and log.
+
+The directory holds at most: ``LOCK`` (taken with ``flock`` for as long as a
+Storage is open, so only one process appends to the log), ``catalog.json`` (the
+CREATE statements, replaced by atomic rename), ``snapshot.bin`` (every base row
+as of batch ``lsn`` of generation ``gen``, :mod:`.snapshot`) and one log,
+``wal-<gen+1>.log`` (the batches since, :mod:`.log`). Opening repairs what a
+crash left (unfinished ``*.tmp`` files, a log already covered by the snapshot, a
+torn log tail) and replays snapshot plus log into rows; any other damage is an
+error, never a guess.
+
+Invariants kept by every method, under one lock:
+
+* a batch's lsn is one more than the previous batch's, and a batch is on disk
+  (synced, unless ``sync=False``) before the method that logs it returns, so
+  the engine may apply it only afterwards and never shows a write that a crash
+  could lose;
+* a snapshot stands for exactly the batches logged so far (the caller hands
+  over the rows as of that point), and the log it covers is deleted
+  only after the snapshot is durable;
+* after a failure that leaves the directory's state unknown (a write that could
+  not be undone, no new log after a snapshot), every later write is refused.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+
+# StorageError: a data directory that cannot be used as asked: locked by another
+# process, damaged beyond a torn log tail, a row that cannot be stored, or an I/O
+# failure while writing (a noria_py.Error subclass, so it is defined with the others).
+from ..errors import StorageError
+from . import codec
+from .log import (
+    BATCH,
+    COLUMNS,
+    DROP,
+    LOG_HEADER_SIZE,
+    HeaderError,
+    LogWriter,
+    FrameScanner,
+    atomic_write,
+    decode_log_header,
+    frame,
+    fsync_dir,
+    looks_like_records_follow,
+)
+from .snapshot import SnapshotError, read_snapshot, write_snapshot
+
+if TYPE_CHECKING:
+    from ..columns import ColumnChunk
+
+__all__ = ["Storage", "StorageError", "Recovered"]
+
+LOCK_NAME = "LOCK"
+CATALOG_NAME = "catalog.json"
+SNAPSHOT_NAME = "snapshot.bin"
+CATALOG_VERSION = 1
+_WAL_RE = re.compile(r"wal-(\d+)\.log")
+
+
+def _wal_name(gen: int) -> str:
+    return f"wal-{gen:08d}.log"
+
+
+@dataclass
+class Recovered:
+    """What a data directory holds, as found when it was opened.
+
+    ``tables`` has one entry per table that has rows or row changes since it
+    was last dropped (a table created but never written may be absent:
+    the catalog, not this dict, says which tables exist). Rows are a
+    multiset in a deterministic order: snapshot rows first, then the log's
+    inserts in order; a delete removes one equal row (equal in value and in
+    type, so ``1``, ``1.0`` and ``True`` are different rows).
+    """
+
+    catalog: list[str]
+    tables: dict[str, list[tuple]]
+    lsn: int
+    report: list[str] = field(default_factory=list)
+
+
+class _Rows:
+    """One table's rows during replay. Kept as a plain list while only
+    inserts arrive (the common case: no hashing at all), and switched to a
+    counted dict at the first delete so that deletes are O(1), not a list
+    scan each."""
+
+    __slots__ = ("rows", "counts", "unmatched")
+
+    def __init__(self, rows: list[tuple] | None = None) -> None:
+        self.rows: list[tuple] | None = rows if rows is not None else []
+        self.counts: dict[tuple, int] | None = None
+        self.unmatched = 0
+
+    def insert(self, rows: tuple) -> None:
+        if self.counts is None:
+            self.rows.extend(rows)  # type: ignore[union-attr]
+            return
+        counts = self.counts
+        for row in rows:
+            key = (row, tuple(map(type, row)))
+            counts[key] = counts.get(key, 0) + 1
+
+    def delete(self, rows: tuple) -> None:
+        if not rows:
+            return
+        if self.counts is None:
+            counts: dict[tuple, int] = {}
+            for row in self.rows:  # type: ignore[union-attr]
+                key = (row, tuple(map(type, row)))
+                counts[key] = counts.get(key, 0) + 1
+            self.counts, self.rows = counts, None
+        counts = self.counts
+        for row in rows:
+            key = (row, tuple(map(type, row)))
+            n = counts.get(key)
+            if n is None:
+                self.unmatched += 1
+            elif n == 1:
+                del counts[key]
+            else:
+                counts[key] = n - 1
+
+    def result(self) -> list[tuple]:
+        if self.counts is None:
+            return self.rows  # type: ignore[return-value]
+        return [key[0] for key, n in self.counts.items() for _ in range(n)]
+
+
+def _valid_record(rec: object, lsn: int) -> str | None:
+    """Why a decoded log record is unusable at this point, or ``None``."""
+    if type(rec) is not tuple or not rec:
+        return "malformed record"
+    kind = rec[0]
+    if kind == BATCH and len(rec) == 5:
+        _, rec_lsn, table, ins, dels = rec
+        if type(table) is not str or type(ins) is not tuple or type(dels) is not tuple:
+            return "malformed batch record"
+        if type(rec_lsn) is not int or rec_lsn != lsn + 1:
+            return f"batch lsn {rec_lsn!r} out of sequence (expected {lsn + 1})"
+        if not (codec.rows_are_plain(ins) and codec.rows_are_plain(dels)):
+            return "malformed rows in batch record"
+        return None
+    if kind == COLUMNS and len(rec) == 5:
+        _, rec_lsn, table, n, cols = rec
+        if type(table) is not str:
+            return "malformed columns record"
+        if type(rec_lsn) is not int or rec_lsn != lsn + 1:
+            return f"batch lsn {rec_lsn!r} out of sequence (expected {lsn + 1})"
+        if not codec.columns_ok(n, cols):
+            return "malformed columns in columns record"
+        return None
+    if kind == DROP and len(rec) == 3:
+        _, rec_lsn, table = rec
+        if type(table) is not str:
+            return "malformed drop record"
+        if type(rec_lsn) is not int or rec_lsn != lsn:
+            return f"drop record lsn {rec_lsn!r} out of sequence (expected {lsn})"
+        return None
+    return "unknown record kind"
+
+
+def _accept_any_record(payload: memoryview) -> bool:
+    try:
+        rec = codec.unpackb(payload)
+    except codec.DecodeError:
+        return False
+    return type(rec) is tuple and len(rec) in (3, 5) and rec[0] in (BATCH, DROP, COLUMNS)
+
+
+
+class Storage:
+    """The durable state of one data directory; one per directory, enforced
+    with a lock file so two processes never append to the same log.
+
+    Opening recovers the directory at once (cutting a torn log tail), so
+    :meth:`append` can follow immediately; :meth:`load` hands over what was
+    found. All methods are safe to call from several threads.
+
+    ``sync=False`` skips every fsync: for tests and benchmarks only, as a
+    crash of the machine can then lose acknowledged batches.
+
+    ``should_snapshot`` turns true once the log reaches ``snapshot_max_bytes``,
+    or once it is bigger than both the last snapshot and
+    ``snapshot_min_bytes``: past that point replaying the log at restart
+    costs more than reading a fresh snapshot would.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        sync: bool = True,
+        snapshot_min_bytes: int = 4 << 20,
+        snapshot_max_bytes: int = 64 << 20,
+    ) -> None:
+        self._dir = Path(data_dir)
+        self._sync = sync
+        self._snapshot_min = snapshot_min_bytes
+        self._snapshot_max = snapshot_max_bytes
+        self._mutex = threading.RLock()
+        self._log: LogWriter | None = None
+        self._broken: str | None = None
+        self._closed = False
+        self._lock_fd = -1
+        try:
+            existed = self._dir.is_dir()
+            self._dir.mkdir(parents=True, exist_ok=True)
+            if not existed and sync:
+                fsync_dir(self._dir.absolute().parent)  # so the directory itself survives a crash
+        except OSError as exc:
+            raise StorageError(f"cannot create data directory {str(self._dir)!r}: {exc.strerror or exc}") from exc
+        self._lock_fd = self._take_lock()
+        try:
+            self._recovered: Recovered | None = self._open()
+        except BaseException as exc:
+            if self._log is not None:
+                self._log.close()
+            self._release_lock()
+            self._closed = True
+            if isinstance(exc, OSError):
+                raise StorageError(f"cannot recover data directory {str(self._dir)!r}: {exc}") from exc
+            raise
+
+    # -- public API ---------------------------------------------------------
+
+    @property
+    def data_dir(self) -> Path:
+        return self._dir
+
+    @property
+    def lsn(self) -> int:
+        """Number of write batches applied so far (the base tables' time)."""
+        return self._lsn
+
+    @property
+    def catalog(self) -> list[str]:
+        return list(self._catalog)
+
+    def load(self) -> Recovered:
+        """The current catalog and rows, with what recovery did at opening.
+
+        The first call right after opening hands over what opening already
+        read (and forgets it, so the rows are not kept twice); any other call
+        reads the files again.
+        """
+        with self._mutex:
+            self._check_usable(writing=False)
+            rec, self._recovered = self._recovered, None
+            if rec is None:
+                rec = self._read_state(repair=False)
+                rec.report[:0] = self._open_report
+            return rec
+
+    def append(self, table: str, inserts: Sequence[tuple], deletes: Sequence[tuple] = ()) -> int:
+        """Log one write batch durably; returns its lsn (1, 2, 3, ...).
+
+        Nothing is written if any row cannot be stored, so a rejected batch
+        leaves the log as it was.
+        """
+        if type(table) is not str:
+            raise StorageError(f"table name must be a str, not {type(table).__name__}")
+        if not isinstance(inserts, (list, tuple)):
+            inserts = list(inserts)
+        if not isinstance(deletes, (list, tuple)):
+            deletes = list(deletes)
+        for what, rows in (("insert", inserts), ("delete", deletes)):
+            problem = codec.check_rows(rows)
+            if problem is not None:
+                raise StorageError(f"cannot log {what} into table {table!r}: {problem}")
+        with self._mutex:
+            self._check_usable(writing=True)
+            lsn = self._lsn + 1
+            try:
+                record = frame(codec.packb((BATCH, lsn, table, inserts, deletes)))
+            except codec.EncodeError as exc:
+                raise StorageError(f"cannot log a batch for table {table!r}: {exc}") from exc
+            self._write(record, f"batch {lsn} for table {table!r}")
+            self._lsn = lsn
+            return lsn
+
+    def append_columns(self, table: str, columns: Sequence) -> int:
+        """Log one insert given as columns (int64 or float64 arrays of one length, one per
+        column of the table, in order) durably; returns its lsn. The arrays' bytes are
+        logged as they are, not a row at a time (log.py: the columns record)."""
+        if type(table) is not str:
+            raise StorageError(f"table name must be a str, not {type(table).__name__}")
+        try:
+            n, parts = codec.pack_columns(columns)
+        except codec.EncodeError as exc:
+            raise StorageError(f"cannot log columns for table {table!r}: {exc}") from exc
+        with self._mutex:
+            self._check_usable(writing=True)
+            lsn = self._lsn + 1
+            self._write(frame(codec.packb((COLUMNS, lsn, table, n, parts))),
+                        f"batch {lsn} for table {table!r}")
+            self._lsn = lsn
+            return lsn
+
+    def drop_table(self, name: str) -> None:
+        """Log that ``name`` was dropped, so a table created later under the
+        same name starts empty instead of inheriting the old rows at replay."""
+        if type(name) is not str:
+            raise StorageError(f"table name must be a str, not {type(name).__name__}")
+        with self._mutex:
+            self._check_usable(writing=True)
+            self._write(frame(codec.packb((DROP, self._lsn, name))), f"drop of table {name!r}")
+
+    def record_ddl(self, statement: str) -> None:
+        """Add one CREATE statement to the end of the persisted catalog."""
+        with self._mutex:
+            self.set_catalog([*self._catalog, statement])
+
+    def set_catalog(self, statements: list[str]) -> None:
+        """Replace the persisted catalog atomically (used for DROP too)."""
+        statements = list(statements)
+        for s in statements:
+            if type(s) is not str:
+                raise StorageError(f"catalog entries must be str, not {type(s).__name__}")
+        data = json.dumps({"version": CATALOG_VERSION, "statements": statements}, indent=1).encode()
+        with self._mutex:
+            self._check_usable(writing=True)
+            try:
+                atomic_write(self._dir / CATALOG_NAME, [data], sync=self._sync)
+            except OSError as exc:
+                raise StorageError(f"cannot write the catalog in {str(self._dir)!r}: {exc}") from exc
+            self._catalog = statements
+            self._recovered = None
+
+    def snapshot(self, tables: Mapping[str, Iterable[tuple | ColumnChunk]]) -> None:
+        """Write every base table's rows and start a new, empty log.
+
+        ``tables`` must be the state after exactly the batches logged so far
+        (lsn :attr:`lsn`) and must include every live table; tables left out
+        are gone after a restart. The old log is deleted only once the
+        snapshot is durable, and recovery copes with a crash at any step.
+        """
+        with self._mutex:
+            self._check_usable(writing=True)
+            assert self._log is not None
+            old = self._log
+            try:
+                size = write_snapshot(self._dir / SNAPSHOT_NAME, self._gen, self._lsn, tables, sync=self._sync)
+            except codec.EncodeError as exc:
+                raise StorageError(f"cannot write a snapshot: {exc}") from exc
+            except OSError as exc:
+                raise StorageError(f"cannot write a snapshot in {str(self._dir)!r}: {exc}") from exc
+            self._recovered = None
+            # The snapshot is durable from here on; what follows only tidies.
+            # Until the new log exists, appending to the old one would put
+            # batches into a generation that recovery skips, so a failure now
+            # stops all writes.
+            self._snapshot_bytes = size
+            try:
+                new = LogWriter.create(self._dir / _wal_name(self._gen + 1), self._gen + 1, self._lsn, sync=self._sync)
+            except OSError as exc:
+                self._broken = f"could not start a new log after a snapshot: {exc}"
+                raise StorageError(f"data directory {str(self._dir)!r}: {self._broken}") from exc
+            self._log, self._gen = new, self._gen + 1
+            old.close()
+            try:
+                os.unlink(old.path)
+                if self._sync:
+                    fsync_dir(self._dir)
+            except OSError:
+                pass  # a leftover old log is deleted at the next start
+
+    def should_snapshot(self) -> bool:
+        """Whether the log has grown enough that a snapshot is worth taking."""
+        log = self._log
+        if log is None:
+            return False
+        size = log.size - LOG_HEADER_SIZE
+        return size >= self._snapshot_max or size > max(self._snapshot_min, self._snapshot_bytes)
+
+    def log_bytes(self) -> int:
+        """Size of the current log's records, for monitoring."""
+        log = self._log
+        return 0 if log is None else log.size - LOG_HEADER_SIZE
+
+    def close(self) -> None:
+        """Release the directory. Every acknowledged batch is already on disk,
+        so there is nothing to flush."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            self._recovered = None
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+            self._release_lock()
+
+    def __del__(self) -> None:
+        # A forgotten Storage must not keep the directory locked for the rest
+        # of the process; every batch is already synced, so closing is safe.
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> "Storage":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"lsn={self._lsn}"
+        return f"Storage({str(self._dir)!r}, {state})"
+
+    # -- internals ------------------------------------------------------------
+
+    def _take_lock(self) -> int:
+        path = self._dir / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot open lock file {str(path)!r}: {exc.strerror or exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = ""
+            try:
+                pid = os.pread(fd, 32, 0).decode().strip()
+                if pid:
+                    holder = f" (held by process {pid})"
+            except (OSError, UnicodeDecodeError):
+                pass
+            os.close(fd)
+            raise StorageError(
+                f"data directory {str(self._dir)!r} is already in use by another connection{holder}; "
+                f"only one process may open it at a time"
+            ) from exc
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # the pid is only a hint for the error message above
+        return fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+
+    def _check_usable(self, writing: bool) -> None:
+        if self._closed:
+            raise StorageError(f"storage for {str(self._dir)!r} is closed")
+        if writing and self._broken is not None:
+            raise StorageError(f"data directory {str(self._dir)!r} refuses writes: {self._broken}")
+
+    def _write(self, record: bytes, what: str) -> None:
+        assert self._log is not None
+        self._recovered = None
+        try:
+            self._log.append(record)
+        except OSError as exc:
+            if getattr(exc, "broken", False):
+                self._broken = f"a failed write could not be undone ({exc})"
+            raise StorageError(f"could not log {what} in {str(self._dir)!r}: {exc}") from exc
+
+    def _open(self) -> Recovered:
+        """Recover the directory, leaving it clean for appending."""
+        rec = self._read_state(repair=True)
+        self._open_report = list(rec.report)
+        self._lsn = rec.lsn
+        self._catalog = list(rec.catalog)
+        path = self._dir / _wal_name(self._gen)
+        try:
+            if path.exists():
+                self._log = LogWriter(path, path.stat().st_size, sync=self._sync)
+            else:
+                self._log = LogWriter.create(path, self._gen, self._lsn, sync=self._sync)
+        except OSError as exc:
+            raise StorageError(f"cannot open the log {str(path)!r}: {exc}") from exc
+        return rec
+
+    def _read_catalog(self) -> list[str]:
+        path = self._dir / CATALOG_NAME
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        try:
+            doc = json.loads(raw)
+            statements = doc["statements"]
+            if doc.get("version") != CATALOG_VERSION or not all(type(s) is str for s in statements):
+                raise ValueError("unexpected contents")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            # Written by atomic rename, so damage here is not a crash artefact;
+            # guessing a schema would be worse than stopping.
+            raise StorageError(f"catalog {str(path)!r} is damaged ({exc}); restore it from a backup") from None
+        return list(statements)
+
+    def _read_state(self, repair: bool) -> Recovered:
+        """Read catalog, snapshot and log. With ``repair``, also delete what
+        an interrupted operation left behind and cut a bad log tail; without
+        it, the files are assumed clean (they were repaired at opening)."""
+        report: list[str] = []
+        d = self._dir
+        if repair:
+            for tmp in sorted(d.glob("*.tmp")):
+                tmp.unlink(missing_ok=True)
+                report.append(f"{tmp.name}: removed an unfinished file left by an interrupted write")
+        catalog = self._read_catalog()
+        try:
+            snap = read_snapshot(d / SNAPSHOT_NAME)
+        except (SnapshotError, OSError) as exc:
+            raise StorageError(
+                f"data directory {str(d)!r}: the snapshot is unreadable: {exc}; it is replaced atomically, "
+                f"so this is damage to the disk or the file, not a crash; restore the directory from a backup"
+            ) from None
+        snap_gen, lsn = (snap.gen, snap.lsn) if snap is not None else (0, 0)
+        self._snapshot_bytes = (d / SNAPSHOT_NAME).stat().st_size if snap is not None else 0
+        tables: dict[str, _Rows] = {name: _Rows(rows) for name, rows in snap.tables.items()} if snap else {}
+
+        gens = sorted(int(m.group(1)) for p in d.iterdir() if (m := _WAL_RE.fullmatch(p.name)))
+        for g in [g for g in gens if g <= snap_gen]:
+            if repair:
+                (d / _wal_name(g)).unlink(missing_ok=True)
+                report.append(f"{_wal_name(g)}: deleted, already covered by the snapshot (a snapshot was interrupted)")
+        later = [g for g in gens if g > snap_gen]
+        if later and later != [snap_gen + 1]:
+            raise StorageError(
+                f"data directory {str(d)!r}: unexpected log files {[_wal_name(g) for g in later]} "
+                f"(expected only {_wal_name(snap_gen + 1)}); they were not written by this storage layer"
+            )
+        self._gen = snap_gen + 1
+        if later:
+            lsn = self._replay(d / _wal_name(self._gen), snap_gen + 1, lsn, tables, report, repair)
+
+        out: dict[str, list[tuple]] = {}
+        for name, rows in tables.items():
+            out[name] = rows.result()
+            if rows.unmatched:
+                report.append(f"table {name!r}: {rows.unmatched} deleted row(s) matched no stored row and were ignored")
+        return Recovered(catalog=catalog, tables=out, lsn=lsn, report=report)
+
+    def _replay(
+        self, path: Path, gen: int, lsn: int, tables: dict[str, _Rows], report: list[str], repair: bool
+    ) -> int:
+        buf = path.read_bytes()
+        if len(buf) < LOG_HEADER_SIZE and repair:
+            # Logs are created by rename, so this needs a file system that
+            # does not honour rename ordering; there is nothing in it to lose.
+            path.unlink()
+            report.append(f"{path.name}: {len(buf)}-byte file without a complete header removed")
+            return lsn
+        try:
+            header = decode_log_header(buf)
+        except HeaderError as exc:
+            raise StorageError(f"{str(path)!r}: {exc}; not a torn write, refusing to guess") from None
+        if header.gen != gen or header.base_lsn != lsn:
+            raise StorageError(
+                f"{str(path)!r}: header says generation {header.gen} starting after batch {header.base_lsn}, "
+                f"expected generation {gen} after batch {lsn}; the directory mixes files from different states"
+            )
+        scanner = FrameScanner(buf, LOG_HEADER_SIZE)
+        problem: str | None = None
+        end = LOG_HEADER_SIZE
+        for fr in scanner:
+            try:
+                rec = codec.unpackb(fr.payload)
+            except codec.DecodeError as exc:
+                problem, end = str(exc), fr.start
+                break
+            why = _valid_record(rec, lsn)
+            if why is not None:
+                problem, end = why, fr.start
+                break
+            if rec[0] == BATCH or rec[0] == COLUMNS:
+                if rec[0] == BATCH:
+                    _, lsn, table, ins, dels = rec
+                else:
+                    _, lsn, table, n, cols = rec
+                    ins, dels = codec.unpack_columns(n, cols), ()
+                rows = tables.get(table)
+                if rows is None:
+                    rows = tables[table] = _Rows()
+                rows.insert(ins)
+                rows.delete(dels)
+            else:
+                tables.pop(rec[2], None)
+            end = fr.end
+        else:
+            problem, end = scanner.problem, scanner.end
+        if problem is None:
+            return lsn
+        dropped = len(buf) - end
+        note = (
+            f"{path.name}: torn or corrupt tail at byte {end} ({problem}): {dropped} byte(s) dropped; "
+            f"recovered up to batch {lsn}"
+        )
+        if looks_like_records_follow(buf, end, _accept_any_record):
+            note += (
+                "; valid-looking records follow the bad one, so this is probably damage inside the log rather "
+                "than a torn write, and later batches in the dropped bytes are lost"
+            )
+        if not repair:
+            raise StorageError(f"log changed on disk while open: {note}")
+        keep = path.with_name(f"{path.name}.dropped-{end}")
+        try:
+            atomic_write(keep, [buf[end:]], sync=self._sync)
+            note += f" (the dropped bytes are kept in {keep.name})"
+        except OSError:
+            pass
+        try:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, end)
+                if self._sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StorageError(f"{str(path)!r}: could not cut the damaged tail: {exc}") from exc
+        report.append(note)
+        return lsn
