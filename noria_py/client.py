@@ -334,23 +334,14 @@ class Database:
         batch = base.prepare(inserts, deletes) if arrays is None else base.prepare_arrays(arrays)
         if not batch:
             return
-        if self.storage is not None and batch.is_numeric_insert():
-            self.storage.append_columns(entry.schema.name.lower(), batch.cols)
-        elif self.storage is not None:
-            rows = batch.to_rows()       # (not kept on a batch the base may keep)
-            if batch.sign_array is not None:
-                n_del = int((batch.sign_array < 0).sum())
-            else:
-                n_del = sum(1 for s in batch.signs if s < 0)
-            self.storage.append(entry.schema.name.lower(), rows[n_del:], rows[:n_del])
+        if self.storage is not None:
+            self.storage.log_batch(entry.schema.name.lower(), batch)
         self.runtime.write(entry.node, batch)
-        if self.storage is not None and self.storage.should_snapshot():
+        if self.storage is not None:
             # a base applies each write as it accepts it, so its rows are the log's
             # state now; every copy of a duplicated row is kept
-            tables = {}
-            for name, t in self._tables.items():
-                tables[name] = self.graph_[t.node].op.stored_rows()
-            self.storage.snapshot(tables)
+            self.storage.maybe_snapshot(lambda: {name: self.graph_[t.node].op.stored_rows()
+                                                 for name, t in self._tables.items()})
 
     # ------------------------------------------------------------ handles
 

@@ -26,9 +26,9 @@ Typical use by the engine::
     st = Storage("state/")
     rec = st.load()            # catalog, rows per table, lsn, report
     ...
-    lsn = st.append("vote", inserts=[(1, 7)], deletes=[])
-    if st.should_snapshot():
-        st.snapshot({"vote": current_rows_of_vote, ...})
+    st.log_batch("vote", batch)     # before the engine applies the batch
+    ...                             # the engine applies it
+    st.maybe_snapshot(lambda: {"vote": current_rows_of_vote, ...})
     st.close()
 """
 

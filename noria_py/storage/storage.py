@@ -16,7 +16,8 @@ Invariants kept by every method, under one lock:
   the engine may apply it only afterwards and never shows a write that a crash
   could lose;
 * a snapshot stands for exactly the batches logged so far (the caller hands
-  over the rows as of that point), and the log it covers is deleted
+  over the rows as of that point: :meth:`Storage.maybe_snapshot` reads them
+  right after the write that made it due), and the log it covers is deleted
   only after the snapshot is durable;
 * after a failure that leaves the directory's state unknown (a write that could
   not be undone, no new log after a snapshot), every later write is refused.
@@ -31,7 +32,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 # StorageError: a data directory that cannot be used as asked: locked by another
 # process, damaged beyond a torn log tail, a row that cannot be stored, or an I/O
@@ -55,6 +56,7 @@ from .log import (
 from .snapshot import SnapshotError, read_snapshot, write_snapshot
 
 if TYPE_CHECKING:
+    from ..batch import Batch
     from ..columns import ColumnChunk
 
 __all__ = ["Storage", "StorageError", "Recovered"]
@@ -183,7 +185,7 @@ class Storage:
     with a lock file so two processes never append to the same log.
 
     Opening recovers the directory at once (cutting a torn log tail), so
-    :meth:`append` can follow immediately; :meth:`load` hands over what was
+    :meth:`log_batch` (or :meth:`append`) can follow immediately; :meth:`load` hands over what was
     found. All methods are safe to call from several threads.
 
     ``sync=False`` skips every fsync: for tests and benchmarks only, as a
@@ -306,6 +308,25 @@ class Storage:
             self._lsn = lsn
             return lsn
 
+    def log_batch(self, table: str, batch: Batch) -> int:
+        """Log one write batch that a base table accepted, durably; returns its lsn.
+
+        ``batch`` is as :meth:`noria_py.ops.Base.prepare` makes it: deletions
+        first (sign -1), then insertions (sign +1). An all-numeric insert
+        (:meth:`Batch.is_numeric_insert`) is logged as a columns record, its
+        arrays' bytes as they are; anything else as rows. Call it before the
+        engine applies the batch, so that nothing is visible that a crash
+        could lose.
+        """
+        if batch.is_numeric_insert():
+            return self.append_columns(table, batch.cols)
+        rows = batch.to_rows()       # (not kept on a batch the base may keep)
+        if batch.sign_array is not None:
+            n_del = int((batch.sign_array < 0).sum())
+        else:
+            n_del = sum(1 for s in batch.signs if s < 0)
+        return self.append(table, rows[n_del:], rows[:n_del])
+
     def drop_table(self, name: str) -> None:
         """Log that ``name`` was dropped, so a table created later under the
         same name starts empty instead of inheriting the old rows at replay."""
@@ -381,6 +402,22 @@ class Storage:
             return False
         size = log.size - LOG_HEADER_SIZE
         return size >= self._snapshot_max or size > max(self._snapshot_min, self._snapshot_bytes)
+
+    def maybe_snapshot(self, tables: Callable[[], Mapping[str, Iterable[tuple | ColumnChunk]]]) -> bool:
+        """Take a snapshot if :meth:`should_snapshot` says it is due; returns
+        whether one was taken.
+
+        ``tables`` is called only then, and must return what :meth:`snapshot`
+        takes: every live base table's rows as of the batches logged so far
+        (every copy of a duplicated row; a table kept as columns may hand over
+        :class:`~noria_py.columns.ColumnChunk` objects among its rows). Call it
+        after the engine applied the last logged batch, so that the rows match
+        the log.
+        """
+        if not self.should_snapshot():
+            return False
+        self.snapshot(tables())
+        return True
 
     def log_bytes(self) -> int:
         """Size of the current log's records, for monitoring."""
