@@ -1,5 +1,5 @@
-"""Helpers shared by the storage tests (a uniquely named module, so that it
-cannot clash with other suites' conftest modules on sys.path)."""
+"""Helpers shared by the storage tests (imported as ``from .helpers import ...``;
+fixtures live in conftest.py)."""
 
 from __future__ import annotations
 

@@ -4,9 +4,10 @@ import shutil
 
 import pytest
 
-from storage_helpers import wal_files
 from noria_py.storage import StorageError
 from noria_py.storage import snapshot as snapmod
+
+from .helpers import wal_files
 
 
 def fill(s, n=3):

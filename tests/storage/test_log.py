@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from storage_helpers import typed, wal_files
 from noria_py.storage import Recovered, Storage, StorageError
 from noria_py.storage.log import LOG_HEADER_SIZE
+
+from .helpers import typed, wal_files
 
 WAL1 = "wal-00000001.log"
 
