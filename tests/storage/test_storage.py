@@ -1,0 +1,93 @@
+"""The two calls the engine makes on each write: ``Storage.log_batch`` (before the
+batch is applied) and ``Storage.maybe_snapshot`` (after)."""
+from __future__ import annotations
+
+import numpy as np
+
+from noria_py.batch import Batch
+from noria_py.columns import ColumnChunk
+from noria_py.storage import codec
+from noria_py.storage.log import BATCH, COLUMNS, LOG_HEADER_SIZE, FrameScanner
+
+from .helpers import typed, wal_files
+
+
+def _records(path) -> list[tuple]:
+    """The decoded records of one log file."""
+    buf = path.read_bytes()
+    return [codec.unpackb(fr.payload) for fr in FrameScanner(buf, LOG_HEADER_SIZE)]
+
+
+def _ones(n: int) -> np.ndarray:
+    return np.ones(n, dtype=np.int64)
+
+
+def test_log_batch_logs_deletions_as_deletions(open_storage, tmp_path):
+    d = tmp_path / "data"
+    s = open_storage(d)
+    assert s.log_batch("t", Batch.inserts([(1, "a"), (2, "b"), (2, "b")])) == 1
+    # a write with deletions, as Base.prepare makes it: deletions first
+    assert s.log_batch("t", Batch([(2, "b"), (1, "a"), (3, "c")], [-1, -1, 1])) == 2
+    s.close()
+    rec = _records(d / wal_files(d)[0])[1]
+    assert rec[0] == BATCH and rec[3] == ((3, "c"),) and rec[4] == ((2, "b"), (1, "a"))
+    assert typed(open_storage(d).load().tables["t"]) == typed([(2, "b"), (3, "c")])
+
+
+def test_log_batch_counts_deletions_of_a_columnar_batch(open_storage, tmp_path):
+    d = tmp_path / "data"
+    s = open_storage(d)
+    s.log_batch("t", Batch.inserts([(1, 1.5), (2, 2.5)]))
+    s.log_batch("t", Batch.columnar([np.array([1, 7]), np.array([1.5, 7.5])], np.array([-1, 1])))
+    s.close()
+    kinds = [r[0] for r in _records(d / wal_files(d)[0])]
+    assert kinds == [BATCH, BATCH]            # signs other than +1: not a columns record
+    assert typed(open_storage(d).load().tables["t"]) == typed([(2, 2.5), (7, 7.5)])
+
+
+def test_log_batch_logs_a_numeric_insert_as_columns(open_storage, tmp_path):
+    d = tmp_path / "data"
+    s = open_storage(d)
+    s.log_batch("t", Batch.columnar([np.arange(40), np.arange(40) / 2], _ones(40)))
+    text = np.empty(2, dtype=object)
+    text[:] = ["x", "y"]
+    s.log_batch("u", Batch.columnar([np.arange(2), text], _ones(2)))     # not all numeric
+    s.close()
+    kinds = [r[0] for r in _records(d / wal_files(d)[0])]
+    assert kinds == [COLUMNS, BATCH]
+    tables = open_storage(d).load().tables
+    assert typed(tables["t"]) == typed([(i, i / 2) for i in range(40)])
+    assert typed(tables["u"]) == typed([(0, "x"), (1, "y")])
+
+
+def test_maybe_snapshot_reads_no_rows_until_one_is_due(open_storage):
+    s = open_storage()                           # default thresholds: megabytes of log
+    s.log_batch("t", Batch.inserts([(1,)]))
+
+    def tables():
+        raise AssertionError("rows read although no snapshot was due")
+
+    assert s.maybe_snapshot(tables) is False
+    assert s.log_bytes() > 0
+
+
+def test_maybe_snapshot_snapshots_the_given_rows_when_due(open_storage, tmp_path):
+    d = tmp_path / "data"
+    s = open_storage(d, snapshot_min_bytes=0, snapshot_max_bytes=1)
+    s.log_batch("t", Batch.inserts([(1,), (1,), (2,)]))
+    s.log_batch("u", Batch.columnar([np.arange(3), np.arange(3) * 1.5], _ones(3)))
+    calls = []
+
+    def tables():
+        calls.append(s.lsn)
+        return {"t": iter([(1,), (1,), (2,)]),
+                "u": iter([ColumnChunk([np.arange(3), np.arange(3) * 1.5])])}
+
+    assert s.maybe_snapshot(tables) is True
+    assert calls == [2]                          # read once, at the logged batches' time
+    assert s.log_bytes() == 0 and wal_files(d) == ["wal-00000002.log"]
+    assert s.maybe_snapshot(tables) is False     # an empty log is not due again
+    s.close()
+    rec = open_storage(d).load()
+    assert rec.lsn == 2
+    assert rec.tables == {"t": [(1,), (1,), (2,)], "u": [(0, 0.0), (1, 1.5), (2, 3.0)]}
