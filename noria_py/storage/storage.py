@@ -30,9 +30,10 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 # StorageError: a data directory that cannot be used as asked: locked by another
 # process, damaged beyond a torn log tail, a row that cannot be stored, or an I/O
@@ -44,9 +45,9 @@ from .log import (
     COLUMNS,
     DROP,
     LOG_HEADER_SIZE,
+    FrameScanner,
     HeaderError,
     LogWriter,
-    FrameScanner,
     atomic_write,
     decode_log_header,
     frame,

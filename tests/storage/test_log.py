@@ -11,7 +11,7 @@ import pytest
 from noria_py.storage import Recovered, Storage, StorageError
 from noria_py.storage.log import LOG_HEADER_SIZE
 
-from .helpers import typed, wal_files
+from .helpers import typed
 
 WAL1 = "wal-00000001.log"
 
