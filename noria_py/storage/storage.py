@@ -9,7 +9,7 @@ crash left (unfinished ``*.tmp`` files, a log already covered by the snapshot, a
 torn log tail) and replays snapshot plus log into rows; any other damage is an
 error, never a guess.
 
-Invariants kept by every method, under one lock:
+Invariants (every method that writes holds one lock while it works):
 
 * a batch's lsn is one more than the previous batch's, and a batch is on disk
   (synced, unless ``sync=False``) before the method that logs it returns, so
@@ -186,8 +186,9 @@ class Storage:
     with a lock file so two processes never append to the same log.
 
     Opening recovers the directory at once (cutting a torn log tail), so
-    :meth:`log_batch` (or :meth:`append`) can follow immediately; :meth:`load` hands over what was
-    found. All methods are safe to call from several threads.
+    :meth:`log_batch` (or :meth:`append`) can follow immediately;
+    :meth:`load` hands over what was found. All methods are safe to call from
+    several threads.
 
     ``sync=False`` skips every fsync: for tests and benchmarks only, as a
     crash of the machine can then lose acknowledged batches.
