@@ -40,15 +40,13 @@ from ...errors import Error, RecoveryError
 from ...graph import Graph, Node
 from ...messages import Message
 from ..embedded import DEPTH
+from ...recovery import lineage, treeclock
 from . import wire
+from .errors import NodeDown, WorkerLost
 from .remote_ops import RemoteOp
 from .wire import decode_batch, decode_message, encode_batch, encode_message
 
 log = logging.getLogger("noria_py.cluster")
-
-
-class WorkerLost(Error):
-    """The worker hosting a node died while it was being asked something."""
 
 
 class WorkerHandle:
@@ -195,7 +193,7 @@ class ClusterRuntime:
                 elif op == "err":
                     fut = w.pending.pop(f[1], None)
                     if fut is not None:
-                        cls = WorkerLost if f[2] == "NodeDown" else Error
+                        cls = WorkerLost if f[2] == NodeDown.__name__ else Error
                         fut.set_exception(cls(f"worker {w.name}: {f[2]}: {f[3]}"))
                 elif op == "progress":
                     self._relay(f[1], f)
@@ -525,7 +523,6 @@ class ClusterRuntime:
                     self.changed.notify_all()
 
     def _recover_worker(self, lost: WorkerHandle, nodes: list[str]) -> None:
-        from ...recovery import lineage, treeclock
         detected = lost.lost_at - (lost.killed_at or lost.lost_at)
         spare = self._take_spare()
         control = self.control or threading.RLock()
