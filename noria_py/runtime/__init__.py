@@ -12,9 +12,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from ..batch import Batch
-    from ..domain import DomainInfo
+    from .domain import DomainInfo
     from ..graph import Node
-    from ..messages import Message
+    from .messages import Message
 
 
 class Runtime(Protocol):

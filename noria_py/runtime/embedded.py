@@ -15,10 +15,10 @@ import random
 from collections import deque
 
 from ..batch import Batch
-from ..domain import Domain, DomainInfo
+from .domain import Domain, DomainInfo
 from ..errors import RecoveryError
 from ..graph import Graph, Node
-from ..messages import Message
+from .messages import Message
 
 #: tree-clock depth: d - 1 adjacent failures are recoverable (Noria's prototype used 3)
 DEPTH = 3

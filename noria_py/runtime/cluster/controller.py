@@ -35,10 +35,10 @@ from concurrent.futures import Future
 from sql_frontend import wire as plan_wire
 
 from ...batch import Batch
-from ...domain import DomainInfo
+from ..domain import DomainInfo
 from ...errors import Error, RecoveryError
 from ...graph import Graph, Node
-from ...messages import Message
+from ..messages import Message
 from ..embedded import DEPTH
 from ...recovery import lineage, treeclock
 from . import wire

@@ -31,7 +31,7 @@ from sql_frontend import wire as plan_wire
 from treeclock import TreeClockError
 
 from ...batch import Batch
-from ...domain import Domain
+from ..domain import Domain
 from ...errors import Error
 from ...graph import Graph, Node
 from ...planner import Planner

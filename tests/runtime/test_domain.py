@@ -6,9 +6,9 @@ from treeclock import TreeClockError
 
 import noria_py
 from noria_py import Error
-from noria_py.domain import ACK_EVERY, FLUSH_EVERY
-from noria_py.messages import Message
+from noria_py.runtime.domain import ACK_EVERY, FLUSH_EVERY
 from noria_py.runtime.embedded import DEPTH
+from noria_py.runtime.messages import Message
 
 
 def _db(clocks: bool = True, seed=None):
