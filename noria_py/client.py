@@ -386,12 +386,10 @@ class Database:
         self.runtime.wait()
 
     def graph(self) -> list[dict]:
-        where = getattr(self.runtime, "describe", None)   # a cluster adds worker and pid
         out = []
         for n in self.graph_.topological():
             d = self.graph_[n].describe()
-            if where is not None:
-                d.update(where(n))
+            d.update(self.runtime.describe(n))      # a cluster adds worker and pid
             out.append(d)
         return out
 
@@ -402,7 +400,7 @@ class Database:
 
     def recover(self, node_id: str, strategy: str = "treeclock") -> RecoveryReport:
         self._node(node_id)
-        if getattr(self.runtime, "automatic_recovery", False):
+        if self.runtime.automatic_recovery:
             return self._awaited_recovery(node_id)
         if strategy == "lineage":
             from .recovery import lineage

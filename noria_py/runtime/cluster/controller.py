@@ -33,14 +33,16 @@ import time
 from concurrent.futures import Future
 
 from sql_frontend import wire as plan_wire
+from treeclock import TreeClocks
 
 from ...batch import Batch
-from ..domain import DomainInfo
 from ...errors import Error, RecoveryError
 from ...graph import Graph, Node
-from ..messages import Message
-from ..embedded import DEPTH
 from ...recovery import lineage, treeclock
+from .. import Runtime
+from ..domain import DomainInfo
+from ..embedded import DEPTH
+from ..messages import Message
 from . import wire
 from .errors import NodeDown, WorkerLost
 from .remote_ops import RemoteOp
@@ -89,10 +91,10 @@ class WorkerHandle:
                 return
 
 
-class ClusterRuntime:
+class ClusterRuntime(Runtime):
     """``Runtime`` over worker processes (see ``noria_py.runtime.Runtime``)."""
 
-    automatic_recovery = True
+    automatic_recovery = True        # a lost worker's nodes are recovered on a spare
 
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock") -> None:
@@ -102,7 +104,7 @@ class ClusterRuntime:
         self.target = workers
         self.heartbeat_timeout = heartbeat_timeout
         self.strategy = strategy
-        self.tc = None
+        self.tc: TreeClocks | None = None
         self.address: tuple[str, int] | None = None   # where local workers join
         self.token: str | None = None
         self.lock = threading.RLock()          # routing state below
@@ -351,7 +353,6 @@ class ClusterRuntime:
 
     def refresh_clocks(self) -> None:
         if self.clocks:
-            from treeclock import TreeClocks
             self.tc = TreeClocks(self.graph.parents_by_num(), DEPTH, previous=self.tc)
 
     def settle(self, fresh: set[str]) -> None:
@@ -442,7 +443,8 @@ class ClusterRuntime:
         msgs, now = self.call(node_id, "payload_after", child, t)
         return [decode_message(m) for m in msgs], now
 
-    def output_info(self, node_id: str, child: str, upto: int):
+    def output_info(self, node_id: str, child: str, upto: int) -> tuple[
+            Batch | None, list[Message], int, dict[str, int]]:
         snap, later, now, last_seen = self.call(node_id, "output_info", child, upto)
         return (None if snap is None else decode_batch(snap),
                 [decode_message(m) for m in later], now, last_seen)
