@@ -13,6 +13,7 @@ from sql_frontend import plan as lp
 from sql_frontend.expr import Col
 from sql_frontend.types import TableSchema
 
+from .arrowio import arrow_columns, column_rows
 from .batch import Batch
 from .errors import (AlreadyExistsError, ArityError, ClosedError, Error, RecoveryError,
                      RowNotFoundError, UnknownNodeError, UnknownTableError, UnknownViewError)
@@ -23,6 +24,7 @@ from .ops import Base, Reader
 from .ordering import order_key
 from .planner import Planner, initialize
 from .recovery import RecoveryReport
+from .remote import connect_url
 from .result import Result
 from .runtime.embedded import EmbeddedRuntime
 from .storage import Storage
@@ -375,12 +377,10 @@ class Database:
         self.runtime.wait()
 
     def graph(self) -> list[dict]:
-        where = getattr(self.runtime, "describe", None)   # a cluster adds worker and pid
         out = []
         for n in self.graph_.topological():
             d = self.graph_[n].describe()
-            if where is not None:
-                d.update(where(n))
+            d.update(self.runtime.describe(n))      # a cluster adds worker and pid
             out.append(d)
         return out
 
@@ -391,7 +391,7 @@ class Database:
 
     def recover(self, node_id: str, strategy: str = "treeclock") -> RecoveryReport:
         self._node(node_id)
-        if getattr(self.runtime, "automatic_recovery", False):
+        if self.runtime.automatic_recovery:
             return self._awaited_recovery(node_id)
         if strategy == "lineage":
             from .recovery import lineage
@@ -448,23 +448,6 @@ class Database:
         self.close()
 
 
-def arrow_columns(table, columns: list[str], name: str) -> list:
-    """The columns of a ``pyarrow.Table`` in the order of ``columns`` (matched by name,
-    ignoring case); every column must be there, and no other."""
-    names = [c.lower() for c in table.column_names]
-    missing = [c for c in columns if c.lower() not in names]
-    extra = [c for c in table.column_names if c.lower() not in {x.lower() for x in columns}]
-    if missing or extra:
-        raise ArityError(f"arrow table columns {table.column_names} do not match table "
-                         f"{name!r} columns {columns}")
-    return [table.column(names.index(c.lower())) for c in columns]
-
-
-def arrow_rows(table, columns: list[str], name: str) -> list[tuple]:
-    """The rows of a ``pyarrow.Table``, as ``arrow_columns`` matches them."""
-    return list(zip(*[c.to_pylist() for c in arrow_columns(table, columns, name)]))
-
-
 class Table:
     """Writes to one base table."""
 
@@ -491,7 +474,7 @@ class Table:
         cols = arrow_columns(table, self.columns, self.name)
         arrays = self._db.graph_[self._entry.node].op.arrays_from_arrow(cols)
         if arrays is None:
-            self.insert(list(zip(*[c.to_pylist() for c in cols])))
+            self.insert(column_rows(cols))
         elif len(table):
             self._db._write(self._entry, (), (), arrays)
 
@@ -579,6 +562,5 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
         if data_dir is not None or shards != 1 or seed is not None or not clocks:
             raise Error("data_dir, shards, seed and clocks are the server's settings "
                         "(noria-py serve); connect to a URL with only a token")
-        from .remote import connect_url
         return connect_url(url, token)
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks)

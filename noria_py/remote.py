@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from sql_frontend.types import SqlType
 
 from . import errors
+from .arrowio import arrow_rows
 from .errors import ArityError, ClosedError, Error
 from .recovery import RecoveryReport
 from .result import Result
@@ -146,7 +147,6 @@ class RemoteTable:
         self._db._call("insert", self.name, [tuple(r) for r in rows])
 
     def insert_arrow(self, table) -> None:
-        from .client import arrow_rows
         self.insert(arrow_rows(table, self.columns, self.name))
 
     def delete(self, rows: Iterable[Sequence]) -> None:

@@ -7,11 +7,9 @@ import pyarrow as pa
 
 from sql_frontend.types import SqlType
 
-_ARROW = {
-    SqlType.INT: pa.int64(), SqlType.FLOAT: pa.float64(), SqlType.TEXT: pa.string(),
-    SqlType.BOOL: pa.bool_(), SqlType.DATE: pa.date32(), SqlType.TIMESTAMP: pa.timestamp("us"),
-    SqlType.NULL: pa.null(),
-}
+from .arrowio import ARROW_TYPES
+
+_ARROW = {**ARROW_TYPES, SqlType.NULL: pa.null()}    # a NULL-typed column holds only NULLs
 
 
 def arrow_type(t: SqlType) -> pa.DataType:

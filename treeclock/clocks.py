@@ -233,9 +233,6 @@ class TreeClocks:
     def nodes(self) -> tuple:
         return tuple(self.graph)
 
-    def parents_of(self, node: int) -> tuple:
-        return self.graph[self.layout(node).root]
-
     def paths(self, node: int) -> tuple:
         return self.layout(node).paths
 
@@ -513,12 +510,6 @@ class TreeClocks:
         except TreeClockError:
             raise TreeClockError(f"malformed diff path {path!r} for node "
                                  f"{self.layout(node).root}") from None
-
-    def diff_of(self, node: int, path) -> np.ndarray:
-        """A diff given as its path, as an array of ``node``'s layout."""
-        clock, log = self.zero(node), self.new_log(node, 1)
-        self.apply_paths(node, tuple(path), clock, log)
-        return log[0].copy()
 
     def time_at(self, node: int, clock: np.ndarray, path) -> int:
         """The time at ``path`` in ``node``'s clock, e.g. ``(C, B)`` or ``(C, B, A)``."""

@@ -25,7 +25,7 @@ import time as _time
 from ..batch import Batch
 from ..errors import RecoveryError
 from ..graph import Graph
-from ..messages import Message
+from ..runtime.messages import Message
 from ..runtime import Runtime
 from .base import recover_base
 from .report import RecoveryReport

@@ -1,27 +1,41 @@
 """Runtimes move messages between domain shards; they do not know what operators do.
 
-``Runtime`` is what the client and recovery need of one: the embedded runtime answers
-from domains in this process, the cluster runtime by asking the worker that hosts
-each node. Recovery code is written against it alone, so it runs unchanged in both.
+``Runtime`` is everything the client and recovery ask of one: the embedded runtime
+answers from domains in this process, the cluster runtime by asking the worker that
+hosts each node. Recovery code is written against it alone, so it runs unchanged in
+both. Both runtimes subclass it, so a member added here and missing from either one
+fails the type check instead of being probed for with ``getattr``. The members only a
+cluster has a use for (``describe``, ``automatic_recovery``, ``wait_recovered``) say
+nothing in-process: no more to tell of a node, no recovery of its own, nothing to
+wait for.
+
+A domain (``domain.py``) and the messages between domains (``messages.py``) live here
+because only runtimes create and move them (recovery reads ``Message`` values it gets
+back from a runtime); the client never sees either.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
+    from treeclock import TreeClocks
 
     from ..batch import Batch
-    from ..domain import DomainInfo
-    from ..graph import Node
-    from ..messages import Message
+    from ..graph import Graph, Node
+    from .domain import DomainInfo
+    from .messages import Message
 
 
 class Runtime(Protocol):
-    tc: object            # the TreeClocks of the current graph, None without clocks
+    graph: "Graph"                   # the graph the runtime's nodes come from
+    tc: "TreeClocks | None"          # the TreeClocks of the current graph, None without clocks
+    #: True when lost nodes are recovered by the runtime itself (a cluster); then
+    #: ``Database.recover`` waits for that instead of running a strategy
+    automatic_recovery: bool
 
     # structure
-    def add(self, node: "Node") -> None: ...
+    def add(self, node: "Node") -> Any: ...
     def remove(self, node_id: str) -> None: ...
     def refresh_clocks(self) -> None: ...
     def settle(self, fresh: set[str]) -> None: ...
@@ -38,7 +52,13 @@ class Runtime(Protocol):
     def alive(self, node_id: str) -> bool: ...
     def info(self, node_id: str) -> "DomainInfo": ...
     def payload_after(self, node_id: str, child: str, time: int) -> tuple[list["Message"], int]: ...
+    def output_info(self, node_id: str, child: str, upto: int) -> tuple[
+            "Batch | None", list["Message"], int, dict[str, int]]: ...
     def restore(self, node_id: str, time: int, clock: "np.ndarray",
                 last_seen: dict[str, int]) -> None: ...
     def replay(self, node_id: str, msgs: list["Message"], seen: dict[str, int]) -> None: ...
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int: ...
+    def wait_recovered(self, timeout: float = 120.0) -> None: ...
+
+    # introspection
+    def describe(self, node_id: str) -> dict[str, Any]: ...

@@ -14,17 +14,22 @@ from __future__ import annotations
 import random
 from collections import deque
 
+from treeclock import TreeClocks
+
 from ..batch import Batch
-from ..domain import Domain, DomainInfo
 from ..errors import RecoveryError
 from ..graph import Graph, Node
-from ..messages import Message
+from . import Runtime
+from .domain import Domain, DomainInfo
+from .messages import Message
 
 #: tree-clock depth: d - 1 adjacent failures are recoverable (Noria's prototype used 3)
 DEPTH = 3
 
 
-class EmbeddedRuntime:
+class EmbeddedRuntime(Runtime):
+    automatic_recovery = False       # a failed node stays down until ``recover``
+
     def __init__(self, graph: Graph, seed: int | None = None, clocks: bool = True) -> None:
         self.graph = graph
         self.domains: dict[str, Domain] = {}
@@ -35,7 +40,7 @@ class EmbeddedRuntime:
         self.active: list[tuple[str, str]] = []     # edges with pending messages (seeded)
         self.delivered = 0
         self.clocks = clocks
-        self.tc = None
+        self.tc: TreeClocks | None = None
         # A base's write history: what its durable log holds (on disk with data_dir,
         # here in memory otherwise); it survives the base node's crash.
         self.durable: dict[str, list[Batch]] = {}
@@ -69,7 +74,6 @@ class EmbeddedRuntime:
         existing nodes keep theirs, since their upstream paths are unchanged)."""
         if not self.clocks:
             return
-        from treeclock import TreeClocks
         self.tc = TreeClocks(self.graph.parents_by_num(), DEPTH, previous=self.tc)
         for d in self.domains.values():
             d.attach_clocks(self.tc)
@@ -210,7 +214,8 @@ class EmbeddedRuntime:
     def payload_after(self, node_id: str, child: str, time: int) -> tuple[list[Message], int]:
         return self.domains[node_id].payload_after(child, time)
 
-    def output_info(self, node_id: str, child: str, upto: int):
+    def output_info(self, node_id: str, child: str, upto: int) -> tuple[
+            Batch | None, list[Message], int, dict[str, int]]:
         return self.domains[node_id].output_info(child, upto)
 
     def restore(self, node_id: str, time: int, clock, last_seen: dict[str, int]) -> None:
@@ -227,6 +232,15 @@ class EmbeddedRuntime:
         sends = d.write_history(self.durable[node_id], seen, low)
         self.send_all(sends)
         return len(sends)
+
+    def wait_recovered(self, timeout: float = 120.0) -> None:
+        """Nothing recovers on its own here: there is never a recovery to wait for."""
+
+    # ------------------------------------------------------------ introspection
+
+    def describe(self, node_id: str) -> dict:
+        """Every node is in this process: nothing to add to its ``Node.describe``."""
+        return {}
 
     def _drop_where(self, pred) -> None:
         if self.seed is None:

@@ -1,4 +1,7 @@
-"""Rows (tuples of Python values) to and from Arrow, typed by the plan's column types."""
+"""Rows (tuples of Python values) to and from Arrow, typed by the plan's column types,
+for Spark: a column whose plan type is unknown is inferred, and one of only NULLs gets
+a type all the same (Spark needs one). The SQL-to-Arrow type map itself is the
+engine's (``noria_py.arrowio``), shared with ``Result.arrow`` and ``insert_arrow``."""
 from __future__ import annotations
 
 from typing import Iterable, Sequence
@@ -7,14 +10,7 @@ import pyarrow as pa
 
 from sql_frontend.types import SqlType
 
-ARROW_TYPES = {
-    SqlType.INT: pa.int64(),
-    SqlType.FLOAT: pa.float64(),
-    SqlType.TEXT: pa.string(),
-    SqlType.BOOL: pa.bool_(),
-    SqlType.DATE: pa.date32(),
-    SqlType.TIMESTAMP: pa.timestamp("us"),
-}
+from ..arrowio import ARROW_TYPES, column_rows
 
 
 def arrow_type(t: SqlType | None) -> pa.DataType | None:
@@ -39,9 +35,7 @@ def rows_to_arrow(rows: Sequence[tuple], names: Sequence[str],
 
 
 def arrow_to_rows(table: pa.Table | pa.RecordBatch) -> list[tuple]:
-    if table.num_rows == 0:
-        return []
-    return list(zip(*(c.to_pylist() for c in table.columns)))
+    return column_rows(table.columns)
 
 
 def expand(counted: Iterable[tuple[tuple, int]]) -> list[tuple]:

@@ -12,8 +12,8 @@ from sql_frontend import plan as lp
 from sql_frontend.catalog import DictCatalog
 from sql_frontend.types import SqlType, TableSchema
 
+from ..arrowio import ARROW_TYPES
 from ..errors import Error, UnknownTableError
-from .arrow import ARROW_TYPES
 
 
 class LoadError(Error):

@@ -33,22 +33,22 @@ import time
 from concurrent.futures import Future
 
 from sql_frontend import wire as plan_wire
+from treeclock import TreeClocks
 
 from ...batch import Batch
-from ...domain import DomainInfo
 from ...errors import Error, RecoveryError
 from ...graph import Graph, Node
-from ...messages import Message
+from ...recovery import lineage, treeclock
+from .. import Runtime
+from ..domain import DomainInfo
 from ..embedded import DEPTH
+from ..messages import Message
 from . import wire
+from .errors import NodeDown, WorkerLost
 from .remote_ops import RemoteOp
 from .wire import decode_batch, decode_message, encode_batch, encode_message
 
 log = logging.getLogger("noria_py.cluster")
-
-
-class WorkerLost(Error):
-    """The worker hosting a node died while it was being asked something."""
 
 
 class WorkerHandle:
@@ -91,10 +91,10 @@ class WorkerHandle:
                 return
 
 
-class ClusterRuntime:
+class ClusterRuntime(Runtime):
     """``Runtime`` over worker processes (see ``noria_py.runtime.Runtime``)."""
 
-    automatic_recovery = True
+    automatic_recovery = True        # a lost worker's nodes are recovered on a spare
 
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock") -> None:
@@ -104,7 +104,7 @@ class ClusterRuntime:
         self.target = workers
         self.heartbeat_timeout = heartbeat_timeout
         self.strategy = strategy
-        self.tc = None
+        self.tc: TreeClocks | None = None
         self.address: tuple[str, int] | None = None   # where local workers join
         self.token: str | None = None
         self.lock = threading.RLock()          # routing state below
@@ -195,7 +195,7 @@ class ClusterRuntime:
                 elif op == "err":
                     fut = w.pending.pop(f[1], None)
                     if fut is not None:
-                        cls = WorkerLost if f[2] == "NodeDown" else Error
+                        cls = WorkerLost if f[2] == NodeDown.__name__ else Error
                         fut.set_exception(cls(f"worker {w.name}: {f[2]}: {f[3]}"))
                 elif op == "progress":
                     self._relay(f[1], f)
@@ -353,7 +353,6 @@ class ClusterRuntime:
 
     def refresh_clocks(self) -> None:
         if self.clocks:
-            from treeclock import TreeClocks
             self.tc = TreeClocks(self.graph.parents_by_num(), DEPTH, previous=self.tc)
 
     def settle(self, fresh: set[str]) -> None:
@@ -444,7 +443,8 @@ class ClusterRuntime:
         msgs, now = self.call(node_id, "payload_after", child, t)
         return [decode_message(m) for m in msgs], now
 
-    def output_info(self, node_id: str, child: str, upto: int):
+    def output_info(self, node_id: str, child: str, upto: int) -> tuple[
+            Batch | None, list[Message], int, dict[str, int]]:
         snap, later, now, last_seen = self.call(node_id, "output_info", child, upto)
         return (None if snap is None else decode_batch(snap),
                 [decode_message(m) for m in later], now, last_seen)
@@ -525,7 +525,6 @@ class ClusterRuntime:
                     self.changed.notify_all()
 
     def _recover_worker(self, lost: WorkerHandle, nodes: list[str]) -> None:
-        from ...recovery import lineage, treeclock
         detected = lost.lost_at - (lost.killed_at or lost.lost_at)
         spare = self._take_spare()
         control = self.control or threading.RLock()

@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 
 class Cluster:
@@ -54,12 +53,3 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def wait_until(pred, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False

@@ -13,6 +13,7 @@ import time
 from ...batch import Batch
 from ...errors import RecoveryError
 from ...ops.operator import Operator
+from .errors import WorkerLost
 from .wire import decode_batch, encode_batch
 
 
@@ -42,7 +43,6 @@ class RemoteOp(Operator):
 
     # reads: a view whose worker is being replaced answers once it is back
     def _read(self, method: str, *args, timeout: float = 60.0):
-        from .controller import WorkerLost
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -25,7 +25,8 @@ from ...client import Database
 from ...errors import Error
 from ...graph import Graph
 from . import wire
-from .controller import ClusterRuntime, WorkerLost
+from .controller import ClusterRuntime
+from .errors import WorkerLost
 
 log = logging.getLogger("noria_py.serve")
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...batch import Batch
 from ...errors import Error
-from ...messages import Message
+from ..messages import Message
 from ...storage.codec import DecodeError, packb, unpackb
 
 __all__ = [

@@ -31,21 +31,18 @@ from sql_frontend import wire as plan_wire
 from treeclock import TreeClockError
 
 from ...batch import Batch
-from ...domain import Domain
+from ..domain import Domain
 from ...errors import Error
 from ...graph import Graph, Node
 from ...planner import Planner
 from ..embedded import DEPTH
 from . import wire
+from .errors import NodeDown
 from .wire import decode_batch, decode_message, encode_batch, encode_message
 
 log = logging.getLogger("noria_py.worker")
 
 HEARTBEAT_EVERY = 0.2
-
-
-class NodeDown(Error):
-    """A read reached a node that is not back yet (the controller waits and retries)."""
 
 
 def apply_change(planner: Planner, graph: Graph, change: list, on_remove) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from noria_py.batch import Batch
 from noria_py.errors import Error
-from noria_py.messages import Message
+from noria_py.runtime.messages import Message
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.wire import (AuthError, Connection, ConnectionClosed, ProtocolError,
                                            client_handshake, decode_array, decode_batch,

@@ -7,11 +7,12 @@ import zlib
 
 import numpy as np
 import pytest
-from _treeclock_helpers import Run, scenarios
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from treeclock import Layout, ReferenceTreeClocks, TreeClockError, TreeClocks
+
+from .helpers import Run, scenarios
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 VERSIONS = [TreeClocks, ReferenceTreeClocks]

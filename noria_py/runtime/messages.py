@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .batch import Batch
+from ..batch import Batch
 
 
 @dataclass(slots=True)

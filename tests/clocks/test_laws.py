@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _treeclock_helpers import Run, both, dags, scenarios
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from treeclock import ReferenceTreeClocks, TreeClocks, clock_nbytes, diff_nbytes
+
+from .helpers import Run, both, dags, scenarios
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 VERSIONS = [TreeClocks, ReferenceTreeClocks]

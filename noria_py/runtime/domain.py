@@ -25,9 +25,9 @@ import numpy as np
 
 from treeclock import receive_path
 
-from .batch import Batch
-from .errors import UnknownNodeError
-from .graph import Graph, Node
+from ..batch import Batch
+from ..errors import UnknownNodeError
+from ..graph import Graph, Node
 from .messages import Message
 
 if TYPE_CHECKING:  # pragma: no cover

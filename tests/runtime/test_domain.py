@@ -6,9 +6,9 @@ from treeclock import TreeClockError
 
 import noria_py
 from noria_py import Error
-from noria_py.domain import ACK_EVERY, FLUSH_EVERY
-from noria_py.messages import Message
+from noria_py.runtime.domain import ACK_EVERY, FLUSH_EVERY
 from noria_py.runtime.embedded import DEPTH
+from noria_py.runtime.messages import Message
 
 
 def _db(clocks: bool = True, seed=None):
@@ -49,8 +49,7 @@ def test_messages_carry_their_senders_diff_as_a_path():
         assert type(m.clock) is tuple and len(m.clock) == DEPTH + 2
         assert all(type(x) is int for x in m.clock)
         assert m.clock[1] == m.time                # the sender's own time first
-        diff = src.tc.diff_of(src.node.num, m.clock)
-        assert diff[0] == m.time
+        src.tc.check_path(src.node.num, m.clock)     # a diff of the sender's layout
     db.wait()
     assert db.view("c").lookup(1) == [(1, 1)]
 

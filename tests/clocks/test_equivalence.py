@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _treeclock_helpers import Run, both, children_of, scenarios, shapes
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from treeclock import DiffLog, Layout
+
+from .helpers import Run, both, children_of, scenarios, shapes
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

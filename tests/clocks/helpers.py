@@ -1,7 +1,8 @@
-"""Strategies and a message simulator shared by the tree-clock tests."""
+"""Strategies, a message simulator and a diff decoder shared by the tree-clock tests."""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import strategies as st
 
 from treeclock import ReferenceTreeClocks, TreeClocks
@@ -99,3 +100,11 @@ def shapes(graph: dict) -> list:
         if len(grand) != len(set(grand)):
             out.append("diamond")
     return sorted(set(out))
+
+
+def diff_of(tc: TreeClocks, node: int, path: tuple) -> np.ndarray:
+    """The diff array a path stands for, in ``node``'s layout: the one row that
+    ``apply_paths`` writes for it into a scratch log (it raises as that does)."""
+    clock, log = tc.zero(node), tc.new_log(node, 1)
+    tc.apply_paths(node, tuple(path), clock, log)
+    return log[0].copy()
