@@ -193,7 +193,7 @@ def test_insert_arrow_numeric_columns_go_in_as_arrays(db):
 def test_select_list_needs_no_node_of_its_own():
     # unsharded, a view's SELECT list is applied by its reader (one hop less per write);
     # sharded, it stays a node (the reader's partition is on the projected columns)
-    from noria_py import workloads
+    from noria_tools import workloads
     for shards in (1, 4):
         d = noria_py.connect(shards=shards)
         workloads.setup(d, 5)

@@ -1,4 +1,10 @@
-"""The ``noria-py`` command."""
+"""The ``noria-py`` command.
+
+It lives with the tools because it dispatches to both sides: ``serve``, ``worker`` and
+``load`` run the engine (``noria_py``), ``demo``, ``bench`` and ``logictest`` the tools
+(``noria_tools``). Every subcommand imports what it runs only when it runs (importing
+the engine takes seconds), so ``noria-py --help`` stays quick.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,40 +13,40 @@ import sys
 
 
 def _serve(argv: list[str]) -> int:
-    from .runtime.cluster.server import main as serve_main
+    from noria_py.runtime.cluster.server import main as serve_main
     return serve_main(argv)
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from .runtime.cluster.worker import main as worker_main
+    from noria_py.runtime.cluster.worker import main as worker_main
     if args.token:
         os.environ["NORIA_TOKEN"] = args.token
     return worker_main(["--join", args.join])
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from noria_tools.demo import run_demo
     return run_demo(articles=args.articles, votes=args.votes, batch=args.batch,
                     shards=args.shards, duckdb_reads=args.duckdb_reads)
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import run_bench
+    from noria_tools.bench import run_bench
     return run_bench(args.name, args.extra)
 
 
 def _load(args: argparse.Namespace) -> int:
-    from .spark.load import main as load_main
+    from noria_py.spark.load import main as load_main
     return load_main(args)
 
 
 def _logictest(args: argparse.Namespace) -> int:
-    from .logictest import main as logictest_main
+    from noria_tools.logictest import main as logictest_main
     return logictest_main(args.files, mode=args.mode, verbose=args.verbose)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="noria-py", description=__doc__)
+    p = argparse.ArgumentParser(prog="noria-py", description=__doc__.partition("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="the vote application from the Noria paper, embedded")

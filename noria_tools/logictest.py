@@ -40,9 +40,8 @@ from pathlib import Path
 from typing import Iterable
 
 import sql_frontend
+from noria_py.errors import Error
 from sql_frontend import plan as lp
-
-from .errors import Error
 
 _HASH_LINE = re.compile(r"^(\d+) values hashing to ([0-9a-f]{32})$")
 
@@ -295,7 +294,7 @@ def _reason(err: BaseException) -> str:
 # ---------------------------------------------------------------- engine access
 
 def _connect():
-    from .client import Database
+    from noria_py.client import Database
     return Database(clocks=False)
 
 
@@ -359,8 +358,8 @@ class _Session:
         """Install many views at once (one initialization pass for all of them, where
         one CREATE VIEW each would walk the whole graph every time): fills ``views``
         and ``failed`` by record line."""
-        from .client import _ViewEntry
-        from .planner import initialize
+        from noria_py.client import _ViewEntry
+        from noria_py.planner import initialize
         db = self.db
         db.runtime.wait()
         for line, sql in queries:
