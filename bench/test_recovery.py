@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from noria_py import bench
+from noria_tools import bench
 
 SIZES = [int(float(s)) for s in os.environ.get("NORIA_BENCH_RECOVERY_SIZES", "100000,1000000").split(",")]
 

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from noria_py import bench, workloads
+from noria_tools import bench, workloads
 
 ARTICLES = int(os.environ.get("NORIA_BENCH_ARTICLES", "100000"))
 VOTES = int(os.environ.get("NORIA_BENCH_VOTES", "1000000"))

@@ -135,6 +135,14 @@ class Database:
         stmt = sql_frontend.parse(sql, self._catalog, tuple(params))
         return self._run(stmt, sql)
 
+    def parse(self, sql: str) -> lp.Statement:
+        """The front end's plan of one SQL statement (a ``sql_frontend.plan`` statement),
+        checked against this database's tables and views, without running it: e.g. a
+        SELECT's ``query`` says which tables it reads (its ``Scan`` nodes) and whether it
+        is ordered. Raises what ``execute`` would raise for SQL it cannot take."""
+        self._check_open()
+        return sql_frontend.parse(sql, self._catalog)
+
     def _run(self, stmt, sql: str) -> Result:
         """One parsed statement."""
         if isinstance(stmt, lp.Select):
@@ -179,24 +187,68 @@ class Database:
             self._persist_catalog()
 
     def _create_view(self, stmt: lp.CreateView, persist: bool = True, anonymous: bool = False) -> "View":
-        name = stmt.name.lower()
-        if name in self._views or name in self._tables:
-            raise AlreadyExistsError(f"a table or view named {stmt.name!r} already exists")
+        return self._create_views([stmt], persist, anonymous)[0]
+
+    def create_views(self, statements: Sequence[str | lp.CreateView], *,
+                     keep_going: bool = False) -> list["View | Exception"]:
+        """Create many views as one change of the graph: each is planned in turn, then
+        all of them are initialized from the tables' rows in one pass, where a CREATE
+        VIEW each would initialize (walking the graph) once per view.
+
+        ``statements`` are CREATE VIEW statements, as SQL or as ``parse`` plans them;
+        they read tables and views that exist already (not one another). Returns one
+        ``View`` per statement, in order. At the first statement that cannot be parsed or
+        planned, the views before it are created and its error is raised, as if each
+        had been executed on its own; with ``keep_going`` the others are created all the
+        same, and its place in the list holds the exception (a ``noria_py.Error`` for
+        SQL the engine does not support, any other for a bug)."""
+        self._check_open()
+        return self._create_views(statements, keep_going=keep_going)
+
+    def _create_views(self, statements: Sequence[str | lp.CreateView], persist: bool = True,
+                      anonymous: bool = False, keep_going: bool = False) -> list:
+        """``create_views``; ``anonymous`` views are the engine's own (a SELECT's, see
+        ``_select_view``): not listed, not persisted, dropped with their tables."""
         self.runtime.wait()                 # a migration starts from a quiet graph
-        readers = self.planner.add_view(name, stmt.query)
-        self.runtime.announce(("view", name, stmt.query))
-        fresh = self.planner.take_fresh()
-        try:
-            initialize(self.graph_, fresh)
-            self.runtime.settle(fresh)
-        except BaseException:               # (in a cluster: a worker lost meanwhile)
-            self._remove_nodes(readers)
-            raise
-        entry = _ViewEntry(name, stmt.query, readers, stmt.sql, anonymous)
-        self._views[name] = entry
-        if persist and not anonymous:
-            self._persist_catalog()
-        return self.view(name)
+        out: list = []
+        planned: list[_ViewEntry] = []
+        failed: Exception | None = None
+        for stmt in statements:
+            try:
+                if isinstance(stmt, str):
+                    stmt = self.parse(stmt)
+                    if not isinstance(stmt, lp.CreateView):
+                        raise Error(f"not a CREATE VIEW statement: {type(stmt).__name__}")
+                name = stmt.name.lower()
+                if name in self._views or name in self._tables or any(
+                        e.name == name for e in planned):
+                    raise AlreadyExistsError(
+                        f"a table or view named {stmt.name!r} already exists")
+                readers = self.planner.add_view(name, stmt.query)
+            except Exception as err:        # noqa: BLE001 - raised below or handed back
+                if not keep_going:
+                    failed = err
+                    break
+                out.append(err)
+                continue
+            self.runtime.announce(("view", name, stmt.query))
+            planned.append(_ViewEntry(name, stmt.query, readers, stmt.sql, anonymous))
+            out.append(planned[-1])
+        if planned:
+            fresh = self.planner.take_fresh()
+            try:
+                initialize(self.graph_, fresh)
+                self.runtime.settle(fresh)
+            except BaseException:           # (in a cluster: a worker lost meanwhile)
+                self._remove_nodes([r for e in planned for r in e.readers])
+                raise
+            for entry in planned:
+                self._views[entry.name] = entry
+            if persist and not anonymous:
+                self._persist_catalog()
+        if failed is not None:
+            raise failed
+        return [self.view(x.name) if isinstance(x, _ViewEntry) else x for x in out]
 
     def _drop_view(self, name: str, if_exists: bool = False) -> None:
         entry = self._views.get(name.lower())
@@ -462,6 +514,11 @@ class Table:
     def primary_keys(self):
         """The primary-key tuples now in the table (a live, read-only view)."""
         return self._db.graph_[self._entry.node].op.by_key.keys()
+
+    def rows(self) -> list[tuple]:
+        """Every row now in the table (a copy; a row held twice is there twice)."""
+        base: Base = self._db.graph_[self._entry.node].op
+        return [r for r, c in base.rows.items() for _ in range(c)]
 
     def insert(self, rows: Iterable[Sequence]) -> None:
         """Add rows (tuples in column order); all or nothing."""

@@ -193,7 +193,7 @@ def test_insert_arrow_numeric_columns_go_in_as_arrays(db):
 def test_select_list_needs_no_node_of_its_own():
     # unsharded, a view's SELECT list is applied by its reader (one hop less per write);
     # sharded, it stays a node (the reader's partition is on the projected columns)
-    from noria_py import workloads
+    from noria_tools import workloads
     for shards in (1, 4):
         d = noria_py.connect(shards=shards)
         workloads.setup(d, 5)
@@ -205,3 +205,46 @@ def test_select_list_needs_no_node_of_its_own():
         assert view.lookup(1) == [(1, "article 1", 1)]
         assert view.lookup(3) == [(3, "article 3", None)]
         d.close()
+
+
+def test_create_views_initializes_once_and_hands_back_errors(db, monkeypatch):
+    from noria_py import client
+    from sql_frontend import plan as lp
+    passes = []
+    real = client.initialize
+    monkeypatch.setattr(client, "initialize", lambda g, fresh: passes.append(fresh) or real(g, fresh))
+    db.table("vote").insert([(1, 1), (1, 2), (3, 3), (3, 3)])
+    by_user = db.parse("CREATE VIEW by_user AS SELECT user_id, COUNT(*) AS n FROM vote "
+                       "GROUP BY user_id")
+    assert isinstance(by_user, lp.CreateView) and by_user.query.order == ()
+    made = db.create_views([
+        "CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id",
+        "CREATE VIEW counts AS SELECT user_id FROM vote",      # taken by the one before
+        "SELECT * FROM vote",                                  # not a CREATE VIEW
+        "CREATE VIEW nope AS SELECT * FROM missing",
+        by_user,
+    ], keep_going=True)
+    assert len(passes) == 1                                    # one migration for both
+    assert [type(m).__name__ for m in made] == [
+        "View", "AlreadyExistsError", "Error", "UnknownTableError", "View"]
+    assert sorted(made[0].all()) == [(1, 2), (3, 2)]
+    assert sorted(db.view("by_user").all()) == [(1, 1), (2, 1), (3, 2)]
+    assert {"counts", "by_user"} <= set(db.views()) and "nope" not in db.views()
+    db.table("vote").insert([(3, 4)])
+    db.wait()
+    assert sorted(made[0].all()) == [(1, 2), (3, 3)]
+    # by default the first error is raised; the views before it exist, those after do not
+    with pytest.raises(noria_py.UnknownTableError):
+        db.create_views(["CREATE VIEW a1 AS SELECT user_id FROM vote",
+                         "CREATE VIEW a2 AS SELECT * FROM missing",
+                         "CREATE VIEW a3 AS SELECT article_id FROM vote"])
+    assert "a1" in db.views() and "a2" not in db.views() and "a3" not in db.views()
+    assert db.create_views([]) == []
+
+
+def test_table_rows_keep_duplicates(db):
+    vote = db.table("vote")
+    assert vote.rows() == []
+    vote.insert([(1, 1), (2, 2), (1, 1)])
+    vote.delete([(2, 2)])
+    assert sorted(vote.rows()) == [(1, 1), (1, 1)]

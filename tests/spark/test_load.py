@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import noria_py
-from noria_py.cli import main as cli_main
 from noria_py.spark.load import load
 from noria_py.spark.schema import LoadError
+from noria_tools.cli import main as cli_main
 
 pytestmark = pytest.mark.spark
 

@@ -11,7 +11,7 @@ import sys
 class Cluster:
     def __init__(self, workers: int = 2, shards: int = 1, token: str | None = None,
                  extra: tuple[str, ...] = (), log: str | None = None) -> None:
-        cmd = [sys.executable, "-m", "noria_py.cli", "serve", "--port", "0",
+        cmd = [sys.executable, "-m", "noria_py.runtime.cluster.server", "--port", "0",
                "--workers", str(workers), "--shards", str(shards), *extra]
         env = dict(os.environ)
         env.pop("NORIA_TOKEN", None)

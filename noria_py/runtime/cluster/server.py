@@ -12,10 +12,13 @@ behind a recovery it does not need.
 """
 from __future__ import annotations
 
+import argparse
 import faulthandler
 import logging
+import os
 import signal
 import socket
+import sys
 import threading
 
 import sql_frontend
@@ -252,8 +255,24 @@ class Server:
         self.db.close()
 
 
-def main(args) -> int:
-    """The ``noria-py serve`` command."""
+def main(argv: list[str] | None = None) -> int:
+    """The ``noria-py serve`` command, also run as ``python -m noria_py.runtime.cluster.server``
+    (how ``launch.Cluster`` starts one): its options, then the server until a signal."""
+    p = argparse.ArgumentParser(prog="noria-py serve")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (anything but loopback needs --token)")
+    p.add_argument("--port", type=int, default=7878, help="0 picks a free port")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (plus one spare)")
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--data-dir", dest="data_dir", default=None)
+    p.add_argument("--token", default=os.environ.get("NORIA_TOKEN"),
+                   help="shared secret every connection proves (default $NORIA_TOKEN)")
+    p.add_argument("--heartbeat-timeout", type=float, default=1.0,
+                   help="seconds of silence before a worker counts as dead")
+    p.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
+    p.add_argument("--no-clocks", action="store_true", help="no tree clocks (lineage only)")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s: %(message)s")
     try:
@@ -272,3 +291,7 @@ def main(args) -> int:
     server.serve_forever()
     server.close()
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -226,7 +226,7 @@ def test_worker_join_checks_the_token():
     import sys
     import time
     with Cluster(workers=1, token="tok") as cluster:
-        join = [sys.executable, "-m", "noria_py.cli", "worker", "--join",
+        join = [sys.executable, "-m", "noria_tools.cli", "worker", "--join",
                 f"{cluster.host}:{cluster.port}"]
         bad = subprocess.run(join + ["--token", "nope"], capture_output=True, text=True,
                              timeout=60)

@@ -1,4 +1,4 @@
-"""The Figure 3 harness (noria_py/overhead.py), at a tiny size: its shape, not its speed."""
+"""The Figure 3 harness (noria_tools/overhead.py), at a tiny size: its shape, not its speed."""
 from __future__ import annotations
 
 import gc
@@ -6,7 +6,7 @@ import gc
 import pytest
 
 import noria_py
-from noria_py import overhead
+from noria_tools import overhead
 
 
 @pytest.mark.parametrize("mode", ["default", "paused"])

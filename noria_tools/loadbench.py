@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
         d = fresh(root, f"cmd{i}")
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "noria_py.cli", "load", "vote", str(path),
+        subprocess.run([sys.executable, "-m", "noria_tools.cli", "load", "vote", str(path),
                         "--data-dir", d, "--master", a.master, "-q"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         res["load_cmd"].append(time.perf_counter() - t)

@@ -40,9 +40,8 @@ from pathlib import Path
 from typing import Iterable
 
 import sql_frontend
+from noria_py import Error, connect
 from sql_frontend import plan as lp
-
-from .errors import Error
 
 _HASH_LINE = re.compile(r"^(\d+) values hashing to ([0-9a-f]{32})$")
 
@@ -294,11 +293,6 @@ def _reason(err: BaseException) -> str:
 
 # ---------------------------------------------------------------- engine access
 
-def _connect():
-    from .client import Database
-    return Database(clocks=False)
-
-
 def _tables_read(rel) -> set[str]:
     out: set[str] = set()
     stack = [rel]
@@ -320,14 +314,15 @@ class _Session:
     """One database plus the runner's bookkeeping about it."""
 
     def __init__(self) -> None:
-        self.db = _connect()
+        self.db = connect(clocks=False)
         self.tainted: set[str] = set()       # tables an unsupported write left incomplete
         self.views: dict[int, str] = {}      # record line -> view name (incremental)
         self.failed: dict[int, Outcome] = {} # record line -> why its view does not exist
+        self.queries: dict[str, lp.Query] = {}   # view name -> its plan
         self.n = 0
 
     def plan(self, sql: str) -> lp.Query:
-        stmt = sql_frontend.parse(sql, self.db._catalog)
+        stmt = self.db.parse(sql)
         if not isinstance(stmt, lp.Select):
             raise sql_frontend.UnsupportedError(
                 f"unsupported: a query record that is not a SELECT ({type(stmt).__name__})")
@@ -335,41 +330,21 @@ class _Session:
 
     def create(self, sql: str) -> tuple[str | None, Outcome | None]:
         """Install the query's view; (name, None) or (None, the outcome to report)."""
-        try:
-            query = self.plan(sql)
-        except Error as err:
-            return None, Outcome(UNSUPPORTED, _reason(err))
-        except Exception as err:   # noqa: BLE001 - a bug: reported, counted as wrong
-            return None, Outcome(WRONG, f"bug while parsing: {_bug(err)}")
-        bad = _tables_read(query.root) & self.tainted
-        if bad:
-            return None, Outcome(UNSUPPORTED, "reads a table an unsupported write left "
-                                              f"incomplete ({', '.join(sorted(bad))})")
-        self.n += 1
-        name = f"_lt{self.n}"
-        try:
-            self.db._create_view(lp.CreateView(name, query, sql), anonymous=True)
-        except Error as err:
-            return None, Outcome(UNSUPPORTED, _reason(err))
-        except Exception as err:   # noqa: BLE001
-            return None, Outcome(WRONG, f"bug while planning: {_bug(err)}")
-        return name, None
+        self.create_many([(0, sql)])
+        return self.views.pop(0, None), self.failed.pop(0, None)
 
     def create_many(self, queries: list[tuple[int, str]]) -> None:
         """Install many views at once (one initialization pass for all of them, where
         one CREATE VIEW each would walk the whole graph every time): fills ``views``
         and ``failed`` by record line."""
-        from .client import _ViewEntry
-        from .planner import initialize
-        db = self.db
-        db.runtime.wait()
+        todo: list[tuple[int, lp.CreateView]] = []
         for line, sql in queries:
             try:
                 query = self.plan(sql)
             except Error as err:
                 self.failed[line] = Outcome(UNSUPPORTED, _reason(err))
                 continue
-            except Exception as err:   # noqa: BLE001
+            except Exception as err:   # noqa: BLE001 - a bug: reported, counted as wrong
                 self.failed[line] = Outcome(WRONG, f"bug while parsing: {_bug(err)}")
                 continue
             bad = _tables_read(query.root) & self.tainted
@@ -379,32 +354,33 @@ class _Session:
                                  f"({', '.join(sorted(bad))})")
                 continue
             self.n += 1
-            name = f"_lt{self.n}"
-            try:
-                readers = db.planner.add_view(name, query)
-            except Error as err:
-                self.failed[line] = Outcome(UNSUPPORTED, _reason(err))
-                continue
-            except Exception as err:   # noqa: BLE001
-                self.failed[line] = Outcome(WRONG, f"bug while planning: {_bug(err)}")
-                continue
-            db._views[name] = _ViewEntry(name, query, readers, sql, True)
-            self.views[line] = name
-        fresh = db.planner.take_fresh()
-        initialize(db.graph_, fresh)
-        db.runtime.settle(fresh)
+            todo.append((line, lp.CreateView(f"_lt{self.n}", query, sql)))
+        made = self.db.create_views([stmt for _, stmt in todo], keep_going=True)
+        for (line, stmt), view in zip(todo, made):
+            if isinstance(view, Error):
+                self.failed[line] = Outcome(UNSUPPORTED, _reason(view))
+            elif isinstance(view, Exception):
+                self.failed[line] = Outcome(WRONG, f"bug while planning: {_bug(view)}")
+            else:
+                self.views[line] = stmt.name
+                self.queries[stmt.name] = stmt.query
 
     def read(self, name: str) -> tuple[list[tuple], bool]:
         self.db.wait()
         v = self.db.view(name)
-        ordered = bool(self.db._views[name].query.order)
+        ordered = bool(self.queries[name].order)
         return v.all(), ordered
 
     def drop(self, name: str) -> None:
+        self.queries.pop(name, None)
         try:
-            self.db._drop_view(name)
+            self.db.execute(f"DROP VIEW {name}")
         except Exception:   # noqa: BLE001 - a view that is gone already
             pass
+
+    def has(self, name: str) -> bool:
+        """Whether a table or view of that (lower-case) name exists."""
+        return name in {t.lower() for t in self.db.tables()} or name in self.db.views()
 
 
 def _bug(err: BaseException) -> str:
@@ -455,7 +431,7 @@ def _run_statement(s: _Session, rec: Record, res: FileResult) -> bool:
 
 
 def _check(s: _Session, name: str, rec: Record) -> Outcome:
-    bad = _tables_read(s.db._views[name].query.root) & s.tainted
+    bad = _tables_read(s.queries[name].root) & s.tainted
     if bad:
         # a write the engine rejected (after the view was made) left these incomplete
         return Outcome(UNSUPPORTED, "reads a table an unsupported write left incomplete "
@@ -548,14 +524,14 @@ def _track_schema(schema: list[tuple[str, str]], sql: str, s: _Session) -> None:
                  r"([A-Za-z_][\w]*)", sql, re.I)
     if m:
         name = m.group(2).lower()
-        live = name in s.db._tables or name in s.db._views
+        live = s.has(name)
         if live and not any(n == name for n, _ in schema):
             schema.append((name, sql))
         return
     m = re.match(r"\s*DROP\s+(TABLE|VIEW)\s+(?:IF\s+EXISTS\s+)?([A-Za-z_][\w]*)", sql, re.I)
     if m:
         name = m.group(2).lower()
-        if name not in s.db._tables and name not in s.db._views:
+        if not s.has(name):
             schema[:] = [(n, q) for n, q in schema if n != name]
 
 
@@ -570,10 +546,9 @@ def _rebuilt(state: _Session, schema: list[tuple[str, str]], queries: list[Recor
         except Exception as err:   # noqa: BLE001 - it ran before; should not happen
             res.notes.append(f"replaying {sql[:60]!r}: {_bug(err)}")
     s.create_many([(rec.line, rec.sql) for rec in queries])
-    for tname, entry in state.db._tables.items():
-        base = state.db.graph_[entry.node].op
-        rows = [r for r, c in base.rows.items() for _ in range(c)]
-        if rows and tname in s.db._tables:
+    for tname in state.db.tables():
+        rows = state.db.table(tname).rows()
+        if rows and s.has(tname.lower()):
             s.db.table(tname).insert(rows)
     return s
 

@@ -1,4 +1,4 @@
-"""The sqllogictest runner (noria_py/logictest.py).
+"""The sqllogictest runner (noria_tools/logictest.py).
 
 The format tests use small scripts written here. The corpus tests read the shared
 corpus beside the repository (``../shared/conformance/sqllogictest``) and are skipped
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from noria_py import logictest as lt
-from noria_py.cli import main as cli_main
+from noria_tools import logictest as lt
+from noria_tools.cli import main as cli_main
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "sqllogictest"
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "sqllogictest"
 
 SCRIPT = """\
 hash-threshold 4

@@ -11,7 +11,8 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from . import connect, workloads
+from noria_py import connect
+from noria_tools import workloads
 
 
 def _percentile(samples_ns: list[int], p: float) -> float:
@@ -62,9 +63,10 @@ def run_demo(articles: int = 100_000, votes: int = 1_000_000, batch: int = 1_000
         print("duckdb is not installed; skipping the comparison")
         return 0
     con = duckdb.connect()
-    art_tbl = pa.table({"id": np.arange(articles, dtype=np.int64),
+    # DuckDB reads these two by their variable names (its replacement scans)
+    art_tbl = pa.table({"id": np.arange(articles, dtype=np.int64),  # noqa: F841
                         "title": [f"article {i}" for i in range(articles)]})
-    vote_tbl = pa.table({"article_id": data[:, 0], "user_id": data[:, 1]})
+    vote_tbl = pa.table({"article_id": data[:, 0], "user_id": data[:, 1]})  # noqa: F841
     con.execute("CREATE TABLE article AS SELECT * FROM art_tbl")
     con.execute("CREATE TABLE vote AS SELECT * FROM vote_tbl")
     dsamples = []

@@ -14,8 +14,9 @@ import time
 
 import numpy as np
 
-from ... import connect, workloads
-from .launch import Cluster
+from noria_py import connect
+from noria_py.runtime.cluster.launch import Cluster
+from noria_tools import workloads
 
 
 def _until(pred, timeout: float = 60.0) -> float:

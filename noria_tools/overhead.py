@@ -26,9 +26,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from . import connect, workloads
-from .errors import Error
-from .gcpolicy import tune_gc
+from noria_py import Error, connect, tune_gc
+from noria_tools import workloads
 
 MAX_BATCH = 1000
 

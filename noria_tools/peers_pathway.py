@@ -4,7 +4,7 @@ Pathway (pip install pathway, the ``peers`` extra) is the closest pip-installabl
 incremental engine. It is fed the same votes through its Python connector, committing
 one batch at a time, and maintains the same view (articles LEFT JOIN vote counts); the
 time from the first vote to the end of the run, when every batch has been processed, is
-its update throughput. Run as ``python -m noria_py.peers_pathway ARTICLES VOTES BATCH
+its update throughput. Run as ``python -m noria_tools.peers_pathway ARTICLES VOTES BATCH
 ZIPF`` (it may live in another environment than noria-py: it needs only numpy and
 pathway), printing one JSON line.
 """

@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from . import connect, workloads
-from .gcpolicy import tune_gc
+from noria_py import connect, tune_gc
+from noria_tools import workloads
 
 COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote "
               "WHERE article_id = ? GROUP BY article_id")
@@ -77,7 +77,7 @@ def _time_operators():
     by operator kind). Clear the totals where the timed part starts."""
     import collections
 
-    from . import ops
+    from noria_py import ops
     spent: collections.Counter = collections.Counter()
     saved = []
     for name in ops.__all__:
@@ -292,7 +292,7 @@ def plot_recovery(results: dict[str, dict[int, float]], path: str, shards: int) 
 def run_overhead(argv: list[str]) -> int:
     """The seed's Figure 3: propagation time at rising offered load, clocks on and off
     (``overhead.py``)."""
-    from .overhead import GC_MODES, per_insert, plot, sweep
+    from noria_tools.overhead import GC_MODES, per_insert, plot, sweep
     p = argparse.ArgumentParser(prog="noria-py bench overhead")
     p.add_argument("--articles", type=int, default=100_000)
     p.add_argument("--prefill", type=int, default=200_000, help="votes loaded first")
@@ -488,17 +488,17 @@ def _pathway(python: str | None, articles: int, votes: int, batch: int,
 
 
 def run_load(argv: list[str]) -> int:
-    from .spark.loadbench import main
+    from noria_tools.loadbench import main
     return main(argv)
 
 
 def run_memory(argv: list[str]) -> int:
-    from .memory import main
+    from noria_tools.memory import main
     return main(argv)
 
 
 def run_cluster(argv: list[str]) -> int:
-    from .runtime.cluster.bench import main
+    from noria_tools.clusterbench import main
     return main(argv)
 
 

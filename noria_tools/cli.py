@@ -1,4 +1,10 @@
-"""The ``noria-py`` command."""
+"""The ``noria-py`` command.
+
+It lives with the tools because it dispatches to both sides: ``serve``, ``worker`` and
+``load`` run the engine (``noria_py``), ``demo``, ``bench`` and ``logictest`` the tools
+(``noria_tools``). Every subcommand imports what it runs only when it runs (importing
+the engine takes seconds), so ``noria-py --help`` stays quick.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,41 +12,41 @@ import os
 import sys
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from .runtime.cluster.server import main as serve_main
-    return serve_main(args)
+def _serve(argv: list[str]) -> int:
+    from noria_py.runtime.cluster.server import main as serve_main
+    return serve_main(argv)
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from .runtime.cluster.worker import main as worker_main
+    from noria_py.runtime.cluster.worker import main as worker_main
     if args.token:
         os.environ["NORIA_TOKEN"] = args.token
     return worker_main(["--join", args.join])
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from noria_tools.demo import run_demo
     return run_demo(articles=args.articles, votes=args.votes, batch=args.batch,
                     shards=args.shards, duckdb_reads=args.duckdb_reads)
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import run_bench
+    from noria_tools.bench import run_bench
     return run_bench(args.name, args.extra)
 
 
 def _load(args: argparse.Namespace) -> int:
-    from .spark.load import main as load_main
+    from noria_py.spark.load import main as load_main
     return load_main(args)
 
 
 def _logictest(args: argparse.Namespace) -> int:
-    from .logictest import main as logictest_main
+    from noria_tools.logictest import main as logictest_main
     return logictest_main(args.files, mode=args.mode, verbose=args.verbose)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="noria-py", description=__doc__)
+    p = argparse.ArgumentParser(prog="noria-py", description=__doc__.partition("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="the vote application from the Noria paper, embedded")
@@ -62,21 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     lt.add_argument("-v", "--verbose", action="store_true")
     lt.set_defaults(run=_logictest)
 
-    s = sub.add_parser("serve", help="run a cluster: a controller and worker processes")
-    s.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (anything but loopback needs --token)")
-    s.add_argument("--port", type=int, default=7878, help="0 picks a free port")
-    s.add_argument("--workers", type=int, default=1, help="worker processes (plus one spare)")
-    s.add_argument("--shards", type=int, default=1)
-    s.add_argument("--data-dir", dest="data_dir", default=None)
-    s.add_argument("--token", default=os.environ.get("NORIA_TOKEN"),
-                   help="shared secret every connection proves (default $NORIA_TOKEN)")
-    s.add_argument("--heartbeat-timeout", type=float, default=1.0,
-                   help="seconds of silence before a worker counts as dead")
-    s.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
-    s.add_argument("--no-clocks", action="store_true", help="no tree clocks (lineage only)")
-    s.add_argument("-v", "--verbose", action="store_true")
-    s.set_defaults(run=_serve)
+    # serve's options are the engine's own (``python -m noria_py.runtime.cluster.server``
+    # takes the same): they pass through to its parser unread
+    sub.add_parser("serve", help="run a cluster: a controller and worker processes",
+                   add_help=False)
 
     w = sub.add_parser("worker", help="join a running cluster as a worker")
     w.add_argument("--join", required=True, metavar="HOST:PORT")
@@ -99,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     ld.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ld.set_defaults(run=_load)
 
-    args = p.parse_args(argv)
+    args, rest = p.parse_known_args(argv)
+    if args.command == "serve":
+        return _serve(rest)
+    if rest:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     return args.run(args)
 
 

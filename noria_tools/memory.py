@@ -1,7 +1,7 @@
 """``noria-py bench memory``: resident memory of the vote workload, per vote, with tree
 clocks and logs on and off, and the size of the logs over a long run.
 
-Each configuration runs in a fresh process (``python -m noria_py.memory VOTES CLOCKS``)
+Each configuration runs in a fresh process (``python -m noria_tools.memory VOTES CLOCKS``)
 so that peak RSS belongs to it alone. Bytes per vote is (peak RSS after the votes) minus
 (RSS with the articles loaded and the view built, before any vote), over the votes:
 everything a vote costs, base table, aggregate, reader and logs included.
@@ -26,7 +26,8 @@ def _rss_bytes() -> int:
 def measure(votes: int, clocks: bool, articles: int = 100_000, batch: int = 1000) -> dict:
     import gc
 
-    from . import connect, workloads
+    from noria_py import connect
+    from noria_tools import workloads
     db = connect(clocks=clocks)
     workloads.setup(db, articles)
     gc.collect()
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> int:
           f"{'logged msgs':>11} {'diffs':>7}")
     for n in [int(float(x)) for x in a.votes.split(",")]:
         for clocks in (True, False):
-            out = subprocess.run([sys.executable, "-m", "noria_py.memory", str(n),
+            out = subprocess.run([sys.executable, "-m", "noria_tools.memory", str(n),
                                   "1" if clocks else "0", str(a.articles)],
                                  capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
