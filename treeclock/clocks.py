@@ -11,8 +11,9 @@ clock, and recovery trusts clocks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from struct import error as struct_error, pack_into
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -20,6 +21,23 @@ from . import codec
 from . import kernels as K
 from .errors import TreeClockError, check_depth, normalize_graph
 from .layout import Layout
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from typing import TypeAlias
+
+    from .codec import Encoded
+
+    #: ``(start, gather, parent's clock shape or None for an input from outside,
+    #: receiver's clock shape)``, as ``TreeClocks._edges`` holds it.
+    _Edge: TypeAlias = tuple[int, np.ndarray, tuple[int] | None, tuple[int]]
+    #: :meth:`TreeClocks.edge`: ``(start, gather)``.
+    _FastEdge: TypeAlias = tuple[int, np.ndarray]
+    #: :meth:`TreeClocks.path_edge`: ``(leaves, depth + 1)`` for an edge from a parent,
+    #: ``(None, depth zeros)`` for an input from outside.
+    _PathEdge: TypeAlias = tuple[dict[int, int], int] | tuple[None, tuple[int, ...]]
+    #: A diff log as :meth:`TreeClocks.apply_up_to` and :meth:`TreeClocks.t_star` take it.
+    _Diffs: TypeAlias = "DiffLog | np.ndarray | Iterable[np.ndarray]"
 
 __all__ = ["TreeClocks", "DiffLog", "receive_path"]
 
@@ -31,7 +49,7 @@ _NO_GATHER = np.zeros(0, dtype=np.int64)
 _MAX_TIME = 2**63 - 1
 
 
-def _make_diff_first(out, parent_diff, start, gather, new_time):
+def _make_diff_first(out: np.ndarray, parent_diff: np.ndarray, start: int, gather: np.ndarray, new_time: int) -> None:
     """The process's first make_diff: bind ``_make_diff`` to the kernel's machine code.
 
     :meth:`TreeClocks.make_diff` calls the kernel's entry point for
@@ -47,7 +65,8 @@ def _make_diff_first(out, parent_diff, start, gather, new_time):
 _make_diff = _make_diff_first   # a module global: one lookup less on the hot path
 
 
-def _receive_first(clock, rows, n, parent_diff, start, gather):
+def _receive_first(clock: np.ndarray, rows: np.ndarray, n: int, parent_diff: np.ndarray, start: int,
+                   gather: np.ndarray) -> int:
     """The process's first receive_fast: bind ``_receive`` to the kernel's machine code
     for :data:`kernels.RECEIVE_SIG`, as ``_make_diff_first`` does."""
     global _receive
@@ -58,7 +77,8 @@ def _receive_first(clock, rows, n, parent_diff, start, gather):
 _receive = _receive_first
 
 
-def _apply_paths_first(clock, rows, n, paths, up, level):
+def _apply_paths_first(clock: np.ndarray, rows: np.ndarray, n: int, paths: np.ndarray, up: np.ndarray,
+                       level: np.ndarray) -> int:
     """The process's first apply_paths: bind ``_apply_paths`` to the kernel's machine
     code for :data:`kernels.APPLY_PATHS_SIG`, as ``_make_diff_first`` does."""
     global _apply_paths
@@ -69,7 +89,7 @@ def _apply_paths_first(clock, rows, n, paths, up, level):
 _apply_paths = _apply_paths_first
 
 
-def receive_path(edge: tuple, parent_path: tuple | None, new_time: int) -> tuple:
+def receive_path(edge: _PathEdge, parent_path: tuple[int, ...] | None, new_time: int) -> tuple[int, ...]:
     """A receipt's diff as its path, from the diff the message carried (also a path).
 
     A diff is non-zero only along one path from the root (the receiver's own time,
@@ -81,21 +101,24 @@ def receive_path(edge: tuple, parent_path: tuple | None, new_time: int) -> tuple
     kernel call. ``edge`` comes from :meth:`TreeClocks.path_edge`. Checks the path's
     length and leaf; its times are checked when applied.
     """
+    # ``cut`` is an int when ``leaves`` is a dict, a tuple when it is None; the
+    # ignores below are where this relies on that pairing or on the TypeError a
+    # mismatch raises (no isinstance: this runs on every message).
     leaves, cut = edge
     if parent_path is None:
         if leaves is not None:
             raise TreeClockError("a message from a parent must carry its diff")
-        return (0, new_time) + cut
+        return (0, new_time) + cut  # type: ignore[operator]
     try:
-        if len(parent_path) != cut + 1:
+        if len(parent_path) != cut + 1:  # type: ignore[operator]
             raise IndexError
-        leaf = leaves[parent_path[0]]
+        leaf = leaves[parent_path[0]]  # type: ignore[index]
     except (KeyError, TypeError, IndexError):
         if leaves is None:
             raise TreeClockError("an input from outside the dataflow carries no diff") from None
         raise TreeClockError(f"malformed diff path {parent_path!r}: not depth + 2 ints ending "
                              "at an entry of the sender's clock") from None
-    return (leaf, new_time) + parent_path[1:cut]
+    return (leaf, new_time) + parent_path[1:cut]  # type: ignore[index]
 
 
 class DiffLog:
@@ -109,7 +132,7 @@ class DiffLog:
 
     __slots__ = ("node", "_rows", "_n")
 
-    def __init__(self, node: int, size: int, capacity: int = 16):
+    def __init__(self, node: int, size: int, capacity: int = 16) -> None:
         self.node = node
         self._rows = np.zeros((max(int(capacity), 1), size), dtype=np.int64)
         self._n = 0
@@ -162,9 +185,10 @@ class DiffLog:
     def __getitem__(self, i: int) -> np.ndarray:
         if not -self._n <= i < self._n:
             raise IndexError(f"diff log of node {self.node} has {self._n} diffs, no index {i}")
-        return self._rows[i % self._n]
+        row: np.ndarray = self._rows[i % self._n]
+        return row
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[np.ndarray]:
         for i in range(self._n):
             yield self._rows[i]
 
@@ -178,13 +202,13 @@ class TreeClocks:
     Layouts and the per-edge index maps are computed here, once.
     """
 
-    def __init__(self, parents: Mapping, depth: int, previous: "TreeClocks | None" = None):
+    def __init__(self, parents: Mapping[int, Iterable[int]], depth: int, previous: "TreeClocks | None" = None) -> None:
         self.graph = normalize_graph(parents)
         self.depth = check_depth(depth)
         # A growing graph (new nodes downstream) leaves every old node's upstream, and
         # so its layout, unchanged: ``previous`` lends those, so a rebuild costs only
         # the new nodes.
-        reuse = {}
+        reuse: dict[int, Layout] = {}
         if previous is not None and previous.depth == self.depth:
             stable = {n for n in self.graph if previous.graph.get(n) == self.graph[n]}
             changed = True
@@ -195,14 +219,16 @@ class TreeClocks:
                         stable.discard(n)
                         changed = True
             reuse = {n: previous.layouts[n] for n in stable}
-        self.layouts = {n: reuse.get(n) or Layout(self.graph, n, self.depth, _checked=True)
-                        for n in self.graph}
+        self.layouts: dict[int, Layout] = {n: reuse.get(n) or Layout(self.graph, n, self.depth, _checked=True)
+                                           for n in self.graph}
         self._shapes = {n: (lay.size,) for n, lay in self.layouts.items()}
         # (receiver, parent) -> (start, gather, parent shape, receiver shape);
         # shapes as tuples so the hot path compares ``a.shape`` without building one.
-        self._edges: dict = {}
+        self._edges: dict[tuple[int, int | None], _Edge] = {}
+        p: int | None  # a parent; None in the key of an input from outside
         for n, lay in self.layouts.items():
             if n in reuse:
+                assert previous is not None  # (reuse is empty without it)
                 for key in [(n, None)] + [(n, p) for p in self.graph[n]]:
                     if key in previous._edges:
                         self._edges[key] = previous._edges[key]
@@ -215,7 +241,7 @@ class TreeClocks:
                 self._edges[(n, p)] = (start, np.array(gather, dtype=np.int64), (pl.size,), (lay.size,))
         # The same edges as receiver -> {parent: edge}, for make_diff: two lookups by
         # int are ~0.05 µs cheaper than building and hashing a (receiver, parent) key.
-        self._edges_to: dict = {}
+        self._edges_to: dict[int, dict[int | None, _Edge]] = {}
         for (n, p), edge in self._edges.items():
             self._edges_to.setdefault(n, {})[p] = edge
 
@@ -230,10 +256,10 @@ class TreeClocks:
         raise TreeClockError(f"unknown node {node!r}: it is not in the graph")
 
     @property
-    def nodes(self) -> tuple:
+    def nodes(self) -> tuple[int, ...]:
         return tuple(self.graph)
 
-    def paths(self, node: int) -> tuple:
+    def paths(self, node: int) -> tuple[tuple[int, ...], ...]:
         return self.layout(node).paths
 
     def size(self, node: int) -> int:
@@ -252,7 +278,7 @@ class TreeClocks:
 
     # -- checks ----------------------------------------------------------------
 
-    def _arr(self, node, a, what: str = "clock") -> Layout:
+    def _arr(self, node: int, a: object, what: str = "clock") -> Layout:
         lay = self.layout(node)
         if type(a) is not _ndarray or a.dtype != _I64 or a.shape != (lay.size,):
             got = f"{a.dtype} array of shape {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
@@ -261,7 +287,7 @@ class TreeClocks:
             )
         return lay
 
-    def _edge(self, receiver, parent):
+    def _edge(self, receiver: int, parent: int | None) -> _Edge:
         try:
             edge = self._edges.get((receiver, parent))
         except TypeError:
@@ -275,20 +301,20 @@ class TreeClocks:
         raise TreeClockError(f"node {parent} is not a parent of node {receiver}")
 
     @staticmethod
-    def _own_log(lay: Layout, log) -> None:
+    def _own_log(lay: Layout, log: object) -> None:
         """Refuse anything but the DiffLog of ``lay``'s node."""
         if type(log) is not DiffLog or log.node != lay.root or log._rows.shape[1] != lay.size:
             raise TreeClockError(f"log must be node {lay.root}'s DiffLog (from new_log({lay.root}))")
 
     @staticmethod
-    def _time(t, what: str, minimum: int) -> int:
+    def _time(t: object, what: str, minimum: int) -> int:
         if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
             raise TreeClockError(f"{what} must be an int, got {t!r}")
         if not minimum <= t <= _MAX_TIME:
             raise TreeClockError(f"{what} must be in {minimum}..2**63-1, got {t}")
         return int(t)
 
-    def _rows(self, node, diffs):
+    def _rows(self, node: int, diffs: _Diffs) -> tuple[np.ndarray, int]:
         """A diff log given as DiffLog, 2-D array or sequence of arrays -> (rows, n)."""
         lay = self.layout(node)
         if isinstance(diffs, DiffLog):
@@ -315,7 +341,7 @@ class TreeClocks:
         """An empty diff log for ``node``."""
         return DiffLog(self.layout(node).root, self.layouts[node].size, capacity)
 
-    def make_diff(self, receiver: int, parent, parent_diff, new_time: int) -> np.ndarray:
+    def make_diff(self, receiver: int, parent: int | None, parent_diff: np.ndarray | None, new_time: int) -> np.ndarray:
         """The diff ``receiver`` stores when it receives a message from ``parent``.
 
         Its root holds ``new_time``; under ``parent`` sits ``parent_diff`` (the
@@ -335,7 +361,9 @@ class TreeClocks:
                 raise TreeClockError("an input from outside the dataflow carries no diff")
             parent_diff = _NO_DIFF
         elif type(parent_diff) is not _ndarray or parent_diff.dtype is not _I64 or parent_diff.shape != pshape:
+            assert parent is not None  # (pshape is not None)
             self._arr(parent, parent_diff, "parent_diff")
+            parent_diff = cast(np.ndarray, parent_diff)  # _arr returned: it is one
         if type(new_time) is not int or not 0 < new_time <= _MAX_TIME:
             new_time = self._time(new_time, "new_time", 1)
         # The kernel is called without Numba's type dispatch (see _make_diff_first), so
@@ -367,7 +395,8 @@ class TreeClocks:
         K.merge_into(clock, diff)
         return clock
 
-    def receive(self, receiver: int, parent, parent_diff, clock: np.ndarray, log: DiffLog | None = None) -> np.ndarray:
+    def receive(self, receiver: int, parent: int | None, parent_diff: np.ndarray | None, clock: np.ndarray,
+                log: DiffLog | None = None) -> np.ndarray:
         """Everything a node does on receipt, in one kernel call.
 
         Builds the diff at time ``clock[0] + 1``, merges it into ``clock`` and
@@ -387,7 +416,9 @@ class TreeClocks:
                 raise TreeClockError("an input from outside the dataflow carries no diff")
             parent_diff = _NO_DIFF
         elif type(parent_diff) is not _ndarray or parent_diff.dtype is not _I64 or parent_diff.shape != pshape:
+            assert parent is not None  # (pshape is not None)
             self._arr(parent, parent_diff, "parent_diff")
+            parent_diff = cast(np.ndarray, parent_diff)  # _arr returned: it is one
         if type(clock) is not _ndarray or clock.dtype is not _I64 or clock.shape != shape:
             self._arr(receiver, clock)
         if log is None:
@@ -403,15 +434,15 @@ class TreeClocks:
             raise TreeClockError(f"time of node {receiver} would overflow int64")
         if log is not None:
             log._n = n + 1
-        return rows[n]
+        return rows[n]  # type: ignore[no-any-return]  # numpy types an int index as Any
 
-    def edge(self, receiver: int, parent) -> tuple:
+    def edge(self, receiver: int, parent: int | None) -> _FastEdge:
         """The precomputed shape of edge ``parent -> receiver`` (``parent=None``: an
         input from outside), for :meth:`receive_fast`; checked once, here."""
         start, gather, _, _ = self._edge(receiver, parent)
         return start, gather
 
-    def receive_fast(self, edge: tuple, parent_diff, clock: np.ndarray, log: DiffLog) -> np.ndarray:
+    def receive_fast(self, edge: _FastEdge, parent_diff: np.ndarray | None, clock: np.ndarray, log: DiffLog) -> np.ndarray:
         """:meth:`receive` without its argument checks, for a caller that only passes
         arrays this object made (the engine's own clocks, logs and the diffs its
         messages carry, decoded and checked where they enter): one kernel call and the
@@ -425,22 +456,23 @@ class TreeClocks:
                     start, gather) < 0:
             raise TreeClockError("time would overflow int64")
         log._n = n + 1
-        return rows[n]
+        return rows[n]  # type: ignore[no-any-return]  # numpy types an int index as Any
 
-    def path_edge(self, receiver: int, parent) -> tuple:
+    def path_edge(self, receiver: int, parent: int | None) -> _PathEdge:
         """The edge ``parent -> receiver`` for :func:`receive_path`: where each of the
         parent's entries lands in the receiver's clock, one level deeper and cut to
         the depth (``parent=None``: an input from outside). Checked once, here."""
         start, gather, pshape, _ = self._edge(receiver, parent)
         if pshape is None:
             return None, (0,) * self.depth
+        assert parent is not None  # (pshape is not None)
         lay = self.layouts[receiver]
         keep = self.depth + 1
         leaves = {pos: lay.index[((receiver,) + path)[:keep]]
                   for pos, path in enumerate(self.layouts[parent].paths)}
         return leaves, keep
 
-    def apply_paths(self, node: int, paths, clock: np.ndarray, log: DiffLog) -> None:
+    def apply_paths(self, node: int, paths: Sequence[int], clock: np.ndarray, log: DiffLog) -> None:
         """Append the diffs given as paths (:func:`receive_path`), flattened one after
         the other in ``paths`` (a sequence of ints), to ``log`` and merge them into
         ``clock``, in one kernel call. A malformed path raises, and then neither the
@@ -450,7 +482,7 @@ class TreeClocks:
         self._own_log(lay, log)
         flat = _empty(len(paths), dtype=_I64)
         try:        # checks and converts in one C loop, 3x faster than np.fromiter
-            pack_into(f"{len(flat)}q", flat, 0, *paths)
+            pack_into(f"{len(flat)}q", flat, 0, *paths)  # type: ignore[arg-type]  # numpy: a Buffer on 3.12+ only
         except struct_error:
             raise TreeClockError(f"diff paths of node {lay.root} must be int64 ints") from None
         if len(flat) % width:
@@ -469,7 +501,7 @@ class TreeClocks:
             raise TreeClockError(f"malformed diff path {path} for node {lay.root}")
         log._n = n + k
 
-    def compact(self, node: int, log: DiffLog, summary: np.ndarray, lows: Mapping) -> int:
+    def compact(self, node: int, log: DiffLog, summary: np.ndarray, lows: Mapping[int, int]) -> int:
         """Fold into ``summary`` and drop from ``log`` every diff at or below a parent's
         low mark: ``lows`` maps parent node -> the time up to which every sibling has
         received that parent's messages (recovery of the parent resumes after it, so
@@ -488,7 +520,7 @@ class TreeClocks:
         dropped, log._n = log._n - kept, kept
         return dropped
 
-    def path_of(self, node: int, diff: np.ndarray) -> tuple:
+    def path_of(self, node: int, diff: np.ndarray) -> tuple[int, ...]:
         """A diff array as its path ``(leaf, t_0 .. t_depth)``."""
         lay = self._arr(node, diff, "diff")
         body = np.empty(self.depth + 2, dtype=np.int64)
@@ -496,7 +528,7 @@ class TreeClocks:
             raise TreeClockError(f"not a diff of node {lay.root}: its entries do not lie on one path")
         return tuple(body.tolist())
 
-    def check_path(self, node: int, path) -> None:
+    def check_path(self, node: int, path: object) -> None:
         """Refuse ``path`` unless it is a diff of ``node`` as :func:`receive_path` builds
         it, by the rules :meth:`apply_paths` applies (one kernel, one set of rules), on
         a scratch clock and log: for a path that arrived from outside, checked on
@@ -511,12 +543,12 @@ class TreeClocks:
             raise TreeClockError(f"malformed diff path {path!r} for node "
                                  f"{self.layout(node).root}") from None
 
-    def time_at(self, node: int, clock: np.ndarray, path) -> int:
+    def time_at(self, node: int, clock: np.ndarray, path: Iterable[int]) -> int:
         """The time at ``path`` in ``node``'s clock, e.g. ``(C, B)`` or ``(C, B, A)``."""
         lay = self._arr(node, clock)
         return int(clock[lay.position(path)])
 
-    def min_time(self, target: int, clocks: Mapping) -> int:
+    def min_time(self, target: int, clocks: Mapping[int, np.ndarray]) -> int:
         """The least time of ``target`` across clocks ``{owner: clock}``.
 
         For an owner that is a child of ``target`` the entry read is
@@ -526,7 +558,8 @@ class TreeClocks:
         target = self.layout(target).root
         if not isinstance(clocks, Mapping) or not clocks:
             raise TreeClockError("min_time needs a non-empty mapping owner -> clock")
-        best = None
+        best: int | None = None
+        pos: int | None
         for owner, clock in clocks.items():
             lay = self._arr(owner, clock)
             if owner == target:
@@ -538,6 +571,7 @@ class TreeClocks:
             t = int(clock[pos])
             if best is None or t < best:
                 best = t
+        assert best is not None  # (clocks is not empty)
         return best
 
     def subtree(self, owner: int, clock: np.ndarray, node: int) -> np.ndarray:
@@ -555,7 +589,7 @@ class TreeClocks:
         out[gather] = clock[start : start + gather.shape[0]]
         return out
 
-    def apply_up_to(self, node: int, diffs, time: int) -> np.ndarray:
+    def apply_up_to(self, node: int, diffs: _Diffs, time: int) -> np.ndarray:
         """Merge, into a zero clock, every diff of ``node`` whose root time is <= ``time``."""
         time = self._time(time, "time", 0)
         rows, n = self._rows(node, diffs)
@@ -563,7 +597,7 @@ class TreeClocks:
         K.apply_up_to(out, rows, n, time)
         return out
 
-    def t_star(self, failed: int, child_logs: Mapping, time: int) -> np.ndarray:
+    def t_star(self, failed: int, child_logs: Mapping[int, _Diffs], time: int) -> np.ndarray:
         """The seed's T*: the clock a restarted ``failed`` node starts from.
 
         From each child's diff log (``{child: diffs}``), take the subtree
@@ -584,12 +618,12 @@ class TreeClocks:
 
     # -- conversion and bytes ----------------------------------------------------
 
-    def to_paths(self, node: int, clock: np.ndarray) -> dict:
+    def to_paths(self, node: int, clock: np.ndarray) -> dict[tuple[int, ...], int]:
         """The clock as ``{path: time}``, the reference version's representation."""
         lay = self._arr(node, clock)
         return dict(zip(lay.paths, clock.tolist()))
 
-    def from_paths(self, node: int, mapping: Mapping) -> np.ndarray:
+    def from_paths(self, node: int, mapping: Mapping[tuple[int, ...], int]) -> np.ndarray:
         """The array for a ``{path: time}`` mapping holding exactly ``node``'s paths."""
         lay = self.layout(node)
         if not isinstance(mapping, Mapping) or set(mapping) != set(lay.paths):
@@ -601,7 +635,7 @@ class TreeClocks:
         """Clock bytes: header, every entry as int64, CRC-32 (see :mod:`treeclock.codec`)."""
         return codec.encode_clock(self._arr(node, clock), clock)
 
-    def decode(self, node: int, data) -> np.ndarray:
+    def decode(self, node: int, data: Encoded) -> np.ndarray:
         """The clock in ``data``; raises :class:`TreeClockError` on any corruption."""
         return codec.decode_clock(self.layout(node), data)
 
@@ -609,6 +643,6 @@ class TreeClocks:
         """Diff bytes: the diff's one path and its times, ``diff_nbytes()`` long."""
         return codec.encode_diff(self._arr(node, diff, "diff"), diff)
 
-    def decode_diff(self, node: int, data) -> np.ndarray:
+    def decode_diff(self, node: int, data: Encoded) -> np.ndarray:
         """The diff in ``data``; raises :class:`TreeClockError` on any corruption."""
         return codec.decode_diff(self.layout(node), data)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -58,6 +59,12 @@ HEADER = struct.Struct("<2sBBIHHII")
 _CRC = struct.Struct("<I")
 _NAMES = {KIND_CLOCK: "clock", KIND_DIFF: "diff"}
 _LE_I8 = np.dtype("<i8")
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    #: What decoding accepts: the bytes types; anything else is refused.
+    Encoded: TypeAlias = bytes | bytearray | memoryview
 
 
 def clock_nbytes(layout: Layout) -> int:
@@ -101,7 +108,7 @@ def encode_diff(layout: Layout, diff: np.ndarray) -> bytes:
     return _seal(_header(layout, KIND_DIFF), body.astype("<i8", copy=False).tobytes())
 
 
-def _open(layout: Layout, data, kind: int) -> np.ndarray:
+def _open(layout: Layout, data: Encoded, kind: int) -> np.ndarray:
     """Check ``data`` against the layout and return its int64 values (a copy)."""
     name = _NAMES[kind]
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -131,14 +138,14 @@ def _open(layout: Layout, data, kind: int) -> np.ndarray:
     return np.frombuffer(data, _LE_I8, count, HEADER.size).astype(np.int64)
 
 
-def decode_clock(layout: Layout, data) -> np.ndarray:
+def decode_clock(layout: Layout, data: Encoded) -> np.ndarray:
     values = _open(layout, data, KIND_CLOCK)
     if K.min_value(values) < 0:
         raise TreeClockError("corrupt tree clock bytes: negative time")
     return values
 
 
-def decode_diff(layout: Layout, data) -> np.ndarray:
+def decode_diff(layout: Layout, data: Encoded) -> np.ndarray:
     values = _open(layout, data, KIND_DIFF)
     leaf = values[0]
     if not 0 <= leaf < layout.size:

@@ -9,7 +9,7 @@ tell "the clock data is unusable" apart from bugs elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = ["TreeClockError", "normalize_graph", "check_depth", "MAX_NODE_ID"]
 
@@ -24,7 +24,7 @@ class TreeClockError(ValueError):
     """Bad input to a tree-clock operation: the result would be a wrong clock."""
 
 
-def _check_id(value, what: str) -> int:
+def _check_id(value: object, what: str) -> int:
     # bool is an int subclass; True as a node id is always a mistake.
     if isinstance(value, bool) or not isinstance(value, int):
         raise TreeClockError(f"{what} must be an int node id, got {value!r}")
@@ -33,7 +33,7 @@ def _check_id(value, what: str) -> int:
     return int(value)
 
 
-def check_depth(depth) -> int:
+def check_depth(depth: object) -> int:
     """Return ``depth`` as an int, or raise if it is not in 1..MAX_DEPTH."""
     if isinstance(depth, bool) or not isinstance(depth, int):
         raise TreeClockError(f"depth must be an int, got {depth!r}")
@@ -42,7 +42,7 @@ def check_depth(depth) -> int:
     return depth
 
 
-def normalize_graph(parents: Mapping) -> dict[int, tuple[int, ...]]:
+def normalize_graph(parents: Mapping[int, Iterable[int]]) -> dict[int, tuple[int, ...]]:
     """Check a ``node -> tuple of parents`` mapping and return a clean copy.
 
     The graph must be a DAG whose every parent is itself a key (sources map to

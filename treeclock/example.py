@@ -26,7 +26,7 @@ GRAPH_PICTURE = """\
         D          D reads from both: two paths from A to D"""
 
 
-def tree(paths: dict, names: dict = NAMES) -> list[str]:
+def tree(paths: dict[tuple[int, ...], int], names: dict[int, str] = NAMES) -> list[str]:
     """A clock or diff ``{path: time}`` as an indented tree, root first."""
     order = sorted(paths, key=lambda p: [list(paths).index(p[: i + 1]) for i in range(len(p))])
     lines = []
@@ -57,7 +57,7 @@ def render() -> str:
     logs = {n: fast.new_log(n) for n in DIAMOND}
     last = {n: fast.zero(n) for n in DIAMOND}
     rlast = {n: ref.zero(n) for n in DIAMOND}
-    out = []
+    out: list[str] = []
     say = out.append
 
     say("```text")
@@ -71,13 +71,14 @@ def render() -> str:
     say("")
 
     step = 0
+    inbox: dict[tuple[int, int], list[tuple[np.ndarray, dict[tuple[int, ...], int]]]]
     inbox = {(p, n): [] for n in DIAMOND for p in DIAMOND[n]}  # per-edge FIFO of carried diffs
 
-    def send(node, children):
+    def send(node: int, children: tuple[int, ...]) -> None:
         for child in children:
             inbox[(node, child)].append((last[node].copy(), dict(rlast[node])))
 
-    def receive(node, parent, note, sends_to=()):
+    def receive(node: int, parent: int | None, note: str, sends_to: tuple[int, ...] = ()) -> None:
         nonlocal step
         step += 1
         carried, rcarried = (None, None) if parent is None else inbox[(parent, node)].pop(0)

@@ -12,7 +12,7 @@ gather and merged with one loop.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -43,11 +43,12 @@ class Layout:
 
     __slots__ = ("root", "depth", "size", "node", "up", "level", "end", "paths", "index", "slot", "fingerprint", "_cache")
 
-    def __init__(self, parents: Mapping, root: int, depth: int, *, _checked: bool = False):
+    def __init__(self, parents: Mapping[int, Sequence[int]], root: int, depth: int, *, _checked: bool = False) -> None:
         graph = parents if _checked else normalize_graph(parents)
         depth = check_depth(depth)
         if isinstance(root, bool) or root not in graph:
             raise TreeClockError(f"unknown node {root!r}: it is not in the graph")
+        node: list[int]
         node, up, level = [], [], []
         stack = [(root, -1, 0)]
         while stack:
@@ -68,7 +69,7 @@ class Layout:
         for i in range(size - 1, 0, -1):
             if end[i] > end[up[i]]:
                 end[up[i]] = end[i]
-        paths = [(root,)]
+        paths: list[tuple[int, ...]] = [(root,)]
         for i in range(1, size):
             paths.append(paths[up[i]] + (node[i],))
         self.root = root
@@ -84,14 +85,14 @@ class Layout:
         blob = np.int64(depth).astype("<i8").tobytes()
         blob += self.node.astype("<i8").tobytes() + self.up.astype("<i8").tobytes()
         self.fingerprint = zlib.crc32(blob)
-        self._cache = {}  # encoded headers, filled by treeclock.codec
+        self._cache: dict[int, bytes] = {}  # encoded headers, filled by treeclock.codec
         for arr in (self.node, self.up, self.level, self.end):
             arr.flags.writeable = False
 
     def __repr__(self) -> str:
         return f"Layout(root={self.root}, depth={self.depth}, size={self.size})"
 
-    def position(self, path) -> int:
+    def position(self, path: Iterable[int]) -> int:
         """Entry number of ``path`` (a tuple starting at the root)."""
         try:
             return self.index[tuple(path)]

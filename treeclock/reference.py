@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from .codec import HEADER, KIND_CLOCK, KIND_DIFF, MAGIC, VERSION
 from .errors import TreeClockError, check_depth, normalize_graph
 
+if TYPE_CHECKING:
+    from .codec import Encoded
+
 __all__ = ["TreeClocks"]
 
-Path = tuple
-Clock = dict
+Path = tuple[int, ...]
+Clock = dict[Path, int]
 
 
 class TreeClocks:
@@ -36,23 +40,23 @@ class TreeClocks:
     map to ``()``); ``depth`` is the number of edges kept below the root.
     """
 
-    def __init__(self, parents: Mapping, depth: int):
+    def __init__(self, parents: Mapping[int, Iterable[int]], depth: int) -> None:
         self.graph = normalize_graph(parents)
         self.depth = check_depth(depth)
         self._paths = {node: self._enumerate(node, self.depth) for node in self.graph}
 
     # -- shape ---------------------------------------------------------------
 
-    def _enumerate(self, node: int, depth: int) -> list:
+    def _enumerate(self, node: int, depth: int) -> list[Path]:
         """All paths from ``node`` upstream of at most ``depth`` edges, pre-order."""
-        out = [(node,)]
+        out: list[Path] = [(node,)]
         if depth > 0:
             for parent in self.graph[node]:
                 for path in self._enumerate(parent, depth - 1):
                     out.append((node,) + path)
         return out
 
-    def _node(self, node) -> int:
+    def _node(self, node: int) -> int:
         try:
             known = node in self.graph and not isinstance(node, bool)
         except TypeError:  # unhashable
@@ -62,13 +66,13 @@ class TreeClocks:
         return node
 
     @property
-    def nodes(self) -> tuple:
+    def nodes(self) -> tuple[int, ...]:
         return tuple(self.graph)
 
-    def parents_of(self, node: int) -> tuple:
+    def parents_of(self, node: int) -> tuple[int, ...]:
         return self.graph[self._node(node)]
 
-    def paths(self, node: int) -> tuple:
+    def paths(self, node: int) -> tuple[Path, ...]:
         return tuple(self._paths[self._node(node)])
 
     def size(self, node: int) -> int:
@@ -93,7 +97,7 @@ class TreeClocks:
 
     # -- checks ----------------------------------------------------------------
 
-    def _clock(self, node: int, clock, what: str = "clock") -> Clock:
+    def _clock(self, node: int, clock: object, what: str = "clock") -> Clock:
         node = self._node(node)
         if not isinstance(clock, dict):
             raise TreeClockError(f"{what} of node {node} must be a dict of path -> time")
@@ -105,7 +109,7 @@ class TreeClocks:
         return clock
 
     @staticmethod
-    def _time(time, what: str, minimum: int) -> int:
+    def _time(time: object, what: str, minimum: int) -> int:
         if isinstance(time, bool) or not isinstance(time, int):
             raise TreeClockError(f"{what} must be an int, got {time!r}")
         if not minimum <= time < 2**63:
@@ -118,12 +122,12 @@ class TreeClocks:
         """The clock every node starts with: every entry 0."""
         return {path: 0 for path in self._paths[self._node(node)]}
 
-    def new_log(self, node: int) -> list:
+    def new_log(self, node: int) -> list[Clock]:
         """An empty diff log for ``node`` (here a plain list of diffs)."""
         self._node(node)
         return []
 
-    def make_diff(self, receiver: int, parent, parent_diff, new_time: int) -> Clock:
+    def make_diff(self, receiver: int, parent: int | None, parent_diff: Clock | None, new_time: int) -> Clock:
         """The diff ``receiver`` stores when it receives a message from ``parent``.
 
         Its root holds ``new_time``; under ``parent`` sits ``parent_diff`` (the
@@ -144,7 +148,7 @@ class TreeClocks:
         self._node(parent)
         if parent not in self.graph[receiver]:
             raise TreeClockError(f"node {parent} is not a parent of node {receiver}")
-        self._clock(parent, parent_diff, "parent_diff")
+        parent_diff = self._clock(parent, parent_diff, "parent_diff")
         for path, time in parent_diff.items():
             if len(path) <= self.depth:  # one edge more below the receiver
                 diff[(receiver,) + path] = time
@@ -164,7 +168,8 @@ class TreeClocks:
             clock[path] = max(clock[path], diff[path])
         return clock
 
-    def receive(self, receiver: int, parent, parent_diff, clock: Clock, log=None) -> Clock:
+    def receive(self, receiver: int, parent: int | None, parent_diff: Clock | None, clock: Clock,
+                log: list[Clock] | None = None) -> Clock:
         """Everything a node does on receipt: diff at its time + 1, merge, log."""
         self._clock(receiver, clock)
         diff = self.make_diff(receiver, parent, parent_diff, clock[(receiver,)] + 1)
@@ -173,16 +178,17 @@ class TreeClocks:
             log.append(diff)
         return diff
 
-    def edge(self, receiver: int, parent) -> tuple:
+    def edge(self, receiver: int, parent: int | None) -> tuple[int, int | None]:
         """The edge ``parent -> receiver``, for :meth:`receive_fast` (checked here)."""
         self.make_diff(receiver, parent, None if parent is None else self.zero(parent), 1)
         return (receiver, parent)
 
-    def receive_fast(self, edge: tuple, parent_diff, clock: Clock, log) -> Clock:
+    def receive_fast(self, edge: tuple[int, int | None], parent_diff: Clock | None, clock: Clock,
+                     log: list[Clock] | None) -> Clock:
         """Same as :meth:`receive` (the fast version skips its checks; this one need not)."""
         return self.receive(edge[0], edge[1], parent_diff, clock, log)
 
-    def time_at(self, node: int, clock: Clock, path) -> int:
+    def time_at(self, node: int, clock: Clock, path: Iterable[int]) -> int:
         """The time at ``path`` in ``node``'s clock, e.g. ``(C, B)`` or ``(C, B, A)``."""
         self._clock(node, clock)
         path = tuple(path)
@@ -190,7 +196,7 @@ class TreeClocks:
             raise TreeClockError(f"path {path} is not in node {node}'s clock at depth {self.depth}")
         return clock[path]
 
-    def min_time(self, target: int, clocks: Mapping) -> int:
+    def min_time(self, target: int, clocks: Mapping[int, Clock]) -> int:
         """The least time of ``target`` across clocks ``{owner: clock}``.
 
         For an owner that is a child of ``target`` the entry read is
@@ -200,7 +206,7 @@ class TreeClocks:
         target = self._node(target)
         if not isinstance(clocks, Mapping) or not clocks:
             raise TreeClockError("min_time needs a non-empty mapping owner -> clock")
-        times = []
+        times: list[int] = []
         for owner, clock in clocks.items():
             self._clock(owner, clock)
             if owner == target:
@@ -229,7 +235,7 @@ class TreeClocks:
                 out[path[1:]] = time
         return out
 
-    def apply_up_to(self, node: int, diffs, time: int) -> Clock:
+    def apply_up_to(self, node: int, diffs: Iterable[Clock], time: int) -> Clock:
         """Merge, into a zero clock, every diff of ``node`` whose root time is <= ``time``."""
         time = self._time(time, "time", 0)
         out = self.zero(node)
@@ -239,7 +245,7 @@ class TreeClocks:
                 self.merge_into(node, out, diff)
         return out
 
-    def t_star(self, failed: int, child_logs: Mapping, time: int) -> Clock:
+    def t_star(self, failed: int, child_logs: Mapping[int, Iterable[Clock]], time: int) -> Clock:
         """The seed's T*: the clock a restarted ``failed`` node starts from.
 
         From each child's diff log (``{child: diffs}``), take the subtree
@@ -265,10 +271,10 @@ class TreeClocks:
 
     # -- conversion and bytes ----------------------------------------------------
 
-    def to_paths(self, node: int, clock: Clock) -> dict:
+    def to_paths(self, node: int, clock: Clock) -> Clock:
         return dict(self._clock(node, clock))
 
-    def from_paths(self, node: int, mapping: Mapping) -> Clock:
+    def from_paths(self, node: int, mapping: Mapping[Path, int]) -> Clock:
         return dict(self._clock(node, dict(mapping)))
 
     def _header(self, node: int, kind: int, count: int) -> bytes:
@@ -309,7 +315,7 @@ class TreeClocks:
         blob = self._header(node, KIND_DIFF, self.depth + 2) + body
         return blob + struct.pack("<I", zlib.crc32(blob))
 
-    def _open(self, node: int, data, kind: int, count: int) -> tuple:
+    def _open(self, node: int, data: Encoded, kind: int, count: int) -> tuple[int, ...]:
         node = self._node(node)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TreeClockError(f"encoded tree clock must be bytes, got {type(data).__name__}")
@@ -336,14 +342,14 @@ class TreeClocks:
             raise TreeClockError(f"bytes hold a {name} of node {node} for a different graph shape")
         return struct.unpack(f"<{count}q", data[HEADER.size : -4])
 
-    def decode(self, node: int, data) -> Clock:
+    def decode(self, node: int, data: Encoded) -> Clock:
         paths = self._paths[self._node(node)]
         values = self._open(node, data, KIND_CLOCK, len(paths))
         if any(v < 0 for v in values):
             raise TreeClockError("corrupt tree clock bytes: negative time")
         return dict(zip(paths, values))
 
-    def decode_diff(self, node: int, data) -> Clock:
+    def decode_diff(self, node: int, data: Encoded) -> Clock:
         paths = self._paths[self._node(node)]
         leaf_pos, *times = self._open(node, data, KIND_DIFF, self.depth + 2)
         if not 0 <= leaf_pos < len(paths):
