@@ -4,10 +4,10 @@ State is one entry per group, indexed by the group key (the key a sharded aggreg
 is partitioned on). A batch updates the groups it touches, then emits, per touched
 group, the retraction of its old output row and the insertion of its new one, so
 downstream sees at most two rows per group per batch. COUNT(*) or COUNT(x) alone over
-one column, the vote workload's shape, runs on a plain dict of counts, or, while the
-group keys are small non-negative ints, on an array of counts indexed by key, where a
-columnar batch is counted with array operations only (one shard's array spans every
-key up to the largest it has seen: at most DENSE_LIMIT entries, 32 MiB).
+one column, the vote workload's shape, keeps only a count per group
+(``state.KeyedCounts``: an array indexed by key while the keys are small ints, where a
+columnar batch is counted with array operations only), and for COUNT(x) the rows
+whose x is NULL per group, kept apart because that is almost always empty.
 """
 from __future__ import annotations
 
@@ -18,32 +18,19 @@ from sql_frontend.plan import AggCall
 from ..batch import Batch
 from . import accumulators
 from .operator import Operator
-from .base import COLUMNAR_MIN
-from .dense import DENSE_LIMIT, grown_size
-from .state import tuple_key
+from .state import KeyedCounts, tuple_key
 
 
-def _net_by_key(keys: np.ndarray, signs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct keys of a batch, sorted, and the sum of the signs of each."""
-    uniq, inv = np.unique(keys, return_inverse=True)
-    return uniq, np.bincount(inv, weights=signs, minlength=len(uniq)).astype(np.int64)
-
-
-def _count_changes(changes: list[tuple]) -> Batch:
-    """COUNT's output for (key, rows before, count before, rows after, count after) per
-    group touched: the old row retracted and the new one inserted, where they differ."""
-    rows: list[tuple] = []
-    signs: list[int] = []
-    for k, old_rows, old_value, new_rows, new_value in changes:
-        if old_rows > 0 and new_rows > 0 and old_value == new_value:
-            continue
-        if old_rows > 0:
-            rows.append((k, old_value))
-            signs.append(-1)
-        if new_rows > 0:
-            rows.append((k, new_value))
-            signs.append(1)
-    return Batch(rows, signs)
+def _count_batch(keys: np.ndarray, old: np.ndarray, new: np.ndarray) -> Batch:
+    """COUNT's output for the groups touched (``KeyedCounts.add`` of arrays) when no
+    NULL is counted apart: per group whose count moved, -old then +new, as columns."""
+    moved = old != new
+    keys, old, new = keys[moved], old[moved], new[moved]
+    keep = np.stack([old > 0, new > 0], axis=1).ravel()
+    out_keys = np.repeat(keys, 2)[keep]
+    out_counts = np.stack([old, new], axis=1).ravel()[keep]
+    out_signs = np.tile(np.array([-1, 1], dtype=np.int64), len(keys))[keep]
+    return Batch.columnar([out_keys.astype(np.int64), out_counts], out_signs)
 
 
 class Aggregate(Operator):
@@ -61,26 +48,14 @@ class Aggregate(Operator):
         self.reset()
 
     def reset(self) -> None:
-        # group key tuple -> [row count, accumulator, ...]
-        # (count_only: key value -> row count, and for COUNT(x) key value -> NULL x count,
-        # kept apart because it is almost always empty: one random access per row, not two)
-        self._groups: dict = {}
+        #: group key tuple -> [row count, accumulator, ...] (not count_only)
+        self.groups: dict = {}
+        #: count_only: rows per group key value
+        self.counts = KeyedCounts()
+        #: count_only COUNT(x): key value -> rows whose x is NULL
         self.nulls: dict = {}
-        # count_only over small non-negative int keys: counts in an array indexed by key
-        # (0 = no group), until a batch needs the dict (see ``groups``)
-        self.dense: np.ndarray | None = np.zeros(0, dtype=np.int64) if self.count_only else None
         if not self.group_by:
-            self._groups[()] = self._new_group()
-
-    @property
-    def groups(self) -> dict:
-        """Group -> state; for count_only, key -> row count (leaves the array form)."""
-        if self.dense is not None:
-            dense = self.dense
-            keys = np.flatnonzero(dense)
-            self._groups = dict(zip(keys.tolist(), dense[keys].tolist()))
-            self.dense = None
-        return self._groups
+            self.groups[()] = self._new_group()
 
     def _new_group(self) -> list:
         return [0] + [accumulators.make(a) for a in self.aggs]
@@ -127,114 +102,61 @@ class Aggregate(Operator):
         a = self.args[0]
         nulls = self.nulls
         cols = batch.cols
+        before: dict = {}       # key -> its NULL count before the batch, where it moves
         if (cols is not None and cols[g].dtype == np.int64
                 and (a is None or cols[a].dtype != object)):   # no NULL to count apart
-            if self.dense is not None and self._fits_dense(cols[g]):
-                return self._count_dense(cols[g], batch.sign_array)
-            return self._count_columns(cols[g], batch.sign_array)
-        if not batch:
+            touched, old, new = self.counts.add(cols[g], batch.sign_array)
+        elif not batch:
             return Batch()
-        if self.dense is not None:
-            keys = [r[g] for r in batch.rows]
-            if (set(map(type, keys)) == {int} and min(keys) >= 0 and max(keys) < DENSE_LIMIT
-                    and (a is None or all(r[a] is not None for r in batch.rows))):
-                if len(keys) < COLUMNAR_MIN and max(keys) < len(self.dense):
-                    return self._count_dense_rows(keys, batch.signs)
-                keys = np.array(keys, dtype=np.int64)
-                self._fits_dense(keys)                  # (grows the array: the keys fit)
-                return self._count_dense(keys, np.array(batch.signs, dtype=np.int64))
-        counts = self.groups
-        touched: dict = {}
-        for r, s in zip(batch.rows, batch.signs):
-            k = r[g]
-            old = counts.get(k, 0)
-            if k not in touched:
-                touched[k] = (old, old - nulls.get(k, 0) if nulls else old)
-            counts[k] = old + s
-            if a is not None and r[a] is None:
-                nulls[k] = nulls.get(k, 0) + s
-        changes = []
-        for k, (old_rows, old_value) in touched.items():
-            new_rows = counts[k]
-            changes.append((k, old_rows, old_value, new_rows,
-                            new_rows - nulls.get(k, 0) if nulls else new_rows))
-            if new_rows == 0:
-                del counts[k]
-                nulls.pop(k, None)
-        return _count_changes(changes)
+        else:
+            rows = batch.rows
+            keys = [r[g] for r in rows]
+            if a is not None:
+                for k, r, s in zip(keys, rows, batch.signs):
+                    if r[a] is None:
+                        held = nulls.get(k, 0)
+                        if k not in before:
+                            before[k] = held
+                        nulls[k] = held + s
+            touched, old, new = self.counts.add(keys, batch.signs)
+        if isinstance(touched, np.ndarray):
+            if not nulls:           # (a NULL count is kept, at 0 too, while its group is)
+                return _count_batch(touched, old, new)
+            touched, old, new = touched.tolist(), old.tolist(), new.tolist()
+        return self._count_changes(touched, old, new, before)
 
-    def _fits_dense(self, keys: np.ndarray) -> bool:
-        """Whether the array form can take these keys (growing it if need be)."""
-        size = grown_size(keys, len(self.dense))
-        if size is None:
-            return False
-        if size > len(self.dense):
-            grown = np.zeros(size, dtype=np.int64)
-            grown[:len(self.dense)] = self.dense
-            self.dense = grown
-        return True
-
-    def _count_dense(self, keys: np.ndarray, signs: np.ndarray) -> Batch:
-        """COUNT with the counts in an array: the whole batch vectorized. Emits, per
-        group touched, -old then +new (interleaved), as a columnar batch."""
-        uniq, delta = _net_by_key(keys, signs)
-        moved = delta != 0
-        uniq, delta = uniq[moved], delta[moved]
-        old = self.dense[uniq]
-        new = old + delta
-        self.dense[uniq] = new
-        keep = np.stack([old > 0, new > 0], axis=1).ravel()
-        out_keys = np.repeat(uniq, 2)[keep]
-        out_counts = np.stack([old, new], axis=1).ravel()[keep]
-        out_signs = np.tile(np.array([-1, 1], dtype=np.int64), len(uniq))[keep]
-        return Batch.columnar([out_keys, out_counts], out_signs)
-
-    def _count_dense_rows(self, keys: list[int], signs: list[int]) -> Batch:
-        """``_count_dense`` for a few rows (keys known to be in the array): plain Python,
-        since numpy's cost per call would dominate."""
-        dense = self.dense
-        touched: dict[int, int] = {}
-        for k, s in zip(keys, signs):
-            old = int(dense[k])
-            if k not in touched:
-                touched[k] = old
-            dense[k] = old + s
-        changes = []
-        for k, old in touched.items():
-            new = int(dense[k])
-            changes.append((k, old, old, new, new))
-        return _count_changes(changes)
-
-    def _count_columns(self, keys: np.ndarray, signs: np.ndarray) -> Batch:
-        """``_process_counts`` for a columnar batch with no NULL argument: the per-row
-        work (grouping, summing signs) vectorized, a Python step per group touched."""
-        uniq, delta = _net_by_key(keys, signs)
-        counts = self.groups
+    def _count_changes(self, keys: list, old: list, new: list, before: dict) -> Batch:
+        """COUNT's output for each group touched (rows before and after; ``before``:
+        the NULL count before the batch of the groups where it moved): the old row
+        retracted and the new one inserted, where they differ. A group gone keeps no
+        NULL count."""
         nulls = self.nulls
-        changes = []
-        for k, d in zip(uniq.tolist(), delta.tolist()):
-            if not d:
-                continue
-            old = counts.get(k, 0)
-            new = old + d
+        rows: list[tuple] = []
+        signs: list[int] = []
+        for k, old_rows, new_rows in zip(keys, old, new):
             held = nulls.get(k, 0) if nulls else 0
-            if new == 0:
-                del counts[k]
-                if nulls:
-                    nulls.pop(k, None)      # (a NULL count that went to 0 in transit too)
-            else:
-                counts[k] = new
-            changes.append((k, old, old - held, new, new - held))
-        return _count_changes(changes)
+            old_value = old_rows - before.get(k, held) if before else old_rows - held
+            new_value = new_rows - held
+            if new_rows == 0 and nulls:
+                nulls.pop(k, None)      # (a NULL count that went to 0 in transit too)
+            if old_rows > 0 and new_rows > 0 and old_value == new_value:
+                continue
+            if old_rows > 0:
+                rows.append((k, old_value))
+                signs.append(-1)
+            if new_rows > 0:
+                rows.append((k, new_value))
+                signs.append(1)
+        return Batch(rows, signs)
 
     def snapshot(self) -> Batch:
-        if self.dense is not None:
-            keys = np.flatnonzero(self.dense > 0)
-            return Batch.columnar([keys.astype(np.int64), self.dense[keys]],
-                                  np.ones(len(keys), dtype=np.int64))
         if self.count_only:
+            held = None if self.nulls else self.counts.positive()
+            if held is not None:
+                keys, counts = held
+                return Batch.columnar([keys, counts], np.ones(len(keys), dtype=np.int64))
             nulls = self.nulls
-            return Batch([(k, c - nulls.get(k, 0)) for k, c in self.groups.items() if c > 0])
+            return Batch([(k, c - nulls.get(k, 0)) for k, c in self.counts.items() if c > 0])
         out = Batch()
         for k, g in self.groups.items():
             row = self._output(k, g)

@@ -91,6 +91,14 @@ class DenseRows:
         self._getters: dict = {}   # width -> key -> row (``get``); cleared when a part is replaced
         self.kinds: list[type | None] = [None] * parts     # int, float: the part is typed
         self.n = 0
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Forget the row getters built over arrays since replaced; ``row`` anew."""
+        self._getters.clear()
+        #: int key -> its whole row, or None (``get`` without a width, one call less:
+        #: the reader's lookup)
+        self.row = self._getter(None)
 
     def __len__(self) -> int:
         return self.n
@@ -104,11 +112,11 @@ class DenseRows:
             present = np.zeros(size, dtype=bool)
             present[:old] = self.present
             self.present = present
-            self._getters.clear()
             for i, p in enumerate(self.parts):
                 grown = np.empty(size, dtype=p.dtype)
                 grown[:old] = p
-                self._set_part(i, grown)
+                self.parts[i] = grown
+            self._refresh()
         return True
 
     def apply(self, keys: np.ndarray, parts: Sequence[np.ndarray],
@@ -165,7 +173,7 @@ class DenseRows:
         parts = self.parts
         present = self.present
         size = len(present)
-        held = self._getter(None)
+        held = self.row
         after: dict = {}        # key -> its parts as the batch leaves them (None: empty)
         had: dict = {}          # key -> whether it held a row before the batch
         for k, item, s in zip(keys, items, signs):
@@ -222,7 +230,7 @@ class DenseRows:
 
     def _set_part(self, i: int, part: np.ndarray) -> None:
         self.parts[i] = part
-        self._getters.clear()
+        self._refresh()
 
     def get(self, key, width: int | None = None) -> tuple | None:
         """The row held for ``key`` (its first ``width`` parts, if given), or None."""

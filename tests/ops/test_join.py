@@ -351,7 +351,8 @@ def test_dense_form_matches_recomputation_and_dict_form(kind, dense_min, batches
     from noria_py.ops import dense
     arrays = Tracker(Join(kind, (0,), (0,), 2, 2))
     dicts = Tracker(Join(kind, (0,), (0,), 2, 2))
-    dicts.op.dense = None
+    for side in dicts.op.sides:
+        side.to_general()
     models = {L: {}, R: {}}
     with mock.patch.object(dense, "DENSE_MIN", dense_min):
         for port, acts in batches:
@@ -367,11 +368,11 @@ def test_big_keyed_batches_stay_dense_and_come_out_as_columns():
     import numpy as np
     j = Join("left", (0,), (0,), 2, 2)
     out = j.process(L, Batch.inserts([(k, f"t{k}") for k in range(100)]))
-    assert j.dense is not None and out.cols is not None
+    assert all(s.form == "dense" for s in j.sides) and out.cols is not None
     assert ms(out) == {(k, f"t{k}", None, None): 1 for k in range(100)}
     counts = Batch.columnar([np.arange(50), np.full(50, 1)], np.ones(50, dtype=np.int64))
     out = j.process(R, counts)
-    assert j.dense is not None
+    assert all(s.form == "dense" for s in j.sides)
     assert ms(out) == {**{(k, f"t{k}", k, 1): 1 for k in range(50)},
                        **{(k, f"t{k}", None, None): -1 for k in range(50)}}
     keys = np.repeat(np.arange(50), 2)
@@ -379,14 +380,30 @@ def test_big_keyed_batches_stay_dense_and_come_out_as_columns():
     out = j.process(R, bump)
     assert ms(out) == {**{(k, f"t{k}", k, 1): -1 for k in range(50)},
                        **{(k, f"t{k}", k, 2): 1 for k in range(50)}}
-    assert len(j.snapshot()) == 100 and j.dense is not None
+    assert len(j.snapshot()) == 100 and all(s.form == "dense" for s in j.sides)
     # a small batch goes row by row, still in dense form
     out = j.process(R, Batch.deletes([(0, 2)]))
-    assert j.dense is not None and out.cols is None
+    assert all(s.form == "dense" for s in j.sides) and out.cols is None
     assert ms(out) == {(0, "t0", 0, 2): -1, (0, "t0", None, None): 1}
-    # a second right row for a key: dicts from now on, the answers unchanged
+    # a second right row for a key: the right side in dicts from now on, the left one
+    # still in arrays, the answers unchanged
     out = j.process(R, Batch.inserts([(1, 7)]))
-    assert j.dense is None and ms(out) == {(1, "t1", 1, 7): 1}
+    assert [s.form for s in j.sides] == ["dense", "general"] and ms(out) == {(1, "t1", 1, 7): 1}
     assert ms(j.snapshot()) == {**{(k, f"t{k}", k, 2): 1 for k in range(1, 50)},
                                 **{(k, f"t{k}", None, None): 1 for k in range(50, 100)},
                                 (0, "t0", None, None): 1, (1, "t1", 1, 7): 1}
+
+
+@pytest.mark.parametrize("kind", ["inner", "left"])
+def test_a_right_row_removed_before_it_arrived_matches_nothing(kind):
+    """Deltas out of order: the right side holds a count below zero in transit, which a
+    left row arriving then must not match (in either form of the right side)."""
+    for general in (False, True):
+        j = Join(kind, (0,), (0,), 2, 2)
+        if general:
+            j.sides[R].to_general()
+        j.process(R, dels((1, "x")))
+        out = j.process(L, ins((1, "a")))
+        assert ms(out) == ({} if kind == "inner" else {(1, "a", None, None): 1})
+        out = j.process(R, ins((1, "x")))       # it arrives: nothing held, nothing to match
+        assert ms(j.snapshot()) == ({} if kind == "inner" else {(1, "a", None, None): 1})

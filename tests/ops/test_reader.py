@@ -34,7 +34,7 @@ def test_deletes_and_empty_keys_vanish():
     assert r.lookup(1) == [(1, "b")]
     r.process(0, dels((1, "b")))
     assert r.lookup(1) == []
-    assert r.state == {}
+    assert len(r.state) == 0 and r.state.rows() == []
     assert not r.snapshot()
 
 
@@ -150,7 +150,7 @@ def test_dense_form_columnar_batches_and_lookups_of_int_like_keys():
     cols = [np.arange(100), np.array([f"t{k}" for k in range(100)], dtype=object),
             np.arange(100) * 2]
     r.process(0, Batch.columnar(cols, np.ones(100, dtype=np.int64)))
-    assert r.dense is not None and not r.state
+    assert r.state.form == "dense" and len(r.state) == 100
     assert r.lookup(7) == [(7, "t7")]                          # trimmed to the visible two
     assert r.lookup(np.int64(7)) == r.lookup(7.0) == [(7, "t7")]
     assert r.lookup(True) == [(1, "t1")]                       # True == 1, as in a dict
@@ -161,11 +161,11 @@ def test_dense_form_columnar_batches_and_lookups_of_int_like_keys():
     bump = Batch.columnar([keys, np.repeat(cols[1], 2), np.stack([cols[2], cols[2] + 1], 1).ravel()],
                           np.tile([-1, 1], 100))
     r.process(0, bump)
-    assert r.dense is not None and len(r.all()) == 100
+    assert r.state.form == "dense" and len(r.all()) == 100
     assert ms(r.snapshot()) == {(k, f"t{k}", 2 * k + 1): 1 for k in range(100)}
     # a row for a key that holds one: dicts from now on, nothing lost
     r.process(0, ins((5, "again", 0)))
-    assert r.dense is None
+    assert r.state.form == "general"
     assert sorted(r.lookup(5)) == [(5, "again"), (5, "t5")]
     assert len(r.all()) == 101
 
@@ -175,7 +175,7 @@ def test_dense_refusal_of_a_removal_not_held_still_applies_it():
     r.process(0, ins((1, "a")))
     # out of order (the removal before the insertion): counts go below zero in transit
     r.process(0, dels((2, "b")))
-    assert r.dense is None and r.lookup(2) == []
+    assert r.state.form == "general" and r.lookup(2) == []
     r.process(0, ins((2, "b")))
     assert r.lookup(2) == [] and r.lookup(1) == [(1, "a")] and ms(r.snapshot()) == {(1, "a"): 1}
 
@@ -207,7 +207,7 @@ def test_dense_form_keeps_columns_not_row_tuples_nulls_and_deletions_included():
     counts[:] = [None if k % 3 == 0 else k for k in range(n)]       # a left join's padding
     cols = [np.arange(n), np.arange(n) * 0.5, counts]
     r.process(0, Batch.columnar(cols, np.ones(n, dtype=np.int64)))
-    assert [p.dtype for p in r.dense.parts] == [np.int64, np.float64, object]
+    assert [p.dtype for p in r.state.dense.parts] == [np.int64, np.float64, object]
     row, = r.lookup(3)
     assert row == (3, 1.5, None) and type(row[0]) is int and type(row[1]) is float
     assert r.lookup(4) == [(4, 2.0, 4)]
@@ -220,11 +220,11 @@ def test_dense_form_keeps_columns_not_row_tuples_nulls_and_deletions_included():
     # a few rows, one at a time: NULL in, row out
     r.process(0, ins((4, None, None)))
     r.process(0, dels((5, 2.5, 5)))
-    assert r.dense is not None
+    assert r.state.form == "dense"
     assert r.lookup(4) == [(4, None, None)] and r.lookup(5) == []
     want = {(k, k * 0.5, None if k % 3 == 0 else k): 1 for k in range(n) if k not in (3, 4, 5)}
     want[(3, 1.5, 7)] = want[(4, None, None)] = 1
     assert ms(r.snapshot()) == want and len(r.all()) == n - 1
     # a removal that does not match the row held: dicts from now on, nothing lost
     r.process(0, dels((6, 3.0, 99)))
-    assert r.dense is None and r.lookup(6) == [(6, 3.0, None)]
+    assert r.state.form == "general" and r.lookup(6) == [(6, 3.0, None)]
