@@ -18,6 +18,7 @@ import numpy as np
 
 from sql_frontend.types import SqlType, TableSchema
 
+from .. import tuning
 from ..batch import Batch
 from ..columns import ColumnChunk
 from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
@@ -27,9 +28,6 @@ from .state import expand
 
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 _DTYPES = {SqlType.INT: np.int64, SqlType.FLOAT: np.float64}
-#: the fewest rows a write needs to be made columnar: below it numpy's fixed cost per
-#: call (a few µs) outweighs what it saves per row
-COLUMNAR_MIN = 32
 
 
 def _coerce(value, typ: SqlType):
@@ -232,7 +230,7 @@ class Base(Operator):
                     raise DuplicateKeyError(
                         f"row {n}: primary key {k!r} already exists in table {self.schema.name!r}")
                 seen.add(k)
-        if not dels and self._rows is None and len(ins) >= COLUMNAR_MIN:
+        if not dels and self._rows is None and len(ins) >= tuning.ARRAY_MIN:
             return Batch.columnar(self.columns(ins, checked), np.ones(len(ins), dtype=np.int64))
         return Batch(dels + ins, [-1] * len(dels) + [1] * len(ins))
 

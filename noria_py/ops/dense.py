@@ -17,11 +17,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-#: keys below this are kept in arrays (per array: 8 bytes a key, so at most 32 MiB)
-DENSE_LIMIT = 1 << 22
-#: a batch smaller than this is applied row by row (``apply_rows``): numpy's cost per
-#: call would dominate
-DENSE_MIN = 32
+from ..tuning import DENSE_LIMIT
+
 
 
 def grown_size(keys: np.ndarray, size: int) -> int | None:

@@ -29,8 +29,9 @@ import numpy as np
 
 from ..batch import Batch
 from ..expression import columns_getter
-from . import dense
-from .dense import DENSE_LIMIT, DenseRows, batch_keys, batch_signs, column, grown_size
+from .. import tuning
+from ..tuning import DENSE_LIMIT
+from .dense import DenseRows, batch_keys, batch_signs, column, grown_size
 
 tuple_key = columns_getter    # row -> the tuple of its key columns
 
@@ -177,10 +178,10 @@ class KeyedState:
 
     def prepare(self, batch: Batch) -> tuple[np.ndarray | list, Batch]:
         """The key of each row of ``batch``, and the batch as ``apply`` takes it. Where
-        the dense form can take the batch whole (``dense.DENSE_MIN`` rows or more, int
+        the dense form can take the batch whole (``tuning.ARRAY_MIN`` rows or more, int
         keys), the keys are an int64 array and the batch is columnar; otherwise the
         keys are a list."""
-        if self.dense is not None and len(batch) >= dense.DENSE_MIN:
+        if self.dense is not None and len(batch) >= tuning.ARRAY_MIN:
             keys = batch_keys(batch, self.key[0])
             if keys is not None:
                 if batch.cols is None:
@@ -337,7 +338,7 @@ class KeyedCounts:
             return uniq, np.array(old_l, dtype=np.int64), np.array(new_l, dtype=np.int64)
         if self.dense is not None and keys:
             if set(map(type, keys)) == {int} and min(keys) >= 0 and max(keys) < DENSE_LIMIT:
-                if len(keys) < dense.DENSE_MIN and max(keys) < len(self.dense):
+                if len(keys) < tuning.ARRAY_MIN and max(keys) < len(self.dense):
                     return self._add_rows_dense(keys, signs)
                 return self.add(np.array(keys, dtype=np.int64), np.array(signs, dtype=np.int64))
             self.to_general()

@@ -19,26 +19,24 @@ times: recovery then knows exactly which input was processed at which time
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from treeclock import receive_path
+from treeclock import TreeClocks, receive_path
 
 from ..batch import Batch
 from ..errors import UnknownNodeError
 from ..graph import Graph, Node
+from ..tuning import ACK_EVERY, CLOCK_DEPTH, COMPACT_AT, FLUSH_EVERY
 from .messages import Message
 
-if TYPE_CHECKING:  # pragma: no cover
-    from treeclock import TreeClocks
 
-#: how often (in messages handled) a domain acknowledges progress to its parents
-ACK_EVERY = 32
-#: compact the diff log when it holds this many diffs
-COMPACT_AT = 256
-#: apply the diffs built since the last time (log and clock) once this many pile up
-FLUSH_EVERY = 64
+def graph_clocks(graph: Graph, previous: TreeClocks | None = None) -> TreeClocks:
+    """The tree clocks of ``graph`` as it stands, at the engine's depth
+    (``tuning.CLOCK_DEPTH``); ``previous``, the clocks before the graph changed, whose
+    layouts the nodes already there keep (their upstream paths are unchanged)."""
+    return TreeClocks(graph.parents_by_num(), CLOCK_DEPTH, previous=previous)
 
 
 class DomainInfo(NamedTuple):

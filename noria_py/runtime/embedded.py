@@ -20,11 +20,9 @@ from ..batch import Batch
 from ..errors import RecoveryError
 from ..graph import Graph, Node
 from . import Runtime
-from .domain import Domain, DomainInfo
+from .domain import Domain, DomainInfo, graph_clocks
 from .messages import Message
 
-#: tree-clock depth: d - 1 adjacent failures are recoverable (Noria's prototype used 3)
-DEPTH = 3
 
 
 class EmbeddedRuntime(Runtime):
@@ -74,7 +72,7 @@ class EmbeddedRuntime(Runtime):
         existing nodes keep theirs, since their upstream paths are unchanged)."""
         if not self.clocks:
             return
-        self.tc = TreeClocks(self.graph.parents_by_num(), DEPTH, previous=self.tc)
+        self.tc = graph_clocks(self.graph, self.tc)
         for d in self.domains.values():
             d.attach_clocks(self.tc)
 

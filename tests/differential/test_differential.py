@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import noria_py
-from noria_py.ops import dense
+from noria_py import tuning
 
 from .oracle import Oracle, normalize
 
@@ -140,7 +140,7 @@ CONFIGS = [(1, None, 32), (1, 3, 32), (4, None, 32), (4, 11, 32), (1, None, 1), 
 @settings(max_examples=int(os.environ.get("NORIA_DIFF_EXAMPLES", "25")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=ops, second=ops, split=st.integers(0, len(VIEWS)))
 def test_views_match_duckdb(shards, seed, dense_min, first, second, split):
-    with mock.patch.object(dense, "DENSE_MIN", dense_min):
+    with mock.patch.object(tuning, "ARRAY_MIN", dense_min):
         _run(shards, seed, first, second, split)
 
 

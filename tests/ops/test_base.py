@@ -406,8 +406,8 @@ def events() -> Base:
 
 
 def test_insert_only_table_keeps_its_batches_as_columns(monkeypatch):
-    import noria_py.ops.base as base_module
-    monkeypatch.setattr(base_module, "COLUMNAR_MIN", 1)       # (small writes stay rows)
+    from noria_py import tuning
+    monkeypatch.setattr(tuning, "ARRAY_MIN", 1)       # (small writes stay rows)
     b = events()
     out = write(b, [(1, 2, "x"), (1, 2.0, "x"), (None, 0.5, None)])
     assert b._rows is None and len(b.chunks) == 1
@@ -419,7 +419,7 @@ def test_insert_only_table_keeps_its_batches_as_columns(monkeypatch):
     assert ms(b.snapshot()) == {(1, 2.0, "x"): 2, (None, 0.5, None): 1, (3, 1.5, "y"): 1}
     assert sorted(b.all_rows(), key=repr) == sorted(
         [(1, 2.0, "x"), (1, 2.0, "x"), (None, 0.5, None), (3, 1.5, "y")], key=repr)
-    monkeypatch.setattr(base_module, "COLUMNAR_MIN", 32)
+    monkeypatch.setattr(tuning, "ARRAY_MIN", 32)
     assert write(b, [(4, 0.0, "z")]).cols is None and b._rows is None
 
 

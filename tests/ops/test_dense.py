@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 from noria_py.batch import Batch
 from noria_py.ops import dense
 from noria_py.ops.dense import DenseRows, batch_columns, batch_keys, grown_size, int_keys
+from noria_py.tuning import DENSE_LIMIT
 
 
 def arr(*xs):
@@ -52,7 +53,7 @@ def test_new_row_before_removal_of_old_is_accepted_in_one_batch():
     (arr(1, 1), [obj("x", "x")], arr(-1, -1)),         # removing twice
     (arr(4), [obj("p")], arr(2)),                      # a count above one
     (arr(-1), [obj("p")], arr(1)),                     # a negative key
-    (arr(dense.DENSE_LIMIT), [obj("p")], arr(1)),      # a key too big for arrays
+    (arr(DENSE_LIMIT), [obj("p")], arr(1)),      # a key too big for arrays
 ])
 def test_refused_batches_change_nothing(keys, parts, signs):
     d = DenseRows(1)

@@ -348,13 +348,13 @@ def test_dense_form_matches_recomputation_and_dict_form(kind, dense_min, batches
     through the array path (every batch big enough) or the row-by-row one."""
     from unittest import mock
 
-    from noria_py.ops import dense
+    from noria_py import tuning
     arrays = Tracker(Join(kind, (0,), (0,), 2, 2))
     dicts = Tracker(Join(kind, (0,), (0,), 2, 2))
     for side in dicts.op.sides:
         side.to_general()
     models = {L: {}, R: {}}
-    with mock.patch.object(dense, "DENSE_MIN", dense_min):
+    with mock.patch.object(tuning, "ARRAY_MIN", dense_min):
         for port, acts in batches:
             b = _keyed_batch(models[port], acts)
             if not b:

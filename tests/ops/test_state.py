@@ -104,12 +104,12 @@ def test_keyed_state_holds_the_multiset_in_either_form(batches, dense_min):
     report the same flips, and restore(snapshot()) gives an equal state."""
     from unittest import mock
 
-    from noria_py.ops import dense
+    from noria_py import tuning
     from noria_py.ops.state import KeyedState
     fast, plain = KeyedState(2, (0,)), KeyedState(2, (0,))
     plain.to_general()
     model: Counter = Counter()
-    with mock.patch.object(dense, "DENSE_MIN", dense_min):
+    with mock.patch.object(tuning, "ARRAY_MIN", dense_min):
         for deltas, columnar in batches:
             b = _batch(deltas, columnar)
             before = dict(model)

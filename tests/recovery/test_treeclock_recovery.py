@@ -180,7 +180,7 @@ def test_logs_stay_bounded(messages):
     # flat: bounded by a constant of the graph, however many messages went through.
     # A diff log is compacted when it reaches COMPACT_AT; a payload log is trimmed at
     # each acknowledgement, every ACK_EVERY messages of the child.
-    from noria_py.runtime.domain import ACK_EVERY, COMPACT_AT
+    from noria_py.tuning import ACK_EVERY, COMPACT_AT
     nodes = db.graph()
     edges = sum(len(n["children"]) for n in nodes)
     assert max(p for p, _ in sizes) <= 3 * ACK_EVERY * edges, sizes

@@ -6,8 +6,7 @@ from treeclock import TreeClockError
 
 import noria_py
 from noria_py import Error
-from noria_py.runtime.domain import ACK_EVERY, FLUSH_EVERY
-from noria_py.runtime.embedded import DEPTH
+from noria_py.tuning import ACK_EVERY, CLOCK_DEPTH, FLUSH_EVERY
 from noria_py.runtime.messages import Message
 
 
@@ -46,7 +45,7 @@ def test_messages_carry_their_senders_diff_as_a_path():
     assert pending, "a seeded runtime leaves some messages in flight"
     for m in pending:
         src = db.runtime.domains[m.src]
-        assert type(m.clock) is tuple and len(m.clock) == DEPTH + 2
+        assert type(m.clock) is tuple and len(m.clock) == CLOCK_DEPTH + 2
         assert all(type(x) is int for x in m.clock)
         assert m.clock[1] == m.time                # the sender's own time first
         src.tc.check_path(src.node.num, m.clock)     # a diff of the sender's layout

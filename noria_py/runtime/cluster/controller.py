@@ -40,8 +40,7 @@ from ...errors import Error, RecoveryError
 from ...graph import Graph, Node
 from ...recovery import lineage, treeclock
 from .. import Runtime
-from ..domain import DomainInfo
-from ..embedded import DEPTH
+from ..domain import DomainInfo, graph_clocks
 from ..messages import Message
 from . import wire
 from .errors import NodeDown, WorkerLost
@@ -353,7 +352,7 @@ class ClusterRuntime(Runtime):
 
     def refresh_clocks(self) -> None:
         if self.clocks:
-            self.tc = TreeClocks(self.graph.parents_by_num(), DEPTH, previous=self.tc)
+            self.tc = graph_clocks(self.graph, self.tc)
 
     def settle(self, fresh: set[str]) -> None:
         self.refresh_clocks()

@@ -28,21 +28,19 @@ import sys
 import threading
 
 from sql_frontend import wire as plan_wire
-from treeclock import TreeClockError
+from treeclock import TreeClockError, TreeClocks, receive_path
 
 from ...batch import Batch
-from ..domain import Domain
 from ...errors import Error
 from ...graph import Graph, Node
 from ...planner import Planner
-from ..embedded import DEPTH
+from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
+from ..domain import Domain, graph_clocks
 from . import wire
 from .errors import NodeDown
 from .wire import decode_batch, decode_message, encode_batch, encode_message
 
 log = logging.getLogger("noria_py.worker")
-
-HEARTBEAT_EVERY = 0.2
 
 
 def apply_change(planner: Planner, graph: Graph, change: list, on_remove) -> None:
@@ -97,8 +95,7 @@ class Worker:
 
     def _refresh_clocks(self) -> None:
         if self.clocks:
-            from treeclock import TreeClocks
-            self.tc = TreeClocks(self.graph.parents_by_num(), DEPTH, previous=self.tc)
+            self.tc = graph_clocks(self.graph, self.tc)
             for d in self.domains.values():
                 d.attach_clocks(self.tc)
 
@@ -279,8 +276,7 @@ class Worker:
 def warm_up() -> None:
     """Load the compiled tree-clock kernels now (0.2 s from Numba's cache), not in the
     middle of the first recovery this worker is a spare for."""
-    from treeclock import TreeClocks, receive_path
-    tc = TreeClocks({1: (), 2: (1,)}, DEPTH)
+    tc = TreeClocks({1: (), 2: (1,)}, CLOCK_DEPTH)
     clock, log = tc.zero(1), tc.new_log(1)
     diff = receive_path(tc.path_edge(1, None), None, 1)
     tc.apply_paths(1, diff, clock, log)

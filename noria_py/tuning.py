@@ -1,0 +1,42 @@
+"""The engine's tuning knobs, in one place, each with the reason for its value.
+
+None of these changes what a view holds, only how fast and in how much memory it gets
+there (the tests run the array paths at other values of ``ARRAY_MIN`` to check
+exactly that). Code reads a knob as ``tuning.NAME`` where a test may change it, and
+imports the value where it sits in a per-row loop.
+"""
+from __future__ import annotations
+
+# ---------------------------------------------------------------- batches and state
+
+#: A batch of this many rows or more takes the array paths: a base keeps it as
+#: columns, a dense ``KeyedState`` or ``KeyedCounts`` applies it with numpy. Below it,
+#: numpy's cost per call (a microsecond or two, several calls a batch) would cost
+#: more than a Python step per row.
+ARRAY_MIN = 32
+
+#: Keys below this are kept in arrays indexed by key (the dense forms of
+#: ops/state.py); per array, 8 bytes a key, so at most 32 MiB.
+DENSE_LIMIT = 1 << 22
+
+# ---------------------------------------------------------------- tree clocks
+
+#: Tree-clock depth: d - 1 adjacent failures are recoverable (Noria's prototype used
+#: 3); a message carries depth + 2 ints of diff path.
+CLOCK_DEPTH = 3
+
+#: How often (in messages handled) a domain acknowledges progress to its parents,
+#: which is when their payload logs are trimmed.
+ACK_EVERY = 32
+
+#: A domain applies the diff paths built since the last time to its log and clock
+#: once this many pile up (or when either is read): one kernel call for many.
+FLUSH_EVERY = 64
+
+#: A diff log is compacted when it holds this many diffs.
+COMPACT_AT = 256
+
+# ---------------------------------------------------------------- cluster
+
+#: Seconds between a worker's heartbeats to the controller.
+HEARTBEAT_EVERY = 0.2
