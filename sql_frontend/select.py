@@ -12,19 +12,21 @@ Noria-specific:
 """
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .errors import SqlError, UnknownTableError, UnsupportedError
-from .expr import Call, Col, Expr, columns_used
-from .plan import (AggCall, Aggregate, Distinct, Filter, Join, OrderKey, Project, Query, Rel,
-                   Scan, SetOp, TopK, Union_, Values)
-from .resolve import Context, Field, Scope, check_clauses
+from .aggregates import aggregate, has_aggref
+from .errors import SqlError, UnknownTableError
+from .expr import Col, Expr
+from .from_clause import from_items, visible_rel
+from .joins import FromItem, Layout, and_parts, filtered, join_items
+from .plan import (Distinct, Filter, OrderKey, Project, Query, Rel, SetOp, TopK, Union_,
+                   Values)
+from .resolve import Context, Scope, check_clauses
+from .scalar import (AggCollector, Translator, contains_aggregate, expr_name, mismatch,
+                     nullable, same)
 from .subquery import SubqueryJoiner, has_subquery
-from .scalar import (AggCollector, AggRef, Translator, conjunction, contains_aggregate,
-                     mismatch, nullable, remap, same)
 from .typerules import unify
 from .types import ColumnInfo
 
@@ -46,28 +48,16 @@ def build_query(ctx: Context, node: exp.Expr, *, allow_key: bool) -> Query:
     raise ctx.unsupported(f"{node.key.upper()} as a query", node)
 
 
-def visible_rel(q: Query) -> Rel:
-    """The query's relation without its hidden columns (for use as an input)."""
-    if not q.hidden:
-        return q.root
-    cols = q.root.columns[:q.visible]
-    return Project(q.root, tuple(Col(i, c.type, c.name) for i, c in enumerate(cols)), cols)
+def nested_query(ctx: Context, node: exp.Expr) -> Query:
+    """The plan of a query inside another (a derived table, a compound SELECT operand,
+    a subquery): never with a lookup key. ``from_clause`` and ``subquery`` are handed
+    this function, as their ``NestedQuery``, to recurse into whole queries."""
+    return build_query(ctx, node, allow_key=False)
 
 
 # ---------------------------------------------------------------- helpers
 _SELECT_ARGS = {"expressions", "from_", "joins", "where", "group", "having", "order", "limit",
                 "offset", "distinct"}
-
-
-def _and_parts(node: exp.Expr | None) -> list[exp.Expr]:
-    """Top-level AND conjuncts of a condition, parentheses removed."""
-    if node is None:
-        return []
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return _and_parts(node.this) + _and_parts(node.expression)
-    return [node]
 
 
 def _key_conjunct(node: exp.Expr) -> tuple[exp.Column, exp.Placeholder] | None:
@@ -110,295 +100,6 @@ def _position_ref(node: exp.Expr) -> int | None:
     return None
 
 
-def _filtered(rel: Rel, preds: list[Expr]) -> Rel:
-    pred = conjunction(preds)
-    return rel if pred is None else Filter(rel, pred)
-
-
-def _expr_name(e: Expr, fallback: str) -> str:
-    return e.name if isinstance(e, Col) and e.name else fallback
-
-
-# ---------------------------------------------------------------- FROM
-
-@dataclass
-class _Item:
-    rel: Rel
-    scope: Scope
-    kind: str                     # "first", "inner" or "left"
-    join: exp.Join | None = None  # the JOIN node that brought this item in
-
-
-def _table_source(ctx: Context, node: exp.Table) -> tuple[Rel, Scope]:
-    if node.args.get("db") or node.args.get("catalog"):
-        raise ctx.unsupported(f"schema-qualified table {node.sql()}", node)
-    if not isinstance(node.this, exp.Identifier):
-        raise ctx.unsupported(f"table expression {node.sql()}", node)
-    name = node.name.lower()
-    alias = (node.alias or name).lower()
-    schema = ctx.catalog.table(name)
-    if schema is not None:
-        rel: Rel = Scan(name, schema.columns)
-        fields = [Field(alias, c.name, c.type, c.nullable) for c in schema.columns]
-    else:
-        view = ctx.catalog.view(name)
-        if view is None:
-            raise ctx.error(UnknownTableError, f"no such table or view: {node.name}", node)
-        rel = visible_rel(view)
-        fields = [Field(alias, n, c.type, c.nullable)
-                  for n, c in zip(view.names, rel.columns)]
-    return rel, Scope(_renamed(ctx, node, fields))
-
-
-def _renamed(ctx: Context, node: exp.Expr, fields: list[Field]) -> list[Field]:
-    """Apply ``AS alias(c1, c2, ...)`` column names, where given."""
-    alias = node.args.get("alias")
-    cols = alias.args.get("columns") if isinstance(alias, exp.TableAlias) else None
-    if not cols:
-        return fields
-    if len(cols) != len(fields):
-        raise ctx.error(SqlError, f"{alias.sql()} names {len(cols)} columns but the "
-                                  f"source has {len(fields)}", alias)
-    return [Field(f.qualifier, c.name, f.type, f.nullable) for f, c in zip(fields, cols)]
-
-
-def _from_item(ctx: Context, node: exp.Expr) -> tuple[Rel, Scope]:
-    if isinstance(node, exp.Table):
-        if node.args.get("joins"):
-            return _join_group(ctx, node)
-        return _table_source(ctx, node)
-    if isinstance(node, exp.Subquery):
-        inner = node.this
-        if isinstance(inner, exp.Table) and inner.args.get("joins"):
-            if node.alias:
-                raise ctx.unsupported("alias on a parenthesized join", node)
-            return _join_group(ctx, inner)
-        if isinstance(inner, exp.Table):
-            return _table_source(ctx, inner)
-        if isinstance(inner, exp.Query):
-            q = build_query(ctx, inner, allow_key=False)
-            rel = visible_rel(q)
-            qual = node.alias.lower() if node.alias else None
-            fields = [Field(qual, n, c.type, c.nullable) for n, c in zip(q.names, rel.columns)]
-            return rel, Scope(_renamed(ctx, node, fields))
-    raise ctx.unsupported(f"{node.key.upper()} in FROM", node)
-
-
-def _join_kind(ctx: Context, join: exp.Join) -> str:
-    if join.args.get("using"):
-        raise ctx.unsupported("JOIN ... USING", join)
-    method = (join.args.get("method") or "").upper()
-    if method:
-        raise ctx.unsupported(f"{method} JOIN", join)
-    side = (join.args.get("side") or "").upper()
-    kind = (join.args.get("kind") or "").upper()
-    if side in ("RIGHT", "FULL"):
-        raise ctx.unsupported(f"{side} JOIN", join)
-    if kind in ("SEMI", "ANTI", "ASOF", "STRAIGHT_JOIN") or join.args.get("match_condition"):
-        raise ctx.unsupported(f"{kind} JOIN", join)
-    if side == "LEFT":
-        if join.args.get("on") is None:
-            raise ctx.error(SqlError, "LEFT JOIN needs an ON condition", join)
-        return "left"
-    if kind == "CROSS" and join.args.get("on") is not None:
-        raise ctx.error(SqlError, "CROSS JOIN cannot have an ON condition", join)
-    return "inner"
-
-
-def _items(ctx: Context, first: exp.Expr, joins: list[exp.Join]) -> list[_Item]:
-    rel, scope = _from_item(ctx, first)
-    items = [_Item(rel, scope, "first")]
-    for j in joins:
-        kind = _join_kind(ctx, j)
-        rel, scope = _from_item(ctx, j.this)
-        items.append(_Item(rel, scope, kind, j))
-    return items
-
-
-def _join_group(ctx: Context, node: exp.Table) -> tuple[Rel, Scope]:
-    """A parenthesized join, ``(a JOIN b ON ...)``, as one FROM item."""
-    bare = node.copy()
-    bare.set("joins", None)
-    items = _items(ctx, bare, list(node.args.get("joins") or []))
-    return _join_items(ctx, items, [])
-
-
-class _Layout:
-    """Where each FROM item's columns sit in the concatenated scope."""
-
-    def __init__(self, items: list[_Item]) -> None:
-        self.offsets: list[int] = []
-        fields: list[Field] = []
-        for it in items:
-            self.offsets.append(len(fields))
-            fields += it.scope.fields
-        self.scope = Scope(fields)
-
-    def items_of(self, e: Expr) -> set[int]:
-        return {bisect_right(self.offsets, c) - 1 for c in columns_used(e)}
-
-    def prefix(self, k: int, items: list[_Item]) -> Scope:
-        return Scope(self.scope.fields[:self.offsets[k] + len(items[k].scope)])
-
-
-def _join_items(ctx: Context, items: list[_Item], where: list[Expr]) -> tuple[Rel, Scope]:
-    """Join the FROM items, placing each WHERE conjunct (over the full scope) as early
-    as it can go without changing the result. Comma joins are reordered so that each
-    item joins on an equality with those before it where one exists (a cross product
-    of many tables would otherwise be kept as state); the columns keep FROM order."""
-    order = _join_order(items, where)
-    if order is None:
-        return _join_in_order(ctx, items, where)
-    layout = _Layout(items)
-    moved = [items[i] for i in order]
-    new_layout = _Layout(moved)
-    new_start = {i: new_layout.offsets[k] for k, i in enumerate(order)}
-
-    def to_new(c: int) -> int:
-        i = bisect_right(layout.offsets, c) - 1
-        return new_start[i] + (c - layout.offsets[i])
-
-    rel, _ = _join_in_order(ctx, moved, [remap(c, to_new) for c in where])
-    back = [to_new(c) for c in range(len(layout.scope))]
-    cols = tuple(rel.columns[c] for c in back)
-    return Project(rel, tuple(Col(c, rel.columns[c].type, rel.columns[c].name)
-                              for c in back), cols), layout.scope
-
-
-def _join_order(items: list[_Item], where: list[Expr]) -> list[int] | None:
-    """A greedy order for a FROM list of comma joins (None: keep the written order)."""
-    if len(items) < 3 or any(it.kind not in ("first", "inner") or
-                             (it.join is not None and it.join.args.get("on") is not None)
-                             for it in items):
-        return None
-    layout = _Layout(items)
-    links: list[set[int]] = []
-    for c in where:
-        if isinstance(c, Call) and c.op == "eq":
-            a, b = (layout.items_of(x) for x in c.args)
-            if len(a) == 1 and len(b) == 1 and a != b:
-                links.append(a | b)
-    order = [0]
-    left = list(range(1, len(items)))
-    while left:
-        done = set(order)
-        pick = next((i for i in left if any(i in l and (l - {i}) <= done for l in links)),
-                    left[0])
-        order.append(pick)
-        left.remove(pick)
-    return None if order == list(range(len(items))) else order
-
-
-def _join_in_order(ctx: Context, items: list[_Item], where: list[Expr]) -> tuple[Rel, Scope]:
-    layout = _Layout(items)
-    pushed: list[list[Expr]] = [[] for _ in items]   # filters on an item's own input
-    at_step: list[list[Expr]] = [[] for _ in items]  # candidates when item k joins
-    top: list[Expr] = []
-    for c in where:
-        its = layout.items_of(c)
-        if not its:
-            top.append(c)
-        elif len(its) == 1 and items[min(its)].kind != "left":
-            i = min(its)
-            pushed[i].append(remap(c, lambda x, o=layout.offsets[i]: x - o))
-        else:
-            at_step[max(its)].append(c)
-
-    acc = _filtered(items[0].rel, pushed[0])
-    for k in range(1, len(items)):
-        it = items[k]
-        off = layout.offsets[k]
-        local = (lambda x, o=off: x - o)
-        right = _filtered(it.rel, pushed[k])
-        on_node = it.join.args.get("on") if it.join is not None else None
-        tr = Translator(ctx, layout.prefix(k, items), clause="ON")
-        on = [(tr.condition(p), p) for p in _and_parts(on_node)]
-        keys: list[tuple[Expr, Expr]] = []
-        right_preds: list[Expr] = []
-        post: list[Expr] = []
-        if it.kind == "left":
-            for c, src in on:
-                its = layout.items_of(c)
-                pair = _split_eq(layout, c, k)
-                if its <= {k}:
-                    right_preds.append(remap(c, local))
-                elif pair is not None:
-                    keys.append(pair)
-                else:
-                    raise ctx.unsupported(
-                        f"LEFT JOIN condition {src.sql()} (only equalities between the "
-                        f"two sides and conditions on the right side)", src)
-            post = at_step[k]
-        else:
-            for c in [c for c, _ in on] + at_step[k]:
-                its = layout.items_of(c)
-                pair = _split_eq(layout, c, k)
-                if its == {k}:
-                    right_preds.append(remap(c, local))
-                elif pair is not None:
-                    keys.append(pair)
-                else:
-                    post.append(c)
-        right = _filtered(right, right_preds)
-        joined = _equi_join(acc, right, it.kind, keys)
-        acc = _filtered(joined, post)
-    return _filtered(acc, top), layout.scope
-
-
-def _split_eq(layout: _Layout, c: Expr, k: int) -> tuple[Expr, Expr] | None:
-    """(left side, right side over item k's own columns) if ``c`` equates the two."""
-    if not (isinstance(c, Call) and c.op == "eq"):
-        return None
-    a, b = c.args
-    ia, ib = layout.items_of(a), layout.items_of(b)
-    off = layout.offsets[k]
-    if ia and ib and max(ia) < k and ib == {k}:
-        return a, remap(b, lambda x: x - off)
-    if ia and ib and max(ib) < k and ia == {k}:
-        return b, remap(a, lambda x: x - off)
-    return None
-
-
-def _equi_join(left: Rel, right: Rel, kind: str, keys: list[tuple[Expr, Expr]]) -> Rel:
-    """A Join on key expressions; computed keys get a column of their own in a Project
-    below the join, dropped again above it."""
-    nl, nr = len(left.columns), len(right.columns)
-    lextra: list[Expr] = []
-    rextra: list[Expr] = []
-
-    def key_pos(e: Expr, width: int, extra: list[Expr]) -> int:
-        if isinstance(e, Col):
-            return e.index
-        for j, x in enumerate(extra):
-            if same(x, e):
-                return width + j
-        extra.append(e)
-        return width + len(extra) - 1
-
-    lkeys = tuple(key_pos(a, nl, lextra) for a, _ in keys)
-    rkeys = tuple(key_pos(b, nr, rextra) for _, b in keys)
-    left2, right2 = _extend(left, lextra), _extend(right, rextra)
-    rcols = right2.columns
-    if kind == "left":
-        rcols = tuple(ColumnInfo(c.name, c.type, True) for c in rcols)
-    join = Join(left2, right2, kind, lkeys, rkeys, left2.columns + rcols)
-    if not lextra and not rextra:
-        return join
-    keep = list(range(nl)) + [len(left2.columns) + i for i in range(nr)]
-    cols = tuple(join.columns[i] for i in keep)
-    return Project(join, tuple(Col(i, join.columns[i].type, join.columns[i].name)
-                               for i in keep), cols)
-
-
-def _extend(rel: Rel, extra: list[Expr]) -> Rel:
-    if not extra:
-        return rel
-    cols = rel.columns
-    exprs = tuple(Col(i, c.type, c.name) for i, c in enumerate(cols)) + tuple(extra)
-    new = tuple(ColumnInfo(f"key{i}", e.type, nullable(e, cols)) for i, e in enumerate(extra))
-    return Project(rel, exprs, cols + new)
-
-
 # ---------------------------------------------------------------- SELECT
 
 @dataclass
@@ -421,15 +122,15 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
         if node.args.get("joins"):
             raise ctx.unsupported("JOIN without FROM", node)
         # SELECT without FROM reads one row with no columns
-        items = [_Item(Values(((),), ()), Scope([]), "first")]
+        items = [FromItem(Values(((),), ()), Scope([]), "first")]
     else:
-        items = _items(ctx, from_.this, list(node.args.get("joins") or []))
-    layout = _Layout(items)
+        items = from_items(ctx, from_.this, list(node.args.get("joins") or []), nested_query)
+    layout = Layout(items)
     scope = layout.scope
     where = node.args.get("where")
     key_nodes: list[tuple[exp.Column, exp.Placeholder]] = []
     rest: list[exp.Expr] = []
-    for part in _and_parts(where.this if where is not None else None):
+    for part in and_parts(where.this if where is not None else None):
         kc = _key_conjunct(part) if allow_key else None
         if kc is not None:
             key_nodes.append(kc)
@@ -443,12 +144,12 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
     for col_node, _ in key_nodes:
         i = scope.resolve(ctx, col_node)
         key_cols.append(Col(i, scope.fields[i].type, scope.fields[i].name))
-    rel, scope = _join_items(ctx, items, where_exprs)
-    joiner = SubqueryJoiner(ctx, rel, scope)
+    rel, scope = join_items(ctx, items, where_exprs)
+    joiner = SubqueryJoiner(ctx, rel, scope, nested_query)
     if deferred:
         tr_sub = Translator(ctx, scope, clause="WHERE", sub=joiner)
         preds = [tr_sub.condition(p) for p in deferred]
-        joiner.rel = _filtered(joiner.rel, preds)
+        joiner.rel = filtered(joiner.rel, preds)
 
     # the SELECT list
     group = node.args.get("group")
@@ -480,7 +181,7 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
                 if not 1 <= p <= len(out):
                     raise ctx.error(SqlError, f"GROUP BY term out of range: {p}", g)
                 ge = out[p - 1].pre
-                if _has_aggref(ge):
+                if has_aggref(ge):
                     raise ctx.error(SqlError, f"GROUP BY {p} refers to an aggregate", g)
             else:
                 ge = tr_group(g)
@@ -511,7 +212,7 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
     base = rel
     post = (lambda e, n: e)
     if grouped:
-        base, post = _aggregate(ctx, rel, groups, aggs)
+        base, post = aggregate(ctx, rel, groups, aggs)
         if having_pre is not None:
             base = Filter(base, post(having_pre, having))
     exprs = [post(o.pre, o.node if o.node is not None else node) for o in out]
@@ -533,7 +234,7 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
         pos = target if isinstance(target, int) else column_for(post(target, o), "order")
         order_keys.append(_order_key(pos, o))
 
-    hidden_names = [_expr_name(e, f"hidden{i}") for i, e in enumerate(exprs[nvis:])]
+    hidden_names = [expr_name(e, f"hidden{i}") for i, e in enumerate(exprs[nvis:])]
     cols = tuple(ColumnInfo(n, e.type, nullable(e, base.columns))
                  for n, e in zip(names + hidden_names, exprs))
     root: Rel = Project(base, tuple(exprs), cols)
@@ -610,74 +311,6 @@ def _limit(ctx: Context, node: exp.Expr, root: Rel, order: tuple[OrderKey, ...],
     return TopK(root, order, limit, offset or 0, partition)
 
 
-def _has_aggref(e: object) -> bool:
-    if isinstance(e, AggRef):
-        return True
-    if isinstance(e, Call):
-        return any(_has_aggref(a) for a in e.args)
-    return False
-
-
-def _aggregate(ctx: Context, rel: Rel, groups: list[Expr], aggs: AggCollector):
-    """Build the Aggregate (with a Project below it for computed groups or arguments) and
-    the function that rewrites pre-aggregation expressions over its output."""
-    specs = aggs.specs
-    needed = list(groups) + [s.arg for s in specs if s.arg is not None]
-    inputs: list[Expr] = []
-
-    def slot(e: Expr) -> int:
-        if all(isinstance(x, Col) for x in needed):
-            return e.index  # type: ignore[union-attr]
-        for i, x in enumerate(inputs):
-            if same(x, e):
-                return i
-        inputs.append(e)
-        return len(inputs) - 1
-
-    group_pos = tuple(slot(g) for g in groups)
-    arg_pos = [slot(s.arg) if s.arg is not None else None for s in specs]
-    agg_input = rel
-    if inputs:
-        cols = tuple(ColumnInfo(_expr_name(e, f"expr{i}"), e.type, nullable(e, rel.columns))
-                     for i, e in enumerate(inputs))
-        agg_input = Project(rel, tuple(inputs), cols)
-    calls = tuple(AggCall(s.func, a, s.distinct, s.type) for s, a in zip(specs, arg_pos))
-    gcols = tuple(ColumnInfo(_expr_name(g, f"group{i}"), g.type,
-                             agg_input.columns[p].nullable)
-                  for i, (g, p) in enumerate(zip(groups, group_pos)))
-    acols = tuple(ColumnInfo(s.name, s.type, s.func not in ("count", "count_star"))
-                  for s in specs)
-    agg = Aggregate(agg_input, group_pos, calls, gcols + acols)
-    ng = len(groups)
-
-    def post(e: Expr, node: exp.Expr | None) -> Expr:
-        for i, g in enumerate(groups):
-            if same(e, g):
-                return Col(i, g.type, _expr_name(g, ""))
-        if isinstance(e, AggRef):
-            return Col(ng + e.slot, e.type, specs[e.slot].name)
-        if isinstance(e, Col):
-            # SQLite accepts such "bare" columns (taking them from an arbitrary row of
-            # the group); that cannot be maintained incrementally, so it is unsupported
-            raise ctx.error(UnsupportedError, f"column {e.name} must appear in GROUP BY or "
-                                              f"be used in an aggregate function",
-                            _find_column(node, e.name))
-        if isinstance(e, Call):
-            return Call(e.op, tuple(post(a, node) for a in e.args), e.type)
-        return e
-
-    return agg, post
-
-
-def _find_column(node: exp.Expr | None, name: str) -> exp.Expr | None:
-    if node is None:
-        return None
-    for c in node.find_all(exp.Column):
-        if c.name.lower() == name.lower():
-            return c
-    return node
-
-
 # ---------------------------------------------------------------- UNION, EXCEPT, INTERSECT
 
 _COMPOUND_KINDS = {exp.Union: "union", exp.Except: "except", exp.Intersect: "intersect"}
@@ -717,7 +350,7 @@ def _union(ctx: Context, node: exp.SetOperation) -> Query:
     operands, ops = _compound_chain(ctx, node, mods)
     if len(mods) > 1:
         raise ctx.unsupported("ORDER BY or LIMIT inside a compound SELECT", mods[1])
-    queries = [build_query(ctx, b, allow_key=False) for b in operands]
+    queries = [nested_query(ctx, b) for b in operands]
     rels = [visible_rel(q) for q in queries]
     width = len(queries[0].names)
     for b, q in zip(operands, queries):
