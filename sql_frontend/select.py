@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .aggregates import aggregate, has_aggref
+from .aggregates import Post, aggregate, has_aggref
 from .errors import SqlError, UnknownTableError
 from .expr import Col, Expr
 from .from_clause import from_items, visible_rel
@@ -109,34 +109,44 @@ class _OutItem:
     pre: Expr                 # over the FROM scope (with AggRefs in a grouped query)
 
 
+@dataclass
+class _Source:
+    """The FROM clause joined under the WHERE clause."""
+    joiner: SubqueryJoiner   # its ``rel``: the join, filtered, grown by subquery columns
+    scope: Scope             # names the FROM columns (the first ones of ``joiner.rel``)
+    key_cols: list[Col]      # the lookup key's columns, in the order of their ``?``
+
+
 def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
+    """One SELECT, clause by clause in SQL's logical order (errors come in that order)."""
     check_clauses(ctx, node, _SELECT_ARGS)
     distinct_node = node.args.get("distinct")
     if distinct_node is not None and distinct_node.args.get("on") is not None:
         raise ctx.unsupported("DISTINCT ON", distinct_node)
-    distinct = distinct_node is not None
-    from_ = node.args.get("from_")
+    src = _from_where(ctx, node, allow_key)
+    group = node.args.get("group")
+    having = node.args.get("having")
+    if group is not None:
+        check_clauses(ctx, group, {"expressions"})
+    aliases = {e.alias.lower(): e.this for e in node.expressions
+               if isinstance(e, exp.Alias) and e.alias}
+    aggs = AggCollector() if _is_grouped(node) else None
+    out = _select_list(ctx, node, src, aggs)
+    groups = _group_by(ctx, group, src, aliases, out) if aggs is not None else []
+    having_pre = _having(ctx, having, src.scope, aggs, aliases)
+    order_refs = _order_by(ctx, node.args.get("order"), src, aggs, aliases, out)
+    base, post = _aggregation(ctx, src.joiner.rel, groups, aggs, having_pre, having)
+    return _output(ctx, node, base, post, out, src.key_cols, order_refs,
+                   distinct_node is not None)
 
-    # FROM and WHERE
-    if from_ is None:
-        if node.args.get("joins"):
-            raise ctx.unsupported("JOIN without FROM", node)
-        # SELECT without FROM reads one row with no columns
-        items = [FromItem(Values(((),), ()), Scope([]), "first")]
-    else:
-        items = from_items(ctx, from_.this, list(node.args.get("joins") or []), nested_query)
-    layout = Layout(items)
-    scope = layout.scope
+
+def _from_where(ctx: Context, node: exp.Select, allow_key: bool) -> _Source:
+    """FROM and WHERE: the joined items, with WHERE's conjuncts placed in the joins, its
+    subqueries joined on, and its ``col = ?`` conjuncts (if ``allow_key``) as the key."""
+    items = _from(ctx, node)
+    scope = Layout(items).scope
     where = node.args.get("where")
-    key_nodes: list[tuple[exp.Column, exp.Placeholder]] = []
-    rest: list[exp.Expr] = []
-    for part in and_parts(where.this if where is not None else None):
-        kc = _key_conjunct(part) if allow_key else None
-        if kc is not None:
-            key_nodes.append(kc)
-        else:
-            rest.append(part)
-    key_nodes.sort(key=lambda kc: kc[1].meta.get("start", 0))
+    key_nodes, rest = _where_parts(where, allow_key)
     tr_where = Translator(ctx, scope, clause="WHERE")
     deferred = [p for p in rest if has_subquery(p)]     # need the joined relation first
     where_exprs = [tr_where.condition(p) for p in rest if not has_subquery(p)]
@@ -150,71 +160,133 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
         tr_sub = Translator(ctx, scope, clause="WHERE", sub=joiner)
         preds = [tr_sub.condition(p) for p in deferred]
         joiner.rel = filtered(joiner.rel, preds)
+    return _Source(joiner, scope, key_cols)
 
-    # the SELECT list
-    group = node.args.get("group")
+
+def _from(ctx: Context, node: exp.Select) -> list[FromItem]:
+    """The FROM items (one row of no columns for a SELECT without FROM)."""
+    from_ = node.args.get("from_")
+    if from_ is None:
+        if node.args.get("joins"):
+            raise ctx.unsupported("JOIN without FROM", node)
+        # SELECT without FROM reads one row with no columns
+        return [FromItem(Values(((),), ()), Scope([]), "first")]
+    return from_items(ctx, from_.this, list(node.args.get("joins") or []), nested_query)
+
+
+def _where_parts(where: exp.Where | None, allow_key: bool
+                 ) -> tuple[list[tuple[exp.Column, exp.Placeholder]], list[exp.Expr]]:
+    """WHERE's conjuncts: the lookup-key ones (in the order of their ``?``), the rest."""
+    key_nodes: list[tuple[exp.Column, exp.Placeholder]] = []
+    rest: list[exp.Expr] = []
+    for part in and_parts(where.this if where is not None else None):
+        kc = _key_conjunct(part) if allow_key else None
+        if kc is not None:
+            key_nodes.append(kc)
+        else:
+            rest.append(part)
+    key_nodes.sort(key=lambda kc: kc[1].meta.get("start", 0))
+    return key_nodes, rest
+
+
+def _is_grouped(node: exp.Select) -> bool:
+    """Whether the SELECT aggregates: a GROUP BY, or an aggregate call in its SELECT
+    list, HAVING or ORDER BY."""
     having = node.args.get("having")
     order = node.args.get("order")
-    if group is not None:
-        check_clauses(ctx, group, {"expressions"})
-    aliases = {e.alias.lower(): e.this for e in node.expressions
-               if isinstance(e, exp.Alias) and e.alias}
     order_terms = [o.this for o in (order.expressions if order is not None else [])]
-    grouped = (group is not None or
-               any(contains_aggregate(e) for e in node.expressions) or
-               contains_aggregate(having.this if having is not None else None) or
-               any(contains_aggregate(t) for t in order_terms))
-    aggs = AggCollector() if grouped else None
-    tr_select = Translator(ctx, scope, aggs=aggs, clause="the SELECT list",
-                           sub=None if grouped else joiner)
+    return (node.args.get("group") is not None or
+            any(contains_aggregate(e) for e in node.expressions) or
+            contains_aggregate(having.this if having is not None else None) or
+            any(contains_aggregate(t) for t in order_terms))
+
+
+def _select_list(ctx: Context, node: exp.Select, src: _Source,
+                 aggs: AggCollector | None) -> list[_OutItem]:
+    """The SELECT list over the FROM scope, ``*`` expanded (subqueries are supported
+    only in an ungrouped SELECT)."""
+    tr_select = Translator(ctx, src.scope, aggs=aggs, clause="the SELECT list",
+                           sub=None if aggs is not None else src.joiner)
     out: list[_OutItem] = []
     for e in node.expressions:
-        out += _select_item(ctx, scope, tr_select, e)
+        out += _select_item(ctx, src.scope, tr_select, e)
+    return out
 
-    # GROUP BY (plus the key columns, so every key has its own groups)
+
+def _group_by(ctx: Context, group: exp.Group | None, src: _Source,
+              aliases: dict[str, exp.Expr], out: list[_OutItem]) -> list[Expr]:
+    """The groups of a grouped SELECT: GROUP BY's terms (a SELECT-list position or an
+    expression), then the key columns, so every key has its own groups."""
     groups: list[Expr] = []
-    if grouped:
-        tr_group = Translator(ctx, scope, clause="GROUP BY", aliases=aliases)
-        for g in (group.expressions if group is not None else []):
-            p = _position_ref(g)
-            if p is not None:
-                if not 1 <= p <= len(out):
-                    raise ctx.error(SqlError, f"GROUP BY term out of range: {p}", g)
-                ge = out[p - 1].pre
-                if has_aggref(ge):
-                    raise ctx.error(SqlError, f"GROUP BY {p} refers to an aggregate", g)
-            else:
-                ge = tr_group(g)
-            if not any(same(ge, x) for x in groups):
-                groups.append(ge)
-        for kc in key_cols:
-            if not any(same(kc, x) for x in groups):
-                groups.append(kc)
+    tr_group = Translator(ctx, src.scope, clause="GROUP BY", aliases=aliases)
+    for g in (group.expressions if group is not None else []):
+        p = _position_ref(g)
+        if p is not None:
+            if not 1 <= p <= len(out):
+                raise ctx.error(SqlError, f"GROUP BY term out of range: {p}", g)
+            ge = out[p - 1].pre
+            if has_aggref(ge):
+                raise ctx.error(SqlError, f"GROUP BY {p} refers to an aggregate", g)
+        else:
+            ge = tr_group(g)
+        if not any(same(ge, x) for x in groups):
+            groups.append(ge)
+    for kc in src.key_cols:
+        if not any(same(kc, x) for x in groups):
+            groups.append(kc)
+    return groups
 
-    having_pre = None
-    if having is not None:
-        if not grouped:
-            raise ctx.error(SqlError, "HAVING without GROUP BY or aggregates", having)
-        tr_having = Translator(ctx, scope, aggs=aggs, clause="HAVING", aliases=aliases)
-        having_pre = tr_having.condition(having.this)
 
-    # ORDER BY: a select-list position, or an expression (hidden column if not listed)
+def _having(ctx: Context, having: exp.Having | None, scope: Scope,
+            aggs: AggCollector | None, aliases: dict[str, exp.Expr]) -> Expr | None:
+    """The HAVING condition over the FROM scope (with AggRefs), if there is one."""
+    if having is None:
+        return None
+    if aggs is None:
+        raise ctx.error(SqlError, "HAVING without GROUP BY or aggregates", having)
+    tr_having = Translator(ctx, scope, aggs=aggs, clause="HAVING", aliases=aliases)
+    return tr_having.condition(having.this)
+
+
+def _order_by(ctx: Context, order: exp.Order | None, src: _Source, aggs: AggCollector | None,
+              aliases: dict[str, exp.Expr], out: list[_OutItem]
+              ) -> list[tuple[int | Expr, exp.Ordered]]:
+    """Each ORDER BY term's target: a SELECT-list position, or an expression (a hidden
+    column if the list does not have it)."""
     order_refs: list[tuple[int | Expr, exp.Ordered]] = []
     if order is not None:
         check_clauses(ctx, order, {"expressions"})
-        tr_order = Translator(ctx, scope, aggs=aggs, clause="ORDER BY", aliases=aliases,
-                              sub=None if grouped else joiner)
+        tr_order = Translator(ctx, src.scope, aggs=aggs, clause="ORDER BY", aliases=aliases,
+                              sub=None if aggs is not None else src.joiner)
         for o in order.expressions:
             order_refs.append((_order_target(ctx, o, out, aliases, tr_order), o))
+    return order_refs
 
-    # aggregation (over the FROM relation grown by the subqueries' columns)
-    rel = joiner.rel
-    base = rel
-    post = (lambda e, n: e)
-    if grouped:
-        base, post = aggregate(ctx, rel, groups, aggs)
-        if having_pre is not None:
-            base = Filter(base, post(having_pre, having))
+
+def _aggregation(ctx: Context, rel: Rel, groups: list[Expr], aggs: AggCollector | None,
+                 having_pre: Expr | None, having: exp.Having | None) -> tuple[Rel, Post]:
+    """The relation the SELECT list reads (the Aggregate over ``rel``, the FROM relation
+    grown by the subqueries' columns, under HAVING; or ``rel`` when not grouped) and
+    the ``post`` that rewrites expressions over the FROM scope to read it."""
+    if aggs is None:
+        return rel, _unchanged
+    base, post = aggregate(ctx, rel, groups, aggs)
+    if having_pre is not None:
+        base = Filter(base, post(having_pre, having))
+    return base, post
+
+
+def _unchanged(e: Expr, node: exp.Expr | None) -> Expr:
+    """The ``post`` of a SELECT without aggregation."""
+    return e
+
+
+def _output(ctx: Context, node: exp.Select, base: Rel, post: Post, out: list[_OutItem],
+            key_cols: list[Col], order_refs: list[tuple[int | Expr, exp.Ordered]],
+            distinct: bool) -> Query:
+    """The Query over ``base``: the SELECT list, then the hidden columns the key and
+    ORDER BY need, under DISTINCT and ORDER BY/LIMIT."""
+    order = node.args.get("order")
     exprs = [post(o.pre, o.node if o.node is not None else node) for o in out]
     names = [o.name for o in out]
     nvis = len(exprs)
@@ -228,7 +300,7 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
         exprs.append(e)
         return len(exprs) - 1
 
-    key = tuple(column_for(post(kc, where), "key") for kc in key_cols)
+    key = tuple(column_for(post(kc, node.args.get("where")), "key") for kc in key_cols)
     order_keys = []
     for target, o in order_refs:
         pos = target if isinstance(target, int) else column_for(post(target, o), "order")
