@@ -120,7 +120,8 @@ def _join_order(items: list[FromItem], where: list[Expr]) -> list[int] | None:
     left = list(range(1, len(items)))
     while left:
         done = set(order)
-        pick = next((i for i in left if any(i in l and (l - {i}) <= done for l in links)),
+        pick = next((i for i in left
+                     if any(i in link and (link - {i}) <= done for link in links)),
                     left[0])
         order.append(pick)
         left.remove(pick)
@@ -146,7 +147,10 @@ def _join_in_order(ctx: Context, items: list[FromItem], where: list[Expr]) -> tu
     for k in range(1, len(items)):
         it = items[k]
         off = layout.offsets[k]
-        local = (lambda x, o=off: x - o)
+
+        def local(x: int, o: int = off) -> int:
+            return x - o
+
         right = filtered(it.rel, pushed[k])
         on_node = it.join.args.get("on") if it.join is not None else None
         tr = Translator(ctx, layout.prefix(k, items), clause="ON")

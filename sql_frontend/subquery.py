@@ -266,9 +266,10 @@ class SubqueryJoiner:
                     f"it is NULL", where)
         R, _ = join_items(ctx, items, local)
         nk = len(outer_used)
-        O = self.rel
-        D = Distinct(_project(O, list(_cols(O, outer_used)),
-                              [_hidden(i, O.columns[k].type) for i, k in enumerate(outer_used)]))
+        outer_rel = self.rel
+        D = Distinct(_project(outer_rel, list(_cols(outer_rel, outer_used)),
+                              [_hidden(i, outer_rel.columns[k].type)
+                               for i, k in enumerate(outer_used)]))
         # J = D x R under the correlated conditions: D's columns, then R's
         pos = {k: i for i, k in enumerate(outer_used)}
         moved = [remap(e, lambda c: (nk + c) if c < m else pos[c - m]) for e in corr]
@@ -282,7 +283,8 @@ class SubqueryJoiner:
             else:
                 rest.append(e)
         J = filtered(equi_join(D, R, "inner", keys), rest)
-        outer_keys = tuple(Col(k, O.columns[k].type, O.columns[k].name) for k in outer_used)
+        outer_keys = tuple(Col(k, outer_rel.columns[k].type, outer_rel.columns[k].name)
+                           for k in outer_used)
         jscope = Scope([Field(None, f"\x00corr{i}", D.columns[i].type) for i in range(nk)]
                        + inner.fields)
         if kind == "exists":

@@ -7,7 +7,7 @@ from sql_frontend import (Call, Col, Lit, SqlType, TypeMismatchError, Unsupporte
 
 from .helpers import expr, query
 
-I, T, F, B, N = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.BOOL, SqlType.NULL
+I, T, F, B, N = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.BOOL, SqlType.NULL  # noqa: E741
 a, b, c, d = Col(0, I, "a"), Col(1, I, "b"), Col(2, T, "c"), Col(3, F, "d")
 
 

@@ -5,7 +5,7 @@ from sql_frontend import (Call, Col, Filter, Join, Lit, Project, Scan, SqlType, 
 
 from .helpers import add_view, find, query
 
-I, T, B = SqlType.INT, SqlType.TEXT, SqlType.BOOL
+I, T, B = SqlType.INT, SqlType.TEXT, SqlType.BOOL  # noqa: E741
 
 
 def test_inner_join_on_keys(cat):

@@ -6,7 +6,7 @@ from sql_frontend import (AggCall, Aggregate, ArityError, Call, Col, Distinct, F
 
 from .helpers import add_view, find, query
 
-I, T, F, B = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.BOOL
+I, T, F, B = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.BOOL  # noqa: E741
 
 
 # ---------------------------------------------------------------- aggregates
