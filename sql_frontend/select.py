@@ -9,6 +9,11 @@ Noria-specific:
 - predicate placement: WHERE conjuncts are pushed to the join input they concern,
   and equalities across join inputs become join keys, because a dataflow keeps the
   state of every join and the smaller its inputs the cheaper it is to maintain.
+
+The clauses' machinery lives in modules of its own: ``from_clause`` (FROM items),
+``joins`` (their layout and join planning), ``aggregates`` (the Aggregate) and
+``subquery`` (subqueries in expressions). Those that build nested queries get
+``nested_query`` from here as a callback, so none of them imports this module.
 """
 from __future__ import annotations
 

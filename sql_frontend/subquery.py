@@ -121,7 +121,6 @@ class SubqueryJoiner:
         self.rel = rel
         self.scope = scope
         self.nested = nested
-        self.count = 0
 
     # ------------------------------------------------------------ entry points
 
