@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from sqlglot import exp
 
+from . import ddl, dml, select
 from .catalog import Catalog, DictCatalog
 from .errors import (AlreadyExistsError, ArityError, Error, ParseError, SqlError,
                      TypeMismatchError, UnknownColumnError, UnknownTableError, UnsupportedError)
@@ -41,8 +42,6 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = ()) -> Statement:
     UPDATE; the lookup-key values of a SELECT (kept in ``Select.params``). A view's
     ``?`` stay unbound, so CREATE VIEW takes no params.
     """
-    from . import ddl, dml, select   # late: they import this package's modules
-
     trees = parse_statements(sql)
     if not trees:
         raise ParseError("no SQL statement given", sql, None)

@@ -14,6 +14,7 @@ from .expr import Expr, Lit
 from .plan import Delete, Insert, InsertSelect, Update
 from .resolve import Context, Field, Scope, check_clauses
 from .scalar import Translator, mismatch
+from .select import build_query
 from .typerules import comparable, parse_temporal
 from .types import SqlType, TableSchema
 
@@ -100,7 +101,6 @@ def insert(ctx: Context, node: exp.Insert) -> Insert:
 
 def _insert_select(ctx: Context, schema: TableSchema, positions: list[int],
                    query_node: exp.Query) -> InsertSelect:
-    from .select import build_query      # late: select imports this package's modules
     query = build_query(ctx, query_node, allow_key=False)
     if query.visible != len(positions):
         raise ArityError(f"INSERT INTO {schema.name}: the SELECT gives {query.visible} "

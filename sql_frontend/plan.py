@@ -6,7 +6,7 @@ these trees into dataflow graphs; nothing here knows about the engine.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Union
 
 from .expr import Expr

@@ -497,6 +497,11 @@ def same(a: Any, b: Any) -> bool:
     return strip_names(a) == strip_names(b)
 
 
+def expr_name(e: Expr, fallback: str) -> str:
+    """The column's name if ``e`` is a named column, else ``fallback``."""
+    return e.name if isinstance(e, Col) and e.name else fallback
+
+
 def remap(e: Expr, mapping: Callable[[int], int]) -> Expr:
     """``e`` with every column position passed through ``mapping``."""
     if isinstance(e, Col):

@@ -34,11 +34,14 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from .aggregates import aggregate
 from .errors import SqlError, UnknownColumnError
 from .expr import Call, Col, Expr, Lit, columns_used
-from .plan import Aggregate, Distinct, Filter, Join, Project, Rel, TopK, Values
+from .from_clause import NestedQuery, from_items, visible_rel
+from .joins import FromItem, Layout, and_parts, equi_join, filtered, join_items, split_eq
+from .plan import AggCall, Aggregate, Distinct, Filter, Project, Rel, TopK, Values
 from .resolve import Context, Field, Scope, check_clauses
-from .scalar import AggCollector, AggRef, Translator, conjunction, mismatch, remap
+from .scalar import AggCollector, AggRef, Translator, contains_aggregate, mismatch, remap
 from .typerules import comparable
 from .types import ColumnInfo, SqlType
 
@@ -110,13 +113,14 @@ def _strict_in(e: Expr, col: int) -> bool:
 
 class SubqueryJoiner:
     """Grows ``rel`` (the enclosing query's relation, before its SELECT list) by the
-    columns subqueries need. ``scope`` names the first ``len(scope)`` columns."""
+    columns subqueries need. ``scope`` names the first ``len(scope)`` columns.
+    ``nested`` builds the plan of a subquery (and of a derived table in its FROM)."""
 
-    def __init__(self, ctx: Context, rel: Rel, scope: Scope) -> None:
+    def __init__(self, ctx: Context, rel: Rel, scope: Scope, nested: NestedQuery) -> None:
         self.ctx = ctx
         self.rel = rel
         self.scope = scope
-        self.count = 0
+        self.nested = nested
 
     # ------------------------------------------------------------ entry points
 
@@ -148,15 +152,13 @@ class SubqueryJoiner:
     def _join_on(self, right: Rel, keys: list[tuple[Expr, Expr]]) -> int:
         """LEFT JOIN ``right`` onto ``rel`` on (outer expr, right column expr) pairs;
         returns where right's columns start."""
-        from .select import _equi_join        # late: select imports this module
         start = len(self.rel.columns)
-        self.rel = _equi_join(self.rel, right, "left", keys)
+        self.rel = equi_join(self.rel, right, "left", keys)
         return start
 
     def _summary(self, sub: exp.Query, kind: str, x: Expr | None, node: exp.Expr) -> Expr:
-        from .select import build_query, visible_rel
         try:
-            q = build_query(self.ctx, sub, allow_key=False)
+            q = self.nested(self.ctx, sub)
         except UnknownColumnError:
             if not isinstance(sub, exp.Select):
                 raise
@@ -207,7 +209,6 @@ class SubqueryJoiner:
         start = self._join_on(marked, pairs)
         m1 = Col(start + nk + 1, SqlType.BOOL)
         # group sizes: rows and non-NULL y per group
-        from .plan import AggCall
         agg = Aggregate(rel, tuple(keys),
                         (AggCall("count_star", None, False, SqlType.INT),
                          AggCall("count", ycol, False, SqlType.INT)),
@@ -231,7 +232,6 @@ class SubqueryJoiner:
     # -- correlated
     def _correlated(self, sub: exp.Select, kind: str, x: Expr | None,
                     node: exp.Expr) -> Expr:
-        from .select import _and_parts, _items, _join_items, _split_eq, _Layout
         ctx = self.ctx
         check_clauses(ctx, sub, {"expressions", "from_", "joins", "where", "distinct"})
         if sub.args.get("distinct") is not None and kind == "scalar":
@@ -239,8 +239,8 @@ class SubqueryJoiner:
         from_ = sub.args.get("from_")
         if from_ is None:
             raise ctx.unsupported("correlated subquery without FROM", sub)
-        items = _items(ctx, from_.this, list(sub.args.get("joins") or []))
-        inner = _Layout(items).scope
+        items = from_items(ctx, from_.this, list(sub.args.get("joins") or []), self.nested)
+        inner = Layout(items).scope
         m = len(inner)
         outer = self.scope
         both = LayeredScope(inner, outer)
@@ -248,9 +248,8 @@ class SubqueryJoiner:
         where = sub.args.get("where")
         local: list[Expr] = []
         corr: list[Expr] = []
-        for part in _and_parts(where.this if where is not None else None):
-            if any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select))
-                   for n in part.walk()):
+        for part in and_parts(where.this if where is not None else None):
+            if has_subquery(part):
                 raise ctx.unsupported("a subquery inside a correlated subquery", part)
             e = tr.condition(part)
             (corr if any(c >= m for c in columns_used(e)) else local).append(e)
@@ -264,29 +263,27 @@ class SubqueryJoiner:
                 raise ctx.unsupported(
                     f"correlated condition on {outer.fields[k].name} that can hold when "
                     f"it is NULL", where)
-        R, _ = _join_items(ctx, items, local)
+        R, _ = join_items(ctx, items, local)
         nk = len(outer_used)
-        O = self.rel
-        D = Distinct(_project(O, list(_cols(O, outer_used)),
-                              [_hidden(i, O.columns[k].type) for i, k in enumerate(outer_used)]))
+        outer_rel = self.rel
+        D = Distinct(_project(outer_rel, list(_cols(outer_rel, outer_used)),
+                              [_hidden(i, outer_rel.columns[k].type)
+                               for i, k in enumerate(outer_used)]))
         # J = D x R under the correlated conditions: D's columns, then R's
         pos = {k: i for i, k in enumerate(outer_used)}
         moved = [remap(e, lambda c: (nk + c) if c < m else pos[c - m]) for e in corr]
-        layout2 = _Layout([_Fake(D, nk), _Fake(R, m)])
+        layout2 = Layout([_anonymous_item(D, nk), _anonymous_item(R, m)])
         keys: list[tuple[Expr, Expr]] = []
         rest: list[Expr] = []
         for e in moved:
-            pair = _split_eq(layout2, e, 1)
+            pair = split_eq(layout2, e, 1)
             if pair is not None and not any(c >= nk for c in columns_used(pair[0])):
                 keys.append(pair)
             else:
                 rest.append(e)
-        from .select import _equi_join
-        J: Rel = _equi_join(D, R, "inner", keys)
-        pred = conjunction(rest)
-        if pred is not None:
-            J = Filter(J, pred)
-        outer_keys = tuple(Col(k, O.columns[k].type, O.columns[k].name) for k in outer_used)
+        J = filtered(equi_join(D, R, "inner", keys), rest)
+        outer_keys = tuple(Col(k, outer_rel.columns[k].type, outer_rel.columns[k].name)
+                           for k in outer_used)
         jscope = Scope([Field(None, f"\x00corr{i}", D.columns[i].type) for i in range(nk)]
                        + inner.fields)
         if kind == "exists":
@@ -309,15 +306,13 @@ class SubqueryJoiner:
                           list(J.columns) + [_hidden(3, y.type)])
             return self._in_value(x, Jy, width, tuple(range(nk)), node, outer_keys)
         # scalar: an aggregate of the group
-        from .scalar import contains_aggregate
         if not contains_aggregate(item):
             raise ctx.unsupported("correlated scalar subquery that is not an aggregate "
                                   "(it may give several rows)", sub)
         aggs = AggCollector()
         pre = Translator(ctx, jscope, aggs=aggs, clause="the SELECT list")(item)
-        from .select import _aggregate
         groups = list(_cols(J, range(nk)))
-        agg_rel, post = _aggregate(ctx, J, groups, aggs)
+        agg_rel, post = aggregate(ctx, J, groups, aggs)
         value = post(pre, item)
         out = _project(agg_rel, list(_cols(agg_rel, range(nk))) +
                        [value, Lit(True, SqlType.BOOL)],
@@ -331,14 +326,11 @@ class SubqueryJoiner:
                              Col(start + nk, value.type), empty), value.type)
 
 
-class _Fake:
-    """Just enough of a FROM item for ``_Layout`` (a relation and a scope of its width)."""
-
-    def __init__(self, rel: Rel, width: int) -> None:
-        self.rel = rel
-        self.scope = Scope([Field(None, f"\x00f{i}", rel.columns[i].type)
-                            for i in range(width)])
-        self.kind = "inner"
+def _anonymous_item(rel: Rel, width: int) -> FromItem:
+    """A FROM item over ``rel`` whose first ``width`` columns have no SQL names (only
+    for a ``Layout``, which needs where each item's columns sit)."""
+    return FromItem(rel, Scope([Field(None, f"\x00f{i}", rel.columns[i].type)
+                                for i in range(width)]), "inner")
 
 
 def _empty_value(e, aggs: AggCollector) -> Expr:

@@ -3,17 +3,12 @@ import datetime
 
 import pytest
 
+from noria_py.storage.codec import packb, unpackb
 from sql_frontend import (AggCall, Col, ColumnInfo, CreateView, Lit, Query, Scan, SqlType,
                           TableSchema, parse)
 from sql_frontend.wire import from_data, to_data
-from noria_py.storage.codec import packb, unpackb
 
-
-def add_view(cat, sql):
-    """As conftest.add_view (not imported: another directory's conftest may shadow it)."""
-    st = parse(sql, cat)
-    cat.views[st.name] = st.query
-    return st
+from .helpers import add_view
 
 
 CORPUS = [
@@ -32,8 +27,8 @@ CORPUS = [
     "SELECT t.a, u.y FROM t LEFT JOIN u ON t.a = u.x AND t.b = u.x",
     "SELECT t.a, u.y FROM t, u",
     "SELECT t.a, t2.b FROM t JOIN t AS t2 ON t.a = t2.b",
-    "SELECT article.title, COUNT(*) AS votes FROM article JOIN vote "
-    "ON article.id = vote.article_id GROUP BY article.title",
+    ("SELECT article.title, COUNT(*) AS votes FROM article JOIN vote "
+     "ON article.id = vote.article_id GROUP BY article.title"),
     "SELECT b, COUNT(*), COUNT(c), SUM(a), AVG(d), MIN(c), MAX(d) FROM t GROUP BY b",
     "SELECT b, COUNT(DISTINCT a), SUM(DISTINCT a) FROM t GROUP BY b HAVING COUNT(*) > 1",
     "SELECT COUNT(*) FROM t",

@@ -11,8 +11,8 @@ import struct
 import pytest
 
 import noria_py
-from differential.oracle import Oracle, normalize
-from differential.test_differential import DDL, KEYED, VIEWS, _apply_model, _check
+from tests.differential.oracle import Oracle, normalize
+from tests.differential.test_differential import DDL, KEYED, VIEWS, _apply_model, _check
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
 

@@ -6,7 +6,7 @@ from sql_frontend import (ArityError, Call, Col, Delete, Insert, Lit, SqlType,
                           TypeMismatchError, UnknownColumnError, UnknownTableError,
                           UnsupportedError, Update, parse)
 
-I, T, F, N = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.NULL
+I, T, F, N = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.NULL  # noqa: E741
 
 
 def test_insert_all_columns_many_rows(cat):

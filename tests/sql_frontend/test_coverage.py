@@ -113,8 +113,8 @@ VIEWS = [
     "SELECT a FROM t1 WHERE a NOT IN (SELECT x FROM t2)",
     "SELECT a, a IN (SELECT x FROM t2), a NOT IN (SELECT x FROM t2 WHERE y > 1) FROM t1",
     "SELECT a, b NOT IN (SELECT x FROM t2 WHERE t2.y = t1.a) FROM t1",
-    "SELECT a, EXISTS (SELECT 1 FROM t2 WHERE t2.y = t1.a), "
-    "NOT EXISTS (SELECT * FROM t2 WHERE x > t1.b) FROM t1",
+    ("SELECT a, EXISTS (SELECT 1 FROM t2 WHERE t2.y = t1.a), "
+     "NOT EXISTS (SELECT * FROM t2 WHERE x > t1.b) FROM t1"),
     "SELECT a, (SELECT SUM(y) + COUNT(*) FROM t2 WHERE t2.x = t1.a) FROM t1",
     "SELECT a, (SELECT count(*) FROM t1 AS x WHERE x.c>t1.c AND x.b<t1.b) FROM t1",
     "SELECT (SELECT MAX(x) FROM t2), 5",

@@ -5,7 +5,8 @@ from sql_frontend import (AlreadyExistsError, ArityError, Error, ParseError, Sql
                           TypeMismatchError, UnknownColumnError, UnknownTableError,
                           UnsupportedError, parse)
 from sql_frontend.catalog import DictCatalog
-from conftest import make_catalog
+
+from .helpers import make_catalog
 
 
 @pytest.mark.parametrize("sql, cls, pos", [
@@ -50,16 +51,16 @@ SQLLOGICTEST = [
     "INSERT INTO t1(e,c,b,d,a) VALUES(103,102,100,101,104)",
     "SELECT a+b*2+c*3+d*4+e*5, (a+b+c+d+e)/5 FROM t1 ORDER BY 1,2",
     "SELECT CASE WHEN c>(SELECT avg(c) FROM t1) THEN a*2 ELSE b*10 END FROM t1 ORDER BY 1",
-    "SELECT a+b*2+c*3+d*4+e*5, CASE WHEN a<b-3 THEN 111 WHEN a<=b THEN 222\n"
-    " WHEN a<b+3 THEN 333 ELSE 444 END, abs(b-c), (a+b+c+d+e)/5 FROM t1\n"
-    " WHERE (e>c OR e<d) AND d>e AND EXISTS(SELECT 1 FROM t1 AS x WHERE x.b<t1.b)",
-    "SELECT c, d-e, CASE a+1 WHEN b THEN 111 WHEN c THEN 222 WHEN d THEN 333 ELSE 555 END "
-    "FROM t1 WHERE c BETWEEN b-2 AND d+2 ORDER BY 3,2,1",
+    ("SELECT a+b*2+c*3+d*4+e*5, CASE WHEN a<b-3 THEN 111 WHEN a<=b THEN 222\n"
+     " WHEN a<b+3 THEN 333 ELSE 444 END, abs(b-c), (a+b+c+d+e)/5 FROM t1\n"
+     " WHERE (e>c OR e<d) AND d>e AND EXISTS(SELECT 1 FROM t1 AS x WHERE x.b<t1.b)"),
+    ("SELECT c, d-e, CASE a+1 WHEN b THEN 111 WHEN c THEN 222 WHEN d THEN 333 ELSE 555 END "
+     "FROM t1 WHERE c BETWEEN b-2 AND d+2 ORDER BY 3,2,1"),
     "SELECT ALL - COUNT( ALL + + a ) AS col2, COUNT( ALL - - b ) FROM t1",
-    "SELECT DISTINCT - CAST( NULL AS SIGNED ) / - 0 col0 FROM t1 AS cor0 "
-    "WHERE NOT ( - CAST( NULL AS SIGNED ) ) IS NOT NULL",
-    "SELECT + + MIN( ALL - + 32 ) AS col0, + COUNT( * ) * + COUNT( * ) "
-    "FROM ( t1 AS cor0 CROSS JOIN t1 cor1 )",
+    ("SELECT DISTINCT - CAST( NULL AS SIGNED ) / - 0 col0 FROM t1 AS cor0 "
+     "WHERE NOT ( - CAST( NULL AS SIGNED ) ) IS NOT NULL"),
+    ("SELECT + + MIN( ALL - + 32 ) AS col0, + COUNT( * ) * + COUNT( * ) "
+     "FROM ( t1 AS cor0 CROSS JOIN t1 cor1 )"),
     "SELECT DISTINCT 20 DIV - 97 FROM t1",
     "SELECT * FROM t1 AS cor0 WHERE NULL NOT IN ( + a, - b * - - 87 )",
     "SELECT a FROM t1 EXCEPT SELECT b FROM t1",

@@ -1,11 +1,11 @@
 import pytest
 
 from sql_frontend import (Call, Col, Filter, Join, Lit, Project, Scan, SqlType, TopK,
-                          UnknownTableError, UnsupportedError, parse)
-from conftest import add_view
-from sqlfe_helpers import find, query
+                          UnknownColumnError, UnknownTableError, UnsupportedError, parse)
 
-I, T, B = SqlType.INT, SqlType.TEXT, SqlType.BOOL
+from .helpers import add_view, find, query
+
+I, T, B = SqlType.INT, SqlType.TEXT, SqlType.BOOL  # noqa: E741
 
 
 def test_inner_join_on_keys(cat):
@@ -164,5 +164,5 @@ def test_unknown_table(cat):
 def test_qualified_star_and_alias(cat):
     q = query("SELECT x.*, u.y FROM t AS x JOIN u ON x.a = u.x", cat)
     assert q.names == ("a", "b", "c", "d", "y")
-    with pytest.raises(Exception):
+    with pytest.raises(UnknownColumnError):
         parse("SELECT t.a FROM t AS x", cat)   # the alias hides the table name

@@ -3,10 +3,10 @@ import pytest
 from sql_frontend import (AggCall, Aggregate, ArityError, Call, Col, Distinct, Filter, Lit,
                           OrderKey, Project, Scan, SqlError, SqlType, TopK, Union_,
                           UnsupportedError, parse)
-from conftest import add_view
-from sqlfe_helpers import find, query
 
-I, T, F, B = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.BOOL
+from .helpers import add_view, find, query
+
+I, T, F, B = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.BOOL  # noqa: E741
 
 
 # ---------------------------------------------------------------- aggregates

@@ -4,9 +4,10 @@ import pytest
 
 from sql_frontend import (Call, Col, Lit, SqlType, TypeMismatchError, UnsupportedError,
                           UnknownColumnError, parse)
-from sqlfe_helpers import expr, query
 
-I, T, F, B, N = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.BOOL, SqlType.NULL
+from .helpers import expr, query
+
+I, T, F, B, N = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.BOOL, SqlType.NULL  # noqa: E741
 a, b, c, d = Col(0, I, "a"), Col(1, I, "b"), Col(2, T, "c"), Col(3, F, "d")
 
 
