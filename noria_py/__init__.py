@@ -4,10 +4,24 @@
 materialized results up to date as rows are written.
 """
 from .client import Database, Table, View, connect
-from .errors import (AlreadyExistsError, ArityError, ClosedError, DuplicateKeyError, Error,
-                     ParseError, RecoveryError, RowNotFoundError, SqlError, StorageError,
-                     TypeMismatchError, UnknownColumnError, UnknownNodeError, UnknownTableError,
-                     UnknownViewError, UnsupportedError)
+from .errors import (
+    AlreadyExistsError,
+    ArityError,
+    ClosedError,
+    DuplicateKeyError,
+    Error,
+    ParseError,
+    RecoveryError,
+    RowNotFoundError,
+    SqlError,
+    StorageError,
+    TypeMismatchError,
+    UnknownColumnError,
+    UnknownNodeError,
+    UnknownTableError,
+    UnknownViewError,
+    UnsupportedError,
+)
 from .gcpolicy import tune_gc
 from .recovery import RecoveryReport
 from .result import Result

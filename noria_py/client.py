@@ -15,8 +15,17 @@ from sql_frontend.types import TableSchema
 
 from .arrowio import arrow_columns, column_rows
 from .batch import Batch
-from .errors import (AlreadyExistsError, ArityError, ClosedError, Error, RecoveryError,
-                     RowNotFoundError, UnknownNodeError, UnknownTableError, UnknownViewError)
+from .errors import (
+    AlreadyExistsError,
+    ArityError,
+    ClosedError,
+    Error,
+    RecoveryError,
+    RowNotFoundError,
+    UnknownNodeError,
+    UnknownTableError,
+    UnknownViewError,
+)
 from .expression import compile_predicate, compile_row, evaluate_constant
 from .graph import Graph
 from .hashing import shard_of

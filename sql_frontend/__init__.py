@@ -12,13 +12,46 @@ from sqlglot import exp
 
 from . import ddl, dml, select
 from .catalog import Catalog, DictCatalog
-from .errors import (AlreadyExistsError, ArityError, Error, ParseError, SqlError,
-                     TypeMismatchError, UnknownColumnError, UnknownTableError, UnsupportedError)
+from .errors import (
+    AlreadyExistsError,
+    ArityError,
+    Error,
+    ParseError,
+    SqlError,
+    TypeMismatchError,
+    UnknownColumnError,
+    UnknownTableError,
+    UnsupportedError,
+)
 from .expr import OPS, Call, Col, Expr, Lit, columns_used
 from .parse import offset_to_position, parse_statements, split_statements
-from .plan import (AggCall, Aggregate, CreateTable, CreateView, Delete, Distinct, DropTable,
-                   DropView, Filter, Insert, InsertSelect, Join, NoOp, OrderKey, Project, Query,
-                   Rel, Scan, Select, SetOp, Statement, TopK, Union_, Update, Values)
+from .plan import (
+    AggCall,
+    Aggregate,
+    CreateTable,
+    CreateView,
+    Delete,
+    Distinct,
+    DropTable,
+    DropView,
+    Filter,
+    Insert,
+    InsertSelect,
+    Join,
+    NoOp,
+    OrderKey,
+    Project,
+    Query,
+    Rel,
+    Scan,
+    Select,
+    SetOp,
+    Statement,
+    TopK,
+    Union_,
+    Update,
+    Values,
+)
 from .resolve import Context, placeholders_in_order
 from .types import PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
 

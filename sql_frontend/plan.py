@@ -12,7 +12,6 @@ from typing import Union
 from .expr import Expr
 from .types import ColumnInfo, SqlType, TableSchema
 
-
 # ---------------------------------------------------------------- relations
 
 @dataclass(frozen=True)

@@ -15,10 +15,16 @@ from sqlglot import exp
 from .errors import SqlError, TypeMismatchError, UnknownColumnError
 from .expr import Call, Col, Expr, Lit
 from .resolve import Context, Scope
-from .typerules import (arithmetic, comparable, declared_type, family, parse_temporal,
-                        unify, value_type)
+from .typerules import (
+    arithmetic,
+    comparable,
+    declared_type,
+    family,
+    parse_temporal,
+    unify,
+    value_type,
+)
 from .types import ColumnInfo, SqlType
-
 
 # ---------------------------------------------------------------- aggregates
 

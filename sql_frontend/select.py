@@ -26,15 +26,20 @@ from .errors import SqlError, UnknownTableError
 from .expr import Col, Expr
 from .from_clause import from_items, visible_rel
 from .joins import FromItem, Layout, and_parts, filtered, join_items
-from .plan import (Distinct, Filter, OrderKey, Project, Query, Rel, SetOp, TopK, Union_,
-                   Values)
+from .plan import Distinct, Filter, OrderKey, Project, Query, Rel, SetOp, TopK, Union_, Values
 from .resolve import Context, Scope, check_clauses
-from .scalar import (AggCollector, Translator, contains_aggregate, expr_name, mismatch,
-                     nullable, same)
+from .scalar import (
+    AggCollector,
+    Translator,
+    contains_aggregate,
+    expr_name,
+    mismatch,
+    nullable,
+    same,
+)
 from .subquery import SubqueryJoiner, has_subquery
 from .typerules import unify
 from .types import ColumnInfo
-
 
 # ---------------------------------------------------------------- entry point
 

@@ -1,7 +1,8 @@
 """The signed-delta batch format (noria_py/batch.py)."""
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noria_py.batch import EMPTY, Batch
 

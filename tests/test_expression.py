@@ -5,11 +5,11 @@ import datetime
 import warnings
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noria_py.errors import TypeMismatchError, UnsupportedError
-from noria_py.expression import (compile_expr, compile_predicate, compile_row,
-                                 evaluate_constant)
+from noria_py.expression import compile_expr, compile_predicate, compile_row, evaluate_constant
 from sql_frontend.expr import Call, Col, Lit
 from sql_frontend.types import SqlType as T
 

@@ -8,7 +8,8 @@ import sys
 import zlib
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noria_py.hashing import key_hash, shard_of, value_hash
 

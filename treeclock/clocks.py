@@ -12,7 +12,8 @@ clock, and recovery trusts clocks.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from struct import error as struct_error, pack_into
+from struct import error as struct_error
+from struct import pack_into
 from typing import TYPE_CHECKING, cast
 
 import numpy as np

@@ -20,7 +20,6 @@ import numpy as np
 from ..tuning import DENSE_LIMIT
 
 
-
 def grown_size(keys: np.ndarray, size: int) -> int | None:
     """The array size that takes every key of ``keys`` (``size`` if it already does),
     or None when one is negative or not below DENSE_LIMIT."""

@@ -27,9 +27,9 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .. import tuning
 from ..batch import Batch
 from ..expression import columns_getter
-from .. import tuning
 from ..tuning import DENSE_LIMIT
 from .dense import DenseRows, batch_keys, batch_signs, column, grown_size
 

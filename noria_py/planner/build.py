@@ -15,8 +15,19 @@ from sql_frontend import plan as lp
 from sql_frontend.expr import Col
 
 from ..graph import Graph, Node
-from ..ops import (Aggregate, Base, Distinct, Extremum, Filter, Join, Operator, Project,
-                   Reader, TopK, Union)
+from ..ops import (
+    Aggregate,
+    Base,
+    Distinct,
+    Extremum,
+    Filter,
+    Join,
+    Operator,
+    Project,
+    Reader,
+    TopK,
+    Union,
+)
 from ..ops.project import keeps_columns
 from .sharding import ANY, Exchanges, Stream, identity
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Graph, Node
-from ..ops import Project, Sharder, Union
 from sql_frontend.expr import Col
+
+from ..graph import Graph
+from ..ops import Project, Sharder, Union
 
 ANY = "any"     # sharded, on columns the planner no longer knows
 

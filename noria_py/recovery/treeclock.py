@@ -25,8 +25,8 @@ import time as _time
 from ..batch import Batch
 from ..errors import RecoveryError
 from ..graph import Graph
-from ..runtime.messages import Message
 from ..runtime import Runtime
+from ..runtime.messages import Message
 from .base import recover_base
 from .report import RecoveryReport
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
+
     from treeclock import TreeClocks
 
     from ..batch import Batch

@@ -24,7 +24,6 @@ from .domain import Domain, DomainInfo, graph_clocks
 from .messages import Message
 
 
-
 class EmbeddedRuntime(Runtime):
     automatic_recovery = False       # a failed node stays down until ``recover``
 

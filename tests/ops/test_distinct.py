@@ -1,7 +1,8 @@
 """SELECT DISTINCT (noria_py/ops/distinct.py)."""
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noria_py.batch import Batch
 from noria_py.ops import Distinct

@@ -1,7 +1,8 @@
 """WHERE / HAVING (noria_py/ops/filter.py)."""
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noria_py.batch import Batch
 from noria_py.ops import Filter

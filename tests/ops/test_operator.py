@@ -4,8 +4,20 @@ from __future__ import annotations
 import pytest
 
 from noria_py.batch import Batch
-from noria_py.ops import (Aggregate, Base, Distinct, Extremum, Filter, Join, Operator, Project,
-                          Reader, Sharder, TopK, Union)
+from noria_py.ops import (
+    Aggregate,
+    Base,
+    Distinct,
+    Extremum,
+    Filter,
+    Join,
+    Operator,
+    Project,
+    Reader,
+    Sharder,
+    TopK,
+    Union,
+)
 from sql_frontend.plan import OrderKey
 from sql_frontend.types import SqlType as T
 

@@ -1,7 +1,8 @@
 """The materialized end of a view (noria_py/ops/reader.py)."""
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noria_py.batch import Batch
 from noria_py.ops import Reader
@@ -182,9 +183,9 @@ def test_dense_refusal_of_a_removal_not_held_still_applies_it():
 
 def test_select_list_applied_by_the_reader():
     # the view's SELECT list, folded into the reader: rows are stored and found projected
+    from noria_py.ops import Project
     from sql_frontend.expr import Call, Col
     from sql_frontend.types import SqlType
-    from noria_py.ops import Project
     T = SqlType.TEXT
     select = Project((Col(2, SqlType.INT), Call("concat", (Col(1, T), Col(1, T)), T)))
     r = Reader((0,), 2, 2, select=select)

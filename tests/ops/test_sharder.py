@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import datetime
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noria_py.batch import Batch
 from noria_py.hashing import shard_of

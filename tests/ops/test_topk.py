@@ -6,7 +6,8 @@ import itertools
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noria_py.batch import Batch
 from noria_py.ops import TopK

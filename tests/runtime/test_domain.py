@@ -2,12 +2,12 @@
 acknowledgements only with clocks, a path from the wire checked on arrival."""
 import numpy as np
 import pytest
-from treeclock import TreeClockError
 
 import noria_py
 from noria_py import Error
-from noria_py.tuning import ACK_EVERY, CLOCK_DEPTH, FLUSH_EVERY
 from noria_py.runtime.messages import Message
+from noria_py.tuning import ACK_EVERY, CLOCK_DEPTH, FLUSH_EVERY
+from treeclock import TreeClockError
 
 
 def _db(clocks: bool = True, seed=None):

@@ -7,7 +7,6 @@ import random
 import pytest
 
 import noria_py
-from noria_py.errors import RecoveryError
 from tests.differential.oracle import Oracle, normalize
 from tests.differential.test_differential import DDL, KEYED, KEYS, VIEWS
 

@@ -12,8 +12,17 @@ import sqlite3
 import pytest
 
 import noria_py
-from sql_frontend import (ArityError, InsertSelect, NoOp, SetOp, SqlError, TypeMismatchError,
-                          UnsupportedError, Values, parse)
+from sql_frontend import (
+    ArityError,
+    InsertSelect,
+    NoOp,
+    SetOp,
+    SqlError,
+    TypeMismatchError,
+    UnsupportedError,
+    Values,
+    parse,
+)
 from sql_frontend.plan import Distinct, Join, Project, Union_
 
 

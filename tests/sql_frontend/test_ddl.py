@@ -1,8 +1,18 @@
 import pytest
 
-from sql_frontend import (AlreadyExistsError, CreateTable, CreateView, DropTable, DropView,
-                          ParseError, SqlType, UnknownTableError, UnsupportedError, parse,
-                          split_statements)
+from sql_frontend import (
+    AlreadyExistsError,
+    CreateTable,
+    CreateView,
+    DropTable,
+    DropView,
+    ParseError,
+    SqlType,
+    UnknownTableError,
+    UnsupportedError,
+    parse,
+    split_statements,
+)
 from sql_frontend.catalog import DictCatalog
 
 

@@ -2,9 +2,21 @@ import datetime
 
 import pytest
 
-from sql_frontend import (ArityError, Call, Col, Delete, Insert, Lit, SqlType,
-                          TypeMismatchError, UnknownColumnError, UnknownTableError,
-                          UnsupportedError, Update, parse)
+from sql_frontend import (
+    ArityError,
+    Call,
+    Col,
+    Delete,
+    Insert,
+    Lit,
+    SqlType,
+    TypeMismatchError,
+    UnknownColumnError,
+    UnknownTableError,
+    UnsupportedError,
+    Update,
+    parse,
+)
 
 I, T, F, N = SqlType.INT, SqlType.TEXT, SqlType.FLOAT, SqlType.NULL  # noqa: E741
 

@@ -1,9 +1,18 @@
 """Every error class, with its position; and sqllogictest statements never crash."""
 import pytest
 
-from sql_frontend import (AlreadyExistsError, ArityError, Error, ParseError, SqlError,
-                          TypeMismatchError, UnknownColumnError, UnknownTableError,
-                          UnsupportedError, parse)
+from sql_frontend import (
+    AlreadyExistsError,
+    ArityError,
+    Error,
+    ParseError,
+    SqlError,
+    TypeMismatchError,
+    UnknownColumnError,
+    UnknownTableError,
+    UnsupportedError,
+    parse,
+)
 from sql_frontend.catalog import DictCatalog
 
 from .helpers import make_catalog

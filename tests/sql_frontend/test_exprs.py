@@ -2,8 +2,16 @@ import datetime
 
 import pytest
 
-from sql_frontend import (Call, Col, Lit, SqlType, TypeMismatchError, UnsupportedError,
-                          UnknownColumnError, parse)
+from sql_frontend import (
+    Call,
+    Col,
+    Lit,
+    SqlType,
+    TypeMismatchError,
+    UnknownColumnError,
+    UnsupportedError,
+    parse,
+)
 
 from .helpers import expr, query
 

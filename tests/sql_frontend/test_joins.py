@@ -1,7 +1,20 @@
 import pytest
 
-from sql_frontend import (Call, Col, Filter, Join, Lit, Project, Scan, SqlType, TopK,
-                          UnknownColumnError, UnknownTableError, UnsupportedError, parse)
+from sql_frontend import (
+    Call,
+    Col,
+    Filter,
+    Join,
+    Lit,
+    Project,
+    Scan,
+    SqlType,
+    TopK,
+    UnknownColumnError,
+    UnknownTableError,
+    UnsupportedError,
+    parse,
+)
 
 from .helpers import add_view, find, query
 

@@ -1,8 +1,24 @@
 import pytest
 
-from sql_frontend import (AggCall, Aggregate, ArityError, Call, Col, Distinct, Filter, Lit,
-                          OrderKey, Project, Scan, SqlError, SqlType, TopK, Union_,
-                          UnsupportedError, parse)
+from sql_frontend import (
+    AggCall,
+    Aggregate,
+    ArityError,
+    Call,
+    Col,
+    Distinct,
+    Filter,
+    Lit,
+    OrderKey,
+    Project,
+    Scan,
+    SqlError,
+    SqlType,
+    TopK,
+    Union_,
+    UnsupportedError,
+    parse,
+)
 
 from .helpers import add_view, find, query
 

@@ -4,12 +4,21 @@ import datetime
 import pytest
 
 from noria_py.storage.codec import packb, unpackb
-from sql_frontend import (AggCall, Col, ColumnInfo, CreateView, Lit, Query, Scan, SqlType,
-                          TableSchema, parse)
+from sql_frontend import (
+    AggCall,
+    Col,
+    ColumnInfo,
+    CreateView,
+    Lit,
+    Query,
+    Scan,
+    SqlType,
+    TableSchema,
+    parse,
+)
 from sql_frontend.wire import from_data, to_data
 
 from .helpers import add_view
-
 
 CORPUS = [
     "SELECT a, b FROM t",

@@ -4,7 +4,8 @@ import datetime as dt
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noria_py.storage import StorageError, codec
 

@@ -121,7 +121,7 @@ def test_crash_while_writing_second_snapshot(open_storage, tmp_path):
 def test_failed_snapshot_leaves_log_in_use(open_storage, tmp_path):
     d = tmp_path / "data"
     s = open_storage(d)
-    state = fill(s)
+    fill(s)
     with pytest.raises(StorageError, match="snapshot"):
         s.snapshot({"t": [({"not": "storable"},)]})
     assert not (d / "snapshot.bin").exists() and not list(d.glob("*.tmp"))
@@ -183,6 +183,7 @@ def test_snapshot_of_columns(open_storage, tmp_path, monkeypatch):
     """A table given as column chunks (a base kept as columns) is stored as bytes,
     mixed with plain rows, and read back as rows."""
     import numpy as np
+
     from noria_py.columns import ColumnChunk
     monkeypatch.setattr(snapmod, "CHUNK_COLUMN_ROWS", 4)        # several records
     d = tmp_path / "data"

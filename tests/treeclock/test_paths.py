@@ -10,7 +10,6 @@ from treeclock import TreeClockError, TreeClocks, receive_path
 from .helpers import diff_of, scenarios
 
 
-
 @settings(max_examples=150, deadline=None)
 @given(scenarios(max_messages=40), st.data())
 def test_paths_applied_in_bulk_match_array_receipts(scenario, data):

@@ -24,8 +24,8 @@ import numpy as np
 
 from ...batch import Batch
 from ...errors import Error
-from ..messages import Message
 from ...storage.codec import DecodeError, packb, unpackb
+from ..messages import Message
 
 __all__ = [
     "MAX_FRAME", "ProtocolError", "ConnectionClosed", "AuthError", "Connection",

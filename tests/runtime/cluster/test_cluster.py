@@ -11,10 +11,10 @@ import struct
 import pytest
 
 import noria_py
-from tests.differential.oracle import Oracle, normalize
-from tests.differential.test_differential import DDL, KEYED, VIEWS, _apply_model, _check
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
+from tests.differential.oracle import Oracle
+from tests.differential.test_differential import DDL, KEYED, VIEWS, _apply_model, _check
 
 #: seeds for the SIGKILL differential test; CI runs the first few, the soak all
 SEEDS = list(range(20))

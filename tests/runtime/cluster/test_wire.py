@@ -12,12 +12,22 @@ import pytest
 
 from noria_py.batch import Batch
 from noria_py.errors import Error
-from noria_py.runtime.messages import Message
 from noria_py.runtime.cluster import wire
-from noria_py.runtime.cluster.wire import (AuthError, Connection, ConnectionClosed, ProtocolError,
-                                           client_handshake, decode_array, decode_batch,
-                                           decode_message, encode_array, encode_batch,
-                                           encode_message, server_handshake)
+from noria_py.runtime.cluster.wire import (
+    AuthError,
+    Connection,
+    ConnectionClosed,
+    ProtocolError,
+    client_handshake,
+    decode_array,
+    decode_batch,
+    decode_message,
+    encode_array,
+    encode_batch,
+    encode_message,
+    server_handshake,
+)
+from noria_py.runtime.messages import Message
 from noria_py.storage.codec import packb, unpackb
 
 
