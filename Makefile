@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-all bench
+.PHONY: setup demo test test-all lint bench
 
 $(BIN)/noria-py: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,6 +19,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 test-all: setup
 	$(BIN)/python -m pytest -q -m ''
