@@ -6,7 +6,7 @@ hands validated writes to the runtime. Reads go straight to reader nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, KeysView, Sequence
 
 import sql_frontend
 from sql_frontend import plan as lp
@@ -520,7 +520,7 @@ class Table:
         self.schema = entry.schema
         self.sql = entry.sql
 
-    def primary_keys(self):
+    def primary_keys(self) -> KeysView[tuple]:
         """The primary-key tuples now in the table (a live, read-only view)."""
         return self._db.graph_[self._entry.node].op.by_key.keys()
 

@@ -19,17 +19,28 @@ times: recovery then knows exactly which input was processed at which time
 from __future__ import annotations
 
 from collections import deque
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
-from treeclock import TreeClocks, receive_path
+from treeclock import DiffLog, TreeClocks, receive_path
 
 from ..batch import Batch
 from ..errors import UnknownNodeError
 from ..graph import Graph, Node
 from ..tuning import ACK_EVERY, CLOCK_DEPTH, COMPACT_AT, FLUSH_EVERY
 from .messages import Message
+
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import TypeAlias
+
+    from treeclock.clocks import _PathEdge
+
+    #: per child: its id, its shard, this node's payload log to it (see ``_out_edges``)
+    OutEdge: TypeAlias = tuple[str, int | None, deque[Message] | None]
+    #: per parent B: its id and the clock position of each (self, B, A) path, by A's id
+    ReportPlan: TypeAlias = tuple[str, tuple[tuple[str, int], ...]]
 
 
 def graph_clocks(graph: Graph, previous: TreeClocks | None = None) -> TreeClocks:
@@ -66,25 +77,25 @@ class Domain:
     # ------------------------------------------------------------ tree-clock state
 
     def reset_clock_state(self) -> None:
-        self.edges = {}
+        self.edges: dict[str | None, _PathEdge] = {}  # parent -> tc.path_edge(...), filled lazily
         self._clock: np.ndarray | None = None
-        self._diffs = None
+        self._diffs: DiffLog | None = None
         self.pending: list[int] = []    # diffs not yet applied, as paths one after another
         self.summary: np.ndarray | None = None   # merge of the diffs compacted away
-        self.last_diff: tuple | None = None       # as a path (treeclock.receive_path)
+        self.last_diff: tuple[int, ...] | None = None   # as a path (treeclock.receive_path)
         self.payload: dict[str, deque[Message]] = {}
-        self.out_edges: list | None = None        # emit's (child, shard, payload log)
+        self.out_edges: list[OutEdge] | None = None   # emit's (child, shard, payload log)
         self.out_version = -1
         self.progress: dict[str, tuple[int, dict[str, int]]] = {}  # child -> acked times
         self.parent_low: dict[str, int] = {}
         self.low = 0
         self.unacked = 0
-        self.report_plan: list | None = None    # progress_report's clock positions
+        self.report_plan: list[ReportPlan] | None = None   # progress_report's clock positions
 
     def attach_clocks(self, tc: "TreeClocks | None") -> None:
         """Use ``tc`` (rebuilt by the runtime whenever the graph grows)."""
         self.tc = tc
-        self.edges: dict[str | None, tuple] = {}  # parent -> tc.path_edge(...), filled lazily
+        self.edges = {}                           # parent -> tc.path_edge(...), filled lazily
         self.out_edges = None                     # whether emit logs may have changed
         if tc is not None and self._clock is None:
             num = self.node.num
@@ -106,16 +117,19 @@ class Domain:
         return self._clock
 
     @property
-    def diffs(self):
+    def diffs(self) -> DiffLog | None:
         if self.pending:
             self.flush()
         return self._diffs
 
     def flush(self) -> None:
         """Apply the diffs built since the last flush to the log and the clock."""
-        self.tc.apply_paths(self.node.num, self.pending, self._clock, self._diffs)
+        # diffs are pending only with clocks on, when attach_clocks has made all three
+        tc = cast(TreeClocks, self.tc)
+        diffs = cast(DiffLog, self._diffs)
+        tc.apply_paths(self.node.num, self.pending, cast(np.ndarray, self._clock), diffs)
         self.pending = []
-        if len(self._diffs) >= COMPACT_AT:
+        if len(diffs) >= COMPACT_AT:
             self.compact_diffs()
 
     # ------------------------------------------------------------ messages
@@ -174,7 +188,8 @@ class Domain:
         splits = self.node.op.splits
         sends: list[Message] = []
         for c, shard, log in outs:
-            b = out[shard] if splits else out
+            # splits: ``out`` is a list, one batch per shard, and every child has its shard
+            b: Batch = out[shard] if splits else out  # type: ignore[index, assignment]
             if b or logging:
                 m = Message(nid, c, b, t, diff, low)
                 sends.append(m)
@@ -182,7 +197,7 @@ class Domain:
                     log.append(m)
         return sends
 
-    def _out_edges(self) -> list[tuple[str, int | None, deque | None]]:
+    def _out_edges(self) -> list[OutEdge]:
         """Per child: its id, its shard and this node's payload log to it (None to a
         reader, and without clocks); rebuilt when the graph, the clocks or the logs
         change."""
@@ -195,7 +210,7 @@ class Domain:
         self.out_version = self.graph.version
         return self.out_edges
 
-    def write_history(self, history, seen: dict[str, int], low: int) -> list[Message]:
+    def write_history(self, history: Iterable[Batch], seen: dict[str, int], low: int) -> list[Message]:
         """A base back from its durable log: its state is the log replayed, its time the
         log's length; returns what the children named in ``seen`` have not received
         (a failed child asks for its own resend when it recovers)."""
@@ -230,18 +245,18 @@ class Domain:
         for p, (ptime, pclock, fresh) in parents.items():
             if not fresh:
                 self.last_seen[p] = ptime
-            if tc is not None:
+            if tc is not None:              # (then a live node has its summary and clock)
                 seen = tc.make_diff(self.node.num, self.graph.nodes[p].num, pclock, self.time + 1)
                 seen[0] = self.time
-                tc.merge_into(self.node.num, self.summary, seen)
-                tc.merge_into(self.node.num, self.clock, seen)
+                tc.merge_into(self.node.num, cast(np.ndarray, self.summary), seen)
+                tc.merge_into(self.node.num, cast(np.ndarray, self.clock), seen)
 
     def info(self) -> "DomainInfo":
         """What recovery reads of a node, taken at one instant."""
         if self.tc is None or self.clock is None:      # no clocks, or failed
             return DomainInfo(self.alive, self.time, dict(self.last_seen), None, None, None)
         return DomainInfo(self.alive, self.time, dict(self.last_seen), self.clock.copy(),
-                          self.log_rows(), self.diffs.rows.copy())
+                          self.log_rows(), cast(DiffLog, self.diffs).rows.copy())
 
     def payload_after(self, child: str, time: int) -> tuple[list[Message], int]:
         """The logged messages to ``child`` after ``time``, and this node's time."""
@@ -255,7 +270,7 @@ class Domain:
         snap = self.node.op.snapshot() if self.node.op.stateful else None
         return snap, later, time, dict(self.last_seen)
 
-    def replay(self, msgs, seen: dict[str, int]) -> list[Message]:
+    def replay(self, msgs: Iterable[Message], seen: dict[str, int]) -> list[Message]:
         """A recovered node processes ``msgs`` in order; returns the output its children
         have not seen (times after ``seen``)."""
         sends: list[Message] = []
@@ -302,11 +317,11 @@ class Domain:
                  childless)
                 for b_id, grand in plan]
 
-    def _plan_report(self) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
+    def _plan_report(self) -> list[ReportPlan]:
         """Per parent B, the clock position of each (self, B, A) path."""
         nodes = self.graph.nodes
         layout = self.tc.layout(self.node.num) if self.tc is not None else None
-        plan = []
+        plan: list[ReportPlan] = []
         for b_id in self.node.parents:
             b = nodes[b_id]
             grand = () if layout is None else tuple(
@@ -346,12 +361,15 @@ class Domain:
         the parent's piggybacked low mark): recovery of that parent starts after them,
         so only their merge (for T*) is still needed."""
         nodes = self.graph.nodes
-        self.tc.compact(self.node.num, self._diffs, self.summary,
-                        {nodes[p].num: low for p, low in self.parent_low.items()})
+        # called only with clocks on (from flush), where all three are set
+        cast(TreeClocks, self.tc).compact(self.node.num, cast(DiffLog, self._diffs),
+                                          cast(np.ndarray, self.summary),
+                                          {nodes[p].num: low for p, low in self.parent_low.items()})
 
     def log_rows(self) -> np.ndarray:
         """This node's diffs, preceded by the summary of the compacted ones."""
-        return np.vstack([self.summary[None, :], self.diffs.rows])
+        # (with clocks on, of a live node: it has both)
+        return np.vstack([cast(np.ndarray, self.summary)[None, :], cast(DiffLog, self.diffs).rows])
 
     def forget_child(self, child: str) -> None:
         """``child`` has left the graph: drop its payload log and its progress."""

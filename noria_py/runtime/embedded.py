@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from treeclock import TreeClocks
 
@@ -22,6 +24,9 @@ from ..graph import Graph, Node
 from . import Runtime
 from .domain import Domain, DomainInfo, graph_clocks
 from .messages import Message
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 
 class EmbeddedRuntime(Runtime):
@@ -51,7 +56,7 @@ class EmbeddedRuntime(Runtime):
             self.durable.setdefault(node.id, [])
         return d
 
-    def announce(self, change: tuple) -> None:
+    def announce(self, change: tuple[Any, ...]) -> None:
         """A catalog change (the cluster runtime forwards these to its workers)."""
 
     def check_writable(self, base_id: str, table: str) -> None:
@@ -215,7 +220,8 @@ class EmbeddedRuntime(Runtime):
             Batch | None, list[Message], int, dict[str, int]]:
         return self.domains[node_id].output_info(child, upto)
 
-    def restore(self, node_id: str, time: int, clock, last_seen: dict[str, int]) -> None:
+    def restore(self, node_id: str, time: int, clock: np.ndarray,
+                last_seen: dict[str, int]) -> None:
         d = self.domains[node_id]
         d.tc = self.tc
         d.restore(time, clock, last_seen)
@@ -235,11 +241,11 @@ class EmbeddedRuntime(Runtime):
 
     # ------------------------------------------------------------ introspection
 
-    def describe(self, node_id: str) -> dict:
+    def describe(self, node_id: str) -> dict[str, Any]:
         """Every node is in this process: nothing to add to its ``Node.describe``."""
         return {}
 
-    def _drop_where(self, pred) -> None:
+    def _drop_where(self, pred: Callable[[Message], bool]) -> None:
         if self.seed is None:
             self.fifo = deque(m for m in self.fifo if not pred(m))
             return

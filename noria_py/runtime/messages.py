@@ -20,7 +20,7 @@ class Message:
     dst: str
     batch: Batch
     time: int = 0
-    clock: tuple | None = None   # the sender's last tree-clock diff, as its path
-                                 # (treeclock.receive_path), when clocks are on
+    clock: tuple[int, ...] | None = None   # the sender's last tree-clock diff, as its path
+                                           # (treeclock.receive_path), when clocks are on
     low: int = 0           # piggybacked: every child of the sender has received its
                            # messages up to this time (lets receivers trim diff logs)

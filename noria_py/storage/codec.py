@@ -112,7 +112,7 @@ def packb(obj: Any) -> bytes:
         raise EncodeError(str(exc)) from exc
 
 
-def unpackb(data: bytes) -> Any:
+def unpackb(data: bytes | bytearray) -> Any:
     """Decode bytes written by :func:`packb`; arrays come back as tuples, so
     rows compare equal to the tuples that were written."""
     try:

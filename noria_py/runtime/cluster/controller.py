@@ -30,7 +30,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, cast
 
 from sql_frontend import wire as plan_wire
 from treeclock import TreeClocks
@@ -47,23 +49,35 @@ from .errors import NodeDown, WorkerLost
 from .remote_ops import RemoteOp
 from .wire import decode_batch, decode_message, encode_batch, encode_message
 
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import TypeAlias
+
+    import numpy as np
+
+    from ...recovery.report import RecoveryReport
+
+    #: a frame to or from a worker (see ``worker.py``): a list when built here, a tuple
+    #: when relayed as a worker sent it (msgpack arrays decode as tuples)
+    Frame: TypeAlias = list[Any] | tuple[Any, ...]
+
 log = logging.getLogger("noria_py.cluster")
 
 
 class WorkerHandle:
-    def __init__(self, name: str, conn: wire.Connection, pid: int, proc=None) -> None:
+    def __init__(self, name: str, conn: wire.Connection, pid: int,
+                 proc: subprocess.Popen[bytes] | None = None) -> None:
         self.name = name
         self.conn = conn
         self.pid = pid
         self.proc = proc                 # a local subprocess we started, or None
         self.alive = True
         self.last_heard = time.monotonic()
-        self.pending: dict[int, Future] = {}
-        self.outq: queue.SimpleQueue = queue.SimpleQueue()
+        self.pending: dict[int, Future[Any]] = {}     # (replies, as decoded)
+        self.outq: queue.SimpleQueue[Frame | None] = queue.SimpleQueue()   # None: stop
         self.lost_at: float | None = None    # when the controller declared it lost
         self.killed_at: float | None = None  # when db.fail() killed it (None: not by us)
 
-    def put(self, frame) -> None:
+    def put(self, frame: Frame | None) -> None:
         self.outq.put(frame)
 
     def writer(self) -> None:
@@ -114,22 +128,22 @@ class ClusterRuntime(Runtime):
         self.placement: dict[str, str] = {}
         self.up: set[str] = set()              # nodes that take messages
         self.restored: set[str] = set()        # down nodes already rebuilt, not yet up
-        self.held: dict[str, list] = {}        # messages for nodes being recovered
-        self.ddl_log: list[list] = []
+        self.held: dict[str, list[Frame]] = {}   # messages for nodes being recovered
+        self.ddl_log: list[list[Any]] = []         # [catalog change, placement]
         self.new_placement: dict[str, str] = {}
         self.durable: dict[str, list[Batch]] = {}
         self.relayed = 0
         self.rids = itertools.count(1)
-        self.lost: queue.SimpleQueue = queue.SimpleQueue()
+        self.lost: queue.SimpleQueue[tuple[WorkerHandle, list[str], int]] = queue.SimpleQueue()
         self.control: threading.RLock | None = None    # the Database's lock, set by the server
-        self.on_recovery = None                 # called with each RecoveryReport
+        self.on_recovery: Callable[[RecoveryReport], None] | None = None
         self.recovering = 0
-        self.recovery_thread = None
+        self.recovery_thread: int | None = None
         self.started = False
         self.broken: str | None = None         # set when a recovery gave up
         self.closed = False
         self._names = itertools.count(1)
-        self._spawned: list[subprocess.Popen] = []
+        self._spawned: list[subprocess.Popen[bytes]] = []
         threading.Thread(target=self._monitor, daemon=True, name="heartbeats").start()
         threading.Thread(target=self._recoverer, daemon=True, name="recovery").start()
 
@@ -137,7 +151,7 @@ class ClusterRuntime(Runtime):
 
     def spawn(self, n: int = 1) -> None:
         """Start ``n`` worker processes on this machine; they join on their own."""
-        host, port = self.address
+        host, port = cast(tuple[str, int], self.address)   # set before any spawn
         env = dict(os.environ)
         if self.token:
             env["NORIA_TOKEN"] = self.token
@@ -146,7 +160,7 @@ class ClusterRuntime(Runtime):
                 [sys.executable, "-m", "noria_py.runtime.cluster.worker",
                  "--join", f"{host}:{port}"], env=env, stdin=subprocess.DEVNULL))
 
-    def attach(self, conn: wire.Connection, hello: dict) -> None:
+    def attach(self, conn: wire.Connection, hello: dict[str, Any]) -> None:
         """A worker has authenticated: configure it, replay the catalog to it, and make
         it an active worker (while fewer than asked) or a spare."""
         pid = int(hello.get("pid") or 0)
@@ -209,7 +223,7 @@ class ClusterRuntime(Runtime):
                 log.warning("worker %s lost: %s", w.name, e)
         self._lose(w)
 
-    def _relay(self, dst: str, frame) -> None:
+    def _relay(self, dst: str, frame: Frame) -> None:
         with self.lock:
             if dst in self.up:
                 self.workers[self.placement[dst]].put(frame)
@@ -288,9 +302,9 @@ class ClusterRuntime(Runtime):
             raise WorkerLost(f"node {node_id} has no live worker")
         return w
 
-    def request(self, w: WorkerHandle, method: str, *args) -> Future:
+    def request(self, w: WorkerHandle, method: str, *args: Any) -> Future[Any]:
         """Queue a request to ``w``; the future fails with WorkerLost if ``w`` is lost."""
-        fut: Future = Future()
+        fut: Future[Any] = Future()
         rid = next(self.rids)
         with self.lock:
             if not w.alive:
@@ -299,10 +313,10 @@ class ClusterRuntime(Runtime):
             w.put(["req", rid, method, list(args)])
         return fut
 
-    def ask(self, w: WorkerHandle, method: str, *args, timeout: float = 300.0):
+    def ask(self, w: WorkerHandle, method: str, *args: Any, timeout: float = 300.0) -> Any:
         return self.request(w, method, *args).result(timeout)
 
-    def call(self, node_id: str, method: str, *args):
+    def call(self, node_id: str, method: str, *args: Any) -> Any:   # the reply, as decoded
         return self.ask(self.worker_of(node_id), method, node_id, *args)
 
     # ------------------------------------------------------------ structure
@@ -325,7 +339,7 @@ class ClusterRuntime(Runtime):
         elif node.op.stateful:
             node.op = RemoteOp(self, node, node.op)
 
-    def announce(self, change: tuple) -> None:
+    def announce(self, change: tuple[Any, ...]) -> None:
         kind = change[0]
         if kind == "table":
             data = ["table", plan_wire.to_data(change[1])]
@@ -448,7 +462,7 @@ class ClusterRuntime(Runtime):
         return (None if snap is None else decode_batch(snap),
                 [decode_message(m) for m in later], now, last_seen)
 
-    def restore(self, node_id: str, t: int, clock, last_seen: dict[str, int]) -> None:
+    def restore(self, node_id: str, t: int, clock: np.ndarray, last_seen: dict[str, int]) -> None:
         self.call(node_id, "restore", t, wire.encode_array(clock), last_seen)
         with self.lock:
             self.restored.add(node_id)
@@ -457,8 +471,8 @@ class ClusterRuntime(Runtime):
         self.call(node_id, "replay", [encode_message(m) for m in msgs], seen)
 
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
-        n = self.call(node_id, "restore_base", [encode_batch(b) for b in self.durable[node_id]],
-                      seen, low)
+        n: int = self.call(node_id, "restore_base",
+                           [encode_batch(b) for b in self.durable[node_id]], seen, low)
         with self.lock:
             self.restored.add(node_id)
         return n
@@ -524,7 +538,8 @@ class ClusterRuntime(Runtime):
                     self.changed.notify_all()
 
     def _recover_worker(self, lost: WorkerHandle, nodes: list[str]) -> None:
-        detected = lost.lost_at - (lost.killed_at or lost.lost_at)
+        lost_at = cast(float, lost.lost_at)       # set when it was declared lost
+        detected = lost_at - (lost.killed_at or lost_at)
         spare = self._take_spare()
         control = self.control or threading.RLock()
         with control:
@@ -560,16 +575,17 @@ class ClusterRuntime(Runtime):
                 self._release()
             for report in reports:
                 report.automatic = True
-                report.worker = spare.name
-                report.lost_worker = lost.name
-                report.detection_seconds = detected
+                # a cluster's own fields, beyond RecoveryReport's (sent with the rest of
+                # vars(report); remote._report sets them back the same way)
+                vars(report).update(worker=spare.name, lost_worker=lost.name,
+                                    detection_seconds=detected)
                 if self.on_recovery is not None:
                     self.on_recovery(report)
         log.warning("recovered %d node(s) of worker %s on %s", len(order), lost.name, spare.name)
 
     # ------------------------------------------------------------ introspection
 
-    def describe(self, node_id: str) -> dict:
+    def describe(self, node_id: str) -> dict[str, Any]:
         with self.lock:
             w = self.workers.get(self.placement.get(node_id, ""))
         return {"worker": w.name if w else None, "pid": w.pid if w else None}

@@ -6,6 +6,10 @@ import os
 import re
 import subprocess
 import sys
+from typing import IO, TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...remote import RemoteDatabase
 
 
 class Cluster:
@@ -19,10 +23,10 @@ class Cluster:
             cmd += ["--token", token]
         # the server's log goes to ``log`` (a file), else is dropped: an unread pipe
         # would fill up and stall the server
-        self._log = open(log, "w") if log else subprocess.DEVNULL
+        self._log: IO[str] | int = open(log, "w") if log else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log,
                                      text=True, env=env)
-        line = self.proc.stdout.readline()
+        line = cast(IO[str], self.proc.stdout).readline()     # (stdout=PIPE: there is one)
         m = re.search(r"listening on ([\d.]+):(\d+)", line)
         if not m:
             self.close()
@@ -30,7 +34,7 @@ class Cluster:
         self.host, self.port = m.group(1), int(m.group(2))
         self.url = f"noria://{self.host}:{self.port}"
 
-    def worker_pids(self, db) -> list[int]:
+    def worker_pids(self, db: RemoteDatabase) -> list[int]:
         """The pids of the workers hosting nodes (not the warm spare)."""
         return sorted({n["pid"] for n in db.graph() if n.get("pid")})
 
@@ -41,9 +45,9 @@ class Cluster:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        self.proc.stdout.close()
+        cast(IO[str], self.proc.stdout).close()
         if self._log is not subprocess.DEVNULL:
-            self._log.close()
+            cast(IO[str], self._log).close()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -51,5 +55,5 @@ class Cluster:
     def __enter__(self) -> "Cluster":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

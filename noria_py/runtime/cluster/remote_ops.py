@@ -9,6 +9,7 @@ same as computing with them there.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from ...batch import Batch
 from ...errors import RecoveryError
@@ -16,9 +17,13 @@ from ...ops.operator import Operator
 from .errors import WorkerLost
 from .wire import decode_batch, encode_batch
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ...graph import Node
+    from .controller import ClusterRuntime
+
 
 class RemoteOp(Operator):
-    def __init__(self, runtime, node, local: Operator) -> None:
+    def __init__(self, runtime: ClusterRuntime, node: Node, local: Operator) -> None:
         self.runtime = runtime
         self.node_id = node.id
         self.local = local
@@ -26,10 +31,11 @@ class RemoteOp(Operator):
         self.stateful = local.stateful
         self.splits = local.splits
 
-    def __getattr__(self, name):            # plan facts (key, width, ...) of the real op
+    def __getattr__(self, name: str) -> Any:    # plan facts (key, width, ...) of the real op
         return getattr(self.local, name)
 
-    def process(self, port: int, batch: Batch):
+    # (one batch per shard when the op splits, as ``Sharder.process`` does)
+    def process(self, port: int, batch: Batch) -> Batch | list[Batch]:  # type: ignore[override]
         out = self.runtime.call(self.node_id, "process", port, encode_batch(batch))
         if self.splits:
             return [decode_batch(b) for b in out]
@@ -42,7 +48,7 @@ class RemoteOp(Operator):
         return self.local.describe()
 
     # reads: a view whose worker is being replaced answers once it is back
-    def _read(self, method: str, *args, timeout: float = 60.0):
+    def _read(self, method: str, *args: Any, timeout: float = 60.0) -> Any:   # the reply, as decoded
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -53,14 +59,19 @@ class RemoteOp(Operator):
                                         f"{timeout:.0f} s") from None
                 self.runtime.wait_up(self.node_id, deadline - time.monotonic())
 
-    def lookup(self, key) -> list[tuple]:
-        return self._read("lookup", [key])[0]
+    # (replies are what the worker's op returned, as decoded from msgpack)
+    def lookup(self, key: Any) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._read("lookup", [key])[0]
+        return rows
 
-    def lookup_many(self, keys: list) -> list[list[tuple]]:
-        return self._read("lookup", list(keys))
+    def lookup_many(self, keys: list[Any]) -> list[list[tuple[Any, ...]]]:
+        found: list[list[tuple[Any, ...]]] = self._read("lookup", list(keys))
+        return found
 
-    def all(self) -> list[tuple]:
-        return self._read("all")
+    def all(self) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._read("all")
+        return rows
 
     def __len__(self) -> int:
-        return self._read("len")
+        n: int = self._read("len")
+        return n

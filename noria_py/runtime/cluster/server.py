@@ -20,6 +20,8 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import sql_frontend
 from sql_frontend import plan as lp
@@ -31,12 +33,15 @@ from . import wire
 from .controller import ClusterRuntime
 from .errors import WorkerLost
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ...recovery.report import RecoveryReport
+
 log = logging.getLogger("noria_py.serve")
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
-def report_data(r) -> dict:
+def report_data(r: RecoveryReport) -> dict[str, Any]:
     d = dict(vars(r))
     d["purged"] = list(r.purged)
     return d
@@ -126,7 +131,7 @@ class Server:
 
     # ------------------------------------------------------------ client requests
 
-    def _settled(self):
+    def _settled(self) -> threading.RLock:
         """The database lock, taken once no lost worker's nodes await recovery: a
         catalog change builds on every node's state, so it must not start from a node
         that is down (and recovery needs this lock, so it cannot be waited for inside)."""
@@ -137,7 +142,7 @@ class Server:
                 return self.lock
             self.lock.release()
 
-    def m_execute(self, sql: str, params) -> list:
+    def m_execute(self, sql: str, params: Sequence[Any] | None) -> list[Any]:
         db = self.db
         for attempt in range(10):
             lock = self._settled()
@@ -146,7 +151,7 @@ class Server:
                 if not isinstance(stmt, lp.Select):
                     r = db._run(stmt, sql)
                     return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
-                view, stmt = db._select_view(stmt)
+                view, select = db._select_view(stmt)
                 break
             except WorkerLost:
                 # a worker died under a catalog change, which was undone: once its nodes
@@ -155,34 +160,34 @@ class Server:
                     raise
             finally:
                 lock.release()
-        r = db._read(view, stmt)
+        r = db._read(view, select)
         return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
 
-    def m_table(self, name: str) -> list:
+    def m_table(self, name: str) -> list[str]:
         with self.lock:
             return self.db.table(name).columns
 
-    def m_schema(self, name: str) -> list:
+    def m_schema(self, name: str) -> list[Any]:
         from sql_frontend import wire as plan_wire
         with self.lock:
             t = self.db.table(name)
             return [t.sql, plan_wire.to_data(t.schema)]
 
-    def m_keys(self, name: str) -> list:
+    def m_keys(self, name: str) -> list[tuple[Any, ...]]:
         with self.lock:
             return list(self.db.table(name).primary_keys())
 
-    def m_insert(self, name: str, rows) -> int:
+    def m_insert(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
         with self.lock:
             self.db.table(name).insert(rows)
         return len(rows)
 
-    def m_delete(self, name: str, rows) -> int:
+    def m_delete(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
         with self.lock:
             self.db.table(name).delete(rows)
         return len(rows)
 
-    def m_delete_keys(self, name: str, keys) -> int:
+    def m_delete_keys(self, name: str, keys: Sequence[Any]) -> int:
         with self.lock:
             self.db.table(name).delete_keys(keys)
         return len(keys)
@@ -191,27 +196,27 @@ class Server:
         with self.lock:
             return len(self.db.table(name))
 
-    def m_view(self, name: str) -> list:
+    def m_view(self, name: str) -> list[Any]:
         with self.lock:
             v = self.db.view(name)
         return [v.columns, [t.value for t in v.types], v.key_arity]
 
-    def m_lookup(self, name: str, keys) -> list:
+    def m_lookup(self, name: str, keys: Sequence[Any]) -> list[list[tuple[Any, ...]]]:
         with self.lock:
             v = self.db.view(name)
         if v.key_arity == 1:
             return v.lookup_many(keys)
         return [v.lookup(*k) for k in keys]
 
-    def m_all(self, name: str) -> list:
+    def m_all(self, name: str) -> list[tuple[Any, ...]]:
         with self.lock:
             v = self.db.view(name)
         return v.all()
 
-    def m_tables(self) -> list:
+    def m_tables(self) -> list[str]:
         return self.db.tables()
 
-    def m_views(self) -> list:
+    def m_views(self) -> list[str]:
         return self.db.views()
 
     def m_wait(self) -> None:
@@ -225,7 +230,7 @@ class Server:
             finally:
                 lock.release()
 
-    def m_graph(self) -> list:
+    def m_graph(self) -> list[dict[str, Any]]:
         with self.lock:
             return self.db.graph()
 
@@ -234,10 +239,10 @@ class Server:
             self.db._node(node_id)
         self.runtime.crash(node_id)
 
-    def m_recover(self, node_id: str, strategy: str) -> dict:
+    def m_recover(self, node_id: str, strategy: str) -> dict[str, Any]:
         return report_data(self.db.recover(node_id, strategy))
 
-    def m_recoveries(self) -> list:
+    def m_recoveries(self) -> list[dict[str, Any]]:
         return [report_data(r) for r in self.db.recoveries()]
 
     # ------------------------------------------------------------ running

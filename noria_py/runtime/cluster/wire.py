@@ -101,7 +101,7 @@ class Connection:
         with self._send_lock:
             self.sock.sendall(frame)
 
-    def send_many(self, objs: list) -> None:
+    def send_many(self, objs: list[Any]) -> None:
         """Several frames in one system call (a relay's queue, drained at once)."""
         parts = []
         for obj in objs:
@@ -205,7 +205,7 @@ def _nonce_ok(nonce: Any) -> bool:
 
 
 def server_handshake(conn: Connection, token: str | None, role_expected: str | None = None,
-                     timeout: float = HANDSHAKE_TIMEOUT) -> dict:
+                     timeout: float = HANDSHAKE_TIMEOUT) -> dict[str, Any]:
     """Authenticate the client that just connected; return its hello (e.g. its role).
 
     ``token`` None is the empty key, so loopback setups run the same code. Every read
@@ -239,8 +239,8 @@ def server_handshake(conn: Connection, token: str | None, role_expected: str | N
     return {k: v for k, v in hello.items() if k not in ("op", "mac", "nonce")}
 
 
-def client_handshake(conn: Connection, token: str | None, hello: dict,
-                     timeout: float | None = 30.0) -> dict:
+def client_handshake(conn: Connection, token: str | None, hello: dict[str, Any],
+                     timeout: float | None = 30.0) -> dict[str, Any]:
     """Authenticate to the server and check that it knows the token too; return its
     welcome (without the mac). Raises AuthError if either side refuses."""
     if not {"op", "mac", "nonce"}.isdisjoint(hello):
@@ -272,8 +272,10 @@ def client_handshake(conn: Connection, token: str | None, hello: dict,
 
 
 # ---------------------------------------------------------------- codecs
+# (what they make are msgpack arrays of mixed items, hence ``list[Any]``; what they
+# take is whatever a peer sent, hence ``Any``, checked here)
 
-def encode_batch(batch: Batch) -> list:
+def encode_batch(batch: Batch) -> list[Any]:
     return [batch.rows, batch.signs]
 
 
@@ -294,7 +296,7 @@ def decode_batch(obj: Any) -> Batch:
     return Batch(list(rows), list(signs))
 
 
-def encode_message(msg: Message) -> list:
+def encode_message(msg: Message) -> list[Any]:
     return [msg.src, msg.dst, encode_batch(msg.batch), msg.time, msg.clock, msg.low]
 
 
@@ -315,7 +317,7 @@ def decode_message(obj: Any) -> Message:
     return Message(src, dst, decode_batch(batch), time, clock, low)
 
 
-def encode_array(arr: np.ndarray | None) -> list | None:
+def encode_array(arr: np.ndarray | None) -> list[Any] | None:
     """An integer array of any shape (clocks, diff logs) as [shape, little-endian int64 bytes]."""
     if arr is None:
         return None

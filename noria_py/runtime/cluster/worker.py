@@ -26,6 +26,8 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from sql_frontend import wire as plan_wire
 from treeclock import TreeClockError, TreeClocks, receive_path
@@ -40,10 +42,19 @@ from . import wire
 from .errors import NodeDown
 from .wire import decode_batch, decode_message, encode_batch, encode_message
 
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sized
+
+    import numpy as np
+
+    from ...ops.reader import Reader
+    from ..messages import Message
+
 log = logging.getLogger("noria_py.worker")
 
 
-def apply_change(planner: Planner, graph: Graph, change: list, on_remove) -> None:
+def apply_change(planner: Planner, graph: Graph, change: Sequence[Any],
+                 on_remove: Callable[[str], None]) -> None:
     """One catalog change, as the controller's planner made it (see ``ClusterRuntime.announce``)."""
     kind = change[0]
     if kind == "table":
@@ -66,7 +77,7 @@ class Worker:
         self.name = name
         self.graph = Graph()
         self.clocks = clocks
-        self.tc = None
+        self.tc: TreeClocks | None = None
         self.new_nodes: list[Node] = []
         self.planner = Planner(self.graph, shards, self.new_nodes.append)
         self.domains: dict[str, Domain] = {}
@@ -74,7 +85,7 @@ class Worker:
 
     # ------------------------------------------------------------ structure
 
-    def ddl(self, change: list, placement: dict) -> None:
+    def ddl(self, change: Sequence[Any], placement: dict[str, str]) -> None:
         self.new_nodes.clear()
         apply_change(self.planner, self.graph, change, self._removed)
         self.planner.take_fresh()
@@ -108,12 +119,12 @@ class Worker:
 
     # ------------------------------------------------------------ messages
 
-    def emit(self, msgs) -> None:
+    def emit(self, msgs: Iterable[Message]) -> None:
         send = self.send
         for m in msgs:
             send(["msg", m.dst, encode_message(m)])
 
-    def deliver(self, m) -> None:
+    def deliver(self, m: Message) -> None:
         d = self.domains.get(m.dst)
         if d is None or not d.alive:
             return
@@ -138,7 +149,8 @@ class Worker:
             else:
                 self.send(["progress", b_id, c.id, t, paths, childless])
 
-    def progress(self, b_id: str, c_id: str, t: int, paths: dict, childless: bool) -> None:
+    def progress(self, b_id: str, c_id: str, t: int, paths: dict[str, int],
+                 childless: bool) -> None:
         b = self.domains.get(b_id)
         if b is None or not b.alive:
             return
@@ -159,31 +171,35 @@ class Worker:
             self.emit(d.write(batch))
 
     # ------------------------------------------------------------ requests (recovery, reads)
+    # (their arguments are msgpack values as decoded, arrays as tuples; their results
+    # go back as msgpack: lists, maps, scalars)
 
-    def req_info(self, nid: str):
+    def req_info(self, nid: str) -> list[Any]:
         i = self.domains[nid].info()
         arr = wire.encode_array
         return [i.alive, i.time, i.last_seen, arr(i.clock), arr(i.log_rows), arr(i.diff_rows)]
 
-    def req_payload_after(self, nid: str, child: str, t: int):
+    def req_payload_after(self, nid: str, child: str, t: int) -> list[Any]:
         msgs, now = self.domains[nid].payload_after(child, t)
         return [[encode_message(m) for m in msgs], now]
 
-    def req_output_info(self, nid: str, child: str, upto: int):
+    def req_output_info(self, nid: str, child: str, upto: int) -> list[Any]:
         snap, later, now, last_seen = self.domains[nid].output_info(child, upto)
         return [None if snap is None else encode_batch(snap),
                 [encode_message(m) for m in later], now, last_seen]
 
-    def req_restore(self, nid: str, t: int, clock, last_seen: dict) -> None:
+    def req_restore(self, nid: str, t: int, clock: Any, last_seen: dict[str, int]) -> None:
         d = self.domains[nid]
         d.tc = self.tc
-        d.restore(t, wire.decode_array(clock), last_seen)
+        # (never None: ClusterRuntime.restore sends the array Runtime.restore takes)
+        d.restore(t, cast("np.ndarray", wire.decode_array(clock)), last_seen)
 
-    def req_replay(self, nid: str, msgs: list, seen: dict) -> int:
+    def req_replay(self, nid: str, msgs: Sequence[Any], seen: dict[str, int]) -> int:
         self.emit(self.domains[nid].replay([decode_message(m) for m in msgs], seen))
         return len(msgs)
 
-    def req_restore_base(self, nid: str, history: list, seen: dict, low: int) -> int:
+    def req_restore_base(self, nid: str, history: Sequence[Any], seen: dict[str, int],
+                         low: int) -> int:
         d = self.domains[nid]
         d.tc = self.tc
         sends = d.write_history([decode_batch(b) for b in history], seen, low)
@@ -199,17 +215,17 @@ class Worker:
     def req_crash(self, nid: str) -> None:
         self.domains[nid].crash()
 
-    def req_settle(self, nid: str, parents: dict) -> None:
+    def req_settle(self, nid: str, parents: dict[str, tuple[int, Any, bool]]) -> None:
         self.domains[nid].settle({p: (t, wire.decode_array(c), fresh)
                                   for p, (t, c, fresh) in parents.items()})
 
-    def req_process(self, nid: str, port: int, batch):
+    def req_process(self, nid: str, port: int, batch: Any) -> list[Any]:
         out = self.domains[nid].node.op.process(port, decode_batch(batch))
         if isinstance(out, list):
             return [encode_batch(b) for b in out]
         return encode_batch(out)
 
-    def req_snapshot(self, nid: str):
+    def req_snapshot(self, nid: str) -> list[Any]:
         return encode_batch(self.domains[nid].node.op.snapshot())
 
     def _up(self, nid: str) -> Domain:
@@ -218,15 +234,16 @@ class Worker:
             raise NodeDown(f"node {nid} is being recovered")
         return d
 
-    def req_lookup(self, nid: str, keys: list):
-        op = self._up(nid).node.op
+    # (reads come from a View, through RemoteOp: the node is a reader)
+    def req_lookup(self, nid: str, keys: Sequence[Any]) -> list[list[tuple[Any, ...]]]:
+        op = cast("Reader", self._up(nid).node.op)
         return [op.lookup(tuple(k) if isinstance(k, (list, tuple)) else k) for k in keys]
 
-    def req_all(self, nid: str):
-        return self._up(nid).node.op.all()
+    def req_all(self, nid: str) -> list[tuple[Any, ...]]:
+        return cast("Reader", self._up(nid).node.op).all()
 
     def req_len(self, nid: str) -> int:
-        return len(self._up(nid).node.op)
+        return len(cast("Sized", self._up(nid).node.op))    # (RemoteOp.__len__ asks)
 
     def req_ping(self) -> int:
         return os.getpid()
@@ -259,7 +276,7 @@ class Worker:
             else:
                 raise wire.ProtocolError(f"unknown frame {op!r} from the controller")
 
-    def request(self, rid: int, method: str, args) -> None:
+    def request(self, rid: int, method: str, args: Sequence[Any]) -> None:
         fn = getattr(self, "req_" + method, None)
         try:
             if fn is None:
