@@ -93,7 +93,7 @@ class Database:
         self._catalog = _Catalog(self)
         self._recoveries: list[RecoveryReport] = []
         self._closed = False
-        self.storage = None
+        self.storage: Storage | None = None
         self.recovery_notes: list[str] = []
         if data_dir is not None:
             self._open_storage(data_dir)
@@ -116,7 +116,9 @@ class Database:
             if entry is not None and rows:
                 self.runtime.write(entry.node, self._restored(entry, rows))
         for sql in views:
-            self._create_view(sql_frontend.parse(sql, self._catalog), persist=False)
+            stmt = sql_frontend.parse(sql, self._catalog)
+            assert isinstance(stmt, lp.CreateView)  # the catalog holds CREATE TABLE and VIEW only
+            self._create_view(stmt, persist=False)
 
     def _restored(self, entry: _TableEntry, rows: list[tuple]) -> Batch:
         """A table's rows read back from its data directory, as its base takes a write
@@ -225,9 +227,10 @@ class Database:
         for stmt in statements:
             try:
                 if isinstance(stmt, str):
-                    stmt = self.parse(stmt)
-                    if not isinstance(stmt, lp.CreateView):
-                        raise Error(f"not a CREATE VIEW statement: {type(stmt).__name__}")
+                    parsed = self.parse(stmt)
+                    if not isinstance(parsed, lp.CreateView):
+                        raise Error(f"not a CREATE VIEW statement: {type(parsed).__name__}")
+                    stmt = parsed
                 name = stmt.name.lower()
                 if name in self._views or name in self._tables or any(
                         e.name == name for e in planned):

@@ -13,7 +13,8 @@ import threading
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlparse
 
-from sql_frontend.types import SqlType
+from sql_frontend import wire as plan_wire
+from sql_frontend.types import SqlType, TableSchema
 
 from . import errors
 from .arrowio import arrow_rows
@@ -132,8 +133,7 @@ class RemoteTable:
         self.columns = columns
 
     @property
-    def schema(self):
-        from sql_frontend import wire as plan_wire
+    def schema(self) -> TableSchema:
         return plan_wire.from_data(self._db._call("schema", self.name)[1])
 
     @property

@@ -41,7 +41,7 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             vote.insert(c)
         db.wait()
         tput = votes / (time.perf_counter() - t0)
-        counts = {}
+        counts: dict[int, int] = {}
 
         def count(k):
             rows = view.lookup(k)

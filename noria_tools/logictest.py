@@ -228,8 +228,8 @@ def matches(rows: list[tuple], rec: Record, ordered: bool) -> tuple[bool, str]:
         sort = "rowsort"
     values = result_values(rows, rec.types, sort)
     exp = rec.expected
-    if len(exp) == 1 and _HASH_LINE.match(exp[0].strip()):
-        m = _HASH_LINE.match(exp[0].strip())
+    m = _HASH_LINE.match(exp[0].strip()) if len(exp) == 1 else None
+    if m is not None:
         got = f"{len(values)} values hashing to {values_hash(values)}"
         if int(m.group(1)) == len(values) and m.group(2) == values_hash(values):
             return True, got
@@ -475,6 +475,7 @@ def run_initial(records: list[Record], res: FileResult) -> dict[int, Outcome]:
             if failed is not None:
                 out[rec.line] = failed
                 continue
+            assert name is not None         # create gives a name or an outcome
             out[rec.line] = _check(s, name, rec)
             s.drop(name)
     return out
@@ -510,6 +511,7 @@ def run_incremental(records: list[Record], res: FileResult) -> dict[int, Outcome
                     _run_statement(ep, rec, FileResult(""))
                     ep.tainted |= st.tainted
             else:
+                assert ep is not None       # a query in body: ep was built for it
                 name = ep.views.get(rec.line)
                 if name is None:
                     out[rec.line] = ep.failed[rec.line]

@@ -52,7 +52,7 @@ def _fit(ctx: Context, e: Expr, target: SqlType, column: str, node: exp.Expr) ->
     return e
 
 
-def insert(ctx: Context, node: exp.Insert) -> Insert:
+def insert(ctx: Context, node: exp.Insert) -> Insert | InsertSelect:
     check_clauses(ctx, node, {"this", "expression", "is_function", "stored", "by_name",
                                "exists", "partition", "settings", "default", "overwrite",
                                "ignore", "source"})

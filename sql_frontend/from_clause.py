@@ -61,7 +61,9 @@ def _table_source(ctx: Context, node: exp.Table) -> tuple[Rel, Scope]:
 def _renamed(ctx: Context, node: exp.Expr, fields: list[Field]) -> list[Field]:
     """Apply ``AS alias(c1, c2, ...)`` column names, where given."""
     alias = node.args.get("alias")
-    cols = alias.args.get("columns") if isinstance(alias, exp.TableAlias) else None
+    if not isinstance(alias, exp.TableAlias):
+        return fields
+    cols = alias.args.get("columns")
     if not cols:
         return fields
     if len(cols) != len(fields):

@@ -139,7 +139,8 @@ def _join_in_order(ctx: Context, items: list[FromItem], where: list[Expr]) -> tu
             top.append(c)
         elif len(its) == 1 and items[min(its)].kind != "left":
             i = min(its)
-            pushed[i].append(remap(c, lambda x, o=layout.offsets[i]: x - o))
+            base = layout.offsets[i]        # remap applies the lambda at once
+            pushed[i].append(remap(c, lambda x: x - base))
         else:
             at_step[max(its)].append(c)
 

@@ -153,8 +153,8 @@ class Translator:
             if isinstance(node, cls):
                 return fn
         for table in (_ARITH, _CMP, _TEXT_FUNCS):
-            for cls in table:
-                if type(node) is cls:
+            for table_cls in table:
+                if type(node) is table_cls:
                     if table is _ARITH:
                         return self._arith
                     if table is _CMP:
@@ -465,7 +465,8 @@ class Translator:
             if distinct:
                 raise self.ctx.unsupported("COUNT(DISTINCT *)", node)
             spec = AggSpec("count_star", None, False, SqlType.INT, node.sql())
-            return AggRef(self.aggs.add(spec), SqlType.INT)
+            # an AggRef stands in for an Expr until aggregates.post replaces it with a Col
+            return AggRef(self.aggs.add(spec), SqlType.INT)  # type: ignore[return-value]
         if arg_node is None:
             raise self.ctx.error(SqlError, f"{node.sql_name()} needs an argument", node)
         inner = Translator(self.ctx, self.scope, aggs=None,
@@ -485,7 +486,7 @@ class Translator:
             t = arg.type
             distinct = False           # MIN/MAX(DISTINCT x) = MIN/MAX(x)
         spec = AggSpec(func, arg, distinct, t, node.sql())
-        return AggRef(self.aggs.add(spec), t)
+        return AggRef(self.aggs.add(spec), t)  # type: ignore[return-value]  # as above
 
 
 # ---------------------------------------------------------------- Expr utilities

@@ -82,7 +82,7 @@ def _key_conjunct(node: exp.Expr) -> tuple[exp.Column, exp.Placeholder] | None:
     return None
 
 
-def _int_literal(ctx: Context, node: exp.Expr | None, what: str) -> int:
+def _int_literal(ctx: Context, node: exp.Expr, what: str) -> int:
     n = node
     negative = False
     while isinstance(n, (exp.Paren, exp.Neg)):
@@ -280,6 +280,7 @@ def _aggregation(ctx: Context, rel: Rel, groups: list[Expr], aggs: AggCollector 
     the ``post`` that rewrites expressions over the FROM scope to read it."""
     if aggs is None:
         return rel, _unchanged
+    base: Rel
     base, post = aggregate(ctx, rel, groups, aggs)
     if having_pre is not None:
         base = Filter(base, post(having_pre, having))

@@ -139,7 +139,7 @@ class SubqueryJoiner:
 
     # ------------------------------------------------------------ building
 
-    def _query_node(self, node: exp.Expr, where: exp.Expr) -> exp.Expr:
+    def _query_node(self, node: exp.Expr, where: exp.Expr) -> exp.Query:
         while isinstance(node, exp.Subquery) and not node.alias:
             for mod in ("order", "limit", "offset"):
                 if node.args.get(mod):
@@ -186,6 +186,7 @@ class SubqueryJoiner:
             start = self._join_on(rel, [])
             c = rel.columns[0]
             return Col(start, c.type, c.name)
+        assert x is not None                # kind "in": in_() passes the left operand
         return self._in_value(x, rel, 0, (), node)
 
     def _in_value(self, x: Expr, rel: Rel, ycol: int, keys: tuple[int, ...],
@@ -204,7 +205,8 @@ class SubqueryJoiner:
         nk = len(keys)
         marked = _project(match, list(_cols(match, range(nk + 1))) + [Lit(True, SqlType.BOOL)],
                           list(match.columns) + [_hidden(0, SqlType.BOOL)])
-        pairs = [(ok, Col(i, kc.type)) for i, (ok, kc) in enumerate(zip(outer_keys, kcols))]
+        pairs: list[tuple[Expr, Expr]] = [(ok, Col(i, kc.type))
+                                          for i, (ok, kc) in enumerate(zip(outer_keys, kcols))]
         pairs.append((x, Col(nk, y.type)))
         start = self._join_on(marked, pairs)
         m1 = Col(start + nk + 1, SqlType.BOOL)
@@ -304,6 +306,7 @@ class SubqueryJoiner:
             width = len(J.columns)
             Jy = _project(J, list(_cols(J, range(width))) + [y],
                           list(J.columns) + [_hidden(3, y.type)])
+            assert x is not None            # kind "in": in_() passes the left operand
             return self._in_value(x, Jy, width, tuple(range(nk)), node, outer_keys)
         # scalar: an aggregate of the group
         if not contains_aggregate(item):

@@ -130,8 +130,8 @@ class NoriaWriter(DataSourceArrowWriter):
         staged = [m for m in messages if isinstance(m, StagedFile) and m.rows]
         staged.sort(key=lambda m: m.path)
         folder = staging_dir(self.data_dir, self.job)
-        manifest = {"table": self.table, "files": [m.path for m in staged],
-                    "rows": sum(m.rows for m in staged)}
+        files = [m.path for m in staged]
+        manifest = {"table": self.table, "files": files, "rows": sum(m.rows for m in staged)}
         if not self.ingest:
             folder.mkdir(parents=True, exist_ok=True)
             tmp = folder / (MANIFEST + ".tmp")
@@ -141,7 +141,7 @@ class NoriaWriter(DataSourceArrowWriter):
         import noria_py
         db = noria_py.connect(data_dir=self.data_dir)
         try:
-            ingest(db, self.table, [folder / f for f in manifest["files"]], self.batch_rows)
+            ingest(db, self.table, [folder / f for f in files], self.batch_rows)
         finally:
             db.close()
         shutil.rmtree(folder, ignore_errors=True)

@@ -37,10 +37,15 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from sql_frontend.types import SqlType
 
+from ..storage import Storage
 from .schema import LoadError, match_columns, not_null, spark_type_fits, table_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 _SPARK_SQL_TYPES = {SqlType.INT: "BIGINT", SqlType.FLOAT: "DOUBLE", SqlType.TEXT: "STRING",
                     SqlType.BOOL: "BOOLEAN", SqlType.DATE: "DATE",
@@ -123,6 +128,7 @@ def load(table: str, paths: list[str], *, data_dir: str | None = None, server: s
             raise
         schema = handle.schema
     else:
+        assert data_dir is not None     # exactly one of server and data_dir, checked above
         schema = table_schema(data_dir, table)      # fails fast, before Spark starts
         stage = data_dir
     report = LoadReport(table=schema.name)
@@ -189,8 +195,6 @@ def _scratch_dir(create_sql: str) -> str:
     """A data dir holding only the table's definition: where Spark's executors stage the
     rows for a load into a cluster."""
     import tempfile
-
-    from ..storage import Storage
     path = tempfile.mkdtemp(prefix="noria-load-")
     st = Storage(path)
     st.load()
@@ -300,7 +304,13 @@ def _parse_text(s: str, t: SqlType) -> str:
     raise LoadError(f"cannot load a column of type {t.value}")
 
 
-def _row_numbers(raw):
+class _NamedRow(Protocol):
+    """A row read by column name: a pyspark ``Row``, or a dict of ``Table.to_pylist``."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+
+def _row_numbers(raw: DataFrame) -> Callable[[_NamedRow], int]:
     """A function of a bad row (with __file, __block, __mono) giving its 1-based row number
     in its file: rows before its split, plus its place within the split."""
     from pyspark.sql import functions as F
@@ -316,7 +326,7 @@ def _row_numbers(raw):
             offset[(f, r["__block"], r["__part"])] = (before, r["first"])
             before += r["n"]
 
-    def rowno(r) -> int:
+    def rowno(r: _NamedRow) -> int:
         before, first = offset[(r["__file"], r["__block"], r["__mono"] >> 33)]
         return before + (r["__mono"] - first) + 1
     return rowno

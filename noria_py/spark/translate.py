@@ -42,9 +42,10 @@ def _names(width: int) -> list[str]:
 
 def lit(value, typ: SqlType | None = None) -> str:
     if value is None:
-        spark_t = {SqlType.INT: "BIGINT", SqlType.FLOAT: "DOUBLE", SqlType.TEXT: "STRING",
-                   SqlType.BOOL: "BOOLEAN", SqlType.DATE: "DATE",
-                   SqlType.TIMESTAMP: "TIMESTAMP_NTZ"}.get(typ)
+        spark_types: dict[SqlType | None, str] = {
+            SqlType.INT: "BIGINT", SqlType.FLOAT: "DOUBLE", SqlType.TEXT: "STRING",
+            SqlType.BOOL: "BOOLEAN", SqlType.DATE: "DATE", SqlType.TIMESTAMP: "TIMESTAMP_NTZ"}
+        spark_t = spark_types.get(typ)
         return f"CAST(NULL AS {spark_t})" if spark_t else "NULL"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 import struct
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -95,7 +95,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
         (ordinal,) = _DATE.unpack(data)
         return _dt.date.fromordinal(ordinal)
     if code == EXT_DATETIME:
-        return _from_parts(*_DATETIME.unpack(data), None)
+        ordinal, us, fold = _DATETIME.unpack(data)
+        return _from_parts(ordinal, us, fold, None)
     if code == EXT_DATETIME_TZ:
         ordinal, us, fold, off_us = _DATETIME_TZ.unpack(data)
         tz = _dt.timezone(_dt.timedelta(microseconds=off_us))
@@ -112,7 +113,7 @@ def packb(obj: Any) -> bytes:
         raise EncodeError(str(exc)) from exc
 
 
-def unpackb(data: bytes | bytearray) -> Any:
+def unpackb(data: bytes | bytearray | memoryview) -> Any:
     """Decode bytes written by :func:`packb`; arrays come back as tuples, so
     rows compare equal to the tuples that were written."""
     try:
@@ -195,4 +196,5 @@ def unpack_columns(n: object, parts: object) -> list[tuple] | None:
     import numpy as np
     if not columns_ok(n, parts):
         return None
-    return list(zip(*[np.frombuffer(data, dtype=np.dtype(dt)).tolist() for dt, data in parts]))
+    checked = cast("tuple[tuple[str, bytes], ...]", parts)   # the shape columns_ok checked
+    return list(zip(*[np.frombuffer(data, dtype=np.dtype(dt)).tolist() for dt, data in checked]))

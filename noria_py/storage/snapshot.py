@@ -154,11 +154,11 @@ def read_snapshot(path: Path) -> SnapshotData | None:
             tables.setdefault(rec[1], []).extend(rows)
             n_rows += len(rows)
         elif type(rec) is tuple and len(rec) == 4 and rec[0] == _COLUMNS and type(rec[1]) is str:
-            rows = codec.unpack_columns(rec[2], rec[3])
-            if rows is None:
+            col_rows = codec.unpack_columns(rec[2], rec[3])
+            if col_rows is None:
                 raise SnapshotError(f"{where}: byte {fr.start}: malformed columns")
-            tables.setdefault(rec[1], []).extend(rows)
-            n_rows += len(rows)
+            tables.setdefault(rec[1], []).extend(col_rows)
+            n_rows += len(col_rows)
         elif type(rec) is tuple and len(rec) == 3 and rec[0] == _END:
             if rec[1] != len(tables) or rec[2] != n_rows:
                 raise SnapshotError(

@@ -199,6 +199,9 @@ class Storage:
     costs more than reading a fresh snapshot would.
     """
 
+    _lsn: int                  # set by _open
+    _gen: int                  # set by _read_state
+
     def __init__(
         self,
         data_dir: str | os.PathLike[str],
@@ -320,8 +323,9 @@ class Storage:
         engine applies the batch, so that nothing is visible that a crash
         could lose.
         """
-        if batch.is_numeric_insert():
-            return self.append_columns(table, batch.cols)
+        cols = batch.cols
+        if cols is not None and batch.is_numeric_insert():   # (the latter implies the former)
+            return self.append_columns(table, cols)
         rows = batch.to_rows()       # (not kept on a batch the base may keep)
         if batch.sign_array is not None:
             n_del = int((batch.sign_array < 0).sum())
