@@ -109,21 +109,6 @@ def test_queries_install_reused_unnamed_views(db):
     assert len(db.graph()) == after_first > before
 
 
-def test_views_share_subplans_and_drop_cleans_up(db):
-    db.execute("CREATE VIEW a AS SELECT user_id FROM vote WHERE article_id > 3")
-    n1 = len(db.graph())
-    db.execute("CREATE VIEW b AS SELECT user_id FROM vote WHERE article_id > 3")
-    # only a new reader (per shard): the filter and projection are shared
-    readers = [n for n in db.graph() if n["kind"] == "reader" and n["view"] == "b"]
-    assert len(db.graph()) == n1 + len(readers)
-    db.table("vote").insert([(4, 1), (2, 2)])
-    assert db.view("a").all() == db.view("b").all() == [(1,)]
-    db.execute("DROP VIEW a")
-    db.execute("DROP VIEW b")
-    kinds = {n["kind"] for n in db.graph()}
-    assert "filter" not in kinds
-
-
 def test_graph_introspection(db):
     g = db.graph()
     ids = {n["id"] for n in g}
@@ -135,12 +120,6 @@ def test_graph_introspection(db):
     if db.shards > 1:
         assert any(n["kind"] == "sharder" for n in g)
         assert {n["shard"] for n in g if n["kind"] == "aggregate"} == set(range(db.shards))
-
-
-def test_view_created_over_existing_data(db):
-    db.table("vote").insert([(1, 1), (1, 2), (3, 3)])
-    db.execute("CREATE VIEW late AS SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id")
-    assert sorted(db.view("late").all()) == [(1, 2), (3, 1)]
 
 
 def test_lineage_recovery_restores_views(db):
@@ -188,23 +167,6 @@ def test_insert_arrow_numeric_columns_go_in_as_arrays(db):
     assert base.chunks == [] and len(t) == 6
     assert sorted(db.view("ms").all(), key=repr) == sorted(
         [(7, 2, 6.0), (8, 3, 3.5), (None, 1, 1.0)], key=repr)
-
-
-def test_select_list_needs_no_node_of_its_own():
-    # unsharded, a view's SELECT list is applied by its reader (one hop less per write);
-    # sharded, it stays a node (the reader's partition is on the projected columns)
-    from noria_tools import workloads
-    for shards in (1, 4):
-        d = noria_py.connect(shards=shards)
-        workloads.setup(d, 5)
-        kinds = [n["kind"] for n in d.graph()]
-        assert ("project" in kinds) == (shards > 1)
-        d.table("vote").insert([(1, 10), (1, 11), (2, 10), (None, 3)])
-        d.table("vote").delete([(1, 11)])
-        view = d.view(workloads.VIEW_NAME)
-        assert view.lookup(1) == [(1, "article 1", 1)]
-        assert view.lookup(3) == [(3, "article 3", None)]
-        d.close()
 
 
 def test_create_views_initializes_once_and_hands_back_errors(db, monkeypatch):

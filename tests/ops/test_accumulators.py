@@ -5,7 +5,7 @@ import pytest
 
 from noria_py.ops import accumulators as acc
 
-from ._util import agg
+from .helpers import agg
 
 
 def feed(a, *updates):

@@ -8,17 +8,9 @@ from hypothesis import strategies as st
 from noria_py.batch import Batch
 from noria_py.ops import Aggregate
 
-from ._util import Tracker, agg, ms
+from .helpers import Tracker, agg, dels, ins, ms, random_batch, recompute_aggregate
 
 COUNT_STAR = agg("count_star")
-
-
-def ins(*rows):
-    return Batch.inserts(rows)
-
-
-def dels(*rows):
-    return Batch.deletes(rows)
 
 
 def A(group_by, *aggs) -> Tracker:
@@ -261,36 +253,6 @@ def test_reset_and_describe():
 
 # ---------------------------------------------------------------- properties
 
-def recompute(group_by, aggs, rows: dict) -> dict:
-    groups: dict = {}
-    for r, c in rows.items():
-        groups.setdefault(tuple(r[i] for i in group_by), []).extend([r] * c)
-    if not group_by:
-        groups.setdefault((), [])
-    out = {}
-    for k, rs in groups.items():
-        vals = []
-        for a in aggs:
-            if a.func == "count_star":
-                vals.append(len(rs))
-                continue
-            xs = [r[a.arg] for r in rs if r[a.arg] is not None]
-            if a.distinct:
-                xs = sorted(set(xs))
-            if a.func == "count":
-                vals.append(len(xs))
-            elif a.func == "sum":
-                vals.append(sum(xs) if xs else None)
-            elif a.func == "avg":
-                vals.append(sum(xs) / len(xs) if xs else None)
-            elif a.func == "min":
-                vals.append(min(xs) if xs else None)
-            elif a.func == "max":
-                vals.append(max(xs) if xs else None)
-        out[k + tuple(vals)] = 1
-    return out
-
-
 AGG_SETS = [
     ((0,), (COUNT_STAR,)),
     ((0,), (agg("count", 1),)),
@@ -308,24 +270,14 @@ row = st.tuples(st.none() | st.integers(0, 2), st.none() | st.integers(-2, 3),
 def run_random(group_by, aggs, ops):
     a = Tracker(Aggregate(group_by, aggs))
     model: dict = {}
-    assert a.state() == recompute(group_by, aggs, {})
+    assert a.state() == recompute_aggregate(group_by, aggs, {})
     for batch_ops in ops:
-        b = Batch()
-        for is_delete, r in batch_ops:
-            if is_delete and model.get(r, 0) > 0:
-                model[r] -= 1
-                if not model[r]:
-                    del model[r]
-                b.add(r, -1)
-            else:
-                model[r] = model.get(r, 0) + 1
-                b.add(r, 1)
-        out = a.feed(0, b)
+        out = a.feed(0, random_batch(model, batch_ops))
         # at most one retraction and one insertion per group
         keys = [tuple(x[: len(group_by)]) for x in out.rows]
         assert all(keys.count(k) <= 2 for k in keys)
         a.check()
-        assert a.state() == recompute(group_by, aggs, model)
+        assert a.state() == recompute_aggregate(group_by, aggs, model)
 
 
 @pytest.mark.parametrize("group_by,aggs", AGG_SETS)

@@ -12,7 +12,7 @@ from noria_py.errors import ArityError, DuplicateKeyError, RowNotFoundError, Typ
 from noria_py.ops import Base
 from sql_frontend.types import SqlType as T
 
-from ._util import Tracker, ms, schema
+from .helpers import Tracker, ms, schema
 
 
 def people() -> Base:

@@ -7,15 +7,7 @@ from hypothesis import strategies as st
 from noria_py.batch import Batch
 from noria_py.ops import Distinct
 
-from ._util import Tracker
-
-
-def ins(*rows):
-    return Batch.inserts(rows)
-
-
-def dels(*rows):
-    return Batch.deletes(rows)
+from .helpers import Tracker, dels, ins, random_batch
 
 
 def test_duplicates_emitted_once():
@@ -91,17 +83,7 @@ def test_random_distinct_matches_recomputation(ops):
     d = Tracker(Distinct())
     model: dict = {}
     for batch_ops in ops:
-        b = Batch()
-        for is_delete, r in batch_ops:
-            if is_delete and model.get(r, 0) > 0:
-                model[r] -= 1
-                if not model[r]:
-                    del model[r]
-                b.add(r, -1)
-            else:
-                model[r] = model.get(r, 0) + 1
-                b.add(r, 1)
-        out = d.feed(0, b)
+        out = d.feed(0, random_batch(model, batch_ops))
         assert all(s in (1, -1) for s in out.signs)
         d.check()
         assert d.state() == {r: 1 for r in model}

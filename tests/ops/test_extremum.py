@@ -10,18 +10,9 @@ from hypothesis import strategies as st
 from noria_py.batch import Batch
 from noria_py.ops import Extremum
 
-from ._util import Tracker, agg, ms
-from .test_aggregate import recompute
+from .helpers import Tracker, agg, dels, ins, ms, random_batch, recompute_aggregate
 
 MIN, MAX = agg("min", 1), agg("max", 1)
-
-
-def ins(*rows):
-    return Batch.inserts(rows)
-
-
-def dels(*rows):
-    return Batch.deletes(rows)
 
 
 def E(group_by=(0,), *aggs) -> Tracker:
@@ -152,19 +143,9 @@ def test_separate_groups_do_not_interfere():
 def test_random_min_max_matches_recomputation(group_by, aggs, ops):
     e = Tracker(Extremum(group_by, aggs))
     model: dict = {}
-    assert e.state() == recompute(group_by, aggs, model)
+    assert e.state() == recompute_aggregate(group_by, aggs, model)
     for batch_ops in ops:
-        b = Batch()
-        for is_delete, r in batch_ops:
-            if is_delete and model.get(r, 0) > 0:
-                model[r] -= 1
-                if not model[r]:
-                    del model[r]
-                b.add(r, -1)
-            else:
-                model[r] = model.get(r, 0) + 1
-                b.add(r, 1)
-        e.feed(0, b)
+        e.feed(0, random_batch(model, batch_ops))
         e.check()
-        assert e.state() == recompute(group_by, aggs, model)
+        assert e.state() == recompute_aggregate(group_by, aggs, model)
         assert ms(e.op.snapshot()) == e.state()

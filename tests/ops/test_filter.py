@@ -8,7 +8,7 @@ from noria_py.batch import Batch
 from noria_py.ops import Filter
 from sql_frontend.types import SqlType as T
 
-from ._util import call, col, lit, ms
+from .helpers import call, col, lit, ms
 
 
 def test_keeps_rows_where_predicate_is_true():

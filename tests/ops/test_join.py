@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from noria_py.batch import Batch
 from noria_py.ops import Join
 
-from ._util import Tracker, ms
+from .helpers import Tracker, dels, ins, ms
 
 L, R = 0, 1
 PAD = (None, None)
@@ -17,14 +17,6 @@ PAD = (None, None)
 def join(kind: str) -> Tracker:
     # left rows: (id, key, lv)   right rows: (key, rv)
     return Tracker(Join(kind, (1,), (0,), 3, 2))
-
-
-def ins(*rows):
-    return Batch.inserts(rows)
-
-
-def dels(*rows):
-    return Batch.deletes(rows)
 
 
 # ---------------------------------------------------------------- inner join

@@ -21,7 +21,7 @@ from noria_py.ops import (
 from sql_frontend.plan import OrderKey
 from sql_frontend.types import SqlType as T
 
-from ._util import agg, call, col, lit, schema
+from .helpers import agg, call, col, lit, schema
 
 
 def test_base_interface():

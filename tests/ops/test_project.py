@@ -7,7 +7,7 @@ from noria_py.batch import Batch
 from noria_py.ops import Project
 from sql_frontend.types import SqlType as T
 
-from ._util import call, col, lit
+from .helpers import call, col, lit
 
 
 def test_identity_passes_the_batch_through():

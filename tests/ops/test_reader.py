@@ -8,15 +8,7 @@ from noria_py.batch import Batch
 from noria_py.ops import Reader
 from sql_frontend.plan import OrderKey
 
-from ._util import ms
-
-
-def ins(*rows):
-    return Batch.inserts(rows)
-
-
-def dels(*rows):
-    return Batch.deletes(rows)
+from .helpers import dels, ins, ms
 
 
 def test_lookup_by_single_key():

@@ -7,17 +7,9 @@ from hypothesis import strategies as st
 from noria_py.batch import Batch
 from noria_py.ops import SetOp
 
-from ._util import Tracker
+from .helpers import Tracker, dels, ins
 
 LEFT, RIGHT = 0, 1
-
-
-def ins(*rows):
-    return Batch.inserts(rows)
-
-
-def dels(*rows):
-    return Batch.deletes(rows)
 
 
 def test_except_follows_both_sides():

@@ -13,15 +13,7 @@ from noria_py.batch import Batch
 from noria_py.ops import TopK
 from sql_frontend.plan import OrderKey
 
-from ._util import Tracker, ms
-
-
-def ins(*rows):
-    return Batch.inserts(rows)
-
-
-def dels(*rows):
-    return Batch.deletes(rows)
+from .helpers import Tracker, dels, ins, ms, random_batch
 
 
 def K(order, limit, offset=0, partition=()):
@@ -279,17 +271,7 @@ def test_random_topk_matches_recomputation(order, limit, offset, partition, ops)
     t = Tracker(TopK(order, limit, offset, partition))
     model: dict = {}
     for batch_ops in ops:
-        b = Batch()
-        for is_delete, r in batch_ops:
-            if is_delete and model.get(r, 0) > 0:
-                model[r] -= 1
-                if not model[r]:
-                    del model[r]
-                b.add(r, -1)
-            else:
-                model[r] = model.get(r, 0) + 1
-                b.add(r, 1)
-        t.feed(0, b)
+        t.feed(0, random_batch(model, batch_ops))
         t.check()
         assert t.state() == recompute(model, order, limit, offset, partition)
 

@@ -6,7 +6,7 @@ import pytest
 from noria_py.batch import Batch
 from noria_py.ops import Distinct, Union
 
-from ._util import Tracker
+from .helpers import Tracker
 
 
 def test_passes_every_port_through_unchanged():

@@ -12,8 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import noria_py
-from tests.differential.oracle import Oracle, normalize
-from tests.differential.test_differential import DDL, KEYED, KEYS, VIEWS, _apply_model, ops
+from tests.differential.helpers import DDL, VIEWS, Oracle, apply_model, check_views, new_db, ops
 
 EXAMPLES = int(os.environ.get("NORIA_RECOVERY_EXAMPLES", "20"))
 
@@ -21,31 +20,15 @@ EXAMPLES = int(os.environ.get("NORIA_RECOVERY_EXAMPLES", "20"))
 def _build(shards, seed, model=None, early_ops=()):
     """The differential test's tables and views; ``early_ops`` are written before the
     views exist, so the views start from data (initialized, not fed message by message)."""
-    db = noria_py.connect(shards=shards, seed=seed)
-    for sql in DDL:
-        db.execute(sql)
-    for op in early_ops:
-        _apply_model(model, op, db)
-    for name, sql in VIEWS.items():
-        db.execute(f"CREATE VIEW {name} AS {sql}")
-    for name, (sql, _) in KEYED.items():
-        db.execute(f"CREATE VIEW {name} AS {sql}")
+    db = new_db(shards, seed, model=model, early=early_ops)
     db.runtime.trace = []
     return db
 
 
 def _assert_views(db, model):
-    db.wait()
     oracle = Oracle(DDL)
     oracle.load(model)
-    for name, sql in VIEWS.items():
-        got, want = normalize(db.view(name).all()), oracle.query(sql)
-        assert got == want, f"view {name}: {sorted(got.items(), key=repr)} != {sorted(want.items(), key=repr)}"
-    for name, (_, duck_sql) in KEYED.items():
-        for k in KEYS:
-            got = normalize(db.view(name).lookup(k))
-            want = oracle.query(duck_sql, (k,)) if k is not None else normalize([])
-            assert got == want, f"view {name} key {k}"
+    check_views(db, oracle, VIEWS)
 
 
 def _assert_exactly_once(db, failed: set[str]):
@@ -79,7 +62,7 @@ def test_recovery_matches_duckdb(shards, seed, strategy, early, before, during, 
     model = {"t1": [], "t2": []}
     db = _build(shards, seed, model, early if late_views else ())
     for op in before:
-        _apply_model(model, op, db)
+        apply_model(model, op, db)
     if flush:
         db.wait()
     candidates = [n["id"] for n in db.graph() if n["kind"] == kind]
@@ -98,13 +81,13 @@ def test_recovery_matches_duckdb(shards, seed, strategy, early, before, during, 
         db.fail(node)
     if "base" not in {g[n]["kind"] for n in failed}:   # writes go on while nodes are down
         for op in during:
-            _apply_model(model, op, db)
+            apply_model(model, op, db)
     for node in failed:
         if not db.runtime.domains[node].alive:
             report = db.recover(node, strategy=strategy)
             assert report.strategy == strategy
     for op in after:
-        _apply_model(model, op, db)
+        apply_model(model, op, db)
     _assert_views(db, model)
     if strategy == "treeclock":          # lineage resets the purged nodes' times
         _assert_exactly_once(db, set(failed))
@@ -115,21 +98,21 @@ def test_failure_during_recovery_of_node_and_parent():
     model = {"t1": [], "t2": []}
     rows = [(i % 6, i % 5, "abc"[i % 3]) for i in range(40)]
     for i in range(0, 40, 4):
-        _apply_model(model, ("ins1", rows[i:i + 4]), db)
+        apply_model(model, ("ins1", rows[i:i + 4]), db)
     sharder = next(n for n in db.graph() if n["kind"] == "sharder")
     db.fail(sharder["id"])
-    _apply_model(model, ("ins1", [(1, 1, "a"), (2, 2, None)]), db)
+    apply_model(model, ("ins1", [(1, 1, "a"), (2, 2, None)]), db)
     db.recover(sharder["id"], strategy="treeclock")
     # the replayed output is still in flight: the recovered node fails again
     db.fail(sharder["id"])
     db.recover(sharder["id"], strategy="treeclock")
     # and now its parent, the base table, with the sharder's output in flight
     parent = sharder["parents"][0]
-    _apply_model(model, ("ins1", [(3, 3, "b")]), db)
+    apply_model(model, ("ins1", [(3, 3, "b")]), db)
     db.fail(parent)
     db.fail(sharder["id"])
     db.recover(sharder["id"], strategy="treeclock")     # recovers the base first
-    _apply_model(model, ("del1", [0, 1]), db)
+    apply_model(model, ("del1", [0, 1]), db)
     _assert_views(db, model)
 
 

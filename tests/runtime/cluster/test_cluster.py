@@ -13,8 +13,7 @@ import pytest
 import noria_py
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
-from tests.differential.oracle import Oracle
-from tests.differential.test_differential import DDL, KEYED, VIEWS, _apply_model, _check
+from tests.differential.helpers import DDL, KEYED, VIEWS, Oracle, apply_model, check
 
 #: seeds for the SIGKILL differential test; CI runs the first few, the soak all
 SEEDS = list(range(20))
@@ -64,14 +63,14 @@ def _differential_with_kill(seed: int) -> None:
             if i == kill_at:
                 victim = rng.choice(cluster.worker_pids(db))
                 os.kill(victim, signal.SIGKILL)         # mid-load, messages in flight
-            _apply_model(model, op, db)                 # acknowledged: must not be lost
+            apply_model(model, op, db)                 # acknowledged: must not be lost
             if i == len(ops) // 2:
                 for name in names[split:]:
                     db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
         oracle = Oracle(DDL)
         oracle.load(model)
         try:
-            _check(db, oracle, model, names)
+            check(db, oracle, model, names)
         except AssertionError:
             print("kill_at", kill_at, "n", len(ops), "split", split, "shards", shards)
             print("victim", victim, "graph", db.graph(), "recoveries", db.recoveries())

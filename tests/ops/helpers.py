@@ -1,7 +1,7 @@
 """Shared helpers for the operator unit tests."""
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 
 from noria_py.batch import Batch
 from sql_frontend.expr import Call, Col, Lit
@@ -77,22 +77,50 @@ class Tracker:
         assert ms(self.op.snapshot()) == self.state()
 
 
-def multiset_add(m: dict, rows, sign: int = 1) -> None:
-    for r in rows:
-        m[r] = m.get(r, 0) + sign
-        if m[r] == 0:
-            del m[r]
+
+def random_batch(model: dict, ops) -> Batch:
+    """One batch of random ``(is_delete, row)`` ops, applied to ``model`` (row -> count) as
+    well: a delete of a row the model does not hold becomes an insert."""
+    b = Batch()
+    for is_delete, r in ops:
+        if is_delete and model.get(r, 0) > 0:
+            model[r] -= 1
+            if not model[r]:
+                del model[r]
+            b.add(r, -1)
+        else:
+            model[r] = model.get(r, 0) + 1
+            b.add(r, 1)
+    return b
 
 
-def expand(m: dict) -> list:
-    out = []
-    for r, c in m.items():
-        out.extend([r] * c)
+def recompute_aggregate(group_by, aggs, rows: dict) -> dict:
+    """What GROUP BY ``group_by`` with ``aggs`` gives over the multiset ``rows``, from scratch
+    (the reference for Aggregate and Extremum)."""
+    groups: dict = {}
+    for r, c in rows.items():
+        groups.setdefault(tuple(r[i] for i in group_by), []).extend([r] * c)
+    if not group_by:
+        groups.setdefault((), [])
+    out = {}
+    for k, rs in groups.items():
+        vals = []
+        for a in aggs:
+            if a.func == "count_star":
+                vals.append(len(rs))
+                continue
+            xs = [r[a.arg] for r in rs if r[a.arg] is not None]
+            if a.distinct:
+                xs = sorted(set(xs))
+            if a.func == "count":
+                vals.append(len(xs))
+            elif a.func == "sum":
+                vals.append(sum(xs) if xs else None)
+            elif a.func == "avg":
+                vals.append(sum(xs) / len(xs) if xs else None)
+            elif a.func == "min":
+                vals.append(min(xs) if xs else None)
+            elif a.func == "max":
+                vals.append(max(xs) if xs else None)
+        out[k + tuple(vals)] = 1
     return out
-
-
-def counter(rows) -> dict:
-    d: dict = defaultdict(int)
-    for r in rows:
-        d[r] += 1
-    return dict(d)

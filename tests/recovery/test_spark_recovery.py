@@ -7,21 +7,9 @@ import random
 import pytest
 
 import noria_py
-from tests.differential.oracle import Oracle, normalize
-from tests.differential.test_differential import DDL, KEYED, KEYS, VIEWS
+from tests.differential.helpers import DDL, KEYED, KEYS, VIEWS, Oracle, new_db, normalize
 
 pytestmark = pytest.mark.spark
-
-
-def _db(shards: int) -> noria_py.Database:
-    db = noria_py.connect(shards=shards)
-    for sql in DDL:
-        db.execute(sql)
-    for name, sql in VIEWS.items():
-        db.execute(f"CREATE VIEW {name} AS {sql}")
-    for name, (sql, _) in KEYED.items():
-        db.execute(f"CREATE VIEW {name} AS {sql}")
-    return db
 
 
 def _writes(rng: random.Random, dbs, model: dict, n: int) -> None:
@@ -65,7 +53,7 @@ def _same(db, twin, oracle, model) -> None:
 @pytest.mark.parametrize("shards,seed", [(1, 1), (4, 2)])
 def test_spark_recovery_matches_failure_free_run(spark, shards, seed):
     rng = random.Random(seed)
-    db, twin = _db(shards), _db(shards)
+    db, twin = new_db(shards), new_db(shards)
     oracle = Oracle(DDL)
     model = {"t1": [], "t2": []}
     _writes(rng, [db, twin], model, 40)
@@ -118,7 +106,7 @@ def test_spark_recovery_of_expressions_and_topk(spark):
 
 
 def test_spark_recovery_restores_base_tables_from_their_log(spark):
-    db = _db(1)
+    db = new_db(1)
     base = next(n["id"] for n in db.graph() if n["kind"] == "base")
     before = {n: normalize(db.view(n).all()) for n in db.views()}
     db.fail(base)

@@ -1,4 +1,5 @@
-"""One Spark session for the whole test run (it takes seconds to start)."""
+"""Fixtures shared by more than one folder: one Spark session for the whole test run (it
+takes seconds to start), for tests/spark and strategy="spark" in tests/recovery."""
 from __future__ import annotations
 
 import pytest
