@@ -9,7 +9,7 @@ it has been sent.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence, cast
 
 import numpy as np
 
@@ -46,14 +46,14 @@ class Batch:
             if self.cols:
                 rows = self._rows = self.to_rows()
             else:                                   # zero columns: n empty rows
-                rows = self._rows = [()] * len(self.sign_array)
+                rows = self._rows = [()] * len(cast(np.ndarray, self.sign_array))
         return rows
 
     @property
     def signs(self) -> list[int]:
         signs = self._signs
         if signs is None:
-            signs = self._signs = self.sign_array.tolist()
+            signs = self._signs = self.sign_array.tolist()  # type: ignore[union-attr]  # columnar: sign_array set
         return signs
 
     def is_numeric_insert(self) -> bool:
@@ -62,7 +62,7 @@ class Batch:
         cols = self.cols
         return (cols is not None and len(cols) > 0
                 and all(c.dtype == np.int64 or c.dtype == np.float64 for c in cols)
-                and bool((self.sign_array == 1).all()))
+                and bool((self.sign_array == 1).all()))  # type: ignore[union-attr]  # columnar: sign_array set
 
     def to_rows(self) -> list[tuple]:
         """The rows, built afresh from the columns if need be and not kept: for a batch
@@ -89,16 +89,16 @@ class Batch:
 
     def add(self, row: tuple, sign: int = 1) -> None:
         self._as_rows()
-        self._rows.append(row)
-        self._signs.append(sign)
+        self.rows.append(row)
+        self.signs.append(sign)
 
     def extend(self, other: "Batch") -> None:
         self._as_rows()
-        self._rows.extend(other.rows)
-        self._signs.extend(other.signs)
+        self.rows.extend(other.rows)
+        self.signs.extend(other.signs)
 
     def __len__(self) -> int:
-        return len(self._signs) if self._signs is not None else len(self.sign_array)
+        return len(self._signs) if self._signs is not None else len(self.sign_array)  # type: ignore[arg-type]  # columnar: sign_array set
 
     def __bool__(self) -> bool:
         return len(self) > 0

@@ -14,7 +14,7 @@ import math
 import re
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from sql_frontend.expr import Call, Col, Expr, Lit
 from sql_frontend.types import SqlType
@@ -339,7 +339,7 @@ def columns_getter(cols: tuple[int, ...]) -> Callable[[tuple], tuple]:
 def compile_row(exprs: tuple[Expr, ...]) -> Callable[[tuple], tuple]:
     """A function row -> tuple of every expression's value (one generated lambda)."""
     if all(isinstance(e, Col) for e in exprs):
-        return columns_getter(tuple(e.index for e in exprs))
+        return columns_getter(tuple(cast(Col, e).index for e in exprs))
     c = _Compiler()
     parts = [c.src(e) for e in exprs]
     ns = dict(_NAMESPACE)

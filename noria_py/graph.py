@@ -8,8 +8,12 @@ graph holds only structure, so it can be shown (``db.graph()``) and planned over
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .ops.operator import Operator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sql_frontend.plan import Rel
 
 
 @dataclass(eq=False)
@@ -22,6 +26,10 @@ class Node:
     view: str | None = None           # the view a reader serves
     table: str | None = None          # the table a base node holds
     num: int = 0                      # small int id, for tree clocks (set by Graph.add)
+    #: per port, (the logical relation it receives, that stream's partition: key
+    #: columns, ANY or None), for Spark lineage recovery; set by the planner, else None
+    inputs: tuple[tuple[Rel, tuple[int, ...] | str | None], ...] | None = field(
+        default=None, init=False, repr=False)
 
     @property
     def kind(self) -> str:

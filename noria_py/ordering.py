@@ -40,7 +40,7 @@ def order_key(order: Sequence[OrderKey]) -> Callable[[tuple], tuple]:
     spec = [(o.column, o.descending, 0 if o.nulls_first else 2) for o in order]
 
     def key(row: tuple) -> tuple:
-        parts = []
+        parts: list[tuple] = []
         for col, desc, null_rank in spec:
             v = row[col]
             if v is None:

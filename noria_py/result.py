@@ -41,7 +41,7 @@ class Result:
             yield row
 
     def arrow(self) -> pa.Table:
-        cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
+        cols: list[Sequence] = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
         arrays = []
         for i, name in enumerate(self.columns):
             t = arrow_type(self.types[i]) if i < len(self.types) else None

@@ -105,7 +105,7 @@ class Aggregate(Operator):
         before: dict = {}       # key -> its NULL count before the batch, where it moves
         if (cols is not None and cols[g].dtype == np.int64
                 and (a is None or cols[a].dtype != object)):   # no NULL to count apart
-            touched, old, new = self.counts.add(cols[g], batch.sign_array)
+            changes = self.counts.add(cols[g], batch.sign_array)  # type: ignore[arg-type]  # columnar
         elif not batch:
             return Batch()
         else:
@@ -118,12 +118,13 @@ class Aggregate(Operator):
                         if k not in before:
                             before[k] = held
                         nulls[k] = held + s
-            touched, old, new = self.counts.add(keys, batch.signs)
-        if isinstance(touched, np.ndarray):
+            changes = self.counts.add(keys, batch.signs)
+        if isinstance(changes[0], np.ndarray):     # (then all three are arrays)
+            touched, old, new = changes
             if not nulls:           # (a NULL count is kept, at 0 too, while its group is)
                 return _count_batch(touched, old, new)
-            touched, old, new = touched.tolist(), old.tolist(), new.tolist()
-        return self._count_changes(touched, old, new, before)
+            return self._count_changes(touched.tolist(), old.tolist(), new.tolist(), before)
+        return self._count_changes(*changes, before)
 
     def _count_changes(self, keys: list, old: list, new: list, before: dict) -> Batch:
         """COUNT's output for each group touched (rows before and after; ``before``:

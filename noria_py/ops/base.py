@@ -12,7 +12,7 @@ and nothing to do per row on a write. The first delete, or the first caller that
 from __future__ import annotations
 
 import datetime
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, cast
 
 import numpy as np
 
@@ -101,8 +101,8 @@ class Base(Operator):
             yield from self.all_rows()
             return
         for chunk in self.chunks:
-            if chunk.is_numeric_insert():
-                yield ColumnChunk(chunk.cols)
+            if chunk.is_numeric_insert():       # (columnar)
+                yield ColumnChunk(cast("tuple[np.ndarray, ...]", chunk.cols))
             else:
                 yield from _expanded(chunk)
 
@@ -127,7 +127,7 @@ class Base(Operator):
         if len(row) != len(cols):
             raise ArityError(f"row {n} for table {self.schema.name!r} has {len(row)} values, "
                              f"the table has {len(cols)} columns")
-        out = []
+        out: list[object] = []
         for i, v in enumerate(row):
             if v is None:
                 if self.not_null[i]:
@@ -143,7 +143,7 @@ class Base(Operator):
                     f"{self.types[i].value}, got {v!r} ({type(v).__name__})") from None
         return tuple(out)
 
-    _ALLOWED = {
+    _ALLOWED: dict[SqlType, set[type]] = {
         SqlType.INT: {int}, SqlType.FLOAT: {float}, SqlType.TEXT: {str}, SqlType.BOOL: {bool},
         SqlType.DATE: {datetime.date}, SqlType.TIMESTAMP: {datetime.datetime},
     }
@@ -202,7 +202,8 @@ class Base(Operator):
             except OverflowError:                      # an int too big for a FLOAT
                 return self._one_by_one(rows)
             return out, None
-        return rows, list(zip(columns, has_null))
+        # callers pass a list: by now, one of tuples
+        return cast("list[tuple]", rows), list(zip(columns, has_null))
 
     def _one_by_one(self, rows: Sequence[Sequence]) -> tuple[list[tuple], None]:
         return [self.check_row(r, n) for n, r in enumerate(rows)], None
@@ -304,8 +305,9 @@ class Base(Operator):
     def snapshot(self) -> Batch:
         if self._rows is None:
             chunks = self.chunks
-            if chunks and all(c.cols is not None and len(c.cols) == len(chunks[0].cols)
-                              for c in chunks):
+            first = chunks[0].cols if chunks else None
+            if first is not None and all(c.cols is not None and len(c.cols) == len(first)
+                                         for c in chunks):
                 cols = [np.concatenate(parts) for parts in zip(*(c.cols for c in chunks))]
                 return Batch.columnar(cols, np.concatenate([c.sign_array for c in chunks]))
             rows: list[tuple] = []

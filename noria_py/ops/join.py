@@ -57,15 +57,17 @@ class Join(Operator):
             if got is not None:
                 return self._columns(port, batch, got, flips)
             keys = keys.tolist()
-        if flips is not None:
-            flips = tuple(f.tolist() if isinstance(f, np.ndarray) else f for f in flips)
+        if flips is not None and isinstance(flips[0], np.ndarray):   # (then both are)
+            gone, came = flips
+            flips = gone.tolist(), came.tolist()
         return self._rows(port, batch, keys, flips)
 
     def _columns(self, port: int, batch: Batch, got: tuple[np.ndarray, list[np.ndarray]],
                  flips: Flips | None) -> Batch:
         """A columnar batch joined with the other side's rows (``gather``), as columns."""
         hit, matches = got
-        cols, signs = list(batch.cols), batch.sign_array
+        cols: list[np.ndarray] = list(batch.cols)  # type: ignore[arg-type]  # columnar
+        signs: np.ndarray = batch.sign_array  # type: ignore[assignment]  # columnar
         if hit.all():                       # (the common case: every key has a match)
             mine, matched = cols, signs
         else:
@@ -78,12 +80,14 @@ class Join(Operator):
                     pieces.append(([c[miss] for c in cols] + self._pads(int(miss.sum())),
                                    signs[miss]))
             else:                           # right side filled: padding goes; emptied: back
-                gone, came = flips
+                gone, came = flips  # type: ignore[misc]  # tracked: not None
                 left = self.sides[LEFT]
                 for ks, sign in ((came, -1), (gone, 1)):
                     if not len(ks):
                         continue
-                    has, lefts = left.gather(np.asarray(ks, dtype=np.int64))
+                    # the left side is dense (its gather answered in process): not None
+                    has, lefts = left.gather(  # type: ignore[misc]
+                        np.asarray(ks, dtype=np.int64))
                     n = int(has.sum())
                     if n:
                         piece = (lefts + self._pads(n), np.full(n, sign, dtype=np.int64))
@@ -113,7 +117,7 @@ class Join(Operator):
                         add_row(l + bucket)
                         add_sign(s)
                     else:
-                        for r, c in bucket.items():
+                        for r, c in bucket.items():  # type: ignore[union-attr]  # a dict
                             if c > 0:
                                 matched = True
                                 add_row(l + r)
@@ -136,7 +140,7 @@ class Join(Operator):
                     add_row(bucket + r)
                     add_sign(s)
                 else:
-                    for l, c in bucket.items():
+                    for l, c in bucket.items():  # type: ignore[union-attr]  # a dict
                         add_row(l + r)
                         add_sign(s * c)
         for k in gone:                      # padding back: last

@@ -18,13 +18,14 @@ class Sharder(Operator):
         self.key = key
         self.shards = shards
 
-    def process(self, port: int, batch: Batch) -> list[Batch]:
+    # a splitting operator: one batch per child (``Operator.splits``)
+    def process(self, port: int, batch: Batch) -> list[Batch]:  # type: ignore[override]
         n = self.shards
         cols = batch.cols
         if cols is not None and len(self.key) == 1 and cols[self.key[0]].dtype == np.int64:
             # an int's hash is itself (hashing.value_hash): numpy's % is Python's
             where = cols[self.key[0]] % n
-            signs = batch.sign_array
+            signs: np.ndarray = batch.sign_array  # type: ignore[assignment]  # columnar: set
             out = []
             for i in range(n):
                 m = where == i

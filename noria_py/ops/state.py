@@ -23,7 +23,7 @@ the operators.
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -139,8 +139,9 @@ def as_int(key) -> int | None:
 
 
 #: (keys whose rows went and none came, keys that held none and got some): what a
-#: left join's padding follows (``KeyedState.apply(..., track=True)``)
-Flips = tuple[Sequence, Sequence]
+#: left join's padding follows (``KeyedState.apply(..., track=True)``): int64 arrays
+#: from the dense form, else lists
+Flips = tuple[np.ndarray, np.ndarray] | tuple[list, list]
 
 
 class KeyedState:
@@ -199,8 +200,10 @@ class KeyedState:
         the batch leaves them; otherwise None."""
         held = self.dense
         if held is not None:
-            if isinstance(keys, np.ndarray):
-                flips = held.apply(keys, list(batch.cols), batch_signs(batch))
+            flips: Flips | None
+            if isinstance(keys, np.ndarray):     # (prepare made the batch columnar)
+                flips = held.apply(keys, list(batch.cols),  # type: ignore[arg-type]
+                                   batch_signs(batch))
             else:
                 flips = held.apply_rows(keys, batch.rows, batch.signs)
             if flips is not None:
@@ -287,14 +290,14 @@ class KeyedState:
         return Batch(rows, signs)
 
 
-def net_by_key(keys: np.ndarray, signs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def net_by_key(keys: np.ndarray, signs: np.ndarray | list) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys of a batch, sorted, and the sum of the signs of each."""
     uniq, inv = np.unique(keys, return_inverse=True)
     return uniq, np.bincount(inv, weights=signs, minlength=len(uniq)).astype(np.int64)
 
 
-#: keys touched, their counts before and after (parallel; arrays or lists)
-Changes = tuple[Sequence, Sequence, Sequence]
+#: keys touched, their counts before and after (parallel; int64 arrays or lists)
+Changes = tuple[np.ndarray, np.ndarray, np.ndarray] | tuple[list, list, list]
 
 
 class KeyedCounts:
@@ -344,10 +347,10 @@ class KeyedCounts:
             self.to_general()
         return self._add_general(keys, signs)
 
-    def _add_rows_dense(self, keys: list[int], signs: list[int]) -> Changes:
+    def _add_rows_dense(self, keys: list[int], signs: np.ndarray | list) -> Changes:
         """``add`` of a few keys known to be in the array: plain Python, since numpy's
         cost per call would dominate."""
-        counts = self.dense
+        counts: np.ndarray = self.dense  # type: ignore[assignment]  # add(): not None
         before: dict[int, int] = {}
         for k, s in zip(keys, signs):
             old = int(counts[k])
@@ -374,12 +377,13 @@ class KeyedCounts:
 
     def _fits(self, keys: np.ndarray) -> bool:
         """Whether the array can take these keys (growing it if need be)."""
-        size = grown_size(keys, len(self.dense))
+        dense: np.ndarray = self.dense  # type: ignore[assignment]  # add(): not None
+        size = grown_size(keys, len(dense))
         if size is None:
             return False
-        if size > len(self.dense):
+        if size > len(dense):
             grown = np.zeros(size, dtype=np.int64)
-            grown[:len(self.dense)] = self.dense
+            grown[:len(dense)] = dense
             self.dense = grown
         return True
 

@@ -9,7 +9,7 @@ view's reader is its own.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, cast
 
 from sql_frontend import plan as lp
 from sql_frontend.expr import Col
@@ -200,7 +200,9 @@ class Planner:
         width = len(rel.columns)
         if self.shards > 1 and rel.group_by:
             s = self.exchanges.partition(s, rel.group_by, subset_ok=True)
-            out_partition = tuple(rel.group_by.index(c) for c in s.partition)
+            # (partitioned on key columns: a tuple)
+            out_partition = tuple(rel.group_by.index(c)
+                                  for c in cast("tuple[int, ...]", s.partition))
             return self._per_shard(make, s, out_partition, width, rel.input)
         s = self.exchanges.gather(s)
         return self._per_shard(make, s, None, width, rel.input)

@@ -10,8 +10,13 @@ or rows in flight would be counted twice.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from ..batch import Batch
 from ..graph import Graph
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ops.sharder import Sharder
 
 
 def initialize(graph: Graph, fresh: set[str]) -> None:
@@ -19,30 +24,33 @@ def initialize(graph: Graph, fresh: set[str]) -> None:
 
     def edge(parent: str, child: str) -> Batch:
         out = output_of(parent)
-        if graph[parent].op.splits:
-            return out[graph[child].shard]
-        return out
+        if graph[parent].op.splits:     # one batch per shard of the child
+            return cast("list[Batch]", out)[cast(int, graph[child].shard)]
+        return cast(Batch, out)
 
     def output_of(nid: str) -> Batch | list[Batch]:
         if nid in outputs:
             return outputs[nid]
         node = graph[nid]
         op = node.op
+        result: Batch | list[Batch]
         if op.stateful and nid not in fresh:
             result = op.snapshot()
         else:
             results = [op.process(port, edge(p, nid)) for port, p in enumerate(node.parents)]
             if op.stateful:
                 result = op.snapshot()
-            elif op.splits:
-                result = [Batch() for _ in range(op.shards)]
+            elif op.splits:                 # (a sharder: ``process`` gives a batch per shard)
+                shards = [Batch() for _ in range(cast("Sharder", op).shards)]
                 for parts in results:
-                    for i, b in enumerate(parts):
-                        result[i].extend(b)
+                    for i, b in enumerate(cast("list[Batch]", parts)):
+                        shards[i].extend(b)
+                result = shards
             else:
-                result = Batch()
+                total = Batch()
                 for b in results:
-                    result.extend(b)
+                    total.extend(b)
+                result = total
         outputs[nid] = result
         return result
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import io
 from contextlib import redirect_stdout
+from typing import cast
 
 import noria_py
+from noria_py.client import Database
 from noria_py.recovery import treeclock as tcr
+from noria_py.runtime.embedded import EmbeddedRuntime
+from noria_py.runtime.messages import Message
 
 
 def run() -> str:
@@ -22,7 +26,7 @@ def run() -> str:
 
 
 def _run() -> None:
-    db = noria_py.connect(shards=2, seed=1)
+    db = cast(Database, noria_py.connect(shards=2, seed=1))     # (no url: embedded)
     db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
     db.execute("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote "
                "WHERE article_id = ? GROUP BY article_id")
@@ -33,7 +37,7 @@ def _run() -> None:
     print("graph:")
     for i, n in g.items():
         print(f"  {i:6} {n['kind']:9} parents={n['parents']}")
-    rt = db.runtime
+    rt = cast(EmbeddedRuntime, db.runtime)
     rt.trace = []
     vote = db.table("vote")
     # deliver everything for the first writes, then leave the last ones in flight
@@ -56,6 +60,7 @@ def _run() -> None:
     t_min = min(seen.values())
     print(f"1. children's (C, sharder) entries: {seen}; t_min = {t_min}")
     tc = rt.tc
+    assert tc is not None                       # (connect's default: clocks)
     t_star = tc.t_star(db.graph_[sharder].num,
                        {db.graph_[a].num: rt.domains[a].log_rows() for a in aggs}, t_min)
     slot = tc.layout(db.graph_[sharder].num).slot[db.graph_[base].num]
@@ -71,22 +76,24 @@ def _run() -> None:
     print("\nafter db.wait():")
     for k in (1, 2, 3):
         print(f"  counts.lookup({k}) = {db.view('counts').lookup(k)}")
-    once = {}
+    once: dict[tuple[str, str, int], int] = {}
     for src, dst, t in rt.trace:
         once[(src, dst, t)] = once.get((src, dst, t), 0) + 1
     print(f"  deliveries to the aggregates counted twice: "
           f"{sum(1 for (s, d, t), c in once.items() if d in aggs and c > 1)}")
 
 
-def _pending(rt) -> list:
+def _pending(rt: EmbeddedRuntime) -> list[Message]:
     return [m for q in rt.edges.values() for m in q]
 
 
-def _diffs(db, child: str, parent: str, grand: str) -> dict:
-    tc = db.runtime.tc
+def _diffs(db: Database, child: str, parent: str, grand: str) -> dict[int, int]:
+    rt = cast(EmbeddedRuntime, db.runtime)
+    tc = rt.tc
+    assert tc is not None
     c, p, a = (db.graph_[x].num for x in (child, parent, grand))
     lay = tc.layout(c)
-    rows = db.runtime.domains[child].diffs.rows
+    rows = rt.domains[child].diffs.rows
     pos = lay.position((c, p, a))
     return {int(r[lay.slot[p]]): int(r[pos]) for r in rows if r[lay.slot[p]] > 0}
 

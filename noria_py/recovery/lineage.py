@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from ..graph import Graph
-from ..planner import initialize
+from ..planner.initialize import initialize
 from ..runtime import Runtime
 from .base import prepare_rebuild
 from .report import RecoveryReport

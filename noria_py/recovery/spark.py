@@ -35,6 +35,7 @@ in another order (the engine's own result depends on arrival order too).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any, Hashable, cast
 
 from sql_frontend import plan as lp
 
@@ -45,11 +46,27 @@ from ..spark.arrow import arrow_to_rows, expand, rows_to_arrow
 from .base import prepare_rebuild
 from .report import RecoveryReport
 
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
 
-def recover(db, node_id: str, spark=None) -> RecoveryReport:
+    from ..client import Database
+    from ..graph import Graph
+    from ..ops.base import Base
+    from ..runtime import Runtime
+
+#: a relation's rows (``inputs[rel]``), and the cache of them split by shard
+#: (``inputs[("__sharded", rel, key)]``: a list of rows per shard)
+Inputs = dict[Hashable, list[Any]]
+Partition = tuple[int, ...] | str | None     # a stream's (``planner.sharding.Stream``)
+
+
+def recover(db: Database, node_id: str, spark: SparkSession | None = None) -> RecoveryReport:
     """Purge ``node_id`` and its descendants, rebuild their state with Spark."""
     start = time.perf_counter()
-    graph, runtime, planner = db.graph_, db.runtime, db.planner
+    graph: Graph = db.graph_
+    runtime: Runtime = db.runtime
+    planner = db.planner
     resent, purged = prepare_rebuild(graph, runtime, (node_id,))
     if purged is None:
         return RecoveryReport(node=node_id, strategy="spark", replayed_messages=resent,
@@ -72,7 +89,7 @@ def recover(db, node_id: str, spark=None) -> RecoveryReport:
     shards = planner.shards
     for nid in stateful:
         node = graph[nid]
-        for port, (rel, key) in enumerate(node.inputs):
+        for port, (rel, key) in enumerate(node.inputs or ()):     # (recorded: checked above)
             rows = inputs[rel]
             if node.shard is not None:
                 rows = _by_shard(inputs, rel, key, shards)[node.shard]
@@ -84,7 +101,8 @@ def recover(db, node_id: str, spark=None) -> RecoveryReport:
                           purged=purged, rows=rows_in)
 
 
-def _by_shard(inputs: dict, rel, key, shards: int) -> list[list[tuple]]:
+def _by_shard(inputs: Inputs, rel: lp.Rel, key: Partition,
+              shards: int) -> list[list[tuple[Any, ...]]]:
     cache_key = ("__sharded", rel, key)
     parts = inputs.get(cache_key)
     if parts is None:
@@ -103,19 +121,22 @@ def _by_shard(inputs: dict, rel, key, shards: int) -> list[list[tuple]]:
     return parts
 
 
-def _compute_inputs(spark, db, purged: set[str], stateful: list[str]) -> dict:
+def _compute_inputs(spark: SparkSession, db: Database, purged: set[str],
+                    stateful: list[str]) -> Inputs:
     """Each distinct input relation of the purged stateful nodes, computed in Spark."""
     from ..spark.translate import Translator
 
-    graph, planner = db.graph_, db.planner
+    graph: Graph = db.graph_
+    planner = db.planner
     tables = {t.schema.name.lower(): t for t in db._tables.values()}
 
-    def leaf(rel):
+    def leaf(relation: object) -> pa.Table | None:
+        rel = cast("lp.Rel", relation)          # (what the Translator hands: a relation)
         if isinstance(rel, lp.Scan):
             entry = tables.get(rel.table.lower())
             if entry is None:
                 raise RecoveryError(f"table {rel.table!r} is gone")
-            base = graph[entry.node].op
+            base = cast("Base", graph[entry.node].op)     # a table's node
             rows = base.all_rows()
             return rows_to_arrow(rows, [c.name for c in rel.columns], [c.type for c in rel.columns])
         stream = planner.memo.get(rel)
@@ -127,18 +148,19 @@ def _compute_inputs(spark, db, purged: set[str], stateful: list[str]) -> dict:
                        for n in nodes)):
             return None
         # intact materialized state: its output is this relation's rows
-        rows: list[tuple] = []
+        held: list[tuple[Any, ...]] = []
         for n in nodes:
             snap = n.op.snapshot()
-            rows.extend(expand(zip(snap.rows, snap.signs)))
-        return rows_to_arrow(rows, [c.name for c in rel.columns], [c.type for c in rel.columns])
+            held.extend(expand(zip(snap.rows, snap.signs)))
+        return rows_to_arrow(held, [c.name for c in rel.columns], [c.type for c in rel.columns])
 
     tr = Translator(spark, leaf)
-    wanted = list(dict.fromkeys(rel for nid in stateful for rel, _ in graph[nid].inputs))
-    out: dict = {}
+    wanted = list(dict.fromkeys(rel for nid in stateful
+                                for rel, _ in graph[nid].inputs or ()))  # (recorded: checked)
+    out: Inputs = {}
     for rel in wanted:
         try:
-            frame = tr.df(rel)
+            frame = tr.df(rel)  # type: ignore[no-untyped-call]  # spark.translate: untyped
             out[rel] = arrow_to_rows(frame.toArrow()) if rel.columns else [()] * frame.count()
         except RecoveryError:
             raise

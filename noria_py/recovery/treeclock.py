@@ -21,6 +21,9 @@ the children's logs record every B-time and the pins leave no gaps.
 from __future__ import annotations
 
 import time as _time
+from typing import cast
+
+import numpy as np
 
 from ..batch import Batch
 from ..errors import RecoveryError
@@ -66,19 +69,22 @@ class _Witness:
 
     def __init__(self, graph: Graph, rt: Runtime, via: list[str], b: str) -> None:
         tc = rt.tc
+        assert tc is not None, "recover() checked the runtime has clocks"
         self.owner = via[0]
         self.prefix = tuple(graph[x].num for x in via) + (graph[b].num,)
         info = rt.info(self.owner)
         self.layout = tc.layout(graph[self.owner].num)
         self.last_seen = info.last_seen
-        self.rows = info.log_rows
-        self.diffs = info.diff_rows
+        rows, diffs = info.log_rows, info.diff_rows
+        assert rows is not None and diffs is not None, f"{self.owner} has no clock"  # alive
+        self.rows: np.ndarray = rows
+        self.diffs: np.ndarray = diffs
         self.col = self.layout.index.get(self.prefix)
         if self.col is None:
             raise RecoveryError(f"the clocks of {self.owner} are too shallow to recover {b} "
                                 f"through {via[1:]}: use strategy='lineage'")
 
-    def times(self, rows):
+    def times(self, rows: np.ndarray) -> np.ndarray:
         return rows[:, self.col]
 
     def entry(self, path_from_b: tuple[int, ...]) -> int | None:
@@ -89,6 +95,7 @@ def _witnesses(graph: Graph, rt: Runtime, b: str) -> tuple[list[_Witness], dict[
     """The witnesses of B, and per child the last B-time it is known to have taken (for a
     failed child: the resume point its own recovery will ask B for)."""
     tc = rt.tc
+    assert tc is not None, "recover() checked the runtime has clocks"
     witnesses: list[_Witness] = []
     seen: dict[str, int] = {}
     for c in graph[b].children:
@@ -114,6 +121,7 @@ def _witnesses(graph: Graph, rt: Runtime, b: str) -> tuple[list[_Witness], dict[
 
 def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int]:
     tc = rt.tc
+    assert tc is not None, "recover() checked the runtime has clocks"
     node = graph[node_id]
     parents = list(node.parents)
     down = [a for a in parents if not rt.alive(a)]
@@ -127,13 +135,13 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
         t_min = min(seen.values())
         t_star = tc.zero(node.num)
         for w in witnesses:          # T*: merge what every witness logged up to t_min
-            rows = w.rows[(w.times(w.rows) <= t_min)]
-            if not len(rows):
+            logged = w.rows[(w.times(w.rows) <= t_min)]
+            if not len(logged):
                 continue
             for i, path in enumerate(layout.paths[1:], 1):
                 pos = w.entry(path)
                 if pos is not None:
-                    t_star[i] = max(t_star[i], int(rows[:, pos].max()))
+                    t_star[i] = max(t_star[i], int(logged[:, pos].max()))
         t_star[0] = t_min
         resume = {a: int(t_star[layout.slot[graph[a].num]]) for a in parents}
         pins = _pins(graph, witnesses, node_id, t_min)
@@ -177,10 +185,11 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
                 raise RecoveryError(f"replay of {node_id} found no message of {a} at its time "
                                     f"{want} for time {t}; the logs disagree")
         else:
-            a = next((p for p in parents if heads[p] < len(buffers[p])
-                      and (p, buffers[p][heads[p]].time) not in pinned), None)
-            if a is None:
+            unpinned = next((p for p in parents if heads[p] < len(buffers[p])
+                             and (p, buffers[p][heads[p]].time) not in pinned), None)
+            if unpinned is None:
                 raise RecoveryError(f"replay of {node_id}: no unpinned message for time {t}")
+            a = unpinned
         order.append(buffers[a][heads[a]])
         heads[a] += 1
     rt.replay(node_id, order, seen)
@@ -221,12 +230,15 @@ def output_through(graph: Graph, rt: Runtime, node_id: str, child: str,
     op = node.op
     snapshot, later, time, last_seen = rt.output_info(node_id, child, upto)
     if op.stateful:
+        assert snapshot is not None, "a runtime gives a stateful node's snapshot"
         full = snapshot
     else:
         full = Batch()
         for port, p in enumerate(node.parents):
             out = op.process(port, output_through(graph, rt, p, node_id, last_seen.get(p, 0)))
-            full.extend(out[graph[child].shard] if op.splits else out)
+            if op.splits:           # (a sharder: ``process`` gives one batch per shard)
+                out = cast("list[Batch]", out)[cast(int, graph[child].shard)]
+            full.extend(out)
     if len(later) != time - upto:
         raise RecoveryError(
             f"node {node_id} no longer holds the messages it sent {child} after its time "
