@@ -93,7 +93,9 @@ def _diffs(db: Database, child: str, parent: str, grand: str) -> dict[int, int]:
     assert tc is not None
     c, p, a = (db.graph_[x].num for x in (child, parent, grand))
     lay = tc.layout(c)
-    rows = rt.domains[child].diffs.rows
+    diffs = rt.domains[child].diffs
+    assert diffs is not None                # (clocks are on in the example)
+    rows = diffs.rows
     pos = lay.position((c, p, a))
     return {int(r[lay.slot[p]]): int(r[pos]) for r in rows if r[lay.slot[p]] > 0}
 
