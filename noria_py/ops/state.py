@@ -152,7 +152,13 @@ class KeyedState:
     than the update (a join probes the other side with them): ``prepare`` gives the
     keys and the batch as the state takes it, ``apply`` applies them. Reads return
     buckets (``bucket_add``: a bare row tuple for one copy of one row, else a
-    {row: count} dict), which ``items``, ``count`` and ``expand`` read."""
+    {row: count} dict), which ``items``, ``count`` and ``expand`` read.
+
+    ``get`` is bound to the current form's own lookup when the form is chosen (the
+    dict's ``get`` itself in the general form), so a read, the reader's whole job,
+    costs no Python call of this class."""
+
+    get: Callable[[object], tuple | dict | None]
 
     def __init__(self, width: int, key: tuple[int, ...]) -> None:
         self.width = width
@@ -166,6 +172,7 @@ class KeyedState:
         self.dense: DenseRows | None = (DenseRows(self.width, self.key[0])
                                         if len(self.key) == 1 else None)
         self._index: dict = {}          # the general form: key -> bucket
+        self.get = self._index.get if self.dense is None else self._get_dense
 
     @property
     def form(self) -> str:
@@ -233,6 +240,7 @@ class KeyedState:
             return
         self.dense = None
         self._index.update(held.items())
+        self.get = self._index.get
 
     def restore(self, snapshot: Batch) -> None:
         """The state ``snapshot()`` was taken of."""
@@ -242,17 +250,15 @@ class KeyedState:
 
     # ------------------------------------------------------------ reads
 
-    def get(self, key) -> tuple | dict | None:
-        """The bucket of rows held under ``key``, or None. A key equal to an int (a
-        float, a bool) finds that int's rows, as it would in a dict."""
-        held = self.dense
-        if held is None:
-            return self._index.get(key)
+    def _get_dense(self, key: object) -> tuple | None:
+        """``get`` in the dense form: the bucket of rows held under ``key`` (a bare
+        row, there), or None. A key equal to an int (a float, a bool) finds that
+        int's row, as it would in a dict."""
         if type(key) is not int:
             key = as_int(key)
             if key is None:
                 return None
-        return held.row(key)
+        return self.dense.row(key)  # type: ignore[union-attr]  # bound only while dense
 
     def gather(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]] | None:
         """For int64 ``keys``: which hold a row, and those rows' columns; None in the
