@@ -32,7 +32,7 @@ from .hashing import shard_of
 from .ops import Base, Reader
 from .ordering import order_key
 from .planner import Planner, initialize
-from .recovery import RecoveryReport
+from .recovery import RecoveryReport, lineage, spark, treeclock
 from .remote import connect_url
 from .result import Result
 from .runtime.embedded import EmbeddedRuntime
@@ -458,13 +458,10 @@ class Database:
         if self.runtime.automatic_recovery:
             return self._awaited_recovery(node_id)
         if strategy == "lineage":
-            from .recovery import lineage
             report = lineage.recover(self.graph_, self.runtime, node_id)
         elif strategy == "treeclock":
-            from .recovery import treeclock
             report = treeclock.recover(self.graph_, self.runtime, node_id)
         elif strategy == "spark":
-            from .recovery import spark
             report = spark.recover(self, node_id)
         else:
             raise RecoveryError(f"unknown recovery strategy {strategy!r}; "

@@ -21,7 +21,7 @@ int) to the tuple of its parents, and raise :class:`TreeClockError` (a
 ``ValueError``) on bad input. See ``docs/treeclock.md``.
 """
 
-from .clocks import DiffLog, TreeClocks, receive_path
+from .clocks import DiffLog, PathEdge, TreeClocks, receive_path
 from .codec import clock_nbytes, diff_nbytes
 from .errors import TreeClockError
 from .layout import Layout
@@ -31,6 +31,7 @@ __all__ = [
     "TreeClocks",
     "ReferenceTreeClocks",
     "DiffLog",
+    "PathEdge",
     "receive_path",
     "Layout",
     "TreeClockError",

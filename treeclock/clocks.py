@@ -34,13 +34,15 @@ if TYPE_CHECKING:
     _Edge: TypeAlias = tuple[int, np.ndarray, tuple[int] | None, tuple[int]]
     #: :meth:`TreeClocks.edge`: ``(start, gather)``.
     _FastEdge: TypeAlias = tuple[int, np.ndarray]
-    #: :meth:`TreeClocks.path_edge`: ``(leaves, depth + 1)`` for an edge from a parent,
-    #: ``(None, depth zeros)`` for an input from outside.
-    _PathEdge: TypeAlias = tuple[dict[int, int], int] | tuple[None, tuple[int, ...]]
     #: A diff log as :meth:`TreeClocks.apply_up_to` and :meth:`TreeClocks.t_star` take it.
     _Diffs: TypeAlias = "DiffLog | np.ndarray | Iterable[np.ndarray]"
 
-__all__ = ["TreeClocks", "DiffLog", "receive_path"]
+__all__ = ["TreeClocks", "DiffLog", "PathEdge", "receive_path"]
+
+#: :meth:`TreeClocks.path_edge`: ``(leaves, depth + 1)`` for an edge from a parent,
+#: ``(None, depth zeros)`` for an input from outside; what a receiver keeps per parent
+#: to build its diffs as paths (``receive_path``).
+PathEdge: TypeAlias = tuple[dict[int, int], int] | tuple[None, tuple[int, ...]]
 
 _I64 = np.dtype(np.int64)
 _ndarray = np.ndarray
@@ -90,7 +92,7 @@ def _apply_paths_first(clock: np.ndarray, rows: np.ndarray, n: int, paths: np.nd
 _apply_paths = _apply_paths_first
 
 
-def receive_path(edge: _PathEdge, parent_path: tuple[int, ...] | None, new_time: int) -> tuple[int, ...]:
+def receive_path(edge: PathEdge, parent_path: tuple[int, ...] | None, new_time: int) -> tuple[int, ...]:
     """A receipt's diff as its path, from the diff the message carried (also a path).
 
     A diff is non-zero only along one path from the root (the receiver's own time,
@@ -459,7 +461,7 @@ class TreeClocks:
         log._n = n + 1
         return rows[n]  # type: ignore[no-any-return]  # numpy types an int index as Any
 
-    def path_edge(self, receiver: int, parent: int | None) -> _PathEdge:
+    def path_edge(self, receiver: int, parent: int | None) -> PathEdge:
         """The edge ``parent -> receiver`` for :func:`receive_path`: where each of the
         parent's entries lands in the receiver's clock, one level deeper and cut to
         the depth (``parent=None``: an input from outside). Checked once, here."""

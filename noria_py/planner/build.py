@@ -25,8 +25,10 @@ from ..ops import (
     Operator,
     Project,
     Reader,
+    SetOp,
     TopK,
     Union,
+    Values,
 )
 from ..ops.project import keeps_columns
 from .sharding import ANY, Exchanges, Stream, identity
@@ -241,12 +243,10 @@ class Planner:
     # ------------------------------------------------------------ added for SQL coverage
 
     def _values(self, rel: lp.Values) -> Stream:
-        from ..ops.values import Values
         ids = self.new_node(Values(rel.rows), [[]], sharded=False, inputs=())
         return Stream((ids[0],), None, len(rel.columns))
 
     def _setop(self, rel: lp.SetOp) -> Stream:
-        from ..ops.setop import SetOp
         left, right = self.build(rel.left), self.build(rel.right)
         width = len(rel.columns)
         make = lambda: SetOp(rel.kind)  # noqa: E731

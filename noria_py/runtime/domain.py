@@ -35,7 +35,7 @@ from .messages import Message
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
 
-    from treeclock.clocks import _PathEdge
+    from treeclock import PathEdge
 
     #: per child: its id, its shard, this node's payload log to it (see ``_out_edges``)
     OutEdge: TypeAlias = tuple[str, int | None, deque[Message] | None]
@@ -77,7 +77,7 @@ class Domain:
     # ------------------------------------------------------------ tree-clock state
 
     def reset_clock_state(self) -> None:
-        self.edges: dict[str | None, _PathEdge] = {}  # parent -> tc.path_edge(...), filled lazily
+        self.edges: dict[str | None, PathEdge] = {}  # parent -> tc.path_edge(...), filled lazily
         self._clock: np.ndarray | None = None
         self._diffs: DiffLog | None = None
         self.pending: list[int] = []    # diffs not yet applied, as paths one after another

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import sql_frontend
 from sql_frontend import plan as lp
+from sql_frontend import wire as plan_wire
 
 from ...client import Database
 from ...errors import Error
@@ -168,7 +169,6 @@ class Server:
             return self.db.table(name).columns
 
     def m_schema(self, name: str) -> list[Any]:
-        from sql_frontend import wire as plan_wire
         with self.lock:
             t = self.db.table(name)
             return [t.sql, plan_wire.to_data(t.schema)]
