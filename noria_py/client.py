@@ -6,7 +6,7 @@ hands validated writes to the runtime. Reads go straight to reader nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, KeysView, Sequence
+from typing import Any, Iterable, KeysView, Sequence, overload
 
 import sql_frontend
 from sql_frontend import plan as lp
@@ -92,6 +92,7 @@ class Database:
         self._anonymous: dict[lp.Query, str] = {}
         self._catalog = _Catalog(self)
         self._recoveries: list[RecoveryReport] = []
+        self._failed: set[str] = set()      # failed with fail(), not yet named to recover()
         self._closed = False
         self.storage: Storage | None = None
         self.recovery_notes: list[str] = []
@@ -452,20 +453,38 @@ class Database:
         """Crash a node: its state, inbox and logs are gone."""
         self._node(node_id)
         self.runtime.crash(node_id)
+        self._failed.add(node_id)
 
-    def recover(self, node_id: str, strategy: str = "treeclock") -> RecoveryReport:
+    @overload
+    def recover(self, node_id: str, strategy: str = ...) -> RecoveryReport: ...
+    @overload
+    def recover(self, node_id: None = ..., strategy: str = ...) -> list[RecoveryReport]: ...
+
+    def recover(self, node_id: str | None = None,
+                strategy: str = "treeclock") -> RecoveryReport | list[RecoveryReport]:
+        """Bring a failed node back; without one, every failed node, in topological order
+        (a node a neighbour's recovery brings back is a no-op). A recovery that refuses
+        raises RecoveryError and leaves the node failed."""
+        if strategy not in ("treeclock", "lineage", "spark"):
+            raise RecoveryError(f"unknown recovery strategy {strategy!r}; "
+                                "choose 'treeclock', 'lineage' or 'spark'")
+        if node_id is None:
+            down = [n for n in self.graph_.topological() if not self.runtime.alive(n)]
+            self._failed.update(down)
+            return [self.recover(n, strategy) for n in down]
         self._node(node_id)
         if self.runtime.automatic_recovery:
             return self._awaited_recovery(node_id)
+        if node_id in self._failed and self.runtime.alive(node_id):
+            self._failed.discard(node_id)      # a neighbour's recovery brought it back
+            return RecoveryReport(node=node_id, strategy=strategy, seconds=0.0)
         if strategy == "lineage":
             report = lineage.recover(self.graph_, self.runtime, node_id)
         elif strategy == "treeclock":
             report = treeclock.recover(self.graph_, self.runtime, node_id)
         elif strategy == "spark":
             report = spark.recover(self, node_id)
-        else:
-            raise RecoveryError(f"unknown recovery strategy {strategy!r}; "
-                                "choose 'treeclock', 'lineage' or 'spark'")
+        self._failed.discard(node_id)
         self._recoveries.append(report)
         return report
 

@@ -152,14 +152,12 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
         resume = {a: rt.info(a).time for a in parents}
         pins = {}
 
-    # 2. restart B' at t_min with clock T*, state as of t_min
-    rt.restore(node_id, t_min, t_star, resume)
-    rows = 0
-    if node.op.stateful:
-        for port, a in enumerate(parents):
-            batch = output_through(graph, rt, a, node_id, resume[a])
-            rows += len(batch)
-            node.op.process(port, batch)
+    # Everything that can refuse (a neighbour failed too, a log already trimmed, logs
+    # that disagree) is settled before B' is touched: a refusal leaves B failed, never
+    # half restored (alive with part of its state, which no later recovery would fix).
+    # 2. B's state as of t_min: each parent's output up to T*[A_i]
+    inputs = [output_through(graph, rt, a, node_id, resume[a])
+              for a in parents] if node.op.stateful else []
 
     # 3. parents resend what B had not processed by t_min
     buffers: dict[str, list[Message]] = {}
@@ -192,6 +190,13 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
             a = unpinned
         order.append(buffers[a][heads[a]])
         heads[a] += 1
+
+    # restart B' at t_min with clock T* and that state, then replay
+    rt.restore(node_id, t_min, t_star, resume)
+    rows = 0
+    for port, batch in enumerate(inputs):
+        rows += len(batch)
+        node.op.process(port, batch)
     rt.replay(node_id, order, seen)
     return len(order), rows
 
