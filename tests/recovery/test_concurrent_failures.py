@@ -16,8 +16,7 @@ import random
 import pytest
 
 import noria_py
-from tests.differential.oracle import Oracle, normalize
-from tests.differential.test_differential import DDL, SQL_WRITES, _apply_model
+from tests.differential.helpers import DDL, SQL_WRITES, Oracle, apply_model, normalize
 
 VIEWS = {
     "v_union_all": "SELECT a, b FROM t1 WHERE a < 3 UNION ALL SELECT x, y FROM t2",
@@ -59,7 +58,7 @@ def _apply(db, model, op, down=frozenset()) -> None:
     """One write, also applied to the model; skipped when its table's base is down."""
     kind, arg = op
     if (TABLE_OF.get(kind) or SQL_WRITES[arg][1]) not in down:
-        _apply_model(model, op, db)
+        apply_model(model, op, db)
 
 
 def _wrong_views(db, model) -> list[str]:
