@@ -345,11 +345,15 @@ class KeyedCounts:
             self.to_general()
             touched, old_l, new_l = self._add_general(uniq.tolist(), delta.tolist())
             return uniq, np.array(old_l, dtype=np.int64), np.array(new_l, dtype=np.int64)
-        if self.dense is not None and keys:
-            if set(map(type, keys)) == {int} and min(keys) >= 0 and max(keys) < DENSE_LIMIT:
-                if len(keys) < tuning.ARRAY_MIN and max(keys) < len(self.dense):
-                    return self._add_rows_dense(keys, signs)
-                return self.add(np.array(keys, dtype=np.int64), np.array(signs, dtype=np.int64))
+        counts = self.dense
+        if counts is not None and keys:
+            if set(map(type, keys)) == {int}:
+                hi = max(keys)
+                if hi < DENSE_LIMIT and min(keys) >= 0:
+                    if hi < len(counts) and len(keys) < tuning.ARRAY_MIN:
+                        return self._add_rows_dense(keys, signs)
+                    return self.add(np.array(keys, dtype=np.int64),
+                                    np.array(signs, dtype=np.int64))
             self.to_general()
         return self._add_general(keys, signs)
 
@@ -357,14 +361,15 @@ class KeyedCounts:
         """``add`` of a few keys known to be in the array: plain Python, since numpy's
         cost per call would dominate."""
         counts: np.ndarray = self.dense  # type: ignore[assignment]  # add(): not None
+        item = counts.item                  # (a Python int, without a numpy scalar)
         before: dict[int, int] = {}
         for k, s in zip(keys, signs):
-            old = int(counts[k])
+            old = item(k)
             if k not in before:
                 before[k] = old
             counts[k] = old + s
         touched = list(before)
-        return touched, list(before.values()), [int(counts[k]) for k in touched]
+        return touched, list(before.values()), list(map(item, touched))
 
     def _add_general(self, keys: Iterable, signs: Iterable[int]) -> Changes:
         counts = self._counts
