@@ -30,7 +30,7 @@ def _count_batch(keys: np.ndarray, old: np.ndarray, new: np.ndarray) -> Batch:
     out_keys = np.repeat(keys, 2)[keep]
     out_counts = np.stack([old, new], axis=1).ravel()[keep]
     out_signs = np.tile(np.array([-1, 1], dtype=np.int64), len(keys))[keep]
-    return Batch.columnar([out_keys.astype(np.int64), out_counts], out_signs)
+    return Batch.columnar([out_keys, out_counts], out_signs)
 
 
 class Aggregate(Operator):

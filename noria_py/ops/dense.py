@@ -84,17 +84,16 @@ class DenseRows:
         self.key = key
         self.present = np.zeros(0, dtype=bool)
         self.parts = [np.empty(0, dtype=object) for _ in range(parts)]
-        self._getters: dict = {}   # width -> key -> row (``get``); cleared when a part is replaced
         self.kinds: list[type | None] = [None] * parts     # int, float: the part is typed
         self.n = 0
         self._refresh()
 
     def _refresh(self) -> None:
-        """Forget the row getters built over arrays since replaced; ``row`` anew."""
-        self._getters.clear()
-        #: int key -> its whole row, or None (``get`` without a width, one call less:
-        #: the reader's lookup)
-        self.row = self._getter(None)
+        """``row`` anew, over the arrays as they are now (called whenever one is
+        replaced)."""
+        #: int key -> its row, or None (``get`` without the int check: one call less on
+        #: the reader's lookup, through ``KeyedState.get``)
+        self.row = _row_getter(self.present, self.parts, self.key)
 
     def __len__(self) -> int:
         return self.n
@@ -228,17 +227,9 @@ class DenseRows:
         self.parts[i] = part
         self._refresh()
 
-    def get(self, key, width: int | None = None) -> tuple | None:
-        """The row held for ``key`` (its first ``width`` parts, if given), or None."""
-        return self._getter(width)(key) if type(key) is int else None
-
-    def _getter(self, width: int | None):
-        """int key -> its row (first ``width`` parts), or None."""
-        row = self._getters.get(width)
-        if row is None:
-            row = self._getters[width] = _row_getter(
-                self.present, self.parts if width is None else self.parts[:width], self.key)
-        return row
+    def get(self, key: object) -> tuple | None:
+        """The row held for ``key``, or None."""
+        return self.row(key) if type(key) is int else None
 
     def gather(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """Which of ``keys`` (non-negative) hold a row, and their parts."""

@@ -227,4 +227,4 @@ def test_a_key_part_is_read_from_the_key():
                                np.array([0.5, None], dtype=object)], np.array([1, 1]))
     d.parts[1][:] = -1          # what the array holds no longer matters
     assert d.get(4) == ("a", 4, 0.5) and d.get(9) == ("b", 9, None)
-    assert d.get(4, 2) == ("a", 4) and d.get(5) is None and d.get(10 ** 9) is None
+    assert d.get(4)[:2] == ("a", 4) and d.get(5) is None and d.get(10 ** 9) is None
