@@ -75,15 +75,16 @@ class Database:
     """One embedded noria-py engine. Create it with ``noria_py.connect()``."""
 
     def __init__(self, data_dir: str | None = None, shards: int = 1, seed: int | None = None,
-                 clocks: bool = True, runtime=None) -> None:
+                 clocks: bool = True, runtime=None, checkpoints: bool = True) -> None:
         """``runtime`` (with a ``graph`` of its own) replaces the embedded one: the cluster
-        controller runs this class over its ``ClusterRuntime``."""
+        controller runs this class over its ``ClusterRuntime``. ``checkpoints``: stateful
+        nodes checkpoint their state (with clocks; docs/recovery.md)."""
         if shards < 1:
             raise Error(f"shards must be at least 1, got {shards}")
         self.shards = shards
         self.clocks = clocks
         if runtime is None:
-            runtime = EmbeddedRuntime(Graph(), seed, clocks=clocks)
+            runtime = EmbeddedRuntime(Graph(), seed, clocks=clocks, checkpoints=checkpoints)
         self.runtime = runtime
         self.graph_ = runtime.graph
         self.planner = Planner(self.graph_, shards, self.runtime.add)
@@ -640,12 +641,16 @@ class View:
 
 
 def connect(url: str | None = None, *, data_dir: str | None = None, shards: int = 1,
-            seed: int | None = None, clocks: bool = True, token: str | None = None):
+            seed: int | None = None, clocks: bool = True, checkpoints: bool = True,
+            token: str | None = None):
     """Open an engine: embedded in this process (no url), or a client of a cluster
-    (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one)."""
+    (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one).
+    ``checkpoints=False`` turns off the stateful nodes' checkpoints (they are on with
+    clocks: tree-clock recovery of a stateful node starts from its own checkpoint)."""
     if url is not None:
-        if data_dir is not None or shards != 1 or seed is not None or not clocks:
-            raise Error("data_dir, shards, seed and clocks are the server's settings "
-                        "(noria-py serve); connect to a URL with only a token")
+        if data_dir is not None or shards != 1 or seed is not None or not clocks or not checkpoints:
+            raise Error("data_dir, shards, seed, clocks and checkpoints are the server's "
+                        "settings (noria-py serve); connect to a URL with only a token")
         return connect_url(url, token)
-    return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks)
+    return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks,
+                    checkpoints=checkpoints)

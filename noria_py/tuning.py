@@ -40,3 +40,13 @@ COMPACT_AT = 256
 
 #: Seconds between a worker's heartbeats to the controller.
 HEARTBEAT_EVERY = 0.2
+
+# ---------------------------------------------------------------- checkpoints
+
+#: A stateful shard checkpoints once it has taken this many messages or this many rows
+#: since its last checkpoint (checked when it acknowledges, every ``ACK_EVERY``
+#: messages). Recovery replays what came after the checkpoint, so these bound its
+#: cost (a few tens of milliseconds of rows); each checkpoint costs what changed since
+#: the last (docs/recovery.md, docs/benchmarks.md).
+CHECKPOINT_EVERY = 1024
+CHECKPOINT_ROWS = 32768

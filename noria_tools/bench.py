@@ -25,10 +25,10 @@ COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote 
 
 def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, batch: int = 1000,
             seed: int | None = None, gc_tuned: bool = False, before_votes=None,
-            zipf: float | None = None):
+            zipf: float | None = None, checkpoints: bool = True):
     """The demo's database, filled; returns (db, seconds spent propagating the votes).
     ``before_votes()`` is called as the timed part starts."""
-    db = connect(shards=shards, clocks=clocks, seed=seed)
+    db = connect(shards=shards, clocks=clocks, seed=seed, checkpoints=checkpoints)
     workloads.setup(db, articles)
     if gc_tuned:
         tune_gc()
@@ -103,6 +103,23 @@ def _time_operators():
     return restore, spent
 
 
+def _time_checkpoints():
+    """Time every ``Domain.checkpoint``; returns (undo, the seconds of each)."""
+    from noria_py.runtime.domain import Domain
+    took: list[float] = []
+    original = Domain.checkpoint
+
+    def timed(self):
+        t0 = time.perf_counter()
+        original(self)
+        took.append(time.perf_counter() - t0)
+    Domain.checkpoint = timed
+
+    def restore():
+        Domain.checkpoint = original
+    return restore, took
+
+
 def _lookup_samples(view, keys) -> list[float]:
     clock = time.perf_counter_ns
     out = []
@@ -120,6 +137,10 @@ def run_vote(argv: list[str]) -> int:
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--no-clocks", action="store_true")
+    p.add_argument("--no-checkpoints", action="store_true",
+                   help="clocks without the stateful nodes' checkpoints")
+    p.add_argument("--checkpoint-report", action="store_true",
+                   help="time each checkpoint a node takes (the pause it costs the node)")
     p.add_argument("--duckdb-reads", type=int, default=300)
     p.add_argument("--tune-gc", action="store_true", help="call noria_py.tune_gc() first")
     p.add_argument("--per-operator", action="store_true",
@@ -130,6 +151,7 @@ def run_vote(argv: list[str]) -> int:
     a = p.parse_args(argv)
     timed = _time_operators() if a.per_operator else None
     gc_timer = _GcTimer() if a.gc_report else None
+    pauses = _time_checkpoints() if a.checkpoint_report else None
 
     def before_votes():
         if timed is not None:
@@ -137,7 +159,15 @@ def run_vote(argv: list[str]) -> int:
         if gc_timer is not None:
             gc_timer.start()
     db, seconds = vote_db(a.articles, a.votes, a.shards, not a.no_clocks, a.batch,
-                          gc_tuned=a.tune_gc, before_votes=before_votes, zipf=a.zipf)
+                          gc_tuned=a.tune_gc, before_votes=before_votes, zipf=a.zipf,
+                          checkpoints=not a.no_checkpoints)
+    if pauses is not None:
+        restore_ck, took = pauses
+        restore_ck()
+        if took:
+            print(f"  checkpoints: {len(took)}, pause per checkpoint p50 "
+                  f"{np.percentile(took, 50) * 1e3:.2f} ms, p99 {np.percentile(took, 99) * 1e3:.2f} ms, "
+                  f"max {max(took) * 1e3:.2f} ms; {sum(took) / seconds:.1%} of the propagation time")
     if gc_timer is not None:
         gc_timer.stop()
         print(f"  cyclic GC during the votes: {gc_timer.seconds:.2f} s of {seconds:.2f} s; "
@@ -158,6 +188,7 @@ def run_vote(argv: list[str]) -> int:
     many = len(keys) / (time.perf_counter() - t0)
     print(f"vote: {a.articles:,} articles, {a.votes:,} votes{f' (Zipf {a.zipf})' if a.zipf else ''}, batches of {a.batch}, "
           f"shards={a.shards}, clocks={'off' if a.no_clocks else 'on'}, "
+          f"checkpoints={'off' if a.no_clocks or a.no_checkpoints else 'on'}, "
           f"gc={'tuned' if a.tune_gc else 'default'}")
     print(f"  propagation: {a.votes / seconds:,.0f} votes/s ({seconds:.2f} s)")
     print(f"  lookup: p50 {np.percentile(lat, 50):.2f} µs, p99 {np.percentile(lat, 99):.2f} µs")

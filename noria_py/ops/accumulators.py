@@ -23,6 +23,10 @@ class Accumulator:
     def value(self):
         raise NotImplementedError
 
+    def copy(self) -> "Accumulator":
+        """An independent accumulator in the same state (for checkpoints)."""
+        raise NotImplementedError
+
 
 class Count(Accumulator):
     __slots__ = ("n",)
@@ -36,6 +40,11 @@ class Count(Accumulator):
 
     def value(self):
         return self.n
+
+    def copy(self) -> "Count":
+        c = Count()
+        c.n = self.n
+        return c
 
 
 #: floats are summed exactly as integers in units of 2**-1074 (the smallest subnormal),
@@ -77,6 +86,12 @@ class Sum(Accumulator):
         else:
             self.total += v * s
         self.n += s
+
+    def copy(self) -> "Sum":
+        c = type(self)()
+        c.total, c.ftotal, c.floats, c.n = self.total, self.ftotal, self.floats, self.n
+        c.special = None if self.special is None else dict(self.special)
+        return c
 
     def _special(self) -> float | None:
         sp = self.special
@@ -130,6 +145,11 @@ class Min(Accumulator):
     def value(self):
         return self.values[0] if self.values else None
 
+    def copy(self) -> "Min":
+        c = type(self)()
+        c.values = SortedList(self.values)
+        return c
+
 
 class Max(Min):
     __slots__ = ()
@@ -162,6 +182,11 @@ class Distinct(Accumulator):
 
     def value(self):
         return self.inner.value()
+
+    def copy(self) -> "Distinct":
+        c = Distinct(self.inner.copy())
+        c.counts = dict(self.counts)
+        return c
 
 
 _MAKERS = {"count": Count, "count_star": Count, "sum": Sum, "avg": Avg, "min": Min, "max": Max}

@@ -8,8 +8,17 @@ one column, the vote workload's shape, keeps only a count per group
 (``state.KeyedCounts``: an array indexed by key while the keys are small ints, where a
 columnar batch is counted with array operations only), and for COUNT(x) the rows
 whose x is NULL per group, kept apart because that is almost always empty.
+
+A checkpoint holds an entry per group (``checkpoint_form = "keyed"``): (row count,
+accumulators...) copied, or (count, NULL count) for COUNT alone; the groups changed
+since the last export are tracked, while ``tracking`` is on (checkpoints are), as a set
+of keys per batch. COUNT's dense counts are exported whole instead (``DenseCounts``, a
+copy of the array at memory speed), which costs less than finding what moved and
+nothing per batch.
 """
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -18,7 +27,7 @@ from sql_frontend.plan import AggCall
 from ..batch import Batch
 from . import accumulators
 from .operator import Operator
-from .state import KeyedCounts, tuple_key
+from .state import DenseCounts, KeyedCounts, tuple_key
 
 
 def _count_batch(keys: np.ndarray, old: np.ndarray, new: np.ndarray) -> Batch:
@@ -36,6 +45,9 @@ def _count_batch(keys: np.ndarray, old: np.ndarray, new: np.ndarray) -> Batch:
 class Aggregate(Operator):
     kind = "aggregate"
     stateful = True
+    checkpoint_form = "keyed"
+    #: whether to track the groups changed since the last export (set by the domain)
+    tracking = False
 
     def __init__(self, group_by: tuple[int, ...], aggs: tuple[AggCall, ...]) -> None:
         self.group_by = group_by
@@ -56,6 +68,11 @@ class Aggregate(Operator):
         self.nulls: dict = {}
         if not self.group_by:
             self.groups[()] = self._new_group()
+        #: keys changed since the last export (not those in COUNT's dense counts)
+        self._changed: set = set()
+        #: COUNT's dense counts as last exported (shared with the checkpoint store,
+        #: which never changes them), while the last export was of the array
+        self._exported: np.ndarray | None = None
 
     def _new_group(self) -> list:
         return [0] + [accumulators.make(a) for a in self.aggs]
@@ -84,6 +101,8 @@ class Aggregate(Operator):
             g[0] += s
             for i, a in enumerate(args, 1):
                 g[i].update(1 if a is None else r[a], s)
+        if self.tracking:
+            self._changed.update(touched)
         out = Batch()
         for k, old in touched.items():
             g = groups[k]
@@ -119,6 +138,10 @@ class Aggregate(Operator):
                             before[k] = held
                         nulls[k] = held + s
             changes = self.counts.add(keys, batch.signs)
+        if self.tracking:
+            if self.counts.dense is None:
+                t = changes[0]
+                self._changed.update(t.tolist() if isinstance(t, np.ndarray) else t)
         if isinstance(changes[0], np.ndarray):     # (then all three are arrays)
             touched, old, new = changes
             if not nulls:           # (a NULL count is kept, at 0 too, while its group is)
@@ -165,7 +188,65 @@ class Aggregate(Operator):
                 out.add(row)
         return out
 
+    # ------------------------------------------------------------ checkpoints
+
+    def export_state(self, changed_only: bool) -> dict | DenseCounts:
+        if not self.count_only:
+            groups = self.groups
+            touched = self._changed if changed_only else groups
+            self._changed = set()
+            return {k: _copy_group(groups.get(k)) for k in touched}
+        counts, nulls = self.counts, self.nulls
+        dense = counts.dense
+        self._changed, changed = set(), self._changed
+        if dense is not None:    # whole, at memcpy speed: cheaper than finding what moved
+            whole = DenseCounts(dense.copy(), dict(nulls))
+            self._exported = whole.counts
+            return whole
+        keys: Iterable
+        if changed_only and self._exported is None:
+            keys = changed
+        else:                    # everything, and what the array last exported held, gone
+            held = [k for k, _ in counts.items()]
+            keys = held
+            if self._exported is not None:
+                there = set(held)
+                keys = held + [k for k in np.flatnonzero(self._exported).tolist()
+                               if k not in there]
+            self._exported = None
+        out: dict = {}
+        for k in keys:
+            c = counts.get(k)
+            out[k] = (c, nulls.get(k, 0)) if c else None
+        return out
+
+    def load_state(self, entries: dict | DenseCounts) -> None:
+        self.reset()
+        if isinstance(entries, DenseCounts):
+            self.counts.dense = entries.counts.copy()
+            self.nulls = dict(entries.nulls)
+            self._exported = entries.counts
+            return
+        if not self.count_only:
+            groups = self.groups
+            for k, e in entries.items():
+                groups[k] = [e[0]] + [acc.copy() for acc in e[1:]]
+            return
+        keys = list(entries)
+        if keys:
+            self.counts.add(keys, [e[0] for e in entries.values()])
+        self.nulls = {k: e[1] for k, e in entries.items() if e[1]}
+        if self.counts.dense is not None:  # (back in the array: the next export is whole)
+            self._exported = None
+
     def describe(self) -> str:
         calls = ", ".join(f"{a.func}{'(distinct)' if a.distinct else ''}({'' if a.arg is None else a.arg})"
                           for a in self.aggs)
         return f"{self.kind} by {list(self.group_by)}: {calls}"
+
+
+def _copy_group(g: list | None) -> tuple | None:
+    """A group's entry in a checkpoint: (row count, copies of its accumulators)."""
+    if g is None:
+        return None
+    return (g[0],) + tuple(acc.copy() for acc in g[1:])

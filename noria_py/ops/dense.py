@@ -98,6 +98,17 @@ class DenseRows:
     def __len__(self) -> int:
         return self.n
 
+    def copy(self) -> "DenseRows":
+        """An independent copy (the arrays copied at memory speed: a checkpoint)."""
+        c = DenseRows.__new__(DenseRows)
+        c.key = self.key
+        c.present = self.present.copy()
+        c.parts = [p.copy() for p in self.parts]
+        c.kinds = list(self.kinds)
+        c.n = self.n
+        c._refresh()
+        return c
+
     def _fit(self, keys: np.ndarray) -> bool:
         size = grown_size(keys, len(self.present))
         if size is None:

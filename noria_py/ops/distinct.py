@@ -8,6 +8,7 @@ from .operator import Operator
 class Distinct(Operator):
     kind = "distinct"
     stateful = True
+    checkpoint_form = "input"
 
     def __init__(self) -> None:
         self.reset()
@@ -35,6 +36,9 @@ class Distinct(Operator):
             elif c1 <= 0 < c0:
                 out.add(r, -1)
         return out
+
+    def contents(self) -> list[Batch]:
+        return [Batch(list(self.counts), list(self.counts.values()))]
 
     def snapshot(self) -> Batch:
         return Batch([r for r, c in self.counts.items() if c > 0])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import Batch
+from .dense import DenseRows
 from .operator import Operator
 from .state import Flips, KeyedState, items
 
@@ -31,6 +32,7 @@ def _has_null(k) -> bool:
 class Join(Operator):
     kind = "join"
     stateful = True
+    checkpoint_form = "input"
 
     def __init__(self, kind: str, left_keys: tuple[int, ...], right_keys: tuple[int, ...],
                  left_width: int, right_width: int) -> None:
@@ -168,6 +170,16 @@ class Join(Operator):
                 elif outer:
                     out.add(l + self.pad, lc)
         return out
+
+    def contents(self) -> list[Batch]:
+        return [side.snapshot() for side in self.sides]
+
+    def array_state(self) -> dict[int, DenseRows]:
+        return {port: rows for port, side in enumerate(self.sides)
+                if (rows := side.dense_copy()) is not None}
+
+    def load_array_state(self, port: int, rows: DenseRows) -> None:
+        self.sides[port].load_dense(rows)
 
     def describe(self) -> str:
         return f"{self.join_kind} join {list(self.left_keys)}={list(self.right_keys)}"

@@ -5,6 +5,23 @@ stateful operator can also describe its whole current output (``snapshot``), whi
 how new views are initialized from existing state and how lineage recovery refills a
 purged subgraph. A stateless operator has no snapshot of its own: its full output is
 itself applied to its parents' full output (see ``planner.initialize``).
+
+A stateful operator says how a checkpoint holds its state (``checkpoint_form``), so that
+a failed shard can come back from its own checkpoint (runtime/checkpoints.py):
+
+- ``"input"``: its state is exactly the multiset of rows it has taken on each port (a
+  join's two sides, TopK's rows, DISTINCT's and EXCEPT's counts). A checkpoint is that
+  multiset, kept up to date from the batches taken since the last one, so the
+  operator itself does nothing per batch; ``contents`` gives it whole once, and
+  restoring is ``process`` of it, port by port.
+- ``"keyed"``: its state is an entry per key that is not its input (an aggregate's
+  groups). ``export_state`` gives the entries changed since the last export (all of
+  them when asked), ``load_state`` takes them back.
+- None: stateless, or a reader, which is rebuilt from its parent's state instead
+  (``leaf``).
+
+Restoring relies on the rule that makes replay work at all: the state is a function of
+the multiset of rows taken, not of their order.
 """
 from __future__ import annotations
 
@@ -20,6 +37,8 @@ class Operator:
     #: node from its parents' state as it stands, never from what they sent it, so its
     #: parents keep no payload log for it (docs/recovery.md)
     leaf: bool = False
+    #: how a checkpoint holds this operator's state ("input", "keyed" or None, above)
+    checkpoint_form: str | None = None
 
     def process(self, port: int, batch: Batch) -> Batch:
         raise NotImplementedError
@@ -27,6 +46,32 @@ class Operator:
     def snapshot(self) -> Batch:
         """Every row this operator currently outputs, as insertions (stateful only)."""
         raise NotImplementedError(f"{self.kind} keeps no state to snapshot")
+
+    def contents(self) -> list[Batch]:
+        """``checkpoint_form == "input"``: per port, every row taken, with its count as
+        its sign (``process`` of each, port by port, gives this state back)."""
+        raise NotImplementedError(f"{self.kind} is not checkpointed by its input")
+
+    def array_state(self) -> dict:
+        """``checkpoint_form == "input"``: port -> a copy of that port's state where it
+        is held in arrays (``dense.DenseRows``), checkpointed whole at memory speed
+        instead of from its batches; ``load_array_state`` takes it back."""
+        return {}
+
+    def load_array_state(self, port: int, rows) -> None:
+        raise NotImplementedError(f"{self.kind} keeps no state in arrays")
+
+    def export_state(self, changed_only: bool):
+        """``checkpoint_form == "keyed"``: key -> entry for the keys changed since the
+        last export (None for a key gone), or for every key; the entries are copies
+        that later batches leave alone."""
+        raise NotImplementedError(f"{self.kind} is not checkpointed by key")
+
+    def load_state(self, entries) -> None:
+        """``checkpoint_form == "keyed"``: the state ``entries`` (key -> entry, as
+        ``export_state`` gives them) describe, on an empty operator; the next
+        ``export_state(changed_only=True)`` is relative to it."""
+        raise NotImplementedError(f"{self.kind} is not checkpointed by key")
 
     def reset(self) -> None:
         """Forget all state, as after a crash."""

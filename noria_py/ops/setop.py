@@ -17,6 +17,7 @@ LEFT, RIGHT = 0, 1
 class SetOp(Operator):
     kind = "setop"
     stateful = True
+    checkpoint_form = "input"
 
     def __init__(self, op: str) -> None:
         if op not in ("except", "intersect"):
@@ -58,6 +59,11 @@ class SetOp(Operator):
 
     def snapshot(self) -> Batch:
         return Batch([r for r, c in self.counts.items() if self._member(c)])
+
+    def contents(self) -> list[Batch]:
+        return [Batch([r for r, c in self.counts.items() if c[side]],
+                      [c[side] for c in self.counts.values() if c[side]])
+                for side in (LEFT, RIGHT)]
 
     def describe(self) -> str:
         return self.op

@@ -23,7 +23,7 @@ the operators.
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -242,6 +242,17 @@ class KeyedState:
         self._index.update(held.items())
         self.get = self._index.get
 
+    def dense_copy(self) -> DenseRows | None:
+        """A copy of the dense form's arrays (None in the general form): a checkpoint
+        of this state at memory speed."""
+        return None if self.dense is None else self.dense.copy()
+
+    def load_dense(self, rows: DenseRows) -> None:
+        """The state ``rows`` (from ``dense_copy``) holds, in the dense form."""
+        self.reset()
+        self.dense = rows
+        self.get = self._get_dense
+
     def restore(self, snapshot: Batch) -> None:
         """The state ``snapshot()`` was taken of."""
         self.reset()
@@ -300,6 +311,13 @@ def net_by_key(keys: np.ndarray, signs: np.ndarray | list) -> tuple[np.ndarray, 
     """The distinct keys of a batch, sorted, and the sum of the signs of each."""
     uniq, inv = np.unique(keys, return_inverse=True)
     return uniq, np.bincount(inv, weights=signs, minlength=len(uniq)).astype(np.int64)
+
+
+class DenseCounts(NamedTuple):
+    """COUNT's state in a checkpoint while its counts are an array: a copy of the array,
+    and the NULL counts kept apart (``Aggregate.export_state``)."""
+    counts: np.ndarray
+    nulls: dict
 
 
 #: keys touched, their counts before and after (parallel; int64 arrays or lists)

@@ -21,6 +21,7 @@ from .state import tuple_key
 class TopK(Operator):
     kind = "topk"
     stateful = True
+    checkpoint_form = "input"
 
     def __init__(self, order: tuple[OrderKey, ...], limit: int | None, offset: int,
                  partition: tuple[int, ...]) -> None:
@@ -80,6 +81,9 @@ class TopK(Operator):
             for r in self._window(rows):
                 out.add(r)
         return out
+
+    def contents(self) -> list[Batch]:
+        return [Batch.inserts([r for rows in self.parts.values() for r in rows])]
 
     def describe(self) -> str:
         return f"topk {self.limit} offset {self.offset} per {list(self.partition)}"

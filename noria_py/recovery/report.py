@@ -13,3 +13,6 @@ class RecoveryReport:
     purged: list[str] = field(default_factory=list)
     rows: int = 0            # rows recomputed or replayed
     automatic: bool = False
+    #: the time of the checkpoint a stateful node came back from (None: stateless, or
+    #: rebuilt from its parents' state)
+    checkpoint: int | None = None

@@ -6,9 +6,12 @@ an example):
 1. Each child's last B-time t_j (the (C_j, B) entry of its clock) gives
    t_min = min t_j, and T* merges every diff in the children's logs up to t_min: its
    (B, A_i) entries are the A_i-times of the last A_i messages B had processed by then.
-2. B' restarts at time t_min with clock T*. A stateful B' first rebuilds its state as
-   of t_min from its parents' output up to T*[A_i] (their state, minus what their
-   payload logs show they sent since): nothing else is recomputed or purged.
+2. B' restarts at time t_min with clock T*. A stateful B' first restores its state as
+   of t_min: from its newest checkpoint at or below t_min (``runtime/checkpoints.py``)
+   plus what its parents' payload logs hold after the checkpoint's parent-times, up to
+   T*[A_i]; without a usable checkpoint, from its parents' output up to T*[A_i] (their
+   state, minus what their payload logs show they sent since). Nothing else is
+   recomputed or purged.
 3. Each parent resends, from its payload log, what it sent B after T*[A_i].
 4. Execution replay: the children's diffs after t_min say which (parent, time) B
    processed at each of its times; B' processes the resent messages in that order, so
@@ -29,6 +32,7 @@ from ..batch import Batch
 from ..errors import RecoveryError
 from ..graph import Graph
 from ..runtime import Runtime
+from ..runtime.checkpoints import Checkpoint
 from ..runtime.messages import Message
 from .base import recover_base
 from .report import RecoveryReport
@@ -54,12 +58,12 @@ def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
             if graph[p].kind == "base":
                 replayed += recover_base(graph, rt, p)
             else:
-                r, n = _recover_operator(graph, rt, p)
+                r, n, _ = _recover_operator(graph, rt, p)
                 replayed, rows = replayed + r, rows + n
-    r, n = _recover_operator(graph, rt, node_id)
+    r, n, ck_time = _recover_operator(graph, rt, node_id)
     return RecoveryReport(node=node_id, strategy="treeclock",
                           seconds=_time.perf_counter() - start,
-                          replayed_messages=replayed + r, rows=rows + n)
+                          replayed_messages=replayed + r, rows=rows + n, checkpoint=ck_time)
 
 
 class _Witness:
@@ -119,7 +123,9 @@ def _witnesses(graph: Graph, rt: Runtime, b: str) -> tuple[list[_Witness], dict[
     return witnesses, seen
 
 
-def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int]:
+def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int, int | None]:
+    """Recover one operator; returns (messages replayed, rows restored, the time of the
+    checkpoint it came back from or None)."""
     tc = rt.tc
     assert tc is not None, "recover() checked the runtime has clocks"
     node = graph[node_id]
@@ -155,13 +161,18 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
     # Everything that can refuse (a neighbour failed too, a log already trimmed, logs
     # that disagree) is settled before B' is touched: a refusal leaves B failed, never
     # half restored (alive with part of its state, which no later recovery would fix).
-    # 2. B's state as of t_min: each parent's output up to T*[A_i]
-    inputs = [output_through(graph, rt, a, node_id, resume[a])
-              for a in parents] if node.op.stateful else []
-
-    # 3. parents resend what B had not processed by t_min
+    # 2. B's state as of t_min: its checkpoint and the parents' messages since, or each
+    #    parent's output up to T*[A_i]; 3. what the parents resend (after T*[A_i])
     buffers: dict[str, list[Message]] = {}
+    ck = rt.checkpoint(node_id, t_min) if node.op.stateful and witnesses else None
+    inputs = _since_checkpoint(rt, node_id, ck, resume, buffers) if ck is not None else None
+    if inputs is None:
+        ck = None
+        inputs = [(port, output_through(graph, rt, a, node_id, resume[a]))
+                  for port, a in enumerate(parents)] if node.op.stateful else []
     for a in parents:
+        if a in buffers:
+            continue
         msgs, a_time = rt.payload_after(a, node_id, resume[a])
         if len(msgs) != a_time - resume[a]:
             raise RecoveryError(
@@ -192,13 +203,33 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
         heads[a] += 1
 
     # restart B' at t_min with clock T* and that state, then replay
-    rt.restore(node_id, t_min, t_star, resume)
-    rows = 0
-    for port, batch in enumerate(inputs):
-        rows += len(batch)
-        node.op.process(port, batch)
+    rt.restore(node_id, t_min, t_star, resume, inputs, ck)
+    rows = sum(len(batch) for _, batch in inputs)
+    if ck is not None:
+        rows += sum(map(len, ck.inputs)) + len(ck.entries)
     rt.replay(node_id, order, seen)
-    return len(order), rows
+    return len(order), rows, None if ck is None else ck.time
+
+
+def _since_checkpoint(rt: Runtime, node_id: str, ck: Checkpoint, resume: dict[str, int],
+                      buffers: dict[str, list[Message]]) -> list[tuple[int, Batch]] | None:
+    """What B took after its checkpoint ``ck`` up to T* (per port, from the parents'
+    payload logs), filling ``buffers`` with what comes after T*; None when a parent's
+    log no longer reaches back to the checkpoint (a parent that was itself restarted
+    since): then B is rebuilt from its parents' output instead."""
+    taken: list[tuple[int, Batch]] = []
+    logs: dict[str, list[Message]] = {}
+    for port, (a, upto) in enumerate(resume.items()):
+        since = ck.parent_times.get(a, 0)
+        if since > upto:
+            return None
+        msgs, a_time = rt.payload_after(a, node_id, since)
+        if len(msgs) != a_time - since:
+            return None
+        logs[a] = msgs[upto - since:]
+        taken.extend((port, m.batch) for m in msgs[:upto - since])
+    buffers.update(logs)
+    return taken
 
 
 def _pins(graph: Graph, witnesses: list[_Witness], node_id: str,

@@ -15,21 +15,31 @@ last saw from each parent. Every processed message yields a message to every chi
 empty if need be, so that each child's diff log records every one of this node's
 times: recovery then knows exactly which input was processed at which time
 (docs/recovery.md explains why that matters).
+
+With checkpoints on, a stateful domain also checkpoints its state into a store outside
+it (``checkpoints.py``), on its own schedule, and remembers its recent checkpoints'
+times and parent-times: a parent's payload log to it is trimmed no further than the
+newest checkpoint its children have all passed (``on_progress``), so recovery can replay
+from there.
 """
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
 from treeclock import DiffLog, TreeClocks, receive_path
 
+from .. import tuning
 from ..batch import Batch
 from ..errors import UnknownNodeError
 from ..graph import Graph, Node
-from ..tuning import ACK_EVERY, CLOCK_DEPTH, COMPACT_AT, FLUSH_EVERY
+from ..ops.dense import DenseRows
+from ..ops.state import DenseCounts
+from ..tuning import CLOCK_DEPTH, COMPACT_AT, FLUSH_EVERY
+from .checkpoints import Checkpoint, CheckpointStore
 from .messages import Message
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,6 +78,10 @@ class Domain:
         self.ports = {p: i for i, p in enumerate(node.parents)}
         self.last_seen: dict[str, int] = {}   # parent -> its time on the last message taken
         self.tc: TreeClocks | None = None
+        #: where this node checkpoints (None: it does not, being stateless, a reader,
+        #: or in a runtime with checkpoints off); see ``use_checkpoints``
+        self.store: CheckpointStore | None = None
+        self.ck_inputs: list[tuple[int, Batch]] | None = None
         self.reset_clock_state()
 
     @property
@@ -91,6 +105,92 @@ class Domain:
         self.low = 0
         self.unacked = 0
         self.report_plan: list[ReportPlan] | None = None   # progress_report's clock positions
+        self.reset_checkpoint_state()
+
+    # ------------------------------------------------------------ checkpoints
+
+    def use_checkpoints(self, store: CheckpointStore | None) -> None:
+        """Checkpoint into ``store`` from now on (a stateful node other than a reader;
+        None turns it off)."""
+        form = self.node.op.checkpoint_form
+        self.store = store if form is not None else None
+        if form == "keyed":
+            self.node.op.tracking = self.store is not None  # type: ignore[attr-defined]
+        self.reset_checkpoint_state()
+
+    def reset_checkpoint_state(self) -> None:
+        """What this node knows of its own checkpoints (lost in a crash: the store
+        keeps the checkpoints themselves)."""
+        #: "input" form: (port, batch) taken since the last checkpoint
+        self.ck_inputs = ([] if self.store is not None and self.node.op.checkpoint_form == "input"
+                          else None)
+        self.ck_messages = 0            # messages and rows taken since the last checkpoint
+        self.ck_rows = 0
+        #: (time, parent-times) of this node's checkpoints above the newest stable one
+        self.ck_recent: list[tuple[int, dict[str, int]]] = []
+        #: parent-times of the newest checkpoint at or below the low mark (None: none yet)
+        self.ck_stable: dict[str, int] | None = None
+
+    def checkpoint_due(self) -> bool:
+        return (self.ck_messages >= tuning.CHECKPOINT_EVERY
+                or self.ck_rows >= tuning.CHECKPOINT_ROWS)
+
+    def checkpoint(self) -> None:
+        """Hand the store what changed since the last checkpoint (everything, if it
+        holds none of this node), tagged with this node's time and parent-times."""
+        store = self.store
+        if store is None:
+            return
+        op = self.node.op
+        full = not store.has(self.id)
+        delta: list[tuple[int, Batch | DenseRows]] | dict[Any, Any] | DenseCounts
+        if op.checkpoint_form == "input":
+            whole = op.array_state()        # ports held in arrays: copied whole
+            taken = enumerate(op.contents()) if full else cast(list[tuple[int, Batch]], self.ck_inputs)
+            delta = [(p, b) for p, b in taken if p not in whole] + list(whole.items())
+            self.ck_inputs = []
+        else:
+            delta = op.export_state(changed_only=not full)
+        store.put(self.id, self.time, self.last_seen, cast(str, op.checkpoint_form), delta,
+                  full, self.low)
+        self.ck_messages = self.ck_rows = 0
+        self.ck_recent.append((self.time, dict(self.last_seen)))
+        self._stable_checkpoint()
+
+    def _stable_checkpoint(self) -> None:
+        """The newest checkpoint at or below the low mark becomes the stable one: no
+        recovery of this node starts below it."""
+        recent = self.ck_recent
+        while recent and recent[0][0] <= self.low:
+            self.ck_stable = recent.pop(0)[1]
+
+    def restore_state(self, checkpoint: Checkpoint | None, inputs: list[tuple[int, Batch]]) -> None:
+        """Fill this (empty, restarting) node: from ``checkpoint`` then ``inputs``, or from
+        ``inputs`` alone (its whole input, rebuilt from its parents). The checkpoints
+        after the one used are forgotten (the node may take another path from here);
+        without one used, all of them (the next is taken whole)."""
+        op = self.node.op
+        store = self.store
+        if checkpoint is not None:
+            if checkpoint.form == "keyed":
+                op.load_state(checkpoint.entries)
+            else:
+                held = list(enumerate(checkpoint.inputs))
+                for port, x in held:
+                    if not isinstance(x, Batch):        # a port's state in arrays
+                        op.load_array_state(port, x.copy())
+                for port, x in held:
+                    if isinstance(x, Batch):
+                        op.process(port, x)
+            if store is not None:
+                store.keep_upto(self.id, checkpoint.time)
+            self.ck_stable = dict(checkpoint.parent_times)
+        elif store is not None:
+            store.drop(self.id)
+        for port, batch in inputs:
+            op.process(port, batch)
+        if self.ck_inputs is not None and checkpoint is not None:
+            self.ck_inputs.extend(inputs)
 
     def attach_clocks(self, tc: "TreeClocks | None") -> None:
         """Use ``tc`` (rebuilt by the runtime whenever the graph grows)."""
@@ -151,7 +251,13 @@ class Domain:
             self.parent_low[src] = msg.low
             if len(self.pending) >= self.flush_len:
                 self.flush()
-        out = self.node.op.process(self.ports[src], msg.batch)
+        port = self.ports[src]
+        out = self.node.op.process(port, msg.batch)
+        if self.store is not None:
+            self.ck_messages += 1
+            self.ck_rows += len(msg.batch)
+            if self.ck_inputs is not None:
+                self.ck_inputs.append((port, msg.batch))
         return self.emit(out)
 
     def check_incoming(self, msg: Message) -> None:
@@ -295,7 +401,7 @@ class Domain:
         if self.tc is None:
             return False
         self.unacked += 1
-        return self.unacked >= ACK_EVERY
+        return self.unacked >= tuning.ACK_EVERY
 
     def progress_report(self) -> list[tuple[str, int, dict[str, int], bool]]:
         """What this node tells each parent B about how far it has got: its time on B's
@@ -342,12 +448,19 @@ class Domain:
         children = self.node.children
         if len(children) == 1 and children[0] == child:   # the usual case
             self.low = time
-            return [(a, paths.get(a, 0)) for a in self.node.parents]
-        if not all(ch in progress for ch in children):
+            trims = [(a, paths.get(a, 0)) for a in self.node.parents]
+        elif not all(ch in progress for ch in children):
             return []
-        self.low = min(progress[ch][0] for ch in children)
-        return [(a, min(progress[ch][1].get(a, 0) for ch in children))
-                for a in self.node.parents]
+        else:
+            self.low = min(progress[ch][0] for ch in children)
+            trims = [(a, min(progress[ch][1].get(a, 0) for ch in children))
+                     for a in self.node.parents]
+        if self.store is None:
+            return trims
+        # a parent keeps what a recovery from the stable checkpoint will ask for
+        self._stable_checkpoint()
+        stable = self.ck_stable or {}
+        return [(a, min(level, stable.get(a, 0))) for a, level in trims]
 
     def truncate(self, child: str, level: int) -> None:
         """Drop logged messages to ``child`` up to time ``level``: every child of

@@ -8,6 +8,10 @@ messages stay in flight between calls; ``wait()`` drains them all.
 
 Progress acknowledgements, which let parents trim their payload logs, are direct
 calls here; in a cluster they are messages. Either way no node waits for them.
+
+Checkpoints (with clocks, unless ``checkpoints=False``) go to a store in the runtime,
+outside every domain, so a crashed node's checkpoints are still there to recover from;
+a domain checks whether one is due when it acknowledges (every ``ACK_EVERY`` messages).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from ..batch import Batch
 from ..errors import RecoveryError
 from ..graph import Graph, Node
 from . import Runtime
+from .checkpoints import Checkpoint, CheckpointStore
 from .domain import Domain, DomainInfo, graph_clocks
 from .messages import Message
 
@@ -32,7 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
 class EmbeddedRuntime(Runtime):
     automatic_recovery = False       # a failed node stays down until ``recover``
 
-    def __init__(self, graph: Graph, seed: int | None = None, clocks: bool = True) -> None:
+    def __init__(self, graph: Graph, seed: int | None = None, clocks: bool = True,
+                 checkpoints: bool = True) -> None:
         self.graph = graph
         self.domains: dict[str, Domain] = {}
         self.seed = seed
@@ -43,6 +49,8 @@ class EmbeddedRuntime(Runtime):
         self.delivered = 0
         self.clocks = clocks
         self.tc: TreeClocks | None = None
+        #: the stateful nodes' checkpoints (tree-clock recovery starts from them)
+        self.store: CheckpointStore | None = CheckpointStore() if clocks and checkpoints else None
         # A base's write history: what its durable log holds (on disk with data_dir,
         # here in memory otherwise); it survives the base node's crash.
         self.durable: dict[str, list[Batch]] = {}
@@ -52,6 +60,7 @@ class EmbeddedRuntime(Runtime):
 
     def add(self, node: Node) -> Domain:
         d = self.domains[node.id] = Domain(self.graph, node)
+        d.use_checkpoints(self.store)
         if node.kind == "base":
             self.durable.setdefault(node.id, [])
         return d
@@ -67,6 +76,8 @@ class EmbeddedRuntime(Runtime):
     def remove(self, node_id: str) -> None:
         self.domains.pop(node_id, None)
         self.durable.pop(node_id, None)
+        if self.store is not None:
+            self.store.drop(node_id)
         for d in self.domains.values():
             d.forget_child(node_id)
         self._drop_where(lambda m: m.dst == node_id or m.src == node_id)
@@ -89,6 +100,9 @@ class EmbeddedRuntime(Runtime):
                 d = self.domains[nid]
                 d.settle({p: (self.domains[p].time, self.domains[p].clock, p in fresh)
                           for p in d.node.parents})
+                if d.store is not None:     # its first checkpoint: the state it was filled with
+                    d.store.drop(nid)
+                    d.checkpoint()
 
     # ------------------------------------------------------------ delivery
 
@@ -139,6 +153,8 @@ class EmbeddedRuntime(Runtime):
             self.send_all(out)
         if d.ack_due():
             self.ack(d)
+            if d.store is not None and d.checkpoint_due():
+                d.checkpoint()
 
     def step(self) -> bool:
         """Deliver one message; False when none is pending."""
@@ -203,6 +219,8 @@ class EmbeddedRuntime(Runtime):
         d = self.domains[node_id]
         d.crash()
         d.alive = True
+        if self.store is not None:
+            self.store.drop(node_id)
 
     # ------------------------------------------------------------ what recovery reads and does
     # (the cluster runtime offers the same calls, answered by the worker hosting the node)
@@ -220,11 +238,15 @@ class EmbeddedRuntime(Runtime):
             Batch | None, list[Message], int, dict[str, int]]:
         return self.domains[node_id].output_info(child, upto)
 
-    def restore(self, node_id: str, time: int, clock: np.ndarray,
-                last_seen: dict[str, int]) -> None:
+    def checkpoint(self, node_id: str, at_most: int) -> Checkpoint | None:
+        return None if self.store is None else self.store.latest(node_id, at_most)
+
+    def restore(self, node_id: str, time: int, clock: np.ndarray, last_seen: dict[str, int],
+                inputs: list[tuple[int, Batch]], checkpoint: Checkpoint | None = None) -> None:
         d = self.domains[node_id]
         d.tc = self.tc
         d.restore(time, clock, last_seen)
+        d.restore_state(checkpoint, inputs)
 
     def replay(self, node_id: str, msgs: list[Message], seen: dict[str, int]) -> None:
         self.send_all(self.domains[node_id].replay(msgs, seen))

@@ -12,10 +12,13 @@ ran, a later recover() said "has not failed", and the view stayed wrong."""
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
 import noria_py
+from noria_py import tuning
 from tests.differential.helpers import DDL, SQL_WRITES, Oracle, apply_model, normalize
 
 VIEWS = {
@@ -71,11 +74,28 @@ def _wrong_views(db, model) -> list[str]:
     return bad
 
 
-def _build(shards: int, seed: int | None):
-    db = noria_py.connect(shards=shards, seed=seed)
+def _build(shards: int, seed: int | None, checkpoints: bool = True):
+    db = noria_py.connect(shards=shards, seed=seed, checkpoints=checkpoints)
     for sql in DDL:
         db.execute(sql)
     return db
+
+
+#: how often stateful nodes checkpoint, by seed: as shipped, as often as they can (an
+#: acknowledgement every 4 messages, a checkpoint at each: long chains of deltas, logs
+#: trimmed up to them), or never (recovery rebuilds from the parents)
+CHECKPOINTS = ("default", "often", "off")
+
+
+@contextmanager
+def checkpoint_regime(regime: str) -> Iterator[None]:
+    saved = tuning.ACK_EVERY, tuning.CHECKPOINT_EVERY
+    if regime == "often":
+        tuning.ACK_EVERY, tuning.CHECKPOINT_EVERY = 4, 1
+    try:
+        yield
+    finally:
+        tuning.ACK_EVERY, tuning.CHECKPOINT_EVERY = saved
 
 
 def concurrent_failure_run(seed: int, shards: int, order: str) -> tuple[str, list[str], list[str]]:
@@ -83,9 +103,16 @@ def concurrent_failure_run(seed: int, shards: int, order: str) -> tuple[str, lis
     stateful ones included), writes while they are down, tree-clock recovery of each in
     ``order`` ("topological", "random": retried until none makes progress, or "all":
     ``db.recover()``), lineage for what tree clocks refuse, more writes; returns
-    (outcome, failed nodes, wrong views)."""
+    (outcome, failed nodes, wrong views). Checkpoints are taken as ``CHECKPOINTS[seed %
+    3]`` says."""
+    regime = CHECKPOINTS[seed % 3]
+    with checkpoint_regime(regime):
+        return _run(seed, shards, order, regime)
+
+
+def _run(seed: int, shards: int, order: str, regime: str) -> tuple[str, list[str], list[str]]:
     rng = random.Random(seed)
-    db = _build(shards, seed)
+    db = _build(shards, seed, checkpoints=regime != "off")
     model: dict[str, list[tuple]] = {"t1": [], "t2": []}
     names = list(VIEWS)
     rng.shuffle(names)

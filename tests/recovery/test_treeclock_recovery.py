@@ -162,11 +162,12 @@ def test_logs_stay_bounded(messages):
     assert db.runtime.delivered >= messages * 0.9
     # flat: bounded by a constant of the graph, however many messages went through.
     # A diff log is compacted when it reaches COMPACT_AT; a payload log is trimmed at
-    # each acknowledgement, every ACK_EVERY messages of the child.
-    from noria_py.tuning import ACK_EVERY, COMPACT_AT
+    # each acknowledgement, every ACK_EVERY messages of the child, and no further back
+    # than a stateful child's stable checkpoint, taken every CHECKPOINT_EVERY messages.
+    from noria_py.tuning import ACK_EVERY, CHECKPOINT_EVERY, COMPACT_AT
     nodes = db.graph()
     edges = sum(len(n["children"]) for n in nodes)
-    assert max(p for p, _ in sizes) <= 3 * ACK_EVERY * edges, sizes
+    assert max(p for p, _ in sizes) <= (3 * ACK_EVERY + CHECKPOINT_EVERY) * edges, sizes
     assert max(d for _, d in sizes) <= COMPACT_AT * len(nodes), sizes
     assert db.view("c").lookup(7) == [(7, len(range(7, writes, 50)))]
 

@@ -6,12 +6,12 @@ import pytest
 import noria_py
 from noria_py import Error
 from noria_py.runtime.messages import Message
-from noria_py.tuning import ACK_EVERY, CLOCK_DEPTH, FLUSH_EVERY
+from noria_py.tuning import ACK_EVERY, CHECKPOINT_EVERY, CLOCK_DEPTH, FLUSH_EVERY
 from treeclock import TreeClockError
 
 
-def _db(clocks: bool = True, seed=None):
-    db = noria_py.connect(clocks=clocks, seed=seed)
+def _db(clocks: bool = True, seed=None, checkpoints: bool = True):
+    db = noria_py.connect(clocks=clocks, seed=seed, checkpoints=checkpoints)
     db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
     db.execute("CREATE VIEW c AS SELECT article_id, COUNT(*) AS n FROM vote "
                "WHERE article_id = ? GROUP BY article_id")
@@ -63,17 +63,21 @@ def test_no_acknowledgements_without_clocks():
     assert db.view("c").lookup(2) == [(2, 40)]
 
 
-def test_acknowledgements_trim_logs_with_clocks():
-    db = _db()
+@pytest.mark.parametrize("checkpoints", [False, True])
+def test_acknowledgements_trim_logs_with_clocks(checkpoints):
+    db = _db(checkpoints=checkpoints)
     vote = db.table("vote")
-    for i in range(1000):
+    for i in range(3000):
         vote.insert([(i % 5, i)])
     doms = db.runtime.domains.values()
     assert any(d.progress for d in doms)
     # one logged edge (base -> aggregate; none to the reader). Every message the
     # reader has reflected is gone, as of its clock's last flush: at most an
-    # acknowledgement's and a flush's worth is left
-    assert sum(d.payload_size() for d in doms) <= ACK_EVERY + FLUSH_EVERY
+    # acknowledgement's and a flush's worth is left; with checkpoints, what came after
+    # the aggregate's stable checkpoint is kept too (one every CHECKPOINT_EVERY messages)
+    kept = sum(d.payload_size() for d in doms)
+    assert kept <= ACK_EVERY + FLUSH_EVERY + (CHECKPOINT_EVERY if checkpoints else 0)
+    assert db.view("c").lookup(2) == [(2, 600)]
 
 
 def test_a_path_from_the_wire_is_checked_before_anything_changes():

@@ -42,6 +42,7 @@ from ...errors import Error, RecoveryError
 from ...graph import Graph, Node
 from ...recovery import lineage, treeclock
 from .. import Runtime
+from ..checkpoints import Checkpoint
 from ..domain import DomainInfo, graph_clocks
 from ..messages import Message
 from . import wire
@@ -462,8 +463,16 @@ class ClusterRuntime(Runtime):
         return (None if snap is None else decode_batch(snap),
                 [decode_message(m) for m in later], now, last_seen)
 
-    def restore(self, node_id: str, t: int, clock: np.ndarray, last_seen: dict[str, int]) -> None:
+    def checkpoint(self, node_id: str, at_most: int) -> Checkpoint | None:
+        """No checkpoints in a cluster yet: a stateful node is rebuilt from its parents."""
+        return None
+
+    def restore(self, node_id: str, t: int, clock: np.ndarray, last_seen: dict[str, int],
+                inputs: list[tuple[int, Batch]], checkpoint: Checkpoint | None = None) -> None:
         self.call(node_id, "restore", t, wire.encode_array(clock), last_seen)
+        op = self.graph[node_id].op
+        for port, batch in inputs:          # (its worker processes them: a RemoteOp)
+            op.process(port, batch)
         with self.lock:
             self.restored.add(node_id)
 

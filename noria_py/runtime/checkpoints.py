@@ -1,0 +1,197 @@
+"""Checkpoints of stateful node shards, kept outside the nodes so that they outlive a
+crash (issue 18; Clonos, seed 004, and CheckMate, seed 002, describe the pieces).
+
+Every stateful shard checkpoints on its own (``Domain.checkpoint``), with no barrier
+and no other node involved: when it has taken ``tuning.CHECKPOINT_EVERY`` messages or
+``tuning.CHECKPOINT_ROWS`` rows since its last one, and once when it is filled at
+creation. A checkpoint records the shard's time and, per parent, the parent-time of the
+last message it reflects; recovery (``recovery/treeclock.py``) loads the newest one at
+or below the time the children pin, and replays the parents' payload logs from its
+parent-times.
+
+Incremental: a checkpoint is a delta, only what changed since the shard's previous one
+(``Operator.checkpoint_form``):
+
+- ``"input"`` operators (join, TopK, DISTINCT, EXCEPT/INTERSECT) hand over the batches
+  they took since, by reference (batches are immutable): the operator does nothing per
+  batch, and the store folds them into a multiset of rows per port;
+- ``"keyed"`` operators (aggregates) hand over the entries of the groups changed since.
+
+State held in arrays (a join side or COUNT's counts in their dense form) is handed over
+whole instead, as a copy of the arrays (``DenseRows``, ``DenseCounts``): copying is at
+memory speed, a few hundred microseconds for 100k keys, where folding the batches or
+collecting the changed entries costs Python work per row. A delta is then one such copy
+per port, replacing what the store held for it.
+
+A node's checkpoints here are one **base** state and a **chain** of deltas after it.
+Deltas at or below the node's low mark (the smallest time its children have
+acknowledged) are folded into the base when the next delta arrives: recovery never
+starts below the low mark, so nothing older than the newest such checkpoint is needed.
+Deltas above it stay apart, since a recovery may have to start below them. So the store
+holds one copy of the state plus the deltas since the low mark: in a long run, bounded
+(``tests/runtime/test_checkpoints.py``).
+
+The folding is the store's work, not the node's: in a cluster it would run where the
+store lives; here it runs in the call, and its cost is that of the delta (the pause a
+checkpoint costs the shard is in docs/benchmarks.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import numpy as np
+
+from ..batch import Batch
+from ..ops.dense import DenseRows
+from ..ops.state import DenseCounts
+
+#: an "input" delta: (port, batch taken, or the port's whole state in arrays) in order;
+#: a "keyed" delta: key -> entry or None, or the whole state in arrays
+InputDelta: TypeAlias = "list[tuple[int, Batch | DenseRows]]"
+Entries: TypeAlias = "dict[Any, Any] | DenseCounts"
+
+
+@dataclass
+class Checkpoint:
+    """One node shard's state as of its ``time``, having taken each parent's messages
+    up to ``parent_times``: per port the rows taken (``inputs``, "input" form) or the
+    entry per key (``entries``, "keyed" form)."""
+    time: int
+    parent_times: dict[str, int]
+    form: str
+    inputs: list[Batch | DenseRows] = field(default_factory=list)
+    entries: Entries = field(default_factory=dict)
+
+
+class _Chain:
+    """One node's base state and the deltas after it."""
+
+    def __init__(self, form: str, time: int, parent_times: dict[str, int]) -> None:
+        self.form = form
+        self.time = time                        # the base's time and parent-times
+        self.parent_times = parent_times
+        #: "input": per port, row -> count, or the port's state in arrays
+        self.ports: list[dict[Any, int] | DenseRows] = []
+        #: "keyed": key -> entry, or COUNT's counts in an array
+        self.entries: Entries = {}
+        self.deltas: list[tuple[int, dict[str, int], InputDelta | Entries]] = []
+
+    def fold(self, delta: InputDelta | Entries) -> None:
+        """Apply ``delta`` to the base."""
+        if self.form == "input":
+            _fold_inputs(self.ports, delta)   # type: ignore[arg-type]
+        else:
+            self.entries = _fold_entries(self.entries, delta)   # type: ignore[arg-type]
+
+    def size(self) -> int:
+        """Rows or entries held, base and deltas."""
+        held = [*self.ports, self.entries] + [x for _, _, d in self.deltas
+                                              for x in (d if isinstance(d, list) else [d])]
+        return sum(_size(x) for x in held)
+
+
+def _size(x: Any) -> int:
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], int):
+        x = x[1]                                # (port, batch) of an input delta
+    if isinstance(x, DenseCounts):
+        return int(np.count_nonzero(x.counts))
+    return len(x)
+
+
+def _fold_inputs(ports: list[dict[Any, int] | DenseRows], delta: InputDelta) -> None:
+    for port, x in delta:
+        while len(ports) <= port:
+            ports.append({})
+        if isinstance(x, DenseRows):
+            ports[port] = x
+            continue
+        held = ports[port]
+        if isinstance(held, DenseRows):         # (the side left its arrays since)
+            held = ports[port] = {row: 1 for _, row in held.items()}
+        for r, s in zip(x.rows, x.signs):
+            c = held.get(r, 0) + s
+            if c:
+                held[r] = c
+            else:
+                del held[r]
+
+
+def _fold_entries(entries: Entries, delta: Entries) -> Entries:
+    """``entries`` with ``delta`` applied (changed in place where it is a dict)."""
+    if isinstance(delta, DenseCounts):
+        return delta
+    if isinstance(entries, DenseCounts):        # (the counts left their array since)
+        arr, nulls = entries
+        keys = np.flatnonzero(arr)
+        entries = {k: (c, nulls.get(k, 0)) for k, c in zip(keys.tolist(), arr[keys].tolist())}
+    for k, e in delta.items():
+        if e is None:
+            entries.pop(k, None)
+        else:
+            entries[k] = e
+    return entries
+
+
+class CheckpointStore:
+    """The checkpoints of every node shard of one runtime, by node id."""
+
+    def __init__(self) -> None:
+        self._chains: dict[str, _Chain] = {}
+
+    def has(self, node_id: str) -> bool:
+        return node_id in self._chains
+
+    def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
+            delta: InputDelta | Entries, full: bool, stable: int) -> None:
+        """Record a checkpoint of ``node_id`` at ``time``: ``delta`` is the change since
+        its previous one, or (``full``) its whole state. Deltas at or below ``stable``
+        (the node's low mark) are folded into the base."""
+        chain = self._chains.get(node_id)
+        if full or chain is None:
+            chain = self._chains[node_id] = _Chain(form, time, dict(parent_times))
+            chain.fold(delta)
+            return
+        chain.deltas.append((time, dict(parent_times), delta))
+        while chain.deltas and chain.deltas[0][0] <= stable:
+            chain.time, chain.parent_times, d = chain.deltas.pop(0)
+            chain.fold(d)
+
+    def latest(self, node_id: str, at_most: int) -> Checkpoint | None:
+        """The newest checkpoint of ``node_id`` at or below time ``at_most``, or None."""
+        chain = self._chains.get(node_id)
+        if chain is None or chain.time > at_most:
+            return None
+        later = [d for d in chain.deltas if d[0] <= at_most]
+        time, parent_times = chain.time, chain.parent_times
+        if later:
+            time, parent_times = later[-1][0], later[-1][1]
+        if chain.form == "input":
+            # (a copy of what folding changes: dicts; arrays are replaced, never changed)
+            ports = [dict(p) if isinstance(p, dict) else p for p in chain.ports]
+            for _, _, d in later:
+                _fold_inputs(ports, d)      # type: ignore[arg-type]
+            return Checkpoint(time, dict(parent_times), "input",
+                              inputs=[p if isinstance(p, DenseRows)
+                                      else Batch(list(p), list(p.values())) for p in ports])
+        entries = chain.entries
+        if later and isinstance(entries, dict):
+            entries = dict(entries)
+        for _, _, d in later:
+            entries = _fold_entries(entries, d)   # type: ignore[arg-type]
+        return Checkpoint(time, dict(parent_times), "keyed", entries=entries)
+
+    def keep_upto(self, node_id: str, time: int) -> None:
+        """Forget the checkpoints of ``node_id`` after ``time`` (it restarted from one
+        at or below it, and may take a different path from there)."""
+        chain = self._chains.get(node_id)
+        if chain is not None:
+            chain.deltas = [d for d in chain.deltas if d[0] <= time]
+
+    def drop(self, node_id: str) -> None:
+        self._chains.pop(node_id, None)
+
+    def size(self, node_id: str) -> tuple[int, int]:
+        """(rows or entries held for ``node_id``, deltas not yet folded)."""
+        chain = self._chains.get(node_id)
+        return (0, 0) if chain is None else (chain.size(), len(chain.deltas))

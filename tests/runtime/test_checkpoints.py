@@ -1,0 +1,143 @@
+"""Checkpoint chains (runtime/checkpoints.py): a state restored from a base and deltas
+equals the live state it was taken of, for every checkpointed operator, with
+checkpoints at random points, deltas folded at random low marks, and restores at any
+time a recovery may ask for (hypothesis); and the store stays bounded in a long run."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from noria_py.batch import Batch
+from noria_py.ops.aggregate import Aggregate
+from noria_py.ops.distinct import Distinct
+from noria_py.ops.extremum import Extremum
+from noria_py.ops.join import Join
+from noria_py.ops.operator import Operator
+from noria_py.ops.setop import SetOp
+from noria_py.ops.topk import TopK
+from noria_py.runtime.checkpoints import CheckpointStore
+from sql_frontend.plan import OrderKey
+from tests.ops.helpers import agg
+
+#: operator factories, with the number of input ports and the row width they take
+OPS = {
+    "count": (lambda: Aggregate((0,), (agg("count_star"),)), 1),
+    "count_x": (lambda: Aggregate((0,), (agg("count", 1),)), 1),
+    "sum_avg": (lambda: Aggregate((0,), (agg("sum", 1), agg("avg", 1), agg("count", 1, True))), 1),
+    "global": (lambda: Aggregate((), (agg("sum", 1), agg("count_star"))), 1),
+    "minmax": (lambda: Extremum((0,), (agg("min", 1), agg("max", 1))), 1),
+    "join": (lambda: Join("left", (0,), (0,), 2, 2), 2),
+    "topk": (lambda: TopK((OrderKey(1, True),), 2, 0, (0,)), 1),
+    "distinct": (lambda: Distinct(), 1),
+    "except": (lambda: SetOp("except"), 2),
+}
+
+values = st.one_of(st.none(), st.integers(0, 6), st.sampled_from([0.5, -1.25, 1e300]))
+keys = st.one_of(st.integers(0, 40), st.sampled_from([None, "a", "b"]))   # (one type a column)
+#: (port, rows, whether to delete rows held instead of inserting)
+steps = st.lists(st.tuples(st.integers(0, 1), st.lists(st.tuples(keys, values), max_size=40),
+                           st.booleans(), st.booleans(), st.floats(0, 1)),
+                 min_size=1, max_size=25)
+
+
+class Shard:
+    """An operator and what its domain does for checkpoints (``Domain.checkpoint``):
+    the batches taken since the last one ("input" form) or the changed entries."""
+
+    def __init__(self, make, store: CheckpointStore) -> None:
+        self.op: Operator = make()
+        if self.op.checkpoint_form == "keyed":
+            self.op.tracking = True  # type: ignore[attr-defined]
+        self.store = store
+        self.time = 0
+        self.since: list[tuple[int, Batch]] = []
+
+    def take(self, port: int, batch: Batch) -> None:
+        self.op.process(port, batch)
+        self.time += 1
+        self.since.append((port, batch))
+
+    def checkpoint(self, stable: int) -> None:
+        full = not self.store.has("n")
+        op = self.op
+        if op.checkpoint_form == "input":
+            delta = list(enumerate(op.contents())) if full else self.since
+        else:
+            delta = op.export_state(changed_only=not full)
+        self.since = []
+        self.store.put("n", self.time, {"p": self.time}, str(op.checkpoint_form), delta,
+                       full, stable)
+
+
+def restored(make, store: CheckpointStore, at_most: int) -> tuple[Operator, int] | None:
+    ck = store.latest("n", at_most)
+    if ck is None:
+        return None
+    op = make()
+    if ck.form == "keyed":
+        op.load_state(ck.entries)
+    for port, b in enumerate(ck.inputs):
+        op.process(port, b)
+    assert ck.parent_times == {"p": ck.time}
+    return op, ck.time
+
+
+def state(op: Operator) -> list:
+    return sorted(map(repr, op.snapshot().consolidated().rows))
+
+
+@pytest.mark.parametrize("kind", sorted(OPS))
+@settings(max_examples=40, deadline=None)
+@given(plan=steps, columnar=st.booleans())
+def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, columnar):
+    make, ports = OPS[kind]
+    store = CheckpointStore()
+    shard = Shard(make, store)
+    held: list[list[tuple]] = [[], []]
+    history = [state(shard.op)]                  # the live state after each time
+    shard.checkpoint(stable=0)
+    for port, rows, delete, ckpt, frac in plan:
+        port %= ports
+        if delete:
+            rows = held[port][:len(rows)]
+            del held[port][:len(rows)]
+            batch = Batch.deletes(rows)
+        else:
+            rows = [(k, v) for k, v in rows]
+            held[port].extend(rows)
+            batch = Batch.inserts(rows)
+            if columnar and rows and all(type(k) is int and type(v) is int for k, v in rows):
+                batch = Batch.columnar([np.array(c, dtype=np.int64) for c in zip(*rows)],
+                                       np.ones(len(rows), dtype=np.int64))
+        shard.take(port, batch)
+        history.append(state(shard.op))
+        if ckpt:
+            shard.checkpoint(stable=int(frac * shard.time))
+        # a recovery may start at any time at or above the low mark
+        at = shard.time - int(frac * 3)
+        got = restored(make, store, max(at, 0))
+        if got is not None:
+            op, t = got
+            assert t <= max(at, 0)
+            assert state(op) == history[t], (kind, t)
+
+
+def test_the_store_stays_bounded_in_a_long_run():
+    """One copy of the state plus the deltas above the low mark, however long it runs."""
+    store = CheckpointStore()
+    shard = Shard(OPS["join"][0], store)
+    keys = np.random.default_rng(0).integers(0, 50, 3000).tolist()
+    sizes = []
+    for i in range(3000):
+        shard.take(i % 2, Batch.inserts([(keys[i], i)]))
+        if i >= 100:                             # a sliding window of 100 live rows a side
+            j = i - 100
+            shard.take(j % 2, Batch.deletes([(keys[j], j)]))
+        if i % 10 == 0:
+            shard.checkpoint(stable=shard.time - 40)
+            sizes.append(store.size("n"))
+    held, deltas = zip(*sizes[10:])
+    assert max(deltas) <= 5
+    assert max(held) <= 2 * 100 + 5 * 40
