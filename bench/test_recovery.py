@@ -1,9 +1,13 @@
 """Recovery of a failed sharder in front of 8 aggregate shards (issue 4; the seed's
-Figure 2), tree clocks against lineage, with writes in flight at the failure.
+Figure 2), tree clocks against lineage, with writes in flight at the failure; and
+(issue 18) of one shard of each node kind on the vote view, every round's result checked
+(``noria_tools/recoverybench.py``: 20,000 articles, 4 shards, the view ``top3`` beside
+ArticleWithVoteCount for the TopK node).
 
 Run: .venv/bin/python -m pytest bench/test_recovery.py --benchmark-only
-Sizes: NORIA_BENCH_RECOVERY_SIZES (default "100000,1000000"; add 10000000 for the
-full figure: it needs a few GB and several minutes to load).
+Sizes: NORIA_BENCH_RECOVERY_SIZES (default "100000,1000000" for the sharder, "100000"
+for the node kinds; add 10000000 for the full figure: it needs a few GB and several
+minutes to load).
 """
 from __future__ import annotations
 
@@ -12,9 +16,11 @@ import random
 
 import pytest
 
-from noria_tools import bench
+from noria_tools import bench, recoverybench
 
-SIZES = [int(float(s)) for s in os.environ.get("NORIA_BENCH_RECOVERY_SIZES", "100000,1000000").split(",")]
+_SIZES = os.environ.get("NORIA_BENCH_RECOVERY_SIZES")
+SIZES = [int(float(s)) for s in (_SIZES or "100000,1000000").split(",")]
+NODE_SIZES = [int(float(s)) for s in (_SIZES or "100000").split(",")]
 
 
 @pytest.fixture(scope="module", params=SIZES, ids=[f"{s:.0e}votes" for s in SIZES])
@@ -38,3 +44,28 @@ def test_recover_sharder(benchmark, loaded, strategy):
         db.wait()
 
     benchmark.pedantic(recover, setup=setup, rounds=5)
+
+
+@pytest.fixture(scope="module", params=NODE_SIZES, ids=[f"{s:.0e}votes" for s in NODE_SIZES])
+def vote_bed(request):
+    bed = recoverybench.vote_bed(request.param, articles=20_000, shards=4, top="topk")
+    yield bed
+    bed.db.close()
+
+
+@pytest.mark.parametrize("strategy", ["treeclock", "lineage"])
+@pytest.mark.parametrize("kind", ["aggregate", "join", "reader", "topk"])
+def test_recover_node(benchmark, vote_bed, kind, strategy):
+    node = recoverybench.pick_node(vote_bed.db.graph(), kind)
+
+    def setup():
+        recoverybench.check(vote_bed)          # the previous round's result
+        recoverybench.fail_with_votes(vote_bed, node)
+        return (), {}
+
+    def recover():
+        vote_bed.db.recover(node, strategy=strategy)
+        vote_bed.db.wait()
+
+    benchmark.pedantic(recover, setup=setup, rounds=5)
+    recoverybench.check(vote_bed)

@@ -230,15 +230,18 @@ def recovery_db(votes: int, shards: int = 8, articles: int = 10_000, clocks: boo
     """
     db = connect(shards=shards, clocks=clocks, seed=0)
     db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
-    data = workloads.votes(votes, articles)
-    vote = db.table("vote")
-    step = 200_000
-    for i in range(0, votes, step):
-        vote.insert([tuple(r) for r in data[i:i + step].tolist()])
+    load_votes(db, workloads.votes(votes, articles))
     db.execute(COUNT_VIEW)
     db.wait()
     sharder = next(n["id"] for n in db.graph() if n["kind"] == "sharder")
     return db, sharder
+
+
+def load_votes(db, data: np.ndarray, step: int = 200_000) -> None:
+    """``data`` (rows of ``vote``) into the table, ``step`` rows an insert."""
+    vote = db.table("vote")
+    for i in range(0, len(data), step):
+        vote.insert([tuple(r) for r in data[i:i + step].tolist()])
 
 
 def fail_with_writes_in_flight(db, sharder: str, rng: random.Random, articles: int = 10_000) -> None:
@@ -253,9 +256,15 @@ def fail_with_writes_in_flight(db, sharder: str, rng: random.Random, articles: i
 def time_recovery(db, sharder: str, strategy: str, rng: random.Random) -> tuple[float, float]:
     """(protocol seconds from the report, seconds until every view is correct again)."""
     fail_with_writes_in_flight(db, sharder, rng)
+    return timed_recover(db, sharder, strategy)
+
+
+def timed_recover(db, node: str, strategy: str) -> tuple[float, float]:
+    """Recover a failed node and drain: (protocol seconds from the report, seconds until
+    every view is correct again)."""
     gc.collect()
     t0 = time.perf_counter()
-    report = db.recover(sharder, strategy=strategy)
+    report = db.recover(node, strategy=strategy)
     db.wait()
     return report.seconds, time.perf_counter() - t0
 
@@ -263,13 +272,25 @@ def time_recovery(db, sharder: str, strategy: str, rng: random.Random) -> tuple[
 def run_recovery(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="noria-py bench recovery")
     p.add_argument("--sizes", default="1e5,1e6,1e7")
-    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--shards", type=int, default=None,
+                   help="default 8 (the sharder of a COUNT), 4 with --node")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--strategies", default="treeclock,lineage")
     p.add_argument("--plot", default=None, help="write a PNG of recovery time against votes")
+    p.add_argument("--node", default=None, metavar="KIND",
+                   help="instead: a shard of this node kind on the vote view (sharder, "
+                   "aggregate, join, reader, topk, extremum; a comma list, or all)")
+    p.add_argument("--articles", type=int, default=None,
+                   help="with --node (default 100,000)")
     a = p.parse_args(argv)
     sizes = [int(float(s)) for s in a.sizes.split(",")]
     strategies = a.strategies.split(",")
+    if a.node is not None:
+        from noria_tools.recoverybench import run_nodes
+        return run_nodes(a, sizes, strategies)
+    if a.articles is not None:
+        p.error("--articles goes with --node")
+    a.shards = a.shards or 8
     results: dict[str, dict[int, float]] = {s: {} for s in strategies}
     print(f"recovery of a failed sharder in front of {a.shards} aggregate shards, "
           f"writes in flight; median of {a.rounds} rounds (seconds until views are correct)")
@@ -294,25 +315,35 @@ def run_recovery(argv: list[str]) -> int:
         print(f"lineage / treeclock at {big:,} votes: "
               f"{results['lineage'][big] / results['treeclock'][big]:,.0f}x")
     if a.plot:
-        plot_recovery(results, a.plot, a.shards)
+        plot_recovery(results, a.plot, f"failed sharder, {a.shards} aggregate shards")
         print(f"plot written to {a.plot}")
     return 0
 
 
-def plot_recovery(results: dict[str, dict[int, float]], path: str, shards: int) -> None:
+def plot_recovery(results: dict[str, dict[int, float]], path: str, title: str) -> None:
+    """Recovery time against votes, log-log, a line per key of ``results``: a strategy,
+    or ``"KIND, STRATEGY"`` (a colour per kind, a line style per strategy)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    groups = list(dict.fromkeys(k.rpartition(", ")[0] for k in results))
+    styles = list(dict.fromkeys(k.rpartition(", ")[2] for k in results))
+    fig, ax = plt.subplots(figsize=(5, 3.5) if len(groups) == 1 else (7, 4.5))
     for s, pts in results.items():
         xs = sorted(pts)
-        ax.plot(xs, [pts[x] for x in xs], marker="o", label=s)
+        group, _, style = s.rpartition(", ")
+        color = f"C{groups.index(group)}" if len(groups) > 1 else None
+        ax.plot(xs, [pts[x] for x in xs], marker="o", label=s, color=color,
+                linestyle=("-", "--", ":", "-.")[styles.index(style) % 4])
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("votes in the base table")
     ax.set_ylabel("recovery time (s)")
-    ax.set_title(f"failed sharder, {shards} aggregate shards")
-    ax.legend()
+    ax.set_title(title)
+    if len(groups) > 1:
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1))
+    else:
+        ax.legend(fontsize="small")
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -1,0 +1,242 @@
+"""``noria-py bench recovery --node KIND`` (issue 18): the recovery time of one shard of
+each node kind on the vote view from the Noria paper, every result checked.
+
+The database: ``article`` and ``vote`` (``workloads.SCHEMA``), the articles and the
+votes loaded before the views exist (the views are then initialized from them), then
+``ArticleWithVoteCount`` (article LEFT JOIN a COUNT per article) and, for ``topk`` or
+``extremum``, a second view of that shape over the votes (``TOP_VIEWS``).
+
+One round: 1,000 votes (10 inserts of 100, random articles), the node fails, 1,000 more
+votes while it is down, then ``db.recover(node, strategy)`` + ``db.wait()`` is timed.
+After the timing, 200 random articles of ``ArticleWithVoteCount`` (and of the second
+view, if any) are compared with answers kept in Python from every vote written; a
+mismatch raises AssertionError.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from noria_py import connect
+from noria_py.errors import Error
+from noria_tools import workloads
+from noria_tools.bench import load_votes, plot_recovery, timed_recover
+
+KINDS = ("sharder", "aggregate", "join", "reader", "topk", "extremum")
+
+#: the second view a kind needs: (name, SQL)
+TOP_VIEWS = {
+    "topk": ("top3", "CREATE VIEW top3 AS SELECT article_id, user_id FROM vote "
+             "WHERE article_id = ? ORDER BY user_id DESC LIMIT 3"),
+    "extremum": ("top_users", "CREATE VIEW top_users AS SELECT article_id, MAX(user_id) AS top "
+                 "FROM vote WHERE article_id = ? GROUP BY article_id"),
+}
+
+
+@dataclass
+class VoteBed:
+    """A loaded vote database and what it should answer."""
+    db: Any
+    articles: int
+    top: str | None                  # a key of TOP_VIEWS, or None
+    counts: np.ndarray               # votes per article, every vote written so far
+    written: list[np.ndarray]        # every vote written so far, (article_id, user_id)
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(18))
+
+
+def vote_bed(votes: int, articles: int = 100_000, shards: int = 4,
+             top: str | None = None) -> VoteBed:
+    """The vote database over ``votes`` votes, with the second view for ``top``
+    (``"topk"``, ``"extremum"`` or None)."""
+    db = connect(shards=shards, seed=0)
+    for sql in workloads.SCHEMA:
+        db.execute(sql)
+    db.table("article").insert(workloads.articles(articles))
+    data = workloads.votes(votes, articles)
+    load_votes(db, data)
+    db.execute(workloads.VIEW)
+    if top is not None:
+        db.execute(TOP_VIEWS[top][1])
+    db.wait()
+    return VoteBed(db, articles, top, np.bincount(data[:, 0], minlength=articles), [data])
+
+
+def needs_view(kind: str) -> str | None:
+    """The key of TOP_VIEWS whose view holds a node of ``kind``, if one is needed."""
+    return kind if kind in TOP_VIEWS else None
+
+
+def pick_node(graph: list[dict], kind: str) -> str:
+    """The node of ``kind`` (its first shard) on the vote path; ``topk`` falls back on
+    an extremum when the planner made no TopK node."""
+    nodes = {n["id"]: n for n in graph}
+
+    def fits(n: dict, want: str) -> bool:
+        if n["kind"] != want or n["shard"] not in (None, 0):
+            return False
+        if want == "sharder":         # the one feeding the COUNT
+            return any(nodes[c]["kind"] == "aggregate" for c in n["children"])
+        if want == "reader":
+            return (n["view"] or "").lower() == workloads.VIEW_NAME.lower()
+        return True
+    for want in (kind, "extremum") if kind == "topk" else (kind,):
+        found = [n["id"] for n in graph if fits(n, want)]
+        if found:
+            return found[0]
+    raise ValueError(f"no {kind} node on the vote path; kinds: "
+                     f"{sorted({n['kind'] for n in graph})}")
+
+
+def write_votes(bed: VoteBed, n: int = 1000, per_insert: int = 100) -> None:
+    """``n`` votes for random articles, ``per_insert`` at a time, remembered in ``bed``."""
+    vote = bed.db.table("vote")
+    for _ in range(0, n, per_insert):
+        chunk = np.stack([bed.rng.integers(0, bed.articles, per_insert),
+                          bed.rng.integers(0, 1 << 30, per_insert)], axis=1)
+        vote.insert([tuple(r) for r in chunk.tolist()])
+        bed.counts += np.bincount(chunk[:, 0], minlength=bed.articles)
+        bed.written.append(chunk)
+
+
+def _expected_top(bed: VoteBed, keys: list[int]) -> dict[int, list[tuple]]:
+    """The second view's rows for ``keys``, from every vote written."""
+    votes = np.concatenate(bed.written)
+    votes = votes[np.isin(votes[:, 0], keys)]
+    out = {}
+    for k in keys:
+        users = sorted(votes[votes[:, 0] == k, 1].tolist(), reverse=True)
+        out[k] = [(k, u) for u in users[:1 if bed.top == "extremum" else 3]]
+    return out
+
+
+def check(bed: VoteBed, sample: int = 200) -> None:
+    """Compare ``sample`` random articles of the views with the answers kept in Python;
+    AssertionError on the first mismatch."""
+    keys = [int(k) for k in bed.rng.integers(0, bed.articles, sample)]
+    view = bed.db.view(workloads.VIEW_NAME)
+    for k in keys:
+        c = int(bed.counts[k])
+        want = [(k, f"article {k}", c if c else None)]
+        got = view.lookup(k)
+        assert got == want, f"{workloads.VIEW_NAME}[{k}]: got {got}, want {want}"
+    if bed.top is None:
+        return
+    name = TOP_VIEWS[bed.top][0]
+    top = bed.db.view(name)
+    for k, want in _expected_top(bed, keys).items():
+        got = sorted(top.lookup(k), key=lambda r: -r[1])
+        assert got == want, f"{name}[{k}]: got {got}, want {want}"
+
+
+def fail_with_votes(bed: VoteBed, node: str) -> None:
+    """1,000 votes, the node fails, 1,000 more votes while it is down."""
+    write_votes(bed)
+    bed.db.fail(node)
+    write_votes(bed)
+
+
+def recover_round(bed: VoteBed, node: str, strategy: str) -> float:
+    """One round; the seconds until the views are right again (checked after)."""
+    fail_with_votes(bed, node)
+    seconds = timed_recover(bed.db, node, strategy)[1]
+    check(bed)
+    return seconds
+
+
+def _medians(bed: VoteBed, node: str, strategies: list[str], rounds: int,
+             broken: dict[str, str]) -> dict[str, float]:
+    """Median seconds per strategy; a strategy whose recovery raises is reported in
+    ``broken`` (the node is brought back by lineage and the others go on; a broken
+    spark is not tried again, another strategy is, on the next node)."""
+    out = {}
+    for s in strategies:
+        if s in broken:
+            continue
+        try:
+            out[s] = statistics.median([recover_round(bed, node, s) for _ in range(rounds)])
+        except AssertionError:
+            raise                      # a wrong answer is never skipped
+        except Exception as exc:       # Spark's errors are its own (Py4J...)
+            if s != "spark" and not isinstance(exc, Error):
+                raise
+            why = broken[s if s == "spark" else f"{s} {node}"] = f"{type(exc).__name__}: {exc}"
+            print(f"  {s} failed recovering {node}: {why}", flush=True)
+            bed.db.recover(node, strategy="lineage")
+            bed.db.wait()
+            check(bed)
+    return out
+
+
+def _unusable(strategies: list[str]) -> dict[str, str]:
+    """The strategies that cannot run here, with why (so far: spark without pyspark)."""
+    if "spark" in strategies and importlib.util.find_spec("pyspark") is None:
+        print("spark: skipped, pyspark is not installed")
+        return {"spark": "pyspark is not installed"}
+    return {}
+
+
+def _row(kind: str, node: str, n: int, times: dict[str, float], strategies: list[str],
+         load: float | None) -> str:
+    cells = " ".join(f"{times[s]:>11.4f}" if s in times else f"{'-':>11}" for s in strategies)
+    ratio = (f"{times['lineage'] / times['treeclock']:>10,.1f}x"
+             if "lineage" in times and "treeclock" in times and times["treeclock"] > 0
+             else f"{'-':>11}")
+    built = f"   (load {load:.0f} s)" if load is not None else ""
+    return f"{kind:>10} {node:>6} {n:>11,} {cells} {ratio}{built}"
+
+
+def _bed_for(beds: dict[str | None, VoteBed], kind: str, votes: int, articles: int,
+             shards: int) -> tuple[VoteBed, float | None]:
+    """The database ``kind`` runs on (built the first time a size needs it: then the
+    seconds it took to load, else None)."""
+    top = needs_view(kind)
+    if top in beds:
+        return beds[top], None
+    t0 = time.perf_counter()
+    beds[top] = vote_bed(votes, articles, shards, top)
+    return beds[top], time.perf_counter() - t0
+
+
+def parse_kinds(spec: str) -> list[str]:
+    kinds = list(KINDS) if spec == "all" else spec.split(",")
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise SystemExit(f"noria-py bench recovery: unknown --node {','.join(bad)}; "
+                         f"choose from {', '.join(KINDS)} or all")
+    return kinds
+
+
+def run_nodes(a: argparse.Namespace, sizes: list[int], strategies: list[str]) -> int:
+    """The ``--node`` mode of ``noria-py bench recovery``; 1 if a recovery raised."""
+    kinds = parse_kinds(a.node)
+    articles = a.articles or 100_000
+    shards = a.shards or 4
+    broken = _unusable(strategies)
+    results: dict[str, dict[int, float]] = {}
+    print(f"recovery of one shard per node kind, vote view ({articles:,} articles, "
+          f"{shards} shards); 1,000 votes, fail, 1,000 votes, recover: median of {a.rounds} "
+          "rounds, seconds until views are right (checked)")
+    print(f"{'node':>10} {'id':>6} {'votes':>11} " + " ".join(f"{s:>11}" for s in strategies)
+          + f" {'lin/tc':>11}")
+    for n in sizes:
+        beds: dict[str | None, VoteBed] = {}
+        for kind in kinds:
+            bed, load = _bed_for(beds, kind, n, articles, shards)
+            node = pick_node(bed.db.graph(), kind)
+            times = _medians(bed, node, strategies, a.rounds, broken)
+            for s, v in times.items():
+                results.setdefault(f"{kind}, {s}" if len(kinds) > 1 else s, {})[n] = v
+            print(_row(kind, node, n, times, strategies, load), flush=True)
+        for bed in beds.values():
+            bed.db.close()
+    if a.plot:
+        title = (f"failed {kinds[0]} shard" if len(kinds) == 1 else "failed shard per node kind")
+        plot_recovery(results, a.plot, f"{title}, vote view, {shards} shards")
+        print(f"plot written to {a.plot}")
+    return 1 if set(broken) - {"spark"} else 0      # spark may be missing; no other

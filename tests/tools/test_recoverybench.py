@@ -1,0 +1,66 @@
+"""``noria-py bench recovery --node KIND`` (noria_tools/recoverybench.py), at a tiny size:
+that it runs, prints a row per kind, and that its result check catches a wrong answer."""
+from __future__ import annotations
+
+import pytest
+
+from noria_tools import bench, recoverybench
+
+TINY = ["--sizes", "2e3", "--articles", "500", "--shards", "2", "--rounds", "1"]
+
+
+def test_node_mode_times_and_checks_two_kinds(capsys, tmp_path):
+    plot = tmp_path / "nodes.png"
+    assert bench.run_recovery(["--node", "aggregate,topk", *TINY, "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.split()[2:3] == ["2,000"]]
+    assert [r[0] for r in rows] == ["aggregate", "topk"]
+    for r in rows:
+        assert float(r[3]) > 0 and float(r[4]) > 0      # treeclock, lineage seconds
+    assert plot.stat().st_size > 0
+
+
+def test_the_check_catches_a_wrong_count_and_a_wrong_top():
+    bed = recoverybench.vote_bed(2000, articles=50, shards=2, top="topk")
+    recoverybench.check(bed)
+    bed.counts[:] += 1
+    with pytest.raises(AssertionError, match="ArticleWithVoteCount"):
+        recoverybench.check(bed)
+    bed.counts[:] -= 1
+    bed.written.append(bed.written[0][:50] + [0, 1])   # users the view never saw
+    with pytest.raises(AssertionError, match="top3"):
+        recoverybench.check(bed)
+    bed.db.close()
+
+
+@pytest.mark.parametrize("kind,want", [("sharder", "n3"), ("aggregate", "n4.0"),
+                                       ("join", "n6.0"), ("reader", "n8.0")])
+def test_pick_node_finds_the_vote_path(kind, want):
+    bed = recoverybench.vote_bed(100, articles=10, shards=2)
+    assert recoverybench.pick_node(bed.db.graph(), kind) == want
+    with pytest.raises(ValueError, match="no topk node"):
+        recoverybench.pick_node(bed.db.graph(), "topk")
+    bed.db.close()
+
+
+def test_unknown_kind_is_refused():
+    with pytest.raises(SystemExit, match="unknown --node"):
+        bench.run_recovery(["--node", "filter", *TINY])
+
+
+def test_a_failing_spark_is_reported_and_the_others_go_on(monkeypatch, capsys):
+    from noria_py.client import Database
+    from noria_py.errors import RecoveryError
+    real = Database.recover
+
+    def recover(self, node_id=None, strategy="treeclock"):
+        if strategy == "spark":
+            raise RecoveryError("no Spark here")
+        return real(self, node_id, strategy)
+    monkeypatch.setattr(Database, "recover", recover)
+    argv = ["--node", "join", *TINY, "--strategies", "treeclock,spark,lineage"]
+    assert bench.run_recovery(argv) == 0
+    out = capsys.readouterr().out
+    assert "spark failed recovering n6.0: RecoveryError: no Spark here" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("      join"))
+    assert row[4] == "-" and float(row[3]) > 0 and float(row[5]) > 0
