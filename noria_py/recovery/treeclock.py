@@ -171,14 +171,8 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
         inputs = [(port, output_through(graph, rt, a, node_id, resume[a]))
                   for port, a in enumerate(parents)] if node.op.stateful else []
     for a in parents:
-        if a in buffers:
-            continue
-        msgs, a_time = rt.payload_after(a, node_id, resume[a])
-        if len(msgs) != a_time - resume[a]:
-            raise RecoveryError(
-                f"parent {a} no longer holds the messages it sent {node_id} after its time "
-                f"{resume[a]} (it has {len(msgs)} of {a_time - resume[a]}); use strategy='lineage'")
-        buffers[a] = msgs
+        if a not in buffers:
+            buffers[a] = _log_after(rt, a, node_id, resume[a])
 
     # 4. execution replay, in the order the children's diffs pin
     heads = {a: 0 for a in parents}
@@ -204,9 +198,7 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
 
     # restart B' at t_min with clock T* and that state, then replay
     rt.restore(node_id, t_min, t_star, resume, inputs, ck)
-    rows = sum(len(batch) for _, batch in inputs)
-    if ck is not None:
-        rows += sum(map(len, ck.inputs)) + len(ck.entries)
+    rows = sum(len(batch) for _, batch in inputs) + (0 if ck is None else ck.rows())
     rt.replay(node_id, order, seen)
     return len(order), rows, None if ck is None else ck.time
 
@@ -223,13 +215,26 @@ def _since_checkpoint(rt: Runtime, node_id: str, ck: Checkpoint, resume: dict[st
         since = ck.parent_times.get(a, 0)
         if since > upto:
             return None
-        msgs, a_time = rt.payload_after(a, node_id, since)
-        if len(msgs) != a_time - since:
+        try:
+            msgs = _log_after(rt, a, node_id, since)
+        except RecoveryError:
             return None
         logs[a] = msgs[upto - since:]
         taken.extend((port, m.batch) for m in msgs[:upto - since])
     buffers.update(logs)
     return taken
+
+
+def _log_after(rt: Runtime, a: str, node_id: str, since: int) -> list[Message]:
+    """Every message ``a`` sent ``node_id`` after its time ``since``, from its payload
+    log (one per time: a node sends each child a message per input); RecoveryError
+    when the log no longer reaches back that far."""
+    msgs, a_time = rt.payload_after(a, node_id, since)
+    if len(msgs) != a_time - since:
+        raise RecoveryError(
+            f"parent {a} no longer holds the messages it sent {node_id} after its time "
+            f"{since} (it has {len(msgs)} of {a_time - since}); use strategy='lineage'")
+    return msgs
 
 
 def _pins(graph: Graph, witnesses: list[_Witness], node_id: str,

@@ -44,6 +44,7 @@ import numpy as np
 
 from ..batch import Batch
 from ..ops.dense import DenseRows
+from ..ops.operator import Operator
 from ..ops.state import DenseCounts
 
 #: an "input" delta: (port, batch taken, or the port's whole state in arrays) in order;
@@ -62,6 +63,35 @@ class Checkpoint:
     form: str
     inputs: list[Batch | DenseRows] = field(default_factory=list)
     entries: Entries = field(default_factory=dict)
+
+    def rows(self) -> int:
+        """Rows or entries it holds."""
+        return sum(map(_size, self.inputs)) + _size(self.entries)
+
+
+def delta(op: Operator, full: bool, taken: list[tuple[int, Batch]]) -> InputDelta | Entries:
+    """What ``op`` hands the store for a checkpoint: its whole state (``full``), or what
+    changed since its last one, ``taken`` being the batches it took since (the "input"
+    form); ports held in arrays are copied whole either way."""
+    if op.checkpoint_form == "keyed":
+        return op.export_state(changed_only=not full)   # type: ignore[no-any-return]
+    whole: dict[int, DenseRows] = op.array_state()
+    rows = enumerate(op.contents()) if full else taken
+    return [(p, b) for p, b in rows if p not in whole] + list(whole.items())
+
+
+def load(op: Operator, ck: Checkpoint) -> None:
+    """Fill the empty ``op`` with the state ``ck`` holds (arrays copied, since the store
+    keeps its own)."""
+    if ck.form == "keyed":
+        op.load_state(ck.entries)
+        return
+    for port, x in enumerate(ck.inputs):
+        if isinstance(x, DenseRows):
+            op.load_array_state(port, x.copy())
+    for port, x in enumerate(ck.inputs):
+        if isinstance(x, Batch):
+            op.process(port, x)
 
 
 class _Chain:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
@@ -36,9 +36,8 @@ from .. import tuning
 from ..batch import Batch
 from ..errors import UnknownNodeError
 from ..graph import Graph, Node
-from ..ops.dense import DenseRows
-from ..ops.state import DenseCounts
 from ..tuning import CLOCK_DEPTH, COMPACT_AT, FLUSH_EVERY
+from . import checkpoints
 from .checkpoints import Checkpoint, CheckpointStore
 from .messages import Message
 
@@ -143,15 +142,10 @@ class Domain:
             return
         op = self.node.op
         full = not store.has(self.id)
-        delta: list[tuple[int, Batch | DenseRows]] | dict[Any, Any] | DenseCounts
-        if op.checkpoint_form == "input":
-            whole = op.array_state()        # ports held in arrays: copied whole
-            taken = enumerate(op.contents()) if full else cast(list[tuple[int, Batch]], self.ck_inputs)
-            delta = [(p, b) for p, b in taken if p not in whole] + list(whole.items())
+        change = checkpoints.delta(op, full, self.ck_inputs or [])
+        if self.ck_inputs is not None:
             self.ck_inputs = []
-        else:
-            delta = op.export_state(changed_only=not full)
-        store.put(self.id, self.time, self.last_seen, cast(str, op.checkpoint_form), delta,
+        store.put(self.id, self.time, self.last_seen, cast(str, op.checkpoint_form), change,
                   full, self.low)
         self.ck_messages = self.ck_rows = 0
         self.ck_recent.append((self.time, dict(self.last_seen)))
@@ -172,16 +166,7 @@ class Domain:
         op = self.node.op
         store = self.store
         if checkpoint is not None:
-            if checkpoint.form == "keyed":
-                op.load_state(checkpoint.entries)
-            else:
-                held = list(enumerate(checkpoint.inputs))
-                for port, x in held:
-                    if not isinstance(x, Batch):        # a port's state in arrays
-                        op.load_array_state(port, x.copy())
-                for port, x in held:
-                    if isinstance(x, Batch):
-                        op.process(port, x)
+            checkpoints.load(op, checkpoint)
             if store is not None:
                 store.keep_upto(self.id, checkpoint.time)
             self.ck_stable = dict(checkpoint.parent_times)

@@ -17,6 +17,7 @@ from noria_py.ops.join import Join
 from noria_py.ops.operator import Operator
 from noria_py.ops.setop import SetOp
 from noria_py.ops.topk import TopK
+from noria_py.runtime import checkpoints
 from noria_py.runtime.checkpoints import CheckpointStore
 from sql_frontend.plan import OrderKey
 from tests.ops.helpers import agg
@@ -44,7 +45,7 @@ steps = st.lists(st.tuples(st.integers(0, 1), st.lists(st.tuples(keys, values), 
 
 class Shard:
     """An operator and what its domain does for checkpoints (``Domain.checkpoint``):
-    the batches taken since the last one ("input" form) or the changed entries."""
+    keep the batches taken since the last one, hand ``checkpoints.delta`` to the store."""
 
     def __init__(self, make, store: CheckpointStore) -> None:
         self.op: Operator = make()
@@ -61,13 +62,9 @@ class Shard:
 
     def checkpoint(self, stable: int) -> None:
         full = not self.store.has("n")
-        op = self.op
-        if op.checkpoint_form == "input":
-            delta = list(enumerate(op.contents())) if full else self.since
-        else:
-            delta = op.export_state(changed_only=not full)
+        change = checkpoints.delta(self.op, full, self.since)
         self.since = []
-        self.store.put("n", self.time, {"p": self.time}, str(op.checkpoint_form), delta,
+        self.store.put("n", self.time, {"p": self.time}, str(self.op.checkpoint_form), change,
                        full, stable)
 
 
@@ -76,10 +73,7 @@ def restored(make, store: CheckpointStore, at_most: int) -> tuple[Operator, int]
     if ck is None:
         return None
     op = make()
-    if ck.form == "keyed":
-        op.load_state(ck.entries)
-    for port, b in enumerate(ck.inputs):
-        op.process(port, b)
+    checkpoints.load(op, ck)
     assert ck.parent_times == {"p": ck.time}
     return op, ck.time
 
