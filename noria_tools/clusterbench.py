@@ -28,8 +28,9 @@ def _until(pred, timeout: float = 60.0) -> float:
 
 
 def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: int,
-                kills: int, strategy: str) -> dict:
-    with Cluster(workers=workers, extra=("--recovery", strategy)) as cluster:
+                kills: int, strategy: str, shards: int = 1, checkpoints: bool = True) -> dict:
+    extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
+    with Cluster(workers=workers, shards=shards, extra=extra) as cluster:
         db = connect(cluster.url)
         workloads.setup(db, articles)
         data = workloads.votes(votes, articles)
@@ -97,13 +98,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--samples", type=int, default=300, help="latency samples")
     p.add_argument("--kills", type=int, default=3)
     p.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--no-checkpoints", action="store_true",
+                   help="stateful nodes without checkpoints (rebuilt from their parents)")
     a = p.parse_args(argv)
-    print(f"cluster: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch}; "
+    print(f"cluster: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch}, "
+          f"{a.shards} shard(s), checkpoints {'off' if a.no_checkpoints else 'on'}; "
           f"client, controller and workers are separate processes on this machine")
     print(f"{'workers':>7} {'votes/s':>9} {'prop p50 ms':>11} {'prop p99 ms':>11} "
           f"{'read p50 µs':>11} {'detect s':>9} {'recover s':>9} {'kill→right s':>12} strategy")
     for w in [int(x) for x in a.workers.split(",")]:
-        r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery)
+        r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
+                        a.shards, not a.no_checkpoints)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))

@@ -4,6 +4,11 @@ Every accumulator handles retractions (sign < 0) exactly, which is what makes a
 grouped operator incremental: MIN and MAX keep every value in a sorted multiset so
 that deleting the current extreme reveals the next one. NULL inputs are skipped, as
 SQL requires.
+
+``to_data`` and ``from_data`` write an accumulator as plain values (lists, ints,
+strings and the row values it holds) and read it back: how a checkpoint of an
+aggregate crosses the network to the cluster's checkpoint store (never pickled).
+Integers that may outgrow 64 bits (exact sums) are written as decimal strings.
 """
 from __future__ import annotations
 
@@ -27,6 +32,10 @@ class Accumulator:
         """An independent accumulator in the same state (for checkpoints)."""
         raise NotImplementedError
 
+    def to_data(self) -> list:
+        """Its state as plain values: [tag, ...] (``from_data`` reads it back)."""
+        raise NotImplementedError
+
 
 class Count(Accumulator):
     __slots__ = ("n",)
@@ -45,6 +54,9 @@ class Count(Accumulator):
         c = Count()
         c.n = self.n
         return c
+
+    def to_data(self) -> list:
+        return ["count", self.n]
 
 
 #: floats are summed exactly as integers in units of 2**-1074 (the smallest subnormal),
@@ -92,6 +104,11 @@ class Sum(Accumulator):
         c.total, c.ftotal, c.floats, c.n = self.total, self.ftotal, self.floats, self.n
         c.special = None if self.special is None else dict(self.special)
         return c
+
+    def to_data(self) -> list:
+        special = None if self.special is None else sorted(self.special.items())
+        return [type(self).__name__.lower(), str(self.total), str(self.ftotal), self.floats,
+                special, self.n]
 
     def _special(self) -> float | None:
         sp = self.special
@@ -150,6 +167,9 @@ class Min(Accumulator):
         c.values = SortedList(self.values)
         return c
 
+    def to_data(self) -> list:
+        return [type(self).__name__.lower(), list(self.values)]
+
 
 class Max(Min):
     __slots__ = ()
@@ -187,6 +207,43 @@ class Distinct(Accumulator):
         c = Distinct(self.inner.copy())
         c.counts = dict(self.counts)
         return c
+
+    def to_data(self) -> list:
+        return ["distinct", list(self.counts.items()), self.inner.to_data()]
+
+
+def from_data(data) -> Accumulator:
+    """The accumulator ``to_data`` wrote; ValueError for anything else (the data may
+    come from another process)."""
+    try:
+        tag = data[0]
+        if tag == "count" and len(data) == 2 and type(data[1]) is int:
+            c = Count()
+            c.n = data[1]
+            return c
+        if tag in ("sum", "avg") and len(data) == 6:
+            s = Sum() if tag == "sum" else Avg()
+            s.total, s.ftotal = int(data[1]), int(data[2])
+            s.floats, s.n = _int(data[3]), _int(data[5])
+            s.special = None if data[4] is None else {str(k): _int(v) for k, v in data[4]}
+            return s
+        if tag in ("min", "max") and len(data) == 2:
+            m = Min() if tag == "min" else Max()
+            m.values = SortedList(data[1])
+            return m
+        if tag == "distinct" and len(data) == 3:
+            d = Distinct(from_data(data[2]))
+            d.counts = {v: _int(c) for v, c in data[1]}
+            return d
+    except (TypeError, ValueError, IndexError, KeyError) as e:
+        raise ValueError(f"not an accumulator's data: {e}") from None
+    raise ValueError(f"not an accumulator's data: {str(data)[:80]}")
+
+
+def _int(x) -> int:
+    if type(x) is not int:
+        raise ValueError(f"expected an integer, got {type(x).__name__}")
+    return x
 
 
 _MAKERS = {"count": Count, "count_star": Count, "sum": Sum, "avg": Avg, "min": Min, "max": Max}

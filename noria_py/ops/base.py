@@ -8,6 +8,11 @@ clicks, events) keeps its rows as the write batches themselves, columnar where t
 values allow: about 16 bytes a row of two INTs rather than ~200 as a dict of tuples,
 and nothing to do per row on a write. The first delete, or the first caller that needs
 ``rows``, turns the table into the indexed form, a ``{row: count}`` dict, for good.
+
+In a cluster the controller holds each table's rows (it validates writes against
+them); the base node on a worker only passes writes on, and holds none
+(``holds_rows``): the rows are not kept twice, and a lost worker's base comes back
+without them.
 """
 from __future__ import annotations
 
@@ -66,6 +71,8 @@ def _expanded(chunk: Batch) -> Iterator[tuple]:
 class Base(Operator):
     kind = "base"
     stateful = True
+    #: False: writes pass through, nothing is kept (a cluster worker's base node)
+    holds_rows = True
 
     def __init__(self, schema: TableSchema) -> None:
         self.schema = schema
@@ -278,6 +285,8 @@ class Base(Operator):
     # ------------------------------------------------------------ operator
 
     def process(self, port: int, batch: Batch) -> Batch:
+        if not self.holds_rows:
+            return batch
         if self._rows is None:
             signs = batch.sign_array
             if signs is not None and len(signs) and signs.min() > 0:
@@ -303,6 +312,9 @@ class Base(Operator):
         return batch
 
     def snapshot(self) -> Batch:
+        if not self.holds_rows:
+            raise RuntimeError(f"base {self.schema.name} keeps no rows here: its rows are "
+                               "the controller's")
         if self._rows is None:
             chunks = self.chunks
             first = chunks[0].cols if chunks else None

@@ -109,6 +109,22 @@ class DenseRows:
         c._refresh()
         return c
 
+    @classmethod
+    def from_arrays(cls, key: int | None, present: np.ndarray,
+                    parts: list[np.ndarray]) -> "DenseRows":
+        """The rows ``present`` and ``parts`` hold (as ``copy`` makes them; a checkpoint
+        that crossed the network), taking the arrays as they are."""
+        if any(len(p) != len(present) for p in parts) or present.dtype != bool:
+            raise ValueError("dense rows need a bool mask and parts of its length")
+        c = cls.__new__(cls)
+        c.key = key
+        c.present = present
+        c.parts = parts
+        c.kinds = [TYPED.get(p.dtype) for p in parts]
+        c.n = int(present.sum())
+        c._refresh()
+        return c
+
     def _fit(self, keys: np.ndarray) -> bool:
         size = grown_size(keys, len(self.present))
         if size is None:

@@ -13,14 +13,15 @@ from ..graph import Graph
 from ..runtime import Runtime
 
 
-def recover_base(graph: Graph, rt: "Runtime", node_id: str) -> int:
+def recover_base(graph: Graph, rt: "Runtime", node_id: str, low: int | None = None) -> int:
     """A base table comes back from its durable log: its state is the log replayed, its
-    time the log's length; children get what they had not received."""
+    time the log's length; children get what they had not received. Its payload log
+    keeps the writes after ``low``: a failed child will ask for them when it recovers
+    (``low`` is at or below the oldest such request; by default the oldest write)."""
     node = graph[node_id]
     seen = {c: rt.info(c).last_seen.get(node_id, 0) for c in node.children if rt.alive(c)}
-    # a failed child will ask for a resend when it recovers: keep its messages
-    low = min((seen.get(c, 0) for c in node.children), default=0)
-    return rt.restore_base(node_id, seen, low)
+    floor = min((seen.get(c, low or 0) for c in node.children), default=0)
+    return rt.restore_base(node_id, seen, floor)
 
 
 def restore_upstream_bases(graph: Graph, rt: "Runtime", node_id: str) -> int:

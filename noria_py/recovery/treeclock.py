@@ -47,7 +47,7 @@ def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
         raise RecoveryError(f"node {node_id} has not failed; nothing to recover")
     node = graph[node_id]
     if node.kind == "base":
-        replayed = recover_base(graph, rt, node_id)
+        replayed = recover_base(graph, rt, node_id, _resume_low(graph, rt, node_id))
         return RecoveryReport(node=node_id, strategy="treeclock",
                               seconds=_time.perf_counter() - start, replayed_messages=replayed)
     # Adjacent failures: a failed parent comes back first (a base from its log, an
@@ -56,7 +56,7 @@ def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
     for p in node.parents:
         if not rt.alive(p):
             if graph[p].kind == "base":
-                replayed += recover_base(graph, rt, p)
+                replayed += recover_base(graph, rt, p, _resume_low(graph, rt, p))
             else:
                 r, n, _ = _recover_operator(graph, rt, p)
                 replayed, rows = replayed + r, rows + n
@@ -121,6 +121,33 @@ def _witnesses(graph: Graph, rt: Runtime, b: str) -> tuple[list[_Witness], dict[
         seen[c] = int(t_star_c[tc.layout(graph[c].num).slot[graph[b].num]])
         witnesses.extend(ws)
     return witnesses, seen
+
+
+def _resume_low(graph: Graph, rt: Runtime, b: str) -> int:
+    """The oldest B-time from which a failed child of B (a base coming back) will ask
+    for B's messages: the time its own witnesses pin it to, or for a stateful child the
+    parent-time of the checkpoint it will start from, if lower. 0 (everything) when a
+    failed child's witnesses cannot say: it then recovers with lineage, or from B's
+    output."""
+    try:
+        _, seen = _witnesses(graph, rt, b)
+    except RecoveryError:
+        return 0
+    low: int | None = None
+    for c in graph[b].children:
+        if rt.alive(c) or c not in seen:
+            continue                    # (a failed reader is rebuilt from B's output)
+        t = seen[c]
+        if graph[c].op.stateful:
+            try:
+                _, below = _witnesses(graph, rt, c)
+            except RecoveryError:
+                return 0
+            ck = rt.checkpoint(c, min(below.values())) if below else None
+            if ck is not None:
+                t = min(t, ck.parent_times.get(b, 0))
+        low = t if low is None else min(low, t)
+    return 0 if low is None else low
 
 
 def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int, int | None]:

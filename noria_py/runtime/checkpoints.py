@@ -38,7 +38,7 @@ checkpoint costs the shard is in docs/benchmarks.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
@@ -92,6 +92,21 @@ def load(op: Operator, ck: Checkpoint) -> None:
     for port, x in enumerate(ck.inputs):
         if isinstance(x, Batch):
             op.process(port, x)
+
+
+class Sink(Protocol):
+    """Where a domain puts its checkpoints: a ``CheckpointStore`` in the same process
+    (embedded), or a worker's stand-in that forwards each call to the store on the
+    cluster's controller (``cluster/worker.py``)."""
+
+    def has(self, node_id: str) -> bool: ...
+
+    def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
+            delta: InputDelta | Entries, full: bool, stable: int) -> None: ...
+
+    def keep_upto(self, node_id: str, time: int) -> None: ...
+
+    def drop(self, node_id: str) -> None: ...
 
 
 class _Chain:

@@ -38,7 +38,7 @@ from ..errors import UnknownNodeError
 from ..graph import Graph, Node
 from ..tuning import CLOCK_DEPTH, COMPACT_AT, FLUSH_EVERY
 from . import checkpoints
-from .checkpoints import Checkpoint, CheckpointStore
+from .checkpoints import Checkpoint, Sink
 from .messages import Message
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,7 +79,7 @@ class Domain:
         self.tc: TreeClocks | None = None
         #: where this node checkpoints (None: it does not, being stateless, a reader,
         #: or in a runtime with checkpoints off); see ``use_checkpoints``
-        self.store: CheckpointStore | None = None
+        self.store: Sink | None = None
         self.ck_inputs: list[tuple[int, Batch]] | None = None
         self.reset_clock_state()
 
@@ -108,7 +108,7 @@ class Domain:
 
     # ------------------------------------------------------------ checkpoints
 
-    def use_checkpoints(self, store: CheckpointStore | None) -> None:
+    def use_checkpoints(self, store: Sink | None) -> None:
         """Checkpoint into ``store`` from now on (a stateful node other than a reader;
         None turns it off)."""
         form = self.node.op.checkpoint_form
@@ -301,13 +301,17 @@ class Domain:
         self.out_version = self.graph.version
         return self.out_edges
 
-    def write_history(self, history: Iterable[Batch], seen: dict[str, int], low: int) -> list[Message]:
+    def write_history(self, history: Iterable[Batch], seen: dict[str, int], low: int,
+                      start: int = 0) -> list[Message]:
         """A base back from its durable log: its state is the log replayed, its time the
         log's length; returns what the children named in ``seen`` have not received
-        (a failed child asks for its own resend when it recovers)."""
+        (a failed child asks for its own resend when it recovers). ``start``: the log
+        begins after that many writes (a base that holds no rows needs only the writes
+        some child may still ask for)."""
         self.attach_clocks(self.tc)
         self.last_seen = {}
         self.alive = True
+        self.time = start
         sends: list[Message] = []
         for batch in history:
             out = self.write(batch)

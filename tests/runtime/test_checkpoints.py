@@ -1,7 +1,9 @@
 """Checkpoint chains (runtime/checkpoints.py): a state restored from a base and deltas
 equals the live state it was taken of, for every checkpointed operator, with
 checkpoints at random points, deltas folded at random low marks, and restores at any
-time a recovery may ask for (hypothesis); and the store stays bounded in a long run."""
+time a recovery may ask for (hypothesis), also when every delta and checkpoint crosses
+the cluster's wire codec (a worker sends them to the controller's store, which sends
+one back to a spare); and the store stays bounded in a long run."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,6 +21,8 @@ from noria_py.ops.setop import SetOp
 from noria_py.ops.topk import TopK
 from noria_py.runtime import checkpoints
 from noria_py.runtime.checkpoints import CheckpointStore
+from noria_py.runtime.cluster import wire
+from noria_py.storage.codec import packb, unpackb
 from sql_frontend.plan import OrderKey
 from tests.ops.helpers import agg
 
@@ -47,8 +51,9 @@ class Shard:
     """An operator and what its domain does for checkpoints (``Domain.checkpoint``):
     keep the batches taken since the last one, hand ``checkpoints.delta`` to the store."""
 
-    def __init__(self, make, store: CheckpointStore) -> None:
+    def __init__(self, make, store: CheckpointStore, over_wire: bool = False) -> None:
         self.op: Operator = make()
+        self.over_wire = over_wire
         if self.op.checkpoint_form == "keyed":
             self.op.tracking = True  # type: ignore[attr-defined]
         self.store = store
@@ -64,14 +69,20 @@ class Shard:
         full = not self.store.has("n")
         change = checkpoints.delta(self.op, full, self.since)
         self.since = []
+        form = str(self.op.checkpoint_form)
+        if self.over_wire:
+            change = wire.decode_delta(form, unpackb(packb(wire.encode_delta(form, change))))
         self.store.put("n", self.time, {"p": self.time}, str(self.op.checkpoint_form), change,
                        full, stable)
 
 
-def restored(make, store: CheckpointStore, at_most: int) -> tuple[Operator, int] | None:
+def restored(make, store: CheckpointStore, at_most: int,
+             over_wire: bool = False) -> tuple[Operator, int] | None:
     ck = store.latest("n", at_most)
     if ck is None:
         return None
+    if over_wire:
+        ck = wire.decode_checkpoint(unpackb(packb(wire.encode_checkpoint(ck))))
     op = make()
     checkpoints.load(op, ck)
     assert ck.parent_times == {"p": ck.time}
@@ -84,11 +95,11 @@ def state(op: Operator) -> list:
 
 @pytest.mark.parametrize("kind", sorted(OPS))
 @settings(max_examples=40, deadline=None)
-@given(plan=steps, columnar=st.booleans())
-def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, columnar):
+@given(plan=steps, columnar=st.booleans(), over_wire=st.booleans())
+def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, columnar, over_wire):
     make, ports = OPS[kind]
     store = CheckpointStore()
-    shard = Shard(make, store)
+    shard = Shard(make, store, over_wire)
     held: list[list[tuple]] = [[], []]
     history = [state(shard.op)]                  # the live state after each time
     shard.checkpoint(stable=0)
@@ -111,7 +122,7 @@ def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, colu
             shard.checkpoint(stable=int(frac * shard.time))
         # a recovery may start at any time at or above the low mark
         at = shard.time - int(frac * 3)
-        got = restored(make, store, max(at, 0))
+        got = restored(make, store, max(at, 0), over_wire)
         if got is not None:
             op, t = got
             assert t <= max(at, 0)

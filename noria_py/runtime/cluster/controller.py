@@ -11,7 +11,10 @@ place of ``EmbeddedRuntime``. It keeps:
   acknowledged write survives any worker;
 - the routing of messages between workers (a star: worker-to-worker traffic goes
   through here, which keeps every edge FIFO and lets a failed node's inbound messages
-  be held until it is back).
+  be held until it is back);
+- the stateful node shards' checkpoints (``runtime/checkpoints.py``), which each
+  worker sends here as its nodes take them: a dead worker's nodes come back on the
+  spare from their checkpoints plus their parents' payload logs.
 
 A worker lost (connection reset, or silent past the heartbeat timeout) has its nodes
 moved to a warm spare process, and each is recovered with the configured strategy:
@@ -42,19 +45,27 @@ from ...errors import Error, RecoveryError
 from ...graph import Graph, Node
 from ...recovery import lineage, treeclock
 from .. import Runtime
-from ..checkpoints import Checkpoint
+from ..checkpoints import Checkpoint, CheckpointStore
 from ..domain import DomainInfo, graph_clocks
 from ..messages import Message
 from . import wire
 from .errors import NodeDown, WorkerLost
 from .remote_ops import RemoteOp
-from .wire import decode_batch, decode_message, encode_batch, encode_message
+from .wire import (
+    decode_batch,
+    decode_delta,
+    decode_message,
+    encode_batch,
+    encode_checkpoint,
+    encode_message,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
 
     import numpy as np
 
+    from ...ops.base import Base
     from ...recovery.report import RecoveryReport
 
     #: a frame to or from a worker (see ``worker.py``): a list when built here, a tuple
@@ -62,6 +73,9 @@ if TYPE_CHECKING:  # pragma: no cover
     Frame: TypeAlias = list[Any] | tuple[Any, ...]
 
 log = logging.getLogger("noria_py.cluster")
+
+#: a lost base's writes go to its new worker in requests of about this many rows
+BASE_PART_ROWS = 1 << 20
 
 
 class WorkerHandle:
@@ -111,9 +125,15 @@ class ClusterRuntime(Runtime):
     automatic_recovery = True        # a lost worker's nodes are recovered on a spare
 
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
-                 heartbeat_timeout: float = 1.0, strategy: str = "treeclock") -> None:
+                 heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
+                 checkpoints: bool = True) -> None:
         self.graph = graph
         self.clocks = clocks
+        self.checkpoints = clocks and checkpoints
+        #: every worker's node shards' checkpoints (read by a recovery; a worker's
+        #: reader thread puts them, under ``store_lock``)
+        self.store: CheckpointStore | None = CheckpointStore() if self.checkpoints else None
+        self.store_lock = threading.Lock()
         self.shards = shards
         self.target = workers
         self.heartbeat_timeout = heartbeat_timeout
@@ -168,7 +188,7 @@ class ClusterRuntime(Runtime):
         name = f"w{next(self._names)}"
         proc = next((p for p in self._spawned if p.pid == pid), None)
         w = WorkerHandle(name, conn, pid, proc)
-        conn.send(["config", name, self.shards, self.clocks])
+        conn.send(["config", name, self.shards, self.clocks, self.checkpoints])
         with self.lock:
             for change, placement in self.ddl_log:
                 w.put(["ddl", change, placement])
@@ -217,12 +237,38 @@ class ClusterRuntime(Runtime):
                     self._relay(f[1], f)
                 elif op == "hb":
                     pass
+                elif op in ("ck", "ck_keep", "ck_drop"):
+                    self._checkpoint_frame(f)
                 else:
                     raise wire.ProtocolError(f"unknown frame {op!r} from worker {w.name}")
         except (OSError, wire.ProtocolError) as e:
             if not self.closed:
                 log.warning("worker %s lost: %s", w.name, e)
         self._lose(w)
+
+    def _checkpoint_frame(self, f: Frame) -> None:
+        """A worker's call on its checkpoint store (``worker.RemoteStore``), made here."""
+        store = self.store
+        if store is None:
+            raise wire.ProtocolError("a checkpoint from a worker with checkpoints off")
+        node = f[1]
+        if type(node) is not str:
+            raise wire.ProtocolError("a checkpoint frame must name its node")
+        if f[0] == "ck":
+            _, _, time, parents, form, delta, full, stable = f
+            if not (type(time) is int and type(stable) is int and isinstance(parents, dict)
+                    and type(full) is bool):
+                raise wire.ProtocolError("a checkpoint must be [ck, node, time, parent times, "
+                                         "form, delta, full, stable]")
+            change = decode_delta(form, delta)
+            with self.store_lock:
+                store.put(node, time, dict(parents), form, change, full, stable)
+        elif f[0] == "ck_keep":
+            with self.store_lock:
+                store.keep_upto(node, int(f[2]))
+        else:
+            with self.store_lock:
+                store.drop(node)
 
     def _relay(self, dst: str, frame: Frame) -> None:
         with self.lock:
@@ -364,6 +410,9 @@ class ClusterRuntime(Runtime):
             self.up.discard(node_id)
             self.held.pop(node_id, None)
         self.durable.pop(node_id, None)
+        if self.store is not None:
+            with self.store_lock:
+                self.store.drop(node_id)
 
     def refresh_clocks(self) -> None:
         if self.clocks:
@@ -459,20 +508,32 @@ class ClusterRuntime(Runtime):
 
     def output_info(self, node_id: str, child: str, upto: int) -> tuple[
             Batch | None, list[Message], int, dict[str, int]]:
+        node = self.graph[node_id]
+        if node.kind == "base":
+            # its rows are here, not on its worker: a base's output up to its time
+            # ``upto`` is its first ``upto`` writes (a base passes each write on whole)
+            op = cast("Base", node.op)
+            rows = type(op)(op.schema)
+            for b in self.durable[node_id][:upto]:
+                rows.process(0, b)
+            return rows.snapshot(), [], upto, {}
         snap, later, now, last_seen = self.call(node_id, "output_info", child, upto)
         return (None if snap is None else decode_batch(snap),
                 [decode_message(m) for m in later], now, last_seen)
 
     def checkpoint(self, node_id: str, at_most: int) -> Checkpoint | None:
-        """No checkpoints in a cluster yet: a stateful node is rebuilt from its parents."""
-        return None
+        """From the store here: what the node's worker sent before it was lost (its
+        connection's frames are all read before the loss is declared)."""
+        if self.store is None:
+            return None
+        with self.store_lock:
+            return self.store.latest(node_id, at_most)
 
     def restore(self, node_id: str, t: int, clock: np.ndarray, last_seen: dict[str, int],
                 inputs: list[tuple[int, Batch]], checkpoint: Checkpoint | None = None) -> None:
-        self.call(node_id, "restore", t, wire.encode_array(clock), last_seen)
-        op = self.graph[node_id].op
-        for port, batch in inputs:          # (its worker processes them: a RemoteOp)
-            op.process(port, batch)
+        self.call(node_id, "restore", t, wire.encode_array(clock), last_seen,
+                  [[port, encode_batch(b)] for port, b in inputs],
+                  None if checkpoint is None else encode_checkpoint(checkpoint))
         with self.lock:
             self.restored.add(node_id)
 
@@ -480,8 +541,21 @@ class ClusterRuntime(Runtime):
         self.call(node_id, "replay", [encode_message(m) for m in msgs], seen)
 
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
-        n: int = self.call(node_id, "restore_base",
-                           [encode_batch(b) for b in self.durable[node_id]], seen, low)
+        """A worker's base holds no rows (they are here), so it gets only the writes
+        after ``low``, which its children may still ask for, in parts of at most
+        ``BASE_PART_ROWS`` rows."""
+        history = self.durable[node_id]
+        start = min(low, len(history))
+        part: list[Any] = []
+        rows = 0
+        w = self.worker_of(node_id)
+        for b in history[start:]:
+            part.append(encode_batch(b))
+            rows += len(b)
+            if rows >= BASE_PART_ROWS:
+                self.ask(w, "base_history", node_id, part)
+                part, rows = [], 0
+        n: int = self.ask(w, "restore_base", node_id, part, seen, low, start)
         with self.lock:
             self.restored.add(node_id)
         return n

@@ -52,7 +52,8 @@ class Server:
     def __init__(self, host: str = "127.0.0.1", port: int = 7878, workers: int = 1,
                  shards: int = 1, data_dir: str | None = None, token: str | None = None,
                  clocks: bool = True, heartbeat_timeout: float = 1.0,
-                 strategy: str = "treeclock", spawn: bool = True) -> None:
+                 strategy: str = "treeclock", spawn: bool = True,
+                 checkpoints: bool = True) -> None:
         if host not in LOOPBACK and not token:
             raise Error(f"binding {host} (not loopback) needs a shared secret: pass --token")
         if strategy not in ("treeclock", "lineage"):
@@ -64,7 +65,7 @@ class Server:
         self.sock = socket.create_server((host, port), reuse_port=False)
         self.address = self.sock.getsockname()[:2]
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
-                                      strategy)
+                                      strategy, checkpoints)
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
         self.runtime.address = (join_host, self.address[1])
         self.runtime.token = token
@@ -276,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds of silence before a worker counts as dead")
     p.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
     p.add_argument("--no-clocks", action="store_true", help="no tree clocks (lineage only)")
+    p.add_argument("--no-checkpoints", action="store_true",
+                   help="no checkpoints of stateful nodes: a lost worker's stateful nodes are "
+                        "rebuilt from their parents' state")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -283,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = Server(args.host, args.port, args.workers, args.shards, args.data_dir,
                         args.token, not args.no_clocks, args.heartbeat_timeout,
-                        args.recovery)
+                        args.recovery, checkpoints=not args.no_checkpoints)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

@@ -18,13 +18,17 @@ import secrets
 import socket
 import struct
 import threading
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ...batch import Batch
 from ...errors import Error
+from ...ops import accumulators
+from ...ops.dense import DenseRows
+from ...ops.state import DenseCounts
 from ...storage.codec import DecodeError, packb, unpackb
+from ..checkpoints import Checkpoint, Entries, InputDelta
 from ..messages import Message
 
 __all__ = [
@@ -32,6 +36,7 @@ __all__ = [
     "server_handshake", "client_handshake",
     "encode_batch", "decode_batch", "encode_message", "decode_message",
     "encode_array", "decode_array",
+    "encode_delta", "decode_delta", "encode_checkpoint", "decode_checkpoint",
 ]
 
 MAX_FRAME = 256 * 1024 * 1024
@@ -275,13 +280,53 @@ def client_handshake(conn: Connection, token: str | None, hello: dict[str, Any],
 # (what they make are msgpack arrays of mixed items, hence ``list[Any]``; what they
 # take is whatever a peer sent, hence ``Any``, checked here)
 
+_KINDS = {"i": np.dtype("<i8"), "f": np.dtype("<f8")}
+
+
 def encode_batch(batch: Batch) -> list[Any]:
+    """A batch as [rows, signs], or a columnar one as ["c", columns, signs]: int64 and
+    float64 columns and the signs as raw little-endian bytes, other columns as their
+    values (no tuple is built per row, and 2M rows of two ints are 32 MB of bytes)."""
+    cols = batch.cols
+    if cols:
+        return ["c", [_encode_column(c) for c in cols],
+                np.ascontiguousarray(batch.sign_array, dtype="<i8").tobytes()]
     return [batch.rows, batch.signs]
+
+
+def _encode_column(col: np.ndarray) -> list[Any]:
+    if col.dtype == np.int64:
+        return ["i", np.ascontiguousarray(col, dtype="<i8").tobytes()]
+    if col.dtype == np.float64:
+        return ["f", np.ascontiguousarray(col, dtype="<f8").tobytes()]
+    return ["o", col.tolist()]
+
+
+def _decode_column(obj: Any, n: int) -> np.ndarray:
+    if isinstance(obj, (tuple, list)) and len(obj) == 2:
+        kind, data = obj
+        if kind in _KINDS and type(data) is bytes and len(data) == 8 * n:
+            return np.frombuffer(data, dtype=_KINDS[kind]).copy()
+        if kind == "o" and isinstance(data, (tuple, list)) and len(data) == n:
+            arr = np.empty(n, dtype=object)
+            arr[:] = list(data)
+            return arr
+    raise ProtocolError(f"a batch's column must be [kind, data] of {n} values")
+
+
+def _decode_columnar(cols: Any, signs: Any) -> Batch:
+    if not (isinstance(cols, (tuple, list)) and cols and type(signs) is bytes
+            and len(signs) % 8 == 0):
+        raise ProtocolError("a columnar batch must be ['c', columns, signs]")
+    sign_array = np.frombuffer(signs, dtype="<i8").copy()
+    return Batch.columnar([_decode_column(c, len(sign_array)) for c in cols], sign_array)
 
 
 def decode_batch(obj: Any) -> Batch:
     """Checks the shape only (in C, per row and sign, not per value): operators trust
     that rows are tuples and signs ints, and a wrong type would fail far from here."""
+    if isinstance(obj, (tuple, list)) and len(obj) == 3 and obj[0] == "c":
+        return _decode_columnar(obj[1], obj[2])
     if not (isinstance(obj, (tuple, list)) and len(obj) == 2):
         raise ProtocolError("a batch must be [rows, signs]")
     rows, signs = obj
@@ -338,3 +383,117 @@ def decode_array(obj: Any) -> np.ndarray | None:
     if len(data) != 8 * int(np.prod(shape, dtype=np.int64)):
         raise ProtocolError(f"array data of {len(data)} bytes does not fit shape {tuple(shape)}")
     return np.frombuffer(data, dtype="<i8").reshape(shape).copy()
+
+
+# ---------------------------------------------------------------- checkpoints
+# A worker hands each checkpoint of its node shards to the controller's store (not on
+# the worker, which may die with them), and the store hands one back to the spare
+# that recovers the node. What crosses: batches, a dense side's arrays (typed parts
+# as raw little-endian bytes, object parts as their values), COUNT's array, and
+# aggregate entries with their accumulators as plain data (``Accumulator.to_data``).
+
+def encode_dense(rows: DenseRows) -> list[Any]:
+    return [rows.key, rows.n, rows.present.tobytes(), [_encode_column(p) for p in rows.parts]]
+
+
+def decode_dense(obj: Any) -> DenseRows:
+    if not (isinstance(obj, (tuple, list)) and len(obj) == 4):
+        raise ProtocolError("dense rows must be [key, n, present, parts]")
+    key, n, present, parts = obj
+    if not ((key is None or type(key) is int) and type(n) is int and type(present) is bytes
+            and isinstance(parts, (tuple, list))):
+        raise ProtocolError("dense rows must be [key, n, present, parts]")
+    size = len(present)
+    mask = np.frombuffer(present, dtype=np.uint8).astype(bool)
+    arrays = [_decode_column(part, size) for part in parts]
+    if (key is not None and not 0 <= key < len(arrays)) or n != int(mask.sum()):
+        raise ProtocolError("dense rows' key or count does not fit their parts")
+    return DenseRows.from_arrays(key, mask, arrays)
+
+
+def _encode_entry(e: Any) -> Any:
+    if e is None:
+        return None
+    return [x if type(x) is int else x.to_data() for x in e]
+
+
+def _decode_entry(e: Any) -> Any:
+    if e is None:
+        return None
+    if not (isinstance(e, (tuple, list)) and e and type(e[0]) is int):
+        raise ProtocolError("an aggregate entry must be [row count, ...]")
+    try:
+        return tuple(x if type(x) is int else accumulators.from_data(x) for x in e)
+    except ValueError as err:
+        raise ProtocolError(str(err)) from None
+
+
+def encode_entries(entries: Entries) -> list[Any]:
+    if isinstance(entries, DenseCounts):
+        return ["counts", encode_array(entries.counts), list(entries.nulls.items())]
+    return ["keys", [[k, _encode_entry(e)] for k, e in entries.items()]]
+
+
+def decode_entries(obj: Any) -> Entries:
+    if isinstance(obj, (tuple, list)) and len(obj) == 3 and obj[0] == "counts":
+        counts = decode_array(obj[1])
+        if counts is None or counts.ndim != 1:
+            raise ProtocolError("COUNT's state must be a 1-d array")
+        return DenseCounts(counts, {k: c for k, c in _pairs(obj[2])})
+    if isinstance(obj, (tuple, list)) and len(obj) == 2 and obj[0] == "keys":
+        return {k: _decode_entry(e) for k, e in _pairs(obj[1])}
+    raise ProtocolError("keyed state must be ['counts', ...] or ['keys', ...]")
+
+
+def _pairs(obj: Any) -> list[tuple[Any, Any]]:
+    if not (isinstance(obj, (tuple, list))
+            and all(isinstance(p, (tuple, list)) and len(p) == 2 for p in obj)):
+        raise ProtocolError("expected an array of [key, value] pairs")
+    return [(k, v) for k, v in obj]
+
+
+def _encode_input(x: Batch | DenseRows) -> list[Any]:
+    return ["d", encode_dense(x)] if isinstance(x, DenseRows) else ["b", encode_batch(x)]
+
+
+def _decode_input(obj: Any) -> Batch | DenseRows:
+    if isinstance(obj, (tuple, list)) and len(obj) == 2 and obj[0] in ("b", "d"):
+        return decode_dense(obj[1]) if obj[0] == "d" else decode_batch(obj[1])
+    raise ProtocolError("a checkpoint input must be ['b', batch] or ['d', dense rows]")
+
+
+def encode_delta(form: str, delta: InputDelta | Entries) -> list[Any]:
+    """A checkpoint delta (``checkpoints.delta``) of an operator of ``form``."""
+    if form == "input":
+        return [[port, _encode_input(x)] for port, x in cast("InputDelta", delta)]
+    return encode_entries(cast("Entries", delta))
+
+
+def decode_delta(form: Any, obj: Any) -> InputDelta | Entries:
+    if form == "input":
+        out: InputDelta = []
+        for port, x in _pairs(obj):
+            if type(port) is not int or port < 0:
+                raise ProtocolError("a checkpoint input's port must be a natural number")
+            out.append((port, _decode_input(x)))
+        return out
+    if form == "keyed":
+        return decode_entries(obj)
+    raise ProtocolError(f"unknown checkpoint form {form!r}")
+
+
+def encode_checkpoint(ck: Checkpoint) -> list[Any]:
+    return [ck.time, ck.parent_times, ck.form, [_encode_input(x) for x in ck.inputs],
+            encode_entries(ck.entries)]
+
+
+def decode_checkpoint(obj: Any) -> Checkpoint:
+    if not (isinstance(obj, (tuple, list)) and len(obj) == 5):
+        raise ProtocolError("a checkpoint must be [time, parent times, form, inputs, entries]")
+    time, parents, form, inputs, entries = obj
+    if not (type(time) is int and isinstance(parents, dict) and form in ("input", "keyed")
+            and all(type(a) is str and type(t) is int for a, t in parents.items())
+            and isinstance(inputs, (tuple, list))):
+        raise ProtocolError("a checkpoint must be [time, parent times, form, inputs, entries]")
+    return Checkpoint(time, dict(parents), form, [_decode_input(x) for x in inputs],
+                      decode_entries(entries))

@@ -14,7 +14,15 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``["msg", dst, message]``, ``["write", base, batch]``, ``["progress", b, c, t, paths,
   childless]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
-  ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``
+  ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
+  node shard's checkpoints (``RemoteStore``): ``["ck", node, time, parent times, form,
+  delta, full, stable]``, ``["ck_keep", node, time]``, ``["ck_drop", node]``
+
+Checkpoints go to the controller, not to this process's memory or disk: a worker that
+dies takes its nodes with it, and the spare that takes them over must find their
+checkpoints somewhere else. They travel on the same connection as the node's other
+frames, in order, so when the controller sees this worker's connection end, it has
+every checkpoint the worker sent.
 """
 from __future__ import annotations
 
@@ -37,10 +45,18 @@ from ...errors import Error
 from ...graph import Graph, Node
 from ...planner import Planner
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
+from ..checkpoints import Entries, InputDelta
 from ..domain import Domain, graph_clocks
 from . import wire
 from .errors import NodeDown
-from .wire import decode_batch, decode_message, encode_batch, encode_message
+from .wire import (
+    decode_batch,
+    decode_checkpoint,
+    decode_message,
+    encode_batch,
+    encode_delta,
+    encode_message,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
@@ -71,16 +87,47 @@ def apply_change(planner: Planner, graph: Graph, change: Sequence[Any],
         raise wire.ProtocolError(f"unknown catalog change {kind!r}")
 
 
+class RemoteStore:
+    """The checkpoint store of this worker's domains (``checkpoints.Sink``): each call
+    is a frame to the store on the controller. It remembers which nodes the store
+    holds a checkpoint of, so a domain knows whether its next one must be whole."""
+
+    def __init__(self, send: Callable[[Any], None]) -> None:
+        self.send = send
+        self.held: set[str] = set()
+
+    def has(self, node_id: str) -> bool:
+        return node_id in self.held
+
+    def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
+            delta: InputDelta | Entries, full: bool, stable: int) -> None:
+        self.send(["ck", node_id, time, parent_times, form, encode_delta(form, delta),
+                   full, stable])
+        self.held.add(node_id)
+
+    def keep_upto(self, node_id: str, time: int) -> None:
+        self.send(["ck_keep", node_id, time])
+        self.held.add(node_id)
+
+    def drop(self, node_id: str) -> None:
+        self.send(["ck_drop", node_id])
+        self.held.discard(node_id)
+
+
 class Worker:
-    def __init__(self, conn: wire.Connection, name: str, shards: int, clocks: bool) -> None:
+    def __init__(self, conn: wire.Connection, name: str, shards: int, clocks: bool,
+                 checkpoints: bool = True) -> None:
         self.conn = conn
         self.name = name
         self.graph = Graph()
         self.clocks = clocks
+        #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
+        self.store = RemoteStore(conn.send) if clocks and checkpoints else None
         self.tc: TreeClocks | None = None
         self.new_nodes: list[Node] = []
         self.planner = Planner(self.graph, shards, self.new_nodes.append)
         self.domains: dict[str, Domain] = {}
+        self.history: dict[str, list[Batch]] = {}     # base -> writes, for restore_base
         self.send = conn.send
 
     # ------------------------------------------------------------ structure
@@ -95,12 +142,16 @@ class Worker:
             raise Error(f"worker {self.name} built nodes {made} where the controller built {want}")
         self._refresh_clocks()
         for n in self.new_nodes:
+            if n.kind == "base":
+                n.op.holds_rows = False   # type: ignore[attr-defined]  # (the controller's)
             if placement[n.id] == self.name:
                 d = self.domains[n.id] = Domain(self.graph, n)
                 d.attach_clocks(self.tc)
+                d.use_checkpoints(self.store)
 
     def _removed(self, node_id: str) -> None:
-        self.domains.pop(node_id, None)
+        if self.domains.pop(node_id, None) is not None and self.store is not None:
+            self.store.drop(node_id)
         for d in self.domains.values():
             d.forget_child(node_id)
 
@@ -116,6 +167,7 @@ class Worker:
             d = self.domains[nid] = Domain(self.graph, self.graph[nid])
             d.crash()
             d.attach_clocks(self.tc)
+            d.use_checkpoints(self.store)
 
     # ------------------------------------------------------------ messages
 
@@ -140,6 +192,8 @@ class Worker:
             self.emit(out)
         if d.ack_due():
             self.report_progress(d)
+            if d.store is not None and d.checkpoint_due():
+                d.checkpoint()
 
     def report_progress(self, c: Domain) -> None:
         for b_id, t, paths, childless in c.progress_report():
@@ -188,21 +242,30 @@ class Worker:
         return [None if snap is None else encode_batch(snap),
                 [encode_message(m) for m in later], now, last_seen]
 
-    def req_restore(self, nid: str, t: int, clock: Any, last_seen: dict[str, int]) -> None:
+    def req_restore(self, nid: str, t: int, clock: Any, last_seen: dict[str, int],
+                    inputs: Sequence[Any], checkpoint: Any) -> None:
         d = self.domains[nid]
         d.tc = self.tc
         # (never None: ClusterRuntime.restore sends the array Runtime.restore takes)
         d.restore(t, cast("np.ndarray", wire.decode_array(clock)), last_seen)
+        d.restore_state(None if checkpoint is None else decode_checkpoint(checkpoint),
+                        [(port, decode_batch(b)) for port, b in inputs])
 
     def req_replay(self, nid: str, msgs: Sequence[Any], seen: dict[str, int]) -> int:
         self.emit(self.domains[nid].replay([decode_message(m) for m in msgs], seen))
         return len(msgs)
 
+    def req_base_history(self, nid: str, part: Sequence[Any]) -> None:
+        """Part of a lost base's write history, ahead of ``restore_base`` (a long one
+        comes in parts: no frame is near the size limit)."""
+        self.history.setdefault(nid, []).extend(decode_batch(b) for b in part)
+
     def req_restore_base(self, nid: str, history: Sequence[Any], seen: dict[str, int],
-                         low: int) -> int:
+                         low: int, start: int) -> int:
         d = self.domains[nid]
         d.tc = self.tc
-        sends = d.write_history([decode_batch(b) for b in history], seen, low)
+        writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
+        sends = d.write_history(writes, seen, low, start)
         self.emit(sends)
         return len(sends)
 
@@ -211,13 +274,18 @@ class Worker:
         d.crash()
         d.alive = True
         d.attach_clocks(self.tc)
+        if d.store is not None:
+            d.store.drop(nid)
 
     def req_crash(self, nid: str) -> None:
         self.domains[nid].crash()
 
     def req_settle(self, nid: str, parents: dict[str, tuple[int, Any, bool]]) -> None:
-        self.domains[nid].settle({p: (t, wire.decode_array(c), fresh)
-                                  for p, (t, c, fresh) in parents.items()})
+        d = self.domains[nid]
+        d.settle({p: (t, wire.decode_array(c), fresh) for p, (t, c, fresh) in parents.items()})
+        if d.store is not None:          # its first checkpoint: the state it was filled with
+            d.store.drop(nid)
+            d.checkpoint()
 
     def req_process(self, nid: str, port: int, batch: Any) -> list[Any]:
         out = self.domains[nid].node.op.process(port, decode_batch(batch))
@@ -320,8 +388,8 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
     f = conn.recv()
     if f[0] != "config":
         raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
-    _, assigned, shards, clocks = f
-    worker = Worker(conn, assigned, shards, clocks)
+    _, assigned, shards, clocks, checkpoints = f
+    worker = Worker(conn, assigned, shards, clocks, checkpoints)
     stop = threading.Event()
     threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
     try:

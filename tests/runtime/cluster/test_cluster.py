@@ -239,3 +239,58 @@ def test_worker_join_checks_the_token():
             good.wait()
             good.stderr.close()
         assert cluster.alive()
+
+
+@pytest.mark.parametrize("checkpoints", [True, False])
+def test_a_lost_workers_stateful_nodes_come_back_from_their_checkpoints(checkpoints):
+    """SIGKILL the worker hosting the vote view's COUNT shards, with writes in flight:
+    with checkpoints (in the controller's store) every stateful node it hosted comes
+    back from one with tree clocks, a base from only the writes its children may still
+    ask for; without, they are rebuilt from their parents. The view is right either
+    way, and goes on being maintained."""
+    from noria_tools import workloads
+    extra = () if checkpoints else ("--no-checkpoints",)
+    with Cluster(workers=2, shards=2, extra=extra) as cluster:
+        db = noria_py.connect(cluster.url)
+        for sql in workloads.SCHEMA:
+            db.execute(sql)
+        db.table("article").insert(workloads.articles(300))
+        rng = random.Random(5)
+        counts = [0] * 300
+        vote = db.table("vote")
+
+        def write(n):
+            rows = [(rng.randrange(300), rng.randrange(1000)) for _ in range(n)]
+            vote.insert(rows)
+            for a, _ in rows:
+                counts[a] += 1
+        for _ in range(20):
+            write(250)                               # columnar batches on the wire
+        db.execute(workloads.VIEW)                   # (its first checkpoints hold these)
+        for _ in range(20):
+            write(250)
+        db.wait()
+        victim = next(n for n in db.graph() if n["kind"] == "aggregate")
+        lost = {n["id"] for n in db.graph() if n["pid"] == victim["pid"]}
+        write(100)
+        os.kill(victim["pid"], signal.SIGKILL)
+        write(37)                                    # while it is being replaced
+        db.wait()
+        for _ in range(20):
+            db.wait()
+            if {r.node for r in db.recoveries()} >= lost:
+                break
+        reports = {r.node: r for r in db.recoveries()}
+        assert set(reports) >= lost
+        kinds = {n["id"]: n["kind"] for n in db.graph()}
+        for nid in lost:
+            r = reports[nid]
+            assert r.strategy == "treeclock" and r.automatic, r
+            if kinds[nid] in ("aggregate", "join", "topk", "extremum", "distinct"):
+                assert (r.checkpoint is not None) == checkpoints, r
+        write(50)
+        db.wait()
+        view = db.view(workloads.VIEW_NAME)
+        for k in range(300):
+            assert view.lookup(k) == [(k, f"article {k}", counts[k] or None)], k
+        db.close()

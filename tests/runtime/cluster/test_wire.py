@@ -414,3 +414,93 @@ def test_module_defaults():
     assert wire.MAX_FRAME == 256 * 1024 * 1024
     assert issubclass(wire.AuthError, wire.ProtocolError)
     assert issubclass(wire.ConnectionClosed, wire.ProtocolError)
+
+
+# ---------------------------------------------------------------- checkpoints and columns
+
+def _over_wire(obj):
+    return unpackb(packb(obj))
+
+
+@pytest.mark.parametrize("cols", [
+    [np.array([1, 2, 3], dtype=np.int64), np.array([0.5, -1.0, 2.25])],
+    [np.array([7, 8], dtype=np.int64), wire.np.array(["a", None], dtype=object)],
+    [np.array([datetime.date(2024, 1, 2), None], dtype=object)],
+])
+def test_columnar_batches_stay_columnar(cols):
+    b = Batch.columnar(cols, np.array([1, -1, 2][:len(cols[0])], dtype=np.int64))
+    enc = encode_batch(b)
+    assert enc[0] == "c"
+    back = decode_batch(_over_wire(enc))
+    assert back.cols is not None and [c.dtype for c in back.cols] == [c.dtype for c in cols]
+    assert back.rows == b.rows and back.signs == b.signs
+
+
+@pytest.mark.parametrize("bad", [
+    ["c", [["i", b"\0" * 8]], b"\0" * 16],           # a column shorter than the signs
+    ["c", [["x", b"\0" * 8]], b"\0" * 8],            # an unknown kind
+    ["c", [], b""],                                  # no columns
+    ["c", [["o", [1, 2]]], b"\0" * 7],               # signs not whole int64s
+])
+def test_malformed_columnar_batches_are_refused(bad):
+    with pytest.raises(ProtocolError):
+        decode_batch(bad)
+
+
+def test_dense_join_sides_cross_the_wire_whole():
+    """A join side held as arrays (one row per int key) is copied as arrays; after the
+    codec it is the same side: same rows, same typed parts, the same join output."""
+    from noria_py.ops.join import Join
+    j = Join("inner", (0,), (0,), 3, 2)
+    n = 2000
+    keys = np.arange(n, dtype=np.int64)
+    j.process(0, Batch.columnar([keys, keys * 2, np.arange(n) * 0.5], np.ones(n, dtype=np.int64)))
+    j.process(1, Batch.columnar([keys, np.array([f"s{i}" for i in range(n)], dtype=object)],
+                                np.ones(n, dtype=np.int64)))
+    sides = j.array_state()
+    assert set(sides) == {0, 1}, "both sides dense (else this test checks nothing)"
+    copy = Join("inner", (0,), (0,), 3, 2)
+    for port, rows in sides.items():
+        back = wire.decode_dense(_over_wire(wire.encode_dense(rows)))
+        assert [p.dtype for p in back.parts] == [p.dtype for p in rows.parts]
+        assert back.key == rows.key and len(back) == len(rows)
+        copy.load_array_state(port, back)
+    assert sorted(copy.snapshot().rows) == sorted(j.snapshot().rows)
+    probe = Batch.inserts([(5, "x"), (n + 3, "y")])
+    assert copy.process(1, probe).rows == j.process(1, probe).rows
+
+
+def test_checkpoints_cross_the_wire():
+    from noria_py.ops.accumulators import Min, Sum
+    from noria_py.ops.state import DenseCounts
+    from noria_py.runtime.checkpoints import Checkpoint
+    s, m = Sum(), Min()
+    for v in (3, 4.5, 1 << 62, 1 << 62):
+        s.update(v, 1)
+        m.update(v, 1)
+    ck = Checkpoint(9, {"n1": 4, "n2": 7}, "keyed",
+                    entries={("a", 1): (2, s, m), "b": None})
+    back = wire.decode_checkpoint(_over_wire(wire.encode_checkpoint(ck)))
+    assert (back.time, back.parent_times, back.form) == (9, {"n1": 4, "n2": 7}, "keyed")
+    e = back.entries[("a", 1)]
+    assert e[0] == 2 and e[1].value() == s.value() and e[2].value() == 3
+    assert back.entries["b"] is None
+    counts = Checkpoint(3, {}, "keyed", entries=DenseCounts(np.array([0, 4, 1]), {2: 1}))
+    back = wire.decode_checkpoint(_over_wire(wire.encode_checkpoint(counts)))
+    assert back.entries.counts.tolist() == [0, 4, 1] and back.entries.nulls == {2: 1}
+    rows = Checkpoint(5, {"n1": 5}, "input", inputs=[Batch([(1, "a")], [2])])
+    back = wire.decode_checkpoint(_over_wire(wire.encode_checkpoint(rows)))
+    assert back.inputs[0].rows == [(1, "a")] and back.inputs[0].signs == [2]
+
+
+@pytest.mark.parametrize("bad", [
+    [1, {}, "keyed", [], ["keys", [[1, ["x"]]]]],            # an entry without a row count
+    [1, {}, "keyed", [], ["keys", [[1, [1, ["mode", 2]]]]]],  # an unknown accumulator
+    [1, {}, "other", [], ["keys", []]],                      # an unknown form
+    [1, {"n1": "4"}, "input", [], ["keys", []]],              # a parent time not an int
+    [1, {}, "input", [["d", [0, 1, b"\1", [["i", b"\0" * 16]]]]], ["keys", []]],  # parts != mask
+    [1, {}, "input", [["d", [0, 2, b"\1\0", [["i", b"\0" * 16]]]]], ["keys", []]],  # n wrong
+])
+def test_malformed_checkpoints_are_refused(bad):
+    with pytest.raises(ProtocolError):
+        wire.decode_checkpoint(bad)
