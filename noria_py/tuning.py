@@ -4,8 +4,15 @@ None of these changes what a view holds, only how fast and in how much memory it
 there (the tests run the array paths at other values of ``ARRAY_MIN`` to check
 exactly that). Code reads a knob as ``tuning.NAME`` where a test may change it, and
 imports the value where it sits in a per-row loop.
+
+``NORIA_TUNING="NAME=VALUE,..."`` in the environment sets knobs when this module is
+first imported, in every process that imports it: how a test or a benchmark runs a
+cluster's workers (separate processes) with other values, say checkpoints at every
+acknowledgement.
 """
 from __future__ import annotations
+
+import os
 
 # ---------------------------------------------------------------- batches and state
 
@@ -50,3 +57,15 @@ HEARTBEAT_EVERY = 0.2
 #: the last (docs/recovery.md, docs/benchmarks.md).
 CHECKPOINT_EVERY = 1024
 CHECKPOINT_ROWS = 32768
+
+
+def _override(text: str) -> None:
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, _, value = item.partition("=")
+        old = globals().get(name)
+        if not name.isupper() or type(old) not in (int, float):
+            raise ValueError(f"NORIA_TUNING: no knob {name!r} in noria_py.tuning")
+        globals()[name] = type(old)(value)
+
+
+_override(os.environ.get("NORIA_TUNING", ""))
