@@ -63,9 +63,9 @@ def _override(text: str) -> None:
     for item in filter(None, (x.strip() for x in text.split(","))):
         name, _, value = item.partition("=")
         old = globals().get(name)
-        if not name.isupper() or type(old) not in (int, float):
+        if not name.isupper() or not isinstance(old, (int, float)):
             raise ValueError(f"NORIA_TUNING: no knob {name!r} in noria_py.tuning")
-        globals()[name] = type(old)(value)
+        globals()[name] = float(value) if isinstance(old, float) else int(value)
 
 
 _override(os.environ.get("NORIA_TUNING", ""))
