@@ -179,10 +179,19 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
         resume = {a: int(t_star[layout.slot[graph[a].num]]) for a in parents}
         pins = _pins(graph, witnesses, node_id, t_min)
     else:
-        # Nobody downstream: rebuild from the parents' output as it stands now.
+        # Nobody downstream: rebuild from the parents' output as it stands now, and
+        # record in its clock what each parent had then (as ``Domain.settle`` does for
+        # a new node): should a parent fail later, this node is its witness.
         t_min = 0
         t_star = tc.zero(node.num)
-        resume = {a: rt.info(a).time for a in parents}
+        resume = {}
+        for a in parents:
+            info = rt.info(a)
+            resume[a] = info.time
+            if info.clock is not None:
+                seen = tc.make_diff(node.num, graph[a].num, info.clock, t_min + 1)
+                seen[0] = t_min
+                tc.merge_into(node.num, t_star, seen)
         pins = {}
 
     # Everything that can refuse (a neighbour failed too, a log already trimmed, logs

@@ -326,6 +326,9 @@ class Domain:
         each parent's output up to ``last_seen``."""
         self.attach_clocks(self.tc)
         self._clock = clock.copy()
+        # what its diffs up to ``time`` would merge to: a later recovery of a parent,
+        # with this node as its witness, reads its entries up to there from the summary
+        self.summary = clock.copy()
         self.pending = []
         self.time = time
         self.last_seen = dict(last_seen)

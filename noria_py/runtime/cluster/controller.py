@@ -155,7 +155,9 @@ class ClusterRuntime(Runtime):
         self.durable: dict[str, list[Batch]] = {}
         self.relayed = 0
         self.rids = itertools.count(1)
-        self.lost: queue.SimpleQueue[tuple[WorkerHandle, list[str], int]] = queue.SimpleQueue()
+        #: (workers lost, their nodes, attempt): what the recovery thread works through
+        self.lost: queue.SimpleQueue[tuple[list[WorkerHandle], list[str], int]] = queue.SimpleQueue()
+        self.resets: list[str] = []            # nodes a lineage rebuild has emptied so far
         self.control: threading.RLock | None = None    # the Database's lock, set by the server
         self.on_recovery: Callable[[RecoveryReport], None] | None = None
         self.recovering = 0
@@ -308,7 +310,7 @@ class ClusterRuntime(Runtime):
         if w.proc is not None:
             w.proc.kill()                    # a hung worker must not come back
         if mine and not self.closed:
-            self.lost.put((w, mine, 1))
+            self.lost.put(([w], mine, 1))
         elif not self.closed and self.address is not None:
             self.spawn(1)                    # a lost spare is replaced
 
@@ -326,9 +328,13 @@ class ClusterRuntime(Runtime):
                     except OSError:
                         self._lose(w)
 
-    def _take_spare(self, timeout: float = 60.0) -> WorkerHandle:
+    def _take_spare(self, timeout: float = 60.0, wait: bool = True) -> WorkerHandle | None:
+        """A spare made active (a new spare is started meanwhile); without ``wait``,
+        None when none is ready now."""
         deadline = time.monotonic() + timeout
         with self.lock:
+            if not wait and not self.spares:
+                return None
             while not self.spares:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -563,6 +569,7 @@ class ClusterRuntime(Runtime):
     def reset(self, node_id: str) -> None:
         """Empty a node for a lineage rebuild; the graph is quiet, so what was held for
         it is already in its parents' state: dropped."""
+        self.resets.append(node_id)
         self.call(node_id, "reset")
         with self.lock:
             self.held.pop(node_id, None)
@@ -571,12 +578,16 @@ class ClusterRuntime(Runtime):
             self.changed.notify_all()
 
     def _abandon(self, node_id: str) -> None:
-        """A recovery that gave up part-way: the node is down again, until lineage."""
+        """A recovery that gave up part-way: the node is down again (and empty), until
+        the next attempt or lineage."""
         with self.lock:
             self.restored.discard(node_id)
             self.up.discard(node_id)
             self.held.setdefault(node_id, [])
-        self.call(node_id, "crash")
+        try:
+            self.call(node_id, "crash")
+        except WorkerLost:
+            pass                        # (its worker is gone: down and empty anyway)
 
     def _release(self) -> None:
         """Nodes rebuilt since the last call take messages again, held ones first."""
@@ -599,40 +610,76 @@ class ClusterRuntime(Runtime):
                 self.changed.wait(left)
 
     def _recoverer(self) -> None:
+        """Recover lost workers' nodes, one set at a time: every loss known when a
+        recovery starts is recovered with it, as one set of concurrent failures (in
+        topological order, a failed neighbour first, as ``db.recover()`` does). A worker
+        lost in the middle aborts the attempt: whatever it left half-restored is made
+        down again, and everything still down is recovered, with the new loss, in the
+        next attempt."""
         self.recovery_thread = threading.get_ident()   # (its waits expect nodes down)
         while True:
-            w, nodes, attempt = self.lost.get()
+            batch = [self.lost.get()]
+            while True:
+                try:
+                    batch.append(self.lost.get_nowait())
+                except queue.Empty:
+                    break
+            losses = [w for ws, _, _ in batch for w in ws]
+            nodes = list(dict.fromkeys(n for _, ns, _ in batch for n in ns))
+            attempt = max(a for _, _, a in batch)
+            names = ", ".join(w.name for w in losses)
             try:
-                self._recover_worker(w, nodes)
+                self._recover_workers(losses, nodes)
             except Exception:
                 # (another worker lost meanwhile, most likely: try again once it is known)
-                log.exception("recovery of worker %s's nodes failed (attempt %d)", w.name, attempt)
+                log.exception("recovery of the nodes of %s failed (attempt %d)", names, attempt)
                 if attempt < 3:
                     with self.lock:
                         self.recovering += 1
                     time.sleep(self.heartbeat_timeout)
-                    self.lost.put((w, [n for n in nodes if not self.alive(n)], attempt + 1))
+                    self.lost.put((losses, [n for n in nodes if not self.alive(n)], attempt + 1))
                 else:
-                    self.broken = (f"the nodes of lost worker {w.name} could not be recovered; "
+                    self.broken = (f"the nodes of lost worker(s) {names} could not be recovered; "
                                    "see the server log")
             finally:
                 with self.lock:
-                    self.recovering -= 1
+                    self.recovering -= len(batch)
                     self.changed.notify_all()
 
-    def _recover_worker(self, lost: WorkerHandle, nodes: list[str]) -> None:
+    def _place_on_spares(self, losses: list[WorkerHandle], nodes: list[str]) -> WorkerHandle:
+        """Move the lost nodes whose worker is gone to spares (one per lost worker while
+        spares are ready, the first one otherwise); returns the first spare."""
+        with self.lock:
+            gone = {n for n in nodes
+                    if not (w := self.workers.get(self.placement.get(n, ""))) or not w.alive}
+        first = cast(WorkerHandle, self._take_spare())
+        spare_for: dict[str, WorkerHandle] = {}
+        for w in losses:
+            if any(self.placement.get(n) == w.name for n in gone) and w.name not in spare_for:
+                spare_for[w.name] = (first if not spare_for
+                                     else self._take_spare(wait=False) or first)
+        hosted: dict[str, list[str]] = {}
+        with self.lock:
+            for n in nodes:
+                if n in gone and n in self.placement:
+                    spare = spare_for.get(self.placement[n], first)
+                    self.placement[n] = spare.name
+                    hosted.setdefault(spare.name, []).append(n)
+        for name, ns in hosted.items():
+            self.workers[name].put(["host", ns])
+        return first
+
+    def _recover_workers(self, losses: list[WorkerHandle], nodes: list[str]) -> None:
+        lost = losses[0]
         lost_at = cast(float, lost.lost_at)       # set when it was declared lost
         detected = lost_at - (lost.killed_at or lost_at)
-        spare = self._take_spare()
         control = self.control or threading.RLock()
         with control:
             # moved under the lock: until now, a request for these nodes finds their
             # worker gone (and waits), never an empty stand-in
-            with self.lock:
-                for n in nodes:
-                    self.placement[n] = spare.name
-            spare.put(["host", nodes])
-            order = [n for n in self.graph.topological() if n in set(nodes)]
+            spare = self._place_on_spares(losses, nodes)
+            down = set(nodes)
+            order = [n for n in self.graph.topological() if n in down]
             log.info("recovering %s", order)
             reports = []
             leftover = []
@@ -642,19 +689,29 @@ class ClusterRuntime(Runtime):
                 if self.graph[n].kind == "base" or (self.clocks and self.strategy == "treeclock"):
                     try:
                         reports.append(treeclock.recover(self.graph, self, n))
+                        self._release()
                         continue
                     except WorkerLost:
+                        for r in list(self.restored):   # (half restored, maybe): down again
+                            self._abandon(r)
                         raise                     # another worker lost: start over
                     except Exception as e:        # RecoveryError: beyond what clocks keep
                         log.info("tree clocks cannot recover %s (%s): lineage", n, e)
                         self._abandon(n)
-                    finally:
-                        self._release()
+                        self._release()           # (failed parents it brought back first)
                 leftover.append(n)
             if leftover:
                 # one rebuild for all of them: each one's purge set may read another
-                down = [n for n in order if not self.alive(n) and n not in leftover]
-                reports.append(lineage.recover(self.graph, self, *leftover, *down))
+                rest = [n for n in order if not self.alive(n) and n not in leftover]
+                self.resets = []
+                try:
+                    reports.append(lineage.recover(self.graph, self, *leftover, *rest))
+                except Exception:
+                    for r in self.resets + list(self.restored):   # emptied, not refilled
+                        self._abandon(r)
+                    raise
+                finally:
+                    self.resets = []
                 self._release()
             for report in reports:
                 report.automatic = True
@@ -664,7 +721,8 @@ class ClusterRuntime(Runtime):
                                     detection_seconds=detected)
                 if self.on_recovery is not None:
                     self.on_recovery(report)
-        log.warning("recovered %d node(s) of worker %s on %s", len(order), lost.name, spare.name)
+        log.warning("recovered %d node(s) of worker(s) %s", len(order),
+                    ", ".join(w.name for w in losses))
 
     # ------------------------------------------------------------ introspection
 
