@@ -189,9 +189,9 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
             info = rt.info(a)
             resume[a] = info.time
             if info.clock is not None:
-                seen = tc.make_diff(node.num, graph[a].num, info.clock, t_min + 1)
-                seen[0] = t_min
-                tc.merge_into(node.num, t_star, seen)
+                had = tc.make_diff(node.num, graph[a].num, info.clock, t_min + 1)
+                had[0] = t_min
+                tc.merge_into(node.num, t_star, had)
         pins = {}
 
     # Everything that can refuse (a neighbour failed too, a log already trimmed, logs
