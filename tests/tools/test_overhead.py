@@ -61,3 +61,22 @@ def test_run_at_offers_half_reads_half_votes():
 def test_unknown_gc_mode_is_refused():
     with pytest.raises(noria_py.Error, match="gc mode"):
         overhead.sweep(10, 0, 0.01, [0.5], 1, gc_mode="sometimes")
+
+
+@pytest.mark.parametrize("checkpoints", [True, False])
+def test_on_is_clocks_with_checkpoints_and_off_neither(checkpoints):
+    """Figure 3's "on" is the engine as it ships: clocks and the stateful nodes'
+    checkpoints (clocks alone with ``checkpoints=False``); "off" has neither."""
+    on = overhead._db(True, 100, 1000, checkpoints)
+    off = overhead._db(False, 100, 1000, checkpoints)
+    try:
+        assert on.runtime.tc is not None and off.runtime.tc is None
+        stateful = [d for d in on.runtime.domains.values() if d.node.op.checkpoint_form]
+        assert stateful and all((d.store is not None) == checkpoints for d in stateful)
+        store = on.runtime.store
+        assert (store is not None) == checkpoints
+        assert store is None or all(store.has(d.id) for d in stateful)
+        assert off.runtime.store is None
+    finally:
+        on.close()
+        off.close()
