@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import Batch
-from .dense import DenseRows, RowsDelta, batch_keys
+from .dense import DenseRows, RowsDelta, batch_keys, int_keys
 from .operator import Operator
 from .state import Flips, KeyedState, items
 
@@ -210,13 +210,23 @@ class Join(Operator):
 
 
 def _touched(dense: DenseRows, key: int, batches: list[Batch]) -> np.ndarray | None:
-    """The keys (ascending) of the rows of ``batches``, which a side held in ``dense``
-    has taken, whose column ``key`` is the key; None if one is not an int key of its
-    arrays (then the side is copied whole)."""
+    """The keys (ascending) of the rows of ``batches``, which a side has taken while
+    held in ``dense``, column ``key`` being the key: ints within its arrays, since the
+    arrays took them (``DenseRows.apply`` refuses any other); None if one is not an
+    int after all (then the side is copied whole)."""
     mark = np.zeros(len(dense.present), dtype=bool)
+    rows: list = []                     # the keys of row batches, marked at once
     for b in batches:
+        if b.cols is None:
+            rows.extend([r[key] for r in b.rows])
+            continue
         keys = batch_keys(b, key)
-        if keys is None or int(keys.min()) < 0 or int(keys.max()) >= len(mark):
+        if keys is None:
+            return None
+        mark[keys] = True
+    if rows:
+        keys = int_keys(rows)
+        if keys is None:
             return None
         mark[keys] = True
     return np.flatnonzero(mark)

@@ -345,3 +345,33 @@ def test_counts_changed_in_their_array_then_moved_out_of_it_are_checkpointed():
     shard.checkpoint(stable=0)
     op, _ = restored(make, store, shard.time)   # type: ignore[misc]
     assert state(op) == state(shard.op) == ["('a', 1)", "(1, 1)", "(2, 2)", "(5, 1)"]
+
+
+def test_a_copy_of_rows_in_arrays_takes_the_types_its_values_come_in():
+    """``put`` retypes a part where the values came in another type: to objects where
+    rows of the old type stay (a float among ints), to the new type where every row is
+    new (the state emptied and refilled with floats, as ``apply`` does)."""
+    def rows(keys: list[int], values: list) -> tuple[np.ndarray, list[np.ndarray]]:
+        return np.array(keys, dtype=np.int64), [np.array(keys, dtype=np.int64), column(values)]
+
+    live = DenseRows(2, key=0)
+    one = np.ones(3, dtype=np.int64)
+    live.apply(*rows([0, 1, 2], [10, 11, 12]), one)
+    copy = live.copy()
+    assert copy.parts[1].dtype == np.int64
+    live.apply(*rows([3], [1.5]), one[:1])              # a float among the ints: objects
+    assert live.parts[1].dtype == object
+    copy.put(live.changed(np.array([3], dtype=np.int64)))
+    assert sorted(copy.items()) == sorted(live.items()) == [
+        (0, (0, 10)), (1, (1, 11)), (2, (2, 12)), (3, (3, 1.5))]
+    assert copy.kinds[1] is None and type(copy.get(3)[1]) is float  # type: ignore[index]
+
+    live = DenseRows(2, key=0)
+    live.apply(*rows([0, 1], [10, 11]), one[:2])
+    copy = live.copy()
+    live.apply(*rows([0, 1], [10, 11]), -one[:2])        # emptied
+    live.apply(*rows([5], [2.5]), one[:1])               # refilled with floats
+    assert live.parts[1].dtype == np.float64
+    copy.put(live.changed(np.array([0, 1, 5], dtype=np.int64)))
+    assert list(copy.items()) == list(live.items()) == [(5, (5, 2.5))]
+    assert copy.parts[1].dtype == np.float64 and copy.kinds[1] is float
