@@ -120,6 +120,24 @@ def _time_checkpoints():
     return restore, took
 
 
+def checkpoint_storage(db) -> list[tuple[str, str, int, int, int]]:
+    """Per checkpointed node: (id, kind, rows or entries its checkpoint store holds,
+    deltas kept apart, rows or entries it holds live: per port for a node checkpointed
+    by its input, its groups for an aggregate)."""
+    rt = db.runtime
+    store = getattr(rt, "store", None)
+    out = []
+    for nid, d in rt.domains.items():
+        if store is None or d.store is None or not store.has(nid):
+            continue
+        op = d.node.op
+        live = (sum(len(b) for b in op.contents()) if op.checkpoint_form == "input"
+                else len(op.snapshot()))
+        held, deltas = store.size(nid)
+        out.append((nid, d.node.kind, held, deltas, live))
+    return out
+
+
 def _lookup_samples(view, keys) -> list[float]:
     clock = time.perf_counter_ns
     out = []
@@ -168,6 +186,9 @@ def run_vote(argv: list[str]) -> int:
             print(f"  checkpoints: {len(took)}, pause per checkpoint p50 "
                   f"{np.percentile(took, 50) * 1e3:.2f} ms, p99 {np.percentile(took, 99) * 1e3:.2f} ms, "
                   f"max {max(took) * 1e3:.2f} ms; {sum(took) / seconds:.1%} of the propagation time")
+        for nid, kind, held, deltas, live in checkpoint_storage(db):
+            print(f"  checkpoint store, {kind} {nid}: {held:,} rows or entries for {live:,} live "
+                  f"({held / max(live, 1):.2f}x; {deltas} delta(s) above the low mark)")
     if gc_timer is not None:
         gc_timer.stop()
         print(f"  cyclic GC during the votes: {gc_timer.seconds:.2f} s of {seconds:.2f} s; "

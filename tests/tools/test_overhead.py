@@ -80,3 +80,22 @@ def test_on_is_clocks_with_checkpoints_and_off_neither(checkpoints):
     finally:
         on.close()
         off.close()
+
+
+def test_checkpoint_storage_reports_store_and_live_rows(monkeypatch):
+    """``bench vote --checkpoint-report``'s storage lines: the store holds the state
+    (plus the keys changed above the low mark), per checkpointed node, once a
+    checkpoint has been taken since the votes came (one at each message here)."""
+    from noria_py import tuning
+    from noria_tools.bench import checkpoint_storage
+    monkeypatch.setattr(tuning, "ACK_EVERY", 1)
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 1)
+    db = overhead._db(True, 100, 1000)
+    try:
+        got = {kind: (held, deltas, live) for _, kind, held, deltas, live
+               in checkpoint_storage(db)}
+        assert got["aggregate"][2] == 100 and got["join"][2] == 200   # groups; 2 sides
+        assert all(live <= held <= 2 * live for held, _, live in got.values())
+    finally:
+        db.close()
+    assert checkpoint_storage(overhead._db(False, 100, 0)) == []
