@@ -54,7 +54,9 @@ HEARTBEAT_EVERY = 0.2
 #: since its last checkpoint (checked when it acknowledges, every ``ACK_EVERY``
 #: messages). Recovery replays what came after the checkpoint, so these bound its
 #: cost (a few tens of milliseconds of rows); each checkpoint costs what changed since
-#: the last (docs/recovery.md, docs/benchmarks.md).
+#: the last, state in arrays included (the keys changed, not the state: so no schedule
+#: by state size; doubling the interval left the vote join's total checkpoint time the
+#: same, docs/recovery.md, docs/benchmarks.md).
 CHECKPOINT_EVERY = 1024
 CHECKPOINT_ROWS = 32768
 

@@ -120,6 +120,24 @@ def _time_checkpoints():
     return restore, took
 
 
+def checkpoint_storage(db) -> list[tuple[str, str, int, int, int]]:
+    """Per checkpointed node: (id, kind, rows or entries its checkpoint store holds,
+    deltas kept apart, rows or entries it holds live: per port for a node checkpointed
+    by its input, its groups for an aggregate)."""
+    rt = db.runtime
+    store = getattr(rt, "store", None)
+    out = []
+    for nid, d in rt.domains.items():
+        if store is None or d.store is None or not store.has(nid):
+            continue
+        op = d.node.op
+        live = (sum(len(b) for b in op.contents()) if op.checkpoint_form == "input"
+                else len(op.snapshot()))
+        held, deltas = store.size(nid)
+        out.append((nid, d.node.kind, held, deltas, live))
+    return out
+
+
 def _lookup_samples(view, keys) -> list[float]:
     clock = time.perf_counter_ns
     out = []
@@ -168,6 +186,9 @@ def run_vote(argv: list[str]) -> int:
             print(f"  checkpoints: {len(took)}, pause per checkpoint p50 "
                   f"{np.percentile(took, 50) * 1e3:.2f} ms, p99 {np.percentile(took, 99) * 1e3:.2f} ms, "
                   f"max {max(took) * 1e3:.2f} ms; {sum(took) / seconds:.1%} of the propagation time")
+        for nid, kind, held, deltas, live in checkpoint_storage(db):
+            print(f"  checkpoint store, {kind} {nid}: {held:,} rows or entries for {live:,} live "
+                  f"({held / max(live, 1):.2f}x; {deltas} delta(s) above the low mark)")
     if gc_timer is not None:
         gc_timer.stop()
         print(f"  cyclic GC during the votes: {gc_timer.seconds:.2f} s of {seconds:.2f} s; "
@@ -374,24 +395,30 @@ def run_overhead(argv: list[str]) -> int:
                    help="instead of the sweep: the clocks' cost per insert of each of these "
                    "batch sizes (e.g. 1,20,100,1000), on and off taking turns insert by insert")
     p.add_argument("--inserts", type=int, default=6000, help="per batch size, with --per-insert")
+    p.add_argument("--no-checkpoints", action="store_true",
+                   help="'on' is tree clocks alone (by default, clocks with the stateful "
+                   "nodes' checkpoints, as connect() ships); 'off' has neither either way")
     a = p.parse_args(argv)
+    ck = not a.no_checkpoints
+    on_is = "clocks + checkpoints" if ck else "clocks alone"
     if a.per_insert:
         print(f"clocks' cost per insert: vote, {a.articles:,} articles, 100,000 votes first; "
-              f"{a.inserts:,} inserts per batch size (fewer for big batches), on and off "
-              "taking turns; medians")
+              f"{a.inserts:,} inserts per batch size (fewer for big batches), on ({on_is}) "
+              "and off taking turns; medians")
         print(f"{'votes':>6} {'off µs':>9} {'on µs':>9} {'on - off µs':>12} {'cost':>7}")
         for b in (int(x) for x in a.per_insert.split(",")):
-            r = per_insert(b, max(200, min(a.inserts, 2_000_000 // b)), a.articles)
+            r = per_insert(b, max(200, min(a.inserts, 2_000_000 // b)), a.articles,
+                           checkpoints=ck)
             print(f"{b:>6} {r['off']:>9.1f} {r['on']:>9.1f} {r['paired']:>+12.2f} "
                   f"{100 * r['paired'] / r['off']:>+6.1f}%")
         return 0
     fractions = [float(x) for x in a.fractions.split(",")]
     gc_mode = "default" if a.default_gc else a.gc
     r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, gc_mode,
-              max_each=not a.max_once)
+              max_each=not a.max_once, checkpoints=ck)
     print(f"overhead: vote, {a.articles:,} articles, {a.prefill:,} votes first; half lookups, "
           f"half votes; per point, {a.repeats} runs of {a.seconds:g} s per setting, taking turns; "
-          f"gc {gc_mode}")
+          f"gc {gc_mode}; on = {on_is}, off = no clocks")
     print(f"maximum: clocks on {r[True]['max']:,.0f} ops/s, off {r[False]['max']:,.0f} ops/s "
           f"({100 * (r[False]['max'] - r[True]['max']) / r[False]['max']:+.1f}% cost)")
     print(f"{'load':>5} {'offered':>9} | {'on ops/s':>9} {'p50':>7} {'p95':>7} {'p99':>7} | "

@@ -1,5 +1,8 @@
 """The seed's Figure 3: write-propagation time at rising offered load, tree clocks and
-logs on and off, in one run (``noria-py bench overhead``).
+logs on and off, in one run (``noria-py bench overhead``). "On" is the engine as it
+ships, tree clocks with the stateful nodes' checkpoints (``connect()``'s defaults);
+``checkpoints=False`` measures clocks alone. "Off" has neither (no clocks, no logs,
+no checkpoints: a runtime without clocks keeps no checkpoint store).
 
 Open loop: operations are scheduled at a fixed rate, half lookups and half votes, and
 a vote's propagation time runs from when it was *scheduled* until ``insert`` returns
@@ -32,8 +35,10 @@ from noria_tools import workloads
 MAX_BATCH = 1000
 
 
-def _db(clocks: bool, articles: int, prefill: int):
-    db = connect(clocks=clocks)
+def _db(clocks: bool, articles: int, prefill: int, checkpoints: bool = True):
+    """A vote database: with ``clocks``, tree clocks and (``checkpoints``) checkpoints;
+    without, neither."""
+    db = connect(clocks=clocks, checkpoints=clocks and checkpoints)
     workloads.setup(db, articles)
     data = workloads.votes(prefill, articles, seed=5)
     vote = db.table("vote")
@@ -119,7 +124,8 @@ def _ops_per_s(runs: list[dict], ops: int) -> float:
 
 
 def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
-          repeats: int, gc_mode: str = "tuned", max_each: bool = True) -> dict:
+          repeats: int, gc_mode: str = "tuned", max_each: bool = True,
+          checkpoints: bool = True) -> dict:
     """``repeats`` turns per setting of ``seconds`` each, at full speed and at each
     fraction of the maximum. {clocks: {"max": ops/s, "max_runs": [ops/s per run],
     fraction: {"ops": .., "p50": .., "p95": .., "p99": .., "p50_runs": [per run],
@@ -135,7 +141,7 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
     out: dict = {True: {}, False: {}, "paired": {}}
     # two pairs of databases, built in opposite orders, the turns alternating between
     # them: on this VM the one built first ran 4-5% slower, either way round
-    pairs = [{c: _db(c, articles, prefill) for c in order}
+    pairs = [{c: _db(c, articles, prefill, checkpoints) for c in order}
              for order in ((True, False), (False, True))]
     if gc_mode != "default":
         tune_gc()
@@ -178,7 +184,7 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
 
 
 def per_insert(batch: int, inserts: int, articles: int = 100_000,
-               prefill: int = 100_000) -> dict:
+               prefill: int = 100_000, checkpoints: bool = True) -> dict:
     """The clocks' cost per insert of ``batch`` votes: databases on and off take turns
     insert by insert (which goes first alternating), the same rows to both, the
     collector off and a full collection every 2,000 inserts. Pairing each insert with
@@ -186,7 +192,7 @@ def per_insert(batch: int, inserts: int, articles: int = 100_000,
     few µs in 500 shows. Two pairs of databases, built in opposite orders, take turns
     too (the one built first ran ~1% slower at 1,000 votes an insert). Returns medians
     (µs): on, off, and of on - off per pair of inserts."""
-    pairs = [{c: _db(c, articles, prefill) for c in order}
+    pairs = [{c: _db(c, articles, prefill, checkpoints) for c in order}
              for order in ((True, False), (False, True))]
     tune_gc()
     rng = np.random.default_rng(1)

@@ -12,9 +12,12 @@ whose x is NULL per group, kept apart because that is almost always empty.
 A checkpoint holds an entry per group (``checkpoint_form = "keyed"``): (row count,
 accumulators...) copied, or (count, NULL count) for COUNT alone; the groups changed
 since the last export are tracked, while ``tracking`` is on (checkpoints are), as a set
-of keys per batch. COUNT's dense counts are exported whole instead (``DenseCounts``, a
-copy of the array at memory speed), which costs less than finding what moved and
-nothing per batch.
+of keys per batch. While COUNT's counts are an array, the keys a batch counted with
+array operations touched are marked in a bool array beside it instead (one array
+operation a batch; a batch of a few keys goes to the set, marked at the export), and
+an export is the counts at the marked keys (``CountsDelta``; the whole array, ``DenseCounts``,
+the first time). Every key changed since the last export is in the set or marked, so
+an export holds every change, whichever form the counts moved to in between.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from sql_frontend.plan import AggCall
 from ..batch import Batch
 from . import accumulators
 from .operator import Operator
-from .state import DenseCounts, KeyedCounts, tuple_key
+from .state import CountsDelta, DenseCounts, KeyedCounts, tuple_key
 
 
 def _count_batch(keys: np.ndarray, old: np.ndarray, new: np.ndarray) -> Batch:
@@ -68,11 +71,15 @@ class Aggregate(Operator):
         self.nulls: dict = {}
         if not self.group_by:
             self.groups[()] = self._new_group()
-        #: keys changed since the last export (not those in COUNT's dense counts)
+        #: keys changed since the last export (while COUNT's counts are an array, those
+        #: of batches of a few keys only)
         self._changed: set = set()
-        #: COUNT's dense counts as last exported (shared with the checkpoint store,
-        #: which never changes them), while the last export was of the array
-        self._exported: np.ndarray | None = None
+        #: COUNT's keys changed since the last export while its counts were an array
+        #: (those of batches counted with array operations)
+        self._marked = np.zeros(0, dtype=bool)
+        #: whether COUNT(x) held NULL counts at the last export (then an export says
+        #: which of the keys it holds have none any more)
+        self._nulls_exported = False
 
     def _new_group(self) -> list:
         return [0] + [accumulators.make(a) for a in self.aggs]
@@ -139,9 +146,13 @@ class Aggregate(Operator):
                         nulls[k] = held + s
             changes = self.counts.add(keys, batch.signs)
         if self.tracking:
-            if self.counts.dense is None:
-                t = changes[0]
-                self._changed.update(t.tolist() if isinstance(t, np.ndarray) else t)
+            t = changes[0]
+            if not isinstance(t, np.ndarray):   # a few keys, or counts not in an array
+                self._changed.update(t)
+            elif self.counts.dense is None:
+                self._changed.update(t.tolist())
+            else:
+                self._mark(t)
         if isinstance(changes[0], np.ndarray):     # (then all three are arrays)
             touched, old, new = changes
             if not nulls:           # (a NULL count is kept, at 0 too, while its group is)
@@ -190,7 +201,7 @@ class Aggregate(Operator):
 
     # ------------------------------------------------------------ checkpoints
 
-    def export_state(self, changed_only: bool) -> dict | DenseCounts:
+    def export_state(self, changed_only: bool) -> dict | DenseCounts | CountsDelta:
         if not self.count_only:
             groups = self.groups
             touched = self._changed if changed_only else groups
@@ -198,34 +209,43 @@ class Aggregate(Operator):
             return {k: _copy_group(groups.get(k)) for k in touched}
         counts, nulls = self.counts, self.nulls
         dense = counts.dense
-        self._changed, changed = set(), self._changed
-        if dense is not None:    # whole, at memcpy speed: cheaper than finding what moved
-            whole = DenseCounts(dense.copy(), dict(nulls))
-            self._exported = whole.counts
-            return whole
-        keys: Iterable
-        if changed_only and self._exported is None:
-            keys = changed
-        else:                    # everything, and what the array last exported held, gone
-            held = [k for k, _ in counts.items()]
-            keys = held
-            if self._exported is not None:
-                there = set(held)
-                keys = held + [k for k in np.flatnonzero(self._exported).tolist()
-                               if k not in there]
-            self._exported = None
+        if dense is not None and self._changed:
+            self._mark(np.fromiter(self._changed, dtype=np.int64, count=len(self._changed)))
+            self._changed = set()
+        changed, self._changed = self._changed, set()
+        marked, self._marked = self._marked, np.zeros(0, dtype=bool)
+        moved = np.flatnonzero(marked)
+        nulls_before, self._nulls_exported = self._nulls_exported, bool(nulls)
+        if dense is not None:
+            if not changed_only:            # whole, at memory speed
+                return DenseCounts(dense.copy(), dict(nulls))
+            null_counts = ({k: nulls.get(k, 0) for k in moved.tolist()}
+                           if nulls or nulls_before else {})
+            return CountsDelta(len(dense), moved, dense[moved], null_counts)
+        keys: Iterable = ((k for k, _ in counts.items()) if not changed_only
+                          else changed.union(moved.tolist()))
         out: dict = {}
         for k in keys:
             c = counts.get(k)
             out[k] = (c, nulls.get(k, 0)) if c else None
         return out
 
+    def _mark(self, keys: np.ndarray) -> None:
+        """Mark ``keys`` (in COUNT's array) changed since the last export."""
+        marked, size = self._marked, len(self.counts.dense)  # type: ignore[arg-type]
+        if len(marked) < size:
+            marked = self._marked = np.concatenate([marked, np.zeros(size - len(marked),
+                                                                     dtype=bool)])
+        marked[keys] = True
+
     def load_state(self, entries: dict | DenseCounts) -> None:
+        """(A ``DenseCounts`` is taken over, not copied: ``CheckpointStore.latest`` gives
+        copies.)"""
         self.reset()
         if isinstance(entries, DenseCounts):
-            self.counts.dense = entries.counts.copy()
+            self.counts.dense = entries.counts
             self.nulls = dict(entries.nulls)
-            self._exported = entries.counts
+            self._nulls_exported = bool(self.nulls)
             return
         if not self.count_only:
             groups = self.groups
@@ -236,8 +256,7 @@ class Aggregate(Operator):
         if keys:
             self.counts.add(keys, [e[0] for e in entries.values()])
         self.nulls = {k: e[1] for k, e in entries.items() if e[1]}
-        if self.counts.dense is not None:  # (back in the array: the next export is whole)
-            self._exported = None
+        self._nulls_exported = bool(self.nulls)
 
     def describe(self) -> str:
         calls = ", ".join(f"{a.func}{'(distinct)' if a.distinct else ''}({'' if a.arg is None else a.arg})"

@@ -10,10 +10,14 @@ on. (COUNT's array of counts, ops/aggregate.py, is sized by the same rule.) Anyt
 key that is not such an int, a sign other than +-1, the removal of a row not held) is
 refused without changing anything; the operator then moves its state to its general
 form for good.
+
+A checkpoint of such a state (runtime/checkpoints.py) is a copy of the arrays
+(``copy``) or, relative to an earlier copy, the entries of the keys changed since
+(``changed``: a ``RowsDelta``), which ``put`` writes into that copy in place.
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -68,6 +72,18 @@ def column(values: Sequence) -> np.ndarray:
 #: part arrays kept typed (no Python object per value) while every value fits
 TYPED = {np.dtype(np.int64): int, np.dtype(np.float64): float}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+class RowsDelta(NamedTuple):
+    """What changed in a ``DenseRows`` at ``keys`` (int64, ascending): whether each holds
+    a row, and each part's values there (copies); ``size``, its arrays' length."""
+    size: int
+    keys: np.ndarray
+    present: np.ndarray
+    parts: list[np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
 
 class DenseRows:
@@ -125,20 +141,54 @@ class DenseRows:
         c._refresh()
         return c
 
+    def changed(self, keys: np.ndarray) -> RowsDelta:
+        """The entries at ``keys`` (int64, ascending, each below the arrays' length), as
+        copies: where a checkpoint's copy of this state has to be brought up to date."""
+        return RowsDelta(len(self.present), keys, self.present[keys],
+                         [p[keys] for p in self.parts])
+
+    def put(self, delta: RowsDelta) -> None:
+        """Write ``delta`` (``changed`` of the state this one was copied from, later on) in
+        place: this then holds what that state held when ``delta`` was taken. A part
+        whose values came in another type than it holds becomes objects, unless every
+        row it holds is written over (then it takes the new type, as ``apply`` does)."""
+        if delta.size > len(self.present):
+            self._grow(delta.size)
+        keys, present = delta.keys, self.present
+        self.n += int(np.count_nonzero(delta.present)) - int(np.count_nonzero(present[keys]))
+        present[keys] = delta.present
+        for i, new in enumerate(delta.parts):
+            held = self.parts[i]
+            if held.dtype != new.dtype:
+                if self.n == int(np.count_nonzero(delta.present)):   # no row kept apart
+                    held = np.empty(len(held), dtype=new.dtype)
+                    if held.dtype == object:
+                        held[:] = None
+                else:
+                    held = held.astype(object)
+                self.parts[i] = held
+                self.kinds[i] = TYPED.get(held.dtype)
+            held[keys] = new
+        self._refresh()
+
+    def _grow(self, size: int) -> None:
+        """Arrays of ``size`` entries (more than now), the new ones empty."""
+        old = len(self.present)
+        present = np.zeros(size, dtype=bool)
+        present[:old] = self.present
+        self.present = present
+        for i, p in enumerate(self.parts):
+            grown = np.empty(size, dtype=p.dtype)
+            grown[:old] = p
+            self.parts[i] = grown
+        self._refresh()
+
     def _fit(self, keys: np.ndarray) -> bool:
         size = grown_size(keys, len(self.present))
         if size is None:
             return False
         if size > len(self.present):
-            old = len(self.present)
-            present = np.zeros(size, dtype=bool)
-            present[:old] = self.present
-            self.present = present
-            for i, p in enumerate(self.parts):
-                grown = np.empty(size, dtype=p.dtype)
-                grown[:old] = p
-                self.parts[i] = grown
-            self._refresh()
+            self._grow(size)
         return True
 
     def apply(self, keys: np.ndarray, parts: Sequence[np.ndarray],

@@ -12,13 +12,18 @@ Each side is a ``state.KeyedState``. Where a side takes a big batch in its dense
 (one row a key, small int keys: a primary key, a group key) and the other side is
 dense too, the batch is joined with array operations and emitted as columns; any
 other batch is joined row by row, against the other side's buckets.
+
+A checkpoint of a side held in arrays is a copy of them the first time, then only the
+entries of the keys the batches taken since touched (``array_state``), which is exact
+while the store's copy of that side is the arrays as last exported (``_exported``: the
+ports exported as arrays, or loaded from arrays, since the operator was last reset).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..batch import Batch
-from .dense import DenseRows
+from .dense import DenseRows, RowsDelta, batch_keys, int_keys
 from .operator import Operator
 from .state import Flips, KeyedState, items
 
@@ -47,6 +52,8 @@ class Join(Operator):
         #: (left rows, right rows), each under its join key
         self.sides = (KeyedState(self.left_width, self.left_keys),
                       KeyedState(len(self.pad), self.right_keys))
+        #: the ports whose arrays the checkpoint store holds as of the last export
+        self._exported: set[int] = set()
 
     def process(self, port: int, batch: Batch) -> Batch:
         if not batch:
@@ -174,12 +181,52 @@ class Join(Operator):
     def contents(self) -> list[Batch]:
         return [side.snapshot() for side in self.sides]
 
-    def array_state(self) -> dict[int, DenseRows]:
-        return {port: rows for port, side in enumerate(self.sides)
-                if (rows := side.dense_copy()) is not None}
+    def array_state(self, taken: list[tuple[int, Batch]] | None = None
+                    ) -> dict[int, DenseRows | RowsDelta]:
+        out: dict[int, DenseRows | RowsDelta] = {}
+        exported: set[int] = set()
+        for port, side in enumerate(self.sides):
+            dense = side.dense
+            if dense is None:
+                continue
+            exported.add(port)
+            if taken is None or port not in self._exported:
+                out[port] = dense.copy()
+                continue
+            batches = [b for p, b in taken if p == port and b]
+            if not batches:                 # (unchanged: the store's copy is current)
+                continue
+            keys = _touched(dense, side.key[0], batches)
+            out[port] = dense.copy() if keys is None else dense.changed(keys)
+        self._exported = exported
+        return out
 
     def load_array_state(self, port: int, rows: DenseRows) -> None:
         self.sides[port].load_dense(rows)
+        self._exported.add(port)
 
     def describe(self) -> str:
         return f"{self.join_kind} join {list(self.left_keys)}={list(self.right_keys)}"
+
+
+def _touched(dense: DenseRows, key: int, batches: list[Batch]) -> np.ndarray | None:
+    """The keys (ascending) of the rows of ``batches``, which a side has taken while
+    held in ``dense``, column ``key`` being the key: ints within its arrays, since the
+    arrays took them (``DenseRows.apply`` refuses any other); None if one is not an
+    int after all (then the side is copied whole)."""
+    mark = np.zeros(len(dense.present), dtype=bool)
+    rows: list = []                     # the keys of row batches, marked at once
+    for b in batches:
+        if b.cols is None:
+            rows.extend([r[key] for r in b.rows])
+            continue
+        keys = batch_keys(b, key)
+        if keys is None:
+            return None
+        mark[keys] = True
+    if rows:
+        keys = int_keys(rows)
+        if keys is None:
+            return None
+        mark[keys] = True
+    return np.flatnonzero(mark)

@@ -52,10 +52,14 @@ class Operator:
         its sign (``process`` of each, port by port, gives this state back)."""
         raise NotImplementedError(f"{self.kind} is not checkpointed by its input")
 
-    def array_state(self) -> dict:
-        """``checkpoint_form == "input"``: port -> a copy of that port's state where it
-        is held in arrays (``dense.DenseRows``), checkpointed whole at memory speed
-        instead of from its batches; ``load_array_state`` takes it back."""
+    def array_state(self, taken: list[tuple[int, Batch]] | None = None) -> dict:
+        """``checkpoint_form == "input"``: port -> that port's state where it is held in
+        arrays, checkpointed with array operations instead of from its batches: a copy
+        (``dense.DenseRows``) with ``taken`` None or when the last call did not export
+        that port's arrays (``load_array_state`` counts as one that did), else the
+        entries of the keys that ``taken``, the batches taken since the last call,
+        touched (``dense.RowsDelta``), or nothing if it took none. ``load_array_state``
+        takes a copy back."""
         return {}
 
     def load_array_state(self, port: int, rows) -> None:

@@ -320,6 +320,19 @@ class DenseCounts(NamedTuple):
     nulls: dict
 
 
+class CountsDelta(NamedTuple):
+    """What changed in COUNT's array of counts since its last export: the counts at
+    ``keys`` (int64, ascending; 0: the group is gone), the NULL counts of those keys
+    where any is or was held (0: none), and the array's length."""
+    size: int
+    keys: np.ndarray
+    counts: np.ndarray
+    nulls: dict
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
 #: keys touched, their counts before and after (parallel; int64 arrays or lists)
 Changes = tuple[np.ndarray, np.ndarray, np.ndarray] | tuple[list, list, list]
 

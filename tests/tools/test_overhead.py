@@ -61,3 +61,41 @@ def test_run_at_offers_half_reads_half_votes():
 def test_unknown_gc_mode_is_refused():
     with pytest.raises(noria_py.Error, match="gc mode"):
         overhead.sweep(10, 0, 0.01, [0.5], 1, gc_mode="sometimes")
+
+
+@pytest.mark.parametrize("checkpoints", [True, False])
+def test_on_is_clocks_with_checkpoints_and_off_neither(checkpoints):
+    """Figure 3's "on" is the engine as it ships: clocks and the stateful nodes'
+    checkpoints (clocks alone with ``checkpoints=False``); "off" has neither."""
+    on = overhead._db(True, 100, 1000, checkpoints)
+    off = overhead._db(False, 100, 1000, checkpoints)
+    try:
+        assert on.runtime.tc is not None and off.runtime.tc is None
+        stateful = [d for d in on.runtime.domains.values() if d.node.op.checkpoint_form]
+        assert stateful and all((d.store is not None) == checkpoints for d in stateful)
+        store = on.runtime.store
+        assert (store is not None) == checkpoints
+        assert store is None or all(store.has(d.id) for d in stateful)
+        assert off.runtime.store is None
+    finally:
+        on.close()
+        off.close()
+
+
+def test_checkpoint_storage_reports_store_and_live_rows(monkeypatch):
+    """``bench vote --checkpoint-report``'s storage lines: the store holds the state
+    (plus the keys changed above the low mark), per checkpointed node, once a
+    checkpoint has been taken since the votes came (one at each message here)."""
+    from noria_py import tuning
+    from noria_tools.bench import checkpoint_storage
+    monkeypatch.setattr(tuning, "ACK_EVERY", 1)
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 1)
+    db = overhead._db(True, 100, 1000)
+    try:
+        got = {kind: (held, deltas, live) for _, kind, held, deltas, live
+               in checkpoint_storage(db)}
+        assert got["aggregate"][2] == 100 and got["join"][2] == 200   # groups; 2 sides
+        assert all(live <= held <= 2 * live for held, _, live in got.values())
+    finally:
+        db.close()
+    assert checkpoint_storage(overhead._db(False, 100, 0)) == []

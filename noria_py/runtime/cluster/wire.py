@@ -25,8 +25,8 @@ import numpy as np
 from ...batch import Batch
 from ...errors import Error
 from ...ops import accumulators
-from ...ops.dense import DenseRows
-from ...ops.state import DenseCounts
+from ...ops.dense import DenseRows, RowsDelta
+from ...ops.state import CountsDelta, DenseCounts
 from ...storage.codec import DecodeError, packb, unpackb
 from ..checkpoints import Checkpoint, Entries, InputDelta
 from ..messages import Message
@@ -431,7 +431,17 @@ def _decode_entry(e: Any) -> Any:
 def encode_entries(entries: Entries) -> list[Any]:
     if isinstance(entries, DenseCounts):
         return ["counts", encode_array(entries.counts), list(entries.nulls.items())]
+    if isinstance(entries, CountsDelta):
+        return ["counts_at", entries.size, encode_array(entries.keys),
+                encode_array(entries.counts), list(entries.nulls.items())]
     return ["keys", [[k, _encode_entry(e)] for k, e in entries.items()]]
+
+
+def _keys(obj: Any, size: int) -> np.ndarray:
+    keys = decode_array(obj)
+    if keys is None or keys.ndim != 1 or (len(keys) and not (0 <= keys.min() and keys.max() < size)):
+        raise ProtocolError(f"keys must be a 1-d array of keys below {size}")
+    return keys
 
 
 def decode_entries(obj: Any) -> Entries:
@@ -440,6 +450,14 @@ def decode_entries(obj: Any) -> Entries:
         if counts is None or counts.ndim != 1:
             raise ProtocolError("COUNT's state must be a 1-d array")
         return DenseCounts(counts, {k: c for k, c in _pairs(obj[2])})
+    if isinstance(obj, (tuple, list)) and len(obj) == 5 and obj[0] == "counts_at":
+        size = obj[1]
+        if type(size) is not int or size < 0:
+            raise ProtocolError("COUNT's changed counts need the array's length")
+        keys, counts = _keys(obj[2], size), decode_array(obj[3])
+        if counts is None or counts.shape != keys.shape:
+            raise ProtocolError("COUNT's changed counts must match their keys")
+        return CountsDelta(size, keys, counts, {k: c for k, c in _pairs(obj[4])})
     if isinstance(obj, (tuple, list)) and len(obj) == 2 and obj[0] == "keys":
         return {k: _decode_entry(e) for k, e in _pairs(obj[1])}
     raise ProtocolError("keyed state must be ['counts', ...] or ['keys', ...]")
@@ -452,14 +470,34 @@ def _pairs(obj: Any) -> list[tuple[Any, Any]]:
     return [(k, v) for k, v in obj]
 
 
-def _encode_input(x: Batch | DenseRows) -> list[Any]:
-    return ["d", encode_dense(x)] if isinstance(x, DenseRows) else ["b", encode_batch(x)]
+def _encode_input(x: Batch | DenseRows | RowsDelta) -> list[Any]:
+    if isinstance(x, DenseRows):
+        return ["d", encode_dense(x)]
+    if isinstance(x, RowsDelta):
+        return ["r", [x.size, encode_array(x.keys), x.present.tobytes(),
+                      [_encode_column(p) for p in x.parts]]]
+    return ["b", encode_batch(x)]
 
 
-def _decode_input(obj: Any) -> Batch | DenseRows:
-    if isinstance(obj, (tuple, list)) and len(obj) == 2 and obj[0] in ("b", "d"):
-        return decode_dense(obj[1]) if obj[0] == "d" else decode_batch(obj[1])
-    raise ProtocolError("a checkpoint input must be ['b', batch] or ['d', dense rows]")
+def _decode_rows_delta(obj: Any) -> RowsDelta:
+    if not (isinstance(obj, (tuple, list)) and len(obj) == 4 and type(obj[0]) is int
+            and obj[0] >= 0 and type(obj[2]) is bytes and isinstance(obj[3], (tuple, list))):
+        raise ProtocolError("changed dense rows must be [size, keys, present, parts]")
+    size, keys, present, parts = obj
+    at = _keys(keys, size)
+    if len(present) != len(at):
+        raise ProtocolError("changed dense rows' mask must match their keys")
+    return RowsDelta(size, at, np.frombuffer(present, dtype=np.uint8).astype(bool),
+                     [_decode_column(p, len(at)) for p in parts])
+
+
+def _decode_input(obj: Any) -> Batch | DenseRows | RowsDelta:
+    if isinstance(obj, (tuple, list)) and len(obj) == 2 and obj[0] in ("b", "d", "r"):
+        if obj[0] == "d":
+            return decode_dense(obj[1])
+        return _decode_rows_delta(obj[1]) if obj[0] == "r" else decode_batch(obj[1])
+    raise ProtocolError("a checkpoint input must be ['b', batch], ['d', dense rows] or "
+                        "['r', changed dense rows]")
 
 
 def encode_delta(form: str, delta: InputDelta | Entries) -> list[Any]:
@@ -495,5 +533,9 @@ def decode_checkpoint(obj: Any) -> Checkpoint:
             and all(type(a) is str and type(t) is int for a, t in parents.items())
             and isinstance(inputs, (tuple, list))):
         raise ProtocolError("a checkpoint must be [time, parent times, form, inputs, entries]")
-    return Checkpoint(time, dict(parents), form, [_decode_input(x) for x in inputs],
-                      decode_entries(entries))
+    held = [_decode_input(x) for x in inputs]
+    state = decode_entries(entries)
+    if any(isinstance(x, RowsDelta) for x in held) or isinstance(state, CountsDelta):
+        raise ProtocolError("a checkpoint holds whole states, not changes")
+    return Checkpoint(time, dict(parents), form, cast("list[Batch | DenseRows]", held),
+                      state)
