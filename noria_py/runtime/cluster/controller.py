@@ -467,6 +467,9 @@ class ClusterRuntime(Runtime):
         """No checkpoints in a cluster yet: a stateful node is rebuilt from its parents."""
         return None
 
+    def drop_checkpoints(self, node_id: str) -> None:
+        """No checkpoints in a cluster yet: none to drop."""
+
     def restore(self, node_id: str, t: int, clock: np.ndarray, last_seen: dict[str, int],
                 inputs: list[tuple[int, Batch]], checkpoint: Checkpoint | None = None) -> None:
         self.call(node_id, "restore", t, wire.encode_array(clock), last_seen)
