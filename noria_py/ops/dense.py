@@ -393,3 +393,26 @@ def batch_columns(batch, key: int) -> tuple[np.ndarray, list[np.ndarray], np.nda
     if cols is None:
         cols = [column(c) for c in zip(*batch.rows)]
     return keys, list(cols), batch_signs(batch)
+
+
+def touched_keys(dense: "DenseRows", key: int, batches: list) -> np.ndarray | None:
+    """The keys (ascending) of the rows of ``batches``, which a state (a join side, a reader) has
+    taken while held in ``dense``, column ``key`` being the key: ints within its arrays, since the
+    arrays took them (``DenseRows.apply`` refuses any other); None if one is not an
+    int after all (then the state is copied whole)."""
+    mark = np.zeros(len(dense.present), dtype=bool)
+    rows: list = []                     # the keys of row batches, marked at once
+    for b in batches:
+        if b.cols is None:
+            rows.extend([r[key] for r in b.rows])
+            continue
+        keys = batch_keys(b, key)
+        if keys is None:
+            return None
+        mark[keys] = True
+    if rows:
+        keys = int_keys(rows)
+        if keys is None:
+            return None
+        mark[keys] = True
+    return np.flatnonzero(mark)

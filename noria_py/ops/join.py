@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import Batch
-from .dense import DenseRows, RowsDelta, batch_keys, int_keys
+from .dense import DenseRows, RowsDelta, touched_keys
 from .operator import Operator
 from .state import Flips, KeyedState, items
 
@@ -196,7 +196,7 @@ class Join(Operator):
             batches = [b for p, b in taken if p == port and b]
             if not batches:                 # (unchanged: the store's copy is current)
                 continue
-            keys = _touched(dense, side.key[0], batches)
+            keys = touched_keys(dense, side.key[0], batches)
             out[port] = dense.copy() if keys is None else dense.changed(keys)
         self._exported = exported
         return out
@@ -207,26 +207,3 @@ class Join(Operator):
 
     def describe(self) -> str:
         return f"{self.join_kind} join {list(self.left_keys)}={list(self.right_keys)}"
-
-
-def _touched(dense: DenseRows, key: int, batches: list[Batch]) -> np.ndarray | None:
-    """The keys (ascending) of the rows of ``batches``, which a side has taken while
-    held in ``dense``, column ``key`` being the key: ints within its arrays, since the
-    arrays took them (``DenseRows.apply`` refuses any other); None if one is not an
-    int after all (then the side is copied whole)."""
-    mark = np.zeros(len(dense.present), dtype=bool)
-    rows: list = []                     # the keys of row batches, marked at once
-    for b in batches:
-        if b.cols is None:
-            rows.extend([r[key] for r in b.rows])
-            continue
-        keys = batch_keys(b, key)
-        if keys is None:
-            return None
-        mark[keys] = True
-    if rows:
-        keys = int_keys(rows)
-        if keys is None:
-            return None
-        mark[keys] = True
-    return np.flatnonzero(mark)

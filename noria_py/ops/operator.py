@@ -10,15 +10,18 @@ A stateful operator says how a checkpoint holds its state (``checkpoint_form``),
 a failed shard can come back from its own checkpoint (runtime/checkpoints.py):
 
 - ``"input"``: its state is exactly the multiset of rows it has taken on each port (a
-  join's two sides, TopK's rows, DISTINCT's and EXCEPT's counts). A checkpoint is that
-  multiset, kept up to date from the batches taken since the last one, so the
-  operator itself does nothing per batch; ``contents`` gives it whole once, and
-  restoring is ``process`` of it, port by port.
+  join's two sides, TopK's rows, DISTINCT's and EXCEPT's counts, a reader's rows). A
+  checkpoint is that multiset, kept up to date from the batches taken since the last
+  one (``taken``), so the operator itself does nothing per batch; ``contents`` gives
+  it whole once, and restoring is ``load_input`` of it, port by port. Rows are held
+  as the state holds them: an operator whose ``process`` transforms its input before
+  keeping it (a reader applying its view's SELECT list) checkpoints the transformed
+  rows (``taken``), and ``load_input`` takes them back without transforming them
+  again (``process`` would: a SELECT list applied twice).
 - ``"keyed"``: its state is an entry per key that is not its input (an aggregate's
   groups). ``export_state`` gives the entries changed since the last export (all of
   them when asked), ``load_state`` takes them back.
-- None: stateless, or a reader, which is rebuilt from its parent's state instead
-  (``leaf``).
+- None: stateless.
 
 Restoring relies on the rule that makes replay work at all: the state is a function of
 the multiset of rows taken, not of their order.
@@ -33,9 +36,11 @@ class Operator:
     stateful: bool = False
     #: True for operators whose ``process`` returns one batch per child (sharders).
     splits: bool = False
-    #: True for operators that never have children (readers): recovery rebuilds such a
-    #: node from its parents' state as it stands, never from what they sent it, so its
-    #: parents keep no payload log for it (docs/recovery.md)
+    #: True for operators that never have children (readers): nothing downstream pins
+    #: such a node's times, so recovery brings it back to its parents' output as it
+    #: stands: from its newest checkpoint and what its parents sent since, or, without
+    #: checkpoints, rebuilt from its parents' state, when its parents keep no payload
+    #: log for it (docs/recovery.md)
     leaf: bool = False
     #: how a checkpoint holds this operator's state ("input", "keyed" or None, above)
     checkpoint_form: str | None = None
@@ -49,8 +54,19 @@ class Operator:
 
     def contents(self) -> list[Batch]:
         """``checkpoint_form == "input"``: per port, every row taken, with its count as
-        its sign (``process`` of each, port by port, gives this state back)."""
+        its sign (``load_input`` of each, port by port, gives this state back)."""
         raise NotImplementedError(f"{self.kind} is not checkpointed by its input")
+
+    def taken(self, port: int, batch: Batch) -> Batch:
+        """``checkpoint_form == "input"``: ``batch``, which ``process`` has just taken on
+        ``port`` (called right after it), as the state took it: what a checkpoint
+        records. The batch itself, unless ``process`` transforms its input first."""
+        return batch
+
+    def load_input(self, port: int, batch: Batch) -> None:
+        """``checkpoint_form == "input"``: take back rows as ``contents`` and ``taken``
+        give them (``process``, unless that transforms its input first)."""
+        self.process(port, batch)
 
     def array_state(self, taken: list[tuple[int, Batch]] | None = None) -> dict:
         """``checkpoint_form == "input"``: port -> that port's state where it is held in

@@ -12,6 +12,13 @@ by key, where a big batch is applied with array operations and the row tuple is 
 only when read: an update makes no tuple (a columnar batch is applied as its columns),
 so there is none to compare, free, or for Python's young-generation collections to
 walk.
+
+Checkpoints (``checkpoint_form = "input"``, one port; runtime/checkpoints.py): the
+state is exactly the multiset of rows kept, so a checkpoint is those rows, **as kept**:
+after the SELECT list, with any hidden key and ORDER BY columns, before trimming.
+``taken`` hands over each batch as kept (the SELECT list's output, not the message),
+``contents`` every row kept, ``load_input`` keeps rows without applying the SELECT list
+again; in the dense form the arrays are copied whole instead (``array_state``).
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
 from ..ordering import order_key
+from .dense import DenseRows, RowsDelta, touched_keys
 from .operator import Operator
 from .project import Project
 from .state import KeyedState, expand
@@ -30,6 +38,7 @@ class Reader(Operator):
     kind = "reader"
     stateful = True
     leaf = True
+    checkpoint_form = "input"
 
     def __init__(self, key: tuple[int, ...], visible: int, width: int,
                  order: Sequence[OrderKey] = (), select: Project | None = None) -> None:
@@ -43,14 +52,50 @@ class Reader(Operator):
 
     def reset(self) -> None:
         self.state = KeyedState(self.width, self.key)
+        self._exported = False      # whether the last checkpoint had the arrays whole
+        self.kept = Batch()         # the last batch processed, as kept (after ``select``)
 
     def process(self, port: int, batch: Batch) -> Batch:
         if self.select is not None:
-            batch = self.select.process(0, batch)
+            batch = self.kept = self.select.process(0, batch)
         if batch:
             state = self.state
             state.apply(*state.prepare(batch))
         return Batch()
+
+    # ------------------------------------------------------------ checkpoints
+
+    def taken(self, port: int, batch: Batch) -> Batch:
+        return batch if self.select is None else self.kept
+
+    def load_input(self, port: int, batch: Batch) -> None:
+        if batch:
+            state = self.state
+            state.apply(*state.prepare(batch))
+
+    def contents(self) -> list[Batch]:
+        return [self.state.snapshot()]
+
+    def array_state(self, taken: list[tuple[int, Batch]] | None = None
+                    ) -> dict[int, DenseRows | RowsDelta]:
+        """As a join side's (``Join.array_state``): the arrays whole the first time,
+        then the entries of the keys the batches taken since touched."""
+        dense = self.state.dense
+        if dense is None:
+            self._exported = False
+            return {}
+        exported, self._exported = self._exported, True
+        if taken is None or not exported:
+            return {0: dense.copy()}
+        batches = [b for _, b in taken if b]
+        if not batches:                     # (unchanged: the store's copy is current)
+            return {}
+        keys = touched_keys(dense, self.key[0], batches)
+        return {0: dense.copy() if keys is None else dense.changed(keys)}
+
+    def load_array_state(self, port: int, rows: DenseRows) -> None:
+        self.state.load_dense(rows)
+        self._exported = True
 
     def _finish(self, out: list[tuple]) -> list[tuple]:
         """Sorted by the view's ORDER BY, trimmed to the visible columns."""

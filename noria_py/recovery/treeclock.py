@@ -20,9 +20,19 @@ an example):
 
 Every node sends each child one message per input it processes (empty if need be), so
 the children's logs record every B-time and the pins leave no gaps.
+
+A B with no live witness (no children: a reader; or only failed readers) has nothing
+downstream pinning its times: it comes back to its parents' output as it stands, with
+T*[A_i] their current times, from its newest checkpoint (any time; B' restarts at the
+checkpoint's time) plus what their payload logs hold since, or without one that the
+logs reach, rebuilt from their output. Its failed readers' checkpoints are then
+dropped: B' numbers its output afresh from its restart (and a B with witnesses
+re-executes the times no witness pinned in an order of its own), so the B-times such a
+checkpoint reflects may name other messages now; such a reader is rebuilt from B'.
 """
 from __future__ import annotations
 
+import sys
 import time as _time
 from typing import cast
 
@@ -110,7 +120,7 @@ def _witnesses(graph: Graph, rt: Runtime, b: str) -> tuple[list[_Witness], dict[
             continue
         grandchildren = graph[c].children
         if not grandchildren:
-            continue          # a failed reader is rebuilt from B as B then stands
+            continue          # a failed reader: nothing to pin (see ``_recover_operator``)
         if any(not rt.alive(g) for g in grandchildren):
             raise RecoveryError(
                 f"nodes {b} and {c} have failed together with what lies below {c}: more "
@@ -179,19 +189,14 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
         resume = {a: int(t_star[layout.slot[graph[a].num]]) for a in parents}
         pins = _pins(graph, witnesses, node_id, t_min)
     else:
-        # Nobody downstream: rebuild from the parents' output as it stands now, and
-        # record in its clock what each parent had then (as ``Domain.settle`` does for
-        # a new node): should a parent fail later, this node is its witness.
+        # Nobody downstream: back to the parents' output as it stands now (below: from
+        # the newest checkpoint, restarting at its time, or rebuilt, restarting at 0),
+        # recording in its clock what each parent had then (as ``Domain.settle`` does
+        # for a new node): should a parent fail later, this node is its witness.
         t_min = 0
         t_star = tc.zero(node.num)
-        resume = {}
-        for a in parents:
-            info = rt.info(a)
-            resume[a] = info.time
-            if info.clock is not None:
-                had = tc.make_diff(node.num, graph[a].num, info.clock, t_min + 1)
-                had[0] = t_min
-                tc.merge_into(node.num, t_star, had)
+        infos = {a: rt.info(a) for a in parents}
+        resume = {a: i.time for a, i in infos.items()}
         pins = {}
 
     # Everything that can refuse (a neighbour failed too, a log already trimmed, logs
@@ -200,7 +205,8 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
     # 2. B's state as of t_min: its checkpoint and the parents' messages since, or each
     #    parent's output up to T*[A_i]; 3. what the parents resend (after T*[A_i])
     buffers: dict[str, list[Message]] = {}
-    ck = rt.checkpoint(node_id, t_min) if node.op.stateful and witnesses else None
+    ck = (rt.checkpoint(node_id, t_min if witnesses else sys.maxsize)
+          if node.op.stateful else None)
     inputs = _since_checkpoint(rt, node_id, ck, resume, buffers) if ck is not None else None
     if inputs is None:
         ck = None
@@ -209,6 +215,15 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
     for a in parents:
         if a not in buffers:
             buffers[a] = _log_after(rt, a, node_id, resume[a])
+    if not witnesses:
+        if ck is not None:
+            t_min = ck.time             # (B' goes on numbering from its checkpoint)
+        for a, info in infos.items():
+            if info.clock is not None:
+                had = tc.make_diff(node.num, graph[a].num, info.clock, t_min + 1)
+                had[0] = t_min
+                tc.merge_into(node.num, t_star, had)
+        t_star[0] = t_min
 
     # 4. execution replay, in the order the children's diffs pin
     heads = {a: 0 for a in parents}
@@ -232,7 +247,11 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
         order.append(buffers[a][heads[a]])
         heads[a] += 1
 
-    # restart B' at t_min with clock T* and that state, then replay
+    # restart B' at t_min with clock T* and that state, then replay; a failed reader's
+    # checkpoints no longer fit B's times (module docstring)
+    for c in node.children:
+        if not rt.alive(c) and not graph[c].children:
+            rt.drop_checkpoints(c)
     rt.restore(node_id, t_min, t_star, resume, inputs, ck)
     rows = sum(len(batch) for _, batch in inputs) + (0 if ck is None else ck.rows())
     rt.replay(node_id, order, seen)

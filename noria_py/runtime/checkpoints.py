@@ -6,18 +6,19 @@ and no other node involved: when it has taken ``tuning.CHECKPOINT_EVERY`` messag
 ``tuning.CHECKPOINT_ROWS`` rows since its last one, and once when it is filled at
 creation. A checkpoint records the shard's time and, per parent, the parent-time of the
 last message it reflects; recovery (``recovery/treeclock.py``) loads the newest one at
-or below the time the children pin, and replays the parents' payload logs from its
-parent-times.
+or below the time the children pin (a node without children, a reader: its newest), and
+replays the parents' payload logs from its parent-times.
 
 Incremental: a checkpoint is a delta, only what changed since the shard's previous one
 (``Operator.checkpoint_form``):
 
-- ``"input"`` operators (join, TopK, DISTINCT, EXCEPT/INTERSECT) hand over the batches
-  they took since, by reference (batches are immutable): the operator does nothing per
-  batch, and the store folds them into a multiset of rows per port;
+- ``"input"`` operators (join, TopK, DISTINCT, EXCEPT/INTERSECT, reader) hand over the
+  batches they took since, by reference (batches are immutable), as their state took
+  them (``Operator.taken``: a reader's after its SELECT list): the operator does
+  nothing per batch, and the store folds them into a multiset of rows per port;
 - ``"keyed"`` operators (aggregates) hand over the entries of the groups changed since.
 
-State held in arrays (a join side or COUNT's counts in their dense form) is handed over
+State held in arrays (a join side, a reader or COUNT's counts in their dense form) is handed over
 as arrays: whole the first time (a copy, ``DenseRows``, ``DenseCounts``), then as the
 entries of the keys changed since (``RowsDelta``, ``CountsDelta``: the keys the batches
 taken since touched, found with array operations), which the store writes into its
@@ -29,8 +30,10 @@ and held a second copy of the state in the store.
 
 A node's checkpoints here are one **base** state and a **chain** of deltas after it.
 Deltas at or below the node's low mark (the smallest time its children have
-acknowledged) are folded into the base when the next delta arrives: recovery never
-starts below the low mark, so nothing older than the newest such checkpoint is needed.
+acknowledged; for a node without children, its own time, since its recovery starts
+from its newest checkpoint) are folded into the base when the next delta arrives:
+recovery never starts below the low mark, so nothing older than the newest such
+checkpoint is needed.
 Deltas above it stay apart, since a recovery may have to start below them. So the store
 holds one copy of the state plus the deltas since the low mark: in a long run, bounded
 (``tests/runtime/test_checkpoints.py``). The store's copy is its own: it changes in place
@@ -100,7 +103,7 @@ def load(op: Operator, ck: Checkpoint) -> None:
             op.load_array_state(port, x)
     for port, x in enumerate(ck.inputs):
         if isinstance(x, Batch):
-            op.process(port, x)
+            op.load_input(port, x)
 
 
 class Sink(Protocol):

@@ -9,18 +9,21 @@ its clock, a diff log (one diff per message received; each diff is built as its
 path, a small tuple, and written into the log's array and merged into the clock
 in bulk, whenever either is read or 64 have piled up; a base keeps none, its clock
 being its time alone), a payload log per outgoing
-edge (every message it sent, by reference: batches are immutable; none to a reader,
-which recovery rebuilds from this node's state instead), and the times it
-last saw from each parent. Every processed message yields a message to every child,
+edge (every message it sent, by reference: batches are immutable; none to a reader
+when checkpoints are off, since recovery then rebuilds it from this node's state), and
+the times it last saw from each parent. Every processed message yields a message to every child,
 empty if need be, so that each child's diff log records every one of this node's
 times: recovery then knows exactly which input was processed at which time
 (docs/recovery.md explains why that matters).
 
-With checkpoints on, a stateful domain also checkpoints its state into a store outside
-it (``checkpoints.py``), on its own schedule, and remembers its recent checkpoints'
-times and parent-times: a parent's payload log to it is trimmed no further than the
-newest checkpoint its children have all passed (``on_progress``), so recovery can replay
-from there.
+With checkpoints on, a stateful domain (readers included) also checkpoints its state
+into a store outside it (``checkpoints.py``), on its own schedule, and remembers its
+recent checkpoints' times and parent-times: a parent's payload log to it is trimmed no
+further than its stable checkpoint, so recovery can replay from there. The stable
+checkpoint is the newest its children have all passed (``on_progress``); for a node
+without children (a reader), whose recovery starts from its newest checkpoint, the
+newest: its acknowledgements carry that checkpoint's parent-time as the level its
+parent may trim its log to it (``progress_report``), instead of its last-seen time.
 """
 from __future__ import annotations
 
@@ -77,9 +80,11 @@ class Domain:
         self.ports = {p: i for i, p in enumerate(node.parents)}
         self.last_seen: dict[str, int] = {}   # parent -> its time on the last message taken
         self.tc: TreeClocks | None = None
-        #: where this node checkpoints (None: it does not, being stateless, a reader,
-        #: or in a runtime with checkpoints off); see ``use_checkpoints``
+        #: where this node checkpoints (None: it does not, being stateless, or in a
+        #: runtime with checkpoints off); see ``use_checkpoints``
         self.store: Sink | None = None
+        #: whether the runtime checkpoints (then this node logs what it sends a reader)
+        self.checkpointing = False
         self.ck_inputs: list[tuple[int, Batch]] | None = None
         self.reset_clock_state()
 
@@ -109,9 +114,12 @@ class Domain:
     # ------------------------------------------------------------ checkpoints
 
     def use_checkpoints(self, store: Sink | None) -> None:
-        """Checkpoint into ``store`` from now on (a stateful node other than a reader;
-        None turns it off)."""
+        """Checkpoint into ``store`` from now on (a stateful node, readers included;
+        None turns it off), and keep payload logs to readers, which then recover from
+        their checkpoints."""
         form = self.node.op.checkpoint_form
+        self.checkpointing = store is not None
+        self.out_edges = None
         self.store = store if form is not None else None
         if form == "keyed":
             self.node.op.tracking = self.store is not None  # type: ignore[attr-defined]
@@ -146,23 +154,31 @@ class Domain:
         if self.ck_inputs is not None:
             self.ck_inputs = []
         store.put(self.id, self.time, self.last_seen, cast(str, op.checkpoint_form), change,
-                  full, self.low)
+                  full, self.recovery_floor())
         self.ck_messages = self.ck_rows = 0
         self.ck_recent.append((self.time, dict(self.last_seen)))
         self._stable_checkpoint()
 
+    def recovery_floor(self) -> int:
+        """No recovery of this node starts below this time: its low mark, or, for a
+        node without children (a reader), its own time (nothing downstream pins its
+        times: its recovery starts from its newest checkpoint)."""
+        return self.low if self.node.children else self.time
+
     def _stable_checkpoint(self) -> None:
-        """The newest checkpoint at or below the low mark becomes the stable one: no
-        recovery of this node starts below it."""
+        """The newest checkpoint at or below the recovery floor becomes the stable one:
+        no recovery of this node starts below it."""
         recent = self.ck_recent
-        while recent and recent[0][0] <= self.low:
+        floor = self.recovery_floor()
+        while recent and recent[0][0] <= floor:
             self.ck_stable = recent.pop(0)[1]
 
     def restore_state(self, checkpoint: Checkpoint | None, inputs: list[tuple[int, Batch]]) -> None:
-        """Fill this (empty, restarting) node: from ``checkpoint`` then ``inputs``, or from
-        ``inputs`` alone (its whole input, rebuilt from its parents). The checkpoints
-        after the one used are forgotten (the node may take another path from here);
-        without one used, all of them (the next is taken whole)."""
+        """Fill this (empty, restarting) node: from ``checkpoint`` then ``inputs`` (what
+        its parents sent it since), or from ``inputs`` alone (its whole input, rebuilt
+        from its parents). The checkpoints after the one used are forgotten (the node may
+        take another path from here), and ``inputs`` go into the next; without one
+        used, all of them (the next is taken whole)."""
         op = self.node.op
         store = self.store
         if checkpoint is not None:
@@ -172,10 +188,11 @@ class Domain:
             self.ck_stable = dict(checkpoint.parent_times)
         elif store is not None:
             store.drop(self.id)
+        since = self.ck_inputs if checkpoint is not None else None
         for port, batch in inputs:
             op.process(port, batch)
-        if self.ck_inputs is not None and checkpoint is not None:
-            self.ck_inputs.extend(inputs)
+            if since is not None:
+                since.append((port, op.taken(port, batch)))
 
     def attach_clocks(self, tc: "TreeClocks | None") -> None:
         """Use ``tc`` (rebuilt by the runtime whenever the graph grows)."""
@@ -242,7 +259,7 @@ class Domain:
             self.ck_messages += 1
             self.ck_rows += len(msg.batch)
             if self.ck_inputs is not None:
-                self.ck_inputs.append((port, msg.batch))
+                self.ck_inputs.append((port, self.node.op.taken(port, msg.batch)))
         return self.emit(out)
 
     def check_incoming(self, msg: Message) -> None:
@@ -270,7 +287,7 @@ class Domain:
     def emit(self, out: Batch | list[Batch]) -> list[Message]:
         """One message per child. Without clocks an empty batch stays home; with them
         every child gets a message, empty if need be, logged unless it goes to a reader
-        (never asked for again, see Operator.leaf)."""
+        that does not checkpoint (never asked for again, see Operator.leaf)."""
         outs = self.out_edges
         if outs is None or self.out_version != self.graph.version:
             outs = self._out_edges()
@@ -289,17 +306,24 @@ class Domain:
         return sends
 
     def _out_edges(self) -> list[OutEdge]:
-        """Per child: its id, its shard and this node's payload log to it (None to a
-        reader, and without clocks); rebuilt when the graph, the clocks or the logs
-        change."""
+        """Per child: its id, its shard and this node's payload log to it (None without
+        clocks, and to a reader without checkpoints); rebuilt when the graph, the clocks
+        or the logs change."""
         nodes, payload = self.graph.nodes, self.payload
         logging = self.tc is not None
         self.out_edges = [(c, nodes[c].shard,
                            payload.setdefault(c, deque())
-                           if logging and not nodes[c].op.leaf else None)
+                           if logging and self.keeps_log_to(c) else None)
                           for c in self.node.children]
         self.out_version = self.graph.version
         return self.out_edges
+
+    def keeps_log_to(self, child: str) -> bool:
+        """Whether this node logs what it sends ``child`` (clocks on): always, but to a
+        reader only if it checkpoints (its recovery reads the log from its checkpoint
+        on; without one it is rebuilt from this node's state, and never asks)."""
+        op = self.graph.nodes[child].op
+        return not op.leaf or (self.checkpointing and op.checkpoint_form is not None)
 
     def write_history(self, history: Iterable[Batch], seen: dict[str, int], low: int,
                       start: int = 0) -> list[Message]:
@@ -395,10 +419,14 @@ class Domain:
         self.unacked += 1
         return self.unacked >= tuning.ACK_EVERY
 
-    def progress_report(self) -> list[tuple[str, int, dict[str, int], bool]]:
+    def progress_report(self) -> list[tuple[str, int, dict[str, int], int | None]]:
         """What this node tells each parent B about how far it has got: its time on B's
         last message and, per grandparent A, the entry of its clock on the (self, B, A)
-        path; the last flag says its own state reflects them (it has no children).
+        path; and, if it has no children (a reader), the B-time up to which B may drop
+        its payload log to it (None otherwise): its own state reflects B's messages, so
+        without checkpoints, its time on B's last message; with them, its stable (its
+        newest) checkpoint's parent-time for B, since its recovery replays B's messages
+        after it.
 
         The clock read is as of the last flush, up to ``FLUSH_EVERY`` receipts behind:
         a lower entry only trims less, and flushing for each report cost more than
@@ -409,10 +437,13 @@ class Domain:
             plan = self.report_plan = self._plan_report()
         clock = self._clock
         last_seen = self.last_seen
-        childless = not self.node.children
+        trims: dict[str, int] | None = None
+        if not self.node.children:
+            trims = (last_seen if self.store is None
+                     else self.ck_stable if self.ck_stable is not None else {})
         return [(b_id, last_seen.get(b_id, 0),
                  {a_id: int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
-                 childless)
+                 None if trims is None else trims.get(b_id, 0))
                 for b_id, grand in plan]
 
     def _plan_report(self) -> list[ReportPlan]:
@@ -429,12 +460,13 @@ class Domain:
         return plan
 
     def on_progress(self, child: str, time: int, paths: dict[str, int],
-                    childless: bool) -> list[tuple[str, int]]:
-        """A child's report; once every child has reported, this node's low mark rises
-        and it returns (parent, level) trims: what all its children reflect of that
-        parent's messages to this node."""
-        if childless:
-            self.truncate(child, time)
+                    trim: int | None) -> list[tuple[str, int]]:
+        """A child's report (``progress_report``; ``trim``: how far to drop the log to a
+        child without children); once every child has reported, this node's low mark
+        rises and it returns (parent, level) trims: what all its children reflect of
+        that parent's messages to this node."""
+        if trim is not None:
+            self.truncate(child, trim)
         progress = self.progress
         progress[child] = (time, paths)
         children = self.node.children

@@ -152,9 +152,11 @@ class EmbeddedRuntime(Runtime):
         if out:
             self.send_all(out)
         if d.ack_due():
-            self.ack(d)
+            # a checkpoint first: the acknowledgement then carries it (a reader's parent
+            # trims its log to the reader up to it)
             if d.store is not None and d.checkpoint_due():
                 d.checkpoint()
+            self.ack(d)
 
     def step(self) -> bool:
         """Deliver one message; False when none is pending."""
@@ -196,11 +198,11 @@ class EmbeddedRuntime(Runtime):
         """``c`` reports its progress to each parent; a parent whose children have all
         reported trims its own parents' payload logs (see ``Domain.on_progress``)."""
         domains = self.domains
-        for b_id, t, paths, childless in c.progress_report():
+        for b_id, t, paths, trim in c.progress_report():
             b = domains.get(b_id)
             if b is None or not b.alive:
                 continue
-            for a_id, level in b.on_progress(c.id, t, paths, childless):
+            for a_id, level in b.on_progress(c.id, t, paths, trim):
                 a = domains.get(a_id)
                 if a is not None and a.alive:
                     a.truncate(b_id, level)
@@ -240,6 +242,10 @@ class EmbeddedRuntime(Runtime):
 
     def checkpoint(self, node_id: str, at_most: int) -> Checkpoint | None:
         return None if self.store is None else self.store.latest(node_id, at_most)
+
+    def drop_checkpoints(self, node_id: str) -> None:
+        if self.store is not None:
+            self.store.drop(node_id)
 
     def restore(self, node_id: str, time: int, clock: np.ndarray, last_seen: dict[str, int],
                 inputs: list[tuple[int, Batch]], checkpoint: Checkpoint | None = None) -> None:

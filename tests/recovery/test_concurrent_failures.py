@@ -245,8 +245,8 @@ def test_a_recovered_node_is_a_true_witness_for_its_parent(writes_between, check
 
 # ---------------------------------------------------------------- the causes, one by one
 
-def _filter_view(seed=None):
-    db = _build(1, seed)
+def _filter_view(seed=None, checkpoints=True):
+    db = _build(1, seed, checkpoints)
     db.execute("CREATE VIEW v AS SELECT a, b FROM t1 WHERE a > 1")
     g = {n["id"]: n for n in db.graph()}
     reader = next(n for n in g if g[n]["kind"] == "reader")
@@ -255,10 +255,11 @@ def _filter_view(seed=None):
 
 
 def test_refusal_through_a_failed_grandparent_leaves_the_node_failed():
-    """The reader's rebuild reads the base through the (alive, stateless) filter: with
-    the base down too, recovering the reader first must refuse and leave it down; it
-    used to come back empty, and the base's recovery then sent it only new rows."""
-    db, _, base, _, reader = _filter_view()
+    """The reader's rebuild (no checkpoints) reads the base through the (alive,
+    stateless) filter: with the base down too, recovering the reader first must refuse
+    and leave it down; it used to come back empty, and the base's recovery then sent it
+    only new rows."""
+    db, _, base, _, reader = _filter_view(checkpoints=False)
     db.table("t1").insert([(i % 5, i, "a") for i in range(20)])
     db.fail(base)
     db.fail(reader)
@@ -267,6 +268,25 @@ def test_refusal_through_a_failed_grandparent_leaves_the_node_failed():
     assert not db.runtime.alive(reader)
     db.recover(base, strategy="treeclock")
     db.recover(reader, strategy="treeclock")
+    db.table("t1").insert([(4, 100, "b")])
+    db.wait()
+    want = sorted((i % 5, i) for i in range(20) if i % 5 > 1) + [(4, 100)]
+    assert sorted(db.view("v").all()) == want
+
+
+def test_a_reader_back_from_its_checkpoint_needs_no_grandparent():
+    """With checkpoints the same reader comes back from its checkpoint and the filter's
+    payload log, the base still down; the base's recovery then sends the filter (and
+    so the reader) only what they had not seen."""
+    db, _, base, filt, reader = _filter_view()
+    db.table("t1").insert([(i % 5, i, "a") for i in range(20)])
+    assert db.runtime.domains[filt].payload[reader]    # logged: the reader checkpoints
+    db.fail(base)
+    db.fail(reader)
+    report = db.recover(reader, strategy="treeclock")
+    assert report.checkpoint is not None and db.runtime.alive(reader)
+    assert not db.runtime.alive(base)
+    db.recover(base, strategy="treeclock")
     db.table("t1").insert([(4, 100, "b")])
     db.wait()
     want = sorted((i % 5, i) for i in range(20) if i % 5 > 1) + [(4, 100)]

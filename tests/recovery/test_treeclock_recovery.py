@@ -196,9 +196,12 @@ def test_recovery_of_node_created_over_existing_data():
         assert db.view("c").lookup(k) == [(k, n)]
 
 
-def test_no_payload_log_for_readers_and_a_failed_reader_still_recovers():
-    # recovery rebuilds a reader from its parent's state, so nothing is logged for it
-    db = noria_py.connect(shards=1, seed=3)
+@pytest.mark.parametrize("checkpoints", [False, True])
+def test_payload_log_to_a_reader_only_with_checkpoints_and_a_failed_reader_recovers(checkpoints):
+    """Without checkpoints recovery rebuilds a reader from its parent's state, so nothing
+    is logged for it; with them the parent logs what it sends the reader, from the
+    reader's newest checkpoint on, and the reader comes back from that checkpoint."""
+    db = noria_py.connect(shards=1, seed=3, checkpoints=checkpoints)
     db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
     db.execute("CREATE VIEW c AS SELECT article_id, COUNT(*) AS n FROM vote "
                "WHERE article_id = ? GROUP BY article_id")
@@ -213,13 +216,15 @@ def test_no_payload_log_for_readers_and_a_failed_reader_still_recovers():
         write([(i % 5, i), (i % 3, i)])
     reader = next(n for n in db.graph() if n["kind"] == "reader")
     parent = db.runtime.domains[reader["parents"][0]]
-    assert not parent.payload.get(reader["id"])
+    assert bool(parent.payload.get(reader["id"])) == checkpoints
     assert sum(d.payload_size() for d in db.runtime.domains.values()) > 0   # others are
     write([(1, 100), (2, 101)])
     assert db.runtime.pending()                 # some of it still in flight (seeded)
     db.fail(reader["id"])
     write([(1, 102), (None, 103)])
-    assert db.recover(reader["id"], strategy="treeclock").strategy == "treeclock"
+    report = db.recover(reader["id"], strategy="treeclock")
+    assert report.strategy == "treeclock"
+    assert (report.checkpoint is not None) == checkpoints
     db.wait()
     for k, n in Counter(a for a, _ in written if a is not None).items():
         assert db.view("c").lookup(k) == [(k, n)]

@@ -6,7 +6,12 @@ state (as ``Domain.restore_state`` does), its next deltas relative to it (hypoth
 also when every delta and checkpoint crosses the cluster's wire codec (a worker sends
 them to the controller's store, which sends one back to a spare); and the store stays
 bounded in a long run, by the keys changed rather than the state where the state is
-held in arrays."""
+held in arrays.
+
+Readers come in four shapes: with and without a SELECT list of their own (which a
+checkpoint must hold applied once: its rows as kept, a computed column, a hidden
+column and an ORDER BY), each over keys that make its state general (several rows a
+key, keys of other types) or keep it dense (fresh int keys)."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,14 +26,28 @@ from noria_py.ops.distinct import Distinct
 from noria_py.ops.extremum import Extremum
 from noria_py.ops.join import Join
 from noria_py.ops.operator import Operator
+from noria_py.ops.project import Project
+from noria_py.ops.reader import Reader
 from noria_py.ops.setop import SetOp
 from noria_py.ops.topk import TopK
 from noria_py.runtime import checkpoints
 from noria_py.runtime.checkpoints import CheckpointStore
 from noria_py.runtime.cluster import wire
 from noria_py.storage.codec import packb, unpackb
+from sql_frontend.expr import Call, Col, Lit
 from sql_frontend.plan import OrderKey
+from sql_frontend.types import SqlType
 from tests.ops.helpers import agg
+
+INT = SqlType.INT
+
+
+def _select_reader() -> Reader:
+    """A reader applying its view's SELECT list: (v, k, COALESCE(v, -7)) of (k, v), keyed
+    on k, ordered by the hidden third column (applied twice, it would key on v)."""
+    select = Project((Col(1, INT), Col(0, INT), Call("coalesce", (Col(1, INT), Lit(-7, INT)), INT)))
+    return Reader((1,), 2, 3, (OrderKey(2, True),), select=select)
+
 
 #: operator factories, with the number of input ports and the row width they take
 OPS = {
@@ -41,7 +60,13 @@ OPS = {
     "topk": (lambda: TopK((OrderKey(1, True),), 2, 0, (0,)), 1),
     "distinct": (lambda: Distinct(), 1),
     "except": (lambda: SetOp("except"), 2),
+    "reader": (lambda: Reader((0,), 2, 2), 1),
+    "reader_dense": (lambda: Reader((0,), 2, 2), 1),
+    "reader_select": (_select_reader, 1),
+    "reader_select_dense": (_select_reader, 1),
 }
+#: kinds whose inserted rows each get a fresh int key (a reader's state stays dense)
+FRESH_KEYS = {"reader_dense", "reader_select_dense"}
 
 values = st.one_of(st.none(), st.integers(0, 6), st.sampled_from([0.5, -1.25, 1e300]))
 keys = st.one_of(st.integers(0, 40), st.sampled_from([None, "a", "b"]))   # (one type a column)
@@ -84,7 +109,7 @@ class Shard:
     def take(self, port: int, batch: Batch) -> None:
         self.op.process(port, batch)
         self.time += 1
-        self.since.append((port, batch))
+        self.since.append((port, self.op.taken(port, batch)))
         self.taken.append((port, batch))
 
     def crash_and_restore(self, at_most: int) -> None:
@@ -95,9 +120,10 @@ class Shard:
         self.op = self._new_op()
         checkpoints.load(self.op, ck)
         self.store.keep_upto("n", ck.time)
-        self.since = list(self.taken[ck.time:])
-        for port, batch in self.since:
+        self.since = []
+        for port, batch in self.taken[ck.time:]:
             self.op.process(port, batch)
+            self.since.append((port, self.op.taken(port, batch)))
 
     def checkpoint(self, stable: int) -> None:
         self.low = stable = max(self.low, stable)
@@ -144,6 +170,7 @@ def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, colu
     history = [state(shard.op)]                  # the live state after each time
     shard.checkpoint(stable=0)
     dense, plan = plan
+    fresh = iter(range(10**6))
     for i, (port, rows, delete, ckpt, frac, crash) in enumerate(plan):
         port %= ports
         if dense:
@@ -158,7 +185,7 @@ def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, colu
             del held[port][:len(rows)]
             batch = Batch.deletes(rows)
         else:
-            rows = [(k, v) for k, v in rows]
+            rows = [(next(fresh) if kind in FRESH_KEYS else k, v) for k, v in rows]
             held[port].extend(rows)
             batch = Batch.inserts(rows)
             if columnar and rows and all(type(k) is int and type(v) is int for k, v in rows):
@@ -175,6 +202,8 @@ def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, colu
             op, t = got
             assert t <= max(at, 0)
             assert state(op) == history[t], (kind, t)
+    if kind in FRESH_KEYS:
+        assert shard.op.state.form == "dense"   # type: ignore[attr-defined]
 
 
 def test_the_store_stays_bounded_in_a_long_run():

@@ -535,6 +535,11 @@ class ClusterRuntime(Runtime):
         with self.store_lock:
             return self.store.latest(node_id, at_most)
 
+    def drop_checkpoints(self, node_id: str) -> None:
+        if self.store is not None:
+            with self.store_lock:
+                self.store.drop(node_id)
+
     def restore(self, node_id: str, t: int, clock: np.ndarray, last_seen: dict[str, int],
                 inputs: list[tuple[int, Batch]], checkpoint: Checkpoint | None = None) -> None:
         self.call(node_id, "restore", t, wire.encode_array(clock), last_seen,

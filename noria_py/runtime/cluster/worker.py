@@ -12,7 +12,7 @@ Frames (lists; see ``wire.py`` for framing and authentication):
 
 - from the controller: ``["ddl", change, placement]``, ``["host", [node ids]]``,
   ``["msg", dst, message]``, ``["write", base, batch]``, ``["progress", b, c, t, paths,
-  childless]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``
+  trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
   node shard's checkpoints (``RemoteStore``): ``["ck", node, time, parent times, form,
@@ -191,24 +191,25 @@ class Worker:
         if out:
             self.emit(out)
         if d.ack_due():
-            self.report_progress(d)
+            # a checkpoint first: the acknowledgement then carries it (as embedded)
             if d.store is not None and d.checkpoint_due():
                 d.checkpoint()
+            self.report_progress(d)
 
     def report_progress(self, c: Domain) -> None:
-        for b_id, t, paths, childless in c.progress_report():
+        for b_id, t, paths, trim in c.progress_report():
             b = self.domains.get(b_id)
             if b is not None:
-                self.progress(b_id, c.id, t, paths, childless)
+                self.progress(b_id, c.id, t, paths, trim)
             else:
-                self.send(["progress", b_id, c.id, t, paths, childless])
+                self.send(["progress", b_id, c.id, t, paths, trim])
 
     def progress(self, b_id: str, c_id: str, t: int, paths: dict[str, int],
-                 childless: bool) -> None:
+                 trim: int | None) -> None:
         b = self.domains.get(b_id)
         if b is None or not b.alive:
             return
-        for a_id, level in b.on_progress(c_id, t, paths, childless):
+        for a_id, level in b.on_progress(c_id, t, paths, trim):
             if a_id in self.domains:
                 self.truncate(a_id, b_id, level)
             else:
