@@ -86,6 +86,41 @@ class RowsDelta(NamedTuple):
         return len(self.keys)
 
 
+class KeyMarks:
+    """The keys changed since the last ``take``, for a state held in arrays indexed by
+    key: a batch's array of keys is marked in a bool array (one array operation while
+    the keys are at hand), a few keys from a batch applied row by row go to a set."""
+
+    def __init__(self) -> None:
+        self.marked = np.zeros(0, dtype=bool)
+        self.few: set[int] = set()
+
+    def add(self, keys: np.ndarray | list[int], size: int) -> None:
+        """Mark ``keys``, each below ``size`` (the length of the arrays they index)."""
+        if isinstance(keys, list):
+            self.few.update(keys)
+            return
+        if len(self.marked) < size:
+            self.marked = np.concatenate([self.marked,
+                                          np.zeros(size - len(self.marked), dtype=bool)])
+        self.marked[keys] = True
+
+    def take(self) -> np.ndarray:
+        """The keys marked (int64, ascending); none are marked afterwards."""
+        marked, few = self.marked, self.few
+        if few:
+            keys = np.fromiter(few, dtype=np.int64, count=len(few))
+            size = int(keys.max()) + 1
+            if len(marked) < size:
+                marked = np.concatenate([marked, np.zeros(size - len(marked), dtype=bool)])
+            marked[keys] = True
+        self.marked, self.few = np.zeros(0, dtype=bool), set()
+        return np.flatnonzero(marked)
+
+    def __bool__(self) -> bool:
+        return bool(self.few) or bool(self.marked.any())
+
+
 class DenseRows:
     """Up to one row per int key, as ``parts``: arrays indexed by key, each holding one
     column of the row, and ``present``, which keys hold a row. A part is int64 or

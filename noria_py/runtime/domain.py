@@ -113,8 +113,7 @@ class Domain:
         None turns it off)."""
         form = self.node.op.checkpoint_form
         self.store = store if form is not None else None
-        if form == "keyed":
-            self.node.op.tracking = self.store is not None  # type: ignore[attr-defined]
+        self.node.op.tracking = self.store is not None
         self.reset_checkpoint_state()
 
     def reset_checkpoint_state(self) -> None:
