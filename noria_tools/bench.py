@@ -161,7 +161,8 @@ def run_vote(argv: list[str]) -> int:
     p.add_argument("--no-checkpoints", action="store_true",
                    help="clocks without the stateful nodes' checkpoints")
     p.add_argument("--checkpoint-report", action="store_true",
-                   help="time each checkpoint a node takes (the pause it costs the node)")
+                   help="time each checkpoint a node takes (the pause it costs the node), "
+                   "and compare what the checkpoint store holds with the live state")
     p.add_argument("--duckdb-reads", type=int, default=300)
     p.add_argument("--tune-gc", action="store_true", help="call noria_py.tune_gc() first")
     p.add_argument("--per-operator", action="store_true",
@@ -174,7 +175,12 @@ def run_vote(argv: list[str]) -> int:
     gc_timer = _GcTimer() if a.gc_report else None
     pauses = _time_checkpoints() if a.checkpoint_report else None
 
+    at_creation: list[float] = []     # the checkpoints taken as the views were filled
+
     def before_votes():
+        if pauses is not None:
+            at_creation.extend(pauses[1])
+            pauses[1].clear()
         if timed is not None:
             timed[1].clear()
         if gc_timer is not None:
@@ -187,9 +193,12 @@ def run_vote(argv: list[str]) -> int:
         restore_ck, took = pauses
         restore_ck()
         if took:
-            print(f"  checkpoints: {len(took)}, pause per checkpoint p50 "
+            print(f"  checkpoints during the votes: {len(took)}, pause per checkpoint p50 "
                   f"{np.percentile(took, 50) * 1e3:.2f} ms, p99 {np.percentile(took, 99) * 1e3:.2f} ms, "
                   f"max {max(took) * 1e3:.2f} ms; {sum(took) / seconds:.1%} of the propagation time")
+        if at_creation:
+            print(f"  checkpoints as the views were filled (whole): {len(at_creation)}, "
+                  f"max {max(at_creation) * 1e3:.2f} ms")
         for nid, kind, held, deltas, live in checkpoint_storage(db):
             print(f"  checkpoint store, {kind} {nid}: {held:,} rows or entries for {live:,} live "
                   f"({held / max(live, 1):.2f}x; {deltas} delta(s) above the low mark)")
@@ -402,16 +411,16 @@ def run_overhead(argv: list[str]) -> int:
                    "batch sizes (e.g. 1,20,100,1000), on and off taking turns insert by insert")
     p.add_argument("--inserts", type=int, default=6000, help="per batch size, with --per-insert")
     p.add_argument("--against", default="no-clocks", choices=("no-clocks", "no-checkpoints"),
-                   help="with --per-insert: what 'on' is measured against (no-checkpoints: "
-                   "clocks alone, so the figure is the checkpoints' cost)")
+                   help="what 'on' is measured against (no-checkpoints: clocks alone, so the "
+                   "figures are the checkpoints' cost)")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="'on' is tree clocks alone (by default, clocks with the stateful "
                    "nodes' checkpoints, as connect() ships); 'off' has neither either way")
     a = p.parse_args(argv)
     ck = not a.no_checkpoints
     on_is = "clocks + checkpoints" if ck else "clocks alone"
+    off_is = "clocks alone" if a.against == "no-checkpoints" else "no clocks"
     if a.per_insert:
-        off_is = "clocks alone" if a.against == "no-checkpoints" else "no clocks"
         print(f"cost per insert: vote, {a.articles:,} articles, 100,000 votes first; "
               f"{a.inserts:,} inserts per batch size (fewer for big batches), on ({on_is}) "
               f"and off ({off_is}) taking turns; CPU time, medians, and the totals' ratio")
@@ -426,10 +435,10 @@ def run_overhead(argv: list[str]) -> int:
     fractions = [float(x) for x in a.fractions.split(",")]
     gc_mode = "default" if a.default_gc else a.gc
     r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, gc_mode,
-              max_each=not a.max_once, checkpoints=ck)
+              max_each=not a.max_once, checkpoints=ck, against=a.against)
     print(f"overhead: vote, {a.articles:,} articles, {a.prefill:,} votes first; half lookups, "
           f"half votes; per point, {a.repeats} runs of {a.seconds:g} s per setting, taking turns; "
-          f"gc {gc_mode}; on = {on_is}, off = no clocks")
+          f"gc {gc_mode}; on = {on_is}, off = {off_is}")
     print(f"maximum: clocks on {r[True]['max']:,.0f} ops/s, off {r[False]['max']:,.0f} ops/s "
           f"({100 * (r[False]['max'] - r[True]['max']) / r[False]['max']:+.1f}% cost)")
     print(f"{'load':>5} {'offered':>9} | {'on ops/s':>9} {'p50':>7} {'p95':>7} {'p99':>7} | "

@@ -117,3 +117,22 @@ def test_checkpoint_storage_reports_store_and_live_rows(monkeypatch):
     finally:
         db.close()
     assert checkpoint_storage(overhead._db(False, 100, 0)) == []
+
+
+def test_sweep_against_clocks_alone(monkeypatch):
+    """The sweep's "off" can be clocks alone too (the checkpoints' own cost)."""
+    made = []
+    real = overhead._db
+
+    def db(clocks, articles, prefill, checkpoints=True):
+        made.append((clocks, checkpoints))
+        return real(clocks, articles, prefill, checkpoints)
+    monkeypatch.setattr(overhead, "_db", db)
+    was = gc.get_threshold()
+    try:
+        r = overhead.sweep(articles=200, prefill=0, seconds=0.02, fractions=[0.5], repeats=2,
+                           against="no-checkpoints")
+    finally:
+        gc.set_threshold(*was)
+    assert sorted(set(made)) == [(True, False), (True, True)]
+    assert r[True][0.5]["ops"] > 0 and r[False][0.5]["ops"] > 0
