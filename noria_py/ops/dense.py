@@ -13,7 +13,10 @@ form for good.
 
 A checkpoint of such a state (runtime/checkpoints.py) is a copy of the arrays
 (``copy``) or, relative to an earlier copy, the entries of the keys changed since
-(``changed``: a ``RowsDelta``), which ``put`` writes into that copy in place.
+(``changed``: a ``RowsDelta``), which ``put`` writes into that copy in place: after
+``put``, the copy holds exactly the rows the state held when ``changed`` was taken,
+provided every key changed in between is among the keys (``KeyMarks`` collects them as
+batches are applied).
 """
 from __future__ import annotations
 

@@ -14,18 +14,29 @@ Incremental: a checkpoint is a delta, only what changed since the shard's previo
 
 - ``"input"`` operators (join, TopK, DISTINCT, EXCEPT/INTERSECT) hand over the batches
   they took since, by reference (batches are immutable): the operator does nothing per
-  batch, and the store folds them into a multiset of rows per port;
+  batch (but for state in arrays, below), and the store folds them into a multiset of
+  rows per port;
 - ``"keyed"`` operators (aggregates) hand over the entries of the groups changed since.
 
 State held in arrays (a join side or COUNT's counts in their dense form) is handed over
 as arrays: whole the first time (a copy, ``DenseRows``, ``DenseCounts``), then as the
-entries of the keys changed since (``RowsDelta``, ``CountsDelta``: the operator marks
+entries at the keys changed since (``RowsDelta``, ``CountsDelta``: the operator marks
 the keys of each batch as it applies it, ``dense.KeyMarks``), which the store writes
-into its copy in place. Folding the batches or the changed entries one by one would cost Python
-work per row; this costs array operations over the keys changed (and one pass over a
-bool array the size of the key range), and the delta is no bigger than the keys it
-changed, whereas a whole copy per checkpoint cost 3 ms for the vote join's 200k keys
-and held a second copy of the state in the store.
+into its copy in place. That costs array operations over the keys changed (and a pass
+over a bool array the size of the key range), where folding batches or entries one by
+one costs Python work per row, and the delta holds no more than the keys changed; a
+whole copy per checkpoint cost 3 ms for the vote join's 200k rows and held a second
+copy of the state in the store.
+
+Invariants:
+
+- a delta is relative to what the store holds of the node as of its previous
+  checkpoint: every key changed since is in it (an operator tracks from the moment its
+  domain checkpoints it, ``Operator.tracking``), and a ``RowsDelta`` comes only for a
+  port whose arrays the store holds (the operator sent or loaded that port's arrays
+  last; otherwise it sends a copy, and the store refuses a ``RowsDelta`` for rows);
+- the store never shares arrays with an operator: a whole copy handed over is the
+  store's, and ``latest`` hands out copies, which ``load`` takes over.
 
 A node's checkpoints here are one **base** state and a **chain** of deltas after it.
 Deltas at or below the node's low mark (the smallest time its children have
