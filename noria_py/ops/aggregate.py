@@ -14,9 +14,10 @@ accumulators...) copied, or (count, NULL count) for COUNT alone; the groups chan
 since the last export are tracked, while ``tracking`` is on (checkpoints are), as a set
 of keys per batch. While COUNT's counts are an array, the keys a batch touched are
 marked beside it instead (``dense.KeyMarks``: a bool array, one array operation a
-batch), and an export is the counts at the marked keys (``CountsDelta``; the whole array, ``DenseCounts``,
-the first time). Every key changed since the last export is in the set or marked, so
-an export holds every change, whichever form the counts moved to in between.
+batch), and an export is the counts at the marked keys (``CountsDelta``; the whole
+array, ``DenseCounts``, the first time). Every key changed since the last export is in
+the set or marked, so an export holds every change, whichever form the counts moved to
+in between.
 """
 from __future__ import annotations
 

@@ -208,4 +208,3 @@ class Join(Operator):
 
     def describe(self) -> str:
         return f"{self.join_kind} join {list(self.left_keys)}={list(self.right_keys)}"
-
