@@ -25,9 +25,10 @@ COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote 
 
 def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, batch: int = 1000,
             seed: int | None = None, gc_tuned: bool = False, before_votes=None,
-            zipf: float | None = None, checkpoints: bool = True):
+            zipf: float | None = None, checkpoints: bool = True, cpu: list | None = None):
     """The demo's database, filled; returns (db, seconds spent propagating the votes).
-    ``before_votes()`` is called as the timed part starts."""
+    ``before_votes()`` is called as the timed part starts; the process's CPU seconds
+    over the same part are appended to ``cpu``, if given."""
     db = connect(shards=shards, clocks=clocks, seed=seed, checkpoints=checkpoints)
     workloads.setup(db, articles)
     if gc_tuned:
@@ -37,10 +38,12 @@ def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, bat
     vote = db.table("vote")
     if before_votes is not None:
         before_votes()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for c in chunks:
         vote.insert(c)
     db.wait()
+    if cpu is not None:
+        cpu.append(time.process_time() - cpu_start)
     return db, time.perf_counter() - start
 
 
@@ -158,7 +161,8 @@ def run_vote(argv: list[str]) -> int:
     p.add_argument("--no-checkpoints", action="store_true",
                    help="clocks without the stateful nodes' checkpoints")
     p.add_argument("--checkpoint-report", action="store_true",
-                   help="time each checkpoint a node takes (the pause it costs the node)")
+                   help="time each checkpoint a node takes (the pause it costs the node), "
+                   "and compare what the checkpoint store holds with the live state")
     p.add_argument("--duckdb-reads", type=int, default=300)
     p.add_argument("--tune-gc", action="store_true", help="call noria_py.tune_gc() first")
     p.add_argument("--per-operator", action="store_true",
@@ -171,21 +175,30 @@ def run_vote(argv: list[str]) -> int:
     gc_timer = _GcTimer() if a.gc_report else None
     pauses = _time_checkpoints() if a.checkpoint_report else None
 
+    at_creation: list[float] = []     # the checkpoints taken as the views were filled
+
     def before_votes():
+        if pauses is not None:
+            at_creation.extend(pauses[1])
+            pauses[1].clear()
         if timed is not None:
             timed[1].clear()
         if gc_timer is not None:
             gc_timer.start()
+    cpu: list[float] = []
     db, seconds = vote_db(a.articles, a.votes, a.shards, not a.no_clocks, a.batch,
                           gc_tuned=a.tune_gc, before_votes=before_votes, zipf=a.zipf,
-                          checkpoints=not a.no_checkpoints)
+                          checkpoints=not a.no_checkpoints, cpu=cpu)
     if pauses is not None:
         restore_ck, took = pauses
         restore_ck()
         if took:
-            print(f"  checkpoints: {len(took)}, pause per checkpoint p50 "
+            print(f"  checkpoints during the votes: {len(took)}, pause per checkpoint p50 "
                   f"{np.percentile(took, 50) * 1e3:.2f} ms, p99 {np.percentile(took, 99) * 1e3:.2f} ms, "
                   f"max {max(took) * 1e3:.2f} ms; {sum(took) / seconds:.1%} of the propagation time")
+        if at_creation:
+            print(f"  checkpoints as the views were filled (whole): {len(at_creation)}, "
+                  f"max {max(at_creation) * 1e3:.2f} ms")
         for nid, kind, held, deltas, live in checkpoint_storage(db):
             print(f"  checkpoint store, {kind} {nid}: {held:,} rows or entries for {live:,} live "
                   f"({held / max(live, 1):.2f}x; {deltas} delta(s) above the low mark)")
@@ -211,7 +224,9 @@ def run_vote(argv: list[str]) -> int:
           f"shards={a.shards}, clocks={'off' if a.no_clocks else 'on'}, "
           f"checkpoints={'off' if a.no_clocks or a.no_checkpoints else 'on'}, "
           f"gc={'tuned' if a.tune_gc else 'default'}")
-    print(f"  propagation: {a.votes / seconds:,.0f} votes/s ({seconds:.2f} s)")
+    print(f"  propagation: {a.votes / seconds:,.0f} votes/s ({seconds:.2f} s); "
+          f"{a.votes / cpu[0]:,.0f} votes per CPU second (less moved by "
+          "other jobs on the machine)")
     print(f"  lookup: p50 {np.percentile(lat, 50):.2f} µs, p99 {np.percentile(lat, 99):.2f} µs")
     print(f"  lookup_many: {many:,.0f} keys/s")
     if a.duckdb_reads:
@@ -395,30 +410,35 @@ def run_overhead(argv: list[str]) -> int:
                    help="instead of the sweep: the clocks' cost per insert of each of these "
                    "batch sizes (e.g. 1,20,100,1000), on and off taking turns insert by insert")
     p.add_argument("--inserts", type=int, default=6000, help="per batch size, with --per-insert")
+    p.add_argument("--against", default="no-clocks", choices=("no-clocks", "no-checkpoints"),
+                   help="what 'on' is measured against (no-checkpoints: clocks alone, so the "
+                   "figures are the checkpoints' cost)")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="'on' is tree clocks alone (by default, clocks with the stateful "
                    "nodes' checkpoints, as connect() ships); 'off' has neither either way")
     a = p.parse_args(argv)
     ck = not a.no_checkpoints
     on_is = "clocks + checkpoints" if ck else "clocks alone"
+    off_is = "clocks alone" if a.against == "no-checkpoints" else "no clocks"
     if a.per_insert:
-        print(f"clocks' cost per insert: vote, {a.articles:,} articles, 100,000 votes first; "
+        print(f"cost per insert: vote, {a.articles:,} articles, 100,000 votes first; "
               f"{a.inserts:,} inserts per batch size (fewer for big batches), on ({on_is}) "
-              "and off taking turns; medians")
-        print(f"{'votes':>6} {'off µs':>9} {'on µs':>9} {'on - off µs':>12} {'cost':>7}")
+              f"and off ({off_is}) taking turns; CPU time, medians, and the totals' ratio")
+        print(f"{'votes':>6} {'off µs':>9} {'on µs':>9} {'on - off µs':>12} {'cost':>7} "
+              f"{'total':>7}")
         for b in (int(x) for x in a.per_insert.split(",")):
             r = per_insert(b, max(200, min(a.inserts, 2_000_000 // b)), a.articles,
-                           checkpoints=ck)
+                           checkpoints=ck, against=a.against)
             print(f"{b:>6} {r['off']:>9.1f} {r['on']:>9.1f} {r['paired']:>+12.2f} "
-                  f"{100 * r['paired'] / r['off']:>+6.1f}%")
+                  f"{100 * r['paired'] / r['off']:>+6.1f}% {100 * (r['total'] - 1):>+6.1f}%")
         return 0
     fractions = [float(x) for x in a.fractions.split(",")]
     gc_mode = "default" if a.default_gc else a.gc
     r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, gc_mode,
-              max_each=not a.max_once, checkpoints=ck)
+              max_each=not a.max_once, checkpoints=ck, against=a.against)
     print(f"overhead: vote, {a.articles:,} articles, {a.prefill:,} votes first; half lookups, "
           f"half votes; per point, {a.repeats} runs of {a.seconds:g} s per setting, taking turns; "
-          f"gc {gc_mode}; on = {on_is}, off = no clocks")
+          f"gc {gc_mode}; on = {on_is}, off = {off_is}")
     print(f"maximum: clocks on {r[True]['max']:,.0f} ops/s, off {r[False]['max']:,.0f} ops/s "
           f"({100 * (r[False]['max'] - r[True]['max']) / r[False]['max']:+.1f}% cost)")
     print(f"{'load':>5} {'offered':>9} | {'on ops/s':>9} {'p50':>7} {'p95':>7} {'p99':>7} | "

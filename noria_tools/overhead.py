@@ -2,7 +2,9 @@
 logs on and off, in one run (``noria-py bench overhead``). "On" is the engine as it
 ships, tree clocks with the stateful nodes' checkpoints (``connect()``'s defaults);
 ``checkpoints=False`` measures clocks alone. "Off" has neither (no clocks, no logs,
-no checkpoints: a runtime without clocks keeps no checkpoint store).
+no checkpoints: a runtime without clocks keeps no checkpoint store); with
+``against="no-checkpoints"``, "off" is clocks alone, so the figures are the
+checkpoints' own cost.
 
 Open loop: operations are scheduled at a fixed rate, half lookups and half votes, and
 a vote's propagation time runs from when it was *scheduled* until ``insert`` returns
@@ -108,14 +110,32 @@ def _collector(mode: str):
 
 
 def _turns(pairs: list[dict], repeats: int, gc_mode: str, run) -> dict:
-    """{clocks: [run(db, rep) per turn]}: the settings take turns, on and off first in
+    """{on: [run(db, on, rep) per turn]}: the settings take turns, on and off first in
     alternate turns, and the two pairs of databases alternate every two turns."""
     out: dict = {True: [], False: []}
     for rep in range(repeats):
         for c in ((True, False) if rep % 2 == 0 else (False, True)):
             with _collector(gc_mode):
-                out[c].append(run(pairs[rep // 2 % 2][c], rep))
+                out[c].append(run(pairs[rep // 2 % 2][c], c, rep))
     return out
+
+
+#: what "on" is measured against: no clocks (nor checkpoints), or clocks alone
+AGAINST = ("no-clocks", "no-checkpoints")
+
+
+def _pairs(articles: int, prefill: int, checkpoints: bool, against: str) -> list[dict]:
+    """Two pairs of databases, {on: db}, built in opposite orders: "on" with clocks
+    (and ``checkpoints``), "off" with no clocks, or (``against="no-checkpoints"``)
+    clocks alone."""
+    if against not in AGAINST:
+        raise Error(f"against {against!r}: expected one of {', '.join(AGAINST)}")
+
+    def make(on: bool):
+        if on:
+            return _db(True, articles, prefill, checkpoints)
+        return _db(against == "no-checkpoints", articles, prefill, checkpoints=False)
+    return [{c: make(c) for c in order} for order in ((True, False), (False, True))]
 
 
 def _ops_per_s(runs: list[dict], ops: int) -> float:
@@ -125,7 +145,7 @@ def _ops_per_s(runs: list[dict], ops: int) -> float:
 
 def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
           repeats: int, gc_mode: str = "tuned", max_each: bool = True,
-          checkpoints: bool = True) -> dict:
+          checkpoints: bool = True, against: str = "no-clocks") -> dict:
     """``repeats`` turns per setting of ``seconds`` each, at full speed and at each
     fraction of the maximum. {clocks: {"max": ops/s, "max_runs": [ops/s per run],
     fraction: {"ops": .., "p50": .., "p95": .., "p99": .., "p50_runs": [per run],
@@ -141,8 +161,7 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
     out: dict = {True: {}, False: {}, "paired": {}}
     # two pairs of databases, built in opposite orders, the turns alternating between
     # them: on this VM the one built first ran 4-5% slower, either way round
-    pairs = [{c: _db(c, articles, prefill, checkpoints) for c in order}
-             for order in ((True, False), (False, True))]
+    pairs = _pairs(articles, prefill, checkpoints, against)
     if gc_mode != "default":
         tune_gc()
     # maximum load: each run sized by a first short one to last about ``seconds``
@@ -152,7 +171,7 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
 
     def maximum(turns: int, seed: int) -> float:
         runs = _turns(pairs, turns, gc_mode,
-                      lambda db, rep: run_at(db, None, size[db.clocks], articles, seed=seed + rep))
+                      lambda db, c, rep: run_at(db, None, size[c], articles, seed=seed + rep))
         for c in (True, False):
             full[c].extend(runs[c])
         return min(_ops_per_s(runs[c], size[c]) for c in (True, False))
@@ -164,7 +183,7 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
         rate = f * top
         ops = max(200, int(rate * seconds))
         runs = _turns(pairs, repeats, gc_mode,
-                      lambda db, rep: run_at(db, rate, ops, articles, seed=100 + rep))
+                      lambda db, c, rep: run_at(db, rate, ops, articles, seed=100 + rep))
         for c in (True, False):
             lat = [x for r in runs[c] for x in r["lat"]]
             p50, p95, p99 = np.percentile(lat, [50, 95, 99])
@@ -184,20 +203,24 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
 
 
 def per_insert(batch: int, inserts: int, articles: int = 100_000,
-               prefill: int = 100_000, checkpoints: bool = True) -> dict:
-    """The clocks' cost per insert of ``batch`` votes: databases on and off take turns
-    insert by insert (which goes first alternating), the same rows to both, the
-    collector off and a full collection every 2,000 inserts. Pairing each insert with
-    its neighbour cancels the VM's drift, which runs over seconds, so a difference of a
-    few µs in 500 shows. Two pairs of databases, built in opposite orders, take turns
-    too (the one built first ran ~1% slower at 1,000 votes an insert). Returns medians
-    (µs): on, off, and of on - off per pair of inserts."""
-    pairs = [{c: _db(c, articles, prefill, checkpoints) for c in order}
-             for order in ((True, False), (False, True))]
+               prefill: int = 100_000, checkpoints: bool = True,
+               against: str = "no-clocks") -> dict:
+    """The clocks' cost per insert of ``batch`` votes (with ``against="no-checkpoints"``:
+    the checkpoints' cost, clocks on in both): databases on and off take turns insert
+    by insert (which goes first alternating), the same rows to both, the collector off
+    and a full collection every 2,000 inserts. Pairing each insert with its neighbour
+    cancels the VM's drift, which runs over seconds, so a difference of a few µs in 500
+    shows. Two pairs of databases, built in opposite orders, take turns too (the one
+    built first ran ~1% slower at 1,000 votes an insert). Each insert is timed in this
+    process's CPU time (wall time before session 10), which other jobs on the machine
+    move less. Returns medians (µs): on, off, and of on - off per pair of inserts; and
+    the ratio of the totals ("total"), which counts what lands on few inserts (a
+    checkpoint's pause) where a median does not."""
+    pairs = _pairs(articles, prefill, checkpoints, against)
     tune_gc()
     rng = np.random.default_rng(1)
     times: dict = {True: [], False: []}
-    clock = time.perf_counter
+    clock = time.process_time
     gc.disable()
     try:
         for i in range(inserts):
@@ -219,7 +242,7 @@ def per_insert(batch: int, inserts: int, articles: int = 100_000,
         gc.unfreeze()       # so that a later call's collection frees these databases
     on, off = (np.array(times[c]) * 1e6 for c in (True, False))
     return {"on": float(np.median(on)), "off": float(np.median(off)),
-            "paired": float(np.median(on - off))}
+            "paired": float(np.median(on - off)), "total": float(on.sum() / off.sum())}
 
 
 def plot(result: dict, fractions: list[float], path: str) -> None:

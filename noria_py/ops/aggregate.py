@@ -12,12 +12,12 @@ whose x is NULL per group, kept apart because that is almost always empty.
 A checkpoint holds an entry per group (``checkpoint_form = "keyed"``): (row count,
 accumulators...) copied, or (count, NULL count) for COUNT alone; the groups changed
 since the last export are tracked, while ``tracking`` is on (checkpoints are), as a set
-of keys per batch. While COUNT's counts are an array, the keys a batch counted with
-array operations touched are marked in a bool array beside it instead (one array
-operation a batch; a batch of a few keys goes to the set, marked at the export), and
-an export is the counts at the marked keys (``CountsDelta``; the whole array, ``DenseCounts``,
-the first time). Every key changed since the last export is in the set or marked, so
-an export holds every change, whichever form the counts moved to in between.
+of keys per batch. While COUNT's counts are an array, the keys a batch touched are
+marked beside it instead (``dense.KeyMarks``: a bool array, one array operation a
+batch), and an export is the counts at the marked keys (``CountsDelta``; the whole
+array, ``DenseCounts``, the first time). Every key changed since the last export is in
+the set or marked, so an export holds every change, whichever form the counts moved to
+in between.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from sql_frontend.plan import AggCall
 
 from ..batch import Batch
 from . import accumulators
+from .dense import KeyMarks
 from .operator import Operator
 from .state import CountsDelta, DenseCounts, KeyedCounts, tuple_key
 
@@ -49,8 +50,6 @@ class Aggregate(Operator):
     kind = "aggregate"
     stateful = True
     checkpoint_form = "keyed"
-    #: whether to track the groups changed since the last export (set by the domain)
-    tracking = False
 
     def __init__(self, group_by: tuple[int, ...], aggs: tuple[AggCall, ...]) -> None:
         self.group_by = group_by
@@ -71,12 +70,10 @@ class Aggregate(Operator):
         self.nulls: dict = {}
         if not self.group_by:
             self.groups[()] = self._new_group()
-        #: keys changed since the last export (while COUNT's counts are an array, those
-        #: of batches of a few keys only)
+        #: keys changed since the last export (but for COUNT's counts in an array)
         self._changed: set = set()
         #: COUNT's keys changed since the last export while its counts were an array
-        #: (those of batches counted with array operations)
-        self._marked = np.zeros(0, dtype=bool)
+        self._marks = KeyMarks()
         #: whether COUNT(x) held NULL counts at the last export (then an export says
         #: which of the keys it holds have none any more)
         self._nulls_exported = False
@@ -147,12 +144,11 @@ class Aggregate(Operator):
             changes = self.counts.add(keys, batch.signs)
         if self.tracking:
             t = changes[0]
-            if not isinstance(t, np.ndarray):   # a few keys, or counts not in an array
-                self._changed.update(t)
-            elif self.counts.dense is None:
-                self._changed.update(t.tolist())
+            dense = self.counts.dense
+            if dense is not None:
+                self._marks.add(t, len(dense))
             else:
-                self._mark(t)
+                self._changed.update(t.tolist() if isinstance(t, np.ndarray) else t)
         if isinstance(changes[0], np.ndarray):     # (then all three are arrays)
             touched, old, new = changes
             if not nulls:           # (a NULL count is kept, at 0 too, while its group is)
@@ -209,12 +205,8 @@ class Aggregate(Operator):
             return {k: _copy_group(groups.get(k)) for k in touched}
         counts, nulls = self.counts, self.nulls
         dense = counts.dense
-        if dense is not None and self._changed:
-            self._mark(np.fromiter(self._changed, dtype=np.int64, count=len(self._changed)))
-            self._changed = set()
         changed, self._changed = self._changed, set()
-        marked, self._marked = self._marked, np.zeros(0, dtype=bool)
-        moved = np.flatnonzero(marked)
+        moved = self._marks.take()
         nulls_before, self._nulls_exported = self._nulls_exported, bool(nulls)
         if dense is not None:
             if not changed_only:            # whole, at memory speed
@@ -229,14 +221,6 @@ class Aggregate(Operator):
             c = counts.get(k)
             out[k] = (c, nulls.get(k, 0)) if c else None
         return out
-
-    def _mark(self, keys: np.ndarray) -> None:
-        """Mark ``keys`` (in COUNT's array) changed since the last export."""
-        marked, size = self._marked, len(self.counts.dense)  # type: ignore[arg-type]
-        if len(marked) < size:
-            marked = self._marked = np.concatenate([marked, np.zeros(size - len(marked),
-                                                                     dtype=bool)])
-        marked[keys] = True
 
     def load_state(self, entries: dict | DenseCounts) -> None:
         """(A ``DenseCounts`` is taken over, not copied: ``CheckpointStore.latest`` gives

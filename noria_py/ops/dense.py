@@ -13,7 +13,10 @@ form for good.
 
 A checkpoint of such a state (runtime/checkpoints.py) is a copy of the arrays
 (``copy``) or, relative to an earlier copy, the entries of the keys changed since
-(``changed``: a ``RowsDelta``), which ``put`` writes into that copy in place.
+(``changed``: a ``RowsDelta``), which ``put`` writes into that copy in place: after
+``put``, the copy holds exactly the rows the state held when ``changed`` was taken,
+provided every key changed in between is among the keys (``KeyMarks`` collects them as
+batches are applied).
 """
 from __future__ import annotations
 
@@ -84,6 +87,41 @@ class RowsDelta(NamedTuple):
 
     def __len__(self) -> int:
         return len(self.keys)
+
+
+class KeyMarks:
+    """The keys changed since the last ``take``, for a state held in arrays indexed by
+    key: a batch's array of keys is marked in a bool array (one array operation while
+    the keys are at hand), a few keys from a batch applied row by row go to a set."""
+
+    def __init__(self) -> None:
+        self.marked = np.zeros(0, dtype=bool)
+        self.few: set[int] = set()
+
+    def add(self, keys: np.ndarray | list[int], size: int) -> None:
+        """Mark ``keys``, each below ``size`` (the length of the arrays they index)."""
+        if isinstance(keys, list):
+            self.few.update(keys)
+            return
+        if len(self.marked) < size:
+            self.marked = np.concatenate([self.marked,
+                                          np.zeros(size - len(self.marked), dtype=bool)])
+        self.marked[keys] = True
+
+    def take(self) -> np.ndarray:
+        """The keys marked (int64, ascending); none are marked afterwards."""
+        marked, few = self.marked, self.few
+        if few:
+            keys = np.fromiter(few, dtype=np.int64, count=len(few))
+            size = int(keys.max()) + 1
+            if len(marked) < size:
+                marked = np.concatenate([marked, np.zeros(size - len(marked), dtype=bool)])
+            marked[keys] = True
+        self.marked, self.few = np.zeros(0, dtype=bool), set()
+        return np.flatnonzero(marked)
+
+    def __bool__(self) -> bool:
+        return bool(self.few) or bool(self.marked.any())
 
 
 class DenseRows:
@@ -393,26 +431,3 @@ def batch_columns(batch, key: int) -> tuple[np.ndarray, list[np.ndarray], np.nda
     if cols is None:
         cols = [column(c) for c in zip(*batch.rows)]
     return keys, list(cols), batch_signs(batch)
-
-
-def touched_keys(dense: "DenseRows", key: int, batches: list) -> np.ndarray | None:
-    """The keys (ascending) of the rows of ``batches``, which a state (a join side, a reader) has
-    taken while held in ``dense``, column ``key`` being the key: ints within its arrays, since the
-    arrays took them (``DenseRows.apply`` refuses any other); None if one is not an
-    int after all (then the state is copied whole)."""
-    mark = np.zeros(len(dense.present), dtype=bool)
-    rows: list = []                     # the keys of row batches, marked at once
-    for b in batches:
-        if b.cols is None:
-            rows.extend([r[key] for r in b.rows])
-            continue
-        keys = batch_keys(b, key)
-        if keys is None:
-            return None
-        mark[keys] = True
-    if rows:
-        keys = int_keys(rows)
-        if keys is None:
-            return None
-        mark[keys] = True
-    return np.flatnonzero(mark)

@@ -14,16 +14,19 @@ dense too, the batch is joined with array operations and emitted as columns; any
 other batch is joined row by row, against the other side's buckets.
 
 A checkpoint of a side held in arrays is a copy of them the first time, then only the
-entries of the keys the batches taken since touched (``array_state``), which is exact
-while the store's copy of that side is the arrays as last exported (``_exported``: the
-ports exported as arrays, or loaded from arrays, since the operator was last reset).
+entries of the keys changed since (``array_state``): while ``tracking`` is on
+(checkpoints are), the keys of each batch a side applies in its arrays are marked as
+it applies them (``dense.KeyMarks``). That is exact while the store's copy of the side
+is the arrays as last exported (``_exported``: the ports exported as arrays, or loaded
+from arrays, since the operator was last reset), since every change to the arrays is
+a batch applied here.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..batch import Batch
-from .dense import DenseRows, RowsDelta, touched_keys
+from .dense import DenseRows, KeyMarks, RowsDelta
 from .operator import Operator
 from .state import Flips, KeyedState, items
 
@@ -54,6 +57,8 @@ class Join(Operator):
                       KeyedState(len(self.pad), self.right_keys))
         #: the ports whose arrays the checkpoint store holds as of the last export
         self._exported: set[int] = set()
+        #: per side, the keys its arrays changed since the last export (``tracking``)
+        self._marks = (KeyMarks(), KeyMarks())
 
     def process(self, port: int, batch: Batch) -> Batch:
         if not batch:
@@ -61,6 +66,8 @@ class Join(Operator):
         own = self.sides[port]
         keys, batch = own.prepare(batch)
         flips = own.apply(keys, batch, track=self.join_kind == "left" and port == RIGHT)
+        if self.tracking and own.dense is not None:     # (taken in its arrays)
+            self._marks[port].add(keys, len(own.dense.present))
         if isinstance(keys, np.ndarray):
             got = self.sides[1 - port].gather(keys)
             if got is not None:
@@ -181,24 +188,18 @@ class Join(Operator):
     def contents(self) -> list[Batch]:
         return [side.snapshot() for side in self.sides]
 
-    def array_state(self, taken: list[tuple[int, Batch]] | None = None
-                    ) -> dict[int, DenseRows | RowsDelta]:
-        out: dict[int, DenseRows | RowsDelta] = {}
-        exported: set[int] = set()
+    def array_state(self, full: bool = True) -> dict[int, DenseRows | RowsDelta | None]:
+        out: dict[int, DenseRows | RowsDelta | None] = {}
         for port, side in enumerate(self.sides):
-            dense = side.dense
+            dense, marks = side.dense, self._marks[port]
             if dense is None:
                 continue
-            exported.add(port)
-            if taken is None or port not in self._exported:
+            if full or port not in self._exported:
                 out[port] = dense.copy()
-                continue
-            batches = [b for p, b in taken if p == port and b]
-            if not batches:                 # (unchanged: the store's copy is current)
-                continue
-            keys = touched_keys(dense, side.key[0], batches)
-            out[port] = dense.copy() if keys is None else dense.changed(keys)
-        self._exported = exported
+            else:                           # (None: unchanged, the store's copy is current)
+                out[port] = dense.changed(marks.take()) if marks else None
+        self._marks = (KeyMarks(), KeyMarks())
+        self._exported = set(out)
         return out
 
     def load_array_state(self, port: int, rows: DenseRows) -> None:

@@ -44,6 +44,10 @@ class Operator:
     leaf: bool = False
     #: how a checkpoint holds this operator's state ("input", "keyed" or None, above)
     checkpoint_form: str | None = None
+    #: whether to track what changed since the last checkpoint (set by the domain while
+    #: it checkpoints this operator: the keys an aggregate's groups or a join's arrays
+    #: changed)
+    tracking: bool = False
 
     def process(self, port: int, batch: Batch) -> Batch:
         raise NotImplementedError
@@ -68,14 +72,14 @@ class Operator:
         give them (``process``, unless that transforms its input first)."""
         self.process(port, batch)
 
-    def array_state(self, taken: list[tuple[int, Batch]] | None = None) -> dict:
+    def array_state(self, full: bool = True) -> dict:
         """``checkpoint_form == "input"``: port -> that port's state where it is held in
         arrays, checkpointed with array operations instead of from its batches: a copy
-        (``dense.DenseRows``) with ``taken`` None or when the last call did not export
-        that port's arrays (``load_array_state`` counts as one that did), else the
-        entries of the keys that ``taken``, the batches taken since the last call,
-        touched (``dense.RowsDelta``), or nothing if it took none. ``load_array_state``
-        takes a copy back."""
+        (``dense.DenseRows``) when ``full`` or when the last call did not export that
+        port's arrays (``load_array_state`` counts as one that did), else the entries at
+        the keys changed since the last call (``dense.RowsDelta``, from the keys marked
+        while ``tracking``), or None if none changed. ``load_array_state`` takes a copy
+        back."""
         return {}
 
     def load_array_state(self, port: int, rows) -> None:

@@ -18,7 +18,8 @@ state is exactly the multiset of rows kept, so a checkpoint is those rows, **as 
 after the SELECT list, with any hidden key and ORDER BY columns, before trimming.
 ``taken`` hands over each batch as kept (the SELECT list's output, not the message),
 ``contents`` every row kept, ``load_input`` keeps rows without applying the SELECT list
-again; in the dense form the arrays are copied whole instead (``array_state``).
+again; in the dense form the arrays are checkpointed instead, as a join side's are
+(``array_state``: whole the first time, then the entries at the keys marked since).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
 from ..ordering import order_key
-from .dense import DenseRows, RowsDelta, touched_keys
+from .dense import DenseRows, KeyMarks, RowsDelta
 from .operator import Operator
 from .project import Project
 from .state import KeyedState, expand
@@ -52,7 +53,8 @@ class Reader(Operator):
 
     def reset(self) -> None:
         self.state = KeyedState(self.width, self.key)
-        self._exported = False      # whether the last checkpoint had the arrays whole
+        self._exported = False      # whether the store holds the arrays as of the last export
+        self._marks = KeyMarks()    # the keys the arrays changed since (``tracking``)
         self.kept = Batch()         # the last batch processed, as kept (after ``select``)
 
     def process(self, port: int, batch: Batch) -> Batch:
@@ -60,7 +62,10 @@ class Reader(Operator):
             batch = self.kept = self.select.process(0, batch)
         if batch:
             state = self.state
-            state.apply(*state.prepare(batch))
+            keys, batch = state.prepare(batch)
+            state.apply(keys, batch)
+            if self.tracking and state.dense is not None:
+                self._marks.add(keys, len(state.dense.present))
         return Batch()
 
     # ------------------------------------------------------------ checkpoints
@@ -76,22 +81,17 @@ class Reader(Operator):
     def contents(self) -> list[Batch]:
         return [self.state.snapshot()]
 
-    def array_state(self, taken: list[tuple[int, Batch]] | None = None
-                    ) -> dict[int, DenseRows | RowsDelta]:
-        """As a join side's (``Join.array_state``): the arrays whole the first time,
-        then the entries of the keys the batches taken since touched."""
-        dense = self.state.dense
+    def array_state(self, full: bool = True) -> dict[int, DenseRows | RowsDelta | None]:
+        """As a join side's (``Join.array_state``)."""
+        dense, marks = self.state.dense, self._marks
+        self._marks = KeyMarks()
         if dense is None:
             self._exported = False
             return {}
         exported, self._exported = self._exported, True
-        if taken is None or not exported:
+        if full or not exported:
             return {0: dense.copy()}
-        batches = [b for _, b in taken if b]
-        if not batches:                     # (unchanged: the store's copy is current)
-            return {}
-        keys = touched_keys(dense, self.key[0], batches)
-        return {0: dense.copy() if keys is None else dense.changed(keys)}
+        return {0: dense.changed(marks.take()) if marks else None}
 
     def load_array_state(self, port: int, rows: DenseRows) -> None:
         self.state.load_dense(rows)

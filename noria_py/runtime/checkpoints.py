@@ -14,19 +14,30 @@ Incremental: a checkpoint is a delta, only what changed since the shard's previo
 
 - ``"input"`` operators (join, TopK, DISTINCT, EXCEPT/INTERSECT, reader) hand over the
   batches they took since, by reference (batches are immutable), as their state took
-  them (``Operator.taken``: a reader's after its SELECT list): the operator does
-  nothing per batch, and the store folds them into a multiset of rows per port;
+  them (``Operator.taken``: a reader's after its SELECT list): the operator does nothing
+  per batch (but for state in arrays, below), and the store folds them into a multiset
+  of rows per port;
 - ``"keyed"`` operators (aggregates) hand over the entries of the groups changed since.
 
 State held in arrays (a join side, a reader or COUNT's counts in their dense form) is handed over
 as arrays: whole the first time (a copy, ``DenseRows``, ``DenseCounts``), then as the
-entries of the keys changed since (``RowsDelta``, ``CountsDelta``: the keys the batches
-taken since touched, found with array operations), which the store writes into its
-copy in place. Folding the batches or the changed entries one by one would cost Python
-work per row; this costs array operations over the keys changed (and one pass over a
-bool array the size of the key range), and the delta is no bigger than the keys it
-changed, whereas a whole copy per checkpoint cost 3 ms for the vote join's 200k keys
-and held a second copy of the state in the store.
+entries at the keys changed since (``RowsDelta``, ``CountsDelta``: the operator marks
+the keys of each batch as it applies it, ``dense.KeyMarks``), which the store writes
+into its copy in place. That costs array operations over the keys changed (and a pass
+over a bool array the size of the key range), where folding batches or entries one by
+one costs Python work per row, and the delta holds no more than the keys changed; a
+whole copy per checkpoint cost 3 ms for the vote join's 200k rows and held a second
+copy of the state in the store.
+
+Invariants:
+
+- a delta is relative to what the store holds of the node as of its previous
+  checkpoint: every key changed since is in it (an operator tracks from the moment its
+  domain checkpoints it, ``Operator.tracking``), and a ``RowsDelta`` comes only for a
+  port whose arrays the store holds (the operator sent or loaded that port's arrays
+  last; otherwise it sends a copy, and the store refuses a ``RowsDelta`` for rows);
+- the store never shares arrays with an operator: a whole copy handed over is the
+  store's, and ``latest`` hands out copies, which ``load`` takes over.
 
 A node's checkpoints here are one **base** state and a **chain** of deltas after it.
 Deltas at or below the node's low mark (the smallest time its children have
@@ -82,14 +93,14 @@ class Checkpoint:
 def delta(op: Operator, full: bool, taken: list[tuple[int, Batch]]) -> InputDelta | Entries:
     """What ``op`` hands the store for a checkpoint: its whole state (``full``), or what
     changed since its last one, ``taken`` being the batches it took since (the "input"
-    form; a port held in arrays gives the entries of the keys they touched instead)."""
+    form; a port held in arrays gives the entries at the keys it changed instead)."""
     if op.checkpoint_form == "keyed":
         return op.export_state(changed_only=not full)   # type: ignore[no-any-return]
-    arrays: dict[int, DenseRows | RowsDelta] = op.array_state(None if full else taken)
+    arrays: dict[int, DenseRows | RowsDelta | None] = op.array_state(full)
     rows = enumerate(op.contents()) if full else taken
-    # (an empty batch changes nothing, and a port held in arrays that took nothing
-    # else since is left out of ``arrays``: the store's copy is current)
-    return [(p, b) for p, b in rows if p not in arrays and b] + list(arrays.items())
+    # (an empty batch changes nothing; None: a port held in arrays that did not change)
+    return ([(p, b) for p, b in rows if p not in arrays and b]
+            + [(p, x) for p, x in arrays.items() if x is not None])
 
 
 def load(op: Operator, ck: Checkpoint) -> None:

@@ -121,8 +121,7 @@ class Domain:
         self.checkpointing = store is not None
         self.out_edges = None
         self.store = store if form is not None else None
-        if form == "keyed":
-            self.node.op.tracking = self.store is not None  # type: ignore[attr-defined]
+        self.node.op.tracking = self.store is not None
         self.reset_checkpoint_state()
 
     def reset_checkpoint_state(self) -> None:

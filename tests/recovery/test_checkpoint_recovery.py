@@ -189,3 +189,40 @@ def test_a_reader_down_while_its_parent_restarts_is_rebuilt(regime):
         write(300, 380)
         assert db.recover(reader, strategy="treeclock").checkpoint is None
         _check_counts(db, written)
+
+
+@pytest.mark.parametrize("kind", ["aggregate", "join"])
+def test_state_in_arrays_recovers_from_its_checkpoints(kind):
+    """The vote view, whose COUNT and join hold their state in arrays (checkpointed as
+    the keys changed, not copies): the node fails again and again between batches of
+    votes, each time coming back from a checkpoint (built from deltas of keys changed,
+    the articles' among them), and the view holds every article's count."""
+    from noria_tools import workloads
+    rng = random.Random(7)
+    with checkpoint_regime("often"):
+        db = noria_py.connect()
+        workloads.setup(db, 300)
+        node = next(n["id"] for n in db.graph() if n["kind"] == kind)
+        op = db.runtime.domains[node].node.op
+        counts = [0] * 300
+        vote = db.table("vote")
+        used = []
+        for _ in range(6):
+            for _ in range(rng.randint(3, 8)):
+                rows = [(rng.randrange(300), rng.randrange(1000)) for _ in range(rng.choice([5, 60]))]
+                vote.insert(rows)
+                for a, _u in rows:
+                    counts[a] += 1
+            assert (op.counts.form if kind == "aggregate"
+                    else {s.form for s in op.sides}) in ("dense", {"dense"})
+            db.fail(node)
+            vote.insert([(1, 1)])
+            counts[1] += 1
+            report = db.recover(node, strategy="treeclock")
+            assert report.checkpoint is not None, report
+            used.append(report.checkpoint)
+            db.wait()
+            view = db.view(workloads.VIEW_NAME)
+            assert [view.lookup(a) for a in range(300)] == [
+                [(a, f"article {a}", counts[a] or None)] for a in range(300)]
+    assert max(used) > 1, used          # (1: the articles' message)

@@ -102,8 +102,7 @@ class Shard:
 
     def _new_op(self) -> Operator:
         op: Operator = self.make()
-        if op.checkpoint_form == "keyed":
-            op.tracking = True  # type: ignore[attr-defined]
+        op.tracking = True
         return op
 
     def take(self, port: int, batch: Batch) -> None:

@@ -48,6 +48,24 @@ def test_per_insert_pairs_on_and_off():
         gc.set_threshold(*was)
     assert gc.isenabled()
     assert r["on"] > 0 and r["off"] > 0 and isinstance(r["paired"], float)
+    assert r["total"] > 0
+
+
+def test_per_insert_against_clocks_alone(monkeypatch):
+    """``against="no-checkpoints"``: both settings have clocks, one of them no
+    checkpoints."""
+    made = []
+    real = overhead._db
+
+    def db(clocks, articles, prefill, checkpoints=True):
+        made.append((clocks, checkpoints))
+        return real(clocks, articles, prefill, checkpoints)
+    monkeypatch.setattr(overhead, "_db", db)
+    r = overhead.per_insert(batch=3, inserts=10, articles=200, prefill=0,
+                            against="no-checkpoints")
+    assert sorted(set(made)) == [(True, False), (True, True)] and r["total"] > 0
+    with pytest.raises(noria_py.Error, match="against"):
+        overhead.per_insert(batch=3, inserts=10, against="nothing")
 
 
 def test_run_at_offers_half_reads_half_votes():
@@ -99,3 +117,22 @@ def test_checkpoint_storage_reports_store_and_live_rows(monkeypatch):
     finally:
         db.close()
     assert checkpoint_storage(overhead._db(False, 100, 0)) == []
+
+
+def test_sweep_against_clocks_alone(monkeypatch):
+    """The sweep's "off" can be clocks alone too (the checkpoints' own cost)."""
+    made = []
+    real = overhead._db
+
+    def db(clocks, articles, prefill, checkpoints=True):
+        made.append((clocks, checkpoints))
+        return real(clocks, articles, prefill, checkpoints)
+    monkeypatch.setattr(overhead, "_db", db)
+    was = gc.get_threshold()
+    try:
+        r = overhead.sweep(articles=200, prefill=0, seconds=0.02, fractions=[0.5], repeats=2,
+                           against="no-checkpoints")
+    finally:
+        gc.set_threshold(*was)
+    assert sorted(set(made)) == [(True, False), (True, True)]
+    assert r[True][0.5]["ops"] > 0 and r[False][0.5]["ops"] > 0
