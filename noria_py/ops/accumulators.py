@@ -13,6 +13,8 @@ from sortedcontainers import SortedList
 
 from sql_frontend.plan import AggCall
 
+from .sortedcopy import copy_sorted
+
 
 class Accumulator:
     __slots__ = ()
@@ -147,7 +149,7 @@ class Min(Accumulator):
 
     def copy(self) -> "Min":
         c = type(self)()
-        c.values = SortedList(self.values)
+        c.values = copy_sorted(self.values)     # (no value sorted again)
         return c
 
 

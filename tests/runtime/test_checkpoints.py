@@ -1,7 +1,9 @@
 """Checkpoint chains (runtime/checkpoints.py): a state restored from a base and deltas
 equals the live state it was taken of, for every checkpointed operator, with
 checkpoints at random points, deltas folded at random low marks, and restores at any
-time a recovery may ask for (hypothesis); and the store stays bounded in a long run.
+time a recovery may ask for (hypothesis), which stay as they were while the restored
+operator goes on (state shared with the store is copied on write); and the store stays
+bounded in a long run.
 
 Readers come in four shapes: with and without a SELECT list of their own (which a
 checkpoint must hold applied once: its rows as kept, a computed column, a hidden
@@ -142,6 +144,11 @@ def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, colu
             op, t = got
             assert t <= max(at, 0)
             assert state(op) == history[t], (kind, t)
+            # the restored operator goes on (state shared with the store is copied
+            # before it changes): the checkpoint it came from stays as it was
+            op.process(port, batch)
+            again = restored(make, store, max(at, 0))
+            assert again is not None and state(again[0]) == history[t], (kind, t)
     if kind in FRESH_KEYS:
         assert shard.op.state.form == "dense"   # type: ignore[attr-defined]
 
