@@ -15,6 +15,7 @@ mismatch raises AssertionError.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import statistics
 import time
@@ -226,15 +227,17 @@ def run_nodes(a: argparse.Namespace, sizes: list[int], strategies: list[str]) ->
           + f" {'lin/tc':>11}")
     for n in sizes:
         beds: dict[str | None, VoteBed] = {}
-        for kind in kinds:
+        for i, kind in enumerate(kinds):
             bed, load = _bed_for(beds, kind, n, articles, shards)
             node = pick_node(bed.db.graph(), kind)
             times = _medians(bed, node, strategies, a.rounds, broken)
             for s, v in times.items():
                 results.setdefault(f"{kind}, {s}" if len(kinds) > 1 else s, {})[n] = v
             print(_row(kind, node, n, times, strategies, load), flush=True)
-        for bed in beds.values():
-            bed.db.close()
+            top = needs_view(kind)
+            if all(needs_view(k) != top for k in kinds[i + 1:]):
+                beds.pop(top).db.close()        # no later kind runs on it: its memory back
+                gc.collect()
     if a.plot:
         title = (f"failed {kinds[0]} shard" if len(kinds) == 1 else "failed shard per node kind")
         plot_recovery(results, a.plot, f"{title}, vote view, {shards} shards")

@@ -18,6 +18,8 @@ from sortedcontainers import SortedList
 
 from sql_frontend.plan import AggCall
 
+from .sortedcopy import copy_sorted
+
 
 class Accumulator:
     __slots__ = ()
@@ -164,7 +166,7 @@ class Min(Accumulator):
 
     def copy(self) -> "Min":
         c = type(self)()
-        c.values = SortedList(self.values)
+        c.values = copy_sorted(self.values)     # (no value sorted again)
         return c
 
     def to_data(self) -> list:

@@ -10,14 +10,20 @@ columnar batch is counted with array operations only), and for COUNT(x) the rows
 whose x is NULL per group, kept apart because that is almost always empty.
 
 A checkpoint holds an entry per group (``checkpoint_form = "keyed"``): (row count,
-accumulators...) copied, or (count, NULL count) for COUNT alone; the groups changed
-since the last export are tracked, while ``tracking`` is on (checkpoints are), as a set
-of keys per batch. While COUNT's counts are an array, the keys a batch touched are
-marked beside it instead (``dense.KeyMarks``: a bool array, one array operation a
-batch), and an export is the counts at the marked keys (``CountsDelta``; the whole
-array, ``DenseCounts``, the first time). Every key changed since the last export is in
-the set or marked, so an export holds every change, whichever form the counts moved to
-in between.
+accumulators...), or (count, NULL count) for COUNT alone; the groups changed since the
+last export are tracked, while ``tracking`` is on (checkpoints are), as a set of keys
+per batch. The accumulators are **shared** with the checkpoint, not copied (copy on
+write): a group handed to a checkpoint, or taken back from one, is not in ``owned``, and
+the first batch that changes it afterwards copies its accumulators first, so a
+checkpoint's entries never change. MIN and MAX keep every value of a group, so their
+state grows with the data: a restore takes the entries as they are (a dict entry per
+group, no value copied), and a group is copied, once per checkpoint interval, only if
+it changes. While COUNT's counts are an array, the keys a batch touched are marked
+beside it instead (``dense.KeyMarks``: a bool array, one array operation a batch), and
+an export is the counts at the marked keys (``CountsDelta``; the whole array,
+``DenseCounts``, the first time). Every key changed since the last export is in the set
+or marked, so an export holds every change, whichever form the counts moved to in
+between.
 """
 from __future__ import annotations
 
@@ -62,14 +68,19 @@ class Aggregate(Operator):
         self.reset()
 
     def reset(self) -> None:
-        #: group key tuple -> [row count, accumulator, ...] (not count_only)
+        #: group key tuple -> [row count, accumulator, ...] (not count_only); a group
+        #: shared with a checkpoint is its entry there, a tuple, until it changes
         self.groups: dict = {}
+        #: groups whose accumulators this operator may change in place (the others'
+        #: are shared with a checkpoint: copied before their first change)
+        self.owned: set = set()
         #: count_only: rows per group key value
         self.counts = KeyedCounts()
         #: count_only COUNT(x): key value -> rows whose x is NULL
         self.nulls: dict = {}
         if not self.group_by:
             self.groups[()] = self._new_group()
+            self.owned.add(())
         #: keys changed since the last export (but for COUNT's counts in an array)
         self._changed: set = set()
         #: COUNT's keys changed since the last export while its counts were an array
@@ -89,7 +100,7 @@ class Aggregate(Operator):
     def process(self, port: int, batch: Batch) -> Batch:
         if self.count_only:
             return self._process_counts(batch)
-        groups = self.groups
+        groups, owned = self.groups, self.owned
         touched: dict[tuple, tuple | None] = {}
         keyf = self._key
         args = self.args
@@ -98,10 +109,14 @@ class Aggregate(Operator):
             g = groups.get(k)
             if g is None:
                 g = groups[k] = self._new_group()
+                owned.add(k)
                 if k not in touched:
                     touched[k] = None
             elif k not in touched:
                 touched[k] = self._output(k, g)
+                if k not in owned:              # shared with a checkpoint: copy first
+                    g = groups[k] = [g[0], *[acc.copy() for acc in g[1:]]]
+                    owned.add(k)
             g[0] += s
             for i, a in enumerate(args, 1):
                 g[i].update(1 if a is None else r[a], s)
@@ -201,8 +216,13 @@ class Aggregate(Operator):
         if not self.count_only:
             groups = self.groups
             touched = self._changed if changed_only else groups
+            shared = {k: _share_group(groups.get(k)) for k in touched}
+            if changed_only:
+                self.owned.difference_update(touched)
+            else:
+                self.owned = set()
             self._changed = set()
-            return {k: _copy_group(groups.get(k)) for k in touched}
+            return shared
         counts, nulls = self.counts, self.nulls
         dense = counts.dense
         changed, self._changed = self._changed, set()
@@ -232,9 +252,10 @@ class Aggregate(Operator):
             self._nulls_exported = bool(self.nulls)
             return
         if not self.count_only:
-            groups = self.groups
-            for k, e in entries.items():
-                groups[k] = [e[0]] + [acc.copy() for acc in e[1:]]
+            # the entries themselves, shared: each is copied (into a list) before it
+            # changes; no accumulator is copied here
+            self.groups = {k: e for k, e in entries.items() if e is not None}
+            self.owned = set()
             return
         keys = list(entries)
         if keys:
@@ -248,8 +269,9 @@ class Aggregate(Operator):
         return f"{self.kind} by {list(self.group_by)}: {calls}"
 
 
-def _copy_group(g: list | None) -> tuple | None:
-    """A group's entry in a checkpoint: (row count, copies of its accumulators)."""
+def _share_group(g: list | None) -> tuple | None:
+    """A group's entry in a checkpoint: (row count, its accumulators), which the
+    operator no longer changes in place (``owned``)."""
     if g is None:
         return None
-    return (g[0],) + tuple(acc.copy() for acc in g[1:])
+    return tuple(g)

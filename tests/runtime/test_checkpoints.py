@@ -4,9 +4,10 @@ checkpoints at random points, deltas folded at random low marks, restores at any
 a recovery may ask for, and crashes after which the shard goes on from a restored
 state (as ``Domain.restore_state`` does), its next deltas relative to it (hypothesis),
 also when every delta and checkpoint crosses the cluster's wire codec (a worker sends
-them to the controller's store, which sends one back to a spare); and the store stays
-bounded in a long run, by the keys changed rather than the state where the state is
-held in arrays.
+them to the controller's store, which sends one back to a spare); restores stay as they
+were while the restored operator goes on (state shared with the store is copied on
+write); and the store stays bounded in a long run, by the keys changed rather than the
+state where the state is held in arrays.
 
 Readers come in four shapes: with and without a SELECT list of their own (which a
 checkpoint must hold applied once: its rows as kept, a computed column, a hidden
@@ -151,8 +152,11 @@ def restored(make, store: CheckpointStore, at_most: int,
 
 def state(op: Operator) -> list:
     """The operator's output and, where its state is its input, every row it holds per
-    port (a join's right rows that match nothing are in no output)."""
+    port (a join's right rows that match nothing are in no output); a TopK's every
+    partition."""
     out = sorted(map(repr, op.snapshot().consolidated().rows))
+    if isinstance(op, TopK):        # (every row it holds, not only the visible ones)
+        out += [sorted(repr((p, list(rows))) for p, rows in op.parts.items() if rows)]
     if op.checkpoint_form == "input":
         out += [sorted(map(repr, b.consolidated().multiset().items())) for b in op.contents()]
     return out
@@ -201,6 +205,11 @@ def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, colu
             op, t = got
             assert t <= max(at, 0)
             assert state(op) == history[t], (kind, t)
+            # the restored operator goes on (state shared with the store is copied
+            # before it changes): the checkpoint it came from stays as it was
+            op.process(port, batch)
+            again = restored(make, store, max(at, 0))
+            assert again is not None and state(again[0]) == history[t], (kind, t)
     if kind in FRESH_KEYS:
         assert shard.op.state.form == "dense"   # type: ignore[attr-defined]
 

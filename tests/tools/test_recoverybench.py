@@ -64,3 +64,24 @@ def test_a_failing_spark_is_reported_and_the_others_go_on(monkeypatch, capsys):
     assert "spark failed recovering n6.0: RecoveryError: no Spark here" in out
     row = next(line.split() for line in out.splitlines() if line.startswith("      join"))
     assert row[4] == "-" and float(row[3]) > 0 and float(row[5]) > 0
+
+
+def test_a_database_is_closed_once_no_later_kind_runs_on_it(monkeypatch):
+    """At 1e7 votes a database holds gigabytes: each goes as soon as the kinds left
+    need another (the vote database is kept past topk for the reader)."""
+    made: list = []
+    closed: list = []
+    real = recoverybench.vote_bed
+
+    def bed(*args, **kwargs):
+        b = real(*args, **kwargs)
+        made.append(b.top)
+        close = b.db.close
+        b.db.close = lambda: (closed.append(b.top), close())[1]
+        return b
+
+    monkeypatch.setattr(recoverybench, "vote_bed", bed)
+    assert bench.run_recovery(["--node", "aggregate,topk,reader", *TINY,
+                               "--strategies", "treeclock"]) == 0
+    assert made == [None, "topk"]
+    assert closed == ["topk", None]

@@ -21,6 +21,7 @@ import threading
 from typing import Any, cast
 
 import numpy as np
+from sortedcontainers import SortedKeyList
 
 from ...batch import Batch
 from ...errors import Error
@@ -412,14 +413,25 @@ def decode_dense(obj: Any) -> DenseRows:
 
 
 def _encode_entry(e: Any) -> Any:
+    """An aggregate's group, [row count, accumulator...], or a TopK's partition, its
+    rows in order, sent as ["rows", rows] (decoded as a list, which ``TopK.load_state``
+    sorts back into its container; an aggregate's entry decodes as a tuple)."""
     if e is None:
         return None
+    if isinstance(e, SortedKeyList) or (e and type(e[0]) is tuple):
+        return ["rows", list(e)]
     return [x if type(x) is int else x.to_data() for x in e]
 
 
 def _decode_entry(e: Any) -> Any:
     if e is None:
         return None
+    if isinstance(e, (tuple, list)) and len(e) == 2 and e[0] == "rows":
+        rows = e[1]
+        if not (isinstance(rows, (tuple, list)) and rows
+                and all(type(r) is tuple for r in rows)):
+            raise ProtocolError("a TopK partition must be a non-empty array of rows")
+        return list(rows)
     if not (isinstance(e, (tuple, list)) and e and type(e[0]) is int):
         raise ProtocolError("an aggregate entry must be [row count, ...]")
     try:

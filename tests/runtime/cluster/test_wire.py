@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from sortedcontainers import SortedKeyList
 
 from noria_py.batch import Batch
 from noria_py.errors import Error
@@ -491,12 +492,18 @@ def test_checkpoints_cross_the_wire():
     rows = Checkpoint(5, {"n1": 5}, "input", inputs=[Batch([(1, "a")], [2])])
     back = wire.decode_checkpoint(_over_wire(wire.encode_checkpoint(rows)))
     assert back.inputs[0].rows == [(1, "a")] and back.inputs[0].signs == [2]
+    part = SortedKeyList([(1, "b", 3), (1, "a", 5)], key=lambda r: -r[2])
+    topk = Checkpoint(4, {}, "keyed", entries={(1,): part, (2,): None})
+    back = wire.decode_checkpoint(_over_wire(wire.encode_checkpoint(topk)))
+    assert back.entries == {(1,): [(1, "a", 5), (1, "b", 3)], (2,): None}  # (in order)
 
 
 @pytest.mark.parametrize("bad", [
     [1, {}, "keyed", [], ["keys", [[1, ["x"]]]]],            # an entry without a row count
     [1, {}, "keyed", [], ["keys", [[1, [1, ["mode", 2]]]]]],  # an unknown accumulator
     [1, {}, "other", [], ["keys", []]],                      # an unknown form
+    [1, {}, "keyed", [], ["keys", [[1, ["rows", []]]]]],      # a TopK partition of no rows
+    [1, {}, "keyed", [], ["keys", [[1, ["rows", [5]]]]]],     # ... of a row not a row
     [1, {"n1": "4"}, "input", [], ["keys", []]],              # a parent time not an int
     [1, {}, "input", [["d", [0, 1, b"\1", [["i", b"\0" * 16]]]]], ["keys", []]],  # parts != mask
     [1, {}, "input", [["d", [0, 2, b"\1\0", [["i", b"\0" * 16]]]]], ["keys", []]],  # n wrong
