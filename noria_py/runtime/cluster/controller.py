@@ -297,6 +297,7 @@ class ClusterRuntime(Runtime):
                 self.up.discard(n)
                 self.restored.discard(n)
                 self.held[n] = []
+            self._drop_held_from(set(mine))
             for fut in w.pending.values():
                 fut.set_exception(WorkerLost(f"worker {w.name} (pid {w.pid}) was lost"))
             w.pending.clear()
@@ -582,6 +583,20 @@ class ClusterRuntime(Runtime):
             self.up.add(node_id)
             self.changed.notify_all()
 
+    def _drop_held_from(self, lost: set[str]) -> None:
+        """Forget the messages held for nodes being recovered that ``lost`` (nodes just
+        lost, or made down again) sent: they come from an incarnation that is gone. Its
+        successor may number its output afresh or replay the unpinned part of its input
+        in another order, so a held message could repeat, under a new time, what the
+        successor's state (from which a down child may be rebuilt) already holds. The
+        held node gets what it needs from the successor's log, or is rebuilt (lock
+        held)."""
+        if not lost:
+            return
+        for dst, frames in self.held.items():
+            if frames:
+                self.held[dst] = [f for f in frames if f[2][0] not in lost]
+
     def _abandon(self, node_id: str) -> None:
         """A recovery that gave up part-way: the node is down again (and empty), until
         the next attempt or lineage."""
@@ -589,6 +604,7 @@ class ClusterRuntime(Runtime):
             self.restored.discard(node_id)
             self.up.discard(node_id)
             self.held.setdefault(node_id, [])
+            self._drop_held_from({node_id})
         try:
             self.call(node_id, "crash")
         except WorkerLost:

@@ -107,15 +107,15 @@ def test_sigkill_soak(seed, monkeypatch):
     _differential_with_kill(seed, monkeypatch)
 
 
-#: open (issue 18): two workers lost together still leave views wrong in some runs
-#: (3 of 20 seeds, and more with checkpoints at every acknowledgement), one lost while
-#: another's nodes are being recovered in most; docs/recovery.md
-TWO_LOST = pytest.mark.xfail(reason="open: two workers lost together or one during "
-                                    "another's recovery; docs/recovery.md", strict=False)
+@pytest.mark.parametrize("stagger", [False, True], ids=["together", "during"])
+def test_two_workers_killed_match_duckdb(stagger, monkeypatch):
+    """Seed 0 of the two below, in the default suite: with stale held messages
+    delivered (``ClusterRuntime._drop_held_from`` left out) the staggered kill left
+    views with duplicated rows in 5 of 6 runs."""
+    _differential_with_kill(0, monkeypatch, victims=2, stagger=stagger)
 
 
 @pytest.mark.slow
-@TWO_LOST
 @pytest.mark.parametrize("seed", SEEDS)
 def test_two_workers_killed_at_once(seed, monkeypatch):
     """Their nodes are recovered as one set of concurrent failures (a node whose
@@ -125,9 +125,10 @@ def test_two_workers_killed_at_once(seed, monkeypatch):
 
 
 @pytest.mark.slow
-@TWO_LOST
-@pytest.mark.parametrize("seed", SEEDS[:6])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_a_worker_killed_during_a_recovery(seed, monkeypatch):
+    """The second worker dies 0.1-0.2 s after the first, while the first one's nodes
+    are being recovered: that attempt is abandoned and both sets are recovered as one."""
     _differential_with_kill(seed, monkeypatch, victims=2, stagger=True)
 
 
