@@ -48,6 +48,13 @@ COMPACT_AT = 256
 #: Seconds between a worker's heartbeats to the controller.
 HEARTBEAT_EVERY = 0.2
 
+#: Seconds the controller waits after a worker is lost before it recovers the worker's
+#: nodes, so that losses following close behind (one machine's workers) are recovered
+#: with it as one set. 0: at once, since every millisecond here is a millisecond of
+#: views behind; messages for the lost nodes are held meanwhile. Tests raise it to
+#: hold a recovery back while they arrange a second loss.
+RECOVERY_GATHER = 0.0
+
 # ---------------------------------------------------------------- checkpoints
 
 #: A stateful shard checkpoints once it has taken this many messages or this many rows

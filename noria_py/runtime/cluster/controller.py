@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sql_frontend import wire as plan_wire
 from treeclock import TreeClocks
 
+from ... import tuning
 from ...batch import Batch
 from ...errors import Error, RecoveryError
 from ...graph import Graph, Node
@@ -640,6 +641,8 @@ class ClusterRuntime(Runtime):
         self.recovery_thread = threading.get_ident()   # (its waits expect nodes down)
         while True:
             batch = [self.lost.get()]
+            if tuning.RECOVERY_GATHER > 0:
+                time.sleep(tuning.RECOVERY_GATHER)
             while True:
                 try:
                     batch.append(self.lost.get_nowait())
