@@ -42,3 +42,8 @@ class ClosedError(Error):
 
 class StorageError(Error):
     """The data directory cannot be used (locked by another process, unreadable)."""
+
+
+class RequestError(Error):
+    """A request to a server is not one it serves, or its arguments are not of the
+    types the method takes (a client other than ours, or a value ours passed through)."""

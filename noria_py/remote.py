@@ -21,7 +21,7 @@ from .arrowio import arrow_rows
 from .errors import ArityError, ClosedError, Error
 from .recovery import RecoveryReport
 from .result import Result
-from .runtime.cluster import wire
+from .runtime.cluster import tokens, wire
 
 DEFAULT_PORT = 7878
 
@@ -53,22 +53,37 @@ class RemoteDatabase:
 
     def __init__(self, host: str, port: int, token: str | None = None,
                  timeout: float | None = None) -> None:
-        sock = socket.create_connection((host, port), timeout=timeout)
-        sock.settimeout(None)
-        self._conn = wire.Connection(sock)
-        wire.client_handshake(self._conn, token, {"role": "client"})
+        self.address = (host, port)
+        self._token, self._timeout = token, timeout
+        self._conn = self._connect()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed = False
-        self.address = (host, port)
+
+    def _connect(self) -> wire.Connection:
+        sock = socket.create_connection(self.address, timeout=self._timeout)
+        sock.settimeout(None)
+        conn = wire.Connection(sock)
+        wire.client_handshake(conn, self._token, {"role": "client"})
+        return conn
 
     def _call(self, method: str, *args) -> Any:
         if self._closed:
             raise ClosedError("this database handle is closed")
         with self._lock:
             rid = next(self._ids)
-            self._conn.send(["call", rid, method, list(args)])
+            try:
+                self._conn.send(["call", rid, method, list(args)])
+            except OSError:
+                pass                # (closed by the server: what it sent last says why)
             f = self._conn.recv()
+            if f[0] == "bye":
+                # the server closed an idle connection without reading this request:
+                # send it again on a new one
+                self._conn.close()
+                self._conn = self._connect()
+                self._conn.send(["call", rid, method, list(args)])
+                f = self._conn.recv()
         if f[0] == "ok":
             return f[2]
         raise _error(f[2], f[3])
@@ -191,8 +206,10 @@ def connect_url(url: str, token: str | None = None) -> RemoteDatabase:
     u = urlparse(url)
     if u.scheme != "noria" or not u.hostname:
         raise Error(f"cannot connect to {url!r}: expected noria://HOST:PORT")
-    token = token if token is not None else os.environ.get("NORIA_TOKEN")
+    port = u.port or DEFAULT_PORT
+    if token is None:   # ($NORIA_TOKEN, else the file a local server wrote: tokens.py)
+        token = os.environ.get("NORIA_TOKEN") or tokens.read_token(u.hostname, port)
     try:
-        return RemoteDatabase(u.hostname, u.port or DEFAULT_PORT, token)
+        return RemoteDatabase(u.hostname, port, token)
     except OSError as e:
         raise Error(f"cannot connect to {url}: {e}") from None

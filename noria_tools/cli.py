@@ -20,6 +20,8 @@ def _serve(argv: list[str]) -> int:
 def _worker(args: argparse.Namespace) -> int:
     from noria_py.runtime.cluster.worker import main as worker_main
     if args.token:
+        print("noria-py worker: warning: a --token on the command line is visible to other "
+              "users (ps); prefer $NORIA_TOKEN", file=sys.stderr)
         os.environ["NORIA_TOKEN"] = args.token
     return worker_main(["--join", args.join])
 
@@ -75,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
     w = sub.add_parser("worker", help="join a running cluster as a worker")
     w.add_argument("--join", required=True, metavar="HOST:PORT")
-    w.add_argument("--token", default=None, help="default $NORIA_TOKEN")
+    w.add_argument("--token", default=None,
+                   help="default $NORIA_TOKEN, else a local server's token file")
     w.set_defaults(run=_worker)
     ld = sub.add_parser("load", help="bulk-load Parquet or CSV files into a table, with Spark")
     ld.add_argument("table")

@@ -1,8 +1,15 @@
 """Fixtures shared by more than one folder: one Spark session for the whole test run (it
-takes seconds to start), for tests/spark and strategy="spark" in tests/recovery."""
+takes seconds to start), for tests/spark and strategy="spark" in tests/recovery. Servers
+started by the tests write their token files (runtime/cluster/tokens.py) to a directory
+of the run's own, not the user's."""
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+
+os.environ.setdefault("NORIA_RUNTIME_DIR", tempfile.mkdtemp(prefix="noria-runtime-"))
 
 
 @pytest.fixture(scope="session")

@@ -184,9 +184,10 @@ class ClusterRuntime(Runtime):
                 [sys.executable, "-m", "noria_py.runtime.cluster.worker",
                  "--join", f"{host}:{port}"], env=env, stdin=subprocess.DEVNULL))
 
-    def attach(self, conn: wire.Connection, hello: dict[str, Any]) -> None:
+    def attach(self, conn: wire.Connection, hello: dict[str, Any]) -> threading.Thread:
         """A worker has authenticated: configure it, replay the catalog to it, and make
-        it an active worker (while fewer than asked) or a spare."""
+        it an active worker (while fewer than asked) or a spare. Returns the thread
+        reading its connection, which ends with it."""
         pid = int(hello.get("pid") or 0)
         name = f"w{next(self._names)}"
         proc = next((p for p in self._spawned if p.pid == pid), None)
@@ -202,8 +203,11 @@ class ClusterRuntime(Runtime):
                 self.spares.append(w)
             self.changed.notify_all()
         threading.Thread(target=w.writer, daemon=True, name=f"{name}-send").start()
-        threading.Thread(target=self._reader, args=(w,), daemon=True, name=f"{name}-recv").start()
+        reader = threading.Thread(target=self._reader, args=(w,), daemon=True,
+                                  name=f"{name}-recv")
+        reader.start()
         log.info("worker %s (pid %s) joined from %s", name, pid, conn.peer)
+        return reader
 
     def wait_for_workers(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout

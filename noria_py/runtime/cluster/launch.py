@@ -19,8 +19,8 @@ class Cluster:
                "--workers", str(workers), "--shards", str(shards), *extra]
         env = dict(os.environ)
         env.pop("NORIA_TOKEN", None)
-        if token:
-            cmd += ["--token", token]
+        if token:                   # (in the environment: a command line shows in ps)
+            env["NORIA_TOKEN"] = token
         # the server's log goes to ``log`` (a file), else is dropped: an unread pipe
         # would fill up and stall the server
         self._log: IO[str] | int = open(log, "w") if log else subprocess.DEVNULL

@@ -6,9 +6,20 @@ server goes on. An authenticated peer says whether it is a worker (handed to the
 ``ClusterRuntime``) or a client (served here, one thread per connection).
 
 Client requests are ``["call", id, method, args]``, answered ``["ok", id, result]`` or
-``["error", id, error class name, message]``. Statements that change the catalog or
-write take the database lock; reads of existing views do not, so a read never waits
-behind a recovery it does not need.
+``["error", id, error class name, message]``; each request's arguments are checked
+against its method's (``REQUESTS``) before it runs, so a malformed one is a
+``RequestError``, never an internal error. Statements that change the catalog or write
+take the database lock; reads of existing views do not, so a read never waits behind a
+recovery it does not need.
+
+Limits: at most ``max_connections`` connections at once (workers included; one more
+is told "too many connections" and closed), an unauthenticated connection has
+``wire.HANDSHAKE_TIMEOUT`` seconds to prove the token, and a client connection idle for
+``idle_timeout`` seconds is sent ``["bye", reason]`` and closed (the client reconnects
+on its next call: the server read nothing more from it). A frame's memory grows with
+the bytes that arrive, up to ``wire.MAX_FRAME``, never with what its header announces.
+
+A server not given a token makes one, in a file only its user can read (``tokens``).
 """
 from __future__ import annotations
 
@@ -28,9 +39,9 @@ from sql_frontend import plan as lp
 from sql_frontend import wire as plan_wire
 
 from ...client import Database
-from ...errors import Error
+from ...errors import Error, RequestError
 from ...graph import Graph
-from . import wire
+from . import tokens, wire
 from .controller import ClusterRuntime
 from .errors import WorkerLost
 
@@ -39,7 +50,38 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("noria_py.serve")
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+LOOPBACK = tokens.LOOPBACK
+#: connections at once (workers included) and seconds a client may stay idle
+MAX_CONNECTIONS = 256
+IDLE_TIMEOUT = 3600.0
+
+_SEQ = (list, tuple)
+_NAME = (str,)
+#: method -> the types of its arguments (what msgpack decodes: arrays are tuples)
+REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
+    "execute": (_NAME, (*_SEQ, type(None))),
+    "table": (_NAME,), "schema": (_NAME,), "keys": (_NAME,), "count": (_NAME,),
+    "insert": (_NAME, _SEQ), "delete": (_NAME, _SEQ), "delete_keys": (_NAME, _SEQ),
+    "view": (_NAME,), "lookup": (_NAME, _SEQ), "all": (_NAME,),
+    "tables": (), "views": (), "wait": (), "graph": (), "recoveries": (),
+    "fail": (_NAME,), "recover": (_NAME, _NAME),
+}
+
+
+def check_request(method: Any, args: Any) -> None:
+    """Raise ``RequestError`` unless ``method`` is served and ``args`` fit it."""
+    spec = REQUESTS.get(method) if type(method) is str else None
+    if spec is None:
+        raise RequestError(f"unknown request {method!r}")
+    if not isinstance(args, _SEQ) or len(args) != len(spec):
+        raise RequestError(f"request {method!r} takes {len(spec)} argument(s), got "
+                           f"{len(args) if isinstance(args, _SEQ) else type(args).__name__}")
+    for i, (arg, types) in enumerate(zip(args, spec)):
+        if not isinstance(arg, types):
+            want = " or ".join(dict.fromkeys("array" if t in _SEQ else "null"
+                                             if t is type(None) else "string" for t in types))
+            raise RequestError(f"request {method!r}: argument {i + 1} must be {want}, "
+                               f"got {type(arg).__name__}")
 
 
 def report_data(r: RecoveryReport) -> dict[str, Any]:
@@ -53,17 +95,28 @@ class Server:
                  shards: int = 1, data_dir: str | None = None, token: str | None = None,
                  clocks: bool = True, heartbeat_timeout: float = 1.0,
                  strategy: str = "treeclock", spawn: bool = True,
-                 checkpoints: bool = True) -> None:
+                 checkpoints: bool = True, max_connections: int = MAX_CONNECTIONS,
+                 idle_timeout: float | None = IDLE_TIMEOUT) -> None:
         if host not in LOOPBACK and not token:
             raise Error(f"binding {host} (not loopback) needs a shared secret: pass --token")
         if strategy not in ("treeclock", "lineage"):
             raise Error(f"a cluster recovers with 'treeclock' or 'lineage', not {strategy!r}")
         if workers < 1:
             raise Error(f"a cluster needs at least one worker, got {workers}")
-        self.token = token
+        if max_connections < 1:
+            raise Error(f"max_connections must be at least 1, got {max_connections}")
         self.stopped = threading.Event()
         self.sock = socket.create_server((host, port), reuse_port=False)
         self.address = self.sock.getsockname()[:2]
+        self.token_file = None
+        if not token:           # (loopback: made here, found by local clients in a file)
+            token = tokens.new_token()
+            self.token_file = tokens.write_token(self.address[1], token)
+        self.token = token
+        self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
+        self.connections = 0
+        self._count_lock = threading.Lock()
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints)
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
@@ -86,9 +139,35 @@ class Server:
                 sock, addr = self.sock.accept()
             except OSError:
                 return
+            with self._count_lock:
+                full = self.connections >= self.max_connections
+                if not full:
+                    self.connections += 1
+            if full:
+                self._refuse(sock)
+                continue
             threading.Thread(target=self._connection, args=(sock,), daemon=True).start()
 
+    def _refuse(self, sock: socket.socket) -> None:
+        conn = wire.Connection(sock)
+        log.warning("refused connection from %s: too many connections (%d)", conn.peer,
+                    self.max_connections)
+        try:
+            conn.sock.settimeout(1.0)
+            conn.send({"op": "refused", "error": f"too many connections "
+                                                 f"({self.max_connections})"})
+        except OSError:
+            pass
+        conn.close()
+
     def _connection(self, sock: socket.socket) -> None:
+        try:
+            self._serve_connection(sock)
+        finally:
+            with self._count_lock:
+                self.connections -= 1
+
+    def _serve_connection(self, sock: socket.socket) -> None:
         conn = wire.Connection(sock)
         try:
             hello = wire.server_handshake(conn, self.token)
@@ -98,7 +177,7 @@ class Server:
             return
         role = hello.get("role")
         if role == "worker":
-            self.runtime.attach(conn, hello)
+            self.runtime.attach(conn, hello).join()   # (counted until its connection ends)
         elif role == "client":
             self._session(conn)
         else:
@@ -106,17 +185,22 @@ class Server:
             conn.close()
 
     def _session(self, conn: wire.Connection) -> None:
+        conn.sock.settimeout(self.idle_timeout)
         try:
             while True:
-                f = conn.recv()
+                try:
+                    f = conn.recv()
+                except socket.timeout:
+                    log.info("closing connection from %s: idle for %s s", conn.peer,
+                             self.idle_timeout)
+                    self._bye(conn)
+                    return
                 if not (isinstance(f, (list, tuple)) and len(f) == 4 and f[0] == "call"):
                     raise wire.ProtocolError("expected [\"call\", id, method, args]")
                 _, rid, method, args = f
-                fn = getattr(self, "m_" + str(method), None)
                 try:
-                    if fn is None:
-                        raise Error(f"unknown request {method!r}")
-                    result = fn(*args)
+                    check_request(method, args)
+                    result = getattr(self, "m_" + method)(*args)
                 except Error as e:
                     conn.send(["error", rid, type(e).__name__, str(e)])
                 except Exception as e:      # a bug: say so, keep serving
@@ -130,6 +214,20 @@ class Server:
             log.warning("closed connection from %s: %s", conn.peer, e)
         finally:
             conn.close()
+
+    @staticmethod
+    def _bye(conn: wire.Connection) -> None:
+        """Tell an idle client its connection ends, then read (and ignore) what it sends
+        for a moment before closing: closing with a request unread would reset the
+        connection, and the client could lose the "bye" that tells it to send again."""
+        conn.send(["bye", "idle"])
+        conn.sock.shutdown(socket.SHUT_WR)
+        conn.sock.settimeout(2.0)
+        try:
+            while conn.sock.recv(65536):
+                pass
+        except OSError:
+            pass
 
     # ------------------------------------------------------------ client requests
 
@@ -259,6 +357,8 @@ class Server:
             pass
         self.runtime.close()
         self.db.close()
+        if self.token_file is not None:
+            self.token_file.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,7 +372,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--data-dir", dest="data_dir", default=None)
     p.add_argument("--token", default=os.environ.get("NORIA_TOKEN"),
-                   help="shared secret every connection proves (default $NORIA_TOKEN)")
+                   help="shared secret every connection proves (default $NORIA_TOKEN; "
+                        "without either, one is made and written to a file only this user "
+                        "can read, where local clients find it)")
+    p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
+                   help="connections at once, workers included")
+    p.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT,
+                   help="seconds a client connection may stay idle (it reconnects after)")
     p.add_argument("--heartbeat-timeout", type=float, default=1.0,
                    help="seconds of silence before a worker counts as dead")
     p.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
@@ -282,18 +388,25 @@ def main(argv: list[str] | None = None) -> int:
                         "rebuilt from their parents' state")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
+    if any(a == "--token" or a.startswith("--token=") for a in (argv or sys.argv[1:])):
+        print("noria-py serve: warning: a --token on the command line is visible to other "
+              "users (ps); prefer $NORIA_TOKEN", file=sys.stderr)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s: %(message)s")
     try:
         server = Server(args.host, args.port, args.workers, args.shards, args.data_dir,
                         args.token, not args.no_clocks, args.heartbeat_timeout,
-                        args.recovery, checkpoints=not args.no_checkpoints)
+                        args.recovery, checkpoints=not args.no_checkpoints,
+                        max_connections=args.max_connections,
+                        idle_timeout=args.idle_timeout or None)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1
     host, port = server.address
+    where = (f"; token in {server.token_file} (found there by local clients)"
+             if server.token_file else "")
     print(f"noria-py serve: listening on {host}:{port} with {args.workers} worker(s); "
-          f"connect with noria_py.connect(\"noria://{host}:{port}\")", flush=True)
+          f"connect with noria_py.connect(\"noria://{host}:{port}\"){where}", flush=True)
     faulthandler.register(signal.SIGUSR1)      # kill -USR1 PID: every thread's stack, to the log
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: server.stopped.set())

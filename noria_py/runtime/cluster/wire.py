@@ -171,17 +171,17 @@ class Connection:
         return self._buf[start:start + n]
 
     def _read_big(self, n: int, offset: int) -> bytearray:
-        """A payload larger than the buffer goes straight into its own bytearray."""
-        out = bytearray(n)
-        view = memoryview(out)
-        have = self._end - self._start
-        view[:have] = self._view[self._start:self._end]
+        """A payload larger than the buffer, gathered in its own bytearray as it
+        arrives: memory follows the bytes received, not the size the header announced
+        (a peer announcing many huge frames and sending nothing holds nothing)."""
+        out = bytearray(self._view[self._start:self._end])
         self._start = self._end = 0
-        while have < n:
-            got = self.sock.recv_into(view[have:])
+        view, size = self._view, len(self._buf)
+        while len(out) < n:
+            got = self.sock.recv_into(view, min(n - len(out), size))
             if not got:
-                self._closed(offset + have, offset + n)
-            have += got
+                self._closed(offset + len(out), offset + n)
+            out += view[:got]
         return out
 
     def _closed(self, got: int, want: int) -> None:
@@ -254,6 +254,8 @@ def client_handshake(conn: Connection, token: str | None, hello: dict[str, Any],
     conn.sock.settimeout(timeout)
     try:
         challenge = conn.recv()
+        if type(challenge) is dict and challenge.get("op") == "refused":   # (a full server)
+            raise AuthError(f"refused by {conn.peer}: {challenge.get('error')}")
         if not (type(challenge) is dict and challenge.get("op") == "challenge"
                 and _nonce_ok(challenge.get("nonce"))):
             raise ProtocolError(f"expected a challenge from {conn.peer}")

@@ -47,7 +47,7 @@ from ...planner import Planner
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
 from ..checkpoints import Entries, InputDelta
 from ..domain import Domain, graph_clocks
-from . import wire
+from . import tokens, wire
 from .errors import NodeDown
 from .wire import (
     decode_batch,
@@ -411,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="worker %(process)d: %(message)s")
     faulthandler.register(signal.SIGUSR1)      # kill -USR1 PID: its stacks, to stderr
     try:
-        serve_worker(host or "127.0.0.1", int(port), os.environ.get("NORIA_TOKEN"), args.name)
+        host = host or "127.0.0.1"
+        token = os.environ.get("NORIA_TOKEN") or tokens.read_token(host, int(port))
+        serve_worker(host, int(port), token, args.name)
     except (OSError, Error) as e:
         print(f"noria-py worker: {e}", file=sys.stderr)
         return 1

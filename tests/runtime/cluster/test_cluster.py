@@ -372,3 +372,83 @@ def test_a_lost_workers_stateful_nodes_come_back_from_their_checkpoints(checkpoi
         for k in range(300):
             assert view.lookup(k) == [(k, f"article {k}", counts[k] or None)], k
         db.close()
+
+
+def test_a_server_without_a_token_makes_one_for_its_user():
+    """No --token: the server makes one and writes it where local clients of the same
+    user find it (mode 0600); a client without it is refused; the file goes with the
+    server."""
+    import stat
+
+    from noria_py.runtime.cluster import tokens
+    with Cluster(workers=1) as cluster:
+        path = tokens.token_path(cluster.port)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        db = noria_py.connect(cluster.url)                 # (found the file)
+        db.execute("CREATE TABLE t (a INT)")
+        db.close()
+        with pytest.raises(wire.AuthError, match="wrong token"):
+            noria_py.connect(cluster.url, token="")         # another user: no file to read
+        with pytest.raises(wire.AuthError, match="wrong token"):
+            noria_py.connect(cluster.url, token="guess")
+    assert not path.exists()
+
+
+def test_connections_beyond_the_cap_are_refused_and_the_server_goes_on():
+    """--max-connections 4 with two workers (one and the spare) leaves two slots:
+    two silent sockets fill them, a client is then told so, and once they are closed a
+    client gets in."""
+    with Cluster(workers=1, extra=("--max-connections", "4")) as cluster:
+        silent = [socket.create_connection((cluster.host, cluster.port)) for _ in range(2)]
+        time.sleep(0.3)
+        with pytest.raises(wire.AuthError, match="too many connections"):
+            noria_py.connect(cluster.url)
+        for s in silent:
+            s.close()
+        time.sleep(0.3)
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE t (a INT)")
+        db.close()
+        assert cluster.alive()
+
+
+def test_an_idle_client_is_closed_and_reconnects_on_its_next_call():
+    with Cluster(workers=1, extra=("--idle-timeout", "0.5")) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE t (a INT)")
+        first = db._conn
+        time.sleep(1.5)                                     # (the server said bye)
+        db.table("t").insert([(1,)])
+        db.wait()
+        assert db._conn is not first
+        assert db.execute("SELECT a FROM t").fetchall() == [(1,)]
+        db.close()
+
+
+@pytest.mark.parametrize("method, args, why", [
+    ("nope", [], "unknown request"),
+    ("insert", ["t"], "takes 2 argument"),
+    ("insert", ["t", 5], "argument 2 must be array"),
+    ("table", [7], "argument 1 must be string"),
+    ("execute", ["SELECT 1", 3], "argument 2 must be array or null"),
+    ("recover", ["n1", None], "argument 2 must be string"),
+    (5, [], "unknown request"),
+])
+def test_malformed_requests_are_request_errors(cluster, method, args, why):
+    """What our client never sends (another client might): a RequestError naming the
+    problem, never an internal error, and the connection goes on."""
+    db = noria_py.connect(cluster.url)
+    with pytest.raises(noria_py.errors.RequestError, match=why):
+        db._call(method, *args)
+    assert db.tables() is not None
+    db._conn.send(["call", 99, "tables", "not a list"])
+    f = db._conn.recv()
+    assert f[0] == "error" and f[2] == "RequestError"
+    db.close()
+
+
+def test_a_token_on_the_command_line_is_warned_about(capsys):
+    from noria_py.runtime.cluster.server import main
+    assert main(["--token", "x", "--workers", "0"]) == 1     # (refused before starting)
+    err = capsys.readouterr().err
+    assert "visible to other users" in err and "NORIA_TOKEN" in err

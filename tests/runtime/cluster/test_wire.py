@@ -511,3 +511,30 @@ def test_checkpoints_cross_the_wire():
 def test_malformed_checkpoints_are_refused(bad):
     with pytest.raises(ProtocolError):
         wire.decode_checkpoint(bad)
+
+
+def test_an_announced_frame_holds_only_the_bytes_that_came():
+    """A peer announcing a 200 MB frame and sending 1 MB costs about 1 MB, not 200:
+    the payload grows as it arrives (eight such connections took a controller to 2.2 GB
+    when the announced size was allocated up front)."""
+    import tracemalloc
+    a, b = tcp_pair()
+    conn = Connection(b)
+    conn.sock.settimeout(5)
+    sent = 1 << 20
+
+    def peer():
+        a.sendall(struct.pack(">I", 200 << 20) + b"x" * sent)
+        a.close()
+    t = threading.Thread(target=peer)
+    tracemalloc.start()
+    try:
+        t.start()
+        with pytest.raises(ConnectionClosed, match=f"after {sent + 4} of"):
+            conn.recv()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        t.join()
+        conn.close()
+    assert peak < 8 * sent, peak
