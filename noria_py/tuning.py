@@ -43,6 +43,12 @@ FLUSH_EVERY = 64
 #: A diff log is compacted when it holds this many diffs.
 COMPACT_AT = 256
 
+#: A base's write history is trimmed (runtime/history.py) once it holds this many
+#: writes past its trim point: each trim folds them into the table as of the trim
+#: point, at what the base's own writes cost, and the history holds at most about
+#: this many writes more than its children may still ask for.
+HISTORY_TRIM_EVERY = 256
+
 # ---------------------------------------------------------------- cluster
 
 #: Seconds between a worker's heartbeats to the controller.

@@ -37,7 +37,7 @@ from treeclock import DiffLog, TreeClocks, receive_path
 
 from .. import tuning
 from ..batch import Batch
-from ..errors import UnknownNodeError
+from ..errors import RecoveryError, UnknownNodeError
 from ..graph import Graph, Node
 from ..tuning import CLOCK_DEPTH, COMPACT_AT, FLUSH_EVERY
 from . import checkpoints
@@ -325,16 +325,22 @@ class Domain:
         return not op.leaf or (self.checkpointing and op.checkpoint_form is not None)
 
     def write_history(self, history: Iterable[Batch], seen: dict[str, int], low: int,
-                      start: int = 0) -> list[Message]:
+                      start: int = 0, rows: Batch | None = None) -> list[Message]:
         """A base back from its durable log: its state is the log replayed, its time the
         log's length; returns what the children named in ``seen`` have not received
         (a failed child asks for its own resend when it recovers). ``start``: the log
-        begins after that many writes (a base that holds no rows needs only the writes
-        some child may still ask for)."""
+        begins after that many writes, ``rows`` the table as of then (a base that holds
+        no rows needs neither: only the writes some child may still ask for)."""
+        early = {c: t for c, t in seen.items() if t < start}
+        if early:
+            raise RecoveryError(f"base {self.id}'s history starts after write {start}, "
+                                f"but {early} have not taken all before it")
         self.attach_clocks(self.tc)
         self.last_seen = {}
         self.alive = True
         self.time = start
+        if rows is not None and rows:
+            self.node.op.process(0, rows)
         sends: list[Message] = []
         for batch in history:
             out = self.write(batch)
@@ -484,6 +490,24 @@ class Domain:
         self._stable_checkpoint()
         stable = self.ck_stable or {}
         return [(a, min(level, stable.get(a, 0))) for a, level in trims]
+
+    def history_low(self, seen: dict[str, int] | None = None) -> int:
+        """A base's oldest write that a child may still ask for: below what each child's
+        payload log still holds (the log keeps what a recovery will ask for) and what
+        each child has taken (``seen``, child -> its last-seen time of this node, for
+        the live children; by default their last reports): its write history may be
+        trimmed to here (``history.WriteHistory``)."""
+        low = self.time
+        for c in self.node.children:
+            log = self.payload.get(c)
+            if log:
+                low = min(low, log[0].time - 1)
+            if seen is None:
+                p = self.progress.get(c)
+                low = min(low, p[0] if p is not None else 0)
+            elif c in seen:
+                low = min(low, seen[c])
+        return low
 
     def truncate(self, child: str, level: int) -> None:
         """Drop logged messages to ``child`` up to time ``level``: every child of

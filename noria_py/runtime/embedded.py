@@ -18,16 +18,19 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from treeclock import TreeClocks
 
+from .. import tuning
 from ..batch import Batch
 from ..errors import RecoveryError
 from ..graph import Graph, Node
+from ..ops.base import Base
 from . import Runtime
 from .checkpoints import Checkpoint, CheckpointStore
 from .domain import Domain, DomainInfo, graph_clocks
+from .history import WriteHistory
 from .messages import Message
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,9 +54,9 @@ class EmbeddedRuntime(Runtime):
         self.tc: TreeClocks | None = None
         #: the stateful nodes' checkpoints (tree-clock recovery starts from them)
         self.store: CheckpointStore | None = CheckpointStore() if clocks and checkpoints else None
-        # A base's write history: what its durable log holds (on disk with data_dir,
-        # here in memory otherwise); it survives the base node's crash.
-        self.durable: dict[str, list[Batch]] = {}
+        # A base's write history, outside the node (it survives the base's crash):
+        # the table as of a trim point and the writes since (runtime/history.py)
+        self.durable: dict[str, WriteHistory] = {}
         self.trace: list[tuple[str, str, int]] | None = None   # (src, dst, time) handled
 
     # ------------------------------------------------------------ structure
@@ -62,7 +65,7 @@ class EmbeddedRuntime(Runtime):
         d = self.domains[node.id] = Domain(self.graph, node)
         d.use_checkpoints(self.store)
         if node.kind == "base":
-            self.durable.setdefault(node.id, [])
+            self.durable.setdefault(node.id, WriteHistory(cast(Base, node.op)))
         return d
 
     def announce(self, change: tuple[Any, ...]) -> None:
@@ -185,12 +188,23 @@ class EmbeddedRuntime(Runtime):
     def write(self, base_id: str, batch: Batch) -> None:
         """A validated write enters its base node, then propagates (fully, unless seeded)."""
         d = self.domains[base_id]
-        self.durable[base_id].append(batch)
+        history = self.durable[base_id]
+        history.append(batch)
+        if len(history.batches) >= tuning.HISTORY_TRIM_EVERY and d.alive:
+            self._trim_history(base_id, d, history)
         self.send_all(d.write(batch))
         if self.seed is None:
             self.run()
         else:
             self.run(self.rng.randint(0, max(1, self.pending())))
+
+    def _trim_history(self, base_id: str, d: Domain, history: WriteHistory) -> None:
+        """Trim to what the base's children may still ask for: its logs to them, and
+        what each live one has taken (here, read from the child itself)."""
+        domains = self.domains
+        seen = {c: domains[c].last_seen.get(base_id, 0) for c in d.node.children
+                if domains[c].alive}
+        history.trim(d.history_low(seen))
 
     # ------------------------------------------------------------ progress
 
@@ -260,7 +274,8 @@ class EmbeddedRuntime(Runtime):
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
         d = self.domains[node_id]
         d.tc = self.tc
-        sends = d.write_history(self.durable[node_id], seen, low)
+        start, rows, writes = self.durable[node_id].table()
+        sends = d.write_history(writes, seen, low, start, rows)
         self.send_all(sends)
         return len(sends)
 

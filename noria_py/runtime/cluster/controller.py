@@ -48,6 +48,7 @@ from ...recovery import lineage, treeclock
 from .. import Runtime
 from ..checkpoints import Checkpoint, CheckpointStore
 from ..domain import DomainInfo, graph_clocks
+from ..history import WriteHistory
 from ..messages import Message
 from . import wire
 from .errors import NodeDown, WorkerLost
@@ -153,7 +154,7 @@ class ClusterRuntime(Runtime):
         self.held: dict[str, list[Frame]] = {}   # messages for nodes being recovered
         self.ddl_log: list[list[Any]] = []         # [catalog change, placement]
         self.new_placement: dict[str, str] = {}
-        self.durable: dict[str, list[Batch]] = {}
+        self.durable: dict[str, WriteHistory] = {}
         self.relayed = 0
         self.rids = itertools.count(1)
         #: (workers lost, their nodes, attempt): what the recovery thread works through
@@ -242,6 +243,10 @@ class ClusterRuntime(Runtime):
                     self._relay(f[1], f)
                 elif op == "trunc":
                     self._relay(f[1], f)
+                elif op == "hlow":
+                    history = self.durable.get(f[1])
+                    if history is not None and type(f[2]) is int:
+                        history.trim(f[2])
                 elif op == "hb":
                     pass
                 elif op in ("ck", "ck_keep", "ck_drop"):
@@ -394,7 +399,7 @@ class ClusterRuntime(Runtime):
             self.new_placement[node.id] = best.name
             self.up.add(node.id)
         if node.kind == "base":
-            self.durable.setdefault(node.id, [])
+            self.durable.setdefault(node.id, WriteHistory(cast("Base", node.op)))
         elif node.op.stateful:
             node.op = RemoteOp(self, node, node.op)
 
@@ -524,11 +529,7 @@ class ClusterRuntime(Runtime):
         if node.kind == "base":
             # its rows are here, not on its worker: a base's output up to its time
             # ``upto`` is its first ``upto`` writes (a base passes each write on whole)
-            op = cast("Base", node.op)
-            rows = type(op)(op.schema)
-            for b in self.durable[node_id][:upto]:
-                rows.process(0, b)
-            return rows.snapshot(), [], upto, {}
+            return self.durable[node_id].state_at(upto).snapshot(), [], upto, {}
         snap, later, now, last_seen = self.call(node_id, "output_info", child, upto)
         return (None if snap is None else decode_batch(snap),
                 [decode_message(m) for m in later], now, last_seen)
@@ -561,12 +562,11 @@ class ClusterRuntime(Runtime):
         """A worker's base holds no rows (they are here), so it gets only the writes
         after ``low``, which its children may still ask for, in parts of at most
         ``BASE_PART_ROWS`` rows."""
-        history = self.durable[node_id]
-        start = min(low, len(history))
+        start, writes = self.durable[node_id].since(low)
         part: list[Any] = []
         rows = 0
         w = self.worker_of(node_id)
-        for b in history[start:]:
+        for b in writes:
             part.append(encode_batch(b))
             rows += len(b)
             if rows >= BASE_PART_ROWS:

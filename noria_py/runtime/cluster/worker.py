@@ -14,6 +14,7 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``["msg", dst, message]``, ``["write", base, batch]``, ``["progress", b, c, t, paths,
   trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
+  ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
   node shard's checkpoints (``RemoteStore``): ``["ck", node, time, parent times, form,
   delta, full, stable]``, ``["ck_keep", node, time]``, ``["ck_drop", node]``
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sql_frontend import wire as plan_wire
 from treeclock import TreeClockError, TreeClocks, receive_path
 
+from ... import tuning
 from ...batch import Batch
 from ...errors import Error
 from ...graph import Graph, Node
@@ -123,6 +125,8 @@ class Worker:
         self.clocks = clocks
         #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
         self.store = RemoteStore(conn.send) if clocks and checkpoints else None
+        #: per base hosted here, the last trim point of its history sent (``"hlow"``)
+        self.history_lows: dict[str, int] = {}
         self.tc: TreeClocks | None = None
         self.new_nodes: list[Node] = []
         self.planner = Planner(self.graph, shards, self.new_nodes.append)
@@ -214,6 +218,12 @@ class Worker:
                 self.truncate(a_id, b_id, level)
             else:
                 self.send(["trunc", a_id, b_id, level])
+        if b.node.kind == "base":
+            # the controller holds the base's write history: trim it as its children go on
+            low = b.history_low()
+            if low - self.history_lows.get(b_id, 0) >= tuning.HISTORY_TRIM_EVERY:
+                self.history_lows[b_id] = low
+                self.send(["hlow", b_id, low])
 
     def truncate(self, a_id: str, b_id: str, level: int) -> None:
         a = self.domains.get(a_id)

@@ -1,0 +1,127 @@
+"""A base's write history (runtime/history.py): trimmed, it still gives the table as of
+any write from its trim point on, and a base comes back from it right; it stays bounded
+in a long run of inserts and deletes."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import noria_py
+from noria_py import tuning
+from noria_py.batch import Batch
+from noria_py.errors import RecoveryError
+from noria_py.ops.base import Base
+from noria_py.runtime.history import WriteHistory
+from sql_frontend.types import ColumnInfo, SqlType, TableSchema
+
+SCHEMAS = {
+    "log": TableSchema("t", [ColumnInfo("a", SqlType.INT, True), ColumnInfo("b", SqlType.INT, True)], ()),
+    "keyed": TableSchema("t", [ColumnInfo("a", SqlType.INT, False), ColumnInfo("b", SqlType.INT, True)], (0,)),
+}
+
+
+def _rows(base: Base) -> list:
+    return sorted(base.snapshot().consolidated().multiset().items())
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(sorted(SCHEMAS)), seed=st.integers(0, 10_000),
+       trims=st.lists(st.integers(0, 40), max_size=6))
+def test_the_table_as_of_any_write_after_the_trim_point(kind, seed, trims):
+    """Against a plain replay of every write: ``state_at(t)`` for every t from the trim
+    point on, ``since``, and a trim below the trim point a no-op."""
+    rng = random.Random(seed)
+    schema = SCHEMAS[kind]
+    history = WriteHistory(Base(schema))
+    writes: list[Batch] = []
+    live: list[tuple] = []
+    for i in range(40):
+        if live and rng.random() < 0.4:
+            gone = live.pop(rng.randrange(len(live)))
+            b = Batch([gone], [-1])
+        else:
+            row = (i, rng.randrange(5))
+            live.append(row)
+            b = Batch([row], [1])
+        writes.append(b)
+        history.append(b)
+        if trims and rng.random() < 0.2:
+            history.trim(trims.pop())
+    assert len(history) == 40
+    for t in range(41):
+        if t < history.start:
+            with pytest.raises(RecoveryError, match="use strategy='lineage'"):
+                history.state_at(t)
+            continue
+        plain = Base(schema)
+        for b in writes[:t]:
+            plain.process(0, b)
+        assert _rows(history.state_at(t)) == _rows(plain), t
+        at, after = history.since(t)
+        assert at == max(t, history.start) and after == writes[at:]
+    start = history.start
+    history.trim(start - 1)
+    assert history.start == start
+
+
+def test_an_insert_only_table_shares_its_batches():
+    base = Base(SCHEMAS["log"])
+    history = WriteHistory(base)
+    b = Batch.columnar([np.arange(100), np.arange(100)], np.ones(100, dtype=np.int64))
+    history.append(b)
+    history.trim(1)
+    assert history.folded.chunks[0] is b and not history.batches
+
+
+@pytest.mark.parametrize("seed", [None, 4, 5])
+@pytest.mark.parametrize("strategy", ["treeclock", "lineage"])
+def test_a_base_comes_back_from_a_trimmed_history(strategy, seed, monkeypatch):
+    """Many inserts and deletes with the history trimmed at every write: it holds
+    only the last few, and the base, failed (with messages still in flight to its
+    children: ``seed``), comes back right from the table as of the trim point and the
+    writes since, which must reach back to what every child has taken."""
+    monkeypatch.setattr(tuning, "HISTORY_TRIM_EVERY", 1)
+    db = noria_py.connect(shards=2, seed=seed)
+    db.execute("CREATE TABLE vote (a INT, u INT)")
+    db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
+    vote = db.table("vote")
+    model: list[tuple] = []
+    rng = random.Random(3)
+    for i in range(400):
+        if model and rng.random() < 0.45:
+            row = model.pop(rng.randrange(len(model)))
+            vote.delete([row])
+        else:
+            row = (rng.randrange(6), i)
+            model.append(row)
+            vote.insert([row])
+    base = next(n["id"] for n in db.graph() if n["kind"] == "base")
+    history = db.runtime.durable[base]
+    assert history.start > 300 and len(history.batches) < 100, (history.start, len(history.batches))
+    db.fail(base)
+    db.recover(base, strategy=strategy)
+    vote.insert([(1, 10_000)])
+    model.append((1, 10_000))
+    db.wait()
+    want: dict = {}
+    for a, _ in model:
+        want[a] = want.get(a, 0) + 1
+    assert sorted(db.view("c").all()) == sorted(want.items())
+    assert sorted(db.execute("SELECT a, u FROM vote").fetchall()) == sorted(model)
+
+
+def test_the_history_stays_bounded_without_clocks(monkeypatch):
+    """Without clocks (no payload logs) the trim point is what the children have taken."""
+    monkeypatch.setattr(tuning, "HISTORY_TRIM_EVERY", 8)
+    db = noria_py.connect(clocks=False)
+    db.execute("CREATE TABLE t (a INT)")
+    db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+    for i in range(300):
+        db.table("t").insert([(i % 3,)])
+        db.table("t").delete([(i % 3,)])
+    base = next(n["id"] for n in db.graph() if n["kind"] == "base")
+    assert len(db.runtime.durable[base].batches) <= 9
