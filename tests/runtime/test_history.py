@@ -125,3 +125,16 @@ def test_the_history_stays_bounded_without_clocks(monkeypatch):
         db.table("t").delete([(i % 3,)])
     base = next(n["id"] for n in db.graph() if n["kind"] == "base")
     assert len(db.runtime.durable[base].batches) <= 9
+
+
+@pytest.mark.slow
+def test_memory_stays_flat_over_millions_of_row_writes():
+    """Issue 24's goal: at most 8 MB per million row-writes over a long run of inserts
+    and deletes (it was 16 before the history was trimmed; 0.1 after)."""
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "noria_tools.memory", "churn", "3000000", "1"],
+                         capture_output=True, text=True, check=True, timeout=600)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["mb_per_million"] <= 8, r
