@@ -51,16 +51,22 @@ def test_per_insert_pairs_on_and_off():
     assert r["total"] > 0
 
 
-def test_per_insert_against_clocks_alone(monkeypatch):
-    """``against="no-checkpoints"``: both settings have clocks, one of them no
-    checkpoints."""
-    made = []
+@pytest.fixture
+def made(monkeypatch):
+    """(clocks, checkpoints) of every database the benchmark makes."""
+    made: list[tuple[bool, bool]] = []
     real = overhead._db
 
     def db(clocks, articles, prefill, checkpoints=True):
         made.append((clocks, checkpoints))
         return real(clocks, articles, prefill, checkpoints)
     monkeypatch.setattr(overhead, "_db", db)
+    return made
+
+
+def test_per_insert_against_clocks_alone(made):
+    """``against="no-checkpoints"``: both settings have clocks, one of them no
+    checkpoints."""
     r = overhead.per_insert(batch=3, inserts=10, articles=200, prefill=0,
                             against="no-checkpoints")
     assert sorted(set(made)) == [(True, False), (True, True)] and r["total"] > 0
@@ -119,15 +125,8 @@ def test_checkpoint_storage_reports_store_and_live_rows(monkeypatch):
     assert checkpoint_storage(overhead._db(False, 100, 0)) == []
 
 
-def test_sweep_against_clocks_alone(monkeypatch):
+def test_sweep_against_clocks_alone(made):
     """The sweep's "off" can be clocks alone too (the checkpoints' own cost)."""
-    made = []
-    real = overhead._db
-
-    def db(clocks, articles, prefill, checkpoints=True):
-        made.append((clocks, checkpoints))
-        return real(clocks, articles, prefill, checkpoints)
-    monkeypatch.setattr(overhead, "_db", db)
     was = gc.get_threshold()
     try:
         r = overhead.sweep(articles=200, prefill=0, seconds=0.02, fractions=[0.5], repeats=2,
