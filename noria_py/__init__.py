@@ -8,6 +8,7 @@ from .errors import (
     AlreadyExistsError,
     ArityError,
     ClosedError,
+    CorruptionError,
     DuplicateKeyError,
     Error,
     ParseError,
@@ -31,5 +32,5 @@ __all__ = [
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
-    "RecoveryError", "ClosedError", "StorageError",
+    "RecoveryError", "ClosedError", "StorageError", "CorruptionError",
 ]

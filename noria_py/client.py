@@ -19,6 +19,7 @@ from .errors import (
     AlreadyExistsError,
     ArityError,
     ClosedError,
+    CorruptionError,
     Error,
     RecoveryError,
     RowNotFoundError,
@@ -104,7 +105,17 @@ class Database:
 
     def _open_storage(self, data_dir: str) -> None:
         self.storage = Storage(data_dir)
-        recovered = self.storage.load()
+        try:
+            self._restore(self.storage)
+        except BaseException:
+            self.storage.close()
+            self.storage = None
+            raise
+
+    def _restore(self, storage: Storage) -> None:
+        """The catalog's tables and views with the stored rows, each table's rows checked
+        against its definition (a catalog lost, or edited, must not load rows unchecked)."""
+        recovered = storage.load()
         self.recovery_notes = list(recovered.report)
         views = []
         for sql in recovered.catalog:
@@ -113,22 +124,33 @@ class Database:
                 self._create_table(stmt, sql, persist=False)
             else:
                 views.append(sql)
+        path = storage.data_dir / "catalog.json"
         for name, rows in recovered.tables.items():
+            if not rows:
+                continue
             entry = self._tables.get(name.lower())      # the catalog says which tables exist
-            if entry is not None and rows:
-                self.runtime.write(entry.node, self._restored(entry, rows))
+            if entry is None:
+                raise CorruptionError(
+                    f"{str(path)!r} does not list table {name!r}, which has {len(rows)} row(s) in the "
+                    f"data (was catalog.json lost or replaced?); restore it from a backup, or run "
+                    f"`noria-py repair --data-dir {storage.data_dir}` to see what dropping those rows would lose")
+            self.runtime.write(entry.node, self._restored(entry, rows, path, storage.data_dir))
         for sql in views:
             stmt = sql_frontend.parse(sql, self._catalog)
             assert isinstance(stmt, lp.CreateView)  # the catalog holds CREATE TABLE and VIEW only
             self._create_view(stmt, persist=False)
 
-    def _restored(self, entry: _TableEntry, rows: list[tuple]) -> Batch:
+    def _restored(self, entry: _TableEntry, rows: list[tuple], path, data_dir) -> Batch:
         """A table's rows read back from its data directory, as its base takes a write
-        (columns, for a table kept as columns), or as plain rows if they do not pass."""
+        (columns, for a table kept as columns); rows its definition refuses are damage."""
         try:
             return self.graph_[entry.node].op.prepare(rows)
-        except Error:
-            return Batch.inserts(rows)
+        except Error as exc:
+            raise CorruptionError(
+                f"the stored rows of table {entry.schema.name!r} do not match its definition in "
+                f"{str(path)!r} ({exc}); was catalog.json edited or replaced? Restore it from a "
+                f"backup, or run `noria-py repair --data-dir {data_dir}` to see what dropping "
+                f"those rows would lose") from None
 
     def _persist_catalog(self) -> None:
         if self.storage is not None:
@@ -654,3 +676,47 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
         return connect_url(url, token)
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks,
                     checkpoints=checkpoints)
+
+
+def catalog_problems(catalog: list[str], tables: dict[str, list[tuple]]) -> dict[str, tuple[list[tuple], str]]:
+    """For ``noria_py.storage.repair``: the tables whose stored rows ``catalog`` (its
+    CREATE statements) does not accept, each with the rows it does accept (in order;
+    of rows with one primary key, the first) and why: a table the catalog does not
+    list keeps none."""
+    db = Database()
+    out: dict[str, tuple[list[tuple], str]] = {}
+    try:
+        for sql in catalog:
+            stmt = sql_frontend.parse(sql, db._catalog)
+            if isinstance(stmt, lp.CreateTable):
+                db._create_table(stmt, sql, persist=False)
+        for name, rows in tables.items():
+            if not rows:
+                continue
+            entry = db._tables.get(name.lower())
+            if entry is None:
+                out[name] = ([], "catalog.json does not list this table")
+                continue
+            op = db.graph_[entry.node].op
+            try:
+                op.prepare(rows)
+                continue
+            except Error as exc:
+                first = str(exc)
+            kept: list[tuple] = []
+            keys: set[tuple] = set()
+            for row in rows:
+                try:
+                    (checked,) = op.check_rows([row])
+                except Error:
+                    continue
+                if op.pk:
+                    key = op.key_of(checked)
+                    if key in keys:
+                        continue
+                    keys.add(key)
+                kept.append(row)
+            out[name] = (kept, f"they do not match its definition in catalog.json (first: {first})")
+    finally:
+        db.close()
+    return out

@@ -44,6 +44,13 @@ class StorageError(Error):
     """The data directory cannot be used (locked by another process, unreadable)."""
 
 
+class CorruptionError(StorageError):
+    """A data directory's files are damaged in a way a crash cannot explain (a bad record
+    with data after it, a damaged or missing log, a catalog that does not match the
+    data): opening is refused, the message names the file and byte offset, and
+    ``noria-py repair --data-dir DIR`` says what dropping the damage would lose."""
+
+
 class RequestError(Error):
     """A request to a server is not one it serves, or its arguments are not of the
     types the method takes (a client other than ours, or a value ours passed through)."""

@@ -42,6 +42,21 @@ def _load(args: argparse.Namespace) -> int:
     return load_main(args)
 
 
+def _repair(args: argparse.Namespace) -> int:
+    """Exit 0: nothing to repair, or repaired; 1: a dry run found something to drop;
+    2: the directory cannot be repaired here (the message says why)."""
+    from noria_py.client import catalog_problems
+    from noria_py.storage import StorageError, repair
+    try:
+        plan = repair(args.data_dir, apply=args.yes, check=catalog_problems)
+    except StorageError as exc:
+        print(f"noria-py repair: {exc}", file=sys.stderr)
+        return 2
+    for line in plan.lines():
+        print(line)
+    return 1 if plan.needed and not plan.applied else 0
+
+
 def _logictest(args: argparse.Namespace) -> int:
     from noria_tools.logictest import main as logictest_main
     return logictest_main(args.files, mode=args.mode, verbose=args.verbose)
@@ -69,6 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     lt.add_argument("--mode", choices=["both", "incremental", "initial"], default="both")
     lt.add_argument("-v", "--verbose", action="store_true")
     lt.set_defaults(run=_logictest)
+
+    r = sub.add_parser("repair", help="say what dropping a data directory's damage would lose; "
+                       "with --yes, drop it")
+    r.add_argument("--data-dir", dest="data_dir", required=True)
+    r.add_argument("--yes", action="store_true",
+                   help="drop it (each changed file is first copied beside itself, "
+                        "NAME.damaged-<time>); without it nothing changes")
+    r.set_defaults(run=_repair)
 
     # serve's options are the engine's own (``python -m noria_py.runtime.cluster.server``
     # takes the same): they pass through to its parser unread

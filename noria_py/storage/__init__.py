@@ -8,8 +8,12 @@ which rebuilds its views from them.
 
 A write batch is acknowledged only after its log record is synced; a crash
 can therefore lose at most batches that were never acknowledged, and the
-partial record it may leave is cut away on the next start (and reported in
-:attr:`Recovered.report`) rather than stopping the process.
+partial record it may leave (a torn tail) is cut away on the next start (and
+reported in :attr:`Recovered.report`) rather than stopping the process. Any
+other damage would lose acknowledged batches, so opening refuses it with a
+:class:`CorruptionError` naming the file and byte offset; :func:`repair`
+(``noria-py repair --data-dir DIR``) says what dropping it would lose, and
+drops it when asked (``--yes``).
 
 The package is layered, each module using only those listed before it:
 :mod:`.codec` encodes values (msgpack) and columns (raw int64/float64 bytes);
@@ -32,6 +36,6 @@ Typical use by the engine::
     st.close()
 """
 
-from .storage import Recovered, Storage, StorageError
+from .storage import CorruptionError, Damage, Recovered, RepairPlan, Storage, StorageError, repair
 
-__all__ = ["Storage", "StorageError", "Recovered"]
+__all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", "RepairPlan", "repair"]

@@ -59,11 +59,24 @@ falls between a batch and a drop.
 
 A record is "bad" when its header is short, its length is 0 or beyond the
 end of the file or MAX_RECORD, its CRC does not match, its payload does not
-decode, or its contents are malformed or out of lsn sequence. The first bad
-record ends the log: a simple scan cannot tell a torn tail from damage in
-the middle that is followed by good records, so recovery keeps everything
-before it, saves the dropped bytes next to the log for inspection, and
-says in its report whether valid-looking records followed.
+decode, or its contents are malformed or out of lsn sequence. What a bad
+record means depends on what follows it (:func:`classify_bad_record`):
+
+* a *torn tail*: the bad record is the last thing in the file (it is
+  incomplete, or complete but failing its CRC with at most zeros after it,
+  and no valid record can be found anywhere after it). That is what a crash
+  in the middle of an append leaves, and that append was never acknowledged
+  (``LogWriter.append`` returns only after ``fsync``), so recovery cuts the
+  file at the record's start and notes it;
+* *damage*: anything else, e.g. a valid record somewhere after the bad one,
+  non-zero bytes after a bad record of plausible length, or a record whose
+  CRC matches but whose contents are unusable (a torn write cannot match a
+  CRC). Cutting there would drop acknowledged batches, so opening refuses
+  (``CorruptionError``) and ``noria-py repair`` drops the damage only when
+  asked to.
+
+The record format is unchanged from the first version (every record has
+always carried a CRC32 of its payload), so existing logs open as before.
 """
 
 from __future__ import annotations
@@ -91,7 +104,8 @@ __all__ = [
     "frame",
     "Frame",
     "FrameScanner",
-    "looks_like_records_follow",
+    "next_record",
+    "classify_bad_record",
     "LogWriter",
     "fsync_dir",
     "atomic_write",
@@ -197,20 +211,71 @@ class FrameScanner:
             self.end = pos
 
 
-def looks_like_records_follow(buf: bytes | memoryview, bad_start: int, accept, limit: int = 1 << 20) -> bool:
-    """Whether a valid-looking record starts anywhere in ``limit`` bytes after
-    a bad one. Only used to word the report: a torn write leaves nothing
-    valid behind it, damage in the middle does."""
-    buf = memoryview(buf)
+def _plausible(buf: memoryview, pos: int, accept) -> bool:
     n = len(buf)
     hsize = RECORD_HEADER.size
-    for pos in range(bad_start + 1, min(n - hsize, bad_start + limit) + 1):
-        length, crc = RECORD_HEADER.unpack_from(buf, pos)
-        if 0 < length <= n - pos - hsize and length <= MAX_RECORD:
-            payload = buf[pos + hsize : pos + hsize + length]
-            if zlib.crc32(payload) == crc and accept(payload):
-                return True
-    return False
+    if n - pos < hsize:
+        return False
+    length, crc = RECORD_HEADER.unpack_from(buf, pos)
+    if not 0 < length <= min(n - pos - hsize, MAX_RECORD):
+        return False
+    payload = buf[pos + hsize : pos + hsize + length]
+    return zlib.crc32(payload) == crc and bool(accept(payload))
+
+
+#: the first byte of every record's payload: a msgpack array of 3 or 5 items
+_RECORD_FIRST_BYTES = (0x93, 0x95)
+
+
+def next_record(buf: bytes | memoryview, start: int, accept, first_bytes=_RECORD_FIRST_BYTES) -> int | None:
+    """The offset of the first valid-looking record at or after ``start`` (a
+    plausible length, a matching CRC, and a payload ``accept`` takes), or None.
+
+    Scans the whole rest of the file: a bad record's length cannot be trusted,
+    so the next good one may be anywhere. Candidates are narrowed with numpy
+    to the offsets whose payload would start with one of ``first_bytes`` (a
+    record is a msgpack array of 3 or 5 items), so that only those pay for a
+    CRC."""
+    import numpy as np
+    view = memoryview(buf)
+    n = len(view)
+    hsize = RECORD_HEADER.size
+    arr = np.frombuffer(view, dtype=np.uint8)
+    step = 1 << 20
+    for lo in range(start, max(start, n - hsize), step):
+        hi = min(lo + step, n - hsize)
+        window = arr[lo + hsize : hi + hsize]
+        mask = window == first_bytes[0]
+        for b in first_bytes[1:]:
+            mask |= window == b
+        for off in np.flatnonzero(mask).tolist():
+            if _plausible(view, lo + off, accept):
+                return lo + off
+    return None
+
+
+def classify_bad_record(buf: bytes | memoryview, start: int, accept, checksum_ok: bool = False) -> int | None:
+    """Whether the bad record at ``start`` is a torn tail (None) or damage
+    (returns the offset of evidence: the first valid record after it, or the
+    first non-zero byte past its end).
+
+    ``checksum_ok``: the record's CRC matched but its payload was unusable,
+    which a torn write cannot cause, so it is damage at once (``start``)."""
+    if checksum_ok:
+        return start
+    view = memoryview(buf)
+    n = len(view)
+    hsize = RECORD_HEADER.size
+    if n - start >= hsize:
+        length, _ = RECORD_HEADER.unpack_from(view, start)
+        after = start + hsize + length
+        if 0 < length <= MAX_RECORD and after < n:
+            # a complete record of plausible length with bytes after it: a torn
+            # write ends the file (perhaps in zeros), it is not followed by data
+            tail = bytes(view[after:]).lstrip(b"\0")
+            if tail:
+                return n - len(tail)
+    return next_record(view, start + 1, accept)
 
 
 def fsync_dir(path: Path) -> None:

@@ -6,8 +6,11 @@ CREATE statements, replaced by atomic rename), ``snapshot.bin`` (every base row
 as of batch ``lsn`` of generation ``gen``, :mod:`.snapshot`) and one log,
 ``wal-<gen+1>.log`` (the batches since, :mod:`.log`). Opening repairs what a
 crash left (unfinished ``*.tmp`` files, a log already covered by the snapshot, a
-torn log tail) and replays snapshot plus log into rows; any other damage is an
-error, never a guess.
+torn log tail) and replays snapshot plus log into rows; any other damage (a bad
+record with data after it, a damaged, short or missing log) is refused with a
+:class:`~noria_py.errors.CorruptionError` naming the file and byte offset, never
+a guess. :func:`repair` (``noria-py repair --data-dir DIR``) says what dropping
+the damage would lose, and drops it only when asked.
 
 Invariants (every method that writes holds one lock while it works):
 
@@ -29,7 +32,9 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +43,7 @@ from typing import TYPE_CHECKING
 # StorageError: a data directory that cannot be used as asked: locked by another
 # process, damaged beyond a torn log tail, a row that cannot be stored, or an I/O
 # failure while writing (a noria_py.Error subclass, so it is defined with the others).
-from ..errors import StorageError
+from ..errors import CorruptionError, StorageError
 from . import codec
 from .log import (
     BATCH,
@@ -49,10 +54,11 @@ from .log import (
     HeaderError,
     LogWriter,
     atomic_write,
+    classify_bad_record,
     decode_log_header,
     frame,
     fsync_dir,
-    looks_like_records_follow,
+    next_record,
 )
 from .snapshot import SnapshotError, read_snapshot, write_snapshot
 
@@ -60,7 +66,7 @@ if TYPE_CHECKING:
     from ..batch import Batch
     from ..columns import ColumnChunk
 
-__all__ = ["Storage", "StorageError", "Recovered"]
+__all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", "RepairPlan", "repair"]
 
 LOCK_NAME = "LOCK"
 CATALOG_NAME = "catalog.json"
@@ -89,6 +95,53 @@ class Recovered:
     tables: dict[str, list[tuple]]
     lsn: int
     report: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Damage:
+    """Damage found in a data directory that a crash cannot explain: what
+    opening refuses and :func:`repair` drops. ``offset`` is where the damage
+    starts in ``path`` (everything before it is kept); ``size`` is the bytes
+    from there to the end of the file; ``dropped`` counts, per table, the
+    valid-looking records found in those bytes (``[records, rows inserted,
+    rows deleted]``), which dropping the damage loses with it."""
+
+    path: Path
+    offset: int
+    problem: str
+    size: int
+    evidence: str = ""
+    dropped: dict[str, list[int]] = field(default_factory=dict)
+    kept_lsn: int = 0
+    missing: bool = False
+
+    def describe(self) -> str:
+        if self.missing:
+            where = f"{self.path.name}: {self.problem}"
+        else:
+            where = (f"{self.path.name}: bytes {self.offset}..{self.offset + self.size} "
+                     f"({self.size} bytes): {self.problem}")
+        if self.evidence:
+            where += f" ({self.evidence})"
+        lost = [f"table {t!r}: {r} record(s), {i} row(s) inserted, {d} deleted"
+                for t, (r, i, d) in sorted(self.dropped.items())]
+        where += f"; kept up to batch {self.kept_lsn}"
+        if lost:
+            where += ("; besides the damaged record, " if self.offset else "; ") + (
+                "the dropped bytes hold valid-looking records: " + "; ".join(lost))
+        return where
+
+    def error(self, data_dir: Path) -> CorruptionError:
+        return CorruptionError(
+            (f"{str(self.path)!r} is missing" if self.missing else
+             f"{str(self.path)!r} is damaged at byte {self.offset}: {self.problem}")
+            + (f" ({self.evidence})" if self.evidence else "")
+            + f". This is not what a crash leaves (a torn last write), and opening would lose "
+            f"acknowledged writes, so the data directory was left as it is. Run "
+            f"`noria-py repair --data-dir {data_dir}` to see what dropping the damage would "
+            f"lose, then with --yes to drop it (a copy of the damaged file is kept), or restore "
+            f"the directory from a backup"
+        )
 
 
 class _Rows:
@@ -209,7 +262,11 @@ class Storage:
         sync: bool = True,
         snapshot_min_bytes: int = 4 << 20,
         snapshot_max_bytes: int = 64 << 20,
+        _inspect: bool = False,
     ) -> None:
+        """``_inspect`` (for :func:`repair`): read the directory without changing
+        anything, collecting damage in ``_damage`` instead of refusing it; the
+        Storage then refuses every write."""
         self._dir = Path(data_dir)
         self._sync = sync
         self._snapshot_min = snapshot_min_bytes
@@ -219,6 +276,9 @@ class Storage:
         self._broken: str | None = None
         self._closed = False
         self._lock_fd = -1
+        self._damage: list[Damage] | None = [] if _inspect else None
+        self._torn: list[str] = []
+        self._inspected: Recovered | None = None
         try:
             existed = self._dir.is_dir()
             self._dir.mkdir(parents=True, exist_ok=True)
@@ -228,7 +288,14 @@ class Storage:
             raise StorageError(f"cannot create data directory {str(self._dir)!r}: {exc.strerror or exc}") from exc
         self._lock_fd = self._take_lock()
         try:
-            self._recovered: Recovered | None = self._open()
+            if _inspect:
+                self._recovered: Recovered | None = None
+                self._inspected = self._read_state(repair=False, inspect=True)
+                self._lsn, self._catalog = self._inspected.lsn, list(self._inspected.catalog)
+                self._open_report: list[str] = []
+                self._broken = "opened for inspection (repair) only"
+            else:
+                self._recovered = self._open()
         except BaseException as exc:
             if self._log is not None:
                 self._log.close()
@@ -530,6 +597,11 @@ class Storage:
                 self._log = LogWriter.create(path, self._gen, self._lsn, sync=self._sync)
         except OSError as exc:
             raise StorageError(f"cannot open the log {str(path)!r}: {exc}") from exc
+        for g in self._covered:
+            (self._dir / _wal_name(g)).unlink(missing_ok=True)
+            note = f"{_wal_name(g)}: deleted, already covered by the snapshot (a snapshot was interrupted)"
+            rec.report.insert(0, note)
+            self._open_report.insert(0, note)
         return rec
 
     def _read_catalog(self) -> list[str]:
@@ -549,16 +621,20 @@ class Storage:
             raise StorageError(f"catalog {str(path)!r} is damaged ({exc}); restore it from a backup") from None
         return list(statements)
 
-    def _read_state(self, repair: bool) -> Recovered:
+    def _read_state(self, repair: bool, inspect: bool = False) -> Recovered:
         """Read catalog, snapshot and log. With ``repair``, also delete what
-        an interrupted operation left behind and cut a bad log tail; without
-        it, the files are assumed clean (they were repaired at opening)."""
+        an interrupted operation left behind and cut a torn log tail; without
+        it, the files are assumed clean (they were repaired at opening), unless
+        ``inspect`` (for :func:`repair`): then nothing is changed, a torn tail is
+        noted in ``_torn`` and damage in ``_damage``, and what comes before it is
+        read."""
         report: list[str] = []
         d = self._dir
         if repair:
             for tmp in sorted(d.glob("*.tmp")):
                 tmp.unlink(missing_ok=True)
                 report.append(f"{tmp.name}: removed an unfinished file left by an interrupted write")
+        catalog_exists = (d / CATALOG_NAME).exists()
         catalog = self._read_catalog()
         try:
             snap = read_snapshot(d / SNAPSHOT_NAME)
@@ -572,10 +648,9 @@ class Storage:
         tables: dict[str, _Rows] = {name: _Rows(rows) for name, rows in snap.tables.items()} if snap else {}
 
         gens = sorted(int(m.group(1)) for p in d.iterdir() if (m := _WAL_RE.fullmatch(p.name)))
-        for g in [g for g in gens if g <= snap_gen]:
-            if repair:
-                (d / _wal_name(g)).unlink(missing_ok=True)
-                report.append(f"{_wal_name(g)}: deleted, already covered by the snapshot (a snapshot was interrupted)")
+        # logs the snapshot covers (a snapshot was interrupted): _open deletes them
+        # once the next log exists, so that a log is never missing
+        self._covered = [g for g in gens if g <= snap_gen]
         later = [g for g in gens if g > snap_gen]
         if later and later != [snap_gen + 1]:
             raise StorageError(
@@ -584,7 +659,18 @@ class Storage:
             )
         self._gen = snap_gen + 1
         if later:
-            lsn = self._replay(d / _wal_name(self._gen), snap_gen + 1, lsn, tables, report, repair)
+            lsn = self._replay(d / _wal_name(self._gen), snap_gen + 1, lsn, tables, report, repair, inspect)
+        elif (snap is not None and snap_gen not in gens) or (snap is None and catalog_exists and catalog):
+            # A log is created (by rename, synced) before anything can be written
+            # that refers to it: opening creates it before the first CREATE TABLE,
+            # a snapshot before it deletes the log it covers. Only a new
+            # directory, or a snapshot interrupted before its new log (the old
+            # log still there), has none.
+            self._damaged(Damage(
+                d / _wal_name(self._gen), 0, "the log is missing", 0,
+                evidence=(f"snapshot.bin covers batches up to {lsn} and its next log is gone"
+                          if snap is not None else "catalog.json lists tables, so a log was created before them")
+                + "; the writes it held are unknown", kept_lsn=lsn, missing=True))
 
         out: dict[str, list[tuple]] = {}
         for name, rows in tables.items():
@@ -593,37 +679,48 @@ class Storage:
                 report.append(f"table {name!r}: {rows.unmatched} deleted row(s) matched no stored row and were ignored")
         return Recovered(catalog=catalog, tables=out, lsn=lsn, report=report)
 
+    def _damaged(self, damage: Damage) -> None:
+        """Refuse to open, or (inspecting for :func:`repair`) note the damage."""
+        if self._damage is None:
+            raise damage.error(self._dir)
+        self._damage.append(damage)
+
     def _replay(
-        self, path: Path, gen: int, lsn: int, tables: dict[str, _Rows], report: list[str], repair: bool
+        self, path: Path, gen: int, lsn: int, tables: dict[str, _Rows], report: list[str], repair: bool,
+        inspect: bool = False,
     ) -> int:
         buf = path.read_bytes()
-        if len(buf) < LOG_HEADER_SIZE and repair:
-            # Logs are created by rename, so this needs a file system that
-            # does not honour rename ordering; there is nothing in it to lose.
-            path.unlink()
-            report.append(f"{path.name}: {len(buf)}-byte file without a complete header removed")
+        if len(buf) < LOG_HEADER_SIZE:
+            # Logs are created by rename after their header is synced, so a
+            # short one is damage (or a file system that does not keep rename
+            # ordering), never a torn append: the records it held are unknown.
+            self._damaged(Damage(path, 0, f"the file is {len(buf)} bytes, shorter than its "
+                                 f"{LOG_HEADER_SIZE}-byte header", len(buf), kept_lsn=lsn))
             return lsn
         try:
             header = decode_log_header(buf)
         except HeaderError as exc:
-            raise StorageError(f"{str(path)!r}: {exc}; not a torn write, refusing to guess") from None
+            self._damaged(self._dropping(path, buf, 0, f"bad header: {exc}", "", lsn))
+            return lsn
         if header.gen != gen or header.base_lsn != lsn:
-            raise StorageError(
-                f"{str(path)!r}: header says generation {header.gen} starting after batch {header.base_lsn}, "
-                f"expected generation {gen} after batch {lsn}; the directory mixes files from different states"
-            )
+            self._damaged(self._dropping(
+                path, buf, 0, f"the header says generation {header.gen} starting after batch "
+                f"{header.base_lsn}, expected generation {gen} after batch {lsn}", "the directory mixes files "
+                "from different states", lsn))
+            return lsn
         scanner = FrameScanner(buf, LOG_HEADER_SIZE)
         problem: str | None = None
         end = LOG_HEADER_SIZE
+        checksum_ok = False
         for fr in scanner:
             try:
                 rec = codec.unpackb(fr.payload)
             except codec.DecodeError as exc:
-                problem, end = str(exc), fr.start
+                problem, end, checksum_ok = str(exc), fr.start, True
                 break
             why = _valid_record(rec, lsn)
             if why is not None:
-                problem, end = why, fr.start
+                problem, end, checksum_ok = why, fr.start, True
                 break
             if rec[0] == BATCH or rec[0] == COLUMNS:
                 if rec[0] == BATCH:
@@ -643,16 +740,23 @@ class Storage:
             problem, end = scanner.problem, scanner.end
         if problem is None:
             return lsn
+        evidence = classify_bad_record(buf, end, _accept_any_record, checksum_ok)
+        if evidence is not None:
+            why = ("its checksum matches, so it is not a torn write" if checksum_ok and evidence == end
+                   else f"a valid record follows at byte {evidence}" if _plausible_at(buf, evidence)
+                   else f"non-zero bytes follow it at byte {evidence}")
+            self._damaged(self._dropping(path, buf, end, problem, why, lsn))
+            return lsn
+        # A torn tail: the last append was cut short by a crash, and was never
+        # acknowledged (LogWriter.append syncs before it returns).
         dropped = len(buf) - end
         note = (
-            f"{path.name}: torn or corrupt tail at byte {end} ({problem}): {dropped} byte(s) dropped; "
-            f"recovered up to batch {lsn}"
+            f"{path.name}: torn tail at byte {end} ({problem}): {dropped} byte(s) of an unfinished last "
+            f"write dropped; recovered up to batch {lsn}"
         )
-        if looks_like_records_follow(buf, end, _accept_any_record):
-            note += (
-                "; valid-looking records follow the bad one, so this is probably damage inside the log rather "
-                "than a torn write, and later batches in the dropped bytes are lost"
-            )
+        if inspect:
+            self._torn.append(note)
+            return lsn
         if not repair:
             raise StorageError(f"log changed on disk while open: {note}")
         keep = path.with_name(f"{path.name}.dropped-{end}")
@@ -661,15 +765,146 @@ class Storage:
             note += f" (the dropped bytes are kept in {keep.name})"
         except OSError:
             pass
+        cut = end          # the bad record's start: everything before it is good
         try:
             fd = os.open(path, os.O_WRONLY)
             try:
-                os.ftruncate(fd, end)
+                os.ftruncate(fd, cut)
                 if self._sync:
                     os.fsync(fd)
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise StorageError(f"{str(path)!r}: could not cut the damaged tail: {exc}") from exc
+            raise StorageError(f"{str(path)!r}: could not cut the torn tail: {exc}") from exc
         report.append(note)
         return lsn
+
+    def _dropping(self, path: Path, buf: bytes, start: int, problem: str, evidence: str, lsn: int) -> Damage:
+        """The damage from ``start`` to the end of ``path``, with a count of the
+        valid-looking records in it (which dropping it loses)."""
+        dropped: dict[str, list[int]] = {}
+        pos: int | None = next_record(buf, max(start + 1, LOG_HEADER_SIZE), _accept_any_record)
+        while pos is not None:
+            scanner = FrameScanner(buf, pos)
+            stop = pos
+            for fr in scanner:
+                try:
+                    rec = codec.unpackb(fr.payload)
+                except codec.DecodeError:
+                    break
+                if type(rec) is not tuple or len(rec) < 3 or type(rec[2]) is not str:
+                    break
+                counts = dropped.setdefault(rec[2], [0, 0, 0])
+                counts[0] += 1
+                if rec[0] == BATCH and len(rec) == 5:
+                    counts[1] += len(rec[3]) if type(rec[3]) is tuple else 0
+                    counts[2] += len(rec[4]) if type(rec[4]) is tuple else 0
+                elif rec[0] == COLUMNS and len(rec) == 5 and type(rec[3]) is int:
+                    counts[1] += rec[3]
+                stop = fr.end
+            else:
+                stop = scanner.end
+            pos = next_record(buf, stop + 1, _accept_any_record)
+        return Damage(path, start, problem, len(buf) - start, evidence, dropped, kept_lsn=lsn)
+
+
+def _plausible_at(buf: bytes, pos: int) -> bool:
+    return next_record(buf, pos, _accept_any_record) == pos
+
+
+@dataclass
+class RepairPlan:
+    """What :func:`repair` found and (with ``apply``) did."""
+
+    data_dir: Path
+    damage: list[Damage] = field(default_factory=list)
+    torn: list[str] = field(default_factory=list)
+    #: per table whose stored rows the catalog does not accept: (table, rows, rows dropped, why)
+    catalog: list[tuple[str, int, int, str]] = field(default_factory=list)
+    applied: bool = False
+    backups: list[str] = field(default_factory=list)
+    lsn: int = 0
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.damage or self.catalog)
+
+    def lines(self) -> list[str]:
+        out = []
+        verb = "dropped" if self.applied else "would drop"
+        for dmg in self.damage:
+            out.append(f"{verb}: {dmg.describe()}")
+        for table, n, k, why in self.catalog:
+            out.append(f"{verb}: table {table!r}: {k} of its {n} row(s): {why}")
+        for note in self.torn:
+            out.append(f"not damage: {note} (opening does this by itself)")
+        if not self.needed:
+            out.append(f"{self.data_dir}: nothing to repair")
+        elif self.applied:
+            out.append(f"{self.data_dir}: repaired; the data now stands at batch {self.lsn}; "
+                       f"backups: {', '.join(self.backups) or 'none'}")
+        else:
+            out.append(f"{self.data_dir}: nothing changed; run again with --yes to drop the above "
+                       f"(a copy of each file changed is kept beside it, *.damaged-<time>)")
+        return out
+
+
+def repair(
+    data_dir: str | os.PathLike[str],
+    *,
+    apply: bool = False,
+    check: Callable[[list[str], dict[str, list[tuple]]], dict[str, tuple[list[tuple], str]]] | None = None,
+    sync: bool = True,
+) -> RepairPlan:
+    """Find the damage that opening ``data_dir`` refuses and say what dropping it
+    would lose; with ``apply``, drop it.
+
+    Without ``apply`` nothing in the directory changes. ``check`` (the engine's
+    ``noria_py.client.catalog_problems``) takes the catalog and the rows that
+    would be kept, and returns, for each table whose rows the catalog does not
+    accept, the rows to keep and why. With ``apply`` and something to drop, each
+    log and snapshot is first copied beside itself (``NAME.damaged-<time>``),
+    then the kept rows are written as a new snapshot (covering the damaged log)
+    with a new, empty log after it, so that a crash during the repair leaves
+    either the old directory or the repaired one. A damaged snapshot or
+    catalog.json is not repaired here (they are replaced atomically, so damage
+    to them is the disk's): restore them from a backup."""
+    d = Path(data_dir)
+    if not d.is_dir():
+        raise StorageError(f"no data directory {str(d)!r}")
+    plan = RepairPlan(d)
+    st = Storage(d, sync=sync, _inspect=True)
+    try:
+        rec = st._inspected
+        assert rec is not None and st._damage is not None
+        plan.damage, plan.torn, plan.lsn = list(st._damage), list(st._torn), rec.lsn
+        tables = rec.tables
+        if check is not None:
+            for name, (kept, why) in sorted(check(rec.catalog, tables).items()):
+                plan.catalog.append((name, len(tables[name]), len(tables[name]) - len(kept), why))
+                tables[name] = kept
+        if not apply or not plan.needed:
+            return plan
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        gen = st._gen
+        for p in sorted(d.iterdir()):
+            if _WAL_RE.fullmatch(p.name) or p.name == SNAPSHOT_NAME:
+                backup = p.with_name(f"{p.name}.damaged-{stamp}")
+                shutil.copy2(p, backup)
+                plan.backups.append(backup.name)
+        for tmp in d.glob("*.tmp"):
+            tmp.unlink()
+        write_snapshot(d / SNAPSHOT_NAME, gen, rec.lsn, {t: r for t, r in tables.items() if r}, sync=sync)
+        LogWriter.create(d / _wal_name(gen + 1), gen + 1, rec.lsn, sync=sync).close()
+        for p in d.iterdir():
+            m = _WAL_RE.fullmatch(p.name)
+            if m and int(m.group(1)) <= gen:
+                p.unlink()
+        if sync:
+            fsync_dir(d)
+        plan.applied = True
+        return plan
+    except OSError as exc:
+        raise StorageError(f"cannot repair data directory {str(d)!r}: {exc}") from exc
+    finally:
+        st.close()

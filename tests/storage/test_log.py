@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from noria_py.storage import Recovered, Storage, StorageError
+from noria_py.storage import CorruptionError, Recovered, Storage, StorageError
 from noria_py.storage.log import LOG_HEADER_SIZE
 
 from .helpers import typed
@@ -220,7 +220,7 @@ def test_torn_tail_at_every_length_recovers_previous_batch(open_storage, tmp_pat
             assert rec.report == []
         else:
             (line,) = rec.report
-            assert f"torn or corrupt tail at byte {sizes[1]}" in line and "recovered up to batch 2" in line
+            assert f"torn tail at byte {sizes[1]}" in line and "recovered up to batch 2" in line
             assert f"{cut - sizes[1]} byte(s)" in line
             assert (d / f"{WAL1}.dropped-{sizes[1]}").read_bytes() == good[sizes[1] : cut]
         # the log is clean again: appends go after batch 2 and survive a restart
@@ -231,14 +231,13 @@ def test_torn_tail_at_every_length_recovers_previous_batch(open_storage, tmp_pat
         shutil.rmtree(d)
 
 
-def test_torn_header_of_a_log_is_recovered(open_storage, tmp_path):
+def test_a_log_shorter_than_its_header_is_refused(open_storage, tmp_path):
     d = tmp_path / "data"
     d.mkdir()
     (d / WAL1).write_bytes(b"NORIA")
-    s = open_storage(d)
-    rec = s.load()
-    assert rec.lsn == 0 and rec.tables == {} and "without a complete header" in rec.report[0]
-    assert s.append("t", [(1,)], []) == 1
+    with pytest.raises(CorruptionError, match="at byte 0: the file is 5 bytes, shorter than its 32-byte header"):
+        open_storage(d)
+    assert (d / WAL1).read_bytes() == b"NORIA"  # left alone
 
 
 def test_zero_filled_tail_is_dropped(open_storage, tmp_path):
@@ -251,7 +250,7 @@ def test_zero_filled_tail_is_dropped(open_storage, tmp_path):
     s = open_storage(d)
     rec = s.load()
     assert rec.lsn == 3 and rec.tables == AFTER_3
-    assert f"torn or corrupt tail at byte {sizes[2]}" in rec.report[0] and "zero-filled" in rec.report[0]
+    assert f"torn tail at byte {sizes[2]}" in rec.report[0] and "zero-filled" in rec.report[0]
     assert s.load().report == rec.report  # a later load still tells what opening did
 
 
@@ -276,7 +275,7 @@ def test_flipped_byte_anywhere_in_last_record_keeps_earlier_batches(open_storage
         shutil.rmtree(d)
 
 
-def test_corruption_in_the_middle_ends_the_log_and_says_so(open_storage, tmp_path):
+def test_corruption_in_the_middle_is_refused_and_says_where(open_storage, tmp_path):
     d = tmp_path / "data"
     s = open_storage(d)
     sizes = write_three_batches(s)
@@ -284,24 +283,23 @@ def test_corruption_in_the_middle_ends_the_log_and_says_so(open_storage, tmp_pat
     data = bytearray((d / WAL1).read_bytes())
     data[sizes[0] + 12] ^= 0xFF  # inside batch 2's payload
     (d / WAL1).write_bytes(bytes(data))
-    rec = open_storage(d).load()
-    assert rec.lsn == 1 and rec.tables == {"t": [(1, "a"), (2, "b"), (2, "b")]}
-    (line,) = rec.report
-    assert "checksum mismatch" in line and "damage inside the log" in line
-    assert (d / f"{WAL1}.dropped-{sizes[0]}").stat().st_size == sizes[2] - sizes[0]
+    with pytest.raises(CorruptionError, match=f"{WAL1}' is damaged at byte {sizes[0]}: checksum mismatch "
+                       rf"\(a valid record follows at byte {sizes[1]}\).*noria-py repair --data-dir"):
+        open_storage(d)
+    assert (d / WAL1).read_bytes() == bytes(data)  # left alone
+    assert not list(d.glob("*.dropped-*"))
 
 
-def test_out_of_sequence_record_is_treated_as_the_end(open_storage, tmp_path):
+def test_out_of_sequence_record_is_refused(open_storage, tmp_path):
     d = tmp_path / "data"
     s = open_storage(d)
     s.append("t", [(1,)], [])
     s.close()
     data = (d / WAL1).read_bytes()
     record = data[LOG_HEADER_SIZE:]
-    (d / WAL1).write_bytes(data + record)  # batch 1 again where 2 belongs
-    rec = open_storage(d).load()
-    assert rec.lsn == 1 and rec.tables == {"t": [(1,)]}
-    assert "out of sequence" in rec.report[0]
+    (d / WAL1).write_bytes(data + record)  # batch 1 again where 2 belongs: last, but its CRC matches
+    with pytest.raises(CorruptionError, match=f"at byte {len(data)}: batch lsn 1 out of sequence.*checksum matches"):
+        open_storage(d)
 
 
 def test_foreign_log_file_is_an_error_not_a_torn_tail(open_storage, tmp_path):
@@ -409,17 +407,17 @@ def test_torn_columns_record_recovers_previous_batch(open_storage, tmp_path):
         assert "recovered up to batch 1" in rec.report[0]
 
 
-def test_malformed_columns_record_ends_the_log(open_storage, tmp_path):
+def test_malformed_columns_record_is_refused(open_storage, tmp_path):
     """A columns record whose byte lengths do not match its row count (well framed,
-    checksummed: a bug's, not a torn write's) is the end of the log, reported."""
+    checksummed: a bug's, not a torn write's) is damage, even as the last record."""
     from noria_py.storage import codec
     from noria_py.storage.log import COLUMNS, frame
     d = tmp_path / "data"
     s = open_storage(d)
     s.append("t", [(1, 1.0)], [])
     s.close()
+    size = (d / WAL1).stat().st_size
     with open(d / WAL1, "ab") as fh:
         fh.write(frame(codec.packb((COLUMNS, 2, "t", 3, (("<i8", b"\0" * 16),)))))
-    rec = open_storage(d).load()
-    assert rec.lsn == 1 and rec.tables == {"t": [(1, 1.0)]}
-    assert "malformed columns" in rec.report[0]
+    with pytest.raises(CorruptionError, match=f"at byte {size}: malformed columns"):
+        open_storage(d)
