@@ -2,11 +2,24 @@
 
 This layer is thin: it parses SQL with the front end, asks the planner for nodes, and
 hands validated writes to the runtime. Reads go straight to reader nodes.
+
+Threads: an embedded database may be shared by threads. Every call on a ``Database`` and
+on its ``Table`` and ``View`` handles holds the database's lock (one ``RLock``), so
+calls are atomic with respect to one another: a write has reached every view when the
+lock is released (without ``seed``), a read never sees a batch half applied, and
+``wait()`` returns once every write accepted before it, from any thread, is reflected.
+Writes and reads therefore take turns, batch by batch; Python runs one thread's
+bytecode at a time anyway, so taking turns costs little (docs/reliability.md,
+"Threads"). A database over another runtime (the cluster controller's) is serialized by
+that runtime's server instead, whose reads go to the workers without a lock.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterable, KeysView, Sequence, overload
+from typing import Any, Callable, ContextManager, Iterable, Sequence, TypeVar, overload
 
 import sql_frontend
 from sql_frontend import plan as lp
@@ -38,6 +51,18 @@ from .remote import connect_url
 from .result import Result
 from .runtime.embedded import EmbeddedRuntime
 from .storage import Storage
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _serialized(method: _F) -> _F:
+    """The method runs holding its database's lock (``self._lock``): see the module
+    docstring."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked  # type: ignore[return-value]
 
 
 @dataclass
@@ -84,6 +109,9 @@ class Database:
             raise Error(f"shards must be at least 1, got {shards}")
         self.shards = shards
         self.clocks = clocks
+        #: held by every call (module docstring); a runtime given is serialized by its owner
+        self._lock: ContextManager[Any] = threading.RLock() if runtime is None \
+            else contextlib.nullcontext()
         if runtime is None:
             runtime = EmbeddedRuntime(Graph(), seed, clocks=clocks, checkpoints=checkpoints)
         self.runtime = runtime
@@ -160,6 +188,7 @@ class Database:
 
     # ------------------------------------------------------------ SQL
 
+    @_serialized
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
         """Run one SQL statement; ``?`` in it take ``params`` in order."""
         self._check_open()
@@ -170,6 +199,7 @@ class Database:
         stmt = sql_frontend.parse(sql, self._catalog, tuple(params))
         return self._run(stmt, sql)
 
+    @_serialized
     def parse(self, sql: str) -> lp.Statement:
         """The front end's plan of one SQL statement (a ``sql_frontend.plan`` statement),
         checked against this database's tables and views, without running it: e.g. a
@@ -224,6 +254,7 @@ class Database:
     def _create_view(self, stmt: lp.CreateView, persist: bool = True, anonymous: bool = False) -> "View":
         return self._create_views([stmt], persist, anonymous)[0]
 
+    @_serialized
     def create_views(self, statements: Sequence[str | lp.CreateView], *,
                      keep_going: bool = False) -> list["View | Exception"]:
         """Create many views as one change of the graph: each is planned in turn, then
@@ -435,6 +466,7 @@ class Database:
 
     # ------------------------------------------------------------ handles
 
+    @_serialized
     def table(self, name: str) -> "Table":
         self._check_open()
         entry = self._tables.get(name.lower())
@@ -442,6 +474,7 @@ class Database:
             raise UnknownTableError(f"no table named {name!r}")
         return Table(self, entry)
 
+    @_serialized
     def view(self, name: str) -> "View":
         self._check_open()
         entry = self._views.get(name.lower())
@@ -451,19 +484,23 @@ class Database:
             entry.handle = View(self, entry)
         return entry.handle
 
+    @_serialized
     def tables(self) -> list[str]:
         return [t.schema.name for t in self._tables.values()]
 
+    @_serialized
     def views(self) -> list[str]:
         return [v.name for v in self._views.values() if not v.anonymous]
 
     # ------------------------------------------------------------ runtime
 
+    @_serialized
     def wait(self) -> None:
         """Return once every accepted write is reflected in every view."""
         self._check_open()
         self.runtime.wait()
 
+    @_serialized
     def graph(self) -> list[dict]:
         out = []
         for n in self.graph_.topological():
@@ -472,6 +509,7 @@ class Database:
             out.append(d)
         return out
 
+    @_serialized
     def fail(self, node_id: str) -> None:
         """Crash a node: its state, inbox and logs are gone."""
         self._node(node_id)
@@ -483,6 +521,7 @@ class Database:
     @overload
     def recover(self, node_id: None = ..., strategy: str = ...) -> list[RecoveryReport]: ...
 
+    @_serialized
     def recover(self, node_id: str | None = None,
                 strategy: str = "treeclock") -> RecoveryReport | list[RecoveryReport]:
         """Bring a failed node back; without one, every failed node, in topological order
@@ -523,9 +562,11 @@ class Database:
             return auto[-1]          # it came back with a neighbour's recovery
         raise RecoveryError(f"node {node_id} has not failed; nothing to recover")
 
+    @_serialized
     def record_recovery(self, report: RecoveryReport) -> None:
         self._recoveries.append(report)
 
+    @_serialized
     def recoveries(self) -> list[RecoveryReport]:
         return list(self._recoveries)
 
@@ -534,6 +575,7 @@ class Database:
             raise UnknownNodeError(f"no node {node_id!r} in the graph; see db.graph()")
         return self.graph_[node_id]
 
+    @_serialized
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -556,25 +598,30 @@ class Table:
 
     def __init__(self, db: Database, entry: _TableEntry) -> None:
         self._db = db
+        self._lock = db._lock
         self._entry = entry
         self.name = entry.schema.name
         self.columns = [c.name for c in entry.schema.columns]
         self.schema = entry.schema
         self.sql = entry.sql
 
-    def primary_keys(self) -> KeysView[tuple]:
-        """The primary-key tuples now in the table (a live, read-only view)."""
-        return self._db.graph_[self._entry.node].op.by_key.keys()
+    @_serialized
+    def primary_keys(self) -> set[tuple]:
+        """The primary-key tuples now in the table (a copy)."""
+        return set(self._db.graph_[self._entry.node].op.by_key.keys())
 
+    @_serialized
     def rows(self) -> list[tuple]:
         """Every row now in the table (a copy; a row held twice is there twice)."""
         base: Base = self._db.graph_[self._entry.node].op
         return [r for r, c in base.rows.items() for _ in range(c)]
 
+    @_serialized
     def insert(self, rows: Iterable[Sequence]) -> None:
         """Add rows (tuples in column order); all or nothing."""
         self._db._write(self._entry, list(rows), ())
 
+    @_serialized
     def insert_arrow(self, table) -> None:
         """Add the rows of a ``pyarrow.Table`` whose columns match this table's. Numeric
         columns without NULLs, into a table kept as columns, go in as arrays, never as
@@ -586,10 +633,12 @@ class Table:
         elif len(table):
             self._db._write(self._entry, (), (), arrays)
 
+    @_serialized
     def delete(self, rows: Iterable[Sequence]) -> None:
         """Remove whole rows; each removes one matching row; all or nothing."""
         self._db._write(self._entry, (), list(rows))
 
+    @_serialized
     def delete_keys(self, keys: Iterable) -> None:
         """Remove the rows with these primary keys (a scalar per key, or a tuple)."""
         schema = self._entry.schema
@@ -605,6 +654,7 @@ class Table:
             rows.append(row)
         self._db._write(self._entry, (), rows)
 
+    @_serialized
     def __len__(self) -> int:
         return len(self._db.graph_[self._entry.node].op)
 
@@ -614,6 +664,7 @@ class View:
 
     def __init__(self, db: Database, entry: _ViewEntry) -> None:
         self._db = db
+        self._lock = db._lock
         self._entry = entry
         q = entry.query
         self.name = entry.name
@@ -636,8 +687,10 @@ class View:
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
             raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
         k = key[0] if len(key) == 1 else key
-        return self._reader_for(k).lookup(k)
+        with self._lock:
+            return self._reader_for(k).lookup(k)
 
+    @_serialized
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
         if self.key_arity == 1:
             readers = self._readers
@@ -646,6 +699,7 @@ class View:
             return [self._reader_for(k).lookup(k) for k in keys]
         return [self.lookup(*k) for k in keys]
 
+    @_serialized
     def all(self) -> list[tuple]:
         """Every row of the view."""
         if len(self._readers) == 1:

@@ -1,0 +1,150 @@
+"""One embedded database shared by threads (client.py's module docstring): writers,
+readers and DDL at once, checked against a recount of what the writers did.
+
+Python switches threads every 5 ms by default; the tests switch every 10 µs, so that
+calls interleave in the middle of one another as they would under load.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import noria_py
+from noria_py.errors import Error
+
+BATCH = 10          # rows per write, all of one key: every consistent count is a multiple
+
+
+@pytest.fixture(autouse=True)
+def fast_switching() -> Iterator[None]:
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(before)
+
+
+def run_threads(targets: list[Callable[[], None]]) -> None:
+    """Run each target in its own thread; re-raise the first failure of any."""
+    failures: list[BaseException] = []
+
+    def guarded(target: Callable[[], None]) -> None:
+        try:
+            target()
+        except BaseException as exc:        # noqa: BLE001 - handed to the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+
+
+def make_db(shards: int, seed: int | None) -> noria_py.Database:
+    db = noria_py.connect(shards=shards, seed=seed)
+    db.execute("CREATE TABLE t (k INT, v INT)")
+    db.execute("CREATE VIEW total AS SELECT COUNT(*) AS n FROM t")
+    db.execute("CREATE VIEW per_key AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t "
+               "WHERE k = ? GROUP BY k")
+    db.execute("CREATE VIEW rows_of AS SELECT k, v FROM t WHERE k = ?")
+    db.execute("CREATE VIEW everything AS SELECT k, v FROM t")
+    return db
+
+
+@pytest.mark.parametrize("shards,seed", [(1, None), (2, None), (2, 7)])
+def test_writers_readers_and_ddl_at_once_match_a_recount(shards: int, seed: int | None) -> None:
+    db = make_db(shards, seed)
+    writers, rounds = 4, 60
+    done = threading.Event()
+    written: list[Counter] = [Counter() for _ in range(writers)]   # key -> rows, per writer
+    views_made: list[str] = []
+
+    def writer(w: int) -> Callable[[], None]:
+        def run() -> None:
+            table = db.table("t")
+            mine = written[w]
+            for i in range(rounds):
+                k = w * 100 + i % 5                 # each writer owns its keys
+                rows = [(k, j) for j in range(BATCH)]
+                table.insert(rows)
+                mine[k] += BATCH
+                if i % 3 == 2:
+                    table.delete(rows)
+                    mine[k] -= BATCH
+                db.wait()                           # then this thread's writes are read
+                got = db.view("per_key").lookup(k)
+                assert [n for _, n, _ in got] == ([mine[k]] if mine[k] else []), (k, got)
+        return run
+
+    def reader() -> None:
+        total, per_key = db.view("total"), db.view("per_key")
+        rows_of, everything = db.view("rows_of"), db.view("everything")
+        while not done.is_set():        # a read sees whole batches, never half of one
+            rows = total.all()
+            assert len(rows) == 1 and rows[0][0] % BATCH == 0, rows
+            assert len(everything.all()) % BATCH == 0
+            for k in (0, 101, 202, 303):
+                got = per_key.lookup(k)
+                assert len(got) <= 1 and all(n % BATCH == 0 for _, n, _ in got), got
+                assert len(rows_of.lookup(k)) % BATCH == 0
+
+    def ddl() -> None:
+        i = 0
+        while not done.is_set():
+            name = f"by_key_{i}"
+            db.execute(f"CREATE VIEW {name} AS SELECT k, COUNT(*) AS n FROM t GROUP BY k")
+            rows = db.view(name).all()
+            assert all(n % BATCH == 0 for _, n in rows), rows
+            if i % 2:
+                db.execute(f"DROP VIEW {name}")
+            else:
+                views_made.append(name)
+            i += 1
+
+    def writers_then_done() -> None:
+        try:
+            run_threads([writer(w) for w in range(writers)])
+        finally:
+            done.set()
+
+    run_threads([writers_then_done, reader, ddl])
+    db.wait()
+
+    expected = sum(written, Counter())
+    expected = Counter({k: n for k, n in expected.items() if n})
+    assert Counter(dict((k, c) for k, c in Counter(r[0] for r in db.table("t").rows()).items())) == expected
+    assert db.view("total").all() == [(sum(expected.values()),)]
+    for k, n in expected.items():
+        assert db.view("per_key").lookup(k) == [(k, n, n // BATCH * sum(range(BATCH)))]
+    assert views_made, "the DDL thread made no view"
+    for name in views_made:
+        assert sorted(db.view(name).all()) == sorted(expected.items())
+
+
+def test_a_write_refused_in_one_thread_changes_nothing_for_the_others() -> None:
+    db = noria_py.connect()
+    db.execute("CREATE TABLE p (id INT PRIMARY KEY, v INT)")
+    db.execute("CREATE VIEW n AS SELECT COUNT(*) AS n FROM p")
+    refused: list[Error] = []
+
+    def run(w: int) -> Callable[[], None]:
+        def go() -> None:
+            table = db.table("p")
+            for i in range(50):
+                try:    # every other batch repeats a key another thread wrote
+                    table.insert([(w * 1000 + i, i), (i if i % 2 else w * 1000 + i + 500, i)])
+                except noria_py.errors.DuplicateKeyError as exc:
+                    refused.append(exc)
+        return go
+
+    run_threads([run(w) for w in range(1, 4)])
+    rows = db.table("p").rows()
+    assert len({r[0] for r in rows}) == len(rows)          # no key twice
+    assert db.view("n").all() == [(len(rows),)]
+    assert refused
