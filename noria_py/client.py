@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Iterable, Sequence, TypeVar, overload
 
@@ -26,6 +27,7 @@ from sql_frontend import plan as lp
 from sql_frontend.expr import Col
 from sql_frontend.types import TableSchema
 
+from . import tuning
 from .arrowio import arrow_columns, column_rows
 from .batch import Batch
 from .errors import (
@@ -80,6 +82,8 @@ class _ViewEntry:
     sql: str
     anonymous: bool = False
     handle: "View | None" = field(default=None, repr=False)
+    last_used: float = 0.0          # (an ad-hoc query's view) time.monotonic() of its last read
+    pins: int = 0                   # reads under way outside the lock (the cluster server's)
 
 
 class _Catalog:
@@ -196,7 +200,7 @@ class Database:
             params = ()
         elif not isinstance(params, (list, tuple)):
             params = (params,)
-        stmt = sql_frontend.parse(sql, self._catalog, tuple(params))
+        stmt = sql_frontend.parse(sql, self._catalog, tuple(params), lift_constants=True)
         return self._run(stmt, sql)
 
     @_serialized
@@ -360,6 +364,19 @@ class Database:
             self.storage.drop_table(name.lower())
         self._persist_catalog()
 
+    def _own_nodes(self, readers: list[str]) -> set[str]:
+        """The nodes that dropping a view with these readers removes (``Planner.remove``):
+        the readers, and upstream every node, but a base, all of whose children go."""
+        own = set(readers)
+        todo = [p for r in readers for p in self.graph_[r].parents]
+        while todo:
+            n = todo.pop()
+            node = self.graph_[n]
+            if n not in own and node.kind != "base" and set(node.children) <= own:
+                own.add(n)
+                todo.extend(node.parents)
+        return own
+
     def _upstream(self, node_ids: Iterable[str]) -> set[str]:
         seen: set[str] = set()
         stack = list(node_ids)
@@ -375,15 +392,62 @@ class Database:
 
     def _select_view(self, stmt: lp.Select) -> tuple["View", lp.Select]:
         """The view that answers a SELECT, installed if new (the part of a read that
-        changes the catalog; the cluster server holds its lock only for this)."""
+        changes the catalog; the cluster server holds its lock only for this).
+
+        Ad-hoc queries share views: the front end plans a query's top-level
+        ``col = constant`` conjuncts as lookup keys, so queries differing only in those
+        constants have one plan, and one view, read with different keys. Unnamed views
+        not read for ``tuning.ADHOC_IDLE`` seconds, and beyond the
+        ``tuning.ADHOC_VIEWS`` most recently read, are dropped when another is made."""
         name = self._anonymous.get(stmt.query)
         if name is None:
+            self._evict_queries(room=1)
             name = f"_query{len(self._anonymous) + 1}"
             while name in self._views:
                 name += "_"
             self._create_view(lp.CreateView(name, stmt.query, stmt.sql), anonymous=True)
             self._anonymous[stmt.query] = name
+        self._views[name].last_used = time.monotonic()
         return self.view(name), stmt
+
+    def _evict_queries(self, room: int = 0) -> None:
+        """Drop the unnamed views of ad-hoc queries that are idle too long, then the least
+        recently read beyond ``tuning.ADHOC_VIEWS - room``; a view being read stays."""
+        now = time.monotonic()
+        cached = sorted((self._views[n] for n in self._anonymous.values()),
+                        key=lambda e: e.last_used)
+        over = len(cached) - max(0, tuning.ADHOC_VIEWS - room)
+        for entry in cached:
+            if entry.pins:
+                continue
+            if over > 0 or now - entry.last_used > tuning.ADHOC_IDLE:
+                self._drop_view(entry.name)
+                over -= 1
+
+    @_serialized
+    def queries(self) -> list[dict[str, Any]]:
+        """The unnamed views that ad-hoc SELECTs made and may reuse, least recently read
+        first: each one's ``name`` (for ``drop_query``), ``sql`` (of the query that made
+        it; later ones may differ in key constants), ``idle`` (seconds since its last
+        read) and ``nodes`` (the graph nodes only it uses)."""
+        now = time.monotonic()
+        out = []
+        for entry in sorted((self._views[n] for n in self._anonymous.values()),
+                            key=lambda e: e.last_used):
+            out.append({"name": entry.name, "sql": entry.sql,
+                        "idle": round(now - entry.last_used, 3),
+                        "nodes": len(self._own_nodes(entry.readers))})
+        return out
+
+    @_serialized
+    def drop_query(self, name: str | None = None) -> None:
+        """Drop one ad-hoc query's unnamed view (a name ``queries()`` lists), or, with
+        none, all of them; a later identical query makes it again."""
+        names = list(self._anonymous.values()) if name is None else [name]
+        for n in names:
+            if n not in self._anonymous.values():
+                raise UnknownViewError(f"no ad-hoc query view named {n!r}; see db.queries()")
+            self._drop_view(n)
 
     @staticmethod
     def _read(v: "View", stmt: lp.Select) -> Result:

@@ -61,6 +61,20 @@ HEARTBEAT_EVERY = 0.2
 #: hold a recovery back while they arrange a second loss.
 RECOVERY_GATHER = 0.0
 
+# ---------------------------------------------------------------- ad-hoc queries
+
+#: At most this many unnamed views (those ad-hoc SELECTs make, client.py's
+#: ``_select_view``) stay in the graph; the least recently read is dropped to make room
+#: for another. Each one's nodes cost every write to the tables it reads, so the bound
+#: is what keeps writes from slowing down as queries pile up (docs/benchmarks.md,
+#: "Ad-hoc queries"), and a query repeated within the last this many distinct ones is
+#: a lookup, not a new view.
+ADHOC_VIEWS = 16
+
+#: Seconds after its last read that an unnamed view is dropped (when the next ad-hoc
+#: view is made; nothing runs in the background).
+ADHOC_IDLE = 600.0
+
 # ---------------------------------------------------------------- checkpoints
 
 #: A stateful shard checkpoints once it has taken this many messages or this many rows

@@ -68,12 +68,16 @@ __all__ = [
 ]
 
 
-def parse(sql: str, catalog: Catalog, params: Sequence[Any] = ()) -> Statement:
+def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
+          lift_constants: bool = False) -> Statement:
     """The plan of the one statement in ``sql``.
 
     ``params`` are the values of its ``?``: bound as constants in INSERT, DELETE and
     UPDATE; the lookup-key values of a SELECT (kept in ``Select.params``). A view's
-    ``?`` stay unbound, so CREATE VIEW takes no params.
+    ``?`` stay unbound, so CREATE VIEW takes no params. ``lift_constants``: a SELECT
+    without ``?`` has its top-level ``col = constant`` conjuncts planned as lookup
+    keys, the constants as its params (``select.lift_key_constants``), where that gives
+    the same answer; so queries differing only there have one plan.
     """
     trees = parse_statements(sql)
     if not trees:
@@ -99,6 +103,10 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = ()) -> Statement:
         return dml.update(ctx, node)
 
     if isinstance(node, exp.Query):
+        if lift_constants and not params:
+            lifted = _lifted(ctx, node, sql)
+            if lifted is not None:
+                return lifted
         query = select.build_query(ctx, node, allow_key=True)
         if len(query.key) != len(params):
             raise ArityError(f"the query has {len(query.key)} parameters (?) but "
@@ -114,3 +122,24 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = ()) -> Statement:
     start = offset_to_position(sql, len(sql) - len(sql.lstrip()))
     what = str(node.this).upper() if isinstance(node, exp.Command) else node.key.upper()
     raise UnsupportedError(f"unsupported: statement {what}", sql, start)
+
+
+def _lifted(ctx: Context, node: exp.Query, sql: str) -> Select | None:
+    """``node`` planned with its key constants lifted, when the key columns take the
+    constants' Python types as they are; None otherwise (or on any error: the plan
+    with the constants in place then decides)."""
+    found = select.lift_key_constants(node)
+    if found is None:
+        return None
+    copy, values = found
+    try:
+        query = select.build_query(Context(sql, ctx.catalog), copy, allow_key=True)
+    except Error:
+        return None
+    if len(query.key) != len(values):
+        return None
+    for pos, value in zip(query.key, values):
+        if type(value) not in PYTHON_TYPES.get(query.root.columns[pos].type, ()):
+            return None
+    return Select(query, values, sql.strip().rstrip(";").strip())
+

@@ -65,6 +65,64 @@ def nested_query(ctx: Context, node: exp.Expr) -> Query:
     return build_query(ctx, node, allow_key=False)
 
 
+def lift_key_constants(node: exp.Expr) -> tuple[exp.Select, tuple] | None:
+    """A SELECT's top-level ``col = constant`` conjuncts as lookup keys: a copy of the
+    query with each such constant (a number or a string) replaced by ``?``, and the
+    constants in the order the key takes them; None when there are none, or when the
+    query is not one whose answer is its lookup's (a compound query; one with ``?``
+    already; an aggregate without GROUP BY, which answers one row even for no input,
+    where a lookup of a key without rows finds none). The caller checks that the key
+    columns' types take the constants as they are (a lookup does not convert).
+
+    Two queries that differ only in such constants then plan to one view, read with
+    different keys: how ad-hoc queries share views, as ReadySet caches queries."""
+    if not isinstance(node, exp.Select) or node.find(exp.Placeholder) is not None:
+        return None
+    if node.args.get("group") is None and _is_grouped(node):
+        return None
+    where = node.args.get("where")
+    if where is None:
+        return None
+    copy = node.copy()
+    lifted: list[tuple[exp.Placeholder, object]] = []
+    for part in and_parts(copy.args["where"].this):
+        if not isinstance(part, exp.EQ):
+            continue
+        for side in ("this", "expression"):
+            other = part.expression if side == "this" else part.this
+            value = _constant(part.args[side])
+            if value is not None and isinstance(other, exp.Column) \
+                    and not isinstance(other.this, exp.Star):
+                mark = exp.Placeholder()
+                mark.meta["start"] = part.args[side].meta.get("start", 0)
+                part.set(side, mark)
+                lifted.append((mark, value))
+                break
+    if not lifted:
+        return None
+    lifted.sort(key=lambda mv: mv[0].meta["start"])      # the order _where_parts keys them
+    return copy, tuple(v for _, v in lifted)
+
+
+def _constant(node: exp.Expr) -> object | None:
+    """A number or string literal's value (a leading minus taken), else None."""
+    negative = False
+    if isinstance(node, exp.Neg):
+        negative, node = True, node.this
+    if not isinstance(node, exp.Literal):
+        return None
+    if node.is_string:
+        return None if negative else node.this
+    try:
+        value: int | float = int(node.this)
+    except ValueError:
+        try:
+            value = float(node.this)
+        except ValueError:
+            return None
+    return -value if negative else value
+
+
 # ---------------------------------------------------------------- helpers
 _SELECT_ARGS = {"expressions", "from_", "joins", "where", "group", "having", "order", "limit",
                 "offset", "distinct"}

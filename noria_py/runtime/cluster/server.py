@@ -247,11 +247,13 @@ class Server:
         for attempt in range(10):
             lock = self._settled()
             try:
-                stmt = sql_frontend.parse(sql, db._catalog, tuple(params or ()))
+                stmt = sql_frontend.parse(sql, db._catalog, tuple(params or ()), lift_constants=True)
                 if not isinstance(stmt, lp.Select):
                     r = db._run(stmt, sql)
                     return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
                 view, select = db._select_view(stmt)
+                entry = db._views[view.name]
+                entry.pins += 1         # not dropped for another query's view meanwhile
                 break
             except WorkerLost:
                 # a worker died under a catalog change, which was undone: once its nodes
@@ -260,7 +262,11 @@ class Server:
                     raise
             finally:
                 lock.release()
-        r = db._read(view, select)
+        try:
+            r = db._read(view, select)
+        finally:
+            with self.lock:
+                entry.pins -= 1
         return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
 
     def m_table(self, name: str) -> list[str]:
