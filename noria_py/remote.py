@@ -120,6 +120,13 @@ class RemoteDatabase:
             out.append(d)
         return out
 
+    def queries(self) -> list[dict]:
+        """The server's unnamed views of ad-hoc queries (``Database.queries``)."""
+        return [dict(d) for d in self._call("queries")]
+
+    def drop_query(self, name: str | None = None) -> None:
+        self._call("drop_query", name)
+
     def fail(self, node_id: str) -> None:
         self._call("fail", node_id)
 

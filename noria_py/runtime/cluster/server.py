@@ -65,6 +65,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "view": (_NAME,), "lookup": (_NAME, _SEQ), "all": (_NAME,),
     "tables": (), "views": (), "wait": (), "graph": (), "recoveries": (),
     "fail": (_NAME,), "recover": (_NAME, _NAME),
+    "queries": (), "drop_query": ((str, type(None)),),
 }
 
 
@@ -334,6 +335,17 @@ class Server:
                 continue                    # a worker died meanwhile: after its recovery
             finally:
                 lock.release()
+
+    def m_queries(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.db.queries()
+
+    def m_drop_query(self, name: str | None) -> None:
+        lock = self._settled()
+        try:
+            self.db.drop_query(name)
+        finally:
+            lock.release()
 
     def m_graph(self) -> list[dict[str, Any]]:
         with self.lock:

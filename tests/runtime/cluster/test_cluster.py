@@ -206,6 +206,23 @@ def test_api_through_the_client(cluster):
     db.close()
 
 
+def test_ad_hoc_queries_through_the_client(cluster):
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE story (id INT, author TEXT)")
+    db.table("story").insert([(1, "ann"), (2, "bob"), (3, "ann")])
+    db.wait()
+    assert sorted(db.execute("SELECT id FROM story WHERE author = 'ann'").fetchall()) == [(1,), (3,)]
+    nodes = len(db.graph())
+    assert db.execute("SELECT id FROM story WHERE author = 'bob'").fetchall() == [(2,)]
+    assert len(db.graph()) == nodes                 # the same view, read by key
+    (q,) = [q for q in db.queries() if "story" in q["sql"]]
+    db.drop_query(q["name"])
+    assert not [q for q in db.queries() if "story" in q["sql"]]
+    with pytest.raises(noria_py.errors.UnknownViewError):
+        db.drop_query(q["name"])
+    db.close()
+
+
 def test_fail_and_recover_through_the_client(cluster):
     db = noria_py.connect(cluster.url)
     db.execute("CREATE TABLE r (k INT, v INT)")
