@@ -4,14 +4,40 @@
 materialized results up to date as rows are written.
 """
 from .client import Database, Table, View, connect
+from .dbapi import (
+    BINARY,
+    DATETIME,
+    NUMBER,
+    ROWID,
+    STRING,
+    Binary,
+    Cursor,
+    Date,
+    DateFromTicks,
+    Time,
+    TimeFromTicks,
+    Timestamp,
+    TimestampFromTicks,
+    apilevel,
+    paramstyle,
+    threadsafety,
+)
 from .errors import (
     AlreadyExistsError,
     ArityError,
     ClosedError,
     CorruptionError,
+    DatabaseError,
+    DataError,
     DuplicateKeyError,
     Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
     ParseError,
+    ProgrammingError,
     RecoveryError,
     RowNotFoundError,
     SqlError,
@@ -33,4 +59,12 @@ __all__ = [
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
     "RecoveryError", "ClosedError", "StorageError", "CorruptionError",
+    # DB-API 2.0 (PEP 249): noria_py/dbapi.py
+    "apilevel", "threadsafety", "paramstyle", "Cursor", "Warning", "InterfaceError",
+    "DatabaseError", "DataError", "OperationalError", "IntegrityError", "InternalError",
+    "ProgrammingError", "NotSupportedError", "STRING", "BINARY", "NUMBER", "DATETIME",
+    "ROWID", "Date", "Time", "Timestamp", "DateFromTicks", "TimeFromTicks",
+    "TimestampFromTicks", "Binary",
 ]
+
+Warning = UserWarning       # PEP 249's Warning; noria-py raises none (noqa: A001)

@@ -20,7 +20,7 @@ import functools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterable, Sequence, TypeVar, overload
+from typing import Any, Callable, ContextManager, Iterable, Sequence, TypeVar, cast, overload
 
 import sql_frontend
 from sql_frontend import plan as lp
@@ -30,12 +30,15 @@ from sql_frontend.types import TableSchema
 from . import tuning
 from .arrowio import arrow_columns, column_rows
 from .batch import Batch
+from .dbapi import Cursor
 from .errors import (
     AlreadyExistsError,
     ArityError,
     ClosedError,
     CorruptionError,
     Error,
+    NotSupportedError,
+    ProgrammingError,
     RecoveryError,
     RowNotFoundError,
     UnknownNodeError,
@@ -202,6 +205,38 @@ class Database:
             params = (params,)
         stmt = sql_frontend.parse(sql, self._catalog, tuple(params), lift_constants=True)
         return self._run(stmt, sql)
+
+    @_serialized
+    def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> int:
+        """Run one INSERT, DELETE or UPDATE once per parameter set; the rows it changed.
+        An INSERT's rows, of all the sets, are one write: all of them, or none."""
+        self._check_open()
+        sets = [tuple(p) for p in seq_of_params]
+        if not sets:
+            return 0
+        stmts = [sql_frontend.parse(sql, self._catalog, p) for p in sets]
+        if not all(isinstance(st, (lp.Insert, lp.Delete, lp.Update)) for st in stmts):
+            raise ProgrammingError("executemany takes an INSERT, DELETE or UPDATE; "
+                                   "run a query with execute")
+        if all(isinstance(st, lp.Insert) for st in stmts):
+            rows = [tuple(evaluate_constant(e) for e in row)
+                    for st in stmts for row in cast(lp.Insert, st).rows]
+            self.table(cast(lp.Insert, stmts[0]).table).insert(rows)
+            return len(rows)
+        return sum(self._run(st, sql).rowcount for st in stmts)
+
+    def cursor(self) -> "Cursor":
+        """A DB-API 2.0 cursor (noria_py/dbapi.py) over this database."""
+        self._check_open()
+        return Cursor(self)
+
+    def commit(self) -> None:
+        """Nothing to do: every statement is applied (and logged) when it returns."""
+        self._check_open()
+
+    def rollback(self) -> None:
+        raise NotSupportedError("noria-py applies each statement when it runs; there is "
+                                "no transaction to roll back")
 
     @_serialized
     def parse(self, sql: str) -> lp.Statement:
@@ -390,7 +425,7 @@ class Database:
     def _select(self, stmt: lp.Select) -> Result:
         return self._read(*self._select_view(stmt))
 
-    def _select_view(self, stmt: lp.Select) -> tuple["View", lp.Select]:
+    def _select_view(self, stmt: lp.Select) -> tuple["View", lp.Select, "View | None"]:
         """The view that answers a SELECT, installed if new (the part of a read that
         changes the catalog; the cluster server holds its lock only for this).
 
@@ -398,27 +433,37 @@ class Database:
         ``col = constant`` conjuncts as lookup keys, so queries differing only in those
         constants have one plan, and one view, read with different keys. Unnamed views
         not read for ``tuning.ADHOC_IDLE`` seconds, and beyond the
-        ``tuning.ADHOC_VIEWS`` most recently read, are dropped when another is made."""
-        name = self._anonymous.get(stmt.query)
+        ``tuning.ADHOC_VIEWS`` most recently read, are dropped when another is made.
+        The third view answers when the first's lookup finds nothing (``Select.otherwise``:
+        a keyed aggregate without GROUP BY)."""
+        otherwise = None
+        if stmt.otherwise is not None:
+            otherwise = self._query_view(stmt.otherwise, stmt.sql)
+        return self._query_view(stmt.query, stmt.sql, keep=otherwise), stmt, otherwise
+
+    def _query_view(self, query: lp.Query, sql: str, keep: "View | None" = None) -> "View":
+        """The unnamed view of ``query``, made if new (``keep`` is not dropped for it)."""
+        name = self._anonymous.get(query)
         if name is None:
-            self._evict_queries(room=1)
+            self._evict_queries(room=1, keep=keep.name if keep is not None else None)
             name = f"_query{len(self._anonymous) + 1}"
             while name in self._views:
                 name += "_"
-            self._create_view(lp.CreateView(name, stmt.query, stmt.sql), anonymous=True)
-            self._anonymous[stmt.query] = name
+            self._create_view(lp.CreateView(name, query, sql), anonymous=True)
+            self._anonymous[query] = name
         self._views[name].last_used = time.monotonic()
-        return self.view(name), stmt
+        return self.view(name)
 
-    def _evict_queries(self, room: int = 0) -> None:
+    def _evict_queries(self, room: int = 0, keep: str | None = None) -> None:
         """Drop the unnamed views of ad-hoc queries that are idle too long, then the least
-        recently read beyond ``tuning.ADHOC_VIEWS - room``; a view being read stays."""
+        recently read beyond ``tuning.ADHOC_VIEWS - room``; a view being read stays, and
+        so does ``keep``."""
         now = time.monotonic()
         cached = sorted((self._views[n] for n in self._anonymous.values()),
                         key=lambda e: e.last_used)
         over = len(cached) - max(0, tuning.ADHOC_VIEWS - room)
         for entry in cached:
-            if entry.pins:
+            if entry.pins or entry.name == keep:
                 continue
             if over > 0 or now - entry.last_used > tuning.ADHOC_IDLE:
                 self._drop_view(entry.name)
@@ -450,12 +495,14 @@ class Database:
             self._drop_view(n)
 
     @staticmethod
-    def _read(v: "View", stmt: lp.Select) -> Result:
+    def _read(v: "View", stmt: lp.Select, otherwise: "View | None" = None) -> Result:
         if stmt.query.key:
             if len(stmt.params) != len(stmt.query.key):
                 raise ArityError(f"the query has {len(stmt.query.key)} ? parameters, "
                                  f"got {len(stmt.params)} values")
             rows = v.lookup(*stmt.params)
+            if not rows and otherwise is not None:
+                rows = otherwise.all()
         else:
             rows = v.all()
         return Result(v.columns, rows, v.types)

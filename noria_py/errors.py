@@ -1,13 +1,24 @@
 """Every error a user can cause, under one base class: ``noria_py.Error``.
 
 The SQL-level classes come from the front end (which must not import the engine);
-the engine adds its own below.
+the engine adds its own below. Every class sits under one of DB-API 2.0's (PEP 249:
+``InterfaceError``, ``DatabaseError`` and its ``DataError``, ``OperationalError``,
+``IntegrityError``, ``InternalError``, ``ProgrammingError``, ``NotSupportedError``), so
+code written for any Python database catches ours.
 """
 from sql_frontend.errors import (  # noqa: F401  (re-exported)
     AlreadyExistsError,
     ArityError,
+    DatabaseError,
+    DataError,
     Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
     ParseError,
+    ProgrammingError,
     SqlError,
     TypeMismatchError,
     UnknownColumnError,
@@ -16,31 +27,31 @@ from sql_frontend.errors import (  # noqa: F401  (re-exported)
 )
 
 
-class DuplicateKeyError(Error):
+class DuplicateKeyError(IntegrityError):
     """An insert would give two rows the same primary key."""
 
 
-class RowNotFoundError(Error):
+class RowNotFoundError(DataError):
     """A delete names a row (or key) the table does not hold."""
 
 
-class UnknownViewError(Error):
+class UnknownViewError(ProgrammingError):
     """A read names a view that does not exist."""
 
 
-class UnknownNodeError(Error):
+class UnknownNodeError(ProgrammingError):
     """fail/recover names a node id that is not in the graph."""
 
 
-class RecoveryError(Error):
+class RecoveryError(OperationalError):
     """A recovery cannot be carried out as asked (the message says what to do instead)."""
 
 
-class ClosedError(Error):
+class ClosedError(InterfaceError):
     """The database handle was closed."""
 
 
-class StorageError(Error):
+class StorageError(OperationalError):
     """The data directory cannot be used (locked by another process, unreadable)."""
 
 
@@ -51,6 +62,6 @@ class CorruptionError(StorageError):
     ``noria-py repair --data-dir DIR`` says what dropping the damage would lose."""
 
 
-class RequestError(Error):
+class RequestError(InterfaceError):
     """A request to a server is not one it serves, or its arguments are not of the
     types the method takes (a client other than ours, or a value ours passed through)."""

@@ -18,7 +18,8 @@ from sql_frontend.types import SqlType, TableSchema
 
 from . import errors
 from .arrowio import arrow_rows
-from .errors import ArityError, ClosedError, Error
+from .dbapi import Cursor
+from .errors import ArityError, ClosedError, Error, NotSupportedError
 from .recovery import RecoveryReport
 from .result import Result
 from .runtime.cluster import tokens, wire
@@ -119,6 +120,21 @@ class RemoteDatabase:
             d["parents"], d["children"] = list(d["parents"]), list(d["children"])
             out.append(d)
         return out
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> int:
+        """``Database.executemany`` on the server: an INSERT's rows as one write."""
+        return int(self._call("executemany", sql, [list(p) for p in seq_of_params]))
+
+    def cursor(self) -> Cursor:
+        """A DB-API 2.0 cursor (noria_py/dbapi.py) over this connection."""
+        return Cursor(self)
+
+    def commit(self) -> None:
+        """Nothing to do: the server applies each statement when it runs."""
+
+    def rollback(self) -> None:
+        raise NotSupportedError("noria-py applies each statement when it runs; there is "
+                                "no transaction to roll back")
 
     def queries(self) -> list[dict]:
         """The server's unnamed views of ad-hoc queries (``Database.queries``)."""

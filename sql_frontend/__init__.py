@@ -73,7 +73,8 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
     """The plan of the one statement in ``sql``.
 
     ``params`` are the values of its ``?``: bound as constants in INSERT, DELETE and
-    UPDATE; the lookup-key values of a SELECT (kept in ``Select.params``). A view's
+    UPDATE; in a SELECT, those of its top-level ``col = ?`` conjuncts are the lookup-key
+    values (kept in ``Select.params``) and the others are bound as constants. A view's
     ``?`` stay unbound, so CREATE VIEW takes no params. ``lift_constants``: a SELECT
     without ``?`` has its top-level ``col = constant`` conjuncts planned as lookup
     keys, the constants as its params (``select.lift_key_constants``), where that gives
@@ -107,11 +108,17 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
             lifted = _lifted(ctx, node, sql)
             if lifted is not None:
                 return lifted
-        query = select.build_query(ctx, node, allow_key=True)
-        if len(query.key) != len(params):
-            raise ArityError(f"the query has {len(query.key)} parameters (?) but "
+        marks = placeholders_in_order(node)
+        if len(marks) != len(params):
+            raise ArityError(f"the query has {len(marks)} parameters (?) but "
                              f"{len(params)} values were given")
-        return Select(query, params, sql.strip().rstrip(";").strip())
+        allow_key = select.keyable(node)
+        keys = select.key_placeholders(node) if allow_key else set()
+        ctx.bound = {id(p): v for p, v in zip(marks, params) if id(p) not in keys}
+        query = select.build_query(ctx, node, allow_key=allow_key)
+        key_values = tuple(v for p, v in zip(marks, params) if id(p) in keys)
+        return Select(query, key_values, sql.strip().rstrip(";").strip(),
+                      _otherwise(ctx, node, query))
 
     if params:
         raise ArityError(f"{node.key.upper()} takes no parameters, {len(params)} given")
@@ -141,5 +148,14 @@ def _lifted(ctx: Context, node: exp.Query, sql: str) -> Select | None:
     for pos, value in zip(query.key, values):
         if type(value) not in PYTHON_TYPES.get(query.root.columns[pos].type, ()):
             return None
-    return Select(query, values, sql.strip().rstrip(";").strip())
+    return Select(query, values, sql.strip().rstrip(";").strip(),
+                  _otherwise(Context(sql, ctx.catalog), copy, query))
+
+
+def _otherwise(ctx: Context, node: exp.Query, query: Query) -> Query | None:
+    """``Select.otherwise`` of a keyed query (``node`` is changed: build it first)."""
+    if not query.key or not select.needs_empty_answer(node):
+        return None
+    select.falsify_keys(node)
+    return select.build_query(ctx, node, allow_key=False)
 

@@ -8,10 +8,45 @@ from __future__ import annotations
 
 
 class Error(Exception):
-    """Base class of every error a user of noria-py can cause."""
+    """Base class of every error a user of noria-py can cause (DB-API 2.0's ``Error``)."""
 
 
-class SqlError(Error):
+# DB-API 2.0 (PEP 249)'s exception classes, so that code written for any Python
+# database catches ours: every class below and in noria_py.errors sits under one.
+
+class InterfaceError(Error):
+    """The interface was misused (a closed handle, a malformed request)."""
+
+
+class DatabaseError(Error):
+    """An error of the database itself."""
+
+
+class DataError(DatabaseError):
+    """A value does not fit (type, range) or names data that is not there."""
+
+
+class OperationalError(DatabaseError):
+    """The database cannot carry out the operation now (storage, a failed node)."""
+
+
+class IntegrityError(DatabaseError):
+    """A write would break a constraint (a primary key)."""
+
+
+class InternalError(DatabaseError):
+    """The database found itself in a state it should never be in."""
+
+
+class ProgrammingError(DatabaseError):
+    """The statement is wrong: bad SQL, an unknown name, the wrong parameters."""
+
+
+class NotSupportedError(DatabaseError):
+    """A feature the database does not offer."""
+
+
+class SqlError(ProgrammingError):
     """Malformed or meaningless SQL. ``position`` is (line, column), 1-based, when known."""
 
     def __init__(self, message: str, sql: str | None = None,
@@ -27,7 +62,7 @@ class ParseError(SqlError):
     """The text is not valid SQL."""
 
 
-class UnsupportedError(SqlError):
+class UnsupportedError(SqlError, NotSupportedError):
     """Valid SQL that noria-py cannot (yet) express as a dataflow; names the construct."""
 
 
@@ -43,9 +78,9 @@ class AlreadyExistsError(SqlError):
     """CREATE of a table or view whose name is taken."""
 
 
-class TypeMismatchError(Error):
+class TypeMismatchError(DataError):
     """A value or expression does not fit the type it must have."""
 
 
-class ArityError(Error):
+class ArityError(ProgrammingError):
     """Wrong number of columns in a row, or of parameters for a statement."""

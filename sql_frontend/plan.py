@@ -237,10 +237,14 @@ class DropView:
 
 @dataclass(frozen=True)
 class Select:
-    """A query to answer now. ``params`` are the values for its ``?`` (the lookup key)."""
+    """A query to answer now. ``params`` are the values for its ``?`` (the lookup key).
+    ``otherwise``: the answer when the lookup finds no row, for a keyed aggregate
+    without GROUP BY (SQL answers one row even over no rows, which a keyed view does not
+    hold): the same query with its key conjuncts FALSE."""
     query: Query
     params: tuple = ()
     sql: str = ""
+    otherwise: Query | None = None
 
 
 Statement = Union[CreateTable, CreateView, Insert, InsertSelect, Delete, Update, DropTable,

@@ -65,20 +65,62 @@ def nested_query(ctx: Context, node: exp.Expr) -> Query:
     return build_query(ctx, node, allow_key=False)
 
 
+def _outermost(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Subquery) and isinstance(node.this, exp.Query):
+        node = node.this
+    return node
+
+
+def keyable(node: exp.Expr) -> bool:
+    """Whether a SELECT answered now may read its top-level ``col = ?`` conjuncts as a
+    lookup key and still answer as SQL does: not for an aggregate without GROUP BY that
+    has HAVING (an empty lookup could not tell a group HAVING dropped from no rows)."""
+    node = _outermost(node)
+    return not (isinstance(node, exp.Select) and needs_empty_answer(node)
+                and node.args.get("having") is not None)
+
+
+def needs_empty_answer(node: exp.Expr) -> bool:
+    """An aggregate without GROUP BY: one row even over no rows, where its keyed view
+    holds none for a key without rows (``Select.otherwise`` answers then)."""
+    node = _outermost(node)
+    return isinstance(node, exp.Select) and node.args.get("group") is None and _is_grouped(node)
+
+
+def _key_parts(node: exp.Expr) -> list[exp.Expr]:
+    node = _outermost(node)
+    if not isinstance(node, exp.Select):
+        return []
+    where = node.args.get("where")
+    return [part for part in and_parts(where.this if where is not None else None)
+            if _key_conjunct(part) is not None]
+
+
+def key_placeholders(node: exp.Expr) -> set[int]:
+    """The ids of the ``?`` that ``build_query(..., allow_key=True)`` makes the lookup
+    key of ``node``: those of its top-level WHERE conjuncts ``col = ?``."""
+    return {id(kc[1]) for kc in map(_key_conjunct, _key_parts(node)) if kc is not None}
+
+
+def falsify_keys(node: exp.Expr) -> None:
+    """Replace ``node``'s key conjuncts with FALSE, in place: the query over no rows."""
+    for part in _key_parts(node):
+        part.replace(exp.false())
+
+
 def lift_key_constants(node: exp.Expr) -> tuple[exp.Select, tuple] | None:
     """A SELECT's top-level ``col = constant`` conjuncts as lookup keys: a copy of the
     query with each such constant (a number or a string) replaced by ``?``, and the
     constants in the order the key takes them; None when there are none, or when the
-    query is not one whose answer is its lookup's (a compound query; one with ``?``
-    already; an aggregate without GROUP BY, which answers one row even for no input,
-    where a lookup of a key without rows finds none). The caller checks that the key
-    columns' types take the constants as they are (a lookup does not convert).
+    query is not one whose answer its lookup gives (a compound query; one with ``?``
+    already; one not ``keyable``). The caller checks that the key columns' types take
+    the constants as they are (a lookup does not convert).
 
     Two queries that differ only in such constants then plan to one view, read with
     different keys: how ad-hoc queries share views, as ReadySet caches queries."""
     if not isinstance(node, exp.Select) or node.find(exp.Placeholder) is not None:
         return None
-    if node.args.get("group") is None and _is_grouped(node):
+    if not keyable(node):
         return None
     where = node.args.get("where")
     if where is None:

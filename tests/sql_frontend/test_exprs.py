@@ -3,6 +3,7 @@ import datetime
 import pytest
 
 from sql_frontend import (
+    ArityError,
     Call,
     Col,
     Lit,
@@ -140,13 +141,25 @@ def test_unsupported_expressions_are_named(cat):
         "SELECT foo(a) FROM t": r"function FOO\(\)",
         "SELECT c ILIKE 'x' FROM t": "ILIKE",
         "SELECT a IS TRUE FROM t": "IS TRUE",
-        "SELECT a FROM t WHERE b = ? + 1": r"parameter \?",
-        "SELECT a FROM t WHERE b = ? OR a = 1": r"parameter \?",
+        "CREATE VIEW v AS SELECT a FROM t WHERE b = ? + 1": r"parameter \?",
+        "CREATE VIEW v AS SELECT a FROM t WHERE b = ? OR a = 1": r"parameter \?",
     }
     for sql, what in cases.items():
         with pytest.raises(UnsupportedError, match=what) as ei:
             parse(sql, cat)
         assert ei.value.position is not None, sql
+
+
+def test_a_selects_parameters_outside_its_key_are_bound_as_values(cat):
+    """A SELECT (answered now) binds every ``?`` that is not a top-level ``col = ?``
+    conjunct as a value; a view's must be keys."""
+    sel = parse("SELECT a FROM t WHERE b = ? + 1 AND a = ? AND c > ?", cat, (1, 2, "x"))
+    assert sel.params == (2,)
+    assert sel.query.key and len(sel.query.key) == 1
+    with pytest.raises(ArityError, match="2 parameters"):
+        parse("SELECT a FROM t WHERE b = ? OR a = ?", cat, (1,))
+    with pytest.raises(ArityError):
+        parse("SELECT a FROM t WHERE b = ? + 1", cat)
 
 
 def test_unknown_and_ambiguous_columns(cat):

@@ -229,13 +229,19 @@ def test_key_param_count_and_misplaced_params(cat):
         parse("SELECT a FROM t", cat, (1,))
     st = parse("CREATE VIEW v AS SELECT a FROM t WHERE b = ?", cat)
     assert st.query.key == (1,)
-    for sql in ("SELECT a FROM (SELECT a, b FROM t WHERE b = ?) s",
-                "SELECT a FROM t WHERE b = ? UNION SELECT x FROM u",
-                "SELECT a FROM t WHERE b > ?", "SELECT ? FROM t",
-                "SELECT a FROM t LIMIT ?"):
+    misplaced = ("SELECT a FROM (SELECT a, b FROM t WHERE b = ?) s",
+                 "SELECT a FROM t WHERE b = ? UNION SELECT x FROM u",
+                 "SELECT a FROM t WHERE b > ?", "SELECT ? FROM t")
+    for sql in misplaced:           # a view's ? must be keys
         with pytest.raises(UnsupportedError) as ei:
-            parse(sql, cat, (1,))
+            parse(f"CREATE VIEW v AS {sql}", cat)
         assert ei.value.position is not None, sql
+    for sql in misplaced:           # a SELECT's others are values
+        st = parse(sql, cat, (1,))
+        assert st.params == () and st.query.key == ()
+    with pytest.raises(UnsupportedError) as ei:
+        parse("SELECT a FROM t LIMIT ?", cat, (1,))
+    assert ei.value.position is not None
 
 
 def test_with_is_unsupported(cat):

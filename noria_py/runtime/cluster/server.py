@@ -59,7 +59,7 @@ _SEQ = (list, tuple)
 _NAME = (str,)
 #: method -> the types of its arguments (what msgpack decodes: arrays are tuples)
 REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
-    "execute": (_NAME, (*_SEQ, type(None))),
+    "execute": (_NAME, (*_SEQ, type(None))), "executemany": (_NAME, _SEQ),
     "table": (_NAME,), "schema": (_NAME,), "keys": (_NAME,), "count": (_NAME,),
     "insert": (_NAME, _SEQ), "delete": (_NAME, _SEQ), "delete_keys": (_NAME, _SEQ),
     "view": (_NAME,), "lookup": (_NAME, _SEQ), "all": (_NAME,),
@@ -252,9 +252,10 @@ class Server:
                 if not isinstance(stmt, lp.Select):
                     r = db._run(stmt, sql)
                     return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
-                view, select = db._select_view(stmt)
-                entry = db._views[view.name]
-                entry.pins += 1         # not dropped for another query's view meanwhile
+                view, select, otherwise = db._select_view(stmt)
+                pinned = [db._views[v.name] for v in (view, otherwise) if v is not None]
+                for entry in pinned:
+                    entry.pins += 1     # not dropped for another query's view meanwhile
                 break
             except WorkerLost:
                 # a worker died under a catalog change, which was undone: once its nodes
@@ -264,11 +265,19 @@ class Server:
             finally:
                 lock.release()
         try:
-            r = db._read(view, select)
+            r = db._read(view, select, otherwise)
         finally:
             with self.lock:
-                entry.pins -= 1
+                for entry in pinned:
+                    entry.pins -= 1
         return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
+
+    def m_executemany(self, sql: str, sets: Sequence[Sequence[Any]]) -> int:
+        lock = self._settled()
+        try:
+            return self.db.executemany(sql, sets)
+        finally:
+            lock.release()
 
     def m_table(self, name: str) -> list[str]:
         with self.lock:

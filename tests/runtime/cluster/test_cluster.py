@@ -220,6 +220,17 @@ def test_ad_hoc_queries_through_the_client(cluster):
     assert not [q for q in db.queries() if "story" in q["sql"]]
     with pytest.raises(noria_py.errors.UnknownViewError):
         db.drop_query(q["name"])
+    cur = db.cursor()                               # DB-API 2.0, as embedded
+    cur.executemany("INSERT INTO story VALUES (?, ?)", [(4, "cy"), (5, "cy")])
+    assert cur.rowcount == 2
+    with pytest.raises(noria_py.errors.TypeMismatchError):
+        cur.executemany("INSERT INTO story VALUES (?, ?)", [(6, "dee"), ("x", "dee")])
+    cur.execute("SELECT COUNT(*) FROM story WHERE author = ? AND id > ?", ("cy", 4))
+    assert cur.fetchall() == [(1,)] and cur.description[0][1] == noria_py.NUMBER
+    cur.execute("SELECT COUNT(*) FROM story WHERE author = ?", ("dee",))
+    assert cur.fetchall() == [(0,)]                 # SQL's answer for no rows
+    with pytest.raises(noria_py.NotSupportedError):
+        db.rollback()
     db.close()
 
 
