@@ -42,6 +42,7 @@ from .errors import (
     RowNotFoundError,
     SqlError,
     StorageError,
+    SubscriptionError,
     TypeMismatchError,
     UnknownColumnError,
     UnknownNodeError,
@@ -52,13 +53,15 @@ from .errors import (
 from .gcpolicy import tune_gc
 from .recovery import RecoveryReport
 from .result import Result
+from .subscribe import Change, Subscription
 
 __all__ = [
     "connect", "tune_gc", "Database", "Table", "View", "Result", "RecoveryReport",
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
-    "RecoveryError", "ClosedError", "StorageError", "CorruptionError",
+    "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "SubscriptionError",
+    "Change", "Subscription",
     # DB-API 2.0 (PEP 249): noria_py/dbapi.py
     "apilevel", "threadsafety", "paramstyle", "Cursor", "Warning", "InterfaceError",
     "DatabaseError", "DataError", "OperationalError", "IntegrityError", "InternalError",

@@ -56,6 +56,7 @@ from .remote import connect_url
 from .result import Result
 from .runtime.embedded import EmbeddedRuntime
 from .storage import Storage
+from .subscribe import Change, Subscription
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -130,6 +131,8 @@ class Database:
         self._catalog = _Catalog(self)
         self._recoveries: list[RecoveryReport] = []
         self._failed: set[str] = set()      # failed with fail(), not yet named to recover()
+        self._writes = 0                    # writes accepted: a subscription's progress
+        self._subscriptions: list[Subscription] = []
         self._closed = False
         self.storage: Storage | None = None
         self.recovery_notes: list[str] = []
@@ -363,6 +366,8 @@ class Database:
                 return
             raise UnknownViewError(f"no view named {name!r}")
         self.runtime.wait()
+        for sub in [s for s in self._subscriptions if s.view == entry.name]:
+            sub.fail(f"view {entry.name!r} was dropped")
         del self._views[entry.name]
         self._anonymous = {q: n for q, n in self._anonymous.items() if n != entry.name}
         self._remove_nodes(entry.readers)
@@ -568,7 +573,9 @@ class Database:
             return
         if self.storage is not None:
             self.storage.log_batch(entry.schema.name.lower(), batch)
+        self._writes += 1
         self.runtime.write(entry.node, batch)
+        self._publish()
         if self.storage is not None:
             # a base applies each write as it accepts it, so its rows are the log's
             # state now; every copy of a duplicated row is kept
@@ -610,6 +617,62 @@ class Database:
         """Return once every accepted write is reflected in every view."""
         self._check_open()
         self.runtime.wait()
+        self._publish()
+
+    # ------------------------------------------------------------ subscriptions
+
+    @_serialized
+    def subscribe(self, view: str, key: Any = None, *, callback: Callable[..., Any] | None = None,
+                  buffer: int | None = None) -> Subscription:
+        """The changes of ``view`` (or of the rows ``lookup(key)`` reads), pushed as they
+        happen: an iterator of ``Change``s, the first a snapshot (noria_py/subscribe.py).
+        ``callback``: called on each change (and, last, on the ``SubscriptionError``
+        that ends it) in a thread of its own. ``buffer``: changes held for a subscriber
+        before it is ended for falling behind (``tuning.SUBSCRIBE_BUFFER``)."""
+        self._check_open()
+        if self.runtime.automatic_recovery:
+            raise NotSupportedError("subscriptions are not offered by a cluster yet; "
+                                    "subscribe to an embedded database")
+        v = self.view(view)
+        size = tuning.SUBSCRIBE_BUFFER if buffer is None else buffer
+        if type(size) is not int or size < 1:
+            raise ProgrammingError(f"buffer must be a positive int, got {buffer!r}")
+        readers = v._readers
+        key_t: tuple | None = None
+        if key is not None:
+            if not v.key_arity:
+                raise ArityError(f"view {v.name!r} has no ? parameters; subscribe without a key")
+            key_t = tuple(key) if isinstance(key, (tuple, list)) else (key,)
+            if len(key_t) != v.key_arity:
+                raise ArityError(f"view {v.name!r} takes {v.key_arity} key value(s), got {len(key_t)}")
+            readers = [v._reader_for(key_t[0] if v.key_arity == 1 else key_t)]
+        self.runtime.wait()                 # the snapshot: every accepted write in it
+        self._publish()
+        sub = Subscription(v.name, key_t, readers[0].key, readers[0].visible, size,
+                           self._unsubscribe)
+        rows = v.all() if key_t is None else v.lookup(*key_t)
+        sub.put(Change(self._writes, [(r, 1) for r in rows]))
+        sub.readers = readers
+        for r in readers:
+            r.listeners.append(sub)
+        self._subscriptions.append(sub)
+        if callback is not None:
+            sub.run_callback(callback)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            if sub in self._subscriptions:
+                self._subscriptions.remove(sub)
+            for r in sub.readers:
+                if sub in r.listeners:
+                    r.listeners.remove(sub)
+
+    def _publish(self) -> None:
+        """A quiet point: each subscription queues what its readers applied since."""
+        if self._subscriptions and self.runtime.pending() == 0:
+            for sub in list(self._subscriptions):
+                sub.flush(self._writes)
 
     @_serialized
     def graph(self) -> list[dict]:
@@ -659,6 +722,7 @@ class Database:
             report = spark.recover(self, node_id)
         self._failed.discard(node_id)
         self._recoveries.append(report)
+        self._publish()
         return report
 
     def _awaited_recovery(self, node_id: str) -> RecoveryReport:

@@ -65,3 +65,8 @@ class CorruptionError(StorageError):
 class RequestError(InterfaceError):
     """A request to a server is not one it serves, or its arguments are not of the
     types the method takes (a client other than ours, or a value ours passed through)."""
+
+
+class SubscriptionError(OperationalError):
+    """A subscription ended: its subscriber fell too far behind, a reader of its view
+    failed, or the view was dropped (the message says which); subscribe again."""

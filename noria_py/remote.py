@@ -136,6 +136,10 @@ class RemoteDatabase:
         raise NotSupportedError("noria-py applies each statement when it runs; there is "
                                 "no transaction to roll back")
 
+    def subscribe(self, view: str, key: Any = None, **options: Any) -> Any:
+        raise NotSupportedError("subscriptions are not offered by a cluster yet; "
+                                "subscribe to an embedded database")
+
     def queries(self) -> list[dict]:
         """The server's unnamed views of ad-hoc queries (``Database.queries``)."""
         return [dict(d) for d in self._call("queries")]

@@ -75,6 +75,11 @@ ADHOC_VIEWS = 16
 #: view is made; nothing runs in the background).
 ADHOC_IDLE = 600.0
 
+#: Changes a subscription holds for its subscriber (noria_py/subscribe.py); one more
+#: ends it with a SubscriptionError rather than hold the writer back or grow without
+#: bound.
+SUBSCRIBE_BUFFER = 1024
+
 # ---------------------------------------------------------------- checkpoints
 
 #: A stateful shard checkpoints once it has taken this many messages or this many rows

@@ -23,7 +23,7 @@ again; in the dense form the arrays are checkpointed instead, as a join side's a
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from sql_frontend.plan import OrderKey
 
@@ -49,9 +49,14 @@ class Reader(Operator):
         self.visible = visible
         self.trim = visible < width
         self.sort = order_key(order) if order else None
+        #: subscriptions (noria_py/subscribe.py): told each batch applied, as kept, and
+        #: told when the rows are lost
+        self.listeners: list[Any] = []
         self.reset()
 
     def reset(self) -> None:
+        for listener in list(self.listeners):
+            listener.lost("its reader failed")
         self.state = KeyedState(self.width, self.key)
         self._exported = False      # whether the store holds the arrays as of the last export
         self._marks = KeyMarks()    # the keys the arrays changed since (``tracking``)
@@ -66,6 +71,8 @@ class Reader(Operator):
             state.apply(keys, batch)
             if self.tracking and state.dense is not None:
                 self._marks.add(keys, len(state.dense.present))
+            for listener in self.listeners:
+                listener.changed(batch)
         return Batch()
 
     # ------------------------------------------------------------ checkpoints

@@ -1,0 +1,152 @@
+"""Subscriptions: a view's changes pushed to whoever asked, as they happen.
+
+``db.subscribe("view", key=None)`` returns a ``Subscription``: an iterator of
+``Change``s, the first the view's rows now (each ``(row, +1)``), then one per quiet
+point of the graph with every change since, as ``(row, +1)`` and ``(row, -1)``. Each
+carries ``progress``: the number of writes the database had accepted when it was taken,
+every one of them reflected in the rows so far. A ``key`` narrows it to the rows a
+``lookup(key)`` reads.
+
+How it is fed: the subscription listens at the view's readers (``Reader.listeners``),
+which hand it each batch they apply, as kept (with any hidden key columns); it keeps
+the rows of its key, trimmed to the visible columns, until the database calls
+``flush`` at a quiet point (after a write has propagated, or at ``wait()``), which
+queues them as one ``Change``, equal rows netted out.
+
+A slow subscriber never slows a write: the queue holds at most ``buffer`` changes;
+one more ends the subscription with a ``SubscriptionError`` once the changes before
+are read (subscribe again for a fresh snapshot). So does a failure of one of its
+readers (recovery rebuilds the reader's rows, which the subscription could not tell
+from new changes) and dropping the view. ``callback=`` runs a function on each change
+in a thread of the subscription's own, never in the writer's.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .batch import Batch
+from .errors import SubscriptionError
+
+
+@dataclass(frozen=True)
+class Change:
+    """Rows that came (``+1``) and went (``-1``), up to write number ``progress``."""
+    progress: int
+    rows: list[tuple[tuple, int]]
+
+
+class Subscription:
+    """An iterator of a view's ``Change``s (module docstring)."""
+
+    def __init__(self, view: str, key: tuple | None, key_columns: tuple[int, ...],
+                 visible: int, buffer: int, detach: Callable[["Subscription"], None]) -> None:
+        self.view = view
+        self.key = key
+        self._key_columns = key_columns
+        self._visible = visible
+        self._buffer = buffer
+        self._detach = detach
+        self._pending = Batch()
+        self._queue: deque[Change] = deque()
+        self._ready = threading.Condition()
+        self._error: SubscriptionError | None = None
+        self._closed = False
+        self.readers: list[Any] = []        # the readers it listens at (the database's)
+
+    # ------------------------------------------------------------ from the engine
+
+    def changed(self, batch: Batch) -> None:
+        """A reader applied ``batch`` (rows as kept): keep this subscription's share."""
+        if self._error is not None:
+            return
+        cols, key, visible = self._key_columns, self.key, self._visible
+        for row, sign in batch:
+            if key is None or tuple(row[i] for i in cols) == key:
+                self._pending.add(row[:visible], sign)
+
+    def lost(self, why: str) -> None:
+        """A reader of the view lost its rows (a failure, a lineage rebuild)."""
+        self.fail(f"view {self.view!r}: {why}; subscribe again for a fresh snapshot")
+
+    def flush(self, progress: int) -> None:
+        """A quiet point: queue what came since the last as one change."""
+        if self._error is not None or not self._pending:
+            return
+        rows = list(self._pending.consolidated())
+        self._pending = Batch()
+        if rows:
+            self.put(Change(progress, rows))
+
+    def put(self, change: Change) -> None:
+        with self._ready:
+            if len(self._queue) >= self._buffer:
+                self._failed(f"subscriber to view {self.view!r} fell more than "
+                             f"{self._buffer} changes behind; subscribe again")
+                return
+            self._queue.append(change)
+            self._ready.notify_all()
+
+    def fail(self, message: str) -> None:
+        with self._ready:
+            self._failed(message)
+
+    def _failed(self, message: str) -> None:
+        if self._error is None:
+            self._error = SubscriptionError(message)
+            self._ready.notify_all()
+            self._detach(self)
+
+    # ------------------------------------------------------------ for the subscriber
+
+    def poll(self, timeout: float | None = 0.0) -> Change | None:
+        """The next change, waiting up to ``timeout`` seconds (None: until one comes);
+        None if none came. Raises ``SubscriptionError`` once the changes before an end
+        (falling behind, a failed reader, a dropped view) are read."""
+        with self._ready:
+            self._ready.wait_for(lambda: self._queue or self._error is not None
+                                 or self._closed, timeout)
+            if self._queue:
+                return self._queue.popleft()
+            if self._error is not None:
+                raise self._error
+            return None
+
+    def __iter__(self) -> Iterator[Change]:
+        return self
+
+    def __next__(self) -> Change:
+        change = self.poll(None)
+        if change is None:                  # closed
+            raise StopIteration
+        return change
+
+    def close(self) -> None:
+        """Stop listening; an iteration under way ends."""
+        with self._ready:
+            if not self._closed:
+                self._closed = True
+                self._ready.notify_all()
+        self._detach(self)
+
+    def run_callback(self, callback: Callable[[Change | SubscriptionError], Any]) -> threading.Thread:
+        """Call ``callback`` on each change in a thread of its own, until closed or ended
+        (an end is the callback's last call: with the ``SubscriptionError``)."""
+        def run() -> None:
+            try:
+                for change in self:
+                    callback(change)
+            except SubscriptionError as exc:
+                callback(exc)
+        thread = threading.Thread(target=run, daemon=True, name=f"subscribe-{self.view}")
+        thread.start()
+        return thread
+
+    def __enter__(self) -> "Subscription":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,146 @@
+"""Subscriptions (noria_py/subscribe.py): a subscriber that applies every change it is
+given holds, at each change's progress, exactly the rows the view held after that
+many writes; it falls behind, loses a reader or loses its view only with a
+``SubscriptionError``; and it never holds a writer back."""
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import pytest
+
+import noria_py
+from noria_py import Change
+from noria_py.errors import ArityError, SubscriptionError
+
+VIEWS = {
+    "per_key": "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t WHERE k = ? GROUP BY k",
+    "rows": "SELECT k, v FROM t WHERE v > 2",
+    "top": "SELECT k, v FROM t WHERE k = ? ORDER BY v DESC LIMIT 2",
+    "joined": "SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.k",
+}
+
+
+def make(shards: int, seed: int | None) -> noria_py.Database:
+    db = noria_py.connect(shards=shards, seed=seed)
+    db.execute("CREATE TABLE t (k INT, v INT)")
+    db.execute("CREATE TABLE u (k INT PRIMARY KEY, w INT)")
+    db.table("u").insert([(k, k * 10) for k in range(4)])
+    for name, sql in VIEWS.items():
+        db.execute(f"CREATE VIEW {name} AS {sql}")
+    return db
+
+
+def apply(acc: Counter, change: Change) -> None:
+    for row, sign in change.rows:
+        acc[row] += sign
+        if not acc[row]:
+            del acc[row]
+
+
+def read(db: noria_py.Database, view: str, key: int | None) -> Counter:
+    v = db.view(view)
+    return Counter(v.all() if key is None else v.lookup(key))
+
+
+@pytest.mark.parametrize("shards,seed", [(1, None), (4, None), (2, 11)])
+@pytest.mark.parametrize("view,key", [("per_key", None), ("per_key", 2), ("rows", None),
+                                       ("top", 1), ("joined", None)])
+def test_changes_replayed_give_the_view_at_each_progress(shards, seed, view, key) -> None:
+    rng = random.Random(f"{shards}{seed}{view}{key}")
+    db = make(shards, seed)
+    db.table("t").insert([(rng.randrange(4), rng.randrange(6)) for _ in range(10)])
+    sub = db.subscribe(view, key)
+    states = {db._writes: read(db, view, key)}      # at each quiet point: the view
+    held = list(db.table("t").rows())
+    for i in range(40):
+        if held and rng.random() < 0.4:
+            gone = rng.sample(held, min(len(held), rng.randrange(1, 3)))
+            db.table("t").delete(gone)
+            for r in gone:
+                held.remove(r)
+        else:
+            rows = [(rng.randrange(4), rng.randrange(6)) for _ in range(rng.randrange(1, 4))]
+            db.table("t").insert(rows)
+            held += rows
+        if seed is None or i % 5 == 4:
+            db.wait()
+            states[db._writes] = read(db, view, key)
+    acc: Counter = Counter()
+    seen = []
+    while (change := sub.poll()) is not None:
+        apply(acc, change)
+        assert change.progress in states, "a change taken while writes were in flight"
+        assert acc == states[change.progress], change.progress
+        seen.append(change.progress)
+    assert seen == sorted(seen) and acc == read(db, view, key)
+    sub.close()
+
+
+def test_a_subscriber_that_falls_behind_is_ended_not_the_writer() -> None:
+    db = make(1, None)
+    slow = db.subscribe("rows", buffer=3)
+    fast = db.subscribe("rows")
+    for i in range(6):
+        db.table("t").insert([(1, 3 + i)])
+    got = [slow.poll(), slow.poll(), slow.poll()]
+    assert [len(c.rows) for c in got] == [0, 1, 1]
+    with pytest.raises(SubscriptionError, match="fell more than 3 changes behind"):
+        slow.poll()
+    assert sum(1 for _ in iter(fast.poll, None)) == 7       # the snapshot and six writes
+    db.table("t").insert([(1, 9)])                          # writes go on
+    assert len(db.view("rows").all()) == 7
+
+
+def test_a_failed_reader_or_a_dropped_view_ends_its_subscriptions() -> None:
+    db = make(1, None)
+    sub = db.subscribe("rows")
+    other = db.subscribe("per_key", 1)
+    db.table("t").insert([(1, 5)])
+    reader = next(n["id"] for n in db.graph()
+                  if n["kind"] == "reader" and "rows" in str(n.get("view", n.get("name", ""))))
+    db.fail(reader)
+    assert sub.poll().rows == [] and sub.poll().rows == [((1, 5), 1)]
+    with pytest.raises(SubscriptionError, match="reader failed"):
+        sub.poll()
+    db.recover(reader)
+    again = db.subscribe("rows")
+    assert again.poll().rows == [((1, 5), 1)]
+    assert [c.rows for c in iter(other.poll, None)] == [[], [((1, 1, 5), 1)]]
+    db.execute("DROP VIEW per_key")
+    with pytest.raises(SubscriptionError, match="dropped"):
+        other.poll()
+
+
+def test_a_callback_runs_in_its_own_thread_and_a_reader_thread_sees_every_change() -> None:
+    db = make(2, None)
+    calls: list = []
+    done = threading.Event()
+
+    def callback(change) -> None:
+        calls.append((threading.get_ident(), change))
+        if isinstance(change, Change) and change.progress == 21:
+            done.set()
+
+    with db.subscribe("rows", callback=callback):
+        for i in range(20):
+            db.table("t").insert([(i % 4, 3 + i % 5)])
+        assert done.wait(30)
+    assert {ident for ident, _ in calls} != {threading.get_ident()}
+    acc: Counter = Counter()
+    for _, change in calls:
+        apply(acc, change)
+    assert acc == read(db, "rows", None)
+
+
+def test_subscribe_mistakes_are_errors() -> None:
+    db = make(1, None)
+    with pytest.raises(noria_py.UnknownViewError):
+        db.subscribe("nope")
+    with pytest.raises(ArityError):
+        db.subscribe("rows", key=1)
+    with pytest.raises(ArityError):
+        db.subscribe("per_key", key=(1, 2))
+    with pytest.raises(noria_py.ProgrammingError):
+        db.subscribe("rows", buffer=0)
