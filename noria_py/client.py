@@ -53,7 +53,7 @@ from .ordering import order_key
 from .planner import Planner, initialize
 from .recovery import RecoveryReport, lineage, spark, treeclock
 from .remote import connect_url
-from .result import Result
+from .result import Result, ViewFrames
 from .runtime.embedded import EmbeddedRuntime
 from .storage import Storage
 from .subscribe import Change, Subscription
@@ -834,7 +834,7 @@ class Table:
         return len(self._db.graph_[self._entry.node].op)
 
 
-class View:
+class View(ViewFrames):
     """Reads of one materialized view."""
 
     def __init__(self, db: Database, entry: _ViewEntry) -> None:

@@ -21,7 +21,7 @@ from .arrowio import arrow_rows
 from .dbapi import Cursor
 from .errors import ArityError, ClosedError, Error, NotSupportedError
 from .recovery import RecoveryReport
-from .result import Result
+from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
 
 DEFAULT_PORT = 7878
@@ -201,7 +201,7 @@ class RemoteTable:
         return self._db._call("count", self.name)
 
 
-class RemoteView:
+class RemoteView(ViewFrames):
     def __init__(self, db: RemoteDatabase, name: str, columns: list[str],
                  types: list[SqlType], key_arity: int) -> None:
         self._db = db
