@@ -46,9 +46,17 @@ from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 from .schema import LoadError, check_spark_schema, conform, table_schema
+from .session import require_pyspark
+
+require_pyspark()   # without PySpark: the install hint, not a ModuleNotFoundError
+
+from pyspark.sql.datasource import (  # noqa: E402
+    DataSource,
+    DataSourceArrowWriter,
+    WriterCommitMessage,
+)
 
 STAGING = "staging"
 MANIFEST = "MANIFEST.json"

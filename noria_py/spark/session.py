@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-from ..errors import Error
+from ..errors import OperationalError
 
 INSTALL_HINT = ("install Java 17 or newer, e.g. `sudo apt-get install openjdk-17-jre-headless` "
                 "(Debian/Ubuntu) or `brew install openjdk@17` (macOS), or point JAVA_HOME at one")
@@ -29,7 +29,7 @@ DEFAULT_CONF = {
 }
 
 
-class SparkUnavailableError(Error):
+class SparkUnavailableError(OperationalError):
     """PySpark or Java is missing or unusable."""
 
 
@@ -57,7 +57,9 @@ def java_version() -> int:
     return major
 
 
-def _import_pyspark():
+def require_pyspark():
+    """PySpark's ``SparkSession``, or a ``SparkUnavailableError`` that says how to
+    install it (every module here that imports PySpark at its top calls this first)."""
     try:
         import pyspark  # noqa: F401
         from pyspark.sql import SparkSession
@@ -74,7 +76,7 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None):
     An already-running session is reused as it is (tests start one per session; a
     user may bring their own), whatever ``master`` says.
     """
-    SparkSession = _import_pyspark()
+    SparkSession = require_pyspark()
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
