@@ -94,6 +94,12 @@ def test_writers_readers_and_ddl_at_once_match_a_recount(shards: int, seed: int 
                 assert len(got) <= 1 and all(n % BATCH == 0 for _, n, _ in got), got
                 assert len(rows_of.lookup(k)) % BATCH == 0
 
+    def looker() -> None:               # lookups only: the path that takes no lock
+        rows_of = db.view("rows_of")
+        while not done.is_set():
+            for k in (0, 1, 100, 101, 200, 300):
+                assert len(rows_of.lookup(k)) % BATCH == 0
+
     def ddl() -> None:
         i = 0
         while not done.is_set():
@@ -113,7 +119,7 @@ def test_writers_readers_and_ddl_at_once_match_a_recount(shards: int, seed: int 
         finally:
             done.set()
 
-    run_threads([writers_then_done, reader, ddl])
+    run_threads([writers_then_done, reader, looker, ddl])
     db.wait()
 
     expected = sum(written, Counter())
