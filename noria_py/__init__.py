@@ -8,6 +8,7 @@ from .errors import (
     AlreadyExistsError,
     ArityError,
     ClosedError,
+    ConnectError,
     CorruptionError,
     DuplicateKeyError,
     Error,
@@ -32,5 +33,5 @@ __all__ = [
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
-    "RecoveryError", "ClosedError", "StorageError", "CorruptionError",
+    "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "ConnectError",
 ]

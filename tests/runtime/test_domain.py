@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import noria_py
-from noria_py import Error
+from noria_py import UnknownNodeError
 from noria_py.batch import Batch
 from noria_py.runtime.messages import Message
 from noria_py.tuning import ACK_EVERY, CHECKPOINT_EVERY, CLOCK_DEPTH, FLUSH_EVERY
@@ -116,7 +116,7 @@ def test_a_path_from_the_wire_is_checked_before_anything_changes():
     for clock in bad:
         with pytest.raises(TreeClockError, match="malformed"):
             d.check_incoming(Message(m.src, m.dst, m.batch, m.time, clock, m.low))
-    with pytest.raises(Error, match="not a parent"):
+    with pytest.raises(UnknownNodeError, match="not a parent"):
         d.check_incoming(Message(m.dst, m.dst, m.batch, m.time, m.clock, m.low))
     assert (d.time, d.last_seen, d.pending) == before
 
