@@ -26,6 +26,7 @@ from .errors import (
     AlreadyExistsError,
     ArityError,
     ClosedError,
+    ConnectError,
     CorruptionError,
     DatabaseError,
     DataError,
@@ -60,7 +61,7 @@ __all__ = [
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
-    "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "SubscriptionError",
+    "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "SubscriptionError", "ConnectError",
     "Change", "Subscription",
     # DB-API 2.0 (PEP 249): noria_py/dbapi.py
     "apilevel", "threadsafety", "paramstyle", "Cursor", "Warning", "InterfaceError",

@@ -62,6 +62,11 @@ class CorruptionError(StorageError):
     ``noria-py repair --data-dir DIR`` says what dropping the damage would lose."""
 
 
+class ConnectError(OperationalError):
+    """``connect(url)`` cannot reach a server: the URL is not noria://HOST:PORT, or
+    nothing answers there."""
+
+
 class RequestError(InterfaceError):
     """A request to a server is not one it serves, or its arguments are not of the
     types the method takes (a client other than ours, or a value ours passed through)."""

@@ -19,7 +19,7 @@ from sql_frontend.types import SqlType, TableSchema
 from . import errors
 from .arrowio import arrow_rows
 from .dbapi import Cursor
-from .errors import ArityError, ClosedError, Error, NotSupportedError
+from .errors import ArityError, ClosedError, ConnectError, Error, NotSupportedError
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
@@ -232,11 +232,11 @@ class RemoteView(ViewFrames):
 def connect_url(url: str, token: str | None = None) -> RemoteDatabase:
     u = urlparse(url)
     if u.scheme != "noria" or not u.hostname:
-        raise Error(f"cannot connect to {url!r}: expected noria://HOST:PORT")
+        raise ConnectError(f"cannot connect to {url!r}: expected noria://HOST:PORT")
     port = u.port or DEFAULT_PORT
     if token is None:   # ($NORIA_TOKEN, else the file a local server wrote: tokens.py)
         token = os.environ.get("NORIA_TOKEN") or tokens.read_token(u.hostname, port)
     try:
         return RemoteDatabase(u.hostname, port, token)
     except OSError as e:
-        raise Error(f"cannot connect to {url}: {e}") from None
+        raise ConnectError(f"cannot connect to {url}: {e}") from None

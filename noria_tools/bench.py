@@ -280,13 +280,19 @@ def load_votes(db, data: np.ndarray, step: int = 200_000) -> None:
         vote.insert([tuple(r) for r in data[i:i + step].tolist()])
 
 
-def fail_with_writes_in_flight(db, sharder: str, rng: random.Random, articles: int = 10_000) -> None:
-    """Writes, some still in flight, then the sharder crashes; then more writes, lost to it."""
+def fail_with_writes_in_flight(db, sharder: str, rng: random.Random,
+                               articles: int = 10_000) -> list[tuple[int, int]]:
+    """Writes, some still in flight, then the sharder crashes; then more writes, lost to
+    it. Returns the votes written."""
     vote = db.table("vote")
-    for _ in range(3):
-        vote.insert([(rng.randrange(articles), rng.randrange(1 << 30)) for _ in range(100)])
-    db.fail(sharder)
-    vote.insert([(rng.randrange(articles), rng.randrange(1 << 30)) for _ in range(100)])
+    written: list[tuple[int, int]] = []
+    for i in range(4):
+        if i == 3:
+            db.fail(sharder)
+        rows = [(rng.randrange(articles), rng.randrange(1 << 30)) for _ in range(100)]
+        vote.insert(rows)
+        written += rows
+    return written
 
 
 def time_recovery(db, sharder: str, strategy: str, rng: random.Random) -> tuple[float, float]:

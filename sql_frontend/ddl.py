@@ -11,7 +11,7 @@ import re
 
 from sqlglot import exp
 
-from .errors import AlreadyExistsError, SqlError, UnknownTableError
+from .errors import AlreadyExistsError, SqlError, UnknownColumnError, UnknownTableError
 from .plan import CreateTable, CreateView, DropTable, DropView, NoOp
 from .resolve import Context
 from .select import build_query
@@ -107,7 +107,7 @@ def _create_table(ctx: Context, node: exp.Create) -> CreateTable:
         if isinstance(item, exp.ColumnDef):
             cname = item.name
             if cname.lower() in seen:
-                raise ctx.error(SqlError, f"duplicate column name: {cname}", item)
+                raise ctx.error(AlreadyExistsError, f"duplicate column name: {cname}", item)
             kind = item.args.get("kind")
             if kind is None:
                 raise ctx.unsupported(f"column {cname} without a type", item)
@@ -136,7 +136,7 @@ def _create_table(ctx: Context, node: exp.Create) -> CreateTable:
                 ident_name = ident.name if not isinstance(ident, exp.Ordered) else ident.this.name
                 i = seen.get(ident_name.lower())
                 if i is None:
-                    raise ctx.error(SqlError, f"PRIMARY KEY names unknown column "
+                    raise ctx.error(UnknownColumnError, f"PRIMARY KEY names unknown column "
                                               f"{ident_name}", ident)
                 pk.append(i)
         elif isinstance(item, (exp.ForeignKey, exp.Constraint)) and _is_foreign_key(item):

@@ -75,7 +75,8 @@ class UnknownColumnError(SqlError):
 
 
 class AlreadyExistsError(SqlError):
-    """CREATE of a table or view whose name is taken."""
+    """CREATE of a table or view whose name is taken, or a CREATE TABLE that gives
+    two columns one name."""
 
 
 class TypeMismatchError(DataError):

@@ -97,7 +97,7 @@ def test_errors_are_noria_errors(db):
         db.view("nope")
     with pytest.raises(noria_py.UnknownTableError):
         db.table("nope")
-    with pytest.raises(noria_py.Error):
+    with pytest.raises(noria_py.UnknownNodeError):
         db.fail("no-such-node")
 
 

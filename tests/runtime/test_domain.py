@@ -1,10 +1,13 @@
 """A domain's tree-clock bookkeeping: diffs built as paths and applied when read,
 acknowledgements only with clocks, a path from the wire checked on arrival."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 import noria_py
-from noria_py import Error
+from noria_py import UnknownNodeError
+from noria_py.batch import Batch
 from noria_py.runtime.messages import Message
 from noria_py.tuning import ACK_EVERY, CHECKPOINT_EVERY, CLOCK_DEPTH, FLUSH_EVERY
 from treeclock import TreeClockError
@@ -113,6 +116,63 @@ def test_a_path_from_the_wire_is_checked_before_anything_changes():
     for clock in bad:
         with pytest.raises(TreeClockError, match="malformed"):
             d.check_incoming(Message(m.src, m.dst, m.batch, m.time, clock, m.low))
-    with pytest.raises(Error, match="not a parent"):
+    with pytest.raises(UnknownNodeError, match="not a parent"):
         d.check_incoming(Message(m.dst, m.dst, m.batch, m.time, m.clock, m.low))
     assert (d.time, d.last_seen, d.pending) == before
+
+
+def _join_db():
+    """Two bases, a and b, under one join: the join's domain hears from two senders."""
+    db = noria_py.connect()
+    db.execute("CREATE TABLE a (k INT, x INT)")
+    db.execute("CREATE TABLE b (k INT, y INT)")
+    db.execute("CREATE VIEW j AS SELECT a.k, a.x, b.y FROM a JOIN b ON a.k = b.k "
+               "WHERE a.k = ?")
+    doms = db.runtime.domains
+    join = next(d for d in doms.values() if d.node.kind == "join")
+    a_id, b_id = join.node.parents
+    db.table("a").insert([(1, 10)])
+    db.table("b").insert([(1, 20)])
+    assert join.last_seen == {a_id: 1, b_id: 1}
+    return db, join, doms[a_id], doms[b_id]
+
+
+def _sent(base, row) -> Message:
+    """The message ``base`` sends the join for a write of ``row``, at its next time (the
+    write goes no further: the test delivers it, or a copy at another time)."""
+    [m] = base.write(Batch.inserts([row]))
+    return m
+
+
+def _deliver(db, m: Message) -> None:
+    db.runtime.deliver(m)
+    db.wait()
+
+
+def test_a_message_at_or_below_the_last_seen_time_of_its_sender_is_dropped():
+    db, join, a, b = _join_db()
+    view = db.view("j")
+
+    m_a = _sent(a, (1, 11))                      # a's time 2
+    assert m_a.time == 2
+    _deliver(db, replace(m_a, time=1))           # at a's last-seen time: a duplicate
+    assert join.time == 2 and join.last_seen[a.id] == 1
+    assert sorted(view.lookup(1)) == [(1, 10, 20)]
+
+    _deliver(db, m_a)                            # one later: applied
+    assert join.time == 3 and join.last_seen[a.id] == 2
+    assert sorted(view.lookup(1)) == [(1, 10, 20), (1, 11, 20)]
+    _deliver(db, m_a)                            # the same again: dropped
+    assert join.time == 3
+    assert sorted(view.lookup(1)) == [(1, 10, 20), (1, 11, 20)]
+
+    # b's times are its own: at b's last-seen time, dropped; at 2, which a has
+    # reached but b has not, applied
+    m_b = _sent(b, (1, 21))
+    assert m_b.time == 2
+    _deliver(db, replace(m_b, time=1))
+    assert join.time == 3 and join.last_seen == {a.id: 2, b.id: 1}
+    assert sorted(view.lookup(1)) == [(1, 10, 20), (1, 11, 20)]
+    _deliver(db, m_b)
+    assert join.time == 4 and join.last_seen == {a.id: 2, b.id: 2}
+    assert sorted(view.lookup(1)) == [(1, 10, 20), (1, 10, 21), (1, 11, 20), (1, 11, 21)]

@@ -8,6 +8,7 @@ from sql_frontend import (
     DropView,
     ParseError,
     SqlType,
+    UnknownColumnError,
     UnknownTableError,
     UnsupportedError,
     parse,
@@ -68,9 +69,9 @@ def test_foreign_key_is_accepted():
 
 
 def test_duplicate_and_unknown_pk_columns():
-    with pytest.raises(Exception, match="(?i)duplicate column name: a"):
+    with pytest.raises(AlreadyExistsError, match="(?i)duplicate column name: a"):
         parse("CREATE TABLE t (a INT, A TEXT)", DictCatalog())
-    with pytest.raises(Exception, match="PRIMARY KEY names unknown column z"):
+    with pytest.raises(UnknownColumnError, match="PRIMARY KEY names unknown column z"):
         parse("CREATE TABLE t (a INT, PRIMARY KEY (z))", DictCatalog())
 
 

@@ -15,6 +15,7 @@ from sql_frontend import (
     SqlError,
     SqlType,
     TopK,
+    TypeMismatchError,
     Union_,
     UnsupportedError,
     parse,
@@ -119,7 +120,7 @@ def test_union_types_and_arity(cat):
     assert q.root.columns[0].type == F
     with pytest.raises(SqlError, match="different numbers of columns"):
         parse("SELECT a, b FROM t UNION SELECT x FROM u", cat)
-    with pytest.raises(Exception, match="mixes"):
+    with pytest.raises(TypeMismatchError, match="mixes"):
         parse("SELECT a FROM t UNION SELECT y FROM u", cat)
 
 

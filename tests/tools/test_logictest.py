@@ -2,8 +2,8 @@
 
 The format tests use small scripts written here. The corpus tests read the shared
 corpus beside the repository (``../shared/conformance/sqllogictest``) and are skipped
-when it is absent; the CI sample finishes in well under five minutes, the whole corpus
-is marked slow (``pytest -m slow``).
+when it is absent, or fail under CI=true (tests/needs.py); the CI sample finishes in
+well under five minutes, the whole corpus is marked slow (``pytest -m slow``).
 """
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import pytest
 
 from noria_tools import logictest as lt
 from noria_tools.cli import main as cli_main
-
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "sqllogictest"
+from tests import needs
 
 SCRIPT = """\
 hash-threshold 4
@@ -179,9 +178,11 @@ def test_cli_routes_to_the_runner(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the corpus
 
-needs_corpus = pytest.mark.skipif(
-    not CORPUS.is_dir(), reason=f"sqllogictest corpus not found at {CORPUS} "
-                                "(it lives in ../shared beside the repository)")
+@pytest.fixture
+def corpus() -> Path:
+    """The corpus; without it, a skip (a failure under CI=true)."""
+    return needs.corpus()
+
 
 #: (file, minimum passed queries): a sample of every folder, a couple of minutes
 SAMPLE = [
@@ -194,18 +195,16 @@ SAMPLE = [
 ]
 
 
-@needs_corpus
 @pytest.mark.parametrize("name,minimum", SAMPLE, ids=[s[0] for s in SAMPLE])
-def test_corpus_sample(name, minimum):
-    res, wrong = lt.run_file(str(CORPUS / name), mode="both")
+def test_corpus_sample(corpus, name, minimum):
+    res, wrong = lt.run_file(str(corpus / name), mode="both")
     assert res.wrong == 0, (res.line(), list(wrong.items())[:5], res.notes[:5])
     assert res.passed >= minimum, res.line()
 
 
 @pytest.mark.slow
-@needs_corpus
-def test_whole_corpus():
-    files = sorted(str(p) for p in CORPUS.rglob("*.test"))
+def test_whole_corpus(corpus):
+    files = sorted(str(p) for p in corpus.rglob("*.test"))
     out = io.StringIO()
     code = lt.main(files, mode="both", out=out)
     last = out.getvalue().splitlines()[-1]

@@ -258,9 +258,9 @@ def test_fail_and_recover_through_the_client(cluster):
 
 def test_refuses_bad_connections_and_keeps_serving():
     with Cluster(workers=1, token="s3cret") as cluster:
-        with pytest.raises(noria_py.Error):
+        with pytest.raises(wire.AuthError, match="authentication failed"):
             noria_py.connect(cluster.url, token="wrong")
-        with pytest.raises(noria_py.Error):
+        with pytest.raises(wire.AuthError, match="authentication failed"):
             noria_py.connect(cluster.url)                   # no token at all
         # garbage after the length header, and an oversized frame, each on a fresh socket
         for payload in (struct.pack(">I", 5) + b"\xc1\xc1\xc1\xc1\xc1",
@@ -295,9 +295,9 @@ def test_binding_beyond_loopback_needs_a_token():
 
 
 def test_connect_url_errors():
-    with pytest.raises(noria_py.Error, match="noria://"):
+    with pytest.raises(noria_py.ConnectError, match="noria://"):
         noria_py.connect("http://localhost:1")
-    with pytest.raises(noria_py.Error, match="cannot connect"):
+    with pytest.raises(noria_py.ConnectError, match="cannot connect"):
         noria_py.connect("noria://127.0.0.1:1")
 
 

@@ -1,0 +1,51 @@
+"""What some tests need from outside the repository, and what happens without it.
+
+Java (with PySpark) for the Spark tests, and the shared sqllogictest corpus beside the
+repository (``../shared/conformance``) for the corpus tests. Without one, its tests are
+skipped, saying what is missing; under CI (``CI=true``) they fail instead, so that a CI
+machine set up without Java or without ``../shared`` cannot pass by running less.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+CORPUS = SHARED / "conformance" / "sqllogictest"
+
+
+def under_ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+def missing(what: str) -> NoReturn:
+    """Skip the calling test (or fixture) for want of ``what``; under CI, fail it."""
+    if under_ci():
+        pytest.fail(f"{what} (CI=true: a missing requirement fails the run instead of "
+                    "skipping its tests)", pytrace=False)
+    pytest.skip(what)
+
+
+def spark_session() -> Any:
+    """A local Spark session for the tests (two cores, two partitions)."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        missing("PySpark is not installed (pip install -e '.[spark]')")
+    from noria_py import spark
+    try:
+        return spark.get_session("local[2]", {"spark.sql.shuffle.partitions": "2",
+                                              "spark.default.parallelism": "2"})
+    except spark.SparkUnavailableError as exc:
+        missing(str(exc))
+
+
+def corpus() -> Path:
+    """The sqllogictest corpus of ../shared/conformance."""
+    if not CORPUS.is_dir():
+        missing(f"sqllogictest corpus not found at {CORPUS} (it lives in ../shared "
+                "beside the repository)")
+    return CORPUS
