@@ -13,10 +13,10 @@ from sql_frontend.catalog import DictCatalog
 from sql_frontend.types import SqlType, TableSchema
 
 from ..arrowio import ARROW_TYPES
-from ..errors import Error, UnknownTableError
+from ..errors import DataError, UnknownTableError
 
 
-class LoadError(Error):
+class LoadError(DataError):
     """Rows that cannot go into the table, or a source that cannot be read."""
 
 

@@ -2,18 +2,18 @@
 
 They are internal: the controller catches them to wait for a recovery and retry
 (reads through ``RemoteOp``, the server's ``execute`` and ``wait``). They subclass
-``noria_py.Error`` so that one escaping all retries reaches a client as an ordinary
+``noria_py.OperationalError`` so that one escaping all retries reaches a client as an ordinary
 engine error with its message, never as an internal one; they are not in
 ``noria_py.errors``, so a remote client sees a plain ``noria_py.Error``.
 """
-from ...errors import Error
+from ...errors import OperationalError
 
 
-class WorkerLost(Error):
+class WorkerLost(OperationalError):
     """The worker hosting a node died while it was being asked something."""
 
 
-class NodeDown(Error):
+class NodeDown(OperationalError):
     """A read reached a node that is not back yet (the controller waits and retries).
 
     Raised on a worker; it crosses the wire by name, and the controller raises

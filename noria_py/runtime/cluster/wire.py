@@ -24,7 +24,7 @@ import numpy as np
 from sortedcontainers import SortedKeyList
 
 from ...batch import Batch
-from ...errors import Error
+from ...errors import OperationalError
 from ...ops import accumulators
 from ...ops.dense import DenseRows, RowsDelta
 from ...ops.state import CountsDelta, DenseCounts
@@ -49,7 +49,7 @@ _NONCE = 32
 _HELLO_MAX = 64 * 1024      # no handshake frame is near this
 
 
-class ProtocolError(Error):
+class ProtocolError(OperationalError):
     """The peer sent something this protocol does not allow; the connection is unusable."""
 
 
