@@ -45,6 +45,10 @@ VIEWS = {
     "v_except": "SELECT x FROM f EXCEPT SELECT x FROM g",
     "v_intersect": "SELECT y FROM f INTERSECT SELECT x FROM g",
     "v_in_sub": "SELECT a, y FROM f WHERE x IN (SELECT x FROM g)",
+    # one row a key on both sides: dense joins, their columns padded with NULLs
+    "v_left_groups": "SELECT l.a, l.hi, r.lo FROM (SELECT a, MAX(x) AS hi FROM f GROUP BY a) "
+                     "AS l LEFT JOIN (SELECT z, MIN(x) AS lo FROM g GROUP BY z) AS r "
+                     "ON l.a = r.z",
 }
 #: ordered views: the engine's rows must come in DuckDB's order (ORDER BY covers every
 #: column, so ties are equal rows)
