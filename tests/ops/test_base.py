@@ -503,6 +503,7 @@ def test_nan_rows_are_the_one_nan_and_deletable(n):
     assert len(out) == n and b.rows == {(None, 1.0, None): 1}
     write(b, [(1, -float("nan"), "y"), (1, _nan("000000000000f87f"), "y")])
     assert b.rows[(1, math.nan, "y")] == 2
+    assert b.check_row((1, _nan(), "z"), 0)[1] is math.nan          # the row-by-row check
 
 
 def test_nan_rows_kept_as_columns_are_deletable(monkeypatch):
