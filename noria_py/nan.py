@@ -69,7 +69,10 @@ def has_nan(values: Sequence) -> bool:
     """Whether ``values`` (floats and None: a FLOAT column) hold a NaN. A sum in C
     first: only a NaN (or infinities of both signs) makes it NaN, so a column without
     one costs no Python step per value."""
-    total = sum(filter(None, values))     # (NaN is truthy; None and zeros are skipped)
+    try:
+        total = sum(values)
+    except TypeError:                     # a NULL: skipped (as are zeros; NaN is truthy)
+        total = sum(filter(None, values))
     return total != total and any(v != v for v in values)
 
 
