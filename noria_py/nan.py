@@ -18,11 +18,12 @@ the very same object. The engine therefore keeps two rules:
    - written rows and deleted rows (``Base.check_rows``), Arrow input read as rows
      (``arrowio.column_rows``), lookup keys (``Reader.lookup``, ``delete_keys``);
    - floats made from numpy arrays (``column_list``: a columnar batch read as rows, a
-     dense state's arrays read back, stored columns read back) and object arrays made
-     from float ones (``as_objects``, ``concat``), since each ``tolist``/``astype(object)``
-     makes a new float object per value;
-   - floats computed by expressions (arithmetic, ``ABS``, ``CAST``: ``canon``) and by
-     aggregates (SUM and AVG give ``math.nan``);
+     dense state's arrays read back, stored columns read back; ``ops.dense``: a dense
+     row read by key) and object arrays made from float ones (``as_objects``,
+     ``concat``), since each ``tolist``/``item``/``astype(object)`` makes a new float
+     object per value. An object array therefore never holds another NaN;
+   - floats computed by expressions (``expression``: arithmetic, ``ABS``, ``CAST``
+     of FLOAT type) and by aggregates (SUM and AVG give ``math.nan``);
    - everything msgpack decodes (``storage.codec.unpackb``: the write-ahead log,
      snapshots, and the cluster's wire, rows, keys and checkpoints alike).
 
@@ -35,6 +36,9 @@ the very same object. The engine therefore keeps two rules:
    its bits, on one shard).
 
 A NaN's sign and payload bits are not kept: every NaN is the same value, as in SQL.
+New code that makes Python floats out of arrays or bytes goes through these helpers
+(``tests/differential/test_nan.py`` writes NaNs of several bit patterns, as new objects,
+through every view shape, against DuckDB).
 """
 from __future__ import annotations
 
@@ -43,8 +47,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["NAN", "canon", "canon_row", "has_nan", "column_list", "as_objects",
-           "concat",
+__all__ = ["NAN", "canon", "canon_row", "has_nan", "column_list", "as_objects", "concat",
            "equal_values", "canon_deep"]
 
 #: the one NaN object inside the engine
