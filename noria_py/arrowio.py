@@ -4,11 +4,12 @@ of a ``pyarrow.Table`` handed to ``insert_arrow``.
 The embedded ``Table`` and the cluster client's ``RemoteTable`` both take Arrow tables,
 so the matching of Arrow columns to a table's columns lives here, below both: neither
 client module imports the other for it. It depends on nothing in the engine but its
-errors, so any module may import it at the top.
+errors and ``nan``, so any module may import it at the top.
 
 Invariants: a table's Arrow columns are matched by name, ignoring case, and must be
 exactly its columns (no missing, no extra); rows come out in the table's column order
-as tuples of Python values (``to_pylist``), which is what ``insert`` takes. A plan's
+as tuples of Python values (``to_pylist``, each NaN the one NaN: noria_py.nan), which
+is what ``insert`` takes (and what Spark recovery feeds operators directly). A plan's
 NULL type has no Arrow type of its own here: each user decides what an all-NULL
 column becomes (``pa.null()`` in a ``Result``, int64 for Spark).
 """
@@ -22,6 +23,7 @@ import pyarrow as pa
 from sql_frontend.types import SqlType
 
 from .errors import ArityError
+from .nan import canon, has_nan
 
 ARROW_TYPES: dict[SqlType, pa.DataType] = {
     SqlType.INT: pa.int64(),
@@ -47,7 +49,15 @@ def arrow_columns(table: Any, columns: Sequence[str], name: str) -> list:
 
 def column_rows(columns: Iterable[Any]) -> list[tuple]:
     """Arrow columns (or arrays) of equal length as a list of row tuples."""
-    return list(zip(*[c.to_pylist() for c in columns]))
+    return list(zip(*[_values(c) for c in columns]))
+
+
+def _values(column: Any) -> list:
+    """An Arrow column's values, each NaN the one NaN."""
+    values = column.to_pylist()
+    if pa.types.is_floating(column.type) and has_nan(values):
+        values = [canon(v) for v in values]
+    return values
 
 
 def arrow_rows(table: Any, columns: Sequence[str], name: str) -> list[tuple]:

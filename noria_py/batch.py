@@ -13,6 +13,8 @@ from typing import Iterable, Iterator, Sequence, cast
 
 import numpy as np
 
+from .nan import column_list
+
 
 class Batch:
     """Rows and signs, held as two lists or as columns.
@@ -20,7 +22,8 @@ class Batch:
     A columnar batch (``Batch.columnar``) holds one numpy array per column and an int64
     array of signs; operators with a vectorized path (the base, COUNT) read ``cols`` and
     ``sign_array`` directly, and every other reader of ``rows``/``signs`` gets Python
-    values built from the arrays on first use (``tolist``, so ints are ints)."""
+    values built from the arrays on first use (``tolist``, so ints are ints, and each NaN
+    the one NaN: ``nan.column_list``)."""
 
     __slots__ = ("_rows", "_signs", "cols", "sign_array")
 
@@ -69,7 +72,7 @@ class Batch:
         kept long (a base's chunk), so that one read does not double its memory."""
         if self._rows is not None or not self.cols:
             return self.rows
-        return list(zip(*[c.tolist() for c in self.cols]))
+        return list(zip(*[column_list(c) for c in self.cols]))
 
     @classmethod
     def inserts(cls, rows: Iterable[tuple]) -> "Batch":

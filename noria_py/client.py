@@ -48,6 +48,7 @@ from .errors import (
 from .expression import compile_predicate, compile_row, evaluate_constant
 from .graph import Graph
 from .hashing import shard_of
+from .nan import canon_row
 from .ops import Base, Reader
 from .ordering import order_key
 from .planner import Planner, initialize
@@ -861,7 +862,7 @@ class Table:
         base: Base = self._db.graph_[self._entry.node].op
         rows = []
         for k in keys:
-            kt = tuple(k) if isinstance(k, (tuple, list)) else (k,)
+            kt = canon_row(tuple(k) if isinstance(k, (tuple, list)) else (k,))
             row = base.by_key.get(kt)
             if row is None:
                 raise RowNotFoundError(f"table {self.name!r} has no row with primary key {k!r}")

@@ -6,6 +6,11 @@ tree. SQL's three-valued logic: NULL is ``None``; comparisons with NULL are NULL
 AND/OR follow Kleene logic; a filter keeps a row only when its predicate is TRUE.
 Integer arithmetic follows SQLite: INT / INT truncates toward zero, and division or
 modulo by zero gives NULL.
+
+FLOAT NaN follows PostgreSQL (noria_py.nan): where an operand of a comparison, IN or
+NULLIF is FLOAT, the NaN-aware helpers are compiled in (NaN = NaN is TRUE, NaN is
+above every other number), and a FLOAT computed here (arithmetic, ABS, CAST) has its
+NaN made the one NaN. Other types compile to the plain helpers, at no cost.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from sql_frontend.expr import Call, Col, Expr, Lit
 from sql_frontend.types import SqlType
 
 from .errors import TypeMismatchError, UnsupportedError
+from .nan import NAN
 
 RowFn = Callable[[tuple], Any]
 
@@ -91,6 +97,58 @@ def _gt(a, b):
 
 def _ge(a, b):
     return None if a is None or b is None else a >= b
+
+
+def _nan_lt(a, b) -> bool:
+    """a < b for two non-NULL numbers, NaN above every other one."""
+    if b != b:
+        return a == a
+    return a < b              # (False when a is NaN: nothing is above it but NaN)
+
+
+def _feq(a, b):
+    return None if a is None or b is None else a == b or (a != a and b != b)
+
+
+def _fne(a, b):
+    return None if a is None or b is None else not (a == b or (a != a and b != b))
+
+
+def _flt(a, b):
+    return None if a is None or b is None else _nan_lt(a, b)
+
+
+def _fle(a, b):
+    return None if a is None or b is None else not _nan_lt(b, a)
+
+
+def _fgt(a, b):
+    return None if a is None or b is None else _nan_lt(b, a)
+
+
+def _fge(a, b):
+    return None if a is None or b is None else not _nan_lt(a, b)
+
+
+def _fin(x, *values):
+    if x is None:
+        return None
+    saw_null = False
+    for v in values:
+        if v is None:
+            saw_null = True
+        elif x == v or (x != x and v != v):
+            return True
+    return None if saw_null else False
+
+
+def _fnullif(a, b):
+    return None if a is not None and b is not None and (a == b or (a != a and b != b)) else a
+
+
+def _canon(v):
+    """A FLOAT result with its NaN made the one NaN (None and numbers unchanged)."""
+    return NAN if v != v else v
 
 
 def _not(a):
@@ -206,6 +264,12 @@ def _cast_int(v):
     raise TypeMismatchError(f"cannot CAST {v!r} to INT")
 
 
+#: text that CAST to FLOAT reads as NaN or an infinity (PostgreSQL's spellings, any case)
+_SPECIAL_FLOATS = {"nan": NAN, "+nan": NAN, "-nan": NAN, "inf": math.inf,
+                   "+inf": math.inf, "infinity": math.inf, "+infinity": math.inf,
+                   "-inf": -math.inf, "-infinity": -math.inf}
+
+
 def _cast_float(v):
     if v is None:
         return None
@@ -213,7 +277,9 @@ def _cast_float(v):
         return float(v)
     if isinstance(v, str):
         m = _NUM_PREFIX.match(v)
-        return float(m.group(0)) if m else 0.0
+        if m:
+            return float(m.group(0))
+        return _SPECIAL_FLOATS.get(v.strip().lower(), 0.0)
     raise TypeMismatchError(f"cannot CAST {v!r} to FLOAT")
 
 
@@ -268,6 +334,12 @@ _FUNCS = {
     "lower": "_lower", "upper": "_upper", "length": "_length",
 }
 
+#: the NaN-aware helper of an operator, where an operand is FLOAT
+_FLOAT_FUNCS = {"eq": "_feq", "ne": "_fne", "lt": "_flt", "le": "_fle", "gt": "_fgt",
+                "ge": "_fge", "in": "_fin", "nullif": "_fnullif"}
+#: operators whose FLOAT result may be a new NaN object
+_MAKES_FLOATS = frozenset({"add", "sub", "mul", "div", "mod", "neg", "abs", "cast"})
+
 _NAMESPACE: dict[str, Any] = {name: obj for name, obj in globals().items() if name.startswith("_")}
 
 
@@ -306,11 +378,17 @@ class _Compiler:
                 fn = _CASTS.get(e.type)
                 if fn is None:
                     raise UnsupportedError(f"CAST to {e.type.value}")
-                return f"{fn}({self.src(e.args[0])})"
-            fn = _FUNCS.get(op)
-            if fn is None:
-                raise UnsupportedError(f"the expression operator {op!r}")
-            return f"{fn}({', '.join(self.src(a) for a in e.args)})"
+                out = f"{fn}({self.src(e.args[0])})"
+            else:
+                fn = _FUNCS.get(op)
+                if fn is None:
+                    raise UnsupportedError(f"the expression operator {op!r}")
+                if op in _FLOAT_FUNCS and any(a.type is SqlType.FLOAT for a in e.args):
+                    fn = _FLOAT_FUNCS[op]
+                out = f"{fn}({', '.join(self.src(a) for a in e.args)})"
+            if e.type is SqlType.FLOAT and op in _MAKES_FLOATS:
+                return f"_canon({out})"
+            return out
         raise UnsupportedError(f"the expression {e!r}")
 
 

@@ -2,7 +2,8 @@
 
 Python's ``hash()`` is salted per process for strings, so it cannot be used. Values
 that compare equal in SQL hash alike: 1, 1.0 and True all go where 1 goes, so a join
-between an INT and a FLOAT column finds its matches on one shard.
+between an INT and a FLOAT column finds its matches on one shard, and every NaN, whatever
+its sign and payload bits, goes where the others go (NaN equals NaN in SQL: noria_py.nan).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import struct
 import zlib
 
 _MASK = (1 << 64) - 1
+_NAN_HASH = zlib.crc32(b"NaN")
 
 
 def value_hash(v: object) -> int:
@@ -23,6 +25,8 @@ def value_hash(v: object) -> int:
     if isinstance(v, float):
         if v.is_integer():
             return int(v)
+        if v != v:
+            return _NAN_HASH
         return zlib.crc32(struct.pack("<d", v))
     if isinstance(v, str):
         return zlib.crc32(v.encode("utf-8", "surrogatepass"))

@@ -1,7 +1,13 @@
-"""Total orders over rows that may hold NULLs, for ORDER BY, TopK and deterministic output.
+"""Total orders over rows that may hold NULLs and NaNs, for ORDER BY, TopK and
+deterministic output.
 
-Python cannot compare None with a number, and a TopK must break ties the same way in
-every run (replay depends on it), so every sort goes through these keys.
+Python cannot compare None with a number, a NaN compares neither below nor above
+anything (a sort, or a sorted container, holding one comes out in no order at all),
+and a TopK must break ties the same way in every run (replay depends on it), so every
+sort goes through these keys. Each value becomes (rank, value): NULLs rank first or
+last as ORDER BY says (first ascending, last descending, by default: SQLite's order),
+NaN ranks above every other value, as in PostgreSQL (after +inf ascending, first
+descending), and the values between compare as themselves (noria_py.nan).
 """
 from __future__ import annotations
 
@@ -31,22 +37,30 @@ class _Desc:
 
 
 def row_key(row: tuple) -> tuple:
-    """Any row's position in one fixed total order (NULLs first)."""
-    return tuple((0, 0) if v is None else (1, v) for v in row)
+    """Any row's position in one fixed total order (NULLs first, NaN above numbers)."""
+    return tuple((0, 0) if v is None else (1, v) if v == v else (2, 0) for v in row)
+
+
+#: ranks of a sort key's parts: NULLs first or last, NaN before (descending) or after
+#: (ascending) the other values
+_NULL_FIRST, _NAN_DESC, _VALUE, _NAN_ASC, _NULL_LAST = range(5)
 
 
 def order_key(order: Sequence[OrderKey]) -> Callable[[tuple], tuple]:
     """Sort key for ORDER BY ``order``, ties broken by the whole row."""
-    spec = [(o.column, o.descending, 0 if o.nulls_first else 2) for o in order]
+    spec = [(o.column, o.descending, _NULL_FIRST if o.nulls_first else _NULL_LAST,
+             (_NAN_DESC if o.descending else _NAN_ASC, 0)) for o in order]
 
     def key(row: tuple) -> tuple:
         parts: list[tuple] = []
-        for col, desc, null_rank in spec:
+        for col, desc, null_rank, nan in spec:
             v = row[col]
             if v is None:
                 parts.append((null_rank, 0))
+            elif v != v:
+                parts.append(nan)
             else:
-                parts.append((1, _Desc(v) if desc else v))
+                parts.append((_VALUE, _Desc(v) if desc else v))
         parts.append(row_key(row))
         return tuple(parts)
 

@@ -210,3 +210,29 @@ def test_table_rows_keep_duplicates(db):
     vote.insert([(1, 1), (2, 2), (1, 1)])
     vote.delete([(2, 2)])
     assert sorted(vote.rows()) == [(1, 1), (1, 1)]
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_nan_keys_through_the_api(shards):
+    """A NaN primary key is one key (PostgreSQL): delete_keys and a view's lookup find it
+    whatever NaN object is handed over, on whichever shard it lives (noria_py/nan.py)."""
+    import math
+    import struct
+    other = struct.unpack("<d", bytes.fromhex("010000000000f8ff"))[0]
+    db = noria_py.connect(shards=shards)
+    db.execute("CREATE TABLE p (k DOUBLE PRIMARY KEY, v INT)")
+    db.execute("CREATE VIEW by_k AS SELECT v FROM p WHERE k = ?")
+    t = db.table("p")
+    t.insert([(float("nan"), 1), (math.inf, 2), (-math.inf, 3)])
+    with pytest.raises(noria_py.DuplicateKeyError):
+        t.insert([(other, 9)])
+    assert db.view("by_k").lookup(other) == [(1,)]
+    assert db.view("by_k").lookup_many([float("nan"), math.inf, 0.0]) == [[(1,)], [(2,)], []]
+    assert db.execute("SELECT v FROM p WHERE k = CAST('NaN' AS DOUBLE)").fetchall() == [(1,)]
+    assert sorted(db.execute("SELECT v FROM p WHERE k > 0").fetchall()) == [(1,), (2,)]
+    t.delete_keys([other])
+    assert db.view("by_k").lookup(float("nan")) == [] and len(t) == 2
+    db.execute("INSERT INTO p VALUES (CAST('nan' AS DOUBLE), 4)")
+    db.execute("UPDATE p SET v = 5 WHERE k = CAST('NaN' AS DOUBLE)")
+    assert db.view("by_k").lookup(float("nan")) == [(5,)]
+    db.close()

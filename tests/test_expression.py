@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 import warnings
 
 import pytest
@@ -611,3 +612,57 @@ def test_constants_are_not_shared_between_compilations():
     f = compile_expr(C("eq", Col(0, T.TEXT), L("a")))
     g = compile_expr(C("eq", Col(0, T.TEXT), L("b")))
     assert f(("a",)) is True and g(("a",)) is False and g(("b",)) is True
+
+
+# ---------------------------------------------------------------- NaN (noria_py/nan.py)
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def fcols(op, *values, t=T.BOOL):
+    """``op`` over FLOAT columns of a row (the NaN-aware helpers are compiled in)."""
+    e = Call(op, tuple(Col(i, T.FLOAT) for i in range(len(values))), t)
+    return compile_expr(e)(tuple(values))
+
+
+@pytest.mark.parametrize("a,b,eq,lt", [
+    (NAN, NAN, True, False), (NAN, INF, False, False), (INF, NAN, False, True),
+    (1.0, NAN, False, True), (NAN, -INF, False, False), (1.0, 2.0, False, True),
+    (2.0, 2.0, True, False),
+])
+def test_float_comparisons_take_nan_as_equal_to_itself_and_above_all(a, b, eq, lt):
+    gt = not eq and not lt
+    assert fcols("eq", a, b) is eq and fcols("ne", a, b) is (not eq)
+    assert fcols("lt", a, b) is lt and fcols("le", a, b) is (lt or eq)
+    assert fcols("gt", a, b) is gt and fcols("ge", a, b) is (gt or eq)
+    assert fcols("eq", a, None) is None and fcols("lt", None, b) is None
+
+
+def test_float_comparison_with_an_int_operand():
+    e = Call("gt", (Col(0, T.FLOAT), Lit(1, T.INT)), T.BOOL)
+    assert compile_predicate(e)((NAN,)) is True
+    assert compile_predicate(e)((0.5,)) is False
+
+
+def test_float_in_and_nullif_match_nan():
+    assert fcols("in", NAN, 1.0, float("nan")) is True
+    assert fcols("in", NAN, 1.0, None) is None
+    assert fcols("in", 1.0, NAN) is False
+    assert fcols("nullif", NAN, float("nan"), t=T.FLOAT) is None
+    assert fcols("nullif", 1.0, NAN, t=T.FLOAT) == 1.0
+
+
+@pytest.mark.parametrize("op,args", [("sub", (INF, INF)), ("mul", (INF, 0.0)),
+                                     ("add", (NAN, 1.0)), ("div", (INF, INF)),
+                                     ("neg", (NAN,)), ("abs", (NAN,))])
+def test_float_arithmetic_gives_the_one_nan(op, args):
+    assert fcols(op, *args, t=T.FLOAT) is math.nan
+
+
+@pytest.mark.parametrize("text,expected", [("NaN", math.nan), (" nan ", math.nan),
+                                           ("Infinity", INF), ("-Infinity", -INF),
+                                           ("inf", INF), ("-INF", -INF), ("+infinity", INF)])
+def test_cast_text_to_float_reads_nan_and_infinities(text, expected):
+    got = evaluate_constant(Call("cast", (L(text),), T.FLOAT))
+    assert got is expected if expected is math.nan else got == expected

@@ -105,3 +105,14 @@ def test_hash_is_stable_across_processes():
 def test_int_and_equal_float_same_shard(v, n):
     assert shard_of((v,), n) == shard_of((float(v),), n)
     assert shard_of((v, "k"), n) == shard_of((float(v), "k"), n)
+
+
+def test_every_nan_hashes_alike_and_apart_from_infinities():
+    import struct
+    nans = [float("nan"), -float("nan"), float("inf") - float("inf")] + [
+        struct.unpack("<d", bytes.fromhex(h))[0]
+        for h in ("010000000000f87f", "000000000000f8ff", "ffffffffffffff7f")]
+    assert len({value_hash(v) for v in nans}) == 1
+    assert value_hash(nans[0]) not in (value_hash(float("inf")), value_hash(-float("inf")))
+    for shards in (2, 3, 4, 7):
+        assert len({shard_of((v, 1), shards) for v in nans}) == 1

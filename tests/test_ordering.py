@@ -35,3 +35,30 @@ def test_equal_rows_have_equal_keys_and_different_rows_do_not():
 def test_no_order_is_whole_row_order():
     key = order_key([])
     assert sorted([(2,), (None,), (1,)], key=key) == [(None,), (1,), (2,)]
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _shape(rows):
+    """Rows with NaN spelled out, to compare orders (NaN != NaN)."""
+    return [tuple("NaN" if v is not None and v != v else v for v in r) for r in rows]
+
+
+def test_nan_sorts_above_every_number_ascending_and_first_descending():
+    rows = [(1.0,), (NAN,), (None,), (INF,), (-INF,), (float("nan"),), (0.0,)]
+    asc = sorted(rows, key=order_key([OrderKey(0)]))
+    assert _shape(asc) == [(None,), (-INF,), (0.0,), (1.0,), (INF,), ("NaN",), ("NaN",)]
+    asc_nulls_last = sorted(rows, key=order_key([OrderKey(0, nulls_first=False)]))
+    assert _shape(asc_nulls_last)[-3:] == [("NaN",), ("NaN",), (None,)]
+    desc = sorted(rows, key=order_key([OrderKey(0, True, False)]))
+    assert _shape(desc) == [("NaN",), ("NaN",), (INF,), (1.0,), (0.0,), (-INF,), (None,)]
+    desc_nulls_first = sorted(rows, key=order_key([OrderKey(0, True, True)]))
+    assert _shape(desc_nulls_first)[:3] == [(None,), ("NaN",), ("NaN",)]
+
+
+def test_nan_ties_break_on_the_rest_of_the_row():
+    rows = [(NAN, 3), (NAN, 1), (2.0, 9), (NAN, 2)]
+    got = sorted(rows, key=order_key([OrderKey(0)]))
+    assert [r[1] for r in got] == [9, 1, 2, 3]
+    assert _shape(sorted(rows, key=row_key)) == [(2.0, 9), ("NaN", 1), ("NaN", 2), ("NaN", 3)]

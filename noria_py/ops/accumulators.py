@@ -18,6 +18,7 @@ from sortedcontainers import SortedList
 
 from sql_frontend.plan import AggCall
 
+from ..nan import NAN
 from .sortedcopy import copy_sorted
 
 
@@ -118,7 +119,7 @@ class Sum(Accumulator):
             return None
         live = {k for k, c in sp.items() if c > 0}
         if "nan" in live or {"inf", "-inf"} <= live:
-            return math.nan
+            return NAN
         if live:
             return math.inf if "inf" in live else -math.inf
         return None
@@ -146,15 +147,22 @@ class Avg(Sum):
 
 
 class Min(Accumulator):
-    __slots__ = ("values",)
+    """Every value in a sorted multiset, but NaNs, which are counted apart: a NaN
+    compares with nothing (a ``SortedList`` holding one is out of order, and cannot find
+    it again to remove it), and in SQL it is above every other value (noria_py.nan):
+    MIN is NaN only when every value is, MAX whenever one is."""
+    __slots__ = ("values", "nans")
 
     def __init__(self) -> None:
         self.values = SortedList()
+        self.nans = 0
 
     def update(self, v, s: int) -> None:
         if v is None:
             return
-        if s > 0:
+        if v != v:
+            self.nans += s
+        elif s > 0:
             for _ in range(s):
                 self.values.add(v)
         else:
@@ -162,21 +170,26 @@ class Min(Accumulator):
                 self.values.discard(v)
 
     def value(self):
-        return self.values[0] if self.values else None
+        if self.values:
+            return self.values[0]
+        return NAN if self.nans > 0 else None
 
     def copy(self) -> "Min":
         c = type(self)()
         c.values = copy_sorted(self.values)     # (no value sorted again)
+        c.nans = self.nans
         return c
 
     def to_data(self) -> list:
-        return [type(self).__name__.lower(), list(self.values)]
+        return [type(self).__name__.lower(), list(self.values), self.nans]
 
 
 class Max(Min):
     __slots__ = ()
 
     def value(self):
+        if self.nans > 0:
+            return NAN
         return self.values[-1] if self.values else None
 
 
@@ -229,9 +242,10 @@ def from_data(data) -> Accumulator:
             s.floats, s.n = _int(data[3]), _int(data[5])
             s.special = None if data[4] is None else {str(k): _int(v) for k, v in data[4]}
             return s
-        if tag in ("min", "max") and len(data) == 2:
+        if tag in ("min", "max") and len(data) == 3:
             m = Min() if tag == "min" else Max()
             m.values = SortedList(data[1])
+            m.nans = _int(data[2])
             return m
         if tag == "distinct" and len(data) == 3:
             d = Distinct(from_data(data[2]))

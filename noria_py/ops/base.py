@@ -27,6 +27,7 @@ from .. import tuning
 from ..batch import Batch
 from ..columns import ColumnChunk
 from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
+from ..nan import NAN, concat, has_nan
 from .dense import object_column
 from .operator import Operator
 from .state import expand
@@ -43,7 +44,7 @@ def _coerce(value, typ: SqlType):
             return value
     elif typ is SqlType.FLOAT:
         if t is float:
-            return value
+            return NAN if value != value else value     # the one NaN (noria_py.nan)
         if t is int:
             return float(value)
     elif typ is SqlType.TEXT:
@@ -192,6 +193,8 @@ class Base(Operator):
                     vals = [v for v in col if v is not None] if nulls else col
                     if vals and (min(vals) < _INT_MIN or max(vals) > _INT_MAX):
                         return self._one_by_one(rows)
+                elif typ is SqlType.FLOAT and seen and has_nan(col):
+                    coerce.append(i)                # each NaN made the one NaN, below
                 continue
             if typ is SqlType.FLOAT and seen <= {float, int}:
                 coerce.append(i)
@@ -203,8 +206,10 @@ class Base(Operator):
                 for r in rows:
                     r = list(r)
                     for i in coerce:
-                        if r[i] is not None:
-                            r[i] = float(r[i])
+                        v = r[i]
+                        if v is not None:
+                            v = float(v)
+                            r[i] = NAN if v != v else v
                     out.append(tuple(r))
             except OverflowError:                      # an int too big for a FLOAT
                 return self._one_by_one(rows)
@@ -320,7 +325,7 @@ class Base(Operator):
             first = chunks[0].cols if chunks else None
             if first is not None and all(c.cols is not None and len(c.cols) == len(first)
                                          for c in chunks):
-                cols = [np.concatenate(parts) for parts in zip(*(c.cols for c in chunks))]
+                cols = [concat(parts) for parts in zip(*(c.cols for c in chunks))]
                 return Batch.columnar(cols, np.concatenate([c.sign_array for c in chunks]))
             rows: list[tuple] = []
             signs: list[int] = []

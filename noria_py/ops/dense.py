@@ -24,6 +24,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from ..nan import NAN, as_objects, column_list, equal_values
 from ..tuning import DENSE_LIMIT
 
 
@@ -203,10 +204,10 @@ class DenseRows:
                     if held.dtype == object:
                         held[:] = None
                 else:
-                    held = held.astype(object)
+                    held = as_objects(held)
                 self.parts[i] = held
                 self.kinds[i] = TYPED.get(held.dtype)
-            held[keys] = new
+            _assign(held, keys, new)
         self._refresh()
 
     def _grow(self, size: int) -> None:
@@ -249,7 +250,7 @@ class DenseRows:
             if not present[kn].all():
                 return None
             for held, new in zip(self.parts, parts):
-                if not (held[kn] == new[neg]).all():
+                if not equal_values(held[kn], new[neg]):
                     return None
         had = present[kp]
         present[kn] = False
@@ -264,10 +265,10 @@ class DenseRows:
                 # typed as the values coming in while it holds nothing; objects once
                 # two kinds of values meet
                 held = (np.empty(len(held), dtype=new.dtype) if empty
-                        else held.astype(object))
+                        else as_objects(held))
                 self._set_part(i, held)
                 self.kinds[i] = TYPED.get(held.dtype)
-            held[kp] = new[pos]
+            _assign(held, kp, new[pos])
         gone = kn[~present[kn]]
         for held, kind in zip(self.parts, self.kinds):
             if kind is None:
@@ -330,7 +331,7 @@ class DenseRows:
                 kind = kinds[i]
                 if kind is not None and (type(v) is not kind or (
                         kind is int and not _INT64[0] <= v <= _INT64[1])):
-                    self._set_part(i, parts[i].astype(object))  # a value that does not fit
+                    self._set_part(i, as_objects(parts[i]))  # a value that does not fit
                     kinds[i] = None
                 parts[i][k] = v
             if not had[k]:
@@ -366,11 +367,30 @@ class DenseRows:
     def items(self) -> Iterator[tuple[int, tuple]]:
         """(key, row) for every key holding a row."""
         keys = self.keys()
-        return zip(keys.tolist(), zip(*[p[keys].tolist() for p in self.parts]))
+        return zip(keys.tolist(), zip(*[column_list(p[keys]) for p in self.parts]))
 
 
 def _same(k: int) -> int:
     return k
+
+
+def _item(part: np.ndarray):
+    """int key -> the Python value ``part`` holds there (a float part's NaN as the one
+    NaN: ``item`` makes a new float object each time)."""
+    item = part.item
+    if part.dtype.kind != "f":
+        return item
+
+    def value(k: int) -> float:
+        v = item(k)
+        return v if v == v else NAN
+    return value
+
+
+def _assign(held: np.ndarray, at: np.ndarray, new: np.ndarray) -> None:
+    """``held[at] = new``; float values going into an object array as objects whose
+    NaN is the one NaN."""
+    held[at] = as_objects(new) if held.dtype == object and new.dtype.kind == "f" else new
 
 
 def _row_getter(present: np.ndarray, parts: list[np.ndarray], key: int | None):
@@ -378,7 +398,7 @@ def _row_getter(present: np.ndarray, parts: list[np.ndarray], key: int | None):
     or None where ``present`` says no row: a reader's lookup, written out for the usual
     widths (a comprehension costs more than the three values it reads)."""
     size, has = len(present), present.item
-    item = [_same if i == key else p.item for i, p in enumerate(parts)]
+    item = [_same if i == key else _item(p) for i, p in enumerate(parts)]
     if key == 0 and len(item) == 3:         # an id first: the commonest view shape
         _, b, c = item
         return lambda k: (k, b(k), c(k)) if 0 <= k < size and has(k) else None

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import Batch
+from ..nan import concat
 from .dense import DenseRows, KeyMarks, RowsDelta
 from .operator import Operator
 from .state import Flips, KeyedState, items
@@ -110,7 +111,7 @@ class Join(Operator):
                         pieces.insert(0 if sign == -1 else len(pieces), piece)
         if len(pieces) == 1:
             return Batch.columnar(*pieces[0])
-        return Batch.columnar([np.concatenate(parts) for parts in zip(*(p[0] for p in pieces))],
+        return Batch.columnar([concat(parts) for parts in zip(*(p[0] for p in pieces))],
                               np.concatenate([p[1] for p in pieces]))
 
     def _rows(self, port: int, batch: Batch, keys: list, flips: Flips | None) -> Batch:

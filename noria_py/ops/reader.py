@@ -28,6 +28,7 @@ from typing import Any, Sequence
 from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
+from ..nan import canon, canon_row
 from ..ordering import order_key
 from .dense import DenseRows, KeyMarks, RowsDelta
 from .operator import Operator
@@ -116,9 +117,12 @@ class Reader(Operator):
     def lookup(self, key) -> list[tuple]:
         """Rows for one key value (a tuple for a compound key). ``col = NULL`` is never
         true in SQL, so a NULL in the key finds nothing, though rows with NULL key
-        columns are kept for reads of the whole view."""
-        if type(key) is not int and (key is None or (type(key) is tuple and None in key)):
-            return []
+        columns are kept for reads of the whole view. A NaN finds the NaN rows (any NaN
+        object: it is made the one NaN, noria_py.nan)."""
+        if type(key) is not int:
+            if key is None or (type(key) is tuple and None in key):
+                return []
+            key = canon_row(key) if type(key) is tuple else canon(key)   # NaN finds NaN
         bucket = self.state.get(key)
         if bucket is None:
             return []

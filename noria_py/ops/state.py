@@ -30,6 +30,7 @@ import numpy as np
 from .. import tuning
 from ..batch import Batch
 from ..expression import columns_getter
+from ..nan import column_list
 from ..tuning import DENSE_LIMIT
 from .dense import DenseRows, batch_keys, batch_signs, column, grown_size
 
@@ -197,7 +198,7 @@ class KeyedState:
                                            batch_signs(batch))
                 return keys, batch
         if batch.cols is not None and len(self.key) == 1:
-            return batch.cols[self.key[0]].tolist(), batch
+            return column_list(batch.cols[self.key[0]]), batch
         return list(map(self._keyf, batch.rows)), batch
 
     def apply(self, keys: np.ndarray | list, batch: Batch, track: bool = False) -> Flips | None:

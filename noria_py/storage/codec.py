@@ -23,16 +23,24 @@ not (a ``zoneinfo`` zone cannot be rebuilt from an offset).
 
 Integers must fit in msgpack's range, -2**63 .. 2**64-1; anything else is
 refused with :class:`EncodeError` rather than silently changed.
+
+A float NaN is written as the bits it has, and every NaN read back is the engine's one
+NaN object (``noria_py.nan``: decoding makes a new float object per value, and a NaN
+finds itself in a dict only as that object): rows, keys and checkpoints from the log,
+a snapshot or the cluster's wire are ready to match the rows in memory.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import re
 import struct
 from typing import Any, cast
 
 import msgpack
+
+from ..nan import canon_deep, column_list
 
 __all__ = [
     "EXT_DATE",
@@ -113,13 +121,21 @@ def packb(obj: Any) -> bytes:
         raise EncodeError(str(exc)) from exc
 
 
+#: what a msgpack float whose exponent bits are all ones (a NaN or an infinity) starts
+#: with: where none is found, the payload holds no NaN (the check costs one scan in C)
+_MAYBE_NAN = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]|\xca[\x7f\xff][\x80-\xff]")
+
+
 def unpackb(data: bytes | bytearray | memoryview) -> Any:
     """Decode bytes written by :func:`packb`; arrays come back as tuples, so
-    rows compare equal to the tuples that were written."""
+    rows compare equal to the tuples that were written, and each NaN is the one NaN."""
     try:
-        return msgpack.unpackb(data, raw=False, use_list=False, ext_hook=_ext_hook, strict_map_key=False)
+        obj = msgpack.unpackb(data, raw=False, use_list=False, ext_hook=_ext_hook, strict_map_key=False)
     except Exception as exc:  # msgpack raises a zoo of types on garbage input
         raise DecodeError(f"undecodable payload: {exc}") from exc
+    if _MAYBE_NAN.search(data):
+        obj = canon_deep(obj)
+    return obj
 
 
 _VALUE_TYPES = frozenset({int, float, str, bool, type(None), _dt.date, _dt.datetime, bytes})
@@ -197,4 +213,4 @@ def unpack_columns(n: object, parts: object) -> list[tuple] | None:
     if not columns_ok(n, parts):
         return None
     checked = cast("tuple[tuple[str, bytes], ...]", parts)   # the shape columns_ok checked
-    return list(zip(*[np.frombuffer(data, dtype=np.dtype(dt)).tolist() for dt, data in checked]))
+    return list(zip(*[column_list(np.frombuffer(data, dtype=np.dtype(dt))) for dt, data in checked]))

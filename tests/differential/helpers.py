@@ -11,22 +11,31 @@ from hypothesis import strategies as st
 
 import noria_py
 
+#: what a NaN normalizes to: one value that equals itself (NaN objects are unequal)
+NAN = "<NaN>"
+
+
+def normal_row(r) -> tuple:
+    """A row with floats rounded so that summation order does not matter, integral ones
+    as ints, -0.0 as 0 and any NaN as ``NAN``."""
+    vals = []
+    for v in r:
+        if isinstance(v, decimal.Decimal):
+            v = float(v)
+        if isinstance(v, float):
+            if v != v:
+                vals.append(NAN)
+                continue
+            v = round(v, 6) + 0.0
+            if v.is_integer():
+                v = int(v)
+        vals.append(v)
+    return tuple(vals)
+
 
 def normalize(rows) -> Counter:
-    """A multiset of rows, floats rounded so that summation order does not matter."""
-    out = Counter()
-    for r in rows:
-        vals = []
-        for v in r:
-            if isinstance(v, decimal.Decimal):
-                v = float(v)
-            if isinstance(v, float):
-                v = round(v, 6) + 0.0
-                if v.is_integer():
-                    v = int(v)
-            vals.append(v)
-        out[tuple(vals)] += 1
-    return out
+    """A multiset of rows (``normal_row``)."""
+    return Counter(map(normal_row, rows))
 
 
 class Oracle:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import datetime
+import math
+import struct
 
 import pytest
 from hypothesis import given, settings
@@ -480,3 +482,47 @@ def test_insert_only_then_indexed_matches_a_multiset(steps):
             model += Counter(rows)
         assert len(b) == sum(model.values())
         assert ms(b.snapshot()) == dict(+model)
+
+
+# ---------------------------------------------------------------- NaN (noria_py/nan.py)
+
+def _nan(bits: str = "010000000000f8ff") -> float:
+    """A NaN that is not the engine's object (negative, with a payload)."""
+    return struct.unpack("<d", bytes.fromhex(bits))[0]
+
+
+@pytest.mark.parametrize("n", [1, 40], ids=["few", "batch"])
+def test_nan_rows_are_the_one_nan_and_deletable(n):
+    """Every NaN written is the one NaN, so a row holding one is found again by a delete
+    that hands over another NaN object (the row-by-row and column checks alike)."""
+    b = events()
+    rows = [(i, float("nan"), "x") for i in range(n)] + [(None, 1, None)]
+    write(b, rows)
+    assert all(r[1] is math.nan for r in b.rows if r[0] is not None)
+    out = write(b, deletes=[(i, _nan(), "x") for i in range(n)])
+    assert len(out) == n and b.rows == {(None, 1.0, None): 1}
+    write(b, [(1, -float("nan"), "y"), (1, _nan("000000000000f87f"), "y")])
+    assert b.rows[(1, math.nan, "y")] == 2
+    assert b.check_row((1, _nan(), "z"), 0)[1] is math.nan          # the row-by-row check
+
+
+def test_nan_rows_kept_as_columns_are_deletable(monkeypatch):
+    from noria_py import tuning
+    monkeypatch.setattr(tuning, "ARRAY_MIN", 1)
+    b = events()
+    write(b, [(1, float("nan"), "x"), (2, 2.0, "y")])
+    assert b._rows is None                           # columnar: a float64 array holds it
+    write(b, deletes=[(1, _nan(), "x")])
+    assert b.rows == {(2, 2.0, "y"): 1}
+
+
+def test_nan_primary_key_is_unique_and_deletable_by_key():
+    """As in PostgreSQL, a NaN in a FLOAT primary key is one key value."""
+    b = Base(schema("k", ("k", T.FLOAT), ("v", T.INT), pk=(0,)))
+    write(b, [(float("nan"), 1), (1.5, 2)])
+    assert_rejected(b, DuplicateKeyError, inserts=[(_nan(), 3)])
+    assert_rejected(b, DuplicateKeyError, inserts=[(0.0, 1), (float("nan"), 3)])
+    write(b, deletes=[(_nan(), 1)], inserts=[(float("nan"), 4)])
+    assert b.by_key == {(math.nan,): (math.nan, 4), (1.5,): (1.5, 2)}
+    write(b, deletes=[(float("nan"), 4)])
+    assert b.by_key == {(1.5,): (1.5, 2)} and len(b) == 1

@@ -228,3 +228,25 @@ def test_a_key_part_is_read_from_the_key():
     d.parts[1][:] = -1          # what the array holds no longer matters
     assert d.get(4) == ("a", 4, 0.5) and d.get(9) == ("b", 9, None)
     assert d.get(4)[:2] == ("a", 4) and d.get(5) is None and d.get(10 ** 9) is None
+
+
+# ---------------------------------------------------------------- NaN (noria_py/nan.py)
+
+def test_a_nan_in_a_float_part_is_removed_and_read_as_the_one_nan():
+    """A float part holds NaN as bits: removing the row it is in (given another NaN) is
+    accepted, and reading a row back gives the engine's one NaN, as arrays and as rows."""
+    import math
+    d = DenseRows(2, key=0)
+    d.apply(arr(1, 2), [arr(1, 2), np.array([np.nan, 0.5])], arr(1, 1))
+    assert d.kinds[1] is float
+    assert d.row(1)[1] is math.nan and held(d)[1][1] is math.nan
+    assert d.apply(arr(1), [arr(1), np.array([-np.nan])], arr(-1)) is not None
+    assert held(d) == {2: (2, 0.5)}
+    d.apply_rows([3], [(3, math.nan)], [1])
+    assert d.apply_rows([3], [(3, math.nan)], [-1]) == ([3], [])
+    d.apply(arr(4), [arr(4), np.array([np.nan])], arr(1))
+    d.apply_rows([5], [(5, "text")], [1])                  # the part turns to objects
+    assert d.kinds[1] is None and d.row(4)[1] is math.nan
+    assert d.apply(arr(4), [arr(4), np.array([np.nan])], arr(-1)) is not None
+    d.apply(arr(6), [arr(6), np.array([np.nan])], arr(1))  # floats into objects
+    assert d.row(6)[1] is math.nan and held(d)[6][1] is math.nan

@@ -149,3 +149,17 @@ def test_random_min_max_matches_recomputation(group_by, aggs, ops):
         e.check()
         assert e.state() == recompute_aggregate(group_by, aggs, model)
         assert ms(e.op.snapshot()) == e.state()
+
+
+def test_nan_is_the_max_until_it_goes():
+    """MAX is NaN while the group holds one, MIN ignores it unless it is all there is
+    (PostgreSQL; rows hold the engine's one NaN, noria_py/nan.py)."""
+    import math
+    e = E()
+    e.feed(0, ins(("g", 1.0), ("g", math.nan), ("g", -math.inf), ("h", math.nan)))
+    assert ms(e.op.snapshot()) == {("g", -math.inf, math.nan): 1, ("h", math.nan, math.nan): 1}
+    out = e.feed(0, dels(("g", math.nan), ("g", -math.inf)))
+    assert ms(out) == {("g", -math.inf, math.nan): -1, ("g", 1.0, 1.0): 1}
+    e.feed(0, dels(("h", math.nan)))
+    assert ms(e.op.snapshot()) == {("g", 1.0, 1.0): 1}
+    e.check()

@@ -290,3 +290,24 @@ def test_reference_sort_agrees_with_a_shuffle():
         t.process(0, Batch.inserts(shuffled))
         (part,) = t.parts.values()
         assert list(part) == expected
+
+
+def test_nan_is_above_every_number_and_its_row_can_leave():
+    """NaN sorts after +inf ascending and first descending (PostgreSQL; rows hold the
+    engine's one NaN, noria_py/nan.py), and a NaN row deleted lets the next one in."""
+    import math
+    nan, inf = math.nan, math.inf
+    asc = K([ASC0], 2)
+    asc.feed(0, ins((nan, 1), (inf, 2), (nan, 3)))
+    assert ms(asc.op.snapshot()) == {(inf, 2): 1, (nan, 1): 1}
+    out = asc.feed(0, ins((1.0, 4)))
+    assert ms(out) == {(nan, 1): -1, (1.0, 4): 1}
+    asc.feed(0, dels((inf, 2), (1.0, 4)))
+    assert ms(asc.op.snapshot()) == {(nan, 1): 1, (nan, 3): 1}
+    asc.check()
+    desc = K([DESC0], 1)
+    desc.feed(0, ins((inf, 1), (nan, 2), (None, 3)))
+    assert ms(desc.op.snapshot()) == {(nan, 2): 1}
+    out = desc.feed(0, dels((nan, 2)))
+    assert ms(out) == {(nan, 2): -1, (inf, 1): 1}
+    desc.check()

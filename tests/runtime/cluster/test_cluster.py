@@ -234,6 +234,28 @@ def test_ad_hoc_queries_through_the_client(cluster):
     db.close()
 
 
+def test_nan_through_a_cluster(cluster):
+    """NaN over the wire and across workers (noria_py/nan.py): one group, found by key,
+    deletable by a NaN the client sends, and MAX back to the number after it goes."""
+    import math
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE fl (x DOUBLE, y INT)")
+    db.execute("CREATE VIEW fl_g AS SELECT x, COUNT(*) AS n FROM fl GROUP BY x")
+    db.execute("CREATE VIEW fl_max AS SELECT MAX(x) AS hi FROM fl")
+    db.execute("CREATE VIEW fl_k AS SELECT y FROM fl WHERE x = ?")
+    t = db.table("fl")
+    t.insert([(float("nan"), 1), (-float("nan"), 2), (2.0, 3)])
+    db.wait()
+    assert sorted(db.view("fl_k").lookup(float("nan"))) == [(1,), (2,)]
+    assert db.view("fl_max").all()[0][0] != db.view("fl_max").all()[0][0]     # NaN
+    assert len(db.view("fl_g").all()) == 2
+    t.delete([(float("nan"), 1), (float("nan"), 2)])
+    db.wait()
+    assert db.view("fl_max").all() == [(2.0,)] and db.view("fl_g").all() == [(2.0, 1)]
+    assert db.view("fl_k").lookup(math.nan) == []
+    db.close()
+
+
 def test_fail_and_recover_through_the_client(cluster):
     db = noria_py.connect(cluster.url)
     db.execute("CREATE TABLE r (k INT, v INT)")

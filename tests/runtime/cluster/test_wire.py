@@ -549,3 +549,29 @@ def test_an_announced_frame_holds_only_the_bytes_that_came():
         t.join()
         conn.close()
     assert peak < 8 * sent, peak
+
+
+def test_nan_crosses_the_wire_as_the_one_nan():
+    """Rows, keys and MIN/MAX checkpoints decoded hold the engine's one NaN (msgpack makes
+    a new float per value; noria_py/nan.py), so they match the rows already held."""
+    import math
+
+    from noria_py.ops.accumulators import Max
+    from noria_py.runtime.checkpoints import Checkpoint
+    other = struct.unpack("<d", bytes.fromhex("010000000000f8ff"))[0]
+    rows = Batch([(other, 1), (float("nan"), 2)], [1, -1])
+    back = decode_batch(_over_wire(encode_batch(rows)))
+    assert all(r[0] is math.nan for r in back.rows)
+    cols = Batch.columnar([np.array([np.nan, 1.0]), np.array([1, 2], dtype=np.int64)],
+                          np.ones(2, dtype=np.int64))
+    back = decode_batch(_over_wire(encode_batch(cols)))
+    assert back.rows[0][0] is math.nan
+    m = Max()
+    for v in (other, 2.0):
+        m.update(v, 1)
+    ck = Checkpoint(1, {}, "keyed", entries={(float("nan"),): (2, m)})
+    back = wire.decode_checkpoint(_over_wire(wire.encode_checkpoint(ck)))
+    (key, (n, acc)), = back.entries.items()
+    assert key[0] is math.nan and acc.value() is math.nan
+    acc.update(float("nan"), -1)
+    assert acc.value() == 2.0
