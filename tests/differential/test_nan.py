@@ -175,7 +175,7 @@ CONFIGS = [(1, None, 32), (4, None, 32), (1, 5, 1), (4, 11, 1)]
 
 @pytest.mark.parametrize("shards,seed,dense_min", CONFIGS,
                          ids=[f"shards{s}-seed{d}-dense{m}" for s, d, m in CONFIGS])
-@settings(max_examples=int(os.environ.get("NORIA_DIFF_EXAMPLES", "25")), deadline=None,
+@settings(max_examples=int(os.environ.get("NORIA_DIFF_EXAMPLES", "10")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(first=ops, second=ops, split=st.integers(0, len(ALL)))
 def test_nan_views_match_duckdb(shards, seed, dense_min, first, second, split):
