@@ -63,3 +63,28 @@ def _values(column: Any) -> list:
 def arrow_rows(table: Any, columns: Sequence[str], name: str) -> list[tuple]:
     """The rows of a ``pyarrow.Table``, as ``arrow_columns`` matches them."""
     return column_rows(arrow_columns(table, columns, name))
+
+
+def as_arrow_table(data: Any) -> Any:
+    """``data`` as a ``pyarrow.Table`` when it is tabular data Arrow can take: a
+    ``RecordBatch``, anything that speaks the Arrow PyCapsule stream interface
+    (``__arrow_c_stream__``: pandas 2.2+, polars, DuckDB relations, other Arrow
+    libraries), or an older pandas or polars DataFrame; anything else as it is (for
+    the caller to refuse)."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.table(data)
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas" and type(data).__name__ == "DataFrame":
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if module == "polars" and type(data).__name__ == "DataFrame":
+        return data.to_arrow()
+    return data
+
+
+def is_frame(data: Any) -> bool:
+    """Whether ``data`` is tabular data ``as_arrow_table`` converts (not rows)."""
+    return as_arrow_table(data) is not data or isinstance(data, pa.Table)

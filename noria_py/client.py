@@ -28,7 +28,7 @@ from sql_frontend.expr import Col
 from sql_frontend.types import TableSchema
 
 from . import tuning
-from .arrowio import arrow_columns, column_rows
+from .arrowio import arrow_columns, as_arrow_table, column_rows, is_frame
 from .batch import Batch
 from .dbapi import Cursor
 from .errors import (
@@ -833,14 +833,20 @@ class Table:
 
     @_serialized
     def insert(self, rows: Iterable[Sequence]) -> None:
-        """Add rows (tuples in column order); all or nothing."""
+        """Add rows (tuples in column order), or a DataFrame or Arrow table (as
+        ``insert_arrow``); all or nothing."""
+        if is_frame(rows):
+            return self.insert_arrow(rows)
         self._db._write(self._entry, list(rows), ())
 
     @_serialized
     def insert_arrow(self, table) -> None:
-        """Add the rows of a ``pyarrow.Table`` whose columns match this table's. Numeric
+        """Add the rows of a ``pyarrow.Table`` whose columns match this table's (by name),
+        or of anything Arrow takes as one (``arrowio.as_arrow_table``: pandas and polars
+        DataFrames, DuckDB relations, anything with ``__arrow_c_stream__``). Numeric
         columns without NULLs, into a table kept as columns, go in as arrays, never as
         Python rows; anything else is checked row by row, as ``insert`` does."""
+        table = as_arrow_table(table)
         cols = arrow_columns(table, self.columns, self.name)
         arrays = self._db.graph_[self._entry.node].op.arrays_from_arrow(cols)
         if arrays is None:

@@ -17,7 +17,7 @@ from sql_frontend import wire as plan_wire
 from sql_frontend.types import SqlType, TableSchema
 
 from . import errors
-from .arrowio import arrow_rows
+from .arrowio import arrow_rows, as_arrow_table, is_frame
 from .dbapi import Cursor
 from .errors import ArityError, ClosedError, ConnectError, Error, NotSupportedError
 from .recovery import RecoveryReport
@@ -186,10 +186,12 @@ class RemoteTable:
         return {tuple(k) for k in self._db._call("keys", self.name)}
 
     def insert(self, rows: Iterable[Sequence]) -> None:
+        if is_frame(rows):
+            return self.insert_arrow(rows)
         self._db._call("insert", self.name, [tuple(r) for r in rows])
 
     def insert_arrow(self, table) -> None:
-        self.insert(arrow_rows(table, self.columns, self.name))
+        self.insert(arrow_rows(as_arrow_table(table), self.columns, self.name))
 
     def delete(self, rows: Iterable[Sequence]) -> None:
         self._db._call("delete", self.name, [tuple(r) for r in rows])
