@@ -612,6 +612,11 @@ def run_memory(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_adhoc(argv: list[str]) -> int:
+    from noria_tools.adhocbench import main
+    return main(argv)
+
+
 def run_cluster(argv: list[str]) -> int:
     from noria_tools.clusterbench import main
     return main(argv)
@@ -619,7 +624,7 @@ def run_cluster(argv: list[str]) -> int:
 
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
            "load": run_load, "peers": run_peers, "cluster": run_cluster,
-           "memory": run_memory}
+           "memory": run_memory, "adhoc": run_adhoc}
 
 
 def run_bench(name: str, argv: list[str]) -> int:
