@@ -30,7 +30,7 @@ import numpy as np
 from noria_py import connect
 from noria_py.errors import Error
 from noria_tools import workloads
-from noria_tools.bench import load_votes, plot_recovery, timed_recover
+from noria_tools.bench import load_votes, plot_recovery
 
 KINDS = ("sharder", "aggregate", "join", "reader", "topk", "extremum", "distinct")
 
@@ -151,21 +151,30 @@ def fail_with_votes(bed: VoteBed, node: str) -> None:
     write_votes(bed)
 
 
-def recover_round(bed: VoteBed, node: str, strategy: str) -> float:
-    """One round; the seconds until the views are right again (checked after)."""
+def recover_round(bed: VoteBed, node: str, strategy: str) -> tuple[float, str]:
+    """One round: the seconds until the views are right again (checked after), and how
+    a tree-clock recovery restored the node's state: ``"ck"`` from its checkpoint,
+    ``"rebuilt"`` from its parents' output (``"-"``: stateless, or another strategy)."""
     fail_with_votes(bed, node)
-    seconds = timed_recover(bed.db, node, strategy)[1]
+    gc.collect()
+    t0 = time.perf_counter()
+    report = bed.db.recover(node, strategy=strategy)
+    bed.db.wait()
+    seconds = time.perf_counter() - t0
     check(bed)
-    return seconds
+    how = "-"
+    if strategy == "treeclock" and report.rows:
+        how = "rebuilt" if report.checkpoint is None else "ck"
+    return seconds, how
 
 
 def _medians(bed: VoteBed, node: str, strategies: list[str], rounds: int,
-             broken: dict[str, str]) -> dict[str, list[float]]:
-    """Each strategy's seconds per round, the strategies taking turns (round r starts
-    with strategy r mod their number). A strategy whose recovery raises is reported in
+             broken: dict[str, str]) -> dict[str, list[tuple[float, str]]]:
+    """Each strategy's (seconds, how) per round (``recover_round``), the strategies
+    taking turns (round r starts with strategy r mod their number). A strategy whose recovery raises is reported in
     ``broken`` and left out (the node is brought back by lineage and the others go on;
     a broken spark is not tried again, another strategy is, on the next node)."""
-    out: dict[str, list[float]] = {s: [] for s in strategies if s not in broken}
+    out: dict[str, list[tuple[float, str]]] = {s: [] for s in strategies if s not in broken}
     for r in range(rounds):
         k = r % len(strategies)
         for s in strategies[k:] + strategies[:k]:
@@ -207,10 +216,13 @@ def _row(kind: str, node: str, n: int, times: dict[str, float], strategies: list
     return f"{kind:>10} {node:>6} {n:>11,} {cells} {ratio} {os.getloadavg()[0]:>6.2f}{built}"
 
 
-def _rounds_line(rounds: dict[str, list[float]]) -> str:
-    """Every round's seconds, per strategy, in the order they ran."""
+def _rounds_line(rounds: dict[str, list[tuple[float, str]]]) -> str:
+    """Every round's seconds, per strategy, in the order they ran; a tree-clock round
+    of a stateful node says whether it came back from its checkpoint (ck) or was
+    rebuilt from its parents."""
     return "    rounds: " + "; ".join(
-        f"{s} " + " ".join(f"{t:.4f}" for t in ts) for s, ts in rounds.items())
+        f"{s} " + " ".join(f"{t:.4f}" + ("" if how == "-" else f" ({how})") for t, how in ts)
+        for s, ts in rounds.items())
 
 
 def _bed_for(beds: dict[str | None, VoteBed], kind: str, votes: int, articles: int,
@@ -252,7 +264,7 @@ def run_nodes(a: argparse.Namespace, sizes: list[int], strategies: list[str]) ->
             bed, load = _bed_for(beds, kind, n, articles, shards)
             node = pick_node(bed.db.graph(), kind)
             rounds = _medians(bed, node, strategies, a.rounds, broken)
-            times = {s: statistics.median(ts) for s, ts in rounds.items()}
+            times = {s: statistics.median(t for t, _ in ts) for s, ts in rounds.items()}
             for s, v in times.items():
                 results.setdefault(f"{kind}, {s}" if len(kinds) > 1 else s, {})[n] = v
             print(_row(kind, node, n, times, strategies, load), flush=True)
