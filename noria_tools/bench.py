@@ -321,7 +321,7 @@ def run_recovery(argv: list[str]) -> int:
     p.add_argument("--plot", default=None, help="write a PNG of recovery time against votes")
     p.add_argument("--node", default=None, metavar="KIND",
                    help="instead: a shard of this node kind on the vote view (sharder, "
-                   "aggregate, join, reader, topk, extremum; a comma list, or all)")
+                   "aggregate, join, reader, topk, extremum, distinct; a comma list, or all)")
     p.add_argument("--articles", type=int, default=None,
                    help="with --node (default 100,000)")
     a = p.parse_args(argv)

@@ -3,20 +3,23 @@ each node kind on the vote view from the Noria paper, every result checked.
 
 The database: ``article`` and ``vote`` (``workloads.SCHEMA``), the articles and the
 votes loaded before the views exist (the views are then initialized from them), then
-``ArticleWithVoteCount`` (article LEFT JOIN a COUNT per article) and, for ``topk`` or
-``extremum``, a second view of that shape over the votes (``TOP_VIEWS``).
+``ArticleWithVoteCount`` (article LEFT JOIN a COUNT per article) and, for ``topk``,
+``extremum`` or ``distinct``, a second view over the votes (``TOP_VIEWS``).
 
 One round: 1,000 votes (10 inserts of 100, random articles), the node fails, 1,000 more
 votes while it is down, then ``db.recover(node, strategy)`` + ``db.wait()`` is timed.
 After the timing, 200 random articles of ``ArticleWithVoteCount`` (and of the second
 view, if any) are compared with answers kept in Python from every vote written; a
-mismatch raises AssertionError.
+mismatch raises AssertionError. The strategies take turns round by round (the first
+round's order rotated each round), so a drift of the machine's speed hits them alike;
+each row shows the load average when it was printed.
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import importlib.util
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -27,9 +30,9 @@ import numpy as np
 from noria_py import connect
 from noria_py.errors import Error
 from noria_tools import workloads
-from noria_tools.bench import load_votes, plot_recovery, timed_recover
+from noria_tools.bench import load_votes, plot_recovery
 
-KINDS = ("sharder", "aggregate", "join", "reader", "topk", "extremum")
+KINDS = ("sharder", "aggregate", "join", "reader", "topk", "extremum", "distinct")
 
 #: the second view a kind needs: (name, SQL)
 TOP_VIEWS = {
@@ -37,6 +40,8 @@ TOP_VIEWS = {
              "WHERE article_id = ? ORDER BY user_id DESC LIMIT 3"),
     "extremum": ("top_users", "CREATE VIEW top_users AS SELECT article_id, MAX(user_id) AS top "
                  "FROM vote WHERE article_id = ? GROUP BY article_id"),
+    "distinct": ("voters", "CREATE VIEW voters AS SELECT DISTINCT article_id, user_id "
+                 "FROM vote WHERE article_id = ?"),
 }
 
 
@@ -54,7 +59,7 @@ class VoteBed:
 def vote_bed(votes: int, articles: int = 100_000, shards: int = 4,
              top: str | None = None) -> VoteBed:
     """The vote database over ``votes`` votes, with the second view for ``top``
-    (``"topk"``, ``"extremum"`` or None)."""
+    (``"topk"``, ``"extremum"``, ``"distinct"`` or None)."""
     db = connect(shards=shards, seed=0)
     for sql in workloads.SCHEMA:
         db.execute(sql)
@@ -115,7 +120,10 @@ def _expected_top(bed: VoteBed, keys: list[int]) -> dict[int, list[tuple]]:
     out = {}
     for k in keys:
         lo, hi = np.searchsorted(articles, k, "left"), np.searchsorted(articles, k, "right")
-        out[k] = [(k, u) for u in users[lo:min(hi, lo + n)].tolist()]
+        if bed.top == "distinct":       # every user once, highest first
+            out[k] = [(k, u) for u in dict.fromkeys(users[lo:hi].tolist())]
+        else:
+            out[k] = [(k, u) for u in users[lo:min(hi, lo + n)].tolist()]
     return out
 
 
@@ -146,35 +154,49 @@ def fail_with_votes(bed: VoteBed, node: str) -> None:
     write_votes(bed)
 
 
-def recover_round(bed: VoteBed, node: str, strategy: str) -> float:
-    """One round; the seconds until the views are right again (checked after)."""
+def recover_round(bed: VoteBed, node: str, strategy: str) -> tuple[float, str]:
+    """One round: the seconds until the views are right again (checked after), and how
+    a tree-clock recovery restored the node's state: ``"ck"`` from its checkpoint,
+    ``"rebuilt"`` from its parents' output (``"-"``: stateless, or another strategy)."""
     fail_with_votes(bed, node)
-    seconds = timed_recover(bed.db, node, strategy)[1]
+    gc.collect()
+    t0 = time.perf_counter()
+    report = bed.db.recover(node, strategy=strategy)
+    bed.db.wait()
+    seconds = time.perf_counter() - t0
     check(bed)
-    return seconds
+    how = "-"
+    if strategy == "treeclock" and report.rows:
+        how = "rebuilt" if report.checkpoint is None else "ck"
+    return seconds, how
 
 
 def _medians(bed: VoteBed, node: str, strategies: list[str], rounds: int,
-             broken: dict[str, str]) -> dict[str, float]:
-    """Median seconds per strategy; a strategy whose recovery raises is reported in
-    ``broken`` (the node is brought back by lineage and the others go on; a broken
-    spark is not tried again, another strategy is, on the next node)."""
-    out = {}
-    for s in strategies:
-        if s in broken:
-            continue
-        try:
-            out[s] = statistics.median([recover_round(bed, node, s) for _ in range(rounds)])
-        except AssertionError:
-            raise                      # a wrong answer is never skipped
-        except Exception as exc:       # Spark's errors are its own (Py4J...)
-            if s != "spark" and not isinstance(exc, Error):
-                raise
-            why = broken[s if s == "spark" else f"{s} {node}"] = f"{type(exc).__name__}: {exc}"
-            print(f"  {s} failed recovering {node}: {why}", flush=True)
-            bed.db.recover(node, strategy="lineage")
-            bed.db.wait()
-            check(bed)
+             broken: dict[str, str]) -> dict[str, list[tuple[float, str]]]:
+    """Each strategy's (seconds, how) per round (``recover_round``), the strategies
+    taking turns (round r starts with strategy r mod their number). A strategy whose recovery raises is reported in
+    ``broken`` and left out (the node is brought back by lineage and the others go on;
+    a broken spark is not tried again, another strategy is, on the next node)."""
+    out: dict[str, list[tuple[float, str]]] = {s: [] for s in strategies if s not in broken}
+    for r in range(rounds):
+        k = r % len(strategies)
+        for s in strategies[k:] + strategies[:k]:
+            if s not in out:
+                continue
+            try:
+                out[s].append(recover_round(bed, node, s))
+            except AssertionError:
+                raise                      # a wrong answer is never skipped
+            except Exception as exc:       # Spark's errors are its own (Py4J...)
+                if s != "spark" and not isinstance(exc, Error):
+                    raise
+                why = broken[s if s == "spark" else f"{s} {node}"] = \
+                    f"{type(exc).__name__}: {exc}"
+                print(f"  {s} failed recovering {node}: {why}", flush=True)
+                del out[s]
+                bed.db.recover(node, strategy="lineage")
+                bed.db.wait()
+                check(bed)
     return out
 
 
@@ -189,11 +211,21 @@ def _unusable(strategies: list[str]) -> dict[str, str]:
 def _row(kind: str, node: str, n: int, times: dict[str, float], strategies: list[str],
          load: float | None) -> str:
     cells = " ".join(f"{times[s]:>11.4f}" if s in times else f"{'-':>11}" for s in strategies)
-    ratio = (f"{times['lineage'] / times['treeclock']:>10,.1f}x"
-             if "lineage" in times and "treeclock" in times and times["treeclock"] > 0
-             else f"{'-':>11}")
-    built = f"   (load {load:.0f} s)" if load is not None else ""
-    return f"{kind:>10} {node:>6} {n:>11,} {cells} {ratio}{built}"
+    both = "lineage" in times and "treeclock" in times and times["treeclock"] > 0
+    ratio = (f"{times['lineage'] / times['treeclock']:>10,.1f}x "
+             f"{times['treeclock'] / times['lineage']:>7.4f}" if both
+             else f"{'-':>11} {'-':>7}")
+    built = f"   (built in {load:.0f} s)" if load is not None else ""
+    return f"{kind:>10} {node:>6} {n:>11,} {cells} {ratio} {os.getloadavg()[0]:>6.2f}{built}"
+
+
+def _rounds_line(rounds: dict[str, list[tuple[float, str]]]) -> str:
+    """Every round's seconds, per strategy, in the order they ran; a tree-clock round
+    of a stateful node says whether it came back from its checkpoint (ck) or was
+    rebuilt from its parents."""
+    return "    rounds: " + "; ".join(
+        f"{s} " + " ".join(f"{t:.4f}" + ("" if how == "-" else f" ({how})") for t, how in ts)
+        for s, ts in rounds.items())
 
 
 def _bed_for(beds: dict[str | None, VoteBed], kind: str, votes: int, articles: int,
@@ -228,16 +260,18 @@ def run_nodes(a: argparse.Namespace, sizes: list[int], strategies: list[str]) ->
           f"{shards} shards); 1,000 votes, fail, 1,000 votes, recover: median of {a.rounds} "
           "rounds, seconds until views are right (checked)")
     print(f"{'node':>10} {'id':>6} {'votes':>11} " + " ".join(f"{s:>11}" for s in strategies)
-          + f" {'lin/tc':>11}")
+          + f" {'lin/tc':>11} {'tc/lin':>7} {'load1':>6}")
     for n in sizes:
         beds: dict[str | None, VoteBed] = {}
         for i, kind in enumerate(kinds):
             bed, load = _bed_for(beds, kind, n, articles, shards)
             node = pick_node(bed.db.graph(), kind)
-            times = _medians(bed, node, strategies, a.rounds, broken)
+            rounds = _medians(bed, node, strategies, a.rounds, broken)
+            times = {s: statistics.median(t for t, _ in ts) for s, ts in rounds.items()}
             for s, v in times.items():
                 results.setdefault(f"{kind}, {s}" if len(kinds) > 1 else s, {})[n] = v
             print(_row(kind, node, n, times, strategies, load), flush=True)
+            print(_rounds_line(rounds), flush=True)
             top = needs_view(kind)
             if all(needs_view(k) != top for k in kinds[i + 1:]):
                 beds.pop(top).db.close()        # no later kind runs on it: its memory back

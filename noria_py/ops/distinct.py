@@ -40,5 +40,25 @@ class Distinct(Operator):
     def contents(self) -> list[Batch]:
         return [Batch(list(self.counts), list(self.counts.values()))]
 
+    def load_input(self, port: int, batch: Batch) -> None:
+        """The counts themselves, without ``process``: that would build an output row
+        per distinct row of the whole state, which a restore throws away (most of a
+        restored DISTINCT shard's recovery time, docs/benchmarks.md). A checkpoint's
+        rows (``contents``, ``CheckpointStore.latest``) are distinct with nonzero
+        counts: on an empty state they become the counts at once."""
+        rows, signs = batch.rows, batch.signs
+        counts = self.counts
+        if not counts:
+            loaded = dict(zip(rows, signs))
+            if len(loaded) == len(rows) and 0 not in loaded.values():
+                self.counts = loaded
+                return
+        for r, s in zip(rows, signs):
+            c = counts.get(r, 0) + s
+            if c:
+                counts[r] = c
+            else:
+                counts.pop(r, None)
+
     def snapshot(self) -> Batch:
         return Batch([r for r, c in self.counts.items() if c > 0])

@@ -65,5 +65,18 @@ class SetOp(Operator):
                       [c[side] for c in self.counts.values() if c[side]])
                 for side in (LEFT, RIGHT)]
 
+    def load_input(self, port: int, batch: Batch) -> None:
+        """The counts, without ``process``'s output (a restore would throw away a row
+        per member of the whole state)."""
+        counts = self.counts
+        side = 0 if port == LEFT else 1
+        for r, s in zip(batch.rows, batch.signs):
+            c = counts.get(r)
+            if c is None:
+                c = counts[r] = [0, 0]
+            c[side] += s
+            if c[0] == 0 and c[1] == 0:
+                del counts[r]
+
     def describe(self) -> str:
         return self.op

@@ -87,3 +87,41 @@ def test_random_distinct_matches_recomputation(ops):
         assert all(s in (1, -1) for s in out.signs)
         d.check()
         assert d.state() == {r: 1 for r in model}
+
+
+rows = st.tuples(st.none() | st.integers(0, 3), st.integers(0, 1))
+signed = st.lists(st.tuples(rows, st.integers(-2, 3).filter(bool)), max_size=12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(signed, min_size=1, max_size=4), signed, signed)
+def test_load_input_restores_what_process_built(history, more, extra):
+    """A restore (``load_input`` of ``contents``) gives the state ``process`` built,
+    with no output; so does loading a batch with repeated rows or ones that cancel, or
+    onto a state that is not empty. Afterwards both answer a batch the same."""
+    built = Distinct()
+    for b in history:
+        built.process(0, Batch([r for r, _ in b], [s for _, s in b]))
+    restored = Distinct()
+    restored.process = _no_process          # type: ignore[method-assign]
+    for b in built.contents():
+        restored.load_input(0, b)
+    assert restored.counts == built.counts
+    del restored.process
+    # any batch (a row repeated, or cancelled), onto a state or not
+    batch = Batch([r for r, _ in more], [s for _, s in more])
+    for op in (built, restored):
+        op.process(0, batch)
+    loaded = Distinct()
+    loaded.load_input(0, Batch([r for r, _ in extra], [s for _, s in extra]))
+    loaded.load_input(0, batch)
+    reference = Distinct()
+    reference.process(0, Batch([r for r, _ in extra], [s for _, s in extra]))
+    reference.process(0, batch)
+    assert loaded.counts == reference.counts
+    nxt = Batch([r for r, _ in extra], [s for _, s in extra])
+    assert list(restored.process(0, nxt)) == list(built.process(0, nxt))
+
+
+def _no_process(port, batch):
+    raise AssertionError("a restore went through process (building output it throws away)")

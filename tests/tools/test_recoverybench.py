@@ -2,6 +2,8 @@
 that it runs, prints a row per kind, and that its result check catches a wrong answer."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from noria_tools import bench, recoverybench
@@ -31,6 +33,30 @@ def test_the_check_catches_a_wrong_count_and_a_wrong_top():
     with pytest.raises(AssertionError, match="top3"):
         recoverybench.check(bed)
     bed.db.close()
+
+
+def test_the_check_catches_a_missing_and_a_doubled_distinct_row():
+    bed = recoverybench.vote_bed(2000, articles=50, shards=2, top="distinct")
+    bed.written.append(bed.written[0][:5])              # votes again: the same rows
+    recoverybench.check(bed)
+    bed.written.append(bed.written[0][:50] + [0, 1])    # users the view never saw
+    with pytest.raises(AssertionError, match="voters"):
+        recoverybench.check(bed)
+    bed.db.close()
+
+
+def test_alternating_rounds_time_every_strategy_and_check_every_round(capsys):
+    argv = ["--node", "distinct", *TINY[:-1], "3"]
+    assert bench.run_recovery(argv) == 0
+    out = capsys.readouterr().out
+    row = next(line.split() for line in out.splitlines() if line.startswith("  distinct"))
+    assert float(row[3]) > 0 and float(row[4]) > 0
+    assert float(row[6]) == pytest.approx(float(row[3]) / float(row[4]), rel=0.01)
+    rounds = next(line for line in out.splitlines() if line.strip().startswith("rounds:"))
+    tc, lin = rounds.split(":")[1].split(";")
+    # every round timed; a tree-clock round says how the DISTINCT shard came back
+    assert re.fullmatch(r" treeclock( \d+\.\d{4} \((ck|rebuilt)\)){3}", tc), tc
+    assert re.fullmatch(r" lineage( \d+\.\d{4}){3}", lin), lin
 
 
 @pytest.mark.parametrize("kind,want", [("sharder", "n3"), ("aggregate", "n4.0"),
