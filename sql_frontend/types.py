@@ -20,6 +20,9 @@ class SqlType(str, Enum):
         return self in (SqlType.INT, SqlType.FLOAT, SqlType.BOOL, SqlType.NULL)
 
 
+#: the values an INT holds: a 64-bit signed integer, as in PostgreSQL's BIGINT and SQLite
+INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
+
 PYTHON_TYPES: dict[SqlType, tuple[type, ...]] = {
     SqlType.INT: (int,),
     SqlType.FLOAT: (float, int),

@@ -56,6 +56,28 @@ def test_add_sub_mul(run):
     assert run("add", 1.5, 2, t=T.FLOAT) == 3.5
 
 
+MAX, MIN = 2 ** 63 - 1, -2 ** 63
+
+
+@BOTH
+@pytest.mark.parametrize("op,a,b", [("add", MAX, 1), ("sub", MIN, 1), ("mul", MAX, 2),
+                                    ("mul", MIN, -1), ("div", MIN, -1)])
+def test_int_results_past_64_bits_are_null(run, op, a, b):
+    # an INT holds 64 bits (a base refuses more), and a view's expression cannot raise
+    assert run(op, a, b, t=T.INT) is None
+    assert run(op, a - (a > 0) + (a < 0), 0 if op == "mul" else b, t=T.INT) is not None
+
+
+@BOTH
+def test_int_negation_and_abs_past_64_bits_are_null(run):
+    assert run("neg", MIN, t=T.INT) is None and run("abs", MIN, t=T.INT) is None
+    assert run("neg", MAX, t=T.INT) == MIN + 1 and run("abs", MIN + 1, t=T.INT) == MAX
+
+
+def test_float_results_are_not_limited_to_64_bits():
+    assert ev("mul", float(MAX), 2, t=T.FLOAT) == float(MAX) * 2
+
+
 @BOTH
 @pytest.mark.parametrize("a,b,q", [(7, 2, 3), (-7, 2, -3), (7, -2, -3), (-7, -2, 3),
                                    (6, 3, 2), (-6, 3, -2), (0, 5, 0), (1, 2, 0), (-1, 2, 0)])
@@ -474,7 +496,13 @@ def test_cast_big_integer_text_to_int_is_exact():
     # regression: the digits went through float() and lost precision
     assert cast("9007199254740993", T.INT) == 9007199254740993
     assert cast("-9223372036854775807", T.INT) == -9223372036854775807
-    assert cast("123456789012345678901x", T.INT) == 123456789012345678901
+    assert cast("9223372036854775807x", T.INT) == 9223372036854775807
+    assert cast("123456789012345678901x", T.INT) is None     # past 64 bits: no INT
+
+
+@pytest.mark.parametrize("v", [2 ** 63, -2 ** 63 - 1, 1e30, "99999999999999999999"])
+def test_cast_past_64_bits_to_int_is_null(v):
+    assert cast(v, T.INT) is None
 
 
 @pytest.mark.parametrize("v,expected", [
@@ -611,3 +639,32 @@ def test_constants_are_not_shared_between_compilations():
     f = compile_expr(C("eq", Col(0, T.TEXT), L("a")))
     g = compile_expr(C("eq", Col(0, T.TEXT), L("b")))
     assert f(("a",)) is True and g(("a",)) is False and g(("b",)) is True
+
+
+# ---------------------------------------------------------------- deep trees
+
+def test_calls_nested_deeper_than_pythons_parser_takes_compile():
+    # the front end passes trees up to sql_frontend.MAX_DEPTH deep; Python's parser takes
+    # 200 parentheses: a subexpression NEST deep is a function of its own
+    e: Call | Col = Col(0, T.INT)
+    for _ in range(300):
+        e = C("add", e, 1, t=T.INT)
+    assert compile_expr(e)((5,)) == 305
+    assert compile_row((e, C("neg", e, t=T.INT)))((5,)) == (305, -305)
+    assert compile_predicate(C("eq", e, 305))((5,)) is True
+
+
+def test_a_case_with_thousands_of_whens_compiles_and_stops_at_the_first_true():
+    n = 3000
+    args = []
+    for i in range(n):
+        args += [C("eq", Col(0, T.INT), i), L(f"w{i}", T.TEXT)]
+    e = Call("case", (*args, L("else", T.TEXT)), T.TEXT)
+    f = compile_expr(e)
+    assert [f((i,)) for i in (0, 49, 50, 51, 2999, n)] == ["w0", "w49", "w50", "w51", "w2999", "else"]
+    no_else = compile_expr(Call("case", tuple(args), T.TEXT))
+    assert no_else((n,)) is None and no_else((1234,)) == "w1234"
+    # lazy: a value after the first TRUE condition is never computed
+    boom = Call("cast", (L("x", T.TEXT),), T.DATE)
+    lazy = Call("case", (*args[:200], L(True, T.BOOL), L("first", T.TEXT), L(True, T.BOOL), boom), T.TEXT)
+    assert compile_expr(lazy)((-1,)) == "first"
