@@ -10,7 +10,11 @@ modulo by zero gives NULL. An INT result outside INT's 64 bits (``92233720368547
 column holds only 64-bit values (a base refuses others), and an expression over rows
 runs in the dataflow after the write that brought the row was accepted, where there is
 nobody to raise an error to; so SELECT, INSERT and UPDATE agree (PostgreSQL refuses
-such a result in all three).
+such a result in all three). For the same reason a CAST that has no answer
+(``CAST('soon' AS DATE)`` over a row) is NULL: no expression raises on any row's values
+(a rejected write must change nothing, and a view's error would come after its base took
+the write). What the user wrote is checked when the statement is planned instead: a
+literal that is not a date, an integer past 64 bits, types that do not fit.
 """
 from __future__ import annotations
 
@@ -22,9 +26,10 @@ from operator import itemgetter
 from typing import Any, Callable, cast
 
 from sql_frontend.expr import Call, Col, Expr, Lit
+from sql_frontend.typerules import parse_temporal
 from sql_frontend.types import INT_MAX, INT_MIN, SqlType
 
-from .errors import TypeMismatchError, UnsupportedError
+from .errors import UnsupportedError
 
 RowFn = Callable[[tuple], Any]
 
@@ -234,7 +239,7 @@ def _cast_int(v):
             return 0
         s = m.group(0)
         return _int64(int(s)) if "." not in s and m.group(3) is None else _cast_int(float(s))
-    raise TypeMismatchError(f"cannot CAST {v!r} to INT")
+    return None
 
 
 def _cast_float(v):
@@ -245,7 +250,7 @@ def _cast_float(v):
     if isinstance(v, str):
         m = _NUM_PREFIX.match(v)
         return float(m.group(0)) if m else 0.0
-    raise TypeMismatchError(f"cannot CAST {v!r} to FLOAT")
+    return None
 
 
 def _cast_text(v):
@@ -266,11 +271,8 @@ def _cast_date(v):
     if isinstance(v, datetime.datetime):
         return v.date()
     if isinstance(v, str):
-        try:
-            return datetime.date.fromisoformat(v.strip())
-        except ValueError:
-            raise TypeMismatchError(f"cannot CAST {v!r} to DATE") from None
-    raise TypeMismatchError(f"cannot CAST {v!r} to DATE")
+        return parse_temporal(v, SqlType.DATE)      # (as the front end reads a literal)
+    return None
 
 
 def _cast_timestamp(v):
@@ -279,11 +281,8 @@ def _cast_timestamp(v):
     if isinstance(v, datetime.date):
         return datetime.datetime(v.year, v.month, v.day)
     if isinstance(v, str):
-        try:
-            return datetime.datetime.fromisoformat(v.strip())
-        except ValueError:
-            raise TypeMismatchError(f"cannot CAST {v!r} to TIMESTAMP") from None
-    raise TypeMismatchError(f"cannot CAST {v!r} to TIMESTAMP")
+        return parse_temporal(v, SqlType.TIMESTAMP)
+    return None
 
 
 _CASTS = {
