@@ -9,6 +9,7 @@ from .errors import (
     ArityError,
     ClosedError,
     CorruptionError,
+    DependentViewsError,
     DuplicateKeyError,
     Error,
     ParseError,
@@ -32,5 +33,5 @@ __all__ = [
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
-    "RecoveryError", "ClosedError", "StorageError", "CorruptionError",
+    "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "DependentViewsError",
 ]

@@ -6,13 +6,14 @@ hands validated writes to the runtime. Reads go straight to reader nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, KeysView, Sequence, overload
+from typing import Any, Iterable, KeysView, Sequence, cast, overload
 
 import sql_frontend
 from sql_frontend import plan as lp
 from sql_frontend.expr import Col
 from sql_frontend.types import TableSchema
 
+from . import arguments
 from .arrowio import arrow_columns, column_rows
 from .batch import Batch
 from .errors import (
@@ -20,6 +21,7 @@ from .errors import (
     ArityError,
     ClosedError,
     CorruptionError,
+    DependentViewsError,
     Error,
     RecoveryError,
     RowNotFoundError,
@@ -45,6 +47,7 @@ class _TableEntry:
     schema: TableSchema
     node: str
     sql: str
+    dropped: bool = False           # its Table handles refuse every call
 
 
 @dataclass
@@ -55,6 +58,7 @@ class _ViewEntry:
     sql: str
     anonymous: bool = False
     handle: "View | None" = field(default=None, repr=False)
+    reads: tuple[str, ...] = ()     # the views it reads (lp.CreateView.reads)
 
 
 class _Catalog:
@@ -163,11 +167,7 @@ class Database:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
         """Run one SQL statement; ``?`` in it take ``params`` in order."""
         self._check_open()
-        if params is None:
-            params = ()
-        elif not isinstance(params, (list, tuple)):
-            params = (params,)
-        stmt = sql_frontend.parse(sql, self._catalog, tuple(params))
+        stmt = sql_frontend.parse(sql, self._catalog, arguments.params(params))
         return self._run(stmt, sql)
 
     def parse(self, sql: str) -> lp.Statement:
@@ -268,7 +268,8 @@ class Database:
                 out.append(err)
                 continue
             self.runtime.announce(("view", name, stmt.query))
-            planned.append(_ViewEntry(name, stmt.query, readers, stmt.sql, anonymous))
+            planned.append(_ViewEntry(name, stmt.query, readers, stmt.sql, anonymous,
+                                      reads=stmt.reads))
             out.append(planned[-1])
         if planned:
             fresh = self.planner.take_fresh()
@@ -292,8 +293,14 @@ class Database:
             if if_exists:
                 return
             raise UnknownViewError(f"no view named {name!r}")
+        users = [v.name for v in self._views.values() if entry.name in v.reads]
+        if users:
+            raise DependentViewsError(f"cannot drop view {name!r}: views {users} read it; "
+                                      "drop them first")
         self.runtime.wait()
         del self._views[entry.name]
+        if entry.handle is not None:
+            entry.handle._dropped()
         self._anonymous = {q: n for q, n in self._anonymous.items() if n != entry.name}
         self._remove_nodes(entry.readers)
         self._persist_catalog()
@@ -314,7 +321,8 @@ class Database:
         users = [v.name for v in self._views.values()
                  if entry.node in self._upstream(v.readers) and not v.anonymous]
         if users:
-            raise Error(f"cannot drop table {name!r}: views {users} read it; drop them first")
+            raise DependentViewsError(f"cannot drop table {name!r}: views {users} read it; "
+                                      "drop them first")
         self.runtime.wait()
         for v in [v for v in self._views.values() if v.anonymous
                   and entry.node in self._upstream(v.readers)]:
@@ -325,6 +333,7 @@ class Database:
         self.runtime.announce(("drop_table", name, entry.node))
         self.runtime.refresh_clocks()
         del self._tables[name.lower()]
+        entry.dropped = True
         if self.storage is not None:
             self.storage.drop_table(name.lower())
         self._persist_catalog()
@@ -437,14 +446,14 @@ class Database:
 
     def table(self, name: str) -> "Table":
         self._check_open()
-        entry = self._tables.get(name.lower())
+        entry = self._tables.get(arguments.name(name, "table").lower())
         if entry is None:
             raise UnknownTableError(f"no table named {name!r}")
         return Table(self, entry)
 
     def view(self, name: str) -> "View":
         self._check_open()
-        entry = self._views.get(name.lower())
+        entry = self._views.get(arguments.name(name, "view").lower())
         if entry is None:
             raise UnknownViewError(f"no view named {name!r}")
         if entry.handle is None:
@@ -556,11 +565,24 @@ class Table:
 
     def __init__(self, db: Database, entry: _TableEntry) -> None:
         self._db = db
-        self._entry = entry
+        self._table_entry = entry
         self.name = entry.schema.name
         self.columns = [c.name for c in entry.schema.columns]
         self.schema = entry.schema
         self.sql = entry.sql
+        pk = [entry.schema.columns[i] for i in entry.schema.primary_key]
+        self._check_key = arguments.KeyCheck(f"the primary key of table {self.name!r}",
+                                             [c.name for c in pk], [c.type for c in pk])
+
+    @property
+    def _entry(self) -> _TableEntry:
+        """The table's entry; every call on a handle of a dropped table refuses."""
+        entry = self._table_entry
+        if entry.dropped:
+            raise UnknownTableError(f"table {self.name!r} was dropped; this handle writes and "
+                                    f"reads nothing (db.table({self.name!r}) gives the table of "
+                                    "that name, if one was created since)")
+        return entry
 
     def primary_keys(self) -> KeysView[tuple]:
         """The primary-key tuples now in the table (a live, read-only view)."""
@@ -573,7 +595,7 @@ class Table:
 
     def insert(self, rows: Iterable[Sequence]) -> None:
         """Add rows (tuples in column order); all or nothing."""
-        self._db._write(self._entry, list(rows), ())
+        self._db._write(self._entry, arguments.many(rows, f"the rows for table {self.name!r}"), ())
 
     def insert_arrow(self, table) -> None:
         """Add the rows of a ``pyarrow.Table`` whose columns match this table's. Numeric
@@ -588,7 +610,7 @@ class Table:
 
     def delete(self, rows: Iterable[Sequence]) -> None:
         """Remove whole rows; each removes one matching row; all or nothing."""
-        self._db._write(self._entry, (), list(rows))
+        self._db._write(self._entry, (), arguments.many(rows, f"the rows for table {self.name!r}"))
 
     def delete_keys(self, keys: Iterable) -> None:
         """Remove the rows with these primary keys (a scalar per key, or a tuple)."""
@@ -597,10 +619,15 @@ class Table:
             raise Error(f"table {self.name!r} has no primary key; use delete(rows)")
         base: Base = self._db.graph_[self._entry.node].op
         rows = []
-        for k in keys:
+        for k in arguments.many(keys, f"the primary keys for table {self.name!r}"):
             kt = tuple(k) if isinstance(k, (tuple, list)) else (k,)
-            row = base.by_key.get(kt)
+            try:
+                row = base.by_key.get(kt)
+            except TypeError:       # unhashable: the check says what is wrong with it
+                self._check_key(kt)
+                raise
             if row is None:
+                self._check_key(kt)
                 raise RowNotFoundError(f"table {self.name!r} has no row with primary key {k!r}")
             rows.append(row)
         self._db._write(self._entry, (), rows)
@@ -622,6 +649,14 @@ class View:
         self.key_arity = len(q.key)
         self._readers: list[Reader] = [db.graph_[r].op for r in entry.readers]
         self._sort = order_key(q.order) if q.order else None
+        key = [q.root.columns[i] for i in q.key]
+        what = f"the ? of {entry.sql[:80]!r}" if entry.anonymous else f"view {self.name!r}"
+        self._check_key = arguments.KeyCheck(what, [c.name for c in key], [c.type for c in key])
+        self._key_fits = self._check_key.fits
+
+    def _dropped(self) -> None:
+        """The view was dropped: every read of this handle refuses from now on."""
+        self._readers = [cast(Reader, _Dropped(self.name))] * len(self._readers)
 
     def _reader_for(self, key) -> Reader:
         readers = self._readers
@@ -636,15 +671,37 @@ class View:
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
             raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
         k = key[0] if len(key) == 1 else key
-        return self._reader_for(k).lookup(k)
+        try:
+            rows = self._reader_for(k).lookup(k)
+        except TypeError:           # unhashable: the check says what is wrong with it
+            self._check_key(key)
+            raise
+        if not rows and type(k) not in self._key_fits:
+            self._check_key(key)    # (a key the check refuses finds nothing: arguments.py)
+        return rows
 
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
-        if self.key_arity == 1:
-            readers = self._readers
+        """``lookup`` of each key (a tuple per key where the view takes more than one)."""
+        keys = arguments.many(keys, f"the keys for view {self.name!r}")
+        if self.key_arity != 1:
+            return [self.lookup(*k) if isinstance(k, (tuple, list)) else self.lookup(k)
+                    for k in keys]
+        readers = self._readers
+        try:
             if len(readers) == 1:
-                return readers[0].lookup_many(list(keys))
-            return [self._reader_for(k).lookup(k) for k in keys]
-        return [self.lookup(*k) for k in keys]
+                out = readers[0].lookup_many(keys)
+            else:
+                out = [self._reader_for(k).lookup(k) for k in keys]
+        except TypeError:
+            for k in keys:
+                self._check_key((k,))
+            raise
+        if not all(out):
+            fits = self._key_fits
+            for k, rows in zip(keys, out):
+                if not rows and type(k) not in fits:
+                    self._check_key((k,))
+        return out
 
     def all(self) -> list[tuple]:
         """Every row of the view."""
@@ -660,6 +717,20 @@ class View:
 
     def __repr__(self) -> str:
         return f"View({self.name!r}, columns={self.columns})"
+
+
+class _Dropped:
+    """Stands for the readers of a dropped view in the handles that read it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _refuse(self, *_args) -> list:
+        raise UnknownViewError(f"view {self.name!r} was dropped; this handle reads nothing "
+                               f"(db.view({self.name!r}) gives the view of that name, if one "
+                               "was created since)")
+
+    lookup = lookup_many = all = _refuse
 
 
 def connect(url: str | None = None, *, data_dir: str | None = None, shards: int = 1,

@@ -20,6 +20,11 @@ class DuplicateKeyError(Error):
     """An insert would give two rows the same primary key."""
 
 
+class DependentViewsError(Error):
+    """DROP TABLE or DROP VIEW (with IF EXISTS too) of something other views read; the
+    message names them, to be dropped first."""
+
+
 class RowNotFoundError(Error):
     """A delete names a row (or key) the table does not hold."""
 

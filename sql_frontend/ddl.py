@@ -189,7 +189,7 @@ def _create_view(ctx: Context, node: exp.Create) -> CreateView:
     if body is None:
         raise ctx.error(SqlError, "CREATE VIEW needs AS SELECT ...", node)
     query = build_query(ctx, body, allow_key=True)
-    return CreateView(name, query, ctx.sql.strip().rstrip(";").strip())
+    return CreateView(name, query, ctx.sql.strip().rstrip(";").strip(), tuple(sorted(ctx.views_read)))
 
 
 def drop(ctx: Context, node: exp.Drop) -> DropTable | DropView | NoOp:

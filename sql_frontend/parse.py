@@ -28,6 +28,7 @@ from sqlglot.parsers.base import BaseParser
 from sqlglot.tokens import TokenType
 
 from .errors import ParseError, UnsupportedError
+from .types import is_text
 
 
 class _QuietCommandFallback(logging.Filter):
@@ -109,7 +110,7 @@ def check_text(sql: object) -> str:
     """``sql`` if it is text every stage can take, else a ParseError saying why."""
     if not isinstance(sql, str):
         raise ParseError(f"SQL must be a str, got {type(sql).__name__}: {sql!r:.60}")
-    if not sql.isascii():
+    if not is_text(sql):
         try:
             sql.encode("utf-8")
         except UnicodeEncodeError as err:

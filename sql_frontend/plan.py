@@ -195,6 +195,8 @@ class CreateView:
     name: str
     query: Query
     sql: str                        # the original statement text (persisted in the catalog)
+    reads: tuple[str, ...] = ()     # the views it reads, by name (sorted, lower case): the
+                                    # plan has their plans inlined, which no longer says so
 
 
 @dataclass(frozen=True)

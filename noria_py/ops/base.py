@@ -21,7 +21,7 @@ from typing import Iterator, Sequence, cast
 
 import numpy as np
 
-from sql_frontend.types import INT_MAX, INT_MIN, SqlType, TableSchema
+from sql_frontend.types import INT_MAX, INT_MIN, SqlType, TableSchema, is_text
 
 from .. import tuning
 from ..batch import Batch
@@ -32,19 +32,6 @@ from .operator import Operator
 from .state import expand
 
 _DTYPES = {SqlType.INT: np.int64, SqlType.FLOAT: np.float64}
-
-
-def is_text(value: str) -> bool:
-    """Whether a str is Unicode text: no lone surrogate ('\\ud800'), which has no UTF-8
-    form. A TEXT column holds only text, in memory as with a data directory (whose log
-    could not store the rest), as PostgreSQL refuses invalid UTF-8."""
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _coerce(value, typ: SqlType):
