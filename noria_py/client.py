@@ -121,13 +121,7 @@ class Database:
         against its definition (a catalog lost, or edited, must not load rows unchecked)."""
         recovered = storage.load()
         self.recovery_notes = list(recovered.report)
-        views = []
-        for sql in recovered.catalog:
-            stmt = sql_frontend.parse(sql, self._catalog)
-            if isinstance(stmt, lp.CreateTable):
-                self._create_table(stmt, sql, persist=False)
-            else:
-                views.append(sql)
+        views = self._create_catalog_tables(recovered.catalog)
         path = storage.data_dir / "catalog.json"
         for name, rows in recovered.tables.items():
             if not rows:
@@ -143,6 +137,21 @@ class Database:
             stmt = sql_frontend.parse(sql, self._catalog)
             assert isinstance(stmt, lp.CreateView)  # the catalog holds CREATE TABLE and VIEW only
             self._create_view(stmt, persist=False)
+
+    def _create_catalog_tables(self, catalog: list[str]) -> list[str]:
+        """Create the tables of a stored catalog; returns its views' statements, in order
+        (a view may read a view before it, so views are parsed once those exist)."""
+        views = []
+        for sql in catalog:
+            try:
+                stmt = sql_frontend.parse(sql, self._catalog)
+            except UnknownTableError:       # a view over a view not created yet
+                stmt = None
+            if isinstance(stmt, lp.CreateTable):
+                self._create_table(stmt, sql, persist=False)
+            else:
+                views.append(sql)
+        return views
 
     def _restored(self, entry: _TableEntry, rows: list[tuple], path, data_dir) -> Batch:
         """A table's rows read back from its data directory, as its base takes a write
@@ -757,10 +766,7 @@ def catalog_problems(catalog: list[str], tables: dict[str, list[tuple]]) -> dict
     db = Database()
     out: dict[str, tuple[list[tuple], str]] = {}
     try:
-        for sql in catalog:
-            stmt = sql_frontend.parse(sql, db._catalog)
-            if isinstance(stmt, lp.CreateTable):
-                db._create_table(stmt, sql, persist=False)
+        db._create_catalog_tables(catalog)
         for name, rows in tables.items():
             if not rows:
                 continue
