@@ -324,19 +324,23 @@ def a_call(draw, model: Model) -> tuple[str, Callable, Callable]:
         arg = draw(st.one_of(st.lists(key, max_size=4), garbage))
         return (f"{view}.lookup_many({arg!r})", lambda db: db.view(view).lookup_many(arg),
                 lambda: [model.lookup(view, k) for k in many(arg)])
-    params = draw(st.one_of(st.lists(value("INT"), max_size=3), st.tuples(key), garbage))
+    shape = {"execute_insert": ("INT", "TEXT", "FLOAT"), "execute_update": ("TEXT", "INT")}.get(
+        kind, ("INT",))
+    typical = st.tuples(*(value(t) for t in shape))
+    params = draw(st.one_of(typical, typical, st.lists(value("INT"), max_size=3), st.tuples(key),
+                            typical.map(list), garbage))
     if kind == "execute_insert":
         sql = "INSERT INTO t VALUES (?, ?, ?)"
-        return (f"execute({sql!r}, {params!r})", lambda db: db.execute(sql, params) and None,
+        return (f"execute[insert]({sql!r}, {params!r})", lambda db: db.execute(sql, params) and None,
                 lambda: model.insert("t", [_params(params)]))
     if kind == "execute_select":
         sql = "SELECT a, b, c FROM t WHERE a = ?"
-        return (f"execute({sql!r}, {params!r})", lambda db: db.execute(sql, params).fetchall(),
+        return (f"execute[select]({sql!r}, {params!r})", lambda db: db.execute(sql, params).fetchall(),
                 lambda: model.lookup("va", _one(params)))
     if kind == "execute_delete":
-        sql, rule = "DELETE FROM t WHERE a = ?", "rows whose a equals the parameter"
+        sql = "DELETE FROM t WHERE a = ?"
     elif kind == "execute_update":
-        sql, rule = "UPDATE k SET s = ? WHERE id = ?", "s set where id equals the parameter"
+        sql = "UPDATE k SET s = ? WHERE id = ?"
     elif kind == "names":
         name = draw(garbage)
         return (f"db.table/view({name!r})", lambda db: (db.table(name), db.view(name)) and None,
@@ -348,10 +352,10 @@ def a_call(draw, model: Model) -> tuple[str, Callable, Callable]:
              "DATE", "GROUP", "BY", "ORDER", "LIMIT", "COUNT(*)", "SUM(a)", "MIN", "JOIN", "ON",
              "IS", "IN", "LIKE", "-", "9223372036854775807", "1e999", "''", "'\ud800'"]),
             min_size=1, max_size=12).map(lambda words: "SELECT " + " ".join(words))))
-        return (f"execute({sql!r}, {params!r})", lambda db: db.execute(sql, params) and None,
+        return (f"execute[random]({sql!r}, {params!r})", lambda db: db.execute(sql, params) and None,
                 lambda: None)                   # a read: any answer, no change
-    return (f"execute({sql!r}, {params!r}) [{rule}]", lambda db: db.execute(sql, params) and None,
-            lambda: _written(model, kind, params))
+    return (f"{kind.replace('_', '[')}]({sql!r}, {params!r})",
+            lambda db: db.execute(sql, params) and None, lambda: _written(model, kind, params))
 
 
 def _refuse(cls: type[Error]):
@@ -408,7 +412,7 @@ def run(db, model: Model, draw) -> None:
         refused = None
     except Refused as r:
         expected, refused = None, r.cls
-    what = desc.split("(")[0] if not desc.startswith("execute") else desc.split(",")[0] + ")"
+    what = desc.split("(")[0]
     try:
         got = call(db)
     except Error as err:
@@ -424,7 +428,7 @@ def run(db, model: Model, draw) -> None:
             expected.effect()
         elif callable(expected):
             expected()                                        # a write the model applies
-        elif isinstance(expected, list) and desc.startswith(("va.lookup(", "ks.lookup(", "execute")):
+        elif isinstance(expected, list) and desc.startswith(("va.lookup(", "ks.lookup(", "execute[select]")):
             assert typed(got) == typed(expected), desc
         elif isinstance(expected, list) and "lookup_many" in desc:
             assert [typed(g) for g in got] == [typed(e) for e in expected], desc
