@@ -226,8 +226,17 @@ VALID = {
 }
 
 
+#: per type, values at its edge: a value near it that it must refuse, or must take
+EDGE = {
+    "INT": st.sampled_from([INT_MAX + 1, INT_MIN - 1, True, 1.0, Decimal(1), Fraction(2, 1), "1"]),
+    "FLOAT": st.sampled_from([math.inf, -math.inf, 10 ** 400, 2 ** 63, True, Decimal("0.5"), "1.5"]),
+    "TEXT": st.sampled_from(["\ud800", "a\udfff", "\U0001f600", "", b"x", 1]),
+    "DATE": st.sampled_from([datetime.datetime(2024, 1, 1), datetime.date.max, "2024-01-01"]),
+}
+
+
 def value(typ: str) -> st.SearchStrategy:
-    return st.one_of(VALID[typ], VALID[typ], st.none(), garbage)
+    return st.one_of(VALID[typ], VALID[typ], st.none(), EDGE[typ], garbage)
 
 
 def row(table: str) -> st.SearchStrategy:
@@ -313,7 +322,7 @@ def a_call(draw, model: Model) -> tuple[str, Callable, Callable]:
                 lambda: model.delete_keys(arg))
     view = draw(st.sampled_from(["va", "ks"]))
     present = [r[0] for r in t_rows] if view == "va" else [r[1] for r in k_rows]
-    valid = VALID["INT"] if view == "va" else VALID["TEXT"]
+    valid = value("INT") if view == "va" else value("TEXT")
     key = st.one_of(st.sampled_from(present), st.sampled_from(present), valid, garbage) \
         if present else st.one_of(valid, garbage)
     if kind == "lookup":
