@@ -240,9 +240,12 @@ def value(typ: str) -> st.SearchStrategy:
 
 
 def row(table: str) -> st.SearchStrategy:
+    """Mostly rows the table takes (so that writes of several rows are accepted too)."""
     types = TYPES[table]
+    valid = st.tuples(*(st.one_of(VALID[t], VALID[t], st.none()) for t in types))
     exact = st.tuples(*(value(t) for t in types))
-    return st.one_of(exact, exact, exact.map(list), st.lists(value(types[0]), max_size=4), garbage)
+    return st.one_of(valid, valid, valid, exact, exact.map(list),
+                     st.lists(value(types[0]), max_size=4), garbage)
 
 
 def rows(table: str) -> st.SearchStrategy:
