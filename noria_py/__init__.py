@@ -30,6 +30,7 @@ from .errors import (
     CorruptionError,
     DatabaseError,
     DataError,
+    DependentViewsError,
     DuplicateKeyError,
     Error,
     IntegrityError,
@@ -62,6 +63,7 @@ __all__ = [
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
     "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "SubscriptionError", "ConnectError",
+    "DependentViewsError",
     "Change", "Subscription",
     # DB-API 2.0 (PEP 249): noria_py/dbapi.py
     "apilevel", "threadsafety", "paramstyle", "Cursor", "Warning", "InterfaceError",

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from sql_frontend.types import SqlType
 
-from .errors import ArityError
+from .errors import ArityError, TypeMismatchError
 from .nan import canon, has_nan
 
 ARROW_TYPES: dict[SqlType, pa.DataType] = {
@@ -36,9 +36,16 @@ ARROW_TYPES: dict[SqlType, pa.DataType] = {
 
 
 def arrow_columns(table: Any, columns: Sequence[str], name: str) -> list:
-    """The columns of a ``pyarrow.Table`` in the order of ``columns`` (matched by name,
-    ignoring case); every column must be there, and no other."""
+    """The columns of a ``pyarrow.Table`` (or ``RecordBatch``) in the order of ``columns``
+    (matched by name, ignoring case); every column must be there once, and no other."""
+    if not isinstance(table, (pa.Table, pa.RecordBatch)):
+        raise TypeMismatchError(f"insert_arrow into table {name!r} takes a pyarrow.Table, got "
+                                f"{type(table).__name__} (use insert for rows)")
     names = [c.lower() for c in table.column_names]
+    twice = sorted({c for c in table.column_names if names.count(c.lower()) > 1})
+    if twice:
+        raise ArityError(f"arrow table columns {table.column_names} name {twice} more than "
+                         f"once (ignoring case), for table {name!r}")
     missing = [c for c in columns if c.lower() not in names]
     extra = [c for c in table.column_names if c.lower() not in {x.lower() for x in columns}]
     if missing or extra:

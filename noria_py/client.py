@@ -27,7 +27,7 @@ from sql_frontend import plan as lp
 from sql_frontend.expr import Col
 from sql_frontend.types import TableSchema
 
-from . import tuning
+from . import arguments, tuning
 from .arrowio import arrow_columns, as_arrow_table, column_rows, is_frame
 from .batch import Batch
 from .dbapi import Cursor
@@ -36,6 +36,7 @@ from .errors import (
     ArityError,
     ClosedError,
     CorruptionError,
+    DependentViewsError,
     Error,
     NotSupportedError,
     ProgrammingError,
@@ -117,6 +118,7 @@ class _TableEntry:
     schema: TableSchema
     node: str
     sql: str
+    dropped: bool = False           # its Table handles refuse every call
 
 
 @dataclass
@@ -129,6 +131,7 @@ class _ViewEntry:
     handle: "View | None" = field(default=None, repr=False)
     last_used: float = 0.0          # (an ad-hoc query's view) time.monotonic() of its last read
     pins: int = 0                   # reads under way outside the lock (the cluster server's)
+    reads: tuple[str, ...] = ()     # the views it reads (lp.CreateView.reads)
 
 
 class _Catalog:
@@ -195,13 +198,7 @@ class Database:
         against its definition (a catalog lost, or edited, must not load rows unchecked)."""
         recovered = storage.load()
         self.recovery_notes = list(recovered.report)
-        views = []
-        for sql in recovered.catalog:
-            stmt = sql_frontend.parse(sql, self._catalog)
-            if isinstance(stmt, lp.CreateTable):
-                self._create_table(stmt, sql, persist=False)
-            else:
-                views.append(sql)
+        views = self._create_catalog_tables(recovered.catalog)
         path = storage.data_dir / "catalog.json"
         for name, rows in recovered.tables.items():
             if not rows:
@@ -217,6 +214,21 @@ class Database:
             stmt = sql_frontend.parse(sql, self._catalog)
             assert isinstance(stmt, lp.CreateView)  # the catalog holds CREATE TABLE and VIEW only
             self._create_view(stmt, persist=False)
+
+    def _create_catalog_tables(self, catalog: list[str]) -> list[str]:
+        """Create the tables of a stored catalog; returns its views' statements, in order
+        (a view may read a view before it, so views are parsed once those exist)."""
+        views = []
+        for sql in catalog:
+            try:
+                stmt = sql_frontend.parse(sql, self._catalog)
+            except UnknownTableError:       # a view over a view not created yet
+                stmt = None
+            if isinstance(stmt, lp.CreateTable):
+                self._create_table(stmt, sql, persist=False)
+            else:
+                views.append(sql)
+        return views
 
     def _restored(self, entry: _TableEntry, rows: list[tuple], path, data_dir) -> Batch:
         """A table's rows read back from its data directory, as its base takes a write
@@ -242,11 +254,8 @@ class Database:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
         """Run one SQL statement; ``?`` in it take ``params`` in order."""
         self._check_open()
-        if params is None:
-            params = ()
-        elif not isinstance(params, (list, tuple)):
-            params = (params,)
-        stmt = sql_frontend.parse(sql, self._catalog, tuple(params), lift_constants=True)
+        stmt = sql_frontend.parse(sql, self._catalog, arguments.params(params),
+                                  lift_constants=True)
         return self._run(stmt, sql)
 
     @_serialized
@@ -381,7 +390,8 @@ class Database:
                 out.append(err)
                 continue
             self.runtime.announce(("view", name, stmt.query))
-            planned.append(_ViewEntry(name, stmt.query, readers, stmt.sql, anonymous))
+            planned.append(_ViewEntry(name, stmt.query, readers, stmt.sql, anonymous,
+                                      reads=stmt.reads))
             out.append(planned[-1])
         if planned:
             fresh = self.planner.take_fresh()
@@ -405,10 +415,16 @@ class Database:
             if if_exists:
                 return
             raise UnknownViewError(f"no view named {name!r}")
+        users = [v.name for v in self._views.values() if entry.name in v.reads]
+        if users:
+            raise DependentViewsError(f"cannot drop view {name!r}: views {users} read it; "
+                                      "drop them first")
         self.runtime.wait()
         for sub in [s for s in self._subscriptions if s.view == entry.name]:
             sub.fail(f"view {entry.name!r} was dropped")
         del self._views[entry.name]
+        if entry.handle is not None:
+            entry.handle._dropped()
         self._anonymous = {q: n for q, n in self._anonymous.items() if n != entry.name}
         self._remove_nodes(entry.readers)
         self._persist_catalog()
@@ -429,7 +445,8 @@ class Database:
         users = [v.name for v in self._views.values()
                  if entry.node in self._upstream(v.readers) and not v.anonymous]
         if users:
-            raise Error(f"cannot drop table {name!r}: views {users} read it; drop them first")
+            raise DependentViewsError(f"cannot drop table {name!r}: views {users} read it; "
+                                      "drop them first")
         self.runtime.wait()
         for v in [v for v in self._views.values() if v.anonymous
                   and entry.node in self._upstream(v.readers)]:
@@ -440,6 +457,7 @@ class Database:
         self.runtime.announce(("drop_table", name, entry.node))
         self.runtime.refresh_clocks()
         del self._tables[name.lower()]
+        entry.dropped = True
         if self.storage is not None:
             self.storage.drop_table(name.lower())
         self._persist_catalog()
@@ -627,7 +645,7 @@ class Database:
     @_serialized
     def table(self, name: str) -> "Table":
         self._check_open()
-        entry = self._tables.get(name.lower())
+        entry = self._tables.get(arguments.name(name, "table").lower())
         if entry is None:
             raise UnknownTableError(f"no table named {name!r}")
         return Table(self, entry)
@@ -635,7 +653,7 @@ class Database:
     @_serialized
     def view(self, name: str) -> "View":
         self._check_open()
-        entry = self._views.get(name.lower())
+        entry = self._views.get(arguments.name(name, "view").lower())
         if entry is None:
             raise UnknownViewError(f"no view named {name!r}")
         if entry.handle is None:
@@ -814,11 +832,24 @@ class Table:
     def __init__(self, db: Database, entry: _TableEntry) -> None:
         self._db = db
         self._lock = db._lock
-        self._entry = entry
+        self._table_entry = entry
         self.name = entry.schema.name
         self.columns = [c.name for c in entry.schema.columns]
         self.schema = entry.schema
         self.sql = entry.sql
+        pk = [entry.schema.columns[i] for i in entry.schema.primary_key]
+        self._check_key = arguments.KeyCheck(f"the primary key of table {self.name!r}",
+                                             [c.name for c in pk], [c.type for c in pk])
+
+    @property
+    def _entry(self) -> _TableEntry:
+        """The table's entry; every call on a handle of a dropped table refuses."""
+        entry = self._table_entry
+        if entry.dropped:
+            raise UnknownTableError(f"table {self.name!r} was dropped; this handle writes and "
+                                    f"reads nothing (db.table({self.name!r}) gives the table of "
+                                    "that name, if one was created since)")
+        return entry
 
     @_serialized
     def primary_keys(self) -> set[tuple]:
@@ -837,7 +868,7 @@ class Table:
         ``insert_arrow``); all or nothing."""
         if is_frame(rows):
             return self.insert_arrow(rows)
-        self._db._write(self._entry, list(rows), ())
+        self._db._write(self._entry, arguments.many(rows, f"the rows for table {self.name!r}"), ())
 
     @_serialized
     def insert_arrow(self, table) -> None:
@@ -857,7 +888,7 @@ class Table:
     @_serialized
     def delete(self, rows: Iterable[Sequence]) -> None:
         """Remove whole rows; each removes one matching row; all or nothing."""
-        self._db._write(self._entry, (), list(rows))
+        self._db._write(self._entry, (), arguments.many(rows, f"the rows for table {self.name!r}"))
 
     @_serialized
     def delete_keys(self, keys: Iterable) -> None:
@@ -867,10 +898,15 @@ class Table:
             raise Error(f"table {self.name!r} has no primary key; use delete(rows)")
         base: Base = self._db.graph_[self._entry.node].op
         rows = []
-        for k in keys:
+        for k in arguments.many(keys, f"the primary keys for table {self.name!r}"):
             kt = canon_row(tuple(k) if isinstance(k, (tuple, list)) else (k,))
-            row = base.by_key.get(kt)
+            try:
+                row = base.by_key.get(kt)
+            except TypeError:       # unhashable: the check says what is wrong with it
+                self._check_key(kt)
+                raise
             if row is None:
+                self._check_key(kt)
                 raise RowNotFoundError(f"table {self.name!r} has no row with primary key {k!r}")
             rows.append(row)
         self._db._write(self._entry, (), rows)
@@ -894,6 +930,14 @@ class View(ViewFrames):
         self.key_arity = len(q.key)
         self._readers: list[Reader] = [db.graph_[r].op for r in entry.readers]
         self._sort = order_key(q.order) if q.order else None
+        key = [q.root.columns[i] for i in q.key]
+        what = f"the ? of {entry.sql[:80]!r}" if entry.anonymous else f"view {self.name!r}"
+        self._check_key = arguments.KeyCheck(what, [c.name for c in key], [c.type for c in key])
+        self._key_fits = self._check_key.fits
+
+    def _dropped(self) -> None:
+        """The view was dropped: every read of this handle refuses from now on."""
+        self._readers = [cast(Reader, _Dropped(self.name))] * len(self._readers)
 
     def _reader_for(self, key) -> Reader:
         readers = self._readers
@@ -910,25 +954,48 @@ class View(ViewFrames):
         k = key[0] if len(key) == 1 else key
         lock = self._lock
         before = lock.version
+        rows = None
         if not before & 1:                  # no write under way: read without the lock
             try:
                 rows = self._reader_for(k).lookup(k)
             except Exception:               # noqa: BLE001 - read again, below, to raise it
-                pass
-            else:
-                if lock.version == before:
-                    return rows
-        with lock:                          # a write ran meanwhile (_DatabaseLock)
-            return self._reader_for(k).lookup(k)
+                rows = None
+            if lock.version != before:
+                rows = None
+        if rows is None:
+            with lock:                      # a write ran meanwhile (_DatabaseLock)
+                try:
+                    rows = self._reader_for(k).lookup(k)
+                except TypeError:           # unhashable: the check says what is wrong with it
+                    self._check_key(key)
+                    raise
+        if not rows and type(k) not in self._key_fits:
+            self._check_key(key)    # (a key the check refuses finds nothing: arguments.py)
+        return rows
 
     @_serialized
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
-        if self.key_arity == 1:
-            readers = self._readers
+        """``lookup`` of each key (a tuple per key where the view takes more than one)."""
+        keys = arguments.many(keys, f"the keys for view {self.name!r}")
+        if self.key_arity != 1:
+            return [self.lookup(*k) if isinstance(k, (tuple, list)) else self.lookup(k)
+                    for k in keys]
+        readers = self._readers
+        try:
             if len(readers) == 1:
-                return readers[0].lookup_many(list(keys))
-            return [self._reader_for(k).lookup(k) for k in keys]
-        return [self.lookup(*k) for k in keys]
+                out = readers[0].lookup_many(keys)
+            else:
+                out = [self._reader_for(k).lookup(k) for k in keys]
+        except TypeError:
+            for k in keys:
+                self._check_key((k,))
+            raise
+        if not all(out):
+            fits = self._key_fits
+            for k, rows in zip(keys, out):
+                if not rows and type(k) not in fits:
+                    self._check_key((k,))
+        return out
 
     @_serialized
     def all(self) -> list[tuple]:
@@ -945,6 +1012,20 @@ class View(ViewFrames):
 
     def __repr__(self) -> str:
         return f"View({self.name!r}, columns={self.columns})"
+
+
+class _Dropped:
+    """Stands for the readers of a dropped view in the handles that read it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _refuse(self, *_args) -> list:
+        raise UnknownViewError(f"view {self.name!r} was dropped; this handle reads nothing "
+                               f"(db.view({self.name!r}) gives the view of that name, if one "
+                               "was created since)")
+
+    lookup = lookup_many = all = _refuse
 
 
 def connect(url: str | None = None, *, data_dir: str | None = None, shards: int = 1,
@@ -971,10 +1052,7 @@ def catalog_problems(catalog: list[str], tables: dict[str, list[tuple]]) -> dict
     db = Database()
     out: dict[str, tuple[list[tuple], str]] = {}
     try:
-        for sql in catalog:
-            stmt = sql_frontend.parse(sql, db._catalog)
-            if isinstance(stmt, lp.CreateTable):
-                db._create_table(stmt, sql, persist=False)
+        db._create_catalog_tables(catalog)
         for name, rows in tables.items():
             if not rows:
                 continue

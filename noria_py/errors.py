@@ -31,6 +31,11 @@ class DuplicateKeyError(IntegrityError):
     """An insert would give two rows the same primary key."""
 
 
+class DependentViewsError(ProgrammingError):
+    """DROP TABLE or DROP VIEW (with IF EXISTS too) of something other views read; the
+    message names them, to be dropped first."""
+
+
 class RowNotFoundError(DataError):
     """A delete names a row (or key) the table does not hold."""
 

@@ -5,7 +5,16 @@ operator), so evaluating a row costs a few function calls rather than a walk of 
 tree. SQL's three-valued logic: NULL is ``None``; comparisons with NULL are NULL;
 AND/OR follow Kleene logic; a filter keeps a row only when its predicate is TRUE.
 Integer arithmetic follows SQLite: INT / INT truncates toward zero, and division or
-modulo by zero gives NULL.
+modulo by zero gives NULL. An INT result outside INT's 64 bits (``9223372036854775807 +
+1``, ``CAST(1e30 AS INT)``) is NULL too, where SQLite would make it a REAL: an INT
+column holds only 64-bit values (a base refuses others), and an expression over rows
+runs in the dataflow after the write that brought the row was accepted, where there is
+nobody to raise an error to; so SELECT, INSERT and UPDATE agree (PostgreSQL refuses
+such a result in all three). For the same reason a CAST that has no answer
+(``CAST('soon' AS DATE)`` over a row) is NULL: no expression raises on any row's values
+(a rejected write must change nothing, and a view's error would come after its base took
+the write). What the user wrote is checked when the statement is planned instead: a
+literal that is not a date, an integer past 64 bits, types that do not fit.
 
 FLOAT NaN follows PostgreSQL (noria_py.nan): where an operand of a comparison, IN or
 NULLIF is FLOAT, the NaN-aware helpers are compiled in (NaN = NaN is TRUE, NaN is
@@ -22,9 +31,10 @@ from operator import itemgetter
 from typing import Any, Callable, cast
 
 from sql_frontend.expr import Call, Col, Expr, Lit
-from sql_frontend.types import SqlType
+from sql_frontend.typerules import parse_temporal
+from sql_frontend.types import INT_MAX, INT_MIN, SqlType
 
-from .errors import TypeMismatchError, UnsupportedError
+from .errors import UnsupportedError
 from .nan import NAN
 
 RowFn = Callable[[tuple], Any]
@@ -69,6 +79,32 @@ def _mod(a, b):
         return None
     r = abs(ia) % abs(ib)
     return float(r if ia >= 0 else -r)
+
+
+def _iadd(a, b):
+    if a is None or b is None:
+        return None
+    r = a + b
+    return r if INT_MIN <= r <= INT_MAX else None
+
+
+def _isub(a, b):
+    if a is None or b is None:
+        return None
+    r = a - b
+    return r if INT_MIN <= r <= INT_MAX else None
+
+
+def _imul(a, b):
+    if a is None or b is None:
+        return None
+    r = a * b
+    return r if INT_MIN <= r <= INT_MAX else None
+
+
+def _int64(v):
+    """An INT result as it is kept: NULL outside 64 bits (the module doc says why)."""
+    return v if v is None or INT_MIN <= v <= INT_MAX else None
 
 
 def _neg(a):
@@ -252,16 +288,16 @@ def _cast_int(v):
     if v is None:
         return None
     if isinstance(v, (bool, int)):
-        return int(v)
+        return _int64(int(v))
     if isinstance(v, float):
-        return int(v) if math.isfinite(v) else None
+        return _int64(int(v)) if math.isfinite(v) else None
     if isinstance(v, str):
         m = _NUM_PREFIX.match(v)
         if not m:
             return 0
         s = m.group(0)
-        return int(s) if "." not in s and m.group(3) is None else _cast_int(float(s))
-    raise TypeMismatchError(f"cannot CAST {v!r} to INT")
+        return _int64(int(s)) if "." not in s and m.group(3) is None else _cast_int(float(s))
+    return None
 
 
 #: text that CAST to FLOAT reads as NaN or an infinity (PostgreSQL's spellings, any case)
@@ -280,7 +316,7 @@ def _cast_float(v):
         if m:
             return float(m.group(0))
         return _SPECIAL_FLOATS.get(v.strip().lower(), 0.0)
-    raise TypeMismatchError(f"cannot CAST {v!r} to FLOAT")
+    return None
 
 
 def _cast_text(v):
@@ -301,11 +337,8 @@ def _cast_date(v):
     if isinstance(v, datetime.datetime):
         return v.date()
     if isinstance(v, str):
-        try:
-            return datetime.date.fromisoformat(v.strip())
-        except ValueError:
-            raise TypeMismatchError(f"cannot CAST {v!r} to DATE") from None
-    raise TypeMismatchError(f"cannot CAST {v!r} to DATE")
+        return parse_temporal(v, SqlType.DATE)      # (as the front end reads a literal)
+    return None
 
 
 def _cast_timestamp(v):
@@ -314,11 +347,8 @@ def _cast_timestamp(v):
     if isinstance(v, datetime.date):
         return datetime.datetime(v.year, v.month, v.day)
     if isinstance(v, str):
-        try:
-            return datetime.datetime.fromisoformat(v.strip())
-        except ValueError:
-            raise TypeMismatchError(f"cannot CAST {v!r} to TIMESTAMP") from None
-    raise TypeMismatchError(f"cannot CAST {v!r} to TIMESTAMP")
+        return parse_temporal(v, SqlType.TIMESTAMP)
+    return None
 
 
 _CASTS = {
@@ -339,6 +369,10 @@ _FLOAT_FUNCS = {"eq": "_feq", "ne": "_fne", "lt": "_flt", "le": "_fle", "gt": "_
                 "ge": "_fge", "in": "_fin", "nullif": "_fnullif"}
 #: operators whose FLOAT result may be a new NaN object
 _MAKES_FLOATS = frozenset({"add", "sub", "mul", "div", "mod", "neg", "abs", "cast"})
+# INT-typed calls that can leave 64 bits: add, sub and mul have checked helpers of
+# their own (they are the common ones); the rest have their result passed to _int64
+_INT_FUNCS = {"add": "_iadd", "sub": "_isub", "mul": "_imul"}
+_INT_CHECKED = frozenset({"neg", "abs", "div"})
 
 _NAMESPACE: dict[str, Any] = {name: obj for name, obj in globals().items() if name.startswith("_")}
 
@@ -346,6 +380,13 @@ _NAMESPACE: dict[str, Any] = {name: obj for name, obj in globals().items() if na
 # ---------------------------------------------------------------- compiler
 
 class _Compiler:
+    """The source of one generated function. Python's parser takes at most 200 nested
+    parentheses, so a subexpression ``NEST`` calls deep (or a CASE's ``NEST``-th WHEN)
+    becomes a function of its own, called from here: any tree the front end passes
+    compiles, however deep its calls or long its CASE."""
+
+    NEST = 50          # calls deep in one function (a call is at most two parentheses)
+
     def __init__(self) -> None:
         self.consts: list[Any] = []
 
@@ -353,7 +394,7 @@ class _Compiler:
         self.consts.append(value)
         return f"_k[{len(self.consts) - 1}]"
 
-    def src(self, e: Expr) -> str:
+    def src(self, e: Expr, depth: int = 0) -> str:
         if isinstance(e, Col):
             return f"r[{e.index}]"
         if isinstance(e, Lit):
@@ -362,34 +403,57 @@ class _Compiler:
                 return repr(v)
             return self.const(v)
         if isinstance(e, Call):
+            if depth >= self.NEST:
+                return f"{self.const(compile_expr(e))}(r)"
             op = e.op
+            inner = depth + 1
             if op == "is_null":
-                return f"({self.src(e.args[0])} is None)"
+                return f"({self.src(e.args[0], inner)} is None)"
             if op == "is_not_null":
-                return f"({self.src(e.args[0])} is not None)"
+                return f"({self.src(e.args[0], inner)} is not None)"
             if op == "case":
-                args = e.args
-                pairs = [(args[i], args[i + 1]) for i in range(0, len(args) - 1, 2)]
-                out = self.src(args[-1]) if len(args) % 2 == 1 else "None"
-                for cond, val in reversed(pairs):
-                    out = f"({self.src(val)} if {self.src(cond)} is True else {out})"
-                return out
+                return self._case(e, depth)
             if op == "cast":
                 fn = _CASTS.get(e.type)
                 if fn is None:
                     raise UnsupportedError(f"CAST to {e.type.value}")
-                out = f"{fn}({self.src(e.args[0])})"
+                out = f"{fn}({self.src(e.args[0], inner)})"
             else:
-                fn = _FUNCS.get(op)
+                is_int = e.type is SqlType.INT
+                fn = (is_int and _INT_FUNCS.get(op)) or _FUNCS.get(op)
                 if fn is None:
                     raise UnsupportedError(f"the expression operator {op!r}")
                 if op in _FLOAT_FUNCS and any(a.type is SqlType.FLOAT for a in e.args):
                     fn = _FLOAT_FUNCS[op]
-                out = f"{fn}({', '.join(self.src(a) for a in e.args)})"
+                args = []
+                for a in e.args:        # (a loop, not a generator: one frame a level)
+                    args.append(self.src(a, inner))
+                out = f"{fn}({', '.join(args)})"
+                if is_int and op in _INT_CHECKED:
+                    out = f"_int64({out})"
             if e.type is SqlType.FLOAT and op in _MAKES_FLOATS:
                 return f"_canon({out})"
             return out
         raise UnsupportedError(f"the expression {e!r}")
+
+    def _case(self, e: Call, depth: int) -> str:
+        """``(v1 if c1 is True else (v2 if ...))``: each WHEN nests one level, so the
+        WHENs past ``NEST`` go on as a CASE of their own (a function of its own)."""
+        args = e.args
+        room = max(1, self.NEST - depth)
+        pairs = [(args[i], args[i + 1]) for i in range(0, min(len(args) - 1, 2 * room), 2)]
+        rest = args[2 * len(pairs):]         # the WHENs left, and the ELSE if there is one
+        if len(rest) > 1:
+            out = self.src(Call("case", rest, e.type), depth + len(pairs))
+        elif rest:
+            out = self.src(rest[0], depth + len(pairs))
+        else:
+            out = "None"
+        for k in reversed(range(len(pairs))):
+            cond, val = pairs[k]
+            level = depth + k + 1
+            out = f"({self.src(val, level)} if {self.src(cond, level)} is True else {out})"
+        return out
 
 
 def compile_expr(e: Expr) -> RowFn:

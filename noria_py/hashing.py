@@ -8,8 +8,10 @@ its sign and payload bits, goes where the others go (NaN equals NaN in SQL: nori
 from __future__ import annotations
 
 import datetime
+import numbers
 import struct
 import zlib
+from typing import Any
 
 _MASK = (1 << 64) - 1
 _NAN_HASH = zlib.crc32(b"NaN")
@@ -34,7 +36,28 @@ def value_hash(v: object) -> int:
         return zlib.crc32(v.isoformat().encode())
     if isinstance(v, datetime.date):
         return v.toordinal()
+    if isinstance(v, numbers.Number):
+        return _other_number(v)
     raise TypeError(f"cannot shard on a value of type {type(v).__name__}")
+
+
+def _other_number(v: Any) -> int:
+    """Decimal, Fraction, complex, numpy's: where the int or float each equals goes (a
+    lookup key may be one; a column's values never are)."""
+    if isinstance(v, complex):
+        if v.imag:
+            return 0                  # (equals no value a column holds)
+        v = v.real
+    try:
+        i = int(v)
+    except (TypeError, ValueError, OverflowError):      # NaN, infinity
+        i = None
+    if i is not None and i == v:
+        return i
+    try:
+        return value_hash(float(v))
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
 def key_hash(values: tuple) -> int:

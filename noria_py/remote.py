@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from sql_frontend import wire as plan_wire
 from sql_frontend.types import SqlType, TableSchema
 
-from . import errors
+from . import arguments, errors
 from .arrowio import arrow_rows, as_arrow_table, is_frame
 from .dbapi import Cursor
 from .errors import ArityError, ClosedError, ConnectError, Error, NotSupportedError
@@ -90,11 +90,7 @@ class RemoteDatabase:
         raise _error(f[2], f[3])
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
-        if params is None:
-            params = ()
-        elif not isinstance(params, (list, tuple)):
-            params = (params,)
-        columns, rows, types, rowcount = self._call("execute", sql, list(params))
+        columns, rows, types, rowcount = self._call("execute", sql, list(arguments.params(params)))
         return Result(columns, _rows(rows), [SqlType(t) for t in types], rowcount)
 
     def table(self, name: str) -> "RemoteTable":
@@ -188,16 +184,17 @@ class RemoteTable:
     def insert(self, rows: Iterable[Sequence]) -> None:
         if is_frame(rows):
             return self.insert_arrow(rows)
-        self._db._call("insert", self.name, [tuple(r) for r in rows])
+        self._db._call("insert", self.name, arguments.many(rows, f"the rows for table {self.name!r}"))
 
     def insert_arrow(self, table) -> None:
         self.insert(arrow_rows(as_arrow_table(table), self.columns, self.name))
 
     def delete(self, rows: Iterable[Sequence]) -> None:
-        self._db._call("delete", self.name, [tuple(r) for r in rows])
+        self._db._call("delete", self.name, arguments.many(rows, f"the rows for table {self.name!r}"))
 
     def delete_keys(self, keys: Iterable) -> None:
-        self._db._call("delete_keys", self.name, list(keys))
+        self._db._call("delete_keys", self.name,
+                       arguments.many(keys, f"the primary keys for table {self.name!r}"))
 
     def __len__(self) -> int:
         return self._db._call("count", self.name)
@@ -221,7 +218,8 @@ class RemoteView(ViewFrames):
         return _rows(self._db._call("lookup", self.name, [k])[0])
 
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
-        keys = [list(k) if isinstance(k, tuple) else k for k in keys]
+        keys = [list(k) if isinstance(k, tuple) else k
+                for k in arguments.many(keys, f"the keys for view {self.name!r}")]
         return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
 
     def all(self) -> list[tuple]:

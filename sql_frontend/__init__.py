@@ -24,7 +24,7 @@ from .errors import (
     UnsupportedError,
 )
 from .expr import OPS, Call, Col, Expr, Lit, columns_used
-from .parse import offset_to_position, parse_statements, split_statements
+from .parse import MAX_DEPTH, offset_to_position, parse_statements, split_statements
 from .plan import (
     AggCall,
     Aggregate,
@@ -51,12 +51,13 @@ from .plan import (
     Union_,
     Update,
     Values,
+    plan_depth,
 )
 from .resolve import Context, placeholders_in_order
-from .types import PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
+from .types import INT_MAX, INT_MIN, PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
 
 __all__ = [
-    "parse", "split_statements",
+    "parse", "split_statements", "MAX_DEPTH",
     "Catalog", "DictCatalog",
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
     "UnknownColumnError", "AlreadyExistsError", "TypeMismatchError", "ArityError",
@@ -66,6 +67,15 @@ __all__ = [
     "Query", "Rel", "Scan", "Select", "SetOp", "Statement", "TopK", "Union_", "Update", "Values",
     "PYTHON_TYPES", "ColumnInfo", "SqlType", "TableSchema",
 ]
+
+
+def _check_plan_depth(sql: str, query: Query) -> None:
+    """Refuse a plan deeper than MAX_DEPTH relations, as ``parse_statements`` refuses a
+    statement that deep: the engine's planner recurses over the plan."""
+    depth = plan_depth(query.root)
+    if depth > MAX_DEPTH:
+        raise UnsupportedError(f"unsupported: the query's plan nests {depth} relations deep "
+                               f"(views over views, subqueries), more than {MAX_DEPTH}", sql, None)
 
 
 def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
@@ -98,7 +108,10 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
                              f"{len(params)} values were given")
         ctx.bound = {id(p): v for p, v in zip(marks, params)}
         if isinstance(node, exp.Insert):
-            return dml.insert(ctx, node)
+            inserted = dml.insert(ctx, node)
+            if isinstance(inserted, InsertSelect):
+                _check_plan_depth(sql, inserted.query)
+            return inserted
         if isinstance(node, exp.Delete):
             return dml.delete(ctx, node)
         return dml.update(ctx, node)
@@ -116,6 +129,7 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
         keys = select.key_placeholders(node) if allow_key else set()
         ctx.bound = {id(p): v for p, v in zip(marks, params) if id(p) not in keys}
         query = select.build_query(ctx, node, allow_key=allow_key)
+        _check_plan_depth(sql, query)
         key_values = tuple(v for p, v in zip(marks, params) if id(p) in keys)
         return Select(query, key_values, sql.strip().rstrip(";").strip(),
                       _otherwise(ctx, node, query))
@@ -123,7 +137,10 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
     if params:
         raise ArityError(f"{node.key.upper()} takes no parameters, {len(params)} given")
     if isinstance(node, exp.Create):
-        return ddl.create(ctx, node)
+        created = ddl.create(ctx, node)
+        if isinstance(created, CreateView):
+            _check_plan_depth(sql, created.query)
+        return created
     if isinstance(node, exp.Drop):
         return ddl.drop(ctx, node)
     start = offset_to_position(sql, len(sql) - len(sql.lstrip()))
@@ -141,6 +158,7 @@ def _lifted(ctx: Context, node: exp.Query, sql: str) -> Select | None:
     copy, values = found
     try:
         query = select.build_query(Context(sql, ctx.catalog), copy, allow_key=True)
+        _check_plan_depth(sql, query)
     except Error:
         return None
     if len(query.key) != len(values):
@@ -148,6 +166,8 @@ def _lifted(ctx: Context, node: exp.Query, sql: str) -> Select | None:
     for pos, value in zip(query.key, values):
         if type(value) not in PYTHON_TYPES.get(query.root.columns[pos].type, ()):
             return None
+        if type(value) is int and not INT_MIN <= value <= INT_MAX:
+            return None             # (a literal INT cannot hold: the plan with it says so)
     return Select(query, values, sql.strip().rstrip(";").strip(),
                   _otherwise(Context(sql, ctx.catalog), copy, query))
 

@@ -143,6 +143,8 @@ def _create_table(ctx: Context, node: exp.Create) -> CreateTable:
             continue
         else:
             raise ctx.unsupported(f"table constraint {item.sql()}", item)
+    if not columns:        # (PostgreSQL takes a table of no columns; rows of none mean nothing here)
+        raise ctx.unsupported(f"table {table.name} without columns", schema_node)
     if len(pk_nodes) > 1:
         raise ctx.error(SqlError, f"table {table.name} has more than one primary key",
                         pk_nodes[1])
@@ -187,7 +189,7 @@ def _create_view(ctx: Context, node: exp.Create) -> CreateView:
     if body is None:
         raise ctx.error(SqlError, "CREATE VIEW needs AS SELECT ...", node)
     query = build_query(ctx, body, allow_key=True)
-    return CreateView(name, query, ctx.sql.strip().rstrip(";").strip())
+    return CreateView(name, query, ctx.sql.strip().rstrip(";").strip(), tuple(sorted(ctx.views_read)))
 
 
 def drop(ctx: Context, node: exp.Drop) -> DropTable | DropView | NoOp:

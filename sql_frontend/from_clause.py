@@ -52,6 +52,7 @@ def _table_source(ctx: Context, node: exp.Table) -> tuple[Rel, Scope]:
         view = ctx.catalog.view(name)
         if view is None:
             raise ctx.error(UnknownTableError, f"no such table or view: {node.name}", node)
+        ctx.views_read.add(name)
         rel = visible_rel(view)
         fields = [Field(alias, n, c.type, c.nullable)
                   for n, c in zip(view.names, rel.columns)]

@@ -44,13 +44,20 @@ class FromItem:
 
 def and_parts(node: exp.Expr | None) -> list[exp.Expr]:
     """Top-level AND conjuncts of a condition, parentheses removed."""
-    if node is None:
-        return []
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return and_parts(node.this) + and_parts(node.expression)
-    return [node]
+    out: list[exp.Expr] = []
+    stack = [node]                  # (a loop: a chain of thousands of ANDs is one level)
+    while stack:
+        n = stack.pop()
+        if n is None:
+            continue
+        while isinstance(n, exp.Paren):
+            n = n.this
+        if isinstance(n, exp.And):
+            stack.append(n.expression)
+            stack.append(n.this)
+        else:
+            out.append(n)
+    return out
 
 
 def filtered(rel: Rel, preds: list[Expr]) -> Rel:

@@ -4,7 +4,16 @@ Every later stage reports errors at a (line, column) of the user's text, so this
 module owns the one dialect we parse with: sqlglot's default dialect, except that
 ``?`` placeholders remember where they stand (the stock parser drops that), which
 lets parameters be numbered in textual order and errors point at them.
+
+It is also the boundary that keeps text no later stage can take from reaching them:
+text that is not a ``str``, or holds a lone surrogate (no UTF-8 form: PostgreSQL refuses
+such bytes, and a data directory could not store them), is a ``ParseError``; a statement
+nested deeper than ``MAX_DEPTH`` is an ``UnsupportedError``, so every later stage may
+recurse over a statement's tree (sqlglot's parser recurses too, about twenty Python
+frames per parenthesis: it runs out of stack near fifty, and that is the same error).
+A chain of ANDs or of ORs counts as one level: the front end flattens those.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,7 +27,8 @@ from sqlglot.errors import TokenError as _GlotTokenError
 from sqlglot.parsers.base import BaseParser
 from sqlglot.tokens import TokenType
 
-from .errors import ParseError
+from .errors import ParseError, UnsupportedError
+from .types import is_text
 
 
 class _QuietCommandFallback(logging.Filter):
@@ -89,6 +99,47 @@ def _widen_left(sql: str, start: int, node: exp.Expr) -> int:
     return start
 
 
+#: how deep a statement's tree may nest (expressions, subqueries): every stage after the
+#: parser may recurse over the tree, a few Python frames a level, within Python's
+#: default limit of 1,000 frames (SQLite refuses expressions deeper than 1,000, and
+#: more than about 100 nested parentheses)
+MAX_DEPTH = 100
+
+
+def check_text(sql: object) -> str:
+    """``sql`` if it is text every stage can take, else a ParseError saying why."""
+    if not isinstance(sql, str):
+        raise ParseError(f"SQL must be a str, got {type(sql).__name__}: {sql!r:.60}")
+    if not is_text(sql):
+        try:
+            sql.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ParseError(f"the SQL text holds {sql[err.start]!r}, a lone surrogate, which is "
+                             "not Unicode text (it has no UTF-8 form)", sql,
+                             offset_to_position(sql, err.start)) from None
+    return sql
+
+
+def _check_depth(sql: str, tree: exp.Expr) -> None:
+    """Refuse a tree deeper than MAX_DEPTH (found without recursion), pointing at the
+    first text that is too deep."""
+    too_deep: list[exp.Expr] = []
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            too_deep.append(node)
+            continue
+        for child in node.iter_expressions():
+            same_chain = isinstance(node, exp.Connector) and type(child) is type(node)
+            stack.append((child, depth if same_chain else depth + 1))
+    if too_deep:
+        where = [p for p in (position(sql, n) for n in too_deep) if p is not None]
+        raise UnsupportedError(f"unsupported: the statement nests more than {MAX_DEPTH} "
+                               "levels deep (expressions, parentheses or subqueries)",
+                               sql, min(where, default=None))
+
+
 def _parse_error(sql: str, err: Exception) -> ParseError:
     if isinstance(err, _GlotParseError) and err.errors:
         first = err.errors[0]
@@ -108,16 +159,25 @@ def _parse_error(sql: str, err: Exception) -> ParseError:
 
 def parse_statements(sql: str) -> list[exp.Expr]:
     """All statements in ``sql`` (empty ones skipped); positions refer to ``sql`` itself."""
+    check_text(sql)
     try:
         trees = sqlglot.parse(sql, read=Noria)
     except (_GlotParseError, _GlotTokenError) as err:
         raise _parse_error(sql, err) from None
-    return [t for t in trees if t is not None]
+    except RecursionError:
+        raise UnsupportedError("unsupported: the statement nests too deeply for the parser "
+                               "(parentheses or function calls about 50 levels deep)",
+                               sql, None) from None
+    out = [t for t in trees if t is not None]
+    for tree in out:
+        _check_depth(sql, tree)
+    return out
 
 
 def split_statements(sql: str) -> list[str]:
     """The statements of a script, as text, split at the semicolons the tokenizer sees
     (so a ``;`` inside a string or comment does not split)."""
+    check_text(sql)
     try:
         tokens = Noria().tokenize(sql)
     except _GlotTokenError as err:

@@ -168,6 +168,20 @@ class Query:
         return len(self.names)
 
 
+def plan_depth(rel: Rel) -> int:
+    """How many relations deep ``rel`` nests (found without recursion: views over views
+    can nest a plan deeper than any one statement's text)."""
+    deepest = 0
+    stack = [(rel, 1)]
+    while stack:
+        r, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = [getattr(r, f) for f in ("input", "left", "right") if hasattr(r, f)]
+        children += getattr(r, "inputs", ())
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
+
+
 # ---------------------------------------------------------------- statements
 
 @dataclass(frozen=True)
@@ -181,6 +195,8 @@ class CreateView:
     name: str
     query: Query
     sql: str                        # the original statement text (persisted in the catalog)
+    reads: tuple[str, ...] = ()     # the views it reads, by name (sorted, lower case): the
+                                    # plan has their plans inlined, which no longer says so
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ class Context:
     sql: str
     catalog: Catalog
     bound: dict[int, Any] = field(default_factory=dict)
+    views_read: set[str] = field(default_factory=set)    # views named in FROM, lower case
 
     def pos(self, node: exp.Expr | None) -> tuple[int, int] | None:
         return position(self.sql, node)

@@ -24,7 +24,7 @@ from .typerules import (
     unify,
     value_type,
 )
-from .types import ColumnInfo, SqlType
+from .types import INT_MAX, INT_MIN, ColumnInfo, SqlType
 
 # ---------------------------------------------------------------- aggregates
 
@@ -202,13 +202,23 @@ class Translator:
         if node.is_string:
             return Lit(text, SqlType.TEXT)
         try:
-            return Lit(int(text), SqlType.INT)
+            value = int(text)
         except ValueError:
             pass
+        else:
+            return self._int_literal(value, node)
         try:
             return Lit(float(text), SqlType.FLOAT)
         except ValueError:
             raise self.ctx.unsupported(f"numeric literal {text}", node) from None
+
+    def _int_literal(self, value: int, node: exp.Expr) -> Lit:
+        """An integer in the SQL text: an INT, refused past INT's 64 bits (as INSERT refuses
+        such a value, and PostgreSQL a BIGINT), where SQLite would silently make it a REAL."""
+        if not INT_MIN <= value <= INT_MAX:
+            raise mismatch(self.ctx, f"integer {value} is out of the INT range ({INT_MIN} to "
+                                     f"{INT_MAX}); write {value}.0 for a FLOAT", node)
+        return Lit(value, SqlType.INT)
 
     def _placeholder(self, node: exp.Placeholder) -> Expr:
         if node.this:
@@ -226,11 +236,15 @@ class Translator:
 
     # -- arithmetic
     def _neg(self, node: exp.Neg) -> Expr:
-        a = self.expr(node.this)
+        inner = node.this
+        if isinstance(inner, exp.Literal) and not inner.is_string and inner.this.isdigit():
+            return self._int_literal(-int(inner.this), node)     # -9223372036854775808 fits
+        a = self.expr(inner)
         if family(a.type) not in ("number", "null"):
             raise mismatch(self.ctx, f"cannot negate {a.type.value} in {node.sql()}", node)
         t = SqlType.INT if a.type == SqlType.BOOL else a.type
-        if isinstance(a, Lit) and a.value is not None and not isinstance(a.value, bool):
+        if (isinstance(a, Lit) and a.value is not None and not isinstance(a.value, bool)
+                and (t is not SqlType.INT or a.value != INT_MIN)):   # (-INT_MIN: no INT; NULL)
             return Lit(-a.value, t)
         return Call("neg", (a,), t)
 

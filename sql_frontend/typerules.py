@@ -108,6 +108,8 @@ def parse_temporal(text: str, target: SqlType) -> datetime.date | None:
             if len(text) > 10:
                 return datetime.datetime.fromisoformat(text).date()
             return datetime.date.fromisoformat(text)
-        return datetime.datetime.fromisoformat(text)
+        # a TIMESTAMP is without a time zone: an offset in the text is dropped, as
+        # PostgreSQL drops it (an aware datetime cannot be compared with the others)
+        return datetime.datetime.fromisoformat(text).replace(tzinfo=None)
     except ValueError:
         return None

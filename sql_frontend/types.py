@@ -20,6 +20,24 @@ class SqlType(str, Enum):
         return self in (SqlType.INT, SqlType.FLOAT, SqlType.BOOL, SqlType.NULL)
 
 
+#: the values an INT holds: a 64-bit signed integer, as in PostgreSQL's BIGINT and SQLite
+INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
+
+
+
+def is_text(value: str) -> bool:
+    """Whether a str is Unicode text: no lone surrogate ('\\ud800'), which has no UTF-8
+    form. TEXT holds only text (PostgreSQL refuses invalid UTF-8; a data directory's log
+    could not store the rest), and SQL must be text."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 PYTHON_TYPES: dict[SqlType, tuple[type, ...]] = {
     SqlType.INT: (int,),
     SqlType.FLOAT: (float, int),

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 import zlib
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -22,6 +24,15 @@ def test_one_one_float_and_true_hash_alike():
     assert value_hash(1) == value_hash(1.0) == value_hash(True) == 1
     assert value_hash(0) == value_hash(0.0) == value_hash(-0.0) == value_hash(False) == 0
     assert value_hash(-7) == value_hash(-7.0) == -7
+
+
+def test_other_numbers_hash_as_the_int_or_float_they_equal():
+    # a lookup key may be one: it must reach the shard of the rows it equals
+    assert value_hash(Decimal(7)) == value_hash(Fraction(14, 2)) == value_hash(7)
+    assert value_hash(Fraction(1, 2)) == value_hash(Decimal("0.5")) == value_hash(0.5)
+    assert value_hash(Decimal("2.0")) == 2 and value_hash(complex(3, 0)) == 3
+    assert value_hash(Decimal(2 ** 70 + 1)) == 2 ** 70 + 1
+    assert value_hash(Decimal("Infinity")) == value_hash(float("inf"))
 
 
 def test_int_hash_is_the_int_itself():

@@ -21,7 +21,7 @@ from typing import Iterator, Sequence, cast
 
 import numpy as np
 
-from sql_frontend.types import SqlType, TableSchema
+from sql_frontend.types import INT_MAX, INT_MIN, SqlType, TableSchema, is_text
 
 from .. import tuning
 from ..batch import Batch
@@ -32,7 +32,6 @@ from .dense import object_column
 from .operator import Operator
 from .state import expand
 
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 _DTYPES = {SqlType.INT: np.int64, SqlType.FLOAT: np.float64}
 
 
@@ -40,7 +39,7 @@ def _coerce(value, typ: SqlType):
     """The value as stored in a column of ``typ``, or raise TypeError."""
     t = type(value)
     if typ is SqlType.INT:
-        if t is int and _INT_MIN <= value <= _INT_MAX:
+        if t is int and INT_MIN <= value <= INT_MAX:
             return value
     elif typ is SqlType.FLOAT:
         if t is float:
@@ -48,7 +47,7 @@ def _coerce(value, typ: SqlType):
         if t is int:
             return float(value)
     elif typ is SqlType.TEXT:
-        if t is str:
+        if t is str and is_text(value):
             return value
     elif typ is SqlType.BOOL:
         if t is bool:
@@ -57,7 +56,7 @@ def _coerce(value, typ: SqlType):
         if t is datetime.date:
             return value
     elif typ is SqlType.TIMESTAMP:
-        if t is datetime.datetime:
+        if t is datetime.datetime and value.tzinfo is None:
             return value
     raise TypeError
 
@@ -146,9 +145,12 @@ class Base(Operator):
             try:
                 out.append(_coerce(v, self.types[i]))
             except (TypeError, OverflowError):     # OverflowError: an int too big for FLOAT
+                why = (" with a lone surrogate, which is not Unicode text" if type(v) is str else
+                       " with a time zone: a TIMESTAMP has none, so the zone would be lost"
+                       if type(v) is datetime.datetime and v.tzinfo is not None else "")
                 raise TypeMismatchError(
                     f"row {n}: column {cols[i].name!r} of table {self.schema.name!r} is "
-                    f"{self.types[i].value}, got {v!r} ({type(v).__name__})") from None
+                    f"{self.types[i].value}, got {v!r} ({type(v).__name__}{why})") from None
         return tuple(out)
 
     _ALLOWED: dict[SqlType, set[type]] = {
@@ -191,7 +193,14 @@ class Base(Operator):
             if seen <= self._ALLOWED[typ]:
                 if typ is SqlType.INT and seen:
                     vals = [v for v in col if v is not None] if nulls else col
-                    if vals and (min(vals) < _INT_MIN or max(vals) > _INT_MAX):
+                    if vals and (min(vals) < INT_MIN or max(vals) > INT_MAX):
+                        return self._one_by_one(rows)
+                elif typ is SqlType.TEXT and seen:
+                    vals = [v for v in col if v is not None] if nulls else col
+                    if not is_text("".join(vals)):     # (one check for the whole column)
+                        return self._one_by_one(rows)
+                elif typ is SqlType.TIMESTAMP and seen:
+                    if any(v is not None and v.tzinfo is not None for v in col):
                         return self._one_by_one(rows)
                 elif typ is SqlType.FLOAT and seen and has_nan(col):
                     coerce.append(i)                # each NaN made the one NaN, below

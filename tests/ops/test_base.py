@@ -158,6 +158,30 @@ def test_date_and_timestamp_columns():
     assert_rejected(b, TypeMismatchError, [("2024-01-02", ts)])
 
 
+
+@pytest.mark.parametrize("n", [1, 40])          # one row, and a batch checked by columns
+def test_a_timestamp_with_a_time_zone_is_refused(n):
+    # regression: accepted, it made every comparison with a naive one a TypeError in views
+    b = Base(schema("ev", ("id", T.INT), ("ts", T.TIMESTAMP)))
+    aware = datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc)
+    rows = [(i, datetime.datetime(2024, 1, 1)) for i in range(n - 1)]
+    with pytest.raises(TypeMismatchError, match="with a time zone"):
+        b.prepare(rows + [(n, aware)])
+    b.prepare(rows + [(n, None)])
+
+
+@pytest.mark.parametrize("n", [1, 40])
+@pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "\udc80"])
+def test_a_str_with_a_lone_surrogate_is_not_text(n, text):
+    # regression: accepted in memory, refused by a data directory's log (no UTF-8 form)
+    b = people()
+    rows = [(i, 1.0, "é", True) for i in range(n - 1)]
+    assert_rejected(b, TypeMismatchError, rows + [(n, 1.0, text, True)])
+    with pytest.raises(TypeMismatchError, match=f"row {n - 1}: .*lone surrogate"):
+        b.prepare(rows + [(n, 1.0, text, True)])
+    write(b, rows + [(n, 1.0, "\U0001f600 \ufeff \x00", True)])    # whole pairs, BOM, NUL: text
+
+
 # ---------------------------------------------------------------- shape
 
 @pytest.mark.parametrize("row", [(1, 1.0, "a"), (1, 1.0, "a", True, 5), ()])

@@ -2,6 +2,7 @@
 import pytest
 
 from sql_frontend import (
+    MAX_DEPTH,
     AlreadyExistsError,
     ArityError,
     Error,
@@ -12,10 +13,13 @@ from sql_frontend import (
     UnknownTableError,
     UnsupportedError,
     parse,
+    split_statements,
 )
 from sql_frontend.catalog import DictCatalog
+from sql_frontend.expr import Call, Lit
+from sql_frontend.types import INT_MAX, INT_MIN, SqlType
 
-from .helpers import make_catalog
+from .helpers import add_view, make_catalog, query
 
 
 @pytest.mark.parametrize("sql, cls, pos", [
@@ -28,6 +32,11 @@ from .helpers import make_catalog
     ("SELECT a FROM t GROUP BY a HAVING EXISTS (SELECT 1 FROM u)", UnsupportedError, (1, 35)),
     ("SELECT a FROM t\nORDER BY 9", SqlError, (2, 10)),
     ("PRAGMA foo", UnsupportedError, (1, 1)),
+    ("CREATE TABLE d ()", UnsupportedError, (1, 14)),
+    ("SELECT 9223372036854775808 FROM t", TypeMismatchError, (1, 8)),
+    ("SELECT a FROM t WHERE b = -9223372036854775809", TypeMismatchError, (1, 28)),
+    ("SELECT 'a\ud800' FROM t", ParseError, (1, 10)),
+    ("SELECT a FROM t\nWHERE b = " + "+".join(["1"] * 200), UnsupportedError, (2, 11)),
 ])
 def test_errors_have_positions(cat, sql, cls, pos):
     with pytest.raises(cls) as ei:
@@ -114,3 +123,72 @@ def test_required_sqllogictest_statements():
 def test_catalog_fixture_is_consistent():
     cat = make_catalog()
     assert cat.table("T").name == "t"
+
+
+# ---------------------------------------------------------------- what no later stage can take
+
+def test_int_literals_hold_64_bits(cat):
+    lo = query("SELECT -9223372036854775808 FROM t", cat).root.exprs[0]
+    assert lo == Lit(INT_MIN, SqlType.INT)
+    hi = query("SELECT 9223372036854775807 FROM t", cat).root.exprs[0]
+    assert hi == Lit(INT_MAX, SqlType.INT)
+    # a negation that leaves 64 bits is not folded: it is NULL when it runs
+    neg = query("SELECT - -9223372036854775808 FROM t", cat).root.exprs[0]
+    assert neg == Call("neg", (Lit(INT_MIN, SqlType.INT),), SqlType.INT)
+    with pytest.raises(TypeMismatchError, match="9223372036854775808 is out of the INT range"):
+        parse("INSERT INTO t VALUES (9223372036854775808, 1, 'x', 1.0)", cat)
+    assert query("SELECT 9223372036854775808.0 FROM t", cat).root.exprs[0].type is SqlType.FLOAT
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT " + "+".join(["a"] * 3000) + " FROM t",              # a chain: one frame a term
+    "SELECT " + "(" * 500 + "a" + ")" * 500 + " FROM t",          # sqlglot's parser recurses
+    "SELECT " + "ABS(" * 500 + "a" + ")" * 500 + " FROM t",
+    "SELECT a FROM t WHERE " + "NOT " * 3000 + "a = 1",
+    "SELECT " + "- " * 3000 + "a FROM t",
+    "SELECT " + "CASE WHEN a = 1 THEN " * 300 + "a" + " END" * 300 + " FROM t",
+    "SELECT a FROM " + "(SELECT a FROM " * 200 + "t" + ") AS s" * 200,
+    "SELECT a FROM t WHERE a IN (SELECT " + "+".join(["b"] * 3000) + " FROM t)",
+])
+def test_statements_nested_too_deeply_are_unsupported_not_a_crash(cat, sql):
+    with pytest.raises(UnsupportedError, match="nests"):
+        parse(sql, cat)
+
+
+def test_deepest_accepted_statements_parse(cat):
+    parse("SELECT " + "+".join(["a"] * (MAX_DEPTH - 5)) + " FROM t", cat)
+    parse("SELECT " + "(" * 30 + "a" + ")" * 30 + " FROM t", cat)
+
+
+def test_long_and_or_chains_count_as_one_level(cat):
+    where = " AND ".join(f"(a = {i} OR b = {i})" for i in range(3000))
+    q = query(f"SELECT a FROM t WHERE {where}", cat)
+    assert len(q.root.input.predicate.args) == 3000
+
+
+def test_views_over_views_deeper_than_the_limit_are_unsupported(cat):
+    add_view(cat, "CREATE VIEW v0 AS SELECT a + 1 AS x FROM t")
+    last = MAX_DEPTH - 2            # v0 is two relations deep (a Project of a Scan)
+    for i in range(1, last + 1):
+        add_view(cat, f"CREATE VIEW v{i} AS SELECT x + 1 AS x FROM v{i - 1}")
+    with pytest.raises(UnsupportedError, match=f"plan nests {MAX_DEPTH + 1} relations deep"):
+        parse(f"CREATE VIEW deeper AS SELECT x + 1 AS x FROM v{last}", cat)
+    with pytest.raises(UnsupportedError, match="plan nests"):
+        parse(f"SELECT x FROM v{last} WHERE x > 0", cat)
+
+
+@pytest.mark.parametrize("sql", [None, b"SELECT 1", 7, ["SELECT 1"]])
+def test_sql_that_is_not_a_str_is_a_parse_error(cat, sql):
+    with pytest.raises(ParseError, match="SQL must be a str"):
+        parse(sql, cat)
+    with pytest.raises(ParseError, match="SQL must be a str"):
+        split_statements(sql)
+
+
+def test_a_lone_surrogate_anywhere_in_the_text_is_a_parse_error(cat):
+    with pytest.raises(ParseError, match="lone surrogate") as ei:
+        parse("SELECT a FROM t -- \udfff", cat)
+    assert ei.value.position == (1, 20)
+    with pytest.raises(ParseError, match="lone surrogate"):
+        split_statements("SELECT '\ud83d'; SELECT 1")
+    assert parse("SELECT '\U0001f600' FROM t", cat)      # a whole pair is a character
