@@ -16,16 +16,17 @@ that runtime's server instead, whose reads go to the workers without a lock.
 """
 from __future__ import annotations
 
+import datetime
 import functools
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Sequence, TypeVar, cast, overload
 
 import sql_frontend
 from sql_frontend import plan as lp
 from sql_frontend.expr import Col
-from sql_frontend.types import TableSchema
+from sql_frontend.types import SqlType, TableSchema
 
 from . import arguments, tuning
 from .arrowio import arrow_columns, as_arrow_table, column_rows, is_frame
@@ -42,6 +43,7 @@ from .errors import (
     ProgrammingError,
     RecoveryError,
     RowNotFoundError,
+    TypeMismatchError,
     UnknownNodeError,
     UnknownTableError,
     UnknownViewError,
@@ -262,20 +264,50 @@ class Database:
     def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> int:
         """Run one INSERT, DELETE or UPDATE once per parameter set; the rows it changed.
         An INSERT's rows, of all the sets, are one write: all of them, or none."""
+        return self.execute_batch([(sql, p) for p in seq_of_params])
+
+    @_serialized
+    def execute_batch(self, statements: Iterable[tuple[str, Sequence[Any]]]) -> int:
+        """Run INSERT, DELETE and UPDATE statements, each ``(sql, params)``; the rows
+        they changed. INSERTs that all go into one table are one write: every row, or
+        none. Others run in turn, each one a write of its own."""
         self._check_open()
-        sets = [tuple(p) for p in seq_of_params]
-        if not sets:
+        stmts = [(sql_frontend.parse(sql, self._catalog, arguments.params(p)), sql)
+                 for sql, p in statements]
+        if not stmts:
             return 0
-        stmts = [sql_frontend.parse(sql, self._catalog, p) for p in sets]
-        if not all(isinstance(st, (lp.Insert, lp.Delete, lp.Update)) for st in stmts):
+        if not all(isinstance(st, (lp.Insert, lp.Delete, lp.Update)) for st, _ in stmts):
             raise ProgrammingError("executemany takes an INSERT, DELETE or UPDATE; "
                                    "run a query with execute")
-        if all(isinstance(st, lp.Insert) for st in stmts):
-            rows = [tuple(evaluate_constant(e) for e in row)
-                    for st in stmts for row in cast(lp.Insert, st).rows]
-            self.table(cast(lp.Insert, stmts[0]).table).insert(rows)
+        inserts = [st for st, _ in stmts if isinstance(st, lp.Insert)]
+        if len(inserts) == len(stmts) and len({st.table.lower() for st in inserts}) == 1:
+            rows = [tuple(evaluate_constant(e) for e in row) for st in inserts for row in st.rows]
+            self.table(inserts[0].table).insert(rows)
             return len(rows)
-        return sum(self._run(st, sql).rowcount for st in stmts)
+        return sum(self._run(st, sql).rowcount for st, sql in stmts)
+
+    @_serialized
+    def _count_changes(self, sql: str, params: Sequence[Any]) -> int:
+        """The rows an INSERT, DELETE or UPDATE would change now, without changing them."""
+        stmt = sql_frontend.parse(sql, self._catalog, arguments.params(params))
+        if isinstance(stmt, lp.Insert):
+            return len(stmt.rows)
+        if isinstance(stmt, (lp.Delete, lp.Update)):
+            return len(self._matching(stmt.table, stmt.where)[1])
+        if isinstance(stmt, lp.InsertSelect):
+            raise NotSupportedError("INSERT ... SELECT cannot be counted before it runs; "
+                                    "run it outside a transaction block")
+        raise ProgrammingError(f"{type(stmt).__name__} changes no rows")
+
+    @_serialized
+    def prepare(self, sql: str) -> "Prepared":
+        """``sql`` parsed once, to run many times with different ``?`` values
+        (``Prepared.run``); says its parameters' and columns' types before it runs.
+        Raises what ``execute`` would for SQL it cannot take."""
+        self._check_open()
+        if not isinstance(sql, str):
+            raise TypeMismatchError(f"SQL must be a str, got {type(sql).__name__}")
+        return Prepared(self, sql)
 
     def cursor(self) -> "Cursor":
         """A DB-API 2.0 cursor (noria_py/dbapi.py) over this database."""
@@ -824,6 +856,95 @@ class Database:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_DUMMIES: dict[SqlType | None, Any] = {
+    SqlType.INT: 0, SqlType.FLOAT: 0.0, SqlType.TEXT: "", SqlType.BOOL: False,
+    SqlType.DATE: datetime.date(2000, 1, 1), SqlType.TIMESTAMP: datetime.datetime(2000, 1, 1),
+    None: "",
+}
+
+
+class Prepared:
+    """One statement parsed once (``Database.prepare``) and run with ``?`` values.
+
+    A SELECT whose every ``?`` is a lookup key (a top-level ``col = ?``), or that has no
+    ``?``, keeps its view: each ``run`` is a lookup, with no parse and no plan (the view
+    is pinned, so no other ad-hoc query evicts it, until ``close``). Any other statement
+    is parsed at each run with its values, which become constants of its plan. A view
+    dropped meanwhile (``drop_query``, DDL) is planned again at the next run.
+
+    ``param_types``: the type each ``?`` takes from its context, None where nothing says
+    (``sql_frontend.parameter_types``). ``columns``/``types``: a SELECT's, None for a
+    statement that returns no rows (or a SELECT whose columns depend on its values).
+    ``command``: the statement's first word, upper-case (``SELECT``, ``INSERT``, ...).
+    """
+
+    def __init__(self, db: Database, sql: str) -> None:
+        self.sql = sql
+        self._db = db
+        words = sql.lstrip(" \t\r\n(").split(None, 1)
+        self.command = words[0].upper() if words else ""
+        self.param_types: list[SqlType | None] = sql_frontend.parameter_types(sql, db._catalog)
+        self.columns: list[str] | None = None
+        self.types: list[SqlType] | None = None
+        self._keyed: tuple[View, lp.Select, View | None] | None = None
+        dummies = tuple(_DUMMIES[t] for t in self.param_types)
+        try:
+            stmt = sql_frontend.parse(sql, db._catalog, dummies, lift_constants=True)
+        except (TypeMismatchError, ArityError):
+            if not dummies:
+                raise
+            return                  # (a stand-in value did not fit: the run's values decide)
+        if isinstance(stmt, lp.Select):
+            q = stmt.query
+            self.columns = list(q.names)
+            self.types = [c.type for c in q.root.columns[:q.visible]]
+            if not dummies or (q.key and len(stmt.params) == len(dummies)):
+                self._keep(stmt)
+
+    def _keep(self, stmt: lp.Select) -> None:
+        view, stmt, otherwise = self._db._select_view(stmt)
+        self._keyed = (view, stmt, otherwise)
+        for v in (view, otherwise):
+            if v is not None:
+                v._entry.pins += 1
+
+    def run(self, params: Sequence[Any] = ()) -> Result:
+        """The statement with ``params`` for its ``?`` (as ``execute`` runs it)."""
+        keyed = self._keyed
+        if keyed is None:
+            return self._db.execute(self.sql, params)
+        view, stmt, otherwise = keyed
+        if len(params) != len(self.param_types):
+            raise ArityError(f"the statement has {len(self.param_types)} parameters (?) but "
+                             f"{len(params)} values were given")
+        try:
+            if params and otherwise is None:        # the hot path: a lookup, as _read does
+                return Result(view.columns, view.lookup(*params), view.types)
+            return Database._read(view, replace(stmt, params=tuple(params)) if params else stmt,
+                                  otherwise)
+        except UnknownViewError:
+            with self._db._lock:
+                self.close()
+                self._keep(cast(lp.Select, sql_frontend.parse(
+                    self.sql, self._db._catalog, tuple(_DUMMIES[t] for t in self.param_types),
+                    lift_constants=True)))
+            return self.run(params)
+
+    def count(self, params: Sequence[Any] = ()) -> int:
+        """The rows this INSERT, DELETE or UPDATE would change now with ``params``, without
+        changing them (what a transaction block reports before its COMMIT)."""
+        return self._db._count_changes(self.sql, params)
+
+    def close(self) -> None:
+        """Release the view this statement keeps (an ad-hoc one may then be evicted)."""
+        if self._keyed is not None:
+            with self._db._lock:
+                for v in (self._keyed[0], self._keyed[2]):
+                    if v is not None:
+                        v._entry.pins = max(0, v._entry.pins - 1)
+            self._keyed = None
 
 
 class Table:

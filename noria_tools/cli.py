@@ -17,6 +17,11 @@ def _serve(argv: list[str]) -> int:
     return serve_main(argv)
 
 
+def _pg(argv: list[str]) -> int:
+    from noria_py.pg.server import main as pg_main
+    return pg_main(argv)
+
+
 def _worker(args: argparse.Namespace) -> int:
     from noria_py.runtime.cluster.worker import main as worker_main
     if args.token:
@@ -98,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("serve", help="run a cluster: a controller and worker processes",
                    add_help=False)
 
+    sub.add_parser("pg", help="serve a database to PostgreSQL clients (psql, psycopg, ...)",
+                   add_help=False)
+
     w = sub.add_parser("worker", help="join a running cluster as a worker")
     w.add_argument("--join", required=True, metavar="HOST:PORT")
     w.add_argument("--token", default=None,
@@ -123,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = p.parse_known_args(argv)
     if args.command == "serve":
         return _serve(rest)
+    if args.command == "pg":
+        return _pg(rest)
     if rest:
         p.error(f"unrecognized arguments: {' '.join(rest)}")
     return args.run(args)

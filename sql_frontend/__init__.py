@@ -24,7 +24,8 @@ from .errors import (
     UnsupportedError,
 )
 from .expr import OPS, Call, Col, Expr, Lit, columns_used
-from .parse import MAX_DEPTH, offset_to_position, parse_statements, split_statements
+from .parameters import parameter_types, positional
+from .parse import MAX_DEPTH, offset_to_position, parse_statements, postgres_order, split_statements
 from .plan import (
     AggCall,
     Aggregate,
@@ -57,6 +58,7 @@ from .resolve import Context, placeholders_in_order
 from .types import INT_MAX, INT_MIN, PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
 
 __all__ = [
+    "parameter_types", "positional", "postgres_order",
     "parse", "split_statements", "MAX_DEPTH",
     "Catalog", "DictCatalog",
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",

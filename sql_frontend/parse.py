@@ -54,6 +54,27 @@ class Noria(Dialect):
     Parser = _Parser
 
 
+class NoriaPostgres(Noria):
+    """The same, with PostgreSQL's NULL order: NULLs sort as larger than any value, so
+    first in a descending ORDER BY and last in an ascending one (``postgres_order``)."""
+    NULL_ORDERING = "nulls_are_large"
+
+
+def postgres_order(sql: str) -> str:
+    """``sql`` with PostgreSQL's default NULL order written out in each ORDER BY, for a
+    client that speaks PostgreSQL; ``sql`` itself if it has no ORDER BY, or if the
+    rewrite fails (the plan of ``sql`` then reports what is wrong)."""
+    if "order" not in sql.lower():
+        return sql
+    try:
+        trees = sqlglot.parse(sql, read=NoriaPostgres)
+    except (_GlotParseError, _GlotTokenError, RecursionError):
+        return sql
+    if len(trees) != 1 or trees[0] is None or trees[0].find(exp.Ordered) is None:
+        return sql
+    return trees[0].sql(dialect=Noria)
+
+
 def offset_to_position(sql: str, offset: int) -> tuple[int, int]:
     """1-based (line, column) of a 0-based character offset."""
     offset = max(0, min(offset, len(sql)))

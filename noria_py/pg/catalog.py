@@ -1,0 +1,211 @@
+"""What PostgreSQL clients ask besides the data: settings (``SET``, ``SHOW``,
+``current_setting``), ``version()``, and the ``pg_catalog`` / ``information_schema``
+queries of psql's ``\\d`` commands, drivers and SQLAlchemy's reflection.
+
+Settings: a session's own dict, starting from ``DEFAULTS`` (what the server reports in
+ParameterStatus at startup). ``SET`` of a setting the engine depends on to a value it
+cannot honour (``TimeZone`` other than UTC, ``DateStyle`` other than ISO,
+``standard_conforming_strings`` off, ``client_encoding`` other than UTF8) is refused
+with an error; other settings are kept and shown back, as they change nothing here.
+
+Catalog queries run on DuckDB, the engine's test oracle, which has a ``pg_catalog`` of
+its own: a shadow database holds an empty table of the same columns and types for each
+table and view of the engine (in schema ``public``), rebuilt when the engine's catalog
+changes, so the answers describe the engine's tables. A query goes there when it names
+``pg_catalog``, ``information_schema``, a ``pg_`` relation or function, or one of the
+session functions (``version()``, ``current_schema()``, ...); the text is adjusted
+for DuckDB (``pg_catalog.`` qualifiers dropped, ``OPERATOR(pg_catalog.~)`` written
+``~``, ``version()`` answered as PostgreSQL 15 would).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import duckdb
+
+from sql_frontend.types import SqlType
+
+from ..errors import NotSupportedError, ProgrammingError
+from ..result import Result
+
+SERVER_VERSION = "15.0"
+VERSION = f"PostgreSQL {SERVER_VERSION} (noria-py) on x86_64-pc-linux-gnu, 64-bit"
+
+DEFAULTS: dict[str, str] = {
+    "server_version": SERVER_VERSION, "server_version_num": "150000",
+    "server_encoding": "UTF8", "client_encoding": "UTF8", "DateStyle": "ISO, MDY",
+    "TimeZone": "UTC", "integer_datetimes": "on", "standard_conforming_strings": "on",
+    "IntervalStyle": "postgres", "is_superuser": "off", "application_name": "",
+    "default_transaction_read_only": "off", "in_hot_standby": "off",
+    "transaction_isolation": "read committed", "default_transaction_isolation": "read committed",
+    "transaction_read_only": "off", "search_path": '"$user", public', "extra_float_digits": "1",
+    "session_authorization": "noria", "max_identifier_length": "63", "lc_collate": "C",
+}
+#: settings reported to the client at startup (ParameterStatus), as PostgreSQL does
+REPORTED = ("server_version", "server_encoding", "client_encoding", "DateStyle", "TimeZone",
+            "integer_datetimes", "standard_conforming_strings", "IntervalStyle",
+            "is_superuser", "application_name", "default_transaction_read_only",
+            "in_hot_standby", "session_authorization")
+#: settings whose other values the engine cannot honour: value test, what it says
+_FIXED = {
+    "timezone": (lambda v: v.upper() in ("UTC", "ETC/UTC", "GMT", "Z", "+00", "0", "UCT"),
+                 "the engine's timestamps have no time zone; TimeZone is UTC"),
+    "datestyle": (lambda v: v.replace(" ", "").upper().split(",")[0] in ("ISO", "")
+                  and "DMY" not in v.upper(), "dates are written ISO, MDY"),
+    "standard_conforming_strings": (lambda v: v.lower() in ("on", "true", "1"),
+                                    "strings are standard-conforming"),
+    "client_encoding": (lambda v: v.upper().replace("-", "") in ("UTF8", "UNICODE"),
+                        "text is UTF-8"),
+}
+
+_CATALOG = re.compile(r"\b(pg_catalog|information_schema|pg_[a-z_]+|version\s*\(\s*\)|"
+                      r"current_(?:schema|schemas|database|user|setting|catalog)\b|session_user|"
+                      r"txid_current|has_\w+_privilege|obj_description|col_description|"
+                      r"format_type|to_regclass)", re.I)
+_SET = re.compile(r"^\s*SET\s+(?:(?:SESSION|LOCAL)\s+)?(?:TIME\s+ZONE\s+(?P<tz>.+?)|"
+                  r"(?P<name>[\w.]+)\s*(?:=|\bTO\b)\s*(?P<value>.+?))\s*;?\s*$", re.I | re.S)
+_SHOW = re.compile(r"^\s*SHOW\s+(?P<name>[\w. ]+?)\s*;?\s*$", re.I)
+_RESET = re.compile(r"^\s*RESET\s+(?P<name>[\w.]+)\s*;?\s*$", re.I)
+
+_DUCK_TYPES = {SqlType.INT: "BIGINT", SqlType.FLOAT: "DOUBLE", SqlType.TEXT: "TEXT",
+               SqlType.BOOL: "BOOLEAN", SqlType.DATE: "DATE", SqlType.TIMESTAMP: "TIMESTAMP",
+               SqlType.NULL: "TEXT"}
+if (_TZ := getattr(SqlType, "TIMESTAMPTZ", None)) is not None:
+    _DUCK_TYPES[_TZ] = "TIMESTAMPTZ"
+_FROM_DUCK = {"BIGINT": SqlType.INT, "INTEGER": SqlType.INT, "SMALLINT": SqlType.INT,
+              "TINYINT": SqlType.INT, "UINTEGER": SqlType.INT, "UBIGINT": SqlType.INT,
+              "HUGEINT": SqlType.INT, "DOUBLE": SqlType.FLOAT, "FLOAT": SqlType.FLOAT,
+              "BOOLEAN": SqlType.BOOL, "DATE": SqlType.DATE, "TIMESTAMP": SqlType.TIMESTAMP}
+
+
+def _unquote(value: str) -> str:
+    v = value.strip()
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+        v = v[1:-1].replace(v[0] * 2, v[0])
+    return v
+
+
+class Settings:
+    """One session's settings."""
+
+    def __init__(self, startup: dict[str, str] | None = None) -> None:
+        self.values = dict(DEFAULTS)
+        self._lower = {k.lower(): k for k in self.values}
+        for k, v in (startup or {}).items():
+            if k.lower() in ("application_name", "datestyle", "timezone", "client_encoding",
+                             "search_path", "extra_float_digits"):
+                self.set(k, v)
+
+    def get(self, name: str) -> str:
+        key = self._lower.get(name.lower())
+        if key is None:
+            raise ProgrammingError(f'unrecognized configuration parameter "{name}"')
+        return self.values[key]
+
+    def set(self, name: str, value: str) -> None:
+        value = _unquote(value)
+        fixed = _FIXED.get(name.lower())
+        if fixed is not None and value.upper() != "DEFAULT" and not fixed[0](value):
+            raise NotSupportedError(f"cannot set {name} to {value!r}: {fixed[1]}")
+        key = self._lower.setdefault(name.lower(), name)
+        self.values[key] = DEFAULTS.get(key, "") if value.upper() == "DEFAULT" else value
+
+    def answer(self, sql: str) -> tuple[str, Result] | None:
+        """The tag and result of a SET, SHOW or RESET statement; None for another."""
+        m = _SET.match(sql)
+        if m:
+            if m.group("tz") is not None:
+                self.set("TimeZone", m.group("tz"))
+            else:
+                self.set(m.group("name"), m.group("value"))
+            return "SET", Result(rowcount=0)
+        m = _SHOW.match(sql)
+        if m:
+            name = " ".join(m.group("name").split())
+            if name.lower() == "all":
+                rows = sorted(self.values.items())
+                return "SHOW", Result(["name", "setting"], rows, [SqlType.TEXT, SqlType.TEXT])
+            if name.lower() == "transaction isolation level":
+                name = "transaction_isolation"
+            return "SHOW", Result([name.split(".")[-1].lower()], [(self.get(name),)],
+                                  [SqlType.TEXT])
+        m = _RESET.match(sql)
+        if m:
+            self.set(m.group("name"), "DEFAULT")
+            return "RESET", Result(rowcount=0)
+        return None
+
+
+def is_catalog_query(sql: str) -> bool:
+    return bool(_CATALOG.search(sql))
+
+
+class Shadow:
+    """DuckDB with an empty copy of the engine's catalog, for catalog queries."""
+
+    def __init__(self) -> None:
+        self._conn: duckdb.DuckDBPyConnection | None = None
+        self._made_for: Any = None
+
+    def query(self, sql: str, schema: list[tuple[str, str, list[tuple[str, SqlType]]]],
+              settings: Settings, params: tuple = ()) -> Result:
+        """``sql`` against the shadow of ``schema`` ((kind, name, columns) of each table
+        and view)."""
+        key = repr(schema)
+        if self._conn is None or self._made_for != key:
+            self._conn = self._build(schema)
+            self._made_for = key
+        text = re.sub(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^)\s]+)\s*\)", r"\1", sql, flags=re.I)
+        text = re.sub(r"\bCOLLATE\s+pg_catalog\.\"?default\"?", "", text, flags=re.I)
+        text = re.sub(r"\bpg_catalog\s*\.\s*", "", text, flags=re.I)
+        text = re.sub(r"::\s*(?:regtype|regclass|regproc|regnamespace)\b", "", text, flags=re.I)
+        text = re.sub(r"\bversion\s*\(\s*\)", "'" + VERSION + "'", text, flags=re.I)
+        text = re.sub(r"\bcurrent_setting\s*\(\s*'([^']*)'\s*\)",
+                      lambda m: "'" + settings.get(m.group(1)).replace("'", "''") + "'", text,
+                      flags=re.I)
+        try:
+            cur = self._conn.execute(text, list(params)) if params else self._conn.execute(text)
+        except duckdb.Error as err:
+            raise NotSupportedError(f"catalog query not supported: {err}".splitlines()[0]) from None
+        if cur.description is None:
+            return Result(rowcount=0)
+        rows = cur.fetchall()
+        names = [d[0] for d in cur.description]
+        types = [_FROM_DUCK.get(str(d[1]).upper(), SqlType.TEXT) for d in cur.description]
+        out = []
+        for row in rows:
+            out.append(tuple(v if v is None or t is not SqlType.TEXT or isinstance(v, str)
+                             else _text(v) for v, t in zip(row, types)))
+        return Result(names, out, types)
+
+    @staticmethod
+    def _build(schema: list[tuple[str, str, list[tuple[str, SqlType]]]]) -> duckdb.DuckDBPyConnection:
+        conn = duckdb.connect(":memory:")
+        conn.execute("CREATE SCHEMA public")
+        conn.execute("USE memory.public")
+        conn.execute("CREATE MACRO pg_get_userbyid(x) AS 'noria'")
+        conn.execute("CREATE MACRO obj_description(x, y := NULL) AS NULL")
+        conn.execute("CREATE MACRO col_description(x, y) AS NULL")
+        conn.execute("CREATE MACRO txid_current() AS 1")
+        conn.execute("CREATE MACRO to_regtype(x) AS "
+                     "(SELECT oid FROM pg_catalog.pg_type WHERE typname = x LIMIT 1)")
+        conn.execute("CREATE MACRO to_regclass(x) AS "
+                     "(SELECT oid FROM pg_catalog.pg_class WHERE relname = x LIMIT 1)")
+        for kind, name, columns in schema:
+            cols = ", ".join(f'"{c}" {_DUCK_TYPES.get(t, "TEXT")}' for c, t in columns)
+            if kind == "table":
+                conn.execute(f'CREATE TABLE "{name}" ({cols})')
+            else:
+                sel = ", ".join(f'CAST(NULL AS {_DUCK_TYPES.get(t, "TEXT")}) AS "{c}"'
+                                for c, t in columns) or "NULL AS none"
+                conn.execute(f'CREATE VIEW "{name}" AS SELECT {sel} WHERE false')
+        return conn
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "t" if v else "f"
+    if isinstance(v, list):
+        return "{" + ",".join("NULL" if x is None else _text(x) for x in v) + "}"
+    return str(v)

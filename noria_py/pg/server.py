@@ -1,0 +1,322 @@
+"""The PostgreSQL front end's server: asyncio, one task per client, over one database.
+
+``PgServer(db).start()`` serves in a thread of its own (what tests and notebooks use);
+``noria-py pg`` runs ``serve_forever`` in the foreground. Each message is answered by
+the client's ``Session`` in the event loop's thread, calling the engine directly: a
+lookup takes microseconds, so handing it to another thread would cost more than it
+saves, and the database's lock already serializes the engine's calls (client.py).
+
+Who may connect: a client on a loopback address is trusted, as PostgreSQL's default
+``pg_hba.conf`` trusts local connections, unless the server was started with
+``password_on_loopback``; any other client proves the server's token with
+SCRAM-SHA-256 (the token is its password, any user name). Binding an address that is
+not loopback without a token is refused. A refused login is logged (logger
+``noria_py.pg``) with the peer's address.
+
+Protection: the startup and login must finish within ``STARTUP_TIMEOUT`` seconds, a
+message longer than ``protocol.MAX_MESSAGE`` ends its connection, at most
+``max_connections`` clients are served at once (the next gets SQLSTATE 53300), and a
+client that breaks the protocol gets an ErrorResponse (08P01) and is disconnected;
+every other client is served on.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import struct
+import threading
+from typing import Any, cast
+
+from ..errors import ProgrammingError
+from ..runtime.cluster.tokens import LOOPBACK
+from . import protocol as P
+from .catalog import REPORTED, Shadow
+from .scram import ScramError, ScramServer
+from .session import Session
+
+log = logging.getLogger("noria_py.pg")
+STARTUP_TIMEOUT = 10.0
+_INT = struct.Struct("!i")
+
+
+class PgServer:
+    """Serves one database (a ``noria_py.Database``) over PostgreSQL's protocol."""
+
+    def __init__(self, db: Any, host: str = "127.0.0.1", port: int = 5433,
+                 token: str | None = None, *, password_on_loopback: bool = False,
+                 max_connections: int = 100) -> None:
+        if host not in LOOPBACK and not token:
+            raise ProgrammingError(f"binding {host} (not loopback) needs a password: pass "
+                                   "--token (clients log in with it as their password)")
+        if password_on_loopback and not token:
+            raise ProgrammingError("password_on_loopback needs a token")
+        self.db = db
+        self.host = host
+        self.port = port
+        self.token = token
+        self.password_on_loopback = password_on_loopback
+        self.max_connections = max_connections
+        self.shadow = Shadow()
+        self.connections: set[_Connection] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    # ------------------------------------------------------------ running
+
+    async def _open(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until interrupted."""
+        async def main() -> None:
+            await self._open()
+            assert self._server is not None
+            async with self._server:
+                await self._server.serve_forever()
+        asyncio.run(main())
+
+    def start(self) -> "PgServer":
+        """Serve in a thread of its own; returns once the port accepts connections."""
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._open())
+            except BaseException as err:   # noqa: BLE001 - reported by start()
+                self._error = err
+                self._ready.set()
+                return
+            self._ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="noria-pg", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close every client's connection."""
+        loop = self._loop
+        if loop is None or self._server is None:
+            return
+
+        def shut() -> None:
+            assert self._server is not None
+            self._server.close()
+            for conn in list(self.connections):
+                conn.close()
+            loop.stop()
+        loop.call_soon_threadsafe(shut)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._loop = None
+
+    def __enter__(self) -> "PgServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Connection(asyncio.Protocol):
+    """One client: bytes in, messages parsed from a buffer, the session's answers out.
+
+    A protocol object rather than a stream task: a read costs no await, and every
+    message already received is answered before the one write that carries the answers
+    (a prepared lookup is Bind, Execute and Sync in one packet)."""
+
+    def __init__(self, server: PgServer) -> None:
+        self.server = server
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.session: Session | None = None
+        self.scram: ScramServer | None = None
+        self.startup: dict[str, str] = {}
+        self.state = "startup"          # startup, sasl-first, sasl-final, ready
+        self.peer = ""
+        self.timer: asyncio.TimerHandle | None = None
+        self.over_limit = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = peer[0] if isinstance(peer, tuple) else ""
+        self.server.connections.add(self)
+        self.over_limit = len(self.server.connections) > self.server.max_connections
+        self.timer = asyncio.get_running_loop().call_later(STARTUP_TIMEOUT, self._too_slow)
+
+    def _too_slow(self) -> None:
+        if self.state != "ready":
+            self._fatal("08006", "startup took too long")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+    def pause_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def _fatal(self, code: str, text: str) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(P.error_response("FATAL", code, text))
+            self.transport.close()
+        self.state = "closed"
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        out: list[bytes] = []
+        try:
+            pos = 0
+            while self.state != "closed":
+                if self.state == "startup":
+                    if len(buf) - pos < 4:
+                        break
+                    (length,) = _INT.unpack_from(buf, pos)
+                    if not 8 <= length <= 10_000:
+                        raise P.ProtocolViolation(f"invalid startup packet length {length}")
+                    if len(buf) - pos < length:
+                        break
+                    body = bytes(buf[pos + 4:pos + length])
+                    pos += length
+                    out.extend(self._startup(body))
+                    continue
+                if len(buf) - pos < 5:
+                    break
+                kind = bytes(buf[pos:pos + 1])
+                (length,) = _INT.unpack_from(buf, pos + 1)
+                if length < 4 or length > P.MAX_MESSAGE:
+                    raise P.ProtocolViolation(f"invalid message length {length} for message "
+                                              f"type {kind!r}")
+                if len(buf) - pos < length + 1:
+                    break
+                body = bytes(buf[pos + 5:pos + 1 + length])
+                pos += length + 1
+                if self.state == "ready":
+                    assert self.session is not None
+                    out.extend(self.session.handle(kind, body))
+                    if self.session.terminated:
+                        self.state = "closed"
+                else:
+                    out.extend(self._sasl(kind, body))
+            del buf[:pos]
+        except P.ProtocolViolation as err:
+            out.append(P.error_response("FATAL", "08P01", str(err)))
+            self.state = "closed"
+        except Exception as err:          # noqa: BLE001 - a bug must not stop the server
+            log.exception("pg client %s: internal error", self.peer)
+            out.append(P.error_response("FATAL", "XX000", f"internal error: {err!r}"))
+            self.state = "closed"
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            if out:
+                transport.write(b"".join(out))
+            if self.state == "closed":
+                transport.close()
+
+    def _startup(self, body: bytes) -> list[bytes]:
+        (code,) = _INT.unpack_from(body)
+        if code in (P.SSL_REQUEST, P.GSS_REQUEST):
+            return [b"N"]               # no TLS here: the client goes on in plain text
+        if code == P.CANCEL_REQUEST:
+            self.state = "closed"       # statements run to their end; nothing to cancel
+            return []
+        if code != P.PROTOCOL_3:
+            self.state = "closed"
+            return [P.error_response("FATAL", "0A000", f"unsupported frontend protocol "
+                                     f"{code >> 16}.{code & 0xFFFF}: server supports 3.0")]
+        if self.over_limit:             # answered after the startup packet, as PostgreSQL does
+            self.state = "closed"
+            return [P.error_response("FATAL", "53300", "sorry, too many clients already")]
+        self.startup = P.startup_parameters(body[4:])
+        server = self.server
+        if server.token and (server.password_on_loopback or self.peer not in LOOPBACK):
+            self.scram = ScramServer(server.token)
+            self.state = "sasl-first"
+            return [P.authentication(10, b"SCRAM-SHA-256\0\0")]
+        return self._welcome()
+
+    def _sasl(self, kind: bytes, body: bytes) -> list[bytes]:
+        assert self.scram is not None
+        try:
+            if kind != b"p":
+                raise ScramError("expected a SASL response")
+            if self.state == "sasl-first":
+                b = P.Body(body)
+                if b.cstr() != "SCRAM-SHA-256":
+                    raise ScramError("unsupported SASL mechanism")
+                first = b.bytes(b.int32()).decode()
+                self.state = "sasl-final"
+                return [P.authentication(11, self.scram.first(first).encode())]
+            final = self.scram.final(body.decode())
+        except (ScramError, P.ProtocolViolation, UnicodeDecodeError, ValueError) as err:
+            log.warning("pg: refused login of user %r from %s: %s",
+                        self.startup.get("user", ""), self.peer, err)
+            self.state = "closed"
+            return [P.error_response("FATAL", "28P01", "password authentication failed for "
+                                     f"user \"{self.startup.get('user', '')}\"")]
+        return [P.authentication(12, final.encode())] + self._welcome()
+
+    def _welcome(self) -> list[bytes]:
+        out = [P.authentication(0)]
+        session = Session(self.server.db, self.startup, self.server.shadow)
+        for name in REPORTED:
+            out.append(P.parameter_status(name, session.settings.get(name)))
+        out.append(P.backend_key(os.getpid(), secrets.randbits(31)))
+        out.append(P.ready(b"I"))
+        self.session = session
+        self.state = "ready"
+        if self.timer is not None:
+            self.timer.cancel()
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``noria-py pg``: serve a database over PostgreSQL's protocol."""
+    import argparse
+
+    import noria_py
+
+    p = argparse.ArgumentParser(prog="noria-py pg", description=main.__doc__)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=5433)
+    p.add_argument("--data-dir", help="the database's directory (else in memory)")
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--token", default=os.environ.get("NORIA_TOKEN"),
+                   help="the password clients not on loopback log in with ($NORIA_TOKEN)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    db = noria_py.connect(data_dir=args.data_dir, shards=args.shards)
+    server = PgServer(db, args.host, args.port, args.token)
+    log.info("serving PostgreSQL clients on %s:%d (psql -h %s -p %d)", args.host, args.port,
+             args.host, args.port)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        db.close()
+    return 0

@@ -1,0 +1,518 @@
+"""One PostgreSQL client's session: its prepared statements, portals, transaction and
+settings, answering the simple and the extended query protocol over one engine.
+
+The path of a query: Parse rewrites ``$n`` to ``?`` and prepares the statement once
+(``Database.prepare``: a SELECT whose parameters are all lookup keys keeps its view, so
+each Execute is a lookup in the reader, with no parse); Bind decodes the values by the
+types the client named, or, where it named none, by the type the statement's context
+gives (``types.decode``); Execute runs it and writes each row in the format the client
+asked for. The simple protocol runs the same steps for each statement of a Query.
+
+Transactions (PostgreSQL's ``BEGIN`` ... ``COMMIT``): the engine applies one batch of
+writes to one table atomically (every view sees all of it or none of it), and that is
+what a transaction block can hold:
+
+- INSERTs into one table, any number of them, or one DELETE or UPDATE. They are
+  checked and counted when they run, and applied at ``COMMIT`` as one batch; a write
+  that would need a second batch (another table, a second DELETE) is refused with
+  SQLSTATE 0A000, and the block fails as PostgreSQL's does after an error.
+- Reads run at once, on what is committed: a read after a write of the same block is
+  refused (0A000) rather than answered without the block's own writes.
+- DDL runs at once (as in MySQL), and a ``ROLLBACK`` that would have to undo it says so
+  with an error (0A000) after discarding the block's writes.
+
+Errors: each ``noria_py.Error`` goes out with the SQLSTATE of ``sqlstate()``; after an
+error in the extended protocol, messages are skipped until Sync, as the protocol says.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable
+
+import sql_frontend
+from sql_frontend.types import SqlType
+
+from .. import errors as e
+from ..result import Result
+from . import protocol as P
+from . import types as T
+from .catalog import Settings, Shadow, is_catalog_query
+from .protocol import Body, ProtocolViolation
+
+
+class InFailedTransactionError(e.OperationalError):
+    """A statement in a transaction block after an error in it (25P02)."""
+
+
+_SQLSTATES: list[tuple[type, str]] = [
+    (InFailedTransactionError, "25P02"),
+    (e.ParseError, "42601"), (e.UnknownTableError, "42P01"), (e.UnknownViewError, "42P01"),
+    (e.UnknownColumnError, "42703"), (e.AlreadyExistsError, "42P07"),
+    (e.DuplicateKeyError, "23505"), (e.DependentViewsError, "2BP01"),
+    (e.TypeMismatchError, "42804"), (e.ArityError, "08P01"), (e.UnsupportedError, "0A000"),
+    (e.NotSupportedError, "0A000"), (e.RowNotFoundError, "02000"), (e.DataError, "22000"),
+    (e.IntegrityError, "23000"), (e.ClosedError, "57P01"), (e.SqlError, "42601"),
+    (e.ProgrammingError, "42000"), (e.OperationalError, "58000"),
+]
+
+
+def sqlstate(err: BaseException) -> str:
+    """PostgreSQL's error code for ``err``."""
+    if isinstance(err, e.DataError) and "invalid input" in str(err):
+        return "22P02"
+    for cls, code in _SQLSTATES:
+        if isinstance(err, cls):
+            return code
+    return "XX000"
+
+
+_WORD = re.compile(r"\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*([A-Za-z]+)(?:\s+([A-Za-z]+))?", re.S)
+_TX = {"BEGIN": "BEGIN", "START": "BEGIN", "COMMIT": "COMMIT", "END": "COMMIT",
+       "ROLLBACK": "ROLLBACK", "ABORT": "ROLLBACK"}
+_WRITES = ("INSERT", "DELETE", "UPDATE")
+_ENDS = ("COMMIT", "END", "ROLLBACK", "ABORT")
+_TO = re.compile(r"\s*ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", re.I)
+_NAME = re.compile(r"(\w+)\s*;?\s*$")
+
+
+
+
+@dataclasses.dataclass
+class Statement:
+    sql: str                          # as the client wrote it
+    qsql: str                         # with ? for $n
+    command: str                      # first word, upper-case
+    order: list[int]                  # the $n of each ? in the rewritten SQL
+    oids: list[int]                   # the type OID of each $n, 1..N
+    prepared: Any = None              # Database.prepare's, for an engine statement
+    special: str = ""                 # "tx", "set", "catalog", "empty"
+    columns: list[str] | None = None
+    types: list[SqlType] | None = None
+
+    described: dict[tuple[int, ...], bytes] = dataclasses.field(default_factory=dict)
+
+    def result_fields(self, formats: list[int]) -> list[tuple[str, int, int, int]] | None:
+        if self.columns is None or self.types is None:
+            return None
+        return _fields(self.columns, self.types, formats)
+
+    def row_description(self, columns: list[str], types: list[SqlType], formats: list[int]
+                        ) -> bytes:
+        """The RowDescription of a result of this statement (kept: a prepared statement
+        is described at every Execute)."""
+        key = tuple(formats)
+        if columns == self.columns and types == self.types and key in self.described:
+            return self.described[key]
+        out = P.row_description(_fields(columns, types, formats))
+        if columns == self.columns and types == self.types:
+            self.described[key] = out
+        return out
+
+
+@dataclasses.dataclass
+class Portal:
+    statement: Statement
+    params: tuple
+    formats: list[int]
+    result: Result | None = None
+    tag: str = ""
+    sent: int = 0
+
+
+def _fields(columns: list[str], types: list[SqlType], formats: list[int]
+            ) -> list[tuple[str, int, int, int]]:
+    out = []
+    for i, (name, t) in enumerate(zip(columns, types)):
+        oid = T.oid_of(t)
+        out.append((name, oid, T.SIZES.get(oid, -1), _format(formats, i)))
+    return out
+
+
+def _format(formats: list[int], i: int) -> int:
+    if not formats:
+        return 0
+    return formats[0] if len(formats) == 1 else formats[i] if i < len(formats) else 0
+
+
+class Session:
+    """Answers one client's messages; ``handle`` returns the bytes to send back."""
+
+    def __init__(self, db: Any, startup: dict[str, str] | None = None,
+                 shadow: Shadow | None = None) -> None:
+        self.db = db
+        self.settings = Settings(startup)
+        self.shadow = shadow or Shadow()
+        self.statements: dict[str, Statement] = {}
+        self.portals: dict[str, Portal] = {}
+        self.status = b"I"              # ReadyForQuery: I idle, T in a block, E failed block
+        self.skipping = False           # after an error in the extended protocol
+        self._pending: list[tuple[Statement, tuple]] = []
+        self._pending_table: tuple[str, str] | None = None
+        self._ddl_in_block: str | None = None
+        self._savepoints: list[tuple[str, int, str | None]] = []
+        self._cache: dict[str, Statement] = {}  # unnamed statements by SQL text
+        self.terminated = False
+
+    # ------------------------------------------------------------ dispatch
+
+    def handle(self, kind: bytes, body: bytes) -> list[bytes]:
+        if self.skipping and kind not in (b"S", b"X"):
+            return []
+        handler = self._HANDLERS.get(kind)
+        if handler is None:
+            raise ProtocolViolation(f"invalid frontend message type {kind!r}")
+        try:
+            return handler(self, Body(body))
+        except e.Error as err:
+            return self._failed(err)
+
+    def _failed(self, err: BaseException) -> list[bytes]:
+        if self.status == b"T":
+            self.status = b"E"
+        pos = getattr(err, "position", None)
+        offset = getattr(err, "offset", None)
+        text = str(err).split(" (at line")[0] if isinstance(err, e.SqlError) else str(err)
+        out = [P.error_response("ERROR", sqlstate(err), text,
+                                position=offset + 1 if isinstance(offset, int) else None)]
+        del pos
+        self.skipping = self._extended
+        return out
+
+    _extended = False
+
+    # ------------------------------------------------------------ simple query
+
+    def _query(self, body: Body) -> list[bytes]:
+        self._extended = False
+        sql = body.cstr()
+        out: list[bytes] = []
+        try:
+            parts = sql_frontend.split_statements(sql)
+        except e.Error:
+            parts = [sql]
+        if not parts or not any(p.strip() for p in parts):
+            return [P.EMPTY_QUERY, P.ready(self.status)]
+        for part in parts:
+            if not part.strip():
+                continue
+            try:
+                st = self._prepare(part, [])
+                portal = Portal(st, (), [])
+                self._run(portal)
+                if portal.result is not None and portal.result.columns and st.special != "tx":
+                    out.append(P.row_description(_fields(portal.result.columns,
+                                                         portal.result.types, [])))
+                    out.extend(self._rows(portal, 0))
+                out.append(P.command_complete(portal.tag))
+            except e.Error as err:
+                out.extend(self._failed(err))
+                break
+        out.append(P.ready(self.status))
+        return out
+
+    # ------------------------------------------------------------ extended query
+
+    def _parse(self, body: Body) -> list[bytes]:
+        self._extended = True
+        name, sql = body.cstr(), body.cstr()
+        oids = [body.int32() for _ in range(max(0, body.int16()))]
+        if name and name in self.statements:
+            raise e.ProgrammingError(f'prepared statement "{name}" already exists')
+        st = self._cache.get(sql) if not name else None
+        if st is None or st.oids[:len(oids)] != oids and any(oids):
+            st = self._prepare(sql, oids)
+            if not name:
+                self._cache = {sql: st}
+        self.statements[name] = st
+        return [P.PARSE_COMPLETE]
+
+    def _bind(self, body: Body) -> list[bytes]:
+        portal_name, name = body.cstr(), body.cstr()
+        st = self._statement(name)
+        fmts = body.int16s()
+        n = body.int16()
+        if n != len(st.oids):
+            raise e.ArityError(f"bind message supplies {n} parameters, but prepared statement "
+                               f'"{name}" requires {len(st.oids)}')
+        values = []
+        for i in range(n):
+            length = body.int32()
+            data = None if length == -1 else body.bytes(length)
+            values.append(T.decode(st.oids[i], _format(fmts, i) == 1, data, i + 1))
+        result_fmts = body.int16s()
+        params = tuple(values[k - 1] for k in st.order)
+        self.portals[portal_name] = Portal(st, params, result_fmts)
+        return [P.BIND_COMPLETE]
+
+    def _describe(self, body: Body) -> list[bytes]:
+        what, name = body.byte(), body.cstr()
+        if what == b"S":
+            st = self._statement(name)
+            fields = st.result_fields([])
+            return [P.parameter_description(st.oids),
+                    P.row_description(fields) if fields is not None else P.NO_DATA]
+        if what != b"P":
+            raise ProtocolViolation(f"invalid DESCRIBE message subtype {what!r}")
+        portal = self._portal(name)
+        if portal.statement.command == "SELECT" or portal.statement.special in ("catalog", "set"):
+            if portal.result is None:
+                self._run(portal)
+            res = portal.result
+            if res is not None and res.columns:
+                return [portal.statement.row_description(res.columns, res.types, portal.formats)]
+        return [P.NO_DATA]
+
+    def _execute(self, body: Body) -> list[bytes]:
+        name, limit = body.cstr(), body.int32()
+        portal = self._portal(name)
+        if portal.result is None:
+            self._run(portal)
+        out = self._rows(portal, limit)
+        if limit > 0 and portal.result is not None and portal.sent < len(portal.result.rows):
+            out.append(P.PORTAL_SUSPENDED)
+        else:
+            out.append(P.command_complete(portal.tag))
+        return out
+
+    def _sync(self, body: Body) -> list[bytes]:
+        self.skipping = False
+        self.portals = {k: v for k, v in self.portals.items() if k and self.status != b"I"}
+        return [P.ready(self.status)]
+
+    def _close(self, body: Body) -> list[bytes]:
+        what, name = body.byte(), body.cstr()
+        if what == b"S":
+            st = self.statements.pop(name, None)
+            if st is not None and st.prepared is not None and name:
+                st.prepared.close()
+        else:
+            self.portals.pop(name, None)
+        return [P.CLOSE_COMPLETE]
+
+    def _flush(self, body: Body) -> list[bytes]:
+        return []
+
+    def _terminate(self, body: Body) -> list[bytes]:
+        self.terminated = True
+        return []
+
+    def _statement(self, name: str) -> Statement:
+        st = self.statements.get(name)
+        if st is None:
+            raise e.ProgrammingError(f'prepared statement "{name}" does not exist')
+        return st
+
+    def _portal(self, name: str) -> Portal:
+        portal = self.portals.get(name)
+        if portal is None:
+            raise e.ProgrammingError(f'portal "{name}" does not exist')
+        return portal
+
+    _HANDLERS: dict[bytes, Callable[["Session", Body], list[bytes]]] = {
+        b"Q": _query, b"P": _parse, b"B": _bind, b"D": _describe, b"E": _execute,
+        b"S": _sync, b"C": _close, b"H": _flush, b"X": _terminate,
+    }
+
+    # ------------------------------------------------------------ statements
+
+    def _prepare(self, sql: str, declared: list[int]) -> Statement:
+        m = _WORD.match(sql)
+        command = m.group(1).upper() if m else ""
+        second = (m.group(2) or "").upper() if m else ""
+        qsql, order = sql_frontend.positional(sql)
+        count = max(order, default=0)
+        oids = [declared[i] if i < len(declared) else 0 for i in range(count)]
+        st = Statement(sql, qsql, command, order, oids)
+        if not sql.strip().rstrip(";").strip():
+            st.special = "empty"
+        elif command in _TX or command == "SAVEPOINT" or command == "RELEASE":
+            st.special = "tx"
+        elif command in ("SET", "SHOW", "RESET") or (command == "DISCARD" and second == "ALL"):
+            st.special = "set"
+            if command == "SHOW":
+                st.columns, st.types = [second.lower() or "setting"], [SqlType.TEXT]
+        elif is_catalog_query(qsql) and command in ("SELECT", "WITH", "VALUES", "("):
+            st.special = "catalog"
+        else:
+            st.prepared = self.db.prepare(sql_frontend.postgres_order(qsql))
+            types = st.prepared.param_types
+            for pos, k in enumerate(order):
+                if not oids[k - 1] or oids[k - 1] in (T.UNKNOWN,):
+                    if pos < len(types) and types[pos] is not None:
+                        oids[k - 1] = T.oid_of(types[pos])
+            st.columns, st.types = st.prepared.columns, st.prepared.types
+        st.oids = [o if o and o != T.UNKNOWN else T.TEXT for o in oids]
+        return st
+
+    def _run(self, portal: Portal) -> None:
+        st = portal.statement
+        if self.status == b"E" and not (st.special == "tx" and st.command in _ENDS):
+            raise InFailedTransactionError("current transaction is aborted, commands ignored until "
+                                      "end of transaction block")
+        if st.special == "empty":
+            portal.result, portal.tag = Result(), ""
+        elif st.special == "tx":
+            portal.tag = self._transaction(st)
+            portal.result = Result()
+        elif st.special == "set":
+            if st.command == "DISCARD":
+                portal.result, portal.tag = Result(), "DISCARD ALL"
+                return
+            answered = self.settings.answer(st.sql)
+            if answered is None:
+                raise e.UnsupportedError(f"unsupported: {st.sql.strip()[:60]}", st.sql, None)
+            portal.tag, portal.result = answered
+        elif st.special == "catalog":
+            portal.result = self.shadow.query(st.qsql, self._schema(), self.settings,
+                                              portal.params)
+            portal.tag = f"SELECT {len(portal.result.rows)}"
+        elif self.status == b"T" and st.command in _WRITES:
+            portal.result, portal.tag = self._buffer(st, portal.params)
+        else:
+            if self.status == b"T" and st.command not in ("SELECT", "WITH", "VALUES"):
+                self._ddl_in_block = self._ddl_in_block or st.command
+                if self._pending:
+                    raise e.NotSupportedError(f"{st.command} after a write in one transaction "
+                                              "is not supported: COMMIT first")
+            elif self.status == b"T" and self._pending:
+                raise e.NotSupportedError("a read after a write in one transaction is not "
+                                          "supported (it would not see the write): COMMIT first")
+            res = st.prepared.run(portal.params)
+            portal.result = res
+            portal.tag = _tag(st.command, st.sql, res)
+
+    def _rows(self, portal: Portal, limit: int) -> list[bytes]:
+        res = portal.result
+        if res is None or not res.columns:
+            return []
+        rows = res.rows
+        end = len(rows) if limit <= 0 else min(len(rows), portal.sent + limit)
+        fmts = portal.formats
+        oids = [T.oid_of(t) for t in res.types]
+        binary = [_format(fmts, i) == 1 for i in range(len(res.columns))]
+        out = []
+        text_out, binary_out, data_row = T.text_out, T.binary_out, P.data_row
+        if not any(binary):
+            for row in rows[portal.sent:end]:
+                out.append(data_row([None if v is None else text_out(v) for v in row]))
+        else:
+            for row in rows[portal.sent:end]:
+                out.append(data_row([None if v is None else
+                                     binary_out(oids[i], v) if binary[i] else text_out(v)
+                                     for i, v in enumerate(row)]))
+        portal.sent = end
+        return out
+
+    # ------------------------------------------------------------ transactions
+
+    def _transaction(self, st: Statement) -> str:
+        word = _TX.get(st.command, st.command)
+        if word == "BEGIN":
+            if self.status == b"I":
+                self.status = b"T"
+            return "BEGIN"
+        if word in ("SAVEPOINT", "RELEASE") or (word == "ROLLBACK" and _TO.match(st.sql)):
+            return self._savepoint(word, st.sql)
+        pending, ddl, failed = self._pending, self._ddl_in_block, self.status == b"E"
+        self._pending, self._pending_table, self._ddl_in_block = [], None, None
+        self._savepoints = []
+        self.status = b"I"
+        if word == "COMMIT":
+            if failed:
+                return "ROLLBACK"
+            self._apply(pending)
+            return "COMMIT"
+        if ddl is not None:
+            raise e.NotSupportedError(f"ROLLBACK cannot undo the {ddl} run in this "
+                                      "transaction: DDL is applied when it runs (the "
+                                      "block's writes were discarded)")
+        return "ROLLBACK"
+
+    def _savepoint(self, word: str, sql: str) -> str:
+        """SAVEPOINT, RELEASE and ROLLBACK TO: a savepoint is a place in the block's
+        pending writes; rolling back to it drops those written since."""
+        m = _NAME.search(sql)
+        name = m.group(1).lower() if m else ""
+        if self.status == b"I":
+            raise e.ProgrammingError(f"{word} can only be used in transaction blocks")
+        if word == "SAVEPOINT":
+            self._savepoints.append((name, len(self._pending), self._ddl_in_block))
+            return "SAVEPOINT"
+        names = [n for n, _, _ in self._savepoints]
+        if name not in names:
+            raise e.ProgrammingError(f'savepoint "{name}" does not exist')
+        at = len(names) - 1 - names[::-1].index(name)
+        _, kept, ddl = self._savepoints[at]
+        if word == "RELEASE":
+            del self._savepoints[at:]
+            return "RELEASE"
+        if self._ddl_in_block != ddl:
+            raise e.NotSupportedError(f"ROLLBACK TO cannot undo the {self._ddl_in_block} run "
+                                      "since the savepoint: DDL is applied when it runs")
+        del self._savepoints[at + 1:]
+        del self._pending[kept:]
+        if not self._pending:
+            self._pending_table = None
+        self.status = b"T"
+        return "ROLLBACK"
+
+    def _buffer(self, st: Statement, params: tuple) -> tuple[Result, str]:
+        table = _target(st)
+        kind = "INSERT" if st.command == "INSERT" else "CHANGE"
+        if self._pending and (kind == "CHANGE" or self._pending_table != (kind, table)):
+            raise e.NotSupportedError(
+                "a transaction block may hold INSERTs into one table or one DELETE or UPDATE "
+                "(the engine applies one batch atomically); COMMIT before this "
+                f"{st.command}")
+        count = st.prepared.count(params)
+        self._pending.append((st, params))
+        self._pending_table = (kind, table)
+        res = Result(rowcount=count)
+        return res, _tag(st.command, st.sql, res)
+
+    def _apply(self, pending: list[tuple[Statement, tuple]]) -> None:
+        if not pending:
+            return
+        first = pending[0][0]
+        if first.command == "INSERT" and len(pending) > 1:
+            self.db.execute_batch([(st.prepared.sql, params) for st, params in pending])
+        else:
+            first.prepared.run(pending[0][1])
+
+    def _schema(self) -> list[tuple[str, str, list[tuple[str, SqlType]]]]:
+        out: list[tuple[str, str, list[tuple[str, SqlType]]]] = []
+        for name in self.db.tables():
+            schema = self.db.table(name).schema
+            out.append(("table", name, [(c.name, c.type) for c in schema.columns]))
+        for name in self.db.views():
+            v = self.db.view(name)
+            out.append(("view", name, list(zip(v.columns, v.types))))
+        return out
+
+    def close(self) -> None:
+        for st in self.statements.values():
+            if st.prepared is not None:
+                st.prepared.close()
+        self.statements.clear()
+
+
+def _target(st: Statement) -> str:
+    m = re.search(r"\b(?:INTO|FROM|UPDATE)\s+(\"[^\"]+\"|[\w.]+)", st.sql, re.I)
+    return m.group(1).strip('"').lower() if m else ""
+
+
+def _tag(command: str, sql: str, res: Result) -> str:
+    if command == "SELECT" or command in ("WITH", "VALUES", "TABLE"):
+        return f"SELECT {len(res.rows)}"
+    if command == "INSERT":
+        return f"INSERT 0 {res.rowcount}"
+    if command in ("DELETE", "UPDATE"):
+        return f"{command} {res.rowcount}"
+    m = _WORD.match(sql)
+    if m and m.group(2):
+        words = sql.split()
+        if command in ("CREATE", "DROP") and words[1].upper() in ("OR", "MATERIALIZED"):
+            return f"{command} VIEW"
+        return f"{command} {m.group(2).upper()}"
+    return command

@@ -1,0 +1,245 @@
+"""PostgreSQL's names for the engine's types, and their text and binary forms on the wire.
+
+Each ``SqlType`` goes out as one PostgreSQL type (``OIDS``): INT as ``int8`` (the engine's
+INT is 64-bit, as BIGINT), FLOAT as ``float8``, TEXT as ``text``, BOOL, DATE and
+TIMESTAMP as themselves. The text forms are PostgreSQL 15's output with its defaults
+(``DateStyle`` ISO, ``extra_float_digits`` 1): ``t``/``f``, the shortest float that
+reads back exactly, ``Infinity``/``NaN``, ``2024-01-02 03:04:05.5``. The binary forms
+are the ones ``typsend``/``typrecv`` use (big-endian; dates and timestamps count from
+2000-01-01).
+
+Parameters come in with the type the client names (its OID), or with none (0, or
+``unknown``/``text`` for an untyped literal), in which case the statement's context
+decides (``sql_frontend.parameter_types``) and text is taken as it is.
+
+Invariant: ``decode(oid, fmt, encode(oid, fmt, v)) == v`` for every value the engine
+holds (tests/pg/test_types.py checks it with hypothesis).
+"""
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import struct
+from typing import Any, Callable
+
+from sql_frontend.typerules import parse_temporal
+from sql_frontend.types import SqlType
+
+from ..errors import DataError, NotSupportedError
+
+BOOL, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN = 16, 20, 21, 23, 25, 26, 700, 701, 705
+BPCHAR, VARCHAR, DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC, NAME, CHAR = 1042, 1043, 1082, 1114, 1184, 1700, 19, 18
+
+OIDS: dict[SqlType, int] = {
+    SqlType.INT: INT8, SqlType.FLOAT: FLOAT8, SqlType.TEXT: TEXT, SqlType.BOOL: BOOL,
+    SqlType.DATE: DATE, SqlType.TIMESTAMP: TIMESTAMP, SqlType.NULL: TEXT,
+}
+if (_TZ := getattr(SqlType, "TIMESTAMPTZ", None)) is not None:
+    OIDS[_TZ] = TIMESTAMPTZ
+
+#: the engine's type of each PostgreSQL type a parameter may name
+SQL_TYPES: dict[int, SqlType] = {
+    INT2: SqlType.INT, INT4: SqlType.INT, INT8: SqlType.INT, OID: SqlType.INT,
+    FLOAT4: SqlType.FLOAT, FLOAT8: SqlType.FLOAT, NUMERIC: SqlType.FLOAT,
+    TEXT: SqlType.TEXT, VARCHAR: SqlType.TEXT, BPCHAR: SqlType.TEXT, NAME: SqlType.TEXT,
+    CHAR: SqlType.TEXT, BOOL: SqlType.BOOL, DATE: SqlType.DATE, TIMESTAMP: SqlType.TIMESTAMP,
+}
+
+#: ``typlen`` of each type in a RowDescription (-1: variable)
+SIZES = {BOOL: 1, INT2: 2, INT4: 4, INT8: 8, FLOAT4: 4, FLOAT8: 8, DATE: 4, TIMESTAMP: 8,
+         TIMESTAMPTZ: 8, OID: 4}
+
+NAMES = {BOOL: "boolean", INT2: "smallint", INT4: "integer", INT8: "bigint", TEXT: "text",
+         FLOAT4: "real", FLOAT8: "double precision", DATE: "date", NUMERIC: "numeric",
+         TIMESTAMP: "timestamp without time zone", TIMESTAMPTZ: "timestamp with time zone",
+         VARCHAR: "character varying", UNKNOWN: "unknown"}
+
+_EPOCH_DATE = datetime.date(2000, 1, 1)
+_EPOCH = datetime.datetime(2000, 1, 1)
+_EPOCH_TZ = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+_Q, _D, _I, _H, _F = struct.Struct("!q"), struct.Struct("!d"), struct.Struct("!i"), \
+    struct.Struct("!h"), struct.Struct("!f")
+
+
+def oid_of(t: SqlType) -> int:
+    return OIDS.get(t, TEXT)
+
+
+# ------------------------------------------------------------------ values out
+
+def float_text(x: float) -> str:
+    """``x`` as PostgreSQL's ``float8out`` writes it: the shortest digits that read back
+    exactly, positional for decimal exponents -4 to 14, else ``1e+15``-style."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    sign, digits, exp = decimal.Decimal(repr(x)).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    point = len(digits) + int(exp)              # the decimal point sits after this digit
+    e10 = point - 1
+    if -4 <= e10 < 15:
+        if point <= 0:
+            body = "0." + "0" * -point + ds
+        elif point >= len(ds):
+            body = ds + "0" * (point - len(ds))
+        else:
+            body = ds[:point] + "." + ds[point:]
+    else:
+        mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
+        body = f"{mant}e{'-' if e10 < 0 else '+'}{abs(e10):02d}"
+    return ("-" if sign else "") + body
+
+
+def _timestamp_text(v: datetime.datetime) -> str:
+    text = v.strftime("%Y-%m-%d %H:%M:%S") if v.year >= 1000 else v.isoformat(sep=" ")[:19]
+    if v.microsecond:
+        text += f".{v.microsecond:06d}".rstrip("0")
+    if v.tzinfo is not None:
+        off = v.utcoffset() or datetime.timedelta(0)
+        mins = int(off.total_seconds()) // 60
+        text += f"{'-' if mins < 0 else '+'}{abs(mins) // 60:02d}"
+        if abs(mins) % 60:
+            text += f":{abs(mins) % 60:02d}"
+    return text
+
+
+def text_out(v: Any) -> bytes:
+    """A value in PostgreSQL's text format (the caller sends NULL as such)."""
+    if v is True:
+        return b"t"
+    if v is False:
+        return b"f"
+    if isinstance(v, float):
+        return float_text(v).encode()
+    if isinstance(v, datetime.datetime):
+        return _timestamp_text(v).encode()
+    if isinstance(v, datetime.date):
+        return v.isoformat().encode()
+    if isinstance(v, str):
+        return v.encode()
+    return str(v).encode()
+
+
+def binary_out(oid: int, v: Any) -> bytes:
+    """A value in the binary format of type ``oid``."""
+    if oid == INT8:
+        return _Q.pack(int(v))
+    if oid == FLOAT8:
+        return _D.pack(float(v))
+    if oid == BOOL:
+        return b"\x01" if v else b"\x00"
+    if oid == DATE:
+        return _I.pack((v - _EPOCH_DATE).days)
+    if oid in (TIMESTAMP, TIMESTAMPTZ):
+        delta = v - (_EPOCH if v.tzinfo is None else _EPOCH_TZ)
+        return _Q.pack((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+    return text_out(v)
+
+
+# ------------------------------------------------------------------ parameters in
+
+_TRUE = {"t", "true", "y", "yes", "on", "1"}
+_FALSE = {"f", "false", "n", "no", "off", "0"}
+
+
+def _int_text(s: str) -> int:
+    return int(s.strip())
+
+
+def _float_text(s: str) -> float:
+    t = s.strip().lower()
+    special = {"nan": math.nan, "infinity": math.inf, "+infinity": math.inf, "inf": math.inf,
+               "-infinity": -math.inf, "-inf": -math.inf}
+    return special[t] if t in special else float(t)
+
+
+def _numeric_text(s: str) -> int | float:
+    """A ``numeric`` parameter: an int if written as one, else a float (the engine has
+    no exact decimal type: DECIMAL columns are FLOAT)."""
+    t = s.strip()
+    try:
+        return int(t)
+    except ValueError:
+        return _float_text(t)
+
+
+def _bool_text(s: str) -> bool:
+    t = s.strip().lower()
+    if t in _TRUE:
+        return True
+    if t in _FALSE:
+        return False
+    raise ValueError(s)
+
+
+def _date_text(s: str) -> datetime.date:
+    v = parse_temporal(s.strip(), SqlType.DATE)
+    if v is None:
+        raise ValueError(s)
+    return v
+
+
+def _timestamp_in(s: str) -> datetime.datetime:
+    v = parse_temporal(s.strip(), SqlType.TIMESTAMP)
+    if not isinstance(v, datetime.datetime):
+        raise ValueError(s)
+    return v
+
+
+_TEXT_IN: dict[int, Callable[[str], Any]] = {
+    INT2: _int_text, INT4: _int_text, INT8: _int_text, OID: _int_text,
+    FLOAT4: _float_text, FLOAT8: _float_text, NUMERIC: _numeric_text, BOOL: _bool_text,
+    DATE: _date_text, TIMESTAMP: _timestamp_in,
+}
+
+
+def _numeric_binary(data: bytes) -> int | float:
+    ndigits, weight, sign, dscale = struct.unpack_from("!hhHh", data)
+    if sign == 0xC000:
+        return math.nan
+    if sign in (0xD000, 0xF000):
+        return math.inf if sign == 0xD000 else -math.inf
+    digits = struct.unpack_from(f"!{ndigits}h", data, 8)
+    value = decimal.Decimal(0)
+    for i, d in enumerate(digits):
+        value += decimal.Decimal(d).scaleb(4 * (weight - i))
+    if sign == 0x4000:
+        value = -value
+    return int(value) if dscale == 0 and value == value.to_integral_value() else float(value)
+
+
+_BINARY_IN: dict[int, Callable[[bytes], Any]] = {
+    INT2: lambda b: _H.unpack(b)[0], INT4: lambda b: _I.unpack(b)[0],
+    INT8: lambda b: _Q.unpack(b)[0], OID: lambda b: struct.unpack("!I", b)[0],
+    FLOAT4: lambda b: _F.unpack(b)[0], FLOAT8: lambda b: _D.unpack(b)[0],
+    BOOL: lambda b: b != b"\x00", NUMERIC: _numeric_binary,
+    DATE: lambda b: _EPOCH_DATE + datetime.timedelta(days=_I.unpack(b)[0]),
+    TIMESTAMP: lambda b: _EPOCH + datetime.timedelta(microseconds=_Q.unpack(b)[0]),
+    TIMESTAMPTZ: lambda b: _EPOCH_TZ + datetime.timedelta(microseconds=_Q.unpack(b)[0]),
+}
+_TEXTLIKE = {TEXT, VARCHAR, BPCHAR, NAME, CHAR, UNKNOWN, 0}
+
+
+def decode(oid: int, binary: bool, data: bytes | None, position: int) -> Any:
+    """Parameter ``$position`` as the engine's Python value. A value that is not one of
+    its type raises ``DataError`` (PostgreSQL's 22P02)."""
+    if data is None:
+        return None
+    try:
+        if binary:
+            if oid in _TEXTLIKE:
+                return data.decode()
+            if oid not in _BINARY_IN:
+                raise NotSupportedError(f"parameter ${position}: binary format of type "
+                                        f"{NAMES.get(oid, oid)} is not supported; send text")
+            return _BINARY_IN[oid](data)
+        text = data.decode()
+        return _TEXT_IN[oid](text) if oid in _TEXT_IN else text
+    except (ValueError, struct.error, UnicodeDecodeError, decimal.InvalidOperation,
+            OverflowError) as err:
+        raise DataError(f"invalid input for parameter ${position} of type "
+                        f"{NAMES.get(oid, str(oid))}: {data[:40]!r}") from err
