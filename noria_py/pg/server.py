@@ -38,6 +38,8 @@ from .session import Session
 
 log = logging.getLogger("noria_py.pg")
 STARTUP_TIMEOUT = 10.0
+#: bytes of a subscription's changes the client may leave unread before it is ended
+SUBSCRIBER_BUFFER = 4 << 20
 _INT = struct.Struct("!i")
 
 
@@ -60,6 +62,7 @@ class PgServer:
         self.max_connections = max_connections
         self.shadow = Shadow()
         self.connections: set[_Connection] = set()
+        self.secrets: dict[tuple[int, int], _Connection] = {}
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -146,6 +149,7 @@ class _Connection(asyncio.Protocol):
         self.peer = ""
         self.timer: asyncio.TimerHandle | None = None
         self.over_limit = False
+        self.key = (0, 0)               # BackendKeyData: what a cancel request names
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -159,8 +163,15 @@ class _Connection(asyncio.Protocol):
         if self.state != "ready":
             self._fatal("08006", "startup took too long")
 
+    def cancel(self) -> None:
+        """A cancel request for this client (from another connection)."""
+        sub = self.session.subscription if self.session is not None else None
+        if sub is not None:
+            sub.fail("canceling statement due to user request")
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
+        self.server.secrets.pop(self.key, None)
         if self.timer is not None:
             self.timer.cancel()
         if self.session is not None:
@@ -237,12 +248,31 @@ class _Connection(asyncio.Protocol):
             if self.state == "closed":
                 transport.close()
 
+    def _pushed(self, data: bytes, end: bool) -> None:
+        """A subscription's lines (or, with ``end``, its final error), in the loop."""
+        transport, session = self.transport, self.session
+        if transport is None or transport.is_closing() or session is None:
+            return
+        transport.write(data)
+        sub = session.subscription
+        if end:
+            session.subscription = None
+        elif sub is not None and transport.get_write_buffer_size() > SUBSCRIBER_BUFFER:
+            sub.fail(f"subscriber to view {sub.view!r} fell behind (more than "
+                     f"{SUBSCRIBER_BUFFER} bytes not read); subscribe again")
+
     def _startup(self, body: bytes) -> list[bytes]:
         (code,) = _INT.unpack_from(body)
         if code in (P.SSL_REQUEST, P.GSS_REQUEST):
             return [b"N"]               # no TLS here: the client goes on in plain text
         if code == P.CANCEL_REQUEST:
-            self.state = "closed"       # statements run to their end; nothing to cancel
+            # only a subscription runs long enough to be cancelled: end it (the other
+            # statements run to their end before the next message is read)
+            self.state = "closed"
+            if len(body) >= 12:
+                target = self.server.secrets.get(struct.unpack_from("!ii", body, 4))
+                if target is not None:
+                    target.cancel()
             return []
         if code != P.PROTOCOL_3:
             self.state = "closed"
@@ -285,8 +315,12 @@ class _Connection(asyncio.Protocol):
         session = Session(self.server.db, self.startup, self.server.shadow)
         for name in REPORTED:
             out.append(P.parameter_status(name, session.settings.get(name)))
-        out.append(P.backend_key(os.getpid(), secrets.randbits(31)))
+        self.key = (os.getpid(), secrets.randbits(31))
+        self.server.secrets[self.key] = self
+        out.append(P.backend_key(*self.key))
         out.append(P.ready(b"I"))
+        loop = asyncio.get_running_loop()
+        session.push = lambda data, end: loop.call_soon_threadsafe(self._pushed, data, end)
         self.session = session
         self.state = "ready"
         if self.timer is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import struct
 from typing import Any, Callable
 
 import sql_frontend
@@ -118,6 +119,7 @@ class Portal:
     result: Result | None = None
     tag: str = ""
     sent: int = 0
+    copy_head: bytes = b""              # a subscription's CopyOutResponse
 
 
 def _fields(columns: list[str], types: list[SqlType], formats: list[int]
@@ -153,12 +155,18 @@ class Session:
         self._savepoints: list[tuple[str, int, str | None]] = []
         self._cache: dict[str, Statement] = {}  # unnamed statements by SQL text
         self.terminated = False
+        #: writes bytes to the client from another thread (a subscription's); the
+        #: second argument ends the connection's subscription mode. Set by the server.
+        self.push: Callable[[bytes, bool], None] | None = None
+        self.subscription: Any = None
 
     # ------------------------------------------------------------ dispatch
 
     def handle(self, kind: bytes, body: bytes) -> list[bytes]:
         if self.skipping and kind not in (b"S", b"X"):
             return []
+        if self.subscription is not None and kind != b"X":
+            return []                   # streaming a subscription: nothing else is answered
         handler = self._HANDLERS.get(kind)
         if handler is None:
             raise ProtocolViolation(f"invalid frontend message type {kind!r}")
@@ -200,6 +208,8 @@ class Session:
                 st = self._prepare(part, [])
                 portal = Portal(st, (), [])
                 self._run(portal)
+                if st.special == "subscribe":
+                    return out + [portal.copy_head]
                 if portal.result is not None and portal.result.columns and st.special != "tx":
                     out.append(P.row_description(_fields(portal.result.columns,
                                                          portal.result.types, [])))
@@ -268,6 +278,8 @@ class Session:
         portal = self._portal(name)
         if portal.result is None:
             self._run(portal)
+        if portal.statement.special == "subscribe":
+            return [portal.copy_head]
         out = self._rows(portal, limit)
         if limit > 0 and portal.result is not None and portal.sent < len(portal.result.rows):
             out.append(P.PORTAL_SUSPENDED)
@@ -332,6 +344,8 @@ class Session:
             st.special = "set"
             if command == "SHOW":
                 st.columns, st.types = [second.lower() or "setting"], [SqlType.TEXT]
+        elif _SUBSCRIBE.match(sql):
+            st.special = "subscribe"
         elif is_catalog_query(qsql) and command in ("SELECT", "WITH", "VALUES", "("):
             st.special = "catalog"
         else:
@@ -363,6 +377,8 @@ class Session:
             if answered is None:
                 raise e.UnsupportedError(f"unsupported: {st.sql.strip()[:60]}", st.sql, None)
             portal.tag, portal.result = answered
+        elif st.special == "subscribe":
+            self._subscribe(portal)
         elif st.special == "catalog":
             portal.result = self.shadow.query(st.qsql, self._schema(), self.settings,
                                               portal.params)
@@ -490,11 +506,58 @@ class Session:
             out.append(("view", name, list(zip(v.columns, v.types))))
         return out
 
+    # ------------------------------------------------------------ subscriptions
+
+    def _subscribe(self, portal: Portal) -> None:
+        """``SUBSCRIBE [TO] view`` or ``COPY (SUBSCRIBE [TO] view) TO STDOUT``: COPY's
+        text format, one line per changed row, ``progress``, ``diff`` (+1 or -1), then
+        the view's columns; the first lines are the view's rows now. It runs until the
+        client hangs up; a subscriber that falls behind gets an error and the end of
+        the COPY (noria_py/subscribe.py)."""
+        if self.push is None:
+            raise e.NotSupportedError("SUBSCRIBE needs a connection that can be written to")
+        if self.status != b"I":
+            raise e.NotSupportedError("SUBSCRIBE runs outside a transaction block")
+        m = _SUBSCRIBE.match(portal.statement.sql)
+        assert m is not None
+        view = self.db.view(m.group(1).strip('"'))
+        push = self.push
+        ncols = len(view.columns) + 2
+        head = P.message(b"H", b"\0" + struct.pack("!h", ncols) + b"\0\0" * ncols)
+
+        def changed(change: Any) -> None:
+            if isinstance(change, e.SubscriptionError):
+                push(P.error_response("ERROR", "57014", str(change)) + P.ready(b"I"), True)
+                return
+            lines = []
+            for row, diff in change.rows:
+                fields = [str(change.progress), str(diff)]
+                fields += ["\\N" if v is None else _copy_escape(T.text_out(v).decode())
+                           for v in row]
+                lines.append(P.message(b"d", ("\t".join(fields) + "\n").encode()))
+            push(b"".join(lines), False)
+
+        self.subscription = self.db.subscribe(view.name, callback=changed)
+        portal.copy_head = head
+        portal.result = Result()
+
     def close(self) -> None:
+        if self.subscription is not None:
+            self.subscription.close()
+            self.subscription = None
         for st in self.statements.values():
             if st.prepared is not None:
                 st.prepared.close()
         self.statements.clear()
+
+
+_SUBSCRIBE = re.compile(r"\s*(?:COPY\s*\(\s*)?SUBSCRIBE\s+(?:TO\s+)?(\"[^\"]+\"|\w+)\s*"
+                        r"(?:\)\s*TO\s+STDOUT\s*)?;?\s*$", re.I)
+
+
+def _copy_escape(text: str) -> str:
+    return (text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+            .replace("\r", "\\r"))
 
 
 def _target(st: Statement) -> str:

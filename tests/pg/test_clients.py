@@ -204,3 +204,45 @@ def test_sqlalchemy_core_and_pandas(loaded: Any, served: Any) -> None:
         assert list(frame["id"]) == [1, 2, 3, 4]
     finally:
         engine.dispose()
+
+
+def test_a_subscriber_sees_the_snapshot_then_every_change_in_order(served: Any,
+                                                                   loaded: Any) -> None:
+    db = served[0]
+    lines: list[tuple] = []
+    with pytest.raises(pgerr.QueryCanceled):
+        with loaded.cursor().copy("COPY (SUBSCRIBE TO by_a) TO STDOUT") as copy:
+            rows = copy.rows()
+            for _ in range(2):                               # the snapshot: two groups
+                lines.append(next(rows))
+            db.table("t").insert([(10, 10, "ten", 1.0, None, None, None)])
+            db.table("t").delete([ROWS[2]])
+            for _ in range(4):
+                lines.append(next(rows))
+            loaded.cancel_safe()                             # how a client stops it
+            for _ in rows:
+                pass
+    assert loaded.execute("SELECT n FROM by_a WHERE a = 20").fetchone() == (1,)
+    snapshot, changes = lines[:2], lines[2:]
+    assert sorted(r[1:] for r in snapshot) == [("1", "10", "2", "1.25"), ("1", "20", "2", "Infinity")]
+    assert [r[1:] for r in changes] == [("-1", "10", "2", "1.25"), ("1", "10", "3", "2.25"),
+                                        ("-1", "20", "2", "Infinity"), ("1", "20", "1", "Infinity")]
+    progress = [int(r[0]) for r in lines]
+    assert progress == sorted(progress) and progress[2] < progress[4]
+
+
+def test_a_subscriber_that_falls_behind_is_ended_and_writes_go_on(
+        served: Any, loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from noria_py.pg import server as pgserver
+    monkeypatch.setattr(pgserver, "SUBSCRIBER_BUFFER", 1 << 10)
+    db = served[0]
+    db.execute("CREATE VIEW texts AS SELECT id, b FROM t")
+    with pytest.raises(pgerr.QueryCanceled, match="fell behind"):
+        with loaded.cursor().copy("COPY (SUBSCRIBE texts) TO STDOUT") as copy:
+            next(copy.rows())
+            for i in range(1000):   # not read meanwhile: past the socket's buffers too
+                db.table("t").insert([(1000 + i, i, "x" * 20_000, 0.5, None, None, None)])
+            for _ in copy.rows():
+                pass
+    assert len(db.table("t")) == 1004
+    assert loaded.execute("SELECT COUNT(*) FROM texts").fetchone() == (1004,)
