@@ -320,7 +320,10 @@ class _Connection(asyncio.Protocol):
         out.append(P.backend_key(*self.key))
         out.append(P.ready(b"I"))
         loop = asyncio.get_running_loop()
-        session.push = lambda data, end: loop.call_soon_threadsafe(self._pushed, data, end)
+
+        def push(data: bytes, end: bool) -> None:
+            loop.call_soon_threadsafe(self._pushed, data, end)
+        session.push = push
         self.session = session
         self.state = "ready"
         if self.timer is not None:
