@@ -889,6 +889,9 @@ class Prepared:
         self.columns: list[str] | None = None
         self.types: list[SqlType] | None = None
         self._keyed: tuple[View, lp.Select, View | None] | None = None
+        self._insert = sql_frontend.insert_template(sql, db._catalog)
+        if self._insert is not None:
+            return
         dummies = tuple(_DUMMIES[t] for t in self.param_types)
         try:
             stmt = sql_frontend.parse(sql, db._catalog, dummies, lift_constants=True)
@@ -914,6 +917,10 @@ class Prepared:
         """The statement with ``params`` for its ``?`` (as ``execute`` runs it)."""
         keyed = self._keyed
         if keyed is None:
+            if self._insert is not None and self._fresh():
+                rows = self._insert.bind(params)
+                self._db.table(self._insert.table).insert(rows)
+                return Result(rowcount=len(rows))
             return self._db.execute(self.sql, params)
         view, stmt, otherwise = keyed
         if len(params) != len(self.param_types):
@@ -935,7 +942,23 @@ class Prepared:
     def count(self, params: Sequence[Any] = ()) -> int:
         """The rows this INSERT, DELETE or UPDATE would change now with ``params``, without
         changing them (what a transaction block reports before its COMMIT)."""
+        if self._insert is not None and len(params) == len(self._insert.slots):
+            return self._insert.rows
         return self._db._count_changes(self.sql, params)
+
+    def rows(self, params: Sequence[Any]) -> tuple[str, list[tuple]] | None:
+        """An INSERT of ``?`` values only: its table and the rows it would insert with
+        ``params`` (not checked yet: the table's insert checks them); None otherwise."""
+        if self._insert is None or not self._fresh():
+            return None
+        return self._insert.table, self._insert.bind(params)
+
+    def _fresh(self) -> bool:
+        """Whether the INSERT's table is still the one it was prepared for."""
+        assert self._insert is not None
+        entry = self._db._tables.get(self._insert.table.lower())
+        return entry is not None and tuple(c.type for c in entry.schema.columns) == \
+            self._insert.columns
 
     def close(self) -> None:
         """Release the view this statement keeps (an ad-hoc one may then be evicted)."""

@@ -617,6 +617,11 @@ def run_adhoc(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_pg(argv: list[str]) -> int:
+    from noria_tools.pgbench import main
+    return main(argv)
+
+
 def run_cluster(argv: list[str]) -> int:
     from noria_tools.clusterbench import main
     return main(argv)
@@ -624,7 +629,7 @@ def run_cluster(argv: list[str]) -> int:
 
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
            "load": run_load, "peers": run_peers, "cluster": run_cluster,
-           "memory": run_memory, "adhoc": run_adhoc}
+           "memory": run_memory, "adhoc": run_adhoc, "pg": run_pg}
 
 
 def run_bench(name: str, argv: list[str]) -> int:

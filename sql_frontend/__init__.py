@@ -6,7 +6,8 @@ resolved against a ``Catalog`` and every user error is raised as a subclass of
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence, cast
 
 from sqlglot import exp
 
@@ -55,10 +56,11 @@ from .plan import (
     plan_depth,
 )
 from .resolve import Context, placeholders_in_order
+from .typerules import parse_temporal
 from .types import INT_MAX, INT_MIN, PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
 
 __all__ = [
-    "parameter_types", "positional", "postgres_order",
+    "parameter_types", "positional", "postgres_order", "InsertTemplate", "insert_template",
     "parse", "split_statements", "MAX_DEPTH",
     "Catalog", "DictCatalog",
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",
@@ -181,3 +183,59 @@ def _otherwise(ctx: Context, node: exp.Query, query: Query) -> Query | None:
     select.falsify_keys(node)
     return select.build_query(ctx, node, allow_key=False)
 
+
+@dataclass(frozen=True)
+class InsertTemplate:
+    """An ``INSERT ... VALUES`` whose every value is a ``?`` (``insert_template``): it is
+    bound without parsing again, as a prepared INSERT runs many times."""
+    table: str
+    columns: tuple[SqlType, ...]        # the table's column types, in table order
+    rows: int
+    slots: tuple[tuple[int, int], ...]  # (row, column) of each ? in order
+
+    def bind(self, params: Sequence[Any]) -> list[tuple]:
+        """The rows, with ``params`` in their places (None in the other columns); a str
+        for a DATE or TIMESTAMP column is read as its ISO text, as the parse does."""
+        if len(params) != len(self.slots):
+            raise ArityError(f"the statement has {len(self.slots)} parameters (?) but "
+                             f"{len(params)} values were given")
+        out = [[None] * len(self.columns) for _ in range(self.rows)]
+        for (r, c), v in zip(self.slots, params):
+            t = self.columns[c]
+            if type(v) is str and t in (SqlType.DATE, SqlType.TIMESTAMP):
+                parsed = parse_temporal(v, t)
+                if parsed is None:
+                    raise TypeMismatchError(f"{v!r} is not a {t.value} (table {self.table}, "
+                                            f"column {c + 1})")
+                v = parsed
+            out[r][c] = v
+        return [tuple(row) for row in out]
+
+
+def insert_template(sql: str, catalog: Catalog) -> InsertTemplate | None:
+    """The template of an INSERT whose values are all ``?``; None for any other
+    statement. Raises what ``parse`` raises for a bad one."""
+    trees = parse_statements(sql)
+    if len(trees) != 1 or not isinstance(trees[0], exp.Insert):
+        return None
+    node = trees[0]
+    values = node.args.get("expression")
+    if not isinstance(values, exp.Values):
+        return None
+    tuples = [t.expressions if isinstance(t, exp.Tuple) else [t] for t in values.expressions]
+    if not all(isinstance(c, exp.Placeholder) and not c.this for t in tuples for c in t):
+        return None
+    plan = parse(sql, catalog, (None,) * sum(len(t) for t in tuples))
+    if not isinstance(plan, Insert):
+        return None
+    schema = catalog.table(plan.table)
+    assert schema is not None
+    target = node.this
+    if isinstance(target, exp.Schema):
+        positions = [schema.index_of(i.name) for i in target.expressions]
+    else:
+        positions = list(range(len(schema.columns)))
+    slots = tuple((r, cast(int, positions[j])) for r, t in enumerate(tuples)
+                  for j in range(len(t)))
+    return InsertTemplate(schema.name, tuple(c.type for c in schema.columns), len(tuples),
+                          slots)

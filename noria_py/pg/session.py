@@ -72,6 +72,8 @@ _WORD = re.compile(r"\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*([A-Za-z]+)(?:\s+([A-Za-z
 _TX = {"BEGIN": "BEGIN", "START": "BEGIN", "COMMIT": "COMMIT", "END": "COMMIT",
        "ROLLBACK": "ROLLBACK", "ABORT": "ROLLBACK"}
 _WRITES = ("INSERT", "DELETE", "UPDATE")
+_READY = {status: P.ready(status) for status in (b"I", b"T", b"E")}
+_H, _I = struct.Struct("!h"), struct.Struct("!i")
 _ENDS = ("COMMIT", "END", "ROLLBACK", "ABORT")
 _TO = re.compile(r"\s*ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", re.I)
 _NAME = re.compile(r"(\w+)\s*;?\s*$")
@@ -238,19 +240,38 @@ class Session:
         return [P.PARSE_COMPLETE]
 
     def _bind(self, body: Body) -> list[bytes]:
-        portal_name, name = body.cstr(), body.cstr()
+        # (read with struct directly: Bind is on the path of every prepared read)
+        data = body.data
+        try:
+            end = data.index(b"\0")
+            portal_name = data[:end].decode()
+            start, end = end + 1, data.index(b"\0", end + 1)
+            name = data[start:end].decode()
+            (nf,) = _H.unpack_from(data, end + 1)
+            pos = end + 3
+            fmts = list(struct.unpack_from(f"!{nf}h", data, pos)) if nf > 0 else []
+            (n,) = _H.unpack_from(data, pos + 2 * max(nf, 0))
+            pos += 2 * max(nf, 0) + 2
+            raw: list[bytes | None] = []
+            for _ in range(n):
+                (length,) = _I.unpack_from(data, pos)
+                pos += 4
+                if length < 0:
+                    raw.append(None)
+                    continue
+                if pos + length > len(data):
+                    raise ProtocolViolation("Bind message too short")
+                raw.append(data[pos:pos + length])
+                pos += length
+            (nr,) = _H.unpack_from(data, pos)
+            result_fmts = list(struct.unpack_from(f"!{nr}h", data, pos + 2)) if nr > 0 else []
+        except (ValueError, struct.error, UnicodeDecodeError):
+            raise ProtocolViolation("malformed Bind message") from None
         st = self._statement(name)
-        fmts = body.int16s()
-        n = body.int16()
         if n != len(st.oids):
             raise e.ArityError(f"bind message supplies {n} parameters, but prepared statement "
                                f'"{name}" requires {len(st.oids)}')
-        values = []
-        for i in range(n):
-            length = body.int32()
-            data = None if length == -1 else body.bytes(length)
-            values.append(T.decode(st.oids[i], _format(fmts, i) == 1, data, i + 1))
-        result_fmts = body.int16s()
+        values = [T.decode(st.oids[i], _format(fmts, i) == 1, raw[i], i + 1) for i in range(n)]
         params = tuple(values[k - 1] for k in st.order)
         self.portals[portal_name] = Portal(st, params, result_fmts)
         return [P.BIND_COMPLETE]
@@ -289,8 +310,9 @@ class Session:
 
     def _sync(self, body: Body) -> list[bytes]:
         self.skipping = False
-        self.portals = {k: v for k, v in self.portals.items() if k and self.status != b"I"}
-        return [P.ready(self.status)]
+        if self.status == b"I" and self.portals:
+            self.portals.clear()        # portals end with their transaction
+        return [_READY[self.status]]
 
     def _close(self, body: Body) -> list[bytes]:
         what, name = body.byte(), body.cstr()
@@ -492,7 +514,11 @@ class Session:
             return
         first = pending[0][0]
         if first.command == "INSERT" and len(pending) > 1:
-            self.db.execute_batch([(st.prepared.sql, params) for st, params in pending])
+            bound = [st.prepared.rows(params) for st, params in pending]
+            if all(b is not None for b in bound) and len({b[0] for b in bound if b}) == 1:
+                self.db.table(bound[0][0]).insert([r for b in bound if b for r in b[1]])
+            else:
+                self.db.execute_batch([(st.prepared.sql, params) for st, params in pending])
         else:
             first.prepared.run(pending[0][1])
 

@@ -9,7 +9,7 @@ import pytest
 
 import noria_py
 from noria_py.pg import PgServer
-from tests.needs import Postgres
+from tests import needs
 
 
 @pytest.fixture
@@ -36,8 +36,8 @@ def conn(conninfo: str) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
+def postgres() -> Iterator[Any]:
     """A real PostgreSQL 15, for one test session."""
-    server = Postgres()
+    server = needs.postgres()
     yield server
     server.stop()
