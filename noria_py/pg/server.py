@@ -197,43 +197,44 @@ class _Connection(asyncio.Protocol):
         self.state = "closed"
 
     def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
+        if self.buf:                    # the rest of a message that came in parts
+            self.buf += data
+            data = bytes(self.buf)
+            self.buf.clear()
         out: list[bytes] = []
+        pos, size = 0, len(data)
         try:
-            pos = 0
             while self.state != "closed":
-                if self.state == "startup":
-                    if len(buf) - pos < 4:
+                session = self.session
+                if self.state == "startup":     # no type byte: length, then the body
+                    if size - pos < 4:
                         break
-                    (length,) = _INT.unpack_from(buf, pos)
+                    (length,) = _INT.unpack_from(data, pos)
                     if not 8 <= length <= 10_000:
                         raise P.ProtocolViolation(f"invalid startup packet length {length}")
-                    if len(buf) - pos < length:
+                    if size - pos < length:
                         break
-                    body = bytes(buf[pos + 4:pos + length])
+                    out += self._startup(data[pos + 4:pos + length])
                     pos += length
-                    out.extend(self._startup(body))
                     continue
-                if len(buf) - pos < 5:
+                if size - pos < 5:
                     break
-                kind = bytes(buf[pos:pos + 1])
-                (length,) = _INT.unpack_from(buf, pos + 1)
+                (length,) = _INT.unpack_from(data, pos + 1)
                 if length < 4 or length > P.MAX_MESSAGE:
                     raise P.ProtocolViolation(f"invalid message length {length} for message "
-                                              f"type {kind!r}")
-                if len(buf) - pos < length + 1:
+                                              f"type {data[pos:pos + 1]!r}")
+                if size - pos <= length:
                     break
-                body = bytes(buf[pos + 5:pos + 1 + length])
+                kind, body = data[pos:pos + 1], data[pos + 5:pos + 1 + length]
                 pos += length + 1
-                if self.state == "ready":
-                    assert self.session is not None
-                    out.extend(self.session.handle(kind, body))
-                    if self.session.terminated:
+                if session is not None:
+                    out += session.handle(kind, body)
+                    if session.terminated:
                         self.state = "closed"
                 else:
-                    out.extend(self._sasl(kind, body))
-            del buf[:pos]
+                    out += self._sasl(kind, body)
+            if pos < size and self.state != "closed":
+                self.buf += data[pos:]
         except P.ProtocolViolation as err:
             out.append(P.error_response("FATAL", "08P01", str(err)))
             self.state = "closed"
@@ -241,6 +242,9 @@ class _Connection(asyncio.Protocol):
             log.exception("pg client %s: internal error", self.peer)
             out.append(P.error_response("FATAL", "XX000", f"internal error: {err!r}"))
             self.state = "closed"
+        self._send(out)
+
+    def _send(self, out: list[bytes]) -> None:
         transport = self.transport
         if transport is not None and not transport.is_closing():
             if out:
