@@ -10,11 +10,13 @@ import itertools
 import os
 import socket
 import threading
+from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlparse
 
+import sql_frontend
 from sql_frontend import wire as plan_wire
-from sql_frontend.types import SqlType, TableSchema
+from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 
 from . import arguments, errors
 from .arrowio import arrow_rows, as_arrow_table, is_frame
@@ -120,6 +122,22 @@ class RemoteDatabase:
     def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> int:
         """``Database.executemany`` on the server: an INSERT's rows as one write."""
         return int(self._call("executemany", sql, [list(p) for p in seq_of_params]))
+
+    def execute_batch(self, statements: Iterable[tuple[str, Sequence[Any]]]) -> int:
+        """``Database.execute_batch`` for statements of one SQL text (``executemany``);
+        others are refused, as they could not be one write here."""
+        items = list(statements)
+        if not items:
+            return 0
+        if len({sql for sql, _ in items}) != 1:
+            raise NotSupportedError("a batch of different statements is not supported over "
+                                    "a cluster connection; send them one by one")
+        return self.executemany(items[0][0], [p for _, p in items])
+
+    def prepare(self, sql: str) -> "RemotePrepared":
+        """``Database.prepare`` over the connection: parameter types from the server's
+        catalog; the statement runs on the server at each ``run``."""
+        return RemotePrepared(self, sql)
 
     def cursor(self) -> Cursor:
         """A DB-API 2.0 cursor (noria_py/dbapi.py) over this connection."""
@@ -240,3 +258,63 @@ def connect_url(url: str, token: str | None = None) -> RemoteDatabase:
         return RemoteDatabase(u.hostname, port, token)
     except OSError as e:
         raise ConnectError(f"cannot connect to {url}: {e}") from None
+
+
+class _RemoteCatalog:
+    """The server's tables and views, as the front end's ``Catalog`` reads them (a view
+    by its visible columns: enough to type parameters)."""
+
+    def __init__(self, db: RemoteDatabase) -> None:
+        self._db = db
+
+    def table(self, name: str) -> TableSchema | None:
+        try:
+            return plan_wire.from_data(self._db._call("schema", name)[1])
+        except Error:
+            return None
+
+    def view(self, name: str) -> Any:
+        if name.lower() not in {v.lower() for v in self._db.views()}:
+            return None
+        columns, types, _arity = self._db._call("view", name)
+        cols = tuple(ColumnInfo(c, SqlType(t)) for c, t in zip(columns, types))
+        return SimpleNamespace(names=tuple(columns), root=SimpleNamespace(columns=cols))
+
+
+class RemotePrepared:
+    """``Database.prepare``'s statement over a cluster connection: the same interface
+    (``param_types``, ``columns``, ``run``, ``count``, ``rows``, ``close``), without the
+    embedded fast paths: each run is one request to the server."""
+
+    def __init__(self, db: RemoteDatabase, sql: str) -> None:
+        self.sql = sql
+        self._db = db
+        words = sql.lstrip(" \t\r\n(").split(None, 1)
+        self.command = words[0].upper() if words else ""
+        catalog = _RemoteCatalog(db)
+        self.param_types: list[SqlType | None] = sql_frontend.parameter_types(sql, catalog)
+        self.columns: list[str] | None = None
+        self.types: list[SqlType] | None = None
+        self._insert = (sql_frontend.insert_template(sql, catalog)
+                        if self.command == "INSERT" else None)
+
+    def run(self, params: Sequence[Any] = ()) -> Result:
+        if self._insert is not None:
+            rows = self._insert.bind(params)
+            self._db.table(self._insert.table).insert(rows)
+            return Result(rowcount=len(rows))
+        return self._db.execute(self.sql, params)
+
+    def count(self, params: Sequence[Any] = ()) -> int:
+        if self._insert is not None:
+            return self._insert.rows
+        raise NotSupportedError(f"{self.command} in a transaction block is not supported over "
+                                "a cluster connection (it cannot be counted before it runs)")
+
+    def rows(self, params: Sequence[Any]) -> tuple[str, list[tuple]] | None:
+        if self._insert is None:
+            return None
+        return self._insert.table, self._insert.bind(params)
+
+    def close(self) -> None:
+        """Nothing is kept on the server for it."""

@@ -344,13 +344,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="noria-py pg", description=main.__doc__)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5433)
-    p.add_argument("--data-dir", help="the database's directory (else in memory)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--data-dir", help="the database's directory (else in memory)")
+    where.add_argument("--server", help="serve a running cluster: noria://HOST:PORT")
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--token", default=os.environ.get("NORIA_TOKEN"),
-                   help="the password clients not on loopback log in with ($NORIA_TOKEN)")
+                   help="the password clients not on loopback log in with, and the "
+                        "cluster's token with --server ($NORIA_TOKEN)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    db = noria_py.connect(data_dir=args.data_dir, shards=args.shards)
+    if args.server:
+        db = noria_py.connect(args.server, token=args.token)
+    else:
+        db = noria_py.connect(data_dir=args.data_dir, shards=args.shards)
     server = PgServer(db, args.host, args.port, args.token)
     log.info("serving PostgreSQL clients on %s:%d (psql -h %s -p %d)", args.host, args.port,
              args.host, args.port)
@@ -361,3 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         db.close()
     return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

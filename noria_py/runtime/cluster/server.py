@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Sequence
@@ -413,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-checkpoints", action="store_true",
                    help="no checkpoints of stateful nodes: a lost worker's stateful nodes are "
                         "rebuilt from their parents' state")
+    p.add_argument("--pg-port", type=int, default=None,
+                   help="also serve PostgreSQL clients on this port (noria-py pg --server, "
+                        "in a process of its own, on --host; the cluster's token is the "
+                        "password of clients not on loopback)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if any(a == "--token" or a.startswith("--token=") for a in (argv or sys.argv[1:])):
@@ -437,7 +442,19 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1)      # kill -USR1 PID: every thread's stack, to the log
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: server.stopped.set())
-    server.serve_forever()
+    pg = None
+    if args.pg_port is not None:
+        pg = subprocess.Popen([sys.executable, "-m", "noria_py.pg.server", "--host", args.host,
+                               "--port", str(args.pg_port), "--server", f"noria://{host}:{port}"],
+                              env={**os.environ, "NORIA_TOKEN": server.token})
+        print(f"noria-py serve: PostgreSQL clients on {args.host}:{args.pg_port} "
+              f"(psql -h {args.host} -p {args.pg_port})", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        if pg is not None:
+            pg.terminate()
+            pg.wait()
     server.close()
     return 0
 

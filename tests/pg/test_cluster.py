@@ -1,0 +1,49 @@
+"""The PostgreSQL front end over a cluster: ``noria-py serve --pg-port`` (which runs
+``noria-py pg --server`` beside the controller)."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from noria_py.runtime.cluster.launch import Cluster
+
+psycopg = pytest.importorskip("psycopg")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_cluster_serves_postgres_clients() -> None:
+    port = _free_port()
+    with Cluster(workers=1, shards=2, extra=("--pg-port", str(port))) as cluster:
+        for _ in range(300):
+            try:
+                conn = psycopg.connect(f"host=127.0.0.1 port={port} user=u dbname=noria",
+                                       autocommit=True)
+                break
+            except psycopg.OperationalError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("noria-py pg --server did not start")
+        with conn:
+            conn.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, d DATE)")
+            conn.execute("CREATE VIEW by_a AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+            conn.cursor().executemany("INSERT INTO t (id, a, d) VALUES (%s, %s, %s)",
+                                      [(i, i % 3, "2024-01-0%d" % (1 + i % 9)) for i in range(30)])
+            with conn.transaction():
+                conn.execute("INSERT INTO t (id, a) VALUES (%s, %s), (%s, %s)", (100, 7, 101, 7))
+            for _ in range(3):
+                got = conn.execute("SELECT n FROM by_a WHERE a = %s", (7,),
+                                   prepare=True).fetchall()
+                assert got == [(2,)]
+            assert conn.execute("SELECT COUNT(*) FROM t WHERE d > %s",
+                                ("2024-01-05",)).fetchone() == (12,)
+            names = conn.execute("SELECT table_name FROM information_schema.tables "
+                                 "ORDER BY 1").fetchall()
+            assert names == [("by_a",), ("t",)]
+        assert cluster.alive()
