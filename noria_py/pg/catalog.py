@@ -24,12 +24,13 @@ from typing import Any
 
 import duckdb
 
-from sql_frontend.types import SqlType
+from sql_frontend.types import SqlType, TableSchema
 
 from ..errors import NotSupportedError, ProgrammingError
 from ..result import Result
 
 SERVER_VERSION = "15.0"
+SHIM = "noria_catalog"                  # the shadow's schema of catalog additions
 VERSION = f"PostgreSQL {SERVER_VERSION} (noria-py) on x86_64-pc-linux-gnu, 64-bit"
 
 DEFAULTS: dict[str, str] = {
@@ -91,6 +92,8 @@ class Settings:
 
     def __init__(self, startup: dict[str, str] | None = None) -> None:
         self.values = dict(DEFAULTS)
+        self.user = (startup or {}).get("user", "noria")
+        self.database = (startup or {}).get("database", "noria")
         self._lower = {k.lower(): k for k in self.values}
         for k, v in (startup or {}).items():
             if k.lower() in ("application_name", "datestyle", "timezone", "client_encoding",
@@ -148,7 +151,7 @@ class Shadow:
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._made_for: Any = None
 
-    def query(self, sql: str, schema: list[tuple[str, str, list[tuple[str, SqlType]]]],
+    def query(self, sql: str, schema: list[tuple[str, TableSchema]],
               settings: Settings, params: tuple = ()) -> Result:
         """``sql`` against the shadow of ``schema`` ((kind, name, columns) of each table
         and view)."""
@@ -159,6 +162,12 @@ class Shadow:
         text = re.sub(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^)\s]+)\s*\)", r"\1", sql, flags=re.I)
         text = re.sub(r"\bCOLLATE\s+pg_catalog\.\"?default\"?", "", text, flags=re.I)
         text = re.sub(r"\bpg_catalog\s*\.\s*", "", text, flags=re.I)
+        text = re.sub(r"\binformation_schema\s*\.\s*(tables|columns|views|schemata)\b",
+                      SHIM + r".information_schema_\1", text, flags=re.I)
+        text = re.sub(r"\bcurrent_user\b|\bsession_user\b",
+                      "'" + settings.user.replace("'", "''") + "'", text, flags=re.I)
+        text = re.sub(r"\bcurrent_(database|catalog)\s*\(\s*\)",
+                      "'" + settings.database.replace("'", "''") + "'", text, flags=re.I)
         text = re.sub(r"::\s*(?:regtype|regclass|regproc|regnamespace)\b", "", text, flags=re.I)
         text = re.sub(r"\bversion\s*\(\s*\)", "'" + VERSION + "'", text, flags=re.I)
         text = re.sub(r"\bcurrent_setting\s*\(\s*'([^']*)'\s*\)",
@@ -180,27 +189,95 @@ class Shadow:
         return Result(names, out, types)
 
     @staticmethod
-    def _build(schema: list[tuple[str, str, list[tuple[str, SqlType]]]]) -> duckdb.DuckDBPyConnection:
+    def _build(schema: list[tuple[str, TableSchema]]) -> duckdb.DuckDBPyConnection:
         conn = duckdb.connect(":memory:")
         conn.execute("CREATE SCHEMA public")
         conn.execute("USE memory.public")
-        conn.execute("CREATE MACRO pg_get_userbyid(x) AS 'noria'")
-        conn.execute("CREATE MACRO obj_description(x, y := NULL) AS NULL")
-        conn.execute("CREATE MACRO col_description(x, y) AS NULL")
-        conn.execute("CREATE MACRO txid_current() AS 1")
-        conn.execute("CREATE MACRO to_regtype(x) AS "
-                     "(SELECT oid FROM pg_catalog.pg_type WHERE typname = x LIMIT 1)")
-        conn.execute("CREATE MACRO to_regclass(x) AS "
-                     "(SELECT oid FROM pg_catalog.pg_class WHERE relname = x LIMIT 1)")
-        for kind, name, columns in schema:
-            cols = ", ".join(f'"{c}" {_DUCK_TYPES.get(t, "TEXT")}' for c, t in columns)
+        # what DuckDB's pg_catalog lacks, in a schema of its own after public in the
+        # search path, before the system's: missing columns, empty tables, functions;
+        # the relation and schema lists leave that schema out
+        conn.execute(f"CREATE SCHEMA {SHIM}")
+        conn.execute(f"SET search_path = 'memory.public,memory.{SHIM}'")
+        hidden = f"('{SHIM}', 'main')"
+        conn.execute(f"CREATE VIEW {SHIM}.pg_namespace AS SELECT * FROM pg_catalog.pg_namespace "
+                     f"WHERE nspname NOT IN {hidden}")
+        conn.execute(f"CREATE VIEW {SHIM}.pg_class AS SELECT *, false AS relforcerowsecurity "
+                     "FROM pg_catalog.pg_class WHERE relnamespace NOT IN (SELECT oid FROM "
+                     f"pg_catalog.pg_namespace WHERE nspname IN {hidden})")
+        conn.execute(f"CREATE VIEW {SHIM}.pg_database AS SELECT * REPLACE ('noria' AS datname), "
+                     "6 AS encoding, "
+                     "'C' AS datcollate, 'C' AS datctype, NULL AS daticulocale, "
+                     "'c' AS datlocprovider, 10 AS datdba, NULL::VARCHAR[] AS datacl "
+                     "FROM pg_catalog.pg_database WHERE datname = 'memory'")
+        for view in ("tables", "columns", "views", "schemata"):
+            column = "schema_name" if view == "schemata" else "table_schema"
+            conn.execute(f"CREATE VIEW {SHIM}.information_schema_{view} AS SELECT * FROM "
+                         f"information_schema.{view} WHERE {column} NOT IN {hidden}")
+        for ddl in _EMPTY_CATALOG:
+            conn.execute(f"CREATE TABLE {SHIM}.{ddl}")
+        names = " ".join(f"WHEN {oid} THEN '{name}'" for oid, name in _TYPE_NAMES.items())
+        for macro in [
+            "pg_get_userbyid(x) AS 'noria'",
+            "obj_description(x, y := NULL) AS NULL",
+            "col_description(x, y) AS NULL",
+            "txid_current() AS 1",
+            "pg_encoding_to_char(x) AS 'UTF8'",
+            "pg_get_statisticsobjdef_columns(x) AS NULL::VARCHAR",
+            "pg_relation_is_publishable(x) AS false",
+            "array_upper(a, d) AS len(a)",
+            "pg_get_indexdef(i, k := 0, p := false) AS NULL::VARCHAR",
+            "pg_get_constraintdef(c, p := false) AS NULL::VARCHAR",
+            f"format_type(t, m) AS CASE t {names} ELSE 'text' END",
+            "pg_get_expr(e, r, p := NULL) AS NULL::VARCHAR",
+            "to_regtype(x) AS (SELECT oid FROM pg_catalog.pg_type WHERE typname = x LIMIT 1)",
+            "to_regclass(x) AS (SELECT oid FROM pg_catalog.pg_class WHERE relname = x LIMIT 1)",
+        ]:
+            conn.execute(f"CREATE MACRO {SHIM}.{macro}")
+        for kind, rel in schema:
             if kind == "table":
-                conn.execute(f'CREATE TABLE "{name}" ({cols})')
+                cols = [f'"{c.name}" {_DUCK_TYPES.get(c.type, "TEXT")}'
+                        + ("" if c.nullable else " NOT NULL") for c in rel.columns]
+                if rel.primary_key:
+                    key = ", ".join(f'"{rel.columns[i].name}"' for i in rel.primary_key)
+                    cols.append(f"PRIMARY KEY ({key})")
+                conn.execute(f'CREATE TABLE "{rel.name}" ({", ".join(cols)})')
             else:
-                sel = ", ".join(f'CAST(NULL AS {_DUCK_TYPES.get(t, "TEXT")}) AS "{c}"'
-                                for c, t in columns) or "NULL AS none"
-                conn.execute(f'CREATE VIEW "{name}" AS SELECT {sel} WHERE false')
+                sel = ", ".join(f'CAST(NULL AS {_DUCK_TYPES.get(c.type, "TEXT")}) AS "{c.name}"'
+                                for c in rel.columns) or "NULL AS none"
+                conn.execute(f'CREATE VIEW "{rel.name}" AS SELECT {sel} WHERE false')
         return conn
+
+
+#: ``format_type``'s names of the types the shadow's columns have (DuckDB's OIDs:
+#: VARCHAR is 1043, which the wire calls text)
+_TYPE_NAMES = {16: "boolean", 20: "bigint", 23: "integer", 21: "smallint",
+               701: "double precision", 700: "real", 25: "text", 1043: "text", 1082: "date",
+               1114: "timestamp without time zone", 1184: "timestamp with time zone",
+               1700: "numeric"}
+
+#: catalog tables DuckDB does not have, empty here (no policies, triggers, inheritance,
+#: publications or extended statistics), with the columns psql's \\d commands read
+_EMPTY_CATALOG = [
+    "pg_policy (oid INTEGER, polname VARCHAR, polrelid INTEGER, polcmd VARCHAR, "
+    "polpermissive BOOLEAN, polroles INTEGER[], polqual VARCHAR, polwithcheck VARCHAR)",
+    "pg_statistic_ext (oid INTEGER, stxrelid INTEGER, stxname VARCHAR, stxnamespace INTEGER, "
+    "stxowner INTEGER, stxstattarget INTEGER, stxkeys INTEGER[], stxkind VARCHAR[])",
+    "pg_publication (oid INTEGER, pubname VARCHAR, puballtables BOOLEAN)",
+    "pg_publication_rel (oid INTEGER, prpubid INTEGER, prrelid INTEGER, prqual VARCHAR, "
+    "prattrs INTEGER[])",
+    "pg_publication_namespace (oid INTEGER, pnpubid INTEGER, pnnspid INTEGER)",
+    "pg_inherits (inhrelid INTEGER, inhparent INTEGER, inhseqno INTEGER, "
+    "inhdetachpending BOOLEAN)",
+    "pg_trigger (oid INTEGER, tgrelid INTEGER, tgparentid INTEGER, tgname VARCHAR, "
+    "tgfoid INTEGER, tgtype INTEGER, tgenabled VARCHAR, tgisinternal BOOLEAN)",
+    "pg_rewrite (oid INTEGER, rulename VARCHAR, ev_class INTEGER, ev_type VARCHAR, "
+    "ev_enabled VARCHAR, is_instead BOOLEAN)",
+    "pg_partitioned_table (partrelid INTEGER, partstrat VARCHAR)",
+    "pg_foreign_table (ftrelid INTEGER, ftserver INTEGER, ftoptions VARCHAR[])",
+    "pg_roles (oid INTEGER, rolname VARCHAR, rolsuper BOOLEAN, rolinherit BOOLEAN, "
+    "rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN, rolconnlimit INTEGER, "
+    "rolvaliduntil TIMESTAMP, rolreplication BOOLEAN, rolbypassrls BOOLEAN)",
+]
 
 
 def _text(v: Any) -> str:

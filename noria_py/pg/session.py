@@ -32,7 +32,7 @@ import struct
 from typing import Any, Callable
 
 import sql_frontend
-from sql_frontend.types import SqlType
+from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 
 from .. import errors as e
 from ..result import Result
@@ -522,14 +522,15 @@ class Session:
         else:
             first.prepared.run(pending[0][1])
 
-    def _schema(self) -> list[tuple[str, str, list[tuple[str, SqlType]]]]:
-        out: list[tuple[str, str, list[tuple[str, SqlType]]]] = []
+    def _schema(self) -> list[tuple[str, TableSchema]]:
+        """The engine's tables and views, for the catalog's shadow."""
+        out: list[tuple[str, TableSchema]] = []
         for name in self.db.tables():
-            schema = self.db.table(name).schema
-            out.append(("table", name, [(c.name, c.type) for c in schema.columns]))
+            out.append(("table", self.db.table(name).schema))
         for name in self.db.views():
             v = self.db.view(name)
-            out.append(("view", name, list(zip(v.columns, v.types))))
+            cols = tuple(ColumnInfo(c, t) for c, t in zip(v.columns, v.types))
+            out.append(("view", TableSchema(name, cols)))
         return out
 
     # ------------------------------------------------------------ subscriptions

@@ -170,7 +170,10 @@ def test_psql_runs_commands_and_lists_relations(loaded: Any, served: Any) -> Non
     assert psql("-c", "SELECT n FROM by_a WHERE a = 10").split() == ["2"]
     assert "t|table" in psql("-c", r"\dt").replace("public|", "")
     listed = psql("-c", r"\dv")
-    assert "by_a" in listed and "rows_of" in listed
+    assert "by_a" in listed and "rows_of" in listed and "pg_class" not in listed
+    described = psql("-c", r"\d t").splitlines()
+    assert "id|bigint||not null|" in described and "ts|timestamp without time zone|||" in described
+    assert "n|bigint|||" in psql("-c", r"\d by_a").splitlines()
 
 
 def test_asyncpg_reads_with_binary_parameters(loaded: Any, served: Any) -> None:

@@ -44,6 +44,6 @@ def test_a_cluster_serves_postgres_clients() -> None:
             assert conn.execute("SELECT COUNT(*) FROM t WHERE d > %s",
                                 ("2024-01-05",)).fetchone() == (12,)
             names = conn.execute("SELECT table_name FROM information_schema.tables "
-                                 "ORDER BY 1").fetchall()
+                                 "WHERE table_schema = 'public' ORDER BY 1").fetchall()
             assert names == [("by_a",), ("t",)]
         assert cluster.alive()
