@@ -169,6 +169,8 @@ class Shadow:
         text = re.sub(r"\bcurrent_(database|catalog)\s*\(\s*\)",
                       "'" + settings.database.replace("'", "''") + "'", text, flags=re.I)
         text = re.sub(r"::\s*(?:regtype|regclass|regproc|regnamespace)\b", "", text, flags=re.I)
+        text = re.sub(r"\bAS\s+(?:REGTYPE|REGCLASS|REGPROC|REGNAMESPACE)\b", "AS INTEGER", text,
+                      flags=re.I)
         text = re.sub(r"\bversion\s*\(\s*\)", "'" + VERSION + "'", text, flags=re.I)
         text = re.sub(r"\bcurrent_setting\s*\(\s*'([^']*)'\s*\)",
                       lambda m: "'" + settings.get(m.group(1)).replace("'", "''") + "'", text,
@@ -225,6 +227,7 @@ class Shadow:
             "pg_get_statisticsobjdef_columns(x) AS NULL::VARCHAR",
             "pg_relation_is_publishable(x) AS false",
             "array_upper(a, d) AS len(a)",
+            "pg_get_serial_sequence(t, c) AS NULL::VARCHAR",
             "pg_get_indexdef(i, k := 0, p := false) AS NULL::VARCHAR",
             "pg_get_constraintdef(c, p := false) AS NULL::VARCHAR",
             f"format_type(t, m) AS CASE t {names} ELSE 'text' END",

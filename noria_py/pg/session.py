@@ -362,7 +362,8 @@ class Session:
             st.special = "empty"
         elif command in _TX or command == "SAVEPOINT" or command == "RELEASE":
             st.special = "tx"
-        elif command in ("SET", "SHOW", "RESET") or (command == "DISCARD" and second == "ALL"):
+        elif command in ("SET", "SHOW", "RESET", "DEALLOCATE") or (command == "DISCARD"
+                                                                 and second == "ALL"):
             st.special = "set"
             if command == "SHOW":
                 st.columns, st.types = [second.lower() or "setting"], [SqlType.TEXT]
@@ -393,7 +394,17 @@ class Session:
             portal.result = Result()
         elif st.special == "set":
             if st.command == "DISCARD":
+                self._deallocate(None)
                 portal.result, portal.tag = Result(), "DISCARD ALL"
+                return
+            if st.command == "DEALLOCATE":
+                m = re.match(r"\s*DEALLOCATE\s+(?:PREPARE\s+)?(\"[^\"]+\"|\w+)\s*;?\s*$", st.sql,
+                             re.I)
+                if m is None:
+                    raise e.ParseError("DEALLOCATE takes a statement name or ALL", st.sql, None)
+                name = m.group(1)
+                self._deallocate(None if name.upper() == "ALL" else name.strip('"'))
+                portal.result, portal.tag = Result(), "DEALLOCATE"
                 return
             answered = self.settings.answer(st.sql)
             if answered is None:
@@ -532,6 +543,15 @@ class Session:
             cols = tuple(ColumnInfo(c, t) for c, t in zip(v.columns, v.types))
             out.append(("view", TableSchema(name, cols)))
         return out
+
+    def _deallocate(self, name: str | None) -> None:
+        """Forget prepared statement ``name`` (None: every named one)."""
+        if name is not None and name not in self.statements:
+            raise e.ProgrammingError(f'prepared statement "{name}" does not exist')
+        for key in [name] if name is not None else [k for k in self.statements if k]:
+            st = self.statements.pop(key)
+            if st.prepared is not None:
+                st.prepared.close()
 
     # ------------------------------------------------------------ subscriptions
 

@@ -205,6 +205,12 @@ def test_sqlalchemy_core_and_pandas(loaded: Any, served: Any) -> None:
             assert [tuple(r) for r in got] == [("two",)]
         frame = pd.read_sql("SELECT id, f FROM t ORDER BY id", engine)
         assert list(frame["id"]) == [1, 2, 3, 4]
+        more = pd.DataFrame({"id": [7, 8], "a": [70, 70], "b": ["p", "q"]})
+        more.to_sql("t", engine, if_exists="append", index=False)
+        assert pd.read_sql("SELECT n FROM by_a WHERE a = 70", engine)["n"].tolist() == [2]
+        inspector = sa.inspect(engine)
+        assert inspector.get_table_names() == ["t"] and inspector.has_table("t")
+        assert sorted(inspector.get_view_names()) == ["by_a", "rows_of"]
     finally:
         engine.dispose()
 
