@@ -20,6 +20,11 @@ what a transaction block can hold:
   refused (0A000) rather than answered without the block's own writes.
 - DDL runs at once (as in MySQL), and a ``ROLLBACK`` that would have to undo it says so
   with an error (0A000) after discarding the block's writes.
+- ``SAVEPOINT``/``ROLLBACK TO``/``RELEASE`` mark and cut the block's pending writes.
+
+Subscriptions (``COPY (SUBSCRIBE view) TO STDOUT``) stream from the subscription's own
+thread through ``push``, which the server sets; while one runs, the session answers no
+other message, and a cancel request (or the client falling behind) ends it.
 
 Errors: each ``noria_py.Error`` goes out with the SQLSTATE of ``sqlstate()``; after an
 error in the extended protocol, messages are skipped until Sync, as the protocol says.
@@ -79,20 +84,18 @@ _TO = re.compile(r"\s*ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", re.I)
 _NAME = re.compile(r"(\w+)\s*;?\s*$")
 
 
-
-
 @dataclasses.dataclass
 class Statement:
+    """A parsed statement (named, or the unnamed one), as Parse or a Query made it."""
     sql: str                          # as the client wrote it
     qsql: str                         # with ? for $n
     command: str                      # first word, upper-case
     order: list[int]                  # the $n of each ? in the rewritten SQL
     oids: list[int]                   # the type OID of each $n, 1..N
     prepared: Any = None              # Database.prepare's, for an engine statement
-    special: str = ""                 # "tx", "set", "catalog", "empty"
+    special: str = ""                 # "tx", "set", "catalog", "subscribe", "empty"; "": engine
     columns: list[str] | None = None
     types: list[SqlType] | None = None
-
     described: dict[tuple[int, ...], bytes] = dataclasses.field(default_factory=dict)
 
     def result_fields(self, formats: list[int]) -> list[tuple[str, int, int, int]] | None:
@@ -115,6 +118,7 @@ class Statement:
 
 @dataclasses.dataclass
 class Portal:
+    """A statement bound to its values; ``result`` once it ran, ``sent`` rows so far."""
     statement: Statement
     params: tuple
     formats: list[int]
@@ -157,6 +161,7 @@ class Session:
         self._savepoints: list[tuple[str, int, str | None]] = []
         self._cache: dict[str, Statement] = {}  # unnamed statements by SQL text
         self.terminated = False
+        self._extended = False          # the last message was of the extended protocol
         #: writes bytes to the client from another thread (a subscription's); the
         #: second argument ends the connection's subscription mode. Set by the server.
         self.push: Callable[[bytes, bool], None] | None = None
@@ -177,19 +182,18 @@ class Session:
         except e.Error as err:
             return self._failed(err)
 
-    def _failed(self, err: BaseException) -> list[bytes]:
+    def _failed(self, err: e.Error) -> list[bytes]:
+        """The ErrorResponse for ``err``; a block in progress fails, and the extended
+        protocol skips to the next Sync."""
         if self.status == b"T":
             self.status = b"E"
-        pos = getattr(err, "position", None)
-        offset = getattr(err, "offset", None)
-        text = str(err).split(" (at line")[0] if isinstance(err, e.SqlError) else str(err)
-        out = [P.error_response("ERROR", sqlstate(err), text,
-                                position=offset + 1 if isinstance(offset, int) else None)]
-        del pos
+        text, position = str(err), None
+        if isinstance(err, e.SqlError) and err.position is not None and err.sql:
+            text = text.rsplit(" (at line", 1)[0]
+            line, column = err.position         # PostgreSQL's: a 1-based character index
+            position = sum(len(x) + 1 for x in err.sql.split("\n")[:line - 1]) + column
         self.skipping = self._extended
-        return out
-
-    _extended = False
+        return [P.error_response("ERROR", sqlstate(err), text, position=position)]
 
     # ------------------------------------------------------------ simple query
 

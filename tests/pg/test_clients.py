@@ -255,3 +255,12 @@ def test_a_subscriber_that_falls_behind_is_ended_and_writes_go_on(
                 pass
     assert len(db.table("t")) == 1004
     assert loaded.execute("SELECT COUNT(*) FROM texts").fetchone() == (1004,)
+
+
+def test_an_error_points_into_the_statement(loaded: Any) -> None:
+    sql = "SELECT id,\n  nothing FROM t"
+    with pytest.raises(pgerr.UndefinedColumn) as info:
+        loaded.execute(sql)
+    position = int(info.value.diag.statement_position or 0)
+    assert sql[position - 1:].startswith("nothing")
+    assert "line" not in str(info.value)
