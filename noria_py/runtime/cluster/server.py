@@ -55,6 +55,8 @@ LOOPBACK = tokens.LOOPBACK
 #: connections at once (workers included) and seconds a client may stay idle
 MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 3600.0
+#: seconds an early client waits for the server to get ready (workers joined, data loaded)
+READY_TIMEOUT = 600.0
 
 _SEQ = (list, tuple)
 _NAME = (str,)
@@ -108,6 +110,7 @@ class Server:
         if max_connections < 1:
             raise Error(f"max_connections must be at least 1, got {max_connections}")
         self.stopped = threading.Event()
+        self.ready = threading.Event()      # set once the database is open
         self.sock = socket.create_server((host, port), reuse_port=False)
         self.address = self.sock.getsockname()[:2]
         self.token_file = None
@@ -132,6 +135,7 @@ class Server:
         self.runtime.wait_for_workers()
         self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime)
         self.runtime.on_recovery = self.db.record_recovery
+        self.ready.set()
 
     # ------------------------------------------------------------ connections
 
@@ -181,6 +185,13 @@ class Server:
         if role == "worker":
             self.runtime.attach(conn, hello).join()   # (counted until its connection ends)
         elif role == "client":
+            # a client may connect as soon as the port accepts, before the workers have
+            # joined and the database is open: its session starts when the server is ready
+            if not self.ready.wait(READY_TIMEOUT):
+                log.warning("closing connection from %s: the server did not get ready",
+                            conn.peer)
+                conn.close()
+                return
             self._session(conn)
         else:
             log.warning("refused connection from %s: unknown role %r", conn.peer, role)

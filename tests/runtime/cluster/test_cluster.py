@@ -502,3 +502,37 @@ def test_a_token_on_the_command_line_is_warned_about(capsys):
     assert main(["--token", "x", "--workers", "0"]) == 1     # (refused before starting)
     err = capsys.readouterr().err
     assert "visible to other users" in err and "NORIA_TOKEN" in err
+
+
+def test_a_client_connecting_before_the_server_is_ready_waits_for_it():
+    """The port accepts before the workers have joined and the database is open; a
+    client connecting then is served once the server is ready (it used to get
+    "'Server' object has no attribute 'db'")."""
+    import threading
+
+    from noria_py.runtime.cluster.server import Server
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    made: list = []
+    starting = threading.Thread(target=lambda: made.append(
+        Server(port=port, workers=1, token="early")))
+    starting.start()
+    try:
+        for _ in range(500):
+            try:
+                db = noria_py.connect(f"noria://127.0.0.1:{port}", token="early")
+                break
+            except noria_py.ConnectError:
+                time.sleep(0.01)
+        else:
+            pytest.fail("the port never accepted")
+        assert not made, "connected only after the server was ready: nothing was tested"
+        db.execute("CREATE TABLE t (a INT)")
+        assert db.tables() == ["t"]
+        db.close()
+    finally:
+        starting.join()
+        for server in made:
+            server.stopped.set()
+            server.close()
