@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+from collections import OrderedDict
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -173,6 +174,13 @@ class Database:
         self._tables: dict[str, _TableEntry] = {}
         self._views: dict[str, _ViewEntry] = {}
         self._anonymous: dict[lp.Query, str] = {}
+        #: changes of the named catalog (CREATE or DROP of a table or view): a prepared
+        #: statement planned before one is planned again (SQL may mean something else)
+        self._generation = 0
+        #: execute's prepared statements by SQL text (embedded only: the cluster
+        #: server reads views its own way)
+        self._prepared: OrderedDict[str, Prepared] | None = (
+            OrderedDict() if isinstance(self._lock, _DatabaseLock) else None)
         self._catalog = _Catalog(self)
         self._recoveries: list[RecoveryReport] = []
         self._failed: set[str] = set()      # failed with fail(), not yet named to recover()
@@ -254,11 +262,48 @@ class Database:
 
     @_serialized
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
-        """Run one SQL statement; ``?`` in it take ``params`` in order."""
+        """Run one SQL statement; ``?`` in it take ``params`` in order.
+
+        A SELECT read by key (its ``?`` or constants all top-level ``col = ...``) and an
+        INSERT of ``?`` values are kept, by their text, as prepared statements
+        (``prepare``): running the same text again is a lookup, or a bind, with no
+        parse. ``tuning.PREPARED_CACHE`` texts are kept, the least recently run dropped."""
+        self._check_open()
+        values = arguments.params(params)
+        cache = self._prepared
+        if cache is not None:
+            known = cache.get(sql)
+            if known is not None:
+                if known.generation == self._generation:
+                    cache.move_to_end(sql)
+                    return known.run(values)
+                del cache[sql]
+        stmt = sql_frontend.parse(sql, self._catalog, values, lift_constants=True)
+        result = self._run(stmt, sql)
+        if cache is not None and isinstance(stmt, (lp.Select, lp.Insert)):
+            self._keep_prepared(sql)
+        return result
+
+    @_serialized
+    def _execute_parsed(self, sql: str, params: Sequence[Any]) -> Result:
+        """``execute`` without its prepared statements (what a Prepared falls back to)."""
         self._check_open()
         stmt = sql_frontend.parse(sql, self._catalog, arguments.params(params),
                                   lift_constants=True)
         return self._run(stmt, sql)
+
+    def _keep_prepared(self, sql: str) -> None:
+        """Keep ``sql`` prepared for ``execute`` if that makes its runs parse-free."""
+        assert self._prepared is not None
+        try:
+            p = Prepared(self, sql, pin=False)
+        except Error:
+            return
+        if p._keyed is None and p._insert is None:
+            return
+        self._prepared[sql] = p
+        while len(self._prepared) > tuning.PREPARED_CACHE:
+            self._prepared.popitem(last=False)
 
     @_serialized
     def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> int:
@@ -362,6 +407,7 @@ class Database:
         raise Error(f"cannot execute {type(stmt).__name__}")
 
     def _create_table(self, stmt: lp.CreateTable, sql: str, persist: bool = True) -> None:
+        self._generation += 1
         name = stmt.schema.name.lower()
         if name in self._tables or name in self._views:
             if stmt.if_not_exists and name in self._tables:
@@ -435,6 +481,8 @@ class Database:
                 raise
             for entry in planned:
                 self._views[entry.name] = entry
+            if not anonymous:
+                self._generation += 1
             if persist and not anonymous:
                 self._persist_catalog()
         if failed is not None:
@@ -454,6 +502,8 @@ class Database:
         self.runtime.wait()
         for sub in [s for s in self._subscriptions if s.view == entry.name]:
             sub.fail(f"view {entry.name!r} was dropped")
+        if not entry.anonymous:
+            self._generation += 1
         del self._views[entry.name]
         if entry.handle is not None:
             entry.handle._dropped()
@@ -474,6 +524,7 @@ class Database:
             if if_exists:
                 return
             raise UnknownTableError(f"no table named {name!r}")
+        self._generation += 1
         users = [v.name for v in self._views.values()
                  if entry.node in self._upstream(v.readers) and not v.anonymous]
         if users:
@@ -880,9 +931,11 @@ class Prepared:
     ``command``: the statement's first word, upper-case (``SELECT``, ``INSERT``, ...).
     """
 
-    def __init__(self, db: Database, sql: str) -> None:
+    def __init__(self, db: Database, sql: str, pin: bool = True) -> None:
         self.sql = sql
         self._db = db
+        self._pin = pin
+        self.generation = db._generation    # the catalog it was planned against
         words = sql.lstrip(" \t\r\n(").split(None, 1)
         self.command = words[0].upper() if words else ""
         self.param_types: list[SqlType | None] = sql_frontend.parameter_types(sql, db._catalog)
@@ -909,20 +962,24 @@ class Prepared:
     def _keep(self, stmt: lp.Select) -> None:
         view, stmt, otherwise = self._db._select_view(stmt)
         self._keyed = (view, stmt, otherwise)
-        for v in (view, otherwise):
-            if v is not None:
-                v._entry.pins += 1
+        if self._pin:
+            for v in (view, otherwise):
+                if v is not None:
+                    v._entry.pins += 1
 
     def run(self, params: Sequence[Any] = ()) -> Result:
         """The statement with ``params`` for its ``?`` (as ``execute`` runs it)."""
+        if self.generation != self._db._generation:
+            self._replan()
         keyed = self._keyed
         if keyed is None:
-            if self._insert is not None and self._fresh():
+            if self._insert is not None:
                 rows = self._insert.bind(params)
                 self._db.table(self._insert.table).insert(rows)
                 return Result(rowcount=len(rows))
-            return self._db.execute(self.sql, params)
+            return self._db._execute_parsed(self.sql, params)
         view, stmt, otherwise = keyed
+        view._entry.last_used = time.monotonic()    # (an ad-hoc view: read, so kept longer)
         if len(params) != len(self.param_types):
             raise ArityError(f"the statement has {len(self.param_types)} parameters (?) but "
                              f"{len(params)} values were given")
@@ -932,12 +989,18 @@ class Prepared:
             return Database._read(view, replace(stmt, params=tuple(params)) if params else stmt,
                                   otherwise)
         except UnknownViewError:
-            with self._db._lock:
-                self.close()
-                self._keep(cast(lp.Select, sql_frontend.parse(
-                    self.sql, self._db._catalog, tuple(_DUMMIES[t] for t in self.param_types),
-                    lift_constants=True)))
+            # its ad-hoc view was dropped (evicted, drop_query): plan it again, once
+            self._replan()
+            if self._keyed is None or self._keyed[0] is view:
+                raise
             return self.run(params)
+
+    def _replan(self) -> None:
+        """Plan the statement again against the catalog as it is now."""
+        with self._db._lock:
+            self.close()
+            self._insert = None     # (if planning fails, runs parse in full until it works)
+            self.__init__(self._db, self.sql, self._pin)  # type: ignore[misc]
 
     def count(self, params: Sequence[Any] = ()) -> int:
         """The rows this INSERT, DELETE or UPDATE would change now with ``params``, without
@@ -949,25 +1012,20 @@ class Prepared:
     def rows(self, params: Sequence[Any]) -> tuple[str, list[tuple]] | None:
         """An INSERT of ``?`` values only: its table and the rows it would insert with
         ``params`` (not checked yet: the table's insert checks them); None otherwise."""
-        if self._insert is None or not self._fresh():
+        if self.generation != self._db._generation:
+            self._replan()
+        if self._insert is None:
             return None
         return self._insert.table, self._insert.bind(params)
 
-    def _fresh(self) -> bool:
-        """Whether the INSERT's table is still the one it was prepared for."""
-        assert self._insert is not None
-        entry = self._db._tables.get(self._insert.table.lower())
-        return entry is not None and tuple(c.type for c in entry.schema.columns) == \
-            self._insert.columns
-
     def close(self) -> None:
         """Release the view this statement keeps (an ad-hoc one may then be evicted)."""
-        if self._keyed is not None:
+        if self._keyed is not None and self._pin:
             with self._db._lock:
                 for v in (self._keyed[0], self._keyed[2]):
                     if v is not None:
                         v._entry.pins = max(0, v._entry.pins - 1)
-            self._keyed = None
+        self._keyed = None
 
 
 class Table:

@@ -96,3 +96,37 @@ def test_a_prepared_insert_follows_its_table(db: noria_py.Database) -> None:
     db.execute("CREATE TABLE t (id INT PRIMARY KEY, a TEXT, b TEXT, d DATE)")
     p.run((1, "now text", "x", None))
     assert db.table("t").rows() == [(1, "now text", "x", None)]
+
+
+def test_after_ddl_a_prepared_statement_is_planned_again(db: noria_py.Database) -> None:
+    q = db.prepare("SELECT n FROM by_a WHERE a = ?")
+    assert q.run((1,)).fetchall() == [(10,)]
+    db.execute("DROP VIEW by_a")
+    db.execute("CREATE VIEW by_a AS SELECT a, MAX(id) AS n FROM t GROUP BY a")
+    assert q.run((1,)).fetchall() == [(46,)]
+    db.execute("DROP VIEW by_a")
+    with pytest.raises(noria_py.UnknownTableError):
+        q.run((1,))
+    db.execute("CREATE VIEW by_a AS SELECT a, MIN(id) AS n FROM t GROUP BY a")
+    assert q.run((1,)).fetchall() == [(1,)]
+
+
+def test_execute_keeps_keyed_reads_and_inserts_prepared(db: noria_py.Database) -> None:
+    for k in range(5):
+        assert db.execute("SELECT n FROM by_a WHERE a = ?", (k,)).fetchall() == [(10,)]
+    assert db.execute("SELECT n FROM by_a WHERE a = 3").fetchall() == [(10,)]
+    db.execute("INSERT INTO t (id, a) VALUES (?, ?)", (100, 3))
+    db.execute("INSERT INTO t (id, a) VALUES (?, ?)", (101, 3))
+    assert set(db._prepared) == {"SELECT n FROM by_a WHERE a = ?", "SELECT n FROM by_a WHERE a = 3",
+                                 "INSERT INTO t (id, a) VALUES (?, ?)"}
+    assert db.execute("SELECT n FROM by_a WHERE a = 3").fetchall() == [(12,)]
+    db.execute("DROP VIEW by_a")                      # the same text means another view now
+    db.execute("CREATE VIEW by_a AS SELECT a, MAX(id) AS n FROM t GROUP BY a")
+    assert db.execute("SELECT n FROM by_a WHERE a = ?", (3,)).fetchall() == [(101,)]
+    db.execute("DROP VIEW by_a")
+    db.execute("DROP TABLE t")                        # and another table
+    db.execute("CREATE TABLE t (id TEXT PRIMARY KEY, a TEXT)")
+    db.execute("INSERT INTO t (id, a) VALUES (?, ?)", ("x", "y"))
+    assert db.table("t").rows() == [("x", "y")]
+    with pytest.raises(noria_py.TypeMismatchError):
+        db.execute("INSERT INTO t (id, a) VALUES (?, ?)", (1, "y"))
