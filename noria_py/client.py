@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections import OrderedDict
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Sequence, TypeVar, cast, overload
 
