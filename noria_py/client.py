@@ -368,6 +368,12 @@ class Database:
                                 "no transaction to roll back")
 
     @_serialized
+    def parse_with(self, sql: str, params: Sequence[Any]) -> lp.Statement:
+        """``parse`` with values for the statement's ``?``."""
+        self._check_open()
+        return sql_frontend.parse(sql, self._catalog, arguments.params(params))
+
+    @_serialized
     def parse(self, sql: str) -> lp.Statement:
         """The front end's plan of one SQL statement (a ``sql_frontend.plan`` statement),
         checked against this database's tables and views, without running it: e.g. a
@@ -1010,13 +1016,18 @@ class Prepared:
         return self._db._count_changes(self.sql, params)
 
     def rows(self, params: Sequence[Any]) -> tuple[str, list[tuple]] | None:
-        """An INSERT of ``?`` values only: its table and the rows it would insert with
-        ``params`` (not checked yet: the table's insert checks them); None otherwise."""
+        """An INSERT ... VALUES: its table and the rows it would insert with ``params``
+        (not checked yet: the table's insert checks them); None for anything else."""
         if self.generation != self._db._generation:
             self._replan()
-        if self._insert is None:
+        if self._insert is not None:
+            return self._insert.table, self._insert.bind(params)
+        if self.command != "INSERT":
             return None
-        return self._insert.table, self._insert.bind(params)
+        stmt = self._db.parse_with(self.sql, params)
+        if not isinstance(stmt, lp.Insert):
+            return None
+        return stmt.table, [tuple(evaluate_constant(x) for x in row) for row in stmt.rows]
 
     def close(self) -> None:
         """Release the view this statement keeps (an ad-hoc one may then be evicted)."""

@@ -41,6 +41,7 @@ from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 
 from .. import errors as e
 from ..result import Result
+from . import copy
 from . import protocol as P
 from . import types as T
 from .catalog import Settings, Shadow, is_catalog_query
@@ -51,8 +52,13 @@ class InFailedTransactionError(e.OperationalError):
     """A statement in a transaction block after an error in it (25P02)."""
 
 
+class CopyFailedError(e.OperationalError):
+    """The client ended a COPY FROM STDIN with CopyFail (57014)."""
+
+
 _SQLSTATES: list[tuple[type, str]] = [
-    (InFailedTransactionError, "25P02"),
+    (InFailedTransactionError, "25P02"), (copy.CopyFormatError, "22P04"),
+    (CopyFailedError, "57014"),
     (e.ParseError, "42601"), (e.UnknownTableError, "42P01"), (e.UnknownViewError, "42P01"),
     (e.UnknownColumnError, "42703"), (e.AlreadyExistsError, "42P07"),
     (e.DuplicateKeyError, "23505"), (e.DependentViewsError, "2BP01"),
@@ -166,6 +172,7 @@ class Session:
         #: second argument ends the connection's subscription mode. Set by the server.
         self.push: Callable[[bytes, bool], None] | None = None
         self.subscription: Any = None
+        self.copy_in: _CopyIn | None = None     # a COPY FROM STDIN taking its data
 
     # ------------------------------------------------------------ dispatch
 
@@ -174,6 +181,12 @@ class Session:
             return []
         if self.subscription is not None and kind != b"X":
             return []                   # streaming a subscription: nothing else is answered
+        if self.copy_in is not None and kind != b"X":
+            try:
+                return self._copy_data(kind, body)
+            except e.Error as err:
+                self.copy_in = None
+                return self._failed(err) + ([] if self._extended else [P.ready(self.status)])
         handler = self._HANDLERS.get(kind)
         if handler is None:
             raise ProtocolViolation(f"invalid frontend message type {kind!r}")
@@ -200,22 +213,30 @@ class Session:
     def _query(self, body: Body) -> list[bytes]:
         self._extended = False
         sql = body.cstr()
-        out: list[bytes] = []
         try:
             parts = sql_frontend.split_statements(sql)
         except e.Error:
             parts = [sql]
-        if not parts or not any(p.strip() for p in parts):
+        parts = [p for p in parts if p.strip()]
+        if not parts:
             return [P.EMPTY_QUERY, P.ready(self.status)]
-        for part in parts:
-            if not part.strip():
-                continue
+        return self._statements(parts)
+
+    def _statements(self, parts: list[str]) -> list[bytes]:
+        """A simple Query's statements in turn, up to the first error, then
+        ReadyForQuery; a COPY FROM STDIN stops here and goes on when its data is in."""
+        out: list[bytes] = []
+        for i, part in enumerate(parts):
             try:
                 st = self._prepare(part, [])
                 portal = Portal(st, (), [])
                 self._run(portal)
                 if st.special == "subscribe":
                     return out + [portal.copy_head]
+                if self.copy_in is not None:        # COPY FROM STDIN: the data comes next
+                    self.copy_in.rest = parts[i + 1:]
+                    return out + [portal.copy_head]
+                out.append(portal.copy_head)        # COPY TO STDOUT: its lines (or b"")
                 if portal.result is not None and portal.result.columns and st.special != "tx":
                     out.append(P.row_description(_fields(portal.result.columns,
                                                          portal.result.types, [])))
@@ -303,8 +324,10 @@ class Session:
         portal = self._portal(name)
         if portal.result is None:
             self._run(portal)
-        if portal.statement.special == "subscribe":
-            return [portal.copy_head]
+        if portal.statement.special in ("subscribe", "copy"):
+            if self.copy_in is not None:
+                return [portal.copy_head]
+            return [portal.copy_head, P.command_complete(portal.tag)]
         out = self._rows(portal, limit)
         if limit > 0 and portal.result is not None and portal.sent < len(portal.result.rows):
             out.append(P.PORTAL_SUSPENDED)
@@ -373,6 +396,8 @@ class Session:
                 st.columns, st.types = [second.lower() or "setting"], [SqlType.TEXT]
         elif _SUBSCRIBE.match(sql):
             st.special = "subscribe"
+        elif command == "COPY":
+            st.special = "copy"
         elif is_catalog_query(qsql) and command in ("SELECT", "WITH", "VALUES", "("):
             st.special = "catalog"
         else:
@@ -416,6 +441,8 @@ class Session:
             portal.tag, portal.result = answered
         elif st.special == "subscribe":
             self._subscribe(portal)
+        elif st.special == "copy":
+            self._copy(portal)
         elif st.special == "catalog":
             portal.result = self.shadow.query(st.qsql, self._schema(), self.settings,
                                               portal.params)
@@ -510,8 +537,9 @@ class Session:
         self.status = b"T"
         return "ROLLBACK"
 
-    def _buffer(self, st: Statement, params: tuple) -> tuple[Result, str]:
-        table = _target(st)
+    def _buffer(self, st: Statement, params: tuple, table: str | None = None
+                ) -> tuple[Result, str]:
+        table = table if table is not None else _target(st)
         kind = "INSERT" if st.command == "INSERT" else "CHANGE"
         if self._pending and (kind == "CHANGE" or self._pending_table != (kind, table)):
             raise e.NotSupportedError(
@@ -530,10 +558,9 @@ class Session:
         first = pending[0][0]
         if first.command == "INSERT" and len(pending) > 1:
             bound = [st.prepared.rows(params) for st, params in pending]
-            if all(b is not None for b in bound) and len({b[0] for b in bound if b}) == 1:
-                self.db.table(bound[0][0]).insert([r for b in bound if b for r in b[1]])
-            else:
-                self.db.execute_batch([(st.prepared.sql, params) for st, params in pending])
+            if any(b is None for b in bound) or len({b[0].lower() for b in bound if b}) != 1:
+                raise e.NotSupportedError("these INSERTs cannot be applied as one write")
+            self.db.table(bound[0][0]).insert([r for b in bound if b for r in b[1]])
         else:
             first.prepared.run(pending[0][1])
 
@@ -556,6 +583,70 @@ class Session:
             st = self.statements.pop(key)
             if st.prepared is not None:
                 st.prepared.close()
+
+    # ------------------------------------------------------------ COPY
+
+    def _copy(self, portal: Portal) -> None:
+        """COPY ... FROM STDIN: answer CopyInResponse and take the data (``_copy_data``);
+        COPY ... TO STDOUT: the rows as CopyData, whole (module ``copy``)."""
+        sql = portal.statement.sql
+        m = copy.COPY_FROM.match(sql)
+        if m is not None:
+            fmt = copy.parse_options(m.group("opts"))
+            schema = self.db.table(m.group("table").strip('"')).schema
+            positions = copy.columns_of(schema, m.group("cols"))
+            self.copy_in = _CopyIn(schema, positions, fmt)
+            n = len(positions)
+            portal.copy_head = P.message(b"G", b"\0" + struct.pack("!h", n) + b"\0\0" * n)
+            portal.result, portal.tag = Result(), ""
+            return
+        m = copy.COPY_TO.match(sql)
+        if m is None:
+            raise e.UnsupportedError("unsupported: COPY takes FROM STDIN or TO STDOUT (no "
+                                     "files on the server)", sql, None)
+        fmt = copy.parse_options(m.group("opts"))
+        if m.group("query"):
+            res = self.db.prepare(sql_frontend.postgres_order(m.group("query"))).run(())
+            names, types, rows = res.columns, res.types, res.rows
+        else:
+            table = self.db.table(m.group("table").strip('"'))
+            positions = copy.columns_of(table.schema, m.group("cols"))
+            names = [table.schema.columns[i].name for i in positions]
+            types = [table.schema.columns[i].type for i in positions]
+            rows = [tuple(r[i] for i in positions) for r in table.rows()]
+        n = len(names)
+        lines = copy.write_rows(rows, types, fmt, names)
+        portal.copy_head = b"".join([P.message(b"H", b"\0" + struct.pack("!h", n) + b"\0\0" * n),
+                                     *(P.message(b"d", line) for line in lines),
+                                     P.message(b"c")])
+        portal.result, portal.tag = Result(), f"COPY {len(rows)}"
+
+    def _copy_data(self, kind: bytes, body: bytes) -> list[bytes]:
+        """A message while a COPY FROM STDIN takes its data."""
+        cin = self.copy_in
+        assert cin is not None
+        if kind == b"d":
+            cin.data.append(body)
+            return []
+        if kind in (b"H", b"S"):
+            return []                   # (the protocol says: ignored during COPY IN)
+        if kind == b"f":
+            raise CopyFailedError(f"COPY from stdin failed: {Body(body).cstr()}")
+        if kind != b"c":
+            raise ProtocolViolation(f"unexpected message type {kind!r} during COPY from stdin")
+        rows = copy.read_rows(b"".join(cin.data), cin.format, cin.schema, cin.positions)
+        simple, rest = not self._extended, cin.rest
+        st = Statement(f"COPY {cin.schema.name}", f"COPY {cin.schema.name}", "INSERT", [], [],
+                       prepared=_CopyRows(self.db, cin.schema.name, rows))
+        if self.status == b"T":
+            self._buffer(st, (), table=cin.schema.name.lower())
+        else:
+            self.db.table(cin.schema.name).insert(rows)
+        self.copy_in = None
+        out = [P.command_complete(f"COPY {len(rows)}")]
+        if simple and rest is not None:     # the statements after it in the same Query
+            out += self._statements(rest)
+        return out
 
     # ------------------------------------------------------------ subscriptions
 
@@ -583,7 +674,7 @@ class Session:
             lines = []
             for row, diff in change.rows:
                 fields = [str(change.progress), str(diff)]
-                fields += ["\\N" if v is None else _copy_escape(T.text_out(v).decode())
+                fields += ["\\N" if v is None else copy.escape(T.text_out(v).decode())
                            for v in row]
                 lines.append(P.message(b"d", ("\t".join(fields) + "\n").encode()))
             push(b"".join(lines), False)
@@ -606,11 +697,6 @@ _SUBSCRIBE = re.compile(r"\s*(?:COPY\s*\(\s*)?SUBSCRIBE\s+(?:TO\s+)?(\"[^\"]+\"|
                         r"(?:\)\s*TO\s+STDOUT\s*)?;?\s*$", re.I)
 
 
-def _copy_escape(text: str) -> str:
-    return (text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-            .replace("\r", "\\r"))
-
-
 def _target(st: Statement) -> str:
     m = re.search(r"\b(?:INTO|FROM|UPDATE)\s+(\"[^\"]+\"|[\w.]+)", st.sql, re.I)
     return m.group(1).strip('"').lower() if m else ""
@@ -630,3 +716,33 @@ def _tag(command: str, sql: str, res: Result) -> str:
             return f"{command} VIEW"
         return f"{command} {m.group(2).upper()}"
     return command
+
+
+@dataclasses.dataclass
+class _CopyIn:
+    schema: TableSchema
+    positions: list[int]
+    format: copy.Format
+    data: list[bytes] = dataclasses.field(default_factory=list)
+    rest: list[str] | None = None       # a simple Query's statements after the COPY
+
+
+class _CopyRows:
+    """The rows of a COPY FROM in a transaction block, as a pending INSERT."""
+
+    def __init__(self, db: Any, table: str, rows: list[tuple]) -> None:
+        self.db, self.table, self._rows = db, table, rows
+        self.sql = f"COPY {table}"
+
+    def count(self, params: tuple = ()) -> int:
+        return len(self._rows)
+
+    def rows(self, params: tuple = ()) -> tuple[str, list[tuple]]:
+        return self.table, self._rows
+
+    def run(self, params: tuple = ()) -> Result:
+        self.db.table(self.table).insert(self._rows)
+        return Result(rowcount=len(self._rows))
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -197,6 +197,15 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
 }
 
 
+def _text_as_is(s: str) -> str:
+    return s
+
+
+def text_in(t: SqlType) -> Callable[[str], Any]:
+    """How a value of type ``t`` is read from PostgreSQL's text form."""
+    return _TEXT_IN.get(oid_of(t), _text_as_is)
+
+
 def _numeric_binary(data: bytes) -> int | float:
     ndigits, weight, sign, dscale = struct.unpack_from("!hhHh", data)
     if sign == 0xC000:

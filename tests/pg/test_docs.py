@@ -2,7 +2,6 @@
 snippets, against a server on a free port."""
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,14 +14,26 @@ psycopg = pytest.importorskip("psycopg")
 
 
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", DOC, re.S)
+    """The fenced blocks of the doc opened with ```lang (lang "" for plain ones)."""
+    blocks, current, inside = [], [], None
+    for line in DOC.splitlines():
+        if line.startswith("```"):
+            if inside is None:
+                inside, current = line[3:].strip(), []
+            else:
+                if inside == lang:
+                    blocks.append("\n".join(current) + "\n")
+                inside = None
+        elif inside is not None:
+            current.append(line)
+    return blocks
 
 
 @pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 def test_the_documented_session_runs(served: Any) -> None:
     port = str(served[1].port)
-    psql_lines = [line for block in _blocks("") for line in block.splitlines()
-                  if line.startswith("psql ")]
+    session = next(b for b in _blocks("") if "CREATE TABLE vote" in b)
+    psql_lines = [line for line in session.splitlines() if line.startswith("psql ")]
     assert len(psql_lines) == 3
     for line in psql_lines:
         cmd = line.replace("5433", port)
