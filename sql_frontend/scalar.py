@@ -272,22 +272,32 @@ class Translator:
                             self.expr(node.expression), node)
 
     def compare(self, op: str, a: Expr, b: Expr, node: exp.Expr) -> Expr:
-        a, b = self._coerce_temporal(a, b, node), self._coerce_temporal(b, a, node)
+        a, b = self._coerce_literal(a, b, node), self._coerce_literal(b, a, node)
         if not comparable(a.type, b.type):
             raise mismatch(self.ctx, f"cannot compare {a.type.value} with {b.type.value} "
                                      f"in {node.sql()}", node)
         return Call(op, (a, b), SqlType.BOOL)
 
-    def _coerce_temporal(self, a: Expr, other: Expr, node: exp.Expr) -> Expr:
-        """A text literal compared with a date/timestamp is read as one."""
-        if (isinstance(a, Lit) and a.type == SqlType.TEXT
-                and other.type in (SqlType.DATE, SqlType.TIMESTAMP)):
-            v = parse_temporal(a.value, other.type)
-            if v is None:
-                raise mismatch(self.ctx, f"{a.value!r} is not a {other.type.value} "
-                                         f"in {node.sql()}", node)
-            return Lit(v, other.type)
-        return a
+    def _coerce_literal(self, a: Expr, other: Expr, node: exp.Expr) -> Expr:
+        """A text literal compared with a value of another type is read as one of that
+        type, as PostgreSQL reads an untyped literal (and DuckDB and SQLite's affinity
+        agree): ``int_col = '5'`` is ``int_col = 5``; text that is not one is an error."""
+        if not (isinstance(a, Lit) and a.type == SqlType.TEXT and isinstance(a.value, str)):
+            return a
+        t = other.type
+        if t in (SqlType.DATE, SqlType.TIMESTAMP):
+            v = parse_temporal(a.value, t)
+        elif t in _LITERAL_READERS:
+            try:
+                v = _LITERAL_READERS[t](a.value.strip())
+            except ValueError:
+                v = None
+        else:
+            return a
+        if v is None:
+            raise mismatch(self.ctx, f"invalid input for {t.value}: {a.value!r} "
+                                     f"in {node.sql()}", node)
+        return Lit(v, t)
 
     def _boolean(self, e: Expr, node: exp.Expr) -> Expr:
         if family(e.type) not in ("number", "null"):
@@ -353,7 +363,7 @@ class Translator:
             return self._negated(Lit(False, SqlType.BOOL), node)
         values = []
         for v in node.expressions:
-            ev = self._coerce_temporal(self.expr(v), x, v)
+            ev = self._coerce_literal(self.expr(v), x, v)
             if not comparable(x.type, ev.type):
                 raise mismatch(self.ctx, f"cannot compare {x.type.value} with "
                                          f"{ev.type.value} in {node.sql()}", v)
@@ -555,3 +565,23 @@ def conjunction(parts: list[Expr]) -> Expr | None:
     if len(parts) == 1:
         return parts[0]
     return Call("and", tuple(parts), SqlType.BOOL)
+
+
+def _read_bool(text: str) -> bool:
+    t = text.lower()
+    if t in ("t", "true", "y", "yes", "on", "1"):
+        return True
+    if t in ("f", "false", "n", "no", "off", "0"):
+        return False
+    raise ValueError(text)
+
+
+def _read_int(text: str) -> int:
+    v = int(text)
+    if not INT_MIN <= v <= INT_MAX:
+        raise ValueError(text)
+    return v
+
+
+#: how a text literal compared with a number or a truth value is read
+_LITERAL_READERS = {SqlType.INT: _read_int, SqlType.FLOAT: float, SqlType.BOOL: _read_bool}

@@ -55,6 +55,7 @@ QUERIES = [
     "SELECT a, AVG(b), SUM(f) FROM p GROUP BY a",
     "SELECT c, b FROM p WHERE a = 1 ORDER BY c DESC, b, id",
     "SELECT id FROM p WHERE b > (SELECT MIN(w) FROM q)",
+    "SELECT id, f FROM p WHERE a = '3' OR f < '0.5' OR b IN ('1', '2')",
 ]
 
 

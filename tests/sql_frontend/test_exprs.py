@@ -107,6 +107,17 @@ def test_dates_compare_with_text_literals(cat):
         expr("z > 'soon'", cat, table="u")
 
 
+def test_text_literals_compared_with_numbers_are_read_as_numbers(cat):
+    """As PostgreSQL reads an untyped literal (DuckDB and SQLite agree): a = '5' is a = 5."""
+    a = Col(0, SqlType.INT, "a")
+    assert expr("a = '5'", cat) == call("eq", a, Lit(5, SqlType.INT))
+    assert expr("' 7' < a", cat) == call("lt", Lit(7, SqlType.INT), a)
+    assert expr("a IN ('1', 2)", cat) == call("in", a, Lit(1, SqlType.INT), Lit(2, SqlType.INT))
+    for bad in ("a = '5.0'", "a = 'five'", "a = '99999999999999999999'"):
+        with pytest.raises(TypeMismatchError, match="invalid input for INT"):
+            expr(bad, cat)
+
+
 def test_type_mismatches_name_the_expression(cat):
     with pytest.raises(TypeMismatchError, match=r"cannot compare TEXT with INT in c = 1") as ei:
         expr("c = 1", cat)
