@@ -584,4 +584,5 @@ def _read_int(text: str) -> int:
 
 
 #: how a text literal compared with a number or a truth value is read
-_LITERAL_READERS = {SqlType.INT: _read_int, SqlType.FLOAT: float, SqlType.BOOL: _read_bool}
+_LITERAL_READERS: dict[SqlType, Callable[[str], Any]] = {
+    SqlType.INT: _read_int, SqlType.FLOAT: float, SqlType.BOOL: _read_bool}

@@ -42,6 +42,7 @@ DEFAULTS: dict[str, str] = {
     "transaction_isolation": "read committed", "default_transaction_isolation": "read committed",
     "transaction_read_only": "off", "search_path": '"$user", public', "extra_float_digits": "1",
     "session_authorization": "noria", "max_identifier_length": "63", "lc_collate": "C",
+    "default_table_access_method": "heap",
 }
 #: settings reported to the client at startup (ParameterStatus), as PostgreSQL does
 REPORTED = ("server_version", "server_encoding", "client_encoding", "DateStyle", "TimeZone",
@@ -144,6 +145,15 @@ def is_catalog_query(sql: str) -> bool:
     return bool(_CATALOG.search(sql))
 
 
+class CatalogResult(Result):
+    """A catalog query's answer; ``pg_oids`` overrides a column's PostgreSQL type."""
+
+    def __init__(self, columns: list[str], rows: list[tuple], types: list[SqlType],
+                 pg_oids: list[int | None]) -> None:
+        super().__init__(columns, rows, types)
+        self.pg_oids = pg_oids
+
+
 class Shadow:
     """DuckDB with an empty copy of the engine's catalog, for catalog queries."""
 
@@ -157,7 +167,10 @@ class Shadow:
         and view)."""
         key = repr(schema)
         if self._conn is None or self._made_for != key:
-            self._conn = self._build(schema)
+            try:
+                self._conn = self._build(schema)
+            except duckdb.Error as err:
+                raise NotSupportedError(f"catalog queries are not available: {err}") from None
             self._made_for = key
         text = re.sub(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^)\s]+)\s*\)", r"\1", sql, flags=re.I)
         text = re.sub(r"\bCOLLATE\s+pg_catalog\.\"?default\"?", "", text, flags=re.I)
@@ -171,10 +184,11 @@ class Shadow:
         text = re.sub(r"::\s*(?:regtype|regclass|regproc|regnamespace)\b", "", text, flags=re.I)
         text = re.sub(r"\bAS\s+(?:REGTYPE|REGCLASS|REGPROC|REGNAMESPACE)\b", "AS INTEGER", text,
                       flags=re.I)
+        text = re.sub(r"\bjson_build_object\s*\(", "json_object(", text, flags=re.I)
         text = re.sub(r"\bversion\s*\(\s*\)", "'" + VERSION + "'", text, flags=re.I)
         text = re.sub(r"\bcurrent_setting\s*\(\s*'([^']*)'\s*\)",
-                      lambda m: "'" + settings.get(m.group(1)).replace("'", "''") + "'", text,
-                      flags=re.I)
+                      lambda m: _quote(settings.get(m.group(1))), text, flags=re.I)
+        text, params = _bind_settings(text, params, settings)
         try:
             cur = self._conn.execute(text, list(params)) if params else self._conn.execute(text)
         except duckdb.Error as err:
@@ -188,7 +202,9 @@ class Shadow:
         for row in rows:
             out.append(tuple(v if v is None or t is not SqlType.TEXT or isinstance(v, str)
                              else _text(v) for v, t in zip(row, types)))
-        return Result(names, out, types)
+        # a list goes out as a PostgreSQL array ({a,b}) of its element's type
+        return CatalogResult(names, out, types,
+                             [_ARRAY_OIDS.get(str(d[1]).upper()) for d in cur.description])
 
     @staticmethod
     def _build(schema: list[tuple[str, TableSchema]]) -> duckdb.DuckDBPyConnection:
@@ -211,6 +227,23 @@ class Shadow:
                      "'C' AS datcollate, 'C' AS datctype, NULL AS daticulocale, "
                      "'c' AS datlocprovider, 10 AS datdba, NULL::VARCHAR[] AS datacl "
                      "FROM pg_catalog.pg_database WHERE datname = 'memory'")
+        # primary keys: DuckDB's constraints count columns from 0 and have no index;
+        # PostgreSQL's count from 1 and each key has an index (SQLAlchemy joins them)
+        conn.execute(f"CREATE VIEW {SHIM}.pg_constraint AS SELECT * REPLACE "
+                     "(CASE WHEN contype IN ('p', 'u') THEN oid ELSE conindid END AS conindid, "
+                     "list_transform(conkey, lambda k: k + 1) AS conkey) FROM pg_catalog.pg_constraint")
+        conn.execute(f"CREATE VIEW {SHIM}.pg_index AS SELECT oid AS indexrelid, "
+                     "conrelid AS indrelid, len(conkey) AS indnatts, len(conkey) AS indnkeyatts, "
+                     "true AS indisunique, contype = 'p' AS indisprimary, "
+                     "false AS indisexclusion, true AS indimmediate, false AS indisclustered, "
+                     "true AS indisvalid, false AS indcheckxmin, true AS indisready, "
+                     "true AS indislive, false AS indisreplident, "
+                     "list_transform(conkey, lambda k: k + 1) AS indkey, NULL AS indcollation, "
+                     "NULL AS indclass, NULL AS indoption, NULL AS indexprs, NULL AS indpred, "
+                     "false AS indnullsnotdistinct FROM pg_catalog.pg_constraint "
+                     "WHERE contype IN ('p', 'u')")
+        conn.execute(f"CREATE VIEW {SHIM}.pg_collation AS SELECT *, 11 AS collnamespace "
+                     "FROM pg_catalog.pg_collation")
         for view in ("tables", "columns", "views", "schemata"):
             column = "schema_name" if view == "schemata" else "table_schema"
             conn.execute(f"CREATE VIEW {SHIM}.information_schema_{view} AS SELECT * FROM "
@@ -228,6 +261,7 @@ class Shadow:
             "pg_relation_is_publishable(x) AS false",
             "array_upper(a, d) AS len(a)",
             "pg_get_serial_sequence(t, c) AS NULL::VARCHAR",
+            "pg_collation_is_visible(c) AS true",
             "pg_get_indexdef(i, k := 0, p := false) AS NULL::VARCHAR",
             "pg_get_constraintdef(c, p := false) AS NULL::VARCHAR",
             f"format_type(t, m) AS CASE t {names} ELSE 'text' END",
@@ -277,10 +311,46 @@ _EMPTY_CATALOG = [
     "ev_enabled VARCHAR, is_instead BOOLEAN)",
     "pg_partitioned_table (partrelid INTEGER, partstrat VARCHAR)",
     "pg_foreign_table (ftrelid INTEGER, ftserver INTEGER, ftoptions VARCHAR[])",
+    "pg_opclass (oid INTEGER, opcmethod INTEGER, opcname VARCHAR, opcnamespace INTEGER, "
+    "opcdefault BOOLEAN, opcintype INTEGER)",
+    "pg_description (objoid INTEGER, classoid INTEGER, objsubid INTEGER, description VARCHAR)",
+    "pg_sequence (seqrelid INTEGER, seqtypid INTEGER, seqstart BIGINT, seqincrement BIGINT, "
+    "seqmax BIGINT, seqmin BIGINT, seqcache BIGINT, seqcycle BOOLEAN)",
     "pg_roles (oid INTEGER, rolname VARCHAR, rolsuper BOOLEAN, rolinherit BOOLEAN, "
     "rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN, rolconnlimit INTEGER, "
     "rolvaliduntil TIMESTAMP, rolreplication BOOLEAN, rolbypassrls BOOLEAN)",
 ]
+
+
+_SETTING_PARAM = re.compile(r"\bcurrent_setting\s*\(\s*\?(?:\s*::\s*\w+)?\s*\)|\?", re.I)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _bind_settings(text: str, params: tuple, settings: Settings) -> tuple[str, tuple]:
+    """``current_setting(?)`` with its parameter's setting written in (DuckDB's
+    current_setting knows DuckDB's settings, not the session's)."""
+    if not params or "current_setting" not in text.lower():
+        return text, params
+    kept: list[Any] = []
+    index = 0
+
+    def swap(m: re.Match) -> str:
+        nonlocal index
+        value = params[index] if index < len(params) else None
+        index += 1
+        if m.group(0) == "?":
+            kept.append(value)
+            return "?"
+        return _quote(settings.get(str(value)))
+    return _SETTING_PARAM.sub(swap, text), tuple(kept)
+
+
+#: DuckDB's list types, as PostgreSQL's array types
+_ARRAY_OIDS = {"VARCHAR[]": 1009, "BIGINT[]": 1016, "INTEGER[]": 1007, "SMALLINT[]": 1005,
+               "BOOLEAN[]": 1000, "DOUBLE[]": 1022, "UINTEGER[]": 1028}
 
 
 def _text(v: Any) -> str:

@@ -134,12 +134,15 @@ class Portal:
     copy_head: bytes = b""              # a subscription's CopyOutResponse
 
 
-def _fields(columns: list[str], types: list[SqlType], formats: list[int]
-            ) -> list[tuple[str, int, int, int]]:
+def _fields(columns: list[str], types: list[SqlType], formats: list[int],
+            oids: list[int | None] | None = None) -> list[tuple[str, int, int, int]]:
+    """A RowDescription's fields; ``oids`` overrides a column's type (a catalog query's
+    arrays, sent in text)."""
     out = []
     for i, (name, t) in enumerate(zip(columns, types)):
-        oid = T.oid_of(t)
-        out.append((name, oid, T.SIZES.get(oid, -1), _format(formats, i)))
+        given = oids[i] if oids is not None else None
+        oid = T.oid_of(t) if given is None else given
+        out.append((name, oid, T.SIZES.get(oid, -1), _format(formats, i) if given is None else 0))
     return out
 
 
@@ -238,8 +241,9 @@ class Session:
                     return out + [portal.copy_head]
                 out.append(portal.copy_head)        # COPY TO STDOUT: its lines (or b"")
                 if portal.result is not None and portal.result.columns and st.special != "tx":
-                    out.append(P.row_description(_fields(portal.result.columns,
-                                                         portal.result.types, [])))
+                    out.append(P.row_description(_fields(
+                        portal.result.columns, portal.result.types, [],
+                        getattr(portal.result, "pg_oids", None))))
                     out.extend(self._rows(portal, 0))
                 out.append(P.command_complete(portal.tag))
             except e.Error as err:
@@ -316,6 +320,9 @@ class Session:
                 self._run(portal)
             res = portal.result
             if res is not None and res.columns:
+                oids = getattr(res, "pg_oids", None)
+                if oids is not None:
+                    return [P.row_description(_fields(res.columns, res.types, [], oids))]
                 return [portal.statement.row_description(res.columns, res.types, portal.formats)]
         return [P.NO_DATA]
 
@@ -446,6 +453,7 @@ class Session:
         elif st.special == "catalog":
             portal.result = self.shadow.query(st.qsql, self._schema(), self.settings,
                                               portal.params)
+            portal.formats = []             # (catalog answers go out in text)
             portal.tag = f"SELECT {len(portal.result.rows)}"
         elif self.status == b"T" and st.command in _WRITES:
             portal.result, portal.tag = self._buffer(st, portal.params)

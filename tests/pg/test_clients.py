@@ -211,6 +211,14 @@ def test_sqlalchemy_core_and_pandas(loaded: Any, served: Any) -> None:
         inspector = sa.inspect(engine)
         assert inspector.get_table_names() == ["t"] and inspector.has_table("t")
         assert sorted(inspector.get_view_names()) == ["by_a", "rows_of"]
+        assert inspector.get_pk_constraint("t")["constrained_columns"] == ["id"]
+        reflected = sa.Table("t", sa.MetaData(), autoload_with=engine)
+        assert [(c.name, str(c.type), c.nullable) for c in reflected.c][:3] == [
+            ("id", "BIGINT", False), ("a", "BIGINT", True), ("b", "TEXT", True)]
+        view = sa.Table("by_a", sa.MetaData(), autoload_with=engine)
+        with engine.connect() as c:
+            got = c.execute(sa.select(view.c.n).where(view.c.a == 70)).all()
+        assert [tuple(r) for r in got] == [(2,)]
     finally:
         engine.dispose()
 
