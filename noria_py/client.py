@@ -16,6 +16,7 @@ that runtime's server instead, whose reads go to the workers without a lock.
 """
 from __future__ import annotations
 
+import datetime
 import functools
 import threading
 import time
@@ -263,7 +264,7 @@ class Database:
         """Run one INSERT, DELETE or UPDATE once per parameter set; the rows it changed.
         An INSERT's rows, of all the sets, are one write: all of them, or none."""
         self._check_open()
-        sets = [tuple(p) for p in seq_of_params]
+        sets = [arguments.params(p) for p in seq_of_params]
         if not sets:
             return 0
         stmts = [sql_frontend.parse(sql, self._catalog, p) for p in sets]
@@ -700,7 +701,7 @@ class Database:
         if key is not None:
             if not v.key_arity:
                 raise ArityError(f"view {v.name!r} has no ? parameters; subscribe without a key")
-            key_t = tuple(key) if isinstance(key, (tuple, list)) else (key,)
+            key_t = tuple(map(arguments.plain, key)) if isinstance(key, (tuple, list)) else (arguments.plain(key),)
             if len(key_t) != v.key_arity:
                 raise ArityError(f"view {v.name!r} takes {v.key_arity} key value(s), got {len(key_t)}")
             readers = [v._reader_for(key_t[0] if v.key_arity == 1 else key_t)]
@@ -899,7 +900,8 @@ class Table:
         base: Base = self._db.graph_[self._entry.node].op
         rows = []
         for k in arguments.many(keys, f"the primary keys for table {self.name!r}"):
-            kt = canon_row(tuple(k) if isinstance(k, (tuple, list)) else (k,))
+            kt = canon_row(tuple(map(arguments.plain, k)) if isinstance(k, (tuple, list))
+                           else (arguments.plain(k),))
             try:
                 row = base.by_key.get(kt)
             except TypeError:       # unhashable: the check says what is wrong with it
@@ -914,6 +916,10 @@ class Table:
     @_serialized
     def __len__(self) -> int:
         return len(self._db.graph_[self._entry.node].op)
+
+
+#: the types of a key looked up as it is (others go through ``arguments.plain``)
+_PLAIN_KEYS = frozenset({int, float, str, bool, type(None), datetime.date})
 
 
 class View(ViewFrames):
@@ -952,6 +958,9 @@ class View(ViewFrames):
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
             raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
         k = key[0] if len(key) == 1 else key
+        if type(k) not in _PLAIN_KEYS:      # numpy, Decimal, pandas, datetimes, tuples
+            k = arguments.plain_key(k)
+            key = k if len(key) != 1 else (k,)
         lock = self._lock
         before = lock.version
         rows = None
@@ -977,6 +986,8 @@ class View(ViewFrames):
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
         """``lookup`` of each key (a tuple per key where the view takes more than one)."""
         keys = arguments.many(keys, f"the keys for view {self.name!r}")
+        if not set(map(type, keys)) <= _PLAIN_KEYS:
+            keys = [arguments.plain_key(k) for k in keys]
         if self.key_arity != 1:
             return [self.lookup(*k) if isinstance(k, (tuple, list)) else self.lookup(k)
                     for k in keys]

@@ -16,10 +16,12 @@ from .errors import SqlError, TypeMismatchError, UnknownColumnError
 from .expr import Call, Col, Expr, Lit
 from .resolve import Context, Scope
 from .typerules import (
+    TEMPORAL,
     arithmetic,
     comparable,
     declared_type,
     family,
+    not_temporal,
     parse_temporal,
     unify,
     value_type,
@@ -274,17 +276,19 @@ class Translator:
     def compare(self, op: str, a: Expr, b: Expr, node: exp.Expr) -> Expr:
         a, b = self._coerce_temporal(a, b, node), self._coerce_temporal(b, a, node)
         if not comparable(a.type, b.type):
+            hint = ("; there is no session time zone: CAST one to the other's type (a CAST "
+                    "reads a DATE or TIMESTAMP as UTC)"
+                    if {family(a.type), family(b.type)} == {"time", "instant"} else "")
             raise mismatch(self.ctx, f"cannot compare {a.type.value} with {b.type.value} "
-                                     f"in {node.sql()}", node)
+                                     f"in {node.sql()}{hint}", node)
         return Call(op, (a, b), SqlType.BOOL)
 
     def _coerce_temporal(self, a: Expr, other: Expr, node: exp.Expr) -> Expr:
         """A text literal compared with a date/timestamp is read as one."""
-        if (isinstance(a, Lit) and a.type == SqlType.TEXT
-                and other.type in (SqlType.DATE, SqlType.TIMESTAMP)):
+        if (isinstance(a, Lit) and a.type == SqlType.TEXT and other.type in TEMPORAL):
             v = parse_temporal(a.value, other.type)
             if v is None:
-                raise mismatch(self.ctx, f"{a.value!r} is not a {other.type.value} "
+                raise mismatch(self.ctx, f"{not_temporal(a.value, other.type)} "
                                          f"in {node.sql()}", node)
             return Lit(v, other.type)
         return a
@@ -448,8 +452,8 @@ class Translator:
         if isinstance(a, Lit):
             if a.value is None:
                 return Lit(None, target)
-            if target in (SqlType.DATE, SqlType.TIMESTAMP) and a.type == SqlType.TEXT:
-                v = parse_temporal(a.value, target)
+            if target in TEMPORAL and a.type == SqlType.TEXT:
+                v = parse_temporal(a.value, target, as_utc=True)
                 if v is None:
                     raise mismatch(self.ctx, f"{a.value!r} is not a {target.value}", node)
                 return Lit(v, target)
