@@ -279,8 +279,12 @@ def _text(v) -> str:
     if isinstance(v, float):
         return repr(v)
     if isinstance(v, datetime.datetime) and v.tzinfo is not None:
-        # a TIMESTAMPTZ (in UTC) as PostgreSQL and DuckDB show it: '2026-01-02 03:04:05+00'
-        return str(v.astimezone(datetime.timezone.utc).replace(tzinfo=None)) + "+00"
+        # a TIMESTAMPTZ (in UTC) as PostgreSQL and DuckDB show it: '2026-01-02 03:04:05+00',
+        # '2026-01-02 03:04:05.5+00' (no trailing zeros in the fraction)
+        text = str(v.astimezone(datetime.timezone.utc).replace(tzinfo=None))
+        if v.microsecond:
+            text = text.rstrip("0")
+        return text + "+00"
     return str(v)
 
 
