@@ -144,10 +144,20 @@ def plain(value: Any) -> Any:
 
 
 def plain_key(key: Any) -> Any:
-    """A lookup key (a value, or a tuple of values) with each value ``plain``."""
+    """A lookup key (a value, or a tuple of values) with each value ``plain``; a value
+    ``plain`` refuses (nanoseconds, a Decimal past a float's range) is kept as it is:
+    it equals no value a column holds, so its lookup finds nothing, as SQL's ``=``
+    would (the module doc: a key that can be compared is not refused)."""
     if isinstance(key, tuple):
-        return tuple(map(plain, key))
-    return plain(key)
+        return tuple(map(_key_value, key))
+    return _key_value(key)
+
+
+def _key_value(value: Any) -> Any:
+    try:
+        return plain(value)
+    except TypeMismatchError:
+        return value
 
 
 def _utc(value: datetime.datetime) -> datetime.datetime:

@@ -701,7 +701,7 @@ class Database:
         if key is not None:
             if not v.key_arity:
                 raise ArityError(f"view {v.name!r} has no ? parameters; subscribe without a key")
-            key_t = tuple(map(arguments.plain, key)) if isinstance(key, (tuple, list)) else (arguments.plain(key),)
+            key_t = arguments.plain_key(tuple(key) if isinstance(key, (tuple, list)) else (key,))
             if len(key_t) != v.key_arity:
                 raise ArityError(f"view {v.name!r} takes {v.key_arity} key value(s), got {len(key_t)}")
             readers = [v._reader_for(key_t[0] if v.key_arity == 1 else key_t)]
@@ -900,8 +900,7 @@ class Table:
         base: Base = self._db.graph_[self._entry.node].op
         rows = []
         for k in arguments.many(keys, f"the primary keys for table {self.name!r}"):
-            kt = canon_row(tuple(map(arguments.plain, k)) if isinstance(k, (tuple, list))
-                           else (arguments.plain(k),))
+            kt = canon_row(arguments.plain_key(tuple(k) if isinstance(k, (tuple, list)) else (k,)))
             try:
                 row = base.by_key.get(kt)
             except TypeError:       # unhashable: the check says what is wrong with it

@@ -58,7 +58,9 @@ def _plain_rows(rows: Any, what: str) -> list:
 
 
 def _plain_key(key: Any) -> Any:
-    """A key to send: a value, or a list for a tuple or list of values."""
+    """A key to send: a value, or a list for a tuple or list of values, each
+    ``arguments.plain`` (one it refuses, which the embedded engine would look up and
+    find nothing for, has no wire form: it is refused here)."""
     if isinstance(key, (tuple, list)):
         return [arguments.plain(v) for v in key]
     return arguments.plain(key)
