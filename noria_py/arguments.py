@@ -170,6 +170,8 @@ def _utc(value: datetime.datetime) -> datetime.datetime:
 def _numpy(value: np.generic) -> Any:
     if isinstance(value, np.bool_):
         return bool(value)
+    if isinstance(value, np.timedelta64):           # (an np.integer: refused as it is)
+        return value
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.floating):
