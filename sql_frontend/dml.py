@@ -15,7 +15,7 @@ from .plan import Delete, Insert, InsertSelect, Update
 from .resolve import Context, Field, Scope, check_clauses
 from .scalar import Translator, mismatch
 from .select import build_query
-from .typerules import TEMPORAL, comparable, not_temporal, parse_temporal
+from .typerules import TEMPORAL, comparable, family, not_temporal, parse_temporal
 from .types import SqlType, TableSchema
 
 
@@ -46,8 +46,12 @@ def _fit(ctx: Context, e: Expr, target: SqlType, column: str, node: exp.Expr) ->
             raise mismatch(ctx, f"{not_temporal(e.value, target)} (column {column})", node)
         return Lit(v, target)
     if not comparable(e.type, target):
+        hint = ("; a TIMESTAMPTZ is an instant (a datetime with a time zone), a TIMESTAMP "
+                "has no zone, and there is no session time zone: CAST to convert (a CAST "
+                "reads a TIMESTAMP as UTC)"
+                if {family(e.type), family(target)} == {"time", "instant"} else "")
         raise mismatch(ctx, f"column {column} is {target.value}, got {e.type.value}: "
-                            f"{node.sql()}", node)
+                            f"{node.sql()}{hint}", node)
     return e
 
 
