@@ -14,17 +14,54 @@ what SQL's ``=`` finds: numbers of any Python type for a numeric key (INT, FLOAT
 ``1.5`` or ``2 ** 70`` for an INT key find nothing, as in PostgreSQL), any ``str`` for
 TEXT (one with a lone surrogate finds nothing: no row holds one), ``None`` for any key
 (nothing: ``col = NULL`` is never true).
+
+Values from the Python data stack are taken as the engine's own Python types, converted
+here at the door (``plain``; the write path's checks in ``ops/base.py`` call it for
+any value that is not already one), so nothing inside the engine ever sees them: in
+written and deleted rows, statement parameters (``execute``, ``executemany``) and lookup
+and ``delete_keys`` keys, embedded and remote alike. A converted value then meets the
+column's rules as the plain value would:
+
+- numpy scalars: ``np.bool_`` is a ``bool``, any ``np.integer`` an ``int``, any
+  ``np.floating`` a ``float`` (each NaN the one NaN: noria_py.nan), ``np.str_`` a
+  ``str``; ``np.datetime64`` of a day unit or coarser (``'D'``, ``'W'``, ``'M'``,
+  ``'Y'``) a ``datetime.date``, of a finer one a naive ``datetime.datetime``, and NaT
+  NULL. Other numpy scalars (complex, bytes, timedelta64) are refused as before.
+- ``pandas.Timestamp`` is the ``datetime.datetime`` it stands for (naive or aware, as
+  it is), ``pandas.NaT`` and ``pandas.NA`` are NULL (as Arrow and DuckDB take them).
+- ``decimal.Decimal``: an integral one below 10**19 in magnitude is an ``int`` (so
+  ``Decimal('5')`` and ``Decimal('5.00')`` fit an INT column, as 5 does), any other
+  a ``float`` (so ``Decimal('1.5')`` into an INT is refused as 1.5 is, and any Decimal
+  into a FLOAT column, DECIMAL and NUMERIC included, is the nearest float); a NaN
+  Decimal is the one NaN and an infinite one an infinity. A finite Decimal past the
+  range of a float (``Decimal('1e400')``) is refused rather than made an infinity.
+- An aware ``datetime`` (a ``pandas.Timestamp`` too), in any zone, is converted to
+  UTC (``tzinfo`` is ``datetime.timezone.utc``): a TIMESTAMPTZ column holds UTC, and a
+  lookup key given in another zone finds the same instant.
+
+A time the engine cannot hold exactly is refused, never rounded: a ``pandas.Timestamp``
+or ``np.datetime64`` with nanoseconds (the engine keeps microseconds, as PostgreSQL
+does), or one outside ``datetime``'s years 1-9999. A naive ``datetime`` is never given
+a zone: into a TIMESTAMPTZ column it is refused (PostgreSQL would assume the session's
+zone; there is none here), as an aware one into a TIMESTAMP column is.
 """
 from __future__ import annotations
 
 import datetime
+import decimal
+import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any, Callable
 
+import numpy as np
+
 from sql_frontend.types import SqlType
 
 from .errors import ArityError, TypeMismatchError
+from .nan import NAN
+
+UTC = datetime.timezone.utc
 
 _NOT_A_COLLECTION = (str, bytes, bytearray, memoryview, Mapping)
 
@@ -50,16 +87,152 @@ def params(values: Any) -> tuple:
     """A statement's parameters: a list or tuple of values, or None for none. A single
     value that is not a collection is taken as the one parameter (``execute(sql, 5)``);
     a str, bytes, mapping, set or other iterable is refused, as its parts would be
-    taken for parameters (or it for one, where a tuple was meant)."""
+    taken for parameters (or it for one, where a tuple was meant). Each value comes
+    out ``plain``."""
     if values is None:
         return ()
     if isinstance(values, (list, tuple)):
-        return tuple(values)
-    if isinstance(values, (*_NOT_A_COLLECTION, Set)) or isinstance(values, Iterable):
+        return tuple(_param(v, n) for n, v in enumerate(values))
+    if isinstance(values, (*_NOT_A_COLLECTION, Set, np.ndarray)) or isinstance(values, Iterable):
         raise TypeMismatchError(f"parameters must be a list or tuple of values, got "
                                 f"{type(values).__name__} {_short(values)}; for one value "
                                 f"write ({_short(values)},)")
-    return (values,)
+    return (_param(values, 0),)
+
+
+def _param(value: Any, n: int) -> Any:
+    if type(value) in _PLAIN:
+        return value
+    try:
+        return plain(value)
+    except TypeMismatchError as exc:
+        raise TypeMismatchError(f"parameter {n + 1}: {exc}") from None
+
+
+#: the engine's own Python types, which ``plain`` returns as they are (a ``datetime``
+#: is not among them: an aware one is converted to UTC)
+_PLAIN = frozenset({int, float, str, bool, type(None), datetime.date})
+
+#: numpy datetime64 units of a day or coarser: their values are dates
+_DAY_UNITS = frozenset({"D", "W", "M", "Y"})
+
+#: an integral Decimal this far from zero or farther is a float (no INT holds it)
+_DECIMAL_INT_DIGITS = 19
+
+
+def plain(value: Any) -> Any:
+    """``value`` as the engine's own Python type (the module doc lists the conversions):
+    values of other types than those it converts are returned as they are, for the
+    caller's check to refuse. Raises ``TypeMismatchError`` for a value of a converted
+    type that the engine cannot hold exactly (nanoseconds, out of range)."""
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if t is datetime.datetime:
+        return _utc(value)
+    if isinstance(value, np.generic):
+        return _numpy(value)
+    if isinstance(value, decimal.Decimal):
+        return _decimal(value)
+    if t.__module__.startswith("pandas"):
+        return _pandas(value)
+    if isinstance(value, datetime.datetime):        # a subclass (pendulum, ...)
+        return _utc(_datetime(value))
+    if isinstance(value, datetime.date):
+        return datetime.date(value.year, value.month, value.day)
+    return value
+
+
+def plain_key(key: Any) -> Any:
+    """A lookup key (a value, or a tuple of values) with each value ``plain``; a value
+    ``plain`` refuses (nanoseconds, a Decimal past a float's range) is kept as it is:
+    it equals no value a column holds, so its lookup finds nothing, as SQL's ``=``
+    would (the module doc: a key that can be compared is not refused)."""
+    if isinstance(key, tuple):
+        return tuple(map(_key_value, key))
+    return _key_value(key)
+
+
+def _key_value(value: Any) -> Any:
+    try:
+        return plain(value)
+    except TypeMismatchError:
+        return value
+
+
+def _utc(value: datetime.datetime) -> datetime.datetime:
+    """A datetime, aware ones in UTC (``tzinfo`` the ``datetime.timezone.utc``)."""
+    if value.tzinfo is None or value.tzinfo is UTC or value.utcoffset() is None:
+        return value
+    return value.astimezone(UTC)
+
+
+def _numpy(value: np.generic) -> Any:
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.timedelta64):           # (an np.integer: refused as it is)
+        return value
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        f = float(value)
+        return NAN if f != f else f
+    if isinstance(value, np.str_):
+        return str(value)
+    if isinstance(value, np.datetime64):
+        if np.isnat(value):
+            return None
+        unit = np.datetime_data(value.dtype)[0]
+        if unit in _DAY_UNITS:
+            out = value.astype("datetime64[D]").item()
+            if isinstance(out, datetime.date):
+                return out
+        else:
+            us = value.astype("datetime64[us]")
+            if us != value:
+                raise TypeMismatchError(f"{_short(value)} has nanoseconds, which a "
+                                        f"timestamp does not hold (microseconds): round it "
+                                        f"first")
+            out = us.item()
+            if isinstance(out, datetime.datetime):
+                return out
+        raise TypeMismatchError(f"{_short(value)} is outside the years 1-9999 a date or "
+                                f"timestamp holds")
+    return value
+
+
+def _decimal(value: decimal.Decimal) -> Any:
+    if value.is_nan():
+        return NAN
+    if value.is_infinite():
+        return math.inf if value > 0 else -math.inf
+    if value.adjusted() < _DECIMAL_INT_DIGITS and value == value.to_integral_value():
+        return int(value)
+    f = float(value)
+    if math.isinf(f):
+        raise TypeMismatchError(f"{_short(value)} is outside the range of a FLOAT (a "
+                                f"64-bit float)")
+    return f
+
+
+def _pandas(value: Any) -> Any:
+    name = type(value).__name__
+    if name in ("NaTType", "NAType"):
+        return None
+    if isinstance(value, datetime.datetime):          # pandas.Timestamp
+        if getattr(value, "nanosecond", 0):
+            raise TypeMismatchError(f"{_short(value)} has nanoseconds, which a timestamp "
+                                    f"does not hold (microseconds): round it first, "
+                                    f"e.g. ts.floor('us')")
+        return _utc(_datetime(value))
+    return value
+
+
+def _datetime(value: datetime.datetime) -> datetime.datetime:
+    """A datetime of a subclass (pandas', pendulum's) as a ``datetime.datetime``."""
+    return datetime.datetime(value.year, value.month, value.day, value.hour, value.minute,
+                             value.second, value.microsecond, tzinfo=value.tzinfo,
+                             fold=value.fold)
 
 
 def _short(value: Any) -> str:
@@ -82,7 +255,20 @@ def _date(value: Any) -> str | None:
 
 
 def _timestamp(value: Any) -> str | None:
-    return None if isinstance(value, datetime.datetime) or value is None else "not a datetime.datetime"
+    if value is None or isinstance(value, datetime.datetime) and value.tzinfo is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        return "a datetime with a time zone, where a TIMESTAMP has none (TIMESTAMPTZ holds instants)"
+    return "not a datetime.datetime"
+
+
+def _timestamptz(value: Any) -> str | None:
+    if value is None or isinstance(value, datetime.datetime) and value.utcoffset() is not None:
+        return None
+    if isinstance(value, datetime.datetime):
+        return ("a datetime without a time zone, where a TIMESTAMPTZ needs one: e.g. "
+                ".replace(tzinfo=datetime.timezone.utc)")
+    return "not a datetime.datetime"
 
 
 def _anything(value: Any) -> None:
@@ -92,7 +278,8 @@ def _anything(value: Any) -> None:
 #: per key column type: why a value cannot equal one of its values, or None if it can
 MISFIT: dict[SqlType, Callable[[Any], str | None]] = {
     SqlType.INT: _number, SqlType.FLOAT: _number, SqlType.BOOL: _number, SqlType.TEXT: _text,
-    SqlType.DATE: _date, SqlType.TIMESTAMP: _timestamp, SqlType.NULL: _anything,
+    SqlType.DATE: _date, SqlType.TIMESTAMP: _timestamp, SqlType.TIMESTAMPTZ: _timestamptz,
+    SqlType.NULL: _anything,
 }
 
 #: per key column type: the exact types whose every value fits it (a set lookup, where
@@ -103,7 +290,8 @@ FITS: dict[SqlType, frozenset[type]] = {
     SqlType.BOOL: frozenset({int, float, bool, type(None)}),
     SqlType.TEXT: frozenset({str, type(None)}),
     SqlType.DATE: frozenset({datetime.date, type(None)}),
-    SqlType.TIMESTAMP: frozenset({datetime.datetime, type(None)}),
+    SqlType.TIMESTAMP: frozenset({type(None)}),      # (a datetime fits if it is naive)
+    SqlType.TIMESTAMPTZ: frozenset({type(None)}),    # (a datetime fits if it is aware)
     SqlType.NULL: frozenset(),
 }
 

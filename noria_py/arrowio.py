@@ -32,6 +32,7 @@ ARROW_TYPES: dict[SqlType, pa.DataType] = {
     SqlType.BOOL: pa.bool_(),
     SqlType.DATE: pa.date32(),
     SqlType.TIMESTAMP: pa.timestamp("us"),
+    SqlType.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
 }
 
 

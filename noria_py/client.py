@@ -789,7 +789,7 @@ class Database:
         if key is not None:
             if not v.key_arity:
                 raise ArityError(f"view {v.name!r} has no ? parameters; subscribe without a key")
-            key_t = tuple(key) if isinstance(key, (tuple, list)) else (key,)
+            key_t = arguments.plain_key(tuple(key) if isinstance(key, (tuple, list)) else (key,))
             if len(key_t) != v.key_arity:
                 raise ArityError(f"view {v.name!r} takes {v.key_arity} key value(s), got {len(key_t)}")
             readers = [v._reader_for(key_t[0] if v.key_arity == 1 else key_t)]
@@ -918,7 +918,7 @@ class Database:
 _DUMMIES: dict[SqlType | None, Any] = {
     SqlType.INT: 0, SqlType.FLOAT: 0.0, SqlType.TEXT: "", SqlType.BOOL: False,
     SqlType.DATE: datetime.date(2000, 1, 1), SqlType.TIMESTAMP: datetime.datetime(2000, 1, 1),
-    None: "",
+    SqlType.TIMESTAMPTZ: datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc), None: "",
 }
 
 
@@ -1112,7 +1112,7 @@ class Table:
         base: Base = self._db.graph_[self._entry.node].op
         rows = []
         for k in arguments.many(keys, f"the primary keys for table {self.name!r}"):
-            kt = canon_row(tuple(k) if isinstance(k, (tuple, list)) else (k,))
+            kt = canon_row(arguments.plain_key(tuple(k) if isinstance(k, (tuple, list)) else (k,)))
             try:
                 row = base.by_key.get(kt)
             except TypeError:       # unhashable: the check says what is wrong with it
@@ -1127,6 +1127,10 @@ class Table:
     @_serialized
     def __len__(self) -> int:
         return len(self._db.graph_[self._entry.node].op)
+
+
+#: the types of a key looked up as it is (others go through ``arguments.plain``)
+_PLAIN_KEYS = frozenset({int, float, str, bool, type(None), datetime.date})
 
 
 class View(ViewFrames):
@@ -1165,6 +1169,9 @@ class View(ViewFrames):
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
             raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
         k = key[0] if len(key) == 1 else key
+        if type(k) not in _PLAIN_KEYS:      # numpy, Decimal, pandas, datetimes, tuples
+            k = arguments.plain_key(k)
+            key = k if len(key) != 1 else (k,)
         lock = self._lock
         before = lock.version
         rows = None
@@ -1190,6 +1197,8 @@ class View(ViewFrames):
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
         """``lookup`` of each key (a tuple per key where the view takes more than one)."""
         keys = arguments.many(keys, f"the keys for view {self.name!r}")
+        if not set(map(type, keys)) <= _PLAIN_KEYS:
+            keys = [arguments.plain_key(k) for k in keys]
         if self.key_arity != 1:
             return [self.lookup(*k) if isinstance(k, (tuple, list)) else self.lookup(k)
                     for k in keys]

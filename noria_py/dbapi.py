@@ -59,7 +59,7 @@ class DBAPITypeObject:
 STRING = DBAPITypeObject("TEXT")
 BINARY = DBAPITypeObject()
 NUMBER = DBAPITypeObject("INT", "FLOAT", "BOOL")
-DATETIME = DBAPITypeObject("DATE", "TIMESTAMP")
+DATETIME = DBAPITypeObject("DATE", "TIMESTAMP", "TIMESTAMPTZ")
 ROWID = DBAPITypeObject()
 
 Date = datetime.date

@@ -278,6 +278,13 @@ def _text(v) -> str:
         return "1" if v else "0"
     if isinstance(v, float):
         return repr(v)
+    if isinstance(v, datetime.datetime) and v.tzinfo is not None:
+        # a TIMESTAMPTZ (in UTC) as PostgreSQL and DuckDB show it: '2026-01-02 03:04:05+00',
+        # '2026-01-02 03:04:05.5+00' (no trailing zeros in the fraction)
+        text = str(v.astimezone(datetime.timezone.utc).replace(tzinfo=None))
+        if v.microsecond:
+            text = text.rstrip("0")
+        return text + "+00"
     return str(v)
 
 
@@ -331,19 +338,24 @@ def _cast_bool(v):
     return bool(v)
 
 
+_UTC = datetime.timezone.utc
+
+
 def _cast_date(v):
     if v is None or type(v) is datetime.date:
         return v
     if isinstance(v, datetime.datetime):
-        return v.date()
+        return v.date() if v.tzinfo is None else v.astimezone(_UTC).date()     # (UTC's)
     if isinstance(v, str):
         return parse_temporal(v, SqlType.DATE)      # (as the front end reads a literal)
     return None
 
 
 def _cast_timestamp(v):
-    if v is None or isinstance(v, datetime.datetime):
+    if v is None:
         return v
+    if isinstance(v, datetime.datetime):
+        return v if v.tzinfo is None else v.astimezone(_UTC).replace(tzinfo=None)  # (UTC's)
     if isinstance(v, datetime.date):
         return datetime.datetime(v.year, v.month, v.day)
     if isinstance(v, str):
@@ -351,9 +363,24 @@ def _cast_timestamp(v):
     return None
 
 
+def _cast_timestamptz(v):
+    """A TIMESTAMPTZ, in UTC: a TIMESTAMP, a DATE (its midnight) or text without an
+    offset read as UTC (there is no session time zone)."""
+    if v is None:
+        return v
+    if isinstance(v, datetime.datetime):
+        return v.replace(tzinfo=_UTC) if v.tzinfo is None else v.astimezone(_UTC)
+    if isinstance(v, datetime.date):
+        return datetime.datetime(v.year, v.month, v.day, tzinfo=_UTC)
+    if isinstance(v, str):
+        return parse_temporal(v, SqlType.TIMESTAMPTZ, as_utc=True)
+    return None
+
+
 _CASTS = {
     SqlType.INT: "_cast_int", SqlType.FLOAT: "_cast_float", SqlType.TEXT: "_cast_text",
     SqlType.BOOL: "_cast_bool", SqlType.DATE: "_cast_date", SqlType.TIMESTAMP: "_cast_timestamp",
+    SqlType.TIMESTAMPTZ: "_cast_timestamptz",
 }
 
 _FUNCS = {

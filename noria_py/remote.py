@@ -51,6 +51,23 @@ def _rows(rows) -> list[tuple]:
     return [tuple(r) for r in rows]
 
 
+def _plain_rows(rows: Any, what: str) -> list:
+    """Rows to send, their values the engine's own types (``arguments.plain``: numpy's,
+    pandas', Decimals have no wire form), for the server to check. A row that is not a
+    tuple or list goes as it is, for the server to refuse."""
+    return [[arguments.plain(v) for v in r] if isinstance(r, (tuple, list)) else r
+            for r in arguments.many(rows, what)]
+
+
+def _plain_key(key: Any) -> Any:
+    """A key to send: a value, or a list for a tuple or list of values, each
+    ``arguments.plain`` (one it refuses, which the embedded engine would look up and
+    find nothing for, has no wire form: it is refused here)."""
+    if isinstance(key, (tuple, list)):
+        return [arguments.plain(v) for v in key]
+    return arguments.plain(key)
+
+
 class RemoteDatabase:
     """``noria_py.connect("noria://host:port")``."""
 
@@ -121,7 +138,8 @@ class RemoteDatabase:
 
     def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> int:
         """``Database.executemany`` on the server: an INSERT's rows as one write."""
-        return int(self._call("executemany", sql, [list(p) for p in seq_of_params]))
+        return int(self._call("executemany", sql,
+                              [list(arguments.params(p)) for p in seq_of_params]))
 
     def execute_batch(self, statements: Iterable[tuple[str, Sequence[Any]]]) -> int:
         """``Database.execute_batch`` for statements of one SQL text (``executemany``);
@@ -202,17 +220,18 @@ class RemoteTable:
     def insert(self, rows: Iterable[Sequence]) -> None:
         if is_frame(rows):
             return self.insert_arrow(rows)
-        self._db._call("insert", self.name, arguments.many(rows, f"the rows for table {self.name!r}"))
+        self._db._call("insert", self.name, _plain_rows(rows, f"the rows for table {self.name!r}"))
 
     def insert_arrow(self, table) -> None:
         self.insert(arrow_rows(as_arrow_table(table), self.columns, self.name))
 
     def delete(self, rows: Iterable[Sequence]) -> None:
-        self._db._call("delete", self.name, arguments.many(rows, f"the rows for table {self.name!r}"))
+        self._db._call("delete", self.name, _plain_rows(rows, f"the rows for table {self.name!r}"))
 
     def delete_keys(self, keys: Iterable) -> None:
         self._db._call("delete_keys", self.name,
-                       arguments.many(keys, f"the primary keys for table {self.name!r}"))
+                       [_plain_key(k) for k in
+                        arguments.many(keys, f"the primary keys for table {self.name!r}")])
 
     def __len__(self) -> int:
         return self._db._call("count", self.name)
@@ -232,12 +251,11 @@ class RemoteView(ViewFrames):
             if not self.key_arity:
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
             raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
-        k = key[0] if len(key) == 1 else list(key)
+        k = _plain_key(key[0] if len(key) == 1 else key)
         return _rows(self._db._call("lookup", self.name, [k])[0])
 
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
-        keys = [list(k) if isinstance(k, tuple) else k
-                for k in arguments.many(keys, f"the keys for view {self.name!r}")]
+        keys = [_plain_key(k) for k in arguments.many(keys, f"the keys for view {self.name!r}")]
         return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
 
     def all(self) -> list[tuple]:

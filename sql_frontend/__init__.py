@@ -56,7 +56,7 @@ from .plan import (
     plan_depth,
 )
 from .resolve import Context, placeholders_in_order
-from .typerules import parse_temporal
+from .typerules import TEMPORAL, parse_temporal
 from .types import INT_MAX, INT_MIN, PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
 
 __all__ = [
@@ -195,14 +195,15 @@ class InsertTemplate:
 
     def bind(self, params: Sequence[Any]) -> list[tuple]:
         """The rows, with ``params`` in their places (None in the other columns); a str
-        for a DATE or TIMESTAMP column is read as its ISO text, as the parse does."""
+        for a DATE, TIMESTAMP or TIMESTAMPTZ column is read as its ISO text, as the parse
+        does."""
         if len(params) != len(self.slots):
             raise ArityError(f"the statement has {len(self.slots)} parameters (?) but "
                              f"{len(params)} values were given")
         out = [[None] * len(self.columns) for _ in range(self.rows)]
         for (r, c), v in zip(self.slots, params):
             t = self.columns[c]
-            if type(v) is str and t in (SqlType.DATE, SqlType.TIMESTAMP):
+            if type(v) is str and t in TEMPORAL:
                 parsed = parse_temporal(v, t)
                 if parsed is None:
                     raise TypeMismatchError(f"{v!r} is not a {t.value} (table {self.table}, "

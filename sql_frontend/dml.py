@@ -15,7 +15,7 @@ from .plan import Delete, Insert, InsertSelect, Update
 from .resolve import Context, Field, Scope, check_clauses
 from .scalar import Translator, mismatch
 from .select import build_query
-from .typerules import comparable, parse_temporal
+from .typerules import TEMPORAL, comparable, family, not_temporal, parse_temporal
 from .types import SqlType, TableSchema
 
 
@@ -40,15 +40,18 @@ def _scope(schema: TableSchema, table: exp.Table) -> Scope:
 def _fit(ctx: Context, e: Expr, target: SqlType, column: str, node: exp.Expr) -> Expr:
     """``e`` as a value for a column of type ``target``: text literals for date/time
     columns are parsed; values of another family are rejected."""
-    if (isinstance(e, Lit) and e.type == SqlType.TEXT
-            and target in (SqlType.DATE, SqlType.TIMESTAMP)):
+    if isinstance(e, Lit) and e.type == SqlType.TEXT and target in TEMPORAL:
         v = parse_temporal(e.value, target)
         if v is None:
-            raise mismatch(ctx, f"{e.value!r} is not a {target.value} (column {column})", node)
+            raise mismatch(ctx, f"{not_temporal(e.value, target)} (column {column})", node)
         return Lit(v, target)
     if not comparable(e.type, target):
+        hint = ("; a TIMESTAMPTZ is an instant (a datetime with a time zone), a TIMESTAMP "
+                "has no zone, and there is no session time zone: CAST to convert (a CAST "
+                "reads a TIMESTAMP as UTC)"
+                if {family(e.type), family(target)} == {"time", "instant"} else "")
         raise mismatch(ctx, f"column {column} is {target.value}, got {e.type.value}: "
-                            f"{node.sql()}", node)
+                            f"{node.sql()}{hint}", node)
     return e
 
 

@@ -16,10 +16,12 @@ from .errors import SqlError, TypeMismatchError, UnknownColumnError
 from .expr import Call, Col, Expr, Lit
 from .resolve import Context, Scope
 from .typerules import (
+    TEMPORAL,
     arithmetic,
     comparable,
     declared_type,
     family,
+    not_temporal,
     parse_temporal,
     unify,
     value_type,
@@ -274,30 +276,34 @@ class Translator:
     def compare(self, op: str, a: Expr, b: Expr, node: exp.Expr) -> Expr:
         a, b = self._coerce_literal(a, b, node), self._coerce_literal(b, a, node)
         if not comparable(a.type, b.type):
+            hint = ("; there is no session time zone: CAST one to the other's type (a CAST "
+                    "reads a DATE or TIMESTAMP as UTC)"
+                    if {family(a.type), family(b.type)} == {"time", "instant"} else "")
             raise mismatch(self.ctx, f"cannot compare {a.type.value} with {b.type.value} "
-                                     f"in {node.sql()}", node)
+                                     f"in {node.sql()}{hint}", node)
         return Call(op, (a, b), SqlType.BOOL)
 
     def _coerce_literal(self, a: Expr, other: Expr, node: exp.Expr) -> Expr:
         """A text literal compared with a value of another type is read as one of that
         type, as PostgreSQL reads an untyped literal (and DuckDB and SQLite's affinity
-        agree): ``int_col = '5'`` is ``int_col = 5``; text that is not one is an error."""
+        agree): ``int_col = '5'`` is ``int_col = 5``, ``d > '2020-01-01'`` a date; text
+        that is not one is an error."""
         if not (isinstance(a, Lit) and a.type == SqlType.TEXT and isinstance(a.value, str)):
             return a
         t = other.type
-        if t in (SqlType.DATE, SqlType.TIMESTAMP):
+        if t in TEMPORAL:
             v = parse_temporal(a.value, t)
-        elif t in _LITERAL_READERS:
-            try:
-                v = _LITERAL_READERS[t](a.value.strip())
-            except ValueError:
-                v = None
-        else:
+            if v is None:
+                raise mismatch(self.ctx, f"{not_temporal(a.value, t)} in {node.sql()}", node)
+            return Lit(v, t)
+        reader = _LITERAL_READERS.get(t)
+        if reader is None:
             return a
-        if v is None:
+        try:
+            return Lit(reader(a.value.strip()), t)
+        except ValueError:
             raise mismatch(self.ctx, f"invalid input for {t.value}: {a.value!r} "
-                                     f"in {node.sql()}", node)
-        return Lit(v, t)
+                                     f"in {node.sql()}", node) from None
 
     def _boolean(self, e: Expr, node: exp.Expr) -> Expr:
         if family(e.type) not in ("number", "null"):
@@ -458,8 +464,8 @@ class Translator:
         if isinstance(a, Lit):
             if a.value is None:
                 return Lit(None, target)
-            if target in (SqlType.DATE, SqlType.TIMESTAMP) and a.type == SqlType.TEXT:
-                v = parse_temporal(a.value, target)
+            if target in TEMPORAL and a.type == SqlType.TEXT:
+                v = parse_temporal(a.value, target, as_utc=True)
                 if v is None:
                     raise mismatch(self.ctx, f"{a.value!r} is not a {target.value}", node)
                 return Lit(v, target)

@@ -23,6 +23,7 @@ _DECLARED: dict[Any, SqlType] = {
     _DT.BOOLEAN: SqlType.BOOL,
     _DT.DATE: SqlType.DATE,
     _DT.TIMESTAMP: SqlType.TIMESTAMP, _DT.DATETIME: SqlType.TIMESTAMP,
+    _DT.TIMESTAMPTZ: SqlType.TIMESTAMPTZ,     # (also TIMESTAMP WITH TIME ZONE)
 }
 # MySQL-style CAST(x AS SIGNED) appears throughout sqllogictest; sqlglot keeps it user-defined
 _USER_DEFINED = {"SIGNED": SqlType.INT, "UNSIGNED": SqlType.INT, "SIGNED INTEGER": SqlType.INT,
@@ -49,18 +50,28 @@ def value_type(value: Any) -> SqlType | None:
     if isinstance(value, str):
         return SqlType.TEXT
     if isinstance(value, datetime.datetime):
-        return SqlType.TIMESTAMP
+        return SqlType.TIMESTAMP if value.utcoffset() is None else SqlType.TIMESTAMPTZ
     if isinstance(value, datetime.date):
         return SqlType.DATE
     return None
 
 
+#: the date and time types, whose values a text literal compared with (or written into)
+#: one of them is read as
+TEMPORAL = (SqlType.DATE, SqlType.TIMESTAMP, SqlType.TIMESTAMPTZ)
+
+
 def family(t: SqlType) -> str:
-    """Types in one family compare with each other; NULL is in every family."""
+    """Types in one family compare with each other; NULL is in every family. TIMESTAMPTZ
+    is a family of its own: an instant compares with a DATE or a TIMESTAMP only in a
+    time zone, and there is no session time zone (write a CAST, which reads them as
+    UTC)."""
     if t in (SqlType.INT, SqlType.FLOAT, SqlType.BOOL):
         return "number"
     if t in (SqlType.DATE, SqlType.TIMESTAMP):
         return "time"
+    if t == SqlType.TIMESTAMPTZ:
+        return "instant"
     if t == SqlType.TEXT:
         return "text"
     return "null"
@@ -100,16 +111,32 @@ def unify(types: list[SqlType]) -> SqlType | None:
     return real[0]
 
 
-def parse_temporal(text: str, target: SqlType) -> datetime.date | None:
-    """A DATE or TIMESTAMP value from its ISO text, or None if the text is not one."""
+def parse_temporal(text: str, target: SqlType, as_utc: bool = False) -> datetime.date | None:
+    """A DATE, TIMESTAMP or TIMESTAMPTZ value from its ISO text, or None if the text is
+    not one. A TIMESTAMPTZ is in UTC; text without a UTC offset is one only ``as_utc``
+    (a CAST reads it as UTC; a literal compared with or written into a TIMESTAMPTZ
+    column must say its offset: there is no session time zone to assume)."""
     text = text.strip()
     try:
         if target == SqlType.DATE:
             if len(text) > 10:
                 return datetime.datetime.fromisoformat(text).date()
             return datetime.date.fromisoformat(text)
-        # a TIMESTAMP is without a time zone: an offset in the text is dropped, as
-        # PostgreSQL drops it (an aware datetime cannot be compared with the others)
-        return datetime.datetime.fromisoformat(text).replace(tzinfo=None)
+        value = datetime.datetime.fromisoformat(text)
     except ValueError:
         return None
+    if target == SqlType.TIMESTAMPTZ:
+        if value.utcoffset() is None:
+            return value.replace(tzinfo=datetime.timezone.utc) if as_utc else None
+        return value.astimezone(datetime.timezone.utc)
+    # a TIMESTAMP is without a time zone: an offset in the text is dropped, as
+    # PostgreSQL drops it (an aware datetime cannot be compared with the others)
+    return value.replace(tzinfo=None)
+
+
+def not_temporal(text: str, target: SqlType) -> str:
+    """Why ``parse_temporal`` found no ``target`` in ``text`` (for a message)."""
+    if target == SqlType.TIMESTAMPTZ and parse_temporal(text, target, as_utc=True) is not None:
+        return (f"{text!r} is not a TIMESTAMPTZ: it has no UTC offset (write "
+                f"'{text.strip()}+00', or CAST({text!r} AS TIMESTAMPTZ) to read it as UTC)")
+    return f"{text!r} is not a {target.value}"

@@ -12,7 +12,8 @@ class SqlType(str, Enum):
     TEXT = "TEXT"            # str            (TEXT, VARCHAR, CHAR)
     BOOL = "BOOL"            # bool           (BOOL, BOOLEAN)
     DATE = "DATE"            # datetime.date
-    TIMESTAMP = "TIMESTAMP"  # datetime.datetime
+    TIMESTAMP = "TIMESTAMP"  # datetime.datetime, naive
+    TIMESTAMPTZ = "TIMESTAMPTZ"  # datetime.datetime, aware, in UTC (TIMESTAMP WITH TIME ZONE)
     NULL = "NULL"            # the type of a bare NULL literal; fits every column
 
     @property
@@ -45,6 +46,7 @@ PYTHON_TYPES: dict[SqlType, tuple[type, ...]] = {
     SqlType.BOOL: (bool,),
     SqlType.DATE: (datetime.date,),
     SqlType.TIMESTAMP: (datetime.datetime,),
+    SqlType.TIMESTAMPTZ: (datetime.datetime,),
 }
 
 

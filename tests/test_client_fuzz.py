@@ -27,6 +27,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -59,8 +60,28 @@ class Refused(Exception):
 
 # ---------------------------------------------------------------- the model
 
+def engine_value(value: Any) -> Any:
+    """``value`` as the engine takes it (noria_py/arguments.py's rules, written again):
+    numpy scalars as Python's, a Decimal an int when integral (below 10**19), else a
+    float (refused past a float's range)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Decimal):
+        if value.is_nan():
+            return math.nan
+        if value.is_infinite():
+            return math.copysign(math.inf, value)
+        if value == value.to_integral_value() and abs(value) < 10 ** 19:
+            return int(value)
+        if math.isinf(float(value)):
+            raise Refused(TypeMismatchError)
+        return float(value)
+    return value
+
+
 def coerce(value: Any, typ: str, not_null: bool) -> Any:
     """A value as a column of ``typ`` stores it, or Refused (shared/CONTRACT.md's types)."""
+    value = engine_value(value)
     if value is None:
         if not_null:
             raise Refused(TypeMismatchError)
@@ -84,7 +105,15 @@ def many(values: Any) -> list:
 
 
 def number_or_none(value: Any) -> bool:
-    return value is None or isinstance(value, (int, float, Decimal, Fraction))
+    return value is None or isinstance(value, (int, float, Decimal, Fraction, np.number, np.bool_))
+
+
+def key_value(value: Any) -> Any:
+    """A key value as the engine looks it up (one it cannot convert as it is)."""
+    try:
+        return engine_value(value)
+    except Refused:
+        return value
 
 
 class Model:
@@ -140,7 +169,7 @@ class Model:
     def delete_keys(self, keys: Any) -> Callable[[], None]:
         found = []
         for key in many(keys):
-            kt = tuple(key) if isinstance(key, (tuple, list)) else (key,)
+            kt = tuple(map(key_value, key if isinstance(key, (tuple, list)) else (key,)))
             try:
                 hit = kt in self.k and kt not in found
             except TypeError:                                 # unhashable
@@ -160,6 +189,7 @@ class Model:
 
     def lookup(self, view: str, key: Any) -> list[tuple]:
         """What ``db.view(view).lookup(key)`` returns (a view of one key column)."""
+        key = key_value(key)
         if view == "va":
             hit = [r for r in self.t.elements() if r[0] is not None and _equal(r[0], key)]
             fits = number_or_none(key)
@@ -228,10 +258,14 @@ VALID = {
 
 #: per type, values at its edge: a value near it that it must refuse, or must take
 EDGE = {
-    "INT": st.sampled_from([INT_MAX + 1, INT_MIN - 1, True, 1.0, Decimal(1), Fraction(2, 1), "1"]),
-    "FLOAT": st.sampled_from([math.inf, -math.inf, 10 ** 400, 2 ** 63, True, Decimal("0.5"), "1.5"]),
-    "TEXT": st.sampled_from(["\ud800", "a\udfff", "\U0001f600", "", b"x", 1]),
-    "DATE": st.sampled_from([datetime.datetime(2024, 1, 1), datetime.date.max, "2024-01-01"]),
+    "INT": st.sampled_from([INT_MAX + 1, INT_MIN - 1, True, 1.0, Decimal(1), Fraction(2, 1), "1",
+                            Decimal("1.5"), Decimal("1E+19"), np.int64(2), np.uint64(2 ** 64 - 1),
+                            np.bool_(True), np.float64(1.0)]),
+    "FLOAT": st.sampled_from([math.inf, -math.inf, 10 ** 400, 2 ** 63, True, Decimal("0.5"), "1.5",
+                              Decimal("1e400"), Decimal("NaN"), np.float32(0.5), np.int8(-3)]),
+    "TEXT": st.sampled_from(["\ud800", "a\udfff", "\U0001f600", "", b"x", 1, np.str_("x")]),
+    "DATE": st.sampled_from([datetime.datetime(2024, 1, 1), datetime.date.max, "2024-01-01",
+                             np.datetime64("2024-01-02")]),
 }
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from sql_frontend.types import INT_MAX, INT_MIN, SqlType, TableSchema, is_text
 
 from .. import tuning
+from ..arguments import plain
 from ..batch import Batch
 from ..columns import ColumnChunk
 from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
@@ -58,7 +59,31 @@ def _coerce(value, typ: SqlType):
     elif typ is SqlType.TIMESTAMP:
         if t is datetime.datetime and value.tzinfo is None:
             return value
+    elif typ is SqlType.TIMESTAMPTZ:
+        if t is datetime.datetime and value.utcoffset() is not None:
+            return value if value.tzinfo is _UTC else value.astimezone(_UTC)
     raise TypeError
+
+
+_UTC = datetime.timezone.utc
+#: the Python types the engine keeps (``arguments.plain`` converts the others it can)
+_PLAIN = frozenset({int, float, str, bool, datetime.date, datetime.datetime})
+
+
+def _why(v, typ: SqlType) -> str:
+    """Why ``v`` (of a type the engine keeps) does not fit a column of ``typ``, beyond
+    its type: for the message."""
+    if type(v) is str:
+        return " with a lone surrogate, which is not Unicode text"
+    if type(v) is datetime.datetime:
+        if typ is SqlType.TIMESTAMP and v.tzinfo is not None:
+            return (" with a time zone: a TIMESTAMP has none, so the zone would be lost; "
+                    "declare the column TIMESTAMPTZ to keep instants")
+        if typ is SqlType.TIMESTAMPTZ and v.utcoffset() is None:
+            return (" without a time zone: a TIMESTAMPTZ holds instants, and there is no "
+                    "session time zone to assume; give it one, e.g. "
+                    ".replace(tzinfo=datetime.timezone.utc)")
+    return ""
 
 
 def _expanded(chunk: Batch) -> Iterator[tuple]:
@@ -142,20 +167,34 @@ class Base(Operator):
                                             f"{self.schema.name!r} is NOT NULL, got NULL")
                 out.append(None)
                 continue
+            given = v
+            if type(v) not in _PLAIN:      # numpy, pandas, Decimal: arguments.plain
+                try:
+                    v = plain(v)
+                except TypeMismatchError as exc:
+                    raise TypeMismatchError(
+                        f"row {n}: column {cols[i].name!r} of table {self.schema.name!r} "
+                        f"is {self.types[i].value}: {exc}") from None
+                if v is None:              # (NaT, NA)
+                    if self.not_null[i]:
+                        raise TypeMismatchError(f"row {n}: column {cols[i].name!r} of table "
+                                                f"{self.schema.name!r} is NOT NULL, got "
+                                                f"{given!r}")
+                    out.append(None)
+                    continue
             try:
                 out.append(_coerce(v, self.types[i]))
             except (TypeError, OverflowError):     # OverflowError: an int too big for FLOAT
-                why = (" with a lone surrogate, which is not Unicode text" if type(v) is str else
-                       " with a time zone: a TIMESTAMP has none, so the zone would be lost"
-                       if type(v) is datetime.datetime and v.tzinfo is not None else "")
                 raise TypeMismatchError(
                     f"row {n}: column {cols[i].name!r} of table {self.schema.name!r} is "
-                    f"{self.types[i].value}, got {v!r} ({type(v).__name__}{why})") from None
+                    f"{self.types[i].value}, got {given!r} ({type(given).__name__}"
+                    f"{_why(v, self.types[i])})") from None
         return tuple(out)
 
     _ALLOWED: dict[SqlType, set[type]] = {
         SqlType.INT: {int}, SqlType.FLOAT: {float}, SqlType.TEXT: {str}, SqlType.BOOL: {bool},
         SqlType.DATE: {datetime.date}, SqlType.TIMESTAMP: {datetime.datetime},
+        SqlType.TIMESTAMPTZ: {datetime.datetime},
     }
 
     def check_rows(self, rows: Sequence[Sequence]) -> list[tuple]:
@@ -202,6 +241,9 @@ class Base(Operator):
                 elif typ is SqlType.TIMESTAMP and seen:
                     if any(v is not None and v.tzinfo is not None for v in col):
                         return self._one_by_one(rows)
+                elif typ is SqlType.TIMESTAMPTZ and seen:
+                    if any(v is not None and v.tzinfo is not _UTC for v in col):
+                        return self._one_by_one(rows)     # (naive, or to convert to UTC)
                 elif typ is SqlType.FLOAT and seen and has_nan(col):
                     coerce.append(i)                # each NaN made the one NaN, below
                 continue

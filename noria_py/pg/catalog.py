@@ -72,13 +72,12 @@ _RESET = re.compile(r"^\s*RESET\s+(?P<name>[\w.]+)\s*;?\s*$", re.I)
 
 _DUCK_TYPES = {SqlType.INT: "BIGINT", SqlType.FLOAT: "DOUBLE", SqlType.TEXT: "TEXT",
                SqlType.BOOL: "BOOLEAN", SqlType.DATE: "DATE", SqlType.TIMESTAMP: "TIMESTAMP",
-               SqlType.NULL: "TEXT"}
-if (_TZ := getattr(SqlType, "TIMESTAMPTZ", None)) is not None:
-    _DUCK_TYPES[_TZ] = "TIMESTAMPTZ"
+               SqlType.TIMESTAMPTZ: "TIMESTAMPTZ", SqlType.NULL: "TEXT"}
 _FROM_DUCK = {"BIGINT": SqlType.INT, "INTEGER": SqlType.INT, "SMALLINT": SqlType.INT,
               "TINYINT": SqlType.INT, "UINTEGER": SqlType.INT, "UBIGINT": SqlType.INT,
               "HUGEINT": SqlType.INT, "DOUBLE": SqlType.FLOAT, "FLOAT": SqlType.FLOAT,
-              "BOOLEAN": SqlType.BOOL, "DATE": SqlType.DATE, "TIMESTAMP": SqlType.TIMESTAMP}
+              "BOOLEAN": SqlType.BOOL, "DATE": SqlType.DATE, "TIMESTAMP": SqlType.TIMESTAMP,
+              "TIMESTAMP WITH TIME ZONE": SqlType.TIMESTAMPTZ}
 
 
 def _unquote(value: str) -> str:

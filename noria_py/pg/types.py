@@ -1,8 +1,8 @@
 """PostgreSQL's names for the engine's types, and their text and binary forms on the wire.
 
 Each ``SqlType`` goes out as one PostgreSQL type (``OIDS``): INT as ``int8`` (the engine's
-INT is 64-bit, as BIGINT), FLOAT as ``float8``, TEXT as ``text``, BOOL, DATE and
-TIMESTAMP as themselves. The text forms are PostgreSQL 15's output with its defaults
+INT is 64-bit, as BIGINT), FLOAT as ``float8``, TEXT as ``text``, BOOL, DATE, TIMESTAMP
+and TIMESTAMPTZ as themselves (``timestamptz`` written in UTC, ``+00``). The text forms are PostgreSQL 15's output with its defaults
 (``DateStyle`` ISO, ``extra_float_digits`` 1): ``t``/``f``, the shortest float that
 reads back exactly, ``Infinity``/``NaN``, ``2024-01-02 03:04:05.5``. The binary forms
 are the ones ``typsend``/``typrecv`` use (big-endian; dates and timestamps count from
@@ -33,10 +33,9 @@ BPCHAR, VARCHAR, DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC, NAME, CHAR = 1042, 1043,
 
 OIDS: dict[SqlType, int] = {
     SqlType.INT: INT8, SqlType.FLOAT: FLOAT8, SqlType.TEXT: TEXT, SqlType.BOOL: BOOL,
-    SqlType.DATE: DATE, SqlType.TIMESTAMP: TIMESTAMP, SqlType.NULL: TEXT,
+    SqlType.DATE: DATE, SqlType.TIMESTAMP: TIMESTAMP, SqlType.TIMESTAMPTZ: TIMESTAMPTZ,
+    SqlType.NULL: TEXT,
 }
-if (_TZ := getattr(SqlType, "TIMESTAMPTZ", None)) is not None:
-    OIDS[_TZ] = TIMESTAMPTZ
 
 #: the engine's type of each PostgreSQL type a parameter may name
 SQL_TYPES: dict[int, SqlType] = {
@@ -44,6 +43,7 @@ SQL_TYPES: dict[int, SqlType] = {
     FLOAT4: SqlType.FLOAT, FLOAT8: SqlType.FLOAT, NUMERIC: SqlType.FLOAT,
     TEXT: SqlType.TEXT, VARCHAR: SqlType.TEXT, BPCHAR: SqlType.TEXT, NAME: SqlType.TEXT,
     CHAR: SqlType.TEXT, BOOL: SqlType.BOOL, DATE: SqlType.DATE, TIMESTAMP: SqlType.TIMESTAMP,
+    TIMESTAMPTZ: SqlType.TIMESTAMPTZ,
 }
 
 #: ``typlen`` of each type in a RowDescription (-1: variable)
@@ -190,10 +190,19 @@ def _timestamp_in(s: str) -> datetime.datetime:
     return v
 
 
+def _timestamptz_in(s: str) -> datetime.datetime:
+    """An instant: text with a UTC offset (PostgreSQL would read one without as the
+    session's zone, which is UTC here)."""
+    v = parse_temporal(s.strip(), SqlType.TIMESTAMPTZ, as_utc=True)
+    if not isinstance(v, datetime.datetime):
+        raise ValueError(s)
+    return v
+
+
 _TEXT_IN: dict[int, Callable[[str], Any]] = {
     INT2: _int_text, INT4: _int_text, INT8: _int_text, OID: _int_text,
     FLOAT4: _float_text, FLOAT8: _float_text, NUMERIC: _numeric_text, BOOL: _bool_text,
-    DATE: _date_text, TIMESTAMP: _timestamp_in,
+    DATE: _date_text, TIMESTAMP: _timestamp_in, TIMESTAMPTZ: _timestamptz_in,
 }
 
 

@@ -272,3 +272,23 @@ def test_an_error_points_into_the_statement(loaded: Any) -> None:
     position = int(info.value.diag.statement_position or 0)
     assert sql[position - 1:].startswith("nothing")
     assert "line" not in str(info.value)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_timestamptz_instants_go_in_and_come_out_in_utc(conn: Any, binary: bool) -> None:
+    utc = datetime.timezone.utc
+    plus2 = datetime.timezone(datetime.timedelta(hours=2))
+    conn.execute("CREATE TABLE z (id INT PRIMARY KEY, at TIMESTAMPTZ)")
+    cur = conn.cursor(binary=binary)
+    cur.executemany("INSERT INTO z VALUES (%s, %s)",
+                    [(1, datetime.datetime(2024, 6, 1, 12, 0, tzinfo=plus2)),
+                     (2, datetime.datetime(2024, 6, 1, 11, 30, tzinfo=utc))])
+    cur.execute("SELECT id, at FROM z ORDER BY at")
+    assert cur.fetchall() == [(1, datetime.datetime(2024, 6, 1, 10, 0, tzinfo=utc)),
+                              (2, datetime.datetime(2024, 6, 1, 11, 30, tzinfo=utc))]
+    assert cur.description[1].type_code == 1184
+    cur.execute("SELECT id FROM z WHERE at = %s",
+                (datetime.datetime(2024, 6, 1, 13, 30, tzinfo=plus2),))
+    assert cur.fetchall() == [(2,)]
+    assert conn.execute("SELECT at::text FROM z WHERE id = 1").fetchone() == \
+        ("2024-06-01 10:00:00+00",)

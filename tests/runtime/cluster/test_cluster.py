@@ -256,6 +256,42 @@ def test_nan_through_a_cluster(cluster):
     db.close()
 
 
+def test_values_of_the_data_stack_and_instants_through_a_cluster(cluster):
+    """numpy, pandas and Decimal values are sent as the engine's own (msgpack has no
+    form for them), and TIMESTAMPTZ instants travel in UTC, found by keys of any zone."""
+    import datetime as dt
+    from decimal import Decimal
+    from zoneinfo import ZoneInfo
+
+    import numpy as np
+    import pandas as pd
+    utc = dt.timezone.utc
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE ins (id INT, at TIMESTAMPTZ, x DECIMAL(8, 2))")
+    db.execute("CREATE VIEW ins_k AS SELECT id, x FROM ins WHERE at = ?")
+    db.execute("CREATE VIEW ins_max AS SELECT MAX(at) AS hi FROM ins")
+    t = db.table("ins")
+    paris = dt.datetime(2024, 7, 1, 12, tzinfo=ZoneInfo("Europe/Paris"))
+    t.insert([(np.int64(1), paris, Decimal("2.50")), (2, pd.Timestamp(paris), np.float32(0.5))])
+    db.executemany("INSERT INTO ins VALUES (?, ?, ?)",
+                   [(np.int8(3), pd.Timestamp("2024-07-02", tz="UTC"), Decimal("1"))])
+    db.wait()
+    ten = dt.datetime(2024, 7, 1, 10, tzinfo=utc)
+    assert sorted(db.view("ins_k").lookup(ten)) == [(1, 2.5), (2, 0.5)]
+    assert sorted(db.view("ins_k").lookup(pd.Timestamp(paris))) == [(1, 2.5), (2, 0.5)]
+    assert db.view("ins_max").all() == [(dt.datetime(2024, 7, 2, tzinfo=utc),)]
+    assert db.view("ins_max").all()[0][0].tzinfo is utc
+    assert db.execute("SELECT id FROM ins WHERE x = ?", (Decimal("1.00"),)).fetchall() == [(3,)]
+    with pytest.raises(noria_py.errors.TypeMismatchError, match="without a time zone"):
+        t.insert([(4, dt.datetime(2024, 1, 1), 1.0)])
+    with pytest.raises(noria_py.errors.TypeMismatchError, match="is INT"):
+        t.insert([(Decimal("1.5"), paris, 1.0)])
+    t.delete([(np.int64(1), dt.datetime(2024, 7, 1, 6, tzinfo=ZoneInfo("America/New_York")), 2.5)])
+    db.wait()
+    assert db.view("ins_k").lookup(ten) == [(2, 0.5)]
+    db.close()
+
+
 def test_fail_and_recover_through_the_client(cluster):
     db = noria_py.connect(cluster.url)
     db.execute("CREATE TABLE r (k INT, v INT)")
