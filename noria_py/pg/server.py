@@ -26,10 +26,11 @@ import logging
 import os
 import secrets
 import struct
+import sys
 import threading
 from typing import Any, cast
 
-from ..errors import ProgrammingError
+from ..errors import Error, ProgrammingError
 from ..runtime.cluster.tokens import LOOPBACK
 from . import protocol as P
 from .catalog import REPORTED, Shadow
@@ -341,13 +342,17 @@ def main(argv: list[str] | None = None) -> int:
 
     import noria_py
 
-    p = argparse.ArgumentParser(prog="noria-py pg", description=main.__doc__)
-    p.add_argument("--host", default="127.0.0.1")
+    p = argparse.ArgumentParser(
+        prog="noria-py pg", description="Serve a database to PostgreSQL clients (psql, "
+        "psycopg, asyncpg, SQLAlchemy, ...); docs/postgres.md.")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (anything but loopback needs --token)")
     p.add_argument("--port", type=int, default=5433)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--data-dir", help="the database's directory (else in memory)")
     where.add_argument("--server", help="serve a running cluster: noria://HOST:PORT")
-    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--shards", type=int, default=1, help="shards of an embedded database")
+    p.add_argument("--max-connections", type=int, default=100)
     p.add_argument("--token", default=os.environ.get("NORIA_TOKEN"),
                    help="the password clients not on loopback log in with, and the "
                         "cluster's token with --server ($NORIA_TOKEN)")
@@ -357,7 +362,13 @@ def main(argv: list[str] | None = None) -> int:
         db = noria_py.connect(args.server, token=args.token)
     else:
         db = noria_py.connect(data_dir=args.data_dir, shards=args.shards)
-    server = PgServer(db, args.host, args.port, args.token)
+    try:
+        server = PgServer(db, args.host, args.port, args.token,
+                          max_connections=args.max_connections)
+    except Error as err:
+        print(f"noria-py pg: {err}", file=sys.stderr)
+        db.close()
+        return 2
     log.info("serving PostgreSQL clients on %s:%d (psql -h %s -p %d)", args.host, args.port,
              args.host, args.port)
     try:
@@ -370,5 +381,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
     sys.exit(main())
