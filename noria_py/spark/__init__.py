@@ -10,6 +10,11 @@ __all__ = ["SparkUnavailableError", "get_session", "java_version", "register"]
 
 
 def register(spark) -> None:
-    """Make ``df.write.format("noria")`` available in ``spark`` (once per session)."""
+    """Make ``df.write.format("noria")`` and ``spark.read.format("noria")`` available in
+    ``spark`` (once per session). It turns on the session's Python data source filter
+    pushdown (``spark.sql.python.filterPushdown.enabled``), by which a filter on a
+    parameterized view's key columns is read by lookup: Spark refuses a reader that
+    takes filters while it is off."""
     from .datasource import NoriaDataSource
     spark.dataSource.register(NoriaDataSource)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
