@@ -6,7 +6,7 @@ nothing here imports it until it is used.
 """
 from .session import SparkUnavailableError, get_session, java_version
 
-__all__ = ["SparkUnavailableError", "get_session", "java_version", "register"]
+__all__ = ["SparkUnavailableError", "dataframe", "get_session", "java_version", "register"]
 
 
 def register(spark) -> None:
@@ -18,3 +18,10 @@ def register(spark) -> None:
     from .datasource import NoriaDataSource
     spark.dataSource.register(NoriaDataSource)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+def dataframe(spark, **options):
+    """A view or a table as a Spark DataFrame, its options checked here first
+    (``read.dataframe``: ``view``/``table``, ``data_dir``/``server``, ``key``)."""
+    from .read import dataframe as read_dataframe
+    return read_dataframe(spark, **options)

@@ -310,15 +310,12 @@ class NoriaReader(DataSourceReader):
         if self.keys is None and self.source.key_arity and names:
             wanted: dict[str, list] = {}
             for f in filters:
-                if len(f.attribute) != 1:
-                    continue
-                col = f.attribute[0].lower()
-                if isinstance(f, EqualTo):
-                    wanted[col] = [f.value]
-                elif isinstance(f, In):
-                    wanted[col] = list(f.value)
-            per_column = [wanted.get(n.lower()) for n in names]
-            if all(v is not None for v in per_column):
+                if isinstance(f, EqualTo) and len(f.attribute) == 1:
+                    wanted[f.attribute[0].lower()] = [f.value]
+                elif isinstance(f, In) and len(f.attribute) == 1:
+                    wanted[f.attribute[0].lower()] = list(f.value)
+            if all(n.lower() in wanted for n in names):
+                per_column = [wanted[n.lower()] for n in names]
                 keys = list(itertools.islice(itertools.product(*per_column), MAX_KEYS + 1))
                 if len(keys) <= MAX_KEYS:
                     self.keys = keys
@@ -365,3 +362,24 @@ class NoriaReader(DataSourceReader):
             rows = [tuple(r[i] for i in self.picked) for r in rows]
         table = rows_to_arrow(rows, self.names, [s.types[i] for i in self.picked])
         yield from table.to_batches(max_chunksize=65_536)
+
+
+def dataframe(spark, *, view: str | None = None, table: str | None = None,
+              data_dir: str | None = None, server: str | None = None, key: Any = None,
+              token: str | None = None):
+    """``spark.read.format("noria")`` with these options, checked in this process first,
+    so that a wrong name or option, or a data dir held open (by this process too), is a
+    ``noria_py.Error`` here rather than a Spark ``AnalysisException`` that quotes one."""
+    from . import register
+    given = {"view": view, "table": table, "data_dir": data_dir, "server": server,
+             "token": token}
+    opts = {k: v for k, v in given.items() if v is not None}
+    if key is not None:
+        opts["key"] = (json.dumps(list(key), default=str) if isinstance(key, (tuple, list))
+                       else str(key).lower() if isinstance(key, bool) else str(key))
+    o, source = resolve(opts)
+    NoriaReader(o, source, source.spark_schema())       # (checks the key)
+    if o.data_dir:
+        check_not_busy(o.data_dir)
+    register(spark)
+    return spark.read.format("noria").options(**opts).load()
