@@ -1,4 +1,5 @@
-"""``df.write.format("noria")``: a PySpark Python data source that appends to a base table.
+"""``df.write.format("noria")``: a PySpark Python data source that appends to a base table
+(and ``spark.read.format("noria")`` reads a view or a table: ``read.py``).
 
     from noria_py.spark import register
     register(spark)                                   # once per SparkSession
@@ -55,8 +56,10 @@ require_pyspark()   # without PySpark: the install hint, not a ModuleNotFoundErr
 from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
     DataSourceArrowWriter,
+    DataSourceReader,
     WriterCommitMessage,
 )
+from pyspark.sql.types import StructType  # noqa: E402
 
 STAGING = "staging"
 MANIFEST = "MANIFEST.json"
@@ -69,12 +72,22 @@ class StagedFile(WriterCommitMessage):
 
 
 class NoriaDataSource(DataSource):
-    """Options: ``data_dir`` and ``table`` (required); ``job`` (a staging folder name,
-    default random); ``ingest`` (default "true"); ``batch_rows`` (rows per insert)."""
+    """Writing: ``data_dir`` and ``table`` (required); ``job`` (a staging folder name,
+    default random); ``ingest`` (default "true"); ``batch_rows`` (rows per insert).
+    Reading (``read.py``): ``data_dir`` or ``server``, ``view`` or ``table``, ``key``."""
 
     @classmethod
     def name(cls) -> str:
         return "noria"
+
+    def schema(self) -> StructType:
+        from .read import resolve
+        return resolve(self.options)[1].spark_schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from .read import NoriaReader, resolve
+        opts, source = resolve(self.options)
+        return NoriaReader(opts, source, schema)
 
     def writer(self, schema, overwrite: bool) -> "NoriaWriter":
         if overwrite:
