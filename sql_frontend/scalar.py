@@ -275,6 +275,7 @@ class Translator:
 
     def compare(self, op: str, a: Expr, b: Expr, node: exp.Expr) -> Expr:
         a, b = self._coerce_literal(a, b, node), self._coerce_literal(b, a, node)
+        a, b = _promoted(a, b.type), _promoted(b, a.type)
         if not comparable(a.type, b.type):
             hint = ("; there is no session time zone: CAST one to the other's type (a CAST "
                     "reads a DATE or TIMESTAMP as UTC)"
@@ -369,7 +370,9 @@ class Translator:
             return self._negated(Lit(False, SqlType.BOOL), node)
         values = []
         for v in node.expressions:
-            ev = self._coerce_literal(self.expr(v), x, v)
+            ev = _promoted(self._coerce_literal(self.expr(v), x, v), x.type)
+            if ev.type == SqlType.TIMESTAMP and x.type == SqlType.DATE:
+                x = _promoted(x, ev.type)
             if not comparable(x.type, ev.type):
                 raise mismatch(self.ctx, f"cannot compare {x.type.value} with "
                                          f"{ev.type.value} in {node.sql()}", v)
@@ -417,11 +420,13 @@ class Translator:
         else_ = self.expr(default) if default is not None else Lit(None, SqlType.NULL)
         values.append(else_)
         t = self._unified(values, node, "CASE")
-        return Call("case", (*args, else_), t)
+        args = [a if i % 2 == 0 else _promoted(a, t) for i, a in enumerate(args)]
+        return Call("case", (*args, _promoted(else_, t)), t)
 
     def _coalesce(self, node: exp.Coalesce) -> Expr:
         args = [self.expr(node.this)] + [self.expr(e) for e in node.expressions]
-        return Call("coalesce", tuple(args), self._unified(args, node, "COALESCE"))
+        t = self._unified(args, node, "COALESCE")
+        return Call("coalesce", tuple(_promoted(a, t) for a in args), t)
 
     def _nullif(self, node: exp.Nullif) -> Expr:
         a, b = self.expr(node.this), self.expr(node.expression)
@@ -592,3 +597,11 @@ def _read_int(text: str) -> int:
 #: how a text literal compared with a number or a truth value is read
 _LITERAL_READERS: dict[SqlType, Callable[[str], Any]] = {
     SqlType.INT: _read_int, SqlType.FLOAT: float, SqlType.BOOL: _read_bool}
+
+
+def _promoted(e: Expr, other: SqlType) -> Expr:
+    """A DATE met by a TIMESTAMP (compared, or in one CASE or COALESCE) as its midnight,
+    as PostgreSQL promotes it: a ``date`` and a ``datetime`` do not compare in Python."""
+    if e.type == SqlType.DATE and other == SqlType.TIMESTAMP:
+        return Call("cast", (e,), SqlType.TIMESTAMP)
+    return e

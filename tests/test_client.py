@@ -236,3 +236,25 @@ def test_nan_keys_through_the_api(shards):
     db.execute("UPDATE p SET v = 5 WHERE k = CAST('NaN' AS DOUBLE)")
     assert db.view("by_k").lookup(float("nan")) == [(5,)]
     db.close()
+
+
+def test_a_date_meeting_a_timestamp_is_its_midnight_as_in_duckdb():
+    """d < t, d = t, t IN (d), COALESCE(d, t) and CASE over a DATE and a TIMESTAMP: the
+    DATE is promoted (a Python date and datetime do not compare: this raised TypeError)."""
+    import duckdb
+    rows = [(1, datetime.date(2024, 1, 1), datetime.datetime(2024, 1, 1, 5)),
+            (2, datetime.date(2024, 1, 1), datetime.datetime(2024, 1, 1)),
+            (3, None, datetime.datetime(2023, 1, 1)), (4, datetime.date(2025, 1, 1), None)]
+    db = noria_py.connect()
+    db.execute("CREATE TABLE x (id INT PRIMARY KEY, d DATE, t TIMESTAMP)")
+    db.table("x").insert(rows)
+    duck = duckdb.connect()
+    duck.execute("CREATE TABLE x (id BIGINT, d DATE, t TIMESTAMP)")
+    duck.executemany("INSERT INTO x VALUES (?, ?, ?)", rows)
+    for sql in ["SELECT id, d < t, d >= t FROM x", "SELECT id FROM x WHERE d = t",
+                "SELECT id FROM x WHERE t IN (d, TIMESTAMP '2023-01-01 00:00:00')",
+                "SELECT id, COALESCE(d, t) FROM x",
+                "SELECT id, CASE WHEN id < 3 THEN d ELSE t END FROM x",
+                "SELECT MAX(COALESCE(t, d)) FROM x"]:
+        assert sorted(db.execute(sql).fetchall(), key=repr) == \
+            sorted(duck.execute(sql).fetchall(), key=repr), sql
