@@ -369,6 +369,7 @@ class Database:
         self.runtime.wait()                 # a migration starts from a quiet graph
         out: list = []
         planned: list[_ViewEntry] = []
+        planned_names: set[str] = set()     # (a set: thousands of views in one call)
         failed: Exception | None = None
         for stmt in statements:
             try:
@@ -378,8 +379,7 @@ class Database:
                         raise Error(f"not a CREATE VIEW statement: {type(parsed).__name__}")
                     stmt = parsed
                 name = stmt.name.lower()
-                if name in self._views or name in self._tables or any(
-                        e.name == name for e in planned):
+                if name in self._views or name in self._tables or name in planned_names:
                     raise AlreadyExistsError(
                         f"a table or view named {stmt.name!r} already exists")
                 readers = self.planner.add_view(name, stmt.query)
@@ -392,6 +392,7 @@ class Database:
             self.runtime.announce(("view", name, stmt.query))
             planned.append(_ViewEntry(name, stmt.query, readers, stmt.sql, anonymous,
                                       reads=stmt.reads))
+            planned_names.add(name)
             out.append(planned[-1])
         if planned:
             fresh = self.planner.take_fresh()
