@@ -33,6 +33,7 @@ from .batch import Batch
 from .dbapi import Cursor
 from .errors import (
     AlreadyExistsError,
+    ArgumentError,
     ArityError,
     ClosedError,
     CorruptionError,
@@ -158,7 +159,7 @@ class Database:
         controller runs this class over its ``ClusterRuntime``. ``checkpoints``: stateful
         nodes checkpoint their state (with clocks; docs/recovery.md)."""
         if shards < 1:
-            raise Error(f"shards must be at least 1, got {shards}")
+            raise ArgumentError(f"shards must be at least 1, got {shards}")
         self.shards = shards
         self.clocks = clocks
         #: held by every call (module docstring); a runtime given is serialized by its owner
@@ -1038,7 +1039,7 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     clocks: tree-clock recovery of a stateful node starts from its own checkpoint)."""
     if url is not None:
         if data_dir is not None or shards != 1 or seed is not None or not clocks or not checkpoints:
-            raise Error("data_dir, shards, seed, clocks and checkpoints are the server's "
+            raise ArgumentError("data_dir, shards, seed, clocks and checkpoints are the server's "
                         "settings (noria-py serve); connect to a URL with only a token")
         return connect_url(url, token)
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks,

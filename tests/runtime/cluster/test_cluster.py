@@ -312,7 +312,7 @@ def test_refuses_bad_connections_and_keeps_serving():
 
 def test_binding_beyond_loopback_needs_a_token():
     from noria_py.runtime.cluster.server import Server
-    with pytest.raises(noria_py.Error, match="--token"):
+    with pytest.raises(noria_py.ArgumentError, match="--token"):
         Server(host="0.0.0.0", port=0, spawn=False)
 
 
