@@ -464,19 +464,6 @@ class Database:
             self.storage.drop_table(name.lower())
         self._persist_catalog()
 
-    def _own_nodes(self, readers: list[str]) -> set[str]:
-        """The nodes that dropping a view with these readers removes (``Planner.remove``):
-        the readers, and upstream every node, but a base, all of whose children go."""
-        own = set(readers)
-        todo = [p for r in readers for p in self.graph_[r].parents]
-        while todo:
-            n = todo.pop()
-            node = self.graph_[n]
-            if n not in own and node.kind != "base" and set(node.children) <= own:
-                own.add(n)
-                todo.extend(node.parents)
-        return own
-
     def _upstream(self, node_ids: Iterable[str]) -> set[str]:
         seen: set[str] = set()
         stack = list(node_ids)
@@ -546,7 +533,7 @@ class Database:
                             key=lambda e: e.last_used):
             out.append({"name": entry.name, "sql": entry.sql,
                         "idle": round(now - entry.last_used, 3),
-                        "nodes": len(self._own_nodes(entry.readers))})
+                        "nodes": len(self.planner.owned(entry.readers))})
         return out
 
     @_serialized
