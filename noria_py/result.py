@@ -18,6 +18,27 @@ def arrow_type(t: SqlType) -> pa.DataType:
     return _ARROW[t]
 
 
+_INT64 = pa.int64()
+
+
+def arrow_array(values: list, t: pa.DataType | None) -> pa.Array:
+    """``values`` as an Arrow array of type ``t``; an INT column (int64) holding a value
+    past 64 bits (a SUM of an INT column is exact, as PostgreSQL's ``SUM(bigint)``, a
+    ``numeric``) as ``decimal128(38, 0)``, as DuckDB writes its HUGEINT (76 digits,
+    ``decimal256``, where 38 are not enough)."""
+    try:
+        return pa.array(values, type=t)
+    except (OverflowError, pa.ArrowInvalid):
+        if t != _INT64:
+            raise
+        ints = [v for v in values if type(v) is int]
+        if len(ints) + values.count(None) != len(values) or all(
+                -(1 << 63) <= v < (1 << 63) for v in ints):
+            raise
+        digits = max(len(str(abs(v))) for v in ints)
+        return pa.array(values, type=pa.decimal128(38, 0) if digits <= 38 else pa.decimal256(76, 0))
+
+
 class Result:
     def __init__(self, columns: Sequence[str] = (), rows: list[tuple] | None = None,
                  types: Sequence[SqlType] = (), rowcount: int = -1) -> None:
@@ -44,12 +65,13 @@ class Result:
 
     def arrow(self) -> pa.Table:
         """Every row (not only those not fetched yet) as a ``pyarrow.Table``, each column
-        of its SQL type's Arrow type."""
+        of its SQL type's Arrow type (an INT column holding a value past 64 bits, a SUM's,
+        as a decimal: ``arrow_array``)."""
         cols: list[Sequence] = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
         arrays = []
         for i, name in enumerate(self.columns):
             t = arrow_type(self.types[i]) if i < len(self.types) else None
-            arrays.append(pa.array(list(cols[i]), type=t))
+            arrays.append(arrow_array(list(cols[i]), t))
         return pa.Table.from_arrays(arrays, names=self.columns)
 
     def df(self) -> Any:
