@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from sql_frontend.types import SqlType
 
-from .arrowio import ARROW_TYPES
+from .arrowio import ARROW_TYPES, arrow_array
 from .errors import NotSupportedError
 
 _ARROW = {**ARROW_TYPES, SqlType.NULL: pa.null()}    # a NULL-typed column holds only NULLs
@@ -16,27 +16,6 @@ _ARROW = {**ARROW_TYPES, SqlType.NULL: pa.null()}    # a NULL-typed column holds
 
 def arrow_type(t: SqlType) -> pa.DataType:
     return _ARROW[t]
-
-
-_INT64 = pa.int64()
-
-
-def arrow_array(values: list, t: pa.DataType | None) -> pa.Array:
-    """``values`` as an Arrow array of type ``t``; an INT column (int64) holding a value
-    past 64 bits (a SUM of an INT column is exact, as PostgreSQL's ``SUM(bigint)``, a
-    ``numeric``) as ``decimal128(38, 0)``, as DuckDB writes its HUGEINT (76 digits,
-    ``decimal256``, where 38 are not enough)."""
-    try:
-        return pa.array(values, type=t)
-    except (OverflowError, pa.ArrowInvalid):
-        if t != _INT64:
-            raise
-        ints = [v for v in values if type(v) is int]
-        if len(ints) + values.count(None) != len(values) or all(
-                -(1 << 63) <= v < (1 << 63) for v in ints):
-            raise
-        digits = max(len(str(abs(v))) for v in ints)
-        return pa.array(values, type=pa.decimal128(38, 0) if digits <= 38 else pa.decimal256(76, 0))
 
 
 class Result:
