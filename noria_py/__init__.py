@@ -24,6 +24,7 @@ from .dbapi import (
 )
 from .errors import (
     AlreadyExistsError,
+    ArgumentError,
     ArityError,
     ClosedError,
     ConnectError,
@@ -63,7 +64,7 @@ __all__ = [
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
     "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "SubscriptionError", "ConnectError",
-    "DependentViewsError",
+    "DependentViewsError", "ArgumentError",
     "Change", "Subscription",
     # DB-API 2.0 (PEP 249): noria_py/dbapi.py
     "apilevel", "threadsafety", "paramstyle", "Cursor", "Warning", "InterfaceError",

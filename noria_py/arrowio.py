@@ -36,6 +36,27 @@ ARROW_TYPES: dict[SqlType, pa.DataType] = {
 }
 
 
+_INT64 = pa.int64()
+
+
+def arrow_array(values: list, t: pa.DataType | None) -> pa.Array:
+    """``values`` as an Arrow array of type ``t``; an INT column (int64) holding a value
+    past 64 bits (a SUM of an INT column is exact, as PostgreSQL's ``SUM(bigint)``, a
+    ``numeric``) as ``decimal128(38, 0)``, as DuckDB writes its HUGEINT (76 digits,
+    ``decimal256``, where 38 are not enough)."""
+    try:
+        return pa.array(values, type=t)
+    except (OverflowError, pa.ArrowInvalid):
+        if t != _INT64:
+            raise
+        ints = [v for v in values if type(v) is int]
+        if len(ints) + values.count(None) != len(values) or all(
+                -(1 << 63) <= v < (1 << 63) for v in ints):
+            raise
+        digits = max(len(str(abs(v))) for v in ints)
+        return pa.array(values, type=pa.decimal128(38, 0) if digits <= 38 else pa.decimal256(76, 0))
+
+
 def arrow_columns(table: Any, columns: Sequence[str], name: str) -> list:
     """The columns of a ``pyarrow.Table`` (or ``RecordBatch``) in the order of ``columns``
     (matched by name, ignoring case); every column must be there once, and no other."""

@@ -35,6 +35,7 @@ from .batch import Batch
 from .dbapi import Cursor
 from .errors import (
     AlreadyExistsError,
+    ArgumentError,
     ArityError,
     ClosedError,
     CorruptionError,
@@ -161,7 +162,7 @@ class Database:
         controller runs this class over its ``ClusterRuntime``. ``checkpoints``: stateful
         nodes checkpoint their state (with clocks; docs/recovery.md)."""
         if shards < 1:
-            raise Error(f"shards must be at least 1, got {shards}")
+            raise ArgumentError(f"shards must be at least 1, got {shards}")
         self.shards = shards
         self.clocks = clocks
         #: held by every call (module docstring); a runtime given is serialized by its owner
@@ -453,6 +454,7 @@ class Database:
         self.runtime.wait()                 # a migration starts from a quiet graph
         out: list = []
         planned: list[_ViewEntry] = []
+        planned_names: set[str] = set()     # (a set: thousands of views in one call)
         failed: Exception | None = None
         for stmt in statements:
             try:
@@ -462,8 +464,7 @@ class Database:
                         raise Error(f"not a CREATE VIEW statement: {type(parsed).__name__}")
                     stmt = parsed
                 name = stmt.name.lower()
-                if name in self._views or name in self._tables or any(
-                        e.name == name for e in planned):
+                if name in self._views or name in self._tables or name in planned_names:
                     raise AlreadyExistsError(
                         f"a table or view named {stmt.name!r} already exists")
                 readers = self.planner.add_view(name, stmt.query)
@@ -476,6 +477,7 @@ class Database:
             self.runtime.announce(("view", name, stmt.query))
             planned.append(_ViewEntry(name, stmt.query, readers, stmt.sql, anonymous,
                                       reads=stmt.reads))
+            planned_names.add(name)
             out.append(planned[-1])
         if planned:
             fresh = self.planner.take_fresh()
@@ -551,19 +553,6 @@ class Database:
             self.storage.drop_table(name.lower())
         self._persist_catalog()
 
-    def _own_nodes(self, readers: list[str]) -> set[str]:
-        """The nodes that dropping a view with these readers removes (``Planner.remove``):
-        the readers, and upstream every node, but a base, all of whose children go."""
-        own = set(readers)
-        todo = [p for r in readers for p in self.graph_[r].parents]
-        while todo:
-            n = todo.pop()
-            node = self.graph_[n]
-            if n not in own and node.kind != "base" and set(node.children) <= own:
-                own.add(n)
-                todo.extend(node.parents)
-        return own
-
     def _upstream(self, node_ids: Iterable[str]) -> set[str]:
         seen: set[str] = set()
         stack = list(node_ids)
@@ -633,7 +622,7 @@ class Database:
                             key=lambda e: e.last_used):
             out.append({"name": entry.name, "sql": entry.sql,
                         "idle": round(now - entry.last_used, 3),
-                        "nodes": len(self._own_nodes(entry.readers))})
+                        "nodes": len(self.planner.owned(entry.readers))})
         return out
 
     @_serialized
@@ -1259,7 +1248,7 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     clocks: tree-clock recovery of a stateful node starts from its own checkpoint)."""
     if url is not None:
         if data_dir is not None or shards != 1 or seed is not None or not clocks or not checkpoints:
-            raise Error("data_dir, shards, seed, clocks and checkpoints are the server's "
+            raise ArgumentError("data_dir, shards, seed, clocks and checkpoints are the server's "
                         "settings (noria-py serve); connect to a URL with only a token")
         return connect_url(url, token)
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks,

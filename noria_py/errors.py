@@ -31,6 +31,12 @@ class DuplicateKeyError(IntegrityError):
     """An insert would give two rows the same primary key."""
 
 
+class ArgumentError(ProgrammingError):
+    """A setting or option outside what a function takes: a value not among its choices
+    (``bench overhead``'s ``against=``, ``gc_mode=``), or one that needs another
+    (``Server(host=...)`` beyond loopback without a token); the message names it."""
+
+
 class DependentViewsError(ProgrammingError):
     """DROP TABLE or DROP VIEW (with IF EXISTS too) of something other views read; the
     message names them, to be dropped first."""

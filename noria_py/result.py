@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from sql_frontend.types import SqlType
 
-from .arrowio import ARROW_TYPES
+from .arrowio import ARROW_TYPES, arrow_array
 from .errors import NotSupportedError
 
 _ARROW = {**ARROW_TYPES, SqlType.NULL: pa.null()}    # a NULL-typed column holds only NULLs
@@ -44,12 +44,13 @@ class Result:
 
     def arrow(self) -> pa.Table:
         """Every row (not only those not fetched yet) as a ``pyarrow.Table``, each column
-        of its SQL type's Arrow type."""
+        of its SQL type's Arrow type (an INT column holding a value past 64 bits, a SUM's,
+        as a decimal: ``arrow_array``)."""
         cols: list[Sequence] = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
         arrays = []
         for i, name in enumerate(self.columns):
             t = arrow_type(self.types[i]) if i < len(self.types) else None
-            arrays.append(pa.array(list(cols[i]), type=t))
+            arrays.append(arrow_array(list(cols[i]), t))
         return pa.Table.from_arrays(arrays, names=self.columns)
 
     def df(self) -> Any:

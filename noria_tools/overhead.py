@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from noria_py import Error, connect, tune_gc
+from noria_py import ArgumentError, connect, tune_gc
 from noria_tools import workloads
 
 MAX_BATCH = 1000
@@ -129,7 +129,7 @@ def _pairs(articles: int, prefill: int, checkpoints: bool, against: str) -> list
     (and ``checkpoints``), "off" with no clocks, or (``against="no-checkpoints"``)
     clocks alone."""
     if against not in AGAINST:
-        raise Error(f"against {against!r}: expected one of {', '.join(AGAINST)}")
+        raise ArgumentError(f"against {against!r}: expected one of {', '.join(AGAINST)}")
 
     def make(on: bool):
         if on:
@@ -157,7 +157,7 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
     sweep takes, and a maximum measured at the start put "80%" past the knee in some
     sweeps and well below it in others. "max" pools every full-speed run."""
     if gc_mode not in GC_MODES:
-        raise Error(f"gc mode {gc_mode!r}: expected one of {', '.join(GC_MODES)}")
+        raise ArgumentError(f"gc mode {gc_mode!r}: expected one of {', '.join(GC_MODES)}")
     out: dict = {True: {}, False: {}, "paired": {}}
     # two pairs of databases, built in opposite orders, the turns alternating between
     # them: on this VM the one built first ran 4-5% slower, either way round

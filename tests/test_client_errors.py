@@ -233,6 +233,13 @@ def test_a_view_read_by_another_is_still_known_after_a_restart(tmp_path):
 
 # ---------------------------------------------------------------- SQL the engine cannot take
 
+def test_settings_outside_what_connect_takes_are_argument_errors():
+    with pytest.raises(noria_py.ArgumentError, match="shards must be at least 1"):
+        noria_py.connect(shards=0)
+    with pytest.raises(noria_py.ArgumentError, match="the server's settings"):
+        noria_py.connect("noria://127.0.0.1:1", shards=2)
+
+
 def test_a_table_without_columns_is_refused(db):
     with pytest.raises(UnsupportedError, match="table d without columns"):
         db.execute("CREATE TABLE d ()")

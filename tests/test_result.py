@@ -70,3 +70,27 @@ def test_a_missing_library_says_how_to_install_it(db: noria_py.Database, monkeyp
     monkeypatch.setattr(importlib, "import_module", without_pandas)
     with pytest.raises(noria_py.NotSupportedError, match="pip install pandas"):
         db.view("everything").df()
+
+
+def test_a_sum_past_64_bits_comes_out_exact_as_a_decimal() -> None:
+    """SUM of an INT column is exact, as PostgreSQL's SUM(bigint) (a numeric): rows give
+    the int, frames a decimal of scale 0 (DuckDB's HUGEINT in Arrow), where int64 would
+    overflow; a column that fits stays int64."""
+    import decimal
+    top = 2**63 - 1
+    db = noria_py.connect()
+    db.execute("CREATE TABLE t (k INT, v INT)")
+    db.execute("CREATE VIEW s AS SELECT k, SUM(v) AS s FROM t GROUP BY k")
+    db.table("t").insert([(1, top)] * 3 + [(2, -top - 1)] * 2 + [(3, 5)])
+    want = {1: 3 * top, 2: -2 * (top + 1), 3: 5}
+    assert dict(db.view("s").all()) == want
+    table = db.view("s").arrow()
+    assert table.schema.types == [pa.int64(), pa.decimal128(38, 0)]
+    assert {r["k"]: int(r["s"]) for r in table.to_pylist()} == want
+    frame = db.execute("SELECT k, SUM(v) AS s FROM t GROUP BY k").df()
+    assert {k: int(s) for k, s in zip(frame["k"], frame["s"])} == want
+    assert dict(zip(*db.view("s").pl().to_dict(as_series=False).values())) == {
+        k: decimal.Decimal(v) for k, v in want.items()}
+    arrays = db.execute("SELECT k, SUM(v) AS s FROM t GROUP BY k").fetchnumpy()
+    assert {int(k): int(s) for k, s in zip(arrays["k"], arrays["s"])} == want
+    assert db.execute("SELECT SUM(v) AS s FROM t WHERE k = 3").arrow().schema.types == [pa.int64()]

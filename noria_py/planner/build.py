@@ -9,6 +9,7 @@ view's reader is its own.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Callable, cast
 
 from sql_frontend import plan as lp
@@ -126,24 +127,34 @@ class Planner:
                              [[src] for src in s.sources], sharded=s.sharded, view=name,
                              inputs=((root, s.partition),))
 
-    def remove(self, node_ids: list[str], on_remove: Callable[[str], None]) -> None:
-        """Remove ``node_ids`` and every node left without children (bases stay)."""
-        removed: set[str] = set()
+    def owned(self, node_ids: Iterable[str]) -> list[str]:
+        """What ``remove(node_ids)`` removes, changing nothing: ``node_ids`` (those in the
+        graph without children: readers) and, upstream, every node but a base all of
+        whose children are among them; children before their parents."""
+        own: dict[str, None] = {}           # (ordered: children first)
         todo = list(node_ids)
         while todo:
             nid = todo.pop()
-            if nid in removed or nid not in self.graph:
+            if nid in own or nid not in self.graph:
                 continue
             node = self.graph[nid]
-            if node.children or node.kind == "base":
-                continue
-            parents = list(dict.fromkeys(node.parents))
+            if node.kind == "base" or not all(c in own for c in node.children):
+                continue                    # (seen again when its last child is taken)
+            own[nid] = None
+            todo.extend(dict.fromkeys(node.parents))
+        return list(own)
+
+    def remove(self, node_ids: list[str], on_remove: Callable[[str], None]) -> None:
+        """Remove ``node_ids`` and every node left without children (bases stay):
+        ``owned``, children first."""
+        removed = self.owned(node_ids)
+        for nid in removed:
             self.graph.remove(nid)
             on_remove(nid)
-            removed.add(nid)
-            todo.extend(parents)
-        self.memo = {k: v for k, v in self.memo.items() if not (set(v.sources) & removed)}
-        self.exchanges.forget(removed)
+        gone = set(removed)
+        for k in [k for k, v in self.memo.items() if not gone.isdisjoint(v.sources)]:
+            del self.memo[k]                # (in place: rebuilding rehashes every plan)
+        self.exchanges.forget(gone)
 
     def drop_table(self, name: str) -> str:
         s = self.bases.pop(name.lower())

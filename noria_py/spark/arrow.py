@@ -4,13 +4,14 @@ a type all the same (Spark needs one). The SQL-to-Arrow type map itself is the
 engine's (``noria_py.arrowio``), shared with ``Result.arrow`` and ``insert_arrow``."""
 from __future__ import annotations
 
+import decimal
 from typing import Iterable, Sequence
 
 import pyarrow as pa
 
 from sql_frontend.types import SqlType
 
-from ..arrowio import ARROW_TYPES, column_rows
+from ..arrowio import ARROW_TYPES, arrow_array, column_rows
 
 
 def arrow_type(t: SqlType | None) -> pa.DataType | None:
@@ -25,7 +26,7 @@ def rows_to_arrow(rows: Sequence[tuple], names: Sequence[str],
     for values, t in zip(cols, types):
         at = arrow_type(t)
         try:
-            arr = pa.array(values, type=at) if at is not None else pa.array(values)
+            arr = arrow_array(list(values), at) if at is not None else pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             arr = pa.array(values)
         if pa.types.is_null(arr.type):
@@ -35,7 +36,12 @@ def rows_to_arrow(rows: Sequence[tuple], names: Sequence[str],
 
 
 def arrow_to_rows(table: pa.Table | pa.RecordBatch) -> list[tuple]:
-    return column_rows(table.columns)
+    """The rows of a Spark result; a decimal of scale 0 (an exact SUM of an INT column:
+    ``translate``; the engine has no DECIMAL) as a Python int."""
+    rows = column_rows(table.columns)
+    if any(pa.types.is_decimal(c.type) and c.type.scale == 0 for c in table.columns):
+        rows = [tuple(int(v) if isinstance(v, decimal.Decimal) else v for v in r) for r in rows]
+    return rows
 
 
 def expand(counted: Iterable[tuple[tuple, int]]) -> list[tuple]:

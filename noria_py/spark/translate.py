@@ -214,7 +214,9 @@ class Translator:
         d = self.df(rel.input)
         groups = [F.col(f"c{g}").alias(f"c{i}") for i, g in enumerate(rel.group_by)]
         n = len(groups)
-        aggs = [F.expr(self._agg(a)).alias(f"c{n + i}") for i, a in enumerate(rel.aggs)]
+        aggs = [F.expr(self._agg(a, a.arg is not None and
+                                 rel.input.columns[a.arg].type == SqlType.INT)).alias(f"c{n + i}")
+                for i, a in enumerate(rel.aggs)]
         if not aggs:
             if not groups:
                 raise Untranslatable("a global aggregate with no aggregate functions")
@@ -222,17 +224,23 @@ class Translator:
         return d.groupBy(*groups).agg(*aggs) if groups else d.agg(*aggs)
 
     @staticmethod
-    def _agg(a: lp.AggCall) -> str:
+    def _agg(a: lp.AggCall, of_int: bool = False) -> str:
+        """``of_int``: the argument is an INT column, whose SUM is exact in the engine (as
+        PostgreSQL's SUM(bigint)), where Spark's BIGINT sum wraps past 64 bits: summed as
+        DECIMAL(38, 0) (back as Python ints: ``arrow_to_rows``)."""
         x = f"`c{a.arg}`" if a.arg is not None else None
         dist = "DISTINCT " if a.distinct else ""
         if a.func == "count_star":
             return "count(1)"
-        if a.func in ("count", "sum", "min", "max"):
+        total = f"sum({dist}CAST({x} AS DECIMAL(38, 0)))" if of_int else f"sum({dist}{x})"
+        if a.func == "sum":
+            return total
+        if a.func in ("count", "min", "max"):
             return f"{a.func}({dist}{x})"
         if a.func == "avg":
             # the engine divides the exact sum by the count
             return (f"(CASE WHEN count({dist}{x}) = 0 THEN NULL ELSE "
-                    f"CAST(sum({dist}{x}) AS DOUBLE) / count({dist}{x}) END)")
+                    f"CAST({total} AS DOUBLE) / count({dist}{x}) END)")
         raise Untranslatable(f"aggregate {a.func}")
 
     def _distinct(self, rel: lp.Distinct):

@@ -1,4 +1,4 @@
-"""Value encoding for stored rows: msgpack with two extension types.
+"""Value encoding for stored rows: msgpack with extension types.
 
 msgpack alone already keeps ``bool`` apart from ``int`` and ``float`` apart
 from ``int`` (a float is always written as float64, so ``1.0`` comes back as
@@ -15,6 +15,8 @@ ext code  Python type                 payload
 3         aware ``datetime``          ``<iqBq`` as 2, then UTC offset in
                                       microseconds (the wall-clock time is
                                       stored, not UTC)
+4         ``int`` past 64 bits        two's complement, big-endian, fewest
+                                      bytes (``packb(big_ints=True)`` only)
 ========  ==========================  =========================================
 
 An aware datetime comes back with a fixed-offset ``datetime.timezone``: the
@@ -22,7 +24,12 @@ offset and the instant survive, the zone's name and its future DST rules do
 not (a ``zoneinfo`` zone cannot be rebuilt from an offset).
 
 Integers must fit in msgpack's range, -2**63 .. 2**64-1; anything else is
-refused with :class:`EncodeError` rather than silently changed.
+refused with :class:`EncodeError` rather than silently changed: no table holds one (an
+INT is 64 bits). Computed values may pass it (``SUM`` of an INT column is exact, as
+PostgreSQL's ``SUM(bigint)``, a ``numeric``), so the cluster's wire packs with
+``big_ints=True``: an integer outside msgpack's range becomes extension type 4, its
+two's complement in the fewest big-endian bytes that hold it with its sign. Decoding
+always reads it.
 
 A float NaN is written as the bits it has, and every NaN read back is the engine's one
 NaN object (``noria_py.nan``: decoding makes a new float object per value, and a NaN
@@ -46,6 +53,7 @@ __all__ = [
     "EXT_DATE",
     "EXT_DATETIME",
     "EXT_DATETIME_TZ",
+    "EXT_BIGINT",
     "EncodeError",
     "DecodeError",
     "packb",
@@ -57,6 +65,7 @@ __all__ = [
 EXT_DATE = 1
 EXT_DATETIME = 2
 EXT_DATETIME_TZ = 3
+EXT_BIGINT = 4
 
 _DATE = struct.Struct("<i")
 _DATETIME = struct.Struct("<iqB")
@@ -85,7 +94,18 @@ def _default(obj: Any) -> msgpack.ExtType:
         return msgpack.ExtType(EXT_DATETIME_TZ, _DATETIME_TZ.pack(obj.toordinal(), us, obj.fold, off_us))
     if isinstance(obj, _dt.date):
         return msgpack.ExtType(EXT_DATE, _DATE.pack(obj.toordinal()))
+    if isinstance(obj, int):
+        raise OverflowError(f"integer {obj} is outside msgpack's range (-2**63 .. 2**64-1)")
     raise TypeError(f"cannot store a value of type {type(obj).__name__}: {obj!r:.80}")
+
+
+def _default_big_ints(obj: Any) -> msgpack.ExtType:
+    """``_default``, and an integer outside msgpack's range (msgpack hands it here) as
+    extension type 4."""
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return msgpack.ExtType(EXT_BIGINT, obj.to_bytes(obj.bit_length() // 8 + 1, "big",
+                                                        signed=True))
+    return _default(obj)
 
 
 def _from_parts(ordinal: int, us: int, fold: int, tz: _dt.tzinfo | None) -> _dt.datetime:
@@ -109,14 +129,21 @@ def _ext_hook(code: int, data: bytes) -> Any:
         ordinal, us, fold, off_us = _DATETIME_TZ.unpack(data)
         tz = _dt.timezone(_dt.timedelta(microseconds=off_us))
         return _from_parts(ordinal, us, fold, tz)
+    if code == EXT_BIGINT:
+        if not data:
+            raise ValueError("an empty integer")
+        return int.from_bytes(data, "big", signed=True)
     raise ValueError(f"unknown msgpack extension type {code}")
 
 
-def packb(obj: Any) -> bytes:
+def packb(obj: Any, big_ints: bool = False) -> bytes:
     """Encode ``obj``; the one place that fixes the packer options, so that
-    every file in the data directory is written the same way."""
+    every file in the data directory is written the same way. ``big_ints``: integers
+    outside msgpack's range are written as extension type 4 instead of refused (the
+    cluster's wire, not the data directory)."""
     try:
-        return msgpack.packb(obj, default=_default, use_bin_type=True, use_single_float=False, strict_types=False)
+        return msgpack.packb(obj, default=_default_big_ints if big_ints else _default,
+                             use_bin_type=True, use_single_float=False, strict_types=False)
     except (TypeError, OverflowError, ValueError, UnicodeEncodeError) as exc:
         raise EncodeError(str(exc)) from exc
 

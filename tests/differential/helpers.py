@@ -142,26 +142,33 @@ def new_db(shards: int, seed=None, views=VIEWS, model=None, early=()) -> noria_p
     return db
 
 
-def apply_model(model: dict[str, list[tuple]], op, db) -> None:
+def apply_model(model: dict[str, list[tuple]], op, db, *, renew=None, writes=SQL_WRITES,
+                prefix: str = "t") -> None:
+    """Write ``op`` to ``db`` and to ``model``: ``("insX", rows)`` inserts into table
+    ``prefix + X`` (t1, t2), ``("delX", picks)`` deletes its rows at those positions
+    (modulo its size), ``("sql", i)`` runs ``writes[i]`` (SQL, its table, the same
+    change in Python). A delete hands the engine ``renew(row, i)`` for the model's row
+    at ``i`` (default: that row), e.g. the same values in new objects."""
     kind, arg = op
-    if kind in ("ins1", "ins2"):
-        name = "t1" if kind == "ins1" else "t2"
+    if kind == "sql":
+        sql, name, change = writes[arg]
+        db.execute(sql)
+        model[name] = [new for r in model[name] for new in change(r)]
+        return
+    name = prefix + kind[3:]
+    if kind.startswith("ins"):
         db.table(name).insert(arg)
         model[name].extend(arg)
-    elif kind in ("del1", "del2"):
-        name = "t1" if kind == "del1" else "t2"
+    elif kind.startswith("del"):
         rows = model[name]
         if not rows:
             return
         picked = sorted({i % len(rows) for i in arg}, reverse=True)
-        victims = [rows[i] for i in picked]
-        db.table(name).delete(victims)
+        db.table(name).delete([rows[i] if renew is None else renew(rows[i], i) for i in picked])
         for i in picked:
             del rows[i]
     else:
-        sql, name, change = SQL_WRITES[arg]
-        db.execute(sql)
-        model[name] = [new for r in model[name] for new in change(r)]
+        raise ValueError(f"unknown op {kind!r}")
 
 
 def check(db, oracle: Oracle, model, views) -> None:

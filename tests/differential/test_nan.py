@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import noria_py
 from noria_py import tuning
 
-from .helpers import Oracle, normal_row, normalize
+from .helpers import Oracle, apply_model, normal_row, normalize
 
 DDL = ["CREATE TABLE f (a INT, x DOUBLE, y DOUBLE)",
        "CREATE TABLE g (x DOUBLE, z INT)"]
@@ -112,30 +112,17 @@ def renewed(row: tuple, i: int) -> tuple:
 
 
 def apply(model: dict[str, list[tuple]], op, db) -> None:
+    """``apply_model``'s writes on f and g, deletes given ``renewed`` rows; and
+    ``arrowf``, an insert into f through ``insert_arrow``."""
     kind, arg = op
-    if kind in ("insf", "insg"):
-        name = kind[3]
-        db.table(name).insert(arg)
-        model[name].extend(arg)
-    elif kind == "arrowf":
+    if kind == "arrowf":
         cols = list(zip(*arg))
         db.table("f").insert_arrow(pa.table({"a": pa.array(cols[0], pa.int64()),
                                              "x": pa.array(cols[1], pa.float64()),
                                              "y": pa.array(cols[2], pa.float64())}))
         model["f"].extend(arg)
-    elif kind in ("delf", "delg"):
-        name = kind[3]
-        rows = model[name]
-        if not rows:
-            return
-        picked = sorted({i % len(rows) for i in arg}, reverse=True)
-        db.table(name).delete([renewed(rows[i], i) for i in picked])
-        for i in picked:
-            del rows[i]
     else:
-        sql, name, change = SQL_WRITES[arg]
-        db.execute(sql)
-        model[name] = [new for r in model[name] for new in change(r)]
+        apply_model(model, op, db, renew=renewed, writes=SQL_WRITES, prefix="")
 
 
 def new_db(shards: int, seed, views) -> noria_py.Database:

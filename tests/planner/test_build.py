@@ -118,10 +118,36 @@ def test_a_bare_planner_memoizes_relations_and_forgets_removed_ones():
     assert bare.planner.take_fresh() == set(second)         # the reader alone
     assert bare.graph[first[0]].parents == bare.graph[second[0]].parents
     removed: list[str] = []
+    assert bare.planner.owned(first) == first                # and changes nothing
     bare.planner.remove(first, removed.append)
     assert removed == first                                  # v2 still reads the rest
+    assert set(bare.planner.owned(second)) == made - set(first) | set(second)
     bare.planner.remove(second, removed.append)
     assert set(removed) == made | set(second)
     assert list(bare.graph.nodes) == [bare.base["t"], bare.base["u"]]
     third = bare.add_view("CREATE VIEW v3 AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
     assert len(bare.planner.take_fresh()) == len(made) and third[0] in bare.graph
+
+
+@SHARDS
+def test_owned_is_what_remove_removes_children_first(shards):
+    """``Planner.owned`` (what ``db.queries()`` counts) is the walk ``remove`` makes:
+    the same nodes, each after all its children, the graph untouched; a node another
+    view still reads is not among them."""
+    bare = Bare(shards)
+    keep = bare.add_view("CREATE VIEW k AS SELECT a, COUNT(*) AS n FROM t WHERE b > 0 GROUP BY a")
+    views = [bare.add_view(sql) for sql in (
+        "CREATE VIEW j AS SELECT t.a, u.y FROM t JOIN u ON t.a = u.x WHERE t.b > 0",
+        "CREATE VIEW s AS SELECT a, COUNT(*) AS n FROM t WHERE b > 0 GROUP BY a HAVING COUNT(*) > 1",
+        "CREATE VIEW x AS SELECT a FROM t WHERE b > 0 UNION ALL SELECT a FROM t WHERE b > 0")]
+    for readers_ in views:
+        before = {n: list(node.children) for n, node in bare.graph.nodes.items()}
+        own = bare.planner.owned(readers_)
+        assert {n: list(node.children) for n, node in bare.graph.nodes.items()} == before
+        assert set(readers_) <= set(own) and not set(own) & set(keep)
+        for i, n in enumerate(own):
+            assert set(bare.graph[n].children) <= set(own[:i]), (n, own)
+        removed: list[str] = []
+        bare.planner.remove(readers_, removed.append)
+        assert removed == own
+    assert all(r in bare.graph for r in keep)

@@ -70,7 +70,7 @@ def test_per_insert_against_clocks_alone(made):
     r = overhead.per_insert(batch=3, inserts=10, articles=200, prefill=0,
                             against="no-checkpoints")
     assert sorted(set(made)) == [(True, False), (True, True)] and r["total"] > 0
-    with pytest.raises(noria_py.Error, match="against"):
+    with pytest.raises(noria_py.ArgumentError, match="against"):
         overhead.per_insert(batch=3, inserts=10, against="nothing")
 
 
@@ -83,7 +83,7 @@ def test_run_at_offers_half_reads_half_votes():
 
 
 def test_unknown_gc_mode_is_refused():
-    with pytest.raises(noria_py.Error, match="gc mode"):
+    with pytest.raises(noria_py.ArgumentError, match="gc mode"):
         overhead.sweep(10, 0, 0.01, [0.5], 1, gc_mode="sometimes")
 
 

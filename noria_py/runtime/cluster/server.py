@@ -40,7 +40,7 @@ from sql_frontend import plan as lp
 from sql_frontend import wire as plan_wire
 
 from ...client import Database
-from ...errors import Error, RequestError
+from ...errors import ArgumentError, Error, RequestError
 from ...graph import Graph
 from . import tokens, wire
 from .controller import ClusterRuntime
@@ -102,13 +102,13 @@ class Server:
                  checkpoints: bool = True, max_connections: int = MAX_CONNECTIONS,
                  idle_timeout: float | None = IDLE_TIMEOUT) -> None:
         if host not in LOOPBACK and not token:
-            raise Error(f"binding {host} (not loopback) needs a shared secret: pass --token")
+            raise ArgumentError(f"binding {host} (not loopback) needs a shared secret: pass --token")
         if strategy not in ("treeclock", "lineage"):
-            raise Error(f"a cluster recovers with 'treeclock' or 'lineage', not {strategy!r}")
+            raise ArgumentError(f"a cluster recovers with 'treeclock' or 'lineage', not {strategy!r}")
         if workers < 1:
-            raise Error(f"a cluster needs at least one worker, got {workers}")
+            raise ArgumentError(f"a cluster needs at least one worker, got {workers}")
         if max_connections < 1:
-            raise Error(f"max_connections must be at least 1, got {max_connections}")
+            raise ArgumentError(f"max_connections must be at least 1, got {max_connections}")
         self.stopped = threading.Event()
         self.ready = threading.Event()      # set once the database is open
         self.sock = socket.create_server((host, port), reuse_port=False)

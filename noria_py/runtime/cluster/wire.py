@@ -2,7 +2,8 @@
 
 A frame is a 4-byte big-endian length, then a msgpack payload written by the storage
 codec (``storage/codec.py``), so dates and datetimes travel as the same extension types
-that the data directory uses. Nothing here uses pickle: a hostile or damaged peer can
+that the data directory uses; integers past msgpack's 64 bits (a SUM of an INT column
+can pass them) travel as the codec's extension type 4. Nothing here uses pickle: a hostile or damaged peer can
 make us raise :class:`ProtocolError`, never run code. Decoded arrays are tuples (the
 codec's ``use_list=False``): cheaper to build, and hashable, so rows are ready to use
 as dictionary keys and array-valued map keys decode at all.
@@ -99,7 +100,7 @@ class Connection:
         return f"<Connection {self.peer}>"
 
     def send(self, obj: Any) -> None:
-        payload = packb(obj)
+        payload = packb(obj, big_ints=True)
         if len(payload) > self.max_frame:
             raise ProtocolError(f"frame of {len(payload)} bytes exceeds the limit of "
                                 f"{self.max_frame} bytes")
@@ -111,7 +112,7 @@ class Connection:
         """Several frames in one system call (a relay's queue, drained at once)."""
         parts = []
         for obj in objs:
-            payload = packb(obj)
+            payload = packb(obj, big_ints=True)
             if len(payload) > self.max_frame:
                 raise ProtocolError(f"frame of {len(payload)} bytes exceeds the limit of "
                                     f"{self.max_frame} bytes")
