@@ -30,7 +30,7 @@ import sys
 import threading
 from typing import Any, cast
 
-from ..errors import Error, ProgrammingError
+from ..errors import ArgumentError, Error
 from ..runtime.cluster.tokens import LOOPBACK
 from . import protocol as P
 from .catalog import REPORTED, Shadow
@@ -51,10 +51,10 @@ class PgServer:
                  token: str | None = None, *, password_on_loopback: bool = False,
                  max_connections: int = 100) -> None:
         if host not in LOOPBACK and not token:
-            raise ProgrammingError(f"binding {host} (not loopback) needs a password: pass "
+            raise ArgumentError(f"binding {host} (not loopback) needs a password: pass "
                                    "--token (clients log in with it as their password)")
         if password_on_loopback and not token:
-            raise ProgrammingError("password_on_loopback needs a token")
+            raise ArgumentError("password_on_loopback needs a token")
         self.db = db
         self.host = host
         self.port = port

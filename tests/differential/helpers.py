@@ -171,6 +171,17 @@ def apply_model(model: dict[str, list[tuple]], op, db, *, renew=None, writes=SQL
         raise ValueError(f"unknown op {kind!r}")
 
 
+def in_two_parts(db, apply, first, second, later_views: dict[str, str]) -> None:
+    """Apply the ops ``first``, create ``later_views`` (name: SELECT), then apply
+    ``second``: views made before the data follow it, the later ones start from it."""
+    for op in first:
+        apply(op)
+    for name, sql in later_views.items():
+        db.execute(f"CREATE VIEW {name} AS {sql}")
+    for op in second:
+        apply(op)
+
+
 def check(db, oracle: Oracle, model, views) -> None:
     """The engine's tables hold the model's rows, and ``views`` (and every keyed view)
     answer as DuckDB does over them (``oracle`` loaded with the model)."""

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import noria_py
 from noria_py import tuning
 
-from .helpers import Oracle, apply_model, normal_row, normalize
+from .helpers import Oracle, apply_model, in_two_parts, normal_row, normalize
 
 DDL = ["CREATE TABLE f (a INT, x DOUBLE, y DOUBLE)",
        "CREATE TABLE g (x DOUBLE, z INT)"]
@@ -172,11 +172,7 @@ def test_nan_views_match_duckdb(shards, seed, dense_min, first, second, split):
         for name, (sql, _) in KEYED.items():
             db.execute(f"CREATE VIEW {name} AS {sql}")
         model: dict[str, list[tuple]] = {"f": [], "g": []}
-        for op in first:
-            apply(model, op, db)
-        for name in names[split:]:
-            db.execute(f"CREATE VIEW {name} AS {ALL[name]}")
-        for op in second:
-            apply(model, op, db)
+        in_two_parts(db, lambda op: apply(model, op, db), first, second,
+                     {name: ALL[name] for name in names[split:]})
         check(db, model, Oracle(DDL))
         db.close()

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import noria_py
 from noria_py import tuning
 
-from .helpers import Oracle, normal_row, normalize
+from .helpers import Oracle, in_two_parts, normal_row, normalize
 
 DDL = ["CREATE TABLE e (a INT, ts TIMESTAMPTZ, b TIMESTAMP WITH TIME ZONE)",
        "CREATE TABLE w (ts TIMESTAMPTZ, z INT)"]
@@ -205,11 +205,7 @@ def test_timestamptz_views_match_duckdb(shards, seed, dense_min, first, second, 
         for name, (sql, _) in KEYED.items():
             db.execute(f"CREATE VIEW {name} AS {sql}")
         model: dict[str, list[tuple]] = {"e": [], "w": []}
-        for op in first:
-            apply(model, op, db)
-        for name in names[split:]:
-            db.execute(f"CREATE VIEW {name} AS {ALL[name]}")
-        for op in second:
-            apply(model, op, db)
+        in_two_parts(db, lambda op: apply(model, op, db), first, second,
+                     {name: ALL[name] for name in names[split:]})
         check(db, model)
         db.close()

@@ -142,7 +142,7 @@ def test_a_wrong_password_is_refused_and_logged(guarded: PgServer,
 
 
 def test_binding_beyond_loopback_needs_a_token() -> None:
-    with pytest.raises(noria_py.ProgrammingError, match="--token"):
+    with pytest.raises(noria_py.ArgumentError, match="--token"):
         PgServer(None, host="0.0.0.0", port=0)
 
 
