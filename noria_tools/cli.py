@@ -38,8 +38,20 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from noria_tools.bench import run_bench
+    from noria_tools.bench import BENCHES, run_bench
+    if args.name is None:
+        print("noria-py bench NAME [options]; NAME is one of: " + ", ".join(BENCHES)
+              + " (noria-py bench NAME --help for its options)", file=sys.stderr)
+        return 2
     return run_bench(args.name, args.extra)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("noria-py")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -69,6 +81,7 @@ def _logictest(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="noria-py", description=__doc__.partition("\n\n")[0])
+    p.add_argument("--version", action="version", version=f"noria-py {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="the vote application from the Noria paper, embedded")
@@ -79,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--duckdb-reads", type=int, default=300)
     d.set_defaults(run=_demo)
 
-    b = sub.add_parser("bench", help="run a named benchmark (vote, ...)")
-    b.add_argument("name")
-    b.add_argument("extra", nargs=argparse.REMAINDER)
+    b = sub.add_parser("bench", help="run a named benchmark (without a name: the list)")
+    b.add_argument("name", nargs="?", help="the benchmark (docs/benchmarks.md)")
+    b.add_argument("extra", nargs=argparse.REMAINDER, help="its options (NAME --help)")
     b.set_defaults(run=_bench)
 
     lt = sub.add_parser("logictest", help="run sqllogictest files")

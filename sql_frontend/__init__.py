@@ -6,6 +6,7 @@ resolved against a ``Catalog`` and every user error is raised as a subclass of
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence, cast
 
@@ -82,6 +83,9 @@ def _check_plan_depth(sql: str, query: Query) -> None:
                                f"(views over views, subqueries), more than {MAX_DEPTH}", sql, None)
 
 
+_SUBSCRIBE = re.compile(r"\s*(?:COPY\s*\(\s*)?SUBSCRIBE\b", re.I)
+
+
 def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
           lift_constants: bool = False) -> Statement:
     """The plan of the one statement in ``sql``.
@@ -94,6 +98,10 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
     keys, the constants as its params (``select.lift_key_constants``), where that gives
     the same answer; so queries differing only there have one plan.
     """
+    if isinstance(sql, str) and _SUBSCRIBE.match(sql):
+        raise UnsupportedError("unsupported: SUBSCRIBE runs through a subscription, not as a "
+                               "statement: db.subscribe('view') in Python, or COPY (SUBSCRIBE "
+                               "view) TO STDOUT through noria-py pg", sql, (1, 1))
     trees = parse_statements(sql)
     if not trees:
         raise ParseError("no SQL statement given", sql, None)

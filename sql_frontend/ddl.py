@@ -41,9 +41,13 @@ def _check_modifiers(ctx: Context, node: exp.Create) -> None:
     if node.args.get("replace"):
         raise ctx.unsupported("CREATE OR REPLACE", node)
     props = node.args.get("properties")
-    if props is not None and props.expressions:
-        raise ctx.unsupported(f"table property {props.expressions[0].sql()}",
-                              props.expressions[0])
+    extra = [p for p in (props.expressions if props is not None else [])
+             # CREATE MATERIALIZED VIEW: every view here is materialized (Materialize's
+             # and ReadySet's users write it)
+             if not (isinstance(p, exp.MaterializedProperty)
+                     and (node.args.get("kind") or "").upper() == "VIEW")]
+    if extra:
+        raise ctx.unsupported(f"table property {extra[0].sql()}", extra[0])
     if node.args.get("unique"):
         raise ctx.unsupported("CREATE UNIQUE", node)
 

@@ -172,6 +172,10 @@ def _parse_error(sql: str, err: Exception) -> ParseError:
             # sqlglot reports the column where the offending token ends
             pos = (int(line), max(1, int(col) - len(highlight) + 1))
         near = f" near '{highlight}'" if highlight else ""
+        missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>", desc)
+        if missing:     # (sqlglot's internals: say what the user wrote is short of)
+            desc = f"incomplete {missing.group(2).upper()} expression (its {missing.group(1)} " \
+                   "is missing)"
         return ParseError(f"syntax error{near}: {desc}", sql, pos)
     if isinstance(err, _GlotTokenError):
         return ParseError(f"cannot tokenize SQL: {err}", sql, None)

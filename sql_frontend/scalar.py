@@ -7,6 +7,7 @@ query builder later replaces with columns of the Aggregate's output.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -177,7 +178,7 @@ class Translator:
         if isinstance(node, exp.Anonymous):
             return ctx.unsupported(f"function {node.name.upper()}()", node)
         if isinstance(node, exp.Func):
-            return ctx.unsupported(f"function {node.sql_name()}()", node)
+            return ctx.unsupported(f"function {_written_name(ctx.sql, node)}()", node)
         if isinstance(node, exp.Star):
             return ctx.unsupported("* in an expression", node)
         return ctx.unsupported(f"{node.key.upper()} expression {node.sql()}", node)
@@ -605,3 +606,16 @@ def _promoted(e: Expr, other: SqlType) -> Expr:
     if e.type == SqlType.DATE and other == SqlType.TIMESTAMP:
         return Call("cast", (e,), SqlType.TIMESTAMP)
     return e
+
+
+def _written_name(sql: str, node: exp.Func) -> str:
+    """A function's name as the user wrote it (sqlglot names STRING_AGG GROUP_CONCAT,
+    SUBSTR SUBSTRING): the word where the call starts, else sqlglot's name."""
+    start = min((n.meta["start"] for n in node.walk() if n.meta and "start" in n.meta),
+                default=None)
+    if start is not None:
+        m = (re.match(r"(\w+)\s*\(", sql[start:])              # at the name
+             or re.search(r"(\w+)\s*\(\s*$", sql[:start]))    # at the first argument
+        if m:
+            return m.group(1).upper()
+    return node.sql_name()

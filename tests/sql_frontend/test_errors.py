@@ -52,6 +52,28 @@ def test_error_hierarchy():
     assert issubclass(TypeMismatchError, Error) and issubclass(ArityError, Error)
 
 
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT STRING_AGG(a, ',') FROM t", "function STRING_AGG()"),
+    ("SELECT SUBSTR(c, 1, 2) FROM t", "function SUBSTR()"),
+    ("SELECT a * FROM t", "incomplete MUL expression"),
+    ("SUBSCRIBE v", "db.subscribe"),
+    ("SUBSCRIBE TO v", "COPY (SUBSCRIBE view) TO STDOUT"),
+])
+def test_messages_name_what_the_user_wrote(cat, sql, message):
+    with pytest.raises((ParseError, UnsupportedError)) as ei:
+        parse(sql, cat)
+    assert message in str(ei.value)
+    assert "sqlglot" not in str(ei.value) and "<class" not in str(ei.value)
+
+
+def test_create_materialized_view_is_create_view(cat):
+    made = parse("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t", cat)
+    plain = parse("CREATE VIEW mv AS SELECT a FROM t", cat)
+    assert (made.name, made.query) == (plain.name, plain.query)
+    with pytest.raises(UnsupportedError, match="MATERIALIZED"):
+        parse("CREATE MATERIALIZED TABLE x (a INT)", cat)
+
+
 def test_parse_error_names_the_token(cat):
     with pytest.raises(ParseError, match="near 'WHERE'"):
         parse("SELECT a FROM WHERE", cat)
