@@ -85,11 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="the vote application from the Noria paper, embedded")
-    d.add_argument("--articles", type=int, default=100_000)
-    d.add_argument("--votes", type=int, default=1_000_000)
-    d.add_argument("--batch", type=int, default=1_000)
-    d.add_argument("--shards", type=int, default=1)
-    d.add_argument("--duckdb-reads", type=int, default=300)
+    d.add_argument("--articles", type=int, default=100_000, help="articles in the table")
+    d.add_argument("--votes", type=int, default=1_000_000, help="votes written, timed")
+    d.add_argument("--batch", type=int, default=1_000, help="votes per insert")
+    d.add_argument("--shards", type=int, default=1, help="shards of each node")
+    d.add_argument("--duckdb-reads", type=int, default=300,
+                   help="reads of DuckDB computing the query, to compare lookups with")
     d.set_defaults(run=_demo)
 
     b = sub.add_parser("bench", help="run a named benchmark (without a name: the list)")
@@ -98,14 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     b.set_defaults(run=_bench)
 
     lt = sub.add_parser("logictest", help="run sqllogictest files")
-    lt.add_argument("files", nargs="+")
-    lt.add_argument("--mode", choices=["both", "incremental", "initial"], default="both")
-    lt.add_argument("-v", "--verbose", action="store_true")
+    lt.add_argument("files", nargs="+", help="sqllogictest files")
+    lt.add_argument("--mode", choices=["both", "incremental", "initial"], default="both",
+                    help="views made before the data (incremental), after it (initial), or both")
+    lt.add_argument("-v", "--verbose", action="store_true", help="print each failure")
     lt.set_defaults(run=_logictest)
 
     r = sub.add_parser("repair", help="say what dropping a data directory's damage would lose; "
                        "with --yes, drop it")
-    r.add_argument("--data-dir", dest="data_dir", required=True)
+    r.add_argument("--data-dir", dest="data_dir", required=True, help="the data directory")
     r.add_argument("--yes", action="store_true",
                    help="drop it (each changed file is first copied beside itself, "
                         "NAME.damaged-<time>); without it nothing changes")
@@ -120,18 +122,18 @@ def main(argv: list[str] | None = None) -> int:
                    add_help=False)
 
     w = sub.add_parser("worker", help="join a running cluster as a worker")
-    w.add_argument("--join", required=True, metavar="HOST:PORT")
+    w.add_argument("--join", required=True, metavar="HOST:PORT", help="the cluster's controller")
     w.add_argument("--token", default=None,
                    help="default $NORIA_TOKEN, else a local server's token file")
     w.set_defaults(run=_worker)
     ld = sub.add_parser("load", help="bulk-load Parquet or CSV files into a table, with Spark")
-    ld.add_argument("table")
-    ld.add_argument("paths", nargs="+", metavar="PATH")
+    ld.add_argument("table", help="the table to load into (it must exist)")
+    ld.add_argument("paths", nargs="+", metavar="PATH", help="Parquet or CSV files")
     ld.add_argument("--format", choices=["parquet", "csv"], default=None,
                     help="default: from the file names")
     ld.add_argument("--master", default=None, help="Spark master (default local[*])")
     where = ld.add_mutually_exclusive_group(required=True)
-    where.add_argument("--data-dir", dest="data_dir")
+    where.add_argument("--data-dir", dest="data_dir", help="the database's data directory")
     where.add_argument("--server", default=None, help="a running cluster: noria://HOST:PORT")
     ld.add_argument("--token", default=None, help="the cluster's token (default $NORIA_TOKEN)")
     ld.add_argument("--skip-bad", action="store_true",

@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         "psycopg, asyncpg, SQLAlchemy, ...); docs/postgres.md.")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (anything but loopback needs --token)")
-    p.add_argument("--port", type=int, default=5433)
+    p.add_argument("--port", type=int, default=5433, help="port to serve (0: a free one)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--data-dir", help="the database's directory (else in memory)")
     where.add_argument("--server", help="serve a running cluster: noria://HOST:PORT")
