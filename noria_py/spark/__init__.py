@@ -6,7 +6,8 @@ nothing here imports it until it is used.
 """
 from .session import SparkUnavailableError, get_session, java_version
 
-__all__ = ["SparkUnavailableError", "dataframe", "get_session", "java_version", "register"]
+__all__ = ["SparkUnavailableError", "check_worker_python", "dataframe", "get_session",
+           "java_version", "register"]
 
 
 def register(spark) -> None:
@@ -16,8 +17,31 @@ def register(spark) -> None:
     parameterized view's key columns is read by lookup: Spark refuses a reader that
     takes filters while it is off."""
     from .datasource import NoriaDataSource
+    check_worker_python(spark)
     spark.dataSource.register(NoriaDataSource)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+def check_worker_python(spark) -> None:
+    """On a local master, the Python that Spark starts its workers with must import
+    noria_py (a session started outside the project's virtual environment uses the
+    system's, and every noria read or write would fail in the workers with
+    ``ModuleNotFoundError``): say so here, with the one line that fixes it."""
+    import subprocess
+    import sys
+
+    context = spark.sparkContext
+    if not str(context.master).startswith("local"):
+        return                      # (workers elsewhere: their Python is theirs to set up)
+    python = getattr(context, "pythonExec", None) or sys.executable
+    if python == sys.executable:
+        return
+    found = subprocess.run([python, "-c", "import noria_py"], capture_output=True)
+    if found.returncode != 0:
+        raise SparkUnavailableError(
+            f"Spark starts its Python workers with {python}, which cannot import noria_py; "
+            f"start the session with .config(\"spark.pyspark.python\", {sys.executable!r}) "
+            f"(or set PYSPARK_PYTHON={sys.executable} before starting it)")
 
 
 def dataframe(spark, **options):
