@@ -365,6 +365,7 @@ class Database:
         self._check_open()
 
     def rollback(self) -> None:
+        """Refused: every statement is applied when it runs (``NotSupportedError``)."""
         raise NotSupportedError("noria-py applies each statement when it runs; there is "
                                 "no transaction to roll back")
 
@@ -722,6 +723,7 @@ class Database:
 
     @_serialized
     def table(self, name: str) -> "Table":
+        """The handle of table ``name`` (``UnknownTableError`` if there is none)."""
         self._check_open()
         entry = self._tables.get(arguments.name(name, "table").lower())
         if entry is None:
@@ -730,6 +732,7 @@ class Database:
 
     @_serialized
     def view(self, name: str) -> "View":
+        """The handle of view ``name`` (``UnknownViewError`` if there is none)."""
         self._check_open()
         entry = self._views.get(arguments.name(name, "view").lower())
         if entry is None:
@@ -740,10 +743,12 @@ class Database:
 
     @_serialized
     def tables(self) -> list[str]:
+        """The names of the tables."""
         return [t.schema.name for t in self._tables.values()]
 
     @_serialized
     def views(self) -> list[str]:
+        """The names of the named views (not the ad-hoc queries' unnamed ones: ``queries()``)."""
         return [v.name for v in self._views.values() if not v.anonymous]
 
     # ------------------------------------------------------------ runtime
@@ -812,6 +817,7 @@ class Database:
 
     @_serialized
     def graph(self) -> list[dict]:
+        """The dataflow graph: a dict per node shard (``id``, ``kind``, ``parents``, ``children``, ...)."""
         out = []
         for n in self.graph_.topological():
             d = self.graph_[n].describe()
@@ -875,10 +881,12 @@ class Database:
 
     @_serialized
     def record_recovery(self, report: RecoveryReport) -> None:
+        """Note a recovery a runtime did on its own (a cluster's, after a worker died)."""
         self._recoveries.append(report)
 
     @_serialized
     def recoveries(self) -> list[RecoveryReport]:
+        """The recoveries done so far, oldest first (``RecoveryReport``s)."""
         return list(self._recoveries)
 
     def _node(self, node_id: str):
@@ -888,6 +896,7 @@ class Database:
 
     @_serialized
     def close(self) -> None:
+        """Close the database (its data directory's files, with one); later calls raise ``ClosedError``."""
         if not self._closed:
             self._closed = True
             if self.storage is not None:

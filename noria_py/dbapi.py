@@ -97,6 +97,7 @@ class Cursor:
         self._closed = False
 
     def execute(self, operation: str, parameters: Sequence[Any] = ()) -> "Cursor":
+        """Run one statement with ``parameters`` for its ``?``; the rows, if any, to fetch."""
         self._check()
         if isinstance(parameters, (str, bytes)) or not isinstance(parameters, Sequence):
             raise ProgrammingError(f"parameters must be a sequence (paramstyle qmark), "
@@ -105,6 +106,7 @@ class Cursor:
         return self
 
     def executemany(self, operation: str, seq_of_parameters: Sequence[Sequence[Any]]) -> "Cursor":
+        """Run one INSERT, DELETE or UPDATE once per parameter set (an INSERT's rows: one write)."""
         self._check()
         sets = [tuple(p) for p in seq_of_parameters]
         self._result, self.description = None, None
@@ -125,9 +127,11 @@ class Cursor:
         return self._result
 
     def fetchone(self) -> tuple | None:
+        """The next row of the last query, or None after the last."""
         return self._rows().fetchone()
 
     def fetchmany(self, size: int | None = None) -> list[tuple]:
+        """The next ``size`` rows (``arraysize`` by default), fewer at the end."""
         result = self._rows()
         n = self.arraysize if size is None else size
         out: list[tuple] = []
@@ -136,6 +140,7 @@ class Cursor:
         return out
 
     def fetchall(self) -> list[tuple]:
+        """The rows of the last query not fetched yet."""
         return self._rows().fetchall()
 
     def __iter__(self) -> Iterator[tuple]:
@@ -148,6 +153,7 @@ class Cursor:
         """Accepted and ignored, as PEP 249 allows."""
 
     def close(self) -> None:
+        """Close the cursor; later calls raise ``InterfaceError``."""
         self._closed = True
         self._result = None
 

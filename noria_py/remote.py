@@ -109,26 +109,33 @@ class RemoteDatabase:
         raise _error(f[2], f[3])
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
+        """Run one SQL statement on the server; ``?`` take ``params`` in order."""
         columns, rows, types, rowcount = self._call("execute", sql, list(arguments.params(params)))
         return Result(columns, _rows(rows), [SqlType(t) for t in types], rowcount)
 
     def table(self, name: str) -> "RemoteTable":
+        """The handle of the server's table ``name``."""
         return RemoteTable(self, name, list(self._call("table", name)))
 
     def view(self, name: str) -> "RemoteView":
+        """The handle of the server's view ``name``."""
         columns, types, arity = self._call("view", name)
         return RemoteView(self, name, list(columns), [SqlType(t) for t in types], arity)
 
     def tables(self) -> list[str]:
+        """The names of the server's tables."""
         return list(self._call("tables"))
 
     def views(self) -> list[str]:
+        """The names of the server's named views."""
         return list(self._call("views"))
 
     def wait(self) -> None:
+        """Return once every write the server accepted is reflected in every view."""
         self._call("wait")
 
     def graph(self) -> list[dict]:
+        """The cluster's dataflow graph, a dict per node shard (with its ``worker`` and ``pid``)."""
         out = []
         for d in self._call("graph"):
             d = dict(d)
@@ -165,10 +172,12 @@ class RemoteDatabase:
         """Nothing to do: the server applies each statement when it runs."""
 
     def rollback(self) -> None:
+        """Refused: the server applies each statement when it runs (``NotSupportedError``)."""
         raise NotSupportedError("noria-py applies each statement when it runs; there is "
                                 "no transaction to roll back")
 
     def subscribe(self, view: str, key: Any = None, **options: Any) -> Any:
+        """Refused: subscriptions are embedded only for now (``NotSupportedError``)."""
         raise NotSupportedError("subscriptions are not offered by a cluster yet; "
                                 "subscribe to an embedded database")
 
@@ -177,18 +186,23 @@ class RemoteDatabase:
         return [dict(d) for d in self._call("queries")]
 
     def drop_query(self, name: str | None = None) -> None:
+        """``Database.drop_query`` on the server."""
         self._call("drop_query", name)
 
     def fail(self, node_id: str) -> None:
+        """Fail a node shard: SIGKILL the worker hosting it (its other nodes go with it)."""
         self._call("fail", node_id)
 
     def recover(self, node_id: str, strategy: str = "treeclock") -> RecoveryReport:
+        """Recover a failed node on the server (the cluster also recovers by itself)."""
         return _report(self._call("recover", node_id, strategy))
 
     def recoveries(self) -> list[RecoveryReport]:
+        """The recoveries the cluster did, oldest first."""
         return [_report(d) for d in self._call("recoveries")]
 
     def close(self) -> None:
+        """Close the connection; later calls raise ``ClosedError``."""
         if not self._closed:
             self._closed = True
             self._conn.close()

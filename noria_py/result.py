@@ -28,11 +28,13 @@ class Result:
         self._pos = 0
 
     def fetchall(self) -> list[tuple]:
+        """The rows not fetched yet."""
         rest = self.rows[self._pos:]
         self._pos = len(self.rows)
         return rest
 
     def fetchone(self) -> tuple | None:
+        """The next row, or None after the last."""
         if self._pos >= len(self.rows):
             return None
         self._pos += 1

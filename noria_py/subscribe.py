@@ -82,6 +82,7 @@ class Subscription:
             self.put(Change(progress, rows))
 
     def put(self, change: Change) -> None:
+        """Queue ``change`` for the subscriber; past ``buffer`` changes, end the subscription."""
         with self._ready:
             if len(self._queue) >= self._buffer:
                 self._failed(f"subscriber to view {self.view!r} fell more than "
@@ -91,6 +92,7 @@ class Subscription:
             self._ready.notify_all()
 
     def fail(self, message: str) -> None:
+        """End the subscription with a ``SubscriptionError`` saying ``message``."""
         with self._ready:
             self._failed(message)
 
