@@ -279,19 +279,19 @@ class Database:
                     cache.move_to_end(sql)
                     return known.run(values)
                 del cache[sql]
-        stmt = sql_frontend.parse(sql, self._catalog, values, lift_constants=True)
-        result = self._run(stmt, sql)
+        stmt, result = self._execute_parsed(sql, values)
         if cache is not None and isinstance(stmt, (lp.Select, lp.Insert)):
             self._keep_prepared(sql)
         return result
 
     @_serialized
-    def _execute_parsed(self, sql: str, params: Sequence[Any]) -> Result:
-        """``execute`` without its prepared statements (what a Prepared falls back to)."""
+    def _execute_parsed(self, sql: str, params: Sequence[Any]) -> tuple[lp.Statement, Result]:
+        """``execute`` without its prepared statements (what a Prepared falls back to):
+        the statement's plan and its result."""
         self._check_open()
         stmt = sql_frontend.parse(sql, self._catalog, arguments.params(params),
                                   lift_constants=True)
-        return self._run(stmt, sql)
+        return stmt, self._run(stmt, sql)
 
     def _keep_prepared(self, sql: str) -> None:
         """Keep ``sql`` prepared for ``execute`` if that makes its runs parse-free."""
@@ -335,7 +335,7 @@ class Database:
     @_serialized
     def _count_changes(self, sql: str, params: Sequence[Any]) -> int:
         """The rows an INSERT, DELETE or UPDATE would change now, without changing them."""
-        stmt = sql_frontend.parse(sql, self._catalog, arguments.params(params))
+        stmt = self.parse(sql, params)
         if isinstance(stmt, lp.Insert):
             return len(stmt.rows)
         if isinstance(stmt, (lp.Delete, lp.Update)):
@@ -370,19 +370,14 @@ class Database:
                                 "no transaction to roll back")
 
     @_serialized
-    def parse_with(self, sql: str, params: Sequence[Any]) -> lp.Statement:
-        """``parse`` with values for the statement's ``?``."""
-        self._check_open()
-        return sql_frontend.parse(sql, self._catalog, arguments.params(params))
-
-    @_serialized
-    def parse(self, sql: str) -> lp.Statement:
+    def parse(self, sql: str, params: Sequence[Any] = ()) -> lp.Statement:
         """The front end's plan of one SQL statement (a ``sql_frontend.plan`` statement),
         checked against this database's tables and views, without running it: e.g. a
         SELECT's ``query`` says which tables it reads (its ``Scan`` nodes) and whether it
-        is ordered. Raises what ``execute`` would raise for SQL it cannot take."""
+        is ordered. ``params``: values for its ``?``. Raises what ``execute`` would raise
+        for SQL it cannot take."""
         self._check_open()
-        return sql_frontend.parse(sql, self._catalog)
+        return sql_frontend.parse(sql, self._catalog, arguments.params(params))
 
     def _run(self, stmt, sql: str) -> Result:
         """One parsed statement."""
@@ -981,7 +976,7 @@ class Prepared:
                 rows = self._insert.bind(params)
                 self._db.table(self._insert.table).insert(rows)
                 return Result(rowcount=len(rows))
-            return self._db._execute_parsed(self.sql, params)
+            return self._db._execute_parsed(self.sql, params)[1]
         view, stmt, otherwise = keyed
         view._entry.last_used = time.monotonic()    # (an ad-hoc view: read, so kept longer)
         if len(params) != len(self.param_types):
@@ -1022,7 +1017,7 @@ class Prepared:
             return self._insert.table, self._insert.bind(params)
         if self.command != "INSERT":
             return None
-        stmt = self._db.parse_with(self.sql, params)
+        stmt = self._db.parse(self.sql, params)
         if not isinstance(stmt, lp.Insert):
             return None
         return stmt.table, [tuple(evaluate_constant(x) for x in row) for row in stmt.rows]

@@ -24,6 +24,7 @@ from .typerules import (
     family,
     not_temporal,
     parse_temporal,
+    read_bool,
     unify,
     value_type,
 )
@@ -579,15 +580,6 @@ def conjunction(parts: list[Expr]) -> Expr | None:
     return Call("and", tuple(parts), SqlType.BOOL)
 
 
-def _read_bool(text: str) -> bool:
-    t = text.lower()
-    if t in ("t", "true", "y", "yes", "on", "1"):
-        return True
-    if t in ("f", "false", "n", "no", "off", "0"):
-        return False
-    raise ValueError(text)
-
-
 def _read_int(text: str) -> int:
     v = int(text)
     if not INT_MIN <= v <= INT_MAX:
@@ -597,7 +589,7 @@ def _read_int(text: str) -> int:
 
 #: how a text literal compared with a number or a truth value is read
 _LITERAL_READERS: dict[SqlType, Callable[[str], Any]] = {
-    SqlType.INT: _read_int, SqlType.FLOAT: float, SqlType.BOOL: _read_bool}
+    SqlType.INT: _read_int, SqlType.FLOAT: float, SqlType.BOOL: read_bool}
 
 
 def _promoted(e: Expr, other: SqlType) -> Expr:

@@ -111,6 +111,17 @@ def unify(types: list[SqlType]) -> SqlType | None:
     return real[0]
 
 
+def read_bool(text: str) -> bool:
+    """A truth value from text as PostgreSQL reads one (``t``, ``true``, ``yes``, ``on``,
+    ``1`` and their opposites, any case); ValueError for other text."""
+    t = text.strip().lower()
+    if t in ("t", "true", "y", "yes", "on", "1"):
+        return True
+    if t in ("f", "false", "n", "no", "off", "0"):
+        return False
+    raise ValueError(text)
+
+
 def parse_temporal(text: str, target: SqlType, as_utc: bool = False) -> datetime.date | None:
     """A DATE, TIMESTAMP or TIMESTAMPTZ value from its ISO text, or None if the text is
     not one. A TIMESTAMPTZ is in UTC; text without a UTC offset is one only ``as_utc``

@@ -303,7 +303,7 @@ class _Connection(asyncio.Protocol):
                 b = P.Body(body)
                 if b.cstr() != "SCRAM-SHA-256":
                     raise ScramError("unsupported SASL mechanism")
-                first = b.bytes(b.int32()).decode()
+                first = b.take(b.int32()).decode()
                 self.state = "sasl-final"
                 return [P.authentication(11, self.scram.first(first).encode())]
             final = self.scram.final(body.decode())

@@ -23,7 +23,7 @@ import math
 import struct
 from typing import Any, Callable
 
-from sql_frontend.typerules import parse_temporal
+from sql_frontend.typerules import parse_temporal, read_bool
 from sql_frontend.types import SqlType
 
 from ..errors import DataError, NotSupportedError
@@ -35,15 +35,6 @@ OIDS: dict[SqlType, int] = {
     SqlType.INT: INT8, SqlType.FLOAT: FLOAT8, SqlType.TEXT: TEXT, SqlType.BOOL: BOOL,
     SqlType.DATE: DATE, SqlType.TIMESTAMP: TIMESTAMP, SqlType.TIMESTAMPTZ: TIMESTAMPTZ,
     SqlType.NULL: TEXT,
-}
-
-#: the engine's type of each PostgreSQL type a parameter may name
-SQL_TYPES: dict[int, SqlType] = {
-    INT2: SqlType.INT, INT4: SqlType.INT, INT8: SqlType.INT, OID: SqlType.INT,
-    FLOAT4: SqlType.FLOAT, FLOAT8: SqlType.FLOAT, NUMERIC: SqlType.FLOAT,
-    TEXT: SqlType.TEXT, VARCHAR: SqlType.TEXT, BPCHAR: SqlType.TEXT, NAME: SqlType.TEXT,
-    CHAR: SqlType.TEXT, BOOL: SqlType.BOOL, DATE: SqlType.DATE, TIMESTAMP: SqlType.TIMESTAMP,
-    TIMESTAMPTZ: SqlType.TIMESTAMPTZ,
 }
 
 #: ``typlen`` of each type in a RowDescription (-1: variable)
@@ -142,19 +133,12 @@ def binary_out(oid: int, v: Any) -> bytes:
 
 # ------------------------------------------------------------------ parameters in
 
-_TRUE = {"t", "true", "y", "yes", "on", "1"}
-_FALSE = {"f", "false", "n", "no", "off", "0"}
-
-
 def _int_text(s: str) -> int:
     return int(s.strip())
 
 
-def _float_text(s: str) -> float:
-    t = s.strip().lower()
-    special = {"nan": math.nan, "infinity": math.inf, "+infinity": math.inf, "inf": math.inf,
-               "-infinity": -math.inf, "-inf": -math.inf}
-    return special[t] if t in special else float(t)
+# (Python's float reads PostgreSQL's spellings too: "Infinity", "-Infinity", "NaN", " 1.5 ")
+_float_text = float
 
 
 def _numeric_text(s: str) -> int | float:
@@ -165,15 +149,6 @@ def _numeric_text(s: str) -> int | float:
         return int(t)
     except ValueError:
         return _float_text(t)
-
-
-def _bool_text(s: str) -> bool:
-    t = s.strip().lower()
-    if t in _TRUE:
-        return True
-    if t in _FALSE:
-        return False
-    raise ValueError(s)
 
 
 def _date_text(s: str) -> datetime.date:
@@ -201,7 +176,7 @@ def _timestamptz_in(s: str) -> datetime.datetime:
 
 _TEXT_IN: dict[int, Callable[[str], Any]] = {
     INT2: _int_text, INT4: _int_text, INT8: _int_text, OID: _int_text,
-    FLOAT4: _float_text, FLOAT8: _float_text, NUMERIC: _numeric_text, BOOL: _bool_text,
+    FLOAT4: _float_text, FLOAT8: _float_text, NUMERIC: _numeric_text, BOOL: read_bool,
     DATE: _date_text, TIMESTAMP: _timestamp_in, TIMESTAMPTZ: _timestamptz_in,
 }
 
