@@ -84,23 +84,31 @@ class Subscription:
     def put(self, change: Change) -> None:
         """Queue ``change`` for the subscriber; past ``buffer`` changes, end the subscription."""
         with self._ready:
-            if len(self._queue) >= self._buffer:
-                self._failed(f"subscriber to view {self.view!r} fell more than "
-                             f"{self._buffer} changes behind; subscribe again")
+            if len(self._queue) < self._buffer:
+                self._queue.append(change)
+                self._ready.notify_all()
                 return
-            self._queue.append(change)
-            self._ready.notify_all()
+            ended = self._end(f"subscriber to view {self.view!r} fell more than "
+                              f"{self._buffer} changes behind; subscribe again")
+        if ended:
+            self._detach(self)
 
     def fail(self, message: str) -> None:
         """End the subscription with a ``SubscriptionError`` saying ``message``."""
         with self._ready:
-            self._failed(message)
-
-    def _failed(self, message: str) -> None:
-        if self._error is None:
-            self._error = SubscriptionError(message)
-            self._ready.notify_all()
+            ended = self._end(message)
+        if ended:
             self._detach(self)
+
+    def _end(self, message: str) -> bool:
+        """Set the error (the first one wins); True if this call set it. The caller
+        detaches after letting go of ``_ready``: detaching takes the database's lock,
+        which a writer holds while it waits for ``_ready`` in ``put``."""
+        if self._error is not None:
+            return False
+        self._error = SubscriptionError(message)
+        self._ready.notify_all()
+        return True
 
     # ------------------------------------------------------------ for the subscriber
 

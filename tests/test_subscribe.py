@@ -93,6 +93,36 @@ def test_a_subscriber_that_falls_behind_is_ended_not_the_writer() -> None:
     assert len(db.view("rows").all()) == 7
 
 
+def test_ending_a_subscription_while_a_writer_holds_the_database_does_not_deadlock() -> None:
+    # The PostgreSQL server ends a subscriber that falls behind from its own thread,
+    # while a writer, holding the database's lock, queues the next change: ending
+    # must not wait for the database's lock while it holds the subscription's.
+    database = threading.Lock()
+    detaching = threading.Event()
+
+    def detach(sub: object) -> None:
+        detaching.set()
+        with database:
+            pass
+
+    from noria_py.subscribe import Subscription
+    sub = Subscription("v", None, (), 1, 1, detach)
+    sub.put(Change(0, []))                   # full: the next change ends it
+    with database:                           # the writer holds the database ...
+        ender = threading.Thread(target=sub.fail, args=("fell behind",), daemon=True)
+        ender.start()
+        assert detaching.wait(5)
+        writer = threading.Thread(target=sub.put, args=(Change(1, [((1,), 1)]),), daemon=True)
+        writer.start()                       # ... and queues a change meanwhile
+        writer.join(5)
+        assert not writer.is_alive(), "the writer waits for the subscription forever"
+    ender.join(5)
+    assert not ender.is_alive()
+    assert sub.poll() == Change(0, [])
+    with pytest.raises(SubscriptionError, match="fell behind"):
+        sub.poll()
+
+
 def test_a_failed_reader_or_a_dropped_view_ends_its_subscriptions() -> None:
     db = make(1, None)
     sub = db.subscribe("rows")

@@ -7,6 +7,7 @@ import datetime
 import math
 import shutil
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -252,17 +253,27 @@ def test_a_subscriber_that_falls_behind_is_ended_and_writes_go_on(
         served: Any, loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from noria_py.pg import server as pgserver
     monkeypatch.setattr(pgserver, "SUBSCRIBER_BUFFER", 1 << 10)
-    db = served[0]
+    db, server = served
     db.execute("CREATE VIEW texts AS SELECT id, b FROM t")
+
+    def subscribed() -> bool:
+        return any(c.session is not None and c.session.subscription is not None
+                   for c in list(server.connections))
+
     with pytest.raises(pgerr.QueryCanceled, match="fell behind"):
         with loaded.cursor().copy("COPY (SUBSCRIBE texts) TO STDOUT") as copy:
             next(copy.rows())
-            for i in range(1000):   # not read meanwhile: past the socket's buffers too
-                db.table("t").insert([(1000 + i, i, "x" * 20_000, 0.5, None, None, None)])
+            written = 0
+            while subscribed():          # not read meanwhile: past the socket's buffers too
+                assert written < 5000, "the server never ended a subscriber it could not reach"
+                db.table("t").insert([(1000 + written, written, "x" * 20_000, 0.5,
+                                       None, None, None)])
+                written += 1
+                time.sleep(0.001)        # let the server's loop push the change
             for _ in copy.rows():
                 pass
-    assert len(db.table("t")) == 1004
-    assert loaded.execute("SELECT COUNT(*) FROM texts").fetchone() == (1004,)
+    assert len(db.table("t")) == 4 + written
+    assert loaded.execute("SELECT COUNT(*) FROM texts").fetchone() == (4 + written,)
 
 
 def test_an_error_points_into_the_statement(loaded: Any) -> None:
