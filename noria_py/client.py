@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -63,6 +64,8 @@ from .result import Result, ViewFrames
 from .runtime.embedded import EmbeddedRuntime
 from .storage import Storage
 from .subscribe import Change, Subscription
+
+log = logging.getLogger("noria_py")
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -187,6 +190,7 @@ class Database:
         self._failed: set[str] = set()      # failed with fail(), not yet named to recover()
         self._writes = 0                    # writes accepted: a subscription's progress
         self._subscriptions: list[Subscription] = []
+        self._publisher: threading.Thread | None = None   # a cluster's (``subscribe``)
         self._closed = False
         self.storage: Storage | None = None
         self.recovery_notes: list[str] = []
@@ -766,14 +770,11 @@ class Database:
         that ends it) in a thread of its own. ``buffer``: changes held for a subscriber
         before it is ended for falling behind (``tuning.SUBSCRIBE_BUFFER``)."""
         self._check_open()
-        if self.runtime.automatic_recovery:
-            raise NotSupportedError("subscriptions are not offered by a cluster yet; "
-                                    "subscribe to an embedded database")
         v = self.view(view)
         size = tuning.SUBSCRIBE_BUFFER if buffer is None else buffer
         if type(size) is not int or size < 1:
             raise ProgrammingError(f"buffer must be a positive int, got {buffer!r}")
-        readers = v._readers
+        ids = v._entry.readers
         key_t: tuple | None = None
         if key is not None:
             if not v.key_arity:
@@ -781,17 +782,25 @@ class Database:
             key_t = arguments.plain_key(tuple(key) if isinstance(key, (tuple, list)) else (key,))
             if len(key_t) != v.key_arity:
                 raise ArityError(f"view {v.name!r} takes {v.key_arity} key value(s), got {len(key_t)}")
-            readers = [v._reader_for(key_t[0] if v.key_arity == 1 else key_t)]
+            ids = [ids[v._shard(key_t[0] if v.key_arity == 1 else key_t)]]
         self.runtime.wait()                 # the snapshot: every accepted write in it
         self._publish()
-        sub = Subscription(v.name, key_t, readers[0].key, readers[0].visible, size,
-                           self._unsubscribe)
+        reader = v._readers[0]
+        sub = Subscription(v.name, key_t, reader.key, reader.visible, size, self._unsubscribe)
         rows = v.all() if key_t is None else v.lookup(*key_t)
         sub.put(Change(self._writes, [(r, 1) for r in rows]))
-        sub.readers = readers
-        for r in readers:
-            r.listeners.append(sub)
+        sub.readers = list(ids)
+        try:
+            for nid in ids:
+                self.runtime.listen(nid, sub)
+        except BaseException:
+            self._unsubscribe(sub)
+            raise
         self._subscriptions.append(sub)
+        if self.runtime.asynchronous and self._publisher is None:
+            self._publisher = threading.Thread(target=self._publish_quiet_points, daemon=True,
+                                               name="noria-publisher")
+            self._publisher.start()
         if callback is not None:
             sub.run_callback(callback)
         return sub
@@ -800,13 +809,31 @@ class Database:
         with self._lock:
             if sub in self._subscriptions:
                 self._subscriptions.remove(sub)
-            for r in sub.readers:
-                if sub in r.listeners:
-                    r.listeners.remove(sub)
+            for nid in sub.readers:
+                self.runtime.unlisten(nid, sub)
+
+    def _publish_quiet_points(self) -> None:
+        """A cluster's subscriptions (noria_py/subscribe.py): a quiet point every
+        ``tuning.SUBSCRIBE_EVERY`` seconds that a listened reader changed
+        (``Runtime.publish`` holds the writers back meanwhile, so progress is exact)."""
+        while not self._closed:
+            time.sleep(tuning.SUBSCRIBE_EVERY)
+            subs = list(self._subscriptions)
+            if not subs:
+                continue
+
+            def flush() -> None:
+                for sub in subs:
+                    sub.flush(self._writes)
+            try:
+                self.runtime.publish(flush)
+            except Error as exc:            # a worker lost: its readers' subscriptions end
+                log.info("subscriptions: no quiet point this time: %s", exc)
 
     def _publish(self) -> None:
-        """A quiet point: each subscription queues what its readers applied since."""
-        if self._subscriptions and self.runtime.pending() == 0:
+        """A quiet point: each subscription queues what its readers applied since (a
+        cluster's come from ``_publish_quiet_points``)."""
+        if self._subscriptions and not self.runtime.asynchronous and self.runtime.pending() == 0:
             for sub in list(self._subscriptions):
                 sub.flush(self._writes)
 
@@ -894,6 +921,8 @@ class Database:
         """Close the database (its data directory's files, with one); later calls raise ``ClosedError``."""
         if not self._closed:
             self._closed = True
+            for sub in list(self._subscriptions):
+                sub.close()
             if self.storage is not None:
                 self.storage.close()
 
@@ -1149,11 +1178,16 @@ class View(ViewFrames):
         """The view was dropped: every read of this handle refuses from now on."""
         self._readers = [cast(Reader, _Dropped(self.name))] * len(self._readers)
 
+    def _shard(self, key) -> int:
+        """The index of the reader shard that holds ``key``."""
+        n = len(self._readers)
+        return 0 if n == 1 else shard_of(key if isinstance(key, tuple) else (key,), n)
+
     def _reader_for(self, key) -> Reader:
         readers = self._readers
         if len(readers) == 1:
             return readers[0]
-        return readers[shard_of(key if isinstance(key, tuple) else (key,), len(readers))]
+        return readers[self._shard(key)]
 
     def lookup(self, *key) -> list[tuple]:
         """Rows whose ``?`` columns equal ``key`` (one value per ``?``)."""

@@ -11,20 +11,21 @@ import os
 import socket
 import threading
 from types import SimpleNamespace
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import urlparse
 
 import sql_frontend
 from sql_frontend import wire as plan_wire
 from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 
-from . import arguments, errors
+from . import arguments, errors, tuning
 from .arrowio import arrow_rows, as_arrow_table, is_frame
 from .dbapi import Cursor
 from .errors import ArityError, ClosedError, ConnectError, Error, NotSupportedError
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
+from .subscribe import Change, Subscription
 
 DEFAULT_PORT = 7878
 
@@ -176,10 +177,52 @@ class RemoteDatabase:
         raise NotSupportedError("noria-py applies each statement when it runs; there is "
                                 "no transaction to roll back")
 
-    def subscribe(self, view: str, key: Any = None, **options: Any) -> Any:
-        """Refused: subscriptions are embedded only for now (``NotSupportedError``)."""
-        raise NotSupportedError("subscriptions are not offered by a cluster yet; "
-                                "subscribe to an embedded database")
+    def subscribe(self, view: str, key: Any = None, *, callback: Callable[..., Any] | None = None,
+                  buffer: int | None = None) -> Subscription:
+        """``Database.subscribe`` on the server, over a connection of its own: the
+        changes come as the server's quiet points find them (noria_py/subscribe.py).
+        ``buffer`` changes are held at either end before the subscription is ended for
+        falling behind; a lost connection ends it too. ``close()`` hangs up."""
+        if self._closed:
+            raise ClosedError("this database handle is closed")
+        size = tuning.SUBSCRIBE_BUFFER if buffer is None else buffer
+        if type(size) is not int or size < 1:
+            raise errors.ProgrammingError(f"buffer must be a positive int, got {buffer!r}")
+        wire_key = None if key is None else _plain_key(key if isinstance(key, (tuple, list))
+                                                       else (key,))
+        conn = self._connect()
+        try:
+            conn.send(["call", 1, "subscribe", [view, wire_key, size]])
+            f = conn.recv()
+        except BaseException:
+            conn.close()
+            raise
+        if f[0] != "ok":
+            conn.close()
+            raise _error(f[2], f[3])
+        key_t = None if wire_key is None else tuple(wire_key)
+        sub = Subscription(view, key_t, (), 0, size, lambda _: conn.close())
+
+        def receive() -> None:
+            try:
+                while True:
+                    f = conn.recv()
+                    if f[0] == "change":
+                        sub.put(Change(f[1], [(tuple(row), diff) for row, diff in f[2]]))
+                    elif f[0] == "end":
+                        sub.fail(f[2])
+                        return
+                    else:
+                        raise wire.ProtocolError(f"unexpected frame {f[0]!r} in a subscription")
+            except (OSError, wire.ProtocolError) as e:
+                if not sub.ended:
+                    sub.fail(f"the connection to the server was lost ({e}); subscribe again")
+            finally:
+                conn.close()
+        threading.Thread(target=receive, daemon=True, name=f"subscribe-{view}").start()
+        if callback is not None:
+            sub.run_callback(callback)
+        return sub
 
     def queries(self) -> list[dict]:
         """The server's unnamed views of ad-hoc queries (``Database.queries``)."""

@@ -19,6 +19,22 @@ are read (subscribe again for a fresh snapshot). So does a failure of one of its
 readers (recovery rebuilds the reader's rows, which the subscription could not tell
 from new changes) and dropping the view. ``callback=`` runs a function on each change
 in a thread of the subscription's own, never in the writer's.
+
+In a cluster the readers live on workers: while someone listens at one
+(``Runtime.listen``), its worker keeps what it applies, consolidated. The
+controller's ``Database`` finds quiet points on its own, every
+``tuning.SUBSCRIBE_EVERY`` seconds that a listened reader changed (``Runtime.publish``):
+holding the writers back, it waits for every accepted write to be processed, takes
+each such reader's changes from its worker, and flushes. A lost worker ends the
+subscriptions of its readers. A ``RemoteDatabase`` subscribes on
+a connection of its own, which the server streams the changes down; the client holds
+them in a ``Subscription`` of its own (``put``/``fail`` only), with the same buffer
+rule on both ends.
+
+``changed`` and ``flush`` may run in another thread than the subscriber's: both
+hold ``_ready``. Ending a subscription detaches it after letting go of ``_ready``, since
+detaching takes the database's lock, which a writer may hold while it waits for
+``_ready``.
 """
 from __future__ import annotations
 
@@ -64,9 +80,16 @@ class Subscription:
         if self._error is not None:
             return
         cols, key, visible = self._key_columns, self.key, self._visible
-        for row, sign in batch:
-            if key is None or tuple(row[i] for i in cols) == key:
-                self._pending.add(row[:visible], sign)
+        with self._ready:
+            pending = self._pending
+            for row, sign in batch:
+                if key is None or tuple(row[i] for i in cols) == key:
+                    pending.add(row[:visible], sign)
+
+    @property
+    def ended(self) -> bool:
+        """Closed, or ended with an error (whether or not the subscriber has read it)."""
+        return self._closed or self._error is not None
 
     def lost(self, why: str) -> None:
         """A reader of the view lost its rows (a failure, a lineage rebuild)."""
@@ -74,10 +97,11 @@ class Subscription:
 
     def flush(self, progress: int) -> None:
         """A quiet point: queue what came since the last as one change."""
-        if self._error is not None or not self._pending:
-            return
-        rows = list(self._pending.consolidated())
-        self._pending = Batch()
+        with self._ready:
+            if self._error is not None or not self._pending:
+                return
+            rows = list(self._pending.consolidated())
+            self._pending = Batch()
         if rows:
             self.put(Change(progress, rows))
 

@@ -85,6 +85,11 @@ PREPARED_CACHE = 256
 #: bound.
 SUBSCRIBE_BUFFER = 1024
 
+#: Seconds between a cluster's quiet points while a subscription has changes waiting
+#: (noria_py/subscribe.py): each holds writers back for one ``wait`` (a few ping
+#: rounds to the workers), so a shorter interval pushes sooner and writes slower.
+SUBSCRIBE_EVERY = 0.02
+
 # ---------------------------------------------------------------- checkpoints
 
 #: A stateful shard checkpoints once it has taken this many messages or this many rows

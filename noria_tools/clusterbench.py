@@ -4,12 +4,16 @@ workers in their own processes, the client in this one).
 Measures, for each worker count: vote throughput, write-propagation latency (a vote
 written until the view shows it, p50 and p99), and the time from a SIGKILL of the
 worker hosting the vote count until the views are right again, split into detection
-and recovery.
+and recovery. With ``--subscriber``, also a subscription to the vote view: the time
+from a vote's acknowledgement until the subscriber has the change (p50), and the vote
+throughput with a subscriber over without (the load's batches alternate between the
+two, a quarter at a time, so the VM's drift falls on both).
 """
 from __future__ import annotations
 
 import argparse
 import statistics
+import threading
 import time
 
 import numpy as np
@@ -27,8 +31,47 @@ def _until(pred, timeout: float = 60.0) -> float:
     return time.perf_counter() - t0
 
 
+def _with_subscriber(db, vote, chunks: list, samples: int) -> dict:
+    """The load again, a quarter without a subscriber, a quarter with, and so on; then
+    the subscriber's latency, one vote at a time."""
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    quarter = max(1, len(chunks) // 4)
+    sub = None
+    for i in range(4):
+        on = i % 2 == 1
+        if on:
+            sub = db.subscribe(workloads.VIEW_NAME, callback=lambda change: None)
+        t0 = time.perf_counter()
+        part = chunks[i * quarter:(i + 1) * quarter]
+        for c in part:
+            vote.insert(c)
+        db.wait()
+        rates[on].append(sum(map(len, part)) / (time.perf_counter() - t0))
+        if sub is not None:
+            sub.close()
+            sub = None
+    arrived = threading.Event()
+
+    def seen(change) -> None:
+        arrived.set()
+    sub = db.subscribe(workloads.VIEW_NAME, callback=seen)
+    time.sleep(0.5)
+    lat = []
+    for i in range(samples):
+        arrived.clear()
+        vote.insert([(i % 100, 1 << 31)])
+        t1 = time.perf_counter()
+        if not arrived.wait(30):
+            raise TimeoutError("the subscriber did not get the change")
+        lat.append((time.perf_counter() - t1) * 1000)
+    sub.close()
+    return {"sub_p50": float(np.percentile(lat, 50)),
+            "sub_ratio": statistics.mean(rates[True]) / statistics.mean(rates[False])}
+
+
 def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: int,
-                kills: int, strategy: str, shards: int = 1, checkpoints: bool = True) -> dict:
+                kills: int, strategy: str, shards: int = 1, checkpoints: bool = True,
+                subscriber: bool = False) -> dict:
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
     with Cluster(workers=workers, shards=shards, extra=extra) as cluster:
         db = connect(cluster.url)
@@ -60,6 +103,7 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
                 pass
             lat.append((time.perf_counter() - t1) * 1000)
             counts[k] = before + 1
+        subscribed = _with_subscriber(db, vote, chunks, samples) if subscriber else {}
         read = []
         keys = np.random.default_rng(3).integers(0, articles, 2000).tolist()
         for k in keys:
@@ -86,7 +130,7 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         db.close()
     return {"workers": workers, "tput": tput, "p50": float(np.percentile(lat, 50)),
             "p99": float(np.percentile(lat, 99)), "read_p50": float(np.percentile(read, 50)),
-            "recovery": recov}
+            "recovery": recov, **subscribed}
 
 
 def main(argv: list[str]) -> int:
@@ -101,6 +145,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--no-checkpoints", action="store_true",
                    help="stateful nodes without checkpoints (rebuilt from their parents)")
+    p.add_argument("--subscriber", action="store_true",
+                   help="also measure a subscription to the vote view: its latency and "
+                        "the vote throughput with it over without")
     a = p.parse_args(argv)
     print(f"cluster: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch}, "
           f"{a.shards} shard(s), checkpoints {'off' if a.no_checkpoints else 'on'}; "
@@ -109,11 +156,15 @@ def main(argv: list[str]) -> int:
           f"{'read p50 µs':>11} {'detect s':>9} {'recover s':>9} {'kill→right s':>12} strategy")
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
-                        a.shards, not a.no_checkpoints)
+                        a.shards, not a.no_checkpoints, a.subscriber)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))
         print(f"{w:>7} {r['tput']:>9,.0f} {r['p50']:>11.2f} {r['p99']:>11.2f} "
               f"{r['read_p50']:>11.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} {strategies}",
               flush=True)
+        if a.subscriber:
+            print(f"{'':>7} subscriber: change {r['sub_p50']:.1f} ms after the vote's "
+                  f"acknowledgement (p50); votes/s with it over without: {r['sub_ratio']:.2f}",
+                  flush=True)
     return 0

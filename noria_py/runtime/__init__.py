@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable
+
     import numpy as np
 
     from treeclock import TreeClocks
@@ -35,6 +37,10 @@ class Runtime(Protocol):
     #: True when lost nodes are recovered by the runtime itself (a cluster); then
     #: ``Database.recover`` waits for that instead of running a strategy
     automatic_recovery: bool
+    #: True when other processes run the messages, as writes come (a cluster); then
+    #: subscriptions are flushed by a thread of the database's (``publish``) rather
+    #: than by the writer
+    asynchronous: bool
 
     # structure
     def add(self, node: "Node") -> Any: ...
@@ -47,6 +53,14 @@ class Runtime(Protocol):
     def write(self, base_id: str, batch: "Batch") -> None: ...
     def check_writable(self, base_id: str, table: str) -> None: ...
     def wait(self) -> None: ...
+    # a quiet point for subscriptions: writers held, every write processed, the
+    # listened readers' changes handed over, then ``then`` (nothing if none changed)
+    def publish(self, then: "Callable[[], None]") -> None: ...
+
+    # subscriptions: a reader node shard tells ``listener`` each batch it applies
+    # (``listener.changed``) and when it loses its rows (``listener.lost``)
+    def listen(self, node_id: str, listener: Any) -> None: ...
+    def unlisten(self, node_id: str, listener: Any) -> None: ...
 
     # failure and recovery
     def crash(self, node_id: str) -> None: ...

@@ -36,9 +36,12 @@ from .messages import Message
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
+    from ..ops.reader import Reader
+
 
 class EmbeddedRuntime(Runtime):
     automatic_recovery = False       # a failed node stays down until ``recover``
+    asynchronous = False             # messages run in the caller's thread (``run``)
 
     def __init__(self, graph: Graph, seed: int | None = None, clocks: bool = True,
                  checkpoints: bool = True) -> None:
@@ -184,6 +187,21 @@ class EmbeddedRuntime(Runtime):
 
     def wait(self) -> None:
         self.run()
+
+    def publish(self, then: Callable[[], None]) -> None:
+        """The database's lock holds writers back, and readers tell their listeners
+        as they apply: run what is queued, then ``then``."""
+        self.run()
+        then()
+
+    def listen(self, node_id: str, listener: Any) -> None:
+        cast("Reader", self.graph[node_id].op).listeners.append(listener)
+
+    def unlisten(self, node_id: str, listener: Any) -> None:
+        node = self.graph.nodes.get(node_id)
+        listeners = cast("Reader", node.op).listeners if node is not None else []
+        if listener in listeners:
+            listeners.remove(listener)
 
     def write(self, base_id: str, batch: Batch) -> None:
         """A validated write enters its base node, then propagates (fully, unless seeded)."""

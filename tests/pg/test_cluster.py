@@ -1,5 +1,5 @@
 """The PostgreSQL front end over a cluster: ``noria-py serve --pg-port`` (which runs
-``noria-py pg --server`` beside the controller)."""
+``noria-py pg --server`` beside the controller), subscriptions included."""
 from __future__ import annotations
 
 import socket
@@ -46,4 +46,18 @@ def test_a_cluster_serves_postgres_clients() -> None:
             names = conn.execute("SELECT table_name FROM information_schema.tables "
                                  "WHERE table_schema = 'public' ORDER BY 1").fetchall()
             assert names == [("by_a",), ("t",)]
+            with psycopg.connect(f"host=127.0.0.1 port={port} user=u dbname=noria",
+                                 autocommit=True) as listener:
+                with pytest.raises(psycopg.errors.QueryCanceled):
+                    with listener.cursor().copy("COPY (SUBSCRIBE by_a) TO STDOUT") as copy:
+                        rows = copy.rows()
+                        snapshot = sorted(next(rows)[1:] for _ in range(4))
+                        conn.execute("INSERT INTO t (id, a) VALUES (200, 7)")
+                        changes = sorted(next(rows)[1:] for _ in range(2))
+                        listener.cancel_safe()
+                        for _ in rows:
+                            pass
+            assert snapshot == [("1", "0", "10"), ("1", "1", "10"), ("1", "2", "10"),
+                                ("1", "7", "2")]
+            assert changes == [("-1", "7", "2"), ("1", "7", "3")]
         assert cluster.alive()

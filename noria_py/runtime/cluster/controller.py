@@ -125,6 +125,7 @@ class ClusterRuntime(Runtime):
     """``Runtime`` over worker processes (see ``noria_py.runtime.Runtime``)."""
 
     automatic_recovery = True        # a lost worker's nodes are recovered on a spare
+    asynchronous = True              # the workers run the messages as they come
 
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
@@ -161,6 +162,10 @@ class ClusterRuntime(Runtime):
         self.lost: queue.SimpleQueue[tuple[list[WorkerHandle], list[str], int]] = queue.SimpleQueue()
         self.resets: list[str] = []            # nodes a lineage rebuild has emptied so far
         self.control: threading.RLock | None = None    # the Database's lock, set by the server
+        #: subscriptions' listeners per reader node shard (noria_py/subscribe.py): its
+        #: worker sends each batch the reader applies while there is one
+        self.listeners: dict[str, list[Any]] = {}
+        self.changes_at: set[str] = set()      # listened readers with changes to drain
         self.on_recovery: Callable[[RecoveryReport], None] | None = None
         self.recovering = 0
         self.recovery_thread: int | None = None
@@ -251,6 +256,8 @@ class ClusterRuntime(Runtime):
                     pass
                 elif op in ("ck", "ck_keep", "ck_drop"):
                     self._checkpoint_frame(f)
+                elif op in ("sub", "sub_lost"):
+                    self._listened(f)
                 else:
                     raise wire.ProtocolError(f"unknown frame {op!r} from worker {w.name}")
         except (OSError, wire.ProtocolError) as e:
@@ -281,6 +288,19 @@ class ClusterRuntime(Runtime):
         else:
             with self.store_lock:
                 store.drop(node)
+
+    def _listened(self, f: Frame) -> None:
+        """A listened reader has changes to drain (``["sub", node, None]``), or lost its
+        rows (``["sub_lost", node, why]``, for its listeners)."""
+        if len(f) != 3 or type(f[1]) is not str:
+            raise wire.ProtocolError("expected [\"sub\" | \"sub_lost\", node, data]")
+        with self.lock:
+            if f[0] == "sub":
+                self.changes_at.add(f[1])
+                return
+            listeners = list(self.listeners.get(f[1], ()))
+        for listener in listeners:
+            listener.lost(str(f[2]))
 
     def _relay(self, dst: str, frame: Frame) -> None:
         with self.lock:
@@ -314,6 +334,9 @@ class ClusterRuntime(Runtime):
             if mine and not self.closed:
                 self.recovering += 1
             self.changed.notify_all()
+        for n in mine:                       # outside the lock: a listener detaches
+            for listener in list(self.listeners.get(n, ())):
+                listener.lost(f"its worker {w.name} was lost")
         try:
             w.conn.close()
         except OSError:
@@ -477,6 +500,58 @@ class ClusterRuntime(Runtime):
                 f.result(60)
             if self.relayed == before:
                 return
+
+    def publish(self, then: Callable[[], None]) -> None:
+        """A quiet point for subscriptions, if a listened reader changed since the last:
+        with the writers held back (the database's lock), every accepted write is
+        processed, each such reader's changes go to its listeners, then ``then``. A
+        first wait with the writers going on takes most of the time, so the one that
+        holds them is mostly a single round of pings."""
+        if not self.changes_at:
+            return
+        self.wait()
+        with self.control or threading.RLock():
+            self.wait()
+            with self.lock:
+                nodes = [n for n in self.changes_at if n in self.listeners and n in self.up]
+                self.changes_at.clear()
+                asked = [(n, self.request(self.worker_of(n), "drain", n)) for n in nodes]
+            for n, fut in asked:
+                batch = decode_batch(fut.result(60))
+                with self.lock:
+                    listeners = list(self.listeners.get(n, ()))
+                for listener in listeners:
+                    listener.changed(batch)
+            then()
+
+    def listen(self, node_id: str, listener: Any) -> None:
+        """The reader's worker starts sending its applied batches (a request: every
+        batch it applies after the reply is sent)."""
+        with self.lock:
+            first = node_id not in self.listeners
+            self.listeners.setdefault(node_id, []).append(listener)
+        if first:
+            try:
+                self.call(node_id, "listen", True)
+            except BaseException:
+                self.unlisten(node_id, listener)
+                raise
+
+    def unlisten(self, node_id: str, listener: Any) -> None:
+        with self.lock:
+            listeners = self.listeners.get(node_id, [])
+            if listener in listeners:
+                listeners.remove(listener)
+            if listeners or node_id not in self.listeners:
+                return
+            del self.listeners[node_id]
+            if node_id not in self.up:
+                return                       # its worker was lost, and the listener with it
+            w = self.workers[self.placement[node_id]]
+        try:
+            self.request(w, "listen", node_id, False)   # not waited for
+        except WorkerLost:
+            pass
 
     def _depth(self) -> int:
         depth: dict[str, int] = {}

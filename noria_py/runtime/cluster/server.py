@@ -27,6 +27,7 @@ import argparse
 import faulthandler
 import logging
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -40,7 +41,7 @@ from sql_frontend import plan as lp
 from sql_frontend import wire as plan_wire
 
 from ...client import Database
-from ...errors import ArgumentError, Error, RequestError
+from ...errors import ArgumentError, Error, RequestError, SubscriptionError
 from ...graph import Graph
 from . import tokens, wire
 from .controller import ClusterRuntime
@@ -69,6 +70,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "tables": (), "views": (), "wait": (), "graph": (), "recoveries": (),
     "fail": (_NAME,), "recover": (_NAME, _NAME),
     "queries": (), "drop_query": ((str, type(None)),),
+    "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
 }
 
 
@@ -86,6 +88,17 @@ def check_request(method: Any, args: Any) -> None:
                                              if t is type(None) else "string" for t in types))
             raise RequestError(f"request {method!r}: argument {i + 1} must be {want}, "
                                f"got {type(arg).__name__}")
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """Whether the peer of a connection it sends on (and reads nothing from) closed it."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return not sock.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
 
 
 def report_data(r: RecoveryReport) -> dict[str, Any]:
@@ -213,6 +226,9 @@ class Server:
                 _, rid, method, args = f
                 try:
                     check_request(method, args)
+                    if method == "subscribe":
+                        self._stream(conn, rid, *args)
+                        return                  # the connection was the subscription's
                     result = getattr(self, "m_" + method)(*args)
                 except Error as e:
                     conn.send(["error", rid, type(e).__name__, str(e)])
@@ -227,6 +243,35 @@ class Server:
             log.warning("closed connection from %s: %s", conn.peer, e)
         finally:
             conn.close()
+
+    def _stream(self, conn: wire.Connection, rid: int, view: str, key: Sequence[Any] | None,
+                 buffer: int | None) -> None:
+        """``["call", id, "subscribe", [view, key or None, buffer or None]]``: the
+        connection becomes the subscription's. Answered ``["ok", id, columns]``, then
+        ``["change", progress, [[row, diff], ...]]`` as they come, and last ``["end",
+        error class name, message]``. The client ends it by closing the connection."""
+        lock = self._settled()                # no write between the snapshot and listening
+        try:
+            sub = self.db.subscribe(view, None if key is None else tuple(key), buffer=buffer)
+            columns = self.db.view(view).columns
+        finally:
+            lock.release()
+        conn.sock.settimeout(None)            # quiet for hours is fine: the client hangs up
+        try:
+            conn.send(["ok", rid, columns])
+            while True:
+                try:
+                    change = sub.poll(0.5)
+                except SubscriptionError as e:
+                    conn.send(["end", type(e).__name__, str(e)])
+                    return
+                if change is not None:
+                    conn.send(["change", change.progress,
+                               [[list(row), diff] for row, diff in change.rows]])
+                elif sub.ended or _hung_up(conn.sock):
+                    return
+        finally:
+            sub.close()
 
     @staticmethod
     def _bye(conn: wire.Connection) -> None:

@@ -17,7 +17,10 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
   node shard's checkpoints (``RemoteStore``): ``["ck", node, time, parent times, form,
-  delta, full, stable]``, ``["ck_keep", node, time]``, ``["ck_drop", node]``
+  delta, full, stable]``, ``["ck_keep", node, time]``, ``["ck_drop", node]``; while a
+  subscription listens at one of its readers (``req_listen``), ``["sub", node, None]``
+  when the reader applies a change after a drain (``req_drain``), and its loss,
+  ``["sub_lost", node, why]``
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
@@ -324,6 +327,21 @@ class Worker:
     def req_len(self, nid: str) -> int:
         return len(cast("Sized", self._up(nid).node.op))    # (RemoteOp.__len__ asks)
 
+    def req_listen(self, nid: str, on: bool) -> None:
+        """Start (or stop) keeping what the reader applies for the controller."""
+        op = cast("Reader", self._up(nid).node.op)
+        op.listeners[:] = [x for x in op.listeners if not isinstance(x, _Forward)]
+        if on:
+            op.listeners.append(_Forward(nid, self.send))
+
+    def req_drain(self, nid: str) -> list[Any]:
+        """What the reader applied since the last drain, consolidated."""
+        op = cast("Reader", self._up(nid).node.op)
+        for x in op.listeners:
+            if isinstance(x, _Forward):
+                return encode_batch(x.drain())
+        return encode_batch(Batch())
+
     def req_ping(self) -> int:
         return os.getpid()
 
@@ -367,6 +385,31 @@ class Worker:
             self.send(["err", rid, type(e).__name__, str(e)])
             return
         self.send(["rep", rid, result])
+
+
+class _Forward:
+    """The subscriptions' listener at a reader on this worker (noria_py/subscribe.py):
+    keeps what the reader applies until the controller's quiet point drains it
+    (``req_drain``), consolidated, so a key changed many times meanwhile travels once.
+    The first change after a drain tells the controller there is something to take."""
+
+    def __init__(self, nid: str, send: Callable[[Any], None]) -> None:
+        self.nid = nid
+        self.send = send
+        self.pending = Batch()
+
+    def changed(self, batch: Batch) -> None:
+        if not self.pending:
+            self.send(["sub", self.nid, None])
+        self.pending.extend(batch)
+
+    def lost(self, why: str) -> None:
+        self.pending = Batch()
+        self.send(["sub_lost", self.nid, why])
+
+    def drain(self) -> Batch:
+        out, self.pending = self.pending.consolidated(), Batch()
+        return out
 
 
 def warm_up() -> None:

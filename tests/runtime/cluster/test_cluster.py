@@ -8,6 +8,7 @@ import signal
 import socket
 import struct
 import time
+from collections import Counter
 
 import pytest
 
@@ -314,6 +315,76 @@ def test_values_of_the_data_stack_and_instants_through_a_cluster(cluster):
     db.wait()
     assert db.view("ins_k").lookup(ten) == [(2, 0.5)]
     db.close()
+
+
+def _apply(state: Counter, change: noria_py.Change) -> None:
+    for row, diff in change.rows:
+        state[row] += diff
+        if not state[row]:
+            del state[row]
+
+
+def test_subscriptions_through_a_cluster(cluster):
+    """Each change, applied in turn, gives the view as it was after exactly
+    ``progress`` writes (the cluster's quiet points hold the writers back); a lost
+    worker ends its readers' subscriptions, and a new one starts from the rows now."""
+    db, writer = noria_py.connect(cluster.url), noria_py.connect(cluster.url)
+    oracle = noria_py.connect()
+    views = {"sub_rows": "SELECT k, v FROM sub WHERE v > 2",
+             "sub_per_key": "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM sub WHERE k = ? GROUP BY k"}
+    for d in (db, oracle):
+        d.execute("CREATE TABLE sub (k INT, v INT)")
+        for name, sql in views.items():
+            d.execute(f"CREATE VIEW {name} AS {sql}")
+        d.table("sub").insert([(k % 3, k) for k in range(10)])
+    rng = random.Random(7)
+    subs = {"sub_rows": db.subscribe("sub_rows"), "sub_per_key": db.subscribe("sub_per_key", 1)}
+
+    def now() -> dict[str, Counter]:
+        return {"sub_rows": Counter(oracle.view("sub_rows").all()),
+                "sub_per_key": Counter(oracle.view("sub_per_key").lookup(1))}
+    expected = [now()]                      # after 0, 1, 2, ... of the writes below
+    rows = [(k % 3, k) for k in range(10)]
+    for i in range(60):
+        if rows and rng.random() < 0.3:
+            batch = [rows.pop(rng.randrange(len(rows)))]
+            writer.table("sub").delete(batch)
+            oracle.table("sub").delete(batch)
+        else:
+            batch = [(rng.randrange(3), rng.randrange(6)) for _ in range(rng.randint(1, 3))]
+            rows += batch
+            writer.table("sub").insert(batch)
+            oracle.table("sub").insert(batch)
+        expected.append(now())
+        if i % 20 == 0:
+            time.sleep(0.05)                # let some quiet points fall in between
+    writer.wait()
+    for name, sub in subs.items():
+        state: Counter = Counter()
+        first = sub.poll(10)
+        assert first is not None
+        _apply(state, first)
+        assert state == expected[0][name]
+        last = 0
+        while last < len(expected) - 1:
+            change = sub.poll(10)
+            assert change is not None, f"{name}: no change came after write {last}"
+            _apply(state, change)
+            last = change.progress - first.progress
+            assert state == expected[last][name], (name, last)
+        assert sub.poll(0.2) is None
+    reader = next(n["id"] for n in db.graph() if n["kind"] == "reader" and n["view"] == "sub_rows")
+    db.fail(reader)                         # SIGKILL of its worker
+    with pytest.raises(noria_py.errors.SubscriptionError, match="lost"):
+        while True:
+            assert subs["sub_rows"].poll(30) is not None, "the lost worker did not end it"
+    db.recover(reader)
+    again = db.subscribe("sub_rows")
+    assert Counter(again.poll(10).rows) == Counter((r, 1) for r in db.view("sub_rows").all())
+    for sub in (*subs.values(), again):
+        sub.close()
+    for d in (db, writer, oracle):
+        d.close()
 
 
 def test_fail_and_recover_through_the_client(cluster):
