@@ -6,6 +6,13 @@ the client's ``Session`` in the event loop's thread, calling the engine directly
 lookup takes microseconds, so handing it to another thread would cost more than it
 saves, and the database's lock already serializes the engine's calls (client.py).
 
+TLS: with ``tls=(certificate file, key file)`` (``noria-py pg --tls-cert --tls-key``), a
+client's SSLRequest is answered ``S`` and the connection is upgraded in place
+(``loop.start_tls``) before its startup message; without, ``N``, and the client goes on
+in plain text or gives up (``sslmode=require``). Bytes that arrive during the TLS
+handshake are kept for the startup that follows, so nothing is read in plain text
+after the ``S``.
+
 Who may connect: a client on a loopback address is trusted, as PostgreSQL's default
 ``pg_hba.conf`` trusts local connections, unless the server was started with
 ``password_on_loopback``; any other client proves the server's token with
@@ -25,6 +32,7 @@ import asyncio
 import logging
 import os
 import secrets
+import ssl
 import struct
 import sys
 import threading
@@ -49,7 +57,8 @@ class PgServer:
 
     def __init__(self, db: Any, host: str = "127.0.0.1", port: int = 5433,
                  token: str | None = None, *, password_on_loopback: bool = False,
-                 max_connections: int = 100) -> None:
+                 max_connections: int = 100, tls: tuple[str, str] | None = None) -> None:
+        """``tls``: a PEM certificate (chain) file and its key file, to offer TLS."""
         if host not in LOOPBACK and not token:
             raise ArgumentError(f"binding {host} (not loopback) needs a password: pass "
                                    "--token (clients log in with it as their password)")
@@ -61,6 +70,7 @@ class PgServer:
         self.token = token
         self.password_on_loopback = password_on_loopback
         self.max_connections = max_connections
+        self.tls = _tls_context(*tls) if tls is not None else None
         self.shadow = Shadow()
         self.connections: set[_Connection] = set()
         self.secrets: dict[tuple[int, int], _Connection] = {}
@@ -132,6 +142,16 @@ class PgServer:
         self.stop()
 
 
+def _tls_context(cert: str, key: str) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as err:
+        raise ArgumentError(f"cannot use TLS certificate {cert!r} with key {key!r}: "
+                            f"{err}") from None
+    return ctx
+
+
 class _Connection(asyncio.Protocol):
     """One client: bytes in, messages parsed from a buffer, the session's answers out.
 
@@ -146,7 +166,8 @@ class _Connection(asyncio.Protocol):
         self.session: Session | None = None
         self.scram: ScramServer | None = None
         self.startup: dict[str, str] = {}
-        self.state = "startup"          # startup, sasl-first, sasl-final, ready
+        self.state = "startup"          # startup, tls, sasl-first, sasl-final, ready
+        self.encrypted = False
         self.peer = ""
         self.timer: asyncio.TimerHandle | None = None
         self.over_limit = False
@@ -198,6 +219,9 @@ class _Connection(asyncio.Protocol):
         self.state = "closed"
 
     def data_received(self, data: bytes) -> None:
+        if self.state == "tls":         # the handshake's bytes: kept for the startup
+            self.buf += data
+            return
         if self.buf:                    # the rest of a message that came in parts
             self.buf += data
             data = bytes(self.buf)
@@ -217,6 +241,11 @@ class _Connection(asyncio.Protocol):
                         break
                     out += self._startup(data[pos + 4:pos + length])
                     pos += length
+                    if self.state == "tls":
+                        if pos < size:
+                            raise P.ProtocolViolation("data after an SSLRequest, before "
+                                                      "the server's answer")
+                        break
                     continue
                 if size - pos < 5:
                     break
@@ -252,6 +281,28 @@ class _Connection(asyncio.Protocol):
                 transport.write(b"".join(out))
             if self.state == "closed":
                 transport.close()
+            elif self.state == "tls":
+                transport.pause_reading()   # the client's next bytes are the handshake's
+                asyncio.ensure_future(self._start_tls(transport))
+
+    async def _start_tls(self, transport: asyncio.Transport) -> None:
+        assert self.server.tls is not None
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                transport, self, self.server.tls, server_side=True,
+                ssl_handshake_timeout=STARTUP_TIMEOUT)
+        except (OSError, ssl.SSLError, asyncio.TimeoutError, ConnectionError) as err:
+            log.warning("pg client %s: TLS handshake failed: %s", self.peer, err)
+            self.state = "closed"
+            transport.close()
+            return
+        if tls is None:                 # the connection closed during the handshake
+            return
+        self.transport = tls
+        self.encrypted = True
+        self.state = "startup"
+        if self.buf:                    # the startup came with the handshake's end
+            self.data_received(b"")
 
     def _pushed(self, data: bytes, end: bool) -> None:
         """A subscription's lines (or, with ``end``, its final error), in the loop."""
@@ -268,6 +319,9 @@ class _Connection(asyncio.Protocol):
 
     def _startup(self, body: bytes) -> list[bytes]:
         (code,) = _INT.unpack_from(body)
+        if code == P.SSL_REQUEST and self.server.tls is not None and not self.encrypted:
+            self.state = "tls"          # answered S, then upgraded (_send, _start_tls)
+            return [b"S"]
         if code in (P.SSL_REQUEST, P.GSS_REQUEST):
             return [b"N"]               # no TLS here: the client goes on in plain text
         if code == P.CANCEL_REQUEST:
@@ -356,7 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--token", default=os.environ.get("NORIA_TOKEN"),
                    help="the password clients not on loopback log in with, and the "
                         "cluster's token with --server ($NORIA_TOKEN)")
+    p.add_argument("--tls-cert", default=None,
+                   help="a PEM certificate (chain) file: offer TLS (with --tls-key)")
+    p.add_argument("--tls-key", default=None, help="the PEM key file of --tls-cert")
     args = p.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        p.error("--tls-cert and --tls-key go together")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.server:
         db = noria_py.connect(args.server, token=args.token)
@@ -364,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         db = noria_py.connect(data_dir=args.data_dir, shards=args.shards)
     try:
         server = PgServer(db, args.host, args.port, args.token,
-                          max_connections=args.max_connections)
+                          max_connections=args.max_connections,
+                          tls=(args.tls_cert, args.tls_key) if args.tls_cert else None)
     except Error as err:
         print(f"noria-py pg: {err}", file=sys.stderr)
         db.close()
