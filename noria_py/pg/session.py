@@ -37,6 +37,7 @@ import struct
 from typing import Any, Callable
 
 import sql_frontend
+from sql_frontend import postgres_column_name
 from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 
 from .. import errors as e
@@ -136,13 +137,14 @@ class Portal:
 
 def _fields(columns: list[str], types: list[SqlType], formats: list[int],
             oids: list[int | None] | None = None) -> list[tuple[str, int, int, int]]:
-    """A RowDescription's fields; ``oids`` overrides a column's type (a catalog query's
-    arrays, sent in text)."""
+    """A RowDescription's fields, a column the query did not name named as PostgreSQL
+    names it (``count``, ``?column?``: sql_frontend/pgnames.py); ``oids`` overrides a
+    column's type (a catalog query's arrays, sent in text)."""
     out = []
     for i, (name, t) in enumerate(zip(columns, types)):
         given = oids[i] if oids is not None else None
         oid = T.oid_of(t) if given is None else given
-        out.append((name, oid, T.SIZES.get(oid, -1), _format(formats, i) if given is None else 0))
+        out.append((postgres_column_name(name), oid, T.SIZES.get(oid, -1), _format(formats, i) if given is None else 0))
     return out
 
 

@@ -91,6 +91,8 @@ def answers_match(ours: Any, theirs: Any, sql: str, params: tuple = ()) -> None:
     want = _rows(theirs, sql, params)
     got = _rows(ours, sql, params)
     assert got == want, f"{sql} {params}: PostgreSQL {want[:8]} noria-py {got[:8]}"
+    names = [c.name for c in ours.description]
+    assert names == [c.name for c in theirs.description], f"{sql}: column names {names}"
 
 
 @pytest.mark.parametrize("seed", range(3))
