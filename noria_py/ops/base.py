@@ -31,7 +31,7 @@ from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismat
 from ..nan import NAN, concat, has_nan
 from .dense import object_column
 from .operator import Operator
-from .state import expand
+from .state import expand, index_add, index_batch, items, tuple_key
 
 _DTYPES = {SqlType.INT: np.int64, SqlType.FLOAT: np.float64}
 
@@ -112,6 +112,11 @@ class Base(Operator):
         self.chunks: list[Batch] = []      # the insert-only form: the batches written
         self.n = 0                         # rows in ``chunks``
         self.by_key: dict[tuple, tuple] = {}
+        #: key columns -> key tuple -> bucket of rows (state.bucket_add): the indexes
+        #: partial readers' upqueries read (noria_py/partial.py), built at the first
+        #: upquery on those columns and kept up to date by ``process``; forgotten with the
+        #: rows (a reset), and built again at the next upquery
+        self.indexes: dict[tuple[int, ...], dict] = {}
 
     @property
     def rows(self) -> dict[tuple, int]:
@@ -343,6 +348,30 @@ class Base(Operator):
     def process(self, port: int, batch: Batch) -> Batch:
         if not self.holds_rows:
             return batch
+        if self.indexes:
+            rows, signs = batch.rows, batch.signs
+            for cols, index in self.indexes.items():
+                index_batch(index, map(tuple_key(cols), rows), rows, signs)
+        return self._apply(batch)
+
+    def index_rows(self, cols: tuple[int, ...], key: tuple | None) -> Batch:
+        """The rows whose ``cols`` equal ``key``, as a batch of insertions (each row's
+        count its sign): an upquery's answer. The index on ``cols`` is built from the
+        rows at the first call. ``key`` None: every row."""
+        if key is None:
+            return self.snapshot()
+        index = self.indexes.get(cols)
+        if index is None:
+            index = self.indexes[cols] = {}
+            keyf = tuple_key(cols)
+            for r in self.all_rows():
+                index_add(index, keyf(r), r, 1)
+        bucket = index.get(key)
+        if bucket is None:
+            return Batch()
+        return Batch([r for r, _ in items(bucket)], [c for _, c in items(bucket)])
+
+    def _apply(self, batch: Batch) -> Batch:
         if self._rows is None:
             signs = batch.sign_array
             if signs is not None and len(signs) and signs.min() > 0:
