@@ -42,15 +42,20 @@ _NOT_STATE = frozenset({"listeners", "manager"})
 _ATOMS = (int, float, str, bytes, bool, type(None), complex)
 
 
-def _sampled(items: Iterable[Any], n: int, seen: set[int]) -> int:
-    """The deep size of ``n`` elements ``items`` yields: every one, or a sample."""
-    if n <= SAMPLE:
-        return sum(deep_size(x, seen) for x in items)
-    step = n // SAMPLE
-    picked = list(islice(items, 0, None, step))[:SAMPLE]
+def _sampled(items: Iterable[Any], n: int, seen: set[int], pairs: bool = False) -> int:
+    """The deep size of ``n`` elements ``items`` yields (with ``pairs``, of both halves of
+    each (key, value) pair): every one, or an evenly spaced sample."""
+    if n > SAMPLE:
+        picked = list(islice(items, 0, None, n // SAMPLE))[:SAMPLE]
+    else:
+        picked = list(items)
     if not picked:
         return 0
-    return int(sum(deep_size(x, seen) for x in picked) * n / len(picked))
+    if pairs:
+        size = sum(deep_size(k, seen) + deep_size(v, seen) for k, v in picked)
+    else:
+        size = sum(deep_size(x, seen) for x in picked)
+    return size if n <= SAMPLE else int(size * n / len(picked))
 
 
 def deep_size(obj: Any, seen: set[int] | None = None) -> int:
@@ -72,7 +77,7 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
         return size
     size = sys.getsizeof(obj)
     if isinstance(obj, dict):
-        return size + _sampled((kv for item in obj.items() for kv in item), 2 * len(obj), seen)
+        return size + _sampled(iter(obj.items()), len(obj), seen, pairs=True)
     if isinstance(obj, (tuple, list, set, frozenset, deque)):
         return size + _sampled(iter(obj), len(obj), seen)
     # sortedcontainers keep lists of lists (SortedList._lists) and a dict (SortedDict):
@@ -89,8 +94,30 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
 
 
 def node_bytes(op: Any) -> int:
-    """The bytes of one operator's state (``deep_size`` of the operator)."""
-    return deep_size(op)
+    """The bytes of one operator's state (``deep_size`` of the operator). A base's
+    upquery indexes (``Base.indexes``) hold its own rows: they count their dicts, keys
+    and counts, not the rows again (a sample would not know those rows were seen)."""
+    indexes = getattr(op, "indexes", None)
+    if not indexes:
+        return deep_size(op)
+    seen = {id(indexes)}
+    size = deep_size(op, seen)
+    for index in indexes.values():
+        size += sys.getsizeof(index)
+        n = len(index)
+        picked = list(islice(index.items(), 0, None, max(1, n // SAMPLE)))[:SAMPLE]
+        if picked:
+            part = sum(deep_size(k, seen) + _shell(b) for k, b in picked)
+            size += int(part * n / len(picked))
+    return size
+
+
+def _shell(bucket: Any) -> int:
+    """A base index's bucket without its rows (the base's): a {row: count} dict's own
+    size and counts, nothing for a bare row."""
+    if type(bucket) is tuple:
+        return 0
+    return sys.getsizeof(bucket) + sum(sys.getsizeof(c) for c in bucket.values())
 
 
 def bucket_bytes(key: Any, bucket: Any) -> int:

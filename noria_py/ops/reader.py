@@ -170,6 +170,8 @@ class Reader(Operator):
             batch = self.kept = self.select.process(0, batch)
         if batch and self.partial:
             batch = self._held_only(batch)
+            if self.select is not None:
+                self.kept = batch       # (not the whole batch: a snapshot's, at creation)
             if batch:
                 state = self.state
                 keys, batch = state.prepare(batch)
