@@ -35,11 +35,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
 from ..memory import bucket_bytes
-from ..nan import canon, canon_row
+from ..nan import canon, canon_row, column_list
 from ..ordering import order_key
 from .dense import DenseRows, KeyMarks, RowsDelta
 from .operator import Operator
@@ -113,7 +115,9 @@ class Reader(Operator):
             key = canon_row(key) if type(key) is tuple else canon(key)
         if key not in self.filled:
             return None
-        self.manager.touch(self, key)
+        # (only moved, never added: outside the lock, a key evicted meanwhile raises
+        # KeyError, and View.lookup reads again under the lock)
+        self.manager.lru.move_to_end((self, key))
         return self._rows_of(key)
 
     def fill(self, key, batch: Batch) -> list[tuple]:
@@ -146,14 +150,23 @@ class Reader(Operator):
         filled = self.filled
         if not filled:
             return Batch()
+        cols = batch.cols
+        if cols is not None and len(self.key) == 1:
+            # columnar (an aggregate's or a table's batch): no row tuples built
+            keys = column_list(cols[self.key[0]])
+            mask = np.fromiter((k in filled for k in keys), dtype=bool, count=len(keys))
+            if not mask.any():
+                return Batch()
+            signs: np.ndarray = batch.sign_array    # type: ignore[assignment]  # columnar
+            return Batch.columnar([c[mask] for c in cols], signs[mask])
         keyf = self.state._keyf
         rows: list[tuple] = []
-        signs: list[int] = []
+        kept: list[int] = []
         for r, s in zip(batch.rows, batch.signs):
             if keyf(r) in filled:
                 rows.append(r)
-                signs.append(s)
-        return Batch(rows, signs)
+                kept.append(s)
+        return Batch(rows, kept)
 
     def _rows_of(self, key) -> list[tuple]:
         bucket = self.state.get(key)
