@@ -122,5 +122,17 @@ def _shell(bucket: Any) -> int:
 
 def bucket_bytes(key: Any, bucket: Any) -> int:
     """A reader's entry for one key: the key, and its bucket of rows (a bare row tuple
-    or a {row: count} dict), each row with its values (what eviction accounts)."""
-    return deep_size(key) + deep_size(bucket)
+    or a {row: count} dict), each row with its values (what eviction accounts). The
+    values are atoms here (ints, floats, strings, dates...), so no walk is needed."""
+    getsizeof = sys.getsizeof
+    size = getsizeof(key)
+    if type(key) is tuple:
+        size += sum(map(getsizeof, key))
+    if bucket is None:
+        return size
+    if type(bucket) is tuple:
+        return size + getsizeof(bucket) + sum(map(getsizeof, bucket))
+    size += getsizeof(bucket)
+    for row, c in bucket.items():
+        size += getsizeof(row) + sum(map(getsizeof, row)) + getsizeof(c)
+    return size
