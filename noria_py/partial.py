@@ -42,7 +42,9 @@ The rules (Noria's replay paths, OSDI'18 §4, in one process):
    The key just filled is read before eviction, so a limit smaller than one key still
    answers (and keeps nothing).
 6. A partial reader that fails comes back empty, all holes (``Reader.reset``), with
-   every recovery strategy: every view stays right, the next reads refill.
+   every recovery strategy: every view stays right, the next reads refill. So it
+   takes no checkpoints (its parents trim their logs to it as to a reader without
+   any: up to what it has taken).
 """
 from __future__ import annotations
 
@@ -176,6 +178,9 @@ class Partial:
             return False
         self.paths[reader_id] = cols
         reader.make_partial(self)
+        # no checkpoints: a partial reader comes back all holes (rule 6), and recording
+        # every batch it is sent (holes' included) cost more than the reader itself
+        self.runtime.domains[reader_id].use_checkpoints(None)
         return True
 
     def remove(self, reader_id: str) -> None:
