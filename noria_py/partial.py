@@ -6,11 +6,14 @@ can be traced up the graph to an index that holds every row of any key (``trace`
 - through filters, unions and sharders (a key's rows keep their key) and projections
   that pass the key columns on as plain columns (so does a reader's own SELECT list);
 - to the nearest stateful ancestor: a base table (which builds an index on those
-  columns at the first upquery and keeps it, ``Base.index_rows``), or an aggregate or
-  MIN/MAX whose group-by columns are exactly the key (``Aggregate.group_rows``).
+  columns at the first upquery and keeps it, ``Base.index_rows``), an aggregate or
+  MIN/MAX whose group-by columns are exactly the key (``Aggregate.group_rows``), or a
+  join whose join key is exactly the key (its two sides are kept under it:
+  ``Join.key_rows``).
 
-Anything else on the way (a join, TopK, DISTINCT, a key computed by an expression, a
-global aggregate, a key that is part of a group only) leaves the reader full, and
+Anything else on the way (TopK, DISTINCT, a join on other columns, a key computed by
+an expression, a global aggregate, a key that is part of a group only) leaves the
+reader full, and
 ``db.graph()`` says ``partial: False``. Operators above the reader stay full in any
 case: only readers are partial in this slice.
 
@@ -78,6 +81,8 @@ def trace(graph: Graph, node_id: str, cols: tuple[int, ...]) -> list[Source] | N
         if groups and sorted(cols) == list(range(len(groups))):
             return [(node_id, cols)]
         return None
+    if kind == "join":
+        return [(node_id, cols)] if join_positions(op, cols) is not None else None
     if kind == "project":
         mapped = []
         for c in cols:
@@ -95,6 +100,22 @@ def trace(graph: Graph, node_id: str, cols: tuple[int, ...]) -> list[Source] | N
             return None
         out.extend(found)
     return out
+
+
+def join_positions(op: Any, cols: tuple[int, ...]) -> tuple[int, ...] | None:
+    """For each of ``cols`` (a join's output columns), the join-key component it holds
+    (a left key column, or a right one past the left's width), if together they hold
+    every component once; else None."""
+    width = op.left_width
+    out = []
+    for c in cols:
+        keys, at = (op.left_keys, c) if c < width else (op.right_keys, c - width)
+        if at not in keys:
+            return None
+        out.append(keys.index(at))
+    if sorted(out) != list(range(len(op.left_keys))):
+        return None
+    return tuple(out)
 
 
 def reader_columns(reader: Reader) -> tuple[int, ...] | None:
@@ -127,6 +148,16 @@ def rows_for(graph: Graph, node_id: str, child: str | None, cols: tuple[int, ...
         for c, v in zip(cols, key):
             group[c] = v
         return op.group_rows(tuple(group))
+    if kind == "join":
+        if key is None:
+            return op.snapshot()
+        where = join_positions(op, cols)
+        assert where is not None
+        parts: list[Any] = [None] * len(where)
+        for j, v in zip(where, key):
+            parts[j] = v
+        padded = all(c < op.left_width for c in cols)
+        return op.key_rows(parts[0] if len(parts) == 1 else tuple(parts), padded)
     if kind == "project":
         up = tuple(op.exprs[c].index for c in cols)
         return op.process(0, rows_for(graph, node.parents[0], node_id, up, key))

@@ -2,7 +2,8 @@
 
 One table ``t (a INT, b INT)`` of ``--rows`` rows over ``--keys`` values of ``a`` and a
 parameterized view on ``a`` (``--view rows``: ``SELECT b FROM t WHERE a = ?``, several
-rows a key; ``--view count``: ``COUNT(*) ... GROUP BY a``, one). For each mode (full,
+rows a key; ``--view count``: ``COUNT(*) ... GROUP BY a``, one; ``--view vote``: the
+vote view, ``--keys`` articles LEFT JOIN the votes' counts, ``--rows`` votes). For each mode (full,
 partial): the view is created, the rows are written in batches of ``--batch`` (timed:
 "load"), ``--read`` of the keys are read once (misses in partial mode: upqueries) and
 once more (hits), then ``--more`` further rows are written (timed: "writes after
@@ -22,6 +23,7 @@ import time
 import numpy as np
 
 from noria_py import connect
+from noria_tools import workloads
 
 VIEWS = {
     "rows": "SELECT b FROM t WHERE a = ?",
@@ -32,21 +34,26 @@ VIEWS = {
 def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
             batch: int, seed: int) -> dict[str, float]:
     db = connect(partial=partial)
-    db.execute("CREATE TABLE t (a INT, b INT)")
-    db.execute(f"CREATE VIEW v AS {VIEWS[view]}")
+    if view == "vote":                  # the vote view: article LEFT JOIN counts, by id
+        workloads.setup(db, keys)
+        table, name = "vote", workloads.VIEW_NAME
+    else:
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute(f"CREATE VIEW v AS {VIEWS[view]}")
+        table, name = "t", "v"
     rng = np.random.default_rng(seed)
     data = np.stack([rng.integers(0, keys, rows + more), rng.integers(0, 1 << 30, rows + more)],
                     axis=1).astype(np.int64)
     chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, rows, batch)]
     later = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(rows, rows + more, batch)]
-    t = db.table("t")
+    t = db.table(table)
     gc.collect()
     start = time.perf_counter()
     for c in chunks:
         t.insert(c)
     db.wait()
     load = time.perf_counter() - start
-    v = db.view("v")
+    v = db.view(name)
     read_keys = random.Random(seed).sample(range(keys), max(1, int(keys * read)))
     first, second = [], []
     for k in read_keys:
@@ -81,7 +88,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--read", type=float, default=0.01, help="share of the keys read")
     p.add_argument("--more", type=int, default=None,
                    help="rows written after the reads (default: a tenth of --rows)")
-    p.add_argument("--view", choices=sorted(VIEWS), default="rows")
+    p.add_argument("--view", choices=[*sorted(VIEWS), "vote"], default="rows",
+                   help="vote: the vote view (article LEFT JOIN vote counts; --keys "
+                        "articles, --rows votes)")
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args(argv)

@@ -25,10 +25,15 @@ VIEWS = {
     "agg": "SELECT a, SUM(b) AS s, MAX(b) AS m FROM t WHERE a = ? GROUP BY a",
     # a table without a primary key (its insert-only, columnar form)
     "ev": "SELECT x, y FROM e WHERE x = ?",
-    # not traceable: over a join -> full
+    # to a join on the key: inner, left, left looked up by its right column
     "joined": "SELECT t.id, e.y FROM t JOIN e ON t.a = e.x WHERE t.a = ?",
+    "ljoin": "SELECT t.id, e.y FROM t LEFT JOIN e ON t.a = e.x WHERE t.a = ?",
+    "ljoin_r": "SELECT t.id, e.y FROM t LEFT JOIN e ON t.a = e.x WHERE e.x = ?",
+    # not traceable -> full: a join looked up by another column, a TopK
+    "notkey": "SELECT t.id, e.x FROM t JOIN e ON t.a = e.x WHERE t.b = ?",
+    "top": "SELECT id, b FROM t WHERE a = ? ORDER BY b DESC, id LIMIT 2",
 }
-PARTIAL = {"rows", "big", "cnt", "agg", "ev"}
+PARTIAL = {"rows", "big", "cnt", "agg", "ev", "joined", "ljoin", "ljoin_r"}
 
 
 def _make(**kw):
@@ -98,7 +103,7 @@ def test_errors_name_the_problem():
     db = _make(partial=True)
     with pytest.raises(NotSupportedError, match="partial"):
         db.subscribe("rows")
-    db.subscribe("joined")                  # a full reader of a partial database: fine
+    db.subscribe("notkey")                  # a full reader of a partial database: fine
     with pytest.raises(TypeMismatchError):
         db.view("rows").lookup("three")
     assert _held(db, "rows") == set()       # a refused key fills nothing
@@ -186,7 +191,7 @@ def test_fill_never_double_counts_or_misses_a_write_in_flight(seed):
 
 
 @pytest.mark.parametrize("strategy", ["treeclock", "lineage"])
-@pytest.mark.parametrize("victim", ["reader", "aggregate", "base"])
+@pytest.mark.parametrize("victim", ["reader", "aggregate", "base", "join"])
 def test_recovery_brings_partial_readers_back_right(strategy, victim):
     db = _make(partial=True)
     full = _make()
@@ -199,19 +204,23 @@ def test_recovery_brings_partial_readers_back_right(strategy, victim):
     cnt_reader = db._views["cnt"].readers[0]
     node = {"reader": cnt_reader,
             "aggregate": kinds[cnt_reader]["parents"][0],
-            "base": db._tables["t"].node}[victim]
+            "base": db._tables["t"].node,
+            "join": next(n for n in kinds if kinds[n]["kind"] == "join")}[victim]
+    for k in range(7):
+        db.view("joined").lookup(k)
     db.fail(node)
     if victim != "base":
-        with pytest.raises(RecoveryError, match="recover"):
-            db.view("cnt").lookup(100)      # an upquery through a failed node
+        with pytest.raises(RecoveryError, match="recover"):  # an upquery through it
+            db.view("joined" if victim == "join" else "cnt").lookup(100)
     db.recover(node, strategy=strategy)
     for d in (db, full):
         d.table("t").insert([(1000 + i, i % 9, i) for i in range(50)])
+        d.table("e").insert([(i % 11, i) for i in range(30)])
         d.wait()
     if victim == "reader":
         assert strategy == "lineage" or _held(db, "cnt") <= set(range(9))
-    for view in ("cnt", "rows", "agg", "big"):
-        for k in range(10):
+    for view in ("cnt", "rows", "agg", "big", "joined", "ljoin"):
+        for k in range(12):
             assert sorted(db.view(view).lookup(k)) == sorted(full.view(view).lookup(k)), (view, k)
         assert sorted(db.view(view).all()) == sorted(full.view(view).all())
 

@@ -7,7 +7,7 @@ from noria_tools.partialbench import one_run
 
 def test_bench_partial_is_listed_and_partial_holds_less():
     assert "partial" in BENCHES
-    for view in ("rows", "count"):
+    for view in ("rows", "count", "vote"):
         full = one_run(False, 2000, 200, 0.05, 200, view, 100, 0)
         part = one_run(True, 2000, 200, 0.05, 200, view, 100, 0)
         assert part["views_bytes"] < full["views_bytes"]
