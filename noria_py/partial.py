@@ -220,6 +220,7 @@ class Partial:
             reader: Reader = self.graph[reader_id].op     # type: ignore[assignment]
             self.forget(reader, reader.filled)
             reader.filled = {}
+            reader._held = None
         self._upstream.pop(reader_id, None)
 
     # ------------------------------------------------------------ the reader's calls

@@ -63,6 +63,11 @@ class Reader(Operator):
     partial = False
     #: the partial-state manager (noria_py/partial.py) while partial: its LRU of keys
     manager: Any = None
+    #: while partial: the keys held (key -> bytes accounted), and the same keys as an
+    #: int64 array where they all are ints (None: not built since they changed; False:
+    #: not all ints), for filtering a columnar batch
+    filled: dict
+    _held: np.ndarray | bool | None = None
 
     def __init__(self, key: tuple[int, ...], visible: int, width: int,
                  order: Sequence[OrderKey] = (), select: Project | None = None) -> None:
@@ -94,7 +99,7 @@ class Reader(Operator):
         every partial reader's keys and their accounted bytes (``partial.Partial``)."""
         self.partial = True
         self.manager = manager
-        self.filled: dict = {}
+        self.filled = {}
         self._empty_partial()
 
     def _empty_partial(self) -> None:
@@ -103,6 +108,7 @@ class Reader(Operator):
         if self.filled:
             self.manager.forget(self, self.filled)
         self.filled = {}
+        self._held = None
         self.state = KeyedState(self.width, self.key)
         self.state.to_general()
         self.lookup = self._lookup_partial      # type: ignore[method-assign,assignment]
@@ -126,6 +132,7 @@ class Reader(Operator):
         if type(key) is not int:
             key = canon_row(key) if type(key) is tuple else canon(key)
         self.filled[key] = 0
+        self._held = None
         self.manager.touch(self, key)
         self.process(0, batch)
         if key not in self.filled:      # (process re-measures the keys it touches)
@@ -136,6 +143,7 @@ class Reader(Operator):
     def evict(self, key) -> int:
         """Make ``key`` a hole again; the bytes its entry was accounted at."""
         size = self.filled.pop(key, 0)
+        self._held = None
         self.state._index.pop(key, None)
         return size
 
@@ -152,9 +160,14 @@ class Reader(Operator):
             return Batch()
         cols = batch.cols
         if cols is not None and len(self.key) == 1:
-            # columnar (an aggregate's or a table's batch): no row tuples built
-            keys = column_list(cols[self.key[0]])
-            mask = np.fromiter((k in filled for k in keys), dtype=bool, count=len(keys))
+            # columnar (an aggregate's, a join's or a table's batch): no row tuples built
+            col = cols[self.key[0]]
+            held = self._held_ints() if col.dtype == np.int64 else None
+            if held is not None:
+                mask = np.isin(col, held)
+            else:
+                keys = column_list(col)
+                mask = np.fromiter((k in filled for k in keys), dtype=bool, count=len(keys))
             if not mask.any():
                 return Batch()
             signs: np.ndarray = batch.sign_array    # type: ignore[assignment]  # columnar
@@ -167,6 +180,16 @@ class Reader(Operator):
                 rows.append(r)
                 kept.append(s)
         return Batch(rows, kept)
+
+    def _held_ints(self) -> np.ndarray | None:
+        """The keys held, as an int64 array, while every one is an int (else None);
+        built again after a fill or an eviction."""
+        held = self._held
+        if held is None:
+            keys = list(self.filled)
+            held = self._held = (np.array(keys, dtype=np.int64)
+                                 if all(type(k) is int for k in keys) else False)
+        return held if isinstance(held, np.ndarray) else None
 
     def _rows_of(self, key) -> list[tuple]:
         bucket = self.state.get(key)
