@@ -1201,6 +1201,7 @@ class View(ViewFrames):
         self._partial = bool(self._readers) and self._readers[0].partial
         self._sort = order_key(q.order) if q.order else None
         key = [q.root.columns[i] for i in q.key]
+        self._key_types = [c.type for c in key]
         what = f"the ? of {entry.sql[:80]!r}" if entry.anonymous else f"view {self.name!r}"
         self._check_key = arguments.KeyCheck(what, [c.name for c in key], [c.type for c in key])
         self._key_fits = self._check_key.fits
@@ -1256,6 +1257,11 @@ class View(ViewFrames):
         assert manager is not None
         reader = self._reader_for(k)
         rid = next(r for r, op in zip(self._entry.readers, self._readers) if op is reader)
+        types = self._key_types
+        if len(types) == 1:
+            keys = [_stored(x, types[0]) for x in keys]
+        else:
+            keys = [tuple(_stored(x, t) for x, t in zip(key, types)) for key in keys]
         return manager.fill(rid, keys)
 
     @_serialized
@@ -1318,6 +1324,19 @@ class View(ViewFrames):
 
     def __repr__(self) -> str:
         return f"View({self.name!r}, columns={self.columns})"
+
+
+def _stored(value: Any, typ: SqlType) -> Any:
+    """A key value as a column of ``typ`` stores it (an int-valued float or a bool in an
+    INT column, an int in a FLOAT one), so that an upquery's rows carry the stored value
+    where they are built from the key (an aggregate's group columns), as a full
+    reader's would."""
+    t = type(value)
+    if typ is SqlType.INT and (t is bool or (t is float and value.is_integer())):
+        return int(value)
+    if typ is SqlType.FLOAT and t in (int, bool):
+        return float(value)
+    return value
 
 
 class _Dropped:

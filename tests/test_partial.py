@@ -388,3 +388,13 @@ def test_threads_reading_while_a_writer_evicts():
 def test_refused_with_a_cluster_url():
     with pytest.raises(ArgumentError, match="partial"):
         noria_py.connect("noria://127.0.0.1:1", partial=True)
+
+
+def test_a_key_of_another_numeric_type_reads_as_in_a_full_reader():
+    db, full = _make(partial=True), _make()
+    for d in (db, full):
+        d.table("t").insert([(1, 1, 2), (2, 1, 3)])
+    for view in ("cnt", "agg", "rows", "joined"):
+        for k in (1.0, True, 1.5):
+            assert db.view(view).lookup(k) == full.view(view).lookup(k), (view, k)
+    assert db.view("cnt").lookup(1.0) == [(1, 2)] and type(db.view("cnt").lookup(1)[0][0]) is int

@@ -34,6 +34,7 @@ from .operator import Operator
 from .state import expand, index_add, index_batch, items, tuple_key
 
 _DTYPES = {SqlType.INT: np.int64, SqlType.FLOAT: np.float64}
+_I64 = np.iinfo(np.int64)
 
 
 def _coerce(value, typ: SqlType):
@@ -138,31 +139,32 @@ class ChunkIndex:
     def rows(self, chunks: list[Batch], key) -> Batch | None:
         """The rows under ``key``, or None where this index cannot answer (a key
         column that is not all ints: the caller uses a dict index)."""
-        if type(key) is not int:
-            if type(key) is float and key.is_integer():
-                key = int(key)
-            elif type(key) is bool:
-                key = int(key)
-            else:
-                return None
         if self.upto > len(chunks):             # (cannot happen: chunks only grow)
             self.upto = 0
         tail = sum(len(c) for c in chunks[self.upto:])
         if tail > max(self.TAIL_MIN, len(self.keys) // 16) or (self.upto == 0 and chunks):
             if not self._rebuild(chunks):
                 return None
+        tails = [self._key_column(ch) for ch in chunks[self.upto:]]
+        if any(k is None for k in tails):
+            return None
+        if type(key) is not int:        # an int column: only an int-equal key matches
+            if (type(key) is float and key.is_integer()) or type(key) is bool:
+                key = int(key)
+            else:
+                return Batch()
+        if not _I64.min <= key <= _I64.max:
+            return Batch()
         rows: list[tuple] = []
         signs: list[int] = []
-        lo, hi = np.searchsorted(self.keys, [key, key + 1])
+        lo = np.searchsorted(self.keys, key, side="left")
+        hi = np.searchsorted(self.keys, key, side="right")
         if hi > lo:
             pos = self.where[lo:hi]
             which = np.searchsorted(self.starts, pos, side="right") - 1
             for ci in np.unique(which).tolist():
                 _take(chunks[ci], pos[which == ci] - self.starts[ci], rows, signs)
-        for ch in chunks[self.upto:]:
-            k = self._key_column(ch)
-            if k is None:
-                return None
+        for ch, k in zip(chunks[self.upto:], tails):
             at = np.flatnonzero(k == key)
             if len(at):
                 _take(ch, at, rows, signs)

@@ -577,3 +577,12 @@ def test_index_rows_match_a_scan_in_both_forms(seed, monkeypatch):
             assert sorted(r for r, s in zip(got.rows, got.signs) for _ in range(s)) == want
     assert (base._rows is None) == (seed != 4)
     assert bool(base.chunk_indexes) == (seed != 4)
+
+
+def test_index_rows_of_keys_an_int_column_never_holds():
+    base = Base(schema("t", ("a", T.INT), ("b", T.INT)))
+    base.process(0, base.prepare([(i % 7, i) for i in range(100)]))
+    for k in (1.5, float("nan"), "x", 2**70, -2**70):
+        assert not base.index_rows((0,), (k,))
+    assert sorted(base.index_rows((0,), (3.0,)).rows) == sorted((3, i) for i in range(3, 100, 7))
+    assert base.chunk_indexes and not base.indexes     # no dict index built for them
