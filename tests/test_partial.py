@@ -390,8 +390,9 @@ def test_refused_with_a_cluster_url():
         noria_py.connect("noria://127.0.0.1:1", partial=True)
 
 
-def test_a_key_of_another_numeric_type_reads_as_in_a_full_reader():
-    db, full = _make(partial=True), _make()
+@pytest.mark.parametrize("shards", [1, 4])
+def test_a_key_of_another_numeric_type_reads_as_in_a_full_reader(shards):
+    db, full = _make(partial=True, shards=shards), _make(shards=shards)
     for d in (db, full):
         d.table("t").insert([(1, 1, 2), (2, 1, 3)])
     for view in ("cnt", "agg", "rows", "joined"):
