@@ -54,9 +54,11 @@ from .errors import (
 from .expression import compile_predicate, compile_row, evaluate_constant
 from .graph import Graph
 from .hashing import shard_of
+from .memory import node_bytes
 from .nan import canon_row
 from .ops import Base, Reader
 from .ordering import order_key
+from .partial import Partial
 from .planner import Planner, initialize
 from .recovery import RecoveryReport, lineage, spark, treeclock
 from .remote import connect_url
@@ -160,12 +162,27 @@ class Database:
     """One embedded noria-py engine. Create it with ``noria_py.connect()``."""
 
     def __init__(self, data_dir: str | None = None, shards: int = 1, seed: int | None = None,
-                 clocks: bool = True, runtime=None, checkpoints: bool = True) -> None:
+                 clocks: bool = True, runtime=None, checkpoints: bool = True,
+                 partial: bool = False, memory_limit: int | None = None) -> None:
         """``runtime`` (with a ``graph`` of its own) replaces the embedded one: the cluster
         controller runs this class over its ``ClusterRuntime``. ``checkpoints``: stateful
-        nodes checkpoint their state (with clocks; docs/recovery.md)."""
+        nodes checkpoint their state (with clocks; docs/recovery.md). ``partial``: the
+        readers of parameterized views hold only the keys read, ``memory_limit`` bytes
+        of them at most (noria_py/partial.py, docs/partial.md)."""
         if shards < 1:
             raise ArgumentError(f"shards must be at least 1, got {shards}")
+        if type(partial) is not bool:
+            raise ArgumentError(f"partial must be True or False, got {partial!r}")
+        if memory_limit is not None:
+            if type(memory_limit) is not int or memory_limit < 0:
+                raise ArgumentError(f"memory_limit must be a number of bytes (an int, 0 or "
+                                    f"more), got {memory_limit!r}")
+            if not partial:
+                raise ArgumentError("memory_limit bounds partial readers' state; "
+                                    "connect(partial=True, memory_limit=...)")
+        if partial and runtime is not None:
+            raise NotSupportedError("partial state is offered by the embedded engine only "
+                                    "(not by a cluster yet)")
         self.shards = shards
         self.clocks = clocks
         #: held by every call (module docstring); a runtime given is serialized by its owner
@@ -174,6 +191,9 @@ class Database:
             runtime = EmbeddedRuntime(Graph(), seed, clocks=clocks, checkpoints=checkpoints)
         self.runtime = runtime
         self.graph_ = runtime.graph
+        #: the partial readers' manager (None: every reader is full)
+        self._partial: Partial | None = (Partial(self.graph_, runtime, memory_limit)
+                                         if partial else None)
         self.planner = Planner(self.graph_, shards, self.runtime.add)
         self._tables: dict[str, _TableEntry] = {}
         self._views: dict[str, _ViewEntry] = {}
@@ -481,6 +501,10 @@ class Database:
             out.append(planned[-1])
         if planned:
             fresh = self.planner.take_fresh()
+            if self._partial is not None:
+                for entry in planned:
+                    for r in entry.readers:
+                        self._partial.install(r)
             try:
                 initialize(self.graph_, fresh)
                 self.runtime.settle(fresh)
@@ -522,6 +546,9 @@ class Database:
     def _remove_nodes(self, readers: list[str]) -> None:
         """Take a view's readers, and every node left without children, out of the
         graph, the runtime and (in a cluster) the workers' graphs."""
+        if self._partial is not None:
+            for r in readers:
+                self._partial.remove(r)
         self.planner.remove(readers, self.runtime.remove)
         self.runtime.announce(("remove", list(readers)))
         self.runtime.refresh_clocks()
@@ -711,6 +738,8 @@ class Database:
             self.storage.log_batch(entry.schema.name.lower(), batch)
         self._writes += 1
         self.runtime.write(entry.node, batch)
+        if self._partial is not None:
+            self._partial.evict()           # (a write may have grown keys held)
         self._publish()
         if self.storage is not None:
             # a base applies each write as it accepts it, so its rows are the log's
@@ -757,7 +786,32 @@ class Database:
         """Return once every accepted write is reflected in every view."""
         self._check_open()
         self.runtime.wait()
+        if self._partial is not None:
+            self._partial.evict()
         self._publish()
+
+    @_serialized
+    def memory(self, bases: bool = True) -> dict[str, int]:
+        """Bytes of state per stateful node shard (node id -> bytes; ``bases=False``
+        leaves out the base tables, which ``memory_limit`` does not bound).
+
+        Measured by walking each operator's state (noria_py/memory.py): numpy arrays
+        count their ``nbytes``; dicts, lists, tuples, sets and sorted containers their
+        ``sys.getsizeof`` plus their elements', all of them up to 64 and an evenly
+        spaced sample of 64 scaled up beyond (a per-row estimate). A row shared by two
+        nodes (a base's and a reader's) counts in both. Within a factor of 2 of the
+        process's allocations (tracemalloc) for the engine's shapes of state
+        (tests/test_memory.py). A partial reader counts the keys it holds, and a base
+        the indexes its upqueries built."""
+        self._check_open()
+        if self.runtime.automatic_recovery:
+            raise NotSupportedError("memory() is offered by an embedded database only")
+        out: dict[str, int] = {}
+        for nid in self.graph_.topological():
+            node = self.graph_[nid]
+            if node.op.stateful and (bases or node.kind != "base"):
+                out[nid] = node_bytes(node.op)
+        return out
 
     # ------------------------------------------------------------ subscriptions
 
@@ -771,6 +825,10 @@ class Database:
         before it is ended for falling behind (``tuning.SUBSCRIBE_BUFFER``)."""
         self._check_open()
         v = self.view(view)
+        if v._partial:
+            raise NotSupportedError(f"view {v.name!r} is partial (connect(partial=True)): "
+                                    "its readers hold only the keys read; subscribe to "
+                                    "a database without partial state")
         size = tuning.SUBSCRIBE_BUFFER if buffer is None else buffer
         if type(size) is not int or size < 1:
             raise ProgrammingError(f"buffer must be a positive int, got {buffer!r}")
@@ -1168,8 +1226,11 @@ class View(ViewFrames):
         self.types = [c.type for c in q.root.columns[:q.visible]]
         self.key_arity = len(q.key)
         self._readers: list[Reader] = [db.graph_[r].op for r in entry.readers]
+        #: whether the readers hold only the keys read (noria_py/partial.py)
+        self._partial = bool(self._readers) and self._readers[0].partial
         self._sort = order_key(q.order) if q.order else None
         key = [q.root.columns[i] for i in q.key]
+        self._key_types = [c.type for c in key]
         what = f"the ? of {entry.sql[:80]!r}" if entry.anonymous else f"view {self.name!r}"
         self._check_key = arguments.KeyCheck(what, [c.name for c in key], [c.type for c in key])
         self._key_fits = self._check_key.fits
@@ -1210,15 +1271,32 @@ class View(ViewFrames):
             if lock.version != before:
                 rows = None
         if rows is None:
-            with lock:                      # a write ran meanwhile (_DatabaseLock)
+            with lock:                      # a write ran meanwhile (_DatabaseLock), or a hole
                 try:
                     rows = self._reader_for(k).lookup(k)
                 except TypeError:           # unhashable: the check says what is wrong with it
                     self._check_key(key)
                     raise
+                if rows is None:            # a hole of a partial reader: an upquery
+                    if type(k) not in self._key_fits:
+                        self._check_key(key)
+                    rows = self._fill(k, [k])[0]
         if not rows and type(k) not in self._key_fits:
             self._check_key(key)    # (a key the check refuses finds nothing: arguments.py)
         return rows
+
+    def _fill(self, k, keys: list) -> list[list[tuple]]:
+        """Upqueries for ``keys``, holes of the reader of ``k``'s shard (lock held)."""
+        manager = self._db._partial
+        assert manager is not None
+        reader = self._reader_for(k)
+        rid = next(r for r, op in zip(self._entry.readers, self._readers) if op is reader)
+        types = self._key_types
+        if len(types) == 1:
+            keys = [_stored(x, types[0]) for x in keys]
+        else:
+            keys = [tuple(_stored(x, t) for x, t in zip(key, types)) for key in keys]
+        return manager.fill(rid, keys)
 
     @_serialized
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
@@ -1239,6 +1317,18 @@ class View(ViewFrames):
             for k in keys:
                 self._check_key((k,))
             raise
+        if self._partial and None in out:   # holes: one upquery pass per reader shard
+            fits = self._key_fits
+            holes: dict[int, list[int]] = {}
+            for i, (k, rows) in enumerate(zip(keys, out)):
+                if rows is None:
+                    if type(k) not in fits:
+                        self._check_key((k,))
+                    holes.setdefault(id(self._reader_for(k)), []).append(i)
+            for idx in holes.values():
+                filled = self._fill(keys[idx[0]], [keys[i] for i in idx])
+                for i, rows in zip(idx, filled):
+                    out[i] = rows
         if not all(out):
             fits = self._key_fits
             for k, rows in zip(keys, out):
@@ -1249,6 +1339,13 @@ class View(ViewFrames):
     @_serialized
     def all(self) -> list[tuple]:
         """Every row of the view."""
+        if self._partial:
+            manager = self._db._partial
+            assert manager is not None
+            rows = [r for rid in self._entry.readers for r in manager.all_rows(rid)]
+            if self._sort is not None and len(self._readers) > 1:
+                rows.sort(key=self._sort)
+            return rows
         if len(self._readers) == 1:
             return self._readers[0].all()
         rows = [r for reader in self._readers for r in reader.all()]
@@ -1261,6 +1358,19 @@ class View(ViewFrames):
 
     def __repr__(self) -> str:
         return f"View({self.name!r}, columns={self.columns})"
+
+
+def _stored(value: Any, typ: SqlType) -> Any:
+    """A key value as a column of ``typ`` stores it (an int-valued float or a bool in an
+    INT column, an int in a FLOAT one), so that an upquery's rows carry the stored value
+    where they are built from the key (an aggregate's group columns), as a full
+    reader's would."""
+    t = type(value)
+    if typ is SqlType.INT and (t is bool or (t is float and value.is_integer())):
+        return int(value)
+    if typ is SqlType.FLOAT and t in (int, bool):
+        return float(value)
+    return value
 
 
 class _Dropped:
@@ -1279,18 +1389,24 @@ class _Dropped:
 
 def connect(url: str | None = None, *, data_dir: str | None = None, shards: int = 1,
             seed: int | None = None, clocks: bool = True, checkpoints: bool = True,
-            token: str | None = None):
+            token: str | None = None, partial: bool = False,
+            memory_limit: int | None = None):
     """Open an engine: embedded in this process (no url), or a client of a cluster
     (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one).
     ``checkpoints=False`` turns off the stateful nodes' checkpoints (they are on with
-    clocks: tree-clock recovery of a stateful node starts from its own checkpoint)."""
+    clocks: tree-clock recovery of a stateful node starts from its own checkpoint).
+    ``partial=True``: the readers of parameterized views hold only the keys read,
+    filled by upqueries; ``memory_limit`` (bytes) bounds what they hold, least
+    recently read keys evicted first (docs/partial.md)."""
     if url is not None:
-        if data_dir is not None or shards != 1 or seed is not None or not clocks or not checkpoints:
-            raise ArgumentError("data_dir, shards, seed, clocks and checkpoints are the server's "
-                        "settings (noria-py serve); connect to a URL with only a token")
+        if (data_dir is not None or shards != 1 or seed is not None or not clocks
+                or not checkpoints or partial or memory_limit is not None):
+            raise ArgumentError("data_dir, shards, seed, clocks, checkpoints, partial and "
+                                "memory_limit are the server's settings (noria-py serve); "
+                                "connect to a URL with only a token")
         return connect_url(url, token)
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks,
-                    checkpoints=checkpoints)
+                    checkpoints=checkpoints, partial=partial, memory_limit=memory_limit)
 
 
 def catalog_problems(catalog: list[str], tables: dict[str, list[tuple]]) -> dict[str, tuple[list[tuple], str]]:

@@ -38,7 +38,8 @@ class Node:
     def describe(self) -> dict:
         return {"id": self.id, "kind": self.kind, "shard": self.shard,
                 "stateful": self.op.stateful, "parents": list(self.parents),
-                "children": list(self.children), "view": self.view}
+                "children": list(self.children), "view": self.view,
+                "partial": bool(getattr(self.op, "partial", False))}
 
 
 class Graph:

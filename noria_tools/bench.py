@@ -622,6 +622,11 @@ def run_pg(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_partial(argv: list[str]) -> int:
+    from noria_tools.partialbench import main
+    return main(argv)
+
+
 def run_cluster(argv: list[str]) -> int:
     from noria_tools.clusterbench import main
     return main(argv)
@@ -629,7 +634,7 @@ def run_cluster(argv: list[str]) -> int:
 
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
            "load": run_load, "peers": run_peers, "cluster": run_cluster,
-           "memory": run_memory, "adhoc": run_adhoc, "pg": run_pg}
+           "memory": run_memory, "adhoc": run_adhoc, "pg": run_pg, "partial": run_partial}
 
 
 def run_bench(name: str, argv: list[str]) -> int:

@@ -210,6 +210,21 @@ class Aggregate(Operator):
                 out.add(row)
         return out
 
+    def group_rows(self, key: tuple | None) -> Batch:
+        """The output row of the group ``key`` (its group-by values, in ``group_by``
+        order), as a batch of at most one insertion: an upquery's answer (partial.py).
+        ``key`` None: every row (``snapshot``)."""
+        if key is None:
+            return self.snapshot()
+        if self.count_only:
+            c = self.counts.get(key[0])
+            if c > 0:
+                return Batch([(key[0], c - self.nulls.get(key[0], 0))], [1])
+            return Batch()
+        g = self.groups.get(key)
+        row = None if g is None else self._output(key, g)
+        return Batch() if row is None else Batch([row], [1])
+
     # ------------------------------------------------------------ checkpoints
 
     def export_state(self, changed_only: bool) -> dict | DenseCounts | CountsDelta:

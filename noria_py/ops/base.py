@@ -28,12 +28,13 @@ from ..arguments import plain
 from ..batch import Batch
 from ..columns import ColumnChunk
 from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
-from ..nan import NAN, concat, has_nan
+from ..nan import NAN, column_list, concat, has_nan
 from .dense import object_column
 from .operator import Operator
-from .state import expand
+from .state import expand, index_add, index_batch, items, tuple_key
 
 _DTYPES = {SqlType.INT: np.int64, SqlType.FLOAT: np.float64}
+_I64 = np.iinfo(np.int64)
 
 
 def _coerce(value, typ: SqlType):
@@ -93,6 +94,94 @@ def _expanded(chunk: Batch) -> Iterator[tuple]:
         yield from [r] * c
 
 
+class ChunkIndex:
+    """An index on one int column over an insert-only table's write batches (``chunks``):
+    the key values of the first ``upto`` chunks sorted (``keys``) with each one's
+    position among those chunks' rows (``where``), 16 bytes a row; a write costs
+    nothing. A lookup binary-searches the sorted part and scans the chunks written
+    since (numpy per columnar chunk); once those hold more than a sixteenth of the
+    rows (and over ``TAIL_MIN``), the next lookup sorts everything again: amortized
+    O(log n) per row written."""
+
+    TAIL_MIN = 4096
+
+    def __init__(self, col: int) -> None:
+        self.col = col
+        self.upto = 0
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.where = np.zeros(0, dtype=np.int64)
+        self.starts = np.zeros(1, dtype=np.int64)   # each sorted chunk's first position
+
+    def _key_column(self, chunk: Batch) -> np.ndarray | None:
+        cols = chunk.cols
+        if cols is not None:
+            c = cols[self.col]
+            return c if c.dtype == np.int64 else None
+        values = [r[self.col] for r in chunk.rows]
+        if not all(type(v) is int for v in values):
+            return None
+        return np.array(values, dtype=np.int64)
+
+    def _rebuild(self, chunks: list[Batch]) -> bool:
+        parts = []
+        for ch in chunks:
+            k = self._key_column(ch)
+            if k is None:
+                return False
+            parts.append(k)
+        keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.where = keys[order], order.astype(np.int64)
+        self.starts = np.cumsum([0] + [len(p) for p in parts], dtype=np.int64)
+        self.upto = len(chunks)
+        return True
+
+    def rows(self, chunks: list[Batch], key) -> Batch | None:
+        """The rows under ``key``, or None where this index cannot answer (a key
+        column that is not all ints: the caller uses a dict index)."""
+        if self.upto > len(chunks):             # (cannot happen: chunks only grow)
+            self.upto = 0
+        tail = sum(len(c) for c in chunks[self.upto:])
+        if tail > max(self.TAIL_MIN, len(self.keys) // 16) or (self.upto == 0 and chunks):
+            if not self._rebuild(chunks):
+                return None
+        tails = [self._key_column(ch) for ch in chunks[self.upto:]]
+        if any(k is None for k in tails):
+            return None
+        if type(key) is not int:        # an int column: only an int-equal key matches
+            if (type(key) is float and key.is_integer()) or type(key) is bool:
+                key = int(key)
+            else:
+                return Batch()
+        if not _I64.min <= key <= _I64.max:
+            return Batch()
+        rows: list[tuple] = []
+        signs: list[int] = []
+        lo = np.searchsorted(self.keys, key, side="left")
+        hi = np.searchsorted(self.keys, key, side="right")
+        if hi > lo:
+            pos = self.where[lo:hi]
+            which = np.searchsorted(self.starts, pos, side="right") - 1
+            for ci in np.unique(which).tolist():
+                _take(chunks[ci], pos[which == ci] - self.starts[ci], rows, signs)
+        for ch, k in zip(chunks[self.upto:], tails):
+            at = np.flatnonzero(k == key)
+            if len(at):
+                _take(ch, at, rows, signs)
+        return Batch(rows, signs)
+
+
+def _take(chunk: Batch, at: np.ndarray, rows: list[tuple], signs: list[int]) -> None:
+    """Append the rows of ``chunk`` at positions ``at``, with their signs."""
+    if chunk.cols is not None:
+        rows.extend(zip(*[column_list(c[at]) for c in chunk.cols]))
+        signs.extend(chunk.sign_array[at].tolist())     # type: ignore[index]  # columnar
+    else:
+        for i in at.tolist():
+            rows.append(chunk.rows[i])
+            signs.append(chunk.signs[i])
+
+
 class Base(Operator):
     kind = "base"
     stateful = True
@@ -112,6 +201,13 @@ class Base(Operator):
         self.chunks: list[Batch] = []      # the insert-only form: the batches written
         self.n = 0                         # rows in ``chunks``
         self.by_key: dict[tuple, tuple] = {}
+        #: key columns -> key tuple -> bucket of rows (state.bucket_add): the indexes
+        #: partial readers' upqueries read (noria_py/partial.py), built at the first
+        #: upquery on those columns and kept up to date by ``process``; forgotten with the
+        #: rows (a reset), and built again at the next upquery
+        self.indexes: dict[tuple[int, ...], dict] = {}
+        #: the same for a table kept as its write batches (``ChunkIndex``)
+        self.chunk_indexes: dict[tuple[int, ...], ChunkIndex] = {}
 
     @property
     def rows(self) -> dict[tuple, int]:
@@ -343,6 +439,42 @@ class Base(Operator):
     def process(self, port: int, batch: Batch) -> Batch:
         if not self.holds_rows:
             return batch
+        if self.indexes:
+            rows, signs = batch.rows, batch.signs
+            for cols, index in self.indexes.items():
+                index_batch(index, map(tuple_key(cols), rows), rows, signs)
+        return self._apply(batch)
+
+    def index_rows(self, cols: tuple[int, ...], key: tuple | None) -> Batch:
+        """The rows whose ``cols`` equal ``key``, as a batch of insertions (each row's
+        count its sign): an upquery's answer. ``key`` None: every row.
+
+        While the table is kept as its write batches (insert-only) and the key is one
+        column of ints, the index is a ``ChunkIndex`` (sorted keys and positions,
+        16 bytes a row, nothing done per write); otherwise a dict, key -> rows, built
+        from the rows at the first call and kept up to date by ``process``."""
+        if key is None:
+            return self.snapshot()
+        if self._rows is None and cols not in self.indexes and len(cols) == 1:
+            sorted_index = self.chunk_indexes.get(cols)
+            if sorted_index is None:
+                sorted_index = self.chunk_indexes[cols] = ChunkIndex(cols[0])
+            found = sorted_index.rows(self.chunks, key[0])
+            if found is not None:
+                return found
+        self.chunk_indexes.pop(cols, None)      # (rows now in a dict, or keys not all ints)
+        index = self.indexes.get(cols)
+        if index is None:
+            index = self.indexes[cols] = {}
+            keyf = tuple_key(cols)
+            for r in self.all_rows():
+                index_add(index, keyf(r), r, 1)
+        bucket = index.get(key)
+        if bucket is None:
+            return Batch()
+        return Batch([r for r, _ in items(bucket)], [c for _, c in items(bucket)])
+
+    def _apply(self, batch: Batch) -> Batch:
         if self._rows is None:
             signs = batch.sign_array
             if signs is not None and len(signs) and signs.min() > 0:

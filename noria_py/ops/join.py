@@ -186,6 +186,27 @@ class Join(Operator):
                     out.add(l + self.pad, lc)
         return out
 
+    def key_rows(self, key, padded: bool = True) -> Batch:
+        """The output rows of one join key (bare for one column, else a tuple, as the
+        sides keep it): an upquery's answer (noria_py/partial.py); ``padded`` False
+        leaves out a left join's NULL-padded rows (a lookup on a right column never
+        finds them)."""
+        out = Batch()
+        left, right = self.sides
+        lbucket = None if _has_null(key) else left.get(key)
+        if lbucket is None:
+            return out
+        rbucket = right.get(key)
+        live = [(r, c) for r, c in items(rbucket) if c > 0] if rbucket is not None else []
+        outer = padded and self.join_kind == "left"
+        for l, lc in items(lbucket):
+            if live:
+                for r, rc in live:
+                    out.add(l + r, lc * rc)
+            elif outer:
+                out.add(l + self.pad, lc)
+        return out
+
     def contents(self) -> list[Batch]:
         return [side.snapshot() for side in self.sides]
 

@@ -48,6 +48,8 @@ class Operator:
     #: it checkpoints this operator: the keys an aggregate's groups or a join's arrays
     #: changed)
     tracking: bool = False
+    #: whether this node holds only the keys read (a partial reader; noria_py/partial.py)
+    partial: bool = False
 
     def process(self, port: int, batch: Batch) -> Batch:
         raise NotImplementedError

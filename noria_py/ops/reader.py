@@ -20,20 +20,38 @@ after the SELECT list, with any hidden key and ORDER BY columns, before trimming
 ``contents`` every row kept, ``load_input`` keeps rows without applying the SELECT list
 again; in the dense form the arrays are checkpointed instead, as a join side's are
 (``array_state``: whole the first time, then the entries at the keys marked since).
+
+Partial (``make_partial``; noria_py/partial.py says when and how): the reader holds
+only the keys it was asked for (``filled``, key -> the bytes its entry is accounted
+at), and ``lookup`` answers None for any other key (a hole): the caller fills it by an
+upquery (``fill``) and reads again. A batch's rows under a hole are dropped here (a
+hole stays a hole), so the state is always exactly the view's rows for the filled
+keys. A partial reader keeps its rows in the general form (dicts: memory grows with
+the keys held, not with the key range), and comes back from a crash or a reset with
+no key filled: its checkpoints, whatever they hold, restore nothing (``load_input``
+drops every row, as ``process`` would).
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
-from ..nan import canon, canon_row
+from ..memory import bucket_bytes
+from ..nan import canon, canon_row, column_list
 from ..ordering import order_key
 from .dense import DenseRows, KeyMarks, RowsDelta
 from .operator import Operator
 from .project import Project
 from .state import KeyedState, expand
+
+#: bytes a held key costs besides its key and rows: its slots in the state's dict, in
+#: ``filled`` and in the manager's LRU (an ordered dict: a slot and a link), and the
+#: LRU's (reader, key) tuple; measured with tracemalloc (tests/test_partial.py)
+ENTRY_OVERHEAD = 250
 
 
 class Reader(Operator):
@@ -41,6 +59,15 @@ class Reader(Operator):
     stateful = True
     leaf = True
     checkpoint_form = "input"
+    #: whether this reader holds only the keys read (``make_partial``)
+    partial = False
+    #: the partial-state manager (noria_py/partial.py) while partial: its LRU of keys
+    manager: Any = None
+    #: while partial: the keys held (key -> bytes accounted), and the same keys as an
+    #: int64 array where they all are ints (None: not built since they changed; False:
+    #: not all ints), for filtering a columnar batch
+    filled: dict
+    _held: np.ndarray | bool | None = None
 
     def __init__(self, key: tuple[int, ...], visible: int, width: int,
                  order: Sequence[OrderKey] = (), select: Project | None = None) -> None:
@@ -62,10 +89,134 @@ class Reader(Operator):
         self._exported = False      # whether the store holds the arrays as of the last export
         self._marks = KeyMarks()    # the keys the arrays changed since (``tracking``)
         self.kept = Batch()         # the last batch processed, as kept (after ``select``)
+        if self.partial:
+            self._empty_partial()
+
+    # ------------------------------------------------------------ partial state
+
+    def make_partial(self, manager: Any) -> None:
+        """Hold only the keys read from now on; ``manager`` keeps the LRU order of
+        every partial reader's keys and their accounted bytes (``partial.Partial``)."""
+        self.partial = True
+        self.manager = manager
+        self.filled = {}
+        self._empty_partial()
+
+    def _empty_partial(self) -> None:
+        """No key held (all holes): the state emptied, each key's bytes given back to
+        the manager, and ``lookup`` the partial one."""
+        if self.filled:
+            self.manager.forget(self, self.filled)
+        self.filled = {}
+        self._held = None
+        self.state = KeyedState(self.width, self.key)
+        self.state.to_general()
+        self.lookup = self._lookup_partial      # type: ignore[method-assign,assignment]
+
+    def _lookup_partial(self, key) -> list[tuple] | None:
+        """``lookup``, or None where ``key`` is a hole (the caller upqueries: ``fill``)."""
+        if type(key) is not int:
+            if key is None or (type(key) is tuple and None in key):
+                return []
+            key = canon_row(key) if type(key) is tuple else canon(key)
+        if key not in self.filled:
+            return None
+        # (only moved, never added: outside the lock, a key evicted meanwhile raises
+        # KeyError, and View.lookup reads again under the lock)
+        self.manager.lru.move_to_end((self, key))
+        return self._rows_of(key)
+
+    def fill(self, key, batch: Batch) -> list[tuple]:
+        """Fill the hole ``key`` with ``batch``, its rows as this reader's parent sends
+        them (an upquery's answer); the rows of ``key`` now held."""
+        if type(key) is not int:
+            key = canon_row(key) if type(key) is tuple else canon(key)
+        self.filled[key] = 0
+        self._held = None
+        self.manager.touch(self, key)
+        self.process(0, batch)
+        if key not in self.filled:      # (process re-measures the keys it touches)
+            self.filled[key] = 0
+        self._measure(key)
+        return self._rows_of(key)
+
+    def evict(self, key) -> int:
+        """Make ``key`` a hole again; the bytes its entry was accounted at."""
+        size = self.filled.pop(key, 0)
+        self._held = None
+        self.state._index.pop(key, None)
+        return size
+
+    def _measure(self, key) -> None:
+        bucket = self.state.get(key)
+        size = bucket_bytes(key, bucket) + ENTRY_OVERHEAD
+        self.manager.resize(self.filled[key], size)
+        self.filled[key] = size
+
+    def _held_only(self, batch: Batch) -> Batch:
+        """The rows of ``batch`` under filled keys (writes to holes stop here)."""
+        filled = self.filled
+        if not filled:
+            return Batch()
+        cols = batch.cols
+        if cols is not None and len(self.key) == 1:
+            # columnar (an aggregate's, a join's or a table's batch): no row tuples built
+            col = cols[self.key[0]]
+            held = self._held_ints() if col.dtype == np.int64 else None
+            if held is not None:
+                mask = np.isin(col, held)
+            else:
+                keys = column_list(col)
+                mask = np.fromiter((k in filled for k in keys), dtype=bool, count=len(keys))
+            if not mask.any():
+                return Batch()
+            signs: np.ndarray = batch.sign_array    # type: ignore[assignment]  # columnar
+            return Batch.columnar([c[mask] for c in cols], signs[mask])
+        keyf = self.state._keyf
+        rows: list[tuple] = []
+        kept: list[int] = []
+        for r, s in zip(batch.rows, batch.signs):
+            if keyf(r) in filled:
+                rows.append(r)
+                kept.append(s)
+        return Batch(rows, kept)
+
+    def _held_ints(self) -> np.ndarray | None:
+        """The keys held, as an int64 array, while every one is an int (else None);
+        built again after a fill or an eviction."""
+        held = self._held
+        if held is None:
+            keys = list(self.filled)
+            held = self._held = (np.array(keys, dtype=np.int64)
+                                 if all(type(k) is int for k in keys) else False)
+        return held if isinstance(held, np.ndarray) else None
+
+    def _rows_of(self, key) -> list[tuple]:
+        bucket = self.state.get(key)
+        if bucket is None:
+            return []
+        if type(bucket) is tuple:
+            return [bucket[:self.visible]] if self.trim else [bucket]
+        out: list[tuple] = []
+        expand(bucket, out)
+        return self._finish(out)
 
     def process(self, port: int, batch: Batch) -> Batch:
         if self.select is not None:
             batch = self.kept = self.select.process(0, batch)
+        if batch and self.partial:
+            batch = self._held_only(batch)
+            if self.select is not None:
+                self.kept = batch       # (not the whole batch: a snapshot's, at creation)
+            if batch:
+                state = self.state
+                keys, batch = state.prepare(batch)
+                state.apply(keys, batch)
+                for k in set(keys):
+                    self._measure(k)
+                for listener in self.listeners:
+                    listener.changed(batch)
+            return Batch()
         if batch:
             state = self.state
             keys, batch = state.prepare(batch)
@@ -82,6 +233,8 @@ class Reader(Operator):
         return batch if self.select is None else self.kept
 
     def load_input(self, port: int, batch: Batch) -> None:
+        if self.partial:
+            batch = self._held_only(batch)
         if batch:
             state = self.state
             state.apply(*state.prepare(batch))

@@ -203,6 +203,27 @@ class EmbeddedRuntime(Runtime):
         if listener in listeners:
             listeners.remove(listener)
 
+    def drain(self, nodes: set[str]) -> None:
+        """Deliver every message pending on an edge into one of ``nodes`` (and what
+        those deliveries send on such edges), each edge in FIFO order: a schedule the
+        seeded one could have picked. Without a seed, every pending message (there is
+        none outside a recovery's replays). A partial reader's upquery starts here
+        (noria_py/partial.py, rule 3)."""
+        if self.seed is None:
+            self.run()
+            return
+        while True:
+            keys = [k for k in self.active if k[1] in nodes]
+            if not keys:
+                return
+            for key in keys:
+                q = self.edges[key]
+                while q:
+                    m = q.popleft()
+                    if not q:
+                        self.active.remove(key)
+                    self.deliver(m)
+
     def write(self, base_id: str, batch: Batch) -> None:
         """A validated write enters its base node, then propagates (fully, unless seeded)."""
         d = self.domains[base_id]

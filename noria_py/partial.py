@@ -1,0 +1,315 @@
+"""Partial readers: a view's reader holds only the keys read (``connect(partial=True)``).
+
+What is partial. The reader of a parameterized view (``... WHERE col = ?``) whose key
+can be traced up the graph to an index that holds every row of any key (``trace``):
+
+- through filters, unions and sharders (a key's rows keep their key) and projections
+  that pass the key columns on as plain columns (so does a reader's own SELECT list);
+- to the nearest stateful ancestor: a base table (which builds an index on those
+  columns at the first upquery and keeps it, ``Base.index_rows``), an aggregate or
+  MIN/MAX whose group-by columns are exactly the key (``Aggregate.group_rows``), or a
+  join whose join key is exactly the key (its two sides are kept under it:
+  ``Join.key_rows``).
+
+Anything else on the way (TopK, DISTINCT, a join on other columns, a key computed by
+an expression, a global aggregate, a key that is part of a group only) leaves the
+reader full, and
+``db.graph()`` says ``partial: False``. Operators above the reader stay full in any
+case: only readers are partial in this slice.
+
+The rules (Noria's replay paths, OSDI'18 §4, in one process):
+
+1. A lookup of a key the reader does not hold (a hole) is an upquery: under the
+   database's lock, the key's rows are computed from the source's state and pushed
+   through the stateless operators between it and the reader (their ``process``),
+   then the reader fills the key with them (``Reader.fill``) and answers.
+2. A write that reaches a reader under a hole is dropped there (``Reader._held_only``):
+   a hole stays a hole; the state holds exactly the view's rows for the keys held.
+3. A fill never double-counts or misses a write in flight. Without ``seed`` nothing is
+   ever in flight when the lock is free (a write propagates before it returns). With
+   ``seed`` (or after a recovery's replays are queued), messages may be in flight
+   anywhere; before computing a fill, every message pending on an edge into the reader
+   or one of its ancestors is delivered (``EmbeddedRuntime.drain``), so the source's
+   state is exactly the sum of what the reader has been sent from it: a write already
+   past the source reaches the reader (at the hole: dropped) before the fill, which
+   includes it; one not yet at the source reaches the reader after the fill, which
+   does not. This is Noria's "the replay travels behind what is in flight", and makes a
+   miss as fresh as ``wait()`` would for that view; a hit stays as fresh as ever.
+4. Every node from the source to the reader must be alive: an upquery through a failed
+   node raises ``RecoveryError`` (its state, or what it has in flight, is not there).
+5. Eviction (``memory_limit``): each held key is accounted at the bytes of its key,
+   its rows (measured with ``memory.bucket_bytes`` when filled and when a write
+   touches it) and ``reader.ENTRY_OVERHEAD``; when the sum over every partial reader
+   exceeds the limit (after a fill, after a write), the least recently read keys
+   (over all partial readers) become holes again until it fits. A read refills them.
+   The key just filled is read before eviction, so a limit smaller than one key still
+   answers (and keeps nothing).
+6. A partial reader that fails comes back empty, all holes (``Reader.reset``), with
+   every recovery strategy: every view stays right, the next reads refill. So it
+   takes no checkpoints (its parents trim their logs to it as to a reader without
+   any: up to what it has taken).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from sql_frontend.expr import Col
+
+from .batch import Batch
+from .errors import RecoveryError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .graph import Graph
+    from .ops.reader import Reader
+    from .runtime.embedded import EmbeddedRuntime
+
+#: (source node id, its output columns holding the key's values, in key order)
+Source = tuple[str, tuple[int, ...]]
+
+
+def trace(graph: Graph, node_id: str, cols: tuple[int, ...]) -> list[Source] | None:
+    """The sources of the rows ``node_id`` outputs whose ``cols`` hold a key: the nearest
+    ancestors indexed by it (module docstring), or None where the key cannot be traced."""
+    node = graph[node_id]
+    op: Any = node.op
+    kind = op.kind
+    if kind == "base":
+        return [(node_id, cols)]
+    if kind in ("aggregate", "extremum"):
+        groups = op.group_by
+        if groups and sorted(cols) == list(range(len(groups))):
+            return [(node_id, cols)]
+        return None
+    if kind == "join":
+        return [(node_id, cols)] if join_positions(op, cols) is not None else None
+    if kind == "project":
+        mapped = []
+        for c in cols:
+            e = op.exprs[c]
+            if not isinstance(e, Col):
+                return None
+            mapped.append(e.index)
+        cols = tuple(mapped)
+    elif kind not in ("filter", "union", "sharder"):
+        return None
+    out: list[Source] = []
+    for p in node.parents:
+        found = trace(graph, p, cols)
+        if found is None:
+            return None
+        out.extend(found)
+    return out
+
+
+def join_positions(op: Any, cols: tuple[int, ...]) -> tuple[int, ...] | None:
+    """For each of ``cols`` (a join's output columns), the join-key component it holds
+    (a left key column, or a right one past the left's width), if together they hold
+    every component once; else None."""
+    width = op.left_width
+    out = []
+    for c in cols:
+        keys, at = (op.left_keys, c) if c < width else (op.right_keys, c - width)
+        if at not in keys:
+            return None
+        out.append(keys.index(at))
+    if sorted(out) != list(range(len(op.left_keys))):
+        return None
+    return tuple(out)
+
+
+def reader_columns(reader: Reader) -> tuple[int, ...] | None:
+    """The reader's key columns in the rows its parent sends (through its own SELECT
+    list, if it applies one), or None where one is computed."""
+    if reader.select is None:
+        return reader.key
+    mapped = []
+    for c in reader.key:
+        e = reader.select.exprs[c]
+        if not isinstance(e, Col):
+            return None
+        mapped.append(e.index)
+    return tuple(mapped)
+
+
+def rows_for(graph: Graph, node_id: str, child: str | None, cols: tuple[int, ...],
+             key: tuple | None) -> Batch:
+    """The rows ``node_id`` sends ``child`` whose ``cols`` equal ``key`` (every row for
+    None), computed from the sources' state (an upquery along ``trace``'s path)."""
+    node = graph[node_id]
+    op: Any = node.op
+    kind = op.kind
+    if kind == "base":
+        return op.index_rows(cols, key)
+    if kind in ("aggregate", "extremum"):
+        if key is None:
+            return op.group_rows(None)
+        group: list[Any] = [None] * len(cols)
+        for c, v in zip(cols, key):
+            group[c] = v
+        return op.group_rows(tuple(group))
+    if kind == "join":
+        if key is None:
+            return op.snapshot()
+        where = join_positions(op, cols)
+        assert where is not None
+        parts: list[Any] = [None] * len(where)
+        for j, v in zip(where, key):
+            parts[j] = v
+        padded = all(c < op.left_width for c in cols)
+        return op.key_rows(parts[0] if len(parts) == 1 else tuple(parts), padded)
+    if kind == "project":
+        up = tuple(op.exprs[c].index for c in cols)
+        return op.process(0, rows_for(graph, node.parents[0], node_id, up, key))
+    if kind == "filter":
+        return op.process(0, rows_for(graph, node.parents[0], node_id, cols, key))
+    if kind == "sharder":
+        outs: list[Batch] = op.process(0, rows_for(graph, node.parents[0], node_id, cols, key))
+        shard = graph[child].shard if child is not None else None
+        if shard is not None:
+            return outs[shard]
+        out = Batch()
+        for b in outs:
+            out.extend(b)
+        return out
+    assert kind == "union", kind
+    out = Batch()
+    for p in node.parents:
+        out.extend(rows_for(graph, p, node_id, cols, key))
+    return out
+
+
+class Partial:
+    """Every partial reader of one database: which readers are partial, the LRU order
+    of their keys, the bytes accounted, and the limit (module docstring, rule 5)."""
+
+    def __init__(self, graph: Graph, runtime: EmbeddedRuntime, limit: int | None) -> None:
+        self.graph = graph
+        self.runtime = runtime
+        self.limit = limit
+        #: (reader, key) in the order read, least recent first
+        self.lru: OrderedDict[tuple[Reader, Any], None] = OrderedDict()
+        self.total = 0              # bytes accounted to every held key
+        self.evictions = 0
+        self.upqueries = 0
+        #: reader node id -> its key columns in its parent's rows
+        self.paths: dict[str, tuple[int, ...]] = {}
+        self._upstream: dict[str, tuple[int, set[str]]] = {}
+
+    # ------------------------------------------------------------ set-up
+
+    def install(self, reader_id: str) -> bool:
+        """Make the reader ``reader_id`` partial if its key traces to an index."""
+        node = self.graph[reader_id]
+        reader: Reader = node.op    # type: ignore[assignment]
+        if not reader.key:
+            return False
+        cols = reader_columns(reader)
+        if cols is None or trace(self.graph, node.parents[0], cols) is None:
+            return False
+        self.paths[reader_id] = cols
+        reader.make_partial(self)
+        # no checkpoints: a partial reader comes back all holes (rule 6), and recording
+        # every batch it is sent (holes' included) cost more than the reader itself
+        self.runtime.domains[reader_id].use_checkpoints(None)
+        return True
+
+    def remove(self, reader_id: str) -> None:
+        """The reader ``reader_id`` leaves the graph (its view was dropped)."""
+        if self.paths.pop(reader_id, None) is not None:
+            reader: Reader = self.graph[reader_id].op     # type: ignore[assignment]
+            self.forget(reader, reader.filled)
+            reader.filled = {}
+            reader._held = None
+        self._upstream.pop(reader_id, None)
+
+    # ------------------------------------------------------------ the reader's calls
+
+    def touch(self, reader: Reader, key: Any) -> None:
+        lru = self.lru
+        k = (reader, key)
+        if k in lru:
+            lru.move_to_end(k)
+        else:
+            lru[k] = None
+
+    def resize(self, old: int, new: int) -> None:
+        self.total += new - old
+
+    def forget(self, reader: Reader, filled: dict[Any, int]) -> None:
+        """``reader`` lost these keys (key -> bytes accounted; a reset): no longer
+        accounted or in the LRU."""
+        for key, size in filled.items():
+            self.lru.pop((reader, key), None)
+            self.total -= size
+
+    # ------------------------------------------------------------ upqueries
+
+    def _check_path(self, reader_id: str) -> set[str]:
+        """The reader and its ancestors (cached per graph version); raises if one failed."""
+        cached = self._upstream.get(reader_id)
+        if cached is None or cached[0] != self.graph.version:
+            seen = {reader_id}
+            stack = [reader_id]
+            while stack:
+                for p in self.graph[stack.pop()].parents:
+                    if p not in seen:
+                        seen.add(p)
+                        stack.append(p)
+            cached = self._upstream[reader_id] = (self.graph.version, seen)
+        for nid in cached[1]:
+            if not self.runtime.alive(nid):
+                raise RecoveryError(f"node {nid} has failed; a read of a key view "
+                                    f"{self.graph[reader_id].view!r} does not hold goes "
+                                    "through it: recover it first (db.recover())")
+        return cached[1]
+
+    def fill(self, reader_id: str, keys: list) -> list[list[tuple]]:
+        """Upqueries: the rows of each of ``keys`` (holes of reader ``reader_id``, as
+        ``Reader.lookup`` takes them), which the reader then holds; then eviction."""
+        self.runtime.drain(self._check_path(reader_id))
+        node = self.graph[reader_id]
+        reader: Reader = node.op    # type: ignore[assignment]
+        cols = self.paths[reader_id]
+        out = []
+        for k in keys:
+            rows = reader.lookup(k)             # (the drain cannot fill, but a key may repeat)
+            if rows is None:
+                self.upqueries += 1
+                batch = rows_for(self.graph, node.parents[0], reader_id, cols,
+                                 k if type(k) is tuple else (k,))
+                rows = reader.fill(k, batch)
+            out.append(rows)
+        self.evict()
+        return out
+
+    def all_rows(self, reader_id: str) -> list[tuple]:
+        """Every row of a partial reader's view shard, computed from the sources
+        (what ``View.all`` reads; nothing is filled)."""
+        self.runtime.drain(self._check_path(reader_id))
+        node = self.graph[reader_id]
+        reader: Reader = node.op    # type: ignore[assignment]
+        batch = rows_for(self.graph, node.parents[0], reader_id, self.paths[reader_id], None)
+        if reader.select is not None:
+            batch = reader.select.process(0, batch)
+        out: list[tuple] = []
+        for r, s in zip(batch.rows, batch.signs):
+            out.extend([r] * s)
+        return reader._finish(out)
+
+    # ------------------------------------------------------------ eviction
+
+    def evict(self) -> None:
+        """The least recently read keys become holes until the total fits the limit."""
+        limit = self.limit
+        if limit is None:
+            return
+        lru = self.lru
+        while self.total > limit and lru:
+            (reader, key), _ = lru.popitem(last=False)
+            self.total -= reader.evict(key)
+            self.evictions += 1
+
+    def held_bytes(self) -> int:
+        """The bytes accounted to every held key (what the limit bounds)."""
+        return self.total
