@@ -88,7 +88,8 @@ class Reader(Operator):
         self.state = KeyedState(self.width, self.key)
         self._exported = False      # whether the store holds the arrays as of the last export
         self._marks = KeyMarks()    # the keys the arrays changed since (``tracking``)
-        self.kept = Batch()         # the last batch processed, as kept (after ``select``)
+        #: the last batch processed, as kept (after ``select``), until ``taken``
+        self.kept = Batch()
         if self.partial:
             self._empty_partial()
 
@@ -203,11 +204,13 @@ class Reader(Operator):
 
     def process(self, port: int, batch: Batch) -> Batch:
         if self.select is not None:
-            batch = self.kept = self.select.process(0, batch)
+            batch = self.select.process(0, batch)
+            if self.tracking:           # for ``taken``, which lets go of it
+                self.kept = batch
         if batch and self.partial:
             batch = self._held_only(batch)
-            if self.select is not None:
-                self.kept = batch       # (not the whole batch: a snapshot's, at creation)
+            if self.select is not None and self.tracking:
+                self.kept = batch
             if batch:
                 state = self.state
                 keys, batch = state.prepare(batch)
@@ -230,7 +233,10 @@ class Reader(Operator):
     # ------------------------------------------------------------ checkpoints
 
     def taken(self, port: int, batch: Batch) -> Batch:
-        return batch if self.select is None else self.kept
+        if self.select is None:
+            return batch
+        kept, self.kept = self.kept, Batch()    # (not held on to: it may be a whole snapshot)
+        return kept
 
     def load_input(self, port: int, batch: Batch) -> None:
         if self.partial:
