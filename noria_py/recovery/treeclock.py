@@ -255,6 +255,13 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
     rt.restore(node_id, t_min, t_star, resume, inputs, ck)
     rows = sum(len(batch) for _, batch in inputs) + (0 if ck is None else ck.rows())
     rt.replay(node_id, order, seen)
+    # B's payload log to each child now starts after t_min: a live stateful child whose
+    # newest checkpoint reflects less of B checkpoints now, or its own recovery would
+    # find the log short of that checkpoint and be rebuilt (``Domain.parent_restarted``)
+    if witnesses:
+        for c in node.children:
+            if rt.alive(c):
+                rt.parent_restarted(c, node_id, t_min)
     return len(order), rows, None if ck is None else ck.time
 
 
