@@ -36,8 +36,10 @@ Invariants:
   domain checkpoints it, ``Operator.tracking``), and a ``RowsDelta`` comes only for a
   port whose arrays the store holds (the operator sent or loaded that port's arrays
   last; otherwise it sends a copy, and the store refuses a ``RowsDelta`` for rows);
-- the store never shares arrays with an operator: a whole copy handed over is the
-  store's, and ``latest`` hands out copies, which ``load`` takes over.
+- the store never shares arrays or counts with an operator: a whole copy handed over
+  is the store's, and ``latest`` hands out copies, which ``load`` takes over (a port's
+  row -> count as the dict itself, ``Operator.load_counts``: a DISTINCT takes it as
+  its state, where a batch of its rows had it hash every row again).
 
 A node's checkpoints here are one **base** state and a **chain** of deltas after it.
 Deltas at or below the node's low mark (the smallest time its children have

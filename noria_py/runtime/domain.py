@@ -195,7 +195,7 @@ class Domain:
         its parents sent it since), or from ``inputs`` alone (its whole input, rebuilt
         from its parents). The checkpoints after the one used are forgotten (the node may
         take another path from here), and ``inputs`` go into the next; without one
-        used, all of them (the next is taken whole)."""
+        used, all of them, and a whole one is taken of the rebuilt state."""
         op = self.node.op
         store = self.store
         if checkpoint is not None:
@@ -210,6 +210,10 @@ class Domain:
             op.process(port, batch)
             if since is not None:
                 since.append((port, op.taken(port, batch)))
+        if checkpoint is None and store is not None:
+            # rebuilt: a whole checkpoint now (as a new node takes one when filled), or
+            # every failure until the next one is due would be a rebuild again
+            self.checkpoint()
 
     def attach_clocks(self, tc: "TreeClocks | None") -> None:
         """Use ``tc`` (rebuilt by the runtime whenever the graph grows)."""

@@ -267,7 +267,8 @@ class Worker:
         return len(msgs)
 
     def req_parent_restarted(self, nid: str, parent: str, log_from: int) -> bool:
-        return self.domains[nid].parent_restarted(parent, log_from)
+        d = self.domains.get(nid)
+        return d is not None and d.parent_restarted(parent, log_from)
 
     def req_base_history(self, nid: str, part: Sequence[Any]) -> None:
         """Part of a lost base's write history, ahead of ``restore_base`` (a long one
