@@ -60,5 +60,14 @@ class Distinct(Operator):
             else:
                 counts.pop(r, None)
 
+    def load_counts(self, port: int, counts: dict) -> None:
+        """A checkpoint's counts (a copy, never 0) taken over as they are on an empty
+        state: no row is hashed again, so a restore costs the store's copy of the
+        dict, one pass in C (a DISTINCT over every vote holds a row per vote)."""
+        if not self.counts:
+            self.counts = counts
+        else:                   # (a UNION's second port: counts add up across ports)
+            self.load_input(port, Batch(list(counts), list(counts.values())))
+
     def snapshot(self) -> Batch:
         return Batch([r for r, c in self.counts.items() if c > 0])

@@ -74,6 +74,12 @@ class Operator:
         give them (``process``, unless that transforms its input first)."""
         self.process(port, batch)
 
+    def load_counts(self, port: int, counts: dict) -> None:
+        """``checkpoint_form == "input"``: take back rows held as row -> count (never
+        0), as a checkpoint store folds them; ``counts`` is a copy the operator may
+        keep. By default ``load_input`` of them as a batch."""
+        self.load_input(port, Batch(list(counts), list(counts.values())))
+
     def array_state(self, full: bool = True) -> dict:
         """``checkpoint_form == "input"``: port -> that port's state where it is held in
         arrays, checkpointed with array operations instead of from its batches: a copy

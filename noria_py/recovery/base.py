@@ -21,7 +21,12 @@ def recover_base(graph: Graph, rt: "Runtime", node_id: str, low: int | None = No
     node = graph[node_id]
     seen = {c: rt.info(c).last_seen.get(node_id, 0) for c in node.children if rt.alive(c)}
     floor = min((seen.get(c, low or 0) for c in node.children), default=0)
-    return rt.restore_base(node_id, seen, floor)
+    sent = rt.restore_base(node_id, seen, floor)
+    # its payload logs now start after ``floor``: a live stateful child whose newest
+    # checkpoint reflects less of it checkpoints now (``Domain.parent_restarted``)
+    for c in seen:
+        rt.parent_restarted(c, node_id, floor)
+    return sent
 
 
 def restore_upstream_bases(graph: Graph, rt: "Runtime", node_id: str) -> int:

@@ -12,6 +12,11 @@ an example):
    T*[A_i]; without a usable checkpoint, from its parents' output up to T*[A_i] (their
    state, minus what their payload logs show they sent since). Nothing else is
    recomputed or purged.
+   Once B' has replayed, its payload log to each child starts after t_min: a live
+   stateful child whose newest checkpoint reflects less of B than that checkpoints
+   then (``Runtime.parent_restarted``), or its own next recovery would find B's log
+   short of its checkpoint and be rebuilt; a B' rebuilt from its parents checkpoints
+   its rebuilt state at once (``Domain.restore_state``).
 3. Each parent resends, from its payload log, what it sent B after T*[A_i].
 4. Execution replay: the children's diffs after t_min say which (parent, time) B
    processed at each of its times; B' processes the resent messages in that order, so
@@ -255,6 +260,13 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
     rt.restore(node_id, t_min, t_star, resume, inputs, ck)
     rows = sum(len(batch) for _, batch in inputs) + (0 if ck is None else ck.rows())
     rt.replay(node_id, order, seen)
+    # B's payload log to each child now starts after t_min: a live stateful child whose
+    # newest checkpoint reflects less of B checkpoints now, or its own recovery would
+    # find the log short of that checkpoint and be rebuilt (``Domain.parent_restarted``)
+    if witnesses:
+        for c in node.children:
+            if rt.alive(c):
+                rt.parent_restarted(c, node_id, t_min)
     return len(order), rows, None if ck is None else ck.time
 
 

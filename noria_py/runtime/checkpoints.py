@@ -36,8 +36,10 @@ Invariants:
   domain checkpoints it, ``Operator.tracking``), and a ``RowsDelta`` comes only for a
   port whose arrays the store holds (the operator sent or loaded that port's arrays
   last; otherwise it sends a copy, and the store refuses a ``RowsDelta`` for rows);
-- the store never shares arrays with an operator: a whole copy handed over is the
-  store's, and ``latest`` hands out copies, which ``load`` takes over.
+- the store never shares arrays or counts with an operator: a whole copy handed over
+  is the store's, and ``latest`` hands out copies, which ``load`` takes over (a port's
+  row -> count as the dict itself, ``Operator.load_counts``: a DISTINCT takes it as
+  its state, where a batch of its rows had it hash every row again).
 
 A node's checkpoints here are one **base** state and a **chain** of deltas after it.
 Deltas at or below the node's low mark (the smallest time its children have
@@ -72,17 +74,22 @@ InputDelta: TypeAlias = "list[tuple[int, Batch | DenseRows | RowsDelta]]"
 Entries: TypeAlias = "dict[Any, Any] | DenseCounts | CountsDelta"
 #: what the store holds of a "keyed" node: key -> entry, or the counts in an array
 HeldEntries: TypeAlias = "dict[Any, Any] | DenseCounts"
+#: what a checkpoint holds of one port of an "input" node: its arrays, or its rows,
+#: row -> count (never 0), a copy the operator may take over (``Operator.load_counts``)
+HeldInput: TypeAlias = "DenseRows | dict[Any, int]"
 
 
 @dataclass
 class Checkpoint:
     """One node shard's state as of its ``time``, having taken each parent's messages
-    up to ``parent_times``: per port the rows taken (``inputs``, "input" form) or the
-    entry per key (``entries``, "keyed" form)."""
+    up to ``parent_times``: per port the rows taken (``inputs``, "input" form: a batch
+    of them with their counts as signs, as a cluster's wire carries them, or the
+    store's row -> count, or arrays) or the entry per key (``entries``, "keyed"
+    form)."""
     time: int
     parent_times: dict[str, int]
     form: str
-    inputs: list[Batch | DenseRows] = field(default_factory=list)
+    inputs: list[Batch | HeldInput] = field(default_factory=list)
     entries: HeldEntries = field(default_factory=dict)
 
     def rows(self) -> int:
@@ -104,8 +111,8 @@ def delta(op: Operator, full: bool, taken: list[tuple[int, Batch]]) -> InputDelt
 
 
 def load(op: Operator, ck: Checkpoint) -> None:
-    """Fill the empty ``op`` with the state ``ck`` holds (its arrays taken over: ``ck``
-    is ``CheckpointStore.latest``'s copy)."""
+    """Fill the empty ``op`` with the state ``ck`` holds (its arrays and counts taken
+    over: ``ck`` is ``CheckpointStore.latest``'s copy)."""
     if ck.form == "keyed":
         op.load_state(ck.entries)
         return
@@ -115,6 +122,8 @@ def load(op: Operator, ck: Checkpoint) -> None:
     for port, x in enumerate(ck.inputs):
         if isinstance(x, Batch):
             op.load_input(port, x)
+        elif isinstance(x, dict):
+            op.load_counts(port, x)
 
 
 class Sink(Protocol):
@@ -140,7 +149,7 @@ class _Chain:
         self.time = time                        # the base's time and parent-times
         self.parent_times = parent_times
         #: "input": per port, row -> count, or the port's state in arrays
-        self.ports: list[dict[Any, int] | DenseRows] = []
+        self.ports: list[HeldInput] = []
         #: "keyed": key -> entry, or COUNT's counts in an array
         self.entries: HeldEntries = {}
         self.deltas: list[tuple[int, dict[str, int], InputDelta | Entries]] = []
@@ -168,7 +177,7 @@ def _size(x: Any) -> int:
     return len(x)
 
 
-def _fold_inputs(ports: list[dict[Any, int] | DenseRows], delta: InputDelta,
+def _fold_inputs(ports: list[HeldInput], delta: InputDelta,
                  copy: bool = False) -> None:
     """Apply ``delta`` to ``ports`` in place; whole arrays in it are taken over (copied
     with ``copy``, for a delta that stays in the chain)."""
@@ -268,13 +277,13 @@ class CheckpointStore:
         if later:
             time, parent_times = later[-1][0], later[-1][1]
         if chain.form == "input":
-            # (copies: folding changes dicts and arrays in place)
-            ports = [dict(p) if isinstance(p, dict) else p.copy() for p in chain.ports]
+            # (copies: folding changes dicts and arrays in place, and the operator takes
+            # them over: a dict's copy is one pass in C, where handing rows over as a
+            # batch had the operator hash each row again, ``Operator.load_counts``)
+            ports = [p.copy() for p in chain.ports]
             for _, _, d in later:
                 _fold_inputs(ports, d, copy=True)      # type: ignore[arg-type]
-            return Checkpoint(time, dict(parent_times), "input",
-                              inputs=[p if isinstance(p, DenseRows)
-                                      else Batch(list(p), list(p.values())) for p in ports])
+            return Checkpoint(time, dict(parent_times), "input", inputs=list(ports))
         entries = chain.entries
         if isinstance(entries, DenseCounts):
             entries = DenseCounts(entries.counts.copy(), dict(entries.nulls))

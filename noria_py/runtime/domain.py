@@ -158,6 +158,24 @@ class Domain:
         self.ck_recent.append((self.time, dict(self.last_seen)))
         self._stable_checkpoint()
 
+    def parent_restarted(self, parent: str, log_from: int) -> bool:
+        """``parent`` has come back (restored from its checkpoint or its write history)
+        with a payload log to this node that starts after its time ``log_from``: a
+        checkpoint of this node reflecting less of ``parent`` than that can no longer be
+        caught up from the log. If this node's newest is one such, it takes one now
+        (its last-seen time of ``parent`` is at least ``log_from``: a live child had
+        taken everything the restart regenerates from), a delta from the last, so that
+        its next recovery starts from a checkpoint instead of a rebuild from its parents.
+        The decision is this node's own, from what it knows of its checkpoints; returns
+        whether it took one."""
+        if self.store is None or not self.alive:
+            return False
+        newest = self.ck_recent[-1][1] if self.ck_recent else self.ck_stable
+        if newest is not None and newest.get(parent, 0) >= log_from:
+            return False
+        self.checkpoint()
+        return True
+
     def recovery_floor(self) -> int:
         """No recovery of this node starts below this time: its low mark, or, for a
         node without children (a reader), its own time (nothing downstream pins its
@@ -177,7 +195,7 @@ class Domain:
         its parents sent it since), or from ``inputs`` alone (its whole input, rebuilt
         from its parents). The checkpoints after the one used are forgotten (the node may
         take another path from here), and ``inputs`` go into the next; without one
-        used, all of them (the next is taken whole)."""
+        used, all of them, and a whole one is taken of the rebuilt state."""
         op = self.node.op
         store = self.store
         if checkpoint is not None:
@@ -192,6 +210,10 @@ class Domain:
             op.process(port, batch)
             if since is not None:
                 since.append((port, op.taken(port, batch)))
+        if checkpoint is None and store is not None:
+            # rebuilt: a whole checkpoint now (as a new node takes one when filled), or
+            # every failure until the next one is due would be a rebuild again
+            self.checkpoint()
 
     def attach_clocks(self, tc: "TreeClocks | None") -> None:
         """Use ``tc`` (rebuilt by the runtime whenever the graph grows)."""

@@ -318,6 +318,9 @@ class EmbeddedRuntime(Runtime):
         self.send_all(sends)
         return len(sends)
 
+    def parent_restarted(self, node_id: str, parent: str, log_from: int) -> None:
+        self.domains[node_id].parent_restarted(parent, log_from)
+
     def wait_recovered(self, timeout: float = 120.0) -> None:
         """Nothing recovers on its own here: there is never a recovery to wait for."""
 

@@ -125,3 +125,26 @@ def test_load_input_restores_what_process_built(history, more, extra):
 
 def _no_process(port, batch):
     raise AssertionError("a restore went through process (building output it throws away)")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(signed, min_size=1, max_size=4), signed)
+def test_load_counts_takes_a_checkpoints_counts_over(history, more):
+    """A checkpoint's row -> count (``CheckpointStore.latest``'s copy, never 0) becomes
+    the state as it is, no row hashed again; a second port's (a UNION's) adds up. The
+    restored operator then answers a batch as the one that built the state."""
+    built = Distinct()
+    for b in history:
+        built.process(0, Batch([r for r, _ in b], [s for _, s in b]))
+    counts = dict(built.counts)
+    restored = Distinct()
+    restored.process = _no_process          # type: ignore[method-assign]
+    restored.load_counts(0, counts)
+    assert restored.counts is counts        # (taken over: the restore is the store's copy)
+    restored.load_counts(1, dict(built.counts))
+    assert restored.counts == {r: 2 * c for r, c in built.counts.items()}
+    del restored.process
+    for b in built.contents():              # (the reference: the same counts twice)
+        built.load_input(1, b)
+    batch = Batch([r for r, _ in more], [s for _, s in more])
+    assert list(restored.process(0, batch)) == list(built.process(0, batch))

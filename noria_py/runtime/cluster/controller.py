@@ -652,6 +652,15 @@ class ClusterRuntime(Runtime):
             self.restored.add(node_id)
         return n
 
+    def parent_restarted(self, node_id: str, parent: str, log_from: int) -> None:
+        """Tell the live ``node_id`` (on its worker, in order with its messages) that
+        ``parent`` came back with a log to it from ``log_from`` on; a worker lost
+        meanwhile takes the node with it, which then recovers as any lost node does."""
+        try:
+            self.call(node_id, "parent_restarted", parent, log_from)
+        except WorkerLost:
+            pass
+
     def reset(self, node_id: str) -> None:
         """Empty a node for a lineage rebuild; the graph is quiet, so what was held for
         it is already in its parents' state: dropped."""

@@ -485,9 +485,11 @@ def _pairs(obj: Any) -> list[tuple[Any, Any]]:
     return [(k, v) for k, v in obj]
 
 
-def _encode_input(x: Batch | DenseRows | RowsDelta) -> list[Any]:
+def _encode_input(x: Batch | DenseRows | RowsDelta | dict[Any, int]) -> list[Any]:
     if isinstance(x, DenseRows):
         return ["d", encode_dense(x)]
+    if isinstance(x, dict):           # (a checkpoint's row -> count: a batch on the wire)
+        return ["b", encode_batch(Batch(list(x), list(x.values())))]
     if isinstance(x, RowsDelta):
         return ["r", [x.size, encode_array(x.keys), x.present.tobytes(),
                       [_encode_column(p) for p in x.parts]]]
@@ -552,5 +554,5 @@ def decode_checkpoint(obj: Any) -> Checkpoint:
     state = decode_entries(entries)
     if any(isinstance(x, RowsDelta) for x in held) or isinstance(state, CountsDelta):
         raise ProtocolError("a checkpoint holds whole states, not changes")
-    return Checkpoint(time, dict(parents), form, cast("list[Batch | DenseRows]", held),
-                      state)
+    return Checkpoint(time, dict(parents), form,
+                      cast("list[Batch | DenseRows | dict[Any, int]]", held), state)

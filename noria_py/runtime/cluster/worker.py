@@ -269,6 +269,10 @@ class Worker:
         self.emit(self.domains[nid].replay([decode_message(m) for m in msgs], seen))
         return len(msgs)
 
+    def req_parent_restarted(self, nid: str, parent: str, log_from: int) -> bool:
+        d = self.domains.get(nid)
+        return d is not None and d.parent_restarted(parent, log_from)
+
     def req_base_history(self, nid: str, part: Sequence[Any]) -> None:
         """Part of a lost base's write history, ahead of ``restore_base`` (a long one
         comes in parts: no frame is near the size limit)."""

@@ -667,3 +667,66 @@ def test_a_client_connecting_before_the_server_is_ready_waits_for_it():
         for server in made:
             server.stopped.set()
             server.close()
+
+
+def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
+    """SIGKILL the worker hosting the vote view's COUNT shards, then, once they are back
+    on the spare, the worker hosting the joins: each stateful node lost the second time
+    whose parents are alive (the join shards, below restored COUNT shards and sharder;
+    the readers, below restored projections) comes back from a checkpoint. The restored
+    parents' logs start at their restart, after the checkpoints these nodes took at
+    creation; the live children checkpointed when told of the restart (a request to
+    their worker: ``ClusterRuntime.parent_restarted``), else they were rebuilt."""
+    from noria_tools import workloads
+    with Cluster(workers=2, shards=2) as cluster:
+        db = noria_py.connect(cluster.url)
+        for sql in workloads.SCHEMA:
+            db.execute(sql)
+        db.table("article").insert(workloads.articles(300))
+        rng = random.Random(6)
+        counts = [0] * 300
+        vote = db.table("vote")
+
+        def write(n):
+            rows = [(rng.randrange(300), rng.randrange(1000)) for _ in range(n)]
+            vote.insert(rows)
+            for a, _ in rows:
+                counts[a] += 1
+
+        def kill(kind: str) -> tuple[set[str], dict]:
+            victim = next(n for n in db.graph() if n["kind"] == kind)
+            lost = {n["id"] for n in db.graph() if n["pid"] == victim["pid"]}
+            before = len(db.recoveries())
+            os.kill(victim["pid"], signal.SIGKILL)
+            write(37)                               # while it is being replaced
+            for _ in range(50):
+                db.wait()
+                if {r.node for r in db.recoveries()[before:]} >= lost:
+                    break
+                time.sleep(0.1)
+            return lost, {r.node: r for r in db.recoveries()[before:]}
+
+        db.execute(workloads.VIEW)
+        for _ in range(10):
+            write(250)
+        db.wait()
+        kill("aggregate")
+        write(100)
+        db.wait()
+        graph = {n["id"]: n for n in db.graph()}
+        aggregates = {graph[n]["pid"] for n in graph if graph[n]["kind"] == "aggregate"}
+        assert not aggregates & {graph[n]["pid"] for n in graph if graph[n]["kind"] == "join"}
+        lost, reports = kill("join")
+        assert set(reports) >= lost
+        stateful = [n for n in lost if graph[n]["kind"] in ("join", "reader")
+                    and not set(graph[n]["parents"]) & lost]
+        assert {graph[n]["kind"] for n in stateful} == {"join", "reader"}
+        for n in stateful:
+            assert reports[n].strategy == "treeclock", reports[n]
+            assert reports[n].checkpoint is not None, reports[n]
+        write(50)
+        db.wait()
+        view = db.view(workloads.VIEW_NAME)
+        for k in range(300):
+            assert view.lookup(k) == [(k, f"article {k}", counts[k] or None)], k
+        db.close()
