@@ -26,8 +26,12 @@ so that the engine a load ran on changes nothing but its speed:
   The whole input is held in memory, which is why large inputs go to Spark (``load.py``,
   ``ARROW_MAX_BYTES``).
 
-Known differences, both refusals: CSV files whose headers differ, and Parquet
-nanosecond timestamps, are a ``LoadError`` here and a Spark exception there.
+Known differences, where Spark fails with its own exception rather than a noria_py
+``Error``: CSV files whose headers differ, and Parquet files whose column types differ,
+are a ``LoadError`` here (Spark raises, or reads them all with one file's types);
+Parquet nanosecond timestamps load here (truncated to microseconds, the engine's unit)
+and Spark refuses them. A file name is shown as the path, where Spark shows its URI
+(a space as ``%20``).
 """
 from __future__ import annotations
 
