@@ -27,8 +27,10 @@ so that the engine a load ran on changes nothing but its speed:
   ``ARROW_MAX_BYTES``).
 
 Known differences, where Spark fails with its own exception rather than a noria_py
-``Error``: CSV files whose headers differ, and Parquet files whose column types differ,
-are a ``LoadError`` here (Spark raises, or reads them all with one file's types);
+``Error``: CSV files whose headers differ, and Parquet files whose column types pyarrow cannot
+unify, are a ``LoadError`` here (Spark raises, or reads them all with one file's
+types; it also raises for an INT column int32 in one file and int64 in another, which
+loads here);
 Parquet nanosecond timestamps load here (truncated to microseconds, the engine's unit)
 and Spark refuses them. A file name is shown as the path, where Spark shows its URI
 (a space as ``%20``).
@@ -126,10 +128,13 @@ def expand(paths: Sequence[str]) -> list[str]:
 
 
 def input_bytes(paths: Sequence[str]) -> int | None:
-    """The size of the local files ``paths`` name; None for a path that is not local."""
+    """The size of the files ``paths`` name; None if one is not local (a LoadError for a
+    glob that matches nothing, whichever engine would run)."""
+    if any("://" in p and not p.startswith("file:") for p in paths):
+        return None
     try:
         return sum(os.path.getsize(f) for f in expand(paths))
-    except (LoadError, OSError):
+    except OSError:
         return None
 
 

@@ -190,6 +190,8 @@ def test_auto_picks_arrow_for_small_inputs_and_spark_above_the_threshold(
     assert load_module.choose_engine("spark", [f]) == "spark"
     with pytest.raises(LoadError, match="unknown engine 'duckdb'"):
         load_module.choose_engine("duckdb", [f])
+    with pytest.raises(LoadError, match="matches no file"):
+        load_module.choose_engine("auto", [str(tmp_path / "nothing*.csv")])
     monkeypatch.setattr(load_module, "ARROW_MAX_BYTES", len("article_id,user_id\n1,2\n3,4\n") - 1)
     assert load_module.choose_engine("auto", [f]) == "spark"
 
