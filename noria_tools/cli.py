@@ -126,12 +126,19 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--token", default=None,
                    help="default $NORIA_TOKEN, else a local server's token file")
     w.set_defaults(run=_worker)
-    ld = sub.add_parser("load", help="bulk-load Parquet or CSV files into a table, with Spark")
+    ld = sub.add_parser("load", help="bulk-load Parquet or CSV files into a table (small "
+                        "inputs with pyarrow, large ones with Spark)")
     ld.add_argument("table", help="the table to load into (it must exist)")
     ld.add_argument("paths", nargs="+", metavar="PATH", help="Parquet or CSV files")
     ld.add_argument("--format", choices=["parquet", "csv"], default=None,
                     help="default: from the file names")
-    ld.add_argument("--master", default=None, help="Spark master (default local[*])")
+    ld.add_argument("--engine", choices=["auto", "arrow", "spark"], default="auto",
+                    help="what reads and checks the rows: arrow (pyarrow in this process, no "
+                         "JVM; the input is held in memory), spark (a Spark job; for large "
+                         "inputs, or files not on this machine), or auto (default: arrow up "
+                         "to 256 MB of input, else spark); same checks and errors either way")
+    ld.add_argument("--master", default=None, help="Spark master (default local[*]; "
+                    "--engine spark only)")
     where = ld.add_mutually_exclusive_group(required=True)
     where.add_argument("--data-dir", dest="data_dir", help="the database's data directory")
     where.add_argument("--server", default=None, help="a running cluster: noria://HOST:PORT")

@@ -1,6 +1,11 @@
 """``noria-py load TABLE PATH...``: bulk-load Parquet or CSV files into a base table.
 
-How a load runs:
+Two engines run a load, with the same checks, messages and error classes: Spark (this
+module), and pyarrow in this process (``arrowload.py``), which starts no JVM; that fixed
+cost (~30 s) dwarfs a small load. ``--engine auto`` (the default) takes arrow for
+inputs up to ``ARROW_MAX_BYTES``, Spark beyond, or for files that are not local.
+
+How a load runs on Spark:
 
 1. The table's schema comes from the data dir's catalog; the data dir is then opened
    (``noria_py.connect(data_dir=DIR)``), which takes its lock for the whole load.
@@ -65,6 +70,7 @@ class LoadReport:
     reject_file: str | None = None
     seconds: float = 0.0
     phases: dict = field(default_factory=dict)
+    engine: str = "spark"           # which engine ran: "spark" or "arrow"
 
     def __str__(self) -> str:
         s = f"loaded {self.rows} rows into {self.table} in {self.seconds:.1f}s"
@@ -100,10 +106,32 @@ def _display(path: str) -> str:
     return path
 
 
+ENGINES = ("auto", "arrow", "spark")
+# ``--engine auto`` loads inputs up to this many bytes without Spark (``arrowload.py``),
+# larger ones with it (docs/benchmarks-spark.md, "Choosing the engine")
+ARROW_MAX_BYTES = 256 * 1024 * 1024
+
+
+def choose_engine(engine: str, paths: list[str]) -> str:
+    """``arrow`` or ``spark`` for ``engine`` (auto: by the input's size in bytes)."""
+    if engine not in ENGINES:
+        raise LoadError(f"unknown engine {engine!r}: use auto, arrow or spark")
+    if engine != "auto":
+        return engine
+    from .arrowload import input_bytes
+    size = input_bytes(paths)
+    return "arrow" if size is not None and size <= ARROW_MAX_BYTES else "spark"
+
+
 def load(table: str, paths: list[str], *, data_dir: str | None = None, server: str | None = None,
          fmt: str | None = None, master: str | None = None, skip_bad: bool = False,
          reject_file: str | None = None, batch_rows: int = 100_000, progress: bool = True,
-         spark=None, out=sys.stderr, token: str | None = None) -> LoadReport:
+         spark=None, out=sys.stderr, token: str | None = None,
+         engine: str = "auto") -> LoadReport:
+    """Load ``paths`` into ``table`` (module docstring); ``engine``: ``spark``, ``arrow``
+    (pyarrow in this process, no JVM: ``arrowload.py``) or ``auto`` (arrow for inputs up
+    to ``ARROW_MAX_BYTES``, else spark). The engine changes the speed, not the result:
+    the same checks, messages and error classes. ``report.engine`` says which ran."""
     start = time.perf_counter()
     if (server is None) == (data_dir is None):
         raise LoadError("say where to load: --data-dir DIR or --server noria://HOST:PORT")
@@ -115,7 +143,12 @@ def load(table: str, paths: list[str], *, data_dir: str | None = None, server: s
     fmt = (fmt or guess_format(paths)).lower()
     if fmt not in ("parquet", "csv"):
         raise LoadError(f"unknown format {fmt!r}: use parquet or csv")
+    engine = choose_engine(engine, paths)
     import noria_py
+    if engine == "arrow":
+        return _load_arrow(table, paths, fmt, data_dir=data_dir, server=server, token=token,
+                           skip_bad=skip_bad, reject_file=reject_file, batch_rows=batch_rows,
+                           progress=progress, out=out, start=start)
     if server is not None:
         # a cluster: the rows are staged in a scratch dir that holds the table's
         # definition, and inserted through the client in batches
@@ -131,7 +164,7 @@ def load(table: str, paths: list[str], *, data_dir: str | None = None, server: s
         assert data_dir is not None     # exactly one of server and data_dir, checked above
         schema = table_schema(data_dir, table)      # fails fast, before Spark starts
         stage = data_dir
-    report = LoadReport(table=schema.name)
+    report = LoadReport(table=schema.name, engine="spark")
 
     from . import get_session, register
     from .datasource import ingest, read_manifest, staging_dir
@@ -187,6 +220,29 @@ def load(table: str, paths: list[str], *, data_dir: str | None = None, server: s
         db.close()
         if server is not None:
             shutil.rmtree(stage, ignore_errors=True)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _load_arrow(table: str, paths: list[str], fmt: str, *, data_dir: str | None,
+                server: str | None, token: str | None, skip_bad: bool, reject_file: str | None,
+                batch_rows: int, progress: bool, out, start: float) -> LoadReport:
+    import noria_py
+
+    from .arrowload import load_arrow
+    if server is not None:
+        db = noria_py.connect(server, token=token)
+    else:
+        assert data_dir is not None
+        table_schema(data_dir, table)               # the same message for an unknown table
+        db = noria_py.connect(data_dir=data_dir)
+    try:
+        schema = db.table(table).schema
+        report = LoadReport(table=schema.name, engine="arrow")
+        load_arrow(db, schema, paths, fmt, report, skip_bad=skip_bad, reject_file=reject_file,
+                   batch_rows=batch_rows, progress=progress, out=out, max_reported=MAX_REPORTED)
+    finally:
+        db.close()
     report.seconds = time.perf_counter() - start
     return report
 
@@ -353,7 +409,8 @@ def main(args) -> int:
         report = load(args.table, args.paths, data_dir=args.data_dir, server=args.server,
                       fmt=args.format, master=args.master, skip_bad=args.skip_bad,
                       reject_file=args.reject_file, batch_rows=args.batch_rows,
-                      progress=not args.quiet, token=getattr(args, "token", None))
+                      progress=not args.quiet, token=getattr(args, "token", None),
+                      engine=getattr(args, "engine", "auto"))
     except Error as exc:
         print(f"noria-py load: {exc}", file=sys.stderr)
         return 1

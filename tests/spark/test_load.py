@@ -41,7 +41,7 @@ def test_load_parquet_then_views_see_it(spark, tmp_path):
         pq.write_table(pa.table({"user_id": pa.array(range(i * 500, i * 500 + 500), pa.int32()),
                                  "article_id": [j % 10 for j in range(500)]}), tmp_path / f"v{i}.parquet")
     report = load("vote", [str(tmp_path / "v0.parquet"), str(tmp_path / "v1.parquet")],
-                  data_dir=d, spark=spark, progress=False)
+                  data_dir=d, spark=spark, progress=False, engine="spark")
     assert report.rows == 1000
     assert _rows(d, "SELECT * FROM votes") == [(a, 100) for a in range(10)]
     assert not os.listdir(os.path.join(d, "staging"))
@@ -52,7 +52,7 @@ def test_bad_csv_row_stops_the_load(spark, tmp_path):
     f = tmp_path / "items.csv"
     f.write_text("id,name,price,ok,d\n2,a,1.5,true,2024-01-02\n3,b,12abc,false,\n4,c,2,yes,\n")
     with pytest.raises(LoadError) as e:
-        load("item", [str(f)], data_dir=d, spark=spark, progress=False)
+        load("item", [str(f)], data_dir=d, spark=spark, progress=False, engine="spark")
     msg = str(e.value)
     assert "nothing was loaded" in msg and f"{f}, row 2, column price" in msg and "12abc" in msg
     assert _rows(d, "SELECT id FROM item") == [(1,)]
@@ -64,8 +64,8 @@ def test_skip_bad_writes_rejects(spark, tmp_path):
     f.write_text("id,name,price,ok,d\n2,a,1.5,true,2024-01-02\n1,dup,1,1,\n,nokey,1,1,\n"
                  "5,b,2,maybe,\n6,c,3e2,no,2023-12-31\n6,c2,3,no,\n")
     rej = tmp_path / "rej.csv"
-    report = load("item", [str(f)], data_dir=d, spark=spark, progress=False, skip_bad=True,
-                  reject_file=str(rej))
+    report = load("item", [str(f)], data_dir=d, spark=spark, progress=False, engine="spark",
+                  skip_bad=True, reject_file=str(rej))
     assert report.rows == 2 and report.rejected == 4
     assert _rows(d, "SELECT * FROM item") == [
         (1, "one", 1.0, True, None), (2, "a", 1.5, True, datetime.date(2024, 1, 2)),
@@ -81,9 +81,11 @@ def test_parquet_type_mismatch_and_missing_table(spark, tmp_path):
     d = _data_dir(tmp_path)
     pq.write_table(pa.table({"article_id": [1.5], "user_id": [1]}), tmp_path / "f.parquet")
     with pytest.raises(LoadError, match="double.*INT column 'article_id'"):
-        load("vote", [str(tmp_path / "f.parquet")], data_dir=d, spark=spark, progress=False)
+        load("vote", [str(tmp_path / "f.parquet")], data_dir=d, spark=spark, progress=False,
+             engine="spark")
     with pytest.raises(noria_py.UnknownTableError, match="no table 'nope'"):
-        load("nope", [str(tmp_path / "f.parquet")], data_dir=d, spark=spark, progress=False)
+        load("nope", [str(tmp_path / "f.parquet")], data_dir=d, spark=spark, progress=False,
+             engine="spark")
 
 
 def test_cli_server_and_missing_java(tmp_path, capsys, monkeypatch):
@@ -124,13 +126,13 @@ def test_load_into_a_running_cluster(spark, tmp_path):
         pq.write_table(pa.table({"article_id": [j % 10 for j in range(1000)],
                                  "user_id": list(range(1000))}), tmp_path / "v.parquet")
         report = load("vote", [str(tmp_path / "v.parquet")], server=cluster.url, spark=spark,
-                      progress=False, batch_rows=300)
+                      progress=False, batch_rows=300, engine="spark")
         assert report.rows == 1000
         db.wait()
         assert sorted(db.execute("SELECT * FROM votes").fetchall()) == [(a, 100) for a in range(10)]
         f = tmp_path / "items.csv"
         f.write_text("id,name\n2,two\n1,again\n")
         with pytest.raises(LoadError, match="primary key already in the table"):
-            load("item", [str(f)], server=cluster.url, spark=spark, progress=False)
+            load("item", [str(f)], server=cluster.url, spark=spark, progress=False, engine="spark")
         assert db.execute("SELECT id FROM item").fetchall() == [(1,)]
         db.close()

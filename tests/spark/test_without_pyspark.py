@@ -34,9 +34,26 @@ try:
     spark.register(None)
 except spark.SparkUnavailableError as exc:
     print("register:", exc)
-sys.exit(main(["load", "vote", {str(csv)!r}, "--data-dir", {str(data)!r}]))
+sys.exit(main(["load", "vote", {str(csv)!r}, "--data-dir", {str(data)!r}, "--engine", "spark"]))
 """)
     assert done.returncode == 1, done.stderr
     assert "register: PySpark is not installed: pip install 'noria-py[spark]'" in done.stdout
     assert "noria-py load: PySpark is not installed" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_small_load_needs_no_pyspark(tmp_path: Path) -> None:
+    data = tmp_path / "state"
+    with noria_py.connect(data_dir=str(data)) as db:
+        db.execute("CREATE TABLE vote (a INT, b INT)")
+    csv = tmp_path / "v.csv"
+    csv.write_text("a,b\n1,2\n3,4\n")
+    done = run(tmp_path, f"""
+import sys
+from noria_tools.cli import main
+sys.exit(main(["load", "vote", {str(csv)!r}, "--data-dir", {str(data)!r}, "-q"]))
+""")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("loaded 2 rows into vote")
+    with noria_py.connect(data_dir=str(data)) as db:
+        assert sorted(db.execute("SELECT * FROM vote").fetchall()) == [(1, 2), (3, 4)]
