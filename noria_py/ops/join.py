@@ -23,6 +23,8 @@ a batch applied here.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..batch import Batch
@@ -176,15 +178,19 @@ class Join(Operator):
         outer = self.join_kind == "left"
         left, right = self.sides
         for k, lbucket in left.items():
-            rbucket = None if _has_null(k) else right.get(k)
-            live = [(r, c) for r, c in items(rbucket) if c > 0] if rbucket is not None else []
-            for l, lc in items(lbucket):
-                if live:
-                    for r, rc in live:
-                        out.add(l + r, lc * rc)
-                elif outer:
-                    out.add(l + self.pad, lc)
+            self._pair(out, lbucket, None if _has_null(k) else right.get(k), outer)
         return out
+
+    def _pair(self, out: Batch, lbucket: Any, rbucket: Any, outer: bool) -> None:
+        """The output rows of one key's left rows with its right rows (NULL-padded,
+        ``outer``, where it has none), into ``out``."""
+        live = [(r, c) for r, c in items(rbucket) if c > 0] if rbucket is not None else []
+        for l, lc in items(lbucket):
+            if live:
+                for r, rc in live:
+                    out.add(l + r, lc * rc)
+            elif outer:
+                out.add(l + self.pad, lc)
 
     def key_rows(self, key, padded: bool = True) -> Batch:
         """The output rows of one join key (bare for one column, else a tuple, as the
@@ -196,15 +202,7 @@ class Join(Operator):
         lbucket = None if _has_null(key) else left.get(key)
         if lbucket is None:
             return out
-        rbucket = right.get(key)
-        live = [(r, c) for r, c in items(rbucket) if c > 0] if rbucket is not None else []
-        outer = padded and self.join_kind == "left"
-        for l, lc in items(lbucket):
-            if live:
-                for r, rc in live:
-                    out.add(l + r, lc * rc)
-            elif outer:
-                out.add(l + self.pad, lc)
+        self._pair(out, lbucket, right.get(key), padded and self.join_kind == "left")
         return out
 
     def contents(self) -> list[Batch]:

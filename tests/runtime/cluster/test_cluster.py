@@ -15,6 +15,7 @@ import pytest
 import noria_py
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
+from noria_tools import workloads
 from tests.differential.helpers import DDL, KEYED, VIEWS, Oracle, apply_model, check
 
 #: seeds for the SIGKILL differential test; CI runs the first few, the soak all
@@ -500,6 +501,24 @@ def test_worker_join_checks_the_token():
         assert cluster.alive()
 
 
+def _votes_of_300_articles(db, seed: int):
+    """The vote schema with 300 articles; returns ``write(n)``, which votes ``n`` times
+    at random, and the votes per article so far."""
+    for sql in workloads.SCHEMA:
+        db.execute(sql)
+    db.table("article").insert(workloads.articles(300))
+    rng = random.Random(seed)
+    counts = [0] * 300
+    vote = db.table("vote")
+
+    def write(n: int) -> None:
+        rows = [(rng.randrange(300), rng.randrange(1000)) for _ in range(n)]
+        vote.insert(rows)
+        for a, _ in rows:
+            counts[a] += 1
+    return write, counts
+
+
 @pytest.mark.parametrize("checkpoints", [True, False])
 def test_a_lost_workers_stateful_nodes_come_back_from_their_checkpoints(checkpoints):
     """SIGKILL the worker hosting the vote view's COUNT shards, with writes in flight:
@@ -507,22 +526,10 @@ def test_a_lost_workers_stateful_nodes_come_back_from_their_checkpoints(checkpoi
     back from one with tree clocks, a base from only the writes its children may still
     ask for; without, they are rebuilt from their parents. The view is right either
     way, and goes on being maintained."""
-    from noria_tools import workloads
     extra = () if checkpoints else ("--no-checkpoints",)
     with Cluster(workers=2, shards=2, extra=extra) as cluster:
         db = noria_py.connect(cluster.url)
-        for sql in workloads.SCHEMA:
-            db.execute(sql)
-        db.table("article").insert(workloads.articles(300))
-        rng = random.Random(5)
-        counts = [0] * 300
-        vote = db.table("vote")
-
-        def write(n):
-            rows = [(rng.randrange(300), rng.randrange(1000)) for _ in range(n)]
-            vote.insert(rows)
-            for a, _ in rows:
-                counts[a] += 1
+        write, counts = _votes_of_300_articles(db, 5)
         for _ in range(20):
             write(250)                               # columnar batches on the wire
         db.execute(workloads.VIEW)                   # (its first checkpoints hold these)
@@ -677,21 +684,9 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
     parents' logs start at their restart, after the checkpoints these nodes took at
     creation; the live children checkpointed when told of the restart (a request to
     their worker: ``ClusterRuntime.parent_restarted``), else they were rebuilt."""
-    from noria_tools import workloads
     with Cluster(workers=2, shards=2) as cluster:
         db = noria_py.connect(cluster.url)
-        for sql in workloads.SCHEMA:
-            db.execute(sql)
-        db.table("article").insert(workloads.articles(300))
-        rng = random.Random(6)
-        counts = [0] * 300
-        vote = db.table("vote")
-
-        def write(n):
-            rows = [(rng.randrange(300), rng.randrange(1000)) for _ in range(n)]
-            vote.insert(rows)
-            for a, _ in rows:
-                counts[a] += 1
+        write, counts = _votes_of_300_articles(db, 6)
 
         def kill(kind: str) -> tuple[set[str], dict]:
             victim = next(n for n in db.graph() if n["kind"] == kind)
