@@ -40,8 +40,10 @@ def check_worker_python(spark) -> None:
     if found.returncode != 0:
         raise SparkUnavailableError(
             f"Spark starts its Python workers with {python}, which cannot import noria_py; "
-            f"start the session with .config(\"spark.pyspark.python\", {sys.executable!r}) "
-            f"(or set PYSPARK_PYTHON={sys.executable} before starting it)")
+            f"set PYSPARK_PYTHON to {sys.executable} before the session starts: "
+            f"os.environ[\"PYSPARK_PYTHON\"] = sys.executable in the script (or export "
+            f"PYSPARK_PYTHON={sys.executable} in the shell); the session's "
+            f"spark.pyspark.python setting does not reach a data source's workers")
 
 
 def dataframe(spark, **options):
