@@ -255,7 +255,14 @@ class _Connection(asyncio.Protocol):
                                               f"type {data[pos:pos + 1]!r}")
                 if size - pos <= length:
                     break
-                kind, body = data[pos:pos + 1], data[pos + 5:pos + 1 + length]
+                kind = data[pos:pos + 1]
+                if kind == b"B" and session is not None:
+                    read = session.prepared_read(data, pos)
+                    if read is not None:        # Bind, Describe, Execute, Sync at once
+                        out.append(read[0])
+                        pos = read[1]
+                        continue
+                body = data[pos + 5:pos + 1 + length]
                 pos += length + 1
                 if session is not None:
                     out += session.handle(kind, body)

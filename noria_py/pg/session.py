@@ -87,6 +87,10 @@ _WRITES = ("INSERT", "DELETE", "UPDATE")
 _READY = {status: P.ready(status) for status in (b"I", b"T", b"E")}
 _H, _I = struct.Struct("!h"), struct.Struct("!i")
 _ENDS = ("COMMIT", "END", "ROLLBACK", "ABORT")
+#: what follows a prepared read's Bind (``Session.prepared_read``): Describe of the
+#: unnamed portal, Execute of all its rows, Sync
+_READ_TAIL = (b"D" + _I.pack(6) + b"P\0" + b"E" + _I.pack(9) + b"\0" + _I.pack(0)
+              + b"S" + _I.pack(4))
 _TO = re.compile(r"\s*ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", re.I)
 _NAME = re.compile(r"(\w+)\s*;?\s*$")
 
@@ -152,6 +156,49 @@ def _format(formats: list[int], i: int) -> int:
     if not formats:
         return 0
     return formats[0] if len(formats) == 1 else formats[i] if i < len(formats) else 0
+
+
+def _read_bind(data: bytes) -> tuple[str, str, list[int], list[bytes | None], list[int]]:
+    """A Bind's portal and statement names, parameter formats, raw values and result
+    formats (read with struct directly: Bind is on the path of every prepared read)."""
+    try:
+        end = data.index(b"\0")
+        portal_name = data[:end].decode()
+        start, end = end + 1, data.index(b"\0", end + 1)
+        name = data[start:end].decode()
+        (nf,) = _H.unpack_from(data, end + 1)
+        pos = end + 3
+        fmts = list(struct.unpack_from(f"!{nf}h", data, pos)) if nf > 0 else []
+        (n,) = _H.unpack_from(data, pos + 2 * max(nf, 0))
+        pos += 2 * max(nf, 0) + 2
+        raw: list[bytes | None] = []
+        for _ in range(n):
+            (length,) = _I.unpack_from(data, pos)
+            pos += 4
+            if length < 0:
+                raw.append(None)
+                continue
+            if pos + length > len(data):
+                raise ProtocolViolation("Bind message too short")
+            raw.append(data[pos:pos + length])
+            pos += length
+        (nr,) = _H.unpack_from(data, pos)
+        result_fmts = list(struct.unpack_from(f"!{nr}h", data, pos + 2)) if nr > 0 else []
+    except (ValueError, struct.error, UnicodeDecodeError):
+        raise ProtocolViolation("malformed Bind message") from None
+    return portal_name, name, fmts, raw, result_fmts
+
+
+def _data_rows(res: Result, formats: list[int], start: int, end: int) -> list[bytes]:
+    """DataRow messages of ``res.rows[start:end]`` in ``formats``."""
+    binary = [_format(formats, i) == 1 for i in range(len(res.columns))]
+    text_out, binary_out, data_row = T.text_out, T.binary_out, P.data_row
+    rows = res.rows[start:end]
+    if not any(binary):
+        return [data_row([None if v is None else text_out(v) for v in row]) for row in rows]
+    oids = [T.oid_of(t) for t in res.types]
+    return [data_row([None if v is None else binary_out(oids[i], v) if binary[i] else text_out(v)
+                      for i, v in enumerate(row)]) for row in rows]
 
 
 class Session:
@@ -271,41 +318,53 @@ class Session:
         return [P.PARSE_COMPLETE]
 
     def _bind(self, body: Body) -> list[bytes]:
-        # (read with struct directly: Bind is on the path of every prepared read)
-        data = body.data
-        try:
-            end = data.index(b"\0")
-            portal_name = data[:end].decode()
-            start, end = end + 1, data.index(b"\0", end + 1)
-            name = data[start:end].decode()
-            (nf,) = _H.unpack_from(data, end + 1)
-            pos = end + 3
-            fmts = list(struct.unpack_from(f"!{nf}h", data, pos)) if nf > 0 else []
-            (n,) = _H.unpack_from(data, pos + 2 * max(nf, 0))
-            pos += 2 * max(nf, 0) + 2
-            raw: list[bytes | None] = []
-            for _ in range(n):
-                (length,) = _I.unpack_from(data, pos)
-                pos += 4
-                if length < 0:
-                    raw.append(None)
-                    continue
-                if pos + length > len(data):
-                    raise ProtocolViolation("Bind message too short")
-                raw.append(data[pos:pos + length])
-                pos += length
-            (nr,) = _H.unpack_from(data, pos)
-            result_fmts = list(struct.unpack_from(f"!{nr}h", data, pos + 2)) if nr > 0 else []
-        except (ValueError, struct.error, UnicodeDecodeError):
-            raise ProtocolViolation("malformed Bind message") from None
+        portal_name, name, fmts, raw, result_fmts = _read_bind(body.data)
         st = self._statement(name)
+        self.portals[portal_name] = Portal(st, self._params(st, name, fmts, raw), result_fmts)
+        return [P.BIND_COMPLETE]
+
+    def _params(self, st: Statement, name: str, fmts: list[int],
+                raw: list[bytes | None]) -> tuple:
+        """A Bind's values as the statement's ``?`` take them, in order."""
+        n = len(raw)
         if n != len(st.oids):
             raise e.ArityError(f"bind message supplies {n} parameters, but prepared statement "
                                f'"{name}" requires {len(st.oids)}')
         values = [T.decode(st.oids[i], _format(fmts, i) == 1, raw[i], i + 1) for i in range(n)]
-        params = tuple(values[k - 1] for k in st.order)
-        self.portals[portal_name] = Portal(st, params, result_fmts)
-        return [P.BIND_COMPLETE]
+        return tuple(values[k - 1] for k in st.order)
+
+    def prepared_read(self, data: bytes, pos: int) -> tuple[bytes, int] | None:
+        """What a driver sends for each prepared read, in one packet: Bind of the unnamed
+        portal to a prepared SELECT, Describe of that portal, Execute of all its rows and
+        Sync, outside a transaction block. Answered in one pass with the bytes the four
+        handlers would send (tests/pg/test_prepared_read.py), without making a portal: it
+        is the path of every prepared lookup, where the handlers' own work was most of
+        the server's. Returns the answer and the position after the Sync; None for
+        anything else, or any error, having changed nothing: the messages then go the
+        general way, which answers the same or says what is wrong."""
+        if (self.status != b"I" or self.skipping or self.subscription is not None
+                or self.copy_in is not None or data[pos + 5:pos + 6] != b"\0"):
+            return None
+        try:
+            (length,) = _I.unpack_from(data, pos + 1)
+            end = pos + 1 + length
+            if data[end:end + len(_READ_TAIL)] != _READ_TAIL:
+                return None
+            _, name, fmts, raw, result_fmts = _read_bind(data[pos + 5:end])
+            st = self.statements.get(name)
+            if st is None or st.special or st.command != "SELECT" or st.prepared is None:
+                return None
+            res = st.prepared.run(self._params(st, name, fmts, raw))
+        except (e.Error, ProtocolViolation):
+            return None
+        if not res.columns:
+            return None
+        out = [P.BIND_COMPLETE, st.row_description(res.columns, res.types, result_fmts)]
+        out += _data_rows(res, result_fmts, 0, len(res.rows))
+        out += [P.command_complete(f"SELECT {len(res.rows)}"), _READY[b"I"]]
+        if self.portals:
+            self.portals.clear()            # (as the Sync would: portals end with it)
+        return b"".join(out), end + len(_READ_TAIL)
 
     def _describe(self, body: Body) -> list[bytes]:
         what, name = body.byte(), body.cstr()
@@ -476,21 +535,8 @@ class Session:
         res = portal.result
         if res is None or not res.columns:
             return []
-        rows = res.rows
-        end = len(rows) if limit <= 0 else min(len(rows), portal.sent + limit)
-        fmts = portal.formats
-        oids = [T.oid_of(t) for t in res.types]
-        binary = [_format(fmts, i) == 1 for i in range(len(res.columns))]
-        out = []
-        text_out, binary_out, data_row = T.text_out, T.binary_out, P.data_row
-        if not any(binary):
-            for row in rows[portal.sent:end]:
-                out.append(data_row([None if v is None else text_out(v) for v in row]))
-        else:
-            for row in rows[portal.sent:end]:
-                out.append(data_row([None if v is None else
-                                     binary_out(oids[i], v) if binary[i] else text_out(v)
-                                     for i, v in enumerate(row)]))
+        end = len(res.rows) if limit <= 0 else min(len(res.rows), portal.sent + limit)
+        out = _data_rows(res, portal.formats, portal.sent, end)
         portal.sent = end
         return out
 
