@@ -65,7 +65,7 @@ from .remote import connect_url
 from .result import Result, ViewFrames
 from .runtime.embedded import EmbeddedRuntime
 from .storage import Storage
-from .subscribe import Change, Subscription
+from .subscribe import Change, Subscription, buffer_size
 
 log = logging.getLogger("noria_py")
 
@@ -829,9 +829,7 @@ class Database:
             raise NotSupportedError(f"view {v.name!r} is partial (connect(partial=True)): "
                                     "its readers hold only the keys read; subscribe to "
                                     "a database without partial state")
-        size = tuning.SUBSCRIBE_BUFFER if buffer is None else buffer
-        if type(size) is not int or size < 1:
-            raise ProgrammingError(f"buffer must be a positive int, got {buffer!r}")
+        size = buffer_size(buffer)
         ids = v._entry.readers
         key_t: tuple | None = None
         if key is not None:

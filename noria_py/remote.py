@@ -18,14 +18,14 @@ import sql_frontend
 from sql_frontend import wire as plan_wire
 from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 
-from . import arguments, errors, tuning
+from . import arguments, errors
 from .arrowio import arrow_rows, as_arrow_table, is_frame
 from .dbapi import Cursor
 from .errors import ArityError, ClosedError, ConnectError, Error, NotSupportedError
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
-from .subscribe import Change, Subscription
+from .subscribe import Change, Subscription, buffer_size
 
 DEFAULT_PORT = 7878
 
@@ -185,9 +185,7 @@ class RemoteDatabase:
         falling behind; a lost connection ends it too. ``close()`` hangs up."""
         if self._closed:
             raise ClosedError("this database handle is closed")
-        size = tuning.SUBSCRIBE_BUFFER if buffer is None else buffer
-        if type(size) is not int or size < 1:
-            raise errors.ProgrammingError(f"buffer must be a positive int, got {buffer!r}")
+        size = buffer_size(buffer)
         wire_key = None if key is None else _plain_key(key if isinstance(key, (tuple, list))
                                                        else (key,))
         conn = self._connect()

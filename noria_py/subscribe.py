@@ -44,8 +44,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from . import tuning
 from .batch import Batch
-from .errors import SubscriptionError
+from .errors import ProgrammingError, SubscriptionError
+
+
+def buffer_size(buffer: int | None) -> int:
+    """The changes a subscription holds for its subscriber: ``buffer``, or
+    ``tuning.SUBSCRIBE_BUFFER`` for None; anything but a positive int is refused."""
+    size = tuning.SUBSCRIBE_BUFFER if buffer is None else buffer
+    if type(size) is not int or size < 1:
+        raise ProgrammingError(f"buffer must be a positive int, got {buffer!r}")
+    return size
 
 
 @dataclass(frozen=True)

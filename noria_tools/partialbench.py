@@ -31,6 +31,16 @@ VIEWS = {
 }
 
 
+def _timed_inserts(db, table, chunks: list) -> float:
+    """Seconds to insert ``chunks`` into ``table`` and see them through every view."""
+    gc.collect()
+    start = time.perf_counter()
+    for c in chunks:
+        table.insert(c)
+    db.wait()
+    return time.perf_counter() - start
+
+
 def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
             batch: int, seed: int) -> dict[str, float]:
     db = connect(partial=partial)
@@ -47,12 +57,7 @@ def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: s
     chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, rows, batch)]
     later = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(rows, rows + more, batch)]
     t = db.table(table)
-    gc.collect()
-    start = time.perf_counter()
-    for c in chunks:
-        t.insert(c)
-    db.wait()
-    load = time.perf_counter() - start
+    load = _timed_inserts(db, t, chunks)
     v = db.view(name)
     read_keys = random.Random(seed).sample(range(keys), max(1, int(keys * read)))
     first, second = [], []
@@ -64,12 +69,7 @@ def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: s
         s = time.perf_counter()
         v.lookup(k)
         second.append(time.perf_counter() - s)
-    gc.collect()
-    start = time.perf_counter()
-    for c in later:
-        t.insert(c)
-    db.wait()
-    writes = time.perf_counter() - start
+    writes = _timed_inserts(db, t, later)
     kinds = {n["id"]: n["kind"] for n in db.graph()}
     mem = db.memory()
     out = {"load_s": load, "writes_s": writes,

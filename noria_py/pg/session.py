@@ -361,7 +361,7 @@ class Session:
             return None
         out = [P.BIND_COMPLETE, st.row_description(res.columns, res.types, result_fmts)]
         out += _data_rows(res, result_fmts, 0, len(res.rows))
-        out += [P.command_complete(f"SELECT {len(res.rows)}"), _READY[b"I"]]
+        out += [P.command_complete(_tag(st.command, st.sql, res)), _READY[b"I"]]
         if self.portals:
             self.portals.clear()            # (as the Sync would: portals end with it)
         return b"".join(out), end + len(_READ_TAIL)

@@ -162,8 +162,8 @@ class ClusterRuntime(Runtime):
         self.lost: queue.SimpleQueue[tuple[list[WorkerHandle], list[str], int]] = queue.SimpleQueue()
         self.resets: list[str] = []            # nodes a lineage rebuild has emptied so far
         self.control: threading.RLock | None = None    # the Database's lock, set by the server
-        #: subscriptions' listeners per reader node shard (noria_py/subscribe.py): its
-        #: worker sends each batch the reader applies while there is one
+        #: subscriptions' listeners per reader node shard (noria_py/subscribe.py): while
+        #: there is one, its worker keeps what the reader applies for ``publish``
         self.listeners: dict[str, list[Any]] = {}
         self.changes_at: set[str] = set()      # listened readers with changes to drain
         self.on_recovery: Callable[[RecoveryReport], None] | None = None
@@ -525,8 +525,8 @@ class ClusterRuntime(Runtime):
             then()
 
     def listen(self, node_id: str, listener: Any) -> None:
-        """The reader's worker starts sending its applied batches (a request: every
-        batch it applies after the reply is sent)."""
+        """The reader's worker starts keeping what the reader applies, for ``publish``
+        to drain (a request: every batch it applies after the reply is kept)."""
         with self.lock:
             first = node_id not in self.listeners
             self.listeners.setdefault(node_id, []).append(listener)

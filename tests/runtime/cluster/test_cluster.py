@@ -503,7 +503,8 @@ def test_worker_join_checks_the_token():
 
 def _votes_of_300_articles(db, seed: int):
     """The vote schema with 300 articles; returns ``write(n)``, which votes ``n`` times
-    at random, and the votes per article so far."""
+    at random, and ``check()``, which waits and checks the vote view against the votes
+    written."""
     for sql in workloads.SCHEMA:
         db.execute(sql)
     db.table("article").insert(workloads.articles(300))
@@ -516,7 +517,13 @@ def _votes_of_300_articles(db, seed: int):
         vote.insert(rows)
         for a, _ in rows:
             counts[a] += 1
-    return write, counts
+
+    def check() -> None:
+        db.wait()
+        view = db.view(workloads.VIEW_NAME)
+        for k in range(300):
+            assert view.lookup(k) == [(k, f"article {k}", counts[k] or None)], k
+    return write, check
 
 
 @pytest.mark.parametrize("checkpoints", [True, False])
@@ -529,7 +536,7 @@ def test_a_lost_workers_stateful_nodes_come_back_from_their_checkpoints(checkpoi
     extra = () if checkpoints else ("--no-checkpoints",)
     with Cluster(workers=2, shards=2, extra=extra) as cluster:
         db = noria_py.connect(cluster.url)
-        write, counts = _votes_of_300_articles(db, 5)
+        write, check = _votes_of_300_articles(db, 5)
         for _ in range(20):
             write(250)                               # columnar batches on the wire
         db.execute(workloads.VIEW)                   # (its first checkpoints hold these)
@@ -555,10 +562,7 @@ def test_a_lost_workers_stateful_nodes_come_back_from_their_checkpoints(checkpoi
             if kinds[nid] in ("aggregate", "join", "topk", "extremum", "distinct"):
                 assert (r.checkpoint is not None) == checkpoints, r
         write(50)
-        db.wait()
-        view = db.view(workloads.VIEW_NAME)
-        for k in range(300):
-            assert view.lookup(k) == [(k, f"article {k}", counts[k] or None)], k
+        check()
         db.close()
 
 
@@ -686,7 +690,7 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
     their worker: ``ClusterRuntime.parent_restarted``), else they were rebuilt."""
     with Cluster(workers=2, shards=2) as cluster:
         db = noria_py.connect(cluster.url)
-        write, counts = _votes_of_300_articles(db, 6)
+        write, check = _votes_of_300_articles(db, 6)
 
         def kill(kind: str) -> tuple[set[str], dict]:
             victim = next(n for n in db.graph() if n["kind"] == kind)
@@ -720,8 +724,5 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
             assert reports[n].strategy == "treeclock", reports[n]
             assert reports[n].checkpoint is not None, reports[n]
         write(50)
-        db.wait()
-        view = db.view(workloads.VIEW_NAME)
-        for k in range(300):
-            assert view.lookup(k) == [(k, f"article {k}", counts[k] or None)], k
+        check()
         db.close()
