@@ -3,15 +3,28 @@
 Each call is one request to the controller and one answer; errors come back as the
 same ``noria_py.Error`` subclasses the embedded engine raises (by name: nothing but
 plain data crosses the network).
+
+Reads of a view by key (``RemoteView.lookup``, ``lookup_many``) go to the workers that
+host its reader shards, not through the controller (``runtime/cluster/reads.py``). A
+view's placement (its reader shards, in shard order, and each one's worker's read
+address) is asked of the controller at the first read and kept; a key's shard is
+``hashing.shard_of``, the stable hash the engine shards readers by. ``lookup_many``
+sends one request per worker, to all of them before it waits for any. A worker that
+answers ``moved`` (the reader is not hosted there now, or is being recovered), or that
+cannot be reached, makes the view's placement be asked again (the controller waits
+for a reader being recovered, as a read through it would) and the read sent again: a
+read is idempotent. After ``READ_TIMEOUT`` seconds of this, a ``RecoveryError``.
 """
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 import socket
 import threading
+import time
 from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, cast
 from urllib.parse import urlparse
 
 import sql_frontend
@@ -21,13 +34,25 @@ from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 from . import arguments, errors
 from .arrowio import arrow_rows, as_arrow_table, is_frame
 from .dbapi import Cursor
-from .errors import ArityError, ClosedError, ConnectError, Error, NotSupportedError
+from .errors import (
+    ArityError,
+    ClosedError,
+    ConnectError,
+    Error,
+    NotSupportedError,
+    RecoveryError,
+    TypeMismatchError,
+)
+from .hashing import shard_of
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
 from .subscribe import Change, Subscription, buffer_size
 
 DEFAULT_PORT = 7878
+#: seconds a read goes on asking where its reader is (and for a worker's answer)
+#: before a RecoveryError: as long as a read through the controller waits for it
+READ_TIMEOUT = 60.0
 
 
 def _error(name: str, message: str) -> Error:
@@ -60,6 +85,10 @@ def _plain_rows(rows: Any, what: str) -> list:
             for r in arguments.many(rows, what)]
 
 
+#: values that go as they are (``arguments.plain`` returns them unchanged)
+_PLAIN = frozenset({int, float, str, bool, type(None), datetime.date})
+
+
 def _plain_key(key: Any) -> Any:
     """A key to send: a value, or a list for a tuple or list of values, each
     ``arguments.plain`` (one it refuses, which the embedded engine would look up and
@@ -67,6 +96,40 @@ def _plain_key(key: Any) -> Any:
     if isinstance(key, (tuple, list)):
         return [arguments.plain(v) for v in key]
     return arguments.plain(key)
+
+
+class _Stale(Exception):
+    """A view's placement is out of date (a worker said ``moved``, or is gone)."""
+
+
+class _Link:
+    """The connection to one worker's read port, made at its first use; one request
+    at a time (``lock``)."""
+
+    __slots__ = ("address", "lock", "conn")
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.address = address
+        self.lock = threading.Lock()
+        self.conn: wire.Connection | None = None
+
+    def drop(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class _Placement:
+    """Where a view's reader shards are (``Server.m_placement``)."""
+
+    __slots__ = ("nodes", "links", "check", "fits")
+
+    def __init__(self, nodes: list[str], links: list[_Link] | None,
+                 check: arguments.KeyCheck) -> None:
+        self.nodes = nodes
+        self.links = links                  # None: read through the controller
+        self.check = check
+        self.fits = check.fits
 
 
 class RemoteDatabase:
@@ -80,13 +143,123 @@ class RemoteDatabase:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed = False
+        self._links: dict[tuple[str, int], _Link] = {}     # workers' read ports
 
-    def _connect(self) -> wire.Connection:
-        sock = socket.create_connection(self.address, timeout=self._timeout)
+    def _connect(self, address: tuple[str, int] | None = None) -> wire.Connection:
+        sock = socket.create_connection(address or self.address, timeout=self._timeout)
         sock.settimeout(None)
         conn = wire.Connection(sock)
-        wire.client_handshake(conn, self._token, {"role": "client"})
+        try:
+            wire.client_handshake(conn, self._token, {"role": "client"})
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    # ------------------------------------------------------------ reads at the workers
+
+    def _placement(self, view: str) -> _Placement:
+        nodes, addresses, (what, names, types) = self._call("placement", view)
+        check = arguments.KeyCheck(what, list(names), [SqlType(t) for t in types])
+        if any(a is None for a in addresses):
+            return _Placement(list(nodes), None, check)
+        links = []
+        for host, port in addresses:
+            address = (host or self.address[0], port)     # "": the controller's host
+            link = self._links.get(address)
+            if link is None:
+                link = self._links.setdefault(address, _Link(address))
+            links.append(link)
+        return _Placement(list(nodes), links, check)
+
+    def _read_at(self, where: _Placement, keys: list, arity: int) -> list[list[tuple]]:
+        """The rows of each key (as sent: a value, or a list of values), read at the
+        workers hosting their reader shards: one request per worker, all sent before
+        any answer is awaited. Raises ``_Stale`` when the placement is out of date."""
+        links, nodes = cast(list[_Link], where.links), where.nodes
+        n = len(nodes)
+        if n == 1:
+            found = self._exchange({links[0]: [[nodes[0], keys]]})[links[0]][0]
+            return [list(rows) for rows in found]
+        if arity == 1 and set(map(type, keys)) <= {int}:
+            shards = [k % n for k in keys]     # (hashing.value_hash of an int is itself)
+        else:
+            shards = [self._shard(where, k, arity, n) for k in keys]
+        at: list[list[int]] = [[] for _ in range(n)]
+        for i, s in enumerate(shards):
+            at[s].append(i)
+        asks: dict[_Link, list[list[Any]]] = {}
+        for s in range(n):
+            if at[s]:
+                asks.setdefault(links[s], []).append([nodes[s], [keys[i] for i in at[s]]])
+        answers = self._exchange(asks)
+        out: list[list[tuple]] = [[]] * len(keys)
+        taken = dict.fromkeys(asks, 0)
+        for s in range(n):
+            if at[s]:
+                link = links[s]
+                found = answers[link][taken[link]]
+                taken[link] += 1
+                for i, rows in zip(at[s], found):
+                    out[i] = list(rows)
+        return out
+
+    @staticmethod
+    def _shard(where: _Placement, k: Any, arity: int, n: int) -> int:
+        """The reader shard of key ``k``, as the engine's ``View._shard`` picks it."""
+        try:
+            return shard_of(tuple(k) if arity > 1 else (k,), n)
+        except TypeError as e:          # no stable hash: not the value of a column
+            where.check(tuple(k) if arity > 1 and isinstance(k, list) else (k,))
+            raise TypeMismatchError(f"{where.check.what}: cannot look up {k!r}: {e}") from None
+
+    def _exchange(self, asks: dict[_Link, list[list[Any]]]) -> dict[_Link, Any]:
+        """Send each worker its ``[node, keys]`` groups, then take each one's answer.
+        Raises ``_Stale`` if a worker is gone or says ``moved``."""
+        order = sorted(asks, key=lambda link: link.address)   # (one lock order: no deadlock)
+        for link in order:
+            link.lock.acquire()
+        try:
+            sent: list[tuple[_Link, int]] = []
+            stale = False
+            for link in order:
+                try:
+                    if link.conn is None:
+                        link.conn = self._connect(link.address)
+                        # (a worker stopped, not dead, is given up on after this)
+                        link.conn.sock.settimeout(READ_TIMEOUT)
+                    rid = next(self._ids)
+                    link.conn.send(["read", rid, asks[link]])
+                    sent.append((link, rid))
+                except (OSError, wire.ProtocolError):
+                    link.drop()                  # (the worker is gone: ask where now)
+                    stale = True
+            answers: dict[_Link, Any] = {}
+            error = None
+            for link, rid in sent:
+                try:
+                    f = cast(wire.Connection, link.conn).recv()
+                except (OSError, wire.ProtocolError):
+                    link.drop()
+                    stale = True
+                    continue
+                if f[0] == "ok" and f[1] == rid:
+                    answers[link] = f[2]
+                elif f[0] == "moved" and f[1] == rid:
+                    stale = True
+                elif f[0] == "error" and f[1] == rid:
+                    error = _error(f[2], f[3])
+                else:
+                    link.drop()
+                    stale = True
+        finally:
+            for link in order:
+                link.lock.release()
+        if error is not None:
+            raise error
+        if stale:
+            raise _Stale()
+        return answers
 
     def _call(self, method: str, *args) -> Any:
         if self._closed:
@@ -247,6 +420,9 @@ class RemoteDatabase:
         if not self._closed:
             self._closed = True
             self._conn.close()
+            for link in list(self._links.values()):
+                with link.lock:
+                    link.drop()
 
     def __enter__(self) -> "RemoteDatabase":
         return self
@@ -300,18 +476,59 @@ class RemoteView(ViewFrames):
         self.columns = columns
         self.types = types
         self.key_arity = key_arity
+        self._where: _Placement | None = None     # where its readers are, once asked
 
     def lookup(self, *key) -> list[tuple]:
+        """Rows whose ``?`` columns equal ``key``, read at the reader's worker."""
         if len(key) != self.key_arity:
             if not self.key_arity:
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
             raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
         k = _plain_key(key[0] if len(key) == 1 else key)
-        return _rows(self._db._call("lookup", self.name, [k])[0])
+        return self._read([k])[0]
 
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
-        keys = [_plain_key(k) for k in arguments.many(keys, f"the keys for view {self.name!r}")]
-        return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
+        """``lookup`` of each key (a tuple per key where the view takes more than one):
+        one request per worker hosting some of them."""
+        keys = arguments.many(keys, f"the keys for view {self.name!r}")
+        if not set(map(type, keys)) <= _PLAIN:
+            keys = [_plain_key(k) for k in keys]
+        if self.key_arity != 1:
+            for k in keys:
+                got = len(k) if isinstance(k, list) else 1
+                if got != self.key_arity:
+                    raise ArityError(f"view {self.name!r} takes {self.key_arity} key "
+                                     f"value(s), got {got}")
+        return self._read(keys) if keys else []
+
+    def _read(self, keys: list) -> list[list[tuple]]:
+        """Read ``keys`` where the view's readers are (module docstring): the
+        placement asked again, and the read sent again, while it is out of date."""
+        deadline = None
+        while True:
+            where = self._where
+            if where is None:
+                where = self._where = self._db._placement(self.name)
+            if where.links is None:              # a worker without a read port
+                return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
+            try:
+                out = self._db._read_at(where, keys, self.key_arity)
+                break
+            except _Stale:
+                self._where = None
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + READ_TIMEOUT
+                elif now > deadline:
+                    raise RecoveryError(f"view {self.name!r}: its reader could not be read "
+                                        f"for {READ_TIMEOUT:.0f} s") from None
+                else:
+                    time.sleep(0.01)             # (asked again at once the first time)
+        fits, check = where.fits, where.check
+        for k, rows in zip(keys, out):
+            if not rows and type(k) not in fits:     # (arguments.py: what it refuses)
+                check(tuple(k) if self.key_arity > 1 else (k,))
+        return out
 
     def all(self) -> list[tuple]:
         return _rows(self._db._call("all", self.name))

@@ -2,7 +2,9 @@
 workers in their own processes, the client in this one).
 
 Measures, for each worker count: vote throughput, write-propagation latency (a vote
-written until the view shows it, p50 and p99), and the time from a SIGKILL of the
+written until the view shows it, p50 and p99), reads (``lookup`` p50 over 2,000 random
+keys, and ``lookup_many`` of ``--many`` random keys a call, in keys/s: at the readers'
+workers, ``runtime/cluster/reads.py``), and the time from a SIGKILL of the
 worker hosting the vote count until the views are right again, split into detection
 and recovery. With ``--subscriber``, also a subscription to the vote view: the time
 from a vote's acknowledgement until the subscriber has the change (p50), and the vote
@@ -69,9 +71,29 @@ def _with_subscriber(db, vote, chunks: list, samples: int) -> dict:
             "sub_ratio": statistics.mean(rates[True]) / statistics.mean(rates[False])}
 
 
+def _reads(view, articles: int, many: int) -> tuple[float, float]:
+    """``lookup`` p50 in µs (2,000 random keys, after 200 to warm up) and
+    ``lookup_many`` keys/s (calls of ``many`` random keys, for about a second)."""
+    rng = np.random.default_rng(3)
+    for k in rng.integers(0, articles, 200).tolist():
+        view.lookup(k)
+    read = []
+    for k in rng.integers(0, articles, 2000).tolist():
+        t1 = time.perf_counter_ns()
+        view.lookup(k)
+        read.append((time.perf_counter_ns() - t1) / 1000)
+    done, t0 = 0, time.perf_counter()
+    while done < many * 3 or time.perf_counter() - t0 < 1.0:
+        keys = rng.integers(0, articles, many).tolist()
+        view.lookup_many(keys)
+        done += many
+    rate = done / (time.perf_counter() - t0)
+    return float(np.percentile(read, 50)), rate
+
+
 def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: int,
                 kills: int, strategy: str, shards: int = 1, checkpoints: bool = True,
-                subscriber: bool = False) -> dict:
+                subscriber: bool = False, many: int = 10_000) -> dict:
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
     with Cluster(workers=workers, shards=shards, extra=extra) as cluster:
         db = connect(cluster.url)
@@ -104,12 +126,7 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             lat.append((time.perf_counter() - t1) * 1000)
             counts[k] = before + 1
         subscribed = _with_subscriber(db, vote, chunks, samples) if subscriber else {}
-        read = []
-        keys = np.random.default_rng(3).integers(0, articles, 2000).tolist()
-        for k in keys:
-            t1 = time.perf_counter_ns()
-            view.lookup(k)
-            read.append((time.perf_counter_ns() - t1) / 1000)
+        read_p50, many_rate = _reads(view, articles, many)
         recov = []
         for _ in range(kills):
             time.sleep(3)                      # failures are not back to back: the next
@@ -129,7 +146,7 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
                           ",".join(sorted({r.strategy for r in reports}))))
         db.close()
     return {"workers": workers, "tput": tput, "p50": float(np.percentile(lat, 50)),
-            "p99": float(np.percentile(lat, 99)), "read_p50": float(np.percentile(read, 50)),
+            "p99": float(np.percentile(lat, 99)), "read_p50": read_p50, "many": many_rate,
             "recovery": recov, **subscribed}
 
 
@@ -145,6 +162,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--no-checkpoints", action="store_true",
                    help="stateful nodes without checkpoints (rebuilt from their parents)")
+    p.add_argument("--many", type=int, default=10_000,
+                   help="keys per lookup_many call in the read measurement")
     p.add_argument("--subscriber", action="store_true",
                    help="also measure a subscription to the vote view: its latency and "
                         "the vote throughput with it over without")
@@ -153,15 +172,16 @@ def main(argv: list[str]) -> int:
           f"{a.shards} shard(s), checkpoints {'off' if a.no_checkpoints else 'on'}; "
           f"client, controller and workers are separate processes on this machine")
     print(f"{'workers':>7} {'votes/s':>9} {'prop p50 ms':>11} {'prop p99 ms':>11} "
-          f"{'read p50 µs':>11} {'detect s':>9} {'recover s':>9} {'kill→right s':>12} strategy")
+          f"{'read p50 µs':>11} {'many keys/s':>11} {'detect s':>9} {'recover s':>9} "
+          f"{'kill→right s':>12} strategy")
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
-                        a.shards, not a.no_checkpoints, a.subscriber)
+                        a.shards, not a.no_checkpoints, a.subscriber, a.many)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))
         print(f"{w:>7} {r['tput']:>9,.0f} {r['p50']:>11.2f} {r['p99']:>11.2f} "
-              f"{r['read_p50']:>11.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} {strategies}",
+              f"{r['read_p50']:>11.0f} {r['many']:>11,.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} {strategies}",
               flush=True)
         if a.subscriber:
             print(f"{'':>7} subscriber: change {r['sub_p50']:.1f} ms after the vote's "

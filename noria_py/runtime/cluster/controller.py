@@ -82,10 +82,14 @@ BASE_PART_ROWS = 1 << 20
 
 class WorkerHandle:
     def __init__(self, name: str, conn: wire.Connection, pid: int,
-                 proc: subprocess.Popen[bytes] | None = None) -> None:
+                 proc: subprocess.Popen[bytes] | None = None,
+                 read: tuple[str, int] | None = None) -> None:
         self.name = name
         self.conn = conn
         self.pid = pid
+        #: where clients read the readers it hosts (``reads.py``); "" as the host: the
+        #: controller's (the worker binds every interface)
+        self.read = read
         self.proc = proc                 # a local subprocess we started, or None
         self.alive = True
         self.last_heard = time.monotonic()
@@ -143,6 +147,7 @@ class ClusterRuntime(Runtime):
         self.strategy = strategy
         self.tc: TreeClocks | None = None
         self.address: tuple[str, int] | None = None   # where local workers join
+        self.read_host: str | None = None     # where local workers serve client reads
         self.token: str | None = None
         self.lock = threading.RLock()          # routing state below
         self.changed = threading.Condition(self.lock)
@@ -185,10 +190,11 @@ class ClusterRuntime(Runtime):
         env = dict(os.environ)
         if self.token:
             env["NORIA_TOKEN"] = self.token
+        where = [] if self.read_host is None else ["--read-host", self.read_host]
         for _ in range(n):
             self._spawned.append(subprocess.Popen(
                 [sys.executable, "-m", "noria_py.runtime.cluster.worker",
-                 "--join", f"{host}:{port}"], env=env, stdin=subprocess.DEVNULL))
+                 "--join", f"{host}:{port}", *where], env=env, stdin=subprocess.DEVNULL))
 
     def attach(self, conn: wire.Connection, hello: dict[str, Any]) -> threading.Thread:
         """A worker has authenticated: configure it, replay the catalog to it, and make
@@ -197,7 +203,11 @@ class ClusterRuntime(Runtime):
         pid = int(hello.get("pid") or 0)
         name = f"w{next(self._names)}"
         proc = next((p for p in self._spawned if p.pid == pid), None)
-        w = WorkerHandle(name, conn, pid, proc)
+        read = hello.get("read")
+        if not (isinstance(read, (tuple, list)) and len(read) == 2 and type(read[0]) is str
+                and type(read[1]) is int and 0 < read[1] < 65536):
+            read = None                  # (reads of its readers go through here)
+        w = WorkerHandle(name, conn, pid, proc, None if read is None else (read[0], read[1]))
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints])
         with self.lock:
             for change, placement in self.ddl_log:
@@ -405,6 +415,20 @@ class ClusterRuntime(Runtime):
 
     def call(self, node_id: str, method: str, *args: Any) -> Any:   # the reply, as decoded
         return self.ask(self.worker_of(node_id), method, node_id, *args)
+
+    def read_addresses(self, node_ids: list[str]) -> list[tuple[str, int] | None]:
+        """Where clients read each reader node shard (its worker's read port), or None
+        where that worker has none; raises ``WorkerLost`` for a node not up."""
+        with self.lock:
+            out = []
+            for n in node_ids:
+                if n not in self.placement:
+                    raise Error(f"node {n} is gone (its view was dropped)")
+                w = self.workers.get(self.placement[n])
+                if w is None or not w.alive or n not in self.up:
+                    raise WorkerLost(f"node {n} is down until its recovery")
+                out.append(w.read)
+            return out
 
     # ------------------------------------------------------------ structure
 

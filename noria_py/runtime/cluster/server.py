@@ -10,7 +10,9 @@ Client requests are ``["call", id, method, args]``, answered ``["ok", id, result
 against its method's (``REQUESTS``) before it runs, so a malformed one is a
 ``RequestError``, never an internal error. Statements that change the catalog or write
 take the database lock; reads of existing views do not, so a read never waits behind a
-recovery it does not need.
+recovery it does not need. A client reads a view by key at the workers hosting its
+readers (``reads.py``), after asking here where they are (``placement``); the
+``lookup`` request here serves views whose worker has no read port.
 
 Limits: at most ``max_connections`` connections at once (workers included; one more
 is told "too many connections" and closed), an unauthenticated connection has
@@ -33,6 +35,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +44,7 @@ from sql_frontend import plan as lp
 from sql_frontend import wire as plan_wire
 
 from ...client import Database
-from ...errors import ArgumentError, Error, RequestError, SubscriptionError
+from ...errors import ArgumentError, Error, RecoveryError, RequestError, SubscriptionError
 from ...graph import Graph
 from . import tokens, wire
 from .controller import ClusterRuntime
@@ -71,7 +74,10 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "fail": (_NAME,), "recover": (_NAME, _NAME),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
+    "placement": (_NAME,),
 }
+#: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
+READ_TIMEOUT = 60.0
 
 
 def check_request(method: Any, args: Any) -> None:
@@ -139,6 +145,7 @@ class Server:
                                       strategy, checkpoints)
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
         self.runtime.address = (join_host, self.address[1])
+        self.runtime.read_host = host        # workers serve client reads where we do
         self.runtime.token = token
         self.lock = threading.RLock()
         self.runtime.control = self.lock
@@ -379,6 +386,30 @@ class Server:
         if v.key_arity == 1:
             return v.lookup_many(keys)
         return [v.lookup(*k) for k in keys]
+
+    def m_placement(self, name: str) -> list[Any]:
+        """Where a client reads view ``name`` itself (``reads.py``, ``remote.py``): its
+        reader node shards in shard order, each one's worker's read address (None: read
+        it here), and its key check's description ([what, key names, key types]). A
+        reader being recovered is waited for, as a read through here waits."""
+        with self.lock:
+            v = self.db.view(name)
+            nodes = list(v._entry.readers)
+            check = v._check_key
+        deadline = time.monotonic() + READ_TIMEOUT
+        while True:
+            try:
+                addrs = self.runtime.read_addresses(nodes)
+                break
+            except WorkerLost:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RecoveryError(f"view {name!r} has been down for over "
+                                        f"{READ_TIMEOUT:.0f} s") from None
+                for n in nodes:
+                    self.runtime.wait_up(n, left)
+        return [nodes, [None if a is None else list(a) for a in addrs],
+                [check.what, check.names, [t.value for t in check.types]]]
 
     def m_all(self, name: str) -> list[tuple[Any, ...]]:
         with self.lock:

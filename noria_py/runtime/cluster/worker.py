@@ -6,7 +6,8 @@ holds state only for the nodes placed on it. One thread reads the controller
 connection and handles its frames strictly in order: messages, writes, progress
 reports and requests. That order is what recovery relies on: when the controller's
 request reaches a worker, every message forwarded to it before has been processed.
-A second thread sends heartbeats.
+A second thread sends heartbeats. Clients read the readers hosted here on a port of
+the worker's own (``reads.py``: how those reads and the thread above share a reader).
 
 Frames (lists; see ``wire.py`` for framing and authentication):
 
@@ -54,6 +55,7 @@ from ..checkpoints import Entries, InputDelta
 from ..domain import Domain, graph_clocks
 from . import tokens, wire
 from .errors import NodeDown
+from .reads import Reads, ReadServer
 from .wire import (
     decode_batch,
     decode_checkpoint,
@@ -121,7 +123,7 @@ class RemoteStore:
 
 class Worker:
     def __init__(self, conn: wire.Connection, name: str, shards: int, clocks: bool,
-                 checkpoints: bool = True) -> None:
+                 checkpoints: bool = True, reads: Reads | None = None) -> None:
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -133,7 +135,9 @@ class Worker:
         self.tc: TreeClocks | None = None
         self.new_nodes: list[Node] = []
         self.planner = Planner(self.graph, shards, self.new_nodes.append)
-        self.domains: dict[str, Domain] = {}
+        #: client reads at this worker (reads.py) see the domains through ``reads``
+        self.reads = reads if reads is not None else Reads({})
+        self.domains: dict[str, Domain] = self.reads.domains
         self.history: dict[str, list[Batch]] = {}     # base -> writes, for restore_base
         self.send = conn.send
 
@@ -353,29 +357,45 @@ class Worker:
 
     def run(self) -> None:
         recv = self.conn.recv
-        while True:
-            f = recv()
-            op = f[0]
-            if op == "msg":
-                self.deliver(decode_message(f[2]))
-            elif op == "write":
-                self.write(f[1], decode_batch(f[2]))
-            elif op == "req":
-                self.request(f[1], f[2], f[3])
-            elif op == "progress":
-                self.progress(*f[1:])
-            elif op == "trunc":
-                self.truncate(*f[1:])
-            elif op == "ddl":
-                self.ddl(f[1], f[2])
-            elif op == "host":
-                self.host(list(f[1]))
-            elif op == "stop":
-                return
-            elif op == "die":                     # db.fail() on a worker we did not start
-                os.kill(os.getpid(), signal.SIGKILL)
-            else:
-                raise wire.ProtocolError(f"unknown frame {op!r} from the controller")
+        reads = self.reads
+        try:
+            while True:
+                f = recv()
+                reads.version += 1          # odd: a frame under way (reads.py)
+                try:
+                    if self.frame(f):
+                        return
+                finally:
+                    reads.version += 1
+                if reads.pending:
+                    reads.serve_pending()
+        finally:
+            reads.close()
+
+    def frame(self, f: Sequence[Any]) -> bool:
+        """Handle one frame from the controller; True for ``stop``."""
+        op = f[0]
+        if op == "msg":
+            self.deliver(decode_message(f[2]))
+        elif op == "write":
+            self.write(f[1], decode_batch(f[2]))
+        elif op == "req":
+            self.request(f[1], f[2], f[3])
+        elif op == "progress":
+            self.progress(*f[1:])
+        elif op == "trunc":
+            self.truncate(*f[1:])
+        elif op == "ddl":
+            self.ddl(f[1], f[2])
+        elif op == "host":
+            self.host(list(f[1]))
+        elif op == "stop":
+            return True
+        elif op == "die":                     # db.fail() on a worker we did not start
+            os.kill(os.getpid(), signal.SIGKILL)
+        else:
+            raise wire.ProtocolError(f"unknown frame {op!r} from the controller")
+        return False
 
     def request(self, rid: int, method: str, args: Sequence[Any]) -> None:
         fn = getattr(self, "req_" + method, None)
@@ -437,32 +457,53 @@ def _heartbeats(conn: wire.Connection, stop: threading.Event) -> None:
             return
 
 
-def serve_worker(host: str, port: int, token: str | None, name: str | None = None) -> None:
-    """Join the controller at host:port and work until it says stop or goes away."""
+#: addresses that bind every interface: advertised as "" (clients then use the host
+#: they reached the controller at)
+WILDCARD = ("0.0.0.0", "::", "")
+
+
+def serve_worker(host: str, port: int, token: str | None, name: str | None = None,
+                 read_host: str | None = None, read_port: int = 0) -> None:
+    """Join the controller at host:port and work until it says stop or goes away.
+    Clients read this worker's readers at ``read_host``:``read_port`` (default: the
+    address this worker reaches the controller from, and a free port)."""
     warm_up()                  # join warm: a spare may be needed the moment it joins
     sock = socket.create_connection((host, port))
     conn = wire.Connection(sock)
-    wire.client_handshake(conn, token, {"role": "worker", "name": name, "pid": os.getpid()})
-    f = conn.recv()
-    if f[0] != "config":
-        raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
-    _, assigned, shards, clocks, checkpoints = f
-    worker = Worker(conn, assigned, shards, clocks, checkpoints)
-    stop = threading.Event()
-    threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
+    if read_host is None:
+        read_host = sock.getsockname()[0]
+    state = Reads({})                   # (the worker's domains, once it has any)
+    reads = ReadServer(state, read_host, read_port, token)
+    advertised = "" if read_host in WILDCARD else reads.address[0]
     try:
-        worker.run()
-    except wire.ConnectionClosed:
-        pass
+        wire.client_handshake(conn, token, {"role": "worker", "name": name, "pid": os.getpid(),
+                                            "read": [advertised, reads.address[1]]})
+        f = conn.recv()
+        if f[0] != "config":
+            raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
+        _, assigned, shards, clocks, checkpoints = f
+        worker = Worker(conn, assigned, shards, clocks, checkpoints, state)
+        stop = threading.Event()
+        threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
+        try:
+            worker.run()
+        except wire.ConnectionClosed:
+            pass
+        finally:
+            stop.set()
+            conn.close()
     finally:
-        stop.set()
-        conn.close()
+        reads.close()
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="noria-py worker")
     ap.add_argument("--join", required=True, metavar="HOST:PORT")
     ap.add_argument("--name")
+    ap.add_argument("--read-host", default=None,
+                    help="address clients read this worker's views at (default: the one "
+                         "it reaches the controller from)")
+    ap.add_argument("--read-port", type=int, default=0, help="default: a free port")
     args = ap.parse_args(argv)
     host, _, port = args.join.rpartition(":")
     logging.basicConfig(level=logging.WARNING, format="worker %(process)d: %(message)s")
@@ -470,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         host = host or "127.0.0.1"
         token = os.environ.get("NORIA_TOKEN") or tokens.read_token(host, int(port))
-        serve_worker(host, int(port), token, args.name)
+        serve_worker(host, int(port), token, args.name, args.read_host, args.read_port)
     except (OSError, Error) as e:
         print(f"noria-py worker: {e}", file=sys.stderr)
         return 1

@@ -1,0 +1,383 @@
+"""Client reads at the reader's worker (noria_py/runtime/cluster/reads.py, the client
+side in noria_py/remote.py): the seqlock between the message thread and the read
+threads, in process; then a real cluster against its controller path and DuckDB, a
+SIGKILLed reader's worker, a stale placement and a wrong token."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+import noria_py
+from noria_py.runtime.cluster import wire
+from noria_py.runtime.cluster.launch import Cluster
+from noria_py.runtime.cluster.reads import NotHere, Reads, ReadServer
+from tests.differential.helpers import Oracle, normalize
+
+# ---------------------------------------------------------------- in process
+
+
+class _Torn:
+    """A reader whose state is torn while a frame is under way (odd version): what an
+    unguarded read could see between a row's retraction and its replacement."""
+
+    def __init__(self, reads: Reads) -> None:
+        self.reads = reads
+        self.during_read = None          # called inside each lookup (a frame starting)
+
+    def lookup(self, key):
+        if self.during_read is not None:
+            self.during_read()
+        return [("torn",)] if self.reads.version & 1 else [(key, "whole")]
+
+
+def _reads_with_torn_reader() -> tuple[Reads, _Torn]:
+    reads = Reads({})
+    op = _Torn(reads)
+    reads.domains["r"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader", op=op))
+    return reads, op
+
+
+def test_a_read_during_a_frame_waits_for_the_message_thread():
+    reads, _ = _reads_with_torn_reader()
+    reads.version = 1                          # the message thread is in a frame
+    got = []
+    t = threading.Thread(target=lambda: got.append(reads.answer([("r", (7,))])))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not reads.pending and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert reads.pending and not got           # queued, not answered from a torn state
+    reads.version = 2                          # the frame ends; between frames:
+    reads.serve_pending()
+    t.join(10)
+    assert got == [[[[(7, "whole")]]]]    # (one answer: one group, one key)
+
+
+def test_a_frame_that_starts_during_a_read_makes_it_read_again():
+    reads, op = _reads_with_torn_reader()
+
+    def frame_starts():                        # the message thread took the GIL
+        op.during_read = None
+        reads.version += 1
+
+    op.during_read = frame_starts
+    got = []
+    t = threading.Thread(target=lambda: got.append(reads.answer([("r", (3,))])))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not reads.pending and time.monotonic() < deadline:
+        time.sleep(0.001)
+    reads.version += 1
+    reads.serve_pending()
+    t.join(10)
+    assert got == [[[[(3, "whole")]]]]
+
+
+def test_reads_are_answered_under_a_stream_of_frames():
+    """The message thread is almost always in a frame: reads are answered between
+    frames (a lock would let the message thread take it back first, every time)."""
+    reads, _ = _reads_with_torn_reader()
+    stop = threading.Event()
+
+    def message_thread():
+        while not stop.is_set():
+            reads.version += 1
+            time.sleep(0.0002)                 # a frame (the GIL let go, as numpy does)
+            reads.version += 1
+            if reads.pending:
+                reads.serve_pending()
+
+    mt = threading.Thread(target=message_thread)
+    mt.start()
+    try:
+        got = [reads.answer([("r", (k,))])[0] for k in range(200)]
+    finally:
+        stop.set()
+        mt.join()
+    assert got == [[[(k, "whole")]] for k in range(200)]
+
+
+def test_only_readers_hosted_and_up_are_read():
+    reads, _ = _reads_with_torn_reader()
+    with pytest.raises(NotHere, match="n9"):
+        reads.answer([("n9", (1,))])
+    reads.domains["r"].alive = False          # hosted, being recovered
+    with pytest.raises(NotHere):
+        reads.answer([("r", (1,))])
+    reads.domains["r"].alive = True
+    reads.domains["b"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="base"))
+    with pytest.raises(NotHere):
+        reads.answer([("b", (1,))])
+    reads.close()                              # the worker stopped
+    with pytest.raises(NotHere, match="stopped"):
+        reads.answer([("r", (1,))])
+
+
+def _client(address, token):
+    conn = wire.Connection(socket.create_connection(address))
+    wire.client_handshake(conn, token, {"role": "client"})
+    return conn
+
+
+def test_the_read_port_checks_the_token_and_the_requests():
+    reads, _ = _reads_with_torn_reader()
+    server = ReadServer(reads, "127.0.0.1", 0, "tok")
+    try:
+        with pytest.raises(wire.AuthError, match="wrong token"):
+            _client(server.address, "nope")
+        conn = _client(server.address, "tok")
+        conn.send(["read", 1, [["r", [5, 6]], ["n9", [1]]]])
+        assert conn.recv() == ("moved", 1, "node n9 is not served by this worker now")
+        conn.send(["read", 2, [["r", [5, 6]]]])
+        assert conn.recv() == ("ok", 2, ((((5, "whole"),), ((6, "whole"),)),))
+        conn.send(["read", "x", []])          # malformed: the connection is closed
+        with pytest.raises(wire.ConnectionClosed):
+            conn.recv()
+        conn.close()
+        conn = _client(server.address, "tok")  # and the port goes on serving
+        conn.send(["read", 3, [["r", [1]]]])
+        assert conn.recv()[0] == "ok"
+        conn.close()
+    finally:
+        server.close()
+
+
+# ---------------------------------------------------------------- a real cluster
+
+DDL = ["CREATE TABLE t (a INT, b INT, c TEXT, f FLOAT)"]
+#: name -> (the engine's view, DuckDB's query of one key)
+KEYED = {
+    "by_a": ("SELECT a, COUNT(*) AS n, SUM(b) AS s FROM t WHERE a = ? GROUP BY a",
+             "SELECT a, COUNT(*), SUM(b) FROM t WHERE a = ? GROUP BY a"),
+    "rows_of_c": ("SELECT c, a, b FROM t WHERE c = ?", "SELECT c, a, b FROM t WHERE c = ?"),
+    "by_f": ("SELECT f, MAX(b) AS m FROM t WHERE f = ? GROUP BY f",
+             "SELECT f, MAX(b) FROM t WHERE f = ? GROUP BY f"),
+}
+PAIR = ("SELECT a, b, COUNT(*) AS n FROM t WHERE a = ? AND b = ? GROUP BY a, b",
+        "SELECT a, b, COUNT(*) FROM t WHERE a = ? AND b = ? GROUP BY a, b")
+
+
+def _row(rng: random.Random) -> tuple:
+    return (rng.choice([None, *range(40)]), rng.randrange(-5, 6),
+            rng.choice([None, "x", "y", "zz", "é", ""]),
+            rng.choice([None, 0.5, 1.0, -2.25, 3.0]))
+
+
+def _keys(rng: random.Random) -> dict[str, list]:
+    return {"by_a": [rng.choice([None, *range(45)]) for _ in range(60)],
+            "rows_of_c": ["x", "y", "zz", "é", "", "none", None],
+            "by_f": [0.5, 1, 1.0, -2.25, 3, 7.5, None]}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Three workers: a view's two reader shards land on two of them (placement keeps
+    a node off its parents' worker, then takes the least loaded)."""
+    with Cluster(workers=3, shards=2) as c:
+        yield c
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reads_at_the_workers_match_the_controller_and_duckdb(cluster, seed):
+    rng = random.Random(seed)
+    db = noria_py.connect(cluster.url)
+    names = {name: f"{name}_{seed}" for name in KEYED}
+    pair = f"pair_{seed}"
+    table = f"t_{seed}"
+    db.execute(DDL[0].replace(" t ", f" {table} "))
+    for name, (sql, _) in KEYED.items():
+        db.execute(f"CREATE VIEW {names[name]} AS {sql.replace(' t ', f' {table} ')}")
+    db.execute(f"CREATE VIEW {pair} AS {PAIR[0].replace(' t ', f' {table} ')}")
+    readers = {n["worker"] for n in db.graph() if n["kind"] == "reader"}
+    assert len(readers) > 1                    # (lookup_many asks more than one worker)
+    model: list[tuple] = []
+    oracle = Oracle(DDL)
+    for _ in range(4):
+        rows = [_row(rng) for _ in range(rng.randint(20, 200))]
+        db.table(table).insert(rows)
+        model += rows
+        gone = rng.sample(model, min(len(model), rng.randint(0, 15)))
+        db.table(table).delete(gone)
+        for r in gone:
+            model.remove(r)
+        db.wait()
+        oracle.load({"t": model})
+        for name, keys in _keys(rng).items():
+            view = db.view(names[name])
+            via_workers = view.lookup_many(keys)
+            via_controller = db._call("lookup", names[name], keys)
+            assert via_workers == [[tuple(r) for r in rows] for rows in via_controller]
+            for k, got in zip(keys, via_workers):
+                assert got == view.lookup(k)
+                want = oracle.query(KEYED[name][1], (k,))
+                assert normalize(got) == want, (name, k)
+        pairs = [(rng.randrange(42), rng.randrange(-5, 6)) for _ in range(30)]
+        view = db.view(pair)
+        got = view.lookup_many(pairs)
+        assert got == [[tuple(r) for r in rows]
+                       for rows in db._call("lookup", pair, [list(p) for p in pairs])]
+        for p, rows in zip(pairs, got):
+            assert rows == view.lookup(*p)
+            assert normalize(rows) == oracle.query(PAIR[1], p)
+    db.close()
+
+
+def test_key_errors_as_through_the_controller(cluster):
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE ke (a INT, b INT)")
+    db.execute("CREATE VIEW ke_v AS SELECT a, b FROM ke WHERE a = ? AND b = ?")
+    db.execute("CREATE VIEW ke_1 AS SELECT a, b FROM ke WHERE a = ?")
+    v, one = db.view("ke_v"), db.view("ke_1")
+    with pytest.raises(noria_py.ArityError):
+        v.lookup(1)
+    with pytest.raises(noria_py.ArityError):
+        v.lookup_many([(1, 2), (1,)])
+    with pytest.raises(noria_py.TypeMismatchError, match="key column 'a' is INT"):
+        one.lookup("one")
+    with pytest.raises(noria_py.TypeMismatchError):
+        one.lookup_many([1, "one"])
+    with pytest.raises(noria_py.TypeMismatchError):
+        one.lookup([1, 2])                    # (no stable hash: refused, not sent)
+    assert one.lookup_many([]) == []
+    db.close()
+
+
+def test_reads_during_writes_see_whole_rows(cluster):
+    """A writer keeps adding to one key's count while lookups run at the reader's
+    worker: each sees one row, and the counts never go back."""
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE w (k INT, v INT)")
+    db.execute("CREATE VIEW w_n AS SELECT k, COUNT(*) AS n FROM w WHERE k = ? GROUP BY k")
+    writer = noria_py.connect(cluster.url)
+    stop = threading.Event()
+
+    def write():
+        t = writer.table("w")
+        while not stop.is_set():
+            t.insert([(1, i) for i in range(50)] + [(2, 0)])
+
+    th = threading.Thread(target=write)
+    th.start()
+    view = db.view("w_n")
+    try:
+        last = 0
+        for _ in range(300):
+            rows = view.lookup(1)
+            assert len(rows) <= 1
+            if rows:
+                assert rows[0][1] >= last and rows[0][1] % 50 == 0
+                last = rows[0][1]
+            many = view.lookup_many([1, 2])
+            assert all(len(r) <= 1 for r in many)
+    finally:
+        stop.set()
+        th.join()
+    writer.wait()
+    n = db.view("w_n").lookup(2)[0][1]
+    assert db.view("w_n").lookup(1) == [(1, 50 * n)]
+    writer.close()
+    db.close()
+
+
+def _placed_view(db, name: str, sql: str, rows: list[tuple]):
+    db.execute(sql)
+    db.table(name.split("_")[0]).insert(rows)
+    db.wait()
+    return db.view(name)
+
+
+def test_a_stale_placement_is_refreshed(cluster):
+    """The view's cached placement names the wrong worker for each reader shard: the
+    workers answer ``moved`` (never rows of another node), and the client asks the
+    controller again."""
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE st (k INT, v INT)")
+    view = _placed_view(db, "st_n", "CREATE VIEW st_n AS SELECT k, SUM(v) AS s FROM st "
+                        "WHERE k = ? GROUP BY k", [(k % 10, k) for k in range(100)])
+    want = [[(k, sum(range(k, 100, 10)))] for k in range(10)]
+    assert view.lookup_many(range(10)) == want
+    where = view._where
+    assert where is not None and len({link.address for link in where.links}) == 2
+    where.links.reverse()
+    assert view.lookup_many(range(10)) == want
+    assert view._where is not where            # asked again
+    where = view._where
+    where.links.reverse()
+    assert [view.lookup(k) for k in range(10)] == want
+    db.close()
+
+
+def test_a_worker_answers_moved_for_a_reader_it_does_not_host(cluster):
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE mv (k INT)")
+    view = _placed_view(db, "mv_n", "CREATE VIEW mv_n AS SELECT k, COUNT(*) AS n FROM mv "
+                        "WHERE k = ? GROUP BY k", [(k,) for k in range(20)])
+    view.lookup(0)
+    where = view._where
+    token = db._token
+    for i, node in enumerate(where.nodes):
+        other = where.links[1 - i].address
+        conn = _client(other, token)
+        conn.send(["read", 1, [[node, list(range(20))]]])
+        f = conn.recv()
+        assert f[0] == "moved" and node in f[2]
+        conn.close()
+    db.close()
+
+
+def test_a_wrong_token_at_a_workers_read_port_is_refused(cluster):
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE tk (k INT)")
+    db.execute("CREATE VIEW tk_n AS SELECT k, COUNT(*) AS n FROM tk WHERE k = ? GROUP BY k")
+    nodes, addresses, _ = db._call("placement", "tk_n")
+    for host, port in addresses:
+        with pytest.raises(wire.AuthError, match="wrong token"):
+            _client((host or cluster.host, port), "not the token")
+        with pytest.raises(wire.AuthError):
+            _client((host or cluster.host, port), None)
+    assert db.view("tk_n").lookup(1) == []     # and the port goes on serving
+    db.close()
+
+
+def test_a_sigkilled_readers_worker_is_read_again_at_the_spare():
+    """SIGKILL the worker hosting a reader shard, with the view's handle and its
+    placement kept: the next reads, on the same handle, refresh the placement on their
+    own (waiting for the recovery, as reads through the controller do) and are right."""
+    with Cluster(workers=2, shards=2) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        db.execute("CREATE VIEW votes AS SELECT a, COUNT(*) AS n FROM vote WHERE a = ? "
+                   "GROUP BY a")
+        db.execute("CREATE VIEW voters AS SELECT a, u FROM vote WHERE a = ?")
+        rng = random.Random(5)
+        rows = [(rng.randrange(50), rng.randrange(1000)) for _ in range(2000)]
+        db.table("vote").insert(rows)
+        db.wait()
+        votes, voters = db.view("votes"), db.view("voters")
+        counts = [sum(1 for a, _ in rows if a == k) for k in range(50)]
+        assert votes.lookup_many(range(50)) == [[(k, n)] if n else [] for k, n in
+                                               enumerate(counts)]
+        voters.lookup(1)
+        before = {link.address for link in votes._where.links}
+        reader = next(n for n in db.graph() if n["id"] == votes._where.nodes[0])
+        os.kill(reader["pid"], signal.SIGKILL)
+        # no wait(): the first read finds the worker gone and waits for the recovery
+        assert votes.lookup_many(range(50)) == [[(k, n)] if n else [] for k, n in
+                                               enumerate(counts)]
+        assert {link.address for link in votes._where.links} != before
+        assert sorted(voters.lookup(1)) == sorted((1, u) for a, u in rows if a == 1)
+        more = [(k % 50, 7) for k in range(100)]
+        db.table("vote").insert(more)
+        db.wait()
+        assert [votes.lookup(k) for k in range(50)] == [[(k, n + 2)] for k, n in
+                                                       enumerate(counts)]
+        assert any(r.automatic for r in db.recoveries())
+        assert reader["pid"] not in cluster.worker_pids(db)
+        db.close()
