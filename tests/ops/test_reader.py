@@ -1,6 +1,7 @@
 """The materialized end of a view (noria_py/ops/reader.py)."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -221,3 +222,36 @@ def test_dense_form_keeps_columns_not_row_tuples_nulls_and_deletions_included():
     # a removal that does not match the row held: dicts from now on, nothing lost
     r.process(0, dels((6, 3.0, 99)))
     assert r.state.form == "general" and r.lookup(6) == [(6, 3.0, None)]
+
+
+@pytest.mark.parametrize("visible", [2, 3])
+def test_dense_lookup_many_equals_lookup_key_by_key(visible):
+    """``lookup_many`` of many int keys reads the arrays at once: the same rows as
+    ``lookup``, misses (negative, past the end, absent, past 64 bits) included, NaN as
+    the one NaN, each answer a list of its own."""
+    import numpy as np
+
+    from noria_py.nan import NAN
+    r = Reader((0,), visible, 3)
+    n = 300
+    floats = np.arange(n) * 0.5
+    floats[7] = np.nan
+    text = np.empty(n, dtype=object)
+    text[:] = [None if k % 5 == 0 else f"t{k}" for k in range(n)]
+    present = np.arange(n) % 4 != 1
+    cols = [np.arange(n)[present], floats[present], text[present]]
+    r.process(0, Batch.columnar(cols, np.ones(int(present.sum()), dtype=np.int64)))
+    assert r.state.form == "dense"
+    rng = np.random.default_rng(4)
+    cap = len(r.state.dense.present)             # (negative keys that would wrap to rows)
+    keys = rng.integers(-5, n + 20, 500).tolist() + [7, 1, -cap, -cap + 2, -1]
+    for ks in (keys, keys + [10 ** 30, -(10 ** 30)]):   # (past 64 bits: key by key)
+        many = r.lookup_many(ks)
+        assert many == [r.lookup(k) for k in ks]
+        assert any(many) and not all(many) and len(many[0]) <= 1
+    assert r.lookup_many([7] * 40)[0][0][1] is NAN
+    if visible == 3:
+        assert r.lookup_many(list(range(40)))[8] == [(8, 4.0, "t8")]
+    out = r.lookup_many([1] * 40)                # misses: not one shared list
+    out[0].append("x")
+    assert out[1] == []
