@@ -53,6 +53,8 @@ DEFAULT_PORT = 7878
 #: seconds a read goes on asking where its reader is (and for a worker's answer)
 #: before a RecoveryError: as long as a read through the controller waits for it
 READ_TIMEOUT = 60.0
+#: seconds to connect to a worker's read port (the controller's: ``connect(timeout=)``)
+CONNECT_TIMEOUT = 5.0
 
 
 def _error(name: str, message: str) -> Error:
@@ -145,8 +147,10 @@ class RemoteDatabase:
         self._closed = False
         self._links: dict[tuple[str, int], _Link] = {}     # workers' read ports
 
-    def _connect(self, address: tuple[str, int] | None = None) -> wire.Connection:
-        sock = socket.create_connection(address or self.address, timeout=self._timeout)
+    def _connect(self, address: tuple[str, int] | None = None,
+                 timeout: float | None = None) -> wire.Connection:
+        sock = socket.create_connection(address or self.address,
+                                        timeout=timeout or self._timeout)
         sock.settimeout(None)
         conn = wire.Connection(sock)
         try:
@@ -216,49 +220,50 @@ class RemoteDatabase:
     def _exchange(self, asks: dict[_Link, list[list[Any]]]) -> dict[_Link, Any]:
         """Send each worker its ``[node, keys]`` groups, then take each one's answer.
         Raises ``_Stale`` if a worker is gone or says ``moved``."""
-        order = sorted(asks, key=lambda link: link.address)   # (one lock order: no deadlock)
+        order = (list(asks) if len(asks) == 1           # (one lock order: no deadlock)
+                 else sorted(asks, key=lambda link: link.address))
         for link in order:
             link.lock.acquire()
         try:
             sent: list[tuple[_Link, int]] = []
-            stale = False
+            stale = ""                           # why the placement is out of date
             for link in order:
                 try:
                     if link.conn is None:
-                        link.conn = self._connect(link.address)
+                        link.conn = self._connect(link.address, CONNECT_TIMEOUT)
                         # (a worker stopped, not dead, is given up on after this)
                         link.conn.sock.settimeout(READ_TIMEOUT)
                     rid = next(self._ids)
                     link.conn.send(["read", rid, asks[link]])
                     sent.append((link, rid))
-                except (OSError, wire.ProtocolError):
+                except (OSError, wire.ProtocolError) as e:
                     link.drop()                  # (the worker is gone: ask where now)
-                    stale = True
+                    stale = f"{link.address[0]}:{link.address[1]}: {e}"
             answers: dict[_Link, Any] = {}
             error = None
             for link, rid in sent:
                 try:
                     f = cast(wire.Connection, link.conn).recv()
-                except (OSError, wire.ProtocolError):
+                except (OSError, wire.ProtocolError) as e:
                     link.drop()
-                    stale = True
+                    stale = f"{link.address[0]}:{link.address[1]}: {e}"
                     continue
                 if f[0] == "ok" and f[1] == rid:
                     answers[link] = f[2]
                 elif f[0] == "moved" and f[1] == rid:
-                    stale = True
+                    stale = str(f[2])
                 elif f[0] == "error" and f[1] == rid:
                     error = _error(f[2], f[3])
                 else:
                     link.drop()
-                    stale = True
+                    stale = f"unexpected answer {f[0]!r} from {link.address}"
         finally:
             for link in order:
                 link.lock.release()
         if error is not None:
             raise error
         if stale:
-            raise _Stale()
+            raise _Stale(stale)
         return answers
 
     def _call(self, method: str, *args) -> Any:
@@ -514,14 +519,14 @@ class RemoteView(ViewFrames):
             try:
                 out = self._db._read_at(where, keys, self.key_arity)
                 break
-            except _Stale:
+            except _Stale as why:
                 self._where = None
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + READ_TIMEOUT
                 elif now > deadline:
                     raise RecoveryError(f"view {self.name!r}: its reader could not be read "
-                                        f"for {READ_TIMEOUT:.0f} s") from None
+                                        f"for {READ_TIMEOUT:.0f} s ({why})") from None
                 else:
                     time.sleep(0.01)             # (asked again at once the first time)
         fits, check = where.fits, where.check
