@@ -13,7 +13,10 @@ sends one request per worker, to all of them before it waits for any. A worker t
 answers ``moved`` (the reader is not hosted there now, or is being recovered), or that
 cannot be reached, makes the view's placement be asked again (the controller waits
 for a reader being recovered, as a read through it would) and the read sent again: a
-read is idempotent. After ``READ_TIMEOUT`` seconds of this, a ``RecoveryError``.
+read is idempotent. After ``READ_TIMEOUT`` seconds of this, a ``RecoveryError``. A
+worker silent for ``RECHECK_EVERY`` seconds (stopped, say, not dead: its connections
+stay open) has the controller asked whether the reader is still there; once it is not,
+the read goes where it is now.
 """
 from __future__ import annotations
 
@@ -53,6 +56,9 @@ DEFAULT_PORT = 7878
 #: seconds a read goes on asking where its reader is (and for a worker's answer)
 #: before a RecoveryError: as long as a read through the controller waits for it
 READ_TIMEOUT = 60.0
+#: seconds without a worker's answer after which the client asks the controller whether
+#: the reader is still there (a worker stopped, not dead, is replaced meanwhile)
+RECHECK_EVERY = 2.0
 #: seconds to connect to a worker's read port (the controller's: ``connect(timeout=)``)
 CONNECT_TIMEOUT = 5.0
 
@@ -176,14 +182,15 @@ class RemoteDatabase:
             links.append(link)
         return _Placement(list(nodes), links, check)
 
-    def _read_at(self, where: _Placement, keys: list, arity: int) -> list[list[tuple]]:
+    def _read_at(self, view: str, where: _Placement, keys: list,
+                 arity: int) -> list[list[tuple]]:
         """The rows of each key (as sent: a value, or a list of values), read at the
         workers hosting their reader shards: one request per worker, all sent before
         any answer is awaited. Raises ``_Stale`` when the placement is out of date."""
         links, nodes = cast(list[_Link], where.links), where.nodes
         n = len(nodes)
         if n == 1:
-            found = self._exchange({links[0]: [[nodes[0], keys]]})[links[0]][0]
+            found = self._exchange(view, where, {links[0]: [[nodes[0], keys]]})[links[0]][0]
             return [list(rows) for rows in found]
         if arity == 1 and set(map(type, keys)) <= {int}:
             shards = [k % n for k in keys]     # (hashing.value_hash of an int is itself)
@@ -196,7 +203,7 @@ class RemoteDatabase:
         for s in range(n):
             if at[s]:
                 asks.setdefault(links[s], []).append([nodes[s], [keys[i] for i in at[s]]])
-        answers = self._exchange(asks)
+        answers = self._exchange(view, where, asks)
         out: list[list[tuple]] = [[]] * len(keys)
         taken = dict.fromkeys(asks, 0)
         for s in range(n):
@@ -217,9 +224,11 @@ class RemoteDatabase:
             where.check(tuple(k) if arity > 1 and isinstance(k, list) else (k,))
             raise TypeMismatchError(f"{where.check.what}: cannot look up {k!r}: {e}") from None
 
-    def _exchange(self, asks: dict[_Link, list[list[Any]]]) -> dict[_Link, Any]:
+    def _exchange(self, view: str, where: _Placement,
+                  asks: dict[_Link, list[list[Any]]]) -> dict[_Link, Any]:
         """Send each worker its ``[node, keys]`` groups, then take each one's answer.
-        Raises ``_Stale`` if a worker is gone or says ``moved``."""
+        Raises ``_Stale`` if a worker is gone or says ``moved``, or is silent for
+        ``RECHECK_EVERY`` seconds while the controller places the view elsewhere."""
         order = (list(asks) if len(asks) == 1           # (one lock order: no deadlock)
                  else sorted(asks, key=lambda link: link.address))
         for link in order:
@@ -232,7 +241,7 @@ class RemoteDatabase:
                     if link.conn is None:
                         link.conn = self._connect(link.address, CONNECT_TIMEOUT)
                         # (a worker stopped, not dead, is given up on after this)
-                        link.conn.sock.settimeout(READ_TIMEOUT)
+                        link.conn.sock.settimeout(RECHECK_EVERY)
                     rid = next(self._ids)
                     link.conn.send(["read", rid, asks[link]])
                     sent.append((link, rid))
@@ -243,7 +252,7 @@ class RemoteDatabase:
             error = None
             for link, rid in sent:
                 try:
-                    f = cast(wire.Connection, link.conn).recv()
+                    f = self._answer(view, where, link)
                 except (OSError, wire.ProtocolError) as e:
                     link.drop()
                     stale = f"{link.address[0]}:{link.address[1]}: {e}"
@@ -265,6 +274,21 @@ class RemoteDatabase:
         if stale:
             raise _Stale(stale)
         return answers
+
+    def _answer(self, view: str, where: _Placement, link: _Link) -> Any:
+        """The next frame from ``link``'s worker; while it is silent, every
+        ``RECHECK_EVERY`` seconds, the controller is asked where the view's readers are:
+        a ``socket.timeout`` once they are no longer where ``where`` says."""
+        conn = cast(wire.Connection, link.conn)
+        while True:
+            try:
+                return conn.recv()
+            except socket.timeout:
+                now = self._placement(view).links
+                if now is None or [x.address for x in now] != [
+                        x.address for x in cast(list[_Link], where.links)]:
+                    raise
+                # (still placed there: a long read, or a worker not yet found hung)
 
     def _call(self, method: str, *args) -> Any:
         if self._closed:
@@ -517,7 +541,7 @@ class RemoteView(ViewFrames):
             if where.links is None:              # a worker without a read port
                 return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
             try:
-                out = self._db._read_at(where, keys, self.key_arity)
+                out = self._db._read_at(self.name, where, keys, self.key_arity)
                 break
             except _Stale as why:
                 self._where = None
