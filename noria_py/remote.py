@@ -533,6 +533,8 @@ class RemoteView(ViewFrames):
     def _read(self, keys: list) -> list[list[tuple]]:
         """Read ``keys`` where the view's readers are (module docstring): the
         placement asked again, and the read sent again, while it is out of date."""
+        if self._db._closed:                     # (a placement kept: not asked again)
+            raise ClosedError("this database handle is closed")
         deadline = None
         while True:
             where = self._where

@@ -246,7 +246,12 @@ def test_key_errors_as_through_the_controller(cluster):
     with pytest.raises(noria_py.TypeMismatchError):
         one.lookup([1, 2])                    # (no stable hash: refused, not sent)
     assert one.lookup_many([]) == []
+    assert one.lookup(1) == []                 # (its placement kept)
     db.close()
+    with pytest.raises(noria_py.ClosedError):
+        one.lookup(1)
+    with pytest.raises(noria_py.ClosedError):
+        one.lookup_many([1, 2])
 
 
 def test_reads_during_writes_see_whole_rows(cluster):
