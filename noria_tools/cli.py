@@ -28,7 +28,9 @@ def _worker(args: argparse.Namespace) -> int:
         print("noria-py worker: warning: a --token on the command line is visible to other "
               "users (ps); prefer $NORIA_TOKEN", file=sys.stderr)
         os.environ["NORIA_TOKEN"] = args.token
-    return worker_main(["--join", args.join])
+    where = (["--read-host", args.read_host] if args.read_host else []) + (
+        ["--read-port", str(args.read_port)] if args.read_port else [])
+    return worker_main(["--join", args.join, *where])
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -125,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--join", required=True, metavar="HOST:PORT", help="the cluster's controller")
     w.add_argument("--token", default=None,
                    help="default $NORIA_TOKEN, else a local server's token file")
+    w.add_argument("--read-host", default=None,
+                   help="address clients read its views at (default: the one it reaches "
+                        "the controller from)")
+    w.add_argument("--read-port", type=int, default=0, help="default: a free port")
     w.set_defaults(run=_worker)
     ld = sub.add_parser("load", help="bulk-load Parquet or CSV files into a table (small "
                         "inputs with pyarrow, large ones with Spark)")

@@ -386,3 +386,34 @@ def test_a_sigkilled_readers_worker_is_read_again_at_the_spare():
         assert any(r.automatic for r in db.recoveries())
         assert reader["pid"] not in cluster.worker_pids(db)
         db.close()
+
+
+def test_a_joining_worker_serves_reads_where_it_is_told():
+    """``noria-py worker --join ... --read-host H --read-port P``: its read port is there
+    (it joins as a spare: it hosts no reader yet, so a read there is ``moved``)."""
+    import subprocess
+    import sys
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with Cluster(workers=1, token="tok") as cluster:
+        join = [sys.executable, "-m", "noria_tools.cli", "worker", "--join",
+                f"{cluster.host}:{cluster.port}", "--read-host", "127.0.0.1",
+                "--read-port", str(port)]
+        env = {**os.environ, "NORIA_TOKEN": "tok"}
+        worker = subprocess.Popen(join, env=env, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    conn = _client(("127.0.0.1", port), "tok")
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline and worker.poll() is None
+                    time.sleep(0.2)
+            conn.send(["read", 1, [["n1", [1]]]])
+            assert conn.recv()[0] == "moved"
+            conn.close()
+        finally:
+            worker.kill()
+            worker.wait()
