@@ -13,16 +13,18 @@ from sql_frontend.types import SqlType
 
 
 class _Silent:
-    """A worker's connection that times out ``silent`` times, then answers."""
+    """A worker's connection that times out ``silent`` times, then answers (a socket
+    with ``SO_RCVTIMEO`` fails with EAGAIN, one with ``settimeout`` with a timeout)."""
 
-    def __init__(self, silent: int) -> None:
+    def __init__(self, silent: int, error: type[OSError] = BlockingIOError) -> None:
         self.silent = silent
+        self.error = error
         self.calls = 0
 
     def recv(self):
         self.calls += 1
         if self.calls <= self.silent:
-            raise socket.timeout("timed out")
+            raise self.error("timed out")
         return ("ok", 1, ())
 
 
@@ -39,10 +41,11 @@ def _where(*addresses):
                       [_Link(a) for a in addresses], check)
 
 
-def test_a_slow_worker_still_holding_the_reader_is_waited_for():
+@pytest.mark.parametrize("error", [BlockingIOError, socket.timeout])
+def test_a_slow_worker_still_holding_the_reader_is_waited_for(error):
     where = _where(("127.0.0.1", 1))
     link = where.links[0]
-    link.conn = _Silent(2)
+    link.conn = _Silent(2, error)
     db = _client([_where(("127.0.0.1", 1)), _where(("127.0.0.1", 1))])
     assert db._answer("v", where, link) == ("ok", 1, ())
     assert link.conn.calls == 3
@@ -57,6 +60,19 @@ def test_a_silent_worker_is_given_up_once_the_reader_is_placed_elsewhere():
     link.conn = _Silent(10)
     db = _client([_where(("127.0.0.1", 1), ("127.0.0.1", 2)),
                   _where(("127.0.0.1", 3), ("127.0.0.1", 2))])
-    with pytest.raises(socket.timeout):
+    with pytest.raises(BlockingIOError):
         db._answer("v", where, link)
     assert link.conn.calls == 2
+
+
+def test_a_read_port_connection_gives_up_after_the_time_given():
+    """``_give_up_after``: a blocking read of a silent peer fails, not hangs."""
+    from noria_py.remote import _give_up_after
+    a, b = socket.socketpair()
+    with a, b:
+        _give_up_after(a, 0.05)
+        assert a.gettimeout() in (None, 0.05)
+        with pytest.raises((BlockingIOError, socket.timeout)):
+            a.recv(1)
+        b.send(b"x")
+        assert a.recv(1) == b"x"
