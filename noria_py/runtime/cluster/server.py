@@ -46,6 +46,7 @@ from ...graph import Graph
 from . import tokens, wire
 from .controller import ClusterRuntime
 from .errors import WorkerLost
+from .placement import RayLauncher
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...recovery.report import RecoveryReport
@@ -113,7 +114,11 @@ class Server:
                  clocks: bool = True, heartbeat_timeout: float = 1.0,
                  strategy: str = "treeclock", spawn: bool = True,
                  checkpoints: bool = True, max_connections: int = MAX_CONNECTIONS,
-                 idle_timeout: float | None = IDLE_TIMEOUT) -> None:
+                 idle_timeout: float | None = IDLE_TIMEOUT, ray: str | None = None,
+                 ray_cpus: float = 1.0) -> None:
+        """``ray``: run the workers as Ray actors (``placement.py``): ``"local"`` starts a
+        Ray instance for this server's lifetime, anything else is a running Ray
+        cluster's address (``"auto"``: the one this machine belongs to)."""
         if host not in LOOPBACK and not token:
             raise ArgumentError(f"binding {host} (not loopback) needs a shared secret: pass --token")
         if strategy not in ("treeclock", "lineage"):
@@ -138,6 +143,16 @@ class Server:
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints)
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+        if ray is not None:
+            self.runtime.launcher = RayLauncher(None if ray == "local" else ray, workers,
+                                                ray_cpus, on_death=self.runtime.died)
+            if host in ("0.0.0.0", "", "::"):       # workers on other machines reach us here
+                import ray as ray_module
+                join_host = ray_module.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+            elif ray != "local" and host in LOOPBACK:
+                log.warning("--ray %s with --host %s: workers Ray places on other machines "
+                            "cannot reach a loopback address (bind one they can reach, "
+                            "with --token)", ray, host)
         self.runtime.address = (join_host, self.address[1])
         self.runtime.token = token
         self.lock = threading.RLock()
@@ -474,6 +489,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="also serve PostgreSQL clients on this port (noria-py pg --server, "
                         "in a process of its own, on --host; the cluster's token is the "
                         "password of clients not on loopback)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run the workers as Ray actors, placed by Ray: on a running Ray "
+                        "cluster at ADDRESS ('auto': the one this machine is in), or, "
+                        "without ADDRESS, on a Ray instance started for this server")
+    p.add_argument("--ray-cpus", dest="ray_cpus", type=float, default=1.0,
+                   help="CPUs each worker actor asks Ray for (default 1)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if any(a == "--token" or a.startswith("--token=") for a in (argv or sys.argv[1:])):
@@ -486,7 +507,8 @@ def main(argv: list[str] | None = None) -> int:
                         args.token, not args.no_clocks, args.heartbeat_timeout,
                         args.recovery, checkpoints=not args.no_checkpoints,
                         max_connections=args.max_connections,
-                        idle_timeout=args.idle_timeout or None)
+                        idle_timeout=args.idle_timeout or None, ray=args.ray,
+                        ray_cpus=args.ray_cpus)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1
