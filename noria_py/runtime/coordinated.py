@@ -62,7 +62,7 @@ from ..batch import Batch
 from ..errors import RecoveryError
 from ..graph import Graph, Node
 from . import checkpoints
-from .checkpoints import Checkpoint, CheckpointStore
+from .checkpoints import CheckpointStore
 from .domain import Domain
 from .embedded import EmbeddedRuntime
 from .history import WriteHistory
@@ -314,7 +314,7 @@ class CoordinatedRuntime(EmbeddedRuntime):
                 ck = self.epochs.latest(nid, epoch)
                 if ck is None or ck.time != epoch:
                     raise RecoveryError(f"node {nid} has no snapshot of epoch {epoch}")
-                checkpoints.load(d.node.op, cast(Checkpoint, ck))
+                checkpoints.load(d.node.op, ck)
                 self.epochs.keep_upto(nid, epoch)
             d.time = at
             d.last_seen = dict(last_seen)
