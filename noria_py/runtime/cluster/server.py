@@ -69,7 +69,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "insert": (_NAME, _SEQ), "delete": (_NAME, _SEQ), "delete_keys": (_NAME, _SEQ),
     "view": (_NAME,), "lookup": (_NAME, _SEQ), "all": (_NAME,),
     "tables": (), "views": (), "wait": (), "graph": (), "recoveries": (),
-    "fail": (_NAME,), "recover": (_NAME, _NAME),
+    "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
 }
@@ -430,7 +430,7 @@ class Server:
             self.db._node(node_id)
         self.runtime.crash(node_id)
 
-    def m_recover(self, node_id: str, strategy: str) -> dict[str, Any]:
+    def m_recover(self, node_id: str, strategy: str | None) -> dict[str, Any]:
         return report_data(self.db.recover(node_id, strategy))
 
     def m_recoveries(self) -> list[dict[str, Any]]:
