@@ -23,14 +23,19 @@ each insert propagates fully before it returns):
 
 For each failure: the nodes restarted or set back (the failed ones, what lineage
 purged, what a coordinated rollback set back), and the messages the recovery resent
-(payload logs, or the bases' write histories). The scenarios run one after another on
-the steady scenario's database (its votes are the state recovery has to deal with).
+(payload logs, or the bases' write histories). The failure scenarios run one after
+another on the steady scenario's database (its votes are the state recovery has to
+deal with). The steady scenario runs ``--steady-rounds`` turns (3; 1 with ``--quick``),
+the regimes in turns, each turn's first regime rotated, and the medians are shown: this
+machine's speed drifts by tens of percent over seconds (docs/benchmarks.md), which a
+single pass per regime, one after another, charges to whichever ran in a slow spell.
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -129,24 +134,39 @@ def failure(bed: VoteBed, scenario: str, down: int) -> tuple[float, int, int]:
 
 
 def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, batch: int,
-        shards: int, down: int, barrier_every: int | None, rounds: int = 3) -> list[Result]:
-    """Each regime in turn; a failure scenario ``rounds`` times (the median of its
-    seconds; its nodes and messages from the median round)."""
-    out = []
+        shards: int, down: int, barrier_every: int | None, rounds: int = 3,
+        steady_rounds: int = 1) -> list[Result]:
+    """The steady scenario ``steady_rounds`` times, the regimes in turns (the first one
+    of each turn rotated), medians shown; after the last turn of each regime, on its
+    database, each failure scenario ``rounds`` times (the median of its seconds; its
+    nodes and messages from the median round)."""
     for regime in regimes:       # warmed up first (kernels compiled, caches filled)
         warm, _ = steady(regime, 1000, 20 * batch, batch, shards, barrier_every)
         warm.db.close()
+    turns: dict[str, list[Result]] = {r: [] for r in regimes}
+    for turn in range(steady_rounds):
+        order = regimes[turn % len(regimes):] + regimes[:turn % len(regimes)]
+        for regime in order:
+            bed, res = steady(regime, articles, votes, batch, shards, barrier_every)
+            turns[regime].append(res)
+            if turn == steady_rounds - 1:
+                for s in scenarios:
+                    if s != "steady":
+                        runs = sorted(failure(bed, s, down) for _ in range(rounds))
+                        res.failures[s] = runs[len(runs) // 2]
+            bed.db.close()
+            del bed
+            gc.collect()
+            print(f"  {regime} done (load {os.getloadavg()[0]:.1f})", flush=True)
+    out = []
     for regime in regimes:
-        bed, res = steady(regime, articles, votes, batch, shards, barrier_every)
-        for s in scenarios:
-            if s != "steady":
-                runs = sorted(failure(bed, s, down) for _ in range(rounds))
-                res.failures[s] = runs[len(runs) // 2]
-        bed.db.close()
-        del bed
-        gc.collect()
-        out.append(res)
-        print(f"  {regime} done (load {os.getloadavg()[0]:.1f})", flush=True)
+        done = turns[regime]
+        last = done[-1]
+        last.votes_per_s = statistics.median(r.votes_per_s for r in done)
+        last.votes_per_cpu_s = statistics.median(r.votes_per_cpu_s for r in done)
+        last.p50_ms = statistics.median(r.p50_ms for r in done)
+        last.p99_ms = statistics.median(r.p99_ms for r in done)
+        out.append(last)
     return out
 
 
@@ -190,6 +210,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--down", type=int, default=1000, help="votes written while nodes are down")
     p.add_argument("--rounds", type=int, default=3, help="failures per scenario (the median)")
+    p.add_argument("--steady-rounds", type=int, default=None,
+                   help="turns of the steady scenario, the regimes in turns (the median; "
+                        "default 3, 1 with --quick)")
     p.add_argument("--barrier-every", type=int, default=None,
                    help="writes between the coordinated regime's epochs")
     a = p.parse_args(argv)
@@ -202,15 +225,17 @@ def main(argv: list[str]) -> int:
     articles = a.articles or (10_000 if a.quick else 100_000)
     votes = a.votes or (100_000 if a.quick else 1_000_000)
     every = a.barrier_every or (16 if a.quick else 128)
+    steady_rounds = a.steady_rounds or (1 if a.quick else 3)
     print(f"bench regimes: vote workload, {articles:,} articles, {votes:,} votes in "
           f"inserts of {a.batch:,}, {a.shards} shards; coordinated barriers every {every} "
-          f"writes; {a.down:,} votes written while nodes are down, median of {a.rounds} "
+          f"writes; steady: median of {steady_rounds} turn(s), the regimes in turns; "
+          f"{a.down:,} votes written while nodes are down, median of {a.rounds} "
           f"failures; load "
           f"{os.getloadavg()[0]:.1f} at the start", flush=True)
     start = time.perf_counter()
     try:
         results = run(regimes, scenarios, articles, votes, a.batch, a.shards, a.down, every,
-                      a.rounds)
+                      a.rounds, steady_rounds)
     except Exception as exc:       # (a RegimeError names the regime; say it plainly)
         from noria_py.errors import Error
         if isinstance(exc, Error):
