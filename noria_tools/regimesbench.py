@@ -25,7 +25,7 @@ For each failure: the nodes restarted or set back (the failed ones, what lineage
 purged, what a coordinated rollback set back), and the messages the recovery resent
 (payload logs, or the bases' write histories). The failure scenarios run one after
 another on the steady scenario's database (its votes are the state recovery has to
-deal with). The steady scenario runs ``--steady-rounds`` turns (3; 1 with ``--quick``),
+deal with). The steady scenario runs ``--steady-rounds`` turns (3),
 the regimes in turns, each turn's first regime rotated, and the medians are shown: this
 machine's speed drifts by tens of percent over seconds (docs/benchmarks.md), which a
 single pass per regime, one after another, charges to whichever ran in a slow spell.
@@ -212,7 +212,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rounds", type=int, default=3, help="failures per scenario (the median)")
     p.add_argument("--steady-rounds", type=int, default=None,
                    help="turns of the steady scenario, the regimes in turns (the median; "
-                        "default 3, 1 with --quick)")
+                        "default 3)")
     p.add_argument("--barrier-every", type=int, default=None,
                    help="writes between the coordinated regime's epochs")
     a = p.parse_args(argv)
@@ -225,7 +225,7 @@ def main(argv: list[str]) -> int:
     articles = a.articles or (10_000 if a.quick else 100_000)
     votes = a.votes or (100_000 if a.quick else 1_000_000)
     every = a.barrier_every or (16 if a.quick else 128)
-    steady_rounds = a.steady_rounds or (1 if a.quick else 3)
+    steady_rounds = a.steady_rounds or 3
     print(f"bench regimes: vote workload, {articles:,} articles, {votes:,} votes in "
           f"inserts of {a.batch:,}, {a.shards} shards; coordinated barriers every {every} "
           f"writes; steady: median of {steady_rounds} turn(s), the regimes in turns; "
