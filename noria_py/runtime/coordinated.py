@@ -52,7 +52,6 @@ the node's fast inputs for the slowest one's latency; that is not built
 from __future__ import annotations
 
 import time as _time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
@@ -323,12 +322,3 @@ class CoordinatedRuntime(EmbeddedRuntime):
         self.last_barrier = _time.monotonic()
         self.send_all(sends)
         return Rollback(epoch, list(order), len(sends), sum(len(m.batch) for m in sends))
-
-    def checkpoint_rows(self) -> int:
-        """Rows or entries the epochs' store holds (every node's chain)."""
-        return sum(self.epochs.size(n)[0] for n in self.domains)
-
-    def pending_barriers(self) -> int:
-        """Barriers queued (for tests)."""
-        queues: list[deque[Message]] = [self.fifo, *self.edges.values()]
-        return sum(1 for q in queues for m in q if type(m) is Barrier)
