@@ -159,12 +159,7 @@ class CoordinatedRuntime(EmbeddedRuntime):
     # ------------------------------------------------------------ barriers
 
     def write(self, base_id: str, batch: Batch) -> None:
-        d = self.domains[base_id]
-        history = self.durable[base_id]
-        history.append(batch)
-        if len(history.batches) >= tuning.HISTORY_TRIM_EVERY and d.alive:
-            self._trim_history(base_id, d, history)
-        self.send_all(d.write(batch))
+        self._enter(base_id, batch)
         self.writes_since += 1
         if self._barrier_due():
             self.inject()

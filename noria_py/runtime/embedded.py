@@ -226,14 +226,18 @@ class EmbeddedRuntime(Runtime):
 
     def write(self, base_id: str, batch: Batch) -> None:
         """A validated write enters its base node, then propagates (fully, unless seeded)."""
+        self._enter(base_id, batch)
+        if self.seed is None:
+            self.run()
+
+    def _enter(self, base_id: str, batch: Batch) -> None:
+        """A write into its base's history, then through its base node onto the queues."""
         d = self.domains[base_id]
         history = self.durable[base_id]
         history.append(batch)
         if len(history.batches) >= tuning.HISTORY_TRIM_EVERY and d.alive:
             self._trim_history(base_id, d, history)
         self.send_all(d.write(batch))
-        if self.seed is None:
-            self.run()
         else:
             self.run(self.rng.randint(0, max(1, self.pending())))
 
