@@ -163,10 +163,7 @@ class CoordinatedRuntime(EmbeddedRuntime):
         self.writes_since += 1
         if self._barrier_due():
             self.inject()
-        if self.seed is None:
-            self.run()
-        else:
-            self.run(self.rng.randint(0, max(1, self.pending())))
+        self._propagate()
 
     def _barrier_due(self) -> bool:
         every, seconds = self.barrier_every, self.barrier_seconds
