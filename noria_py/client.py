@@ -502,9 +502,10 @@ class Database:
         if planned:
             fresh = self.planner.take_fresh()
             if self._partial is not None:
+                self._partial.recheck()     # (a shared partial operator becomes full)
                 for entry in planned:
                     for r in entry.readers:
-                        self._partial.install(r)
+                        self._partial.install(r, fresh)
             try:
                 initialize(self.graph_, fresh)
                 self.runtime.settle(fresh)

@@ -68,6 +68,9 @@ class Reader(Operator):
     #: not all ints), for filtering a columnar batch
     filled: dict
     _held: np.ndarray | bool | None = None
+    #: while partial: the partial operators above it whose keys are its keys, each with
+    #: its output columns holding the key (noria_py/partial.py)
+    path: list = []
 
     def __init__(self, key: tuple[int, ...], visible: int, width: int,
                  order: Sequence[OrderKey] = (), select: Project | None = None) -> None:
@@ -106,8 +109,8 @@ class Reader(Operator):
     def _empty_partial(self) -> None:
         """No key held (all holes): the state emptied, each key's bytes given back to
         the manager, and ``lookup`` the partial one."""
-        if self.filled:
-            self.manager.forget(self, self.filled)
+        if self.filled:                 # (the partial operators above lose them too)
+            self.manager.lost(self)
         self.filled = {}
         self._held = None
         self.state = KeyedState(self.width, self.key)
