@@ -45,7 +45,7 @@ from .state import CountsDelta, DenseCounts, KeyedCounts, bare_key, tuple_key
 #: bytes a held group costs besides its key and its entry: its slots in the groups'
 #: (or counts') dict and in ``Holes.filled`` (measured with tracemalloc,
 #: tests/test_partial.py)
-GROUP_OVERHEAD = 150
+GROUP_OVERHEAD = 100
 
 
 def _count_batch(keys: np.ndarray, old: np.ndarray, new: np.ndarray) -> Batch:
@@ -148,7 +148,7 @@ class Aggregate(Operator):
     def _measure(self, key: Any) -> None:
         assert self.holes is not None
         if self.count_only:
-            entry: Any = (self.counts._counts.get(key), self.nulls.get(key))
+            entry: Any = self.counts._counts.get(key)
         else:
             entry = self.groups.get(key)
         self.holes.measure(key, deep_size(key) + deep_size(entry) + GROUP_OVERHEAD)

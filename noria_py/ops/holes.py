@@ -16,6 +16,7 @@ import numpy as np
 
 from ..batch import Batch
 from ..nan import column_list
+from ..tuning import DENSE_LIMIT
 
 
 class Holes:
@@ -25,8 +26,10 @@ class Holes:
         self.manager = manager
         #: key held -> the bytes it is accounted at
         self.filled: dict[Any, int] = {}
-        #: the held keys as an int64 array while all are ints (None: to build; False:
-        #: not all ints), for filtering a columnar batch with one array operation
+        #: while every held key is an int in [0, DENSE_LIMIT): a bool array, True at
+        #: each held key (None: to build; False: some key is not such an int), so a
+        #: columnar batch's int keys are filtered with one indexing, kept up to date
+        #: by ``add`` and ``remove``
         self._ints: np.ndarray | bool | None = None
 
     def __contains__(self, key: Any) -> bool:
@@ -37,12 +40,19 @@ class Holes:
 
     def add(self, key: Any) -> None:
         self.filled[key] = 0
-        self._ints = None
+        self._mark(key, True)
 
     def remove(self, key: Any) -> int:
         """``key`` a hole again; the bytes it was accounted at (given back by the caller)."""
-        self._ints = None
+        self._mark(key, False)
         return self.filled.pop(key, 0)
+
+    def _mark(self, key: Any, held: bool) -> None:
+        table = self._ints
+        if isinstance(table, np.ndarray) and type(key) is int and 0 <= key < len(table):
+            table[key] = held
+        elif table is not False or held:
+            self._ints = None           # (built again at the next columnar batch)
 
     def clear(self) -> None:
         """Every key a hole; their bytes given back to the manager."""
@@ -66,9 +76,15 @@ class Holes:
         bcols = batch.cols
         if bcols is not None and len(cols) == 1:
             col = bcols[cols[0]]
-            held = self._held_ints() if col.dtype == np.int64 else None
-            if held is not None:
-                mask = np.isin(col, held)
+            table = self._table() if col.dtype == np.int64 and len(col) else None
+            if table is not None:
+                lo, hi = int(col.min()), int(col.max())
+                if lo >= 0 and hi < len(table):
+                    mask = table[col]
+                else:
+                    inside = (col >= 0) & (col < len(table))
+                    mask = np.zeros(len(col), dtype=bool)
+                    mask[inside] = table[col[inside]]
             else:
                 keys = column_list(col)
                 mask = np.fromiter((k in filled for k in keys), dtype=bool, count=len(keys))
@@ -86,10 +102,15 @@ class Holes:
                 kept.append(s)
         return Batch(rows, kept)
 
-    def _held_ints(self) -> np.ndarray | None:
-        held = self._ints
-        if held is None:
+    def _table(self) -> np.ndarray | None:
+        table = self._ints
+        if table is None:
             keys = list(self.filled)
-            held = self._ints = (np.array(keys, dtype=np.int64)
-                                 if all(type(k) is int for k in keys) else False)
-        return held if isinstance(held, np.ndarray) else None
+            table = self._ints = False
+            if all(type(k) is int for k in keys):
+                hi = max(keys)
+                if min(keys) >= 0 and hi < DENSE_LIMIT:
+                    table = self._ints = np.zeros(min(DENSE_LIMIT, max(1024, 2 * hi + 1)),
+                                                  dtype=bool)
+                    table[keys] = True
+        return table if isinstance(table, np.ndarray) else None

@@ -47,7 +47,7 @@ from .state import Flips, KeyedState, items
 LEFT, RIGHT = 0, 1
 #: bytes a held join key costs besides its key and rows: its slots in the two sides'
 #: dicts and in ``Holes.filled`` (measured with tracemalloc, tests/test_partial.py)
-KEY_OVERHEAD = 200
+KEY_OVERHEAD = 150
 
 
 def _has_null(k) -> bool:
