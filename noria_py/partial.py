@@ -1,53 +1,69 @@
-"""Partial readers: a view's reader holds only the keys read (``connect(partial=True)``).
+"""Partial state: a view's reader, and the aggregate and join above it, hold only the
+keys read (``connect(partial=True)``).
 
 What is partial. The reader of a parameterized view (``... WHERE col = ?``) whose key
 can be traced up the graph to an index that holds every row of any key (``trace``):
 
 - through filters, unions and sharders (a key's rows keep their key) and projections
   that pass the key columns on as plain columns (so does a reader's own SELECT list);
-- to the nearest stateful ancestor: a base table (which builds an index on those
+- to the nearest full stateful ancestor: a base table (which builds an index on those
   columns at the first upquery and keeps it, ``Base.index_rows``), an aggregate or
   MIN/MAX whose group-by columns are exactly the key (``Aggregate.group_rows``), or a
   join whose join key is exactly the key (its two sides are kept under it:
   ``Join.key_rows``).
 
-Anything else on the way (TopK, DISTINCT, a join on other columns, a key computed by
-an expression, a global aggregate, a key that is part of a group only) leaves the
-reader full, and
-``db.graph()`` says ``partial: False``. Operators above the reader stay full in any
-case: only readers are partial in this slice.
+An aggregate (or MIN/MAX) grouped by the key, or a join on the key, on the way is
+partial too (``path_of``) when it feeds this reader alone (every node from it down
+has one child: not a sub-plan shared with another view, no re-sharding in between)
+and its own input traces further up the same way (both inputs, for a join): the
+vote view's COUNT and LEFT JOIN are. The reader and these operators form the
+reader's *path*; their keys are the reader's keys, mapped to each operator's own
+form (``op_key``). Anything else on the way (TopK, DISTINCT, a join on other columns,
+a key computed by an expression, a global aggregate, a key that is part of a group
+only) leaves the reader full, and ``db.graph()`` says ``partial: False``.
 
 The rules (Noria's replay paths, OSDI'18 §4, in one process):
 
 1. A lookup of a key the reader does not hold (a hole) is an upquery: under the
-   database's lock, the key's rows are computed from the source's state and pushed
-   through the stateless operators between it and the reader (their ``process``),
-   then the reader fills the key with them (``Reader.fill``) and answers.
-2. A write that reaches a reader under a hole is dropped there (``Reader._held_only``):
-   a hole stays a hole; the state holds exactly the view's rows for the keys held.
+   database's lock, the key's rows are computed from the sources' state and pushed
+   through the operators between them and the reader (``rows_for``): a stateless one
+   by its ``process``; a partial aggregate or join that has the key as a hole is
+   filled on the way (``fill``: its input rows for the key, from its own parents in
+   turn), then answers; the reader fills the key last (``Reader.fill``).
+2. A write that reaches a partial node under a hole is dropped there (``ops/holes.py``,
+   ``Reader._held_only``), before anything is counted, joined or sent on: the first
+   partial node on its way stops it. Invariant: every node of a path holds exactly the
+   same keys, each with every row of it (checked by tests/test_partial.py after every
+   step), so a key is filled once per node and a dropped write concerns nobody below.
 3. A fill never double-counts or misses a write in flight. Without ``seed`` nothing is
    ever in flight when the lock is free (a write propagates before it returns). With
    ``seed`` (or after a recovery's replays are queued), messages may be in flight
    anywhere; before computing a fill, every message pending on an edge into the reader
-   or one of its ancestors is delivered (``EmbeddedRuntime.drain``), so the source's
-   state is exactly the sum of what the reader has been sent from it: a write already
-   past the source reaches the reader (at the hole: dropped) before the fill, which
-   includes it; one not yet at the source reaches the reader after the fill, which
-   does not. This is Noria's "the replay travels behind what is in flight", and makes a
-   miss as fresh as ``wait()`` would for that view; a hit stays as fresh as ever.
-4. Every node from the source to the reader must be alive: an upquery through a failed
-   node raises ``RecoveryError`` (its state, or what it has in flight, is not there).
-5. Eviction (``memory_limit``): each held key is accounted at the bytes of its key,
-   its rows (measured with ``memory.bucket_bytes`` when filled and when a write
-   touches it) and ``reader.ENTRY_OVERHEAD``; when the sum over every partial reader
-   exceeds the limit (after a fill, after a write), the least recently read keys
-   (over all partial readers) become holes again until it fits. A read refills them.
-   The key just filled is read before eviction, so a limit smaller than one key still
-   answers (and keeps nothing).
-6. A partial reader that fails comes back empty, all holes (``Reader.reset``), with
-   every recovery strategy: every view stays right, the next reads refill. So it
-   takes no checkpoints (its parents trim their logs to it as to a reader without
-   any: up to what it has taken).
+   or one of its ancestors is delivered (``EmbeddedRuntime.drain``), so each source's
+   state is exactly the sum of what the path has been sent from it: a write already
+   past the source reaches each partial node (at the hole: dropped) before the fill,
+   which includes it; one not yet at the source reaches them after the fill, which
+   does not. This is Noria's "the replay travels behind what is in flight", and makes
+   a miss as fresh as ``wait()`` would for that view; a hit stays as fresh as ever.
+4. Every node from the sources to the reader must be alive: an upquery through a
+   failed node raises ``RecoveryError`` (its state, or what it has in flight, is not
+   there).
+5. Eviction (``memory_limit``): each held key is accounted at the bytes of its entry in
+   every node of the path (the reader's: its key, its rows and ``reader.ENTRY_OVERHEAD``;
+   an aggregate's group, a join's two buckets, plus their overheads), measured when it
+   is filled and when a write touches it; when the sum exceeds the limit (after a
+   fill, after a write), the least recently read keys (over all partial readers)
+   become holes again, in the reader and in every partial operator of its path
+   together, until it fits. A read refills them. The key just filled is read before
+   eviction, so a limit smaller than one key still answers (and keeps nothing).
+6. Any node of a path that loses its state (a crash, a lineage purge) makes every key
+   of the path a hole again, in each of its nodes (``lost``): it comes back empty,
+   with every recovery strategy, and the next reads refill. So partial nodes take no
+   checkpoints (their parents keep logs to them as to a node without any).
+7. A partial operator that a later view comes to share (an identical sub-plan, which
+   the planner builds once) becomes full again, with the partial operators above it
+   on its path (``recheck``): refilled from its inputs' full output as a new node is;
+   its reader's keys become holes.
 """
 from __future__ import annotations
 
@@ -266,8 +282,9 @@ def rows_for(graph: Graph, node_id: str, child: str | None, cols: tuple[int, ...
 
 
 class Partial:
-    """Every partial reader of one database: which readers are partial, the LRU order
-    of their keys, the bytes accounted, and the limit (module docstring, rule 5)."""
+    """Every partial path of one database: which readers are partial and the partial
+    operators on each one's path, the LRU order of their keys, the bytes accounted
+    (every node of every path), and the limit (module docstring, rule 5)."""
 
     def __init__(self, graph: Graph, runtime: EmbeddedRuntime, limit: int | None) -> None:
         self.graph = graph

@@ -110,7 +110,7 @@ class Holes:
             if all(type(k) is int for k in keys):
                 hi = max(keys)
                 if min(keys) >= 0 and hi < DENSE_LIMIT:
-                    table = self._ints = np.zeros(min(DENSE_LIMIT, max(1024, 2 * hi + 1)),
+                    table = self._ints = np.zeros(min(DENSE_LIMIT, max(1024, hi + hi // 8 + 1)),
                                                   dtype=bool)
                     table[keys] = True
         return table if isinstance(table, np.ndarray) else None
