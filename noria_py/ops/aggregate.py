@@ -171,13 +171,13 @@ class Aggregate(Operator):
     def process(self, port: int, batch: Batch) -> Batch:
         holes = self.holes
         if holes is not None:           # partial: rows of groups that are holes stop here
-            batch = holes.keep(batch, self.group_by, self._held_key)
+            batch = holes.keep(batch, self.group_by, self._held_key, self.count_only)
             if not batch:
                 return Batch()
             out = self._process_counts(batch) if self.count_only else self._process(batch)
             cols = batch.cols
             touched = (set(cols[self.group_by[0]].tolist())
-                       if cols is not None and len(self.group_by) == 1
+                       if cols is not None and self.count_only
                        else set(map(self._held_key, batch.rows)))
             for k in touched:
                 self._measure(k)

@@ -68,13 +68,15 @@ class Holes:
             self.manager.resize(old, size)
             self.filled[key] = size
 
-    def keep(self, batch: Batch, cols: tuple[int, ...], keyf: Callable[[tuple], Any]) -> Batch:
-        """The rows of ``batch`` whose key (``cols``, read by ``keyf``) is held."""
+    def keep(self, batch: Batch, cols: tuple[int, ...], keyf: Callable[[tuple], Any],
+             bare: bool = True) -> Batch:
+        """The rows of ``batch`` whose key (``cols``, read by ``keyf``) is held. ``bare``:
+        a key of one column is held as the bare value (else as a 1-tuple)."""
         filled = self.filled
         if not filled or not batch:
             return Batch()
         bcols = batch.cols
-        if bcols is not None and len(cols) == 1:
+        if bcols is not None and len(cols) == 1 and bare:
             col = bcols[cols[0]]
             table = self._table() if col.dtype == np.int64 and len(col) else None
             if table is not None:
