@@ -95,6 +95,26 @@ def _state_keys(op):
     return set(op.groups)
 
 
+def _check_accounting(db):
+    """What the manager accounts is each held key's bytes as measured now (no write
+    left unmeasured) and sums to its total."""
+    total = db._partial.held_bytes()
+    assert total == _accounted(db)
+    for n in db.graph_.nodes.values():
+        op = n.op
+        if op.kind == "reader" and op.partial:
+            before = dict(op.filled)
+            for k in before:
+                op._measure(k)
+            assert op.filled == before, n.id
+            for path_op, _ in op.path:
+                before = dict(path_op.holes.filled)
+                for k in before:
+                    path_op._measure(k)
+                assert path_op.holes.filled == before, (n.id, path_op.describe())
+    assert db._partial.held_bytes() == total
+
+
 def _sorted(rows):
     """Rows in a fixed order, NULLs and all."""
     return sorted(rows, key=repr)
@@ -194,8 +214,7 @@ def test_eviction_keeps_the_accounted_bytes_under_the_limit():
             assert sorted(db.view(view).lookup(k)) == sorted(full.view(view).lookup(k))
         assert db._partial.held_bytes() <= limit
     assert db._partial.evictions > 0
-    held = db._partial.held_bytes()
-    assert held == _accounted(db)
+    _check_accounting(db)
     _check_paths(db)
     assert len(db._partial.lru) == sum(len(r.filled) for v in PARTIAL for r in _readers(db, v))
     # a write that grows held keys past the limit evicts too
@@ -392,7 +411,7 @@ def test_differential_against_full_readers(shards, seed):
                 getattr(d.table(table), kind)(rows)
     db.wait()
     assert db._partial.evictions > 0 and db._partial.held_bytes() <= 3000
-    assert db._partial.held_bytes() == _accounted(db)
+    _check_accounting(db)
     _check_paths(db)
     for view in VIEWS:
         assert _sorted(db.view(view).all()) == _sorted(full.view(view).all())
@@ -516,7 +535,7 @@ def test_writes_to_holes_stop_at_the_first_partial_node(shards):
     db.table("e").delete([(100, 1)])
     assert db.view("vote").lookup(100) == [(100, None)]
     _check_paths(db)
-    assert db._partial.held_bytes() == _accounted(db)
+    _check_accounting(db)
     assert sorted(db.view("vote").all()) == sorted(
         r for k in range(101) for r in _vote_truth(db, k))
 
@@ -581,6 +600,7 @@ def test_fills_through_partial_operators_race_writes_in_flight(seed):
         if step % 29 == 0:
             db.wait()
             _check_paths(db)
+            _check_accounting(db)
             for k in range(9):
                 n = sum(1 for x, _ in e_rows if x == k)
                 assert db.view("vote").lookup(k) == ([(k, n if n else None)] if k in t_rows else [])

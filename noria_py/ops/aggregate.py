@@ -27,6 +27,7 @@ between.
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -147,11 +148,18 @@ class Aggregate(Operator):
 
     def _measure(self, key: Any) -> None:
         assert self.holes is not None
-        if self.count_only:
-            entry: Any = self.counts._counts.get(key)
+        if self.count_only:             # a key and an int
+            size = sys.getsizeof(key) + 32
         else:
-            entry = self.groups.get(key)
-        self.holes.measure(key, deep_size(key) + deep_size(entry) + GROUP_OVERHEAD)
+            size = deep_size(key) + deep_size(self.groups.get(key))
+        self.holes.measure(key, size + GROUP_OVERHEAD)
+
+    def settle(self) -> None:
+        """Measure the held groups written since they were last measured."""
+        assert self.holes is not None
+        dirty, self.holes.dirty = self.holes.dirty, set()
+        for k in dirty:
+            self._measure(k)
 
     def computed(self, batch: Batch) -> Batch:
         """The output of a full aggregate like this one over ``batch`` (every input
@@ -174,14 +182,10 @@ class Aggregate(Operator):
             batch = holes.keep(batch, self.group_by, self._held_key, self.count_only)
             if not batch:
                 return Batch()
-            out = self._process_counts(batch) if self.count_only else self._process(batch)
-            cols = batch.cols
-            touched = (set(cols[self.group_by[0]].tolist())
-                       if cols is not None and self.count_only
-                       else set(map(self._held_key, batch.rows)))
-            for k in touched:
-                self._measure(k)
-            return out
+            if self.count_only:         # (a count's bytes do not change: not measured again)
+                return self._process_counts(batch)
+            holes.dirty.update(map(self._held_key, batch.rows))
+            return self._process(batch)
         if self.count_only:
             return self._process_counts(batch)
         return self._process(batch)

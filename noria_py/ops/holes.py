@@ -6,7 +6,9 @@ is partial). Invariant: a key is in ``filled`` exactly while the operator holds 
 row of it (it was filled by an upquery, and every write to it since was applied);
 any other key holds no state at all, so filling it adds the key's rows once. Each
 held key's bytes are accounted to the partial-state manager (``resize``), which
-bounds their sum (``memory_limit``).
+bounds their sum (``memory_limit``): measured when the key is filled, and for a key
+written since (``dirty``) when the manager next reads the sum (``Partial.settle``),
+so a write measures nothing where no limit is set.
 """
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ class Holes:
         self.manager = manager
         #: key held -> the bytes it is accounted at
         self.filled: dict[Any, int] = {}
+        #: held keys written since they were last measured (measured when the manager
+        #: reads the total: ``Partial.settle``)
+        self.dirty: set[Any] = set()
         #: while every held key is an int in [0, DENSE_LIMIT): a bool array, True at
         #: each held key (None: to build; False: some key is not such an int), so a
         #: columnar batch's int keys are filtered with one indexing, kept up to date
@@ -45,6 +50,7 @@ class Holes:
     def remove(self, key: Any) -> int:
         """``key`` a hole again; the bytes it was accounted at (given back by the caller)."""
         self._mark(key, False)
+        self.dirty.discard(key)
         return self.filled.pop(key, 0)
 
     def _mark(self, key: Any, held: bool) -> None:
@@ -59,6 +65,7 @@ class Holes:
         if self.filled:
             self.manager.resize(sum(self.filled.values()), 0)
         self.filled = {}
+        self.dirty = set()
         self._ints = None
 
     def measure(self, key: Any, size: int) -> None:

@@ -129,6 +129,13 @@ class Join(Operator):
         self.holes.measure(key, bucket_bytes(key, left.get(key))
                            + bucket_bytes(key, right.get(key)) + KEY_OVERHEAD)
 
+    def settle(self) -> None:
+        """Measure the held keys written since they were last measured."""
+        assert self.holes is not None
+        dirty, self.holes.dirty = self.holes.dirty, set()
+        for k in dirty:
+            self._measure(k)
+
     def computed(self, left: Batch, right: Batch) -> Batch:
         """The output of a full join like this one of ``left`` and ``right`` (every row
         of each side): what ``View.all`` of a partial view reads (nothing is filled)."""
@@ -147,10 +154,8 @@ class Join(Operator):
                 return Batch()
             out = self._process(port, batch)
             cols = batch.cols
-            touched = (set(cols[own.key[0]].tolist()) if cols is not None and len(own.key) == 1
-                       else set(map(own._keyf, batch.rows)))
-            for k in touched:
-                self._measure(k)
+            holes.dirty.update(cols[own.key[0]].tolist() if cols is not None and len(own.key) == 1
+                               else map(own._keyf, batch.rows))
             return out
         return self._process(port, batch)
 
