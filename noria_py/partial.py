@@ -51,7 +51,7 @@ The rules (Noria's replay paths, OSDI'18 §4, in one process):
 5. Eviction (``memory_limit``): each held key is accounted at the bytes of its entry in
    every node of the path (the reader's: its key, its rows and ``reader.ENTRY_OVERHEAD``;
    an aggregate's group, a join's two buckets, plus their overheads), measured when it
-   is filled and when a write touches it; when the sum exceeds the limit (after a
+   is filled and, for a key a write touched, when the sum is next read (``settle``); when the sum exceeds the limit (after a
    fill, after a write), the least recently read keys (over all partial readers)
    become holes again, in the reader and in every partial operator of its path
    together, until it fits. A read refills them. The key just filled is read before
@@ -293,6 +293,9 @@ class Partial:
         #: (reader, key) in the order read, least recent first
         self.lru: OrderedDict[tuple[Reader, Any], None] = OrderedDict()
         self.total = 0              # bytes accounted to every held key
+        #: whether a write touched held keys while no limit was set (then nothing is
+        #: marked dirty, and ``settle`` measures every held key)
+        self.stale = False
         self.evictions = 0
         self.upqueries = 0
         #: reader node id -> its key columns in its parent's rows
@@ -466,6 +469,7 @@ class Partial:
         limit = self.limit
         if limit is None:
             return
+        self.settle()
         lru = self.lru
         while self.total > limit and lru:
             (reader, key), _ = lru.popitem(last=False)
@@ -474,4 +478,22 @@ class Partial:
 
     def held_bytes(self) -> int:
         """The bytes accounted to every held key (what the limit bounds)."""
+        self.settle()
         return self.total
+
+    def settle(self) -> None:
+        """Bring the accounting up to date: each partial node measures the held keys
+        written since it last did (with a limit: the keys it marked ``dirty``; without,
+        once a write has made the manager ``stale``, every held key)."""
+        stale, self.stale = self.stale, False
+        for reader_id in self.paths:
+            reader: Any = self.graph[reader_id].op
+            if stale:               # (no limit was set: every held key, once)
+                reader.dirty = set(reader.filled)
+            if reader.dirty:
+                reader.settle()
+            for op, _ in reader.path:
+                if stale:
+                    op.holes.dirty = set(op.holes.filled)
+                if op.holes.dirty:
+                    op.settle()

@@ -184,7 +184,7 @@ class Aggregate(Operator):
                 return Batch()
             if self.count_only:         # (a count's bytes do not change: not measured again)
                 return self._process_counts(batch)
-            holes.dirty.update(map(self._held_key, batch.rows))
+            holes.touched(batch.rows, self._held_key)
             return self._process(batch)
         if self.count_only:
             return self._process_counts(batch)

@@ -7,8 +7,9 @@ row of it (it was filled by an upquery, and every write to it since was applied)
 any other key holds no state at all, so filling it adds the key's rows once. Each
 held key's bytes are accounted to the partial-state manager (``resize``), which
 bounds their sum (``memory_limit``): measured when the key is filled, and for a key
-written since (``dirty``) when the manager next reads the sum (``Partial.settle``),
-so a write measures nothing where no limit is set.
+written since (``dirty``) when the manager next reads the sum (``Partial.settle``);
+where no limit is set, a write only marks the manager stale, and reading the sum
+measures every held key.
 """
 from __future__ import annotations
 
@@ -67,6 +68,16 @@ class Holes:
         self.filled = {}
         self.dirty = set()
         self._ints = None
+
+    def touched(self, rows: list[tuple], keyf: Callable[[tuple], Any]) -> None:
+        """A batch of ``rows`` (under held keys) was applied: their keys are to be
+        measured again when the manager next reads the total; without a limit, the
+        manager measures everything then instead (``Partial.settle``)."""
+        manager = self.manager
+        if manager.limit is None:
+            manager.stale = True
+        else:
+            self.dirty.update(map(keyf, rows))
 
     def measure(self, key: Any, size: int) -> None:
         """``key`` (held) now takes ``size`` bytes."""

@@ -153,9 +153,7 @@ class Join(Operator):
             if not batch:
                 return Batch()
             out = self._process(port, batch)
-            cols = batch.cols
-            holes.dirty.update(cols[own.key[0]].tolist() if cols is not None and len(own.key) == 1
-                               else map(own._keyf, batch.rows))
+            holes.touched(batch.rows, own._keyf)
             return out
         return self._process(port, batch)
 

@@ -232,7 +232,11 @@ class Reader(Operator):
                 state = self.state
                 keys, batch = state.prepare(batch)
                 state.apply(keys, batch)
-                self.dirty.update(keys)     # (measured when the total is read)
+                manager = self.manager      # (measured when the total is read)
+                if manager.limit is None:
+                    manager.stale = True
+                else:
+                    self.dirty.update(keys)
                 for listener in self.listeners:
                     listener.changed(batch)
             return Batch()
