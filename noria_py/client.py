@@ -535,9 +535,10 @@ class Database:
         if planned:
             fresh = self.planner.take_fresh()
             if self._partial is not None:
+                self._partial.recheck()     # (a shared partial operator becomes full)
                 for entry in planned:
                     for r in entry.readers:
-                        self._partial.install(r)
+                        self._partial.install(r, fresh)
             try:
                 initialize(self.graph_, fresh)
                 self.runtime.settle(fresh)
@@ -834,8 +835,8 @@ class Database:
         spaced sample of 64 scaled up beyond (a per-row estimate). A row shared by two
         nodes (a base's and a reader's) counts in both. Within a factor of 2 of the
         process's allocations (tracemalloc) for the engine's shapes of state
-        (tests/test_memory.py). A partial reader counts the keys it holds, and a base
-        the indexes its upqueries built."""
+        (tests/test_memory.py). A partial node (reader, aggregate, join) counts the
+        keys it holds, and a base the indexes its upqueries built."""
         self._check_open()
         if self.runtime.automatic_recovery:
             raise NotSupportedError("memory() is offered by an embedded database only")
@@ -1437,12 +1438,13 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one).
     ``checkpoints=False`` turns off the stateful nodes' checkpoints (they are on with
     clocks: tree-clock recovery of a stateful node starts from its own checkpoint).
-    ``partial=True``: the readers of parameterized views hold only the keys read,
-    filled by upqueries; ``memory_limit`` (bytes) bounds what they hold, least
-    recently read keys evicted first (docs/partial.md). ``regime``: the fault-tolerance
-    regime, ``treeclock`` (the default), ``lineage`` or ``coordinated`` (with
-    ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints); the others
-    the contract names are refused as not built yet (docs/regimes.md)."""
+    ``partial=True``: the readers of parameterized views, and the aggregates and
+    joins on their key that feed them alone, hold only the keys read, filled by
+    upqueries; ``memory_limit`` (bytes) bounds what they hold, least recently read
+    keys evicted first (docs/partial.md). ``regime``: the fault-tolerance regime,
+    ``treeclock`` (the default), ``lineage`` or ``coordinated`` (with
+    ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints); the
+    others the contract names are refused as not built yet (docs/regimes.md)."""
     if url is not None:
         if (data_dir is not None or shards != 1 or seed is not None
                 or (clocks is not None and not clocks)

@@ -37,8 +37,9 @@ SAMPLE = 64
 _SKIP = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType,
          type, types.LambdaType, types.BuiltinMethodType)
 #: attributes that point at other things than the state (subscribers, the partial-state
-#: manager, which reaches every reader)
-_NOT_STATE = frozenset({"listeners", "manager"})
+#: manager, which reaches every reader, a partial operator's reader, a reader's path of
+#: partial operators)
+_NOT_STATE = frozenset({"listeners", "manager", "owner", "path"})
 _ATOMS = (int, float, str, bytes, bool, type(None), complex)
 
 

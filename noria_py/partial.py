@@ -1,53 +1,69 @@
-"""Partial readers: a view's reader holds only the keys read (``connect(partial=True)``).
+"""Partial state: a view's reader, and the aggregate and join above it, hold only the
+keys read (``connect(partial=True)``).
 
 What is partial. The reader of a parameterized view (``... WHERE col = ?``) whose key
 can be traced up the graph to an index that holds every row of any key (``trace``):
 
 - through filters, unions and sharders (a key's rows keep their key) and projections
   that pass the key columns on as plain columns (so does a reader's own SELECT list);
-- to the nearest stateful ancestor: a base table (which builds an index on those
+- to the nearest full stateful ancestor: a base table (which builds an index on those
   columns at the first upquery and keeps it, ``Base.index_rows``), an aggregate or
   MIN/MAX whose group-by columns are exactly the key (``Aggregate.group_rows``), or a
   join whose join key is exactly the key (its two sides are kept under it:
   ``Join.key_rows``).
 
-Anything else on the way (TopK, DISTINCT, a join on other columns, a key computed by
-an expression, a global aggregate, a key that is part of a group only) leaves the
-reader full, and
-``db.graph()`` says ``partial: False``. Operators above the reader stay full in any
-case: only readers are partial in this slice.
+An aggregate (or MIN/MAX) grouped by the key, or a join on the key, on the way is
+partial too (``path_of``) when it feeds this reader alone (every node from it down
+has one child: not a sub-plan shared with another view, no re-sharding in between)
+and its own input traces further up the same way (both inputs, for a join): the
+vote view's COUNT and LEFT JOIN are. The reader and these operators form the
+reader's *path*; their keys are the reader's keys, mapped to each operator's own
+form (``op_key``). Anything else on the way (TopK, DISTINCT, a join on other columns,
+a key computed by an expression, a global aggregate, a key that is part of a group
+only) leaves the reader full, and ``db.graph()`` says ``partial: False``.
 
 The rules (Noria's replay paths, OSDI'18 §4, in one process):
 
 1. A lookup of a key the reader does not hold (a hole) is an upquery: under the
-   database's lock, the key's rows are computed from the source's state and pushed
-   through the stateless operators between it and the reader (their ``process``),
-   then the reader fills the key with them (``Reader.fill``) and answers.
-2. A write that reaches a reader under a hole is dropped there (``Reader._held_only``):
-   a hole stays a hole; the state holds exactly the view's rows for the keys held.
+   database's lock, the key's rows are computed from the sources' state and pushed
+   through the operators between them and the reader (``rows_for``): a stateless one
+   by its ``process``; a partial aggregate or join that has the key as a hole is
+   filled on the way (``fill``: its input rows for the key, from its own parents in
+   turn), then answers; the reader fills the key last (``Reader.fill``).
+2. A write that reaches a partial node under a hole is dropped there (``ops/holes.py``,
+   ``Reader._held_only``), before anything is counted, joined or sent on: the first
+   partial node on its way stops it. Invariant: every node of a path holds exactly the
+   same keys, each with every row of it (checked by tests/test_partial.py after every
+   step), so a key is filled once per node and a dropped write concerns nobody below.
 3. A fill never double-counts or misses a write in flight. Without ``seed`` nothing is
    ever in flight when the lock is free (a write propagates before it returns). With
    ``seed`` (or after a recovery's replays are queued), messages may be in flight
    anywhere; before computing a fill, every message pending on an edge into the reader
-   or one of its ancestors is delivered (``EmbeddedRuntime.drain``), so the source's
-   state is exactly the sum of what the reader has been sent from it: a write already
-   past the source reaches the reader (at the hole: dropped) before the fill, which
-   includes it; one not yet at the source reaches the reader after the fill, which
-   does not. This is Noria's "the replay travels behind what is in flight", and makes a
-   miss as fresh as ``wait()`` would for that view; a hit stays as fresh as ever.
-4. Every node from the source to the reader must be alive: an upquery through a failed
-   node raises ``RecoveryError`` (its state, or what it has in flight, is not there).
-5. Eviction (``memory_limit``): each held key is accounted at the bytes of its key,
-   its rows (measured with ``memory.bucket_bytes`` when filled and when a write
-   touches it) and ``reader.ENTRY_OVERHEAD``; when the sum over every partial reader
-   exceeds the limit (after a fill, after a write), the least recently read keys
-   (over all partial readers) become holes again until it fits. A read refills them.
-   The key just filled is read before eviction, so a limit smaller than one key still
-   answers (and keeps nothing).
-6. A partial reader that fails comes back empty, all holes (``Reader.reset``), with
-   every recovery strategy: every view stays right, the next reads refill. So it
-   takes no checkpoints (its parents trim their logs to it as to a reader without
-   any: up to what it has taken).
+   or one of its ancestors is delivered (``EmbeddedRuntime.drain``), so each source's
+   state is exactly the sum of what the path has been sent from it: a write already
+   past the source reaches each partial node (at the hole: dropped) before the fill,
+   which includes it; one not yet at the source reaches them after the fill, which
+   does not. This is Noria's "the replay travels behind what is in flight", and makes
+   a miss as fresh as ``wait()`` would for that view; a hit stays as fresh as ever.
+4. Every node from the sources to the reader must be alive: an upquery through a
+   failed node raises ``RecoveryError`` (its state, or what it has in flight, is not
+   there).
+5. Eviction (``memory_limit``): each held key is accounted at the bytes of its entry in
+   every node of the path (the reader's: its key, its rows and ``reader.ENTRY_OVERHEAD``;
+   an aggregate's group, a join's two buckets, plus their overheads), measured when it
+   is filled and, for a key a write touched, when the sum is next read (``settle``); when the sum exceeds the limit (after a
+   fill, after a write), the least recently read keys (over all partial readers)
+   become holes again, in the reader and in every partial operator of its path
+   together, until it fits. A read refills them. The key just filled is read before
+   eviction, so a limit smaller than one key still answers (and keeps nothing).
+6. Any node of a path that loses its state (a crash, a lineage purge) makes every key
+   of the path a hole again, in each of its nodes (``lost``): it comes back empty,
+   with every recovery strategy, and the next reads refill. So partial nodes take no
+   checkpoints (their parents keep logs to them as to a node without any).
+7. A partial operator that a later view comes to share (an identical sub-plan, which
+   the planner builds once) becomes full again, with the partial operators above it
+   on its path (``recheck``): refilled from its inputs' full output as a new node is;
+   its reader's keys become holes.
 """
 from __future__ import annotations
 
@@ -67,22 +83,69 @@ if TYPE_CHECKING:  # pragma: no cover
 #: (source node id, its output columns holding the key's values, in key order)
 Source = tuple[str, tuple[int, ...]]
 
+#: kinds of operator that can be partial (grouped by the key) besides the join
+GROUPED = ("aggregate", "extremum")
+
 
 def trace(graph: Graph, node_id: str, cols: tuple[int, ...]) -> list[Source] | None:
     """The sources of the rows ``node_id`` outputs whose ``cols`` hold a key: the nearest
     ancestors indexed by it (module docstring), or None where the key cannot be traced."""
+    return _walk(graph, node_id, cols, False, set(), [])
+
+
+def path_of(graph: Graph, node_id: str, cols: tuple[int, ...],
+            allowed: set[str]) -> tuple[list[Source], list[Source]] | None:
+    """``trace``, and the operators on the way that can be partial with the reader
+    whose parent is ``node_id`` (each with its output columns holding the key, in key
+    order): an aggregate grouped by the key or a join on the key that is among
+    ``allowed``, feeds nothing but this reader (every node from it down has one child)
+    and whose own input traces further up (both inputs, for a join)."""
+    ops: list[Source] = []
+    alone = len(graph[node_id].children) == 1
+    sources = _walk(graph, node_id, cols, alone, allowed, ops)
+    if sources is None:
+        return None
+    return sources, ops
+
+
+def _walk(graph: Graph, node_id: str, cols: tuple[int, ...], alone: bool, allowed: set[str],
+          ops: list[Source]) -> list[Source] | None:
     node = graph[node_id]
     op: Any = node.op
     kind = op.kind
+
+    def up(parent: str, pcols: tuple[int, ...]) -> list[Source] | None:
+        return _walk(graph, parent, pcols, alone and len(graph[parent].children) == 1,
+                     allowed, ops)
+
     if kind == "base":
         return [(node_id, cols)]
-    if kind in ("aggregate", "extremum"):
+    if kind in GROUPED:
         groups = op.group_by
-        if groups and sorted(cols) == list(range(len(groups))):
-            return [(node_id, cols)]
-        return None
+        if not groups or sorted(cols) != list(range(len(groups))):
+            return None
+        if alone and node_id in allowed:
+            mark = len(ops)
+            found = up(node.parents[0], tuple(groups[c] for c in cols))
+            if found is not None:
+                ops.append((node_id, cols))
+                return found
+            del ops[mark:]
+        return [(node_id, cols)]
     if kind == "join":
-        return [(node_id, cols)] if join_positions(op, cols) is not None else None
+        where = join_positions(op, cols)
+        if where is None:
+            return None
+        if alone and node_id in allowed:
+            mark = len(ops)
+            left = up(node.parents[0], tuple(op.left_keys[w] for w in where))
+            right = (up(node.parents[1], tuple(op.right_keys[w] for w in where))
+                     if left is not None else None)
+            if left is not None and right is not None:
+                ops.append((node_id, cols))
+                return left + right
+            del ops[mark:]
+        return [(node_id, cols)]
     if kind == "project":
         mapped = []
         for c in cols:
@@ -95,7 +158,7 @@ def trace(graph: Graph, node_id: str, cols: tuple[int, ...]) -> list[Source] | N
         return None
     out: list[Source] = []
     for p in node.parents:
-        found = trace(graph, p, cols)
+        found = up(p, cols)
         if found is None:
             return None
         out.extend(found)
@@ -118,6 +181,24 @@ def join_positions(op: Any, cols: tuple[int, ...]) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def op_key(op: Any, cols: tuple[int, ...], key: tuple) -> Any:
+    """The key as ``op`` (an aggregate grouped by it, a join on it) keeps it: ``key``'s
+    values (in key order) are its output columns ``cols``."""
+    if op.kind in GROUPED:
+        if op.count_only:
+            return key[0]
+        group: list[Any] = [None] * len(cols)
+        for c, v in zip(cols, key):
+            group[c] = v
+        return tuple(group)
+    where = join_positions(op, cols)
+    assert where is not None
+    parts: list[Any] = [None] * len(where)
+    for j, v in zip(where, key):
+        parts[j] = v
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
 def reader_columns(reader: Reader) -> tuple[int, ...] | None:
     """The reader's key columns in the rows its parent sends (through its own SELECT
     list, if it applies one), or None where one is computed."""
@@ -135,29 +216,50 @@ def reader_columns(reader: Reader) -> tuple[int, ...] | None:
 def rows_for(graph: Graph, node_id: str, child: str | None, cols: tuple[int, ...],
              key: tuple | None) -> Batch:
     """The rows ``node_id`` sends ``child`` whose ``cols`` equal ``key`` (every row for
-    None), computed from the sources' state (an upquery along ``trace``'s path)."""
+    None), computed from the sources' state (an upquery along ``trace``'s path). A
+    partial operator on the way that has the key as a hole is filled on the way
+    (rule 1); for None, a partial operator's output is computed from its inputs'."""
     node = graph[node_id]
     op: Any = node.op
     kind = op.kind
     if kind == "base":
         return op.index_rows(cols, key)
-    if kind in ("aggregate", "extremum"):
+    if kind in GROUPED:
+        groups = op.group_by
         if key is None:
+            if op.partial:
+                return op.computed(rows_for(graph, node.parents[0], node_id,
+                                            tuple(groups), None))
             return op.group_rows(None)
+        if op.partial:
+            held = op_key(op, cols, key)
+            if held not in op.holes:
+                return op.fill(held, rows_for(graph, node.parents[0], node_id,
+                                              tuple(groups[c] for c in cols), key))
         group: list[Any] = [None] * len(cols)
         for c, v in zip(cols, key):
             group[c] = v
         return op.group_rows(tuple(group))
     if kind == "join":
         if key is None:
+            if op.partial:
+                return op.computed(
+                    rows_for(graph, node.parents[0], node_id, op.left_keys, None),
+                    rows_for(graph, node.parents[1], node_id, op.right_keys, None))
             return op.snapshot()
-        where = join_positions(op, cols)
-        assert where is not None
-        parts: list[Any] = [None] * len(where)
-        for j, v in zip(where, key):
-            parts[j] = v
+        held = op_key(op, cols, key)
         padded = all(c < op.left_width for c in cols)
-        return op.key_rows(parts[0] if len(parts) == 1 else tuple(parts), padded)
+        if op.partial and held not in op.holes:
+            where = join_positions(op, cols)
+            assert where is not None
+            return op.fill(
+                held,
+                rows_for(graph, node.parents[0], node_id,
+                         tuple(op.left_keys[w] for w in where), key),
+                rows_for(graph, node.parents[1], node_id,
+                         tuple(op.right_keys[w] for w in where), key),
+                padded)
+        return op.key_rows(held, padded)
     if kind == "project":
         up = tuple(op.exprs[c].index for c in cols)
         return op.process(0, rows_for(graph, node.parents[0], node_id, up, key))
@@ -180,8 +282,9 @@ def rows_for(graph: Graph, node_id: str, child: str | None, cols: tuple[int, ...
 
 
 class Partial:
-    """Every partial reader of one database: which readers are partial, the LRU order
-    of their keys, the bytes accounted, and the limit (module docstring, rule 5)."""
+    """Every partial path of one database: which readers are partial and the partial
+    operators on each one's path, the LRU order of their keys, the bytes accounted
+    (every node of every path), and the limit (module docstring, rule 5)."""
 
     def __init__(self, graph: Graph, runtime: EmbeddedRuntime, limit: int | None) -> None:
         self.graph = graph
@@ -190,37 +293,90 @@ class Partial:
         #: (reader, key) in the order read, least recent first
         self.lru: OrderedDict[tuple[Reader, Any], None] = OrderedDict()
         self.total = 0              # bytes accounted to every held key
+        #: whether a write touched held keys while no limit was set (then nothing is
+        #: marked dirty, and ``settle`` measures every held key)
+        self.stale = False
         self.evictions = 0
         self.upqueries = 0
         #: reader node id -> its key columns in its parent's rows
         self.paths: dict[str, tuple[int, ...]] = {}
+        #: reader node id -> the partial operators on its path (node ids)
+        self.path_ids: dict[str, list[str]] = {}
         self._upstream: dict[str, tuple[int, set[str]]] = {}
 
     # ------------------------------------------------------------ set-up
 
-    def install(self, reader_id: str) -> bool:
-        """Make the reader ``reader_id`` partial if its key traces to an index."""
+    def install(self, reader_id: str, fresh: set[str] | frozenset[str] = frozenset()) -> bool:
+        """Make the reader ``reader_id`` partial if its key traces to an index, and with
+        it the operators on its path that can be (``path_of``; only new ones, among
+        ``fresh``: an operator that already holds state stays full)."""
         node = self.graph[reader_id]
         reader: Reader = node.op    # type: ignore[assignment]
         if not reader.key:
             return False
         cols = reader_columns(reader)
-        if cols is None or trace(self.graph, node.parents[0], cols) is None:
+        found = None if cols is None else path_of(self.graph, node.parents[0], cols, set(fresh))
+        if cols is None or found is None:
             return False
         self.paths[reader_id] = cols
         reader.make_partial(self)
-        # no checkpoints: a partial reader comes back all holes (rule 6), and recording
+        # no checkpoints: a partial node comes back all holes (rule 6), and recording
         # every batch it is sent (holes' included) cost more than the reader itself
         self.runtime.domains[reader_id].use_checkpoints(None)
+        self._set_path(reader_id, reader, found[1])
         return True
 
+    def _set_path(self, reader_id: str, reader: Reader, ops: list[Source]) -> None:
+        path = []
+        self.path_ids[reader_id] = []
+        for nid, cols in ops:
+            if nid in self.path_ids[reader_id]:
+                continue                # (both sides of a self-join: one operator)
+            self.path_ids[reader_id].append(nid)
+            op: Any = self.graph[nid].op
+            if not op.partial:
+                op.make_partial(self, reader)
+                self.runtime.domains[nid].use_checkpoints(None)
+            path.append((op, cols))
+        reader.path = path
+
+    def recheck(self) -> None:
+        """After the graph grew: a partial operator that now feeds another view too (a
+        shared sub-plan) becomes full again, with every partial operator above it on
+        its reader's path (a full node below a hole would miss the writes dropped
+        there). Its reader loses its keys; the operators are refilled from their
+        inputs' full output (as a new node is: ``planner.initialize``)."""
+        from .planner.initialize import initialize
+
+        for reader_id, cols in list(self.paths.items()):
+            reader: Reader = self.graph[reader_id].op     # type: ignore[assignment]
+            if not reader.path:
+                continue
+            ids = set(self.path_ids[reader_id])
+            found = path_of(self.graph, self.graph[reader_id].parents[0], cols, ids)
+            keep = {nid for nid, _ in found[1]} if found is not None else set()
+            if keep == ids:
+                continue
+            self.runtime.wait()         # (initialize needs every inbox empty)
+            self.lost(reader)
+            for nid in self.graph.topological():
+                if nid in ids - keep:
+                    op: Any = self.graph[nid].op
+                    op.make_full()
+                    initialize(self.graph, {nid})
+            reader.path = [(op, c) for op, c in reader.path if op.partial]
+            self.path_ids[reader_id] = [n for n in self.path_ids[reader_id] if n in keep]
+
     def remove(self, reader_id: str) -> None:
-        """The reader ``reader_id`` leaves the graph (its view was dropped)."""
+        """The reader ``reader_id`` leaves the graph (its view was dropped), and the
+        partial operators on its path with it (they fed it alone)."""
         if self.paths.pop(reader_id, None) is not None:
             reader: Reader = self.graph[reader_id].op     # type: ignore[assignment]
-            self.forget(reader, reader.filled)
+            self.lost(reader)
             reader.filled = {}
             reader._held = None
+            reader.path = []
+        self.path_ids.pop(reader_id, None)
         self._upstream.pop(reader_id, None)
 
     # ------------------------------------------------------------ the reader's calls
@@ -236,12 +392,21 @@ class Partial:
     def resize(self, old: int, new: int) -> None:
         self.total += new - old
 
-    def forget(self, reader: Reader, filled: dict[Any, int]) -> None:
-        """``reader`` lost these keys (key -> bytes accounted; a reset): no longer
-        accounted or in the LRU."""
-        for key, size in filled.items():
+    def lost(self, reader: Reader) -> None:
+        """A node of ``reader``'s path (the reader, or a partial operator above it) lost
+        its state: every key of the path becomes a hole again, in each of its nodes."""
+        for key in list(reader.filled):
             self.lru.pop((reader, key), None)
-            self.total -= size
+            self.total -= self._evict(reader, key)
+
+    def _evict(self, reader: Reader, key: Any) -> int:
+        """``key`` a hole in ``reader`` and in each partial operator of its path; the
+        bytes they were accounted at."""
+        size = reader.evict(key)
+        kt = key if type(key) is tuple else (key,)
+        for op, cols in reader.path:
+            size += op.evict(op_key(op, cols, kt))
+        return size
 
     # ------------------------------------------------------------ upqueries
 
@@ -304,12 +469,31 @@ class Partial:
         limit = self.limit
         if limit is None:
             return
+        self.settle()
         lru = self.lru
         while self.total > limit and lru:
             (reader, key), _ = lru.popitem(last=False)
-            self.total -= reader.evict(key)
+            self.total -= self._evict(reader, key)
             self.evictions += 1
 
     def held_bytes(self) -> int:
         """The bytes accounted to every held key (what the limit bounds)."""
+        self.settle()
         return self.total
+
+    def settle(self) -> None:
+        """Bring the accounting up to date: each partial node measures the held keys
+        written since it last did (with a limit: the keys it marked ``dirty``; without,
+        once a write has made the manager ``stale``, every held key)."""
+        stale, self.stale = self.stale, False
+        for reader_id in self.paths:
+            reader: Any = self.graph[reader_id].op
+            if stale:               # (no limit was set: every held key, once)
+                reader.dirty = set(reader.filled)
+            if reader.dirty:
+                reader.settle()
+            for op, _ in reader.path:
+                if stale:
+                    op.holes.dirty = set(op.holes.filled)
+                if op.holes.dirty:
+                    op.settle()

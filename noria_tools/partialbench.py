@@ -10,7 +10,8 @@ once more (hits), then ``--more`` further rows are written (timed: "writes after
 reads": a partial reader drops the writes to keys it does not hold). Reported per mode:
 the views' bytes (``db.memory(bases=False)``, the readers and, for ``count``, the
 aggregate), the base's (its upquery index included), the medians of the read
-latencies and the write seconds, over ``--repeat`` runs.
+latencies and the write seconds (wall clock; for the writes after reads, CPU seconds of
+the process too, steadier on a shared machine), over ``--repeat`` runs.
 """
 from __future__ import annotations
 
@@ -31,14 +32,15 @@ VIEWS = {
 }
 
 
-def _timed_inserts(db, table, chunks: list) -> float:
-    """Seconds to insert ``chunks`` into ``table`` and see them through every view."""
+def _timed_inserts(db, table, chunks: list) -> tuple[float, float]:
+    """Seconds to insert ``chunks`` into ``table`` and see them through every view: wall
+    clock, and this process's CPU time (steadier on a machine other jobs share)."""
     gc.collect()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for c in chunks:
         table.insert(c)
     db.wait()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
@@ -57,7 +59,7 @@ def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: s
     chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, rows, batch)]
     later = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(rows, rows + more, batch)]
     t = db.table(table)
-    load = _timed_inserts(db, t, chunks)
+    load, _ = _timed_inserts(db, t, chunks)
     v = db.view(name)
     read_keys = random.Random(seed).sample(range(keys), max(1, int(keys * read)))
     first, second = [], []
@@ -69,10 +71,10 @@ def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: s
         s = time.perf_counter()
         v.lookup(k)
         second.append(time.perf_counter() - s)
-    writes = _timed_inserts(db, t, later)
+    writes, writes_cpu = _timed_inserts(db, t, later)
     kinds = {n["id"]: n["kind"] for n in db.graph()}
     mem = db.memory()
-    out = {"load_s": load, "writes_s": writes,
+    out = {"load_s": load, "writes_s": writes, "writes_cpu_s": writes_cpu,
            "first_read_us": statistics.median(first) * 1e6,
            "second_read_us": statistics.median(second) * 1e6,
            "views_bytes": sum(b for n, b in mem.items() if kinds[n] != "base"),
@@ -97,7 +99,8 @@ def main(argv: list[str]) -> int:
     more = a.rows // 10 if a.more is None else a.more
     print(f"rows={a.rows} keys={a.keys} read={a.read:g} more={more} view={a.view} "
           f"batch={a.batch} repeat={a.repeat}")
-    cols = ["views_bytes", "base_bytes", "load_s", "writes_s", "first_read_us", "second_read_us"]
+    cols = ["views_bytes", "base_bytes", "load_s", "writes_s", "writes_cpu_s", "first_read_us",
+            "second_read_us"]
     print(f"{'mode':8}" + "".join(f"{c:>16}" for c in cols))
     for partial in (False, True):
         runs = [one_run(partial, a.rows, a.keys, a.read, more, a.view, a.batch, seed)

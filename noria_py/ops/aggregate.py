@@ -27,17 +27,26 @@ between.
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from sql_frontend.plan import AggCall
 
 from ..batch import Batch
+from ..memory import deep_size
 from . import accumulators
 from .dense import KeyMarks
+from .holes import Holes
 from .operator import Operator
-from .state import CountsDelta, DenseCounts, KeyedCounts, tuple_key
+from .state import CountsDelta, DenseCounts, KeyedCounts, bare_key, tuple_key
+
+#: bytes a held group costs besides its key and its entry: its slots in the groups'
+#: (or counts') dict and in ``Holes.filled`` (measured with tracemalloc,
+#: tests/test_partial.py)
+GROUP_OVERHEAD = 100
 
 
 def _count_batch(keys: np.ndarray, old: np.ndarray, new: np.ndarray) -> Batch:
@@ -56,6 +65,10 @@ class Aggregate(Operator):
     kind = "aggregate"
     stateful = True
     checkpoint_form = "keyed"
+    #: while partial: the groups held (the rest are holes)
+    holes: Holes | None = None
+    #: while partial: the partial reader below (noria_py/partial.py)
+    owner: Any = None
 
     def __init__(self, group_by: tuple[int, ...], aggs: tuple[AggCall, ...]) -> None:
         self.group_by = group_by
@@ -88,6 +101,72 @@ class Aggregate(Operator):
         #: whether COUNT(x) held NULL counts at the last export (then an export says
         #: which of the keys it holds have none any more)
         self._nulls_exported = False
+        if self.holes is not None:          # partial: every group a hole now, and the
+            self.counts.to_general()        # reader's keys go with them
+            self.holes.clear()
+            self.holes.manager.lost(self.owner)
+
+    # ------------------------------------------------------------ partial state
+
+    def make_partial(self, manager: Any, owner: Any) -> None:
+        """Hold only the groups filled from now on (the module docstring); ``owner``:
+        the partial reader below, whose keys these groups are."""
+        self.partial = True
+        self.owner = owner
+        self.holes = Holes(manager)
+        self.counts.to_general()
+        self._held_key = bare_key(self.group_by) if self.count_only else self._key
+
+    def make_full(self) -> None:
+        """Hold every group again (the caller refills the state: noria_py/partial.py)."""
+        self.partial = False
+        self.holes = None
+        self.owner = None
+        self.reset()
+
+    def fill(self, key: Any, batch: Batch) -> Batch:
+        """Fill the hole ``key`` (a group key as kept: the bare value for COUNT alone,
+        else a tuple) with ``batch``, every input row of that group; the group's output
+        row, as a batch of one insertion (or none)."""
+        holes = self.holes
+        assert holes is not None and key not in holes, key
+        holes.add(key)
+        out = self.process(0, batch)
+        self._measure(key)
+        return out
+
+    def evict(self, key: Any) -> int:
+        """Make the group ``key`` a hole again; the bytes it was accounted at."""
+        assert self.holes is not None
+        if self.count_only:
+            self.counts._counts.pop(key, None)
+            self.nulls.pop(key, None)
+        else:
+            self.groups.pop(key, None)
+            self.owned.discard(key)
+        return self.holes.remove(key)
+
+    def _measure(self, key: Any) -> None:
+        assert self.holes is not None
+        if self.count_only:             # a key and an int
+            size = sys.getsizeof(key) + 32
+        else:
+            size = deep_size(key) + deep_size(self.groups.get(key))
+        self.holes.measure(key, size + GROUP_OVERHEAD)
+
+    def settle(self) -> None:
+        """Measure the held groups written since they were last measured."""
+        assert self.holes is not None
+        dirty, self.holes.dirty = self.holes.dirty, set()
+        for k in dirty:
+            self._measure(k)
+
+    def computed(self, batch: Batch) -> Batch:
+        """The output of a full aggregate like this one over ``batch`` (every input
+        row): what ``View.all`` of a partial view reads (nothing is filled)."""
+        full = type(self)(self.group_by, self.aggs)
+        full.process(0, batch)
+        return full.snapshot()
 
     def _new_group(self) -> list:
         return [0] + [accumulators.make(a) for a in self.aggs]
@@ -98,8 +177,20 @@ class Aggregate(Operator):
         return key + tuple(acc.value() for acc in g[1:])
 
     def process(self, port: int, batch: Batch) -> Batch:
+        holes = self.holes
+        if holes is not None:           # partial: rows of groups that are holes stop here
+            batch = holes.keep(batch, self.group_by, self._held_key, self.count_only)
+            if not batch:
+                return Batch()
+            if self.count_only:         # (a count's bytes do not change: not measured again)
+                return self._process_counts(batch)
+            holes.touched(batch.rows, self._held_key)
+            return self._process(batch)
         if self.count_only:
             return self._process_counts(batch)
+        return self._process(batch)
+
+    def _process(self, batch: Batch) -> Batch:
         groups, owned = self.groups, self.owned
         touched: dict[tuple, tuple | None] = {}
         keyf = self._key
@@ -259,8 +350,10 @@ class Aggregate(Operator):
 
     def load_state(self, entries: dict | DenseCounts) -> None:
         """(A ``DenseCounts`` is taken over, not copied: ``CheckpointStore.latest`` gives
-        copies.)"""
+        copies.) A partial aggregate takes nothing: it comes back all holes."""
         self.reset()
+        if self.holes is not None:
+            return
         if isinstance(entries, DenseCounts):
             self.counts.dense = entries.counts
             self.nulls = dict(entries.nulls)

@@ -449,12 +449,18 @@ class Base(Operator):
         """The rows whose ``cols`` equal ``key``, as a batch of insertions (each row's
         count its sign): an upquery's answer. ``key`` None: every row.
 
-        While the table is kept as its write batches (insert-only) and the key is one
-        column of ints, the index is a ``ChunkIndex`` (sorted keys and positions,
+        The primary key needs no index of its own (``by_key`` is one). While the table
+        is kept as its write batches (insert-only) and the key is one column of ints,
+        the index is a ``ChunkIndex`` (sorted keys and positions,
         16 bytes a row, nothing done per write); otherwise a dict, key -> rows, built
         from the rows at the first call and kept up to date by ``process``."""
         if key is None:
             return self.snapshot()
+        pk = self.pk
+        if pk and self._rows is not None and sorted(cols) == sorted(pk):
+            # the primary key: its own map (``by_key``) is the index, one row a key
+            row = self.by_key.get(tuple(key[cols.index(c)] for c in pk))
+            return Batch() if row is None else Batch([row], [1])
         if self._rows is None and cols not in self.indexes and len(cols) == 1:
             sorted_index = self.chunk_indexes.get(cols)
             if sorted_index is None:

@@ -20,6 +20,15 @@ it applies them (``dense.KeyMarks``). That is exact while the store's copy of th
 is the arrays as last exported (``_exported``: the ports exported as arrays, or loaded
 from arrays, since the operator was last reset), since every change to the arrays is
 a batch applied here.
+
+Partial (``make_partial``; noria_py/partial.py says when): the join holds only the join
+keys someone read (``holes``, ops/holes.py): for a held key, every left and every right
+row of it; for any other key, nothing. A batch's rows under a hole are dropped on
+arrival on either side (nothing is joined or emitted for them: nothing below holds
+that key). An upquery fills a hole with the key's left and right rows at once
+(``fill``) and answers the key's output rows; eviction makes it a hole again. The
+sides are then kept in dicts, and no checkpoint is taken: a partial join comes back
+from a crash all holes, and its reader's keys go with them (``Partial.lost``).
 """
 from __future__ import annotations
 
@@ -28,12 +37,17 @@ from typing import Any
 import numpy as np
 
 from ..batch import Batch
+from ..memory import bucket_bytes
 from ..nan import concat
 from .dense import DenseRows, KeyMarks, RowsDelta
+from .holes import Holes
 from .operator import Operator
 from .state import Flips, KeyedState, items
 
 LEFT, RIGHT = 0, 1
+#: bytes a held join key costs besides its key and rows: its slots in the two sides'
+#: dicts and in ``Holes.filled`` (measured with tracemalloc, tests/test_partial.py)
+KEY_OVERHEAD = 150
 
 
 def _has_null(k) -> bool:
@@ -44,6 +58,10 @@ class Join(Operator):
     kind = "join"
     stateful = True
     checkpoint_form = "input"
+    #: while partial: the join keys held (the rest are holes)
+    holes: Holes | None = None
+    #: while partial: the partial reader below (noria_py/partial.py)
+    owner: Any = None
 
     def __init__(self, kind: str, left_keys: tuple[int, ...], right_keys: tuple[int, ...],
                  left_width: int, right_width: int) -> None:
@@ -62,8 +80,84 @@ class Join(Operator):
         self._exported: set[int] = set()
         #: per side, the keys its arrays changed since the last export (``tracking``)
         self._marks = (KeyMarks(), KeyMarks())
+        if self.holes is not None:          # partial: every key a hole now, and the
+            for side in self.sides:         # reader's keys go with them
+                side.to_general()
+            self.holes.clear()
+            self.holes.manager.lost(self.owner)
+
+    # ------------------------------------------------------------ partial state
+
+    def make_partial(self, manager: Any, owner: Any) -> None:
+        """Hold only the join keys filled from now on (the module docstring);
+        ``owner``: the partial reader below, whose keys these are."""
+        self.partial = True
+        self.owner = owner
+        self.holes = Holes(manager)
+        for side in self.sides:
+            side.to_general()
+
+    def make_full(self) -> None:
+        """Hold every key again (the caller refills the state: noria_py/partial.py)."""
+        self.partial = False
+        self.holes = None
+        self.owner = None
+        self.reset()
+
+    def fill(self, key: Any, left: Batch, right: Batch, padded: bool) -> Batch:
+        """Fill the hole ``key`` (as the sides keep it) with its ``left`` and ``right``
+        rows (every row of that key on each side); its output rows (``key_rows``)."""
+        holes = self.holes
+        assert holes is not None and key not in holes, key
+        holes.add(key)
+        for side, rows in zip(self.sides, (left, right)):
+            if rows:
+                side.apply(*side.prepare(rows))
+        self._measure(key)
+        return self.key_rows(key, padded)
+
+    def evict(self, key: Any) -> int:
+        """Make the join key ``key`` a hole again; the bytes it was accounted at."""
+        assert self.holes is not None
+        for side in self.sides:
+            side._index.pop(key, None)
+        return self.holes.remove(key)
+
+    def _measure(self, key: Any) -> None:
+        assert self.holes is not None
+        left, right = self.sides
+        self.holes.measure(key, bucket_bytes(key, left.get(key))
+                           + bucket_bytes(key, right.get(key)) + KEY_OVERHEAD)
+
+    def settle(self) -> None:
+        """Measure the held keys written since they were last measured."""
+        assert self.holes is not None
+        dirty, self.holes.dirty = self.holes.dirty, set()
+        for k in dirty:
+            self._measure(k)
+
+    def computed(self, left: Batch, right: Batch) -> Batch:
+        """The output of a full join like this one of ``left`` and ``right`` (every row
+        of each side): what ``View.all`` of a partial view reads (nothing is filled)."""
+        full = Join(self.join_kind, self.left_keys, self.right_keys, self.left_width,
+                    len(self.pad))
+        full.process(LEFT, left)
+        full.process(RIGHT, right)
+        return full.snapshot()
 
     def process(self, port: int, batch: Batch) -> Batch:
+        holes = self.holes
+        if holes is not None:           # partial: rows under holes stop here
+            own = self.sides[port]
+            batch = holes.keep(batch, own.key, own._keyf)
+            if not batch:
+                return Batch()
+            out = self._process(port, batch)
+            holes.touched(batch.rows, own._keyf)
+            return out
+        return self._process(port, batch)
+
+    def _process(self, port: int, batch: Batch) -> Batch:
         if not batch:
             return Batch()
         own = self.sides[port]

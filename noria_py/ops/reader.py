@@ -23,7 +23,8 @@ again; in the dense form the arrays are checkpointed instead, as a join side's a
 
 Partial (``make_partial``; noria_py/partial.py says when and how): the reader holds
 only the keys it was asked for (``filled``, key -> the bytes its entry is accounted
-at), and ``lookup`` answers None for any other key (a hole): the caller fills it by an
+at, measured when filled and, for a key written since (``dirty``), when the manager
+next reads the total), and ``lookup`` answers None for any other key (a hole): the caller fills it by an
 upquery (``fill``) and reads again. A batch's rows under a hole are dropped here (a
 hole stays a hole), so the state is always exactly the view's rows for the filled
 keys. A partial reader keeps its rows in the general form (dicts: memory grows with
@@ -70,7 +71,12 @@ class Reader(Operator):
     #: int64 array where they all are ints (None: not built since they changed; False:
     #: not all ints), for filtering a columnar batch
     filled: dict
+    #: while partial: held keys written since they were last measured
+    dirty: set
     _held: np.ndarray | bool | None = None
+    #: while partial: the partial operators above it whose keys are its keys, each with
+    #: its output columns holding the key (noria_py/partial.py)
+    path: list = []
 
     def __init__(self, key: tuple[int, ...], visible: int, width: int,
                  order: Sequence[OrderKey] = (), select: Project | None = None) -> None:
@@ -104,14 +110,16 @@ class Reader(Operator):
         self.partial = True
         self.manager = manager
         self.filled = {}
+        self.dirty = set()
         self._empty_partial()
 
     def _empty_partial(self) -> None:
         """No key held (all holes): the state emptied, each key's bytes given back to
         the manager, and ``lookup`` the partial one."""
-        if self.filled:
-            self.manager.forget(self, self.filled)
+        if self.filled:                 # (the partial operators above lose them too)
+            self.manager.lost(self)
         self.filled = {}
+        self.dirty = set()
         self._held = None
         self.state = KeyedState(self.width, self.key)
         self.state.to_general()
@@ -139,17 +147,26 @@ class Reader(Operator):
         self._held = None
         self.manager.touch(self, key)
         self.process(0, batch)
-        if key not in self.filled:      # (process re-measures the keys it touches)
+        if key not in self.filled:
             self.filled[key] = 0
+        self.dirty.discard(key)
         self._measure(key)
         return self._rows_of(key)
 
     def evict(self, key) -> int:
         """Make ``key`` a hole again; the bytes its entry was accounted at."""
         size = self.filled.pop(key, 0)
+        self.dirty.discard(key)
         self._held = None
         self.state._index.pop(key, None)
         return size
+
+    def settle(self) -> None:
+        """Measure the held keys written since they were last measured."""
+        dirty, self.dirty = self.dirty, set()
+        for k in dirty:
+            if k in self.filled:
+                self._measure(k)
 
     def _measure(self, key) -> None:
         bucket = self.state.get(key)
@@ -218,8 +235,11 @@ class Reader(Operator):
                 state = self.state
                 keys, batch = state.prepare(batch)
                 state.apply(keys, batch)
-                for k in set(keys):
-                    self._measure(k)
+                manager = self.manager      # (measured when the total is read)
+                if manager.limit is None:
+                    manager.stale = True
+                else:
+                    self.dirty.update(keys)
                 for listener in self.listeners:
                     listener.changed(batch)
             return Batch()

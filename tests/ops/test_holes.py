@@ -1,0 +1,90 @@
+"""ops/holes.py: a partial operator's held keys; a batch's rows under holes dropped, by
+row or (int keys) by one indexing of a bool table kept up to date by add and remove."""
+from __future__ import annotations
+
+from operator import itemgetter
+
+import numpy as np
+import pytest
+
+from noria_py.batch import Batch
+from noria_py.ops.holes import Holes
+from noria_py.ops.state import tuple_key
+
+from .helpers import ms
+
+
+class Manager:
+    def __init__(self) -> None:
+        self.total = 0
+
+    def resize(self, old: int, new: int) -> None:
+        self.total += new - old
+
+
+def _columnar(keys: list, other: list) -> Batch:
+    key_col = (np.array(keys, dtype=np.int64) if all(type(k) is int for k in keys)
+               else np.array(keys, dtype=object))
+    return Batch.columnar([key_col, np.array(other, dtype=np.int64)],
+                          np.ones(len(keys), dtype=np.int64))
+
+
+@pytest.mark.parametrize("form", ["rows", "columns"])
+def test_keep_drops_the_rows_of_holes(form):
+    h = Holes(Manager())
+    keys = [3, 5, -1, 1 << 40, 3, 7, 5]
+    rows = [(k, i) for i, k in enumerate(keys)]
+    batch = Batch.inserts(rows) if form == "rows" else _columnar(keys, list(range(len(keys))))
+    assert not h.keep(batch, (0,), itemgetter(0))          # nothing held: all dropped
+    for k in (3, 7):
+        h.add(k)
+    assert ms(h.keep(batch, (0,), itemgetter(0))) == {(3, 0): 1, (3, 4): 1, (7, 5): 1}
+    h.add(1 << 40)                  # past the table: the keys are filtered all the same
+    h.add(-1)
+    assert ms(h.keep(batch, (0,), itemgetter(0))) == {
+        (3, 0): 1, (3, 4): 1, (7, 5): 1, (-1, 2): 1, (1 << 40, 3): 1}
+    h.remove(3)
+    h.remove(1 << 40)
+    h.remove(-1)
+    assert ms(h.keep(batch, (0,), itemgetter(0))) == {(7, 5): 1}
+    h.add(5)
+    assert ms(h.keep(batch, (0,), itemgetter(0))) == {(5, 1): 1, (7, 5): 1, (5, 6): 1}
+
+
+def test_a_table_kept_up_to_date_by_add_and_remove():
+    h = Holes(Manager())
+    batch = _columnar(list(range(100)), list(range(100)))
+    h.add(10)
+    assert [r[0] for r in h.keep(batch, (0,), itemgetter(0)).rows] == [10]
+    table = h._ints
+    assert isinstance(table, np.ndarray)
+    h.add(20)
+    h.remove(10)
+    assert h._ints is table                 # changed in place, not built again
+    assert [r[0] for r in h.keep(batch, (0,), itemgetter(0)).rows] == [20]
+
+
+def test_non_int_keys_and_keys_held_as_tuples():
+    h = Holes(Manager())
+    h.add("a")
+    batch = _columnar(["a", "b", None], [1, 2, 3])
+    assert ms(h.keep(batch, (0,), itemgetter(0))) == {("a", 1): 1}
+    t = Holes(Manager())
+    t.add((4,))                             # a group key of one column, as a tuple
+    ints = _columnar([4, 5, 4], [1, 2, 3])
+    assert ms(t.keep(ints, (0,), tuple_key((0,)), bare=False)) == {(4, 1): 1, (4, 3): 1}
+
+
+def test_bytes_are_given_back_to_the_manager():
+    m = Manager()
+    h = Holes(m)
+    h.add(1)
+    h.add(2)
+    h.measure(1, 100)
+    h.measure(2, 50)
+    h.measure(3, 70)                        # not held: not accounted
+    assert m.total == 150
+    assert h.remove(1) == 100
+    m.total -= 100
+    h.clear()
+    assert m.total == 0 and len(h) == 0
