@@ -102,6 +102,12 @@ SUBSCRIBE_EVERY = 0.02
 CHECKPOINT_EVERY = 1024
 CHECKPOINT_ROWS = 32768
 
+#: With a data directory, the stateful shards' checkpoints are also written to disk at
+#: a quiet point once this many bytes have been logged since the last time (and after
+#: each snapshot, catalog change and at close): a reopen after a crash replays at most
+#: about this much log through the views (runtime/ondisk.py).
+DISK_CHECKPOINT_BYTES = 4 << 20
+
 
 def _override(text: str) -> None:
     for item in filter(None, (x.strip() for x in text.split(","))):

@@ -627,6 +627,11 @@ def run_partial(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_reopen(argv: list[str]) -> int:
+    from noria_tools.reopenbench import run_reopen as run
+    return run(argv)
+
+
 def run_cluster(argv: list[str]) -> int:
     from noria_tools.clusterbench import main
     return main(argv)
@@ -634,7 +639,8 @@ def run_cluster(argv: list[str]) -> int:
 
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
            "load": run_load, "peers": run_peers, "cluster": run_cluster,
-           "memory": run_memory, "adhoc": run_adhoc, "pg": run_pg, "partial": run_partial}
+           "memory": run_memory, "adhoc": run_adhoc, "pg": run_pg, "partial": run_partial,
+           "reopen": run_reopen}
 
 
 def run_bench(name: str, argv: list[str]) -> int:
