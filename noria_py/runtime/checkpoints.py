@@ -176,6 +176,11 @@ def _holds_whole(delta: InputDelta | Entries) -> bool:
     return isinstance(delta, DenseCounts)
 
 
+def delta_rows(delta: InputDelta | Entries) -> int:
+    """Rows or keys a delta changes (what it costs to write)."""
+    return sum(map(_size, delta)) if isinstance(delta, list) else _size(delta)
+
+
 def _size(x: Any) -> int:
     """Rows or entries ``x`` holds (a delta's: the keys it changed)."""
     if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], int):

@@ -66,7 +66,7 @@ from ..graph import Graph
 from ..storage import codec
 from ..storage.log import FrameScanner, atomic_write, frame, fsync_dir
 from ..storage.storage import CHECKPOINTS_DIR
-from .checkpoints import Checkpoint, CheckpointStore
+from .checkpoints import Checkpoint, CheckpointStore, delta_rows
 from .cluster.wire import (
     ProtocolError,
     decode_checkpoint,
@@ -80,8 +80,9 @@ MANIFEST_NAME = "MANIFEST.json"
 #: the files' format: a reopen uses only checkpoints written in this one
 FORMAT = 1
 MAGIC = b"NORIACKP"
-#: deltas on disk beyond this many bytes and their base's size: the shard is written whole
-COMPACT_MIN = 1 << 20
+#: deltas on disk of more rows or keys than this and than their base holds: the shard
+#: is written whole instead (its file then holds at most about twice its state)
+COMPACT_MIN = 4096
 #: checkpoints at or below any time (``CheckpointStore.latest``)
 EVER = 1 << 62
 
@@ -143,7 +144,8 @@ class Cut:
     catalog: list[str]
     #: view -> the shape of its nodes (``view_shape``)
     views: dict[str, list[list[Any]]]
-    #: shard key -> {"file", "length", "base" (bytes of its whole state), "form"}
+    #: shard key -> {"file", "length", "base_rows" (rows or entries of its whole state),
+    #: "delta_rows" (of the deltas after it), "form"}
     nodes: dict[str, dict[str, Any]]
     next_file: int = 0
 
@@ -247,15 +249,19 @@ class DiskCheckpoints:
         out: dict[str, dict[str, Any]] = {}
         for key, (nid, form) in nodes.items():
             prev = old.nodes.get(key) if old is not None else None
+            deltas = journal.get(nid, [])
             if (prev is not None and self.ids.get(key) == nid and nid not in store.rewrite
                     and prev["form"] == form):
-                records = [frame(codec.packb(["delta", encode_delta(form, d)], big_ints=True))
-                           for _, d in journal.get(nid, [])]
-                grown = prev["length"] + sum(map(len, records))
-                if grown - prev["base"] <= max(prev["base"], COMPACT_MIN):
+                # (decided by rows before any is encoded: the deltas of a busy shard
+                # soon hold more than its state, which is then written whole instead)
+                rows = prev["delta_rows"] + sum(delta_rows(d) for _, d in deltas)
+                if rows <= max(prev["base_rows"], COMPACT_MIN):
+                    records = [frame(codec.packb(["delta", encode_delta(form, d)], big_ints=True))
+                               for _, d in deltas]
                     if records:
                         self._append(self.dir / prev["file"], prev["length"], records)
-                    out[key] = dict(prev, length=grown)
+                    out[key] = dict(prev, length=prev["length"] + sum(map(len, records)),
+                                    delta_rows=rows)
                     continue
             ck = store.latest(nid, EVER)
             assert ck is not None, nid
@@ -265,7 +271,7 @@ class DiskCheckpoints:
             base = frame(codec.packb(["base", encode_checkpoint(ck)], big_ints=True))
             self._create(self.dir / name, [MAGIC, head, base])
             out[key] = {"file": name, "length": len(MAGIC) + len(head) + len(base),
-                        "base": len(MAGIC) + len(head) + len(base), "form": form}
+                        "base_rows": ck.rows(), "delta_rows": 0, "form": form}
         cut = Cut(lsn, crc, engine_version(), shards, list(catalog), views, out, next_file)
         body = cut.to_json()
         doc = json.dumps({"crc": zlib.crc32(_canonical(body)), "body": body}).encode()

@@ -36,7 +36,7 @@ def often(monkeypatch):
     monkeypatch.setattr(tuning, "DISK_CHECKPOINT_BYTES", 2000)
     monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 4)
     monkeypatch.setattr(tuning, "ACK_EVERY", 4)
-    monkeypatch.setattr(ondisk, "COMPACT_MIN", 4000)
+    monkeypatch.setattr(ondisk, "COMPACT_MIN", 20)
 
 
 def _ops(rng: random.Random, n: int) -> list:
