@@ -358,6 +358,11 @@ class Database:
         store = rt.store
         assert store is not None
         if rt.pending() or not all(d.alive for d in rt.domains.values()):
+            # not now; what the journal holds is let go (those shards are written whole
+            # at the next cut), so that it does not grow while no cut can be taken
+            if store.journal:
+                store.rewrite.update(nid for nid, deltas in store.journal.items() if deltas)
+                store.journal = {}
             return
         cut = disk.cut_now
         if (cut is not None and cut.lsn == storage.lsn and not store.rewrite
@@ -1555,6 +1560,9 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one).
     ``checkpoints=False`` turns off the stateful nodes' checkpoints (they are on with
     clocks: tree-clock recovery of a stateful node starts from its own checkpoint).
+    ``data_dir``: the tables are durable there, and (with checkpoints, not partial) the
+    views' checkpoints too, from which a reopen restores the views
+    (``Database.reopened`` says how; docs/recovery.md, "On disk").
     ``partial=True``: the readers of parameterized views hold only the keys read,
     filled by upqueries; ``memory_limit`` (bytes) bounds what they hold, least
     recently read keys evicted first (docs/partial.md)."""
