@@ -261,8 +261,7 @@ class Database:
         if disk is not None:
             cut = disk.read_manifest()
             why = (None if cut is None else disk.usable(
-                cut, cut.lsn if recovered.later is not None else None,
-                recovered.split_crc, recovered.catalog, self.shards))
+                cut, recovered.split_lsn, recovered.split_crc, recovered.catalog, self.shards))
             if why is not None:
                 self.reopened["unused_because"] = why
                 cut = None
@@ -386,7 +385,7 @@ class Database:
         try:
             disk.write_cut(storage.lsn, storage.last_crc, storage.catalog, self.shards, views,
                            nodes, store)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:     # (the disk, or a value it cannot encode)
             self.recovery_notes.append(f"checkpoints could not be written to disk ({exc}); "
                                        "the last ones written stay in force")
         self._disk_mark = storage.log_bytes()

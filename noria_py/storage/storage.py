@@ -105,6 +105,8 @@ class Recovered:
     later: list[tuple[str, tuple, tuple]] | None = None
     #: with ``later``: the CRC32 of batch L's log record (None: L is the snapshot's batch)
     split_crc: int | None = None
+    #: with ``later``: L
+    split_lsn: int | None = None
 
 
 @dataclass
@@ -713,7 +715,8 @@ class Storage:
             if rows.unmatched:
                 report.append(f"table {name!r}: {rows.unmatched} deleted row(s) matched no stored row and were ignored")
         return Recovered(catalog=catalog, tables=out, lsn=lsn, report=report, later=after,
-                         split_crc=self._split_crc if after is not None else None)
+                         split_crc=self._split_crc if after is not None else None,
+                         split_lsn=split if after is not None else None)
 
     def _damaged(self, damage: Damage) -> None:
         """Refuse to open, or (inspecting for :func:`repair`) note the damage."""

@@ -432,3 +432,28 @@ def test_the_chain_on_disk_is_the_stores_after_any_puts_restores_and_drops(tmp_p
                 got, want = disk.load(cut, key), store.latest(n, ondisk.EVER)
                 assert got is not None and want is not None
                 assert (got.inputs, got.entries) == (want.inputs, want.entries), (step, n)
+
+
+def test_a_cut_that_fails_leaves_the_write_done_and_the_last_cut_in_force(tmp_path, often,
+                                                                          monkeypatch):
+    d = str(tmp_path / "data")
+    db = noria_py.connect(data_dir=d)
+    _create(db)
+    model: dict[str, list[tuple]] = {"t1": [], "t2": []}
+    rng = random.Random(5)
+    for op in _ops(rng, 30):
+        apply_model(model, op, db)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(ondisk.DiskCheckpoints, "write_cut", full)
+    for op in _ops(rng, 120):                   # cuts due, and failing
+        apply_model(model, op, db)
+    assert any("No space left" in n for n in db.recovery_notes)
+    assert wrong_views(db, model) == []
+    db.close()
+    monkeypatch.undo()
+    db = noria_py.connect(data_dir=d)
+    assert db.reopened["batches_replayed"] > 0
+    assert wrong_views(db, model) == []
+    db.close()
