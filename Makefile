@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 $(BIN)/noria-py: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,spark,bench]'
+	$(BIN)/pip install -q -e '.[test,spark,bench,ray]'
 	touch $(BIN)/noria-py
 
 setup: $(BIN)/noria-py

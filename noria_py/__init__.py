@@ -42,6 +42,7 @@ from .errors import (
     ParseError,
     ProgrammingError,
     RecoveryError,
+    RegimeError,
     RowNotFoundError,
     SqlError,
     StorageError,
@@ -64,7 +65,7 @@ __all__ = [
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
     "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "SubscriptionError", "ConnectError",
-    "DependentViewsError", "ArgumentError",
+    "DependentViewsError", "ArgumentError", "RegimeError",
     "Change", "Subscription",
     # DB-API 2.0 (PEP 249): noria_py/dbapi.py
     "apilevel", "threadsafety", "paramstyle", "Cursor", "Warning", "InterfaceError",

@@ -31,7 +31,7 @@ from sql_frontend import plan as lp
 from sql_frontend.expr import Col
 from sql_frontend.types import SqlType, TableSchema
 
-from . import arguments, tuning
+from . import arguments, regimes, tuning
 from .arrowio import arrow_columns, as_arrow_table, column_rows, is_frame
 from .batch import Batch
 from .dbapi import Cursor
@@ -61,11 +61,12 @@ from .ops import Base, Reader
 from .ordering import order_key
 from .partial import Partial
 from .planner import Planner, initialize
-from .recovery import RecoveryReport, lineage, spark, treeclock
+from .recovery import RecoveryReport, coordinated, lineage, spark, treeclock
 from .remote import connect_url
 from .result import Result, ViewFrames
 from .runtime import checkpoints as ck_mod
 from .runtime import ondisk
+from .runtime.coordinated import CoordinatedRuntime
 from .runtime.embedded import EmbeddedRuntime
 from .storage import Storage
 from .subscribe import Change, Subscription, buffer_size
@@ -165,13 +166,43 @@ class Database:
     """One embedded noria-py engine. Create it with ``noria_py.connect()``."""
 
     def __init__(self, data_dir: str | None = None, shards: int = 1, seed: int | None = None,
-                 clocks: bool = True, runtime=None, checkpoints: bool = True,
-                 partial: bool = False, memory_limit: int | None = None) -> None:
+                 clocks: bool | None = None, runtime=None, checkpoints: bool | None = None,
+                 partial: bool = False, memory_limit: int | None = None,
+                 regime: str = "treeclock", barrier_every: int | None = None,
+                 barrier_seconds: float | None = None) -> None:
         """``runtime`` (with a ``graph`` of its own) replaces the embedded one: the cluster
         controller runs this class over its ``ClusterRuntime``. ``checkpoints``: stateful
         nodes checkpoint their state (with clocks; docs/recovery.md). ``partial``: the
         readers of parameterized views hold only the keys read, ``memory_limit`` bytes
-        of them at most (noria_py/partial.py, docs/partial.md)."""
+        of them at most (noria_py/partial.py, docs/partial.md). ``regime``: the
+        fault-tolerance regime (noria_py/regimes.py, docs/regimes.md); ``clocks`` and
+        ``checkpoints`` default to its own (on for treeclock, off otherwise);
+        ``barrier_every`` (writes) and ``barrier_seconds``: how often the coordinated
+        regime starts an epoch of barrier checkpoints."""
+        regime = regimes.check(regime)
+        if regime != "coordinated" and (barrier_every is not None or barrier_seconds is not None):
+            raise ArgumentError("barrier_every and barrier_seconds set how often the "
+                                "coordinated regime checkpoints; connect(regime='coordinated', ...)")
+        if barrier_every is not None and (type(barrier_every) is not int or barrier_every < 1):
+            raise ArgumentError(f"barrier_every must be a number of writes (an int, 1 or "
+                                f"more), got {barrier_every!r}")
+        if barrier_seconds is not None and (not isinstance(barrier_seconds, (int, float))
+                                            or isinstance(barrier_seconds, bool)
+                                            or not barrier_seconds > 0):
+            raise ArgumentError(f"barrier_seconds must be a number of seconds above 0, "
+                                f"got {barrier_seconds!r}")
+        if regime != "treeclock":
+            if clocks or checkpoints:
+                raise ArgumentError(f"regime {regime!r} keeps no tree clocks or local "
+                                    "checkpoints; clocks= and checkpoints= go with "
+                                    "regime='treeclock'")
+            if partial:
+                raise ArgumentError(f"partial state is offered with regime 'treeclock' "
+                                    f"only, not {regime!r} yet")
+        clocks = regime == "treeclock" if clocks is None else clocks
+        checkpoints = regime == "treeclock" if checkpoints is None else checkpoints
+        #: the fault-tolerance regime (docs/regimes.md)
+        self.regime = regime
         if shards < 1:
             raise ArgumentError(f"shards must be at least 1, got {shards}")
         if type(partial) is not bool:
@@ -190,7 +221,9 @@ class Database:
         self.clocks = clocks
         #: held by every call (module docstring); a runtime given is serialized by its owner
         self._lock: _DatabaseLock | _Unlocked = _DatabaseLock() if runtime is None else _Unlocked()
-        if runtime is None:
+        if runtime is None and regime == "coordinated":
+            runtime = CoordinatedRuntime(Graph(), seed, barrier_every, barrier_seconds)
+        elif runtime is None:
             runtime = EmbeddedRuntime(Graph(), seed, clocks=clocks, checkpoints=checkpoints)
         self.runtime = runtime
         self.graph_ = runtime.graph
@@ -1071,19 +1104,27 @@ class Database:
         self._failed.add(node_id)
 
     @overload
-    def recover(self, node_id: str, strategy: str = ...) -> RecoveryReport: ...
+    def recover(self, node_id: str, strategy: str | None = ...) -> RecoveryReport: ...
     @overload
-    def recover(self, node_id: None = ..., strategy: str = ...) -> list[RecoveryReport]: ...
+    def recover(self, node_id: None = ..., strategy: str | None = ...) -> list[RecoveryReport]: ...
 
     @_serialized
     def recover(self, node_id: str | None = None,
-                strategy: str = "treeclock") -> RecoveryReport | list[RecoveryReport]:
+                strategy: str | None = None) -> RecoveryReport | list[RecoveryReport]:
         """Bring a failed node back; without one, every failed node, in topological order
         (a node a neighbour's recovery brings back is a no-op). A recovery that refuses
-        raises RecoveryError and leaves the node failed."""
-        if strategy not in ("treeclock", "lineage", "spark"):
-            raise RecoveryError(f"unknown recovery strategy {strategy!r}; "
-                                "choose 'treeclock', 'lineage' or 'spark'")
+        raises RecoveryError and leaves the node failed. ``strategy``: by default the
+        regime's own (``regimes.STRATEGIES``)."""
+        allowed = regimes.STRATEGIES[self.regime]
+        if strategy is None:
+            strategy = allowed[0]
+        if strategy not in allowed:
+            known = {s for ss in regimes.STRATEGIES.values() for s in ss}
+            raise RecoveryError(
+                f"unknown recovery strategy {strategy!r}; choose 'treeclock', 'lineage' or 'spark'"
+                if strategy not in known else
+                f"strategy {strategy!r} is not available in regime {self.regime!r}; "
+                f"choose {' or '.join(map(repr, allowed))}")
         if node_id is None:
             down = [n for n in self.graph_.topological() if not self.runtime.alive(n)]
             self._failed.update(down)
@@ -1100,6 +1141,8 @@ class Database:
             report = treeclock.recover(self.graph_, self.runtime, node_id)
         elif strategy == "spark":
             report = spark.recover(self, node_id)
+        elif strategy == "coordinated":
+            report = coordinated.recover(self.graph_, self.runtime, node_id)
         self._failed.discard(node_id)
         self._recoveries.append(report)
         self._publish()
@@ -1552,9 +1595,10 @@ class _Dropped:
 
 
 def connect(url: str | None = None, *, data_dir: str | None = None, shards: int = 1,
-            seed: int | None = None, clocks: bool = True, checkpoints: bool = True,
-            token: str | None = None, partial: bool = False,
-            memory_limit: int | None = None):
+            seed: int | None = None, clocks: bool | None = None,
+            checkpoints: bool | None = None, token: str | None = None, partial: bool = False,
+            memory_limit: int | None = None, regime: str | None = None,
+            barrier_every: int | None = None, barrier_seconds: float | None = None):
     """Open an engine: embedded in this process (no url), or a client of a cluster
     (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one).
     ``checkpoints=False`` turns off the stateful nodes' checkpoints (they are on with
@@ -1564,16 +1608,26 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     (``Database.reopened`` says how; docs/recovery.md, "On disk").
     ``partial=True``: the readers of parameterized views hold only the keys read,
     filled by upqueries; ``memory_limit`` (bytes) bounds what they hold, least
-    recently read keys evicted first (docs/partial.md)."""
+    recently read keys evicted first (docs/partial.md). ``regime``: the fault-tolerance
+    regime, ``treeclock`` (the default), ``lineage`` or ``coordinated`` (with
+    ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints); the others
+    the contract names are refused as not built yet (docs/regimes.md)."""
     if url is not None:
-        if (data_dir is not None or shards != 1 or seed is not None or not clocks
-                or not checkpoints or partial or memory_limit is not None):
-            raise ArgumentError("data_dir, shards, seed, clocks, checkpoints, partial and "
-                                "memory_limit are the server's settings (noria-py serve); "
-                                "connect to a URL with only a token")
+        if (data_dir is not None or shards != 1 or seed is not None
+                or (clocks is not None and not clocks)
+                or (checkpoints is not None and not checkpoints) or partial or memory_limit is not None
+                or regime is not None or barrier_every is not None
+                or barrier_seconds is not None):
+            if regime is not None:
+                regimes.check(regime)       # an unknown or unbuilt name says so first
+            raise ArgumentError("data_dir, shards, seed, clocks, checkpoints, partial, "
+                                "memory_limit and regime are the server's settings "
+                                "(noria-py serve); connect to a URL with only a token")
         return connect_url(url, token)
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks,
-                    checkpoints=checkpoints, partial=partial, memory_limit=memory_limit)
+                    checkpoints=checkpoints, partial=partial, memory_limit=memory_limit,
+                    regime="treeclock" if regime is None else regime,
+                    barrier_every=barrier_every, barrier_seconds=barrier_seconds)
 
 
 def catalog_problems(catalog: list[str], tables: dict[str, list[tuple]]) -> dict[str, tuple[list[tuple], str]]:

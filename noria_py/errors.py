@@ -37,6 +37,12 @@ class ArgumentError(ProgrammingError):
     (``Server(host=...)`` beyond loopback without a token); the message names it."""
 
 
+class RegimeError(ArgumentError):
+    """``connect(regime=...)`` or ``noria-py serve --regime`` names a fault-tolerance
+    regime that does not exist, one not built yet, or one this runtime does not offer
+    (the message says which, and lists the regimes that are built)."""
+
+
 class DependentViewsError(ProgrammingError):
     """DROP TABLE or DROP VIEW (with IF EXISTS too) of something other views read; the
     message names them, to be dropped first."""

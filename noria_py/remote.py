@@ -234,8 +234,9 @@ class RemoteDatabase:
         """Fail a node shard: SIGKILL the worker hosting it (its other nodes go with it)."""
         self._call("fail", node_id)
 
-    def recover(self, node_id: str, strategy: str = "treeclock") -> RecoveryReport:
-        """Recover a failed node on the server (the cluster also recovers by itself)."""
+    def recover(self, node_id: str, strategy: str | None = None) -> RecoveryReport:
+        """Recover a failed node on the server (the cluster also recovers by itself,
+        with the strategy of its regime, the default)."""
         return _report(self._call("recover", node_id, strategy))
 
     def recoveries(self) -> list[RecoveryReport]:

@@ -101,6 +101,12 @@ SUBSCRIBE_EVERY = 0.02
 #: same, docs/recovery.md, docs/benchmarks.md).
 CHECKPOINT_EVERY = 1024
 CHECKPOINT_ROWS = 32768
+#: The coordinated regime starts an epoch of barrier checkpoints every this many writes
+#: (``connect(regime="coordinated", barrier_every=..., barrier_seconds=...)``), about as
+#: often as the vote workload's shards checkpoint under tree clocks (a shard's 32,768
+#: rows at 1,000 votes a write over 4 shards); a rollback replays at most this many
+#: writes (docs/regimes.md).
+BARRIER_EVERY = 128
 
 #: With a data directory, the stateful shards' checkpoints are also written to disk at
 #: a quiet point once this many bytes have been logged since the last time (and after

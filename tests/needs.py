@@ -1,8 +1,9 @@
 """What some tests need from outside the repository, and what happens without it.
 
 Java (with PySpark) for the Spark tests, the shared sqllogictest corpus beside the
-repository (``../shared/conformance``) for the corpus tests, and PostgreSQL's binaries
-for the Postgres front end's differential tests. Without one, its tests are
+repository (``../shared/conformance``) for the corpus tests, PostgreSQL's binaries
+for the Postgres front end's differential tests, and Ray for the cluster's placement
+on Ray. Without one, its tests are
 skipped, saying what is missing; under CI (``CI=true``) they fail instead, so that a CI
 machine set up without Java or without ``../shared`` cannot pass by running less.
 """
@@ -59,3 +60,16 @@ def postgres() -> Any:
         return Postgres()
     except PostgresUnavailable as exc:
         missing(str(exc))
+
+
+def ray_instance(num_cpus: int = 8) -> str:
+    """A Ray instance started by this process (``ray.init``), for ``noria-py serve --ray
+    ADDRESS`` to place workers on; returns its address. The caller ends it with
+    ``ray.shutdown()``, which stops only what this process started."""
+    try:
+        import ray
+    except ImportError:
+        missing("Ray is not installed (pip install -e '.[ray]')")
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    return str(ray.get_runtime_context().gcs_address)

@@ -16,3 +16,6 @@ class RecoveryReport:
     #: the time of the checkpoint a stateful node came back from (None: stateless, or
     #: rebuilt from its parents' state)
     checkpoint: int | None = None
+    #: the nodes set back to an earlier state besides the failed one (the coordinated
+    #: regime: every node, to the epoch ``checkpoint``; None there: rebuilt)
+    rolled_back: list[str] = field(default_factory=list)

@@ -161,7 +161,8 @@ def _compute_inputs(spark: SparkSession, db: Database, purged: set[str],
     for rel in wanted:
         try:
             frame = tr.df(rel)  # type: ignore[no-untyped-call]  # spark.translate: untyped
-            out[rel] = arrow_to_rows(frame.toArrow()) if rel.columns else [()] * frame.count()
+            out[rel] = arrow_to_rows(frame.toArrow(), [c.type for c in rel.columns]) \
+                if rel.columns else [()] * frame.count()
         except RecoveryError:
             raise
         except Exception as exc:

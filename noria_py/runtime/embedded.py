@@ -232,12 +232,20 @@ class EmbeddedRuntime(Runtime):
 
     def write(self, base_id: str, batch: Batch) -> None:
         """A validated write enters its base node, then propagates (fully, unless seeded)."""
+        self._enter(base_id, batch)
+        self._propagate()
+
+    def _enter(self, base_id: str, batch: Batch) -> None:
+        """A write into its base's history, then through its base node onto the queues."""
         d = self.domains[base_id]
         history = self.durable[base_id]
         history.append(batch)
         if len(history.batches) >= tuning.HISTORY_TRIM_EVERY and d.alive:
             self._trim_history(base_id, d, history)
         self.send_all(d.write(batch))
+
+    def _propagate(self) -> None:
+        """Run the queues: to quiescence, or, seeded, a random number of steps."""
         if self.seed is None:
             self.run()
         else:

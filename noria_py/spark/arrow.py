@@ -4,6 +4,7 @@ a type all the same (Spark needs one). The SQL-to-Arrow type map itself is the
 engine's (``noria_py.arrowio``), shared with ``Result.arrow`` and ``insert_arrow``."""
 from __future__ import annotations
 
+import datetime
 import decimal
 from typing import Iterable, Sequence
 
@@ -35,13 +36,33 @@ def rows_to_arrow(rows: Sequence[tuple], names: Sequence[str],
     return pa.Table.from_arrays(arrays, names=list(names))
 
 
-def arrow_to_rows(table: pa.Table | pa.RecordBatch) -> list[tuple]:
-    """The rows of a Spark result; a decimal of scale 0 (an exact SUM of an INT column:
-    ``translate``; the engine has no DECIMAL) as a Python int."""
+def arrow_to_rows(table: pa.Table | pa.RecordBatch,
+                  types: Sequence[SqlType | None] | None = None) -> list[tuple]:
+    """The rows of a Spark result, as the engine holds values of the plan's ``types``: a
+    decimal of scale 0 (an exact SUM of an INT column: ``translate``; the engine has no
+    DECIMAL) as a Python int; a time as its column's type holds it, whichever of
+    Spark's two timestamp types the result has (in the session's zone, UTC): naive for
+    TIMESTAMP, in ``datetime.timezone.utc`` for TIMESTAMPTZ."""
     rows = column_rows(table.columns)
     if any(pa.types.is_decimal(c.type) and c.type.scale == 0 for c in table.columns):
         rows = [tuple(int(v) if isinstance(v, decimal.Decimal) else v for v in r) for r in rows]
+    times = {i: t for i, t in enumerate(types or ())
+             if t in (SqlType.TIMESTAMP, SqlType.TIMESTAMPTZ)}
+    if times and rows:
+        rows = [tuple(_time(v, times[i]) if i in times else v for i, v in enumerate(r))
+                for r in rows]
     return rows
+
+
+def _time(v: object, t: SqlType) -> object:
+    if not isinstance(v, datetime.datetime):
+        return v
+    if t is SqlType.TIMESTAMP:
+        return v if v.tzinfo is None else v.astimezone(_UTC).replace(tzinfo=None)
+    return v.replace(tzinfo=_UTC) if v.tzinfo is None else v.astimezone(_UTC)
+
+
+_UTC = datetime.timezone.utc
 
 
 def expand(counted: Iterable[tuple[tuple, int]]) -> list[tuple]:

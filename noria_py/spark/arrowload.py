@@ -26,13 +26,14 @@ so that the engine a load ran on changes nothing but its speed:
   The whole input is held in memory, which is why large inputs go to Spark (``load.py``,
   ``ARROW_MAX_BYTES``).
 
-Known differences, where Spark fails with its own exception rather than a noria_py
-``Error``: CSV files whose headers differ, and Parquet files whose column types pyarrow cannot
-unify, are a ``LoadError`` here (Spark raises, or reads them all with one file's
-types; it also raises for an INT column int32 in one file and int64 in another, which
-loads here);
-Parquet nanosecond timestamps load here (truncated to microseconds, the engine's unit)
-and Spark refuses them. A file name is shown as the path, where Spark shows its URI
+- Files are checked as a whole before any row, with the same functions on both engines
+  (the Spark engine runs them on local files before Spark reads them): every CSV
+  header names the same columns (``check_header``); the Parquet files have the same
+  columns, and types that one type holds (``parquet_schema``: int32 in one file and
+  int64 in another load as int64; int and string are a ``LoadError``). Nanosecond
+  timestamps are truncated to microseconds, the engine's unit.
+
+The one known difference: a file name is shown as the path, where Spark shows its URI
 (a space as ``%20``).
 """
 from __future__ import annotations
@@ -59,7 +60,7 @@ import pyarrow.parquet as pq
 from sql_frontend.types import SqlType, TableSchema
 
 from ..arrowio import ARROW_TYPES
-from .schema import LoadError, match_columns, not_null, spark_type_fits
+from .schema import DATE_RE, TS_RE, TSTZ_RE, LoadError, match_columns, not_null, spark_type_fits
 
 # the Spark path's regular expressions (load.py), in RE2's spelling; Java's \s is
 # [ \t\n\x0B\f\r], RE2's lacks \x0B
@@ -67,8 +68,6 @@ _WS = r"[ \t\n\x0B\f\r]"
 _INT_RE = rf"^{_WS}*[+-]?[0-9]+{_WS}*$"
 _FLOAT_RE = (rf"^{_WS}*([+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?"
              rf"|[+-]?(inf|infinity|nan)){_WS}*$")
-_DATE_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-_TS_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?)?$"
 _BOOL = {"true": True, "t": True, "1": True, "yes": True, "y": True, "on": True,
          "false": False, "f": False, "0": False, "no": False, "n": False, "off": False}
 _LINE = re.compile(r"\r\n|\r|\n")
@@ -229,6 +228,50 @@ def _fast_csv(path: str) -> tuple[list[str], list[pa.Array]] | None:
     return names, [c.combine_chunks() for c in t.columns]
 
 
+def csv_names(line: str) -> list[str]:
+    """The column names a CSV header line gives (an empty one is ``_cN``, as in Spark)."""
+    return [h or f"_c{i}" for i, h in enumerate(split_csv_line(line))]
+
+
+def check_header(f: str, header: list[str], first: str, names: list[str]) -> None:
+    """Raise unless file ``f``'s ``header`` names the columns of the first file's
+    (``names``), up to case; both engines check every file's header before any row."""
+    if "_corrupt" in (h.lower() for h in header):
+        raise LoadError("a CSV column may not be named _corrupt")
+    if [h.lower() for h in header] != [h.lower() for h in names]:
+        raise LoadError(f"csv input: {f} has the columns {header}, the first file "
+                        f"{first} has {names}; nothing was loaded")
+
+
+def csv_header(path: str) -> list[str] | None:
+    """The header of a CSV file, its first line that is not blank, read without reading
+    the rest of the file; None for a file of blank lines only."""
+    with open(path, "rb") as fh:
+        buf = b""
+        while True:
+            chunk = fh.read(1 << 16)
+            buf += chunk
+            parts = _LINE.split(buf.decode("utf-8", errors="replace"))
+            for line in parts if not chunk else parts[:-1]:     # the last may go on
+                if line.strip():
+                    return csv_names(line)
+            if not chunk:
+                return None
+
+
+def check_csv_headers(files: list[str]) -> None:
+    """Every CSV file's header names the same columns (``check_header``): the Spark
+    engine's check before it reads, which would otherwise fail inside Spark."""
+    names: list[str] | None = None
+    for f in files:
+        header = csv_header(f)
+        if header is None:
+            continue
+        if names is None:
+            names, first = header, f
+        check_header(f, header, first, names)
+
+
 def read_csv(files: list[str]) -> Input:
     names: list[str] | None = None
     cols: list[list[str | None]] = []
@@ -242,15 +285,13 @@ def read_csv(files: list[str]) -> Input:
         lines = _csv_lines(f)
         if not lines:
             continue
-        header = [h or f"_c{i}" for i, h in enumerate(split_csv_line(lines[0]))]
+        header = csv_names(lines[0])
         if names is None:
             names = header
-            if "_corrupt" in names:
-                raise LoadError("a CSV column may not be named _corrupt")
+            check_header(files[0], names, files[0], names)
             cols = [[] for _ in names]
-        elif [h.lower() for h in header] != [h.lower() for h in names]:
-            raise LoadError(f"csv input: {f} has the columns {header}, the first file "
-                            f"{files[0]} has {names}; nothing was loaded")
+        else:
+            check_header(f, header, files[0], names)
         width = len(names)
         start = len(file_of)
         for r, line in enumerate(lines[1:]):
@@ -270,12 +311,8 @@ def read_csv(files: list[str]) -> Input:
 
 def _fast_input(files: list[str], read: list[tuple[list[str], list[pa.Array]]]) -> Input:
     names = read[0][0] if read else []
-    if "_corrupt" in names:
-        raise LoadError("a CSV column may not be named _corrupt")
     for f, (header, _) in zip(files, read):
-        if [h.lower() for h in header] != [h.lower() for h in names]:
-            raise LoadError(f"csv input: {f} has the columns {header}, the first file "
-                            f"{files[0]} has {names}; nothing was loaded")
+        check_header(f, header, files[0], names)
     counts = [len(cols[0]) if cols else 0 for _, cols in read]
     columns = [pa.concat_arrays([cols[i] for _, cols in read]) for i in range(len(names))]
     file_of = np.repeat(np.arange(len(files), dtype=np.int64), counts)
@@ -327,33 +364,51 @@ def _spark_type(t: pa.DataType) -> tuple[str, str]:
     return str(t), str(t)
 
 
+def parquet_schema(files: list[str]) -> tuple[pa.Schema | None, bool]:
+    """The schema that holds every Parquet file's rows, from the files' footers: the first
+    file's column names, each column's type promoted (int32 and int64 give int64); and
+    whether the files' types differ. Raises a ``LoadError`` for a file that is not
+    Parquet, columns that differ, or types that no type holds (int and string). Both
+    engines read with it, the Spark engine before Spark sees the files."""
+    schemas: list[pa.Schema] = []
+    for f in files:
+        try:
+            s = pq.read_schema(f)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise LoadError(f"cannot read {f} as Parquet: {exc}") from None
+        if schemas:
+            names = schemas[0].names
+            by_lower = {n.lower(): n for n in s.names}
+            if set(by_lower) != {n.lower() for n in names}:
+                raise LoadError(f"parquet input: {f} has the columns {s.names}, the "
+                                f"first file {files[0]} has {names}; nothing was loaded")
+            s = pa.schema([s.field(by_lower[n.lower()]).with_name(n) for n in names])
+        schemas.append(s.remove_metadata())
+    if not schemas:
+        return None, False
+    try:
+        unified = pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise LoadError(f"parquet input: the files' column types differ ({exc})") from None
+    return unified, any(not s.equals(unified) for s in schemas)
+
+
 def read_parquet(files: list[str]) -> Input:
-    names: list[str] | None = None
+    schema, _ = parquet_schema(files)
+    if schema is None:
+        return Input([], [], files, np.zeros(0, np.int64), np.zeros(0, np.int64), {})
     parts: list[pa.Table] = []
     file_of, row_of = [], []
     for fi, f in enumerate(files):
-        try:
-            t = pq.read_table(f)
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise LoadError(f"cannot read {f} as Parquet: {exc}") from None
-        if names is None:
-            names = t.column_names
-        else:
-            by_lower = {n.lower(): n for n in t.column_names}
-            if set(by_lower) != {n.lower() for n in names}:
-                raise LoadError(f"parquet input: {f} has the columns {t.column_names}, the "
-                                f"first file {files[0]} has {names}; nothing was loaded")
-            t = t.select([by_lower[n.lower()] for n in names]).rename_columns(names)
+        t = pq.read_table(f)
+        by_lower = {n.lower(): n for n in t.column_names}
+        t = (t.select([by_lower[n.lower()] for n in schema.names])
+             .rename_columns(schema.names).cast(schema))
         parts.append(t)
         file_of.append(np.full(t.num_rows, fi, dtype=np.int64))
         row_of.append(np.arange(1, t.num_rows + 1, dtype=np.int64))
-    if names is None:
-        return Input([], [], files, np.zeros(0, np.int64), np.zeros(0, np.int64), {})
-    try:
-        table = pa.concat_tables(parts, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise LoadError(f"parquet input: the files' column types differ ({exc})") from None
-    return Input(names, [c.combine_chunks() for c in table.columns], files,
+    table = pa.concat_tables(parts)
+    return Input(schema.names, [c.combine_chunks() for c in table.columns], files,
                  np.concatenate(file_of), np.concatenate(row_of), {})
 
 
@@ -400,6 +455,13 @@ def _timestamp(v: str) -> Any:
     return datetime.datetime.fromisoformat(v.strip())
 
 
+def _timestamptz(v: str) -> Any:
+    import datetime
+    ts = datetime.datetime.fromisoformat(v.strip())
+    return ts.replace(tzinfo=datetime.timezone.utc) if ts.tzinfo is None \
+        else ts.astimezone(datetime.timezone.utc)
+
+
 def _date(v: str) -> Any:
     import datetime
     return datetime.date.fromisoformat(v.strip())
@@ -429,22 +491,27 @@ def parse_text(text: pa.Array, t: SqlType) -> pa.Array:
         return pc.if_else(pa.array(true), True,
                           pc.if_else(pa.array(false), False, pa.nulls(len(text), pa.bool_())))
     if t is SqlType.DATE:
-        ok = _mask(pc.match_substring_regex(spaces, _DATE_RE))
+        ok = _mask(pc.match_substring_regex(spaces, DATE_RE))
         return _parse_where(spaces, ok, lambda a: pc.cast(a, pa.date32()), _date, target)
     if t is SqlType.TIMESTAMP:
-        ok = _mask(pc.match_substring_regex(spaces, _TS_RE))
+        ok = _mask(pc.match_substring_regex(spaces, TS_RE))
         return _parse_where(spaces, ok, lambda a: pc.cast(a, target), _timestamp, target)
+    if t is SqlType.TIMESTAMPTZ:
+        ok = _mask(pc.match_substring_regex(spaces, TSTZ_RE))
+        return _parse_where(spaces, ok, lambda a: pc.cast(a, target), _timestamptz, target)
     raise LoadError(f"cannot load a column of type {t.value}")
 
 
 def _stored(arr: pa.Array, t: SqlType) -> pa.Array:
     """A Parquet column (its type checked by ``spark_type_fits``) as the table's type:
-    Spark's ``CAST``; an instant becomes its UTC wall-clock time (session time zone UTC)."""
+    Spark's ``CAST`` (session time zone UTC): in a TIMESTAMP column an instant becomes its
+    UTC wall-clock time; in a TIMESTAMPTZ column an instant stays, a wall-clock time is
+    taken as UTC."""
     target = ARROW_TYPES[t]
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if pa.types.is_timestamp(arr.type):
-        if arr.type.tz is not None:
+        if arr.type.tz is not None and t is not SqlType.TIMESTAMPTZ:
             arr = arr.cast(pa.int64()).cast(pa.timestamp(arr.type.unit))
         return arr.cast(target, safe=False)
     return arr.cast(target)

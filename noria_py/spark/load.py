@@ -47,18 +47,25 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from sql_frontend.types import SqlType
 
 from ..storage import Storage
-from .schema import LoadError, match_columns, not_null, spark_type_fits, table_schema
+from .schema import (
+    DATE_RE,
+    TS_RE,
+    TSTZ_RE,
+    LoadError,
+    match_columns,
+    not_null,
+    spark_type_fits,
+    table_schema,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 _SPARK_SQL_TYPES = {SqlType.INT: "BIGINT", SqlType.FLOAT: "DOUBLE", SqlType.TEXT: "STRING",
                     SqlType.BOOL: "BOOLEAN", SqlType.DATE: "DATE",
-                    SqlType.TIMESTAMP: "TIMESTAMP_NTZ"}
+                    SqlType.TIMESTAMP: "TIMESTAMP_NTZ", SqlType.TIMESTAMPTZ: "TIMESTAMP"}
 _INT_RE = r"^\\s*[+-]?[0-9]+\\s*$"
 _FLOAT_RE = r"^\\s*([+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan))\\s*$"
-_DATE_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-_TS_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?)?$"
 MAX_REPORTED = 10
 
 
@@ -172,10 +179,12 @@ def load(table: str, paths: list[str], *, data_dir: str | None = None, server: s
         spark = get_session(master)
     if server is None:
         db = noria_py.connect(data_dir=data_dir)
+    plan = _ReadPlan()
     try:
         t0 = time.perf_counter()
-        raw = _read(spark, fmt, paths)
-        checked, src_cols = _validate(spark, raw, fmt, schema, db)
+        plan = _plan_read(fmt, paths)
+        raw = _read(spark, fmt, paths, plan)
+        checked, src_cols = _validate(spark, raw, fmt, schema, db, plan)
         bad = checked.where("__bad_reason IS NOT NULL")
         first_bad = (bad.orderBy("__file", "__mono")
                      .select("__file", "__block", "__mono", "__bad_col", "__bad_reason", "__raw")
@@ -216,7 +225,12 @@ def load(table: str, paths: list[str], *, data_dir: str | None = None, server: s
             report.phases["ingest"] = time.perf_counter() - t0
         finally:
             shutil.rmtree(staging_dir(stage, job), ignore_errors=True)
+    except _spark_errors() as exc:
+        raise LoadError(f"Spark could not load the input: {_spark_message(exc)}; nothing "
+                        f"was loaded") from None
     finally:
+        if plan.nanos:
+            spark.conf.unset(_NANOS_AS_LONG)
         db.close()
         if server is not None:
             shutil.rmtree(stage, ignore_errors=True)
@@ -266,11 +280,68 @@ def _progress(total: int, name: str, enabled: bool, out):
     return tqdm(total=total, unit="rows", unit_scale=True, desc=f"loading {name}", file=out)
 
 
-def _read(spark, fmt: str, paths: list[str]):
+@dataclass
+class _ReadPlan:
+    """What the files' own metadata says before Spark reads them (local files only):
+    the schema to read Parquet files with when their types differ (Spark would take
+    one file's), and the Parquet columns holding nanosecond timestamps (Spark reads
+    those only as integers, ``_NANOS_AS_LONG``), with the type Spark gives a timestamp."""
+    ddl: str | None = None
+    nanos: dict[str, Any] = field(default_factory=dict)
+
+
+_NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
+
+
+def _plan_read(fmt: str, paths: list[str]) -> _ReadPlan:
+    """Check local files as the arrow engine does (``arrowload.check_csv_headers``,
+    ``parquet_schema``), so a mismatch is a ``LoadError`` naming the file, not an
+    exception from inside a Spark job."""
+    import pyarrow as pa
+
+    from .arrowload import SparkType, check_csv_headers, expand, parquet_schema
+    if any("://" in p and not p.startswith("file:") for p in paths):
+        return _ReadPlan()
+    files = expand(paths)
+    if fmt == "csv":
+        check_csv_headers(files)
+        return _ReadPlan()
+    schema, differ = parquet_schema(files)
+    if schema is None:
+        return _ReadPlan()
+    nanos = {f.name: SparkType(f.type) for f in schema
+             if pa.types.is_timestamp(f.type) and f.type.unit == "ns"}
+    if not differ and not nanos:
+        return _ReadPlan()
+    ddl = ", ".join(f"{_q(f.name)} {'bigint' if f.name in nanos else SparkType(f.type).simpleString()}"
+                    for f in schema)
+    return _ReadPlan(ddl, nanos)
+
+
+def _spark_errors() -> tuple[type[BaseException], ...]:
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+    return (PySparkException, Py4JJavaError)
+
+
+def _spark_message(exc: BaseException) -> str:
+    """The first line of Spark's own message, without the Java stack."""
+    text = str(getattr(exc, "java_exception", None) or exc)
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("at ", "An error occurred while calling")):
+            return line.split("Exception: ", 1)[-1][:500]
+    return type(exc).__name__
+
+
+def _read(spark, fmt: str, paths: list[str], plan: _ReadPlan):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
     if fmt == "parquet":
-        df = spark.read.parquet(*paths)
+        if plan.nanos:
+            spark.conf.set(_NANOS_AS_LONG, "true")
+        reader = spark.read.schema(plan.ddl) if plan.ddl else spark.read
+        df = reader.parquet(*paths)
     else:
         header = spark.read.option("header", True).csv(paths).columns
         if "_corrupt" in header:
@@ -286,13 +357,13 @@ def _read(spark, fmt: str, paths: list[str]):
                      F.monotonically_increasing_id().alias("__mono"))
 
 
-def _validate(spark, raw, fmt: str, schema, db):
+def _validate(spark, raw, fmt: str, schema, db, plan: _ReadPlan):
     """``raw`` with __v0.. (the table's columns, converted), __bad_col, __bad_reason, __raw."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     data_cols = [c for c in raw.columns if not c.startswith("__") and c != "_corrupt"]
     src = match_columns(data_cols, schema, f"{fmt} input")
-    fields = {f.name: f.dataType for f in raw.schema.fields}
+    fields = {f.name: plan.nanos.get(f.name, f.dataType) for f in raw.schema.fields}
     nn = not_null(schema)
     values, checks = [], []          # checks: (column name, condition, reason) in order
     if fmt == "csv":
@@ -305,7 +376,9 @@ def _validate(spark, raw, fmt: str, schema, db):
                 raise LoadError(f"{fmt} input: column {s!r} has type {fields[s].simpleString()}, "
                                 f"which cannot be stored in {col.type.value} column {col.name!r} "
                                 f"(every row); nothing was loaded")
-            v = f"CAST({s_q} AS {_SPARK_SQL_TYPES[col.type]})"
+            # nanoseconds since the epoch, truncated to microseconds as pyarrow does
+            v = f"CAST(timestamp_micros({s_q} div 1000) AS {_SPARK_SQL_TYPES[col.type]})" \
+                if s in plan.nanos else f"CAST({s_q} AS {_SPARK_SQL_TYPES[col.type]})"
         else:
             v = _parse_text(s_q, col.type)
             if col.type is not SqlType.TEXT:
@@ -354,9 +427,11 @@ def _parse_text(s: str, t: SqlType) -> str:
         return (f"CASE WHEN lower(trim({s})) IN ('true', 't', '1', 'yes', 'y', 'on') THEN TRUE "
                 f"WHEN lower(trim({s})) IN ('false', 'f', '0', 'no', 'n', 'off') THEN FALSE END")
     if t is SqlType.DATE:
-        return f"CASE WHEN trim({s}) RLIKE '{_DATE_RE}' THEN try_cast(trim({s}) AS DATE) END"
+        return f"CASE WHEN trim({s}) RLIKE '{DATE_RE}' THEN try_cast(trim({s}) AS DATE) END"
     if t is SqlType.TIMESTAMP:
-        return f"CASE WHEN trim({s}) RLIKE '{_TS_RE}' THEN try_cast(trim({s}) AS TIMESTAMP_NTZ) END"
+        return f"CASE WHEN trim({s}) RLIKE '{TS_RE}' THEN try_cast(trim({s}) AS TIMESTAMP_NTZ) END"
+    if t is SqlType.TIMESTAMPTZ:        # text without an offset is UTC, the session's zone
+        return f"CASE WHEN trim({s}) RLIKE '{TSTZ_RE}' THEN try_cast(trim({s}) AS TIMESTAMP) END"
     raise LoadError(f"cannot load a column of type {t.value}")
 
 

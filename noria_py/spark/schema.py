@@ -65,7 +65,18 @@ _SPARK_OK = {
     SqlType.BOOL: {"boolean"},
     SqlType.DATE: {"date"},
     SqlType.TIMESTAMP: {"timestamp", "timestamp_ntz"},
+    # a wall-clock time (timestamp_ntz) is taken as UTC, as PostgreSQL's cast does in
+    # time zone UTC; an instant (timestamp) is kept
+    SqlType.TIMESTAMPTZ: {"timestamp", "timestamp_ntz"},
 }
+
+# CSV text each engine parses into a DATE, TIMESTAMP or TIMESTAMPTZ (the same regular
+# expressions for Spark's RLIKE and pyarrow's RE2). TIMESTAMPTZ text may end in an
+# offset after the seconds, ``Z``, ``+HH:MM`` or ``+HHMM``; text without one is UTC.
+DATE_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+TS_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?)?$"
+TSTZ_RE = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?"
+           r"(Z|[+-][0-9]{2}:?[0-9]{2})?)?)?$")
 
 
 def spark_type_fits(spark_type, sql_type: SqlType) -> bool:

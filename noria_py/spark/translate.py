@@ -44,7 +44,8 @@ def lit(value, typ: SqlType | None = None) -> str:
     if value is None:
         spark_types: dict[SqlType | None, str] = {
             SqlType.INT: "BIGINT", SqlType.FLOAT: "DOUBLE", SqlType.TEXT: "STRING",
-            SqlType.BOOL: "BOOLEAN", SqlType.DATE: "DATE", SqlType.TIMESTAMP: "TIMESTAMP_NTZ"}
+            SqlType.BOOL: "BOOLEAN", SqlType.DATE: "DATE", SqlType.TIMESTAMP: "TIMESTAMP_NTZ",
+            SqlType.TIMESTAMPTZ: "TIMESTAMP"}
         spark_t = spark_types.get(typ)
         return f"CAST(NULL AS {spark_t})" if spark_t else "NULL"
     if isinstance(value, bool):
@@ -64,8 +65,9 @@ def lit(value, typ: SqlType | None = None) -> str:
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     if isinstance(value, datetime.datetime):
-        if value.tzinfo is not None:
-            raise Untranslatable("timestamps with a time zone are not translated")
+        if value.tzinfo is not None:    # an instant: Spark's TIMESTAMP, given in UTC
+            utc = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+            return f"TIMESTAMP'{utc.isoformat(sep=' ')}+00:00'"
         return f"TIMESTAMP_NTZ'{value.isoformat(sep=' ')}'"
     if isinstance(value, datetime.date):
         return f"DATE'{value.isoformat()}'"

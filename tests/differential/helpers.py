@@ -127,10 +127,11 @@ SQL_WRITES = [
 ]
 
 
-def new_db(shards: int, seed=None, views=VIEWS, model=None, early=()) -> noria_py.Database:
+def new_db(shards: int, seed=None, views=VIEWS, model=None, early=(),
+           **options) -> noria_py.Database:
     """The tables, ``early`` ops written to them (and to ``model``), then ``views`` and
-    every keyed view created."""
-    db = noria_py.connect(shards=shards, seed=seed)
+    every keyed view created; ``options`` go to ``connect`` (a ``regime``, ...)."""
+    db = noria_py.connect(shards=shards, seed=seed, **options)
     for sql in DDL:
         db.execute(sql)
     for op in early:

@@ -2,6 +2,7 @@
 Spark job, then every view compared with a failure-free twin and with DuckDB."""
 from __future__ import annotations
 
+import datetime
 import random
 
 import pytest
@@ -142,6 +143,34 @@ def test_spark_recovery_of_a_sum_past_64_bits(spark):
             got = {v: sorted(db.view(v).all()) for v in views}
             assert got == want, n["kind"]
             assert all(type(r[1]) is int for r in got["s"])
+
+
+def test_spark_recovery_of_times_keeps_their_types(spark):
+    """Spark gives back its own timestamp type; the engine's values come back as it holds
+    them (TIMESTAMP naive, TIMESTAMPTZ in datetime.timezone.utc), so a view read after
+    a recovery is the same Python values, not merely equal ones. An instant literal in a
+    view's filter is translated (it was refused)."""
+    utc = datetime.timezone.utc
+    views = {"m": "SELECT k, MAX(tz) AS hi, MIN(ts) AS lo, COUNT(*) AS n FROM t GROUP BY k",
+             "f": "SELECT k, tz, ts FROM t WHERE tz > '2024-01-01 05:00:00+00' "
+                  "AND ts < '2023-01-01 20:00:00'",
+             "top": "SELECT k, tz FROM t ORDER BY tz DESC LIMIT 3"}
+    rows = [(i % 4, datetime.datetime(2024, 1, 1, i % 24, tzinfo=utc),
+             datetime.datetime(2023, 1, 1, (i * 7) % 24)) for i in range(40)] + [(9, None, None)]
+    db = noria_py.connect(shards=2)
+    db.execute("CREATE TABLE t (k INT, tz TIMESTAMPTZ, ts TIMESTAMP)")
+    for n, q in views.items():
+        db.execute(f"CREATE VIEW {n} AS {q}")
+    db.table("t").insert(rows)
+    db.wait()
+    want = {n: sorted(map(repr, db.view(n).all())) for n in views}
+    assert "timezone.utc" in want["m"][0] and "tzinfo" not in want["m"][0].split("utc")[-1]
+    for n in list(db.graph()):
+        if n["kind"] != "base":
+            db.fail(n["id"])
+            db.recover(n["id"], strategy="spark")
+            db.wait()
+            assert {v: sorted(map(repr, db.view(v).all())) for v in views} == want, n["kind"]
 
 
 def _base(db, table: str) -> str:

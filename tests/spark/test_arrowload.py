@@ -90,6 +90,37 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
                         datetime.datetime(2024, 1, 1, 13, tzinfo=datetime.timezone.utc)],
                        pa.timestamp("us", tz="UTC"))})}, True),
     ("parquet missing column", "vote", {"a.parquet": pa.table({"article_id": [1]})}, False),
+    # files checked as a whole before Spark reads them (a raw Spark exception before)
+    ("csv headers differ", "vote", {"a.csv": "user_id,article_id\n1,2\n",
+                                    "b.csv": "article_id,user_id\n3,4\n"}, False),
+    ("csv headers differ in case only", "vote", {"a.csv": "user_id,article_id\n1,2\n",
+                                                 "b.csv": "\nUSER_ID,Article_Id\n3,4\n"}, False),
+    ("parquet int32 and int64 files", "vote", {
+        "a.parquet": pa.table({"user_id": pa.array([1], pa.int32()),
+                               "article_id": pa.array([2], pa.int32())}),
+        "b.parquet": pa.table({"article_id": pa.array([2**40], pa.int64()),
+                               "user_id": pa.array([3], pa.int64())})}, False),
+    ("parquet int and string files", "vote", {
+        "a.parquet": pa.table({"user_id": [1], "article_id": [2]}),
+        "b.parquet": pa.table({"user_id": [1], "article_id": ["2"]})}, False),
+    ("parquet nanoseconds", "ev", {"a.parquet": pa.table({
+        "id": [1, 2, 3], "tag": ["a", "b", "c"],
+        "ts": pa.array([-1500, 1500, 1_700_000_000_123_456_789], pa.timestamp("ns"))})}, False),
+    # TIMESTAMPTZ: an instant is kept, a wall-clock time or text without offset is UTC
+    ("csv timestamptz", "tz", {"a.csv": "id,ts\n1,2024-01-01 10:00:00+02:00\n2,2024-01-01 10:00\n"
+                               "3,2024-01-01T10:00:00Z\n4,2024-01-01 10:00:00+0200\n"
+                               "5,2024-01-01 10:00+02:00\n6,2024-01-01\n7,2024-01-01 10:00:00z\n"
+                               "8,2024-01-01T10:00:00.123456-05:30\n9,2024-01-01 10:00:00+2\n"
+                               "10,\n"}, True),
+    ("parquet into timestamptz", "tz", {
+        "a.parquet": pa.table({"id": [1, 2], "ts": pa.array(
+            [datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone.utc), None],
+            pa.timestamp("us", tz="Europe/Paris"))}),
+        "b.parquet": pa.table({"id": [3], "ts": pa.array([datetime.datetime(2024, 1, 1, 12)],
+                                                         pa.timestamp("us"))}),
+        "c.parquet": pa.table({"id": [4], "ts": pa.array([1_700_000_000_123_456_789],
+                                                         pa.timestamp("ns", tz="UTC"))})},
+     False),
 ]
 
 
@@ -97,6 +128,7 @@ def _make_dir(tmp_path: Path) -> str:
     d = _data_dir(tmp_path)
     with noria_py.connect(data_dir=d) as db:
         db.execute("CREATE TABLE ev (id INT PRIMARY KEY, ts TIMESTAMP NOT NULL, tag TEXT NOT NULL)")
+        db.execute("CREATE TABLE tz (id INT PRIMARY KEY, ts TIMESTAMPTZ)")
     return d
 
 

@@ -88,6 +88,17 @@ def test_parquet_type_mismatch_and_missing_table(spark, tmp_path):
              engine="spark")
 
 
+def test_an_error_inside_spark_is_a_load_error(spark, tmp_path):
+    """Files Spark alone reads (not local: no check before Spark) and cannot: Spark's own
+    message, as a LoadError, and nothing loaded."""
+    d = _data_dir(tmp_path)
+    with pytest.raises(LoadError, match="Spark could not load the input: .*nosuchfs"):
+        load("vote", ["nosuchfs://host/votes.parquet"], data_dir=d, spark=spark,
+             progress=False, engine="spark")
+    with noria_py.connect(data_dir=d) as db:
+        assert db.execute("SELECT COUNT(*) FROM vote").fetchall() == [(0,)]
+
+
 def test_cli_server_and_missing_java(tmp_path, capsys, monkeypatch):
     (tmp_path / "x.parquet").write_bytes(b"")
     assert cli_main(["load", "vote", str(tmp_path / "x.parquet"), "--server",

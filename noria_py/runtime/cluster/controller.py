@@ -26,11 +26,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import queue
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +48,7 @@ from ..history import WriteHistory
 from ..messages import Message
 from . import wire
 from .errors import NodeDown, WorkerLost
+from .placement import Launched, Launcher, ProcessLauncher
 from .remote_ops import RemoteOp
 from .wire import (
     decode_batch,
@@ -82,11 +79,11 @@ BASE_PART_ROWS = 1 << 20
 
 class WorkerHandle:
     def __init__(self, name: str, conn: wire.Connection, pid: int,
-                 proc: subprocess.Popen[bytes] | None = None) -> None:
+                 proc: Launched | None = None) -> None:
         self.name = name
         self.conn = conn
         self.pid = pid
-        self.proc = proc                 # a local subprocess we started, or None
+        self.proc = proc                 # a process or Ray actor we started, or None
         self.alive = True
         self.last_heard = time.monotonic()
         self.pending: dict[int, Future[Any]] = {}     # (replies, as decoded)
@@ -173,22 +170,28 @@ class ClusterRuntime(Runtime):
         self.broken: str | None = None         # set when a recovery gave up
         self.closed = False
         self._names = itertools.count(1)
-        self._spawned: list[subprocess.Popen[bytes]] = []
+        #: starts the workers: subprocesses here, or Ray actors (``placement.py``)
+        self.launcher: Launcher = ProcessLauncher()
         threading.Thread(target=self._monitor, daemon=True, name="heartbeats").start()
         threading.Thread(target=self._recoverer, daemon=True, name="recovery").start()
 
     # ------------------------------------------------------------ workers
 
     def spawn(self, n: int = 1) -> None:
-        """Start ``n`` worker processes on this machine; they join on their own."""
-        host, port = cast(tuple[str, int], self.address)   # set before any spawn
-        env = dict(os.environ)
-        if self.token:
-            env["NORIA_TOKEN"] = self.token
-        for _ in range(n):
-            self._spawned.append(subprocess.Popen(
-                [sys.executable, "-m", "noria_py.runtime.cluster.worker",
-                 "--join", f"{host}:{port}"], env=env, stdin=subprocess.DEVNULL))
+        """Start ``n`` workers with the launcher; they join on their own."""
+        self.launcher.start(n, cast(tuple[str, int], self.address), self.token)
+
+    def died(self, pid: int) -> None:
+        """The launcher saw the worker with ``pid`` die (Ray: its process or machine):
+        lost, as when its connection ends, without waiting for the heartbeat timeout."""
+        with self.lock:
+            w = next((w for w in self.workers.values() if w.pid == pid and w.alive), None)
+        if w is not None:
+            log.warning("worker %s (pid %s) died, says the launcher", w.name, pid)
+            try:                     # its reader sees the end, relays what it had
+                w.conn.shutdown()    # read, then declares the loss
+            except OSError:
+                self._lose(w)
 
     def attach(self, conn: wire.Connection, hello: dict[str, Any]) -> threading.Thread:
         """A worker has authenticated: configure it, replay the catalog to it, and make
@@ -196,7 +199,7 @@ class ClusterRuntime(Runtime):
         reading its connection, which ends with it."""
         pid = int(hello.get("pid") or 0)
         name = f"w{next(self._names)}"
-        proc = next((p for p in self._spawned if p.pid == pid), None)
+        proc = self.launcher.find(pid)
         w = WorkerHandle(name, conn, pid, proc)
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints])
         with self.lock:
@@ -577,7 +580,7 @@ class ClusterRuntime(Runtime):
         w = self.worker_of(node_id)
         w.killed_at = time.monotonic()
         if w.proc is not None:
-            w.proc.send_signal(signal.SIGKILL)
+            w.proc.kill()                    # SIGKILL, or Ray's forced kill
         else:
             w.put(["die"])
         deadline = time.monotonic() + self.heartbeat_timeout + 5
@@ -850,8 +853,4 @@ class ClusterRuntime(Runtime):
         for w in ws:
             w.put(["stop"])
             w.put(None)
-        for p in self._spawned:
-            try:
-                p.wait(2)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        self.launcher.close()

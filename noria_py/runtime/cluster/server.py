@@ -40,12 +40,14 @@ import sql_frontend
 from sql_frontend import plan as lp
 from sql_frontend import wire as plan_wire
 
+from ... import regimes
 from ...client import Database
 from ...errors import ArgumentError, Error, RequestError, SubscriptionError
 from ...graph import Graph
 from . import tokens, wire
 from .controller import ClusterRuntime
 from .errors import WorkerLost
+from .placement import RayLauncher
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...recovery.report import RecoveryReport
@@ -68,7 +70,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "insert": (_NAME, _SEQ), "delete": (_NAME, _SEQ), "delete_keys": (_NAME, _SEQ),
     "view": (_NAME,), "lookup": (_NAME, _SEQ), "all": (_NAME,),
     "tables": (), "views": (), "wait": (), "graph": (), "recoveries": (),
-    "fail": (_NAME,), "recover": (_NAME, _NAME),
+    "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
 }
@@ -113,7 +115,17 @@ class Server:
                  clocks: bool = True, heartbeat_timeout: float = 1.0,
                  strategy: str = "treeclock", spawn: bool = True,
                  checkpoints: bool = True, max_connections: int = MAX_CONNECTIONS,
-                 idle_timeout: float | None = IDLE_TIMEOUT) -> None:
+                 idle_timeout: float | None = IDLE_TIMEOUT, regime: str = "treeclock",
+                 ray: str | None = None, ray_cpus: float = 1.0) -> None:
+        """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
+        and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
+        the others are refused (coordinated is built for the embedded engine only).
+        ``ray``: run the workers as Ray actors (``placement.py``): ``"local"`` starts a
+        Ray instance for this server's lifetime, anything else is a running Ray
+        cluster's address (``"auto"``: the one this machine belongs to)."""
+        regimes.check(regime, cluster=True)
+        if regime == "lineage":
+            clocks, checkpoints, strategy = False, False, "lineage"
         if host not in LOOPBACK and not token:
             raise ArgumentError(f"binding {host} (not loopback) needs a shared secret: pass --token")
         if strategy not in ("treeclock", "lineage"):
@@ -138,6 +150,16 @@ class Server:
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints)
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+        if ray is not None:
+            self.runtime.launcher = RayLauncher(None if ray == "local" else ray, workers,
+                                                ray_cpus, on_death=self.runtime.died)
+            if host in ("0.0.0.0", "", "::"):       # workers on other machines reach us here
+                import ray as ray_module
+                join_host = ray_module.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+            elif ray != "local" and host in LOOPBACK:
+                log.warning("--ray %s with --host %s: workers Ray places on other machines "
+                            "cannot reach a loopback address (bind one they can reach, "
+                            "with --token)", ray, host)
         self.runtime.address = (join_host, self.address[1])
         self.runtime.token = token
         self.lock = threading.RLock()
@@ -146,7 +168,8 @@ class Server:
         if spawn:
             self.runtime.spawn(workers + 1)        # one more: the warm spare
         self.runtime.wait_for_workers()
-        self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime)
+        self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime,
+                           regime=regime)
         self.runtime.on_recovery = self.db.record_recovery
         self.ready.set()
 
@@ -422,7 +445,7 @@ class Server:
             self.db._node(node_id)
         self.runtime.crash(node_id)
 
-    def m_recover(self, node_id: str, strategy: str) -> dict[str, Any]:
+    def m_recover(self, node_id: str, strategy: str | None) -> dict[str, Any]:
         return report_data(self.db.recover(node_id, strategy))
 
     def m_recoveries(self) -> list[dict[str, Any]]:
@@ -466,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heartbeat-timeout", type=float, default=1.0,
                    help="seconds of silence before a worker counts as dead")
     p.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
+    p.add_argument("--regime", default="treeclock",
+                   help="the fault-tolerance regime (docs/regimes.md): treeclock (default) "
+                        "or lineage (no clocks or checkpoints, recovery by lineage); "
+                        "coordinated is built for the embedded engine only")
     p.add_argument("--no-clocks", action="store_true", help="no tree clocks (lineage only)")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="no checkpoints of stateful nodes: a lost worker's stateful nodes are "
@@ -474,6 +501,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="also serve PostgreSQL clients on this port (noria-py pg --server, "
                         "in a process of its own, on --host; the cluster's token is the "
                         "password of clients not on loopback)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run the workers as Ray actors, placed by Ray: on a running Ray "
+                        "cluster at ADDRESS ('auto': the one this machine is in), or, "
+                        "without ADDRESS, on a Ray instance started for this server")
+    p.add_argument("--ray-cpus", dest="ray_cpus", type=float, default=1.0,
+                   help="CPUs each worker actor asks Ray for (default 1)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if any(a == "--token" or a.startswith("--token=") for a in (argv or sys.argv[1:])):
@@ -486,7 +519,8 @@ def main(argv: list[str] | None = None) -> int:
                         args.token, not args.no_clocks, args.heartbeat_timeout,
                         args.recovery, checkpoints=not args.no_checkpoints,
                         max_connections=args.max_connections,
-                        idle_timeout=args.idle_timeout or None)
+                        idle_timeout=args.idle_timeout or None, regime=args.regime,
+                        ray=args.ray, ray_cpus=args.ray_cpus)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

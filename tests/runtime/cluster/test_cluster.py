@@ -52,14 +52,15 @@ OFTEN = "ACK_EVERY=2,CHECKPOINT_EVERY=1"
 
 
 def _differential_with_kill(seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1,
-                            stagger: bool = False) -> None:
+                            stagger: bool = False, extra: tuple[str, ...] = ()) -> None:
     """``victims`` > 1: that many of three workers are killed together, or (``stagger``)
-    the later ones while the first one's nodes are being recovered."""
+    the later ones while the first one's nodes are being recovered. ``extra``: more
+    options of ``noria-py serve`` (``--ray ADDRESS``)."""
     rng = random.Random(seed)
     shards = rng.choice([1, 2])
     if seed % 2:
         monkeypatch.setenv("NORIA_TUNING", OFTEN)
-    with Cluster(workers=2 if victims == 1 else 3, shards=shards) as cluster:
+    with Cluster(workers=2 if victims == 1 else 3, shards=shards, extra=extra) as cluster:
         db = noria_py.connect(cluster.url)
         for sql in DDL:
             db.execute(sql)
@@ -623,7 +624,7 @@ def test_an_idle_client_is_closed_and_reconnects_on_its_next_call():
     ("insert", ["t", 5], "argument 2 must be array"),
     ("table", [7], "argument 1 must be string"),
     ("execute", ["SELECT 1", 3], "argument 2 must be array or null"),
-    ("recover", ["n1", None], "argument 2 must be string"),
+    ("recover", ["n1", 5], "argument 2 must be string"),
     (5, [], "unknown request"),
 ])
 def test_malformed_requests_are_request_errors(cluster, method, args, why):
@@ -725,4 +726,27 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
             assert reports[n].checkpoint is not None, reports[n]
         write(50)
         check()
+        db.close()
+
+
+def test_a_cluster_in_the_lineage_regime_rebuilds_a_lost_worker():
+    """``noria-py serve --regime lineage``: no clocks or checkpoints, and a killed
+    worker's nodes come back by lineage, right."""
+    with Cluster(workers=2, shards=2, extra=("--regime", "lineage")) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+        db.table("t").insert([(i % 5, i) for i in range(100)])
+        db.wait()
+        agg = next(n for n in db.graph() if n["kind"] == "aggregate")
+        os.kill(agg["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while not db.recoveries() and time.monotonic() < deadline:
+            time.sleep(0.1)                 # (found lost after the heartbeat timeout)
+        report = db.recover(agg["id"])
+        assert report.strategy == "lineage" and report.automatic
+        assert agg["id"] in report.purged or report.node == agg["id"]
+        db.table("t").insert([(0, 1000)])
+        db.wait()
+        assert sorted(db.view("v").all()) == [(0, 21), (1, 20), (2, 20), (3, 20), (4, 20)]
         db.close()

@@ -1,0 +1,53 @@
+"""Fault-tolerance regimes (issue 19): how a database survives a failed node, chosen
+per database with ``connect(regime=NAME)`` or ``noria-py serve --regime NAME``.
+
+A regime fixes both what normal operation pays (clocks on messages, checkpoints,
+barriers) and what ``db.recover(node)`` does with no strategy named. The names are
+those of the issue (docs/regimes.md has the table); a name not built yet is refused
+with a ``RegimeError`` that says so, never quietly run as another regime.
+
+Invariant: ``BUILT`` and ``NOT_BUILT`` are disjoint and their union is every name the
+contract lists; ``STRATEGIES[r]`` are the recovery strategies a database in regime
+``r`` accepts, the first being what ``recover`` uses by default.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import RegimeError
+
+__all__ = ["BUILT", "NOT_BUILT", "STRATEGIES", "check"]
+
+#: regime -> what it does, in a line (``noria-py bench regimes`` prints these)
+BUILT = {
+    "treeclock": "tree clocks on messages, local checkpoints; the failed node alone recovers",
+    "lineage": "nothing extra in normal operation; purge downstream and recompute",
+    "coordinated": "aligned barrier checkpoints; every node rolls back, the bases replay",
+}
+NOT_BUILT = ("uncoordinated", "cic", "causal", "falkirk")
+
+#: the strategies ``db.recover(node, strategy=...)`` accepts in each regime; the first
+#: is the regime's own (``strategy=None``)
+STRATEGIES = {
+    "treeclock": ("treeclock", "lineage", "spark"),
+    "lineage": ("lineage", "spark"),
+    "coordinated": ("coordinated", "lineage"),
+}
+
+
+def check(regime: Any, *, cluster: bool = False) -> str:
+    """``regime`` if it is built (for a cluster: offered by the cluster runtime too);
+    else a RegimeError naming it."""
+    if not isinstance(regime, str):
+        raise RegimeError(f"regime must be a name ({', '.join(BUILT)}), got {regime!r}"
+                          + ("; per-node regimes (falkirk's {'default': ..., node: ...}) "
+                             "are not built yet" if isinstance(regime, dict) else ""))
+    if regime in NOT_BUILT:
+        raise RegimeError(f"regime {regime!r} is not built yet; built: {', '.join(BUILT)}")
+    if regime not in BUILT:
+        raise RegimeError(f"unknown regime {regime!r}; built: {', '.join(BUILT)} "
+                          f"(not built yet: {', '.join(NOT_BUILT)})")
+    if cluster and regime == "coordinated":
+        raise RegimeError("regime 'coordinated' is built for the embedded engine only, not "
+                          "for a cluster yet; use treeclock or lineage with noria-py serve")
+    return regime
