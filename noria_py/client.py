@@ -23,6 +23,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar, cast, overload
 
 import sql_frontend
@@ -63,6 +64,8 @@ from .planner import Planner, initialize
 from .recovery import RecoveryReport, coordinated, lineage, spark, treeclock
 from .remote import connect_url
 from .result import Result, ViewFrames
+from .runtime import checkpoints as ck_mod
+from .runtime import ondisk
 from .runtime.coordinated import CoordinatedRuntime
 from .runtime.embedded import EmbeddedRuntime
 from .storage import Storage
@@ -247,13 +250,32 @@ class Database:
         self._closed = False
         self.storage: Storage | None = None
         self.recovery_notes: list[str] = []
+        #: the stateful shards' checkpoints on disk (embedded, with checkpoints, not
+        #: partial; runtime/ondisk.py), and the log's size at the last cut
+        self._disk: ondisk.DiskCheckpoints | None = None
+        self._disk_mark = 0
+        #: how the opening of the data directory filled the views: the batch the
+        #: checkpoints on disk stood for (None: not used, "unused_because" says why),
+        #: the views filled from them and from the tables, and the logged batches
+        #: written after the checkpoints' (damage found is in ``recovery_notes``)
+        self.reopened: dict[str, Any] = {"checkpoint_lsn": None, "from_checkpoints": [],
+                                         "recomputed": [], "batches_replayed": 0,
+                                         "unused_because": None}
         if data_dir is not None:
             self._open_storage(data_dir)
 
     # ------------------------------------------------------------ durability
 
     def _open_storage(self, data_dir: str) -> None:
-        self.storage = Storage(data_dir)
+        rt = self.runtime
+        if (isinstance(rt, EmbeddedRuntime) and rt.store is not None
+                and self._partial is None):
+            self._disk = ondisk.DiskCheckpoints(Path(data_dir))
+        # (read again once the directory is locked: this is where to split the log)
+        hint = self._disk.read_manifest() if self._disk is not None else None
+        self.storage = Storage(data_dir, split_at=hint.lsn if hint is not None else None)
+        if self._disk is not None and isinstance(rt, EmbeddedRuntime) and rt.store is not None:
+            rt.store.journal = {}
         try:
             self._restore(self.storage)
         except BaseException:
@@ -263,8 +285,26 @@ class Database:
 
     def _restore(self, storage: Storage) -> None:
         """The catalog's tables and views with the stored rows, each table's rows checked
-        against its definition (a catalog lost, or edited, must not load rows unchecked)."""
+        against its definition (a catalog lost, or edited, must not load rows unchecked).
+        Where the checkpoints on disk stand for the views as of a batch of the log
+        (runtime/ondisk.py says when), the tables take their rows as of that batch, the
+        views their checkpoints, and the batches after it are written through them."""
         recovered = storage.load()
+        disk, cut = self._disk, None
+        if disk is not None:
+            cut = disk.read_manifest()
+            why = (None if cut is None else disk.usable(
+                cut, recovered.split_lsn, recovered.split_crc, recovered.catalog, self.shards))
+            if why is not None:
+                self.reopened["unused_because"] = why
+                cut = None
+            if cut is not None:
+                disk.cut_now = cut
+        if recovered.later is not None and cut is None:
+            recovered = storage.load()      # (read again, whole)
+        if cut is not None:
+            self.reopened.update(checkpoint_lsn=cut.lsn,
+                                 batches_replayed=len(recovered.later or ()))
         self.recovery_notes = list(recovered.report)
         views = self._create_catalog_tables(recovered.catalog)
         path = storage.data_dir / "catalog.json"
@@ -281,7 +321,107 @@ class Database:
         for sql in views:
             stmt = sql_frontend.parse(sql, self._catalog)
             assert isinstance(stmt, lp.CreateView)  # the catalog holds CREATE TABLE and VIEW only
-            self._create_view(stmt, persist=False)
+            self._create_views([stmt], persist=False,
+                               restore=None if cut is None else functools.partial(self._from_disk, cut))
+        for table, ins, dels in recovered.later or ():
+            entry = self._tables.get(table.lower())
+            if entry is None:
+                raise CorruptionError(f"the log holds a write to table {table!r}, which "
+                                      f"{str(path)!r} does not list")
+            base: Base = self.graph_[entry.node].op
+            try:
+                batch = base.prepare(list(ins), list(dels))
+            except Error as exc:
+                raise CorruptionError(f"a logged write to table {table!r} no longer applies "
+                                      f"({exc}); run `noria-py repair --data-dir "
+                                      f"{storage.data_dir}`") from None
+            if batch:
+                self.runtime.write(entry.node, batch)
+        self.runtime.wait()
+        if disk is not None:
+            self.recovery_notes += disk.notes
+            disk.notes = []
+            self._disk_mark = storage.log_bytes() if cut is not None and not recovered.later else 0
+
+    def _from_disk(self, cut: ondisk.Cut, name: str, readers: list[str],
+                   fresh: set[str]) -> tuple[set[str], set[str]]:
+        """Fill the shards view ``name``'s plan just made (``fresh``; ``readers`` its
+        readers) from their checkpoints in ``cut``; returns (those nodes, the stateful
+        ones), or two empty sets if the view's shape or a shard's checkpoint does not
+        allow it."""
+        graph, disk = self.graph_, cast(ondisk.DiskCheckpoints, self._disk)
+        store = cast(EmbeddedRuntime, self.runtime).store
+        assert store is not None
+        nodes = [n for n in ondisk.view_nodes(graph, readers) if n in fresh]
+        keys = {nid: key for key, nid in disk.ids.items()}
+        keys.update((nid, f"{name}/{i}") for i, nid in enumerate(nodes))
+        for i, nid in enumerate(nodes):         # (the keys of later views' parents)
+            disk.ids[f"{name}/{i}"] = nid
+        recomputed = self.reopened["recomputed"]
+        if cut.views.get(name) != ondisk.view_shape(graph, nodes, keys):
+            recomputed.append(name)         # (not in them, or planned otherwise since)
+            return set(), set()
+        loaded: dict[str, ck_mod.Checkpoint] = {}
+        for i, nid in enumerate(nodes):
+            op = graph[nid].op
+            if not op.stateful:
+                continue
+            got = disk.load(cut, f"{name}/{i}") if op.checkpoint_form is not None else None
+            if got is None or got.form != op.checkpoint_form:
+                recomputed.append(name)
+                return set(), set()
+            loaded[nid] = got
+        self.reopened["from_checkpoints"].append(name)
+        for nid, got in loaded.items():
+            store.adopt(nid, got)
+            ck_mod.load(graph[nid].op, cast(ck_mod.Checkpoint, store.latest(nid, ondisk.EVER)))
+        return set(nodes), set(loaded)
+
+    def _cut(self, force: bool = False) -> None:
+        """Write the stateful shards' checkpoints to disk (runtime/ondisk.py), at a
+        quiet point with every node alive (else not now: the last cut stays in force),
+        when due or ``force``d."""
+        disk, storage = self._disk, self.storage
+        if disk is None or storage is None:
+            return
+        if not force and storage.log_bytes() - self._disk_mark < tuning.DISK_CHECKPOINT_BYTES:
+            return
+        rt = cast(EmbeddedRuntime, self.runtime)
+        store = rt.store
+        assert store is not None
+        if rt.pending() or not all(d.alive for d in rt.domains.values()):
+            # not now; what the journal holds is let go (those shards are written whole
+            # at the next cut), so that it does not grow while no cut can be taken
+            if store.journal:
+                store.rewrite.update(nid for nid, deltas in store.journal.items() if deltas)
+                store.journal = {}
+            return
+        cut = disk.cut_now
+        if (cut is not None and cut.lsn == storage.lsn and not store.rewrite
+                and not any((store.journal or {}).values()) and all(
+                    d.ck_messages == 0 for d in rt.domains.values() if d.store is not None)
+                and cut.catalog == storage.catalog):
+            self._disk_mark = storage.log_bytes()
+            return                          # nothing changed since
+        for d in rt.domains.values():
+            if d.store is not None and (d.ck_messages or not store.has(d.id)):
+                d.checkpoint()
+        mine = ondisk.owned(self.graph_, [(v.name, v.readers) for v in self._views.values()
+                                          if not v.anonymous])
+        keys = {nid: f"{name}/{i}" for name, ids in mine.items() for i, nid in enumerate(ids)}
+        views = {name: ondisk.view_shape(self.graph_, ids, keys) for name, ids in mine.items()}
+        nodes: dict[str, tuple[str, str]] = {}
+        for nid, key in keys.items():
+            d = rt.domains[nid]
+            if d.store is not None and store.has(nid):
+                nodes[key] = (nid, cast(str, d.node.op.checkpoint_form))
+        try:
+            disk.write_cut(storage.lsn, storage.last_crc, storage.catalog, self.shards, views,
+                           nodes, store)
+        except (OSError, ValueError) as exc:     # (the disk, or a value it cannot encode)
+            self.recovery_notes.append(f"checkpoints could not be written to disk ({exc}); "
+                                       "the last ones written stay in force")
+        self._disk_mark = storage.log_bytes()
 
     def _create_catalog_tables(self, catalog: list[str]) -> list[str]:
         """Create the tables of a stored catalog; returns its views' statements, in order
@@ -315,6 +455,7 @@ class Database:
             ddl = [t.sql for t in self._tables.values()]
             ddl += [v.sql for v in self._views.values() if not v.anonymous]
             self.storage.set_catalog(ddl)
+            self._cut(force=True)
 
     # ------------------------------------------------------------ SQL
 
@@ -501,9 +642,15 @@ class Database:
         return self._create_views(statements, keep_going=keep_going)
 
     def _create_views(self, statements: Sequence[str | lp.CreateView], persist: bool = True,
-                      anonymous: bool = False, keep_going: bool = False) -> list:
+                      anonymous: bool = False, keep_going: bool = False,
+                      restore: Callable[[str, list[str], set[str]],
+                                        tuple[set[str], set[str]]] | None = None,
+                      ) -> list:
         """``create_views``; ``anonymous`` views are the engine's own (a SELECT's, see
-        ``_select_view``): not listed, not persisted, dropped with their tables."""
+        ``_select_view``): not listed, not persisted, dropped with their tables.
+        ``restore(name, readers, fresh)`` fills the nodes a view's plan made (``fresh``)
+        from elsewhere (a reopen's checkpoints on disk) instead of from its tables,
+        returning (the nodes it filled, the stateful ones among them), or two empty sets."""
         self.runtime.wait()                 # a migration starts from a quiet graph
         out: list = []
         planned: list[_ViewEntry] = []
@@ -539,9 +686,19 @@ class Database:
                 for entry in planned:
                     for r in entry.readers:
                         self._partial.install(r, fresh)
+            filled: set[str] = set()
+            adopted: set[str] = set()
+            if restore is not None:
+                for entry in planned:
+                    nodes, stateful = restore(entry.name, entry.readers, fresh)
+                    filled |= nodes
+                    adopted |= stateful
             try:
-                initialize(self.graph_, fresh)
-                self.runtime.settle(fresh)
+                initialize(self.graph_, fresh - filled)
+                if adopted:
+                    cast(EmbeddedRuntime, self.runtime).settle(fresh, adopted)
+                else:
+                    self.runtime.settle(fresh)
             except BaseException:           # (in a cluster: a worker lost meanwhile)
                 self._remove_nodes([r for e in planned for r in e.readers])
                 raise
@@ -778,8 +935,11 @@ class Database:
         if self.storage is not None:
             # a base applies each write as it accepts it, so its rows are the log's
             # state now; every copy of a duplicated row is kept
-            self.storage.maybe_snapshot(lambda: {name: self.graph_[t.node].op.stored_rows()
-                                                 for name, t in self._tables.items()})
+            snapped = self.storage.maybe_snapshot(
+                lambda: {name: self.graph_[t.node].op.stored_rows()
+                         for name, t in self._tables.items()})
+            if self._disk is not None:
+                self._cut(force=snapped)
 
     # ------------------------------------------------------------ handles
 
@@ -1024,7 +1184,13 @@ class Database:
             for sub in list(self._subscriptions):
                 sub.close()
             if self.storage is not None:
-                self.storage.close()
+                try:
+                    if self._disk is not None and all(
+                            d.alive for d in cast(EmbeddedRuntime, self.runtime).domains.values()):
+                        self.runtime.wait()
+                        self._cut(force=True)
+                finally:
+                    self.storage.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -1438,6 +1604,9 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one).
     ``checkpoints=False`` turns off the stateful nodes' checkpoints (they are on with
     clocks: tree-clock recovery of a stateful node starts from its own checkpoint).
+    ``data_dir``: the tables are durable there, and (with checkpoints, not partial) the
+    views' checkpoints too, from which a reopen restores the views
+    (``Database.reopened`` says how; docs/recovery.md, "On disk").
     ``partial=True``: the readers of parameterized views, and the aggregates and
     joins on their key that feed them alone, hold only the keys read, filled by
     upqueries; ``memory_limit`` (bytes) bounds what they hold, least recently read

@@ -108,6 +108,12 @@ CHECKPOINT_ROWS = 32768
 #: writes (docs/regimes.md).
 BARRIER_EVERY = 128
 
+#: With a data directory, the stateful shards' checkpoints are also written to disk at
+#: a quiet point once this many bytes have been logged since the last time (and after
+#: each snapshot, catalog change and at close): a reopen after a crash replays at most
+#: about this much log through the views (runtime/ondisk.py).
+DISK_CHECKPOINT_BYTES = 4 << 20
+
 
 def _override(text: str) -> None:
     for item in filter(None, (x.strip() for x in text.split(","))):

@@ -25,11 +25,17 @@ COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote 
 
 def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, batch: int = 1000,
             seed: int | None = None, gc_tuned: bool = False, before_votes=None,
-            zipf: float | None = None, checkpoints: bool = True, cpu: list | None = None):
+            zipf: float | None = None, checkpoints: bool = True, cpu: list | None = None,
+            data_dir: str | None = None, disk_checkpoints: bool = True):
     """The demo's database, filled; returns (db, seconds spent propagating the votes).
     ``before_votes()`` is called as the timed part starts; the process's CPU seconds
-    over the same part are appended to ``cpu``, if given."""
-    db = connect(shards=shards, clocks=clocks, seed=seed, checkpoints=checkpoints)
+    over the same part are appended to ``cpu``, if given. ``data_dir``: durable (a
+    new directory is expected), ``disk_checkpoints=False`` without writing the views'
+    checkpoints there (to measure what they cost the writes)."""
+    db = connect(shards=shards, clocks=clocks, seed=seed, checkpoints=checkpoints,
+                 data_dir=data_dir)
+    if not disk_checkpoints:
+        db._disk = None
     workloads.setup(db, articles)
     if gc_tuned:
         tune_gc()
@@ -164,6 +170,10 @@ def run_vote(argv: list[str]) -> int:
                    help="time each checkpoint a node takes (the pause it costs the node), "
                    "and compare what the checkpoint store holds with the live state")
     p.add_argument("--duckdb-reads", type=int, default=300)
+    p.add_argument("--data-dir", default=None,
+                   help="a new data directory: every write logged and synced")
+    p.add_argument("--no-disk-checkpoints", action="store_true",
+                   help="with --data-dir: the views' checkpoints not written there")
     p.add_argument("--tune-gc", action="store_true", help="call noria_py.tune_gc() first")
     p.add_argument("--per-operator", action="store_true",
                    help="also time each operator's process() (adds a little overhead)")
@@ -188,7 +198,8 @@ def run_vote(argv: list[str]) -> int:
     cpu: list[float] = []
     db, seconds = vote_db(a.articles, a.votes, a.shards, not a.no_clocks, a.batch,
                           gc_tuned=a.tune_gc, before_votes=before_votes, zipf=a.zipf,
-                          checkpoints=not a.no_checkpoints, cpu=cpu)
+                          checkpoints=not a.no_checkpoints, cpu=cpu, data_dir=a.data_dir,
+                          disk_checkpoints=not a.no_disk_checkpoints)
     if pauses is not None:
         restore_ck, took = pauses
         restore_ck()
@@ -222,7 +233,9 @@ def run_vote(argv: list[str]) -> int:
     many = len(keys) / (time.perf_counter() - t0)
     print(f"vote: {a.articles:,} articles, {a.votes:,} votes{f' (Zipf {a.zipf})' if a.zipf else ''}, batches of {a.batch}, "
           f"shards={a.shards}, clocks={'off' if a.no_clocks else 'on'}, "
-          f"checkpoints={'off' if a.no_clocks or a.no_checkpoints else 'on'}, "
+          f"checkpoints={'off' if a.no_clocks or a.no_checkpoints else 'on'}"
+          + (f", data dir ({'no ' if a.no_disk_checkpoints else ''}checkpoints on disk)"
+             if a.data_dir else "") + ", "
           f"gc={'tuned' if a.tune_gc else 'default'}")
     print(f"  propagation: {a.votes / seconds:,.0f} votes/s ({seconds:.2f} s); "
           f"{a.votes / cpu[0]:,.0f} votes per CPU second (less moved by "
@@ -627,6 +640,11 @@ def run_partial(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_reopen(argv: list[str]) -> int:
+    from noria_tools.reopenbench import run_reopen as run
+    return run(argv)
+
+
 def run_cluster(argv: list[str]) -> int:
     from noria_tools.clusterbench import main
     return main(argv)
@@ -640,7 +658,7 @@ def run_regimes(argv: list[str]) -> int:
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
            "load": run_load, "peers": run_peers, "cluster": run_cluster,
            "memory": run_memory, "adhoc": run_adhoc, "pg": run_pg, "partial": run_partial,
-           "regimes": run_regimes}
+           "regimes": run_regimes, "reopen": run_reopen}
 
 
 def run_bench(name: str, argv: list[str]) -> int:

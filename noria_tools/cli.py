@@ -73,6 +73,10 @@ def _repair(args: argparse.Namespace) -> int:
         return 2
     for line in plan.lines():
         print(line)
+    if not plan.applied:
+        from noria_py.runtime.ondisk import inspect
+        for note in inspect(args.data_dir):
+            print(f"not damage: {note} (opening does this by itself)")
     return 1 if plan.needed and not plan.applied else 0
 
 

@@ -168,6 +168,19 @@ class _Chain:
         return sum(_size(x) for x in held)
 
 
+def _holds_whole(delta: InputDelta | Entries) -> bool:
+    """Whether ``delta`` hands over a whole state in arrays (which the store takes over
+    and later changes in place)."""
+    if isinstance(delta, list):
+        return any(isinstance(x, DenseRows) for _, x in delta)
+    return isinstance(delta, DenseCounts)
+
+
+def delta_rows(delta: InputDelta | Entries) -> int:
+    """Rows or keys a delta changes (what it costs to write)."""
+    return sum(map(_size, delta)) if isinstance(delta, list) else _size(delta)
+
+
 def _size(x: Any) -> int:
     """Rows or entries ``x`` holds (a delta's: the keys it changed)."""
     if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], int):
@@ -248,9 +261,48 @@ class CheckpointStore:
 
     def __init__(self) -> None:
         self._chains: dict[str, _Chain] = {}
+        #: with checkpoints on disk (``ondisk.py``): per node, the deltas put since its
+        #: chain on disk was last written to, in order, by reference (none of them is
+        #: changed afterwards: folding writes into the store's own base, and a whole
+        #: state, which the store takes over and changes in place, is never journaled)
+        self.journal: dict[str, list[tuple[str, InputDelta | Entries]]] | None = None
+        #: nodes whose chain on disk cannot be carried on by the journal (a whole state
+        #: put, or checkpoints forgotten by a restore): rewritten whole at the next cut
+        self.rewrite: set[str] = set()
 
     def has(self, node_id: str) -> bool:
         return node_id in self._chains
+
+    def adopt(self, node_id: str, ck: Checkpoint) -> None:
+        """Hold ``ck`` (whole; read from disk and taken over) as ``node_id``'s only
+        checkpoint, with no journal entry: the disk already holds it."""
+        chain = self._chains[node_id] = _Chain(ck.form, ck.time, dict(ck.parent_times))
+        if ck.form == "input":
+            # (a port's rows as a batch, counts as signs, as ``wire`` carries them: held
+            # as row -> count)
+            chain.ports = [dict(zip(x.rows, x.signs)) if isinstance(x, Batch) else x
+                           for x in ck.inputs]
+        else:
+            chain.entries = ck.entries
+        if self.journal is not None:
+            self.journal[node_id] = []
+            self.rewrite.discard(node_id)
+
+    def retag(self, node_id: str, time: int, parent_times: dict[str, int]) -> None:
+        """Give ``node_id``'s only checkpoint (``adopt``) the time and parent-times of
+        the node that took it over."""
+        chain = self._chains[node_id]
+        assert not chain.deltas
+        chain.time, chain.parent_times = time, dict(parent_times)
+
+    def _journal(self, node_id: str, form: str, delta: InputDelta | Entries, whole: bool) -> None:
+        journal = self.journal
+        assert journal is not None
+        if whole or _holds_whole(delta):
+            self.rewrite.add(node_id)
+            journal[node_id] = []
+        elif node_id not in self.rewrite:
+            journal.setdefault(node_id, []).append((form, delta))
 
     def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
             delta: InputDelta | Entries, full: bool, stable: int) -> None:
@@ -258,6 +310,8 @@ class CheckpointStore:
         its previous one, or (``full``) its whole state. Deltas at or below ``stable``
         (the node's low mark) are folded into the base."""
         chain = self._chains.get(node_id)
+        if self.journal is not None:
+            self._journal(node_id, form, delta, full or chain is None)
         if full or chain is None:
             chain = self._chains[node_id] = _Chain(form, time, dict(parent_times))
             chain.fold(delta)
@@ -298,10 +352,16 @@ class CheckpointStore:
         at or below it, and may take a different path from there)."""
         chain = self._chains.get(node_id)
         if chain is not None:
+            if self.journal is not None:         # (the disk may hold those forgotten)
+                self.rewrite.add(node_id)
+                self.journal[node_id] = []
             chain.deltas = [d for d in chain.deltas if d[0] <= time]
 
     def drop(self, node_id: str) -> None:
         self._chains.pop(node_id, None)
+        if self.journal is not None:
+            self.rewrite.add(node_id)
+            self.journal.pop(node_id, None)
 
     def size(self, node_id: str) -> tuple[int, int]:
         """(rows or entries held for ``node_id``, deltas not yet folded)."""

@@ -133,7 +133,7 @@ class CoordinatedRuntime(EmbeddedRuntime):
         for e in sorted(self.meta):
             self._maybe_complete(e)
 
-    def settle(self, fresh: set[str]) -> None:
+    def settle(self, fresh: set[str], adopted: set[str] | frozenset[str] = frozenset()) -> None:
         """Nodes were filled outside the message path (a new view, a lineage rebuild):
         on a quiet graph with every node up, take a whole, complete epoch now; else no
         complete epoch covers the graph until the next one completes."""

@@ -158,6 +158,16 @@ class Domain:
         self.ck_recent.append((self.time, dict(self.last_seen)))
         self._stable_checkpoint()
 
+    def adopt_checkpoint(self) -> None:
+        """This new node was filled from the checkpoint the store holds of it (read from
+        disk, ``ondisk.py``) and has settled: that checkpoint is its first, as of now,
+        as the whole one a node filled from its parents takes (``EmbeddedRuntime.settle``)."""
+        store = cast(checkpoints.CheckpointStore, self.store)
+        store.retag(self.id, self.time, self.last_seen)
+        self.ck_messages = self.ck_rows = 0
+        self.ck_recent.append((self.time, dict(self.last_seen)))
+        self._stable_checkpoint()
+
     def parent_restarted(self, parent: str, log_from: int) -> bool:
         """``parent`` has come back (restored from its checkpoint or its write history)
         with a payload log to this node that starts after its time ``log_from``: a

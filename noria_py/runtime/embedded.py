@@ -97,16 +97,22 @@ class EmbeddedRuntime(Runtime):
         for d in self.domains.values():
             d.attach_clocks(self.tc)
 
-    def settle(self, fresh: set[str]) -> None:
+    def settle(self, fresh: set[str], adopted: set[str] | frozenset[str] = frozenset()) -> None:
         """Newly filled nodes have seen their parents' output up to now, without a
-        message: record it in their last-seen times and clocks (``Domain.settle``)."""
+        message: record it in their last-seen times and clocks (``Domain.settle``).
+        ``adopted``: those filled from the checkpoint the store holds of them (read from
+        disk), which is then their first."""
         self.refresh_clocks()
         for nid in self.graph.topological():
             if nid in fresh:
                 d = self.domains[nid]
                 d.settle({p: (self.domains[p].time, self.domains[p].clock, p in fresh)
                           for p in d.node.parents})
-                if d.store is not None:     # its first checkpoint: the state it was filled with
+                if d.store is None:
+                    continue
+                if nid in adopted:
+                    d.adopt_checkpoint()
+                else:                       # its first checkpoint: the state it was filled with
                     d.store.drop(nid)
                     d.checkpoint()
 

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 # StorageError: a data directory that cannot be used as asked: locked by another
 # process, damaged beyond a torn log tail, a row that cannot be stored, or an I/O
@@ -50,6 +50,7 @@ from .log import (
     COLUMNS,
     DROP,
     LOG_HEADER_SIZE,
+    RECORD_HEADER,
     FrameScanner,
     HeaderError,
     LogWriter,
@@ -71,6 +72,9 @@ __all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", 
 LOCK_NAME = "LOCK"
 CATALOG_NAME = "catalog.json"
 SNAPSHOT_NAME = "snapshot.bin"
+#: the views' checkpoints (``noria_py/runtime/ondisk.py``): derived from the tables, and
+#: standing for a batch number of the log, so a repair that drops batches drops them
+CHECKPOINTS_DIR = "checkpoints"
 CATALOG_VERSION = 1
 _WAL_RE = re.compile(r"wal-(\d+)\.log")
 
@@ -95,6 +99,14 @@ class Recovered:
     tables: dict[str, list[tuple]]
     lsn: int
     report: list[str] = field(default_factory=list)
+    #: opened with ``split_at=L`` and the directory could be split there: ``tables`` hold
+    #: the rows as of batch L, and ``later`` the batches after it, in order, as
+    #: (table, inserts, deletes); None when not split (``tables`` hold every batch)
+    later: list[tuple[str, tuple, tuple]] | None = None
+    #: with ``later``: the CRC32 of batch L's log record (None: L is the snapshot's batch)
+    split_crc: int | None = None
+    #: with ``later``: L
+    split_lsn: int | None = None
 
 
 @dataclass
@@ -262,9 +274,14 @@ class Storage:
         sync: bool = True,
         snapshot_min_bytes: int = 4 << 20,
         snapshot_max_bytes: int = 64 << 20,
+        split_at: int | None = None,
         _inspect: bool = False,
     ) -> None:
-        """``_inspect`` (for :func:`repair`): read the directory without changing
+        """``split_at``: hand over the rows as of that batch and the batches after it
+        apart (:attr:`Recovered.later`), where the directory allows it: the snapshot is
+        at or before that batch, the log reaches it, and no table was dropped at or
+        after it (the engine's checkpoints on disk stand for the views as of such a
+        batch). ``_inspect`` (for :func:`repair`): read the directory without changing
         anything, collecting damage in ``_damage`` instead of refusing it; the
         Storage then refuses every write."""
         self._dir = Path(data_dir)
@@ -279,6 +296,9 @@ class Storage:
         self._damage: list[Damage] | None = [] if _inspect else None
         self._torn: list[str] = []
         self._inspected: Recovered | None = None
+        self._split_at = split_at
+        #: the CRC32 of the last batch record logged (None: none since the snapshot)
+        self.last_crc: int | None = None
         try:
             existed = self._dir.is_dir()
             self._dir.mkdir(parents=True, exist_ok=True)
@@ -460,6 +480,7 @@ class Storage:
                 self._broken = f"could not start a new log after a snapshot: {exc}"
                 raise StorageError(f"data directory {str(self._dir)!r}: {self._broken}") from exc
             self._log, self._gen = new, self._gen + 1
+            self.last_crc = None
             old.close()
             try:
                 os.unlink(old.path)
@@ -582,6 +603,8 @@ class Storage:
             if getattr(exc, "broken", False):
                 self._broken = f"a failed write could not be undone ({exc})"
             raise StorageError(f"could not log {what} in {str(self._dir)!r}: {exc}") from exc
+        if what.startswith("batch"):
+            self.last_crc = RECORD_HEADER.unpack_from(record)[1]
 
     def _open(self) -> Recovered:
         """Recover the directory, leaving it clean for appending."""
@@ -658,8 +681,15 @@ class Storage:
                 f"(expected only {_wal_name(snap_gen + 1)}); they were not written by this storage layer"
             )
         self._gen = snap_gen + 1
+        # (split only at opening, and only where the snapshot is at or before the batch)
+        split = self._split_at if repair and not inspect else None
+        if split is not None and split < lsn:
+            split = None
+        held: list[tuple] | None = [] if split is not None else None
+        self._split_crc: int | None = None
         if later:
-            lsn = self._replay(d / _wal_name(self._gen), snap_gen + 1, lsn, tables, report, repair, inspect)
+            lsn = self._replay(d / _wal_name(self._gen), snap_gen + 1, lsn, tables, report, repair, inspect,
+                               split, held)
         elif (snap is not None and snap_gen not in gens) or (snap is None and catalog_exists and catalog):
             # A log is created (by rename, synced) before anything can be written
             # that refers to it: opening creates it before the first CREATE TABLE,
@@ -672,12 +702,21 @@ class Storage:
                           if snap is not None else "catalog.json lists tables, so a log was created before them")
                 + "; the writes it held are unknown", kept_lsn=lsn, missing=True))
 
+        after: list[tuple[str, tuple, tuple]] | None = None
+        if held is not None:
+            if split is not None and split <= lsn and all(rec[0] != DROP for rec in held):
+                after = [_batch_rows(rec) for rec in held]
+            else:               # not splittable there: every batch goes into the rows
+                for rec in held:
+                    _apply(tables, rec)
         out: dict[str, list[tuple]] = {}
         for name, rows in tables.items():
             out[name] = rows.result()
             if rows.unmatched:
                 report.append(f"table {name!r}: {rows.unmatched} deleted row(s) matched no stored row and were ignored")
-        return Recovered(catalog=catalog, tables=out, lsn=lsn, report=report)
+        return Recovered(catalog=catalog, tables=out, lsn=lsn, report=report, later=after,
+                         split_crc=self._split_crc if after is not None else None,
+                         split_lsn=split if after is not None else None)
 
     def _damaged(self, damage: Damage) -> None:
         """Refuse to open, or (inspecting for :func:`repair`) note the damage."""
@@ -687,8 +726,11 @@ class Storage:
 
     def _replay(
         self, path: Path, gen: int, lsn: int, tables: dict[str, _Rows], report: list[str], repair: bool,
-        inspect: bool = False,
+        inspect: bool = False, split: int | None = None, held: list[tuple] | None = None,
     ) -> int:
+        """Apply the log's records to ``tables``; returns the last batch's lsn. With
+        ``split``, the records after batch ``split`` (a drop: at or after it) go to
+        ``held`` instead, and the CRC of batch ``split``'s record to ``_split_crc``."""
         buf = path.read_bytes()
         if len(buf) < LOG_HEADER_SIZE:
             # Logs are created by rename after their header is synced, so a
@@ -722,19 +764,15 @@ class Storage:
             if why is not None:
                 problem, end, checksum_ok = why, fr.start, True
                 break
-            if rec[0] == BATCH or rec[0] == COLUMNS:
-                if rec[0] == BATCH:
-                    _, lsn, table, ins, dels = rec
-                else:
-                    _, lsn, table, n, cols = rec
-                    ins, dels = codec.unpack_columns(n, cols), ()
-                rows = tables.get(table)
-                if rows is None:
-                    rows = tables[table] = _Rows()
-                rows.insert(ins)
-                rows.delete(dels)
+            if held is not None and (rec[1] > cast(int, split) or rec[1] == split and rec[0] == DROP):
+                held.append(rec)
             else:
-                tables.pop(rec[2], None)
+                _apply(tables, rec)
+                if rec[1] == split and rec[0] != DROP:
+                    self._split_crc = RECORD_HEADER.unpack_from(buf, fr.start)[1]
+            if rec[0] != DROP:
+                lsn = rec[1]
+                self.last_crc = RECORD_HEADER.unpack_from(buf, fr.start)[1]
             end = fr.end
         else:
             problem, end = scanner.problem, scanner.end
@@ -808,6 +846,26 @@ class Storage:
         return Damage(path, start, problem, len(buf) - start, evidence, dropped, kept_lsn=lsn)
 
 
+def _apply(tables: dict[str, _Rows], rec: tuple) -> None:
+    """One checked log record applied to the rows being replayed."""
+    if rec[0] == DROP:
+        tables.pop(rec[2], None)
+        return
+    table, ins, dels = _batch_rows(rec)
+    rows = tables.get(table)
+    if rows is None:
+        rows = tables[table] = _Rows()
+    rows.insert(ins)
+    rows.delete(dels)
+
+
+def _batch_rows(rec: tuple) -> tuple[str, tuple, tuple]:
+    """(table, inserts, deletes) of a checked batch or columns record."""
+    if rec[0] == BATCH:
+        return rec[2], rec[3], rec[4]
+    return rec[2], tuple(cast("list[tuple]", codec.unpack_columns(rec[3], rec[4]))), ()
+
+
 def _plausible_at(buf: bytes, pos: int) -> bool:
     return next_record(buf, pos, _accept_any_record) == pos
 
@@ -824,6 +882,8 @@ class RepairPlan:
     applied: bool = False
     backups: list[str] = field(default_factory=list)
     lsn: int = 0
+    #: the directory holds the views' checkpoints, which dropping damage drops too
+    checkpoints: bool = False
 
     @property
     def needed(self) -> bool:
@@ -836,6 +896,10 @@ class RepairPlan:
             out.append(f"{verb}: {dmg.describe()}")
         for table, n, k, why in self.catalog:
             out.append(f"{verb}: table {table!r}: {k} of its {n} row(s): {why}")
+        if self.needed and self.checkpoints:
+            out.append(f"{'deleted' if self.applied else 'would delete'}: {CHECKPOINTS_DIR}/, the "
+                       "views' checkpoints (they stand for batches the repair renumbers; the "
+                       "views are recomputed from the tables at the next opening)")
         for note in self.torn:
             out.append(f"not damage: {note} (opening does this by itself)")
         if not self.needed:
@@ -878,6 +942,7 @@ def repair(
         rec = st._inspected
         assert rec is not None and st._damage is not None
         plan.damage, plan.torn, plan.lsn = list(st._damage), list(st._torn), rec.lsn
+        plan.checkpoints = (d / CHECKPOINTS_DIR).exists()
         tables = rec.tables
         if check is not None:
             for name, (kept, why) in sorted(check(rec.catalog, tables).items()):
@@ -887,6 +952,11 @@ def repair(
             return plan
         stamp = time.strftime("%Y%m%dT%H%M%S")
         gen = st._gen
+        # first: checkpoints of batches that the new snapshot may renumber must not
+        # outlive it (a crash after this opens without them, recomputing the views)
+        shutil.rmtree(d / CHECKPOINTS_DIR, ignore_errors=True)
+        if sync:
+            fsync_dir(d)
         for p in sorted(d.iterdir()):
             if _WAL_RE.fullmatch(p.name) or p.name == SNAPSHOT_NAME:
                 backup = p.with_name(f"{p.name}.damaged-{stamp}")

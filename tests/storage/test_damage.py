@@ -49,8 +49,9 @@ def small_log(d: Path) -> tuple[list[int], list[dict]]:
 
 
 def digest(d: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.iterdir())
-            if p.name != "LOCK"}
+    """Every file's hash, the checkpoints' directory's too."""
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.name != "LOCK" and p.is_file()}
 
 
 def fresh(tmp_path: Path, name: str, wal: bytes) -> Path:

@@ -91,3 +91,60 @@ def test_maybe_snapshot_snapshots_the_given_rows_when_due(open_storage, tmp_path
     rec = open_storage(d).load()
     assert rec.lsn == 2
     assert rec.tables == {"t": [(1,), (1,), (2,)], "u": [(0, 0.0), (1, 1.5), (2, 3.0)]}
+
+
+def test_split_at_hands_over_the_rows_as_of_a_batch_and_the_batches_after(open_storage, tmp_path):
+    """``Storage(split_at=L)`` (a reopen whose views' checkpoints stand for batch L):
+    the rows as of L, then every later batch in order, rows and columns alike; where the
+    directory cannot be split there (a snapshot after L, a drop at or after it, a log
+    short of it) everything goes into the rows, as without it."""
+    d = tmp_path / "data"
+    s = open_storage(d)
+    s.append("t", [(1,), (2,)])                              # 1
+    s.append("t", [(3,)], [(1,)])                            # 2
+    s.log_batch("u", Batch.columnar([np.arange(40)], _ones(40)))   # 3, a columns record
+    s.append("t", [(4,)], [(2,)])                            # 4
+    crc2 = _crc_of(d, 2)
+    s.close()
+    s = open_storage(d)
+    whole = s.load().tables
+    s.close()
+    for at in range(5):
+        s2 = open_storage(d, split_at=at)
+        rec = s2.load()
+        s2.close()
+        assert rec.later is not None and len(rec.later) == 4 - at
+        rows = {t: typed(r) for t, r in rec.tables.items()}
+        for table, ins, dels in rec.later:
+            got = rows.setdefault(table, typed([]))
+            got.update(typed(ins))
+            got.subtract(typed(dels))
+        assert {t: +c for t, c in rows.items()} == {t: typed(r) for t, r in whole.items()}
+        if at == 2:
+            assert rec.split_crc == crc2 and typed(rec.tables["t"]) == typed([(2,), (3,)])
+    assert _split(open_storage, d, 5) is None                      # past the log
+    s = open_storage(d)
+    s.snapshot({"t": [(3,), (4,)], "u": [(i,) for i in range(40)]})
+    s.append("t", [(5,)])                                          # 5
+    s.drop_table("u")
+    s.close()
+    assert _split(open_storage, d, 3) is None                      # before the snapshot
+    assert _split(open_storage, d, 4) is None                      # a drop after it
+    assert _split(open_storage, d, 5) is None                      # a drop at it
+    assert _split(open_storage, d, 2) is None
+
+
+def _split(open_storage, d, at: int):
+    s = open_storage(d, split_at=at)
+    later = s.load().later
+    s.close()
+    return later
+
+
+def _crc_of(d, lsn: int) -> int:
+    from noria_py.storage.log import RECORD_HEADER
+    buf = (d / wal_files(d)[0]).read_bytes()
+    for fr in FrameScanner(buf, LOG_HEADER_SIZE):
+        if codec.unpackb(fr.payload)[1] == lsn:
+            return RECORD_HEADER.unpack_from(buf, fr.start)[1]
+    raise AssertionError(lsn)
