@@ -64,6 +64,20 @@ def _apply(db, model, op, down=frozenset()) -> None:
         apply_model(model, op, db)
 
 
+def pick_failures(rng: random.Random, db, at_least: int) -> list[str]:
+    """``at_least``-4 node shards to fail at once, a neighbour of one already picked
+    more often than not (70%), so chains and parent-child pairs fail together."""
+    g = {n["id"]: n for n in db.graph()}
+    failed = [rng.choice(list(g))]
+    while len(failed) < rng.randint(at_least, 4):
+        x = rng.choice(failed)
+        near = [y for y in g[x]["parents"] + g[x]["children"] if y not in failed]
+        y = rng.choice(near) if near and rng.random() < 0.7 else rng.choice(list(g))
+        if y not in failed:
+            failed.append(y)
+    return failed
+
+
 def _wrong_views(db, model) -> list[str]:
     db.wait()
     oracle = Oracle(DDL)
@@ -134,14 +148,8 @@ def _run(seed: int, shards: int, order: str, regime: str,
     for _ in range(rounds):
         if rng.random() < 0.2:
             db.wait()
-        g = {n["id"]: n for n in db.graph()}
-        failed = [rng.choice(list(g))]
-        while len(failed) < rng.randint(2, 4):
-            x = rng.choice(failed)
-            near = [y for y in g[x]["parents"] + g[x]["children"] if y not in failed]
-            y = rng.choice(near) if near and rng.random() < 0.7 else rng.choice(list(g))
-            if y not in failed:
-                failed.append(y)
+        g = {n["id"]: n for n in db.graph()}       # (topological)
+        failed = pick_failures(rng, db, 2)
         for f in failed:
             db.fail(f)
         bases = {db._tables[t].node: t for t in model}

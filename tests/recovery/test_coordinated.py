@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 import noria_py
 from noria_py.runtime.coordinated import CoordinatedRuntime
 from tests.differential.helpers import DDL, apply_model, new_db, ops
-from tests.recovery.test_concurrent_failures import KEYED, VIEWS, _apply, _ops, _wrong_views
+from tests.recovery.test_concurrent_failures import (
+    KEYED,
+    VIEWS,
+    _apply,
+    _ops,
+    _wrong_views,
+    pick_failures,
+)
 from tests.recovery.test_treeclock_recovery import EXAMPLES, KINDS, _assert_views
 
 #: barriers as often as can be (every write), often, and as shipped
@@ -56,14 +63,8 @@ def regime_failure_run(regime: str, seed: int, shards: int, order: str,
         _apply(db, model, op)
     all_failed, reports = [], []
     for _ in range(rounds):
-        g = {n["id"]: n for n in db.graph()}
-        failed = [rng.choice(list(g))]
-        while len(failed) < rng.randint(1, 4):
-            x = rng.choice(failed)
-            near = [y for y in g[x]["parents"] + g[x]["children"] if y not in failed]
-            y = rng.choice(near) if near and rng.random() < 0.7 else rng.choice(list(g))
-            if y not in failed:
-                failed.append(y)
+        g = {n["id"]: n for n in db.graph()}       # (topological)
+        failed = pick_failures(rng, db, 1)
         for f in failed:
             db.fail(f)
         bases = {db._tables[t].node: t for t in model}
