@@ -93,8 +93,10 @@ def _reads(view, articles: int, many: int) -> tuple[float, float]:
 
 def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: int,
                 kills: int, strategy: str, shards: int = 1, checkpoints: bool = True,
-                subscriber: bool = False, many: int = 10_000) -> dict:
+                subscriber: bool = False, many: int = 10_000, ray: str | None = None) -> dict:
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
+    if ray is not None:             # the workers as Ray actors (placement.py)
+        extra += ("--ray",) + (() if ray == "local" else (ray,))
     with Cluster(workers=workers, shards=shards, extra=extra) as cluster:
         db = connect(cluster.url)
         workloads.setup(db, articles)
@@ -167,16 +169,20 @@ def main(argv: list[str]) -> int:
     p.add_argument("--subscriber", action="store_true",
                    help="also measure a subscription to the vote view: its latency and "
                         "the vote throughput with it over without")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="the workers as Ray actors (serve --ray): on a Ray instance the "
+                        "server starts, or on the Ray cluster at ADDRESS")
     a = p.parse_args(argv)
     print(f"cluster: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch}, "
-          f"{a.shards} shard(s), checkpoints {'off' if a.no_checkpoints else 'on'}; "
+          f"{a.shards} shard(s), checkpoints {'off' if a.no_checkpoints else 'on'}"
+          f"{'; workers as Ray actors' if a.ray else ''}; "
           f"client, controller and workers are separate processes on this machine")
     print(f"{'workers':>7} {'votes/s':>9} {'prop p50 ms':>11} {'prop p99 ms':>11} "
           f"{'read p50 µs':>11} {'many keys/s':>11} {'detect s':>9} {'recover s':>9} "
           f"{'kill→right s':>12} strategy")
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
-                        a.shards, not a.no_checkpoints, a.subscriber, a.many)
+                        a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))
