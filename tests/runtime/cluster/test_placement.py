@@ -63,11 +63,18 @@ def test_fail_kills_the_actor_and_its_nodes_come_back(ray_address):
         db.close()
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
+def _gone(pid: int, timeout: float = 30.0) -> bool:
+    """Whether process ``pid`` ends within ``timeout`` (Ray's kill is asynchronous: the
+    controller has its connection's end first); a zombie not yet reaped is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.05)
     return False
 
 
