@@ -157,9 +157,7 @@ class ReadServer:
                  max_connections: int = MAX_READ_CONNECTIONS) -> None:
         self.reads = reads
         self.token = token
-        self.max_connections = max_connections
-        self.connections = 0
-        self._count = threading.Lock()
+        self.admission = wire.Admission(max_connections, log, kind="read ")
         self.sock = socket.create_server((host, port))
         self.address: tuple[str, int] = cast("tuple[str, int]", self.sock.getsockname()[:2])
         threading.Thread(target=self._accept, daemon=True, name="read-accept").start()
@@ -170,24 +168,9 @@ class ReadServer:
                 sock, _ = self.sock.accept()
             except OSError:
                 return
-            with self._count:
-                full = self.connections >= self.max_connections
-                if not full:
-                    self.connections += 1
-            if full:
-                conn = wire.Connection(sock)
-                log.warning("refused read connection from %s: too many connections (%d)",
-                            conn.peer, self.max_connections)
-                try:
-                    conn.sock.settimeout(1.0)
-                    conn.send({"op": "refused", "error": "too many read connections "
-                                                         f"({self.max_connections})"})
-                except OSError:
-                    pass
-                conn.close()
-                continue
-            threading.Thread(target=self._connection, args=(sock,), daemon=True,
-                             name="read").start()
+            if self.admission.admit(sock):
+                threading.Thread(target=self._connection, args=(sock,), daemon=True,
+                                 name="read").start()
 
     def _connection(self, sock: socket.socket) -> None:
         conn = wire.Connection(sock)
@@ -200,8 +183,7 @@ class ReadServer:
             log.warning("closed read connection from %s: %s", conn.peer, e)
         finally:
             conn.close()
-            with self._count:
-                self.connections -= 1
+            self.admission.release()
 
     def _serve(self, conn: wire.Connection) -> None:
         answer = self.reads.answer

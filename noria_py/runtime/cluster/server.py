@@ -149,10 +149,8 @@ class Server:
             token = tokens.new_token()
             self.token_file = tokens.write_token(self.address[1], token)
         self.token = token
-        self.max_connections = max_connections
         self.idle_timeout = idle_timeout
-        self.connections = 0
-        self._count_lock = threading.Lock()
+        self.admission = wire.Admission(max_connections, log)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints)
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
@@ -189,33 +187,14 @@ class Server:
                 sock, addr = self.sock.accept()
             except OSError:
                 return
-            with self._count_lock:
-                full = self.connections >= self.max_connections
-                if not full:
-                    self.connections += 1
-            if full:
-                self._refuse(sock)
-                continue
-            threading.Thread(target=self._connection, args=(sock,), daemon=True).start()
-
-    def _refuse(self, sock: socket.socket) -> None:
-        conn = wire.Connection(sock)
-        log.warning("refused connection from %s: too many connections (%d)", conn.peer,
-                    self.max_connections)
-        try:
-            conn.sock.settimeout(1.0)
-            conn.send({"op": "refused", "error": f"too many connections "
-                                                 f"({self.max_connections})"})
-        except OSError:
-            pass
-        conn.close()
+            if self.admission.admit(sock):
+                threading.Thread(target=self._connection, args=(sock,), daemon=True).start()
 
     def _connection(self, sock: socket.socket) -> None:
         try:
             self._serve_connection(sock)
         finally:
-            with self._count_lock:
-                self.connections -= 1
+            self.admission.release()
 
     def _serve_connection(self, sock: socket.socket) -> None:
         conn = wire.Connection(sock)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import socket
 import struct
@@ -34,7 +35,7 @@ from ..checkpoints import Checkpoint, Entries, InputDelta
 from ..messages import Message
 
 __all__ = [
-    "MAX_FRAME", "ProtocolError", "ConnectionClosed", "AuthError", "Connection",
+    "MAX_FRAME", "ProtocolError", "ConnectionClosed", "AuthError", "Connection", "Admission",
     "server_handshake", "client_handshake",
     "encode_batch", "decode_batch", "encode_message", "decode_message",
     "encode_array", "decode_array",
@@ -201,6 +202,41 @@ class Connection:
 
 
 # ---------------------------------------------------------------- authentication
+
+class Admission:
+    """At most ``limit`` connections of one port at once (the controller's, a worker's
+    read port): ``admit`` counts a new one in, or, when full, tells the peer why in a
+    ``refused`` frame (its handshake raises ``AuthError`` with it), logs it and closes
+    it; ``release`` counts one out when its connection ends."""
+
+    def __init__(self, limit: int, log: logging.Logger, kind: str = "") -> None:
+        self.limit = limit
+        self.log = log                  # the port's own logger
+        self.kind = kind                # "read " for a worker's read port
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def admit(self, sock: socket.socket) -> bool:
+        with self._lock:
+            if self.count < self.limit:
+                self.count += 1
+                return True
+        conn = Connection(sock)
+        self.log.warning("refused %sconnection from %s: too many connections (%d)", self.kind,
+                    conn.peer, self.limit)
+        try:
+            conn.sock.settimeout(1.0)
+            conn.send({"op": "refused",
+                       "error": f"too many {self.kind}connections ({self.limit})"})
+        except OSError:
+            pass
+        conn.close()
+        return False
+
+    def release(self) -> None:
+        with self._lock:
+            self.count -= 1
+
 
 def _mac(token: str | None, who: bytes, nonce: bytes) -> bytes:
     key = (token or "").encode()
