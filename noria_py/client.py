@@ -61,11 +61,12 @@ from .ops import Base, Reader
 from .ordering import order_key
 from .partial import Partial
 from .planner import Planner, initialize
-from .recovery import RecoveryReport, coordinated, lineage, spark, treeclock
+from .recovery import RecoveryReport, causal, coordinated, lineage, spark, treeclock
 from .remote import connect_url
 from .result import Result, ViewFrames
 from .runtime import checkpoints as ck_mod
 from .runtime import ondisk
+from .runtime.causal import CausalRuntime
 from .runtime.coordinated import CoordinatedRuntime
 from .runtime.embedded import EmbeddedRuntime
 from .storage import Storage
@@ -169,7 +170,8 @@ class Database:
                  clocks: bool | None = None, runtime=None, checkpoints: bool | None = None,
                  partial: bool = False, memory_limit: int | None = None,
                  regime: str = "treeclock", barrier_every: int | None = None,
-                 barrier_seconds: float | None = None) -> None:
+                 barrier_seconds: float | None = None, determinant_depth: int | None = None,
+                 standby: bool = False) -> None:
         """``runtime`` (with a ``graph`` of its own) replaces the embedded one: the cluster
         controller runs this class over its ``ClusterRuntime``. ``checkpoints``: stateful
         nodes checkpoint their state (with clocks; docs/recovery.md). ``partial``: the
@@ -178,8 +180,19 @@ class Database:
         fault-tolerance regime (noria_py/regimes.py, docs/regimes.md); ``clocks`` and
         ``checkpoints`` default to its own (on for treeclock, off otherwise);
         ``barrier_every`` (writes) and ``barrier_seconds``: how often the coordinated
-        regime starts an epoch of barrier checkpoints."""
+        regime starts an epoch of barrier checkpoints. ``determinant_depth`` (edges; None:
+        all) and ``standby``: the causal regime's determinant sharing depth and warm
+        standbys (docs/regimes.md)."""
         regime = regimes.check(regime)
+        if regime != "causal" and (determinant_depth is not None or standby):
+            raise ArgumentError("determinant_depth and standby are settings of the causal "
+                                "regime; connect(regime='causal', ...)")
+        if determinant_depth is not None and (type(determinant_depth) is not int
+                                              or determinant_depth < 1):
+            raise ArgumentError(f"determinant_depth must be a number of edges (an int, 1 or "
+                                f"more) or None for all, got {determinant_depth!r}")
+        if type(standby) is not bool:
+            raise ArgumentError(f"standby must be True or False, got {standby!r}")
         if regime != "coordinated" and (barrier_every is not None or barrier_seconds is not None):
             raise ArgumentError("barrier_every and barrier_seconds set how often the "
                                 "coordinated regime checkpoints; connect(regime='coordinated', ...)")
@@ -223,6 +236,8 @@ class Database:
         self._lock: _DatabaseLock | _Unlocked = _DatabaseLock() if runtime is None else _Unlocked()
         if runtime is None and regime == "coordinated":
             runtime = CoordinatedRuntime(Graph(), seed, barrier_every, barrier_seconds)
+        elif runtime is None and regime == "causal":
+            runtime = CausalRuntime(Graph(), seed, determinant_depth, standby)
         elif runtime is None:
             runtime = EmbeddedRuntime(Graph(), seed, clocks=clocks, checkpoints=checkpoints)
         self.runtime = runtime
@@ -1144,6 +1159,8 @@ class Database:
             report = spark.recover(self, node_id)
         elif strategy == "coordinated":
             report = coordinated.recover(self.graph_, self.runtime, node_id)
+        elif strategy == "causal":
+            report = causal.recover(self.graph_, self.runtime, node_id)
         self._failed.discard(node_id)
         self._recoveries.append(report)
         self._publish()
@@ -1599,7 +1616,8 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
             seed: int | None = None, clocks: bool | None = None,
             checkpoints: bool | None = None, token: str | None = None, partial: bool = False,
             memory_limit: int | None = None, regime: str | None = None,
-            barrier_every: int | None = None, barrier_seconds: float | None = None):
+            barrier_every: int | None = None, barrier_seconds: float | None = None,
+            determinant_depth: int | None = None, standby: bool = False):
     """Open an engine: embedded in this process (no url), or a client of a cluster
     (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one).
     ``checkpoints=False`` turns off the stateful nodes' checkpoints (they are on with
@@ -1612,14 +1630,16 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     upqueries; ``memory_limit`` (bytes) bounds what they hold, least recently read
     keys evicted first (docs/partial.md). ``regime``: the fault-tolerance regime,
     ``treeclock`` (the default), ``lineage`` or ``coordinated`` (with
-    ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints); the
+    ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints) or
+    ``causal`` (``determinant_depth``: how many edges down a node's determinants are
+    kept, None for all; ``standby=True``: warm standbys of the stateful shards); the
     others the contract names are refused as not built yet (docs/regimes.md)."""
     if url is not None:
         if (data_dir is not None or shards != 1 or seed is not None
                 or (clocks is not None and not clocks)
                 or (checkpoints is not None and not checkpoints) or partial or memory_limit is not None
                 or regime is not None or barrier_every is not None
-                or barrier_seconds is not None):
+                or barrier_seconds is not None or determinant_depth is not None or standby):
             if regime is not None:
                 regimes.check(regime)       # an unknown or unbuilt name says so first
             raise ArgumentError("data_dir, shards, seed, clocks, checkpoints, partial, "
@@ -1629,7 +1649,8 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks,
                     checkpoints=checkpoints, partial=partial, memory_limit=memory_limit,
                     regime="treeclock" if regime is None else regime,
-                    barrier_every=barrier_every, barrier_seconds=barrier_seconds)
+                    barrier_every=barrier_every, barrier_seconds=barrier_seconds,
+                    determinant_depth=determinant_depth, standby=standby)
 
 
 def catalog_problems(catalog: list[str], tables: dict[str, list[tuple]]) -> dict[str, tuple[list[tuple], str]]:
