@@ -58,21 +58,41 @@ class Result:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     checkpoint_bytes: int = 0
+    #: the causal regime: determinant bytes per message, and messages (``determinant_bytes``)
+    determinants: tuple[float, int] | None = None
     #: scenario -> (seconds until the views are right, nodes set back, messages resent)
     failures: dict[str, tuple[float, int, int]] = field(default_factory=dict)
+
+
+#: regimes run with a setting, by the name the harness gives them
+VARIANTS = {"causal-standby": ("causal", {"standby": True})}
 
 
 def _connect(regime: str, shards: int, barrier_every: int | None):
     if regime == "coordinated":
         return connect(shards=shards, regime=regime, barrier_every=barrier_every)
+    if regime in VARIANTS:
+        name, options = VARIANTS[regime]
+        return connect(shards=shards, regime=name, **options)
     return connect(shards=shards, regime=regime)
 
 
 def checkpoint_bytes(db) -> int:
     """Bytes the regime's checkpoint store holds (0 without one)."""
     rt = db.runtime
-    store = getattr(rt, "epochs", None) or getattr(rt, "store", None)
-    return 0 if store is None else deep_size(store)
+    store = (getattr(rt, "epochs", None) or getattr(rt, "store", None)
+             or getattr(rt, "ckpts", None))
+    standbys = getattr(rt, "standbys", None)       # (the causal regime's warm copies)
+    return (0 if store is None else deep_size(store)) + (deep_size(standbys) if standbys else 0)
+
+
+def determinant_bytes(db) -> tuple[float, int] | None:
+    """The causal regime's determinant bytes piggybacked per message sent by a node (not
+    a base), and the messages; None in another regime."""
+    rt = db.runtime
+    if not hasattr(rt, "det_bytes"):
+        return None
+    return rt.det_bytes / max(1, rt.messages_sent), rt.messages_sent
 
 
 def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
@@ -93,6 +113,7 @@ def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
     cpu = time.process_time() - cpu
     res = Result(regime, votes / sum(lat), votes / cpu, float(np.percentile(lat, 50)) * 1e3,
                  float(np.percentile(lat, 99)) * 1e3, checkpoint_bytes(db))
+    res.determinants = determinant_bytes(db)
     bed = VoteBed(db, articles, None, np.bincount(data[:, 0], minlength=articles), [data])
     return bed, res
 
@@ -198,7 +219,8 @@ def table(results: list[Result], scenarios: list[str]) -> list[str]:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="noria-py bench regimes", description=__doc__.partition("\n\n")[0])
     p.add_argument("--regimes", default=",".join(BUILT),
-                   help=f"a comma list of {', '.join(BUILT)} (default: all built)")
+                   help=f"a comma list of {', '.join(BUILT)} (default: all built), or "
+                        "causal-standby (causal with standby=True)")
     p.add_argument("--scenarios", default=",".join(SCENARIOS),
                    help=f"a comma list of {', '.join(SCENARIOS)}")
     p.add_argument("--quick", action="store_true",
@@ -243,6 +265,10 @@ def main(argv: list[str]) -> int:
             return 2
         raise
     print("\n".join(table(results, scenarios)))
+    for r in results:
+        if r.determinants is not None and "steady" in scenarios:
+            print(f"{r.regime}: {r.determinants[0]:.1f} determinant bytes piggybacked per "
+                  f"message ({r.determinants[1]:,} messages sent by operators)")
     print(f"({time.perf_counter() - start:.0f} s in all; load {os.getloadavg()[0]:.1f} at "
           "the end)")
     return 0
