@@ -40,6 +40,7 @@ from ..runtime.causal import CausalMessage, CausalRuntime, Mark
 from .base import recover_base
 from .report import RecoveryReport
 
+
 def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
     """Bring the failed ``node_id`` back (its failed ancestors first)."""
     if not isinstance(rt, CausalRuntime):

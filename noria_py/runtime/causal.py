@@ -246,7 +246,7 @@ class CausalRuntime(EmbeddedRuntime):
         self.whole.discard(node_id)
         for cs in self.causal.values():
             for per_child in (cs.inflight, cs.log_from, cs.progress, cs.sent, cs.held):
-                per_child.pop(node_id, None)      # type: ignore[attr-defined]
+                per_child.pop(node_id, None)
 
     def _plan(self) -> None:
         """Who records determinants, who holds whose (within the sharing depth), and what
