@@ -64,16 +64,17 @@ class Result:
     failures: dict[str, tuple[float, int, int]] = field(default_factory=dict)
 
 
-#: regimes run with a setting, by the name the harness gives them: (regime, standby)
-VARIANTS = {"causal-standby": ("causal", True)}
+#: regimes run with a setting, by the name the harness gives them: (regime, standby,
+#: determinant sharing depth)
+VARIANTS = {"causal-standby": ("causal", True, None), "causal-depth1": ("causal", False, 1)}
 
 
 def _connect(regime: str, shards: int, barrier_every: int | None):
     if regime == "coordinated":
         return connect(shards=shards, regime=regime, barrier_every=barrier_every)
     if regime in VARIANTS:
-        name, standby = VARIANTS[regime]
-        return connect(shards=shards, regime=name, standby=standby)
+        name, standby, depth = VARIANTS[regime]
+        return connect(shards=shards, regime=name, standby=standby, determinant_depth=depth)
     return connect(shards=shards, regime=regime)
 
 
@@ -220,7 +221,8 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="noria-py bench regimes", description=__doc__.partition("\n\n")[0])
     p.add_argument("--regimes", default=",".join(BUILT),
                    help=f"a comma list of {', '.join(BUILT)} (default: all built), or "
-                        "causal-standby (causal with standby=True)")
+                        "causal-standby (causal with standby=True), causal-depth1 "
+                        "(determinant_depth=1)")
     p.add_argument("--scenarios", default=",".join(SCENARIOS),
                    help=f"a comma list of {', '.join(SCENARIOS)}")
     p.add_argument("--quick", action="store_true",

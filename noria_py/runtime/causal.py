@@ -442,13 +442,18 @@ class CausalRuntime(EmbeddedRuntime):
             self.ckpts.put(nid, d.time, d.last_seen, cast(str, op.checkpoint_form), change,
                            full, stable)
             self.whole.discard(nid)
-            if self.standby:
-                ck = self.ckpts.latest(nid, d.time)
-                if ck is not None:
-                    self.standbys[nid] = ck
         marks.append(Mark(d.time, dict(d.last_seen)))
         if not d.node.children:
             del marks[:-1]             # nothing downstream pins it: the newest is stable
+        if self.standby and d.store is not None:
+            self._make_standby(nid)
+
+    def _make_standby(self, nid: str) -> None:
+        """A warm copy of ``nid``'s newest checkpoint (Clonos's standby loading it)."""
+        marks = self.marks.get(nid)
+        ck = self.ckpts.latest(nid, marks[-1].time) if marks else None
+        if ck is not None:
+            self.standbys[nid] = ck
 
     def level(self, nid: str, parent: str) -> int:
         """The oldest ``parent``-time a recovery of ``nid`` can ask for: its stable mark's."""
@@ -459,6 +464,8 @@ class CausalRuntime(EmbeddedRuntime):
         """``d`` tells each parent its level; a parent drops its log to ``d`` up to
         there, and once all its children have reported, moves its stable mark."""
         self.causal[d.id].unacked = 0
+        if self.standby and d.store is not None and d.id not in self.standbys:
+            self._make_standby(d.id)      # (one taken over by a recovery is made again)
         for p in dict.fromkeys(d.node.parents):
             pd = self.domains.get(p)
             if pd is None or not pd.alive:
