@@ -345,7 +345,8 @@ class CausalRuntime(EmbeddedRuntime):
     def _take(self, d: Domain, cs: CausalState, m: Message, seen: dict[str, int] | None) -> None:
         """Deliver ``m`` to ``d``: log its determinants, process it, record this
         delivery's determinant, log and send the output (``seen``: in a replay, only
-        what each live child named has not taken), then checkpoint or report if due."""
+        what each live child named has not taken), then checkpoint or report if due
+        (not in a replay, as Clonos's recovering task takes none: at the next message)."""
         if m.time <= d.last_seen.get(m.src, 0):
             return                  # a duplicate, dropped
         if self._version != self.graph.version:
@@ -365,9 +366,11 @@ class CausalRuntime(EmbeddedRuntime):
             self.send_all(self._wrap(d, cs, out, seen))
         cs.messages += 1
         cs.rows += len(m.batch)
+        cs.unacked += 1
+        if seen is not None:
+            return                  # (a replay: checkpoint and report after, when due)
         if cs.messages >= tuning.CHECKPOINT_EVERY or cs.rows >= tuning.CHECKPOINT_ROWS:
             self._checkpoint(d, cs)
-        cs.unacked += 1
         if cs.unacked >= tuning.ACK_EVERY:
             self._report(d)
 
