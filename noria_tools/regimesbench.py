@@ -48,6 +48,9 @@ from noria_tools import workloads
 from noria_tools.recoverybench import VoteBed, check, write_votes
 
 SCENARIOS = ("steady", "single", "concurrent")
+#: the causal regime's single failures, by whether it has standbys: (seconds restoring
+#: the state, seconds replaying the parents' logs) each (``RecoveryReport`` has neither)
+SPLITS: dict[bool, list[tuple[float, float]]] = {}
 
 
 @dataclass
@@ -148,6 +151,10 @@ def failure(bed: VoteBed, scenario: str, down: int) -> tuple[float, int, int]:
     db.wait()
     seconds = time.perf_counter() - t0
     check(bed, sample=None)
+    done = getattr(db.runtime, "last_recovery", None)      # (the causal regime's)
+    if scenario == "single" and done and nodes[0] in done:
+        SPLITS.setdefault(db.runtime.standby, []).append(
+            (done[nodes[0]]["restore_seconds"], done[nodes[0]]["replay_seconds"]))
     touched = set(nodes)
     for r in reports:
         touched.update(r.purged)
@@ -267,6 +274,10 @@ def main(argv: list[str]) -> int:
             return 2
         raise
     print("\n".join(table(results, scenarios)))
+    for standby, split in sorted(SPLITS.items()):
+        print(f"causal{' with standby' if standby else ''}, single: restoring the state "
+              f"{statistics.median(x for x, _ in split) * 1e3:.2f} ms, replaying "
+              f"{statistics.median(y for _, y in split) * 1e3:.1f} ms (medians)")
     for r in results:
         if r.determinants is not None and "steady" in scenarios:
             print(f"{r.regime}: {r.determinants[0]:.1f} determinant bytes piggybacked per "

@@ -22,7 +22,8 @@ def test_bench_regimes_runs_the_causal_standby(capsys):
     assert regimesbench.main(["--articles", "300", "--votes", "6000", "--batch", "500",
                               "--rounds", "1", "--down", "300", "--steady-rounds", "1",
                               "--regimes", "causal-standby"]) == 0
-    assert "| causal-standby |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| causal-standby |" in out and "causal with standby, single: restoring" in out
 
 
 def test_bench_regimes_refuses_what_it_does_not_run(capsys):
