@@ -48,7 +48,8 @@ state is a function of the multiset of rows it has taken (docs/recovery.md,
 Optional **standby** (``standby=True``, Clonos's passive standby tasks): each stateful
 node shard has a warm copy of its newest checkpoint, materialized at every checkpoint
 (``CheckpointStore.latest``, a copy), which a recovery from that checkpoint takes over
-instead of reading the store; it then replays only the messages since.
+instead of reading the store; it then replays only the messages since. A copy taken
+over is made again at the node's next report (Clonos schedules a new standby).
 """
 from __future__ import annotations
 
