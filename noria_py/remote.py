@@ -29,7 +29,7 @@ import threading
 import time
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Sequence, cast
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import sql_frontend
 from sql_frontend import wire as plan_wire
@@ -52,6 +52,9 @@ from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
 from .subscribe import Change, Subscription, buffer_size
+from .tls import client_context as tls_client_context
+from .tls import client_option as tls_client_option
+from .tls import connect as tls_connect
 
 DEFAULT_PORT = 7878
 #: seconds a read goes on asking where its reader is (and for a worker's answer)
@@ -158,9 +161,13 @@ class RemoteDatabase:
     """``noria_py.connect("noria://host:port")``."""
 
     def __init__(self, host: str, port: int, token: str | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, tls: str | bool | None = None) -> None:
         self.address = (host, port)
         self._token, self._timeout = token, timeout
+        # (``tls``: a CA file, or True for the system's: every connection, the workers'
+        # read ports included, is TLS, checked against it: noria_py/tls.py)
+        tls = tls_client_option(tls)
+        self._tls = None if tls is None else tls_client_context(tls)
         self._conn = self._connect()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -169,12 +176,21 @@ class RemoteDatabase:
 
     def _connect(self, address: tuple[str, int] | None = None,
                  timeout: float | None = None) -> wire.Connection:
-        sock = socket.create_connection(address or self.address,
-                                        timeout=timeout or self._timeout)
+        address = address or self.address
+        sock = socket.create_connection(address, timeout=timeout or self._timeout)
+        if self._tls is not None:
+            sock = tls_connect(sock, self._tls, address[0])
         sock.settimeout(None)
         conn = wire.Connection(sock)
         try:
             wire.client_handshake(conn, self._token, {"role": "client"})
+        except wire.ConnectionClosed:
+            conn.close()
+            if self._tls is not None:
+                raise
+            raise ConnectError(f"{address[0]}:{address[1]} closed the connection before "
+                               "its challenge; a server started with --tls-cert speaks only "
+                               "TLS: connect with tls=(its CA file)") from None
         except BaseException:
             conn.close()
             raise
@@ -582,15 +598,25 @@ class RemoteView(ViewFrames):
         return f"RemoteView({self.name!r}, columns={self.columns})"
 
 
-def connect_url(url: str, token: str | None = None) -> RemoteDatabase:
+def connect_url(url: str, token: str | None = None,
+                tls: str | bool | None = None) -> RemoteDatabase:
+    """``noria://HOST:PORT``, optionally ``?tls=CA file`` (or ``?tls=true``: the
+    system's CAs), which ``tls`` overrides."""
     u = urlparse(url)
     if u.scheme != "noria" or not u.hostname:
         raise ConnectError(f"cannot connect to {url!r}: expected noria://HOST:PORT")
     port = u.port or DEFAULT_PORT
+    query = parse_qs(u.query, keep_blank_values=True)
+    unknown = set(query) - {"tls"}
+    if unknown:
+        raise ConnectError(f"cannot connect to {url!r}: unknown option "
+                           f"{sorted(unknown)[0]!r} (the URL takes ?tls=CA file)")
+    if tls is None and "tls" in query:
+        tls = query["tls"][-1]
     if token is None:   # ($NORIA_TOKEN, else the file a local server wrote: tokens.py)
         token = os.environ.get("NORIA_TOKEN") or tokens.read_token(u.hostname, port)
     try:
-        return RemoteDatabase(u.hostname, port, token)
+        return RemoteDatabase(u.hostname, port, token, tls=tls)
     except OSError as e:
         raise ConnectError(f"cannot connect to {url}: {e}") from None
 
