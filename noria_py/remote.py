@@ -474,6 +474,12 @@ class RemoteDatabase:
         """The recoveries the cluster did, oldest first."""
         return [_report(d) for d in self._call("recoveries")]
 
+    @property
+    def regime(self) -> str:
+        """The cluster's fault-tolerance regime (``noria-py serve --regime``), as
+        ``Database.regime`` says it for an embedded engine."""
+        return str(self._call("regime"))
+
     def close(self) -> None:
         """Close the connection; later calls raise ``ClosedError``."""
         if not self._closed:

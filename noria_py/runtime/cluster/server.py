@@ -80,7 +80,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
-    "placement": (_NAME,),
+    "placement": (_NAME,), "regime": (),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -481,6 +481,9 @@ class Server:
 
     def m_recoveries(self) -> list[dict[str, Any]]:
         return [report_data(r) for r in self.db.recoveries()]
+
+    def m_regime(self) -> str:
+        return self.db.regime
 
     # ------------------------------------------------------------ running
 

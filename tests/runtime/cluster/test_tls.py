@@ -118,6 +118,7 @@ def test_a_plain_client_is_told_to_use_tls_and_the_cluster_goes_on(
         noria_py.connect(f"noria://{cluster.host}:{cluster.port}", token=TOKEN)
     db = noria_py.connect(cluster.url, token=TOKEN)        # (the URL names the CA file)
     assert "?tls=" in cluster.url
+    assert db.regime == "treeclock"
     db.execute("CREATE TABLE after_plain (a INT)")
     db.close()
 
