@@ -1289,6 +1289,17 @@ class Prepared:
                 raise
             return self.run(params)
 
+    def lookup_view(self) -> "View | None":
+        """The view whose ``lookup`` with the run's values is this statement's answer
+        (a SELECT whose every ``?`` is a lookup key, needing no second view), else None.
+        A cluster's client reads it at the reader's worker (``RemotePrepared``)."""
+        if self.generation != self._db._generation:
+            self._replan()
+        keyed = self._keyed
+        if keyed is None or keyed[2] is not None or not self.param_types:
+            return None
+        return keyed[0]
+
     def _replan(self) -> None:
         """Plan the statement again against the catalog as it is now."""
         with self._db._lock:

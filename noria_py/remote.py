@@ -46,6 +46,7 @@ from .errors import (
     NotSupportedError,
     RecoveryError,
     TypeMismatchError,
+    UnknownViewError,
 )
 from .hashing import shard_of
 from .recovery import RecoveryReport
@@ -650,8 +651,14 @@ class _RemoteCatalog:
 
 class RemotePrepared:
     """``Database.prepare``'s statement over a cluster connection: the same interface
-    (``param_types``, ``columns``, ``run``, ``count``, ``rows``, ``close``), without the
-    embedded fast paths: each run is one request to the server."""
+    (``param_types``, ``columns``, ``run``, ``count``, ``rows``, ``close``).
+
+    A SELECT that the server answers by a lookup in one view (every ``?`` a lookup key:
+    ``Prepared.lookup_view``) is read at the workers hosting that view's readers, as
+    ``RemoteView.lookup`` reads, not through the controller; the server keeps the view
+    (pinned) until ``close`` or the connection's end, and a view dropped meanwhile is
+    asked for again, once. An INSERT's rows are bound here and sent as a table insert.
+    Anything else is one ``execute`` request to the server per run."""
 
     def __init__(self, db: RemoteDatabase, sql: str) -> None:
         self.sql = sql
@@ -664,12 +671,37 @@ class RemotePrepared:
         self.types: list[SqlType] | None = None
         self._insert = (sql_frontend.insert_template(sql, catalog)
                         if self.command == "INSERT" else None)
+        self._view: RemoteView | None = None        # the view a keyed SELECT reads
+        self._handle: int | None = None
+        if self.command == "SELECT" and self.param_types:
+            self._prepare_read()
+
+    def _prepare_read(self) -> None:
+        got = self._db._call("prepare_read", self.sql)
+        if got is not None:
+            self._handle, name, columns, types, arity = got
+            self.columns, self.types = list(columns), [SqlType(t) for t in types]
+            self._view = RemoteView(self._db, name, self.columns, self.types, arity)
 
     def run(self, params: Sequence[Any] = ()) -> Result:
         if self._insert is not None:
             rows = self._insert.bind(params)
             self._db.table(self._insert.table).insert(rows)
             return Result(rowcount=len(rows))
+        view = self._view
+        if view is not None:
+            if len(params) != len(self.param_types):
+                raise ArityError(f"the statement has {len(self.param_types)} parameters (?) "
+                                 f"but {len(params)} values were given")
+            try:
+                return Result(view.columns, view.lookup(*params), view.types)
+            except UnknownViewError:
+                # its ad-hoc view was dropped (DDL, drop_query): ask for it again, once
+                self.close()
+                self._prepare_read()
+                if self._view is not None:
+                    return Result(self._view.columns, self._view.lookup(*params),
+                                  self._view.types)
         return self._db.execute(self.sql, params)
 
     def count(self, params: Sequence[Any] = ()) -> int:
@@ -684,4 +716,11 @@ class RemotePrepared:
         return self._insert.table, self._insert.bind(params)
 
     def close(self) -> None:
-        """Nothing is kept on the server for it."""
+        """Release the view the server keeps for a keyed SELECT (it may then be
+        dropped as any ad-hoc query's view)."""
+        handle, self._handle, self._view = self._handle, None, None
+        if handle is not None and not self._db._closed:
+            try:
+                self._db._call("unprepare", handle)
+            except (OSError, Error):
+                pass                # (the connection's end releases it too)

@@ -45,7 +45,7 @@ from sql_frontend import plan as lp
 from sql_frontend import wire as plan_wire
 
 from ... import regimes
-from ...client import Database
+from ...client import Database, Prepared
 from ...errors import ArgumentError, Error, RecoveryError, RequestError, SubscriptionError
 from ...graph import Graph
 from ...tls import Files as TlsFiles
@@ -80,7 +80,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
-    "placement": (_NAME,), "regime": (),
+    "placement": (_NAME,), "regime": (), "prepare_read": (_NAME,), "unprepare": ((int,),),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -242,6 +242,7 @@ class Server:
 
     def _session(self, conn: wire.Connection) -> None:
         conn.sock.settimeout(self.idle_timeout)
+        prepared: dict[int, Prepared] = {}      # this connection's prepared reads (pinned)
         try:
             while True:
                 try:
@@ -259,7 +260,13 @@ class Server:
                     if method == "subscribe":
                         self._stream(conn, rid, *args)
                         return                  # the connection was the subscription's
-                    result = getattr(self, "m_" + method)(*args)
+                    if method == "prepare_read":
+                        result = self._prepare_read(args[0], rid, prepared)
+                    elif method == "unprepare":
+                        self._unprepare(prepared.pop(args[0], None))
+                        result = None
+                    else:
+                        result = getattr(self, "m_" + method)(*args)
                 except Error as e:
                     conn.send(["error", rid, type(e).__name__, str(e)])
                 except Exception as e:      # a bug: say so, keep serving
@@ -273,6 +280,38 @@ class Server:
             log.warning("closed connection from %s: %s", conn.peer, e)
         finally:
             conn.close()
+            for p in prepared.values():
+                self._unprepare(p)
+
+    def _prepare_read(self, sql: str, rid: int,
+                      prepared: dict[int, Prepared]) -> list[Any] | None:
+        """``["call", id, "prepare_read", [sql]]``: for a SELECT that ``Database.prepare``
+        answers by a lookup in one view (``Prepared.lookup_view``), ``[handle, view,
+        columns, types, key arity]``, the view pinned until ``unprepare`` of the handle
+        or the connection's end, so that the client reads it at the readers' workers;
+        otherwise None (the client runs the statement here each time)."""
+        for attempt in range(10):
+            lock = self._settled()
+            try:
+                p = self.db.prepare(sql)
+                view = p.lookup_view()
+                if view is None:
+                    p.close()
+                    return None
+                prepared[rid] = p
+                return [rid, view.name, view.columns, [t.value for t in view.types],
+                        view.key_arity]
+            except WorkerLost:              # (a catalog change undone: as m_execute)
+                if attempt == 9:
+                    raise
+            finally:
+                lock.release()
+        return None
+
+    def _unprepare(self, p: Prepared | None) -> None:
+        if p is not None:
+            with self.lock:
+                p.close()
 
     def _stream(self, conn: wire.Connection, rid: int, view: str, key: Sequence[Any] | None,
                  buffer: int | None) -> None:
