@@ -1306,6 +1306,17 @@ class Prepared:
                 raise
             return self.run(params)
 
+    def lookup_view(self) -> "View | None":
+        """The view whose ``lookup`` with the run's values is this statement's answer
+        (a SELECT whose every ``?`` is a lookup key, needing no second view), else None.
+        A cluster's client reads it at the reader's worker (``RemotePrepared``)."""
+        if self.generation != self._db._generation:
+            self._replan()
+        keyed = self._keyed
+        if keyed is None or keyed[2] is not None or not self.param_types:
+            return None
+        return keyed[0]
+
     def _replan(self) -> None:
         """Plan the statement again against the catalog as it is now."""
         with self._db._lock:
@@ -1617,9 +1628,12 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
             checkpoints: bool | None = None, token: str | None = None, partial: bool = False,
             memory_limit: int | None = None, regime: str | None = None,
             barrier_every: int | None = None, barrier_seconds: float | None = None,
-            determinant_depth: int | None = None, standby: bool = False):
+            tls: str | bool | None = None, determinant_depth: int | None = None,
+            standby: bool = False):
     """Open an engine: embedded in this process (no url), or a client of a cluster
-    (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one).
+    (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one;
+    ``tls``, or the URL's ``?tls=``, for a cluster served with TLS: the CA file its
+    certificate is checked against, or True for the system's CAs).
     ``checkpoints=False`` turns off the stateful nodes' checkpoints (they are on with
     clocks: tree-clock recovery of a stateful node starts from its own checkpoint).
     ``data_dir``: the tables are durable there, and (with checkpoints, not partial) the
@@ -1645,7 +1659,10 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
             raise ArgumentError("data_dir, shards, seed, clocks, checkpoints, partial, "
                                 "memory_limit and regime are the server's settings "
                                 "(noria-py serve); connect to a URL with only a token")
-        return connect_url(url, token)
+        return connect_url(url, token, tls)
+    if tls is not None:
+        raise ArgumentError("tls is for connecting to a cluster (noria://...); an embedded "
+                            "engine has no connections")
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks,
                     checkpoints=checkpoints, partial=partial, memory_limit=memory_limit,
                     regime="treeclock" if regime is None else regime,
