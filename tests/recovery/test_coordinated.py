@@ -104,12 +104,17 @@ def test_concurrent_failures_match_duckdb(regime, seed, shards, order):
     assert {r.strategy for r in reports} == {regime}
 
 
-CONFIGS = [(1, None, "coordinated"), (1, 5, "coordinated"), (4, None, "coordinated"),
-           (4, 9, "coordinated"), (1, 2, "lineage"), (4, 6, "lineage")]
+CONFIGS = [(1, None, "coordinated"), pytest.param(1, 5, "coordinated", marks=pytest.mark.slow),
+           (4, None, "coordinated"), pytest.param(4, 9, "coordinated", marks=pytest.mark.slow),
+           (1, 2, "lineage"), (4, 6, "lineage")]
 
 
-@pytest.mark.parametrize("shards,seed,regime", CONFIGS,
-                         ids=[f"shards{s}-seed{d}-{k}" for s, d, k in CONFIGS])
+def _config_id(c) -> str:
+    s, d, k = c.values if hasattr(c, "values") else c
+    return f"shards{s}-seed{d}-{k}"
+
+
+@pytest.mark.parametrize("shards,seed,regime", CONFIGS, ids=[_config_id(c) for c in CONFIGS])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(early=ops, before=ops, during=ops, after=ops, pick=st.integers(0, 10_000),
        data=st.data(), flush=st.booleans(), late_views=st.booleans(),
