@@ -373,8 +373,6 @@ class Partial:
         if self.paths.pop(reader_id, None) is not None:
             reader: Reader = self.graph[reader_id].op     # type: ignore[assignment]
             self.lost(reader)
-            reader.filled = {}
-            reader._held = None
             reader.path = []
         self.path_ids.pop(reader_id, None)
         self._upstream.pop(reader_id, None)
@@ -489,11 +487,11 @@ class Partial:
         for reader_id in self.paths:
             reader: Any = self.graph[reader_id].op
             if stale:               # (no limit was set: every held key, once)
-                reader.dirty = set(reader.filled)
-            if reader.dirty:
+                reader.holes.dirty = set(reader.holes.keys())
+            if reader.holes.dirty:
                 reader.settle()
             for op, _ in reader.path:
                 if stale:
-                    op.holes.dirty = set(op.holes.filled)
+                    op.holes.dirty = set(op.holes.keys())
                 if op.holes.dirty:
                     op.settle()
