@@ -307,7 +307,8 @@ class Aggregate(Operator):
         if self.count_only and self.holes is not None:     # (kept by slot)
             key_at, nulls = self.holes.key_at, self.nulls
             return Batch([(k, c - nulls.get(k, 0)) for k, c in
-                          ((key_at(s), c) for s, c in self.counts.items()) if c > 0])
+                          ((key_at(int(s)), c) for s, c in self.counts.items())  # type: ignore[call-overload]
+                          if c > 0])
         if self.count_only:
             held = None if self.nulls else self.counts.positive()
             if held is not None:

@@ -183,7 +183,7 @@ class Join(Operator):
         if flips is not None and isinstance(flips[0], np.ndarray):   # (then both are)
             gone, came = flips
             flips = gone.tolist(), came.tolist()
-        return self._rows(port, batch, keys, flips)
+        return self._rows(port, batch, keys if isinstance(keys, list) else keys.tolist(), flips)
 
     def _columns(self, port: int, batch: Batch, got: tuple[np.ndarray, list[np.ndarray]],
                  flips: Flips | None) -> Batch:

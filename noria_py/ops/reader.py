@@ -42,7 +42,6 @@ import numpy as np
 from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
-from ..memory import bucket_bytes
 from ..nan import canon, canon_row, column_list
 from ..ordering import order_key
 from .dense import DenseRows, KeyMarks, RowsDelta
