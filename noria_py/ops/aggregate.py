@@ -24,6 +24,14 @@ an export is the counts at the marked keys (``CountsDelta``; the whole array,
 ``DenseCounts``, the first time). Every key changed since the last export is in the set
 or marked, so an export holds every change, whichever form the counts moved to in
 between.
+
+Partial (``make_partial``; noria_py/partial.py says when): only the groups read are
+held (``holes``, ops/holes.py); a batch's rows of other groups are dropped on arrival.
+COUNT alone keeps its counts by slot (an array as long as the keys held, not the key
+range): a columnar batch is filtered and counted with array operations, and the
+groups touched mapped back to their keys for the output. Other aggregates keep their
+groups in the dict, under their keys. No checkpoint is taken: a partial aggregate
+comes back all holes.
 """
 from __future__ import annotations
 
@@ -43,9 +51,11 @@ from .holes import Holes
 from .operator import Operator
 from .state import SLOTS_FLOOR, CountsDelta, DenseCounts, KeyedCounts, bare_key, tuple_key
 
-#: bytes a held group costs besides its key and its entry: its slots in the groups'
-#: (or counts') dict and in ``Holes.filled`` (measured with tracemalloc,
-#: tests/test_partial.py)
+#: bytes a held group (not COUNT alone) costs besides its key and its entry: its slot
+#: in the groups' dict and its entry in ``holes`` (measured with tracemalloc,
+#: tests/test_partial.py). COUNT alone keeps its counts by slot, in an array
+#: (``Holes``: a held key costs its count, 8 bytes and the array's slack, and its entry
+#: there)
 GROUP_OVERHEAD = 100
 
 

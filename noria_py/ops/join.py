@@ -27,7 +27,10 @@ row of it; for any other key, nothing. A batch's rows under a hole are dropped o
 arrival on either side (nothing is joined or emitted for them: nothing below holds
 that key). An upquery fills a hole with the key's left and right rows at once
 (``fill``) and answers the key's output rows; eviction makes it a hole again. The
-sides are then kept in dicts, and no checkpoint is taken: a partial join comes back
+sides are then kept by slot (ops/holes.py; one slot a key, the same on both sides): in
+arrays while each key holds one row a side, as a full join's dense form, so a batch
+is filtered and joined with array operations; in dicts otherwise. No checkpoint is
+taken: a partial join comes back
 from a crash all holes, and its reader's keys go with them (``Partial.lost``).
 """
 from __future__ import annotations

@@ -22,15 +22,17 @@ again; in the dense form the arrays are checkpointed instead, as a join side's a
 (``array_state``: whole the first time, then the entries at the keys marked since).
 
 Partial (``make_partial``; noria_py/partial.py says when and how): the reader holds
-only the keys it was asked for (``filled``, key -> the bytes its entry is accounted
-at, measured when filled and, for a key written since (``dirty``), when the manager
-next reads the total), and ``lookup`` answers None for any other key (a hole): the caller fills it by an
-upquery (``fill``) and reads again. A batch's rows under a hole are dropped here (a
-hole stays a hole), so the state is always exactly the view's rows for the filled
-keys. A partial reader keeps its rows in the general form (dicts: memory grows with
-the keys held, not with the key range), and comes back from a crash or a reset with
-no key filled: its checkpoints, whatever they hold, restore nothing (``load_input``
-drops every row, as ``process`` would).
+only the keys it was asked for (``holes``, ops/holes.py: each held key's slot and the
+bytes it is accounted at, measured when filled and, for a key written since, when the
+manager next reads the total), and ``lookup`` answers None for any other key (a
+hole): the caller fills it by an upquery (``fill``) and reads again. A batch's rows
+under a hole are dropped here (a hole stays a hole), so the state is always exactly
+the view's rows for the filled keys. The state is kept by slot (``KeyedState(...,
+slots=True)``): in arrays while each key holds one row, so a held key costs what a
+full reader's dense form costs a key and a batch is applied with array operations;
+in a dict of buckets otherwise. A partial reader comes back from a crash or a reset
+with no key filled: its checkpoints, whatever they hold, restore nothing
+(``load_input`` drops every row, as ``process`` would).
 """
 from __future__ import annotations
 
@@ -137,6 +139,12 @@ class Reader(Operator):
         # (only moved, never added: outside the lock, a key evicted meanwhile raises
         # KeyError, and View.lookup reads again under the lock)
         self.manager.lru.move_to_end((self, key))
+        dense = self.state.dense        # (``_rows_at``, its common case inline)
+        if dense is not None:
+            row = dense.row(slot)
+            if row is None:
+                return []
+            return [row[:self.visible]] if self.trim else [row]
         return self._rows_at(slot)
 
     def fill(self, key, batch: Batch) -> list[tuple]:
