@@ -42,6 +42,7 @@ import numpy as np
 
 from sql_frontend.plan import AggCall
 
+from .. import tuning
 from ..batch import Batch
 from ..memory import deep_size
 from ..nan import column_list
@@ -141,8 +142,11 @@ class Aggregate(Operator):
         row, as a batch of one insertion (or none)."""
         holes = self.holes
         assert holes is not None
-        holes.add(key)
-        out = self.process(0, batch)
+        slot = holes.add(key)
+        if self.count_only:             # (every row is the key's: no test a row)
+            out = self._process_counts(batch, [slot] * len(batch)) if batch else Batch()
+        else:
+            out = self.process(0, batch)
         self._measure(key)
         return out
 
@@ -283,8 +287,11 @@ class Aggregate(Operator):
                 self._changed.update(t.tolist() if isinstance(t, np.ndarray) else t)
         if isinstance(changes[0], np.ndarray):     # (then all three are arrays)
             touched, old, new = changes
-            if not nulls and touched.dtype == np.int64:    # (a NULL count is kept, at 0
-                return _count_batch(touched, old, new)    # too, while its group is)
+            # (a NULL count is kept, at 0 too, while its group is; a partial COUNT's
+            # few groups, a fill's one, cost less as rows than as ten array operations)
+            if not nulls and touched.dtype == np.int64 and (
+                    slots is None or len(touched) >= tuning.ARRAY_MIN):
+                return _count_batch(touched, old, new)
             return self._count_changes(column_list(touched), old.tolist(), new.tolist(),
                                        before)
         return self._count_changes(*changes, before)

@@ -356,13 +356,12 @@ class DenseRows:
     def entry_bytes(self, k: int) -> int:
         """Bytes the row at ``k`` costs: its entries in the arrays (a bool and each
         part's item) and the objects an object part points to there (0: no row)."""
-        if not (0 <= k < len(self.present) and self.present[k]):
+        if not (0 <= k < len(self.present) and self.present.item(k)):
             return 0
-        size = 1
-        for p in self.parts:
-            size += p.itemsize
-            if p.dtype == object:
-                v = p[k]
+        size = 1 + 8 * len(self.parts)          # (every part's items are 8 bytes)
+        for p, kind in zip(self.parts, self.kinds):
+            if kind is None:                    # objects
+                v = p.item(k)
                 if v is not None:
                     size += sys.getsizeof(v)
         return size

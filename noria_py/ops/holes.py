@@ -158,7 +158,9 @@ class Holes:
     def add(self, key: Any) -> int:
         """Hold ``key`` (a hole until now); its slot."""
         key = norm(key)
-        assert self.slot(key) < 0, key
+        mapped = type(key) is int and 0 <= key < DENSE_LIMIT
+        assert (key >= len(self._map) or self._map.item(key) < 0) if mapped \
+            else key not in self._odd, key     # (a hole until now)
         if self._free:
             s = self._free.pop()
         else:
@@ -171,7 +173,7 @@ class Holes:
                     grown = np.zeros(size, dtype=np.int64)
                     grown[:len(old)] = old
                     setattr(self, name, grown)
-        if type(key) is int and 0 <= key < DENSE_LIMIT:
+        if mapped:
             m = self._map
             if key >= len(m):
                 grown32 = np.full(min(DENSE_LIMIT, max(64, key + key // 8 + 1)), -1,
@@ -222,11 +224,12 @@ class Holes:
 
     # ------------------------------------------------------------ accounting
 
-    def measure(self, key: Any, size: int) -> None:
-        """``key`` (held) now takes ``size`` bytes."""
-        s = self.slot(key)
+    def measure(self, key: Any, size: int, slot: int | None = None) -> None:
+        """``key`` (held; at ``slot``, where the caller has it) now takes ``size``
+        bytes."""
+        s = self.slot(key) if slot is None else slot
         if s >= 0:
-            self.manager.resize(int(self._size[s]), size)
+            self.manager.resize(self._size.item(s), size)
             self._size[s] = size
 
     def touched(self, rows: list[tuple], keyf: Callable[[tuple], Any]) -> None:

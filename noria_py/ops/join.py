@@ -136,7 +136,7 @@ class Join(Operator):
         left, right = self.sides
         slot = holes.slot(key)
         holes.measure(key, holes.entry_bytes(key) + left.entry_bytes(slot)
-                      + right.entry_bytes(slot) + KEY_OVERHEAD)
+                      + right.entry_bytes(slot) + KEY_OVERHEAD, slot)
 
     def settle(self) -> None:
         """Measure the held keys written since they were last measured."""

@@ -154,7 +154,10 @@ class Reader(Operator):
             key = canon_row(key) if type(key) is tuple else canon(key)
         slot = self.holes.add(key)
         self.manager.touch(self, key)
-        self.process(0, batch)
+        if self.select is not None:
+            batch = self.select.process(0, batch)
+        if batch:                       # (every row is the key's: no test a row)
+            self._apply_held(batch, [slot] * len(batch))
         self.holes.dirty.discard(key)
         self._measure(key)
         return self._rows_at(slot)
@@ -178,13 +181,17 @@ class Reader(Operator):
         holes = self.holes
         slot = holes.slot(key)
         holes.measure(key, holes.entry_bytes(key) + self.state.entry_bytes(slot)
-                      + ENTRY_OVERHEAD)
+                      + ENTRY_OVERHEAD, slot)
 
-    def _apply_held(self, batch: Batch) -> Batch:
-        """Apply the rows of ``batch`` under held keys (writes to holes stop here);
-        those rows."""
+    def _apply_held(self, batch: Batch, given: list[int] | None = None) -> Batch:
+        """Apply the rows of ``batch`` under held keys (writes to holes stop here), or,
+        ``given`` their slots, every row of it; those rows."""
         holes = self.holes
-        batch, slots = holes.select(batch, self.key, self.state._keyf)
+        slots: np.ndarray | list[int]
+        if given is None:
+            batch, slots = holes.select(batch, self.key, self.state._keyf)
+        else:
+            slots = given
         if batch:
             state = self.state
             layout = state.layout()
