@@ -16,9 +16,12 @@ without changing anything, so the batch is then applied whole to the general for
 Both forms hold the same multiset, and every read (``get``, ``items``, ``rows``,
 ``snapshot``) answers the same in both: the model tests check one against the other.
 
-``restore(snapshot())`` gives back an equal state (the seam checkpoints use); holes
-and eviction for partial state will be a third kind of entry here, not a change of
-the operators.
+``restore(snapshot())`` gives back an equal state (the seam checkpoints use).
+
+A partial node (ops/holes.py) keeps a ``KeyedState(..., slots=True)``: the same two
+forms indexed by each held key's slot, a small int, instead of the key (the dense form
+then from the first row, whatever the key's type, with the key columns kept in the
+rows), and ``KeyedCounts`` of slots; ``drop`` empties an evicted key's slot.
 """
 from __future__ import annotations
 
