@@ -1034,10 +1034,10 @@ class Database:
         before it is ended for falling behind (``tuning.SUBSCRIBE_BUFFER``)."""
         self._check_open()
         v = self.view(view)
-        if v._partial:
+        if v._partial and key is None:
             raise NotSupportedError(f"view {v.name!r} is partial (connect(partial=True)): "
-                                    "its readers hold only the keys read; subscribe to "
-                                    "a database without partial state")
+                                    "its readers hold only the keys read; subscribe to one "
+                                    "key (subscribe(view, key)), which is then held")
         size = buffer_size(buffer)
         ids = v._entry.readers
         key_t: tuple | None = None
@@ -1052,6 +1052,10 @@ class Database:
         self._publish()
         reader = v._readers[0]
         sub = Subscription(v.name, key_t, reader.key, reader.visible, size, self._unsubscribe)
+        if v._partial and key_t is not None:    # the key held (filled by the snapshot's
+            held = self.graph_[ids[0]].op       # read) and never evicted while listened to
+            sub.pinned = (held, v._held_key(key_t))
+            cast(Partial, self._partial).pin(*sub.pinned)
         rows = v.all() if key_t is None else v.lookup(*key_t)
         sub.put(Change(self._writes, [(r, 1) for r in rows]))
         sub.readers = list(ids)
@@ -1074,6 +1078,9 @@ class Database:
         with self._lock:
             if sub in self._subscriptions:
                 self._subscriptions.remove(sub)
+            if sub.pinned is not None and self._partial is not None:
+                self._partial.unpin(*sub.pinned)
+                sub.pinned = None
             for nid in sub.readers:
                 self.runtime.unlisten(nid, sub)
 
@@ -1533,6 +1540,14 @@ class View(ViewFrames):
         else:
             keys = [tuple(_stored(x, t) for x, t in zip(key, types)) for key in keys]
         return manager.fill(rid, keys)
+
+    def _held_key(self, key: tuple) -> Any:
+        """A key of this partial view as its reader holds it (``Reader.fill``): stored
+        values (``_stored``), NaN canonical, bare for one column."""
+        types = self._key_types
+        k = tuple(_stored(x, t) for x, t in zip(key, types))
+        k = canon_row(k)
+        return k[0] if len(types) == 1 else k
 
     @_serialized
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:

@@ -305,6 +305,8 @@ class Partial:
         #: reader node id -> the partial operators on its path (node ids)
         self.path_ids: dict[str, list[str]] = {}
         self._upstream: dict[str, tuple[int, set[str]]] = {}
+        #: (reader, key) -> subscriptions to it: never evicted while one listens
+        self.pinned: dict[tuple[Reader, Any], int] = {}
 
     # ------------------------------------------------------------ set-up
 
@@ -394,10 +396,29 @@ class Partial:
 
     def lost(self, reader: Reader) -> None:
         """A node of ``reader``'s path (the reader, or a partial operator above it) lost
-        its state: every key of the path becomes a hole again, in each of its nodes."""
+        its state: every key of the path becomes a hole again, in each of its nodes, and
+        the subscriptions to its keys end (what was written meanwhile never reaches the
+        reader as changes: subscribe again, for a new snapshot)."""
         for key in list(reader.filled):
             self.lru.pop((reader, key), None)
             self.total -= self._evict(reader, key)
+        for listener in list(reader.listeners):
+            listener.lost("a node of its partial view lost its state (a failure): "
+                          "subscribe again")
+
+    def pin(self, reader: Reader, key: Any) -> None:
+        """Keep ``key`` of ``reader`` (as ``Reader.lookup`` takes it) from eviction: a
+        subscription listens to it."""
+        k = (reader, key)
+        self.pinned[k] = self.pinned.get(k, 0) + 1
+
+    def unpin(self, reader: Reader, key: Any) -> None:
+        k = (reader, key)
+        n = self.pinned.get(k, 0) - 1
+        if n > 0:
+            self.pinned[k] = n
+        else:
+            self.pinned.pop(k, None)
 
     def _evict(self, reader: Reader, key: Any) -> int:
         """``key`` a hole in ``reader`` and in each partial operator of its path; the
@@ -470,11 +491,18 @@ class Partial:
         if limit is None:
             return
         self.settle()
-        lru = self.lru
+        lru, pinned = self.lru, self.pinned
+        kept = []
         while self.total > limit and lru:
             (reader, key), _ = lru.popitem(last=False)
+            if (reader, key) in pinned:         # (subscribed to: stays, oldest first)
+                kept.append((reader, key))
+                continue
             self.total -= self._evict(reader, key)
             self.evictions += 1
+        for k in reversed(kept):
+            lru[k] = None
+            lru.move_to_end(k, last=False)
 
     def held_bytes(self) -> int:
         """The bytes accounted to every held key (what the limit bounds)."""

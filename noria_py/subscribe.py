@@ -72,6 +72,9 @@ class Subscription:
                  visible: int, buffer: int, detach: Callable[["Subscription"], None]) -> None:
         self.view = view
         self.key = key
+        #: a partial view's (reader, key) kept from eviction while this listens
+        #: (``partial.Partial.pin``); None otherwise
+        self.pinned: tuple[Any, Any] | None = None
         self._key_columns = key_columns
         self._visible = visible
         self._buffer = buffer

@@ -174,3 +174,76 @@ def test_subscribe_mistakes_are_errors() -> None:
         db.subscribe("per_key", key=(1, 2))
     with pytest.raises(noria_py.ProgrammingError):
         db.subscribe("rows", buffer=0)
+
+
+# ---------------------------------------------------------------- partial views
+
+def _partial_db(limit: int | None) -> noria_py.Database:
+    db = noria_py.connect(partial=True, memory_limit=limit, shards=2)
+    db.execute("CREATE TABLE t (k INT, v INT)")
+    db.execute("CREATE VIEW per_key AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t "
+               "WHERE k = ? GROUP BY k")
+    db.execute("CREATE VIEW rows_of AS SELECT k, v FROM t WHERE k = ?")
+    return db
+
+
+def _drain(sub, acc: Counter) -> None:
+    while (change := sub.poll(0)) is not None:
+        apply(acc, change)
+
+
+@pytest.mark.parametrize("view", ["per_key", "rows_of"])
+def test_a_partial_views_key_is_held_while_subscribed_under_evictions(view) -> None:
+    """A subscription to one key of a partial view fills it and holds it: reads of
+    every other key under a small memory limit evict them, never it, and the changes
+    keep giving the key's rows (against the same writes on a full database)."""
+    rng = random.Random(view)
+    db, full = _partial_db(4000), noria_py.connect()
+    full.execute("CREATE TABLE t (k INT, v INT)")
+    full.execute(f"CREATE VIEW {view} AS " + {
+        "per_key": "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t WHERE k = ? GROUP BY k",
+        "rows_of": "SELECT k, v FROM t WHERE k = ?"}[view])
+    for d in (db, full):
+        d.table("t").insert([(k % 300, k) for k in range(3000)])
+    sub = db.subscribe(view, 7)
+    acc: Counter = Counter()
+    _drain(sub, acc)
+    assert acc == Counter(full.view(view).lookup(7))
+    evicted = db._partial.evictions
+    for _ in range(30):
+        rows = [(rng.choice([7, rng.randrange(300)]), rng.randrange(100)) for _ in range(20)]
+        for d in (db, full):
+            d.table("t").insert(rows)
+        db.view(view).lookup_many(rng.sample(range(300), 40))     # (others fill, evict)
+        _drain(sub, acc)
+        assert acc == Counter(full.view(view).lookup(7))
+    assert db._partial.evictions > evicted + 100
+    sub.close()
+    assert not db._partial.pinned                  # (closed: the key may go now)
+    db.close()
+    full.close()
+
+
+def test_a_partial_subscription_ends_when_its_path_loses_state_and_can_start_again() -> None:
+    db = _partial_db(None)
+    db.table("t").insert([(k % 5, k) for k in range(50)])
+    sub = db.subscribe("per_key", 3)
+    shard = db.view("per_key")._shard(3)
+    agg = next(n["id"] for n in db.graph()
+               if n["kind"] == "aggregate" and n.get("partial") and n["shard"] == shard)
+    db.fail(agg)
+    db.recover(agg)
+    with pytest.raises(SubscriptionError, match="lost its state"):
+        for _ in range(20):                 # (the snapshot, then the end)
+            sub.poll(0.05)
+    again = db.subscribe("per_key", 3)
+    assert again.poll(0).rows == [((3, 10, sum(range(3, 50, 5))), 1)]
+    again.close()
+    db.close()
+
+
+def test_a_partial_view_is_subscribed_to_by_key() -> None:
+    db = _partial_db(None)
+    with pytest.raises(noria_py.NotSupportedError, match="subscribe to one key"):
+        db.subscribe("per_key")
+    db.close()
