@@ -16,15 +16,17 @@ from typing import Any
 
 from .errors import RegimeError
 
-__all__ = ["BUILT", "NOT_BUILT", "STRATEGIES", "check"]
+__all__ = ["BUILT", "EMBEDDED_ONLY", "NOT_BUILT", "STRATEGIES", "check"]
 
 #: regime -> what it does, in a line (``noria-py bench regimes`` prints these)
 BUILT = {
     "treeclock": "tree clocks on messages, local checkpoints; the failed node alone recovers",
     "lineage": "nothing extra in normal operation; purge downstream and recompute",
     "coordinated": "aligned barrier checkpoints; every node rolls back, the bases replay",
+    "uncoordinated": "local checkpoints, dependencies and channel logs; roll back to the recovery line",
+    "cic": "local and forced checkpoints by piggybacked indices; roll back to the index line",
 }
-NOT_BUILT = ("uncoordinated", "cic", "causal", "falkirk")
+NOT_BUILT = ("causal", "falkirk")
 
 #: the strategies ``db.recover(node, strategy=...)`` accepts in each regime; the first
 #: is the regime's own (``strategy=None``)
@@ -32,7 +34,12 @@ STRATEGIES = {
     "treeclock": ("treeclock", "lineage", "spark"),
     "lineage": ("lineage", "spark"),
     "coordinated": ("coordinated", "lineage"),
+    "uncoordinated": ("uncoordinated", "lineage"),
+    "cic": ("cic", "lineage"),
 }
+
+#: regimes the embedded engine offers and a cluster does not (yet)
+EMBEDDED_ONLY = ("coordinated", "uncoordinated", "cic")
 
 
 def check(regime: Any, *, cluster: bool = False) -> str:
@@ -47,7 +54,7 @@ def check(regime: Any, *, cluster: bool = False) -> str:
     if regime not in BUILT:
         raise RegimeError(f"unknown regime {regime!r}; built: {', '.join(BUILT)} "
                           f"(not built yet: {', '.join(NOT_BUILT)})")
-    if cluster and regime == "coordinated":
-        raise RegimeError("regime 'coordinated' is built for the embedded engine only, not "
+    if cluster and regime in EMBEDDED_ONLY:
+        raise RegimeError(f"regime {regime!r} is built for the embedded engine only, not "
                           "for a cluster yet; use treeclock or lineage with noria-py serve")
     return regime
