@@ -68,8 +68,8 @@ from .result import Result, ViewFrames
 from .runtime import checkpoints as ck_mod
 from .runtime import ondisk
 from .runtime.coordinated import CoordinatedRuntime
-from .runtime.uncoordinated import CICRuntime, UncoordinatedRuntime
 from .runtime.embedded import EmbeddedRuntime
+from .runtime.uncoordinated import CICRuntime, UncoordinatedRuntime
 from .storage import Storage
 from .subscribe import Change, Subscription, buffer_size
 

@@ -38,12 +38,14 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
 from noria_py import connect
 from noria_py.memory import deep_size
 from noria_py.regimes import BUILT
+from noria_py.runtime.uncoordinated import INDEX_BYTES, UncoordinatedRuntime
 from noria_tools import workloads
 from noria_tools.recoverybench import VoteBed, check, write_votes
 
@@ -60,6 +62,9 @@ class Result:
     checkpoint_bytes: int = 0
     #: scenario -> (seconds until the views are right, nodes set back, messages resent)
     failures: dict[str, tuple[float, int, int]] = field(default_factory=dict)
+    #: the uncoordinated and cic regimes' own counts at the end of the steady run
+    #: (``protocol_figures``), None for the others
+    protocol: dict[str, float] | None = None
 
 
 def _connect(regime: str, shards: int, barrier_every: int | None):
@@ -71,8 +76,22 @@ def _connect(regime: str, shards: int, barrier_every: int | None):
 def checkpoint_bytes(db) -> int:
     """Bytes the regime's checkpoint store holds (0 without one)."""
     rt = db.runtime
-    store = getattr(rt, "epochs", None) or getattr(rt, "store", None)
+    store = (getattr(rt, "epochs", None) or getattr(rt, "ckpts", None)
+             or getattr(rt, "store", None))
     return 0 if store is None else deep_size(store)
+
+
+def protocol_figures(db) -> dict[str, float] | None:
+    """The uncoordinated and cic regimes' counts (runtime/uncoordinated.py): checkpoints
+    taken and forced, messages sent and the bytes piggybacked on each (cic: the
+    sender's index), messages the channel logs hold; None in another regime."""
+    rt = db.runtime
+    if not isinstance(rt, UncoordinatedRuntime):
+        return None
+    indexed = getattr(rt, "piggybacked", 0)
+    return {"checkpoints": rt.taken, "forced": rt.forced, "messages": rt.logged,
+            "bytes_per_message": INDEX_BYTES if indexed else 0,
+            "logged_held": sum(len(q) for q in rt.logs.values())}
 
 
 def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
@@ -92,7 +111,8 @@ def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
     db.wait()
     cpu = time.process_time() - cpu
     res = Result(regime, votes / sum(lat), votes / cpu, float(np.percentile(lat, 50)) * 1e3,
-                 float(np.percentile(lat, 99)) * 1e3, checkpoint_bytes(db))
+                 float(np.percentile(lat, 99)) * 1e3, checkpoint_bytes(db),
+                 protocol=protocol_figures(db))
     bed = VoteBed(db, articles, None, np.bincount(data[:, 0], minlength=articles), [data])
     return bed, res
 
@@ -192,6 +212,14 @@ def table(results: list[Result], scenarios: list[str]) -> list[str]:
             sec, nodes, msgs = r.failures[s]
             row += f" {sec:.3f} s | {nodes} | {msgs:,} |"
         lines.append(row)
+    proto = [r for r in results if r.protocol is not None]
+    if proto and "steady" in scenarios:
+        lines += ["", "| regime | checkpoints (forced) | messages | bytes piggybacked per "
+                  "message | messages the logs hold |", "| --- | ---: | ---: | ---: | ---: |"]
+        for r in proto:
+            f = cast(dict, r.protocol)
+            lines.append(f"| {r.regime} | {f['checkpoints']:,} ({f['forced']:,}) | "
+                         f"{f['messages']:,} | {f['bytes_per_message']} | {f['logged_held']:,} |")
     return lines
 
 

@@ -248,9 +248,9 @@ class UncoordinatedRuntime(EmbeddedRuntime):
             pts = self.points[nid]
             del pts[:next(i for i, q in enumerate(pts) if q is pt)]
         for (p, c), log in self.logs.items():
-            pt = line.get(c)
-            if pt is not None:
-                level = pt.parent_times.get(p, 0)
+            at = line.get(c)
+            if at is not None:
+                level = at.parent_times.get(p, 0)
                 while log and log[0].time <= level:
                     log.popleft()
         for base in self.durable:
