@@ -32,7 +32,8 @@ only flows downstream.
 
 ``cic`` (communication-induced, the index-based rule of Briatico, Ciuffoletti and
 Simoncini, BCS, which HMNR, CheckMate's protocol, refines). Each node has a checkpoint
-index ``sn``, which a local checkpoint increments; every message piggybacks its
+index ``sn``, which a local checkpoint raises (to ``sn + 1``, or to the runtime's
+clock, its count of writes, if that is ahead: see below); every message piggybacks its
 sender's index (``Indexed``); a node about to take a message whose index is higher
 than its own first takes a **forced** checkpoint with that index. Then for any ``i``,
 the first checkpoint of each node with index >= ``i`` (or its current state, if it has
@@ -40,6 +41,13 @@ none) is a consistent line, so every checkpoint is useful (none is left out of e
 line). Recovery takes ``i`` = the smallest newest index among the failed nodes and
 sets back, among the failed nodes and their descendants (nothing above them can hold
 an orphan of theirs), each node to its first checkpoint with index >= ``i``.
+Why the clock: with ``sn + 1`` alone, a node that takes more messages (a join below two
+tables) checkpoints more often and its indices run ahead of its parents'; a parent's
+failure then sends it back to its first checkpoint at the parent's index, further back
+every interval, and its logs are never trimmed (``test_logs_and_checkpoints_stay_bounded``
+fails so). Taking indices from a clock every node shares (BCS's periodic checkpoints,
+here the write count standing in for loosely synchronized clocks) keeps them in step;
+any increasing choice keeps the rule correct.
 
 Both regimes check the line they found before touching a node (``consistent``): a line
 with an orphan raises ``RecoveryError`` and leaves the nodes failed, never a wrong view.
