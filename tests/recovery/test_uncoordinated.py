@@ -112,7 +112,7 @@ def test_orphans_roll_back_downstream_and_a_sibling_branch_stays(every):
     assert report.rolled_back == [agg, reader]             # not the filter's branch
     assert rt.points[reader][-1].parent_times[agg] == 4
     # what the COUNT sent after its checkpoint is forgotten: it sends it anew
-    assert [m.time for m in rt.logs[(agg, reader)]][-1] <= 4
+    assert all(m.time <= 4 for m in rt.logs[(agg, reader)])
     assert report.replayed_messages == rt.domains[parent].time - agg_pt.parent_times[parent] == 2
     _check(db)
     db.table("t").insert([(5, 5)])
