@@ -38,9 +38,15 @@ sender's index (``Indexed``); a node about to take a message whose index is high
 than its own first takes a **forced** checkpoint with that index. Then for any ``i``,
 the first checkpoint of each node with index >= ``i`` (or its current state, if it has
 none) is a consistent line, so every checkpoint is useful (none is left out of every
-line). Recovery takes ``i`` = the smallest newest index among the failed nodes and
-sets back, among the failed nodes and their descendants (nothing above them can hold
-an orphan of theirs), each node to its first checkpoint with index >= ``i``.
+line). Recovery sets back each failed node and each of their descendants (nothing
+above them can hold an orphan of theirs) to its first checkpoint with index >= ``i``,
+``i`` the smallest newest index among the failed nodes at or above it (or leaves it as
+it is if it has none). Still consistent: on an edge ``p -> c`` below a failed node,
+``c``'s ``i`` is at most ``p``'s (``c`` is below every failed node ``p`` is below); a
+message ``p`` sent after its point carries an index >= ``p``'s ``i``, so ``c`` had
+checkpointed at that index or more before taking it. A line with one ``i`` for every
+node (BCS's) would set back a whole other branch of the graph, and pin every log to the
+index of its quietest node (a table nobody writes to: the vote workload's articles).
 Why the clock: with ``sn + 1`` alone, a node that takes more messages (a join below two
 tables) checkpoints more often and its indices run ahead of its parents'; a parent's
 failure then sends it back to its first checkpoint at the parent's index, further back
@@ -517,31 +523,37 @@ class CICRuntime(UncoordinatedRuntime):
         if index > self.sn[d.id]:
             self.take(d, forced=True, index=index)
 
-    def _index_line(self, nodes: Iterable[str], index: int) -> dict[str, Point]:
-        """Each of ``nodes`` at its first point of index ``index`` or more (none: it
-        stays as it is)."""
+    def _index_line(self, failed: Iterable[str]) -> tuple[dict[str, Point], int | None]:
+        """Each node at or below one of ``failed`` at its first point of index ``i`` or
+        more (none: it stays as it is), ``i`` the smallest newest index among the failed
+        nodes at or above it; and the smallest such ``i``."""
+        failed = set(failed)
+        below: dict[str, int] = {}
         line: dict[str, Point] = {}
-        for nid in nodes:
+        for nid in self.order():
+            node = self.graph[nid]
+            if not node.parents:
+                continue
+            found = [below[p] for p in node.parents if p in below]
+            if nid in failed:
+                found.append(self.points[nid][-1].index)
+            if not found:
+                continue
+            index = below[nid] = min(found)
             pt = next((q for q in self.points[nid] if q.index >= index), None)
             if pt is not None:
                 line[nid] = pt
-        return line
+        return line, min(below.values(), default=None)
 
     def lowest_line(self) -> dict[str, Point] | None:
         ops = [n for n in self.order() if self.graph[n].parents]
         if not all(self.points[n] for n in ops):
             return None
-        return self._index_line(ops, min((self.points[n][-1].index for n in ops), default=0))
+        return self._index_line(ops)[0]
 
     def recovery_line(self, down: set[str]) -> tuple[dict[str, Point], int | None]:
         failed = [n for n in down if self.graph[n].parents]
-        if not failed:
-            return {}, None
         if not all(self.points[n] for n in failed):
             raise RecoveryError(f"no checkpoint of {sorted(n for n in failed if not self.points[n])}; "
                                 "use strategy='lineage'")
-        index = min(self.points[n][-1].index for n in failed)
-        below: set[str] = set()
-        for n in failed:
-            below.update(self.graph.descendants(n))
-        return self._index_line([n for n in self.order() if n in below], index), index
+        return self._index_line(failed)

@@ -173,8 +173,12 @@ def test_cic_every_checkpoint_is_on_a_consistent_line(seed, every):
     ops = [n for n in rt.order() if db.graph_[n].parents]
     indices = {q.index for n in ops for q in rt.points[n]}
     for i in sorted(indices):
-        line = rt._index_line(ops, i)
+        line = {n: pt for n in ops
+                if (pt := next((q for q in rt.points[n] if q.index >= i), None)) is not None}
         assert rt.consistent(line) is None, f"index {i}"
+    for down in [{n} for n in ops] + [{n, m} for n in ops for m in ops if n < m]:
+        line, _ = rt.recovery_line(down)
+        assert rt.consistent(line) is None and down <= line.keys(), down
 
 
 @pytest.mark.parametrize("seed", range(6))
