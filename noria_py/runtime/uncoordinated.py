@@ -53,7 +53,11 @@ failure then sends it back to its first checkpoint at the parent's index, furthe
 every interval, and its logs are never trimmed (``test_logs_and_checkpoints_stay_bounded``
 fails so). Taking indices from a clock every node shares (BCS's periodic checkpoints,
 here the write count standing in for loosely synchronized clocks) keeps them in step;
-any increasing choice keeps the rule correct.
+any increasing choice keeps the rule correct. For the same reason a node whose index lags
+the clock by ``PERIOD`` writes takes a local checkpoint then, whatever it took (BCS's
+checkpoints are periodic): a table nobody writes to (the vote workload's articles)
+would otherwise keep the index of everything below it, and the line of its failure,
+at its creation.
 
 Both regimes check the line they found before touching a node (``consistent``): a line
 with an orphan raises ``RecoveryError`` and leaves the nodes failed, never a wrong view.
@@ -93,6 +97,9 @@ __all__ = ["CICRuntime", "Indexed", "Point", "Rollback", "UncoordinatedRuntime"]
 
 #: bytes a message carries for the cic regime: its sender's index, an int64
 INDEX_BYTES = 8
+#: cic: writes between the periodic local checkpoints of a node that has taken none
+#: (``CICRuntime.tick``), as often as the coordinated regime's epochs
+PERIOD = tuning.BARRIER_EVERY
 
 
 @dataclass(slots=True)
@@ -471,7 +478,18 @@ class CICRuntime(UncoordinatedRuntime):
 
     def write(self, base_id: str, batch: Batch) -> None:
         self.clock += 1
+        if self.clock % PERIOD == 0:
+            self.tick()
         super().write(base_id, batch)
+
+    def tick(self) -> None:
+        """BCS's periodic local checkpoints: a live node whose index lags the clock by
+        ``PERIOD`` or more (a quiet one: it took too few messages to checkpoint) takes
+        one, at the clock's index (nothing changed: a point and an empty delta)."""
+        for nid in self.order():
+            d = self.domains[nid]
+            if d.node.parents and d.alive and self.sn[nid] <= self.clock - PERIOD:
+                self.take(d)
 
     def add(self, node: Node) -> Domain:
         self.sn[node.id] = 0

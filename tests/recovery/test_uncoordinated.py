@@ -17,6 +17,7 @@ import pytest
 
 import noria_py
 from noria_py import tuning
+from noria_py.runtime import uncoordinated
 from noria_py.runtime.uncoordinated import CICRuntime, Indexed, UncoordinatedRuntime
 from tests.recovery import test_coordinated as coordinated_tests
 from tests.recovery.test_coordinated import regime_failure_run
@@ -221,6 +222,24 @@ def test_logs_and_checkpoints_stay_bounded(regime, every):
     db.wait()
     logs, points, history = sizes[-1]
     assert logs < 200 and points < 12 and history < 300, sizes
+    assert sorted(db.view("v").all()) == _want(db)
+
+
+@pytest.mark.parametrize("period", [32, 10_000])
+def test_cic_a_quiet_table_does_not_hold_the_line_back(period, every, monkeypatch):
+    """u is written once, t all along: u's nodes take no message, and without the
+    periodic checkpoints (``period`` 10,000: none in this run) their index stays at
+    their creation's, so the join's line (at the smallest index above it) and its logs
+    stay there too; with them, the logs hold about a period's messages."""
+    monkeypatch.setattr(uncoordinated, "PERIOD", period)
+    every(8)
+    db = _chain_db("cic", None)
+    rt = db.runtime
+    db.table("u").insert([(a, 0) for a in range(4)])
+    for i in range(200):
+        db.table("t").insert([(i % 4, 1)])
+    held = sum(map(len, rt.logs.values()))
+    assert (held < 120) == (period == 32), held
     assert sorted(db.view("v").all()) == _want(db)
 
 
