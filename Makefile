@@ -18,7 +18,7 @@ demo: setup
 	$(BIN)/noria-py demo
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 lint: setup
 	$(BIN)/ruff check .

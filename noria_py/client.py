@@ -61,12 +61,13 @@ from .ops import Base, Reader
 from .ordering import order_key
 from .partial import Partial
 from .planner import Planner, initialize
-from .recovery import RecoveryReport, coordinated, lineage, spark, treeclock
+from .recovery import RecoveryReport, causal, coordinated, lineage, spark, treeclock
 from .recovery import uncoordinated as uncoordinated_recovery
 from .remote import connect_url
 from .result import Result, ViewFrames
 from .runtime import checkpoints as ck_mod
 from .runtime import ondisk
+from .runtime.causal import CausalRuntime
 from .runtime.coordinated import CoordinatedRuntime
 from .runtime.embedded import EmbeddedRuntime
 from .runtime.uncoordinated import CICRuntime, UncoordinatedRuntime
@@ -171,7 +172,8 @@ class Database:
                  clocks: bool | None = None, runtime=None, checkpoints: bool | None = None,
                  partial: bool = False, memory_limit: int | None = None,
                  regime: str = "treeclock", barrier_every: int | None = None,
-                 barrier_seconds: float | None = None) -> None:
+                 barrier_seconds: float | None = None, determinant_depth: int | None = None,
+                 standby: bool = False) -> None:
         """``runtime`` (with a ``graph`` of its own) replaces the embedded one: the cluster
         controller runs this class over its ``ClusterRuntime``. ``checkpoints``: stateful
         nodes checkpoint their state (with clocks; docs/recovery.md). ``partial``: the
@@ -180,8 +182,19 @@ class Database:
         fault-tolerance regime (noria_py/regimes.py, docs/regimes.md); ``clocks`` and
         ``checkpoints`` default to its own (on for treeclock, off otherwise);
         ``barrier_every`` (writes) and ``barrier_seconds``: how often the coordinated
-        regime starts an epoch of barrier checkpoints."""
+        regime starts an epoch of barrier checkpoints. ``determinant_depth`` (edges; None:
+        all) and ``standby``: the causal regime's determinant sharing depth and warm
+        standbys (docs/regimes.md)."""
         regime = regimes.check(regime)
+        if regime != "causal" and (determinant_depth is not None or standby):
+            raise ArgumentError("determinant_depth and standby are settings of the causal "
+                                "regime; connect(regime='causal', ...)")
+        if determinant_depth is not None and (type(determinant_depth) is not int
+                                              or determinant_depth < 1):
+            raise ArgumentError(f"determinant_depth must be a number of edges (an int, 1 or "
+                                f"more) or None for all, got {determinant_depth!r}")
+        if type(standby) is not bool:
+            raise ArgumentError(f"standby must be True or False, got {standby!r}")
         if regime != "coordinated" and (barrier_every is not None or barrier_seconds is not None):
             raise ArgumentError("barrier_every and barrier_seconds set how often the "
                                 "coordinated regime checkpoints; connect(regime='coordinated', ...)")
@@ -229,6 +242,8 @@ class Database:
             runtime = UncoordinatedRuntime(Graph(), seed)
         elif runtime is None and regime == "cic":
             runtime = CICRuntime(Graph(), seed)
+        elif runtime is None and regime == "causal":
+            runtime = CausalRuntime(Graph(), seed, determinant_depth, standby)
         elif runtime is None:
             runtime = EmbeddedRuntime(Graph(), seed, clocks=clocks, checkpoints=checkpoints)
         self.runtime = runtime
@@ -1152,6 +1167,8 @@ class Database:
             report = coordinated.recover(self.graph_, self.runtime, node_id)
         elif strategy in ("uncoordinated", "cic"):
             report = uncoordinated_recovery.recover(self.graph_, self.runtime, node_id, strategy)
+        elif strategy == "causal":
+            report = causal.recover(self.graph_, self.runtime, node_id)
         self._failed.discard(node_id)
         self._recoveries.append(report)
         self._publish()
@@ -1296,6 +1313,17 @@ class Prepared:
             if self._keyed is None or self._keyed[0] is view:
                 raise
             return self.run(params)
+
+    def lookup_view(self) -> "View | None":
+        """The view whose ``lookup`` with the run's values is this statement's answer
+        (a SELECT whose every ``?`` is a lookup key, needing no second view), else None.
+        A cluster's client reads it at the reader's worker (``RemotePrepared``)."""
+        if self.generation != self._db._generation:
+            self._replan()
+        keyed = self._keyed
+        if keyed is None or keyed[2] is not None or not self.param_types:
+            return None
+        return keyed[0]
 
     def _replan(self) -> None:
         """Plan the statement again against the catalog as it is now."""
@@ -1607,9 +1635,13 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
             seed: int | None = None, clocks: bool | None = None,
             checkpoints: bool | None = None, token: str | None = None, partial: bool = False,
             memory_limit: int | None = None, regime: str | None = None,
-            barrier_every: int | None = None, barrier_seconds: float | None = None):
+            barrier_every: int | None = None, barrier_seconds: float | None = None,
+            tls: str | bool | None = None, determinant_depth: int | None = None,
+            standby: bool = False):
     """Open an engine: embedded in this process (no url), or a client of a cluster
-    (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one).
+    (``noria://host:port``; ``token``, or $NORIA_TOKEN, when the server has one;
+    ``tls``, or the URL's ``?tls=``, for a cluster served with TLS: the CA file its
+    certificate is checked against, or True for the system's CAs).
     ``checkpoints=False`` turns off the stateful nodes' checkpoints (they are on with
     clocks: tree-clock recovery of a stateful node starts from its own checkpoint).
     ``data_dir``: the tables are durable there, and (with checkpoints, not partial) the
@@ -1621,24 +1653,30 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     keys evicted first (docs/partial.md). ``regime``: the fault-tolerance regime,
     ``treeclock`` (the default), ``lineage``, ``coordinated`` (with
     ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints),
-    ``uncoordinated`` or ``cic``; the others the contract names are refused as not
-    built yet (docs/regimes.md)."""
+    ``uncoordinated``, ``cic`` or ``causal`` (``determinant_depth``: how many edges
+    down a node's determinants are kept, None for all; ``standby=True``: warm standbys
+    of the stateful shards); the others the contract names are refused as not built
+    yet (docs/regimes.md)."""
     if url is not None:
         if (data_dir is not None or shards != 1 or seed is not None
                 or (clocks is not None and not clocks)
                 or (checkpoints is not None and not checkpoints) or partial or memory_limit is not None
                 or regime is not None or barrier_every is not None
-                or barrier_seconds is not None):
+                or barrier_seconds is not None or determinant_depth is not None or standby):
             if regime is not None:
                 regimes.check(regime)       # an unknown or unbuilt name says so first
             raise ArgumentError("data_dir, shards, seed, clocks, checkpoints, partial, "
                                 "memory_limit and regime are the server's settings "
                                 "(noria-py serve); connect to a URL with only a token")
-        return connect_url(url, token)
+        return connect_url(url, token, tls)
+    if tls is not None:
+        raise ArgumentError("tls is for connecting to a cluster (noria://...); an embedded "
+                            "engine has no connections")
     return Database(data_dir=data_dir, shards=shards, seed=seed, clocks=clocks,
                     checkpoints=checkpoints, partial=partial, memory_limit=memory_limit,
                     regime="treeclock" if regime is None else regime,
-                    barrier_every=barrier_every, barrier_seconds=barrier_seconds)
+                    barrier_every=barrier_every, barrier_seconds=barrier_seconds,
+                    determinant_depth=determinant_depth, standby=standby)
 
 
 def catalog_problems(catalog: list[str], tables: dict[str, list[tuple]]) -> dict[str, tuple[list[tuple], str]]:

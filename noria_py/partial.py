@@ -31,8 +31,9 @@ The rules (Noria's replay paths, OSDI'18 §4, in one process):
    filled on the way (``fill``: its input rows for the key, from its own parents in
    turn), then answers; the reader fills the key last (``Reader.fill``).
 2. A write that reaches a partial node under a hole is dropped there (``ops/holes.py``,
-   ``Reader._held_only``), before anything is counted, joined or sent on: the first
-   partial node on its way stops it. Invariant: every node of a path holds exactly the
+   ``Holes.select``: one indexing of the held keys' slot map for a columnar batch),
+   before anything is counted, joined or sent on: the first partial node on its way
+   stops it. Invariant: every node of a path holds exactly the
    same keys, each with every row of it (checked by tests/test_partial.py after every
    step), so a key is filled once per node and a dropped write concerns nobody below.
 3. A fill never double-counts or misses a write in flight. Without ``seed`` nothing is
@@ -49,8 +50,9 @@ The rules (Noria's replay paths, OSDI'18 §4, in one process):
    failed node raises ``RecoveryError`` (its state, or what it has in flight, is not
    there).
 5. Eviction (``memory_limit``): each held key is accounted at the bytes of its entry in
-   every node of the path (the reader's: its key, its rows and ``reader.ENTRY_OVERHEAD``;
-   an aggregate's group, a join's two buckets, plus their overheads), measured when it
+   every node of the path (the reader's: its entry in ``holes``, its rows' entries in
+   the arrays or buckets and ``reader.ENTRY_OVERHEAD``; an aggregate's count or group,
+   a join's two sides' entries, plus their overheads), measured when it
    is filled and, for a key a write touched, when the sum is next read (``settle``); when the sum exceeds the limit (after a
    fill, after a write), the least recently read keys (over all partial readers)
    become holes again, in the reader and in every partial operator of its path
@@ -373,8 +375,6 @@ class Partial:
         if self.paths.pop(reader_id, None) is not None:
             reader: Reader = self.graph[reader_id].op     # type: ignore[assignment]
             self.lost(reader)
-            reader.filled = {}
-            reader._held = None
             reader.path = []
         self.path_ids.pop(reader_id, None)
         self._upstream.pop(reader_id, None)
@@ -489,11 +489,11 @@ class Partial:
         for reader_id in self.paths:
             reader: Any = self.graph[reader_id].op
             if stale:               # (no limit was set: every held key, once)
-                reader.dirty = set(reader.filled)
-            if reader.dirty:
+                reader.holes.dirty = set(reader.holes.keys())
+            if reader.holes.dirty:
                 reader.settle()
             for op, _ in reader.path:
                 if stale:
-                    op.holes.dirty = set(op.holes.filled)
+                    op.holes.dirty = set(op.holes.keys())
                 if op.holes.dirty:
                     op.settle()

@@ -25,8 +25,10 @@ BUILT = {
     "coordinated": "aligned barrier checkpoints; every node rolls back, the bases replay",
     "uncoordinated": "local checkpoints, dependencies and channel logs; roll back to the recovery line",
     "cic": "local and forced checkpoints by piggybacked indices; roll back to the index line",
+    "causal": "determinants piggybacked and kept downstream, in-flight logs, local "
+              "checkpoints; the failed node alone replays",
 }
-NOT_BUILT = ("causal", "falkirk")
+NOT_BUILT = ("falkirk",)
 
 #: the strategies ``db.recover(node, strategy=...)`` accepts in each regime; the first
 #: is the regime's own (``strategy=None``)
@@ -36,10 +38,11 @@ STRATEGIES = {
     "coordinated": ("coordinated", "lineage"),
     "uncoordinated": ("uncoordinated", "lineage"),
     "cic": ("cic", "lineage"),
+    "causal": ("causal", "lineage"),
 }
 
-#: regimes the embedded engine offers and a cluster does not (yet)
-EMBEDDED_ONLY = ("coordinated", "uncoordinated", "cic")
+#: the regimes the cluster runtime does not offer yet
+EMBEDDED_ONLY = ("coordinated", "uncoordinated", "cic", "causal")
 
 
 def check(regime: Any, *, cluster: bool = False) -> str:

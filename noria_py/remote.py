@@ -29,7 +29,7 @@ import threading
 import time
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Sequence, cast
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import sql_frontend
 from sql_frontend import wire as plan_wire
@@ -46,12 +46,16 @@ from .errors import (
     NotSupportedError,
     RecoveryError,
     TypeMismatchError,
+    UnknownViewError,
 )
 from .hashing import shard_of
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
 from .subscribe import Change, Subscription, buffer_size
+from .tls import client_context as tls_client_context
+from .tls import client_option as tls_client_option
+from .tls import connect as tls_connect
 
 DEFAULT_PORT = 7878
 #: seconds a read goes on asking where its reader is (and for a worker's answer)
@@ -158,9 +162,13 @@ class RemoteDatabase:
     """``noria_py.connect("noria://host:port")``."""
 
     def __init__(self, host: str, port: int, token: str | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, tls: str | bool | None = None) -> None:
         self.address = (host, port)
         self._token, self._timeout = token, timeout
+        # (``tls``: a CA file, or True for the system's: every connection, the workers'
+        # read ports included, is TLS, checked against it: noria_py/tls.py)
+        tls = tls_client_option(tls)
+        self._tls = None if tls is None else tls_client_context(tls)
         self._conn = self._connect()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -169,12 +177,21 @@ class RemoteDatabase:
 
     def _connect(self, address: tuple[str, int] | None = None,
                  timeout: float | None = None) -> wire.Connection:
-        sock = socket.create_connection(address or self.address,
-                                        timeout=timeout or self._timeout)
+        address = address or self.address
+        sock = socket.create_connection(address, timeout=timeout or self._timeout)
+        if self._tls is not None:
+            sock = tls_connect(sock, self._tls, address[0])
         sock.settimeout(None)
         conn = wire.Connection(sock)
         try:
             wire.client_handshake(conn, self._token, {"role": "client"})
+        except wire.ConnectionClosed:
+            conn.close()
+            if self._tls is not None:
+                raise
+            raise ConnectError(f"{address[0]}:{address[1]} closed the connection before "
+                               "its challenge; a server started with --tls-cert speaks only "
+                               "TLS: connect with tls=(its CA file)") from None
         except BaseException:
             conn.close()
             raise
@@ -458,6 +475,12 @@ class RemoteDatabase:
         """The recoveries the cluster did, oldest first."""
         return [_report(d) for d in self._call("recoveries")]
 
+    @property
+    def regime(self) -> str:
+        """The cluster's fault-tolerance regime (``noria-py serve --regime``), as
+        ``Database.regime`` says it for an embedded engine."""
+        return str(self._call("regime"))
+
     def close(self) -> None:
         """Close the connection; later calls raise ``ClosedError``."""
         if not self._closed:
@@ -582,15 +605,25 @@ class RemoteView(ViewFrames):
         return f"RemoteView({self.name!r}, columns={self.columns})"
 
 
-def connect_url(url: str, token: str | None = None) -> RemoteDatabase:
+def connect_url(url: str, token: str | None = None,
+                tls: str | bool | None = None) -> RemoteDatabase:
+    """``noria://HOST:PORT``, optionally ``?tls=CA file`` (or ``?tls=true``: the
+    system's CAs), which ``tls`` overrides."""
     u = urlparse(url)
     if u.scheme != "noria" or not u.hostname:
         raise ConnectError(f"cannot connect to {url!r}: expected noria://HOST:PORT")
     port = u.port or DEFAULT_PORT
+    query = parse_qs(u.query, keep_blank_values=True)
+    unknown = set(query) - {"tls"}
+    if unknown:
+        raise ConnectError(f"cannot connect to {url!r}: unknown option "
+                           f"{sorted(unknown)[0]!r} (the URL takes ?tls=CA file)")
+    if tls is None and "tls" in query:
+        tls = query["tls"][-1]
     if token is None:   # ($NORIA_TOKEN, else the file a local server wrote: tokens.py)
         token = os.environ.get("NORIA_TOKEN") or tokens.read_token(u.hostname, port)
     try:
-        return RemoteDatabase(u.hostname, port, token)
+        return RemoteDatabase(u.hostname, port, token, tls=tls)
     except OSError as e:
         raise ConnectError(f"cannot connect to {url}: {e}") from None
 
@@ -618,8 +651,14 @@ class _RemoteCatalog:
 
 class RemotePrepared:
     """``Database.prepare``'s statement over a cluster connection: the same interface
-    (``param_types``, ``columns``, ``run``, ``count``, ``rows``, ``close``), without the
-    embedded fast paths: each run is one request to the server."""
+    (``param_types``, ``columns``, ``run``, ``count``, ``rows``, ``close``).
+
+    A SELECT that the server answers by a lookup in one view (every ``?`` a lookup key:
+    ``Prepared.lookup_view``) is read at the workers hosting that view's readers, as
+    ``RemoteView.lookup`` reads, not through the controller; the server keeps the view
+    (pinned) until ``close`` or the connection's end, and a view dropped meanwhile is
+    asked for again, once. An INSERT's rows are bound here and sent as a table insert.
+    Anything else is one ``execute`` request to the server per run."""
 
     def __init__(self, db: RemoteDatabase, sql: str) -> None:
         self.sql = sql
@@ -632,12 +671,37 @@ class RemotePrepared:
         self.types: list[SqlType] | None = None
         self._insert = (sql_frontend.insert_template(sql, catalog)
                         if self.command == "INSERT" else None)
+        self._view: RemoteView | None = None        # the view a keyed SELECT reads
+        self._handle: int | None = None
+        if self.command == "SELECT" and self.param_types:
+            self._prepare_read()
+
+    def _prepare_read(self) -> None:
+        got = self._db._call("prepare_read", self.sql)
+        if got is not None:
+            self._handle, name, columns, types, arity = got
+            self.columns, self.types = list(columns), [SqlType(t) for t in types]
+            self._view = RemoteView(self._db, name, self.columns, self.types, arity)
 
     def run(self, params: Sequence[Any] = ()) -> Result:
         if self._insert is not None:
             rows = self._insert.bind(params)
             self._db.table(self._insert.table).insert(rows)
             return Result(rowcount=len(rows))
+        view = self._view
+        if view is not None:
+            if len(params) != len(self.param_types):
+                raise ArityError(f"the statement has {len(self.param_types)} parameters (?) "
+                                 f"but {len(params)} values were given")
+            try:
+                return Result(view.columns, view.lookup(*params), view.types)
+            except UnknownViewError:
+                # its ad-hoc view was dropped (DDL, drop_query): ask for it again, once
+                self.close()
+                self._prepare_read()
+                if self._view is not None:
+                    return Result(self._view.columns, self._view.lookup(*params),
+                                  self._view.types)
         return self._db.execute(self.sql, params)
 
     def count(self, params: Sequence[Any] = ()) -> int:
@@ -652,4 +716,11 @@ class RemotePrepared:
         return self._insert.table, self._insert.bind(params)
 
     def close(self) -> None:
-        """Nothing is kept on the server for it."""
+        """Release the view the server keeps for a keyed SELECT (it may then be
+        dropped as any ad-hoc query's view)."""
+        handle, self._handle, self._view = self._handle, None, None
+        if handle is not None and not self._db._closed:
+            try:
+                self._db._call("unprepare", handle)
+            except (OSError, Error):
+                pass                # (the connection's end releases it too)

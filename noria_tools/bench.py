@@ -621,7 +621,7 @@ def run_load(argv: list[str]) -> int:
 
 
 def run_memory(argv: list[str]) -> int:
-    from noria_tools.memory import main
+    from noria_tools.memorybench import main
     return main(argv)
 
 

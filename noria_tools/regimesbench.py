@@ -20,6 +20,22 @@ each insert propagates fully before it returns):
   times (3), the median shown.
 - **concurrent**: two stateful shards at once (the COUNT's shard 0 and the join's
   shard 1), the same way.
+- **frequent**: a stateful shard fails every ``--every`` seconds while writes go on
+  (Clonos's frequent-failure scenario), for ``--frequent-seconds``: each time the next
+  shard in turn (COUNT shards, then joins, ...) fails, ``--down`` votes are written
+  while it is down and ``db.recover()`` runs at once, as a supervisor would. Shown: the
+  failures, their median recovery, the throughput over the whole run (recoveries
+  included) and the p50 / p99 / maximum latency of the inserts (the recoveries apart);
+  the views are checked at the end. ``--plot`` draws each regime's insert latencies
+  over time, the failures and the recoveries marked.
+
+``--workload nexmark`` runs the same scenarios on a NEXMark-shaped workload
+(``nexmark.py``: persons, auctions and bids; a Q3-style join with filters, Q4- and
+Q6-style aggregates over per-auction maxima, a TopK of bids, bids per auction), events
+in NEXMark's proportions, ``--votes`` events in inserts of ``--batch``; its views are
+checked against DuckDB over every row written. ``--plot 'docs/img/regimes-*.png'``
+writes ``-recovery`` (seconds until the views are right, per scenario and regime) and
+``-frequent`` in place of the ``*``.
 
 For each failure: the nodes restarted or set back (the failed ones, what lineage
 purged, what a coordinated rollback set back), and the messages the recovery resent
@@ -46,10 +62,14 @@ from noria_py import connect
 from noria_py.memory import deep_size
 from noria_py.regimes import BUILT
 from noria_py.runtime.uncoordinated import INDEX_BYTES, UncoordinatedRuntime
-from noria_tools import workloads
+from noria_tools import nexmark, workloads
 from noria_tools.recoverybench import VoteBed, check, write_votes
 
-SCENARIOS = ("steady", "single", "concurrent")
+SCENARIOS = ("steady", "single", "concurrent", "frequent")
+WORKLOADS = ("vote", "nexmark")
+#: the causal regime's single failures, by whether it has standbys: (seconds restoring
+#: the state, seconds replaying the parents' logs) each (``RecoveryReport`` has neither)
+SPLITS: dict[bool, list[tuple[float, float]]] = {}
 
 
 @dataclass
@@ -60,25 +80,66 @@ class Result:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     checkpoint_bytes: int = 0
+    #: the causal regime: determinant bytes per message, and messages (``determinant_bytes``)
+    determinants: tuple[float, int] | None = None
     #: scenario -> (seconds until the views are right, nodes set back, messages resent)
     failures: dict[str, tuple[float, int, int]] = field(default_factory=dict)
     #: the uncoordinated and cic regimes' own counts at the end of the steady run
     #: (``protocol_figures``), None for the others
     protocol: dict[str, float] | None = None
+    frequent: Frequent | None = None
+
+
+@dataclass
+class Frequent:
+    """The frequent scenario of one regime."""
+    failures: int
+    recovery_s: float                # median seconds of a recovery (recover + wait)
+    per_s: float                     # rows written per second over the whole run
+    p50_ms: float                    # inserts' latency (recoveries not counted)
+    p99_ms: float
+    max_ms: float
+    #: (seconds since the start, the insert's latency in ms) of every insert, the
+    #: seconds since the start at which each failure happened, and (start, ms) of each
+    #: recovery (for the plot)
+    series: list[tuple[float, float]] = field(default_factory=list)
+    failed_at: list[float] = field(default_factory=list)
+    recovered: list[tuple[float, float]] = field(default_factory=list)
+
+
+#: regimes run with a setting, by the name the harness gives them: (regime, standby,
+#: determinant sharing depth)
+VARIANTS = {"causal-standby": ("causal", True, None), "causal-depth1": ("causal", False, 1)}
 
 
 def _connect(regime: str, shards: int, barrier_every: int | None):
     if regime == "coordinated":
         return connect(shards=shards, regime=regime, barrier_every=barrier_every)
+    if regime in VARIANTS:
+        name, standby, depth = VARIANTS[regime]
+        return connect(shards=shards, regime=name, standby=standby, determinant_depth=depth)
     return connect(shards=shards, regime=regime)
 
 
 def checkpoint_bytes(db) -> int:
     """Bytes the regime's checkpoint store holds (0 without one)."""
     rt = db.runtime
-    store = (getattr(rt, "epochs", None) or getattr(rt, "ckpts", None)
-             or getattr(rt, "store", None))
-    return 0 if store is None else deep_size(store)
+    store = (getattr(rt, "epochs", None) or getattr(rt, "store", None)
+             or getattr(rt, "ckpts", None))
+    standbys = getattr(rt, "standbys", None)       # (the causal regime's warm copies)
+    return (0 if store is None else deep_size(store)) + (deep_size(standbys) if standbys else 0)
+
+
+def determinant_bytes(db) -> tuple[float, int] | None:
+    """The causal regime's determinant bytes piggybacked per message sent by a node (not
+    a base), and the messages; None in another regime."""
+    rt = db.runtime
+    if not hasattr(rt, "det_bytes"):
+        return None
+    return rt.det_bytes / max(1, rt.messages_sent), rt.messages_sent
+
+
+Bed = VoteBed | nexmark.NexmarkBed
 
 
 def protocol_figures(db) -> dict[str, float] | None:
@@ -95,26 +156,54 @@ def protocol_figures(db) -> dict[str, float] | None:
 
 
 def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
-           barrier_every: int | None) -> tuple[VoteBed, Result]:
+           barrier_every: int | None, workload: str = "vote") -> tuple[Bed, Result]:
+    """The regime's database loaded with ``votes`` votes (for ``nexmark``: events) in
+    inserts of ``batch``, each insert timed; the bed the failure scenarios go on with."""
     db = _connect(regime, shards, barrier_every)
-    workloads.setup(db, articles)
-    data = workloads.votes(votes, articles)
-    chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, votes, batch)]
-    vote = db.table("vote")
+    bed: Bed
+    if workload == "nexmark":
+        nexmark.setup(db)
+        bed = nexmark.NexmarkBed(db)
+        inserts = [[(db.table(t), rows) for t, rows in insert if rows]
+                   for insert in bed.batches(votes, batch)]
+    else:
+        workloads.setup(db, articles)
+        data = workloads.votes(votes, articles)
+        vote = db.table("vote")
+        inserts = [[(vote, [tuple(r) for r in data[i:i + batch].tolist()])]
+                   for i in range(0, votes, batch)]
+        bed = VoteBed(db, articles, None, np.bincount(data[:, 0], minlength=articles), [data])
     lat = []
     gc.collect()
     cpu = time.process_time()
-    for c in chunks:
+    for insert in inserts:
         t0 = time.perf_counter()
-        vote.insert(c)
+        for table, rows in insert:
+            table.insert(rows)
         lat.append(time.perf_counter() - t0)
     db.wait()
     cpu = time.process_time() - cpu
     res = Result(regime, votes / sum(lat), votes / cpu, float(np.percentile(lat, 50)) * 1e3,
-                 float(np.percentile(lat, 99)) * 1e3, checkpoint_bytes(db),
-                 protocol=protocol_figures(db))
-    bed = VoteBed(db, articles, None, np.bincount(data[:, 0], minlength=articles), [data])
+                 float(np.percentile(lat, 99)) * 1e3, checkpoint_bytes(db))
+    res.determinants = determinant_bytes(db)
+    res.protocol = protocol_figures(db)
     return bed, res
+
+
+def _write(bed: Bed, n: int, per_insert: int = 100) -> None:
+    if isinstance(bed, VoteBed):
+        write_votes(bed, n, per_insert)
+    else:
+        bed.write(n, per_insert)
+
+
+def _check(bed: Bed) -> None:
+    """Every view right (AssertionError otherwise): the vote view against the counts
+    kept in Python, NEXMark's views against DuckDB."""
+    if isinstance(bed, VoteBed):
+        check(bed, sample=None)
+    else:
+        bed.check()
 
 
 def stateful_shards(db, scenario: str) -> list[str]:
@@ -131,21 +220,25 @@ def stateful_shards(db, scenario: str) -> list[str]:
     return nodes
 
 
-def failure(bed: VoteBed, scenario: str, down: int) -> tuple[float, int, int]:
+def failure(bed: Bed, scenario: str, down: int) -> tuple[float, int, int]:
     """Fail the scenario's shards, write ``down`` votes, recover; (seconds until every
     view is right, nodes set back, messages resent). The views are checked after."""
     db = bed.db
     nodes = stateful_shards(db, scenario)
-    write_votes(bed, 1000, 100)
+    _write(bed, 1000, 100)
     for n in nodes:
         db.fail(n)
-    write_votes(bed, down, 100)
+    _write(bed, down, 100)
     gc.collect()
     t0 = time.perf_counter()
     reports = db.recover()
     db.wait()
     seconds = time.perf_counter() - t0
-    check(bed, sample=None)
+    _check(bed)
+    done = getattr(db.runtime, "last_recovery", None)      # (the causal regime's)
+    if scenario == "single" and done and nodes[0] in done:
+        SPLITS.setdefault(db.runtime.standby, []).append(
+            (done[nodes[0]]["restore_seconds"], done[nodes[0]]["replay_seconds"]))
     touched = set(nodes)
     for r in reports:
         touched.update(r.purged)
@@ -153,25 +246,75 @@ def failure(bed: VoteBed, scenario: str, down: int) -> tuple[float, int, int]:
     return seconds, len(touched), sum(r.replayed_messages for r in reports)
 
 
+def frequent(bed: Bed, seconds: float, every: float, down: int,
+             per_insert: int = 100) -> Frequent:
+    """Writes for ``seconds``; every ``every`` seconds the next stateful shard in turn
+    fails, ``down`` rows are written while it is down, and it is recovered at once.
+    The views are checked at the end."""
+    db = bed.db
+    graph = db.graph()
+    kinds = ("aggregate", "join", "extremum", "topk")
+    victims = [n["id"] for k in kinds for n in graph if n["kind"] == k]
+    series: list[tuple[float, float]] = []
+    failed_at: list[float] = []
+    recovered: list[tuple[float, float]] = []
+    rows = 0
+    gc.collect()
+    start = time.perf_counter()
+    due = start + every
+    def insert() -> None:
+        nonlocal rows
+        t0 = time.perf_counter()
+        _write(bed, per_insert, per_insert)
+        series.append((t0 - start, (time.perf_counter() - t0) * 1e3))
+        rows += per_insert
+
+    while (now := time.perf_counter()) - start < seconds:
+        if now >= due and victims:
+            node = victims[len(failed_at) % len(victims)]
+            failed_at.append(now - start)
+            db.fail(node)
+            for _ in range(0, down, per_insert):    # (written while it is down)
+                insert()
+            t0 = time.perf_counter()
+            db.recover()
+            db.wait()
+            recovered.append((t0 - start, (time.perf_counter() - t0) * 1e3))
+            due = time.perf_counter() + every
+            continue
+        insert()
+    total = time.perf_counter() - start
+    _check(bed)
+    lat = [ms for _, ms in series]
+    took = statistics.median(ms for _, ms in recovered) / 1e3 if recovered else 0.0
+    return Frequent(len(failed_at), took, rows / total, float(np.percentile(lat, 50)),
+                    float(np.percentile(lat, 99)), max(lat), series, failed_at, recovered)
+
+
 def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, batch: int,
         shards: int, down: int, barrier_every: int | None, rounds: int = 3,
-        steady_rounds: int = 1) -> list[Result]:
+        steady_rounds: int = 1, workload: str = "vote", frequent_seconds: float = 10.0,
+        every: float = 2.0) -> list[Result]:
     """The steady scenario ``steady_rounds`` times, the regimes in turns (the first one
     of each turn rotated), medians shown; after the last turn of each regime, on its
     database, each failure scenario ``rounds`` times (the median of its seconds; its
     nodes and messages from the median round)."""
     for regime in regimes:       # warmed up first (kernels compiled, caches filled)
-        warm, _ = steady(regime, 1000, 20 * batch, batch, shards, barrier_every)
+        warm, _ = steady(regime, 1000, min(20 * batch, votes), batch, shards, barrier_every,
+                         workload)
         warm.db.close()
     turns: dict[str, list[Result]] = {r: [] for r in regimes}
     for turn in range(steady_rounds):
         order = regimes[turn % len(regimes):] + regimes[:turn % len(regimes)]
         for regime in order:
-            bed, res = steady(regime, articles, votes, batch, shards, barrier_every)
+            bed, res = steady(regime, articles, votes, batch, shards, barrier_every,
+                              workload)
             turns[regime].append(res)
             if turn == steady_rounds - 1:
                 for s in scenarios:
-                    if s != "steady":
+                    if s == "frequent":
+                        res.frequent = frequent(bed, frequent_seconds, every, down)
+                    elif s != "steady":
                         runs = sorted(failure(bed, s, down) for _ in range(rounds))
                         res.failures[s] = runs[len(runs) // 2]
             bed.db.close()
@@ -190,16 +333,20 @@ def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, bat
     return out
 
 
-def table(results: list[Result], scenarios: list[str]) -> list[str]:
-    """The Markdown table of ``results``."""
+def table(results: list[Result], scenarios: list[str], unit: str = "votes") -> list[str]:
+    """The Markdown table of ``results`` (``unit``: what a row written is)."""
     head = "| regime |"
     rule = "| --- |"
     if "steady" in scenarios:
-        head += " votes/s (per CPU s) | p50 / p99 propagation | checkpoint bytes |"
+        head += f" {unit}/s (per CPU s) | p50 / p99 propagation | checkpoint bytes |"
         rule += " ---: | ---: | ---: |"
-    fails = [s for s in scenarios if s != "steady"]
+    fails = [s for s in scenarios if s not in ("steady", "frequent")]
     for s in fails:
         head += f" {s}: views right after | nodes set back | messages resent |"
+        rule += " ---: | ---: | ---: |"
+    if "frequent" in scenarios:
+        head += (f" frequent: failures, median recovery | {unit}/s | insert p50 / p99 /"
+                 " max |")
         rule += " ---: | ---: | ---: |"
     lines = [head, rule]
     for r in results:
@@ -211,22 +358,82 @@ def table(results: list[Result], scenarios: list[str]) -> list[str]:
         for s in fails:
             sec, nodes, msgs = r.failures[s]
             row += f" {sec:.3f} s | {nodes} | {msgs:,} |"
+        if r.frequent is not None:
+            f = r.frequent
+            row += (f" {f.failures}, {f.recovery_s:.3f} s | {f.per_s:,.0f} |"
+                    f" {f.p50_ms:.2f} / {f.p99_ms:.1f} / {f.max_ms:.0f} ms |")
         lines.append(row)
     proto = [r for r in results if r.protocol is not None]
     if proto and "steady" in scenarios:
         lines += ["", "| regime | checkpoints (forced) | messages | bytes piggybacked per "
                   "message | messages the logs hold |", "| --- | ---: | ---: | ---: | ---: |"]
         for r in proto:
-            f = cast(dict, r.protocol)
-            lines.append(f"| {r.regime} | {f['checkpoints']:,} ({f['forced']:,}) | "
-                         f"{f['messages']:,} | {f['bytes_per_message']} | {f['logged_held']:,} |")
+            c = cast(dict, r.protocol)
+            lines.append(f"| {r.regime} | {c['checkpoints']:,} ({c['forced']:,}) | "
+                         f"{c['messages']:,} | {c['bytes_per_message']} | {c['logged_held']:,} |")
     return lines
+
+
+def plot(results: list[Result], scenarios: list[str], pattern: str, title: str) -> list[str]:
+    """``pattern``'s ``*`` as ``recovery`` (seconds until the views are right, per
+    failure scenario and regime) and, with the frequent scenario, ``frequent`` (each
+    regime's insert latencies over time, its failures marked); the files written."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    if "*" not in pattern:
+        raise ValueError(f"--plot takes a file name with a * (for the plot's name), got "
+                         f"{pattern!r}")
+    written = []
+    fails = [s for s in scenarios if s not in ("steady", "frequent")]
+    if fails:
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        width = 0.8 / len(results)
+        for i, r in enumerate(results):
+            xs = [j + i * width for j in range(len(fails))]
+            ax.bar(xs, [r.failures[s][0] for s in fails], width, label=r.regime)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(fails))], fails)
+        ax.set_yscale("log")
+        ax.set_ylabel("seconds until every view is right")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = pattern.replace("*", "recovery")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    freq = [r for r in results if r.frequent is not None]
+    if freq:
+        fig, axes = plt.subplots(len(freq), 1, figsize=(7, 1.7 * len(freq) + 0.6),
+                                 sharex=True, squeeze=False)
+        for ax, r in zip(axes[:, 0], freq):
+            assert r.frequent is not None
+            t, ms = zip(*r.frequent.series) if r.frequent.series else ((), ())
+            ax.plot(t, ms, ".", markersize=2)
+            if r.frequent.recovered:
+                t, ms = zip(*r.frequent.recovered)
+                ax.plot(t, ms, "x", color="red", markersize=5)
+            for at in r.frequent.failed_at:
+                ax.axvline(at, color="red", linewidth=0.6)
+            ax.set_yscale("log")
+            ax.set_ylabel(f"{r.regime}\nms", fontsize=8)
+        axes[-1, 0].set_xlabel("seconds (a line: a stateful shard fails; a dot: an "
+                               "insert; a cross: the recovery, at its start)")
+        axes[0, 0].set_title(title, fontsize=9)
+        fig.tight_layout()
+        path = pattern.replace("*", "frequent")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="noria-py bench regimes", description=__doc__.partition("\n\n")[0])
     p.add_argument("--regimes", default=",".join(BUILT),
-                   help=f"a comma list of {', '.join(BUILT)} (default: all built)")
+                   help=f"a comma list of {', '.join(BUILT)} (default: all built), or "
+                        "causal-standby (causal with standby=True), causal-depth1 "
+                        "(determinant_depth=1)")
     p.add_argument("--scenarios", default=",".join(SCENARIOS),
                    help=f"a comma list of {', '.join(SCENARIOS)}")
     p.add_argument("--quick", action="store_true",
@@ -243,34 +450,66 @@ def main(argv: list[str]) -> int:
                         "default 3)")
     p.add_argument("--barrier-every", type=int, default=None,
                    help="writes between the coordinated regime's epochs")
+    p.add_argument("--workload", choices=WORKLOADS, default="vote",
+                   help="the vote view (default) or NEXMark-shaped queries (--votes: events)")
+    p.add_argument("--frequent-seconds", type=float, default=None,
+                   help="length of the frequent scenario (default 30; 10 with --quick)")
+    p.add_argument("--every", type=float, default=None,
+                   help="seconds between failures in the frequent scenario (default 3; 2 "
+                        "with --quick)")
+    p.add_argument("--plot", default=None, metavar="PATTERN",
+                   help="write plots to PATTERN with * replaced by recovery and frequent "
+                        "(e.g. 'docs/img/regimes-*.png')")
     a = p.parse_args(argv)
     regimes = a.regimes.split(",") if a.regimes != "all" else list(BUILT)
     scenarios = a.scenarios.split(",")
     bad = [s for s in scenarios if s not in SCENARIOS]
     if bad:
-        p.error(f"unknown scenario(s) {bad}; choose from {', '.join(SCENARIOS)} "
-                "(frequent is not built yet)")
+        p.error(f"unknown scenario(s) {bad}; choose from {', '.join(SCENARIOS)}")
+    if a.plot is not None and "*" not in a.plot:
+        p.error(f"--plot takes a file name with a * (replaced by the plot's name), got "
+                f"{a.plot!r}")
+    nexmark_run = a.workload == "nexmark"
     articles = a.articles or (10_000 if a.quick else 100_000)
-    votes = a.votes or (100_000 if a.quick else 1_000_000)
-    every = a.barrier_every or (16 if a.quick else 128)
+    votes = a.votes or ((20_000 if a.quick else 200_000) if nexmark_run
+                        else (100_000 if a.quick else 1_000_000))
+    unit = "events" if nexmark_run else "votes"
+    seconds = a.frequent_seconds or (10.0 if a.quick else 30.0)
+    every = a.every or (2.0 if a.quick else 3.0)
+    barriers = a.barrier_every or (16 if a.quick else 128)
     steady_rounds = a.steady_rounds or 3
-    print(f"bench regimes: vote workload, {articles:,} articles, {votes:,} votes in "
-          f"inserts of {a.batch:,}, {a.shards} shards; coordinated barriers every {every} "
-          f"writes; steady: median of {steady_rounds} turn(s), the regimes in turns; "
-          f"{a.down:,} votes written while nodes are down, median of {a.rounds} "
-          f"failures; load "
-          f"{os.getloadavg()[0]:.1f} at the start", flush=True)
+    what = (f"NEXMark-shaped workload, {votes:,} events" if nexmark_run
+            else f"vote workload, {articles:,} articles, {votes:,} votes")
+    print(f"bench regimes: {what} in inserts of {a.batch:,}, {a.shards} shards; "
+          f"coordinated barriers every {barriers} writes; steady: median of {steady_rounds} "
+          f"turn(s), the regimes in turns; {a.down:,} {unit} written while nodes are down, "
+          f"median of {a.rounds} failures"
+          + (f"; frequent: {seconds:g} s, a failure every {every:g} s"
+             if "frequent" in scenarios else "")
+          + f"; load {os.getloadavg()[0]:.1f} at the start", flush=True)
     start = time.perf_counter()
     try:
-        results = run(regimes, scenarios, articles, votes, a.batch, a.shards, a.down, every,
-                      a.rounds, steady_rounds)
+        results = run(regimes, scenarios, articles, votes, a.batch, a.shards, a.down,
+                      barriers, a.rounds, steady_rounds, a.workload, seconds, every)
     except Exception as exc:       # (a RegimeError names the regime; say it plainly)
         from noria_py.errors import Error
         if isinstance(exc, Error):
             print(f"noria-py bench regimes: {exc}")
             return 2
         raise
-    print("\n".join(table(results, scenarios)))
+    print("\n".join(table(results, scenarios, unit)))
+    for standby, split in sorted(SPLITS.items()):
+        print(f"causal{' with standby' if standby else ''}, single: restoring the state "
+              f"{statistics.median(x for x, _ in split) * 1e3:.2f} ms, replaying "
+              f"{statistics.median(y for _, y in split) * 1e3:.1f} ms (medians)")
+    for r in results:
+        if r.determinants is not None and "steady" in scenarios:
+            print(f"{r.regime}: {r.determinants[0]:.1f} determinant bytes piggybacked per "
+                  f"message ({r.determinants[1]:,} messages sent by operators)")
+    if a.plot is not None:
+        title = (f"{what}, {a.shards} shards; load {os.getloadavg()[0]:.1f}")
+        for path in plot(results, scenarios, a.plot, title):
+            print(f"wrote {path}")
     print(f"({time.perf_counter() - start:.0f} s in all; load {os.getloadavg()[0]:.1f} at "
           "the end)")
     return 0

@@ -58,7 +58,7 @@ from .plan import (
     plan_depth,
 )
 from .resolve import Context, placeholders_in_order
-from .typerules import TEMPORAL, parse_temporal
+from .typerules import TEMPORAL, declared_type, parse_temporal
 from .types import INT_MAX, INT_MIN, PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
 
 __all__ = [
@@ -222,9 +222,18 @@ class InsertTemplate:
         return [tuple(row) for row in out]
 
 
+def _bare_slot(c: exp.Expression) -> bool:
+    """``?`` (or ``$n``), or one cast to a type (``$1::BIGINT``, as SQLAlchemy writes
+    its inserts), which ``insert_template`` takes only to its column's own type."""
+    if isinstance(c, exp.Cast):
+        c = c.this
+    return isinstance(c, exp.Placeholder) and not c.this
+
+
 def insert_template(sql: str, catalog: Catalog) -> InsertTemplate | None:
-    """The template of an INSERT whose values are all ``?``; None for any other
-    statement. Raises what ``parse`` raises for a bad one."""
+    """The template of an INSERT whose values are all ``?`` (or ``?`` cast to the
+    column's own type, a no-op); None for any other statement. Raises what ``parse``
+    raises for a bad one."""
     trees = parse_statements(sql)
     if len(trees) != 1 or not isinstance(trees[0], exp.Insert):
         return None
@@ -233,7 +242,7 @@ def insert_template(sql: str, catalog: Catalog) -> InsertTemplate | None:
     if not isinstance(values, exp.Values):
         return None
     tuples = [t.expressions if isinstance(t, exp.Tuple) else [t] for t in values.expressions]
-    if not all(isinstance(c, exp.Placeholder) and not c.this for t in tuples for c in t):
+    if not all(_bare_slot(c) for t in tuples for c in t):
         return None
     plan = parse(sql, catalog, (None,) * sum(len(t) for t in tuples))
     if not isinstance(plan, Insert):
@@ -245,6 +254,11 @@ def insert_template(sql: str, catalog: Catalog) -> InsertTemplate | None:
         positions = [schema.index_of(i.name) for i in target.expressions]
     else:
         positions = list(range(len(schema.columns)))
+    for t in tuples:        # a cast is a slot only when it casts to its column's type
+        for j, c in enumerate(t):
+            if isinstance(c, exp.Cast) and (
+                    declared_type(c.to) is not schema.columns[cast(int, positions[j])].type):
+                return None
     slots = tuple((r, cast(int, positions[j])) for r, t in enumerate(tuples)
                   for j in range(len(t)))
     return InsertTemplate(schema.name, tuple(c.type for c in schema.columns), len(tuples),

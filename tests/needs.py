@@ -73,3 +73,18 @@ def ray_instance(num_cpus: int = 8) -> str:
     ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     return str(ray.get_runtime_context().gcs_address)
+
+
+def certificate(directory: Path, name: str = "cert") -> tuple[str, str]:
+    """A self-signed certificate for ``localhost`` and ``127.0.0.1`` (its own CA: what a
+    client verifies it against) and its key, made with the openssl command."""
+    import shutil
+    import subprocess
+    if shutil.which("openssl") is None:
+        missing("openssl is not installed (it makes the tests' certificates)")
+    cert, key = directory / f"{name}.pem", directory / f"{name}-key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return str(cert), str(key)

@@ -40,7 +40,7 @@ def test_an_unknown_regime_is_refused(name):
 @pytest.mark.parametrize("name,strategy,clocks", [
     ("treeclock", "treeclock", True), ("lineage", "lineage", False),
     ("coordinated", "coordinated", False), ("uncoordinated", "uncoordinated", False),
-    ("cic", "cic", False)])
+    ("cic", "cic", False), ("causal", "causal", False)])
 def test_recover_follows_the_regime(name, strategy, clocks):
     db = _count_db(regime=name)
     assert db.regime == name
@@ -97,7 +97,8 @@ def test_a_strategy_outside_the_regime_is_refused():
 @pytest.mark.parametrize("name,says", [("coordinated", "embedded engine only"),
                                        ("uncoordinated", "embedded engine only"),
                                        ("cic", "embedded engine only"),
-                                       ("causal", "not built yet"), ("nope", "unknown")])
+                                       ("causal", "embedded engine only"),
+                                       ("falkirk", "not built yet"), ("nope", "unknown")])
 def test_serve_refuses_a_regime_it_does_not_offer(name, says, capsys):
     assert server.main(["--port", "0", "--regime", name]) == 1
     assert says in capsys.readouterr().out

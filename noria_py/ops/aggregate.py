@@ -24,10 +24,17 @@ an export is the counts at the marked keys (``CountsDelta``; the whole array,
 ``DenseCounts``, the first time). Every key changed since the last export is in the set
 or marked, so an export holds every change, whichever form the counts moved to in
 between.
+
+Partial (``make_partial``; noria_py/partial.py says when): only the groups read are
+held (``holes``, ops/holes.py); a batch's rows of other groups are dropped on arrival.
+COUNT alone keeps its counts by slot (an array as long as the keys held, not the key
+range): a columnar batch is filtered and counted with array operations, and the
+groups touched mapped back to their keys for the output. Other aggregates keep their
+groups in the dict, under their keys. No checkpoint is taken: a partial aggregate
+comes back all holes.
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,17 +42,21 @@ import numpy as np
 
 from sql_frontend.plan import AggCall
 
+from .. import tuning
 from ..batch import Batch
 from ..memory import deep_size
+from ..nan import column_list
 from . import accumulators
 from .dense import KeyMarks
 from .holes import Holes
 from .operator import Operator
-from .state import CountsDelta, DenseCounts, KeyedCounts, bare_key, tuple_key
+from .state import SLOTS_FLOOR, CountsDelta, DenseCounts, KeyedCounts, bare_key, tuple_key
 
-#: bytes a held group costs besides its key and its entry: its slots in the groups'
-#: (or counts') dict and in ``Holes.filled`` (measured with tracemalloc,
-#: tests/test_partial.py)
+#: bytes a held group (not COUNT alone) costs besides its key and its entry: its slot
+#: in the groups' dict and its entry in ``holes`` (measured with tracemalloc,
+#: tests/test_partial.py). COUNT alone keeps its counts by slot, in an array
+#: (``Holes``: a held key costs its count, 8 bytes and the array's slack, and its entry
+#: there)
 GROUP_OVERHEAD = 100
 
 
@@ -89,6 +100,8 @@ class Aggregate(Operator):
         self.owned: set = set()
         #: count_only: rows per group key value
         self.counts = KeyedCounts()
+        if self.holes is not None:          # (kept by slot: small while few are held)
+            self.counts.floor = SLOTS_FLOOR
         #: count_only COUNT(x): key value -> rows whose x is NULL
         self.nulls: dict = {}
         if not self.group_by:
@@ -102,8 +115,7 @@ class Aggregate(Operator):
         #: which of the keys it holds have none any more)
         self._nulls_exported = False
         if self.holes is not None:          # partial: every group a hole now, and the
-            self.counts.to_general()        # reader's keys go with them
-            self.holes.clear()
+            self.holes.clear()              # reader's keys go with them
             self.holes.manager.lost(self.owner)
 
     # ------------------------------------------------------------ partial state
@@ -114,7 +126,7 @@ class Aggregate(Operator):
         self.partial = True
         self.owner = owner
         self.holes = Holes(manager)
-        self.counts.to_general()
+        self.counts.floor = SLOTS_FLOOR
         self._held_key = bare_key(self.group_by) if self.count_only else self._key
 
     def make_full(self) -> None:
@@ -129,30 +141,38 @@ class Aggregate(Operator):
         else a tuple) with ``batch``, every input row of that group; the group's output
         row, as a batch of one insertion (or none)."""
         holes = self.holes
-        assert holes is not None and key not in holes, key
-        holes.add(key)
-        out = self.process(0, batch)
+        assert holes is not None
+        slot = holes.add(key)
+        if self.count_only:             # (every row is the key's: no test a row)
+            out = self._process_counts(batch, [slot] * len(batch)) if batch else Batch()
+        else:
+            out = self.process(0, batch)
         self._measure(key)
         return out
 
     def evict(self, key: Any) -> int:
         """Make the group ``key`` a hole again; the bytes it was accounted at."""
         assert self.holes is not None
+        slot, size = self.holes.remove(key)
         if self.count_only:
-            self.counts._counts.pop(key, None)
+            if slot >= 0:
+                self.counts.drop(slot)
             self.nulls.pop(key, None)
         else:
             self.groups.pop(key, None)
             self.owned.discard(key)
-        return self.holes.remove(key)
+        return size
 
     def _measure(self, key: Any) -> None:
-        assert self.holes is not None
-        if self.count_only:             # a key and an int
-            size = sys.getsizeof(key) + 32
+        holes = self.holes
+        assert holes is not None
+        if self.count_only:             # a count in the array (by slot), and its slack
+            size = holes.entry_bytes(key) + 16
+            if key in self.nulls:
+                size += 100
         else:
-            size = deep_size(key) + deep_size(self.groups.get(key))
-        self.holes.measure(key, size + GROUP_OVERHEAD)
+            size = deep_size(key) + deep_size(self.groups.get(key)) + GROUP_OVERHEAD
+        holes.measure(key, size)
 
     def settle(self) -> None:
         """Measure the held groups written since they were last measured."""
@@ -179,11 +199,12 @@ class Aggregate(Operator):
     def process(self, port: int, batch: Batch) -> Batch:
         holes = self.holes
         if holes is not None:           # partial: rows of groups that are holes stop here
-            batch = holes.keep(batch, self.group_by, self._held_key, self.count_only)
+            if self.count_only:         # (a count's bytes do not change: not measured again)
+                batch, slots = holes.select(batch, self.group_by, self._held_key)
+                return self._process_counts(batch, slots) if batch else Batch()
+            batch = holes.keep(batch, self.group_by, self._held_key, False)
             if not batch:
                 return Batch()
-            if self.count_only:         # (a count's bytes do not change: not measured again)
-                return self._process_counts(batch)
             holes.touched(batch.rows, self._held_key)
             return self._process(batch)
         if self.count_only:
@@ -226,7 +247,9 @@ class Aggregate(Operator):
                     out.add(new, 1)
         return out
 
-    def _process_counts(self, batch: Batch) -> Batch:
+    def _process_counts(self, batch: Batch, slots: np.ndarray | list | None = None) -> Batch:
+        """COUNT alone; partial: the counts are kept by slot, ``slots`` the slot of each
+        row (``Holes.select``), and the keys touched are mapped back to keys."""
         g = self.group_by[0]
         a = self.args[0]
         nulls = self.nulls
@@ -234,7 +257,8 @@ class Aggregate(Operator):
         before: dict = {}       # key -> its NULL count before the batch, where it moves
         if (cols is not None and cols[g].dtype == np.int64
                 and (a is None or cols[a].dtype != object)):   # no NULL to count apart
-            changes = self.counts.add(cols[g], batch.sign_array)  # type: ignore[arg-type]  # columnar
+            changes = self.counts.add(cols[g] if slots is None else np.asarray(slots),
+                                      batch.sign_array)  # type: ignore[arg-type]  # columnar
         elif not batch:
             return Batch()
         else:
@@ -247,7 +271,13 @@ class Aggregate(Operator):
                         if k not in before:
                             before[k] = held
                         nulls[k] = held + s
-            changes = self.counts.add(keys, batch.signs)
+            changes = self.counts.add(keys if slots is None else list(slots), batch.signs)
+        holes = self.holes
+        if slots is not None and holes is not None:     # slots touched -> their keys
+            t = changes[0]
+            back = (holes.keys_of(t) if isinstance(t, np.ndarray)
+                    else list(map(holes.key_at, t)))
+            changes = (back, changes[1], changes[2])  # type: ignore[assignment]
         if self.tracking:
             t = changes[0]
             dense = self.counts.dense
@@ -257,9 +287,13 @@ class Aggregate(Operator):
                 self._changed.update(t.tolist() if isinstance(t, np.ndarray) else t)
         if isinstance(changes[0], np.ndarray):     # (then all three are arrays)
             touched, old, new = changes
-            if not nulls:           # (a NULL count is kept, at 0 too, while its group is)
+            # (a NULL count is kept, at 0 too, while its group is; a partial COUNT's
+            # few groups, a fill's one, cost less as rows than as ten array operations)
+            if not nulls and touched.dtype == np.int64 and (
+                    slots is None or len(touched) >= tuning.ARRAY_MIN):
                 return _count_batch(touched, old, new)
-            return self._count_changes(touched.tolist(), old.tolist(), new.tolist(), before)
+            return self._count_changes(column_list(touched), old.tolist(), new.tolist(),
+                                       before)
         return self._count_changes(*changes, before)
 
     def _count_changes(self, keys: list, old: list, new: list, before: dict) -> Batch:
@@ -287,6 +321,11 @@ class Aggregate(Operator):
         return Batch(rows, signs)
 
     def snapshot(self) -> Batch:
+        if self.count_only and self.holes is not None:     # (kept by slot)
+            key_at, nulls = self.holes.key_at, self.nulls
+            return Batch([(k, c - nulls.get(k, 0)) for k, c in
+                          ((key_at(int(s)), c) for s, c in self.counts.items())  # type: ignore[call-overload]
+                          if c > 0])
         if self.count_only:
             held = None if self.nulls else self.counts.positive()
             if held is not None:
@@ -308,7 +347,7 @@ class Aggregate(Operator):
         if key is None:
             return self.snapshot()
         if self.count_only:
-            c = self.counts.get(key[0])
+            c = self.counts.get(key[0] if self.holes is None else self.holes.slot(key[0]))
             if c > 0:
                 return Batch([(key[0], c - self.nulls.get(key[0], 0))], [1])
             return Batch()

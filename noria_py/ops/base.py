@@ -371,7 +371,17 @@ class Base(Operator):
         return [self.check_row(r, n) for n, r in enumerate(rows)], None
 
     def key_of(self, row: tuple) -> tuple:
-        return tuple(row[i] for i in self.pk)
+        return self._key_of(row)
+
+    @property
+    def pk(self) -> tuple[int, ...]:
+        """The primary key's column positions (empty: none)."""
+        return self._pk
+
+    @pk.setter
+    def pk(self, cols: tuple[int, ...]) -> None:
+        self._pk = tuple(cols)
+        self._key_of = tuple_key(self._pk)      # row -> its key tuple, in C
 
     def prepare(self, inserts: Sequence[Sequence] = (), deletes: Sequence[Sequence] = ()) -> Batch:
         """The validated delta for a write (deletes first, then inserts); no state changes."""
@@ -385,14 +395,19 @@ class Base(Operator):
                                        f"{self.schema.name!r} holds no such row")
             pending[r] = pending.get(r, 0) - 1
         if self.pk:
-            freed = {self.key_of(r) for r in dels}
-            seen: set[tuple] = set()
-            for n, r in enumerate(ins):
-                k = self.key_of(r)
-                if k in seen or (k in self.by_key and k not in freed):
-                    raise DuplicateKeyError(
-                        f"row {n}: primary key {k!r} already exists in table {self.schema.name!r}")
-                seen.add(k)
+            key_of = self._key_of
+            freed = set(map(key_of, dels))
+            keys = list(map(key_of, ins))
+            # the common case in C: no key twice, none held (or each held one deleted
+            # first); otherwise row by row, to name the first offending row
+            if len(set(keys)) < len(keys) or not self.by_key.keys().isdisjoint(
+                    keys if not freed else [k for k in keys if k not in freed]):
+                seen: set[tuple] = set()
+                for n, k in enumerate(keys):
+                    if k in seen or (k in self.by_key and k not in freed):
+                        raise DuplicateKeyError(f"row {n}: primary key {k!r} already exists "
+                                                f"in table {self.schema.name!r}")
+                    seen.add(k)
         if not dels and self._rows is None and len(ins) >= tuning.ARRAY_MIN:
             return Batch.columnar(self.columns(ins, checked), np.ones(len(ins), dtype=np.int64))
         return Batch(dels + ins, [-1] * len(dels) + [1] * len(ins))
@@ -496,17 +511,17 @@ class Base(Operator):
                 self.n += sum(batch.signs)
                 return batch
         rows = self.rows
-        pk = self.pk
+        pk, key_of, by_key = self.pk, self._key_of, self.by_key
         for r, s in zip(batch.rows, batch.signs):
             c = rows.get(r, 0) + s
             if c > 0:
                 rows[r] = c
                 if pk and s > 0:
-                    self.by_key[self.key_of(r)] = r
+                    by_key[key_of(r)] = r
             else:
                 rows.pop(r, None)
                 if pk:
-                    self.by_key.pop(self.key_of(r), None)
+                    by_key.pop(key_of(r), None)
         return batch
 
     def snapshot(self) -> Batch:

@@ -20,6 +20,7 @@ batches are applied).
 """
 from __future__ import annotations
 
+import sys
 from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
@@ -28,9 +29,9 @@ from ..nan import NAN, as_objects, column_list, equal_values
 from ..tuning import DENSE_LIMIT
 
 
-def grown_size(keys: np.ndarray, size: int) -> int | None:
-    """The array size that takes every key of ``keys`` (``size`` if it already does),
-    or None when one is negative or not below DENSE_LIMIT."""
+def grown_size(keys: np.ndarray, size: int, floor: int = 1024) -> int | None:
+    """The array size that takes every key of ``keys`` (``size`` if it already does; at
+    least ``floor``), or None when one is negative or not below DENSE_LIMIT."""
     if not len(keys):
         return size
     lo, hi = int(keys.min()), int(keys.max())
@@ -38,7 +39,7 @@ def grown_size(keys: np.ndarray, size: int) -> int | None:
         return None
     if hi < size:
         return size
-    return min(DENSE_LIMIT, max(1024, 2 * hi))
+    return min(DENSE_LIMIT, max(floor, 2 * hi))
 
 
 def int_keys(values: Sequence) -> np.ndarray | None:
@@ -135,6 +136,10 @@ class DenseRows:
     caller derives the keys from it: a row read is then built with the key in its place
     rather than from that part's array, one memory access less per lookup."""
 
+    #: the arrays' smallest size once they hold a row (a partial node's, indexed by
+    #: slot, starts smaller: ``KeyedState(..., slots=True)``)
+    floor = 1024
+
     def __init__(self, parts: int, key: int | None = None) -> None:
         self.key = key
         self.present = np.zeros(0, dtype=bool)
@@ -223,7 +228,7 @@ class DenseRows:
         self._refresh()
 
     def _fit(self, keys: np.ndarray) -> bool:
-        size = grown_size(keys, len(self.present))
+        size = grown_size(keys, len(self.present), self.floor)
         if size is None:
             return False
         if size > len(self.present):
@@ -339,6 +344,28 @@ class DenseRows:
         self.n += len(came) - len(gone)
         return gone, came
 
+    def drop(self, k: int) -> None:
+        """The row at ``k`` gone, if there is one (an evicted key of a partial node)."""
+        if 0 <= k < len(self.present) and self.present[k]:
+            self.present[k] = False
+            for p, kind in zip(self.parts, self.kinds):
+                if kind is None:
+                    p[k] = None         # no stale reference
+            self.n -= 1
+
+    def entry_bytes(self, k: int) -> int:
+        """Bytes the row at ``k`` costs: its entries in the arrays (a bool and each
+        part's item) and the objects an object part points to there (0: no row)."""
+        if not (0 <= k < len(self.present) and self.present.item(k)):
+            return 0
+        size = 1 + 8 * len(self.parts)          # (every part's items are 8 bytes)
+        for p, kind in zip(self.parts, self.kinds):
+            if kind is None:                    # objects
+                v = p.item(k)
+                if v is not None:
+                    size += sys.getsizeof(v)
+        return size
+
     def _set_part(self, i: int, part: np.ndarray) -> None:
         self.parts[i] = part
         self._refresh()
@@ -348,13 +375,15 @@ class DenseRows:
         return self.row(key) if type(key) is int else None
 
     def gather(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Which of ``keys`` (non-negative) hold a row, and their parts."""
+        """Which of ``keys`` hold a row, and their parts. A key outside the arrays (a
+        negative one too: a join's other side may have left the dense form for it)
+        holds none."""
         present = self.present
         if not len(keys):
             return np.zeros(0, dtype=bool), [p[:0] for p in self.parts]
-        if int(keys.max()) >= len(present):
+        if int(keys.max()) >= len(present) or int(keys.min()) < 0:
             hit = np.zeros(len(keys), dtype=bool)
-            inside = keys < len(present)
+            inside = (keys >= 0) & (keys < len(present))
             hit[inside] = present[keys[inside]]
         else:
             hit = present[keys]

@@ -1,18 +1,39 @@
-"""The keys a partial operator holds (an aggregate's groups, a join's keys): the rest
-are holes, and a batch's rows under a hole are dropped on arrival (``keep``).
+"""The keys a partial node holds (a reader's, an aggregate's groups, a join's keys):
+the rest are holes, and a batch's rows under a hole are dropped on arrival.
 
-Shared by the partial aggregate and join (noria_py/partial.py says when an operator
-is partial). Invariant: a key is in ``filled`` exactly while the operator holds every
-row of it (it was filled by an upquery, and every write to it since was applied);
-any other key holds no state at all, so filling it adds the key's rows once. Each
-held key's bytes are accounted to the partial-state manager (``resize``), which
-bounds their sum (``memory_limit``): measured when the key is filled, and for a key
-written since (``dirty``) when the manager next reads the sum (``Partial.settle``);
-where no limit is set, a write only marks the manager stale, and reading the sum
-measures every held key.
+One piece for every partial node (noria_py/partial.py says when a node is partial):
+the reader and the partial aggregates and joins above it each keep a ``Holes``.
+
+Array form. Each held key has a *slot*, a small int: slots are handed out densely
+(a freed one is reused first), so arrays indexed by slot grow with the keys held, not
+with the key range. A held key that is an int in [0, DENSE_LIMIT) finds its slot in
+``_map``, an int32 array indexed by key (-1: a hole); any other key (a negative or
+huge int, a string, a tuple of a compound key) in the dict ``_odd``. Each slot knows
+its key (``_key``, or ``_odd_at`` for the others) and the bytes its key is accounted
+at (``_size``). So
+
+- a columnar batch's int64 key column is turned into slots, and its rows under holes
+  dropped, with one indexing of ``_map`` (``select``: one vectorised test a batch);
+- a node keeps its state in arrays indexed by slot (``KeyedState(..., slots=True)``,
+  ``KeyedCounts`` of slots): a held key costs what full state costs a key (its entry
+  in the arrays) plus 20 bytes here and 4 bytes of ``_map`` a key of the range, where
+  a dict-held key cost about 1 KB over the vote view's three nodes.
+
+Invariants: a key is held exactly while it has a slot (``slot(key) >= 0``), and then
+the node holds every row of it (filled by an upquery, every write to it since
+applied); a node keeps no state at a free slot (``remove`` hands the slot back only
+after the caller cleared it, and ``_size`` is 0 there). ``_map[k] == s`` iff
+``_key[s] == k`` for held keys in the map's range. Keys are normalized as a dict would
+find them (``norm``: 1.0 and True find 1). Each held key's bytes are accounted to
+the partial-state manager (``resize``), which bounds their sum (``memory_limit``):
+measured when the key is filled, and for a key written since (``dirty``) when the
+manager next reads the sum (``Partial.settle``); where no limit is set, a write only
+marks the manager stale, and reading the sum measures every held key.
 """
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
 import numpy as np
@@ -20,54 +41,196 @@ import numpy as np
 from ..batch import Batch
 from ..nan import column_list
 from ..tuning import DENSE_LIMIT
+from .dense import column
+from .state import as_int
+
+#: bytes a held key in ``_map``'s range costs here: its slot's key and size (8 + 8)
+#: and its entry in ``_map`` (4, with the map's slack)
+MAPPED_BYTES = 24
+#: bytes a held key outside it costs besides the key itself: its entries in the two
+#: dicts (``_odd``, ``_odd_at``) and its slot's key and size
+ODD_BYTES = 120
+
+
+def norm(key: Any) -> Any:
+    """``key`` as a dict would find it: a float, bool or numpy int equal to an int is
+    that int."""
+    if type(key) is int or type(key) is str or type(key) is tuple:
+        return key
+    k = as_int(key)
+    return key if k is None else k
+
+
+class Held(Mapping):
+    """The held keys of a ``Holes``, each to the bytes it is accounted at (a view)."""
+
+    def __init__(self, holes: "Holes") -> None:
+        self._holes = holes
+
+    def __getitem__(self, key: Any) -> int:
+        s = self._holes.slot(key)
+        if s < 0:
+            raise KeyError(key)
+        return int(self._holes._size[s])
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            return self._holes.slot(key) >= 0
+        except TypeError:
+            return False
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._holes.keys())
+
+    def __len__(self) -> int:
+        return self._holes.n
 
 
 class Holes:
-    """The held keys of one partial operator and their accounted bytes."""
+    """The held keys of one partial node, their slots and their accounted bytes."""
 
     def __init__(self, manager: Any) -> None:
         self.manager = manager
-        #: key held -> the bytes it is accounted at
-        self.filled: dict[Any, int] = {}
+        self._empty()
+
+    def _empty(self) -> None:
+        #: int key in [0, len) -> its slot, -1 where it is a hole
+        self._map = np.full(0, -1, dtype=np.int32)
+        #: any other key held -> its slot
+        self._odd: dict = {}
+        #: slot -> its key (where the key is in ``_map``'s range; else ``_odd_at``)
+        self._key = np.zeros(0, dtype=np.int64)
+        self._odd_at: dict[int, Any] = {}
+        #: slot -> the bytes its key is accounted at (0 at a free slot)
+        self._size = np.zeros(0, dtype=np.int64)
+        self._free: list[int] = []
+        self._top = 0               # slots handed out so far (the free ones among them)
+        self.n = 0                  # keys held
         #: held keys written since they were last measured (measured when the manager
         #: reads the total: ``Partial.settle``)
         self.dirty: set[Any] = set()
-        #: while every held key is an int in [0, DENSE_LIMIT): a bool array, True at
-        #: each held key (None: to build; False: some key is not such an int), so a
-        #: columnar batch's int keys are filtered with one indexing, kept up to date
-        #: by ``add`` and ``remove``
-        self._ints: np.ndarray | bool | None = None
+
+    @property
+    def filled(self) -> Held:
+        """Held key -> bytes accounted (a view; ``dict(...)`` copies it)."""
+        return Held(self)
 
     def __contains__(self, key: Any) -> bool:
-        return key in self.filled
+        return self.slot(key) >= 0
 
     def __len__(self) -> int:
-        return len(self.filled)
+        return self.n
 
-    def add(self, key: Any) -> None:
-        self.filled[key] = 0
-        self._mark(key, True)
+    # ------------------------------------------------------------ keys and slots
 
-    def remove(self, key: Any) -> int:
-        """``key`` a hole again; the bytes it was accounted at (given back by the caller)."""
-        self._mark(key, False)
+    def slot(self, key: Any) -> int:
+        """The slot of ``key``, or -1 where it is a hole."""
+        if type(key) is not int:
+            key = norm(key)
+            if type(key) is not int:
+                return self._odd.get(key, -1)
+        m = self._map
+        if 0 <= key < len(m):
+            return m.item(key)
+        if key < 0 or key >= DENSE_LIMIT:
+            return self._odd.get(key, -1)
+        return -1
+
+    def key_at(self, slot: int) -> Any:
+        odd = self._odd_at
+        if odd and slot in odd:
+            return odd[slot]
+        return self._key.item(slot)
+
+    def keys_of(self, slots: np.ndarray) -> np.ndarray:
+        """The keys of held ``slots`` (an int64 array), as a column: int64 where every
+        one is in ``_map``'s range, else as ``dense.column`` makes it."""
+        if not self._odd_at:
+            return self._key[slots]
+        return column([self.key_at(s) for s in slots.tolist()])
+
+    def keys(self) -> list:
+        """Every key held."""
+        out: list = np.flatnonzero(self._map >= 0).tolist()
+        out.extend(self._odd)
+        return out
+
+    def add(self, key: Any) -> int:
+        """Hold ``key`` (a hole until now); its slot."""
+        key = norm(key)
+        mapped = type(key) is int and 0 <= key < DENSE_LIMIT
+        assert (key >= len(self._map) or self._map.item(key) < 0) if mapped \
+            else key not in self._odd, key     # (a hole until now)
+        if self._free:
+            s = self._free.pop()
+        else:
+            s = self._top
+            self._top += 1
+            if s >= len(self._key):
+                size = max(16, 2 * s)
+                for name in ("_key", "_size"):
+                    old = getattr(self, name)
+                    grown = np.zeros(size, dtype=np.int64)
+                    grown[:len(old)] = old
+                    setattr(self, name, grown)
+        if mapped:
+            m = self._map
+            if key >= len(m):
+                grown32 = np.full(min(DENSE_LIMIT, max(64, key + key // 8 + 1)), -1,
+                                  dtype=np.int32)
+                grown32[:len(m)] = m
+                self._map = m = grown32
+            m[key] = s
+            self._key[s] = key
+        else:
+            self._odd[key] = s
+            self._odd_at[s] = key
+        self._size[s] = 0
+        self.n += 1
+        return s
+
+    def remove(self, key: Any) -> tuple[int, int]:
+        """``key`` a hole again: (its slot, -1 if it was not held; the bytes it was
+        accounted at, which the caller gives back). The caller clears the node's state
+        at the slot (it is handed out again)."""
+        key = norm(key)
+        s = self.slot(key)
+        if s < 0:
+            return -1, 0
         self.dirty.discard(key)
-        return self.filled.pop(key, 0)
-
-    def _mark(self, key: Any, held: bool) -> None:
-        table = self._ints
-        if isinstance(table, np.ndarray) and type(key) is int and 0 <= key < len(table):
-            table[key] = held
-        elif table is not False or held:
-            self._ints = None           # (built again at the next columnar batch)
+        if type(key) is int and 0 <= key < len(self._map):
+            self._map[key] = -1
+        else:
+            del self._odd[key]
+            del self._odd_at[s]
+        size = int(self._size[s])
+        self._size[s] = 0
+        self._free.append(s)
+        self.n -= 1
+        return s, size
 
     def clear(self) -> None:
         """Every key a hole; their bytes given back to the manager."""
-        if self.filled:
-            self.manager.resize(sum(self.filled.values()), 0)
-        self.filled = {}
-        self.dirty = set()
-        self._ints = None
+        total = int(self._size[:self._top].sum())
+        if total:
+            self.manager.resize(total, 0)
+        self._empty()
+
+    def entry_bytes(self, key: Any) -> int:
+        """Bytes a held ``key`` costs here (what its node adds to its state's)."""
+        if type(key) is int and 0 <= key < DENSE_LIMIT:
+            return MAPPED_BYTES
+        return ODD_BYTES + sys.getsizeof(key)
+
+    # ------------------------------------------------------------ accounting
+
+    def measure(self, key: Any, size: int, slot: int | None = None) -> None:
+        """``key`` (held; at ``slot``, where the caller has it) now takes ``size``
+        bytes."""
+        s = self.slot(key) if slot is None else slot
+        if s >= 0:
+            self.manager.resize(self._size.item(s), size)
+            self._size[s] = size
 
     def touched(self, rows: list[tuple], keyf: Callable[[tuple], Any]) -> None:
         """A batch of ``rows`` (under held keys) was applied: their keys are to be
@@ -79,58 +242,81 @@ class Holes:
         else:
             self.dirty.update(map(keyf, rows))
 
-    def measure(self, key: Any, size: int) -> None:
-        """``key`` (held) now takes ``size`` bytes."""
-        old = self.filled.get(key)
-        if old is not None:
-            self.manager.resize(old, size)
-            self.filled[key] = size
+    def touched_all(self) -> None:
+        """Every held key is to be measured again (its node's layout changed)."""
+        manager = self.manager
+        if manager.limit is None:
+            manager.stale = True
+        else:
+            self.dirty.update(self.keys())
 
-    def keep(self, batch: Batch, cols: tuple[int, ...], keyf: Callable[[tuple], Any],
-             bare: bool = True) -> Batch:
-        """The rows of ``batch`` whose key (``cols``, read by ``keyf``) is held. ``bare``:
-        a key of one column is held as the bare value (else as a 1-tuple)."""
-        filled = self.filled
-        if not filled or not batch:
-            return Batch()
+    def touched_slots(self, slots: np.ndarray | list) -> None:
+        """``touched``, for a batch applied at ``slots`` (held)."""
+        manager = self.manager
+        if manager.limit is None:
+            manager.stale = True
+        elif isinstance(slots, np.ndarray):
+            self.dirty.update(column_list(self.keys_of(np.unique(slots))))
+        else:
+            self.dirty.update(map(self.key_at, slots))
+
+    # ------------------------------------------------------------ batches
+
+    def select(self, batch: Batch, cols: tuple[int, ...], keyf: Callable[[tuple], Any],
+               bare: bool = True) -> tuple[Batch, np.ndarray | list[int]]:
+        """The rows of ``batch`` whose key (``cols``, read by ``keyf``) is held, and
+        each one's slot: an int64 array where the batch is columnar and the key one
+        column (held bare, ``bare``), else a list."""
+        if not self.n or not batch:
+            return Batch(), []
         bcols = batch.cols
         if bcols is not None and len(cols) == 1 and bare:
             col = bcols[cols[0]]
-            table = self._table() if col.dtype == np.int64 and len(col) else None
-            if table is not None:
-                lo, hi = int(col.min()), int(col.max())
-                if lo >= 0 and hi < len(table):
-                    mask = table[col]
-                else:
-                    inside = (col >= 0) & (col < len(table))
-                    mask = np.zeros(len(col), dtype=bool)
-                    mask[inside] = table[col[inside]]
+            if col.dtype == np.int64:
+                slots = self._slots_of(col)
             else:
-                keys = column_list(col)
-                mask = np.fromiter((k in filled for k in keys), dtype=bool, count=len(keys))
-            if not mask.any():
-                return Batch()
+                slot = self.slot
+                slots = np.fromiter((slot(k) for k in column_list(col)), dtype=np.int64,
+                                    count=len(col))
+            mask = slots >= 0
             if mask.all():
-                return batch
+                return batch, slots
+            if not mask.any():
+                return Batch(), []
             signs: np.ndarray = batch.sign_array    # type: ignore[assignment]  # columnar
-            return Batch.columnar([c[mask] for c in bcols], signs[mask])
+            return Batch.columnar([c[mask] for c in bcols], signs[mask]), slots[mask]
         rows: list[tuple] = []
         kept: list[int] = []
+        at: list[int] = []
+        slot = self.slot
         for r, s in zip(batch.rows, batch.signs):
-            if keyf(r) in filled:
+            i = slot(keyf(r))
+            if i >= 0:
                 rows.append(r)
                 kept.append(s)
-        return Batch(rows, kept)
+                at.append(i)
+        return Batch(rows, kept), at
 
-    def _table(self) -> np.ndarray | None:
-        table = self._ints
-        if table is None:
-            keys = list(self.filled)
-            table = self._ints = False
-            if all(type(k) is int for k in keys):
-                hi = max(keys)
-                if min(keys) >= 0 and hi < DENSE_LIMIT:
-                    table = self._ints = np.zeros(min(DENSE_LIMIT, max(1024, hi + hi // 8 + 1)),
-                                                  dtype=bool)
-                    table[keys] = True
-        return table if isinstance(table, np.ndarray) else None
+    def keep(self, batch: Batch, cols: tuple[int, ...], keyf: Callable[[tuple], Any],
+             bare: bool = True) -> Batch:
+        """The rows of ``batch`` whose key is held (``select`` without the slots)."""
+        return self.select(batch, cols, keyf, bare)[0]
+
+    def _slots_of(self, col: np.ndarray) -> np.ndarray:
+        """The slot of each int64 key of ``col`` (-1: a hole), by one indexing of
+        ``_map`` (and a dict lookup for each key outside its range, while any such key
+        is held)."""
+        m = self._map
+        size = len(m)
+        if not len(col):
+            return np.zeros(0, dtype=np.int64)
+        if int(col.min()) >= 0 and int(col.max()) < size:
+            return m[col].astype(np.int64)
+        out = np.full(len(col), -1, dtype=np.int64)
+        inside = (col >= 0) & (col < size)
+        out[inside] = m[col[inside]]
+        if self._odd:
+            odd = self._odd
+            for i in np.flatnonzero(~inside).tolist():
+                out[i] = odd.get(col.item(i), -1)
+        return out

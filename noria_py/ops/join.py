@@ -27,7 +27,10 @@ row of it; for any other key, nothing. A batch's rows under a hole are dropped o
 arrival on either side (nothing is joined or emitted for them: nothing below holds
 that key). An upquery fills a hole with the key's left and right rows at once
 (``fill``) and answers the key's output rows; eviction makes it a hole again. The
-sides are then kept in dicts, and no checkpoint is taken: a partial join comes back
+sides are then kept by slot (ops/holes.py; one slot a key, the same on both sides): in
+arrays while each key holds one row a side, as a full join's dense form, so a batch
+is filtered and joined with array operations; in dicts otherwise. No checkpoint is
+taken: a partial join comes back
 from a crash all holes, and its reader's keys go with them (``Partial.lost``).
 """
 from __future__ import annotations
@@ -37,7 +40,6 @@ from typing import Any
 import numpy as np
 
 from ..batch import Batch
-from ..memory import bucket_bytes
 from ..nan import concat
 from .dense import DenseRows, KeyMarks, RowsDelta
 from .holes import Holes
@@ -45,9 +47,9 @@ from .operator import Operator
 from .state import Flips, KeyedState, items
 
 LEFT, RIGHT = 0, 1
-#: bytes a held join key costs besides its key and rows: its slots in the two sides'
-#: dicts and in ``Holes.filled`` (measured with tracemalloc, tests/test_partial.py)
-KEY_OVERHEAD = 150
+#: bytes a held join key costs besides its rows and its entry in ``holes``: the two
+#: sides' arrays' slack (they grow by doubling; tests/test_memory.py)
+KEY_OVERHEAD = 30
 
 
 def _has_null(k) -> bool:
@@ -73,17 +75,17 @@ class Join(Operator):
         self.reset()
 
     def reset(self) -> None:
-        #: (left rows, right rows), each under its join key
-        self.sides = (KeyedState(self.left_width, self.left_keys),
-                      KeyedState(len(self.pad), self.right_keys))
+        #: (left rows, right rows), each under its join key (partial: under its slot,
+        #: the same on both sides)
+        slots = self.holes is not None
+        self.sides = (KeyedState(self.left_width, self.left_keys, slots),
+                      KeyedState(len(self.pad), self.right_keys, slots))
         #: the ports whose arrays the checkpoint store holds as of the last export
         self._exported: set[int] = set()
         #: per side, the keys its arrays changed since the last export (``tracking``)
         self._marks = (KeyMarks(), KeyMarks())
         if self.holes is not None:          # partial: every key a hole now, and the
-            for side in self.sides:         # reader's keys go with them
-                side.to_general()
-            self.holes.clear()
+            self.holes.clear()              # reader's keys go with them
             self.holes.manager.lost(self.owner)
 
     # ------------------------------------------------------------ partial state
@@ -94,8 +96,8 @@ class Join(Operator):
         self.partial = True
         self.owner = owner
         self.holes = Holes(manager)
-        for side in self.sides:
-            side.to_general()
+        self.sides = (KeyedState(self.left_width, self.left_keys, True),
+                      KeyedState(len(self.pad), self.right_keys, True))
 
     def make_full(self) -> None:
         """Hold every key again (the caller refills the state: noria_py/partial.py)."""
@@ -108,26 +110,33 @@ class Join(Operator):
         """Fill the hole ``key`` (as the sides keep it) with its ``left`` and ``right``
         rows (every row of that key on each side); its output rows (``key_rows``)."""
         holes = self.holes
-        assert holes is not None and key not in holes, key
-        holes.add(key)
+        assert holes is not None
+        slot = holes.add(key)
         for side, rows in zip(self.sides, (left, right)):
             if rows:
-                side.apply(*side.prepare(rows))
+                layout = side.layout()
+                side.apply(*side.prepare_slots([slot] * len(rows), rows))
+                if side.layout() != layout:
+                    holes.touched_all()
         self._measure(key)
         return self.key_rows(key, padded)
 
     def evict(self, key: Any) -> int:
         """Make the join key ``key`` a hole again; the bytes it was accounted at."""
         assert self.holes is not None
-        for side in self.sides:
-            side._index.pop(key, None)
-        return self.holes.remove(key)
+        slot, size = self.holes.remove(key)
+        if slot >= 0:
+            for side in self.sides:
+                side.drop(slot)
+        return size
 
     def _measure(self, key: Any) -> None:
-        assert self.holes is not None
+        holes = self.holes
+        assert holes is not None
         left, right = self.sides
-        self.holes.measure(key, bucket_bytes(key, left.get(key))
-                           + bucket_bytes(key, right.get(key)) + KEY_OVERHEAD)
+        slot = holes.slot(key)
+        holes.measure(key, holes.entry_bytes(key) + left.entry_bytes(slot)
+                      + right.entry_bytes(slot) + KEY_OVERHEAD, slot)
 
     def settle(self) -> None:
         """Measure the held keys written since they were last measured."""
@@ -149,19 +158,23 @@ class Join(Operator):
         holes = self.holes
         if holes is not None:           # partial: rows under holes stop here
             own = self.sides[port]
-            batch = holes.keep(batch, own.key, own._keyf)
+            batch, slots = holes.select(batch, own.key, own._keyf)
             if not batch:
                 return Batch()
-            out = self._process(port, batch)
-            holes.touched(batch.rows, own._keyf)
+            layout = own.layout()
+            out = self._apply(port, *own.prepare_slots(slots, batch))
+            holes.touched_slots(slots)
+            if own.layout() != layout:
+                holes.touched_all()
             return out
-        return self._process(port, batch)
-
-    def _process(self, port: int, batch: Batch) -> Batch:
         if not batch:
             return Batch()
+        return self._apply(port, *self.sides[port].prepare(batch))
+
+    def _apply(self, port: int, keys: np.ndarray | list, batch: Batch) -> Batch:
+        """Apply a batch to side ``port`` under ``keys`` (``prepare``, or slots while
+        partial: the other side is kept by the same slots) and join it with the other."""
         own = self.sides[port]
-        keys, batch = own.prepare(batch)
         flips = own.apply(keys, batch, track=self.join_kind == "left" and port == RIGHT)
         if self.tracking and own.dense is not None:     # (taken in its arrays)
             self._marks[port].add(keys, len(own.dense.present))
@@ -173,7 +186,7 @@ class Join(Operator):
         if flips is not None and isinstance(flips[0], np.ndarray):   # (then both are)
             gone, came = flips
             flips = gone.tolist(), came.tolist()
-        return self._rows(port, batch, keys, flips)
+        return self._rows(port, batch, keys if isinstance(keys, list) else keys.tolist(), flips)
 
     def _columns(self, port: int, batch: Batch, got: tuple[np.ndarray, list[np.ndarray]],
                  flips: Flips | None) -> Batch:
@@ -293,6 +306,10 @@ class Join(Operator):
         finds them)."""
         out = Batch()
         left, right = self.sides
+        if self.holes is not None:      # (kept by slot)
+            key = self.holes.slot(key)
+            if key < 0:
+                return out
         lbucket = None if _has_null(key) else left.get(key)
         if lbucket is None:
             return out
@@ -304,6 +321,8 @@ class Join(Operator):
 
     def array_state(self, full: bool = True) -> dict[int, DenseRows | RowsDelta | None]:
         out: dict[int, DenseRows | RowsDelta | None] = {}
+        if self.holes is not None:      # (kept by slot: no checkpoint)
+            return out
         for port, side in enumerate(self.sides):
             dense, marks = side.dense, self._marks[port]
             if dense is None:

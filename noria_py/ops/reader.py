@@ -22,18 +22,21 @@ again; in the dense form the arrays are checkpointed instead, as a join side's a
 (``array_state``: whole the first time, then the entries at the keys marked since).
 
 Partial (``make_partial``; noria_py/partial.py says when and how): the reader holds
-only the keys it was asked for (``filled``, key -> the bytes its entry is accounted
-at, measured when filled and, for a key written since (``dirty``), when the manager
-next reads the total), and ``lookup`` answers None for any other key (a hole): the caller fills it by an
-upquery (``fill``) and reads again. A batch's rows under a hole are dropped here (a
-hole stays a hole), so the state is always exactly the view's rows for the filled
-keys. A partial reader keeps its rows in the general form (dicts: memory grows with
-the keys held, not with the key range), and comes back from a crash or a reset with
-no key filled: its checkpoints, whatever they hold, restore nothing (``load_input``
-drops every row, as ``process`` would).
+only the keys it was asked for (``holes``, ops/holes.py: each held key's slot and the
+bytes it is accounted at, measured when filled and, for a key written since, when the
+manager next reads the total), and ``lookup`` answers None for any other key (a
+hole): the caller fills it by an upquery (``fill``) and reads again. A batch's rows
+under a hole are dropped here (a hole stays a hole), so the state is always exactly
+the view's rows for the filled keys. The state is kept by slot (``KeyedState(...,
+slots=True)``): in arrays while each key holds one row, so a held key costs what a
+full reader's dense form costs a key and a batch is applied with array operations;
+in a dict of buckets otherwise. A partial reader comes back from a crash or a reset
+with no key filled: its checkpoints, whatever they hold, restore nothing
+(``load_input`` drops every row, as ``process`` would).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Sequence, cast
 
 import numpy as np
@@ -41,10 +44,10 @@ import numpy as np
 from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
-from ..memory import bucket_bytes
 from ..nan import canon, canon_row, column_list
 from ..ordering import order_key
 from .dense import DenseRows, KeyMarks, RowsDelta
+from .holes import Holes
 from .operator import Operator
 from .project import Project
 from .state import KeyedState, expand
@@ -52,10 +55,10 @@ from .state import KeyedState, expand
 #: ``lookup_many`` of at least this many int keys reads a dense reader's arrays at once
 DENSE_MANY = 32
 
-#: bytes a held key costs besides its key and rows: its slots in the state's dict, in
-#: ``filled`` and in the manager's LRU (an ordered dict: a slot and a link), and the
-#: LRU's (reader, key) tuple; measured with tracemalloc (tests/test_partial.py)
-ENTRY_OVERHEAD = 250
+#: bytes a held key costs besides its rows and its entry in ``holes``: its slot in the
+#: manager's LRU (an ordered dict: a slot and a link), the LRU's (reader, key) tuple
+#: and the key object the tuple holds; measured with tracemalloc (tests/test_memory.py)
+ENTRY_OVERHEAD = 180
 
 
 class Reader(Operator):
@@ -67,13 +70,8 @@ class Reader(Operator):
     partial = False
     #: the partial-state manager (noria_py/partial.py) while partial: its LRU of keys
     manager: Any = None
-    #: while partial: the keys held (key -> bytes accounted), and the same keys as an
-    #: int64 array where they all are ints (None: not built since they changed; False:
-    #: not all ints), for filtering a columnar batch
-    filled: dict
-    #: while partial: held keys written since they were last measured
-    dirty: set
-    _held: np.ndarray | bool | None = None
+    #: while partial: the keys held, their slots in the state and their bytes
+    holes: Holes
     #: while partial: the partial operators above it whose keys are its keys, each with
     #: its output columns holding the key (noria_py/partial.py)
     path: list = []
@@ -104,25 +102,27 @@ class Reader(Operator):
 
     # ------------------------------------------------------------ partial state
 
+    @property
+    def filled(self) -> Mapping:
+        """While partial: the keys held, each to the bytes it is accounted at."""
+        return self.holes.filled
+
     def make_partial(self, manager: Any) -> None:
         """Hold only the keys read from now on; ``manager`` keeps the LRU order of
         every partial reader's keys and their accounted bytes (``partial.Partial``)."""
         self.partial = True
         self.manager = manager
-        self.filled = {}
-        self.dirty = set()
+        self.holes = Holes(manager)
         self._empty_partial()
 
     def _empty_partial(self) -> None:
         """No key held (all holes): the state emptied, each key's bytes given back to
-        the manager, and ``lookup`` the partial one."""
-        if self.filled:                 # (the partial operators above lose them too)
+        the manager, and ``lookup`` the partial one. The state is kept by slot
+        (ops/holes.py): in arrays while each key holds one row, in a dict otherwise."""
+        if self.holes.n:                # (the partial operators above lose them too)
             self.manager.lost(self)
-        self.filled = {}
-        self.dirty = set()
-        self._held = None
-        self.state = KeyedState(self.width, self.key)
-        self.state.to_general()
+        self.holes.clear()
+        self.state = KeyedState(self.width, self.key, slots=True)
         self.lookup = self._lookup_partial      # type: ignore[method-assign,assignment]
 
     def _lookup_partial(self, key) -> list[tuple] | None:
@@ -131,89 +131,81 @@ class Reader(Operator):
             if key is None or (type(key) is tuple and None in key):
                 return []
             key = canon_row(key) if type(key) is tuple else canon(key)
-        if key not in self.filled:
+        holes = self.holes
+        m = holes._map                  # (``Holes.slot``, its common case inline)
+        slot = m.item(key) if type(key) is int and 0 <= key < len(m) else holes.slot(key)
+        if slot < 0:
             return None
         # (only moved, never added: outside the lock, a key evicted meanwhile raises
         # KeyError, and View.lookup reads again under the lock)
         self.manager.lru.move_to_end((self, key))
-        return self._rows_of(key)
+        dense = self.state.dense        # (``_rows_at``, its common case inline)
+        if dense is not None:
+            row = dense.row(slot)
+            if row is None:
+                return []
+            return [row[:self.visible]] if self.trim else [row]
+        return self._rows_at(slot)
 
     def fill(self, key, batch: Batch) -> list[tuple]:
         """Fill the hole ``key`` with ``batch``, its rows as this reader's parent sends
         them (an upquery's answer); the rows of ``key`` now held."""
         if type(key) is not int:
             key = canon_row(key) if type(key) is tuple else canon(key)
-        self.filled[key] = 0
-        self._held = None
+        slot = self.holes.add(key)
         self.manager.touch(self, key)
-        self.process(0, batch)
-        if key not in self.filled:
-            self.filled[key] = 0
-        self.dirty.discard(key)
+        if self.select is not None:
+            batch = self.select.process(0, batch)
+        if batch:                       # (every row is the key's: no test a row)
+            self._apply_held(batch, [slot] * len(batch))
+        self.holes.dirty.discard(key)
         self._measure(key)
-        return self._rows_of(key)
+        return self._rows_at(slot)
 
     def evict(self, key) -> int:
         """Make ``key`` a hole again; the bytes its entry was accounted at."""
-        size = self.filled.pop(key, 0)
-        self.dirty.discard(key)
-        self._held = None
-        self.state._index.pop(key, None)
+        slot, size = self.holes.remove(key)
+        if slot >= 0:
+            self.state.drop(slot)
         return size
 
     def settle(self) -> None:
         """Measure the held keys written since they were last measured."""
-        dirty, self.dirty = self.dirty, set()
+        holes = self.holes
+        dirty, holes.dirty = holes.dirty, set()
         for k in dirty:
-            if k in self.filled:
+            if k in holes:
                 self._measure(k)
 
     def _measure(self, key) -> None:
-        bucket = self.state.get(key)
-        size = bucket_bytes(key, bucket) + ENTRY_OVERHEAD
-        self.manager.resize(self.filled[key], size)
-        self.filled[key] = size
+        holes = self.holes
+        slot = holes.slot(key)
+        holes.measure(key, holes.entry_bytes(key) + self.state.entry_bytes(slot)
+                      + ENTRY_OVERHEAD, slot)
 
-    def _held_only(self, batch: Batch) -> Batch:
-        """The rows of ``batch`` under filled keys (writes to holes stop here)."""
-        filled = self.filled
-        if not filled:
-            return Batch()
-        cols = batch.cols
-        if cols is not None and len(self.key) == 1:
-            # columnar (an aggregate's, a join's or a table's batch): no row tuples built
-            col = cols[self.key[0]]
-            held = self._held_ints() if col.dtype == np.int64 else None
-            if held is not None:
-                mask = np.isin(col, held)
-            else:
-                keys = column_list(col)
-                mask = np.fromiter((k in filled for k in keys), dtype=bool, count=len(keys))
-            if not mask.any():
-                return Batch()
-            signs: np.ndarray = batch.sign_array    # type: ignore[assignment]  # columnar
-            return Batch.columnar([c[mask] for c in cols], signs[mask])
-        keyf = self.state._keyf
-        rows: list[tuple] = []
-        kept: list[int] = []
-        for r, s in zip(batch.rows, batch.signs):
-            if keyf(r) in filled:
-                rows.append(r)
-                kept.append(s)
-        return Batch(rows, kept)
+    def _apply_held(self, batch: Batch, given: list[int] | None = None) -> Batch:
+        """Apply the rows of ``batch`` under held keys (writes to holes stop here), or,
+        ``given`` their slots, every row of it; those rows."""
+        holes = self.holes
+        slots: np.ndarray | list[int]
+        if given is None:
+            batch, slots = holes.select(batch, self.key, self.state._keyf)
+        else:
+            slots = given
+        if batch:
+            state = self.state
+            layout = state.layout()
+            keys, batch = state.prepare_slots(slots, batch)
+            state.apply(keys, batch)
+            holes.touched_slots(slots)
+            if state.layout() != layout:
+                holes.touched_all()
+        return batch
 
-    def _held_ints(self) -> np.ndarray | None:
-        """The keys held, as an int64 array, while every one is an int (else None);
-        built again after a fill or an eviction."""
-        held = self._held
-        if held is None:
-            keys = list(self.filled)
-            held = self._held = (np.array(keys, dtype=np.int64)
-                                 if all(type(k) is int for k in keys) else False)
-        return held if isinstance(held, np.ndarray) else None
-
-    def _rows_of(self, key) -> list[tuple]:
-        bucket = self.state.get(key)
+    def _rows_at(self, slot: int) -> list[tuple]:
+        """The rows held at ``slot`` (partial)."""
+        dense = self.state.dense
+        bucket = dense.row(slot) if dense is not None else self.state._index.get(slot)
         if bucket is None:
             return []
         if type(bucket) is tuple:
@@ -228,18 +220,10 @@ class Reader(Operator):
             if self.tracking:           # for ``taken``, which lets go of it
                 self.kept = batch
         if batch and self.partial:
-            batch = self._held_only(batch)
+            batch = self._apply_held(batch)
             if self.select is not None and self.tracking:
                 self.kept = batch
             if batch:
-                state = self.state
-                keys, batch = state.prepare(batch)
-                state.apply(keys, batch)
-                manager = self.manager      # (measured when the total is read)
-                if manager.limit is None:
-                    manager.stale = True
-                else:
-                    self.dirty.update(keys)
                 for listener in self.listeners:
                     listener.changed(batch)
             return Batch()
@@ -263,8 +247,8 @@ class Reader(Operator):
 
     def load_input(self, port: int, batch: Batch) -> None:
         if self.partial:
-            batch = self._held_only(batch)
-        if batch:
+            self._apply_held(batch)
+        elif batch:
             state = self.state
             state.apply(*state.prepare(batch))
 
@@ -275,7 +259,7 @@ class Reader(Operator):
         """As a join side's (``Join.array_state``)."""
         dense, marks = self.state.dense, self._marks
         self._marks = KeyMarks()
-        if dense is None:
+        if dense is None or self.partial:       # (kept by slot: no checkpoint)
             self._exported = False
             return {}
         exported, self._exported = self._exported, True
@@ -320,7 +304,7 @@ class Reader(Operator):
         """``lookup`` of each key. In the dense form, many int keys are read with array
         operations (``_dense_many``): no Python call per key, about 4× less time a key
         (a cluster's ``lookup_many`` at the reader's worker, runtime/cluster/reads.py)."""
-        if (len(keys) >= DENSE_MANY and self.state.dense is not None
+        if (len(keys) >= DENSE_MANY and self.state.dense is not None and not self.partial
                 and set(map(type, keys)) <= {int}):
             try:
                 at = np.array(keys, dtype=np.int64)

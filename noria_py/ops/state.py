@@ -16,12 +16,16 @@ without changing anything, so the batch is then applied whole to the general for
 Both forms hold the same multiset, and every read (``get``, ``items``, ``rows``,
 ``snapshot``) answers the same in both: the model tests check one against the other.
 
-``restore(snapshot())`` gives back an equal state (the seam checkpoints use); holes
-and eviction for partial state will be a third kind of entry here, not a change of
-the operators.
+``restore(snapshot())`` gives back an equal state (the seam checkpoints use).
+
+A partial node (ops/holes.py) keeps a ``KeyedState(..., slots=True)``: the same two
+forms indexed by each held key's slot, a small int, instead of the key (the dense form
+then from the first row, whatever the key's type, with the key columns kept in the
+rows), and ``KeyedCounts`` of slots; ``drop`` empties an evicted key's slot.
 """
 from __future__ import annotations
 
+import sys
 from operator import itemgetter
 from typing import Callable, Iterable, Iterator, NamedTuple
 
@@ -30,11 +34,20 @@ import numpy as np
 from .. import tuning
 from ..batch import Batch
 from ..expression import columns_getter
+from ..memory import bucket_bytes
 from ..nan import column_list
 from ..tuning import DENSE_LIMIT
 from .dense import DenseRows, batch_keys, batch_signs, column, grown_size
 
 tuple_key = columns_getter    # row -> the tuple of its key columns
+
+#: bytes of a dict's slot for one entry (hash, key and value pointers, and the slack
+#: of its table): a bucket's share of the general form's dict (``entry_bytes``)
+DICT_SLOT = 50
+
+#: the smallest size of arrays indexed by slot (a partial node's, ops/holes.py): slots
+#: are handed out densely from 0, so a node holding few keys keeps small arrays
+SLOTS_FLOOR = 16
 
 
 def bare_key(cols: tuple[int, ...]) -> Callable[[tuple], object]:
@@ -161,17 +174,24 @@ class KeyedState:
 
     get: Callable[[object], tuple | dict | None]
 
-    def __init__(self, width: int, key: tuple[int, ...]) -> None:
+    def __init__(self, width: int, key: tuple[int, ...], slots: bool = False) -> None:
         self.width = width
         self.key = key
         self._keyf = bare_key(key)
+        #: indexed by slot (a partial node's, ops/holes.py) rather than by key: the
+        #: caller gives each row's slot (``prepare_slots``), reads and drops by slot;
+        #: the rows keep their key columns as they are
+        self.slots = slots
         self.reset()
 
     def reset(self) -> None:
         """Empty, and dense again where the key allows."""
         #: the dense form (None once general); ``dense.parts`` are its arrays
-        self.dense: DenseRows | None = (DenseRows(self.width, self.key[0])
-                                        if len(self.key) == 1 else None)
+        self.dense: DenseRows | None = (
+            DenseRows(self.width, None) if self.slots
+            else DenseRows(self.width, self.key[0]) if len(self.key) == 1 else None)
+        if self.slots:
+            self.dense.floor = SLOTS_FLOOR  # type: ignore[union-attr]  # just made
         self._index: dict = {}          # the general form: key -> bucket
         self.get = self._index.get if self.dense is None else self._get_dense
 
@@ -200,6 +220,42 @@ class KeyedState:
         if batch.cols is not None and len(self.key) == 1:
             return column_list(batch.cols[self.key[0]]), batch
         return list(map(self._keyf, batch.rows)), batch
+
+    def prepare_slots(self, slots: np.ndarray | list, batch: Batch) -> tuple[np.ndarray | list, Batch]:
+        """``prepare`` for a state indexed by slot, given each row's slot (an int64 array
+        or a list: ``Holes.select``): the slots as ``apply`` takes them, and the batch."""
+        if self.dense is not None and len(batch) >= tuning.ARRAY_MIN:
+            if batch.cols is None:
+                batch = Batch.columnar([column(c) for c in zip(*batch.rows)],
+                                       batch_signs(batch))
+            if not isinstance(slots, np.ndarray):
+                slots = np.array(slots, dtype=np.int64)
+            return slots, batch
+        return (slots.tolist() if isinstance(slots, np.ndarray) else slots), batch
+
+    def layout(self) -> tuple | None:
+        """What a key's ``entry_bytes`` depends on besides its own rows: the form, and
+        each array's type in the dense form (a part that turns to objects makes every
+        row's values objects). A partial node measures every key again when it moves."""
+        return None if self.dense is None else tuple(self.dense.kinds)
+
+    def drop(self, key: object) -> None:
+        """Every row under ``key`` gone (an evicted key of a partial node)."""
+        if self.dense is not None:
+            self.dense.drop(key)        # type: ignore[arg-type]  # dense: an int key
+        else:
+            self._index.pop(key, None)
+
+    def entry_bytes(self, key: object) -> int:
+        """The bytes of the rows under ``key`` and their entry (what eviction accounts):
+        in the dense form the arrays' entries and the objects they point to, in the
+        general form the bucket and a dict slot (``DICT_SLOT``)."""
+        if self.dense is not None:
+            return self.dense.entry_bytes(key)  # type: ignore[arg-type]  # an int key
+        bucket = self._index.get(key)
+        if bucket is None:
+            return 0
+        return bucket_bytes(None, bucket) - sys.getsizeof(None) + DICT_SLOT
 
     def apply(self, keys: np.ndarray | list, batch: Batch, track: bool = False) -> Flips | None:
         """Add each row of ``batch`` under its key (``prepare``) as many times as its
@@ -346,6 +402,10 @@ class KeyedCounts:
     array spans every key up to the largest seen: at most DENSE_LIMIT entries, 32 MiB).
     General: a dict. A count may be below 0 in transit (a removal before its row)."""
 
+    #: the array's smallest size once it holds a count (``SLOTS_FLOOR`` for a partial
+    #: aggregate's, indexed by slot)
+    floor = 1024
+
     def __init__(self) -> None:
         self.reset()
 
@@ -421,7 +481,7 @@ class KeyedCounts:
     def _fits(self, keys: np.ndarray) -> bool:
         """Whether the array can take these keys (growing it if need be)."""
         dense: np.ndarray = self.dense  # type: ignore[assignment]  # add(): not None
-        size = grown_size(keys, len(dense))
+        size = grown_size(keys, len(dense), self.floor)
         if size is None:
             return False
         if size > len(dense):
@@ -429,6 +489,13 @@ class KeyedCounts:
             grown[:len(dense)] = dense
             self.dense = grown
         return True
+
+    def drop(self, key) -> None:
+        """``key``'s count gone (an evicted group of a partial aggregate)."""
+        if self.dense is None:
+            self._counts.pop(key, None)
+        elif 0 <= key < len(self.dense):
+            self.dense[key] = 0
 
     def to_general(self) -> None:
         """Leave the array for good: its counts into the dict."""

@@ -40,6 +40,7 @@ from typing import Any, cast
 
 from ..errors import ArgumentError, Error
 from ..runtime.cluster.tokens import LOOPBACK
+from ..tls import server_context as tls_server_context
 from . import protocol as P
 from .catalog import REPORTED, Shadow
 from .scram import ScramError, ScramServer
@@ -70,7 +71,7 @@ class PgServer:
         self.token = token
         self.password_on_loopback = password_on_loopback
         self.max_connections = max_connections
-        self.tls = _tls_context(*tls) if tls is not None else None
+        self.tls = tls_server_context(*tls) if tls is not None else None
         self.shadow = Shadow()
         self.connections: set[_Connection] = set()
         self.secrets: dict[tuple[int, int], _Connection] = {}
@@ -140,16 +141,6 @@ class PgServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _tls_context(cert: str, key: str) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    try:
-        ctx.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as err:
-        raise ArgumentError(f"cannot use TLS certificate {cert!r} with key {key!r}: "
-                            f"{err}") from None
-    return ctx
 
 
 class _Connection(asyncio.Protocol):

@@ -46,6 +46,7 @@ import struct
 from typing import Any, cast
 
 import msgpack
+import numpy as np
 
 from ..nan import canon_deep, column_list
 
@@ -151,6 +152,27 @@ def packb(obj: Any, big_ints: bool = False) -> bytes:
 #: what a msgpack float whose exponent bits are all ones (a NaN or an infinity) starts
 #: with: where none is found, the payload holds no NaN (the check costs one scan in C)
 _MAYBE_NAN = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]|\xca[\x7f\xff][\x80-\xff]")
+#: payloads at least this long are scanned with numpy instead: a columnar batch or a
+#: snapshot chunk carries raw int64 bytes, where the regex's many false starts cost
+#: ~16 us a KB (16 KB: 255 us against 15 us), while a small frame is quicker by regex
+_SCAN_BY_ARRAY = 2048
+_SCAN_BLOCK = 1 << 18
+
+
+def maybe_nan(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` may hold a msgpack float whose exponent bits are all ones (NaN
+    or an infinity): ``_MAYBE_NAN``'s match, found the quicker way for the length."""
+    if len(data) < _SCAN_BY_ARRAY:
+        return _MAYBE_NAN.search(data) is not None
+    whole = np.frombuffer(data, dtype=np.uint8)
+    for start in range(0, len(whole), _SCAN_BLOCK):      # (bounded temporaries)
+        a = whole[start:start + _SCAN_BLOCK + 2]          # (3-byte windows across blocks)
+        lead, third = a[:-2], a[2:]
+        found = ((lead == 0xcb) & (third >= 0xf0)) | ((lead == 0xca) & (third >= 0x80))
+        found &= (a[1:-1] & 0x7f) == 0x7f
+        if found.any():
+            return True
+    return False
 
 
 def unpackb(data: bytes | bytearray | memoryview) -> Any:
@@ -160,7 +182,7 @@ def unpackb(data: bytes | bytearray | memoryview) -> Any:
         obj = msgpack.unpackb(data, raw=False, use_list=False, ext_hook=_ext_hook, strict_map_key=False)
     except Exception as exc:  # msgpack raises a zoo of types on garbage input
         raise DecodeError(f"undecodable payload: {exc}") from exc
-    if _MAYBE_NAN.search(data):
+    if maybe_nan(data):
         obj = canon_deep(obj)
     return obj
 
@@ -210,7 +232,6 @@ COLUMN_DTYPES = ("<i8", "<f8")
 def pack_columns(arrays) -> tuple[int, tuple]:
     """(n, ((dtype, bytes), ...)) for arrays of n values each; EncodeError if they are not
     1-D int64/float64 arrays of one length (at least one)."""
-    import numpy as np
     if not arrays:
         raise EncodeError("no columns")
     n = len(arrays[0])
@@ -236,7 +257,6 @@ def columns_ok(n: object, parts: object) -> bool:
 def unpack_columns(n: object, parts: object) -> list[tuple] | None:
     """The rows of ``pack_columns``'s output, as Python ints and floats; None if it is
     malformed."""
-    import numpy as np
     if not columns_ok(n, parts):
         return None
     checked = cast("tuple[tuple[str, bytes], ...]", parts)   # the shape columns_ok checked

@@ -19,11 +19,18 @@ from .helpers import DDL, VIEWS, Oracle, apply_model, check, new_db, ops
 
 # (shards, seed, DENSE_MIN): the last two run every batch through the dense form's
 # array path (ops/dense.py), which real batches take from 32 rows up
-CONFIGS = [(1, None, 32), (1, 3, 32), (4, None, 32), (4, 11, 32), (1, None, 1), (4, 11, 1)]
+# (the two marked slow run in the slow suite: the default one keeps one seeded and one
+# unseeded configuration per shard count and dense path)
+CONFIGS = [(1, None, 32), pytest.param(1, 3, 32, marks=pytest.mark.slow), (4, None, 32),
+           pytest.param(4, 11, 32, marks=pytest.mark.slow), (1, None, 1), (4, 11, 1)]
 
 
-@pytest.mark.parametrize("shards,seed,dense_min", CONFIGS,
-                         ids=[f"shards{s}-seed{d}-dense{m}" for s, d, m in CONFIGS])
+def _config_id(c) -> str:
+    s, d, m = c.values if hasattr(c, "values") else c
+    return f"shards{s}-seed{d}-dense{m}"
+
+
+@pytest.mark.parametrize("shards,seed,dense_min", CONFIGS, ids=[_config_id(c) for c in CONFIGS])
 @settings(max_examples=int(os.environ.get("NORIA_DIFF_EXAMPLES", "25")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=ops, second=ops, split=st.integers(0, len(VIEWS)))
 def test_views_match_duckdb(shards, seed, dense_min, first, second, split):

@@ -134,7 +134,7 @@ def test_float_sum_overflow_and_infinities():
 # ---------------------------------------------------------------- to_data / from_data
 # (how an aggregate's checkpoint crosses the network to the cluster's store)
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _values = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.floats(allow_nan=True),
@@ -144,6 +144,7 @@ _values = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.floats(allow_nan=
 @settings(max_examples=60, deadline=None)
 @given(kind=st.sampled_from(["count", "sum", "avg", "min", "max", "dsum", "dcount"]),
        updates=st.lists(st.tuples(_values, st.sampled_from([1, 1, 2, -1])), max_size=30))
+@example(kind="dsum", updates=[(float("nan"), 1)])    # (a NaN not the one object: found once)
 def test_data_round_trip_keeps_the_state(kind, updates):
     from noria_py.ops.accumulators import Avg, Count, Distinct, Max, Min, Sum, from_data
     from noria_py.storage.codec import packb, unpackb
@@ -151,6 +152,9 @@ def test_data_round_trip_keeps_the_state(kind, updates):
             "dsum": lambda: Distinct(Sum()), "dcount": lambda: Distinct(Count())}[kind]
     if kind in ("min", "max"):      # (comparable values only, as a column holds, and NaN)
         updates = [(v, s) for v, s in updates if isinstance(v, int) or v != v]
+    # inside the engine every NaN is the one object math.nan (noria_py/nan.py), which is
+    # what unpackb gives back; hypothesis makes NaNs of other objects and bit patterns
+    updates = [(math.nan if v != v else v, s) for v, s in updates]
     acc = make()
     for v, s in updates:
         acc.update(v, s)

@@ -1,5 +1,6 @@
-"""ops/holes.py: a partial operator's held keys; a batch's rows under holes dropped, by
-row or (int keys) by one indexing of a bool table kept up to date by add and remove."""
+"""ops/holes.py: a partial node's held keys and their slots; a batch's rows under holes
+dropped, by row or (int keys) by one indexing of the key -> slot map kept up to date by
+add and remove."""
 from __future__ import annotations
 
 from operator import itemgetter
@@ -51,17 +52,47 @@ def test_keep_drops_the_rows_of_holes(form):
     assert ms(h.keep(batch, (0,), itemgetter(0))) == {(5, 1): 1, (7, 5): 1, (5, 6): 1}
 
 
-def test_a_table_kept_up_to_date_by_add_and_remove():
+def test_the_map_is_kept_up_to_date_by_add_and_remove():
     h = Holes(Manager())
     batch = _columnar(list(range(100)), list(range(100)))
     h.add(10)
     assert [r[0] for r in h.keep(batch, (0,), itemgetter(0)).rows] == [10]
-    table = h._ints
-    assert isinstance(table, np.ndarray)
+    table = h._map
     h.add(20)
     h.remove(10)
-    assert h._ints is table                 # changed in place, not built again
+    assert h._map is table                  # changed in place, not built again
     assert [r[0] for r in h.keep(batch, (0,), itemgetter(0)).rows] == [20]
+
+
+def test_slots_are_dense_and_reused():
+    """Slots are handed out from 0 and a freed one is reused, so arrays indexed by slot
+    grow with the keys held, not with the key range; ``select`` gives each kept row's
+    slot, and ``keys_of`` maps slots back to keys."""
+    h = Holes(Manager())
+    assert [h.add(k) for k in (1_000_000, 5, 1 << 40, "a")] == [0, 1, 2, 3]
+    assert h.slot(5) == 1 and h.slot(6) == -1 and h.slot(-1) == -1
+    assert h.remove(5) == (1, 0) and h.remove(5) == (-1, 0)
+    assert h.add(7) == 1                    # the freed slot
+    assert len(h._key) < 1000 and len(h) == 4
+    kept, slots = h.select(_columnar([7, 1_000_000, 9, 1 << 40, 7], [0, 1, 2, 3, 4]),
+                           (0,), itemgetter(0))
+    assert [r[1] for r in kept.rows] == [0, 1, 3, 4]
+    assert slots.tolist() == [1, 0, 2, 1]
+    assert h.keys_of(slots).tolist() == [7, 1_000_000, 1 << 40, 7]
+    assert sorted(h.keys(), key=repr) == sorted([7, 1_000_000, 1 << 40, "a"], key=repr)
+    kept, at = h.select(Batch.inserts([("a", 1), ("b", 2), (7, 3)]), (0,), itemgetter(0))
+    assert at == [3, 1] and [r[1] for r in kept.rows] == [1, 3]
+
+
+def test_keys_are_found_as_a_dict_would_find_them():
+    h = Holes(Manager())
+    h.add(1.0)                              # held as the int
+    assert h.slot(1) == h.slot(True) == h.slot(np.int64(1)) == 0
+    assert 1 in h.filled and h.keys() == [1]
+    assert h.slot(1.5) == -1
+    nan = float("nan")
+    h.add(nan)
+    assert h.slot(nan) == 1
 
 
 def test_non_int_keys_and_keys_held_as_tuples():
@@ -84,7 +115,7 @@ def test_bytes_are_given_back_to_the_manager():
     h.measure(2, 50)
     h.measure(3, 70)                        # not held: not accounted
     assert m.total == 150
-    assert h.remove(1) == 100
+    assert h.remove(1) == (0, 100)
     m.total -= 100
     h.clear()
     assert m.total == 0 and len(h) == 0

@@ -400,3 +400,18 @@ def test_a_right_row_removed_before_it_arrived_matches_nothing(kind):
         assert ms(out) == ({} if kind == "inner" else {(1, "a", None, None): 1})
         out = j.process(R, ins((1, "x")))       # it arrives: nothing held, nothing to match
         assert ms(j.snapshot()) == ({} if kind == "inner" else {(1, "a", None, None): 1})
+
+
+def test_a_negative_key_in_a_big_batch_matches_no_row_of_a_dense_side():
+    """The side a columnar batch with a negative key arrives at leaves the dense form;
+    the other side, still in arrays, must find no row for that key (a negative index
+    would wrap around to the end of its arrays)."""
+    import numpy as np
+    j = Join("inner", (0,), (0,), 2, 2)
+    j.process(L, ins((10, "a")))
+    j.process(L, ins((1021, "b")))          # arrays of 1024: -3 would read entry 1021
+    assert j.sides[L].form == "dense"
+    batch = Batch.columnar([np.full(40, -3), np.arange(40)], np.ones(40, dtype=np.int64))
+    assert not j.process(R, batch)
+    assert [s.form for s in j.sides] == ["dense", "general"]
+    assert ms(j.process(L, ins((-3, "c")))) == {(-3, "c", -3, i): 1 for i in range(40)}

@@ -176,3 +176,34 @@ def test_keyed_counts_in_an_array_match_a_dict(batches):
     if fast.form == "dense":
         keys, counts = fast.positive()
         assert dict(zip(keys.tolist(), counts.tolist())) == {k: n for k, n in want.items() if n > 0}
+
+
+def test_a_state_kept_by_slot():
+    """``KeyedState(..., slots=True)`` (a partial node's): rows applied under the slots
+    the caller gives, kept whole (the key column included), read and dropped by slot,
+    in arrays while each slot holds one row and in a dict afterwards; ``layout`` moves
+    when a key's bytes may have changed without a write to it."""
+    import numpy as np
+
+    from noria_py.batch import Batch
+    from noria_py.ops.state import KeyedState
+
+    s = KeyedState(2, (0,), slots=True)
+    batch = Batch.inserts([(1000 + i, f"v{i}") for i in range(40)])
+    keys, batch = s.prepare_slots(np.arange(40), batch)
+    assert isinstance(keys, np.ndarray) and batch.cols is not None
+    s.apply(keys, batch)
+    assert s.form == "dense" and s.get(3) == (1003, "v3") and len(s.dense.present) < 1000
+    layout = s.layout()
+    s.apply(*s.prepare_slots([40], Batch.inserts([(2000, "w")])))
+    assert s.layout() == layout             # (the same types: no key's bytes moved)
+    one = s.entry_bytes(3)
+    assert one > 17 and s.entry_bytes(99) == 0
+    s.drop(3)
+    assert s.get(3) is None and len(s) == 40
+    s.apply(*s.prepare_slots([4], Batch.inserts([(1004, "again")])))   # a second row
+    assert s.form == "general" and s.layout() != layout
+    assert sorted(s.get(4)) == [(1004, "again"), (1004, "v4")]
+    assert s.entry_bytes(4) > one
+    s.drop(4)
+    assert s.get(4) is None and len(s) == 39

@@ -3,8 +3,6 @@ upgraded when the server has a certificate, ``N`` when it has none; a login and
 queries work over it, SCRAM included."""
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,22 +11,8 @@ import pytest
 import noria_py
 from noria_py.errors import ArgumentError
 from noria_py.pg import PgServer
-from tests import needs
 
 psycopg = pytest.importorskip("psycopg")
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """A self-signed certificate for localhost and its key (made with openssl)."""
-    if shutil.which("openssl") is None:
-        needs.missing("openssl is not installed (it makes the tests' certificate)")
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    return str(cert), str(key)
 
 
 def _dsn(server: PgServer, **extra: str) -> str:

@@ -9,6 +9,7 @@ back and the bases replay from the epoch's positions, an epoch completes only wh
 every node has snapshotted it."""
 from __future__ import annotations
 
+import collections
 import random
 
 import pytest
@@ -104,12 +105,17 @@ def test_concurrent_failures_match_duckdb(regime, seed, shards, order):
     assert {r.strategy for r in reports} == {regime}
 
 
-CONFIGS = [(1, None, "coordinated"), (1, 5, "coordinated"), (4, None, "coordinated"),
-           (4, 9, "coordinated"), (1, 2, "lineage"), (4, 6, "lineage")]
+CONFIGS = [(1, None, "coordinated"), pytest.param(1, 5, "coordinated", marks=pytest.mark.slow),
+           (4, None, "coordinated"), pytest.param(4, 9, "coordinated", marks=pytest.mark.slow),
+           (1, 2, "lineage"), (4, 6, "lineage")]
 
 
-@pytest.mark.parametrize("shards,seed,regime", CONFIGS,
-                         ids=[f"shards{s}-seed{d}-{k}" for s, d, k in CONFIGS])
+def _config_id(c) -> str:
+    s, d, k = c.values if hasattr(c, "values") else c
+    return f"shards{s}-seed{d}-{k}"
+
+
+@pytest.mark.parametrize("shards,seed,regime", CONFIGS, ids=[_config_id(c) for c in CONFIGS])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(early=ops, before=ops, during=ops, after=ops, pick=st.integers(0, 10_000),
        data=st.data(), flush=st.booleans(), late_views=st.booleans(),
@@ -160,18 +166,31 @@ def _join_db(seed: int | None, every: int = 1):
     db.execute("CREATE TABLE u (a INT, c INT)")
     db.execute("CREATE VIEW v AS SELECT t.a, COUNT(*) AS n FROM t JOIN u ON t.a = u.a "
                "GROUP BY t.a")
+    _WRITTEN[id(db)] = {"t": [], "u": []}       # (a new database may reuse a dead one's id)
     return db
 
 
+#: the rows ``_write_both`` wrote, per database (by id): what ``_want`` computes from.
+#: (Not a SELECT through the engine: an ad-hoc query of the view's own SQL reuses the
+#: view's nodes, so it would agree with the view whatever the view held.)
+_WRITTEN: dict[int, dict[str, list[tuple]]] = {}
+
+
 def _want(db) -> list[tuple]:
-    return sorted(db.execute("SELECT t.a, COUNT(*) FROM t JOIN u ON t.a = u.a "
-                             "GROUP BY t.a").fetchall())
+    """The view ``v`` (COUNT of t JOIN u per a) computed in Python from the rows written."""
+    rows = _WRITTEN.get(id(db), {"t": [], "u": []})
+    t = collections.Counter(a for a, _ in rows["t"])
+    u = collections.Counter(a for a, _ in rows["u"])
+    return sorted((a, t[a] * u[a]) for a in t if u[a])
 
 
 def _write_both(db, rng: random.Random, n: int, start: int = 0) -> None:
+    written = _WRITTEN.setdefault(id(db), {"t": [], "u": []})
     for i in range(start, start + n):
-        db.table("t").insert([(rng.randrange(5), i)])
-        db.table("u").insert([(rng.randrange(5), i)])
+        for name in ("t", "u"):
+            row = (rng.randrange(5), i)
+            db.table(name).insert([row])
+            written[name].append(row)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -229,8 +248,7 @@ def test_a_view_created_while_a_node_is_down_is_rebuilt():
     _write_both(db, random.Random(1), 5, 10)
     db.wait()
     assert sorted(db.view("v").all()) == _want(db)
-    assert sorted(db.view("w").all()) == sorted(
-        db.execute("SELECT a, b FROM t WHERE a > 1").fetchall())
+    assert sorted(db.view("w").all()) == sorted(r for r in _WRITTEN[id(db)]["t"] if r[0] > 1)
 
 
 def test_barrier_seconds():

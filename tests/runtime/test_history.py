@@ -134,7 +134,7 @@ def test_memory_stays_flat_over_millions_of_row_writes():
     import json
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-m", "noria_tools.memory", "churn", "3000000", "1"],
+    out = subprocess.run([sys.executable, "-m", "noria_tools.memorybench", "churn", "3000000", "1"],
                          capture_output=True, text=True, check=True, timeout=600)
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["mb_per_million"] <= 8, r

@@ -179,7 +179,7 @@ def _kill_a_writer(d: str, seed: int, shards: int, after: float) -> None:
         p.wait()
 
 
-@pytest.mark.parametrize("shards", [1, 3])
+@pytest.mark.parametrize("shards", [pytest.param(1, marks=pytest.mark.slow), 3])
 def test_reopen_after_a_writer_is_sigkilled_at_random_points(tmp_path, shards):
     """The writer logs, cuts and reopens; it is killed at random instants (in the middle
     of a write, of a cut, of a reopen), then the database is opened and every view is

@@ -62,6 +62,7 @@ spark.stop()
 '''
 
 
+@pytest.mark.slow           # (45 s: two Spark sessions in a fresh process)
 @pytest.mark.spark
 def test_a_users_own_session_outside_the_virtual_environment(tmp_path: Path) -> None:
     """A script that starts its own SparkSession with the virtual environment not

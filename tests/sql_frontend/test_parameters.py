@@ -57,3 +57,21 @@ def test_each_parameter_takes_its_type_from_its_context(sql: str, want: list) ->
 ])
 def test_postgres_null_order_is_written_out(sql: str, want: str) -> None:
     assert postgres_order(sql) == want
+
+
+@pytest.mark.parametrize("sql, slots", [
+    ("INSERT INTO t (id, s) VALUES ($1::BIGINT, $2::VARCHAR)", ((0, 0), (0, 2))),
+    ("INSERT INTO t (id, f) VALUES (CAST($1 AS INTEGER), $2::DOUBLE PRECISION)",
+     ((0, 0), (0, 1))),
+    ("INSERT INTO t (id) VALUES ($1), ($2::INT)", ((0, 0), (1, 0))),
+    ("INSERT INTO t (id, f) VALUES ($1, $2::INT)", None),     # (a cast that converts)
+    ("INSERT INTO t (id) VALUES ($1::FLOAT)", None),
+    ("INSERT INTO t (id) VALUES ($1 + 1)", None),
+])
+def test_an_insert_of_parameters_cast_to_their_columns_types_is_a_template(sql, slots):
+    """SQLAlchemy writes ``$1::BIGINT``: a cast to the column's own type changes nothing,
+    so such an insert binds its values as a plain ``$1`` does (no parse per row); a
+    cast to another type is the parse's to apply."""
+    from sql_frontend import insert_template
+    t = insert_template(positional(sql)[0], CATALOG)
+    assert (t.slots if t is not None else None) == slots

@@ -160,3 +160,34 @@ def test_big_ints_travel_only_where_asked(value):
     if not -(2**63) <= value <= 2**64 - 1:
         with pytest.raises(codec.EncodeError, match="outside msgpack's range"):
             codec.packb(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 6000), st.integers(0, 6000),
+       st.sampled_from([b"\xcb\x7f\xf0", b"\xcb\xff\xff", b"\xca\x7f\x80", b"\xca\xff\xc0",
+                        b"\xcb\x7f\xef", b"\xca\x7e\x80", b"\xcb\xfe\xf8", b""]))
+def test_the_nan_scan_finds_what_the_pattern_finds(seed, size, at, planted):
+    """``maybe_nan`` scans a long payload with numpy, a short one with the regular
+    expression: the same answer either way, at every length around the switch (random
+    bytes, with 0xca/0xcb leads here and there, and a planted near-miss or match)."""
+    import numpy as np
+
+    from noria_py.storage.codec import _MAYBE_NAN, maybe_nan
+    data = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
+    data = data.replace(b"\xcb\x7f", b"\xcb\x00").replace(b"\xcb\xff", b"\xcb\x00") \
+        .replace(b"\xca\x7f", b"\xca\x00").replace(b"\xca\xff", b"\xca\x00")
+    data = data[:at] + planted + data[at:]
+    for cut in (len(data), 2047, 2048, 2049, 3):
+        part = data[:cut]
+        assert maybe_nan(part) == (_MAYBE_NAN.search(part) is not None), (cut, planted)
+        assert maybe_nan(memoryview(part)) == maybe_nan(bytearray(part))
+
+
+def test_the_nan_scan_looks_across_its_blocks():
+    from noria_py.storage import codec
+    block = codec._SCAN_BLOCK
+    for at in (block - 3, block - 2, block - 1, block, 2 * block - 1):
+        data = bytearray(2 * block + 10)
+        data[at:at + 3] = b"\xcb\x7f\xf8"
+        assert codec.maybe_nan(bytes(data)), at
+    assert not codec.maybe_nan(bytes(2 * block + 10))

@@ -9,18 +9,83 @@ from noria_tools import regimesbench
 
 def test_bench_regimes_prints_a_row_per_regime(capsys):
     assert regimesbench.main(["--articles", "300", "--votes", "6000", "--batch", "500",
-                              "--rounds", "1", "--down", "300", "--barrier-every", "3"]) == 0
+                              "--rounds", "1", "--down", "300", "--barrier-every", "3",
+                              "--steady-rounds", "1",
+                              "--scenarios", "steady,single,concurrent"]) == 0
     out = capsys.readouterr().out
     main, _, protocol = out.partition("\n\n")      # the uncoordinated regimes' own table after
     for table, regimes in [(main, list(regimesbench.BUILT)), (protocol, ["uncoordinated", "cic"])]:
         rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
         assert [r.split("|")[1].strip() for r in rows] == ["regime", *regimes]
         assert all(len(r.split("|")) == len(rows[0].split("|")) for r in rows)
+    assert "causal: " in out and "determinant bytes piggybacked per message" in out
+
+
+def test_bench_regimes_runs_the_causal_standby(capsys):
+    assert regimesbench.main(["--articles", "300", "--votes", "6000", "--batch", "500",
+                              "--rounds", "1", "--down", "300", "--steady-rounds", "1",
+                              "--regimes", "causal-standby", "--scenarios", "steady,single"]) == 0
+    out = capsys.readouterr().out
+    assert "| causal-standby |" in out and "causal with standby, single: restoring" in out
+
+
+@pytest.mark.slow
+def test_bench_regimes_on_nexmark_with_frequent_failures_and_plots(capsys, tmp_path):
+    """Every scenario on the NEXMark-shaped workload: the views are checked against
+    DuckDB after each failure (``failure`` and ``frequent`` assert), and both plots are
+    written."""
+    pattern = str(tmp_path / "regimes-*.png")
+    assert regimesbench.main(["--workload", "nexmark", "--votes", "1500", "--batch", "250",
+                              "--regimes", "treeclock,lineage", "--rounds", "1",
+                              "--steady-rounds", "1", "--down", "100",
+                              "--scenarios", "steady,single,concurrent,frequent",
+                              "--frequent-seconds", "1", "--every", "0.4",
+                              "--plot", pattern]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r.split("|")[1].strip() for r in rows] == ["regime", "treeclock", "lineage"]
+    assert "events/s" in rows[0] and "frequent: failures" in rows[0]
+    for r in rows[1:]:
+        failures = int(r.split("|")[-4].split(",")[0])
+        assert failures >= 1
+    assert (tmp_path / "regimes-recovery.png").stat().st_size > 1000
+    assert (tmp_path / "regimes-frequent.png").stat().st_size > 1000
+
+
+def test_frequent_failures_recover_every_time_and_the_plots_are_drawn(tmp_path):
+    """The frequent scenario on a small vote database: a shard fails every 0.2 s, each
+    is recovered, the views are right at the end (``frequent`` checks them); then both
+    plots from its result."""
+    bed, res = regimesbench.steady("treeclock", 200, 4000, 500, 2, None)
+    res.frequent = regimesbench.frequent(bed, 0.8, 0.2, 100)
+    bed.db.close()
+    assert res.frequent.failures >= 2 and len(res.frequent.failed_at) == res.frequent.failures
+    assert res.frequent.series and res.frequent.recovery_s > 0
+    res.failures["single"] = (0.02, 1, 3)
+    written = regimesbench.plot([res], ["steady", "single", "frequent"],
+                                str(tmp_path / "r-*.png"), "test")
+    assert [p.rsplit("/", 1)[1] for p in written] == ["r-recovery.png", "r-frequent.png"]
+
+
+def test_the_nexmark_check_finds_a_wrong_view():
+    import noria_py
+    from noria_tools import nexmark
+    db = noria_py.connect()
+    nexmark.setup(db)
+    bed = nexmark.bed(db, 2000, 500)
+    bed.check()
+    bed.bids[-1] = bed.bids[-1][:-1]     # a bid written but not remembered
+    with pytest.raises(AssertionError, match="view "):
+        bed.check()
+    db.close()
 
 
 def test_bench_regimes_refuses_what_it_does_not_run(capsys):
     with pytest.raises(SystemExit):
-        regimesbench.main(["--scenarios", "frequent"])
-    assert "not built yet" in capsys.readouterr().err
-    assert regimesbench.main(["--regimes", "causal", "--votes", "1000"]) == 2
+        regimesbench.main(["--scenarios", "sometimes"])
+    assert "unknown scenario" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        regimesbench.main(["--plot", "no-star.png"])
+    assert "with a *" in capsys.readouterr().err
+    assert regimesbench.main(["--regimes", "falkirk", "--votes", "1000"]) == 2
     assert "not built yet" in capsys.readouterr().out

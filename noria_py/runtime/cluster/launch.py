@@ -32,7 +32,8 @@ class Cluster:
             self.close()
             raise RuntimeError(f"serve did not start: {line!r} (log: {log})")
         self.host, self.port = m.group(1), int(m.group(2))
-        self.url = f"noria://{self.host}:{self.port}"
+        told = re.search(r'connect\("([^"]+)"\)', line)     # (with ?tls=CA file under TLS)
+        self.url = told.group(1) if told else f"noria://{self.host}:{self.port}"
 
     def worker_pids(self, db: RemoteDatabase) -> list[int]:
         """The pids of the workers hosting nodes (not the warm spare)."""

@@ -8,7 +8,8 @@ controller over TCP, proves the token, and from then on every frame travels on t
 connection. Ray only places, starts and supervises the processes; no data goes through
 Ray, whose actor calls cost milliseconds, too slow for messages. The token and the
 controller's address reach an actor in its runtime environment's variables, not as
-call arguments, so nothing of ours is pickled on the way.
+call arguments, so nothing of ours is pickled on the way; so do the names of the TLS
+files with ``--tls-cert`` (``Launcher.env``, for subprocesses too: ``tls.Files``).
 
 What the controller gets from a launcher (``Launcher``):
 
@@ -39,6 +40,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ...errors import ArgumentError, ConnectError
+from ...tls import Files as TlsFiles
 
 log = logging.getLogger("noria_py.cluster")
 
@@ -55,6 +57,9 @@ class Launched(Protocol):
 
 
 class Launcher(Protocol):
+    #: more environment for the workers it starts (file names, e.g. ``tls.Files.env``)
+    env: dict[str, str]
+
     def start(self, n: int, join: tuple[str, int], token: str | None) -> None: ...
 
     def find(self, pid: int) -> Launched | None: ...
@@ -70,9 +75,10 @@ class ProcessLauncher:
         #: where the workers serve client reads (``reads.py``; None: where they reach
         #: the controller from)
         self.read_host = read_host
+        self.env: dict[str, str] = {}
 
     def start(self, n: int, join: tuple[str, int], token: str | None) -> None:
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         if token:                   # (in the environment: a command line shows in ps)
             env["NORIA_TOKEN"] = token
         where = [] if self.read_host is None else ["--read-host", self.read_host]
@@ -103,7 +109,8 @@ class _RayWorker:
         """The worker, until its connection to the controller ends."""
         from .worker import serve_worker
         host, _, port = os.environ["NORIA_JOIN"].rpartition(":")
-        serve_worker(host, int(port), os.environ["NORIA_TOKEN"], None)
+        serve_worker(host, int(port), os.environ["NORIA_TOKEN"], None,
+                     tls=TlsFiles.from_env())
 
 
 class RayActor:
@@ -153,6 +160,7 @@ class RayLauncher:
             raise ArgumentError(f"CPUs per worker must be at least 0, got {cpus}")
         self.cpus = cpus
         self.on_death = on_death
+        self.env: dict[str, str] = {}
         self.started_ray = not ray.is_initialized() and address is None
         kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False,
                                       configure_logging=False)
@@ -173,7 +181,7 @@ class RayLauncher:
         self._watcher.start()
 
     def start(self, n: int, join: tuple[str, int], token: str | None) -> None:
-        env = {"NORIA_JOIN": f"{join[0]}:{join[1]}", "NORIA_TOKEN": token or ""}
+        env = {**self.env, "NORIA_JOIN": f"{join[0]}:{join[1]}", "NORIA_TOKEN": token or ""}
         for _ in range(n):
             actor: Any = self._cls.options(num_cpus=self.cpus, max_restarts=0,
                                       scheduling_strategy="SPREAD",

@@ -37,11 +37,13 @@ from __future__ import annotations
 import collections
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import Error, OperationalError
+from ...tls import accept as tls_accept
 from . import wire
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,9 +156,11 @@ class ReadServer:
     """The worker's port for client reads: one thread per connection."""
 
     def __init__(self, reads: Reads, host: str, port: int, token: str | None,
-                 max_connections: int = MAX_READ_CONNECTIONS) -> None:
+                 max_connections: int = MAX_READ_CONNECTIONS,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.reads = reads
         self.token = token
+        self.tls = tls                      # (the cluster's TLS: every connection's)
         self.admission = wire.Admission(max_connections, log, kind="read ")
         self.sock = socket.create_server((host, port))
         self.address: tuple[str, int] = cast("tuple[str, int]", self.sock.getsockname()[:2])
@@ -173,6 +177,15 @@ class ReadServer:
                                  name="read").start()
 
     def _connection(self, sock: socket.socket) -> None:
+        if self.tls is not None:
+            peer = wire.peer_name(sock)
+            try:
+                sock = tls_accept(sock, self.tls, wire.HANDSHAKE_TIMEOUT)
+            except OSError as e:
+                log.warning("refused read connection from %s: TLS handshake failed: %s",
+                            peer, e)
+                self.admission.release()
+                return
         conn = wire.Connection(sock)
         try:
             wire.server_handshake(conn, self.token, role_expected="client")

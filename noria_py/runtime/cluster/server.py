@@ -38,15 +38,19 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import sql_frontend
 from sql_frontend import plan as lp
 from sql_frontend import wire as plan_wire
 
 from ... import regimes
-from ...client import Database
+from ...client import Database, Prepared
 from ...errors import ArgumentError, Error, RecoveryError, RequestError, SubscriptionError
 from ...graph import Graph
+from ...tls import Files as TlsFiles
+from ...tls import accept as tls_accept
+from ...tls import server_context as tls_server_context
 from . import tokens, wire
 from .controller import ClusterRuntime
 from .errors import WorkerLost
@@ -76,7 +80,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
-    "placement": (_NAME,),
+    "placement": (_NAME,), "regime": (), "prepare_read": (_NAME,), "unprepare": ((int,),),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -122,14 +126,19 @@ class Server:
                  strategy: str = "treeclock", spawn: bool = True,
                  checkpoints: bool = True, max_connections: int = MAX_CONNECTIONS,
                  idle_timeout: float | None = IDLE_TIMEOUT, regime: str = "treeclock",
-                 ray: str | None = None, ray_cpus: float = 1.0) -> None:
+                 ray: str | None = None, ray_cpus: float = 1.0,
+                 tls: tuple[str, str] | None = None, tls_ca: str | None = None) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         the others are refused (coordinated, uncoordinated and cic are built for the
         embedded engine only).
         ``ray``: run the workers as Ray actors (``placement.py``): ``"local"`` starts a
         Ray instance for this server's lifetime, anything else is a running Ray
-        cluster's address (``"auto"``: the one this machine belongs to)."""
+        cluster's address (``"auto"``: the one this machine belongs to).
+        ``tls``: (certificate file, key file) that every port of the cluster (this one,
+        the workers' read ports) serves TLS with, and nothing else (``noria_py/tls.py``);
+        ``tls_ca``: what the workers verify this server's certificate with (default: the
+        certificate itself, right for a self-signed one)."""
         regimes.check(regime, cluster=True)
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
@@ -141,6 +150,8 @@ class Server:
             raise ArgumentError(f"a cluster needs at least one worker, got {workers}")
         if max_connections < 1:
             raise ArgumentError(f"max_connections must be at least 1, got {max_connections}")
+        self.tls_files = None if tls is None else TlsFiles(*tls, tls_ca or tls[0])
+        self.tls = None if tls is None else tls_server_context(*tls)   # (bad files: refused now)
         self.stopped = threading.Event()
         self.ready = threading.Event()      # set once the database is open
         self.sock = socket.create_server((host, port), reuse_port=False)
@@ -168,6 +179,8 @@ class Server:
         self.runtime.address = (join_host, self.address[1])
         if ray is None:                      # workers serve client reads where we do
             self.runtime.launcher = ProcessLauncher(read_host=host)
+        if self.tls_files is not None:
+            self.runtime.launcher.env = self.tls_files.env()
         self.runtime.token = token
         self.lock = threading.RLock()
         self.runtime.control = self.lock
@@ -198,6 +211,13 @@ class Server:
             self.admission.release()
 
     def _serve_connection(self, sock: socket.socket) -> None:
+        if self.tls is not None:
+            peer = wire.peer_name(sock)
+            try:
+                sock = tls_accept(sock, self.tls, wire.HANDSHAKE_TIMEOUT)
+            except OSError as e:
+                log.warning("refused connection from %s: TLS handshake failed: %s", peer, e)
+                return
         conn = wire.Connection(sock)
         try:
             hello = wire.server_handshake(conn, self.token)
@@ -223,6 +243,7 @@ class Server:
 
     def _session(self, conn: wire.Connection) -> None:
         conn.sock.settimeout(self.idle_timeout)
+        prepared: dict[int, Prepared] = {}      # this connection's prepared reads (pinned)
         try:
             while True:
                 try:
@@ -240,7 +261,13 @@ class Server:
                     if method == "subscribe":
                         self._stream(conn, rid, *args)
                         return                  # the connection was the subscription's
-                    result = getattr(self, "m_" + method)(*args)
+                    if method == "prepare_read":
+                        result = self._prepare_read(args[0], rid, prepared)
+                    elif method == "unprepare":
+                        self._unprepare(prepared.pop(args[0], None))
+                        result = None
+                    else:
+                        result = getattr(self, "m_" + method)(*args)
                 except Error as e:
                     conn.send(["error", rid, type(e).__name__, str(e)])
                 except Exception as e:      # a bug: say so, keep serving
@@ -254,6 +281,38 @@ class Server:
             log.warning("closed connection from %s: %s", conn.peer, e)
         finally:
             conn.close()
+            for p in prepared.values():
+                self._unprepare(p)
+
+    def _prepare_read(self, sql: str, rid: int,
+                      prepared: dict[int, Prepared]) -> list[Any] | None:
+        """``["call", id, "prepare_read", [sql]]``: for a SELECT that ``Database.prepare``
+        answers by a lookup in one view (``Prepared.lookup_view``), ``[handle, view,
+        columns, types, key arity]``, the view pinned until ``unprepare`` of the handle
+        or the connection's end, so that the client reads it at the readers' workers;
+        otherwise None (the client runs the statement here each time)."""
+        for attempt in range(10):
+            lock = self._settled()
+            try:
+                p = self.db.prepare(sql)
+                view = p.lookup_view()
+                if view is None:
+                    p.close()
+                    return None
+                prepared[rid] = p
+                return [rid, view.name, view.columns, [t.value for t in view.types],
+                        view.key_arity]
+            except WorkerLost:              # (a catalog change undone: as m_execute)
+                if attempt == 9:
+                    raise
+            finally:
+                lock.release()
+        return None
+
+    def _unprepare(self, p: Prepared | None) -> None:
+        if p is not None:
+            with self.lock:
+                p.close()
 
     def _stream(self, conn: wire.Connection, rid: int, view: str, key: Sequence[Any] | None,
                  buffer: int | None) -> None:
@@ -463,6 +522,9 @@ class Server:
     def m_recoveries(self) -> list[dict[str, Any]]:
         return [report_data(r) for r in self.db.recoveries()]
 
+    def m_regime(self) -> str:
+        return self.db.regime
+
     # ------------------------------------------------------------ running
 
     def serve_forever(self) -> None:
@@ -520,8 +582,19 @@ def main(argv: list[str] | None = None) -> int:
                         "without ADDRESS, on a Ray instance started for this server")
     p.add_argument("--ray-cpus", dest="ray_cpus", type=float, default=1.0,
                    help="CPUs each worker actor asks Ray for (default 1)")
+    p.add_argument("--tls-cert", default=None,
+                   help="serve TLS, and only TLS, on every port of the cluster with this PEM "
+                        "certificate (clients: connect(url, tls=CA file))")
+    p.add_argument("--tls-key", default=None, help="the PEM key file of --tls-cert")
+    p.add_argument("--tls-ca", default=None,
+                   help="the CA file the workers verify this server's certificate with "
+                        "(default: --tls-cert itself, right for a self-signed one)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        p.error("--tls-cert and --tls-key go together")
+    if args.tls_ca is not None and args.tls_cert is None:
+        p.error("--tls-ca needs --tls-cert and --tls-key")
     if any(a == "--token" or a.startswith("--token=") for a in (argv or sys.argv[1:])):
         print("noria-py serve: warning: a --token on the command line is visible to other "
               "users (ps); prefer $NORIA_TOKEN", file=sys.stderr)
@@ -533,22 +606,27 @@ def main(argv: list[str] | None = None) -> int:
                         args.recovery, checkpoints=not args.no_checkpoints,
                         max_connections=args.max_connections,
                         idle_timeout=args.idle_timeout or None, regime=args.regime,
-                        ray=args.ray, ray_cpus=args.ray_cpus)
+                        ray=args.ray, ray_cpus=args.ray_cpus,
+                        tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
+                        tls_ca=args.tls_ca)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1
     host, port = server.address
     where = (f"; token in {server.token_file} (found there by local clients)"
              if server.token_file else "")
+    url = f"noria://{host}:{port}"
+    if server.tls_files is not None:      # (the CA file, in the URL: noria-py pg --server)
+        url += "?tls=" + quote(os.path.abspath(server.tls_files.ca))
     print(f"noria-py serve: listening on {host}:{port} with {args.workers} worker(s); "
-          f"connect with noria_py.connect(\"noria://{host}:{port}\"){where}", flush=True)
+          f"connect with noria_py.connect(\"{url}\"){where}", flush=True)
     faulthandler.register(signal.SIGUSR1)      # kill -USR1 PID: every thread's stack, to the log
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: server.stopped.set())
     pg = None
     if args.pg_port is not None:
         pg = subprocess.Popen([sys.executable, "-m", "noria_py.pg.server", "--host", args.host,
-                               "--port", str(args.pg_port), "--server", f"noria://{host}:{port}"],
+                               "--port", str(args.pg_port), "--server", url],
                               env={**os.environ, "NORIA_TOKEN": server.token})
         print(f"noria-py serve: PostgreSQL clients on {args.host}:{args.pg_port} "
               f"(psql -h {args.host} -p {args.pg_port})", flush=True)

@@ -63,7 +63,7 @@ class AuthError(ProtocolError):
     """The peer could not prove it knows the shared token (or did not accept ours)."""
 
 
-def _peer_name(sock: socket.socket) -> str:
+def peer_name(sock: socket.socket) -> str:
     try:
         addr = sock.getpeername()
     except OSError:
@@ -90,7 +90,7 @@ class Connection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
         self.max_frame = max_frame
-        self.peer = _peer_name(sock)
+        self.peer = peer_name(sock)
         self._send_lock = threading.Lock()
         self._buf = bytearray(_BUFFER)
         self._view = memoryview(self._buf)

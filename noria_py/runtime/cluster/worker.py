@@ -50,6 +50,10 @@ from ...batch import Batch
 from ...errors import Error
 from ...graph import Graph, Node
 from ...planner import Planner
+from ...tls import Files as TlsFiles
+from ...tls import client_context as tls_client_context
+from ...tls import connect as tls_connect
+from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
 from ..checkpoints import Entries, InputDelta
 from ..domain import Domain, graph_clocks
@@ -463,17 +467,23 @@ WILDCARD = ("0.0.0.0", "::", "")
 
 
 def serve_worker(host: str, port: int, token: str | None, name: str | None = None,
-                 read_host: str | None = None, read_port: int = 0) -> None:
+                 read_host: str | None = None, read_port: int = 0,
+                 tls: TlsFiles | None = None) -> None:
     """Join the controller at host:port and work until it says stop or goes away.
     Clients read this worker's readers at ``read_host``:``read_port`` (default: the
-    address this worker reaches the controller from, and a free port)."""
+    address this worker reaches the controller from, and a free port). With ``tls``,
+    the controller's certificate is verified against ``tls.ca`` and the read port
+    serves TLS only, with ``tls.cert`` and ``tls.key``."""
     warm_up()                  # join warm: a spare may be needed the moment it joins
+    read_tls = None if tls is None else tls_server_context(tls.cert, tls.key)
     sock = socket.create_connection((host, port))
-    conn = wire.Connection(sock)
     if read_host is None:
         read_host = sock.getsockname()[0]
+    if tls is not None:
+        sock = tls_connect(sock, tls_client_context(tls.ca), host)
+    conn = wire.Connection(sock)
     state = Reads({})                   # (the worker's domains, once it has any)
-    reads = ReadServer(state, read_host, read_port, token)
+    reads = ReadServer(state, read_host, read_port, token, tls=read_tls)
     advertised = "" if read_host in WILDCARD else reads.address[0]
     try:
         wire.client_handshake(conn, token, {"role": "worker", "name": name, "pid": os.getpid(),
@@ -504,14 +514,27 @@ def main(argv: list[str] | None = None) -> int:
                     help="address clients read this worker's views at (default: the one "
                          "it reaches the controller from)")
     ap.add_argument("--read-port", type=int, default=0, help="default: a free port")
+    ap.add_argument("--tls-cert", default=os.environ.get("NORIA_TLS_CERT"),
+                    help="a cluster served with TLS: the certificate this worker's read port "
+                         "serves (default $NORIA_TLS_CERT)")
+    ap.add_argument("--tls-key", default=os.environ.get("NORIA_TLS_KEY"),
+                    help="its key (default $NORIA_TLS_KEY)")
+    ap.add_argument("--tls-ca", default=os.environ.get("NORIA_TLS_CA"),
+                    help="the CA file the controller's certificate is verified with "
+                         "(default $NORIA_TLS_CA, else --tls-cert)")
     args = ap.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        ap.error("--tls-cert and --tls-key go together")
+    tls = (None if args.tls_cert is None
+           else TlsFiles(args.tls_cert, args.tls_key, args.tls_ca or args.tls_cert))
     host, _, port = args.join.rpartition(":")
     logging.basicConfig(level=logging.WARNING, format="worker %(process)d: %(message)s")
     faulthandler.register(signal.SIGUSR1)      # kill -USR1 PID: its stacks, to stderr
     try:
         host = host or "127.0.0.1"
         token = os.environ.get("NORIA_TOKEN") or tokens.read_token(host, int(port))
-        serve_worker(host, int(port), token, args.name, args.read_host, args.read_port)
+        serve_worker(host, int(port), token, args.name, args.read_host, args.read_port,
+                     tls=tls)
     except (OSError, Error) as e:
         print(f"noria-py worker: {e}", file=sys.stderr)
         return 1

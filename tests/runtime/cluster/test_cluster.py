@@ -734,6 +734,7 @@ def test_a_cluster_in_the_lineage_regime_rebuilds_a_lost_worker():
     worker's nodes come back by lineage, right."""
     with Cluster(workers=2, shards=2, extra=("--regime", "lineage")) as cluster:
         db = noria_py.connect(cluster.url)
+        assert db.regime == "lineage"                  # (as Database.regime says it)
         db.execute("CREATE TABLE t (a INT, b INT)")
         db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
         db.table("t").insert([(i % 5, i) for i in range(100)])

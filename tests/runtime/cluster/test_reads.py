@@ -254,6 +254,51 @@ def test_key_errors_as_through_the_controller(cluster):
         one.lookup_many([1, 2])
 
 
+def test_a_prepared_keyed_select_is_read_at_the_workers(cluster):
+    """``db.prepare`` of a SELECT whose ``?`` are lookup keys reads the view at the
+    readers' workers (no request to the controller per run), answers as ``execute``
+    does, and comes back after its ad-hoc view is dropped."""
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE pr (a INT, b INT, c TEXT)")
+    db.table("pr").insert([(i % 7, i, f"c{i % 3}") for i in range(200)])
+    db.execute("CREATE VIEW pr_named AS SELECT a, COUNT(*) AS n FROM pr WHERE a = ? GROUP BY a")
+    db.wait()
+    adhoc = "SELECT b, c FROM pr WHERE a = ? AND c = ?"
+    named = db.prepare("SELECT * FROM pr_named WHERE a = ?")
+    st = db.prepare(adhoc)
+    assert st.columns == ["b", "c"] and named.columns == ["a", "n"]
+    asked = []
+    call = db._call
+    db._call = lambda method, *args: (asked.append(method), call(method, *args))[1]
+    for a in range(8):
+        for c in ("c0", "c2", "zz"):
+            got = st.run((a, c))
+            want = db.execute(adhoc, (a, c))
+            assert sorted(got.rows) == sorted(want.rows) and got.columns == want.columns
+        assert named.run((a,)).rows == db.execute("SELECT * FROM pr_named WHERE a = ?", (a,)).rows
+    assert set(asked) <= {"execute", "placement"}
+    assert asked.count("execute") == 8 * 4 and asked.count("placement") <= 2
+    assert any(link.conn is not None for link in db._links.values())
+    with pytest.raises(noria_py.ArityError):
+        st.run((1,))
+    # its view dropped (pinned, so only drop_query removes it): asked for again, once
+    assert any(q["sql"] == adhoc for q in db.queries())
+    db.drop_query()
+    assert not db.queries()
+    asked.clear()
+    want = sorted(call("execute", adhoc, (3, "c0"))[1])
+    deadline = time.monotonic() + 30
+    while "prepare_read" not in asked and time.monotonic() < deadline:
+        # (until its worker has dropped the reader, a read there may still find it)
+        assert sorted(st.run((3, "c0")).rows) == [tuple(r) for r in want]
+        time.sleep(0.01)
+    assert asked.count("prepare_read") == 1 and "execute" not in asked
+    db._call = call
+    st.close()
+    named.close()
+    db.close()
+
+
 def test_reads_during_writes_see_whole_rows(cluster):
     """A writer keeps adding to one key's count while lookups run at the reader's
     worker: each sees one row, and the counts never go back."""

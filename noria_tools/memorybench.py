@@ -3,7 +3,7 @@ clocks and logs on and off, and the size of the logs over a long run; with ``--c
 N``, memory over N row-writes that leave no row (1,000 rows inserted, then deleted,
 again and again, under a COUNT view): what is kept per write ever made.
 
-Each configuration runs in a fresh process (``python -m noria_tools.memory VOTES CLOCKS``)
+Each configuration runs in a fresh process (``python -m noria_tools.memorybench VOTES CLOCKS``)
 so that peak RSS belongs to it alone. Bytes per vote is (peak RSS after the votes) minus
 (RSS with the articles loaded and the view built, before any vote), over the votes:
 everything a vote costs, base table, aggregate, reader and logs included.
@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
         print(f"memory: {int(a.churn):,} row-writes of 1,000 rows inserted then deleted, "
               "a COUNT view; RSS after the first tenth and at the end")
         for clocks in (True, False):
-            out = subprocess.run([sys.executable, "-m", "noria_tools.memory", "churn",
+            out = subprocess.run([sys.executable, "-m", "noria_tools.memorybench", "churn",
                                   str(int(a.churn)), "1" if clocks else "0"],
                                  capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
           f"{'logged msgs':>11} {'diffs':>7}")
     for n in [int(float(x)) for x in a.votes.split(",")]:
         for clocks in (True, False):
-            out = subprocess.run([sys.executable, "-m", "noria_tools.memory", str(n),
+            out = subprocess.run([sys.executable, "-m", "noria_tools.memorybench", str(n),
                                   "1" if clocks else "0", str(a.articles)],
                                  capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])

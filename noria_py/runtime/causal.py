@@ -1,0 +1,639 @@
+"""The ``causal`` regime: Clonos's causal logging (seed 004, §3.2) in the embedded runtime.
+
+Normal operation, per node shard:
+
+- **Determinants.** A node with parents and children records, for each of its times t,
+  which input it delivered at t: the port and the sender's time of that message
+  (``DetLog``). Under the ordered-delivery assumption (the operators are deterministic;
+  delivery order is the only nondeterminism), these make its execution replayable.
+- **Piggybacking.** Every message a node sends a child carries, encoded in bytes
+  (``encode``), the determinants that child has not had yet: the node's own, and those of
+  the ancestors it holds that the child is to hold too. A child logs what it receives
+  before the message changes its state. How far down a node's determinants travel is the
+  **determinant sharing depth** (``connect(regime="causal", determinant_depth=N)``,
+  Clonos's DSD): 1, its children only; N, every node at most N edges below; None (the
+  default), all of them. A node with one parent records them too: the sender's times
+  are what tell which of its inputs a child's state reflects.
+- **In-flight logs.** A node keeps every message it sent each child (by reference,
+  batches are immutable), from the point after which the log is complete
+  (``CausalState.log_from``).
+- **Local checkpoints.** Every node but a base marks, every ``tuning.CHECKPOINT_EVERY``
+  messages or ``CHECKPOINT_ROWS`` rows, its time and the parent-times it has taken
+  (``Mark``); a stateful node also puts its state in a ``CheckpointStore`` outside it
+  (incremental, ``checkpoints.py``). Marks and checkpoints outlive the node.
+- **Garbage collection, without a coordinator.** Every ``tuning.ACK_EVERY`` messages a
+  node tells each parent the parent-time of its *stable* mark (the one its recovery
+  will never start below: the newest mark at or below what all its children report of
+  it; a node without children, its newest). A parent drops its in-flight log to that
+  child up to there; once every child has reported, its own stable mark moves, its
+  determinants held anywhere are dropped up to that mark's time, and its checkpoint
+  chain folds the deltas below it. Reporting the stable mark's parent-time rather than
+  the time last taken keeps a parent's log long enough for the child's recovery from
+  that mark, even when the child and the parent fail together.
+
+Recovery (``recovery/causal.py``): the failed node alone restores its mark (and
+checkpoint), at or below what its children have taken of it, replays its parents'
+in-flight logs after the mark's parent-times in the order the determinants held
+downstream give, then the rest in per-parent FIFO order; its output to each live child
+is sent only beyond what that child has taken (Clonos's deduplication), and rebuilds its
+own in-flight log. Nothing else pauses or rolls back.
+
+Invariants: a message's determinants are logged by the receiver before it is
+processed; every determinant a node holds of an origin is a contiguous range of that
+origin's times, the same at every holder where the ranges overlap; a parent's in-flight
+log to a child holds every message after the child's reported level; an operator's
+state is a function of the multiset of rows it has taken (docs/recovery.md,
+"Determinism"), so two replays that take the same inputs by a time agree at that time.
+
+Optional **standby** (``standby=True``, Clonos's passive standby tasks): each stateful
+node shard has a warm copy of its newest checkpoint, materialized at every checkpoint
+(``CheckpointStore.latest``, a copy), which a recovery from that checkpoint takes over
+instead of reading the store; it then replays only the messages since. A copy taken
+over is made again at the node's next report (Clonos schedules a new standby).
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, NamedTuple, cast
+
+from .. import tuning
+from ..batch import Batch
+from ..errors import RecoveryError
+from ..graph import Graph, Node
+from . import checkpoints
+from .checkpoints import Checkpoint, CheckpointStore
+from .domain import Domain
+from .embedded import EmbeddedRuntime
+from .messages import Message
+
+__all__ = ["CausalMessage", "CausalRuntime", "CausalState", "DetLog", "Mark", "decode",
+           "encode"]
+
+
+class CausalMessage(Message):
+    """A message with the determinants piggybacked on it (``encode``'s bytes)."""
+    __slots__ = ("dets",)
+
+    def __init__(self, src: str, dst: str, batch: Batch, time: int, dets: bytes = b"") -> None:
+        super().__init__(src, dst, batch, time)
+        self.dets = dets
+
+
+class Mark(NamedTuple):
+    """A node's time and the parent-times it had taken then (a stateful node's
+    checkpoint at that time is in the store)."""
+    time: int
+    parent_times: dict[str, int]
+
+
+class DetLog:
+    """One origin's determinants for its times ``start + 1`` .. ``end``: per time, the
+    port it delivered a message on and that message's sender time."""
+    __slots__ = ("start", "ports", "times")
+
+    def __init__(self, start: int = 0) -> None:
+        self.start = start
+        self.ports: list[int] = []
+        self.times: list[int] = []
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.ports)
+
+    def extend(self, start: int, ports: list[int], times: list[int]) -> None:
+        """Take the determinants for times after ``start`` (those already held are
+        skipped; a range starting after this log's end replaces it: the sender has
+        dropped what lies between, below every stable mark)."""
+        end = self.end
+        if start > end:
+            self.start, self.ports, self.times = start, list(ports), list(times)
+            return
+        skip = end - start
+        if skip < len(ports):
+            self.ports.extend(ports[skip:])
+            self.times.extend(times[skip:])
+
+    def truncate(self, upto: int) -> None:
+        """Drop the determinants for times up to ``upto``."""
+        n = upto - self.start
+        if n <= 0:
+            return
+        if n >= len(self.ports):
+            self.start, self.ports, self.times = upto, [], []
+            return
+        del self.ports[:n]
+        del self.times[:n]
+        self.start = upto
+
+    def copy(self) -> "DetLog":
+        out = DetLog(self.start)
+        out.ports, out.times = list(self.ports), list(self.times)
+        return out
+
+
+def _varint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def encode(records: list[tuple[int, int, list[int], list[int]]]) -> bytes:
+    """Determinant deltas as bytes: per record (origin node number, the time before the
+    first, ports, sender times), LEB128 varints: the number, the start, the count, then
+    a port and a sender time per determinant."""
+    out = bytearray()
+    for num, start, ports, times in records:
+        _varint(out, num)
+        _varint(out, start)
+        _varint(out, len(ports))
+        for p, t in zip(ports, times):
+            _varint(out, p)
+            _varint(out, t)
+    return bytes(out)
+
+
+def decode(data: bytes) -> list[tuple[int, int, list[int], list[int]]]:
+    """``encode``'s records back."""
+    out: list[tuple[int, int, list[int], list[int]]] = []
+    pos, size = 0, len(data)
+
+    def varint() -> int:
+        nonlocal pos
+        n = shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            if b < 0x80:
+                return n
+            shift += 7
+    while pos < size:
+        num, start, count = varint(), varint(), varint()
+        ports, times = [], []
+        for _ in range(count):
+            ports.append(varint())
+            times.append(varint())
+        out.append((num, start, ports, times))
+    return out
+
+
+class CausalState:
+    """What one node keeps in memory for causal logging (lost when it crashes)."""
+    __slots__ = ("own", "held", "sent", "inflight", "log_from", "progress", "messages",
+                 "rows", "unacked")
+
+    def __init__(self, own: DetLog | None = None) -> None:
+        self.own = own                           # its determinants (None: it records none)
+        self.held: dict[str, DetLog] = {}        # origin -> its determinants held here
+        #: child -> origin -> the origin's time up to which its determinants were sent
+        self.sent: dict[str, dict[str, int]] = {}
+        self.inflight: dict[str, deque[CausalMessage]] = {}   # child -> messages sent
+        self.log_from: dict[str, int] = {}       # child -> the log holds every time after
+        self.progress: dict[str, int] = {}       # child -> the level it reported
+        self.messages = self.rows = self.unacked = 0
+
+
+class CausalRuntime(EmbeddedRuntime):
+    """The embedded runtime with causal logging instead of tree clocks."""
+
+    def __init__(self, graph: Graph, seed: int | None = None, depth: int | None = None,
+                 standby: bool = False) -> None:
+        super().__init__(graph, seed, clocks=False, checkpoints=False)
+        #: the determinant sharing depth (None: the whole graph below)
+        self.depth = depth
+        self.standby = standby
+        #: the stateful nodes' checkpoints (outside every node)
+        self.ckpts = CheckpointStore()
+        #: per node, its marks, oldest first; the first is its stable one
+        self.marks: dict[str, list[Mark]] = {}
+        #: per stateful node, its newest checkpoint ready to take over (``standby``)
+        self.standbys: dict[str, Checkpoint] = {}
+        self.causal: dict[str, CausalState] = {}
+        #: nodes whose next checkpoint must be whole (their state changed outside ``handle``)
+        self.whole: set[str] = set()
+        # what the graph implies (``_plan``), rebuilt when it changes
+        self._version = -1
+        self.records: set[str] = set()
+        self.scope: dict[str, set[str]] = {}
+        self.holders: dict[str, list[str]] = {}
+        self.forward: dict[tuple[str, str], list[str]] = {}
+        self.num_of: dict[str, int] = {}
+        self.id_of: dict[int, str] = {}
+        #: bytes of determinants piggybacked, and messages sent by nodes (not bases)
+        self.det_bytes = 0
+        self.messages_sent = 0
+        #: what the last recovery did, per node it brought back (``recovery/causal.py``)
+        self.last_recovery: dict[str, Any] = {}
+
+    # ------------------------------------------------------------ structure
+
+    def add(self, node: Node) -> Domain:
+        d = super().add(node)
+        # the domain records what it takes for the next delta (ck_inputs, tracking);
+        # the runtime decides when a checkpoint is taken and puts it itself
+        d.use_checkpoints(self.ckpts)
+        self.causal[node.id] = CausalState()
+        self.marks[node.id] = []
+        self.whole.add(node.id)
+        return d
+
+    def remove(self, node_id: str) -> None:
+        super().remove(node_id)
+        self.causal.pop(node_id, None)
+        self.marks.pop(node_id, None)
+        self.standbys.pop(node_id, None)
+        self.ckpts.drop(node_id)
+        self.whole.discard(node_id)
+        for cs in self.causal.values():
+            for per_child in (cs.inflight, cs.log_from, cs.progress, cs.sent, cs.held):
+                per_child.pop(node_id, None)
+
+    def _plan(self) -> None:
+        """Who records determinants, who holds whose (within the sharing depth), and what
+        each node forwards to each child."""
+        g = self.graph
+        if self._version == g.version:
+            return
+        nodes = g.nodes
+        self.records = {n for n, x in nodes.items() if x.parents and x.children}
+        scope: dict[str, set[str]] = {n: set() for n in nodes}
+        for o in self.records:
+            seen, frontier, dist = {o}, [o], 0
+            while frontier and (self.depth is None or dist < self.depth):
+                dist += 1
+                below: list[str] = []
+                for x in frontier:
+                    for c in nodes[x].children:
+                        if c not in seen:
+                            seen.add(c)
+                            scope[c].add(o)
+                            below.append(c)
+                frontier = below
+        self.scope = scope
+        self.holders = {o: [n for n in nodes if o in scope[n]] for o in self.records}
+        self.forward = {(x, c): [o for o in ([x] if x in self.records else []) + sorted(scope[x])
+                                 if o in scope[c]]
+                        for x in nodes for c in dict.fromkeys(nodes[x].children)}
+        self.num_of = {n: x.num for n, x in nodes.items()}
+        self.id_of = {x.num: n for n, x in nodes.items()}
+        self._version = g.version
+
+    def settle(self, fresh: set[str], adopted: set[str] | frozenset[str] = frozenset()) -> None:
+        """Nodes were filled outside the message path (a new view, a lineage rebuild):
+        each has taken its parents' output as it stands; it starts afresh (nothing held,
+        a whole checkpoint and a mark now), and its parents' logs to it start here."""
+        self._plan()
+        for nid in self.graph.topological():
+            if nid not in fresh:
+                continue
+            d = self.domains[nid]
+            d.settle({p: (self.domains[p].time, None, p in fresh) for p in d.node.parents})
+            self._restart(nid, d.time)
+            for p in d.node.parents:
+                pcs = self.causal[p]
+                pcs.inflight[nid] = deque()
+                pcs.log_from[nid] = self.domains[p].time
+                pcs.progress.pop(nid, None)
+            if d.node.parents:
+                self.marks[nid] = []
+                self.ckpts.drop(nid)
+                self.standbys.pop(nid, None)
+                self.whole.add(nid)
+                self._checkpoint(d, self.causal[nid])
+
+    def _restart(self, nid: str, time: int) -> None:
+        """``nid`` (re)starts at ``time`` with empty logs; it holds again what its parents
+        hold of its scope (Clonos: a new consumer is sent every determinant), and its
+        parents send it their determinants afresh."""
+        d = self.domains[nid]
+        cs = self.causal[nid] = CausalState(DetLog(time) if nid in self.records else None)
+        for c in d.node.children:
+            cs.inflight[c] = deque()
+            cs.log_from[c] = time
+        scope = self.scope.get(nid, set())
+        for p in d.node.parents:
+            pcs = self.causal[p]
+            pcs.sent.pop(nid, None)
+            if not self.domains[p].alive:
+                continue
+            for o in scope:
+                src = pcs.own if o == p else pcs.held.get(o)
+                if src is None:
+                    continue
+                held = cs.held.get(o)
+                if held is None:
+                    cs.held[o] = src.copy()
+                else:
+                    held.extend(src.start, src.ports, src.times)
+
+    # ------------------------------------------------------------ delivery
+
+    def _enter(self, base_id: str, batch: Batch) -> None:
+        d = self.domains[base_id]
+        history = self.durable[base_id]
+        history.append(batch)
+        if len(history.batches) >= tuning.HISTORY_TRIM_EVERY and d.alive:
+            self._trim_history(base_id, d, history)
+        self.send_all(self._wrap(d, self.causal[base_id], d.write(batch)))
+
+    def deliver(self, m: Message) -> None:
+        d = self.domains.get(m.dst)
+        if d is None or not d.alive:
+            return                  # a crashed node loses what is sent to it
+        self._take(d, self.causal[m.dst], m, None)
+
+    def _take(self, d: Domain, cs: CausalState, m: Message, seen: dict[str, int] | None) -> None:
+        """Deliver ``m`` to ``d``: log its determinants, process it, record this
+        delivery's determinant, log and send the output (``seen``: in a replay, only
+        what each live child named has not taken), then checkpoint or report if due
+        (not in a replay, as Clonos's recovering task takes none: at the next message)."""
+        if m.time <= d.last_seen.get(m.src, 0):
+            return                  # a duplicate, dropped
+        if self._version != self.graph.version:
+            self._plan()
+        dets = getattr(m, "dets", b"")
+        if dets:
+            self._receive(d.id, cs, dets)
+        port = d.ports[m.src]
+        out = d.handle(m)
+        self.delivered += 1
+        if self.trace is not None:
+            self.trace.append((m.src, m.dst, m.time))
+        if cs.own is not None:
+            cs.own.ports.append(port)
+            cs.own.times.append(m.time)
+        if out:
+            self.send_all(self._wrap(d, cs, out, seen))
+        cs.messages += 1
+        cs.rows += len(m.batch)
+        cs.unacked += 1
+        if seen is not None:
+            return                  # (a replay: checkpoint and report after, when due)
+        if cs.messages >= tuning.CHECKPOINT_EVERY or cs.rows >= tuning.CHECKPOINT_ROWS:
+            self._checkpoint(d, cs)
+        if cs.unacked >= tuning.ACK_EVERY:
+            self._report(d)
+
+    def _receive(self, nid: str, cs: CausalState, data: bytes) -> None:
+        scope = self.scope[nid]
+        for num, start, ports, times in decode(data):
+            o = self.id_of.get(num)
+            if o is None or o not in scope:
+                continue
+            held = cs.held.get(o)
+            if held is None:
+                held = cs.held[o] = DetLog(start)
+            held.extend(start, ports, times)
+
+    def _wrap(self, d: Domain, cs: CausalState, out: list[Message],
+              seen: dict[str, int] | None = None) -> list[Message]:
+        """The messages ``d`` emitted, each with the determinants its child has not had,
+        logged in flight; returns those to send (with ``seen``: only to the children
+        named, after their times)."""
+        x = d.id
+        sends: list[Message] = []
+        forward, own, held, num_of = self.forward, cs.own, cs.held, self.num_of
+        for m in out:
+            c = m.dst
+            send = seen is None or m.time > seen.get(c, m.time)
+            dets = b""
+            if send:
+                records = []
+                cursor = cs.sent.get(c)
+                if cursor is None:
+                    cursor = cs.sent[c] = {}
+                for o in forward.get((x, c), ()):
+                    log = own if o == x else held.get(o)
+                    if log is None:
+                        continue
+                    after = max(cursor.get(o, log.start), log.start)
+                    end = log.end
+                    if end > after:
+                        i = after - log.start
+                        records.append((num_of[o], after, log.ports[i:], log.times[i:]))
+                        cursor[o] = end
+                if records:
+                    dets = encode(records)
+                    self.det_bytes += len(dets)
+                if d.node.parents:
+                    self.messages_sent += 1
+            cm = CausalMessage(x, c, m.batch, m.time, dets)
+            log_c = cs.inflight.get(c)
+            if log_c is None:
+                log_c = cs.inflight[c] = deque()
+                cs.log_from.setdefault(c, 0)
+            log_c.append(cm)
+            if send and (seen is None or c in seen):
+                sends.append(cm)
+        return sends
+
+    # ------------------------------------------------------------ checkpoints and progress
+
+    def _checkpoint(self, d: Domain, cs: CausalState) -> None:
+        """A mark of ``d``'s time and parent-times; a stateful node's state into the store
+        (what changed since its last one), and its standby refreshed."""
+        nid = d.id
+        cs.messages = cs.rows = 0
+        marks = self.marks[nid]
+        if d.store is not None:
+            op = d.node.op
+            full = nid in self.whole or not self.ckpts.has(nid)
+            change = checkpoints.delta(op, full, d.ck_inputs or [])
+            if d.ck_inputs is not None:
+                d.ck_inputs = []
+            stable = marks[0].time if marks and d.node.children else d.time
+            self.ckpts.put(nid, d.time, d.last_seen, cast(str, op.checkpoint_form), change,
+                           full, stable)
+            self.whole.discard(nid)
+        marks.append(Mark(d.time, dict(d.last_seen)))
+        if not d.node.children:
+            del marks[:-1]             # nothing downstream pins it: the newest is stable
+        if self.standby and d.store is not None:
+            self._make_standby(nid)
+
+    def _make_standby(self, nid: str) -> None:
+        """A warm copy of ``nid``'s newest checkpoint (Clonos's standby loading it)."""
+        marks = self.marks.get(nid)
+        ck = self.ckpts.latest(nid, marks[-1].time) if marks else None
+        if ck is not None:
+            self.standbys[nid] = ck
+
+    def level(self, nid: str, parent: str) -> int:
+        """The oldest ``parent``-time a recovery of ``nid`` can ask for: its stable mark's."""
+        marks = self.marks.get(nid)
+        return marks[0].parent_times.get(parent, 0) if marks else 0
+
+    def _report(self, d: Domain) -> None:
+        """``d`` tells each parent its level; a parent drops its log to ``d`` up to
+        there, and once all its children have reported, moves its stable mark."""
+        self.causal[d.id].unacked = 0
+        if self.standby and d.store is not None and d.id not in self.standbys:
+            self._make_standby(d.id)      # (one taken over by a recovery is made again)
+        for p in dict.fromkeys(d.node.parents):
+            pd = self.domains.get(p)
+            if pd is None or not pd.alive:
+                continue
+            pcs = self.causal[p]
+            level = self.level(d.id, p)
+            pcs.progress[d.id] = level
+            log = pcs.inflight.get(d.id)
+            while log and log[0].time <= level:
+                log.popleft()
+            if pcs.log_from.get(d.id, 0) < level:
+                pcs.log_from[d.id] = level
+            children = pd.node.children
+            if all(c in pcs.progress for c in children):
+                self._stabilize(p, min(pcs.progress[c] for c in children))
+
+    def _stabilize(self, nid: str, low: int) -> None:
+        """``nid``'s children will never ask for its times up to ``low``: its newest mark
+        at or below it becomes stable, and its determinants up to there are dropped."""
+        marks = self.marks.get(nid)
+        if not marks:
+            return
+        i = 0
+        while i + 1 < len(marks) and marks[i + 1].time <= low:
+            i += 1
+        if i:
+            del marks[:i]
+        stable = marks[0].time
+        own = self.causal[nid].own
+        if own is not None:
+            own.truncate(stable)
+        for h in self.holders.get(nid, ()):
+            held = self.causal[h].held.get(nid)
+            if held is not None:
+                held.truncate(stable)
+
+    def _trim_history(self, base_id: str, d: Domain, history: object) -> None:
+        """A base's writes its children will never ask for again (at or below every
+        child's level) leave its history."""
+        cs = self.causal[base_id]
+        children = d.node.children
+        if children and all(c in cs.progress for c in children):
+            self.durable[base_id].trim(min(cs.progress[c] for c in children))
+
+    # ------------------------------------------------------------ failure
+
+    def crash(self, node_id: str) -> None:
+        super().crash(node_id)
+        self.causal[node_id] = CausalState()
+
+    def reset(self, node_id: str) -> None:
+        """Empty a node for a lineage rebuild (``settle`` then starts it afresh); what
+        others hold of its times no longer means anything."""
+        super().reset(node_id)
+        self.causal[node_id] = CausalState()
+        self.marks[node_id] = []
+        self.ckpts.drop(node_id)
+        self.standbys.pop(node_id, None)
+        for cs in self.causal.values():
+            cs.held.pop(node_id, None)
+
+    def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
+        """A base back from its write history: every message after the history's start
+        regenerated into its in-flight logs; the live children named in ``seen`` are
+        sent what they have not taken."""
+        self._plan()
+        d = self.domains[node_id]
+        start, rows, writes = self.durable[node_id].table()
+        early = {c: t for c, t in seen.items() if t < start}
+        if early:
+            raise RecoveryError(f"base {node_id}'s history starts after write {start}, "
+                                f"but {early} have not taken all before it")
+        children = list(dict.fromkeys(d.node.children))
+        regenerated = d.write_history(writes, {c: start for c in children}, 0, start, rows)
+        self._restart(node_id, start)
+        cs = self.causal[node_id]
+        logged = self._wrap(d, cs, regenerated, {c: start for c in children})
+        sends = [m for m in logged if m.dst in seen and m.time > seen[m.dst]]
+        self.send_all(sends)
+        return len(sends)
+
+    def parent_restarted(self, node_id: str, parent: str, log_from: int) -> None:
+        """``parent``'s log to the live ``node_id`` now starts after ``log_from``: if its
+        newest mark reflects less of ``parent``, it takes one now."""
+        d = self.domains[node_id]
+        marks = self.marks.get(node_id)
+        if not d.alive or not d.node.parents:
+            return
+        if not marks or marks[-1].parent_times.get(parent, 0) < log_from:
+            self._checkpoint(d, self.causal[node_id])
+
+    # ------------------------------------------------------------ what recovery reads and does
+
+    def mark_at_most(self, node_id: str, time: int | float) -> Mark | None:
+        """The newest mark of ``node_id`` at or below ``time``."""
+        found = None
+        for m in self.marks.get(node_id, ()):
+            if m.time <= time:
+                found = m
+        return found
+
+    def held_logs(self, origin: str) -> dict[str, DetLog]:
+        """Live node -> the determinants of ``origin`` it holds (the origin's own log
+        is lost with it and not asked for)."""
+        out = {}
+        for h in self.holders.get(origin, ()):
+            if self.domains[h].alive:
+                log = self.causal[h].held.get(origin)
+                if log is not None and log.ports:
+                    out[h] = log
+        return out
+
+    def inflight_after(self, parent: str, child: str, after: int) -> list[CausalMessage]:
+        """The messages ``parent`` sent ``child`` after its time ``after``, from its
+        in-flight log; RecoveryError when the log no longer reaches back that far."""
+        cs = self.causal[parent]
+        start = cs.log_from.get(child, 0)
+        if start > after:
+            raise RecoveryError(f"parent {parent} no longer holds the messages it sent "
+                                f"{child} after its time {after} (its in-flight log starts "
+                                f"after {start}); use strategy='lineage'")
+        return [m for m in cs.inflight.get(child, ()) if m.time > after]
+
+    def checkpoint_at(self, node_id: str, mark: Mark) -> tuple[Checkpoint | None, bool]:
+        """The state of the stateful ``node_id`` as of ``mark``: its standby when that is
+        as of the mark (True), else the store's checkpoint."""
+        ck = self.standbys.get(node_id)
+        if ck is not None and ck.time == mark.time:
+            return ck, True
+        ck = self.ckpts.latest(node_id, mark.time)
+        if ck is None or ck.time != mark.time:
+            raise RecoveryError(f"node {node_id} has no checkpoint as of its time {mark.time}")
+        return ck, False
+
+    def restore_node(self, node_id: str, mark: Mark, ck: Checkpoint | None) -> None:
+        """Restart the failed ``node_id`` as of ``mark`` (with the state ``ck``), its
+        later marks and checkpoints forgotten (it may take another path from here)."""
+        self._plan()
+        d = self.domains[node_id]
+        if ck is not None:
+            checkpoints.load(d.node.op, ck)
+            self.ckpts.keep_upto(node_id, mark.time)
+            if self.standbys.get(node_id) is ck:
+                del self.standbys[node_id]        # taken over: made again at the next one
+        d.time = mark.time
+        d.last_seen = dict(mark.parent_times)
+        d.alive = True
+        marks = self.marks[node_id]
+        marks[:] = [m for m in marks if m.time <= mark.time]
+        self._restart(node_id, mark.time)
+
+    def replay(self, node_id: str, msgs: list[Message], seen: dict[str, int]) -> None:
+        d = self.domains[node_id]
+        cs = self.causal[node_id]
+        for m in msgs:
+            self._take(d, cs, m, seen)
+
+    def held_bytes(self) -> int:
+        """Determinants held in every live node, encoded (what the logs cost)."""
+        total = 0
+        for cs in self.causal.values():
+            logs = list(cs.held.values()) + ([cs.own] if cs.own is not None else [])
+            total += len(encode([(0, log.start, log.ports, log.times) for log in logs]))
+        return total
+
+    def inflight_messages(self) -> int:
+        return sum(len(q) for cs in self.causal.values() for q in cs.inflight.values())
