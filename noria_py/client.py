@@ -62,6 +62,7 @@ from .ordering import order_key
 from .partial import Partial
 from .planner import Planner, initialize
 from .recovery import RecoveryReport, causal, coordinated, lineage, spark, treeclock
+from .recovery import uncoordinated as uncoordinated_recovery
 from .remote import connect_url
 from .result import Result, ViewFrames
 from .runtime import checkpoints as ck_mod
@@ -69,6 +70,7 @@ from .runtime import ondisk
 from .runtime.causal import CausalRuntime
 from .runtime.coordinated import CoordinatedRuntime
 from .runtime.embedded import EmbeddedRuntime
+from .runtime.uncoordinated import CICRuntime, UncoordinatedRuntime
 from .storage import Storage
 from .subscribe import Change, Subscription, buffer_size
 
@@ -236,6 +238,10 @@ class Database:
         self._lock: _DatabaseLock | _Unlocked = _DatabaseLock() if runtime is None else _Unlocked()
         if runtime is None and regime == "coordinated":
             runtime = CoordinatedRuntime(Graph(), seed, barrier_every, barrier_seconds)
+        elif runtime is None and regime == "uncoordinated":
+            runtime = UncoordinatedRuntime(Graph(), seed)
+        elif runtime is None and regime == "cic":
+            runtime = CICRuntime(Graph(), seed)
         elif runtime is None and regime == "causal":
             runtime = CausalRuntime(Graph(), seed, determinant_depth, standby)
         elif runtime is None:
@@ -1166,6 +1172,8 @@ class Database:
             report = spark.recover(self, node_id)
         elif strategy == "coordinated":
             report = coordinated.recover(self.graph_, self.runtime, node_id)
+        elif strategy in ("uncoordinated", "cic"):
+            report = uncoordinated_recovery.recover(self.graph_, self.runtime, node_id, strategy)
         elif strategy == "causal":
             report = causal.recover(self.graph_, self.runtime, node_id)
         self._failed.discard(node_id)
@@ -1658,11 +1666,12 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     joins on their key that feed them alone, hold only the keys read, filled by
     upqueries; ``memory_limit`` (bytes) bounds what they hold, least recently read
     keys evicted first (docs/partial.md). ``regime``: the fault-tolerance regime,
-    ``treeclock`` (the default), ``lineage`` or ``coordinated`` (with
-    ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints) or
-    ``causal`` (``determinant_depth``: how many edges down a node's determinants are
-    kept, None for all; ``standby=True``: warm standbys of the stateful shards); the
-    others the contract names are refused as not built yet (docs/regimes.md)."""
+    ``treeclock`` (the default), ``lineage``, ``coordinated`` (with
+    ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints),
+    ``uncoordinated``, ``cic`` or ``causal`` (``determinant_depth``: how many edges
+    down a node's determinants are kept, None for all; ``standby=True``: warm standbys
+    of the stateful shards); the others the contract names are refused as not built
+    yet (docs/regimes.md)."""
     if url is not None:
         if (data_dir is not None or shards != 1 or seed is not None
                 or (clocks is not None and not clocks)

@@ -23,10 +23,12 @@ BUILT = {
     "treeclock": "tree clocks on messages, local checkpoints; the failed node alone recovers",
     "lineage": "nothing extra in normal operation; purge downstream and recompute",
     "coordinated": "aligned barrier checkpoints; every node rolls back, the bases replay",
+    "uncoordinated": "local checkpoints, dependencies and channel logs; roll back to the recovery line",
+    "cic": "local and forced checkpoints by piggybacked indices; roll back to the index line",
     "causal": "determinants piggybacked and kept downstream, in-flight logs, local "
               "checkpoints; the failed node alone replays",
 }
-NOT_BUILT = ("uncoordinated", "cic", "falkirk")
+NOT_BUILT = ("falkirk",)
 
 #: the strategies ``db.recover(node, strategy=...)`` accepts in each regime; the first
 #: is the regime's own (``strategy=None``)
@@ -34,11 +36,13 @@ STRATEGIES = {
     "treeclock": ("treeclock", "lineage", "spark"),
     "lineage": ("lineage", "spark"),
     "coordinated": ("coordinated", "lineage"),
+    "uncoordinated": ("uncoordinated", "lineage"),
+    "cic": ("cic", "lineage"),
     "causal": ("causal", "lineage"),
 }
 
 #: the regimes the cluster runtime does not offer yet
-EMBEDDED_ONLY = ("coordinated", "causal")
+EMBEDDED_ONLY = ("coordinated", "uncoordinated", "cic", "causal")
 
 
 def check(regime: Any, *, cluster: bool = False) -> str:

@@ -54,12 +54,14 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
 from noria_py import connect
 from noria_py.memory import deep_size
 from noria_py.regimes import BUILT
+from noria_py.runtime.uncoordinated import INDEX_BYTES, UncoordinatedRuntime
 from noria_tools import nexmark, workloads
 from noria_tools.recoverybench import VoteBed, check, write_votes
 
@@ -82,6 +84,9 @@ class Result:
     determinants: tuple[float, int] | None = None
     #: scenario -> (seconds until the views are right, nodes set back, messages resent)
     failures: dict[str, tuple[float, int, int]] = field(default_factory=dict)
+    #: the uncoordinated and cic regimes' own counts at the end of the steady run
+    #: (``protocol_figures``), None for the others
+    protocol: dict[str, float] | None = None
     frequent: Frequent | None = None
 
 
@@ -137,6 +142,19 @@ def determinant_bytes(db) -> tuple[float, int] | None:
 Bed = VoteBed | nexmark.NexmarkBed
 
 
+def protocol_figures(db) -> dict[str, float] | None:
+    """The uncoordinated and cic regimes' counts (runtime/uncoordinated.py): checkpoints
+    taken and forced, messages sent and the bytes piggybacked on each (cic: the
+    sender's index), messages the channel logs hold; None in another regime."""
+    rt = db.runtime
+    if not isinstance(rt, UncoordinatedRuntime):
+        return None
+    indexed = getattr(rt, "piggybacked", 0)
+    return {"checkpoints": rt.taken, "forced": rt.forced, "messages": rt.logged,
+            "bytes_per_message": INDEX_BYTES if indexed else 0,
+            "logged_held": sum(len(q) for q in rt.logs.values())}
+
+
 def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
            barrier_every: int | None, workload: str = "vote") -> tuple[Bed, Result]:
     """The regime's database loaded with ``votes`` votes (for ``nexmark``: events) in
@@ -168,6 +186,7 @@ def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
     res = Result(regime, votes / sum(lat), votes / cpu, float(np.percentile(lat, 50)) * 1e3,
                  float(np.percentile(lat, 99)) * 1e3, checkpoint_bytes(db))
     res.determinants = determinant_bytes(db)
+    res.protocol = protocol_figures(db)
     return bed, res
 
 
@@ -344,6 +363,14 @@ def table(results: list[Result], scenarios: list[str], unit: str = "votes") -> l
             row += (f" {f.failures}, {f.recovery_s:.3f} s | {f.per_s:,.0f} |"
                     f" {f.p50_ms:.2f} / {f.p99_ms:.1f} / {f.max_ms:.0f} ms |")
         lines.append(row)
+    proto = [r for r in results if r.protocol is not None]
+    if proto and "steady" in scenarios:
+        lines += ["", "| regime | checkpoints (forced) | messages | bytes piggybacked per "
+                  "message | messages the logs hold |", "| --- | ---: | ---: | ---: | ---: |"]
+        for r in proto:
+            c = cast(dict, r.protocol)
+            lines.append(f"| {r.regime} | {c['checkpoints']:,} ({c['forced']:,}) | "
+                         f"{c['messages']:,} | {c['bytes_per_message']} | {c['logged_held']:,} |")
     return lines
 
 

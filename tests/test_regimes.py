@@ -39,7 +39,8 @@ def test_an_unknown_regime_is_refused(name):
 
 @pytest.mark.parametrize("name,strategy,clocks", [
     ("treeclock", "treeclock", True), ("lineage", "lineage", False),
-    ("coordinated", "coordinated", False), ("causal", "causal", False)])
+    ("coordinated", "coordinated", False), ("uncoordinated", "uncoordinated", False),
+    ("cic", "cic", False), ("causal", "causal", False)])
 def test_recover_follows_the_regime(name, strategy, clocks):
     db = _count_db(regime=name)
     assert db.regime == name
@@ -75,7 +76,7 @@ def test_settings_that_do_not_fit_the_regime_are_refused():
     with pytest.raises(noria_py.ArgumentError, match="server's settings"):
         noria_py.connect("noria://127.0.0.1:1", regime="lineage")
     with pytest.raises(noria_py.RegimeError, match="not built yet"):
-        noria_py.connect("noria://127.0.0.1:1", regime="cic")
+        noria_py.connect("noria://127.0.0.1:1", regime="falkirk")
 
 
 def test_a_strategy_outside_the_regime_is_refused():
@@ -94,6 +95,8 @@ def test_a_strategy_outside_the_regime_is_refused():
 
 
 @pytest.mark.parametrize("name,says", [("coordinated", "embedded engine only"),
+                                       ("uncoordinated", "embedded engine only"),
+                                       ("cic", "embedded engine only"),
                                        ("causal", "embedded engine only"),
                                        ("falkirk", "not built yet"), ("nope", "unknown")])
 def test_serve_refuses_a_regime_it_does_not_offer(name, says, capsys):

@@ -13,10 +13,11 @@ def test_bench_regimes_prints_a_row_per_regime(capsys):
                               "--steady-rounds", "1",
                               "--scenarios", "steady,single,concurrent"]) == 0
     out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
-    assert [r.split("|")[1].strip() for r in rows] == ["regime", "treeclock", "lineage",
-                                                       "coordinated", "causal"]
-    assert all(len(r.split("|")) == len(rows[0].split("|")) for r in rows)
+    main, _, protocol = out.partition("\n\n")      # the uncoordinated regimes' own table after
+    for table, regimes in [(main, list(regimesbench.BUILT)), (protocol, ["uncoordinated", "cic"])]:
+        rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+        assert [r.split("|")[1].strip() for r in rows] == ["regime", *regimes]
+        assert all(len(r.split("|")) == len(rows[0].split("|")) for r in rows)
     assert "causal: " in out and "determinant bytes piggybacked per message" in out
 
 

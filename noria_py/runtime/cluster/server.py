@@ -130,7 +130,8 @@ class Server:
                  tls: tuple[str, str] | None = None, tls_ca: str | None = None) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
-        the others are refused (coordinated is built for the embedded engine only).
+        the others are refused (coordinated, uncoordinated and cic are built for the
+        embedded engine only).
         ``ray``: run the workers as Ray actors (``placement.py``): ``"local"`` starts a
         Ray instance for this server's lifetime, anything else is a running Ray
         cluster's address (``"auto"``: the one this machine belongs to).
@@ -565,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--regime", default="treeclock",
                    help="the fault-tolerance regime (docs/regimes.md): treeclock (default) "
                         "or lineage (no clocks or checkpoints, recovery by lineage); "
-                        "coordinated is built for the embedded engine only")
+                        "coordinated, uncoordinated and cic are built for the embedded "
+                        "engine only")
     p.add_argument("--no-clocks", action="store_true", help="no tree clocks (lineage only)")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="no checkpoints of stateful nodes: a lost worker's stateful nodes are "
