@@ -51,7 +51,7 @@ from ..graph import Graph
 from ..runtime import Runtime
 from ..runtime.checkpoints import Checkpoint
 from ..runtime.messages import Message
-from .base import recover_base
+from .base import recover_base, restarted
 from .report import RecoveryReport
 
 
@@ -245,9 +245,7 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
     # B's payload log to each child now starts after t_min: a live stateful child whose
     # newest checkpoint reflects less of B checkpoints now, or its own recovery would
     # find the log short of that checkpoint and be rebuilt (``Domain.parent_restarted``)
-    for c in node.children:
-        if rt.alive(c):
-            rt.parent_restarted(c, node_id, plan.t_min)
+    restarted(graph, rt, node_id, plan.t_min)
     return len(plan.order), rows, None if ck is None else ck.time, kept
 
 
