@@ -30,10 +30,22 @@ A B with no live witness (no children: a reader; or only failed readers) has not
 downstream pinning its times: it comes back to its parents' output as it stands, with
 T*[A_i] their current times, from its newest checkpoint (any time; B' restarts at the
 checkpoint's time) plus what their payload logs hold since, or without one that the
-logs reach, rebuilt from their output. Its failed readers' checkpoints are then
-dropped: B' numbers its output afresh from its restart (and a B with witnesses
-re-executes the times no witness pinned in an order of its own), so the B-times such a
-checkpoint reflects may name other messages now; such a reader is rebuilt from B'.
+logs reach, rebuilt from their output.
+
+A failed stateful child C (a reader too) keeps its checkpoint when B' can regenerate
+the B-times above the B-time p_C that checkpoint reflects exactly as before the
+failure: B' then restarts at r = min(t_min, p_C) instead, its clock there being the
+witnesses' logs up to r merged with the checkpoint's clock (whose (C, B, A) entries
+are B's (B, A) at p_C), its state its own checkpoint at or below r or its parents'
+output up to T*(r), and the B-times in (r, p_C] pinned by witnesses (or FIFO, for a B
+with one parent). Invariants that make it reachable: a stateful node acknowledges no
+further than its stable checkpoint (``Domain.progress_report``), so B's parents keep
+their logs to B back to T*(p_C) and B's own stable checkpoint is at or below p_C; and
+its children keep the diffs after that checkpoint (``Domain.sent_low``). Where they do
+not hold (a log trimmed, no clock, times no witness pins), B restarts at t_min and C's
+checkpoints are dropped: the B-times they reflect may name other messages in B' (its
+output numbered afresh without witnesses, unpinned times executed in another order),
+so C is rebuilt from B'. ``RecoveryReport.paths`` says which.
 """
 from __future__ import annotations
 

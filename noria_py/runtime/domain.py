@@ -24,6 +24,10 @@ checkpoint is the newest its children have all passed (``on_progress``); for a n
 without children (a reader), whose recovery starts from its newest checkpoint, the
 newest: its acknowledgements carry that checkpoint's parent-time as the level its
 parent may trim its log to it (``progress_report``), instead of its last-seen time.
+Every checkpointing node acknowledges no further than its stable checkpoint (its
+parent-times and its clock as of then, which the checkpoint keeps), and its messages
+carry a low mark no higher than that checkpoint's time: a parent failed together with
+it can then restart where the checkpoint stands (``recovery/treeclock.py``).
 """
 from __future__ import annotations
 
