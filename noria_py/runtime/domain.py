@@ -103,6 +103,7 @@ class Domain:
         self._clock: np.ndarray | None = None
         self._diffs: DiffLog | None = None
         self.pending: list[int] = []    # diffs not yet applied, as paths one after another
+        self.compact_at = COMPACT_AT    # compact the diff log when it holds this many
         self.summary: np.ndarray | None = None   # merge of the diffs compacted away
         self.last_diff: tuple[int, ...] | None = None   # as a path (treeclock.receive_path)
         self.payload: dict[str, deque[Message]] = {}
@@ -139,6 +140,9 @@ class Domain:
         self.ck_inputs = ([] if self.store is not None and self.node.op.checkpoint_form == "input"
                           else None)
         self.ck_messages = 0            # messages and rows taken since the last checkpoint
+        #: (parent, time): checkpoint once this node has taken that parent's messages up
+        #: to that time (``parent_restarted``)
+        self.ck_wanted: tuple[str, int] | None = None
         self.ck_rows = 0
         #: (time, parent-times, clock) of this node's checkpoints above the newest
         #: stable one
@@ -169,6 +173,7 @@ class Domain:
         store.put(self.id, self.time, self.last_seen, cast(str, op.checkpoint_form), change,
                   full, self.recovery_floor(), clock=clock)
         self.ck_messages = self.ck_rows = 0
+        self.ck_wanted = None
         self.ck_recent.append((self.time, dict(self.last_seen), clock))
         self._stable_checkpoint()
 
@@ -193,11 +198,16 @@ class Domain:
         taken everything the restart regenerates from), a delta from the last, so that
         its next recovery starts from a checkpoint instead of a rebuild from its parents.
         The decision is this node's own, from what it knows of its checkpoints; returns
-        whether it took one."""
+        whether it took one. (A grandchild told of its grandparent's restart is told
+        ``parent``'s time now, which it may not have taken yet, its messages in flight:
+        it then checkpoints once it has, ``ck_wanted``.)"""
         if self.store is None or not self.alive:
             return False
         newest = self.ck_recent[-1][1] if self.ck_recent else self.ck_stable
         if newest is not None and newest.get(parent, 0) >= log_from:
+            return False
+        if self.last_seen.get(parent, 0) < log_from:
+            self.ck_wanted = (parent, log_from)
             return False
         self.checkpoint()
         return True
@@ -280,8 +290,11 @@ class Domain:
         diffs = cast(DiffLog, self._diffs)
         tc.apply_paths(self.node.num, self.pending, cast(np.ndarray, self._clock), diffs)
         self.pending = []
-        if len(diffs) >= COMPACT_AT:
+        if len(diffs) >= self.compact_at:
             self.compact_diffs()
+            # (again once the log has doubled: the diffs above a checkpointing parent's
+            # stable checkpoint stay, and compacting at every flush rescanned them)
+            self.compact_at = max(COMPACT_AT, 2 * len(diffs))
 
     # ------------------------------------------------------------ messages
 
@@ -309,6 +322,9 @@ class Domain:
             self.ck_rows += len(msg.batch)
             if self.ck_inputs is not None:
                 self.ck_inputs.append((port, self.node.op.taken(port, msg.batch)))
+            wanted = self.ck_wanted
+            if wanted is not None and src == wanted[0] and msg.time >= wanted[1]:
+                self.checkpoint()
         return self.emit(out)
 
     def check_incoming(self, msg: Message) -> None:
