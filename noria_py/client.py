@@ -1142,8 +1142,10 @@ class Database:
                 strategy: str | None = None) -> RecoveryReport | list[RecoveryReport]:
         """Bring a failed node back; without one, every failed node, in topological order
         (a node a neighbour's recovery brings back is a no-op). A recovery that refuses
-        raises RecoveryError and leaves the node failed. ``strategy``: by default the
-        regime's own (``regimes.STRATEGIES``)."""
+        raises RecoveryError and leaves the node failed; without a node, tree clocks'
+        refusals are retried once the rest are back, and what they still refuse is
+        rebuilt with lineage (logged; ``RecoveryReport.fallback`` says why).
+        ``strategy``: by default the regime's own (``regimes.STRATEGIES``)."""
         allowed = regimes.STRATEGIES[self.regime]
         if strategy is None:
             strategy = allowed[0]
@@ -1155,9 +1157,7 @@ class Database:
                 f"strategy {strategy!r} is not available in regime {self.regime!r}; "
                 f"choose {' or '.join(map(repr, allowed))}")
         if node_id is None:
-            down = [n for n in self.graph_.topological() if not self.runtime.alive(n)]
-            self._failed.update(down)
-            return [self.recover(n, strategy) for n in down]
+            return self._recover_all(strategy)
         self._node(node_id)
         if self.runtime.automatic_recovery:
             return self._awaited_recovery(node_id)
@@ -1180,6 +1180,34 @@ class Database:
         self._recoveries.append(report)
         self._publish()
         return report
+
+    def _recover_all(self, strategy: str) -> list[RecoveryReport]:
+        """Every failed node, in topological order. With tree clocks, a node they
+        refuse (more adjacent failures than the clocks' depth, a log already trimmed)
+        is left failed, as every refusal leaves it, and tried again after the others;
+        if they still refuse, it is rebuilt with lineage rather than left to the user."""
+        down = [n for n in self.graph_.topological() if not self.runtime.alive(n)]
+        self._failed.update(down)
+        reports: list[RecoveryReport] = []
+        refused: dict[str, str] = {}
+        for n in down:
+            try:
+                reports.append(self.recover(n, strategy))
+            except RecoveryError as exc:
+                if strategy != "treeclock" or self.runtime.automatic_recovery:
+                    raise
+                refused[n] = str(exc)
+        for n, why in refused.items():
+            try:
+                reports.append(self.recover(n, strategy))
+                continue
+            except RecoveryError as exc:
+                why = str(exc)
+            log.warning("tree clocks cannot recover %s (%s): rebuilding it with lineage", n, why)
+            report = self.recover(n, "lineage")
+            report.fallback = why
+            reports.append(report)
+        return reports
 
     def _awaited_recovery(self, node_id: str) -> RecoveryReport:
         """A cluster recovers lost nodes on its own (with the strategy it was started

@@ -13,6 +13,11 @@ view, if any) are compared with answers kept in Python from every vote written; 
 mismatch raises AssertionError. The strategies take turns round by round (the first
 round's order rotated each round), so a drift of the machine's speed hits them alike;
 each row shows the load average when it was printed.
+
+A pair (``--node sharder+aggregate`` or ``aggregate+join``) fails a node shard and
+one of its children together, and ``db.recover()`` (or lineage, parent first) brings
+both back; the rounds say whether the child came back from its checkpoint (ck) or was
+rebuilt from its parent.
 """
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ from noria_tools import workloads
 from noria_tools.bench import load_votes, plot_recovery
 
 KINDS = ("sharder", "aggregate", "join", "reader", "topk", "extremum", "distinct")
+#: a node shard and one of its children, failed together
+PAIRS = ("sharder+aggregate", "aggregate+join")
 
 #: the second view a kind needs: (name, SQL)
 TOP_VIEWS = {
@@ -99,6 +106,16 @@ def pick_node(graph: list[dict], kind: str) -> str:
                      f"{sorted({n['kind'] for n in graph})}")
 
 
+def pick_pair(graph: list[dict], pair: str) -> tuple[str, str]:
+    """``parent+child``: the parent's node on the vote path (``pick_node``) and its
+    first child of the child's kind."""
+    parent_kind, child_kind = pair.split("+")
+    nodes = {n["id"]: n for n in graph}
+    parent = pick_node(graph, parent_kind)
+    child = next(c for c in nodes[parent]["children"] if nodes[c]["kind"] == child_kind)
+    return parent, child
+
+
 def write_votes(bed: VoteBed, n: int = 1000, per_insert: int = 100) -> None:
     """``n`` votes for random articles, ``per_insert`` at a time, remembered in ``bed``."""
     vote = bed.db.table("vote")
@@ -154,10 +171,37 @@ def fail_with_votes(bed: VoteBed, node: str) -> None:
     write_votes(bed)
 
 
-def recover_round(bed: VoteBed, node: str, strategy: str) -> tuple[float, str]:
+def recover_pair(bed: VoteBed, pair: tuple[str, str], strategy: str) -> tuple[float, str]:
+    """``recover_round`` for a parent and its child failed together: tree clocks
+    recover both with ``db.recover()``, other strategies parent first; how the child
+    came back."""
+    parent, child = pair
+    write_votes(bed)
+    bed.db.fail(parent)
+    bed.db.fail(child)
+    write_votes(bed)
+    gc.collect()
+    t0 = time.perf_counter()
+    if strategy == "treeclock":
+        reports = {r.node: r for r in bed.db.recover()}
+    else:
+        reports = {n: bed.db.recover(n, strategy=strategy) for n in pair}
+    bed.db.wait()
+    seconds = time.perf_counter() - t0
+    check(bed)
+    how = "-"
+    if strategy == "treeclock":
+        how = "rebuilt" if reports[child].checkpoint is None else "ck"
+    return seconds, how
+
+
+def recover_round(bed: VoteBed, node: str | tuple[str, str],
+                  strategy: str) -> tuple[float, str]:
     """One round: the seconds until the views are right again (checked after), and how
     a tree-clock recovery restored the node's state: ``"ck"`` from its checkpoint,
     ``"rebuilt"`` from its parents' output (``"-"``: stateless, or another strategy)."""
+    if isinstance(node, tuple):
+        return recover_pair(bed, node, strategy)
     fail_with_votes(bed, node)
     gc.collect()
     t0 = time.perf_counter()
@@ -171,7 +215,7 @@ def recover_round(bed: VoteBed, node: str, strategy: str) -> tuple[float, str]:
     return seconds, how
 
 
-def _medians(bed: VoteBed, node: str, strategies: list[str], rounds: int,
+def _medians(bed: VoteBed, node: str | tuple[str, str], strategies: list[str], rounds: int,
              broken: dict[str, str]) -> dict[str, list[tuple[float, str]]]:
     """Each strategy's (seconds, how) per round (``recover_round``), the strategies
     taking turns (round r starts with strategy r mod their number). A strategy whose recovery raises is reported in
@@ -194,7 +238,9 @@ def _medians(bed: VoteBed, node: str, strategies: list[str], rounds: int,
                     f"{type(exc).__name__}: {exc}"
                 print(f"  {s} failed recovering {node}: {why}", flush=True)
                 del out[s]
-                bed.db.recover(node, strategy="lineage")
+                for n in node if isinstance(node, tuple) else (node,):
+                    if not bed.db.runtime.alive(n):
+                        bed.db.recover(n, strategy="lineage")
                 bed.db.wait()
                 check(bed)
     return out
@@ -242,10 +288,10 @@ def _bed_for(beds: dict[str | None, VoteBed], kind: str, votes: int, articles: i
 
 def parse_kinds(spec: str) -> list[str]:
     kinds = list(KINDS) if spec == "all" else spec.split(",")
-    bad = [k for k in kinds if k not in KINDS]
+    bad = [k for k in kinds if k not in KINDS + PAIRS]
     if bad:
         raise SystemExit(f"noria-py bench recovery: unknown --node {','.join(bad)}; "
-                         f"choose from {', '.join(KINDS)} or all")
+                         f"choose from {', '.join(KINDS + PAIRS)} or all")
     return kinds
 
 
@@ -265,12 +311,15 @@ def run_nodes(a: argparse.Namespace, sizes: list[int], strategies: list[str]) ->
         beds: dict[str | None, VoteBed] = {}
         for i, kind in enumerate(kinds):
             bed, load = _bed_for(beds, kind, n, articles, shards)
-            node = pick_node(bed.db.graph(), kind)
+            graph = bed.db.graph()
+            node: str | tuple[str, str] = (pick_pair(graph, kind) if kind in PAIRS
+                                           else pick_node(graph, kind))
             rounds = _medians(bed, node, strategies, a.rounds, broken)
             times = {s: statistics.median(t for t, _ in ts) for s, ts in rounds.items()}
             for s, v in times.items():
                 results.setdefault(f"{kind}, {s}" if len(kinds) > 1 else s, {})[n] = v
-            print(_row(kind, node, n, times, strategies, load), flush=True)
+            node_id = "+".join(node) if isinstance(node, tuple) else node
+            print(_row(kind, node_id, n, times, strategies, load), flush=True)
             print(_rounds_line(rounds), flush=True)
             top = needs_view(kind)
             if all(needs_view(k) != top for k in kinds[i + 1:]):

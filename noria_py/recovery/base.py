@@ -22,11 +22,29 @@ def recover_base(graph: Graph, rt: "Runtime", node_id: str, low: int | None = No
     seen = {c: rt.info(c).last_seen.get(node_id, 0) for c in node.children if rt.alive(c)}
     floor = min((seen.get(c, low or 0) for c in node.children), default=0)
     sent = rt.restore_base(node_id, seen, floor)
-    # its payload logs now start after ``floor``: a live stateful child whose newest
-    # checkpoint reflects less of it checkpoints now (``Domain.parent_restarted``)
-    for c in seen:
-        rt.parent_restarted(c, node_id, floor)
+    restarted(graph, rt, node_id, floor)
     return sent
+
+
+def restarted(graph: Graph, rt: "Runtime", node_id: str, floor: int) -> None:
+    """``node_id`` came back with payload logs to its children starting after its time
+    ``floor``: a live stateful child whose newest checkpoint reflects less of it
+    checkpoints now (``Domain.parent_restarted``), or its own recovery would find the
+    log short of that checkpoint and be rebuilt. So does a live stateful grandchild:
+    should the child between fail with it, the child restarts at the child-time the
+    grandchild's checkpoint reflects (``treeclock._children_checkpoints``), from this
+    node's log (a stateless child), or from its own checkpoint at or below it (a
+    stateful one, which may just have taken its only usable one); the grandchild
+    checkpoints if its newest reflects less than the child's time now."""
+    for c in graph[node_id].children:
+        if not rt.alive(c):
+            continue
+        rt.parent_restarted(c, node_id, floor)
+        grandchildren = [g for g in graph[c].children if graph[g].op.stateful and rt.alive(g)]
+        if grandchildren:
+            c_time = rt.info(c).time
+            for g in grandchildren:
+                rt.parent_restarted(g, c, c_time)
 
 
 def restore_upstream_bases(graph: Graph, rt: "Runtime", node_id: str) -> int:

@@ -31,4 +31,4 @@ def recover(graph: Graph, runtime: Runtime, node_id: str, *also: str) -> Recover
     seconds = time.perf_counter() - start
     rows = sum(len(graph[n].op.snapshot()) for n in purged if graph[n].op.stateful)
     return RecoveryReport(node=node_id, strategy="lineage", seconds=seconds,
-                          purged=purged, rows=rows)
+                          purged=purged, rows=rows, paths={n: "lineage" for n in purged})

@@ -19,3 +19,10 @@ class RecoveryReport:
     #: the nodes set back to an earlier state besides the failed one (the coordinated
     #: regime: every node, to the epoch ``checkpoint``; None there: rebuilt)
     rolled_back: list[str] = field(default_factory=list)
+    #: how each node this recovery brought back got its state: "checkpoint" (its own,
+    #: plus its parents' logs since), "rebuilt" (from its parents' state), "replayed"
+    #: (stateless: its parents' logs alone), "history" (a base, from its write
+    #: history), "lineage" (purged and recomputed from the base tables)
+    paths: dict[str, str] = field(default_factory=dict)
+    #: why tree clocks refused, when ``db.recover()`` fell back on lineage for this node
+    fallback: str | None = None

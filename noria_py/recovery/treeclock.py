@@ -30,18 +30,32 @@ A B with no live witness (no children: a reader; or only failed readers) has not
 downstream pinning its times: it comes back to its parents' output as it stands, with
 T*[A_i] their current times, from its newest checkpoint (any time; B' restarts at the
 checkpoint's time) plus what their payload logs hold since, or without one that the
-logs reach, rebuilt from their output. Its failed readers' checkpoints are then
-dropped: B' numbers its output afresh from its restart (and a B with witnesses
-re-executes the times no witness pinned in an order of its own), so the B-times such a
-checkpoint reflects may name other messages now; such a reader is rebuilt from B'.
+logs reach, rebuilt from their output.
+
+A failed stateful child C (a reader too) keeps its checkpoint when B' can regenerate
+the B-times above the B-time p_C that checkpoint reflects exactly as before the
+failure: B' then restarts at r = min(t_min, p_C) instead, its clock there being the
+witnesses' logs up to r merged with the checkpoint's clock (whose (C, B, A) entries
+are B's (B, A) at p_C), its state its own checkpoint at or below r or its parents'
+output up to T*(r), and the B-times in (r, p_C] pinned by witnesses (or FIFO, for a B
+with one parent). Invariants that make it reachable: a stateful node acknowledges no
+further than its stable checkpoint (``Domain.progress_report``), so B's parents keep
+their logs to B back to T*(p_C) and B's own stable checkpoint is at or below p_C; and
+its children keep the diffs after that checkpoint (``Domain.sent_low``). Where they do
+not hold (a log trimmed, no clock, times no witness pins), B restarts at t_min and C's
+checkpoints are dropped: the B-times they reflect may name other messages in B' (its
+output numbered afresh without witnesses, unpinned times executed in another order),
+so C is rebuilt from B'. ``RecoveryReport.paths`` says which.
 """
 from __future__ import annotations
 
 import sys
 import time as _time
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
+
+from treeclock import TreeClocks
 
 from ..batch import Batch
 from ..errors import RecoveryError
@@ -49,7 +63,7 @@ from ..graph import Graph
 from ..runtime import Runtime
 from ..runtime.checkpoints import Checkpoint
 from ..runtime.messages import Message
-from .base import recover_base
+from .base import recover_base, restarted
 from .report import RecoveryReport
 
 
@@ -64,21 +78,34 @@ def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
     if node.kind == "base":
         replayed = recover_base(graph, rt, node_id, _resume_low(graph, rt, node_id))
         return RecoveryReport(node=node_id, strategy="treeclock",
-                              seconds=_time.perf_counter() - start, replayed_messages=replayed)
+                              seconds=_time.perf_counter() - start, replayed_messages=replayed,
+                              paths={node_id: "history"})
     # Adjacent failures: a failed parent comes back first (a base from its log, an
     # operator through its grandchildren's clocks, which depth 3 keeps).
     replayed = rows = 0
+    paths: dict[str, str] = {}
     for p in node.parents:
         if not rt.alive(p):
             if graph[p].kind == "base":
                 replayed += recover_base(graph, rt, p, _resume_low(graph, rt, p))
+                paths[p] = "history"
             else:
-                r, n, _ = _recover_operator(graph, rt, p)
+                r, n, ck_p, _ = _recover_operator(graph, rt, p)
                 replayed, rows = replayed + r, rows + n
-    r, n, ck_time = _recover_operator(graph, rt, node_id)
+                paths[p] = _path(graph, p, ck_p)
+    r, n, ck_time, _ = _recover_operator(graph, rt, node_id)
+    paths[node_id] = _path(graph, node_id, ck_time)
     return RecoveryReport(node=node_id, strategy="treeclock",
                           seconds=_time.perf_counter() - start,
-                          replayed_messages=replayed + r, rows=rows + n, checkpoint=ck_time)
+                          replayed_messages=replayed + r, rows=rows + n, checkpoint=ck_time,
+                          paths=paths)
+
+
+def _path(graph: Graph, node_id: str, ck_time: int | None) -> str:
+    """How a recovered operator got its state back (``RecoveryReport.paths``)."""
+    if not graph[node_id].op.stateful:
+        return "replayed"
+    return "rebuilt" if ck_time is None else "checkpoint"
 
 
 class _Witness:
@@ -165,22 +192,128 @@ def _resume_low(graph: Graph, rt: Runtime, b: str) -> int:
     return 0 if low is None else low
 
 
-def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int, int | None]:
+class _Plan(NamedTuple):
+    """How B' restarts: at ``t_min`` with clock ``t_star``, having taken each parent's
+    messages up to ``resume``; from checkpoint ``ck`` and ``inputs`` (what its parents
+    sent it since), or rebuilt from ``inputs`` alone; then ``order`` replayed."""
+    t_min: int
+    t_star: np.ndarray
+    resume: dict[str, int]
+    ck: Checkpoint | None
+    inputs: list[tuple[int, Batch]]
+    order: list[Message]
+
+
+class _Unpinned(RecoveryError):
+    """Lowering B's restart to a failed child's checkpoint leaves B-times that no
+    witness pins (``children``: the children whose checkpoints need them)."""
+
+    def __init__(self, children: list[str]) -> None:
+        super().__init__(f"no witness pins the times the checkpoints of {children} reflect")
+        self.children = children
+
+
+def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int, int | None,
+                                                                            dict[str, Checkpoint]]:
     """Recover one operator; returns (messages replayed, rows restored, the time of the
-    checkpoint it came back from or None)."""
-    tc = rt.tc
-    assert tc is not None, "recover() checked the runtime has clocks"
+    checkpoint it came back from or None, the failed children whose checkpoints its
+    restart kept usable)."""
     node = graph[node_id]
-    parents = list(node.parents)
-    down = [a for a in parents if not rt.alive(a)]
+    down = [a for a in node.parents if not rt.alive(a)]
     if down:
         raise RecoveryError(f"node {node_id} and its parents {down} and theirs have failed "
                             "together: more adjacent failures than depth-3 tree clocks "
                             "recover; use strategy='lineage'")
-    layout = tc.layout(node.num)
     witnesses, seen = _witnesses(graph, rt, node_id)
-    if witnesses:
-        t_min = min(seen.values())
+    # Everything that can refuse (a neighbour failed too, a log already trimmed, logs
+    # that disagree) is settled before B' is touched: a refusal leaves B failed, never
+    # half restored (alive with part of its state, which no later recovery would fix).
+    kept = _children_checkpoints(graph, rt, node_id, min(seen.values()) if witnesses else None)
+    plan: _Plan | None = None
+    while kept and plan is None:
+        r = min(ck.parent_times.get(node_id, 0) for ck in kept.values())
+        if witnesses:
+            r = min(r, min(seen.values()))
+        try:
+            plan = _plan(graph, rt, node_id, witnesses, seen, r, kept)
+        except _Unpinned as e:
+            for c in e.children:
+                del kept[c]
+        except RecoveryError:
+            kept = {}
+    if plan is None:
+        plan = _plan(graph, rt, node_id, witnesses, seen, None, {})
+
+    # restart B' at t_min with clock T* and that state, then replay. A failed stateful
+    # child whose checkpoint this restart does not regenerate B's times for (module
+    # docstring) loses its checkpoints: it is rebuilt from B'.
+    for c in node.children:
+        if not rt.alive(c) and graph[c].op.stateful and c not in kept:
+            rt.drop_checkpoints(c)
+    ck = plan.ck
+    rt.restore(node_id, plan.t_min, plan.t_star, plan.resume, plan.inputs, ck)
+    rows = sum(len(batch) for _, batch in plan.inputs) + (0 if ck is None else ck.rows())
+    rt.replay(node_id, plan.order, seen)
+    # B's payload log to each child now starts after t_min: a live stateful child whose
+    # newest checkpoint reflects less of B checkpoints now, or its own recovery would
+    # find the log short of that checkpoint and be rebuilt (``Domain.parent_restarted``)
+    restarted(graph, rt, node_id, plan.t_min)
+    return len(plan.order), rows, None if ck is None else ck.time, kept
+
+
+def _children_checkpoints(graph: Graph, rt: Runtime, b: str,
+                          t_min: int | None) -> dict[str, Checkpoint]:
+    """The failed stateful children of B, each with the checkpoint its own recovery
+    will start from, that B' could keep usable by restarting at or below the B-time it
+    reflects: one with its clock (then B' can restart there), or at or above ``t_min``
+    (B's restart point without it; None: B has no witness). A child whose other
+    parents' logs no longer reach back to its checkpoint is left out (it is rebuilt)."""
+    kept: dict[str, Checkpoint] = {}
+    for c in graph[b].children:
+        node = graph[c]
+        if rt.alive(c) or not node.op.stateful:
+            continue
+        try:
+            _, below = _witnesses(graph, rt, c)
+        except RecoveryError:
+            continue
+        ck = rt.checkpoint(c, min(below.values()) if below else sys.maxsize)
+        if ck is None:
+            continue
+        p = ck.parent_times.get(b, 0)
+        if t_min is None or p < t_min:
+            tc = cast(TreeClocks, rt.tc)
+            layout = tc.layout(node.num)
+            slot = layout.slot[graph[b].num]
+            if ck.clock is None or len(ck.clock) != layout.size or ck.clock[slot] != p:
+                continue
+        if all(_reaches(rt, d, c, ck.parent_times.get(d, 0))
+               for d in node.parents if d != b):
+            kept[c] = ck
+    return kept
+
+
+def _reaches(rt: Runtime, a: str, c: str, since: int) -> bool:
+    """Whether ``a`` (alive) still holds every message it sent ``c`` after ``since``."""
+    if not rt.alive(a):
+        return False
+    msgs, a_time = rt.payload_after(a, c, since)
+    return len(msgs) == a_time - since
+
+
+def _plan(graph: Graph, rt: Runtime, node_id: str, witnesses: list[_Witness],
+          seen: dict[str, int], low: int | None, kept: dict[str, Checkpoint]) -> _Plan:
+    """Settle how B' restarts, without touching it (RecoveryError: it cannot). ``low``:
+    restart at that B-time, at or below the children's pins, from the witnesses' logs
+    up to there and the clocks of the ``kept`` children's checkpoints; None: at the
+    children's pins (t_min), or without witnesses, from the parents as they stand."""
+    tc = cast(TreeClocks, rt.tc)
+    node = graph[node_id]
+    parents = list(node.parents)
+    layout = tc.layout(node.num)
+    if witnesses or low is not None:
+        pinned_at = min(seen.values()) if witnesses else None
+        t_min: int = low if low is not None else cast(int, pinned_at)
         t_star = tc.zero(node.num)
         for w in witnesses:          # T*: merge what every witness logged up to t_min
             logged = w.rows[(w.times(w.rows) <= t_min)]
@@ -190,9 +323,29 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
                 pos = w.entry(path)
                 if pos is not None:
                     t_star[i] = max(t_star[i], int(logged[:, pos].max()))
+        # a kept child's checkpoint at B-time t_min holds B's clock as of then, as far
+        # as the child's depth reaches: (child, B, A) is T*'s (B, A), exactly
+        for c, c_ck in kept.items():
+            if c_ck.parent_times.get(node_id, 0) == t_min and c_ck.clock is not None:
+                c_layout = tc.layout(graph[c].num)
+                head = (graph[c].num,)
+                for i, path in enumerate(layout.paths[1:], 1):
+                    pos = c_layout.index.get(head + path)
+                    if pos is not None:
+                        t_star[i] = max(t_star[i], int(c_ck.clock[pos]))
         t_star[0] = t_min
         resume = {a: int(t_star[layout.slot[graph[a].num]]) for a in parents}
         pins = _pins(graph, witnesses, node_id, t_min)
+        if len(parents) > 1:
+            # B' must regenerate every B-time a child reflects exactly; with several
+            # parents, only the pins say which message each one was
+            if pinned_at is not None and any(t not in pins for t in range(t_min + 1, pinned_at + 1)):
+                raise RecoveryError(f"no witness pins {node_id}'s times after {t_min}")
+            unpinned = [c for c, c_ck in kept.items()
+                        if any(t not in pins
+                               for t in range(t_min + 1, c_ck.parent_times.get(node_id, 0) + 1))]
+            if unpinned:
+                raise _Unpinned(unpinned)
     else:
         # Nobody downstream: back to the parents' output as it stands now (below: from
         # the newest checkpoint, restarting at its time, or rebuilt, restarting at 0),
@@ -204,14 +357,12 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
         resume = {a: i.time for a, i in infos.items()}
         pins = {}
 
-    # Everything that can refuse (a neighbour failed too, a log already trimmed, logs
-    # that disagree) is settled before B' is touched: a refusal leaves B failed, never
-    # half restored (alive with part of its state, which no later recovery would fix).
     # 2. B's state as of t_min: its checkpoint and the parents' messages since, or each
     #    parent's output up to T*[A_i]; 3. what the parents resend (after T*[A_i])
     buffers: dict[str, list[Message]] = {}
-    ck = (rt.checkpoint(node_id, t_min if witnesses else sys.maxsize)
-          if node.op.stateful else None)
+    ck: Checkpoint | None = (
+        rt.checkpoint(node_id, t_min if witnesses or low is not None else sys.maxsize)
+        if node.op.stateful else None)
     inputs = _since_checkpoint(rt, node_id, ck, resume, buffers) if ck is not None else None
     if inputs is None:
         ck = None
@@ -220,7 +371,7 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
     for a in parents:
         if a not in buffers:
             buffers[a] = _log_after(rt, a, node_id, resume[a])
-    if not witnesses:
+    if not witnesses and low is None:
         if ck is not None:
             t_min = ck.time             # (B' goes on numbering from its checkpoint)
         for a, info in infos.items():
@@ -244,30 +395,14 @@ def _recover_operator(graph: Graph, rt: Runtime, node_id: str) -> tuple[int, int
                 raise RecoveryError(f"replay of {node_id} found no message of {a} at its time "
                                     f"{want} for time {t}; the logs disagree")
         else:
-            unpinned = next((p for p in parents if heads[p] < len(buffers[p])
-                             and (p, buffers[p][heads[p]].time) not in pinned), None)
-            if unpinned is None:
+            unpinned_head = next((p for p in parents if heads[p] < len(buffers[p])
+                                  and (p, buffers[p][heads[p]].time) not in pinned), None)
+            if unpinned_head is None:
                 raise RecoveryError(f"replay of {node_id}: no unpinned message for time {t}")
-            a = unpinned
+            a = unpinned_head
         order.append(buffers[a][heads[a]])
         heads[a] += 1
-
-    # restart B' at t_min with clock T* and that state, then replay; a failed reader's
-    # checkpoints no longer fit B's times (module docstring)
-    for c in node.children:
-        if not rt.alive(c) and not graph[c].children:
-            rt.drop_checkpoints(c)
-    rt.restore(node_id, t_min, t_star, resume, inputs, ck)
-    rows = sum(len(batch) for _, batch in inputs) + (0 if ck is None else ck.rows())
-    rt.replay(node_id, order, seen)
-    # B's payload log to each child now starts after t_min: a live stateful child whose
-    # newest checkpoint reflects less of B checkpoints now, or its own recovery would
-    # find the log short of that checkpoint and be rebuilt (``Domain.parent_restarted``)
-    if witnesses:
-        for c in node.children:
-            if rt.alive(c):
-                rt.parent_restarted(c, node_id, t_min)
-    return len(order), rows, None if ck is None else ck.time
+    return _Plan(t_min, t_star, resume, ck, inputs, order)
 
 
 def _since_checkpoint(rt: Runtime, node_id: str, ck: Checkpoint, resume: dict[str, int],

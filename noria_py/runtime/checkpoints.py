@@ -91,6 +91,11 @@ class Checkpoint:
     form: str
     inputs: list[Batch | HeldInput] = field(default_factory=list)
     entries: HeldEntries = field(default_factory=dict)
+    #: the node's tree clock as of ``time`` (None: not recorded, as in a cluster's
+    #: store or one read from disk): its (node, parent, ...) entries are the parent's
+    #: clock as of the parent-time it reflects, which lets a parent failed with it
+    #: restart there (``recovery/treeclock.py``, "a failed child's checkpoint")
+    clock: np.ndarray | None = None
 
     def rows(self) -> int:
         """Rows or entries it holds."""
@@ -134,7 +139,8 @@ class Sink(Protocol):
     def has(self, node_id: str) -> bool: ...
 
     def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
-            delta: InputDelta | Entries, full: bool, stable: int) -> None: ...
+            delta: InputDelta | Entries, full: bool, stable: int,
+            clock: np.ndarray | None = None) -> None: ...
 
     def keep_upto(self, node_id: str, time: int) -> None: ...
 
@@ -153,6 +159,8 @@ class _Chain:
         #: "keyed": key -> entry, or COUNT's counts in an array
         self.entries: HeldEntries = {}
         self.deltas: list[tuple[int, dict[str, int], InputDelta | Entries]] = []
+        #: the node's clock at the base's and at each delta's time, where it was given
+        self.clocks: dict[int, np.ndarray] = {}
 
     def fold(self, delta: InputDelta | Entries) -> None:
         """Apply ``delta`` to the base."""
@@ -288,12 +296,14 @@ class CheckpointStore:
             self.journal[node_id] = []
             self.rewrite.discard(node_id)
 
-    def retag(self, node_id: str, time: int, parent_times: dict[str, int]) -> None:
-        """Give ``node_id``'s only checkpoint (``adopt``) the time and parent-times of
-        the node that took it over."""
+    def retag(self, node_id: str, time: int, parent_times: dict[str, int],
+              clock: np.ndarray | None = None) -> None:
+        """Give ``node_id``'s only checkpoint (``adopt``) the time, parent-times and
+        clock of the node that took it over."""
         chain = self._chains[node_id]
         assert not chain.deltas
         chain.time, chain.parent_times = time, dict(parent_times)
+        chain.clocks = {} if clock is None else {time: clock}
 
     def _journal(self, node_id: str, form: str, delta: InputDelta | Entries, whole: bool) -> None:
         journal = self.journal
@@ -305,21 +315,28 @@ class CheckpointStore:
             journal.setdefault(node_id, []).append((form, delta))
 
     def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
-            delta: InputDelta | Entries, full: bool, stable: int) -> None:
+            delta: InputDelta | Entries, full: bool, stable: int,
+            clock: np.ndarray | None = None) -> None:
         """Record a checkpoint of ``node_id`` at ``time``: ``delta`` is the change since
-        its previous one, or (``full``) its whole state. Deltas at or below ``stable``
-        (the node's low mark) are folded into the base."""
+        its previous one, or (``full``) its whole state; ``clock``, the node's clock
+        then. Deltas at or below ``stable`` (the node's low mark) are folded into the
+        base."""
         chain = self._chains.get(node_id)
         if self.journal is not None:
             self._journal(node_id, form, delta, full or chain is None)
         if full or chain is None:
             chain = self._chains[node_id] = _Chain(form, time, dict(parent_times))
             chain.fold(delta)
-            return
-        chain.deltas.append((time, dict(parent_times), delta))
-        while chain.deltas and chain.deltas[0][0] <= stable:
-            chain.time, chain.parent_times, d = chain.deltas.pop(0)
-            chain.fold(d)
+        else:
+            chain.deltas.append((time, dict(parent_times), delta))
+            while chain.deltas and chain.deltas[0][0] <= stable:
+                chain.time, chain.parent_times, d = chain.deltas.pop(0)
+                chain.fold(d)
+        clocks = chain.clocks
+        if clock is not None:
+            clocks[time] = clock
+        for t in [t for t in clocks if t < chain.time]:
+            del clocks[t]
 
     def latest(self, node_id: str, at_most: int) -> Checkpoint | None:
         """The newest checkpoint of ``node_id`` at or below time ``at_most``, or None."""
@@ -337,7 +354,8 @@ class CheckpointStore:
             ports = [p.copy() for p in chain.ports]
             for _, _, d in later:
                 _fold_inputs(ports, d, copy=True)      # type: ignore[arg-type]
-            return Checkpoint(time, dict(parent_times), "input", inputs=list(ports))
+            return Checkpoint(time, dict(parent_times), "input", inputs=list(ports),
+                              clock=chain.clocks.get(time))
         entries = chain.entries
         if isinstance(entries, DenseCounts):
             entries = DenseCounts(entries.counts.copy(), dict(entries.nulls))
@@ -345,7 +363,8 @@ class CheckpointStore:
             entries = dict(entries)
         for _, _, d in later:
             entries = _fold_entries(entries, d, copy=True)   # type: ignore[arg-type]
-        return Checkpoint(time, dict(parent_times), "keyed", entries=entries)
+        return Checkpoint(time, dict(parent_times), "keyed", entries=entries,
+                          clock=chain.clocks.get(time))
 
     def keep_upto(self, node_id: str, time: int) -> None:
         """Forget the checkpoints of ``node_id`` after ``time`` (it restarted from one
@@ -356,6 +375,8 @@ class CheckpointStore:
                 self.rewrite.add(node_id)
                 self.journal[node_id] = []
             chain.deltas = [d for d in chain.deltas if d[0] <= time]
+            for t in [t for t in chain.clocks if t > time]:
+                del chain.clocks[t]
 
     def drop(self, node_id: str) -> None:
         self._chains.pop(node_id, None)

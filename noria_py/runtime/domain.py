@@ -24,6 +24,10 @@ checkpoint is the newest its children have all passed (``on_progress``); for a n
 without children (a reader), whose recovery starts from its newest checkpoint, the
 newest: its acknowledgements carry that checkpoint's parent-time as the level its
 parent may trim its log to it (``progress_report``), instead of its last-seen time.
+Every checkpointing node acknowledges no further than its stable checkpoint (its
+parent-times and its clock as of then, which the checkpoint keeps), and its messages
+carry a low mark no higher than that checkpoint's time: a parent failed together with
+it can then restart where the checkpoint stands (``recovery/treeclock.py``).
 """
 from __future__ import annotations
 
@@ -99,6 +103,7 @@ class Domain:
         self._clock: np.ndarray | None = None
         self._diffs: DiffLog | None = None
         self.pending: list[int] = []    # diffs not yet applied, as paths one after another
+        self.compact_at = COMPACT_AT    # compact the diff log when it holds this many
         self.summary: np.ndarray | None = None   # merge of the diffs compacted away
         self.last_diff: tuple[int, ...] | None = None   # as a path (treeclock.receive_path)
         self.payload: dict[str, deque[Message]] = {}
@@ -107,6 +112,10 @@ class Domain:
         self.progress: dict[str, tuple[int, dict[str, int]]] = {}  # child -> acked times
         self.parent_low: dict[str, int] = {}
         self.low = 0
+        #: the low mark this node's messages carry, below which its children fold
+        #: their diffs of it away: ``low``, or its stable checkpoint's time if lower
+        #: (``_stable_checkpoint``)
+        self.sent_low = 0
         self.unacked = 0
         self.report_plan: list[ReportPlan] | None = None   # progress_report's clock positions
         self.reset_checkpoint_state()
@@ -131,11 +140,18 @@ class Domain:
         self.ck_inputs = ([] if self.store is not None and self.node.op.checkpoint_form == "input"
                           else None)
         self.ck_messages = 0            # messages and rows taken since the last checkpoint
+        #: (parent, time): checkpoint once this node has taken that parent's messages up
+        #: to that time (``parent_restarted``)
+        self.ck_wanted: tuple[str, int] | None = None
         self.ck_rows = 0
-        #: (time, parent-times) of this node's checkpoints above the newest stable one
-        self.ck_recent: list[tuple[int, dict[str, int]]] = []
-        #: parent-times of the newest checkpoint at or below the low mark (None: none yet)
+        #: (time, parent-times, clock) of this node's checkpoints above the newest
+        #: stable one
+        self.ck_recent: list[tuple[int, dict[str, int], np.ndarray | None]] = []
+        #: parent-times of the newest checkpoint at or below the low mark (None: none
+        #: yet), its time and its clock (None: not known)
         self.ck_stable: dict[str, int] | None = None
+        self.ck_stable_time = 0
+        self.ck_stable_clock: np.ndarray | None = None
 
     def checkpoint_due(self) -> bool:
         return (self.ck_messages >= tuning.CHECKPOINT_EVERY
@@ -152,10 +168,13 @@ class Domain:
         change = checkpoints.delta(op, full, self.ck_inputs or [])
         if self.ck_inputs is not None:
             self.ck_inputs = []
+        clock = self.clock
+        clock = None if clock is None else clock.copy()
         store.put(self.id, self.time, self.last_seen, cast(str, op.checkpoint_form), change,
-                  full, self.recovery_floor())
+                  full, self.recovery_floor(), clock=clock)
         self.ck_messages = self.ck_rows = 0
-        self.ck_recent.append((self.time, dict(self.last_seen)))
+        self.ck_wanted = None
+        self.ck_recent.append((self.time, dict(self.last_seen), clock))
         self._stable_checkpoint()
 
     def adopt_checkpoint(self) -> None:
@@ -163,9 +182,11 @@ class Domain:
         disk, ``ondisk.py``) and has settled: that checkpoint is its first, as of now,
         as the whole one a node filled from its parents takes (``EmbeddedRuntime.settle``)."""
         store = cast(checkpoints.CheckpointStore, self.store)
-        store.retag(self.id, self.time, self.last_seen)
+        clock = self.clock
+        clock = None if clock is None else clock.copy()
+        store.retag(self.id, self.time, self.last_seen, clock)
         self.ck_messages = self.ck_rows = 0
-        self.ck_recent.append((self.time, dict(self.last_seen)))
+        self.ck_recent.append((self.time, dict(self.last_seen), clock))
         self._stable_checkpoint()
 
     def parent_restarted(self, parent: str, log_from: int) -> bool:
@@ -177,11 +198,16 @@ class Domain:
         taken everything the restart regenerates from), a delta from the last, so that
         its next recovery starts from a checkpoint instead of a rebuild from its parents.
         The decision is this node's own, from what it knows of its checkpoints; returns
-        whether it took one."""
+        whether it took one. (A grandchild told of its grandparent's restart is told
+        ``parent``'s time now, which it may not have taken yet, its messages in flight:
+        it then checkpoints once it has, ``ck_wanted``.)"""
         if self.store is None or not self.alive:
             return False
         newest = self.ck_recent[-1][1] if self.ck_recent else self.ck_stable
         if newest is not None and newest.get(parent, 0) >= log_from:
+            return False
+        if self.last_seen.get(parent, 0) < log_from:
+            self.ck_wanted = (parent, log_from)
             return False
         self.checkpoint()
         return True
@@ -198,7 +224,8 @@ class Domain:
         recent = self.ck_recent
         floor = self.recovery_floor()
         while recent and recent[0][0] <= floor:
-            self.ck_stable = recent.pop(0)[1]
+            self.ck_stable_time, self.ck_stable, self.ck_stable_clock = recent.pop(0)
+        self.sent_low = min(self.low, self.ck_stable_time)
 
     def restore_state(self, checkpoint: Checkpoint | None, inputs: list[tuple[int, Batch]]) -> None:
         """Fill this (empty, restarting) node: from ``checkpoint`` then ``inputs`` (what
@@ -213,6 +240,7 @@ class Domain:
             if store is not None:
                 store.keep_upto(self.id, checkpoint.time)
             self.ck_stable = dict(checkpoint.parent_times)
+            self.ck_stable_time, self.ck_stable_clock = checkpoint.time, checkpoint.clock
         elif store is not None:
             store.drop(self.id)
         since = self.ck_inputs if checkpoint is not None else None
@@ -262,8 +290,11 @@ class Domain:
         diffs = cast(DiffLog, self._diffs)
         tc.apply_paths(self.node.num, self.pending, cast(np.ndarray, self._clock), diffs)
         self.pending = []
-        if len(diffs) >= COMPACT_AT:
+        if len(diffs) >= self.compact_at:
             self.compact_diffs()
+            # (again once the log has doubled: the diffs above a checkpointing parent's
+            # stable checkpoint stay, and compacting at every flush rescanned them)
+            self.compact_at = max(COMPACT_AT, 2 * len(diffs))
 
     # ------------------------------------------------------------ messages
 
@@ -291,6 +322,9 @@ class Domain:
             self.ck_rows += len(msg.batch)
             if self.ck_inputs is not None:
                 self.ck_inputs.append((port, self.node.op.taken(port, msg.batch)))
+            wanted = self.ck_wanted
+            if wanted is not None and src == wanted[0] and msg.time >= wanted[1]:
+                self.checkpoint()
         return self.emit(out)
 
     def check_incoming(self, msg: Message) -> None:
@@ -323,7 +357,7 @@ class Domain:
         if outs is None or self.out_version != self.graph.version:
             outs = self._out_edges()
         logging = self.tc is not None
-        nid, t, diff, low = self.node.id, self.time, self.last_diff, self.low
+        nid, t, diff, low = self.node.id, self.time, self.last_diff, self.sent_low
         splits = self.node.op.splits
         sends: list[Message] = []
         for c, shard, log in outs:
@@ -478,6 +512,17 @@ class Domain:
         if not self.node.children:
             trims = (last_seen if self.store is None
                      else self.ck_stable if self.ck_stable is not None else {})
+        stable = self.ck_stable if self.store is not None else None
+        if stable is not None:
+            # no further than the stable checkpoint: a parent failed together with this
+            # node restarts where the checkpoint stands, from its own parents' logs
+            # (``recovery/treeclock.py``, "a failed child's checkpoint")
+            held = self.ck_stable_clock
+            return [(b_id, min(last_seen.get(b_id, 0), stable.get(b_id, 0)),
+                     {a_id: min(int(clock[pos]), int(held[pos])) if held is not None
+                      else int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
+                     None if trims is None else trims.get(b_id, 0))
+                    for b_id, grand in plan]
         return [(b_id, last_seen.get(b_id, 0),
                  {a_id: int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
                  None if trims is None else trims.get(b_id, 0))
@@ -508,12 +553,12 @@ class Domain:
         progress[child] = (time, paths)
         children = self.node.children
         if len(children) == 1 and children[0] == child:   # the usual case
-            self.low = time
+            self.low = self.sent_low = time
             trims = [(a, paths.get(a, 0)) for a in self.node.parents]
         elif not all(ch in progress for ch in children):
             return []
         else:
-            self.low = min(progress[ch][0] for ch in children)
+            self.low = self.sent_low = min(progress[ch][0] for ch in children)
             trims = [(a, min(progress[ch][1].get(a, 0) for ch in children))
                      for a in self.node.parents]
         if self.store is None:

@@ -169,14 +169,20 @@ def test_a_reader_whose_parent_restarted_checkpoints_then(regime):
         _check_counts(db, written)
 
 
+@pytest.mark.parametrize("clocked", [True, False])
 @pytest.mark.parametrize("regime", ["default", "often"])
-def test_a_reader_down_while_its_parent_restarts_is_rebuilt(regime):
-    """The reader fails, then its aggregate, the reader's only parent (so no witness: it
-    comes back from its newest checkpoint, numbering its output afresh from there) is
-    recovered while the reader is still down, with writes between: the reader's
-    checkpoints name the aggregate's old times, so they are dropped and the reader is
-    rebuilt from the aggregate, right; it then checkpoints the rebuilt state, so that
-    its next failure comes back from a checkpoint."""
+def test_a_reader_down_while_its_parent_restarts(regime, clocked):
+    """The reader fails, then its aggregate, the reader's only parent (so no witness),
+    is recovered while the reader is still down, with writes between. The reader's
+    newest checkpoint holds its clock, whose (reader, aggregate, base) entry says which
+    base message the aggregate had taken at the aggregate-time the checkpoint reflects:
+    the aggregate restarts there (from its own checkpoint at or below it), and the
+    reader comes back from its checkpoint, right. Without that clock (``clocked``
+    False: a store that keeps none, as a cluster's), the aggregate comes back from its
+    newest checkpoint numbering its output afresh, so the reader's checkpoints, which
+    name its old times, are dropped and the reader is rebuilt from the aggregate,
+    right; it then checkpoints the rebuilt state, so that its next failure comes back
+    from a checkpoint."""
     with checkpoint_regime(regime):
         db, reader, agg = _count_view(seed=2)
         written: list[tuple] = []
@@ -192,11 +198,15 @@ def test_a_reader_down_while_its_parent_restarts_is_rebuilt(regime):
         write(40, 300)
         db.fail(agg)
         write(40, 340)
+        if not clocked:
+            db.runtime.store._chains[reader].clocks.clear()
         assert db.recover(agg, strategy="treeclock").checkpoint is not None
         write(300, 380)
-        assert db.recover(reader, strategy="treeclock").checkpoint is None
+        report = db.recover(reader, strategy="treeclock")
+        assert report.paths == {reader: "checkpoint" if clocked else "rebuilt"}, report
+        assert (report.checkpoint is not None) == clocked
         _check_counts(db, written)
-        # rebuilt, it checkpointed its state at once: the next failure restores that
+        # either way it has a checkpoint now: the next failure restores it
         write(20, 680)
         db.fail(reader)
         write(20, 700)

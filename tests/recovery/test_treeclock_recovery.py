@@ -164,14 +164,19 @@ def test_logs_stay_bounded(messages):
     sizes.append(_log_sizes(db))
     assert db.runtime.delivered >= messages * 0.9
     # flat: bounded by a constant of the graph, however many messages went through.
-    # A diff log is compacted when it reaches COMPACT_AT; a payload log is trimmed at
-    # each acknowledgement, every ACK_EVERY messages of the child, and no further back
-    # than a stateful child's stable checkpoint, taken every CHECKPOINT_EVERY messages.
-    from noria_py.tuning import ACK_EVERY, CHECKPOINT_EVERY, COMPACT_AT
+    # A diff log is compacted when it reaches COMPACT_AT (or twice what the last
+    # compaction kept), down to the sender's low mark, or its stable checkpoint if
+    # older (taken every CHECKPOINT_EVERY messages); a
+    # payload log is trimmed at each acknowledgement, every ACK_EVERY messages of the
+    # child, and no further back than a stateful child's stable checkpoint (or a
+    # stateful grandchild's, through a stateless child).
+    from noria_py.tuning import ACK_EVERY, CHECKPOINT_EVERY, COMPACT_AT, FLUSH_EVERY
     nodes = db.graph()
     edges = sum(len(n["children"]) for n in nodes)
     assert max(p for p, _ in sizes) <= (3 * ACK_EVERY + CHECKPOINT_EVERY) * edges, sizes
-    assert max(d for _, d in sizes) <= COMPACT_AT * len(nodes), sizes
+    # (compacted again once it has doubled since: twice what a compaction keeps)
+    per_log = 2 * (COMPACT_AT + CHECKPOINT_EVERY + 2 * ACK_EVERY + FLUSH_EVERY)
+    assert max(d for _, d in sizes) <= per_log * len(nodes), sizes
     assert db.view("c").lookup(7) == [(7, len(range(7, writes, 50)))]
 
 

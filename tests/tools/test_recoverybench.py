@@ -111,3 +111,16 @@ def test_a_database_is_closed_once_no_later_kind_runs_on_it(monkeypatch):
                                "--strategies", "treeclock"]) == 0
     assert made == [None, "topk"]
     assert closed == ["topk", None]
+
+
+def test_a_pair_fails_together_and_the_child_comes_back_from_its_checkpoint(capsys):
+    """``--node sharder+aggregate``: the sharder and its first COUNT shard fail together;
+    every round is checked, and tree clocks bring the shard back from its checkpoint."""
+    bed = recoverybench.vote_bed(100, articles=10, shards=2)
+    assert recoverybench.pick_pair(bed.db.graph(), "aggregate+join") == ("n4.0", "n6.0")
+    bed.db.close()
+    assert bench.run_recovery(["--node", "sharder+aggregate", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert any(line.split()[:2] == ["sharder+aggregate", "n3+n4.0"] for line in out.splitlines())
+    rounds = next(line for line in out.splitlines() if line.strip().startswith("rounds:"))
+    assert "treeclock" in rounds and "(ck)" in rounds and "rebuilt" not in rounds, rounds

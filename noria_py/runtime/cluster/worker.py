@@ -111,7 +111,10 @@ class RemoteStore:
         return node_id in self.held
 
     def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
-            delta: InputDelta | Entries, full: bool, stable: int) -> None:
+            delta: InputDelta | Entries, full: bool, stable: int,
+            clock: np.ndarray | None = None) -> None:
+        # (the clock stays here: the controller's store keeps none, so a parent lost
+        # with its child restarts where the children pin it, and the child is rebuilt)
         self.send(["ck", node_id, time, parent_times, form, encode_delta(form, delta),
                    full, stable])
         self.held.add(node_id)
