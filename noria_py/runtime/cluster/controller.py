@@ -9,9 +9,16 @@ place of ``EmbeddedRuntime``. It keeps:
   history, which is the durable log a lost base recovers from: a write is
   acknowledged once it is in that history (and in the WAL with ``data_dir``), so an
   acknowledged write survives any worker;
-- the routing of messages between workers (a star: worker-to-worker traffic goes
-  through here, which keeps every edge FIFO and lets a failed node's inbound messages
-  be held until it is back);
+- with ``channels="relay"``, the routing of messages between workers (a star:
+  worker-to-worker traffic goes through here, which keeps every edge FIFO and lets a
+  failed node's inbound messages be held until it is back); with ``"direct"``, none:
+  workers send each other their messages (``channels.py``), and this side keeps the
+  order recovery needs with frames of its own: the ``lost`` fence before any question
+  of a recovery, ``host`` answered before ``place``, ``release`` once a node is
+  restored, and ``wait`` by the workers' counts (docs/architecture.md, "Direct
+  channels"). A checkpoint still comes here, on the worker's own connection, and need
+  not be in order with the node's messages: a recovery uses one no newer than what the
+  node's witnesses saw (``at_most``);
 - the stateful node shards' checkpoints (``runtime/checkpoints.py``), which each
   worker sends here as its nodes take them: a dead worker's nodes come back on the
   spare from their checkpoints plus their parents' payload logs.

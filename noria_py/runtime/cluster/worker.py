@@ -9,11 +9,26 @@ request reaches a worker, every message forwarded to it before has been processe
 A second thread sends heartbeats. Clients read the readers hosted here on a port of
 the worker's own (``reads.py``: how those reads and the thread above share a reader).
 
+With direct channels (``--channels direct``, ``channels.py``), the messages, progress
+reports and trims between workers go on worker-to-worker links instead, and the one
+thread handles an inbox fed by the controller's connection and each peer's link, in
+order per connection. What the controller's ordering gave is kept by frames of its
+own: ``["lost", worker]`` is the fence (nothing of that worker's is handled after it,
+and a recovery's questions come after it), messages for a lost worker's nodes wait
+here until ``["place", {node: worker}]``, messages for nodes this worker took over
+(``host``) are held until ``["release", nodes]``, and ``["drop_from", nodes]`` follows
+on each link the messages of a node restored then given up on. ``wait()`` asks each
+worker's counts of frames sent and handled (``req_counts``).
+
 Frames (lists; see ``wire.py`` for framing and authentication):
 
 - from the controller: ``["ddl", change, placement]``, ``["host", [node ids]]``,
   ``["msg", dst, message]``, ``["write", base, batch]``, ``["progress", b, c, t, paths,
-  trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``
+  trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``; with direct
+  channels also ``["peers", {name: address}]``, ``["lost", name]``, ``["place",
+  {node: worker}]``, ``["release", [node ids]]``
+- from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
+  ``["trunc", ...]``, ``["drop_from", [node ids]]``, nothing else
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
@@ -21,7 +36,8 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   delta, full, stable]``, ``["ck_keep", node, time]``, ``["ck_drop", node]``; while a
   subscription listens at one of its readers (``req_listen``), ``["sub", node, None]``
   when the reader applies a change after a drain (``req_drain``), and its loss,
-  ``["sub_lost", node, why]``
+  ``["sub_lost", node, why]``; with direct channels no ``msg``, ``progress`` or
+  ``trunc``, and ``["peer_lost", name]`` for a link that cannot be dialed or written
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
