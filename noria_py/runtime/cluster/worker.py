@@ -145,6 +145,9 @@ class RemoteStore:
 
 #: the frames a peer may send (``channels.py``): data only, never a request
 PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from"))
+#: with direct channels, what the inbox's frames produced is sent at the latest after
+#: this many frames (and whenever the inbox is empty)
+FLUSH_EVERY = 64
 
 
 class Worker:
@@ -543,13 +546,19 @@ class Worker:
         lost = self.lost_workers
         threading.Thread(target=inbox.read, args=(CONTROLLER, self.conn),
                          daemon=True, name="control-recv").start()
+        since_flush = 0
         try:
             while True:
+                if since_flush >= FLUSH_EVERY:      # (an inbox never empty must not
+                    links.flush()                   # hold back what it produced)
+                    since_flush = 0
                 try:
                     src, f = inbox.get_nowait()
                 except queue.Empty:
                     links.flush()
+                    since_flush = 0
                     src, f = inbox.get()
+                since_flush += 1
                 if src in lost:
                     continue                # (after the fence: its frames are dropped)
                 if isinstance(f, BaseException):

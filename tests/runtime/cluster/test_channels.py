@@ -88,6 +88,20 @@ def test_the_fence_drops_what_a_lost_worker_sent_and_anything_after_it():
     ctl.close()
 
 
+def test_what_a_busy_worker_produces_is_sent_while_its_inbox_is_never_empty():
+    w, ctl = _worker()
+    w.domains["n"] = _Domain()                  # type: ignore[assignment]
+    flushes: list[int] = []
+    w.links.flush = lambda: flushes.append(w.inbox.q.qsize())    # type: ignore[method-assign]
+    enc = wire.encode_message
+    for t in range(1, 201):
+        w.inbox.put(("w2", ["msg", "n", enc(_msg("a", "n", t))]))
+    w.inbox.put((CONTROLLER, ["stop"]))
+    w.run_direct()
+    assert len(flushes) >= 3 and all(left > 0 for left in flushes[:3])
+    ctl.close()
+
+
 def test_a_peer_may_send_data_only():
     w, ctl = _worker()
     w.inbox.put(("w2", ["req", 1, "crash", ["n"]]))
