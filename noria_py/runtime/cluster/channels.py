@@ -3,7 +3,8 @@ sends the messages, progress reports and log trims of its node shards straight t
 worker hosting the destination, not through the controller.
 
 Topology: every worker listens on a peer port of its own (``PeerServer``; same
-framing, HMAC handshake and token as the controller's port, role ``peer``) and dials a
+framing, HMAC handshake and token as the controller's port, role ``peer``, and TLS
+only when the cluster is served with TLS, as its read port) and dials a
 peer the first time it has something for it. A link carries one direction: the
 frames of every edge from this worker's node shards to that worker's, multiplexed in
 the order they were emitted (the reverse direction is the peer's own link), so each
@@ -27,12 +28,15 @@ from __future__ import annotations
 import logging
 import queue
 import socket
+import ssl
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, cast
 
+from ...tls import accept as tls_accept
+from ...tls import connect as tls_connect
 from . import wire
 
 log = logging.getLogger("noria_py.worker")
@@ -77,9 +81,11 @@ class PeerServer:
     """The worker's peer port: each peer that proves the token gets a thread putting
     its frames in the inbox, tagged with its name."""
 
-    def __init__(self, inbox: Inbox, host: str, port: int, token: str | None) -> None:
+    def __init__(self, inbox: Inbox, host: str, port: int, token: str | None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.inbox = inbox
         self.token = token
+        self.tls = tls                  # (the cluster's TLS: every connection's)
         self.admission = wire.Admission(MAX_PEER_CONNECTIONS, log, kind="peer ")
         self.sock = socket.create_server((host, port))
         self.address: tuple[str, int] = cast("tuple[str, int]", self.sock.getsockname()[:2])
@@ -99,6 +105,15 @@ class PeerServer:
                                  name="peer-recv").start()
 
     def _link(self, sock: socket.socket) -> None:
+        if self.tls is not None:
+            peer = wire.peer_name(sock)
+            try:
+                sock = tls_accept(sock, self.tls, wire.HANDSHAKE_TIMEOUT)
+            except OSError as e:
+                log.warning("refused peer connection from %s: TLS handshake failed: %s",
+                            peer, e)
+                self.admission.release()
+                return
         conn = wire.Connection(sock)
         try:
             hello = wire.server_handshake(conn, self.token, role_expected="peer")
@@ -146,9 +161,11 @@ class Links:
     and before each reply to the controller), several frames per system call."""
 
     def __init__(self, name: str, token: str | None,
-                 on_broken: Callable[[str, BaseException], None]) -> None:
+                 on_broken: Callable[[str, BaseException], None],
+                 tls: ssl.SSLContext | None = None) -> None:
         self.name = name
         self.token = token
+        self.tls = tls                  # (verifies the peers' certificates)
         self.on_broken = on_broken
         self.peers: dict[str, tuple[str, int]] = {}     # name -> peer port
         self.conns: dict[str, wire.Connection] = {}
@@ -197,6 +214,8 @@ class Links:
         if addr is None:
             raise wire.ProtocolError(f"no address known for worker {peer}")
         sock = socket.create_connection(addr, timeout=DIAL_TIMEOUT)
+        if self.tls is not None:
+            sock = tls_connect(sock, self.tls, addr[0])
         conn = wire.Connection(sock)
         try:
             wire.client_handshake(conn, self.token, {"role": "peer", "name": self.name},

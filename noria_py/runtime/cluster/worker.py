@@ -54,6 +54,7 @@ import os
 import queue
 import signal
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -154,7 +155,8 @@ class Worker:
     def __init__(self, conn: wire.Connection, name: str, shards: int, clocks: bool,
                  checkpoints: bool = True, reads: Reads | None = None,
                  channels: str = "relay", token: str | None = None,
-                 inbox: Inbox | None = None, peers: PeerServer | None = None) -> None:
+                 inbox: Inbox | None = None, peers: PeerServer | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -175,7 +177,7 @@ class Worker:
         self.direct = channels == "direct"
         self.inbox = inbox if inbox is not None else Inbox()
         self.peer_server = peers
-        self.links = Links(name, token, self._link_broken)
+        self.links = Links(name, token, self._link_broken, tls)
         self.placement: dict[str, str] = {}       # every node shard -> its worker's name
         self.lost_workers: set[str] = set()       # declared lost: their frames are dropped
         #: messages for nodes whose worker is lost, until the controller places them
@@ -715,7 +717,7 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
     reads = ReadServer(state, read_host, read_port, token, tls=read_tls)
     advertised = "" if read_host in WILDCARD else reads.address[0]
     inbox = Inbox()                     # (direct channels: what peers send, channels.py)
-    peers = PeerServer(inbox, read_host, 0, token)
+    peers = PeerServer(inbox, read_host, 0, token, tls=read_tls)
     try:
         wire.client_handshake(conn, token, {"role": "worker", "name": name, "pid": os.getpid(),
                                             "read": [advertised, reads.address[1]],
@@ -726,7 +728,7 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
         _, assigned, shards, clocks, checkpoints, *more = f
         channels = more[0] if more else "relay"
         worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels, token,
-                        inbox, peers)
+                        inbox, peers, None if tls is None else tls_client_context(tls.ca))
         stop = threading.Event()
         threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
         try:

@@ -178,6 +178,34 @@ def test_peer_links_prove_the_token_and_carry_frames_in_order():
         server.close()
 
 
+def test_with_tls_a_peer_link_is_tls_only(certificate, monkeypatch):
+    """A cluster served with TLS (``serve --tls-cert``) carries its peer links over TLS
+    too: a link that does not speak it is refused, one that does carries frames."""
+    from noria_py.runtime.cluster import channels
+    from noria_py.tls import client_context, server_context
+    monkeypatch.setattr(channels, "DIAL_TRIES", 1)          # (the plain one waits for
+    monkeypatch.setattr(channels, "DIAL_TIMEOUT", 1.0)      # a challenge that never comes)
+    cert, key = certificate
+    inbox = Inbox()
+    server = PeerServer(inbox, "127.0.0.1", 0, "tok", tls=server_context(cert, key))
+    broken: list[str] = []
+    try:
+        plain = Links("w9", "tok", lambda peer, e: broken.append(peer))
+        plain.peers["w1"] = server.address
+        plain.send("w1", ["trunc", "a", "b", 1])
+        plain.flush()
+        assert broken == ["w1"] and inbox.empty()
+        tls = Links("w2", "tok", lambda peer, e: broken.append(peer), client_context(cert))
+        tls.peers["w1"] = server.address
+        tls.send("w1", ["trunc", "a", "b", 2])
+        tls.flush()
+        assert inbox.get(timeout=10) == ("w2", ("trunc", "a", "b", 2))
+        assert broken == ["w1"]
+        tls.close()
+    finally:
+        server.close()
+
+
 def test_a_link_that_cannot_be_dialed_is_reported_to_the_controller():
     """The receiver must then count as lost (the controller kills it): a message is
     never dropped while its receiver goes on."""
