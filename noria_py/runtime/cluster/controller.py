@@ -83,7 +83,7 @@ log = logging.getLogger("noria_py.cluster")
 #: a lost base's writes go to its new worker in requests of about this many rows
 BASE_PART_ROWS = 1 << 20
 #: how messages travel between workers (``--channels``): through the controller, or
-#: on direct worker-to-worker links (``channels.py``); the first is the default
+#: on direct worker-to-worker links (``channels.py``; ``serve``'s default)
 CHANNELS = ("relay", "direct")
 #: seconds ``wait`` gives the workers to handle what was sent to them, a round
 WAIT_TIMEOUT = 60.0

@@ -65,8 +65,9 @@ LOOPBACK = tokens.LOOPBACK
 #: connections at once (workers included) and seconds a client may stay idle
 MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 3600.0
-#: ``--channels``: how workers send each other their messages (controller.CHANNELS)
-DEFAULT_CHANNELS = "relay"
+#: ``--channels``: how workers send each other their messages (controller.CHANNELS):
+#: directly, since every cluster test passed with it (docs/architecture.md)
+DEFAULT_CHANNELS = "direct"
 #: seconds an early client waits for the server to get ready (workers joined, data loaded)
 READY_TIMEOUT = 600.0
 
