@@ -1,7 +1,9 @@
 """``noria-py bench cluster``: the vote workload on a real cluster (controller and
 workers in their own processes, the client in this one).
 
-Measures, for each worker count: vote throughput, write-propagation latency (a vote
+Measures, for each worker count: vote throughput, the controller's share of the
+cluster's CPU time during that load (controller over controller plus workers, from
+``/proc``; Linux), write-propagation latency (a vote
 written until the view shows it, p50 and p99), reads (``lookup`` p50 over 2,000 random
 keys, and ``lookup_many`` of ``--many`` random keys a call, in keys/s: at the readers'
 workers, ``runtime/cluster/reads.py``), and the time from a SIGKILL of the
@@ -14,6 +16,7 @@ two, a quarter at a time, so the VM's drift falls on both).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import threading
 import time
@@ -23,6 +26,34 @@ import numpy as np
 from noria_py import connect
 from noria_py.runtime.cluster.launch import Cluster
 from noria_tools import workloads
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux: ``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def _cpu(controller: int) -> tuple[float, float]:
+    """CPU seconds so far of the controller and of its worker processes (Linux)."""
+    try:
+        return _cpu_seconds(controller), sum(_cpu_seconds(p) for p in _children(controller))
+    except OSError:
+        return 0.0, 0.0
 
 
 def _until(pred, timeout: float = 60.0) -> float:
@@ -93,8 +124,11 @@ def _reads(view, articles: int, many: int) -> tuple[float, float]:
 
 def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: int,
                 kills: int, strategy: str, shards: int = 1, checkpoints: bool = True,
-                subscriber: bool = False, many: int = 10_000, ray: str | None = None) -> dict:
+                subscriber: bool = False, many: int = 10_000, ray: str | None = None,
+                channels: str | None = None) -> dict:
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
+    if channels is not None:
+        extra += ("--channels", channels)
     if ray is not None:             # the workers as Ray actors (placement.py)
         extra += ("--ray",) + (() if ray == "local" else (ray,))
     with Cluster(workers=workers, shards=shards, extra=extra) as cluster:
@@ -104,11 +138,15 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, votes, batch)]
         vote = db.table("vote")
         view = db.view(workloads.VIEW_NAME)
+        cpu0 = _cpu(cluster.proc.pid)
         t0 = time.perf_counter()
         for c in chunks:
             vote.insert(c)
         db.wait()
         tput = votes / (time.perf_counter() - t0)
+        cpu1 = _cpu(cluster.proc.pid)
+        ctrl, work = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+        ctrl_share = ctrl / (ctrl + work) if ctrl + work > 0 else 0.0
         counts: dict[int, int] = {}
 
         def count(k):
@@ -147,7 +185,8 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             recov.append((detect, sum(r.seconds for r in reports), total,
                           ",".join(sorted({r.strategy for r in reports}))))
         db.close()
-    return {"workers": workers, "tput": tput, "p50": float(np.percentile(lat, 50)),
+    return {"workers": workers, "tput": tput, "ctrl_share": ctrl_share,
+            "p50": float(np.percentile(lat, 50)),
             "p99": float(np.percentile(lat, 99)), "read_p50": read_p50, "many": many_rate,
             "recovery": recov, **subscribed}
 
@@ -172,21 +211,26 @@ def main(argv: list[str]) -> int:
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="the workers as Ray actors (serve --ray): on a Ray instance the "
                         "server starts, or on the Ray cluster at ADDRESS")
+    p.add_argument("--channels", choices=["relay", "direct"], default=None,
+                   help="serve --channels: messages between workers through the controller "
+                        "or worker to worker (default: the server's)")
     a = p.parse_args(argv)
     print(f"cluster: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch}, "
           f"{a.shards} shard(s), checkpoints {'off' if a.no_checkpoints else 'on'}"
-          f"{'; workers as Ray actors' if a.ray else ''}; "
+          f"{'; workers as Ray actors' if a.ray else ''}"
+          f"{f'; channels {a.channels}' if a.channels else ''}; "
           f"client, controller and workers are separate processes on this machine")
-    print(f"{'workers':>7} {'votes/s':>9} {'prop p50 ms':>11} {'prop p99 ms':>11} "
+    print(f"{'workers':>7} {'votes/s':>9} {'ctrl CPU':>8} {'prop p50 ms':>11} {'prop p99 ms':>11} "
           f"{'read p50 µs':>11} {'many keys/s':>11} {'detect s':>9} {'recover s':>9} "
           f"{'kill→right s':>12} strategy")
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
-                        a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray)
+                        a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
+                        a.channels)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))
-        print(f"{w:>7} {r['tput']:>9,.0f} {r['p50']:>11.2f} {r['p99']:>11.2f} "
+        print(f"{w:>7} {r['tput']:>9,.0f} {r['ctrl_share']:>8.1%} {r['p50']:>11.2f} {r['p99']:>11.2f} "
               f"{r['read_p50']:>11.0f} {r['many']:>11,.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} {strategies}",
               flush=True)
         if a.subscriber:

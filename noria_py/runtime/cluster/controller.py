@@ -9,9 +9,16 @@ place of ``EmbeddedRuntime``. It keeps:
   history, which is the durable log a lost base recovers from: a write is
   acknowledged once it is in that history (and in the WAL with ``data_dir``), so an
   acknowledged write survives any worker;
-- the routing of messages between workers (a star: worker-to-worker traffic goes
-  through here, which keeps every edge FIFO and lets a failed node's inbound messages
-  be held until it is back);
+- with ``channels="relay"``, the routing of messages between workers (a star:
+  worker-to-worker traffic goes through here, which keeps every edge FIFO and lets a
+  failed node's inbound messages be held until it is back); with ``"direct"``, none:
+  workers send each other their messages (``channels.py``), and this side keeps the
+  order recovery needs with frames of its own: the ``lost`` fence before any question
+  of a recovery, ``host`` answered before ``place``, ``release`` once a node is
+  restored, and ``wait`` by the workers' counts (docs/architecture.md, "Direct
+  channels"). A checkpoint still comes here, on the worker's own connection, and need
+  not be in order with the node's messages: a recovery uses one no newer than what the
+  node's witnesses saw (``at_most``);
 - the stateful node shards' checkpoints (``runtime/checkpoints.py``), which each
   worker sends here as its nodes take them: a dead worker's nodes come back on the
   spare from their checkpoints plus their parents' payload logs.
@@ -38,7 +45,7 @@ from treeclock import TreeClocks
 
 from ... import tuning
 from ...batch import Batch
-from ...errors import Error, RecoveryError
+from ...errors import ArgumentError, Error, OperationalError, RecoveryError
 from ...graph import Graph, Node
 from ...recovery import lineage, treeclock
 from .. import Runtime
@@ -75,12 +82,23 @@ log = logging.getLogger("noria_py.cluster")
 
 #: a lost base's writes go to its new worker in requests of about this many rows
 BASE_PART_ROWS = 1 << 20
+#: how messages travel between workers (``--channels``): through the controller, or
+#: on direct worker-to-worker links (``channels.py``; ``serve``'s default)
+CHANNELS = ("relay", "direct")
+#: seconds ``wait`` gives the workers to handle what was sent to them, a round
+WAIT_TIMEOUT = 60.0
+
+
+def _among(counts: dict[str, int], live: dict[str, Any]) -> dict[str, int]:
+    """``counts`` of the workers in ``live`` only."""
+    return {w: n for w, n in counts.items() if w in live and n}
 
 
 class WorkerHandle:
     def __init__(self, name: str, conn: wire.Connection, pid: int,
                  proc: Launched | None = None,
-                 read: tuple[str, int] | None = None) -> None:
+                 read: tuple[str, int] | None = None,
+                 peer: tuple[str, int] | None = None) -> None:
         self.name = name
         self.conn = conn
         self.pid = pid
@@ -88,6 +106,7 @@ class WorkerHandle:
         #: where clients read the readers it hosts (``reads.py``); "" as the host: the
         #: controller's (the worker binds every interface)
         self.read = read
+        self.peer = peer                 # its peer port (direct channels: channels.py)
         self.alive = True
         self.last_heard = time.monotonic()
         self.pending: dict[int, Future[Any]] = {}     # (replies, as decoded)
@@ -130,7 +149,13 @@ class ClusterRuntime(Runtime):
 
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
-                 checkpoints: bool = True) -> None:
+                 checkpoints: bool = True, channels: str = "relay") -> None:
+        if channels not in CHANNELS:
+            raise ArgumentError(f"channels must be one of {', '.join(CHANNELS)}, "
+                                f"not {channels!r}")
+        #: "relay": workers' messages go through here; "direct": worker to worker
+        self.channels = channels
+        self.direct = channels == "direct"
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -208,11 +233,31 @@ class ClusterRuntime(Runtime):
         if not (isinstance(read, (tuple, list)) and len(read) == 2 and type(read[0]) is str
                 and type(read[1]) is int and 0 < read[1] < 65536):
             read = None                  # (reads of its readers go through here)
-        w = WorkerHandle(name, conn, pid, proc, None if read is None else (read[0], read[1]))
-        conn.send(["config", name, self.shards, self.clocks, self.checkpoints])
+        peer = hello.get("peer")
+        if not (isinstance(peer, (tuple, list)) and len(peer) == 2 and type(peer[0]) is str
+                and type(peer[1]) is int and 0 < peer[1] < 65536):
+            peer = None
+        elif not peer[0]:                # (it binds every interface: where it came from)
+            peer = (conn.sock.getpeername()[0], peer[1])
+        if self.direct and peer is None:
+            raise wire.ProtocolError(f"worker from {conn.peer} has no peer port: it cannot "
+                                     "take part in direct channels")
+        w = WorkerHandle(name, conn, pid, proc, None if read is None else (read[0], read[1]),
+                         None if peer is None else (peer[0], peer[1]))
+        conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels])
         with self.lock:
+            if self.direct:
+                # everyone learns where the newcomer listens, and it where they do,
+                # before any placement on it is announced
+                for o in self.workers.values():
+                    if o.alive:
+                        o.put(["peers", {name: w.peer}])
+                w.put(["peers", {o.name: o.peer for o in self.workers.values() if o.alive}
+                       | {name: w.peer}])
             for change, placement in self.ddl_log:
                 w.put(["ddl", change, placement])
+            if self.direct:
+                w.put(["place", dict(self.placement)])    # (moved since, by recoveries)
             self.workers[name] = w
             if not self.started and len(self.active) < self.target:
                 self.active.append(w)
@@ -269,6 +314,8 @@ class ClusterRuntime(Runtime):
                     self._checkpoint_frame(f)
                 elif op in ("sub", "sub_lost"):
                     self._listened(f)
+                elif op == "peer_lost":
+                    self._peer_lost(w, f)
                 else:
                     raise wire.ProtocolError(f"unknown frame {op!r} from worker {w.name}")
         except (OSError, wire.ProtocolError) as e:
@@ -313,6 +360,25 @@ class ClusterRuntime(Runtime):
         for listener in listeners:
             listener.lost(str(f[2]))
 
+    def _peer_lost(self, reporter: WorkerHandle, f: Frame) -> None:
+        """A worker could not dial or write its link to another (direct channels):
+        that one counts as lost, so that no message is dropped while its receiver
+        goes on (it is killed, as a hung worker is)."""
+        if len(f) != 2 or type(f[1]) is not str:
+            raise wire.ProtocolError("expected [\"peer_lost\", worker]")
+        with self.lock:
+            w = self.workers.get(f[1])
+        if w is None or not w.alive:
+            return
+        log.warning("worker %s cannot reach worker %s: %s is lost", reporter.name, w.name,
+                    w.name)
+        if w.proc is not None:
+            w.proc.kill()
+        try:
+            w.conn.shutdown()
+        except OSError:
+            self._lose(w)
+
     def _relay(self, dst: str, frame: Frame) -> None:
         with self.lock:
             if dst in self.up:
@@ -329,6 +395,13 @@ class ClusterRuntime(Runtime):
             w.alive = False
             w.lost_at = time.monotonic()
             w.put(None)
+            if self.direct:
+                # the fence (docs/architecture.md, "Direct channels"): each live worker
+                # handles this before any question of the recovery, and nothing of
+                # ``w`` after it
+                for o in self.workers.values():
+                    if o.alive:
+                        o.put(["lost", w.name])
             if w in self.active:
                 self.active.remove(w)
             if w in self.spares:
@@ -512,6 +585,9 @@ class ClusterRuntime(Runtime):
         one round of pings processes what was relayed before it, so depth + 1 rounds
         cover the longest path. A worker lost meanwhile raises ``WorkerLost``: what it
         had not processed is not reflected (a migration must not start from that)."""
+        if self.direct:
+            self._wait_direct()
+            return
         for _ in range(self._depth() + 1):
             before = self.relayed
             with self.lock:
@@ -525,6 +601,56 @@ class ClusterRuntime(Runtime):
                 f.result(60)
             if self.relayed == before:
                 return
+
+    def _counts(self) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+        """Each live worker's frames sent to each worker and handled from each, asked
+        in order with everything sent to it before (``Worker.req_counts``)."""
+        with self.lock:
+            futs = [(w.name, self.request(w, "counts")) for w in self.workers.values()
+                    if w.alive]
+            down = [n for n in self.placement if n not in self.up]
+        if self.broken:
+            raise RecoveryError(self.broken)
+        if down and threading.get_ident() != self.recovery_thread:
+            raise WorkerLost(f"nodes {down[:5]} are down until their recovery")
+        out = {}
+        for name, f in futs:
+            sent, handled = f.result(60)
+            out[name] = (dict(sent), dict(handled))
+        return out
+
+    def _wait_direct(self) -> None:
+        """``wait`` with direct channels, by counts instead of pings through one queue:
+        the first round is answered after every write accepted before the call (they
+        reach a base's worker on the same connection), so what those writes made its
+        worker send is in that round's sent counts. Each next round waits until every
+        live worker has handled at least what the others had sent it by the round
+        before (handled counts a frame once it is done, its own sends counted first),
+        so after depth + 1 rounds the longest path is done; a round in which nothing
+        more was sent ends it early. Frames to or from a lost worker do not count:
+        what it had not handled is recovered (and the nodes down make ``wait`` raise
+        ``WorkerLost``, as with the relay)."""
+        before = self._counts()
+        for _ in range(self._depth() + 1):
+            spins = 0
+            deadline = time.monotonic() + WAIT_TIMEOUT
+            while True:
+                now = self._counts()
+                behind = [(i, j) for i, (sent, _) in before.items() if i in now
+                          for j, n in sent.items() if j in now and now[j][1].get(i, 0) < n]
+                if not behind:
+                    break
+                if time.monotonic() > deadline:
+                    raise OperationalError(
+                        f"wait(): frames sent {behind[0][0]} -> {behind[0][1]} not handled "
+                        f"after {WAIT_TIMEOUT:.0f} s")
+                spins += 1
+                if spins > 3:
+                    time.sleep(0.001)
+            if all(_among(now[i][0], now) == _among(before.get(i, ({}, {}))[0], now)
+                   for i in now):
+                return
+            before = now
 
     def publish(self, then: Callable[[], None]) -> None:
         """A quiet point for subscriptions, if a listened reader changed since the last:
@@ -727,12 +853,17 @@ class ClusterRuntime(Runtime):
     def _release(self) -> None:
         """Nodes rebuilt since the last call take messages again, held ones first."""
         with self.lock:
+            released: dict[str, list[str]] = {}
             for nid in list(self.restored):
                 w = self.workers[self.placement[nid]]
+                if self.direct:          # (held at its worker: ``Worker.release``)
+                    released.setdefault(w.name, []).append(nid)
                 for f in self.held.pop(nid, []):
                     w.put(f)
                 self.restored.discard(nid)
                 self.up.add(nid)
+            for name, nids in released.items():
+                self.workers[name].put(["release", nids])
             self.changed.notify_all()
 
     def wait_up(self, node_id: str, timeout: float) -> None:
@@ -802,8 +933,20 @@ class ClusterRuntime(Runtime):
                     spare = spare_for.get(self.placement[n], first)
                     self.placement[n] = spare.name
                     hosted.setdefault(spare.name, []).append(n)
+        if not self.direct:
+            for name, ns in hosted.items():
+                self.workers[name].put(["host", ns])
+            return first
+        moved: dict[str, str] = {}
         for name, ns in hosted.items():
-            self.workers[name].put(["host", ns])
+            # answered before anyone is told: a peer's message for them may then come
+            # at once, and the spare must hold it, not drop it
+            self.ask(self.workers[name], "host", ns)
+            moved.update(dict.fromkeys(ns, name))
+        with self.lock:
+            for o in self.workers.values():
+                if o.alive:
+                    o.put(["place", moved])
         return first
 
     def _recover_workers(self, losses: list[WorkerHandle], nodes: list[str]) -> None:

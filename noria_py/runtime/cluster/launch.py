@@ -14,9 +14,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 class Cluster:
     def __init__(self, workers: int = 2, shards: int = 1, token: str | None = None,
-                 extra: tuple[str, ...] = (), log: str | None = None) -> None:
+                 extra: tuple[str, ...] = (), log: str | None = None,
+                 channels: str | None = None) -> None:
+        """``channels``: ``relay`` or ``direct`` (``serve --channels``); None: the
+        server's default, or ``$NORIA_CHANNELS`` where set (to run a test suite with
+        the other one)."""
+        channels = channels or os.environ.get("NORIA_CHANNELS") or None
         cmd = [sys.executable, "-m", "noria_py.runtime.cluster.server", "--port", "0",
                "--workers", str(workers), "--shards", str(shards), *extra]
+        if channels is not None:
+            cmd += ["--channels", channels]
         env = dict(os.environ)
         env.pop("NORIA_TOKEN", None)
         if token:                   # (in the environment: a command line shows in ps)

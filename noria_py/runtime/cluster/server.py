@@ -52,7 +52,7 @@ from ...tls import Files as TlsFiles
 from ...tls import accept as tls_accept
 from ...tls import server_context as tls_server_context
 from . import tokens, wire
-from .controller import ClusterRuntime
+from .controller import CHANNELS, ClusterRuntime
 from .errors import WorkerLost
 from .placement import ProcessLauncher, RayLauncher
 
@@ -65,6 +65,9 @@ LOOPBACK = tokens.LOOPBACK
 #: connections at once (workers included) and seconds a client may stay idle
 MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 3600.0
+#: ``--channels``: how workers send each other their messages (controller.CHANNELS):
+#: directly, since every cluster test passed with it (docs/architecture.md)
+DEFAULT_CHANNELS = "direct"
 #: seconds an early client waits for the server to get ready (workers joined, data loaded)
 READY_TIMEOUT = 600.0
 
@@ -127,7 +130,8 @@ class Server:
                  checkpoints: bool = True, max_connections: int = MAX_CONNECTIONS,
                  idle_timeout: float | None = IDLE_TIMEOUT, regime: str = "treeclock",
                  ray: str | None = None, ray_cpus: float = 1.0,
-                 tls: tuple[str, str] | None = None, tls_ca: str | None = None) -> None:
+                 tls: tuple[str, str] | None = None, tls_ca: str | None = None,
+                 channels: str = DEFAULT_CHANNELS) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         the others are refused (coordinated, uncoordinated and cic are built for the
@@ -164,7 +168,7 @@ class Server:
         self.idle_timeout = idle_timeout
         self.admission = wire.Admission(max_connections, log)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
-                                      strategy, checkpoints)
+                                      strategy, checkpoints, channels)
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
         if ray is not None:
             self.runtime.launcher = RayLauncher(None if ray == "local" else ray, workers,
@@ -589,6 +593,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tls-ca", default=None,
                    help="the CA file the workers verify this server's certificate with "
                         "(default: --tls-cert itself, right for a self-signed one)")
+    p.add_argument("--channels", choices=CHANNELS, default=DEFAULT_CHANNELS,
+                   help="how workers send each other their messages: through the "
+                        "controller (relay) or on worker-to-worker links (direct); "
+                        f"default {DEFAULT_CHANNELS}")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -608,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
                         idle_timeout=args.idle_timeout or None, regime=args.regime,
                         ray=args.ray, ray_cpus=args.ray_cpus,
                         tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
-                        tls_ca=args.tls_ca)
+                        tls_ca=args.tls_ca, channels=args.channels)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

@@ -9,11 +9,26 @@ request reaches a worker, every message forwarded to it before has been processe
 A second thread sends heartbeats. Clients read the readers hosted here on a port of
 the worker's own (``reads.py``: how those reads and the thread above share a reader).
 
+With direct channels (``--channels direct``, ``channels.py``), the messages, progress
+reports and trims between workers go on worker-to-worker links instead, and the one
+thread handles an inbox fed by the controller's connection and each peer's link, in
+order per connection. What the controller's ordering gave is kept by frames of its
+own: ``["lost", worker]`` is the fence (nothing of that worker's is handled after it,
+and a recovery's questions come after it), messages for a lost worker's nodes wait
+here until ``["place", {node: worker}]``, messages for nodes this worker took over
+(``host``) are held until ``["release", nodes]``, and ``["drop_from", nodes]`` follows
+on each link the messages of a node restored then given up on. ``wait()`` asks each
+worker's counts of frames sent and handled (``req_counts``).
+
 Frames (lists; see ``wire.py`` for framing and authentication):
 
 - from the controller: ``["ddl", change, placement]``, ``["host", [node ids]]``,
   ``["msg", dst, message]``, ``["write", base, batch]``, ``["progress", b, c, t, paths,
-  trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``
+  trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``; with direct
+  channels also ``["peers", {name: address}]``, ``["lost", name]``, ``["place",
+  {node: worker}]``, ``["release", [node ids]]``
+- from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
+  ``["trunc", ...]``, ``["drop_from", [node ids]]``, nothing else
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
@@ -21,7 +36,8 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   delta, full, stable]``, ``["ck_keep", node, time]``, ``["ck_drop", node]``; while a
   subscription listens at one of its readers (``req_listen``), ``["sub", node, None]``
   when the reader applies a change after a drain (``req_drain``), and its loss,
-  ``["sub_lost", node, why]``
+  ``["sub_lost", node, why]``; with direct channels no ``msg``, ``progress`` or
+  ``trunc``, and ``["peer_lost", name]`` for a link that cannot be dialed or written
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
@@ -35,8 +51,10 @@ import argparse
 import faulthandler
 import logging
 import os
+import queue
 import signal
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -57,7 +75,9 @@ from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
 from ..checkpoints import Entries, InputDelta
 from ..domain import Domain, graph_clocks
+from ..messages import Message
 from . import tokens, wire
+from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
 from .reads import Reads, ReadServer
 from .wire import (
@@ -75,7 +95,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from ...ops.reader import Reader
-    from ..messages import Message
 
 log = logging.getLogger("noria_py.worker")
 
@@ -128,9 +147,19 @@ class RemoteStore:
         self.held.discard(node_id)
 
 
+#: the frames a peer may send (``channels.py``): data only, never a request
+PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from"))
+#: with direct channels, what the inbox's frames produced is sent at the latest after
+#: this many frames (and whenever the inbox is empty)
+FLUSH_EVERY = 64
+
+
 class Worker:
     def __init__(self, conn: wire.Connection, name: str, shards: int, clocks: bool,
-                 checkpoints: bool = True, reads: Reads | None = None) -> None:
+                 checkpoints: bool = True, reads: Reads | None = None,
+                 channels: str = "relay", token: str | None = None,
+                 inbox: Inbox | None = None, peers: PeerServer | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -147,6 +176,22 @@ class Worker:
         self.domains: dict[str, Domain] = self.reads.domains
         self.history: dict[str, list[Batch]] = {}     # base -> writes, for restore_base
         self.send = conn.send
+        # direct channels (channels.py; docs/architecture.md, "Direct channels"):
+        self.direct = channels == "direct"
+        self.inbox = inbox if inbox is not None else Inbox()
+        self.peer_server = peers
+        self.links = Links(name, token, self._link_broken, tls)
+        self.placement: dict[str, str] = {}       # every node shard -> its worker's name
+        self.lost_workers: set[str] = set()       # declared lost: their frames are dropped
+        #: messages for nodes whose worker is lost, until the controller places them
+        self.pending: dict[str, list[list[Any]]] = {}
+        #: messages for nodes hosted here being recovered, with the worker they came
+        #: from, until ``release``
+        self.holding: dict[str, list[tuple[str, Message]]] = {}
+        #: messages for nodes this worker has not built yet (their catalog change is on
+        #: its way from the controller while their parent's worker already sends)
+        self.early: dict[str, list[tuple[str, Message]]] = {}
+        self.removed: set[str] = set()
 
     # ------------------------------------------------------------ structure
 
@@ -159,6 +204,7 @@ class Worker:
         if made != want:
             raise Error(f"worker {self.name} built nodes {made} where the controller built {want}")
         self._refresh_clocks()
+        self.placement.update(placement)
         for n in self.new_nodes:
             if n.kind == "base":
                 n.op.holds_rows = False   # type: ignore[attr-defined]  # (the controller's)
@@ -166,8 +212,16 @@ class Worker:
                 d = self.domains[n.id] = Domain(self.graph, n)
                 d.attach_clocks(self.tc)
                 d.use_checkpoints(self.store)
+        for dst in [n for n in self.early if n in self.graph.nodes]:
+            for src, m in self.early.pop(dst):
+                if src not in self.lost_workers:
+                    self.deliver(m, src)
 
     def _removed(self, node_id: str) -> None:
+        self.removed.add(node_id)
+        self.early.pop(node_id, None)
+        self.holding.pop(node_id, None)
+        self.pending.pop(node_id, None)
         if self.domains.pop(node_id, None) is not None and self.store is not None:
             self.store.drop(node_id)
         for d in self.domains.values():
@@ -186,17 +240,67 @@ class Worker:
             d.crash()
             d.attach_clocks(self.tc)
             d.use_checkpoints(self.store)
+            if self.direct:
+                self.holding[nid] = []       # (what was held for it is held again)
+
+    def req_host(self, node_ids: Sequence[str]) -> None:
+        """``host``, answered: the controller tells the others where the nodes are only
+        once this worker holds their messages (a peer's may arrive before any frame
+        of the controller's that follows)."""
+        self.host(list(node_ids))
 
     # ------------------------------------------------------------ messages
 
     def emit(self, msgs: Iterable[Message]) -> None:
+        if self.direct:
+            route = self.route
+            for m in msgs:
+                route(m.dst, ["msg", m.dst, m])
+            return
         send = self.send
         for m in msgs:
             send(["msg", m.dst, encode_message(m)])
 
-    def deliver(self, m: Message) -> None:
+    def route(self, dst: str, frame: list[Any]) -> None:
+        """A frame for node ``dst`` (direct channels): to this worker's own inbox, to
+        the link of the worker hosting ``dst``, or, while that worker is lost and the
+        node not yet placed again, held here (a message; a progress report or a trim
+        is dropped, as the relay drops it)."""
+        w = self.placement.get(dst)
+        if w == self.name:
+            self.links.sent[w] += 1
+            self.inbox.put((w, frame))
+        elif w is None:
+            return                          # (a node gone)
+        elif w in self.lost_workers or w not in self.links.peers:
+            if frame[0] == "msg":
+                self.pending.setdefault(dst, []).append(frame)
+        else:
+            m = frame[2] if frame[0] == "msg" else None
+            if isinstance(m, Message):
+                frame = ["msg", dst, encode_message(m)]
+            self.links.send(w, frame)
+
+    def _link_broken(self, peer: str, e: BaseException) -> None:
+        """A link that cannot be dialed or written: its worker must count as lost
+        (what was not sent is lost with it), which only the controller declares."""
+        log.warning("worker %s: link to %s broken: %s", self.name, peer, e)
+        try:
+            self.send(["peer_lost", peer])
+        except OSError:
+            pass
+
+    def deliver(self, m: Message, src: str = CONTROLLER) -> None:
+        held = self.holding.get(m.dst)
+        if held is not None:
+            held.append((src, m))           # until ``release``, in arrival order
+            return
         d = self.domains.get(m.dst)
-        if d is None or not d.alive:
+        if d is None:
+            if self.direct and m.dst not in self.graph.nodes and m.dst not in self.removed:
+                self.early.setdefault(m.dst, []).append((src, m))
+            return
+        if not d.alive:
             return
         try:
             d.check_incoming(m)
@@ -219,17 +323,21 @@ class Worker:
             b = self.domains.get(b_id)
             if b is not None:
                 self.progress(b_id, c.id, t, paths, trim)
+            elif self.direct:
+                self.route(b_id, ["progress", b_id, c.id, t, paths, trim])
             else:
                 self.send(["progress", b_id, c.id, t, paths, trim])
 
     def progress(self, b_id: str, c_id: str, t: int, paths: dict[str, int],
                  trim: int | None) -> None:
         b = self.domains.get(b_id)
-        if b is None or not b.alive:
+        if b is None or not b.alive or b_id in self.holding:
             return
         for a_id, level in b.on_progress(c_id, t, paths, trim):
             if a_id in self.domains:
                 self.truncate(a_id, b_id, level)
+            elif self.direct:
+                self.route(a_id, ["trunc", a_id, b_id, level])
             else:
                 self.send(["trunc", a_id, b_id, level])
         if b.node.kind == "base":
@@ -241,7 +349,7 @@ class Worker:
 
     def truncate(self, a_id: str, b_id: str, level: int) -> None:
         a = self.domains.get(a_id)
-        if a is not None and a.alive:
+        if a is not None and a.alive and a_id not in self.holding:
             a.truncate(b_id, level)
 
     def write(self, base_id: str, batch: Batch) -> None:
@@ -299,6 +407,7 @@ class Worker:
         return len(sends)
 
     def req_reset(self, nid: str) -> None:
+        self.holding.pop(nid, None)     # (the graph is quiet: already in its parents' state)
         d = self.domains[nid]
         d.crash()
         d.alive = True
@@ -307,7 +416,59 @@ class Worker:
             d.store.drop(nid)
 
     def req_crash(self, nid: str) -> None:
+        """A recovery that gave up on the node: down again, its messages held again;
+        what it sent since it came back is dropped wherever it is still held (here,
+        and, behind it on every link, at the peers: ``drop_from``), as the relay drops
+        it (``ClusterRuntime._drop_held_from``)."""
         self.domains[nid].crash()
+        if not self.direct:
+            return
+        self.holding.setdefault(nid, [])
+        for dst, frames in self.pending.items():
+            self.pending[dst] = [f for f in frames if _source(f) != nid]
+        frame = ["drop_from", [nid]]
+        for peer in set(self.links.conns) | {p for p, out in self.links.out.items() if out}:
+            self.links.send(peer, frame)
+        self.links.sent[self.name] += 1
+        self.inbox.put((self.name, frame))
+
+    def drop_from(self, nodes: Sequence[str]) -> None:
+        gone = set(nodes)
+        for held in (self.holding, self.early):
+            for dst, items in held.items():
+                held[dst] = [(s, m) for s, m in items if m.src not in gone]
+
+    def lose(self, name: str) -> None:
+        """The controller declared worker ``name`` lost: nothing more of it is handled
+        (this frame is the fence: a recovery's questions come after it), what it sent
+        and is still held is dropped, and messages for its nodes are held here until
+        they are placed again."""
+        self.lost_workers.add(name)
+        self.links.drop(name)
+        if self.peer_server is not None:
+            self.peer_server.cut(name)
+        for held in (self.holding, self.early):
+            for dst, items in held.items():
+                held[dst] = [(s, m) for s, m in items if s != name]
+
+    def place(self, placement: dict[str, str]) -> None:
+        """Where nodes are now: what was held for them here goes there, in order."""
+        self.placement.update(placement)
+        for dst in [n for n in self.pending if n in placement]:
+            for f in self.pending.pop(dst):
+                self.route(dst, f)
+
+    def release(self, nodes: Sequence[str]) -> None:
+        """Nodes restored: what was held for them is handled now, in arrival order
+        (duplicates of what their replay regenerated are dropped by sender time)."""
+        for nid in nodes:
+            for src, m in self.holding.pop(nid, ()):
+                if src not in self.lost_workers:
+                    self.deliver(m, src)
+
+    def req_counts(self) -> list[Any]:
+        """Frames sent to each worker and handled from each (``ClusterRuntime.wait``)."""
+        return [dict(self.links.sent), dict(self.links.handled)]
 
     def req_settle(self, nid: str, parents: dict[str, tuple[int, Any, bool]]) -> None:
         d = self.domains[nid]
@@ -363,6 +524,9 @@ class Worker:
     # ------------------------------------------------------------ loop
 
     def run(self) -> None:
+        if self.direct:
+            self.run_direct()
+            return
         recv = self.conn.recv
         reads = self.reads
         try:
@@ -379,11 +543,58 @@ class Worker:
         finally:
             reads.close()
 
-    def frame(self, f: Sequence[Any]) -> bool:
-        """Handle one frame from the controller; True for ``stop``."""
+    def run_direct(self) -> None:
+        """The message thread with direct channels: the inbox's frames in order (the
+        controller's connection and each peer link are read by threads of their own),
+        sending what they produced whenever the inbox is empty."""
+        inbox, reads, links = self.inbox, self.reads, self.links
+        lost = self.lost_workers
+        threading.Thread(target=inbox.read, args=(CONTROLLER, self.conn),
+                         daemon=True, name="control-recv").start()
+        since_flush = 0
+        try:
+            while True:
+                if since_flush >= FLUSH_EVERY:      # (an inbox never empty must not
+                    links.flush()                   # hold back what it produced)
+                    since_flush = 0
+                try:
+                    src, f = inbox.get_nowait()
+                except queue.Empty:
+                    links.flush()
+                    since_flush = 0
+                    src, f = inbox.get()
+                since_flush += 1
+                if src in lost:
+                    continue                # (after the fence: its frames are dropped)
+                if isinstance(f, BaseException):
+                    if isinstance(f, (OSError, wire.ConnectionClosed)):
+                        raise wire.ConnectionClosed(str(f))
+                    raise f
+                reads.version += 1
+                try:
+                    if src != CONTROLLER and f[0] not in PEER_FRAMES:
+                        raise wire.ProtocolError(f"frame {f[0]!r} from peer {src}")
+                    if self.frame(f, src):
+                        return
+                finally:
+                    reads.version += 1
+                if src != CONTROLLER:
+                    links.handled[src] += 1
+                if reads.pending:
+                    reads.serve_pending()
+        finally:
+            reads.close()
+            links.close()
+            if self.peer_server is not None:
+                self.peer_server.close()
+
+    def frame(self, f: Sequence[Any], src: str = CONTROLLER) -> bool:
+        """Handle one frame from the controller (or, with direct channels, a peer:
+        ``src``); True for ``stop``."""
         op = f[0]
         if op == "msg":
-            self.deliver(decode_message(f[2]))
+            m = f[2]
+            self.deliver(m if isinstance(m, Message) else decode_message(m), src)
         elif op == "write":
             self.write(f[1], decode_batch(f[2]))
         elif op == "req":
@@ -396,6 +607,16 @@ class Worker:
             self.ddl(f[1], f[2])
         elif op == "host":
             self.host(list(f[1]))
+        elif op == "drop_from":
+            self.drop_from(list(f[1]))
+        elif op == "lost":
+            self.lose(f[1])
+        elif op == "place":
+            self.place(dict(f[1]))
+        elif op == "peers":
+            self.links.peers.update({n: (a[0], a[1]) for n, a in f[1].items()})
+        elif op == "release":
+            self.release(list(f[1]))
         elif op == "stop":
             return True
         elif op == "die":                     # db.fail() on a worker we did not start
@@ -413,9 +634,19 @@ class Worker:
         except Exception as e:                      # reported to the caller, not fatal
             if not isinstance(e, NodeDown):
                 log.exception("request %s failed", method)
+            if self.direct:
+                self.links.flush()
             self.send(["err", rid, type(e).__name__, str(e)])
             return
+        if self.direct:
+            self.links.flush()           # (what it sent goes out before its answer)
         self.send(["rep", rid, result])
+
+
+def _source(frame: list[Any]) -> str:
+    """The sending node of a ``msg`` frame, encoded or not."""
+    m = frame[2]
+    return m.src if isinstance(m, Message) else str(m[0])
 
 
 class _Forward:
@@ -488,14 +719,19 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
     state = Reads({})                   # (the worker's domains, once it has any)
     reads = ReadServer(state, read_host, read_port, token, tls=read_tls)
     advertised = "" if read_host in WILDCARD else reads.address[0]
+    inbox = Inbox()                     # (direct channels: what peers send, channels.py)
+    peers = PeerServer(inbox, read_host, 0, token, tls=read_tls)
     try:
         wire.client_handshake(conn, token, {"role": "worker", "name": name, "pid": os.getpid(),
-                                            "read": [advertised, reads.address[1]]})
+                                            "read": [advertised, reads.address[1]],
+                                            "peer": [advertised, peers.address[1]]})
         f = conn.recv()
         if f[0] != "config":
             raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
-        _, assigned, shards, clocks, checkpoints = f
-        worker = Worker(conn, assigned, shards, clocks, checkpoints, state)
+        _, assigned, shards, clocks, checkpoints, *more = f
+        channels = more[0] if more else "relay"
+        worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels, token,
+                        inbox, peers, None if tls is None else tls_client_context(tls.ca))
         stop = threading.Event()
         threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
         try:
@@ -507,6 +743,7 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             conn.close()
     finally:
         reads.close()
+        peers.close()
 
 
 def main(argv: list[str] | None = None) -> int:

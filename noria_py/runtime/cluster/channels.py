@@ -1,0 +1,239 @@
+"""Direct channels between workers (``noria-py serve --channels direct``): each worker
+sends the messages, progress reports and log trims of its node shards straight to the
+worker hosting the destination, not through the controller.
+
+Topology: every worker listens on a peer port of its own (``PeerServer``; same
+framing, HMAC handshake and token as the controller's port, role ``peer``, and TLS
+only when the cluster is served with TLS, as its read port) and dials a
+peer the first time it has something for it. A link carries one direction: the
+frames of every edge from this worker's node shards to that worker's, multiplexed in
+the order they were emitted (the reverse direction is the peer's own link), so each
+edge is FIFO. A reader thread per inbound link, and one for the controller's
+connection, put ``(source, frame)`` into the worker's one inbox (``Inbox``), which its
+message thread handles in order: frames of one link stay in order, and the
+controller's frames stay in order among themselves.
+
+Invariants recovery relies on (docs/architecture.md, "Direct channels"):
+
+- **A link is lost only with a worker.** A link that cannot be dialed or written is
+  reported to the controller (``["peer_lost", name]``), which declares that worker lost
+  (and kills it): a message is never dropped while its receiver lives on.
+- **Counts for ``wait()``.** ``sent[w]`` counts frames handed to the link to ``w`` (or
+  to this worker's own inbox), ``handled[w]`` frames from ``w`` handled to the end
+  (their own sends counted first). The controller's ``wait()`` compares them
+  (``ClusterRuntime.wait``).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import ssl
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, cast
+
+from ...tls import accept as tls_accept
+from ...tls import connect as tls_connect
+from . import wire
+
+log = logging.getLogger("noria_py.worker")
+
+#: peer links a worker accepts at once (one per other worker, with room for spares)
+MAX_PEER_CONNECTIONS = 1024
+#: seconds to dial a peer, and how many times (it is alive and listening, or lost)
+DIAL_TIMEOUT = 5.0
+DIAL_TRIES = 3
+#: the controller's connection, as the source of an inbox item
+CONTROLLER = ""
+
+
+class Inbox:
+    """What the message thread handles, in order: ``(source, frame)``, source the
+    sending worker's name (``CONTROLLER`` for the controller); a frame None ends the
+    thread (the controller's connection ended), an exception is raised there."""
+
+    def __init__(self) -> None:
+        self.q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.put = self.q.put
+        self.get = self.q.get
+        self.get_nowait = self.q.get_nowait
+        self.empty = self.q.empty
+
+    def read(self, source: str, conn: wire.Connection,
+             on_end: Callable[[str, BaseException], None] | None = None) -> None:
+        """Put every frame of ``conn`` in the inbox until it ends (a thread's body);
+        then ``on_end``, or without one, the error as the last item."""
+        put, recv = self.put, conn.recv
+        try:
+            while True:
+                put((source, recv()))
+        except (OSError, wire.ProtocolError) as e:
+            if on_end is not None:
+                on_end(source, e)
+            else:
+                put((source, e))
+
+
+class PeerServer:
+    """The worker's peer port: each peer that proves the token gets a thread putting
+    its frames in the inbox, tagged with its name."""
+
+    def __init__(self, inbox: Inbox, host: str, port: int, token: str | None,
+                 tls: ssl.SSLContext | None = None) -> None:
+        self.inbox = inbox
+        self.token = token
+        self.tls = tls                  # (the cluster's TLS: every connection's)
+        self.admission = wire.Admission(MAX_PEER_CONNECTIONS, log, kind="peer ")
+        self.sock = socket.create_server((host, port))
+        self.address: tuple[str, int] = cast("tuple[str, int]", self.sock.getsockname()[:2])
+        self.lock = threading.Lock()
+        self.links: dict[str, list[wire.Connection]] = {}    # inbound, by peer name
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True, name="peer-accept").start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.admission.admit(sock):
+                threading.Thread(target=self._link, args=(sock,), daemon=True,
+                                 name="peer-recv").start()
+
+    def _link(self, sock: socket.socket) -> None:
+        if self.tls is not None:
+            peer = wire.peer_name(sock)
+            try:
+                sock = tls_accept(sock, self.tls, wire.HANDSHAKE_TIMEOUT)
+            except OSError as e:
+                log.warning("refused peer connection from %s: TLS handshake failed: %s",
+                            peer, e)
+                self.admission.release()
+                return
+        conn = wire.Connection(sock)
+        try:
+            hello = wire.server_handshake(conn, self.token, role_expected="peer")
+            name = hello.get("name")
+            if type(name) is not str or not name:
+                raise wire.ProtocolError(f"a peer from {conn.peer} without a name")
+            with self.lock:
+                if self.closed:
+                    return
+                self.links.setdefault(name, []).append(conn)
+            self.inbox.read(name, conn, self._ended)
+        except (OSError, wire.ProtocolError) as e:
+            log.warning("refused peer connection from %s: %s", conn.peer, e)
+        finally:
+            conn.close()
+            self.admission.release()
+
+    def _ended(self, name: str, e: BaseException) -> None:
+        if not isinstance(e, wire.ConnectionClosed) and not self.closed:
+            log.info("peer link from %s ended: %s", name, e)
+
+    def cut(self, name: str) -> None:
+        """Stop reading ``name``'s links (it was declared lost)."""
+        with self.lock:
+            conns = self.links.pop(name, [])
+        for c in conns:
+            c.close()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            conns = [c for cs in self.links.values() for c in cs]
+            self.links.clear()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        for c in conns:
+            c.close()
+
+
+class Links:
+    """This worker's outbound links, dialed on first use; frames are buffered per peer
+    and sent by ``flush`` (the message thread calls it whenever its inbox is empty,
+    and before each reply to the controller), several frames per system call."""
+
+    def __init__(self, name: str, token: str | None,
+                 on_broken: Callable[[str, BaseException], None],
+                 tls: ssl.SSLContext | None = None) -> None:
+        self.name = name
+        self.token = token
+        self.tls = tls                  # (verifies the peers' certificates)
+        self.on_broken = on_broken
+        self.peers: dict[str, tuple[str, int]] = {}     # name -> peer port
+        self.conns: dict[str, wire.Connection] = {}
+        self.out: dict[str, list[Any]] = {}
+        self.broken: set[str] = set()
+        self.sent: Counter[str] = Counter()
+        self.handled: Counter[str] = Counter()
+
+    def send(self, peer: str, frame: Any) -> None:
+        self.sent[peer] += 1
+        out = self.out.get(peer)
+        if out is None:
+            out = self.out[peer] = []
+        out.append(frame)
+
+    def flush(self) -> None:
+        for peer, frames in list(self.out.items()):
+            if not frames:
+                continue
+            self.out[peer] = []
+            if peer in self.broken:
+                continue                    # (lost in flight, as its worker is)
+            try:
+                conn = self.conns.get(peer) or self._dial(peer)
+                conn.send_many(frames)
+            except (OSError, wire.ProtocolError) as e:
+                self.broken.add(peer)
+                self.drop(peer)
+                self.on_broken(peer, e)
+
+    def _dial(self, peer: str) -> wire.Connection:
+        """A new link to ``peer``, tried ``DIAL_TRIES`` times (a loaded peer may be slow
+        to accept: a link given up on makes the controller declare it lost)."""
+        for attempt in range(DIAL_TRIES):
+            try:
+                return self._dial_once(peer)
+            except (OSError, wire.ProtocolError) as e:
+                if isinstance(e, wire.AuthError) or attempt == DIAL_TRIES - 1:
+                    raise
+                log.info("dialing worker %s failed (%s): again", peer, e)
+                time.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _dial_once(self, peer: str) -> wire.Connection:
+        addr = self.peers.get(peer)
+        if addr is None:
+            raise wire.ProtocolError(f"no address known for worker {peer}")
+        sock = socket.create_connection(addr, timeout=DIAL_TIMEOUT)
+        if self.tls is not None:
+            sock = tls_connect(sock, self.tls, addr[0])
+        conn = wire.Connection(sock)
+        try:
+            wire.client_handshake(conn, self.token, {"role": "peer", "name": self.name},
+                                  timeout=DIAL_TIMEOUT)
+        except BaseException:
+            conn.close()
+            raise
+        sock.settimeout(None)
+        self.conns[peer] = conn
+        return conn
+
+    def drop(self, peer: str) -> None:
+        """Forget the link to ``peer`` and anything not sent on it yet."""
+        self.out.pop(peer, None)
+        conn = self.conns.pop(peer, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        for peer in list(self.conns):
+            self.drop(peer)
