@@ -48,11 +48,16 @@ KINDS = ["sharder", "filter", "project", "union", "aggregate", "extremum", "join
 
 
 CONFIGS = [(1, None, "treeclock"), (1, 5, "treeclock"), (4, None, "treeclock"),
-           (4, 9, "treeclock"), (1, 2, "lineage"), (4, 6, "lineage")]
+           pytest.param(4, 9, "treeclock", marks=pytest.mark.slow),     # (CI time)
+           (1, 2, "lineage"), (4, 6, "lineage")]
 
 
-@pytest.mark.parametrize("shards,seed,strategy", CONFIGS,
-                         ids=[f"shards{s}-seed{d}-{k}" for s, d, k in CONFIGS])
+def _config_id(c) -> str:
+    s, d, k = c.values if hasattr(c, "values") else c
+    return f"shards{s}-seed{d}-{k}"
+
+
+@pytest.mark.parametrize("shards,seed,strategy", CONFIGS, ids=[_config_id(c) for c in CONFIGS])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(early=ops, before=ops, during=ops, after=ops, pick=st.integers(0, 10_000),
        data=st.data(), flush=st.booleans(), late_views=st.booleans(),

@@ -83,8 +83,12 @@ def test_a_base_comes_back_from_a_trimmed_history(strategy, seed, monkeypatch):
     """Many inserts and deletes with the history trimmed at every write: it holds
     only the last few, and the base, failed (with messages still in flight to its
     children: ``seed``), comes back right from the table as of the trim point and the
-    writes since, which must reach back to what every child has taken."""
+    writes since, which must reach back to what every child has taken, and to the
+    stateful descendants' last checkpoints (docs/recovery.md: a parent failing with its
+    stateful child regenerates from there), so the COUNT checkpoints at every
+    acknowledgement here."""
     monkeypatch.setattr(tuning, "HISTORY_TRIM_EVERY", 1)
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", tuning.ACK_EVERY)
     db = noria_py.connect(shards=2, seed=seed)
     db.execute("CREATE TABLE vote (a INT, u INT)")
     db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")

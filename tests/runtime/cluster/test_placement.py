@@ -38,6 +38,7 @@ def test_sigkill_soak_with_ray_placement(ray_address, seed, monkeypatch):
     _differential_with_kill(seed, monkeypatch, extra=("--ray", ray_address))
 
 
+@pytest.mark.slow               # (CI time: two workers killed together is in test_cluster.py)
 def test_two_ray_workers_killed_together_match_duckdb(ray_address, monkeypatch):
     _differential_with_kill(2, monkeypatch, victims=2, extra=("--ray", ray_address))
 
