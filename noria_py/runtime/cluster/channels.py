@@ -35,7 +35,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, cast
 
-from ...tls import accept as tls_accept
 from ...tls import connect as tls_connect
 from . import wire
 
@@ -85,35 +84,16 @@ class PeerServer:
                  tls: ssl.SSLContext | None = None) -> None:
         self.inbox = inbox
         self.token = token
-        self.tls = tls                  # (the cluster's TLS: every connection's)
-        self.admission = wire.Admission(MAX_PEER_CONNECTIONS, log, kind="peer ")
+        # (the cluster's TLS, when it has one: every connection's)
+        self.admission = wire.Admission(MAX_PEER_CONNECTIONS, log, kind="peer ", tls=tls)
         self.sock = socket.create_server((host, port))
         self.address: tuple[str, int] = cast("tuple[str, int]", self.sock.getsockname()[:2])
         self.lock = threading.Lock()
         self.links: dict[str, list[wire.Connection]] = {}    # inbound, by peer name
         self.closed = False
-        threading.Thread(target=self._accept, daemon=True, name="peer-accept").start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self.sock.accept()
-            except OSError:
-                return
-            if self.admission.admit(sock):
-                threading.Thread(target=self._link, args=(sock,), daemon=True,
-                                 name="peer-recv").start()
+        self.admission.serve(self.sock, self._link, "peer-recv")
 
     def _link(self, sock: socket.socket) -> None:
-        if self.tls is not None:
-            peer = wire.peer_name(sock)
-            try:
-                sock = tls_accept(sock, self.tls, wire.HANDSHAKE_TIMEOUT)
-            except OSError as e:
-                log.warning("refused peer connection from %s: TLS handshake failed: %s",
-                            peer, e)
-                self.admission.release()
-                return
         conn = wire.Connection(sock)
         try:
             hello = wire.server_handshake(conn, self.token, role_expected="peer")
@@ -129,7 +109,6 @@ class PeerServer:
             log.warning("refused peer connection from %s: %s", conn.peer, e)
         finally:
             conn.close()
-            self.admission.release()
 
     def _ended(self, name: str, e: BaseException) -> None:
         if not isinstance(e, wire.ConnectionClosed) and not self.closed:

@@ -43,7 +43,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import Error, OperationalError
-from ...tls import accept as tls_accept
 from . import wire
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -160,32 +159,13 @@ class ReadServer:
                  tls: ssl.SSLContext | None = None) -> None:
         self.reads = reads
         self.token = token
-        self.tls = tls                      # (the cluster's TLS: every connection's)
-        self.admission = wire.Admission(max_connections, log, kind="read ")
+        # (the cluster's TLS, when it has one: every connection's)
+        self.admission = wire.Admission(max_connections, log, kind="read ", tls=tls)
         self.sock = socket.create_server((host, port))
         self.address: tuple[str, int] = cast("tuple[str, int]", self.sock.getsockname()[:2])
-        threading.Thread(target=self._accept, daemon=True, name="read-accept").start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self.sock.accept()
-            except OSError:
-                return
-            if self.admission.admit(sock):
-                threading.Thread(target=self._connection, args=(sock,), daemon=True,
-                                 name="read").start()
+        self.admission.serve(self.sock, self._connection, "read")
 
     def _connection(self, sock: socket.socket) -> None:
-        if self.tls is not None:
-            peer = wire.peer_name(sock)
-            try:
-                sock = tls_accept(sock, self.tls, wire.HANDSHAKE_TIMEOUT)
-            except OSError as e:
-                log.warning("refused read connection from %s: TLS handshake failed: %s",
-                            peer, e)
-                self.admission.release()
-                return
         conn = wire.Connection(sock)
         try:
             wire.server_handshake(conn, self.token, role_expected="client")
@@ -196,7 +176,6 @@ class ReadServer:
             log.warning("closed read connection from %s: %s", conn.peer, e)
         finally:
             conn.close()
-            self.admission.release()
 
     def _serve(self, conn: wire.Connection) -> None:
         answer = self.reads.answer

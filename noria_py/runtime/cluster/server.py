@@ -49,7 +49,6 @@ from ...client import Database, Prepared
 from ...errors import ArgumentError, Error, RecoveryError, RequestError, SubscriptionError
 from ...graph import Graph
 from ...tls import Files as TlsFiles
-from ...tls import accept as tls_accept
 from ...tls import server_context as tls_server_context
 from . import tokens, wire
 from .controller import CHANNELS, ClusterRuntime
@@ -166,7 +165,7 @@ class Server:
             self.token_file = tokens.write_token(self.address[1], token)
         self.token = token
         self.idle_timeout = idle_timeout
-        self.admission = wire.Admission(max_connections, log)
+        self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints, channels)
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
@@ -188,7 +187,7 @@ class Server:
         self.runtime.token = token
         self.lock = threading.RLock()
         self.runtime.control = self.lock
-        threading.Thread(target=self._accept, daemon=True, name="accept").start()
+        self.admission.serve(self.sock, self._serve_connection, "connection")
         if spawn:
             self.runtime.spawn(workers + 1)        # one more: the warm spare
         self.runtime.wait_for_workers()
@@ -199,29 +198,7 @@ class Server:
 
     # ------------------------------------------------------------ connections
 
-    def _accept(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                sock, addr = self.sock.accept()
-            except OSError:
-                return
-            if self.admission.admit(sock):
-                threading.Thread(target=self._connection, args=(sock,), daemon=True).start()
-
-    def _connection(self, sock: socket.socket) -> None:
-        try:
-            self._serve_connection(sock)
-        finally:
-            self.admission.release()
-
     def _serve_connection(self, sock: socket.socket) -> None:
-        if self.tls is not None:
-            peer = wire.peer_name(sock)
-            try:
-                sock = tls_accept(sock, self.tls, wire.HANDSHAKE_TIMEOUT)
-            except OSError as e:
-                log.warning("refused connection from %s: TLS handshake failed: %s", peer, e)
-                return
         conn = wire.Connection(sock)
         try:
             hello = wire.server_handshake(conn, self.token)

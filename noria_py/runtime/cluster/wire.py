@@ -18,8 +18,10 @@ import hmac
 import logging
 import secrets
 import socket
+import ssl
 import struct
 import threading
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
@@ -31,6 +33,7 @@ from ...ops import accumulators
 from ...ops.dense import DenseRows, RowsDelta
 from ...ops.state import CountsDelta, DenseCounts
 from ...storage.codec import DecodeError, packb, unpackb
+from ...tls import accept as tls_accept
 from ..checkpoints import Checkpoint, Entries, InputDelta
 from ..messages import Message
 
@@ -205,16 +208,51 @@ class Connection:
 
 class Admission:
     """At most ``limit`` connections of one port at once (the controller's, a worker's
-    read port): ``admit`` counts a new one in, or, when full, tells the peer why in a
-    ``refused`` frame (its handshake raises ``AuthError`` with it), logs it and closes
-    it; ``release`` counts one out when its connection ends."""
+    read or peer port): ``admit`` counts a new one in, or, when full, tells the peer why
+    in a ``refused`` frame (its handshake raises ``AuthError`` with it), logs it and
+    closes it; ``release`` counts one out when its connection ends. ``serve`` is the
+    port's accept loop, the TLS handshake (a cluster served with TLS: ``tls``) in each
+    connection's own thread."""
 
-    def __init__(self, limit: int, log: logging.Logger, kind: str = "") -> None:
+    def __init__(self, limit: int, log: logging.Logger, kind: str = "",
+                 tls: ssl.SSLContext | None = None) -> None:
         self.limit = limit
         self.log = log                  # the port's own logger
         self.kind = kind                # "read " for a worker's read port
+        self.tls = tls
         self.count = 0
         self._lock = threading.Lock()
+
+    def serve(self, listening: socket.socket, handle: Callable[[socket.socket], None],
+              name: str) -> None:
+        """Accept connections on ``listening`` in a thread of its own (until it is
+        closed), each admitted one handled by ``handle`` in a thread named ``name``:
+        after the TLS handshake when there is TLS (a peer that fails it is logged and
+        closed), counted out when ``handle`` returns."""
+        def connection(sock: socket.socket) -> None:
+            try:
+                if self.tls is not None:
+                    peer = peer_name(sock)
+                    try:
+                        sock = tls_accept(sock, self.tls, HANDSHAKE_TIMEOUT)
+                    except OSError as e:
+                        self.log.warning("refused %sconnection from %s: TLS handshake "
+                                         "failed: %s", self.kind, peer, e)
+                        return
+                handle(sock)
+            finally:
+                self.release()
+
+        def accept() -> None:
+            while True:
+                try:
+                    sock, _ = listening.accept()
+                except OSError:
+                    return
+                if self.admit(sock):
+                    threading.Thread(target=connection, args=(sock,), daemon=True,
+                                     name=name).start()
+        threading.Thread(target=accept, daemon=True, name=f"{name}-accept").start()
 
     def admit(self, sock: socket.socket) -> bool:
         with self._lock:
