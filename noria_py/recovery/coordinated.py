@@ -11,12 +11,14 @@ operator is rebuilt from the tables, as a lineage pass over the whole graph does
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..errors import RecoveryError
 from ..graph import Graph
 from ..planner.initialize import initialize
 from ..runtime import Runtime
 from ..runtime.coordinated import CoordinatedRuntime
+from ..runtime.uncoordinated import UncoordinatedRuntime
 from .report import RecoveryReport
 
 
@@ -26,6 +28,18 @@ def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
     if not isinstance(rt, CoordinatedRuntime):
         raise RecoveryError("coordinated recovery needs a database opened with "
                             "connect(regime='coordinated')")
+    done, seconds = roll_back(graph, rt, node_id)
+    return RecoveryReport(node=node_id, strategy="coordinated", seconds=seconds,
+                          replayed_messages=done.messages, rows=done.rows,
+                          checkpoint=done.epoch, rolled_back=done.nodes)
+
+
+def roll_back(graph: Graph, rt: CoordinatedRuntime | UncoordinatedRuntime,
+              node_id: str) -> tuple[Any, float]:
+    """``rt.rollback`` after the failure of ``node_id`` (a regime that sets nodes back
+    to checkpoints: ``coordinated``, ``uncoordinated``, ``cic``), the operators it
+    cannot set back rebuilt from the tables (a lineage pass, then settled); what the
+    rollback did, and its seconds."""
     if rt.alive(node_id):
         raise RecoveryError(f"node {node_id} has not failed; nothing to recover")
     start = time.perf_counter()
@@ -34,7 +48,4 @@ def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
         initialize(graph, nodes)
         rt.settle(nodes)
     done = rt.rollback(rebuild)
-    return RecoveryReport(node=node_id, strategy="coordinated",
-                          seconds=time.perf_counter() - start,
-                          replayed_messages=done.messages, rows=done.rows,
-                          checkpoint=done.epoch, rolled_back=done.nodes)
+    return done, time.perf_counter() - start

@@ -15,13 +15,11 @@ is rebuilt from the tables (``RecoveryReport.checkpoint`` None, ``rolled_back`` 
 """
 from __future__ import annotations
 
-import time
-
 from ..errors import RecoveryError
 from ..graph import Graph
-from ..planner.initialize import initialize
 from ..runtime import Runtime
 from ..runtime.uncoordinated import UncoordinatedRuntime
+from .coordinated import roll_back
 from .report import RecoveryReport
 
 
@@ -31,17 +29,9 @@ def recover(graph: Graph, rt: Runtime, node_id: str, strategy: str) -> RecoveryR
     if not isinstance(rt, UncoordinatedRuntime) or rt.regime != strategy:
         raise RecoveryError(f"{strategy} recovery needs a database opened with "
                             f"connect(regime={strategy!r})")
-    if rt.alive(node_id):
-        raise RecoveryError(f"node {node_id} has not failed; nothing to recover")
-    start = time.perf_counter()
-
-    def rebuild(nodes: set[str]) -> None:
-        initialize(graph, nodes)
-        rt.settle(nodes)
-    done = rt.rollback(rebuild)
+    done, seconds = roll_back(graph, rt, node_id)
     pt = done.line.get(node_id)
-    return RecoveryReport(node=node_id, strategy=strategy,
-                          seconds=time.perf_counter() - start,
+    return RecoveryReport(node=node_id, strategy=strategy, seconds=seconds,
                           replayed_messages=done.messages, rows=done.rows,
                           checkpoint=None if pt is None else pt.time,
                           rolled_back=list(done.line))

@@ -330,11 +330,7 @@ class CausalRuntime(EmbeddedRuntime):
     # ------------------------------------------------------------ delivery
 
     def _enter(self, base_id: str, batch: Batch) -> None:
-        d = self.domains[base_id]
-        history = self.durable[base_id]
-        history.append(batch)
-        if len(history.batches) >= tuning.HISTORY_TRIM_EVERY and d.alive:
-            self._trim_history(base_id, d, history)
+        d = self._record(base_id, batch)
         self.send_all(self._wrap(d, self.causal[base_id], d.write(batch)))
 
     def deliver(self, m: Message) -> None:

@@ -237,12 +237,18 @@ class EmbeddedRuntime(Runtime):
 
     def _enter(self, base_id: str, batch: Batch) -> None:
         """A write into its base's history, then through its base node onto the queues."""
+        d = self._record(base_id, batch)
+        self.send_all(d.write(batch))
+
+    def _record(self, base_id: str, batch: Batch) -> Domain:
+        """``batch`` appended to its base's write history (trimmed every
+        ``tuning.HISTORY_TRIM_EVERY`` writes); the base's domain, for the write."""
         d = self.domains[base_id]
         history = self.durable[base_id]
         history.append(batch)
         if len(history.batches) >= tuning.HISTORY_TRIM_EVERY and d.alive:
             self._trim_history(base_id, d, history)
-        self.send_all(d.write(batch))
+        return d
 
     def _propagate(self) -> None:
         """Run the queues: to quiescence, or, seeded, a random number of steps."""
