@@ -31,6 +31,7 @@ from tests.recovery.test_concurrent_failures import (
     _ops,
     _wrong_views,
     pick_failures,
+    views_then_data,
 )
 from tests.recovery.test_treeclock_recovery import EXAMPLES, KINDS, _assert_views
 
@@ -75,17 +76,7 @@ def causal_failure_run(seed: int, shards: int, order: str, at_least: int = 1,
         for sql in DDL:
             db.execute(sql)
         model: dict[str, list[tuple]] = {"t1": [], "t2": []}
-        names = list(VIEWS)
-        rng.shuffle(names)
-        split = rng.randrange(len(names) + 1)
-        for n in names[:split]:
-            db.execute(f"CREATE VIEW {n} AS {VIEWS[n]}")
-        for n, sql in KEYED.items():
-            db.execute(f"CREATE VIEW {n} AS {sql}")
-        for op in _ops(rng, rng.randint(1, 30)):
-            _apply(db, model, op)
-        for n in names[split:]:
-            db.execute(f"CREATE VIEW {n} AS {VIEWS[n]}")
+        views_then_data(db, rng, model)
         for op in _ops(rng, rng.randint(1, 40)):
             _apply(db, model, op)
         all_failed, outcomes = [], []

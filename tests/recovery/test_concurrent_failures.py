@@ -126,11 +126,10 @@ def concurrent_failure_run(seed: int, shards: int, order: str,
         return _run(seed, shards, order, regime, rounds)
 
 
-def _run(seed: int, shards: int, order: str, regime: str,
-         rounds: int) -> tuple[str, list[str], list[str]]:
-    rng = random.Random(seed)
-    db = _build(shards, seed, checkpoints=regime != "off")
-    model: dict[str, list[tuple]] = {"t1": [], "t2": []}
+def views_then_data(db, rng: random.Random, model: dict[str, list[tuple]]) -> None:
+    """How every randomized failure run starts (here and in the other regimes' tests):
+    a random share of ``VIEWS``, and ``KEYED``, made before 1-30 random writes (applied
+    to ``model`` too); the rest of ``VIEWS`` after them, so they start from data."""
     names = list(VIEWS)
     rng.shuffle(names)
     split = rng.randrange(len(names) + 1)
@@ -142,6 +141,14 @@ def _run(seed: int, shards: int, order: str, regime: str,
         _apply(db, model, op)
     for n in names[split:]:                  # these start from data
         db.execute(f"CREATE VIEW {n} AS {VIEWS[n]}")
+
+
+def _run(seed: int, shards: int, order: str, regime: str,
+         rounds: int) -> tuple[str, list[str], list[str]]:
+    rng = random.Random(seed)
+    db = _build(shards, seed, checkpoints=regime != "off")
+    model: dict[str, list[tuple]] = {"t1": [], "t2": []}
+    views_then_data(db, rng, model)
     for op in _ops(rng, rng.randint(1, 40)):
         _apply(db, model, op)
     outcomes, all_failed = [], []

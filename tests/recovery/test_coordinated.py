@@ -20,12 +20,11 @@ import noria_py
 from noria_py.runtime.coordinated import CoordinatedRuntime
 from tests.differential.helpers import DDL, apply_model, new_db, ops
 from tests.recovery.test_concurrent_failures import (
-    KEYED,
-    VIEWS,
     _apply,
     _ops,
     _wrong_views,
     pick_failures,
+    views_then_data,
 )
 from tests.recovery.test_treeclock_recovery import EXAMPLES, KINDS, _assert_views
 
@@ -49,17 +48,7 @@ def regime_failure_run(regime: str, seed: int, shards: int, order: str,
     rng = random.Random(seed)
     db = _db(regime, shards, seed, BARRIER_EVERY[seed % 3])
     model: dict[str, list[tuple]] = {"t1": [], "t2": []}
-    names = list(VIEWS)
-    rng.shuffle(names)
-    split = rng.randrange(len(names) + 1)
-    for n in names[:split]:
-        db.execute(f"CREATE VIEW {n} AS {VIEWS[n]}")
-    for n, sql in KEYED.items():
-        db.execute(f"CREATE VIEW {n} AS {sql}")
-    for op in _ops(rng, rng.randint(1, 30)):
-        _apply(db, model, op)
-    for n in names[split:]:
-        db.execute(f"CREATE VIEW {n} AS {VIEWS[n]}")
+    views_then_data(db, rng, model)
     for op in _ops(rng, rng.randint(1, 40)):
         _apply(db, model, op)
     all_failed, reports = [], []
