@@ -36,8 +36,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import sql_frontend
@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...recovery.report import RecoveryReport
 
 log = logging.getLogger("noria_py.serve")
+T = TypeVar("T")
 
 LOOPBACK = tokens.LOOPBACK
 #: connections at once (workers included) and seconds a client may stay idle
@@ -272,23 +273,16 @@ class Server:
         columns, types, key arity]``, the view pinned until ``unprepare`` of the handle
         or the connection's end, so that the client reads it at the readers' workers;
         otherwise None (the client runs the statement here each time)."""
-        for attempt in range(10):
-            lock = self._settled()
-            try:
-                p = self.db.prepare(sql)
-                view = p.lookup_view()
-                if view is None:
-                    p.close()
-                    return None
-                prepared[rid] = p
-                return [rid, view.name, view.columns, [t.value for t in view.types],
-                        view.key_arity]
-            except WorkerLost:              # (a catalog change undone: as m_execute)
-                if attempt == 9:
-                    raise
-            finally:
-                lock.release()
-        return None
+        def prepare() -> list[Any] | None:
+            p = self.db.prepare(sql)
+            view = p.lookup_view()
+            if view is None:
+                p.close()
+                return None
+            prepared[rid] = p
+            return [rid, view.name, view.columns, [t.value for t in view.types],
+                    view.key_arity]
+        return self._catalog_change(prepare)
 
     def _unprepare(self, p: Prepared | None) -> None:
         if p is not None:
@@ -351,27 +345,40 @@ class Server:
                 return self.lock
             self.lock.release()
 
-    def m_execute(self, sql: str, params: Sequence[Any] | None) -> list[Any]:
-        db = self.db
+    def _catalog_change(self, change: Callable[[], T]) -> T:
+        """``change()`` holding the writers back (``_settled``), and again when a worker
+        died under the catalog change it made, which was undone: once that worker's
+        nodes are back it can run again (at most 10 times)."""
         for attempt in range(10):
             lock = self._settled()
             try:
-                stmt = sql_frontend.parse(sql, db._catalog, tuple(params or ()), lift_constants=True)
-                if not isinstance(stmt, lp.Select):
-                    r = db._run(stmt, sql)
-                    return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
-                view, select, otherwise = db._select_view(stmt)
-                pinned = [db._views[v.name] for v in (view, otherwise) if v is not None]
-                for entry in pinned:
-                    entry.pins += 1     # not dropped for another query's view meanwhile
-                break
+                return change()
             except WorkerLost:
-                # a worker died under a catalog change, which was undone: once its nodes
-                # are back, the statement runs again
                 if attempt == 9:
                     raise
             finally:
                 lock.release()
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def m_execute(self, sql: str, params: Sequence[Any] | None) -> list[Any]:
+        db = self.db
+
+        def plan() -> list[Any] | tuple[Any, lp.Select, Any, list[Any]]:
+            """A statement's answer (not a SELECT), else the views that answer it,
+            pinned (not dropped for another query's view meanwhile)."""
+            stmt = sql_frontend.parse(sql, db._catalog, tuple(params or ()), lift_constants=True)
+            if not isinstance(stmt, lp.Select):
+                r = db._run(stmt, sql)
+                return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
+            view, select, otherwise = db._select_view(stmt)
+            pinned = [db._views[v.name] for v in (view, otherwise) if v is not None]
+            for entry in pinned:
+                entry.pins += 1
+            return view, select, otherwise, pinned
+        planned = self._catalog_change(plan)
+        if isinstance(planned, list):
+            return planned
+        view, select, otherwise, pinned = planned
         try:
             r = db._read(view, select, otherwise)
         finally:
