@@ -13,6 +13,11 @@ each insert propagates fully before it returns):
   (the tree clocks' compiled kernels, the allocator), so the first one is not charged
   for it. Checkpoint bytes: what the regime's checkpoint store
   holds at the end (``noria_py.memory.deep_size``; lineage keeps none).
+  Then **at 80% load**, the Figure 3 method (``overhead.py``): rows offered in an open
+  loop at ``--load`` (0.8) of the *slowest* regime's maximum, the same rate for every
+  regime, for ``--load-seconds``; a row's propagation runs from when it was scheduled
+  until the insert holding it returns (every view updated), so a regime that cannot
+  keep up shows its queue in the latency. Shown: p50 / p99, and the rate achieved.
 - **single**: 1,000 votes, one stateful shard (the COUNT's shard 0) fails, ``--down``
   votes are written while it is down, then ``db.recover()`` + ``db.wait()`` is timed:
   the time until every view is right. Then every article of the view is checked
@@ -88,6 +93,9 @@ class Result:
     #: (``protocol_figures``), None for the others
     protocol: dict[str, float] | None = None
     frequent: Frequent | None = None
+    #: at ``--load`` of the slowest regime's maximum: (rows/s offered, rows/s achieved,
+    #: p50 ms, p99 ms) of each row's propagation from when it was scheduled
+    loaded: tuple[float, float, float, float] | None = None
 
 
 @dataclass
@@ -188,6 +196,36 @@ def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
     res.determinants = determinant_bytes(db)
     res.protocol = protocol_figures(db)
     return bed, res
+
+
+#: the most rows one insert of the open loop takes (a generator that fell behind sends
+#: what is due in inserts of this many, as overhead.py's does)
+MAX_INSERT = 2000
+
+
+def at_load(bed: Bed, rate: float, seconds: float) -> tuple[float, float, float, float]:
+    """Rows offered at ``rate`` a second for ``seconds`` (open loop: the rows due when
+    the previous insert returned go in one insert); (rate offered, rate achieved, p50
+    and p99 ms of a row's propagation from its scheduled time)."""
+    total = max(1, int(rate * seconds))
+    lat = []
+    clock = time.perf_counter
+    gc.collect()
+    t0 = clock()
+    i = 0
+    while i < total:
+        now = clock() - t0
+        due = min(total, int(now * rate) + 1, i + MAX_INSERT)
+        if due <= i:
+            time.sleep(max(0.0, i / rate - now))
+            continue
+        _write(bed, due - i, due - i)
+        done = clock() - t0
+        lat.append(done - np.arange(i, due) / rate)
+        i = due
+    elapsed = clock() - t0
+    ms = np.concatenate(lat) * 1e3
+    return rate, total / elapsed, float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
 def _write(bed: Bed, n: int, per_insert: int = 100) -> None:
@@ -294,16 +332,18 @@ def frequent(bed: Bed, seconds: float, every: float, down: int,
 def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, batch: int,
         shards: int, down: int, barrier_every: int | None, rounds: int = 3,
         steady_rounds: int = 1, workload: str = "vote", frequent_seconds: float = 10.0,
-        every: float = 2.0) -> list[Result]:
+        every: float = 2.0, load: float = 0.8, load_seconds: float = 5.0) -> list[Result]:
     """The steady scenario ``steady_rounds`` times, the regimes in turns (the first one
-    of each turn rotated), medians shown; after the last turn of each regime, on its
-    database, each failure scenario ``rounds`` times (the median of its seconds; its
-    nodes and messages from the median round)."""
+    of each turn rotated), medians shown. Then, on each regime's database of the last
+    turn: with ``steady``, ``load_seconds`` at ``load`` of the slowest regime's median
+    maximum (``at_load``; ``load=0`` skips it); each failure scenario ``rounds`` times
+    (the median of its seconds; its nodes and messages from the median round)."""
     for regime in regimes:       # warmed up first (kernels compiled, caches filled)
         warm, _ = steady(regime, 1000, min(20 * batch, votes), batch, shards, barrier_every,
                          workload)
         warm.db.close()
     turns: dict[str, list[Result]] = {r: [] for r in regimes}
+    beds: dict[str, Bed] = {}       # the last turn's, kept for what follows
     for turn in range(steady_rounds):
         order = regimes[turn % len(regimes):] + regimes[:turn % len(regimes)]
         for regime in order:
@@ -311,16 +351,11 @@ def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, bat
                               workload)
             turns[regime].append(res)
             if turn == steady_rounds - 1:
-                for s in scenarios:
-                    if s == "frequent":
-                        res.frequent = frequent(bed, frequent_seconds, every, down)
-                    elif s != "steady":
-                        runs = sorted(failure(bed, s, down) for _ in range(rounds))
-                        res.failures[s] = runs[len(runs) // 2]
-            bed.db.close()
+                beds[regime] = bed
+            else:
+                bed.db.close()
             del bed
             gc.collect()
-            print(f"  {regime} done (load {os.getloadavg()[0]:.1f})", flush=True)
     out = []
     for regime in regimes:
         done = turns[regime]
@@ -330,6 +365,21 @@ def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, bat
         last.p50_ms = statistics.median(r.p50_ms for r in done)
         last.p99_ms = statistics.median(r.p99_ms for r in done)
         out.append(last)
+    rate = load * min(r.votes_per_s for r in out)
+    for res in out:
+        bed = beds.pop(res.regime)
+        if "steady" in scenarios and load > 0:
+            res.loaded = at_load(bed, rate, load_seconds)
+        for s in scenarios:
+            if s == "frequent":
+                res.frequent = frequent(bed, frequent_seconds, every, down)
+            elif s != "steady":
+                runs = sorted(failure(bed, s, down) for _ in range(rounds))
+                res.failures[s] = runs[len(runs) // 2]
+        bed.db.close()
+        del bed
+        gc.collect()
+        print(f"  {res.regime} done (load {os.getloadavg()[0]:.1f})", flush=True)
     return out
 
 
@@ -340,6 +390,11 @@ def table(results: list[Result], scenarios: list[str], unit: str = "votes") -> l
     if "steady" in scenarios:
         head += f" {unit}/s (per CPU s) | p50 / p99 propagation | checkpoint bytes |"
         rule += " ---: | ---: | ---: |"
+    loaded = [r.loaded for r in results if r.loaded is not None]
+    if loaded:
+        head += (f" at {loaded[0][0]:,.0f} {unit}/s offered: p50 / p99 propagation"
+                 " (achieved) |")
+        rule += " ---: |"
     fails = [s for s in scenarios if s not in ("steady", "frequent")]
     for s in fails:
         head += f" {s}: views right after | nodes set back | messages resent |"
@@ -355,6 +410,9 @@ def table(results: list[Result], scenarios: list[str], unit: str = "votes") -> l
             row += (f" {r.votes_per_s:,.0f} ({r.votes_per_cpu_s:,.0f}) |"
                     f" {r.p50_ms:.2f} / {r.p99_ms:.2f} ms |"
                     f" {r.checkpoint_bytes / 1e6:.1f} MB |")
+        if loaded:
+            _, got, p50, p99 = r.loaded or (0.0, 0.0, 0.0, 0.0)
+            row += f" {p50:.2f} / {p99:.2f} ms ({got:,.0f}/s) |"
         for s in fails:
             sec, nodes, msgs = r.failures[s]
             row += f" {sec:.3f} s | {nodes} | {msgs:,} |"
@@ -448,6 +506,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--steady-rounds", type=int, default=None,
                    help="turns of the steady scenario, the regimes in turns (the median; "
                         "default 3)")
+    p.add_argument("--load", type=float, default=0.8,
+                   help="with steady: the open-loop load point, as a fraction of the slowest "
+                        "regime's maximum (default 0.8; 0 skips it)")
+    p.add_argument("--load-seconds", type=float, default=None,
+                   help="seconds of the load point per regime (default 10; 3 with --quick)")
     p.add_argument("--barrier-every", type=int, default=None,
                    help="writes between the coordinated regime's epochs")
     p.add_argument("--workload", choices=WORKLOADS, default="vote",
@@ -478,11 +541,15 @@ def main(argv: list[str]) -> int:
     every = a.every or (2.0 if a.quick else 3.0)
     barriers = a.barrier_every or (16 if a.quick else 128)
     steady_rounds = a.steady_rounds or 3
+    load_seconds = a.load_seconds or (3.0 if a.quick else 10.0)
     what = (f"NEXMark-shaped workload, {votes:,} events" if nexmark_run
             else f"vote workload, {articles:,} articles, {votes:,} votes")
     print(f"bench regimes: {what} in inserts of {a.batch:,}, {a.shards} shards; "
           f"coordinated barriers every {barriers} writes; steady: median of {steady_rounds} "
-          f"turn(s), the regimes in turns; {a.down:,} {unit} written while nodes are down, "
+          f"turn(s), the regimes in turns"
+          + (f", then {load_seconds:g} s at {a.load:.0%} of the slowest maximum"
+             if "steady" in scenarios and a.load > 0 else "")
+          + f"; {a.down:,} {unit} written while nodes are down, "
           f"median of {a.rounds} failures"
           + (f"; frequent: {seconds:g} s, a failure every {every:g} s"
              if "frequent" in scenarios else "")
@@ -490,7 +557,8 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     try:
         results = run(regimes, scenarios, articles, votes, a.batch, a.shards, a.down,
-                      barriers, a.rounds, steady_rounds, a.workload, seconds, every)
+                      barriers, a.rounds, steady_rounds, a.workload, seconds, every,
+                      a.load, load_seconds)
     except Exception as exc:       # (a RegimeError names the regime; say it plainly)
         from noria_py.errors import Error
         if isinstance(exc, Error):

@@ -10,9 +10,10 @@ from noria_tools import regimesbench
 def test_bench_regimes_prints_a_row_per_regime(capsys):
     assert regimesbench.main(["--articles", "300", "--votes", "6000", "--batch", "500",
                               "--rounds", "1", "--down", "300", "--barrier-every", "3",
-                              "--steady-rounds", "1",
+                              "--steady-rounds", "1", "--load-seconds", "0.2",
                               "--scenarios", "steady,single,concurrent"]) == 0
     out = capsys.readouterr().out
+    assert "votes/s offered: p50 / p99 propagation (achieved)" in out
     main, _, protocol = out.partition("\n\n")      # the uncoordinated regimes' own table after
     for table, regimes in [(main, list(regimesbench.BUILT)), (protocol, ["uncoordinated", "cic"])]:
         rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
@@ -24,8 +25,10 @@ def test_bench_regimes_prints_a_row_per_regime(capsys):
 def test_bench_regimes_runs_the_causal_standby(capsys):
     assert regimesbench.main(["--articles", "300", "--votes", "6000", "--batch", "500",
                               "--rounds", "1", "--down", "300", "--steady-rounds", "1",
-                              "--regimes", "causal-standby", "--scenarios", "steady,single"]) == 0
+                              "--regimes", "causal-standby", "--scenarios", "steady,single",
+                              "--load", "0"]) == 0
     out = capsys.readouterr().out
+    assert "offered" not in out
     assert "| causal-standby |" in out and "causal with standby, single: restoring" in out
 
 
@@ -50,6 +53,18 @@ def test_bench_regimes_on_nexmark_with_frequent_failures_and_plots(capsys, tmp_p
         assert failures >= 1
     assert (tmp_path / "regimes-recovery.png").stat().st_size > 1000
     assert (tmp_path / "regimes-frequent.png").stat().st_size > 1000
+
+
+def test_the_load_point_writes_every_row_it_offers_and_the_views_stay_right():
+    """The open loop at a fixed rate: every row offered is written (and counted by the
+    bed), the latencies are of rows, and the views are right after it."""
+    bed, _ = regimesbench.steady("treeclock", 200, 2000, 500, 2, None)
+    before = int(bed.counts.sum())
+    offered, achieved, p50, p99 = regimesbench.at_load(bed, 4000.0, 0.3)
+    assert offered == 4000.0 and achieved > 0 and 0 < p50 <= p99
+    assert int(bed.counts.sum()) - before == 1200
+    regimesbench._check(bed)
+    bed.db.close()
 
 
 def test_frequent_failures_recover_every_time_and_the_plots_are_drawn(tmp_path):
