@@ -129,8 +129,9 @@ class Reads:
             d = domains.get(nid)
             if d is None or not d.alive or d.node.kind != "reader":
                 raise NotHere(f"node {nid} is not served by this worker now")
-            # (keys as msgpack decodes them: a view of several ? takes arrays as tuples)
-            out.append(list(map(cast("Reader", d.node.op).lookup, keys)))
+            # (keys as msgpack decodes them: a view of several ? takes arrays as tuples;
+            # many int keys of a dense reader are read with array operations)
+            out.append(cast("Reader", d.node.op).lookup_many(list(keys)))
         return out
 
     def close(self) -> None:

@@ -36,6 +36,9 @@ class _Torn:
             self.during_read()
         return [("torn",)] if self.reads.version & 1 else [(key, "whole")]
 
+    def lookup_many(self, keys):         # (what the worker calls: Reader.lookup_many)
+        return [self.lookup(k) for k in keys]
+
 
 def _reads_with_torn_reader() -> tuple[Reads, _Torn]:
     reads = Reads({})
