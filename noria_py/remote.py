@@ -52,6 +52,7 @@ from .hashing import shard_of
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
+from .runtime.cluster.reads import rows_found
 from .subscribe import Change, Subscription, buffer_size
 from .tls import client_context as tls_client_context
 from .tls import client_option as tls_client_option
@@ -221,8 +222,7 @@ class RemoteDatabase:
         links, nodes = cast(list[_Link], where.links), where.nodes
         n = len(nodes)
         if n == 1:
-            found = self._exchange(view, where, {links[0]: [[nodes[0], keys]]})[links[0]][0]
-            return [list(rows) for rows in found]
+            return rows_found(self._exchange(view, where, {links[0]: [[nodes[0], keys]]})[links[0]][0])
         if arity == 1 and set(map(type, keys)) <= {int}:
             shards = [k % n for k in keys]     # (hashing.value_hash of an int is itself)
         else:
@@ -240,10 +240,10 @@ class RemoteDatabase:
         for s in range(n):
             if at[s]:
                 link = links[s]
-                found = answers[link][taken[link]]
+                found = rows_found(answers[link][taken[link]])
                 taken[link] += 1
                 for i, rows in zip(at[s], found):
-                    out[i] = list(rows)
+                    out[i] = rows
         return out
 
     @staticmethod

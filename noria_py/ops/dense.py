@@ -399,6 +399,14 @@ class DenseRows:
         return zip(keys.tolist(), zip(*[column_list(p[keys]) for p in self.parts]))
 
 
+def rows_by_key(hit: np.ndarray, columns: Sequence[Sequence]) -> list[list[tuple]]:
+    """Per key, ``[row]`` where ``hit`` says it holds one and ``[]`` where not, the rows
+    made of ``columns`` (Python values, one a hit, in order): a dense reader's
+    ``lookup_many``, at the reader or at a cluster client."""
+    rows = iter(zip(*columns))
+    return [[next(rows)] if h else [] for h in hit.tolist()]
+
+
 def _same(k: int) -> int:
     return k
 

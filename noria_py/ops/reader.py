@@ -37,7 +37,7 @@ with no key filled: its checkpoints, whatever they hold, restore nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Sequence, cast
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from sql_frontend.plan import OrderKey
 from ..batch import Batch
 from ..nan import canon, canon_row, column_list
 from ..ordering import order_key
-from .dense import DenseRows, KeyMarks, RowsDelta
+from .dense import DenseRows, KeyMarks, RowsDelta, rows_by_key
 from .holes import Holes
 from .operator import Operator
 from .project import Project
@@ -302,32 +302,36 @@ class Reader(Operator):
 
     def lookup_many(self, keys: list) -> list[list[tuple]]:
         """``lookup`` of each key. In the dense form, many int keys are read with array
-        operations (``_dense_many``): no Python call per key, about 4× less time a key
-        (a cluster's ``lookup_many`` at the reader's worker, runtime/cluster/reads.py)."""
-        if (len(keys) >= DENSE_MANY and self.state.dense is not None and not self.partial
-                and set(map(type, keys)) <= {int}):
-            try:
-                at = np.array(keys, dtype=np.int64)
-            except OverflowError:               # (an int past 64 bits: no row has it)
-                pass
-            else:
-                return self._dense_many(at)
+        operations (``dense_parts``): no Python call per key, about 4× less time a key."""
+        found = self.dense_parts(keys)
+        if found is not None:
+            hit, parts = found
+            return rows_by_key(hit, [column_list(p) for p in parts])
         lookup = self.lookup
         return [lookup(k) for k in keys]
 
-    def _dense_many(self, keys: np.ndarray) -> list[list[tuple]]:
-        """The rows of int64 ``keys`` in the dense form (at most one a key), as
-        ``lookup`` gives them: the key in its place, trimmed to the visible columns."""
-        dense = cast(DenseRows, self.state.dense)
+    def dense_parts(self, keys: list) -> tuple[np.ndarray, list[np.ndarray]] | None:
+        """For many int ``keys`` of a reader in the dense form (at most one row a key):
+        which keys hold a row, and the columns of those rows, as ``lookup`` gives them
+        (the key in its place, trimmed to the visible columns); ``rows_by_key`` makes
+        them rows. None where that form does not apply: ``lookup`` each key. A cluster's
+        worker sends these columns to the client as they are (runtime/cluster/reads.py)."""
+        dense = self.state.dense
+        if (len(keys) < DENSE_MANY or dense is None or self.partial
+                or not set(map(type, keys)) <= {int}):
+            return None
+        try:
+            at = np.array(keys, dtype=np.int64)
+        except OverflowError:               # (an int past 64 bits: no row has it)
+            return None
         size = len(dense.present)
-        inside = np.where((keys >= 0) & (keys < size), keys, size)    # (size: no row)
+        inside = np.where((at >= 0) & (at < size), at, size)    # (size: no row)
         hit, parts = dense.gather(inside)
         if dense.key is not None:
             parts[dense.key] = inside[hit]
         if self.trim:
             parts = parts[:self.visible]
-        rows = iter(zip(*[column_list(p) for p in parts]))
-        return [[next(rows)] if h else [] for h in hit.tolist()]
+        return hit, parts
 
     def all(self) -> list[tuple]:
         return self._finish(self.state.rows())

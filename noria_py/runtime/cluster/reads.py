@@ -4,8 +4,12 @@ hosts on a port of its own, so a read does not go through the controller.
 The port takes the same handshake as the controller's (``wire.server_handshake``, the
 cluster's token, role ``client``). A request is ``["read", id, [[node, [key, ...]],
 ...]]``: keys of one or more reader node shards, each key a value, or an array for a
-view of several ``?``. It is answered ``["ok", id, [[rows, ...], ...]]`` (one list of
-rows per key, per node, in order), ``["moved", id, message]`` when a node named is not
+view of several ``?``. It is answered ``["ok", id, [answer, ...]]``, an answer per
+node, in order: a list of rows per key, or, for many int keys of a reader in the dense
+form (``Reader.dense_parts``), the same rows as columns (``pack_dense``: which keys hold
+a row, and each column's values, int64 and float64 ones as their bytes), which the
+client makes rows (``rows_found``) with no per-row work at the worker or in msgpack;
+``["moved", id, message]`` when a node named is not
 hosted here or is down (being recovered): the client asks the controller where the
 node is now and sends again, or ``["error", id, error class name, message]``.
 
@@ -42,7 +46,12 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from ...errors import Error, OperationalError
+from ...nan import column_list
+from ...ops.dense import rows_by_key
+from ...storage import codec
 from . import wire
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,7 +77,7 @@ class _Read:
     def __init__(self, groups: Sequence[Any]) -> None:
         self.groups = groups
         self.done = threading.Event()
-        self.result: list[list[list[tuple[Any, ...]]]] | None = None
+        self.result: list[Any] | None = None
         self.error: BaseException | None = None
         self.cancelled = False
 
@@ -82,7 +91,7 @@ class Reads:
         self.pending: collections.deque[_Read] = collections.deque()
         self.open = True                # False once the worker stopped working
 
-    def answer(self, groups: Sequence[Any]) -> list[list[list[tuple[Any, ...]]]]:
+    def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
         ``NotHere`` for a node not hosted and up here."""
         req: _Read | None = None
@@ -105,7 +114,7 @@ class Reads:
             if req.done.wait(RETRY_EVERY):
                 if req.error is not None:
                     raise req.error
-                return cast("list[list[list[tuple[Any, ...]]]]", req.result)
+                return cast("list[Any]", req.result)
 
     def serve_pending(self) -> None:
         """Answer the reads queued so far (the message thread, between frames)."""
@@ -120,7 +129,7 @@ class Reads:
                 req.error = e
             req.done.set()
 
-    def _lookup(self, groups: Sequence[Any]) -> list[list[list[tuple[Any, ...]]]]:
+    def _lookup(self, groups: Sequence[Any]) -> list[Any]:
         if not self.open:
             raise NotHere("this worker has stopped")
         out = []
@@ -129,9 +138,11 @@ class Reads:
             d = domains.get(nid)
             if d is None or not d.alive or d.node.kind != "reader":
                 raise NotHere(f"node {nid} is not served by this worker now")
-            # (keys as msgpack decodes them: a view of several ? takes arrays as tuples;
-            # many int keys of a dense reader are read with array operations)
-            out.append(cast("Reader", d.node.op).lookup_many(list(keys)))
+            # (keys as msgpack decodes them: a view of several ? takes arrays as tuples)
+            op = cast("Reader", d.node.op)
+            keys = list(keys)
+            found = op.dense_parts(keys)
+            out.append(op.lookup_many(keys) if found is None else pack_dense(*found))
         return out
 
     def close(self) -> None:
@@ -141,6 +152,48 @@ class Reads:
             req = self.pending.popleft()
             req.error = NotHere("this worker has stopped")
             req.done.set()
+
+
+def pack_dense(hit: np.ndarray, parts: list[np.ndarray]) -> dict[str, Any]:
+    """A group's answer in columns (``Reader.dense_parts``): ``{"hit": one byte a key,
+    1 where it holds a row, "cols": [column, ...]}``, a column of the rows held, in key
+    order, as ``["a", dtype, bytes]`` (int64 or float64: its little-endian bytes) or
+    ``["v", [value, ...]]``."""
+    cols: list[list[Any]] = []
+    for p in parts:
+        if p.dtype.kind in "if":
+            dt = p.dtype.newbyteorder("<")
+            cols.append(["a", dt.str, np.ascontiguousarray(p, dtype=dt).tobytes()])
+        else:
+            cols.append(["v", p.tolist()])
+    return {"hit": hit.astype(np.uint8).tobytes(), "cols": cols}
+
+
+def rows_found(found: Any) -> list[list[tuple[Any, ...]]]:
+    """A group's answer as the rows of each key (the client's side): from columns
+    (``pack_dense``) or from lists of rows. ``wire.ProtocolError`` if it is neither."""
+    if type(found) is not dict:
+        if type(found) is not tuple:
+            raise wire.ProtocolError("a read's answer: expected rows or columns")
+        return [list(rows) for rows in found]
+    hit, cols = found.get("hit"), found.get("cols")
+    if type(hit) is not bytes or type(cols) is not tuple or len(found) != 2:
+        raise wire.ProtocolError("a read's answer in columns: expected hit and cols")
+    held = np.frombuffer(hit, dtype=np.uint8)
+    n = int(np.count_nonzero(held))
+    columns: list[Sequence[Any]] = []
+    for c in cols:
+        if type(c) is tuple and len(c) == 3 and c[0] == "a" and c[1] in codec.COLUMN_DTYPES \
+                and type(c[2]) is bytes and len(c[2]) == 8 * n:
+            columns.append(column_list(np.frombuffer(c[2], dtype=np.dtype(c[1]))))
+        elif type(c) is tuple and len(c) == 2 and c[0] == "v" and type(c[1]) is tuple \
+                and len(c[1]) == n:
+            columns.append(c[1])
+        else:
+            raise wire.ProtocolError("a read's answer in columns: a malformed column")
+    if not columns:
+        raise wire.ProtocolError("a read's answer in columns: no column")
+    return rows_by_key(held.astype(bool), columns)
 
 
 def _check_request(f: Any) -> tuple[int, list[Any]]:

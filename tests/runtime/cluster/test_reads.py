@@ -12,12 +12,13 @@ import threading
 import time
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import noria_py
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
-from noria_py.runtime.cluster.reads import NotHere, Reads, ReadServer
+from noria_py.runtime.cluster.reads import NotHere, Reads, ReadServer, pack_dense, rows_found
 from tests.differential.helpers import Oracle, normalize
 
 # ---------------------------------------------------------------- in process
@@ -36,8 +37,11 @@ class _Torn:
             self.during_read()
         return [("torn",)] if self.reads.version & 1 else [(key, "whole")]
 
-    def lookup_many(self, keys):         # (what the worker calls: Reader.lookup_many)
+    def lookup_many(self, keys):         # (what the worker calls: Reader's)
         return [self.lookup(k) for k in keys]
+
+    def dense_parts(self, keys):         # (not in the dense form: rows, not columns)
+        return None
 
 
 def _reads_with_torn_reader() -> tuple[Reads, _Torn]:
@@ -152,6 +156,25 @@ def test_the_read_port_checks_the_token_and_the_requests():
         server.close()
 
 
+def test_an_answer_in_columns_gives_the_rows_of_each_key_and_refuses_a_malformed_one():
+    nan = noria_py.nan.NAN
+    hit = np.array([True, False, True, True])
+    parts = [np.array([1, 3, 4]), np.array([0.5, np.nan, -1.0]),
+             np.array(["x", None, nan], dtype=object)]
+    packed = wire.unpackb(wire.packb(pack_dense(hit, parts), big_ints=True))
+    rows = rows_found(packed)
+    assert rows == [[(1, 0.5, "x")], [], [(3, nan, None)], [(4, -1.0, nan)]]
+    assert rows[2][0][1] is nan                # (the one NaN: it finds itself in a dict)
+    assert rows_found(((("a", 1),), ())) == [[("a", 1)], []]     # (rows, as before)
+    for bad in [{"hit": b"\x01", "cols": ()},                  # no column
+                {"hit": b"\x01\x01", "cols": (("a", "<i8", bytes(8)),)},    # one value short
+                {"hit": b"\x01", "cols": (("v", (1, 2)),)},
+                {"hit": b"\x01", "cols": (("a", "|O", bytes(8)),)},
+                {"hit": "x", "cols": ()}, [1]]:
+        with pytest.raises(wire.ProtocolError):
+            rows_found(bad)
+
+
 # ---------------------------------------------------------------- a real cluster
 
 DDL = ["CREATE TABLE t (a INT, b INT, c TEXT, f FLOAT)"]
@@ -229,6 +252,36 @@ def test_reads_at_the_workers_match_the_controller_and_duckdb(cluster, seed):
         for p, rows in zip(pairs, got):
             assert rows == view.lookup(*p)
             assert normalize(rows) == oracle.query(PAIR[1], p)
+    db.close()
+
+
+def test_many_int_keys_of_a_dense_reader_are_answered_in_columns(cluster, monkeypatch):
+    """A keyed view of a table's primary key keeps its reader in the dense form: many
+    int keys at once come back as columns (``pack_dense``), the same rows as one
+    ``lookup`` each and as the controller's path: NULLs, NaN (in a float column with
+    and without NULLs), text, keys outside the arrays and keys with no row."""
+    import noria_py.remote as remote
+    answers: list[bool] = []
+    real = remote.rows_found
+    monkeypatch.setattr(remote, "rows_found",
+                        lambda found: answers.append(type(found) is dict) or real(found))
+    rng = random.Random(5)
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE dn (id INT PRIMARY KEY, c TEXT, f FLOAT, g FLOAT, b INT)")
+    db.execute("CREATE VIEW dn_v AS SELECT id, c, f, g, b FROM dn WHERE id = ?")
+    db.table("dn").insert([(i, rng.choice([None, "x", "é", ""]),
+                            rng.choice([float("nan"), 0.5, -2.0]),
+                            rng.choice([None, float("nan"), 1.5]), rng.choice([None, 7, -3]))
+                           for i in range(0, 300, 2)])
+    db.wait()
+    view = db.view("dn_v")
+    keys = list(range(-3, 320))
+    rng.shuffle(keys)
+    got = view.lookup_many(keys)
+    assert any(answers)                        # (at least one worker answered in columns)
+    assert got == [[tuple(r) for r in rows] for rows in db._call("lookup", "dn_v", keys)]
+    assert got == [view.lookup(k) for k in keys]
+    assert sum(map(len, got)) == 150
     db.close()
 
 
