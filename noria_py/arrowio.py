@@ -12,6 +12,10 @@ as tuples of Python values (``to_pylist``, each NaN the one NaN: noria_py.nan), 
 is what ``insert`` takes (and what Spark recovery feeds operators directly). A plan's
 NULL type has no Arrow type of its own here: each user decides what an all-NULL
 column becomes (``pa.null()`` in a ``Result``, int64 for Spark).
+
+Between a cluster client and its server an Arrow table travels as an Arrow IPC stream
+(``to_ipc`` / ``from_ipc``): columns stay columns, with no per-row Python work on either
+side, and nothing is pickled; a stream read back is validated in full before use.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.ipc as ipc
 
 from sql_frontend.types import SqlType
 
@@ -87,6 +92,25 @@ def _values(column: Any) -> list:
     if pa.types.is_floating(column.type) and has_nan(values):
         values = [canon(v) for v in values]
     return values
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    """``table`` as the bytes of an Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    """The table of an Arrow IPC stream (``to_ipc``), validated in full; a
+    ``TypeMismatchError`` if the bytes are not a valid stream."""
+    try:
+        table = ipc.open_stream(pa.py_buffer(data)).read_all()
+        table.validate(full=True)
+    except (pa.ArrowException, ValueError, OSError) as e:
+        raise TypeMismatchError(f"not a valid Arrow IPC stream: {e}") from None
+    return table
 
 
 def arrow_rows(table: Any, columns: Sequence[str], name: str) -> list[tuple]:

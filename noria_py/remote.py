@@ -31,12 +31,14 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Sequence, cast
 from urllib.parse import parse_qs, urlparse
 
+import pyarrow as pa
+
 import sql_frontend
 from sql_frontend import wire as plan_wire
 from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 
 from . import arguments, errors
-from .arrowio import arrow_rows, as_arrow_table, is_frame
+from .arrowio import arrow_columns, as_arrow_table, is_frame, to_ipc
 from .dbapi import Cursor
 from .errors import (
     ArityError,
@@ -520,7 +522,12 @@ class RemoteTable:
         self._db._call("insert", self.name, _plain_rows(rows, f"the rows for table {self.name!r}"))
 
     def insert_arrow(self, table) -> None:
-        self.insert(arrow_rows(as_arrow_table(table), self.columns, self.name))
+        """As the embedded ``Table.insert_arrow``: the columns travel as an Arrow IPC
+        stream and the server inserts them as arrays where the table takes them."""
+        cols = arrow_columns(as_arrow_table(table), self.columns, self.name)
+        if len(cols[0]):
+            self._db._call("insert_arrow", self.name,
+                           to_ipc(pa.Table.from_arrays(cols, names=self.columns)))
 
     def delete(self, rows: Iterable[Sequence]) -> None:
         self._db._call("delete", self.name, _plain_rows(rows, f"the rows for table {self.name!r}"))

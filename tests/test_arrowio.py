@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 import noria_py
-from noria_py.arrowio import column_rows
+from noria_py.arrowio import column_rows, from_ipc, to_ipc
 
 
 def test_column_rows_make_each_nan_the_one_nan():
@@ -58,3 +58,19 @@ def test_a_frame_that_does_not_fit_changes_nothing() -> None:
     with pytest.raises(noria_py.TypeMismatchError):
         db.table("t").insert_arrow(pd.DataFrame({"id": ["3"], "s": ["w"]}))
     assert db.table("t").rows() == [(1, "x")]
+
+
+def test_an_ipc_stream_round_trips_and_a_damaged_one_is_refused() -> None:
+    """What a cluster client's ``insert_arrow`` sends: the table back as it was; bytes
+    that are not a whole, valid stream are a TypeMismatchError, never a partial table."""
+    table = pa.table({"a": pa.array([1, None, 3], pa.int64()), "s": ["x", None, "é"],
+                      "f": [0.5, float("nan"), -1.0]})
+    data = to_ipc(table)
+    back = from_ipc(data)
+    assert back.schema == table.schema and back.column("a").equals(table.column("a"))
+    assert back.column("s").equals(table.column("s"))
+    f = back.column("f").to_pylist()
+    assert f[0] == 0.5 and math.isnan(f[1]) and f[2] == -1.0
+    for bad in (b"", b"not arrow", data[:len(data) // 2], data[:-9]):
+        with pytest.raises(noria_py.TypeMismatchError, match="not a valid Arrow IPC stream"):
+            from_ipc(bad)

@@ -45,6 +45,7 @@ from sql_frontend import plan as lp
 from sql_frontend import wire as plan_wire
 
 from ... import regimes
+from ...arrowio import from_ipc
 from ...client import Database, Prepared
 from ...errors import ArgumentError, Error, RecoveryError, RequestError, SubscriptionError
 from ...graph import Graph
@@ -77,7 +78,8 @@ _NAME = (str,)
 REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "execute": (_NAME, (*_SEQ, type(None))), "executemany": (_NAME, _SEQ),
     "table": (_NAME,), "schema": (_NAME,), "keys": (_NAME,), "count": (_NAME,),
-    "insert": (_NAME, _SEQ), "delete": (_NAME, _SEQ), "delete_keys": (_NAME, _SEQ),
+    "insert": (_NAME, _SEQ), "insert_arrow": (_NAME, (bytes,)), "delete": (_NAME, _SEQ),
+    "delete_keys": (_NAME, _SEQ),
     "view": (_NAME,), "lookup": (_NAME, _SEQ), "all": (_NAME,),
     "tables": (), "views": (), "wait": (), "graph": (), "recoveries": (),
     "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
@@ -411,6 +413,13 @@ class Server:
         with self.lock:
             self.db.table(name).insert(rows)
         return len(rows)
+
+    def m_insert_arrow(self, name: str, data: bytes) -> int:
+        """An Arrow IPC stream's rows (``RemoteTable.insert_arrow``), as columns."""
+        table = from_ipc(data)
+        with self.lock:
+            self.db.table(name).insert_arrow(table)
+        return len(table)
 
     def m_delete(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
         with self.lock:
