@@ -112,14 +112,19 @@ class Frequent:
 VARIANTS = {"causal-standby": ("causal", True, None), "causal-depth1": ("causal", False, 1)}
 #: falkirk with one policy for every node, by the name the harness gives it (plain
 #: ``falkirk``: stateful nodes lazy, stateless ones ephemeral)
-FALKIRK = {"falkirk-eager": {"default": "eager"}, "falkirk-lazy": {"default": "lazy"}}
+FALKIRK: dict[str, dict[str, str]] = {
+    "falkirk-eager": {"default": "eager"}, "falkirk-lazy": {"default": "lazy"},
+    "falkirk-ephemeral": {}}     # (stateless nodes ephemeral: ``_connect``)
 
 
 def _connect(regime: str, shards: int, barrier_every: int | None):
     if regime == "coordinated":
         return connect(shards=shards, regime=regime, barrier_every=barrier_every)
     if regime in FALKIRK:
-        return connect(shards=shards, regime=FALKIRK[regime])
+        db = connect(shards=shards, regime=FALKIRK[regime] or "falkirk")
+        if regime == "falkirk-ephemeral":
+            db.runtime.defaults["stateless"] = "ephemeral"
+        return db
     if regime in VARIANTS:
         name, standby, depth = VARIANTS[regime]
         return connect(shards=shards, regime=name, standby=standby, determinant_depth=depth)
@@ -440,7 +445,7 @@ def main(argv: list[str]) -> int:
                    help=f"a comma list of {', '.join(BUILT)} (default: all built), or "
                         "causal-standby (causal with standby=True), causal-depth1 "
                         "(determinant_depth=1), falkirk-eager, falkirk-lazy (every node on "
-                        "that policy)")
+                        "that policy), falkirk-ephemeral (stateless nodes ephemeral)")
     p.add_argument("--scenarios", default=",".join(SCENARIOS),
                    help=f"a comma list of {', '.join(SCENARIOS)}")
     p.add_argument("--quick", action="store_true",

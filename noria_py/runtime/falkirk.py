@@ -22,8 +22,10 @@ A stateless node saves no state, so every time is a span of it once its parent-t
 there are recorded (metadata: a ``Point`` per message, no checkpoint). The names the
 issue used are taken too: ``checkpoint`` is ``lazy``, ``log`` is ``batch``,
 ``stateless`` is ``ephemeral``. Without a ``"default"``, a stateful node is ``lazy`` and
-a stateless one ``ephemeral`` (FW-N's own choice for Differential Dataflow's stateful
-processors and Lindi's stateless ones, which suppress logging). A live node can also
+a stateless one ``batch``: FW-N's Lindi processors suppress logging, but the seed
+notes that a developer logs where that prevents cascading rollbacks upstream, and here
+an ``ephemeral`` sharder or union between ``lazy`` shards sets every shard back at a
+failure of one (measured in docs/regimes.md). A live node can also
 stay as it is (the seed's span ⊤, ``TOP`` here). Sources never roll back: a base comes
 back whole from its write history and its output is always logged.
 
@@ -142,6 +144,9 @@ class FalkirkRuntime(UncoordinatedRuntime):
         self.choice: dict[str, str] = dict(choice or {})
         #: every node's policy
         self.policy: dict[str, str] = {}
+        #: the policy of a node the choice names not, without a "default" (set before
+        #: the views are created to change it: ``noria-py bench regimes`` does)
+        self.defaults = {"stateful": "lazy", "stateless": "batch"}
         #: the names of ``choice`` some node (or table) has matched so far
         self.matched: set[str] = {"default"}
         #: per unlogged edge (src, dst): the times of the messages sent on it since the
@@ -164,7 +169,7 @@ class FalkirkRuntime(UncoordinatedRuntime):
                 return self.choice[name]
         if "default" in self.choice:
             return self.choice["default"]
-        return "lazy" if node.op.checkpoint_form is not None else "ephemeral"
+        return self.defaults["stateful" if node.op.checkpoint_form is not None else "stateless"]
 
     def check_names(self) -> None:
         """A RegimeError if the choice names what no node is, or a table (a base's
@@ -195,9 +200,6 @@ class FalkirkRuntime(UncoordinatedRuntime):
             del self.sent[key]
         for key in [k for k in self.trimmed if node_id in k]:
             del self.trimmed[key]
-
-    def logged(self, src: str) -> bool:
-        return self.policy[src] in LOGGED
 
     def crash(self, node_id: str) -> None:
         self.check_names()
@@ -342,6 +344,10 @@ class FalkirkRuntime(UncoordinatedRuntime):
         line = {n: pt for n, pt in s.items() if pt is not TOP}
         self.last_frontier = {"passes": passes,
                               "spans": {n: pt.time for n, pt in line.items()}}
+        bad = self.consistent(line)
+        if bad is not None:
+            raise RecoveryError(f"the rollback frontier found is not consistent on {bad}; "
+                                "nothing was rolled back; use strategy='lineage'")
         return line, None
 
     def consistent(self, line: dict[str, Point], live: bool = True) -> str | None:
@@ -366,7 +372,7 @@ class FalkirkRuntime(UncoordinatedRuntime):
                     continue
                 lim = self._limit(nid, c, self._seen(c, nid, s))
                 if lim is not None and self._span_time(nid, s) > lim:
-                    return f"{nid} -> {c} (lost message)"
+                    return f"{nid} -> {c} (a lost message: unlogged or trimmed)"
         return None
 
     def rollback(self, rebuild: Callable[[set[str]], None]) -> Rollback:
