@@ -3,8 +3,9 @@ per database with ``connect(regime=NAME)`` or ``noria-py serve --regime NAME``.
 
 A regime fixes both what normal operation pays (clocks on messages, checkpoints,
 barriers) and what ``db.recover(node)`` does with no strategy named. The names are
-those of the issue (docs/regimes.md has the table); a name not built yet is refused
-with a ``RegimeError`` that says so, never quietly run as another regime.
+those of the issue (docs/regimes.md has the table); a name not built (none is left)
+or unknown is refused with a ``RegimeError`` that says so, never quietly run as another
+regime. A dict is falkirk's per-node choice of policies (``runtime/falkirk.py``).
 
 Invariant: ``BUILT`` and ``NOT_BUILT`` are disjoint and their union is every name the
 contract lists; ``STRATEGIES[r]`` are the recovery strategies a database in regime
