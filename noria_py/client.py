@@ -61,7 +61,7 @@ from .ops import Base, Reader
 from .ordering import order_key
 from .partial import Partial
 from .planner import Planner, initialize
-from .recovery import RecoveryReport, causal, coordinated, lineage, spark, treeclock
+from .recovery import RecoveryReport, causal, coordinated, falkirk, lineage, spark, treeclock
 from .recovery import uncoordinated as uncoordinated_recovery
 from .remote import connect_url
 from .result import Result, ViewFrames
@@ -70,6 +70,7 @@ from .runtime import ondisk
 from .runtime.causal import CausalRuntime
 from .runtime.coordinated import CoordinatedRuntime
 from .runtime.embedded import EmbeddedRuntime
+from .runtime.falkirk import FalkirkRuntime
 from .runtime.uncoordinated import CICRuntime, UncoordinatedRuntime
 from .storage import Storage
 from .subscribe import Change, Subscription, buffer_size
@@ -171,7 +172,7 @@ class Database:
     def __init__(self, data_dir: str | None = None, shards: int = 1, seed: int | None = None,
                  clocks: bool | None = None, runtime=None, checkpoints: bool | None = None,
                  partial: bool = False, memory_limit: int | None = None,
-                 regime: str = "treeclock", barrier_every: int | None = None,
+                 regime: str | dict[str, str] = "treeclock", barrier_every: int | None = None,
                  barrier_seconds: float | None = None, determinant_depth: int | None = None,
                  standby: bool = False) -> None:
         """``runtime`` (with a ``graph`` of its own) replaces the embedded one: the cluster
@@ -184,7 +185,9 @@ class Database:
         ``barrier_every`` (writes) and ``barrier_seconds``: how often the coordinated
         regime starts an epoch of barrier checkpoints. ``determinant_depth`` (edges; None:
         all) and ``standby``: the causal regime's determinant sharing depth and warm
-        standbys (docs/regimes.md)."""
+        standbys (docs/regimes.md). A dict for ``regime`` is falkirk's per-node choice of
+        policies (``{"default": "lazy", "votes": "eager", ...}``)."""
+        choice = regimes.policies(regime)
         regime = regimes.check(regime)
         if regime != "causal" and (determinant_depth is not None or standby):
             raise ArgumentError("determinant_depth and standby are settings of the causal "
@@ -244,6 +247,8 @@ class Database:
             runtime = CICRuntime(Graph(), seed)
         elif runtime is None and regime == "causal":
             runtime = CausalRuntime(Graph(), seed, determinant_depth, standby)
+        elif runtime is None and regime == "falkirk":
+            runtime = FalkirkRuntime(Graph(), seed, choice)
         elif runtime is None:
             runtime = EmbeddedRuntime(Graph(), seed, clocks=clocks, checkpoints=checkpoints)
         self.runtime = runtime
@@ -1172,6 +1177,8 @@ class Database:
             report = spark.recover(self, node_id)
         elif strategy == "coordinated":
             report = coordinated.recover(self.graph_, self.runtime, node_id)
+        elif strategy == "falkirk":
+            report = falkirk.recover(self.graph_, self.runtime, node_id)
         elif strategy in ("uncoordinated", "cic"):
             report = uncoordinated_recovery.recover(self.graph_, self.runtime, node_id, strategy)
         elif strategy == "causal":
@@ -1677,7 +1684,7 @@ class _Dropped:
 def connect(url: str | None = None, *, data_dir: str | None = None, shards: int = 1,
             seed: int | None = None, clocks: bool | None = None,
             checkpoints: bool | None = None, token: str | None = None, partial: bool = False,
-            memory_limit: int | None = None, regime: str | None = None,
+            memory_limit: int | None = None, regime: str | dict[str, str] | None = None,
             barrier_every: int | None = None, barrier_seconds: float | None = None,
             tls: str | bool | None = None, determinant_depth: int | None = None,
             standby: bool = False):
@@ -1696,10 +1703,10 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     keys evicted first (docs/partial.md). ``regime``: the fault-tolerance regime,
     ``treeclock`` (the default), ``lineage``, ``coordinated`` (with
     ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints),
-    ``uncoordinated``, ``cic`` or ``causal`` (``determinant_depth``: how many edges
+    ``uncoordinated``, ``cic``, ``causal`` (``determinant_depth``: how many edges
     down a node's determinants are kept, None for all; ``standby=True``: warm standbys
-    of the stateful shards); the others the contract names are refused as not built
-    yet (docs/regimes.md)."""
+    of the stateful shards) or ``falkirk``, also given as a dict of per-node policies
+    (``{"default": "lazy", "view_or_node": "eager", ...}``; docs/regimes.md)."""
     if url is not None:
         if (data_dir is not None or shards != 1 or seed is not None
                 or (clocks is not None and not clocks)

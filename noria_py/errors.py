@@ -39,8 +39,9 @@ class ArgumentError(ProgrammingError):
 
 class RegimeError(ArgumentError):
     """``connect(regime=...)`` or ``noria-py serve --regime`` names a fault-tolerance
-    regime that does not exist, one not built yet, or one this runtime does not offer
-    (the message says which, and lists the regimes that are built)."""
+    regime that does not exist, or one this runtime does not offer (the message says
+    which, and lists the regimes that are built); or falkirk's per-node dict names an
+    unknown policy, or a table or a name no view or node has."""
 
 
 class DependentViewsError(ProgrammingError):

@@ -3,8 +3,9 @@ per database with ``connect(regime=NAME)`` or ``noria-py serve --regime NAME``.
 
 A regime fixes both what normal operation pays (clocks on messages, checkpoints,
 barriers) and what ``db.recover(node)`` does with no strategy named. The names are
-those of the issue (docs/regimes.md has the table); a name not built yet is refused
-with a ``RegimeError`` that says so, never quietly run as another regime.
+those of the issue (docs/regimes.md has the table); a name not built (none is left)
+or unknown is refused with a ``RegimeError`` that says so, never quietly run as another
+regime. A dict is falkirk's per-node choice of policies (``runtime/falkirk.py``).
 
 Invariant: ``BUILT`` and ``NOT_BUILT`` are disjoint and their union is every name the
 contract lists; ``STRATEGIES[r]`` are the recovery strategies a database in regime
@@ -16,7 +17,7 @@ from typing import Any
 
 from .errors import RegimeError
 
-__all__ = ["BUILT", "EMBEDDED_ONLY", "NOT_BUILT", "STRATEGIES", "check"]
+__all__ = ["BUILT", "EMBEDDED_ONLY", "NOT_BUILT", "STRATEGIES", "check", "policies"]
 
 #: regime -> what it does, in a line (``noria-py bench regimes`` prints these)
 BUILT = {
@@ -27,8 +28,10 @@ BUILT = {
     "cic": "local and forced checkpoints by piggybacked indices; roll back to the index line",
     "causal": "determinants piggybacked and kept downstream, in-flight logs, local "
               "checkpoints; the failed node alone replays",
+    "falkirk": "a policy per node (eager, lazy, batch, ephemeral); the rollback frontier "
+               "as a fixed point, low-watermark garbage collection",
 }
-NOT_BUILT = ("falkirk",)
+NOT_BUILT: tuple[str, ...] = ()
 
 #: the strategies ``db.recover(node, strategy=...)`` accepts in each regime; the first
 #: is the regime's own (``strategy=None``)
@@ -39,19 +42,23 @@ STRATEGIES = {
     "uncoordinated": ("uncoordinated", "lineage"),
     "cic": ("cic", "lineage"),
     "causal": ("causal", "lineage"),
+    "falkirk": ("falkirk", "lineage"),
 }
 
 #: the regimes the cluster runtime does not offer yet
-EMBEDDED_ONLY = ("coordinated", "uncoordinated", "cic", "causal")
+EMBEDDED_ONLY = ("coordinated", "uncoordinated", "cic", "causal", "falkirk")
 
 
 def check(regime: Any, *, cluster: bool = False) -> str:
     """``regime`` if it is built (for a cluster: offered by the cluster runtime too);
-    else a RegimeError naming it."""
+    a dict is falkirk's per-node choice (``policies``), checked; else a RegimeError
+    naming it."""
+    if isinstance(regime, dict):
+        policies(regime)
+        regime = "falkirk"
     if not isinstance(regime, str):
-        raise RegimeError(f"regime must be a name ({', '.join(BUILT)}), got {regime!r}"
-                          + ("; per-node regimes (falkirk's {'default': ..., node: ...}) "
-                             "are not built yet" if isinstance(regime, dict) else ""))
+        raise RegimeError(f"regime must be a name ({', '.join(BUILT)}) or falkirk's "
+                          f"per-node dict, got {regime!r}")
     if regime in NOT_BUILT:
         raise RegimeError(f"regime {regime!r} is not built yet; built: {', '.join(BUILT)}")
     if regime not in BUILT:
@@ -61,3 +68,20 @@ def check(regime: Any, *, cluster: bool = False) -> str:
         raise RegimeError(f"regime {regime!r} is built for the embedded engine only, not "
                           "for a cluster yet; use treeclock or lineage with noria-py serve")
     return regime
+
+
+def policies(regime: Any) -> dict[str, str]:
+    """Falkirk's per-node choice: ``{}`` for ``"falkirk"`` (each node's own default),
+    else the dict (``{"default": POLICY, NODE_OR_VIEW: POLICY, ...}``) checked, its
+    aliases resolved. A RegimeError names an unknown policy, or a regime's name given
+    as a node's policy (per-node choices are falkirk's alone)."""
+    from .runtime.falkirk import ALIASES, POLICIES, normalize
+    if not isinstance(regime, dict):
+        return {}
+    for name, policy in regime.items():
+        if isinstance(policy, str) and policy in BUILT:
+            raise RegimeError(f"{policy!r} (for {name!r}) is a regime of the whole "
+                              f"database, not a per-node policy: a dict chooses falkirk's "
+                              f"policies, {', '.join([*POLICIES, *ALIASES])}; for "
+                              f"{policy!r}, connect(regime={policy!r})")
+    return normalize(regime)

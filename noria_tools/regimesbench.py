@@ -118,11 +118,21 @@ class Frequent:
 #: regimes run with a setting, by the name the harness gives them: (regime, standby,
 #: determinant sharing depth)
 VARIANTS = {"causal-standby": ("causal", True, None), "causal-depth1": ("causal", False, 1)}
+#: falkirk with one policy for every node, by the name the harness gives it (plain
+#: ``falkirk``: stateful nodes lazy, stateless ones ephemeral)
+FALKIRK: dict[str, dict[str, str]] = {
+    "falkirk-eager": {"default": "eager"}, "falkirk-lazy": {"default": "lazy"},
+    "falkirk-ephemeral": {}}     # (stateless nodes ephemeral: ``_connect``)
 
 
 def _connect(regime: str, shards: int, barrier_every: int | None):
     if regime == "coordinated":
         return connect(shards=shards, regime=regime, barrier_every=barrier_every)
+    if regime in FALKIRK:
+        db = connect(shards=shards, regime=FALKIRK[regime] or "falkirk")
+        if regime == "falkirk-ephemeral":
+            db.runtime.defaults["stateless"] = "ephemeral"
+        return db
     if regime in VARIANTS:
         name, standby, depth = VARIANTS[regime]
         return connect(shards=shards, regime=name, standby=standby, determinant_depth=depth)
@@ -151,9 +161,10 @@ Bed = VoteBed | nexmark.NexmarkBed
 
 
 def protocol_figures(db) -> dict[str, float] | None:
-    """The uncoordinated and cic regimes' counts (runtime/uncoordinated.py): checkpoints
-    taken and forced, messages sent and the bytes piggybacked on each (cic: the
-    sender's index), messages the channel logs hold; None in another regime."""
+    """The uncoordinated, cic and falkirk regimes' counts (runtime/uncoordinated.py,
+    runtime/falkirk.py): checkpoints (falkirk: spans) taken and forced, messages sent and
+    the bytes piggybacked on each (cic: the sender's index), messages the channel logs
+    hold (falkirk: its unlogged edges' times are not counted); None in another regime."""
     rt = db.runtime
     if not isinstance(rt, UncoordinatedRuntime):
         return None
@@ -491,7 +502,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--regimes", default=",".join(BUILT),
                    help=f"a comma list of {', '.join(BUILT)} (default: all built), or "
                         "causal-standby (causal with standby=True), causal-depth1 "
-                        "(determinant_depth=1)")
+                        "(determinant_depth=1), falkirk-eager, falkirk-lazy (every node on "
+                        "that policy), falkirk-ephemeral (stateless nodes ephemeral)")
     p.add_argument("--scenarios", default=",".join(SCENARIOS),
                    help=f"a comma list of {', '.join(SCENARIOS)}")
     p.add_argument("--quick", action="store_true",

@@ -15,7 +15,7 @@ def test_bench_regimes_prints_a_row_per_regime(capsys):
     out = capsys.readouterr().out
     assert "votes/s offered: p50 / p99 propagation (achieved)" in out
     main, _, protocol = out.partition("\n\n")      # the uncoordinated regimes' own table after
-    for table, regimes in [(main, list(regimesbench.BUILT)), (protocol, ["uncoordinated", "cic"])]:
+    for table, regimes in [(main, list(regimesbench.BUILT)), (protocol, ["uncoordinated", "cic", "falkirk"])]:
         rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
         assert [r.split("|")[1].strip() for r in rows] == ["regime", *regimes]
         assert all(len(r.split("|")) == len(rows[0].split("|")) for r in rows)
@@ -102,5 +102,5 @@ def test_bench_regimes_refuses_what_it_does_not_run(capsys):
     with pytest.raises(SystemExit):
         regimesbench.main(["--plot", "no-star.png"])
     assert "with a *" in capsys.readouterr().err
-    assert regimesbench.main(["--regimes", "falkirk", "--votes", "1000"]) == 2
-    assert "not built yet" in capsys.readouterr().out
+    assert regimesbench.main(["--regimes", "flink", "--votes", "1000"]) == 2
+    assert "unknown regime 'flink'" in capsys.readouterr().out

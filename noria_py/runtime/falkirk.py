@@ -1,0 +1,427 @@
+"""The ``falkirk`` regime (issue 19): a fault-tolerance policy chosen per node, and the
+rollback frontier computed as a fixed point over the graph at a failure (Falkirk
+Wheel, seed 000, §3.3 and §4), in the embedded runtime.
+
+Logical times. A node's time counts the messages it has taken (sequence numbers, the
+seed's §3.1); each message it sends carries the time of the input that caused it, and a
+node knows, per parent, the parent-time of the last message it took. A *span* of a node
+is a prefix of its times, written as a ``Point``: its time and those parent-times. The
+spans a node can be restored to, the seed's Ŝ(p), depend on its policy:
+
+============  ==============================  =====================================  ==========
+policy        the seed's regime (§1, §4.2)    spans it can restore to                its output
+============  ==============================  =====================================  ==========
+``eager``     eager checkpointing             every time (a checkpoint per message)  logged
+``lazy``      lazy checkpointing              its checkpoints (``tuning`` interval)  logged
+``batch``     batch                           a stateful node: its creation only;    logged
+                                              a stateless one: every time
+``ephemeral`` ephemeral                       as ``batch``                           not logged
+============  ==============================  =====================================  ==========
+
+A stateless node saves no state, so every time is a span of it once its parent-times
+there are recorded (metadata: a ``Point`` per message, no checkpoint). The names the
+issue used are taken too: ``checkpoint`` is ``lazy``, ``log`` is ``batch``,
+``stateless`` is ``ephemeral``. Without a ``"default"``, a stateful node is ``lazy`` and
+a stateless one ``batch``: FW-N's Lindi processors suppress logging, but the seed
+notes that a developer logs where that prevents cascading rollbacks upstream, and here
+an ``ephemeral`` sharder or union between ``lazy`` shards sets every shard back at a
+failure of one (measured in docs/regimes.md). A live node can also
+stay as it is (the seed's span ⊤, ``TOP`` here). Sources never roll back: a base comes
+back whole from its write history and its output is always logged.
+
+What is logged. A logged edge keeps every message sent on it (by reference, in the
+runtime, which stands in for stable storage, as in ``uncoordinated``). An unlogged edge
+keeps only the times of what it sent (the seed's T_D, integers): enough to know what a
+rollback would lose.
+
+The frontier (``frontier``). Start from ⊤ for every live node and the newest span of
+every failed one; then, until nothing changes, set each node to its newest span at or
+below its current one such that, for its parents and children at their current spans:
+
+- *no message is duplicated* (the seed's second constraint): on each input edge
+  ``p -> q``, ``q``'s span has taken nothing ``p`` sent after ``p``'s span;
+- *no discarded message is lost* (the first and third): on each output edge ``q -> c``
+  unless both ends stay at ⊤ (their queue is kept), every message ``q`` sent after
+  ``c``'s span and up to ``q``'s is still there to resend: the edge is logged and its
+  log not trimmed below ``c``'s span. An unlogged edge thus pulls ``q`` back to what
+  ``c`` had taken, and ``q``'s other children back with it (no duplicates): the
+  constraints run both ways, which is why one pass in topological order is not enough
+  and this iterates (``test_the_frontier_needs_more_than_one_pass``).
+
+Spans only move down and each node has finitely many, so it ends; the constraints are
+monotone, so it ends at the greatest consistent frontier below the start. A node with no
+span left (its spans folded away by garbage collection past it: never, if the low
+watermark is right) is a ``RecoveryError`` that leaves every node as it was, never a
+wrong view; so is a frontier the final check (``consistent``) finds an orphan or a lost
+message in.
+
+Recovery (``rollback``) restores only the nodes the frontier sets below ⊤, each from its
+checkpoint (stateful) or its recorded parent-times (stateless), forgets what each sent
+after its span, and resends from the logs what each receiver had not taken; the nodes
+re-execute from there, the bases first (their histories are the inputs' logs).
+
+Low-watermark garbage collection (the seed's §4.3). The frontier with every node failed
+at once (``lowest_line``) is at or below the frontier of any failure, node by node (the
+start is lower, the constraints monotone), and only rises as nodes checkpoint. Every
+``max(8, len(nodes))`` spans recorded it is computed again: spans and checkpoints below
+it are folded away, each log trimmed to what its receiver's span there had taken (an
+unlogged edge's times likewise), each base's write history to what its children's had.
+A stateful ``batch`` or ``ephemeral`` node keeps its creation as its only span, so its
+inputs' logs are never trimmed (the seed: "grows without bound"); ``lazy`` and
+``eager`` nodes keep the logs and checkpoints bounded.
+
+Graph changes (``settle``): as ``uncoordinated``, a CREATE VIEW on a quiet graph with
+every node up records a span of every node at once, with a full checkpoint of every
+stateful one whatever its policy (a ``batch`` node's creation span); with a node down,
+the next recovery rebuilds every operator from the tables.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from .. import tuning
+from ..errors import RecoveryError, RegimeError
+from ..graph import Graph, Node
+from .domain import Domain
+from .embedded import EmbeddedRuntime
+from .messages import Message
+from .uncoordinated import Point, Rollback, UncoordinatedRuntime
+
+__all__ = ["ALIASES", "POLICIES", "TOP", "FalkirkRuntime", "normalize"]
+
+#: policy -> (the seed's regime, what the node saves, whether its output is logged)
+POLICIES: Final = {
+    "eager": "eager checkpointing: a checkpoint after every message, output logged",
+    "lazy": "lazy checkpointing: a checkpoint every tuning.CHECKPOINT_EVERY messages "
+            "(or CHECKPOINT_ROWS rows), output logged",
+    "batch": "batch: no checkpoint (a stateful node restarts from its creation, a "
+             "stateless one from any time), output logged",
+    "ephemeral": "ephemeral: no checkpoint, nothing logged; recomputed from upstream",
+}
+#: the issue's words for the seed's regimes
+ALIASES: Final = {"checkpoint": "lazy", "log": "batch", "stateless": "ephemeral"}
+#: the policies whose output edges are logged
+LOGGED: Final = frozenset({"eager", "lazy", "batch"})
+
+#: a live node's span ⊤: everything it took, it stays as it is
+TOP: Final = Point(-1, {})
+
+
+def _time(pt: Point) -> int:
+    return pt.time
+
+
+def normalize(choice: Mapping[object, object]) -> dict[str, str]:
+    """``connect(regime={...})``'s dict, checked: names (``"default"``, a view, a node
+    id, with or without its shard) to policies, aliases resolved; a RegimeError naming
+    what is wrong."""
+    out: dict[str, str] = {}
+    known = ", ".join([*POLICIES, *ALIASES])
+    for name, policy in choice.items():
+        if not isinstance(name, str) or not name:
+            raise RegimeError(f"falkirk's per-node regime names a node, a view or "
+                              f"'default', got {name!r}")
+        if not isinstance(policy, str) or ALIASES.get(policy, policy) not in POLICIES:
+            raise RegimeError(f"unknown falkirk policy {policy!r} for {name!r}; "
+                              f"choose one of {known}")
+        out[name] = ALIASES.get(policy, policy)
+    return out
+
+
+class FalkirkRuntime(UncoordinatedRuntime):
+    """The embedded runtime with per-node policies, logical times, the fixed-point
+    rollback frontier and low-watermark garbage collection."""
+
+    regime = "falkirk"
+
+    def __init__(self, graph: Graph, seed: int | None = None,
+                 choice: Mapping[str, str] | None = None) -> None:
+        super().__init__(graph, seed)
+        #: the user's choice (names to policies), checked by ``normalize``
+        self.choice: dict[str, str] = dict(choice or {})
+        #: every node's policy
+        self.policy: dict[str, str] = {}
+        #: the policy of a node the choice names not, without a "default" (set before
+        #: the views are created to change it: ``noria-py bench regimes`` does)
+        self.defaults = {"stateful": "lazy", "stateless": "batch"}
+        #: the names of ``choice`` some node (or table) has matched so far
+        self.matched: set[str] = {"default"}
+        #: per unlogged edge (src, dst): the times of the messages sent on it since the
+        #: low watermark (the seed's T_D)
+        self.sent: dict[tuple[str, str], deque[int]] = {}
+        #: per logged edge: the highest sender time its log was trimmed to
+        self.trimmed: dict[tuple[str, str], int] = {}
+        #: what the last recovery computed: fixed-point passes, each node's span
+        self.last_frontier: dict[str, object] = {}
+
+    # ------------------------------------------------------------ policies
+
+    def choose(self, node: Node) -> str:
+        """``node``'s policy: the first of its id, its id without the shard, its view
+        (a reader), in the user's choice; else the default."""
+        names = [node.id, node.id.split(".")[0], node.view]
+        for name in names:
+            if name is not None and name in self.choice:
+                self.matched.add(name)
+                return self.choice[name]
+        if "default" in self.choice:
+            return self.choice["default"]
+        return self.defaults["stateful" if node.op.checkpoint_form is not None else "stateless"]
+
+    def check_names(self) -> None:
+        """A RegimeError if the choice names what no node is, or a table (a base's
+        write history is its log; it never rolls back)."""
+        tables = {n.table for n in self.graph.nodes.values() if n.table is not None}
+        bad = sorted(set(self.choice) & tables)
+        if bad:
+            raise RegimeError(f"falkirk's regime names the table(s) {bad}: a table keeps "
+                              "its write history and never rolls back; name its views "
+                              "or operator nodes")
+        unknown = sorted(set(self.choice) - self.matched)
+        if unknown:
+            raise RegimeError(f"falkirk's regime names {unknown}, which no view or node "
+                              "of this database is (db.graph() lists the node ids)")
+
+    def add(self, node: Node) -> Domain:
+        # a source never rolls back and its output is logged
+        self.policy[node.id] = self.choose(node) if node.parents else "lazy"
+        return super().add(node)
+
+    def remove(self, node_id: str) -> None:
+        super().remove(node_id)
+        self.policy.pop(node_id, None)
+
+    def _forget(self, node_id: str) -> None:
+        super()._forget(node_id)
+        for key in [k for k in self.sent if node_id in k]:
+            del self.sent[key]
+        for key in [k for k in self.trimmed if node_id in k]:
+            del self.trimmed[key]
+
+    def crash(self, node_id: str) -> None:
+        self.check_names()
+        super().crash(node_id)
+
+    # ------------------------------------------------------------ normal operation
+
+    def send_all(self, msgs: list[Message]) -> None:
+        logs, sent, policy = self.logs, self.sent, self.policy
+        for m in msgs:
+            key = (m.src, m.dst)
+            if policy[m.src] in LOGGED:
+                log = logs.get(key)
+                if log is None:
+                    log = logs[key] = deque()
+                log.append(m)
+            else:
+                times = sent.get(key)
+                if times is None:
+                    times = sent[key] = deque()
+                times.append(m.time)
+        self.logged += len(msgs)
+        EmbeddedRuntime.send_all(self, msgs)
+
+    def deliver(self, m: Message) -> None:
+        d = self.domains.get(m.dst)
+        if d is None or not d.alive or m.time <= d.last_seen.get(m.src, 0):
+            return                  # a crashed node loses what is sent to it; a duplicate
+        out = d.handle(m)
+        self.delivered += 1
+        if out:
+            self.send_all(out)
+        policy = self.policy[d.id]
+        if policy == "eager" or (policy != "lazy" and d.store is None):
+            self.take(d)            # a span at every time (a stateless one: metadata)
+            return
+        if policy != "lazy":
+            return                  # a stateful batch or ephemeral node: its creation only
+        since = self.since[d.id]
+        since[0] += 1
+        since[1] += len(m.batch)
+        if since[0] >= tuning.CHECKPOINT_EVERY or since[1] >= tuning.CHECKPOINT_ROWS:
+            self.take(d)
+
+    # ------------------------------------------------------------ the frontier
+
+    def _span_time(self, nid: str, s: dict[str, Point]) -> int:
+        pt = s.get(nid)
+        if pt is None:                          # a source
+            return self.source_time(nid)
+        return self.domains[nid].time if pt is TOP else pt.time
+
+    def _seen(self, nid: str, parent: str, s: dict[str, Point]) -> int:
+        pt = s[nid]
+        seen = self.domains[nid].last_seen if pt is TOP else pt.parent_times
+        return seen.get(parent, 0)
+
+    def _limit(self, src: str, dst: str, after: int) -> int | None:
+        """The highest time ``src``'s span may have for ``dst``, at a span that took
+        ``src``'s messages up to ``after``, to get every later one again: an unlogged
+        edge's next send after ``after`` is gone, and so is everything of a logged one
+        whose log was trimmed past ``after`` (None: no limit)."""
+        if self.policy[src] in LOGGED:
+            return after if after < self.trimmed.get((src, dst), 0) else None
+        times = self.sent.get((src, dst))
+        if not times or times[-1] <= after:
+            return None
+        return times[bisect_right(times, after)] - 1
+
+    def _bound(self, nid: str, top: bool, s: dict[str, Point]) -> int | None:
+        """The highest time ``nid``'s span may have so that no message it sent is lost
+        (``top``: it would stay at ⊤, whose queues to children at ⊤ are kept)."""
+        bound: int | None = None
+        for c in self.graph[nid].children:
+            if top and s[c] is TOP:
+                continue
+            lim = self._limit(nid, c, self._seen(c, nid, s))
+            if lim is not None and (bound is None or lim < bound):
+                bound = lim
+        return bound
+
+    def _no_orphan(self, nid: str, x: Point, s: dict[str, Point]) -> bool:
+        """Whether ``nid`` at span ``x`` took nothing a parent sent after its span."""
+        seen = self.domains[nid].last_seen if x is TOP else x.parent_times
+        return all(seen.get(p, 0) <= self._span_time(p, s) for p in self.graph[nid].parents)
+
+    def _allowed(self, nid: str, x: Point, s: dict[str, Point]) -> bool:
+        """Whether ``nid`` at span ``x`` meets the seed's constraints with its
+        neighbours at their spans ``s``."""
+        bound = self._bound(nid, x is TOP, s)
+        time = self.domains[nid].time if x is TOP else x.time
+        return (bound is None or time <= bound) and self._no_orphan(nid, x, s)
+
+    def frontier(self, down: set[str], live: bool = True) -> tuple[dict[str, Point], int]:
+        """The rollback frontier for the failed nodes ``down`` (``live=False``: every
+        node failed, the low watermark): each node with parents at a span (``TOP``: it
+        stays as it is), found as a fixed point; and the passes it took. A
+        RecoveryError if some node has no span left."""
+        order = [n for n in self.order() if self.graph[n].parents]
+        s: dict[str, Point] = {}
+        for nid in order:
+            if live and nid not in down:
+                s[nid] = TOP
+            elif self.points[nid]:
+                s[nid] = self.points[nid][-1]
+            else:
+                raise RecoveryError(f"node {nid} has no span to restore to (no checkpoint "
+                                    "or recorded time); use strategy='lineage'")
+        passes, changed = 0, True
+        while changed:
+            passes += 1
+            changed = False
+            for nid in order:
+                cur = s[nid]
+                if self._allowed(nid, cur, s):
+                    continue
+                pts = self.points[nid]
+                bound = self._bound(nid, False, s)
+                top = len(pts) if cur is TOP else bisect_left(pts, cur.time, key=_time)
+                if bound is not None:
+                    top = min(top, bisect_right(pts, bound, key=_time))
+                x = next((pts[i] for i in range(top - 1, -1, -1)
+                          if self._no_orphan(nid, pts[i], s)), None)
+                if x is None:
+                    raise RecoveryError(
+                        f"the rollback frontier needs node {nid} ({self.policy[nid]}) "
+                        f"further back than its oldest span (time "
+                        f"{pts[0].time if pts else '-'}): what it needs was folded away "
+                        "or never logged; use strategy='lineage'")
+                s[nid] = x
+                changed = True
+        return s, passes
+
+    def lowest_line(self) -> dict[str, Point] | None:
+        try:
+            return self.frontier(set(self.domains), live=False)[0]
+        except RecoveryError:
+            return None
+
+    def recovery_line(self, down: set[str]) -> tuple[dict[str, Point], int | None]:
+        s, passes = self.frontier(down)
+        line = {n: pt for n, pt in s.items() if pt is not TOP}
+        self.last_frontier = {"passes": passes,
+                              "spans": {n: pt.time for n, pt in line.items()}}
+        bad = self.consistent(line)
+        if bad is not None:
+            raise RecoveryError(f"the rollback frontier found is not consistent on {bad}; "
+                                "nothing was rolled back; use strategy='lineage'")
+        return line, None
+
+    def consistent(self, line: dict[str, Point], live: bool = True) -> str | None:
+        """None if ``line`` (the others at ⊤) duplicates and loses no message; else the
+        edge where it would."""
+        s: dict[str, Point] = {}
+        for nid in self.order():
+            if not self.graph[nid].parents:
+                continue
+            pt = line.get(nid)
+            if pt is None and not live:
+                return f"{nid} (no span)"
+            s[nid] = TOP if pt is None else pt
+        for nid, x in s.items():
+            node = self.graph[nid]
+            seen = self.domains[nid].last_seen if x is TOP else x.parent_times
+            for p in node.parents:
+                if seen.get(p, 0) > self._span_time(p, s):
+                    return f"{p} -> {nid} (orphan)"
+            for c in node.children:
+                if x is TOP and s[c] is TOP:
+                    continue
+                lim = self._limit(nid, c, self._seen(c, nid, s))
+                if lim is not None and self._span_time(nid, s) > lim:
+                    return f"{nid} -> {c} (a lost message: unlogged or trimmed)"
+        return None
+
+    def rollback(self, rebuild: Callable[[set[str]], None]) -> Rollback:
+        self.check_names()
+        return super().rollback(rebuild)
+
+    def _set_back(self, d: Domain, pt: Point) -> None:
+        super()._set_back(d, pt)
+        for c in d.node.children:
+            times = self.sent.get((d.id, c))
+            while times and times[-1] > pt.time:
+                times.pop()
+
+    def _rebuild_all(self, rebuild: Callable[[set[str]], None]) -> Rollback:
+        self.sent.clear()
+        self.trimmed.clear()
+        return super()._rebuild_all(rebuild)
+
+    # ------------------------------------------------------------ garbage collection
+
+    def _gc(self) -> None:
+        """The low watermark: the frontier with every node failed; spans and
+        checkpoints below it folded, logs, sent times and write histories trimmed to
+        it."""
+        self._gc_due = 0
+        if not self.covered:
+            return
+        line = self.lowest_line()
+        if line is None or self.consistent(line, live=False):
+            return
+        for nid, pt in line.items():
+            self.floor[nid] = pt.time
+            pts = self.points[nid]
+            del pts[:next(i for i, q in enumerate(pts) if q is pt)]
+        for (p, c), log in self.logs.items():
+            at = line.get(c)
+            if at is not None:
+                level = at.parent_times.get(p, 0)
+                while log and log[0].time <= level:
+                    log.popleft()
+                if level > self.trimmed.get((p, c), 0):
+                    self.trimmed[(p, c)] = level
+        for (p, c), times in self.sent.items():
+            at = line.get(c)
+            if at is not None:
+                level = at.parent_times.get(p, 0)
+                while times and times[0] <= level:
+                    times.popleft()
+        for base in self.durable:
+            kids = [line[c].parent_times.get(base, 0) for c in self.graph[base].children
+                    if c in line]
+            self.base_low[base] = min(kids, default=self.domains[base].time)
