@@ -392,8 +392,8 @@ def _random_ops(rng: random.Random, n: int):
 
 
 @pytest.mark.parametrize("shards", [1, 4])
-@pytest.mark.parametrize("seed", [0, 1, pytest.param(2, marks=pytest.mark.slow),
-                                  pytest.param(3, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seed", [0, *(pytest.param(s, marks=pytest.mark.slow)
+                                      for s in (1, 2, 3))])
 def test_differential_against_full_readers(shards, seed):
     """Random writes and reads on a partial database with a tiny memory_limit (keys are
     evicted all the time) and on the same database with full readers: every read
