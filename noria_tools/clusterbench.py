@@ -22,6 +22,7 @@ import threading
 import time
 
 import numpy as np
+import pyarrow as pa
 
 from noria_py import connect
 from noria_py.runtime.cluster.launch import Cluster
@@ -125,7 +126,7 @@ def _reads(view, articles: int, many: int) -> tuple[float, float]:
 def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: int,
                 kills: int, strategy: str, shards: int = 1, checkpoints: bool = True,
                 subscriber: bool = False, many: int = 10_000, ray: str | None = None,
-                channels: str | None = None) -> dict:
+                channels: str | None = None, arrow: bool = False) -> dict:
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
     if channels is not None:
         extra += ("--channels", channels)
@@ -138,15 +139,25 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, votes, batch)]
         vote = db.table("vote")
         view = db.view(workloads.VIEW_NAME)
+        tables = ([pa.table({"article_id": data[i:i + batch, 0], "user_id": data[i:i + batch, 1]})
+                   for i in range(0, votes, batch)] if arrow else None)
         cpu0 = _cpu(cluster.proc.pid)
         t0 = time.perf_counter()
-        for c in chunks:
-            vote.insert(c)
+        if tables is not None:
+            for t in tables:
+                vote.insert_arrow(t)
+        else:
+            for c in chunks:
+                vote.insert(c)
         db.wait()
         tput = votes / (time.perf_counter() - t0)
         cpu1 = _cpu(cluster.proc.pid)
         ctrl, work = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
         ctrl_share = ctrl / (ctrl + work) if ctrl + work > 0 else 0.0
+        want = np.bincount(data[:, 0], minlength=articles)      # (the load, checked)
+        got = [rows[0][2] or 0 if rows else 0 for rows in view.lookup_many(range(articles))]
+        if got != want.tolist():
+            raise AssertionError("the vote view's counts after the load are wrong")
         counts: dict[int, int] = {}
 
         def count(k):
@@ -198,6 +209,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--workers", default="1,2")
     p.add_argument("--samples", type=int, default=300, help="latency samples")
+    p.add_argument("--arrow", action="store_true",
+                   help="the load's batches as Arrow tables (insert_arrow: an Arrow IPC "
+                        "stream each) rather than lists of rows")
     p.add_argument("--kills", type=int, default=3)
     p.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
     p.add_argument("--shards", type=int, default=1)
@@ -218,7 +232,8 @@ def main(argv: list[str]) -> int:
     print(f"cluster: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch}, "
           f"{a.shards} shard(s), checkpoints {'off' if a.no_checkpoints else 'on'}"
           f"{'; workers as Ray actors' if a.ray else ''}"
-          f"{f'; channels {a.channels}' if a.channels else ''}; "
+          f"{f'; channels {a.channels}' if a.channels else ''}"
+          f"{'; the load through insert_arrow' if a.arrow else ''}; "
           f"client, controller and workers are separate processes on this machine")
     print(f"{'workers':>7} {'votes/s':>9} {'ctrl CPU':>8} {'prop p50 ms':>11} {'prop p99 ms':>11} "
           f"{'read p50 µs':>11} {'many keys/s':>11} {'detect s':>9} {'recover s':>9} "
@@ -226,7 +241,7 @@ def main(argv: list[str]) -> int:
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
-                        a.channels)
+                        a.channels, a.arrow)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))
