@@ -531,7 +531,7 @@ def test_a_checkpoint_frame_carries_the_nodes_clock_to_the_controllers_store():
     sent.put("n5", 20, {"n3": 11}, "input", [(0, Batch.inserts([(2, "b")]))], False, 0)
     controller = SimpleNamespace(store=CheckpointStore(), store_lock=threading.Lock())
     for f in frames:
-        ClusterRuntime._checkpoint_frame(controller, _over_wire(f))  # type: ignore[arg-type]
+        ClusterRuntime._checkpoint_frame(controller, _over_wire(f))
     ck = controller.store.latest("n5", 12)
     assert ck is not None and ck.clock is not None and ck.clock.tolist() == clock.tolist()
     assert controller.store.latest("n5", 20).clock is None       # (sent without one)
@@ -539,7 +539,7 @@ def test_a_checkpoint_frame_carries_the_nodes_clock_to_the_controllers_store():
     assert back.clock is not None and back.clock.tolist() == clock.tolist()
     assert wire.decode_checkpoint(_over_wire(wire.encode_checkpoint(ck))).clock is None
     with pytest.raises(ProtocolError):                   # (the frame before the clock)
-        ClusterRuntime._checkpoint_frame(controller, _over_wire(frames[0][:8]))  # type: ignore[arg-type]
+        ClusterRuntime._checkpoint_frame(controller, _over_wire(frames[0][:8]))
 
 
 @pytest.mark.parametrize("bad", [
