@@ -91,8 +91,8 @@ class Checkpoint:
     form: str
     inputs: list[Batch | HeldInput] = field(default_factory=list)
     entries: HeldEntries = field(default_factory=dict)
-    #: the node's tree clock as of ``time`` (None: not recorded, as in a cluster's
-    #: store or one read from disk): its (node, parent, ...) entries are the parent's
+    #: the node's tree clock as of ``time`` (None: not recorded, as in one read from
+    #: disk; a cluster's worker sends it in its ``ck`` frame): its (node, parent, ...) entries are the parent's
     #: clock as of the parent-time it reflects, which lets a parent failed with it
     #: restart there (``recovery/treeclock.py``, "a failed child's checkpoint")
     clock: np.ndarray | None = None

@@ -332,14 +332,20 @@ class ClusterRuntime(Runtime):
         if type(node) is not str:
             raise wire.ProtocolError("a checkpoint frame must name its node")
         if f[0] == "ck":
-            _, _, time, parents, form, delta, full, stable = f
+            if len(f) != 9:
+                raise wire.ProtocolError("a checkpoint must be [ck, node, time, parent times, "
+                                         "form, delta, full, stable, clock]")
+            _, _, time, parents, form, delta, full, stable, clock = f
             if not (type(time) is int and type(stable) is int and isinstance(parents, dict)
                     and type(full) is bool):
                 raise wire.ProtocolError("a checkpoint must be [ck, node, time, parent times, "
-                                         "form, delta, full, stable]")
+                                         "form, delta, full, stable, clock]")
             change = decode_delta(form, delta)
+            # (the node's clock then: a parent lost with it restarts no later than this
+            # checkpoint, which it then comes back from: ``recovery/treeclock.py``)
+            held = wire.decode_array(clock)
             with self.store_lock:
-                store.put(node, time, dict(parents), form, change, full, stable)
+                store.put(node, time, dict(parents), form, change, full, stable, clock=held)
         elif f[0] == "ck_keep":
             with self.store_lock:
                 store.keep_upto(node, int(f[2]))
@@ -777,7 +783,7 @@ class ClusterRuntime(Runtime):
                 inputs: list[tuple[int, Batch]], checkpoint: Checkpoint | None = None) -> None:
         self.call(node_id, "restore", t, wire.encode_array(clock), last_seen,
                   [[port, encode_batch(b)] for port, b in inputs],
-                  None if checkpoint is None else encode_checkpoint(checkpoint))
+                  None if checkpoint is None else encode_checkpoint(checkpoint, clock=True))
         with self.lock:
             self.restored.add(node_id)
 

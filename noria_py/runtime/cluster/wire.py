@@ -611,15 +611,23 @@ def decode_delta(form: Any, obj: Any) -> InputDelta | Entries:
     raise ProtocolError(f"unknown checkpoint form {form!r}")
 
 
-def encode_checkpoint(ck: Checkpoint) -> list[Any]:
-    return [ck.time, ck.parent_times, ck.form, [_encode_input(x) for x in ck.inputs],
-            encode_entries(ck.entries)]
+def encode_checkpoint(ck: Checkpoint, clock: bool = False) -> list[Any]:
+    """``ck`` as data; with ``clock``, its tree clock too (a sixth item, for the node
+    restored from it: its acknowledgements go no further than the clock's entries,
+    ``Domain.progress_report``); without, as on disk, where a reopened node's clock
+    starts afresh."""
+    out = [ck.time, ck.parent_times, ck.form, [_encode_input(x) for x in ck.inputs],
+           encode_entries(ck.entries)]
+    if clock:
+        out.append(encode_array(ck.clock))
+    return out
 
 
 def decode_checkpoint(obj: Any) -> Checkpoint:
-    if not (isinstance(obj, (tuple, list)) and len(obj) == 5):
+    if not (isinstance(obj, (tuple, list)) and len(obj) in (5, 6)):
         raise ProtocolError("a checkpoint must be [time, parent times, form, inputs, entries]")
-    time, parents, form, inputs, entries = obj
+    time, parents, form, inputs, entries = obj[:5]
+    clock = decode_array(obj[5]) if len(obj) == 6 else None
     if not (type(time) is int and isinstance(parents, dict) and form in ("input", "keyed")
             and all(type(a) is str and type(t) is int for a, t in parents.items())
             and isinstance(inputs, (tuple, list))):
@@ -629,4 +637,4 @@ def decode_checkpoint(obj: Any) -> Checkpoint:
     if any(isinstance(x, RowsDelta) for x in held) or isinstance(state, CountsDelta):
         raise ProtocolError("a checkpoint holds whole states, not changes")
     return Checkpoint(time, dict(parents), form,
-                      cast("list[Batch | DenseRows | dict[Any, int]]", held), state)
+                      cast("list[Batch | DenseRows | dict[Any, int]]", held), state, clock)

@@ -33,9 +33,10 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
   node shard's checkpoints (``RemoteStore``): ``["ck", node, time, parent times, form,
-  delta, full, stable]``, ``["ck_keep", node, time]``, ``["ck_drop", node]``; while a
-  subscription listens at one of its readers (``req_listen``), ``["sub", node, None]``
-  when the reader applies a change after a drain (``req_drain``), and its loss,
+  delta, full, stable, clock]`` (the node's tree clock then, ``wire.encode_array``),
+  ``["ck_keep", node, time]``, ``["ck_drop", node]``; while a subscription listens at
+  one of its readers (``req_listen``), ``["sub", node, None]`` when the reader applies
+  a change after a drain (``req_drain``), and its loss,
   ``["sub_lost", node, why]``; with direct channels no ``msg``, ``progress`` or
   ``trunc``, and ``["peer_lost", name]`` for a link that cannot be dialed or written
 
@@ -132,10 +133,10 @@ class RemoteStore:
     def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
             delta: InputDelta | Entries, full: bool, stable: int,
             clock: np.ndarray | None = None) -> None:
-        # (the clock stays here: the controller's store keeps none, so a parent lost
-        # with its child restarts where the children pin it, and the child is rebuilt)
+        # (with its clock: a parent lost with this node then restarts no later than
+        # the checkpoint, and this node comes back from it, ``recovery/treeclock.py``)
         self.send(["ck", node_id, time, parent_times, form, encode_delta(form, delta),
-                   full, stable])
+                   full, stable, wire.encode_array(clock)])
         self.held.add(node_id)
 
     def keep_upto(self, node_id: str, time: int) -> None:

@@ -509,6 +509,39 @@ def test_checkpoints_cross_the_wire():
     assert back.entries == {(1,): [(1, "a", 5), (1, "b", 3)], (2,): None}  # (in order)
 
 
+def test_a_checkpoint_frame_carries_the_nodes_clock_to_the_controllers_store():
+    """A worker's ``ck`` frame (``RemoteStore.put``), through the codec, into the
+    controller's store (``ClusterRuntime._checkpoint_frame``): the checkpoint read back
+    for a recovery holds the node's tree clock as of then, which lets a parent lost
+    with the node restart no later than it (the SIGKILL test is in test_cluster.py,
+    slow); and ``restore`` hands it on to the spare (``encode_checkpoint(clock=True)``),
+    while on disk a checkpoint goes without (a reopened node's clock starts afresh)."""
+    import threading
+    from types import SimpleNamespace
+
+    from noria_py.runtime.checkpoints import CheckpointStore
+    from noria_py.runtime.cluster.controller import ClusterRuntime
+    from noria_py.runtime.cluster.worker import RemoteStore
+
+    frames: list = []
+    sent = RemoteStore(frames.append)
+    clock = np.array([12, 7, 5, 0], dtype=np.int64)
+    sent.put("n5", 12, {"n3": 7}, "input", [(0, Batch.inserts([(1, "a")]))], True, 0,
+             clock=clock)
+    sent.put("n5", 20, {"n3": 11}, "input", [(0, Batch.inserts([(2, "b")]))], False, 0)
+    controller = SimpleNamespace(store=CheckpointStore(), store_lock=threading.Lock())
+    for f in frames:
+        ClusterRuntime._checkpoint_frame(controller, _over_wire(f))
+    ck = controller.store.latest("n5", 12)
+    assert ck is not None and ck.clock is not None and ck.clock.tolist() == clock.tolist()
+    assert controller.store.latest("n5", 20).clock is None       # (sent without one)
+    back = wire.decode_checkpoint(_over_wire(wire.encode_checkpoint(ck, clock=True)))
+    assert back.clock is not None and back.clock.tolist() == clock.tolist()
+    assert wire.decode_checkpoint(_over_wire(wire.encode_checkpoint(ck))).clock is None
+    with pytest.raises(ProtocolError):                   # (the frame before the clock)
+        ClusterRuntime._checkpoint_frame(controller, _over_wire(frames[0][:8]))
+
+
 @pytest.mark.parametrize("bad", [
     [1, {}, "keyed", [], ["keys", [[1, ["x"]]]]],            # an entry without a row count
     [1, {}, "keyed", [], ["keys", [[1, [1, ["mode", 2]]]]]],  # an unknown accumulator
