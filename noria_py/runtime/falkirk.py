@@ -393,35 +393,18 @@ class FalkirkRuntime(UncoordinatedRuntime):
 
     # ------------------------------------------------------------ garbage collection
 
-    def _gc(self) -> None:
-        """The low watermark: the frontier with every node failed; spans and
-        checkpoints below it folded, logs, sent times and write histories trimmed to
-        it."""
-        self._gc_due = 0
-        if not self.covered:
-            return
-        line = self.lowest_line()
-        if line is None or self.consistent(line, live=False):
-            return
-        for nid, pt in line.items():
-            self.floor[nid] = pt.time
-            pts = self.points[nid]
-            del pts[:next(i for i, q in enumerate(pts) if q is pt)]
-        for (p, c), log in self.logs.items():
-            at = line.get(c)
-            if at is not None:
-                level = at.parent_times.get(p, 0)
-                while log and log[0].time <= level:
-                    log.popleft()
-                if level > self.trimmed.get((p, c), 0):
-                    self.trimmed[(p, c)] = level
+    def _fold(self, line: dict[str, Point]) -> None:
+        """The low watermark (``_gc``: the frontier with every node failed): spans and
+        checkpoints below it folded, logs and write histories trimmed to it (as
+        ``uncoordinated``'s), and the unlogged edges' sent times too."""
+        super()._fold(line)
         for (p, c), times in self.sent.items():
             at = line.get(c)
             if at is not None:
                 level = at.parent_times.get(p, 0)
                 while times and times[0] <= level:
                     times.popleft()
-        for base in self.durable:
-            kids = [line[c].parent_times.get(base, 0) for c in self.graph[base].children
-                    if c in line]
-            self.base_low[base] = min(kids, default=self.domains[base].time)
+        for p, c in self.logs:
+            at = line.get(c)
+            if at is not None and at.parent_times.get(p, 0) > self.trimmed.get((p, c), 0):
+                self.trimmed[(p, c)] = at.parent_times.get(p, 0)

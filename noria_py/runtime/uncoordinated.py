@@ -264,6 +264,11 @@ class UncoordinatedRuntime(EmbeddedRuntime):
         line = self.lowest_line()
         if line is None or self.consistent(line, live=False):
             return
+        self._fold(line)
+
+    def _fold(self, line: dict[str, Point]) -> None:
+        """Fold the checkpoints below ``line``, trim the logs and the bases' write
+        histories to what it may still ask for."""
         for nid, pt in line.items():
             self.floor[nid] = pt.time
             pts = self.points[nid]
