@@ -193,7 +193,11 @@ def _ended(conn: wire.Connection) -> bool:
 
 
 class RemoteDatabase:
-    """``noria_py.connect("noria://host:port")``."""
+    """``noria_py.connect("noria://host:port")``. A controller that went away is
+    dialed again for ``reconnect`` seconds (a ``serve --data-dir`` started again comes
+    back at the same address), then ``ConnectError``; a write under way when it went
+    away raises ``ConnectError`` (applied whole, or not at all: read to know), and
+    reads of views already read go on at the workers meanwhile."""
 
     def __init__(self, host: str, port: int, token: str | None = None,
                  timeout: float | None = None, tls: str | bool | None = None,

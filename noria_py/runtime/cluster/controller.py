@@ -213,6 +213,9 @@ class ClusterRuntime(Runtime):
         self.rejoin_timeout = 0.0
         #: node numbers start after this one, here and on every worker (restart.py)
         self.first_number = 0
+        #: set once the views are up (``retire``): a worker dialing back later (lost,
+        #: then back) has its old readers dropped at once, superseded already
+        self.retired = False
         threading.Thread(target=self._monitor, daemon=True, name="heartbeats").start()
         threading.Thread(target=self._recoverer, daemon=True, name="recovery").start()
 
@@ -269,6 +272,8 @@ class ClusterRuntime(Runtime):
                         o.put(["peers", {name: w.peer}])
                 w.put(["peers", {o.name: o.peer for o in self.workers.values() if o.alive}
                        | {name: w.peer}])
+            if self.retired:
+                w.put(["retire"])
             for change, placement in self.ddl_log:
                 w.put(["ddl", change, placement])
             if self.direct:
@@ -326,6 +331,7 @@ class ClusterRuntime(Runtime):
         """Tell every worker that the readers it kept from before a restart may go
         (this controller's views are up): a read naming one is told ``moved``."""
         with self.lock:
+            self.retired = True
             for w in self.workers.values():
                 if w.alive:
                     w.put(["retire"])

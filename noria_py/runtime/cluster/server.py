@@ -219,8 +219,8 @@ class Server:
         started, adopted = time.monotonic(), 0
         if spawn:
             want = workers + 1                     # one more: the warm spare
-            if self.state is not None and self.state.restarting:
-                known = self.state.known_workers()
+            known = self.state.known_workers() if self.state is not None else 0
+            if known:
                 log.warning("restarting on %s: waiting up to %.0f s for the %d worker(s) "
                             "of the controller before", data_dir, REJOIN_WAIT, known)
                 self.runtime.wait_for_rejoin(min(known, want), REJOIN_WAIT)
@@ -235,7 +235,7 @@ class Server:
         self.runtime.retire()       # (the readers kept from before a restart may go)
         self.runtime.save()
         self.ready.set()
-        if self.state is not None and self.state.restarting:
+        if adopted:
             log.warning("restarted on %s in %.2f s: %d worker(s) of the controller before "
                         "re-adopted, the views rebuilt from its catalog and log", data_dir,
                         time.monotonic() - started, adopted)
@@ -575,6 +575,11 @@ class Server:
         except OSError:
             pass
         self.runtime.close()
+        if self.state is not None:          # (stopped: no worker of ours to wait for)
+            try:
+                self.state.save(workers={})
+            except OSError as e:
+                log.warning("could not write %s: %s", self.state.path, e)
         self.db.close()
         if self.token_file is not None:
             self.token_file.unlink(missing_ok=True)
