@@ -748,7 +748,10 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             peers: PeerServer | None = None
             conn: wire.Connection | None = None
             try:
-                sock = socket.create_connection((host, port))
+                # (rejoining: a host that vanished must not hold the dialing for minutes)
+                sock = socket.create_connection(
+                    (host, port), timeout=None if rejoin_until is None else 5.0)
+                sock.settimeout(None)
                 if read_host is None:
                     read_host = sock.getsockname()[0]
                 if reads is None:

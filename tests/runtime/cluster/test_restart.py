@@ -39,6 +39,15 @@ from tests.differential.helpers import (
 from tests.runtime.cluster.test_cluster import _random_ops
 
 SEEDS = list(range(8))
+#: seconds the tests' clients dial a restarting controller (a loaded machine takes a
+#: while to start a Python process)
+RECONNECT = 180.0
+
+
+def _client(url: str):
+    db = noria_py.connect(url)
+    db._reconnect_timeout = RECONNECT
+    return db
 
 # ---------------------------------------------------------------- in process
 
@@ -273,7 +282,7 @@ def test_a_killed_controller_comes_back_with_its_workers(tmp_path):
     and the rows written before it all there."""
     d = str(tmp_path / "data")
     with Cluster(workers=2, shards=2, extra=("--data-dir", d)) as cluster:
-        db = noria_py.connect(cluster.url)
+        db = _client(cluster.url)
         db.execute("CREATE TABLE vote (a INT, u INT)")
         db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote WHERE a = ? GROUP BY a")
         db.table("vote").insert([(i % 5, i) for i in range(100)])
@@ -306,7 +315,7 @@ def test_a_reader_holding_an_old_placement_never_reads_another_view(tmp_path):
     get ``b``'s rows for ``a``."""
     d = str(tmp_path / "data")
     with Cluster(workers=1, shards=1, extra=("--data-dir", d)) as cluster:
-        db = noria_py.connect(cluster.url)
+        db = _client(cluster.url)
         db.execute("CREATE TABLE t (k INT, v INT)")
         db.execute("CREATE TABLE u (k INT, w INT)")
         db.execute("CREATE VIEW x AS SELECT k, v FROM t WHERE v = ?")
@@ -316,7 +325,7 @@ def test_a_reader_holding_an_old_placement_never_reads_another_view(tmp_path):
         db.table("t").insert([(1, 10)])
         db.table("u").insert([(1, 99)])
         db.wait()
-        reader = noria_py.connect(cluster.url)
+        reader = _client(cluster.url)
         a = reader.view("a")
         assert a.lookup(1) == [(1, 10)]             # (its placement, kept)
         before = {n["id"] for n in db.graph()}
@@ -367,7 +376,7 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40) -> None:
     shards = rng.choice([1, 2])
     d = str(tmp_path / f"data{seed}")
     with Cluster(workers=2, shards=shards, extra=("--data-dir", d)) as cluster:
-        db = noria_py.connect(cluster.url)
+        db = _client(cluster.url)
         for sql in DDL:
             db.execute(sql)
         names = list(VIEWS)
@@ -429,6 +438,8 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40) -> None:
                   "doubts", doubts)
             raise
         assert set(cluster.worker_pids(db)) <= workers     # re-adopted
+        print(f"seed {seed}: killed at op {kill_at} + {delay:.3f} s, down {down_for:.2f} s, "
+              f"{doubts} write(s) in doubt")
         db.close()
         assert cluster.alive()
 
