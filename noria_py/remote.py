@@ -407,8 +407,13 @@ class RemoteDatabase:
                         f"{self.address[1]} was lost during {method!r} ({e}): it may or "
                         "may not have been applied; the next call reconnects") from None
                 self._reconnect()
-                self._conn.send(frame)
-                f = self._conn.recv()
+                try:
+                    self._conn.send(frame)
+                    f = self._conn.recv()
+                except (OSError, wire.ProtocolError) as e:
+                    raise ConnectError(f"the connection to the server at {self.address[0]}:"
+                                       f"{self.address[1]} was lost again during {method!r} "
+                                       f"({e})") from None
             if f[0] == "bye":
                 # the server closed an idle connection without reading this request:
                 # send it again on a new one
