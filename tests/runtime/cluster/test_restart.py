@@ -74,8 +74,9 @@ def test_a_damaged_cluster_state_is_refused(tmp_path, text):
 
 
 def _reader(rows):
-    return SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader", op=SimpleNamespace(
-        lookup=lambda key: [(key, rows)])))
+    op = SimpleNamespace(dense_parts=lambda keys: None,
+                         lookup_many=lambda keys: [[(k, rows)] for k in keys])
+    return SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader", op=op))
 
 
 def test_old_readers_serve_until_the_next_controller_is_up():
