@@ -24,7 +24,8 @@ Frames (lists; see ``wire.py`` for framing and authentication):
 
 - from the controller: ``["ddl", change, placement]``, ``["host", [node ids]]``,
   ``["msg", dst, message]``, ``["write", base, batch]``, ``["progress", b, c, t, paths,
-  trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``; with direct
+  trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``, ``["retire"]``
+  (the readers kept from a lost controller may go), ``["stop"]``; with direct
   channels also ``["peers", {name: address}]``, ``["lost", name]``, ``["place",
   {node: worker}]``, ``["release", [node ids]]``
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
