@@ -270,6 +270,23 @@ def test_a_write_under_way_when_the_controller_died_is_in_doubt():
 # ---------------------------------------------------------------- a real cluster
 
 
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc): the workers a
+    controller started itself (``ProcessLauncher``), which exist as soon as it says it
+    listens."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(entry))
+    return out
+
+
 def _known_pids(data_dir: str) -> set[int]:
     """The pids of the workers the controller last wrote down (spare included)."""
     with open(os.path.join(data_dir, FILE)) as f:
@@ -297,6 +314,8 @@ def test_a_killed_controller_comes_back_with_its_workers(tmp_path):
         assert v.lookup(1) == [(1, 20)]            # read at the workers: no controller
         assert v.lookup_many([0, 4]) == [[(0, 20)], [(4, 20)]]
         cluster.restart()
+        if os.path.isdir("/proc"):
+            assert not _children(cluster.proc.pid)  # (every worker came back: none started)
         db.table("vote").insert([(1, 100)])        # the same client: it reconnects
         db.wait()
         assert v.lookup(1) == [(1, 21)]            # the new controller's reader
