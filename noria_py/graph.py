@@ -53,6 +53,16 @@ class Graph:
         self._next += 1
         return self._next
 
+    @property
+    def last_number(self) -> int:
+        """The highest node number given out so far."""
+        return self._next
+
+    def number_after(self, n: int) -> None:
+        """Give out node numbers above ``n`` from now on (a restarted cluster's, whose
+        old workers still hold nodes numbered up to ``n``: runtime/cluster/restart.py)."""
+        self._next = max(self._next, n)
+
     def add(self, node: Node) -> Node:
         assert node.id not in self.nodes, node.id
         self._nums += 1

@@ -17,12 +17,23 @@ read is idempotent. After ``READ_TIMEOUT`` seconds of this, a ``RecoveryError``.
 worker silent for ``RECHECK_EVERY`` seconds (stopped, say, not dead: its connections
 stay open) has the controller asked whether the reader is still there; once it is not,
 the read goes where it is now.
+
+A controller that went away (killed, and started again on its data directory:
+``runtime/cluster/restart.py``) is dialed again for ``RECONNECT_TIMEOUT`` seconds,
+then a ``ConnectError``. A call finding its connection ended before it sends (the
+controller died between two calls) reconnects and is sent: it never ran. A call whose
+connection ends after it was sent is sent again only when running it twice changes
+nothing (``IDEMPOTENT``: reads, ``wait``); a write or statement raises
+``ConnectError`` saying that it may or may not have been applied. Meanwhile reads
+by key go on at the workers, which keep serving their readers as they were; after a
+reconnection every view's placement is asked again (the new controller's readers).
 """
 from __future__ import annotations
 
 import datetime
 import itertools
 import os
+import select
 import socket
 import struct
 import threading
@@ -69,6 +80,14 @@ READ_TIMEOUT = 60.0
 RECHECK_EVERY = 2.0
 #: seconds to connect to a worker's read port (the controller's: ``connect(timeout=)``)
 CONNECT_TIMEOUT = 5.0
+#: seconds a client dials a controller that went away (restarted: restart.py) before
+#: a ConnectError
+RECONNECT_TIMEOUT = 30.0
+#: requests sent again on a new connection when the old one ended before their answer:
+#: running one twice changes nothing
+IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "all",
+                        "tables", "views", "wait", "graph", "recoveries", "queries",
+                        "placement", "regime"})
 
 
 def _error(name: str, message: str) -> Error:
@@ -151,23 +170,45 @@ class _Link:
 class _Placement:
     """Where a view's reader shards are (``Server.m_placement``)."""
 
-    __slots__ = ("nodes", "links", "check", "fits")
+    __slots__ = ("nodes", "links", "check", "fits", "generation")
 
     def __init__(self, nodes: list[str], links: list[_Link] | None,
-                 check: arguments.KeyCheck) -> None:
+                 check: arguments.KeyCheck, generation: int = 0) -> None:
         self.nodes = nodes
         self.links = links                  # None: read through the controller
         self.check = check
         self.fits = check.fits
+        #: the controller connection it was asked on (``RemoteDatabase._generation``)
+        self.generation = generation
+
+
+def _ended(conn: wire.Connection) -> bool:
+    """Whether the server sent something, or hung up, on a connection between two
+    calls: it only ever does that to end it (a ``bye``, or its end)."""
+    try:
+        readable, _, _ = select.select([conn.sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 class RemoteDatabase:
-    """``noria_py.connect("noria://host:port")``."""
+    """``noria_py.connect("noria://host:port")``. A controller that went away is
+    dialed again for ``reconnect`` seconds (a ``serve --data-dir`` started again comes
+    back at the same address), then ``ConnectError``; a write under way when it went
+    away raises ``ConnectError`` (applied whole, or not at all: read to know), and
+    reads of views already read go on at the workers meanwhile."""
 
     def __init__(self, host: str, port: int, token: str | None = None,
-                 timeout: float | None = None, tls: str | bool | None = None) -> None:
+                 timeout: float | None = None, tls: str | bool | None = None,
+                 reconnect: float = RECONNECT_TIMEOUT) -> None:
         self.address = (host, port)
         self._token, self._timeout = token, timeout
+        #: seconds a controller that went away is dialed again (module docstring)
+        self._reconnect_timeout = reconnect
+        #: connections to the controller made after one ended: a placement asked on an
+        #: earlier one is asked again
+        self._generation = 0
         # (``tls``: a CA file, or True for the system's: every connection, the workers'
         # read ports included, is TLS, checked against it: noria_py/tls.py)
         tls = tls_client_option(tls)
@@ -200,13 +241,36 @@ class RemoteDatabase:
             raise
         return conn
 
+    def _reconnect(self) -> None:
+        """A new connection to the controller, dialed for ``RECONNECT_TIMEOUT`` seconds
+        (a controller restarting on its data directory takes a few): else
+        ``ConnectError``."""
+        self._conn.close()
+        deadline = time.monotonic() + self._reconnect_timeout
+        while True:
+            try:
+                self._conn = self._connect()
+                break
+            except wire.AuthError as e:
+                raise ConnectError(f"the server at {self.address[0]}:{self.address[1]} "
+                                   f"refused this client on reconnecting: {e}") from None
+            except (OSError, wire.ProtocolError) as e:
+                if time.monotonic() > deadline:
+                    raise ConnectError(
+                        f"the server at {self.address[0]}:{self.address[1]} went away and "
+                        f"did not come back within {self._reconnect_timeout:.0f} s ({e})"
+                    ) from None
+                time.sleep(0.05)
+        self._generation += 1
+
     # ------------------------------------------------------------ reads at the workers
 
     def _placement(self, view: str) -> _Placement:
         nodes, addresses, (what, names, types) = self._call("placement", view)
+        generation = self._generation
         check = arguments.KeyCheck(what, list(names), [SqlType(t) for t in types])
         if any(a is None for a in addresses):
-            return _Placement(list(nodes), None, check)
+            return _Placement(list(nodes), None, check, generation)
         links = []
         for host, port in addresses:
             address = (host or self.address[0], port)     # "": the controller's host
@@ -214,7 +278,7 @@ class RemoteDatabase:
             if link is None:
                 link = self._links.setdefault(address, _Link(address))
             links.append(link)
-        return _Placement(list(nodes), links, check)
+        return _Placement(list(nodes), links, check, generation)
 
     def _read_at(self, view: str, where: _Placement, keys: list,
                  arity: int) -> list[list[tuple]]:
@@ -327,11 +391,29 @@ class RemoteDatabase:
             raise ClosedError("this database handle is closed")
         with self._lock:
             rid = next(self._ids)
+            frame = ["call", rid, method, list(args)]
+            if _ended(self._conn):
+                self._reconnect()       # (nothing sent yet: safe for any request)
             try:
-                self._conn.send(["call", rid, method, list(args)])
+                self._conn.send(frame)
             except OSError:
                 pass                # (closed by the server: what it sent last says why)
-            f = self._conn.recv()
+            try:
+                f = self._conn.recv()
+            except (OSError, wire.ProtocolError) as e:
+                if method not in IDEMPOTENT:
+                    raise ConnectError(
+                        f"the connection to the server at {self.address[0]}:"
+                        f"{self.address[1]} was lost during {method!r} ({e}): it may or "
+                        "may not have been applied; the next call reconnects") from None
+                self._reconnect()
+                try:
+                    self._conn.send(frame)
+                    f = self._conn.recv()
+                except (OSError, wire.ProtocolError) as e:
+                    raise ConnectError(f"the connection to the server at {self.address[0]}:"
+                                       f"{self.address[1]} was lost again during {method!r} "
+                                       f"({e})") from None
             if f[0] == "bye":
                 # the server closed an idle connection without reading this request:
                 # send it again on a new one
@@ -582,7 +664,7 @@ class RemoteView(ViewFrames):
         deadline = None
         while True:
             where = self._where
-            if where is None:
+            if where is None or where.generation != self._db._generation:
                 where = self._where = self._db._placement(self.name)
             if where.links is None:              # a worker without a read port
                 return [_rows(r) for r in self._db._call("lookup", self.name, keys)]

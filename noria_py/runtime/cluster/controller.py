@@ -21,7 +21,12 @@ place of ``EmbeddedRuntime``. It keeps:
   node's witnesses saw (``at_most``);
 - the stateful node shards' checkpoints (``runtime/checkpoints.py``), which each
   worker sends here as its nodes take them: a dead worker's nodes come back on the
-  spare from their checkpoints plus their parents' payload logs.
+  spare from their checkpoints plus their parents' payload logs;
+- with ``--data-dir``, ``restart.ClusterState`` on disk (the token, the workers, the
+  placement, the highest node number), so that a controller started again on the
+  same directory re-adopts the workers still running (they dial back and join
+  afresh, their old readers serving reads meanwhile) and rebuilds the views from the
+  write-ahead log (``restart.py``).
 
 A worker lost (connection reset, or silent past the heartbeat timeout) has its nodes
 moved to a warm spare process, and each is recovered with the configured strategy:
@@ -57,6 +62,7 @@ from . import wire
 from .errors import NodeDown, WorkerLost
 from .placement import Launched, Launcher, ProcessLauncher
 from .remote_ops import RemoteOp
+from .restart import ClusterState
 from .wire import (
     decode_batch,
     decode_delta,
@@ -201,6 +207,15 @@ class ClusterRuntime(Runtime):
         self._names = itertools.count(1)
         #: starts the workers: subprocesses here, or Ray actors (``placement.py``)
         self.launcher: Launcher = ProcessLauncher()
+        #: with ``--data-dir``: what a restarted controller needs (``restart.py``)
+        self.state: ClusterState | None = None
+        #: seconds a worker whose controller died waits for the next (0: it exits)
+        self.rejoin_timeout = 0.0
+        #: node numbers start after this one, here and on every worker (restart.py)
+        self.first_number = 0
+        #: set once the views are up (``retire``): a worker dialing back later (lost,
+        #: then back) has its old readers dropped at once, superseded already
+        self.retired = False
         threading.Thread(target=self._monitor, daemon=True, name="heartbeats").start()
         threading.Thread(target=self._recoverer, daemon=True, name="recovery").start()
 
@@ -244,7 +259,10 @@ class ClusterRuntime(Runtime):
                                      "take part in direct channels")
         w = WorkerHandle(name, conn, pid, proc, None if read is None else (read[0], read[1]),
                          None if peer is None else (peer[0], peer[1]))
-        conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels])
+        # (the node numbers the workers' planners start after: a restarted cluster's old
+        # workers may still hold lower ones, restart.py)
+        conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels,
+                   self.first_number, self.rejoin_timeout])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -254,6 +272,8 @@ class ClusterRuntime(Runtime):
                         o.put(["peers", {name: w.peer}])
                 w.put(["peers", {o.name: o.peer for o in self.workers.values() if o.alive}
                        | {name: w.peer}])
+            if self.retired:
+                w.put(["retire"])
             for change, placement in self.ddl_log:
                 w.put(["ddl", change, placement])
             if self.direct:
@@ -268,8 +288,53 @@ class ClusterRuntime(Runtime):
         reader = threading.Thread(target=self._reader, args=(w,), daemon=True,
                                   name=f"{name}-recv")
         reader.start()
-        log.info("worker %s (pid %s) joined from %s", name, pid, conn.peer)
+        if hello.get("rejoin"):
+            log.warning("worker %s (pid %s) rejoined from %s, after its controller was lost",
+                        name, pid, conn.peer)
+        else:
+            log.info("worker %s (pid %s) joined from %s", name, pid, conn.peer)
+        self.save()
         return reader
+
+    def save(self) -> None:
+        """Write what a restarted controller needs (``restart.py``): the live workers,
+        the placement and the highest node number (no-op without ``--data-dir``)."""
+        if self.state is None:
+            return
+        with self.lock:
+            workers = {w.name: {"pid": w.pid, "read": w.read, "peer": w.peer}
+                       for w in self.workers.values() if w.alive}
+            placement = dict(self.placement)
+            numbers = max(self.graph.last_number, self.state.data["numbers"])
+        try:
+            self.state.save(workers=workers, placement=placement, numbers=numbers)
+        except OSError as e:
+            log.error("could not write %s: %s", self.state.path, e)
+            raise
+
+    def rejoined_count(self) -> int:
+        with self.lock:
+            return sum(1 for w in self.workers.values() if w.alive)
+
+    def wait_for_rejoin(self, known: int, timeout: float) -> None:
+        """Until ``known`` workers joined, or ``timeout`` seconds (a restart: the
+        workers of the controller before dial back on their own)."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.rejoined_count() < known:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.changed.wait(left)
+
+    def retire(self) -> None:
+        """Tell every worker that the readers it kept from before a restart may go
+        (this controller's views are up): a read naming one is told ``moved``."""
+        with self.lock:
+            self.retired = True
+            for w in self.workers.values():
+                if w.alive:
+                    w.put(["retire"])
 
     def wait_for_workers(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -433,6 +498,11 @@ class ClusterRuntime(Runtime):
             pass
         if w.proc is not None:
             w.proc.kill()                    # a hung worker must not come back
+        if not self.closed and self.state is not None:
+            try:
+                self.save()
+            except OSError:
+                pass                         # (logged; the next change writes it again)
         if mine and not self.closed:
             self.lost.put(([w], mine, 1))
         elif not self.closed and self.address is not None:
@@ -541,6 +611,9 @@ class ClusterRuntime(Runtime):
         else:
             data = ["drop_table", change[1], change[2]]
         log.info("catalog change %s", data[:2])
+        # on disk before any worker has the new nodes: a restarted controller numbers
+        # its own after them (restart.py)
+        self.save()
         with self.lock:
             placement, self.new_placement = self.new_placement, {}
             self.ddl_log.append([data, placement])

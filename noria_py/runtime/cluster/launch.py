@@ -1,9 +1,12 @@
 """Start ``noria-py serve`` in a subprocess on loopback, for tests and benchmarks: a
-real cluster (controller and workers are all separate processes)."""
+real cluster (controller and workers are all separate processes). ``kill`` and
+``restart`` SIGKILL the controller and start it again with the same options (with
+``--data-dir``, on the same port: ``restart.py``)."""
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from typing import IO, TYPE_CHECKING, cast
@@ -31,16 +34,32 @@ class Cluster:
         # the server's log goes to ``log`` (a file), else is dropped: an unread pipe
         # would fill up and stall the server
         self._log: IO[str] | int = open(log, "w") if log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log,
-                                     text=True, env=env)
+        self._cmd, self._env, self._log_name = cmd, env, log
+        self._start()
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(self._cmd, stdout=subprocess.PIPE, stderr=self._log,
+                                     text=True, env=self._env)
         line = cast(IO[str], self.proc.stdout).readline()     # (stdout=PIPE: there is one)
         m = re.search(r"listening on ([\d.]+):(\d+)", line)
         if not m:
             self.close()
-            raise RuntimeError(f"serve did not start: {line!r} (log: {log})")
+            raise RuntimeError(f"serve did not start: {line!r} (log: {self._log_name})")
         self.host, self.port = m.group(1), int(m.group(2))
         told = re.search(r'connect\("([^"]+)"\)', line)     # (with ?tls=CA file under TLS)
         self.url = told.group(1) if told else f"noria://{self.host}:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL the controller (its workers go on: with ``--data-dir`` they wait for
+        the next one, ``restart.py``)."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        cast(IO[str], self.proc.stdout).close()
+
+    def restart(self) -> None:
+        """Start the controller again, with the same options: with ``--data-dir`` it
+        binds the port of the one before, and re-adopts its workers."""
+        self._start()
 
     def worker_pids(self, db: RemoteDatabase) -> list[int]:
         """The pids of the workers hosting nodes (not the warm spare)."""
@@ -53,7 +72,8 @@ class Cluster:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        cast(IO[str], self.proc.stdout).close()
+        if not cast(IO[str], self.proc.stdout).closed:
+            cast(IO[str], self.proc.stdout).close()
         if self._log is not subprocess.DEVNULL:
             cast(IO[str], self._log).close()
 

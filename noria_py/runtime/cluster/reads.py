@@ -90,6 +90,9 @@ class Reads:
         self.version = 0                # odd while the message thread is in a frame
         self.pending: collections.deque[_Read] = collections.deque()
         self.open = True                # False once the worker stopped working
+        #: readers of a controller that was lost, read-only, until the next one's views
+        #: are up (``keep_old``, ``drop_old``: restart.py); their ids are never reused
+        self.old: dict[str, Domain] = {}
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -136,6 +139,8 @@ class Reads:
         domains = self.domains
         for nid, keys in groups:
             d = domains.get(nid)
+            if d is None:
+                d = self.old.get(nid)
             if d is None or not d.alive or d.node.kind != "reader":
                 raise NotHere(f"node {nid} is not served by this worker now")
             # (keys as msgpack decodes them: a view of several ? takes arrays as tuples)
@@ -144,6 +149,21 @@ class Reads:
             found = op.dense_parts(keys)
             out.append(op.lookup_many(keys) if found is None else pack_dense(*found))
         return out
+
+    def keep_old(self) -> None:
+        """The controller was lost (the worker's message thread has ended): its readers
+        stay readable as they are, apart from the domains of the next controller (the
+        same dict, emptied for them)."""
+        self.version += 1
+        # (merged: a controller lost before its views were up gave no client its ids)
+        self.old = {**self.old, **{nid: d for nid, d in self.domains.items()
+                                   if d.node.kind == "reader"}}
+        self.domains.clear()
+        self.version += 1
+
+    def drop_old(self) -> None:
+        """The next controller's views are up: reads of the old readers are ``moved``."""
+        self.old = {}
 
     def close(self) -> None:
         """The worker stopped: no more answers; queued reads are told ``moved``."""

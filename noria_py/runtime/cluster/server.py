@@ -22,6 +22,12 @@ on its next call: the server read nothing more from it). A frame's memory grows 
 the bytes that arrive, up to ``wire.MAX_FRAME``, never with what its header announces.
 
 A server not given a token makes one, in a file only its user can read (``tokens``).
+
+With ``data_dir``, the server can be killed and started again on the same directory
+(``restart.py``): it keeps its token and port there, waits for the workers of the
+controller before it to dial back (each serves reads of its old readers meanwhile),
+takes them as its workers, starts new ones only for those that did not come back,
+and rebuilds the views from the catalog and the write-ahead log.
 """
 from __future__ import annotations
 
@@ -55,6 +61,7 @@ from . import tokens, wire
 from .controller import CHANNELS, ClusterRuntime
 from .errors import WorkerLost
 from .placement import ProcessLauncher, RayLauncher
+from .restart import REJOIN_TIMEOUT, REJOIN_WAIT, ClusterState
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...recovery.report import RecoveryReport
@@ -133,7 +140,8 @@ class Server:
                  idle_timeout: float | None = IDLE_TIMEOUT, regime: str = "treeclock",
                  ray: str | None = None, ray_cpus: float = 1.0,
                  tls: tuple[str, str] | None = None, tls_ca: str | None = None,
-                 channels: str = DEFAULT_CHANNELS) -> None:
+                 channels: str = DEFAULT_CHANNELS,
+                 rejoin_timeout: float = REJOIN_TIMEOUT) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         the others are refused (coordinated, uncoordinated and cic are built for the
@@ -144,7 +152,9 @@ class Server:
         ``tls``: (certificate file, key file) that every port of the cluster (this one,
         the workers' read ports) serves TLS with, and nothing else (``noria_py/tls.py``);
         ``tls_ca``: what the workers verify this server's certificate with (default: the
-        certificate itself, right for a self-signed one)."""
+        certificate itself, right for a self-signed one).
+        ``rejoin_timeout`` (with ``data_dir``): seconds a worker whose controller died
+        goes on serving reads and dialing back before it exits (``restart.py``)."""
         regimes.check(regime, cluster=True)
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
@@ -156,6 +166,13 @@ class Server:
             raise ArgumentError(f"a cluster needs at least one worker, got {workers}")
         if max_connections < 1:
             raise ArgumentError(f"max_connections must be at least 1, got {max_connections}")
+        if not rejoin_timeout >= 0:
+            raise ArgumentError(f"rejoin_timeout must be 0 or more seconds, got {rejoin_timeout}")
+        #: with data_dir: what a restart needs, and what the controller before left
+        self.state = None if data_dir is None else ClusterState(data_dir)
+        if self.state is not None:
+            if port == 0 and self.state.data["port"]:
+                port = self.state.data["port"]      # (where its workers dial back)
         self.tls_files = None if tls is None else TlsFiles(*tls, tls_ca or tls[0])
         self.tls = None if tls is None else tls_server_context(*tls)   # (bad files: refused now)
         self.stopped = threading.Event()
@@ -164,13 +181,21 @@ class Server:
         self.address = self.sock.getsockname()[:2]
         self.token_file = None
         if not token:           # (loopback: made here, found by local clients in a file)
-            token = tokens.new_token()
+            token = (self.state.data["token"] if self.state is not None else None) \
+                or tokens.new_token()
             self.token_file = tokens.write_token(self.address[1], token)
         self.token = token
+        if self.state is not None:
+            self.state.save(token=token, port=self.address[1])
         self.idle_timeout = idle_timeout
         self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints, channels)
+        if self.state is not None:
+            self.runtime.state = self.state
+            self.runtime.rejoin_timeout = rejoin_timeout
+            self.runtime.first_number = self.state.data["numbers"]
+            self.runtime.graph.number_after(self.runtime.first_number)
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
         if ray is not None:
             self.runtime.launcher = RayLauncher(None if ray == "local" else ray, workers,
@@ -191,13 +216,29 @@ class Server:
         self.lock = threading.RLock()
         self.runtime.control = self.lock
         self.admission.serve(self.sock, self._serve_connection, "connection")
+        started, adopted = time.monotonic(), 0
         if spawn:
-            self.runtime.spawn(workers + 1)        # one more: the warm spare
+            want = workers + 1                     # one more: the warm spare
+            known = self.state.known_workers() if self.state is not None else 0
+            if known:
+                log.warning("restarting on %s: waiting up to %.0f s for the %d worker(s) "
+                            "of the controller before", data_dir, REJOIN_WAIT, known)
+                self.runtime.wait_for_rejoin(min(known, want), REJOIN_WAIT)
+                adopted = self.runtime.rejoined_count()
+                want -= adopted
+            if want > 0:
+                self.runtime.spawn(want)
         self.runtime.wait_for_workers()
         self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime,
                            regime=regime)
         self.runtime.on_recovery = self.db.record_recovery
+        self.runtime.retire()       # (the readers kept from before a restart may go)
+        self.runtime.save()
         self.ready.set()
+        if adopted:
+            log.warning("restarted on %s in %.2f s: %d worker(s) of the controller before "
+                        "re-adopted, the views rebuilt from its catalog and log", data_dir,
+                        time.monotonic() - started, adopted)
 
     # ------------------------------------------------------------ connections
 
@@ -534,6 +575,11 @@ class Server:
         except OSError:
             pass
         self.runtime.close()
+        if self.state is not None:          # (stopped: no worker of ours to wait for)
+            try:
+                self.state.save(workers={})
+            except OSError as e:
+                log.warning("could not write %s: %s", self.state.path, e)
         self.db.close()
         if self.token_file is not None:
             self.token_file.unlink(missing_ok=True)
@@ -590,6 +636,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="how workers send each other their messages: through the "
                         "controller (relay) or on worker-to-worker links (direct); "
                         f"default {DEFAULT_CHANNELS}")
+    p.add_argument("--rejoin-timeout", dest="rejoin_timeout", type=float,
+                   default=REJOIN_TIMEOUT,
+                   help="with --data-dir: seconds a worker whose controller died goes on "
+                        "serving reads and dialing back (a restarted `serve --data-dir` on "
+                        f"the same directory re-adopts it) before it exits; default "
+                        f"{REJOIN_TIMEOUT:.0f}, 0: at once")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -609,7 +661,8 @@ def main(argv: list[str] | None = None) -> int:
                         idle_timeout=args.idle_timeout or None, regime=args.regime,
                         ray=args.ray, ray_cpus=args.ray_cpus,
                         tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
-                        tls_ca=args.tls_ca, channels=args.channels)
+                        tls_ca=args.tls_ca, channels=args.channels,
+                        rejoin_timeout=args.rejoin_timeout)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

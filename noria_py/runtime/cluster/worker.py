@@ -24,7 +24,8 @@ Frames (lists; see ``wire.py`` for framing and authentication):
 
 - from the controller: ``["ddl", change, placement]``, ``["host", [node ids]]``,
   ``["msg", dst, message]``, ``["write", base, batch]``, ``["progress", b, c, t, paths,
-  trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``; with direct
+  trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``, ``["retire"]``
+  (the readers kept from a lost controller may go), ``["stop"]``; with direct
   channels also ``["peers", {name: address}]``, ``["lost", name]``, ``["place",
   {node: worker}]``, ``["release", [node ids]]``
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
@@ -45,6 +46,15 @@ dies takes its nodes with it, and the spare that takes them over must find their
 checkpoints somewhere else. They travel on the same connection as the node's other
 frames, in order, so when the controller sees this worker's connection end, it has
 every checkpoint the worker sent.
+
+A controller lost (its connection ended, not ``stop``): when the controller said so
+in its config (``--data-dir``: ``rejoin timeout`` > 0; ``restart.py``), the worker
+does not exit. Its message thread ends (its peer links with it), its readers stay
+readable as they were on the read port (``Reads.keep_old``), and it dials the
+controller's address again every ``REJOIN_EVERY`` seconds; a controller started again
+there takes it as a new worker (a fresh graph, node numbers after the old ones), and
+``["retire"]``, once that controller's views are up, drops the old readers. After the
+timeout with no controller, it exits, saying so in its log.
 """
 from __future__ import annotations
 
@@ -58,6 +68,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -160,10 +171,14 @@ class Worker:
                  checkpoints: bool = True, reads: Reads | None = None,
                  channels: str = "relay", token: str | None = None,
                  inbox: Inbox | None = None, peers: PeerServer | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, first_number: int = 0) -> None:
         self.conn = conn
         self.name = name
         self.graph = Graph()
+        self.graph.number_after(first_number)     # (restart.py: after a restart's old ids)
+        #: the readers stay readable when the controller is lost (it may come back)
+        self.keep_reads = False
+        self.stopped = False                      # the controller said ``stop``
         self.clocks = clocks
         #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
         self.store = RemoteStore(conn.send) if clocks and checkpoints else None
@@ -542,7 +557,8 @@ class Worker:
                 if reads.pending:
                     reads.serve_pending()
         finally:
-            reads.close()
+            if self.stopped or not self.keep_reads:
+                reads.close()
 
     def run_direct(self) -> None:
         """The message thread with direct channels: the inbox's frames in order (the
@@ -584,7 +600,8 @@ class Worker:
                 if reads.pending:
                     reads.serve_pending()
         finally:
-            reads.close()
+            if self.stopped or not self.keep_reads:
+                reads.close()
             links.close()
             if self.peer_server is not None:
                 self.peer_server.close()
@@ -618,7 +635,10 @@ class Worker:
             self.links.peers.update({n: (a[0], a[1]) for n, a in f[1].items()})
         elif op == "release":
             self.release(list(f[1]))
+        elif op == "retire":
+            self.reads.drop_old()
         elif op == "stop":
+            self.stopped = True
             return True
         elif op == "die":                     # db.fail() on a worker we did not start
             os.kill(os.getpid(), signal.SIGKILL)
@@ -701,50 +721,100 @@ def _heartbeats(conn: wire.Connection, stop: threading.Event) -> None:
 WILDCARD = ("0.0.0.0", "::", "")
 
 
+#: seconds between a lost controller's worker's attempts to rejoin
+REJOIN_EVERY = 0.1
+
+
 def serve_worker(host: str, port: int, token: str | None, name: str | None = None,
                  read_host: str | None = None, read_port: int = 0,
                  tls: TlsFiles | None = None) -> None:
-    """Join the controller at host:port and work until it says stop or goes away.
-    Clients read this worker's readers at ``read_host``:``read_port`` (default: the
-    address this worker reaches the controller from, and a free port). With ``tls``,
-    the controller's certificate is verified against ``tls.ca`` and the read port
-    serves TLS only, with ``tls.cert`` and ``tls.key``."""
+    """Join the controller at host:port and work until it says stop or goes away (and,
+    where it asked for that, does not come back within its rejoin timeout: module
+    docstring). Clients read this worker's readers at ``read_host``:``read_port``
+    (default: the address this worker reaches the controller from, and a free port).
+    With ``tls``, the controller's certificate is verified against ``tls.ca`` and the
+    read port serves TLS only, with ``tls.cert`` and ``tls.key``."""
     warm_up()                  # join warm: a spare may be needed the moment it joins
     read_tls = None if tls is None else tls_server_context(tls.cert, tls.key)
-    sock = socket.create_connection((host, port))
-    if read_host is None:
-        read_host = sock.getsockname()[0]
-    if tls is not None:
-        sock = tls_connect(sock, tls_client_context(tls.ca), host)
-    conn = wire.Connection(sock)
     state = Reads({})                   # (the worker's domains, once it has any)
-    reads = ReadServer(state, read_host, read_port, token, tls=read_tls)
-    advertised = "" if read_host in WILDCARD else reads.address[0]
-    inbox = Inbox()                     # (direct channels: what peers send, channels.py)
-    peers = PeerServer(inbox, read_host, 0, token, tls=read_tls)
+    reads: ReadServer | None = None
+    advertised = ""
+    rejoin_until: float | None = None   # (set once a controller was lost: rejoining)
+    why = ""
     try:
-        wire.client_handshake(conn, token, {"role": "worker", "name": name, "pid": os.getpid(),
-                                            "read": [advertised, reads.address[1]],
-                                            "peer": [advertised, peers.address[1]]})
-        f = conn.recv()
-        if f[0] != "config":
-            raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
-        _, assigned, shards, clocks, checkpoints, *more = f
-        channels = more[0] if more else "relay"
-        worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels, token,
-                        inbox, peers, None if tls is None else tls_client_context(tls.ca))
-        stop = threading.Event()
-        threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
-        try:
-            worker.run()
-        except wire.ConnectionClosed:
-            pass
-        finally:
-            stop.set()
-            conn.close()
+        while True:
+            if rejoin_until is not None and time.monotonic() > rejoin_until:
+                log.error("no controller at %s:%s took this worker back (%s); exiting",
+                          host, port, why or "none answered")
+                return
+            peers: PeerServer | None = None
+            conn: wire.Connection | None = None
+            try:
+                # (rejoining: a host that vanished must not hold the dialing for minutes)
+                sock = socket.create_connection(
+                    (host, port), timeout=None if rejoin_until is None else 5.0)
+                sock.settimeout(None)
+                if read_host is None:
+                    read_host = sock.getsockname()[0]
+                if reads is None:
+                    reads = ReadServer(state, read_host, read_port, token, tls=read_tls)
+                    advertised = "" if read_host in WILDCARD else reads.address[0]
+                if tls is not None:
+                    sock = tls_connect(sock, tls_client_context(tls.ca), host)
+                conn = wire.Connection(sock)
+                inbox = Inbox()             # (direct channels: what peers send, channels.py)
+                peers = PeerServer(inbox, read_host, 0, token, tls=read_tls)
+                wire.client_handshake(conn, token, {
+                    "role": "worker", "name": name, "pid": os.getpid(),
+                    "read": [advertised, reads.address[1]],
+                    "peer": [advertised, peers.address[1]],
+                    "rejoin": rejoin_until is not None})
+                f = conn.recv()
+                if f[0] != "config":
+                    raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
+            except (OSError, wire.ProtocolError) as e:
+                if peers is not None:
+                    peers.close()
+                if conn is not None:
+                    conn.close()
+                if rejoin_until is None:
+                    raise                   # (the first join: the caller says why)
+                why = str(e)
+                time.sleep(REJOIN_EVERY)
+                continue
+            _, assigned, shards, clocks, checkpoints, *more = f
+            channels = more[0] if more else "relay"
+            first_number = int(more[1]) if len(more) > 1 else 0
+            rejoin_timeout = float(more[2]) if len(more) > 2 else 0.0
+            worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels,
+                            token, inbox, peers,
+                            None if tls is None else tls_client_context(tls.ca), first_number)
+            worker.keep_reads = rejoin_timeout > 0
+            stop = threading.Event()
+            threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
+            try:
+                worker.run()
+            except wire.ConnectionClosed:
+                pass
+            except (OSError, wire.ProtocolError) as e:
+                if not worker.keep_reads:
+                    raise
+                log.warning("worker %s: the controller's connection failed: %s", assigned, e)
+            finally:
+                stop.set()
+                conn.close()
+                peers.close()
+            if worker.stopped or not worker.keep_reads:
+                return
+            state.keep_old()
+            log.warning("worker %s: the controller at %s:%s was lost; serving reads of its "
+                        "readers as they are and dialing back for up to %.0f s", assigned,
+                        host, port, rejoin_timeout)
+            rejoin_until = time.monotonic() + rejoin_timeout
     finally:
-        reads.close()
-        peers.close()
+        state.close()
+        if reads is not None:
+            reads.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,100 @@
+"""How long a cluster's controller takes to come back after a SIGKILL, with
+``--data-dir`` (``noria_py/runtime/cluster/restart.py``; docs/architecture.md,
+"Controller restart").
+
+``python -m noria_tools.restartbench [--votes N] [--runs R]``: a cluster (two workers,
+two shards) with the vote table and its per-article count, ``N`` votes written; then,
+``R`` times, the controller SIGKILLed and ``noria-py serve`` started again on the same
+directory, timing from the restart command: the server ready (it prints its address),
+the first write acknowledged, the first read of a view through a client that asks the
+new controller where its readers are; and, from the SIGKILL until the server is
+ready, the reads a client that kept its view's placement made at the workers, one
+after another (served per second, and failed). Medians over the runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import tempfile
+import threading
+import time
+
+import noria_py
+from noria_py.runtime.cluster.launch import Cluster
+
+
+def run(votes: int, runs: int) -> dict[str, float]:
+    out: dict[str, list[float]] = {"ready": [], "first_write": [], "first_read": [],
+                                   "reads_ok": [], "reads_failed": [], "own": []}
+    with tempfile.TemporaryDirectory() as d, \
+            Cluster(workers=2, shards=2, extra=("--data-dir", d),
+                    log=os.path.join(d, "serve.log")) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+        db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS n FROM vote "
+                   "WHERE article_id = ? GROUP BY article_id")
+        t = db.table("vote")
+        for start in range(0, votes, 10_000):
+            t.insert([(i % 1000, i) for i in range(start, min(votes, start + 10_000))])
+        db.wait()
+        kept = noria_py.connect(cluster.url).view("votes")
+        kept.lookup(1)                              # (its placement, kept)
+        for _ in range(runs):
+            cluster.kill()
+            counts = {"ok": 0, "failed": 0}
+            restarted = threading.Event()
+
+            def read() -> None:
+                while not restarted.is_set():
+                    try:
+                        kept.lookup(1)
+                        counts["ok"] += 1
+                    except noria_py.Error:
+                        counts["failed"] += 1
+            reader = threading.Thread(target=read)
+            reader.start()
+            t0 = time.monotonic()
+            cluster.restart()
+            ready = time.monotonic() - t0
+            restarted.set()
+            reader.join()
+            t.insert([(1, -1)])
+            first_write = time.monotonic() - t0
+            fresh = noria_py.connect(cluster.url)
+            fresh.view("votes").lookup(2)
+            first_read = time.monotonic() - t0
+            fresh.close()
+            out["ready"].append(ready)
+            out["first_write"].append(first_write)
+            out["first_read"].append(first_read)
+            out["reads_ok"].append(counts["ok"] / ready)
+            out["reads_failed"].append(counts["failed"])
+            with open(os.path.join(d, "serve.log"), errors="replace") as f:
+                own = re.findall(r"restarted on .* in ([\d.]+) s", f.read())
+            out["own"].append(float(own[-1]) if own else float("nan"))
+        db.close()
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m noria_tools.restartbench")
+    ap.add_argument("--votes", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args(argv)
+    got = run(args.votes, args.runs)
+    load = os.getloadavg()[0]
+    print(f"controller restart, {args.votes} votes, median of {args.runs} "
+          f"(load {load:.1f}):")
+    print(f"  serve ready      {got['ready']:.2f} s after the restart command, of which "
+          f"{got['own']:.2f} s its own restart (the rest: the process's start, imports)")
+    print(f"  first write      {got['first_write']:.2f} s")
+    print(f"  first read (new placement) {got['first_read']:.2f} s")
+    print(f"  reads by a client that kept its placement, while the controller was down: "
+          f"{got['reads_ok']:.0f}/s served, {got['reads_failed']:.0f} failed")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,470 @@
+"""A controller SIGKILLed and started again on its data directory
+(``noria_py/runtime/cluster/restart.py``): the workers survive it, serve reads
+meanwhile and are re-adopted; clients reconnect; nothing acknowledged is lost and
+the views match DuckDB."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import random
+import socket
+import threading
+import time
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+import noria_py
+from noria_py.errors import ConnectError, CorruptionError
+from noria_py.remote import RemoteDatabase
+from noria_py.runtime.cluster import wire
+from noria_py.runtime.cluster import worker as worker_module
+from noria_py.runtime.cluster.launch import Cluster
+from noria_py.runtime.cluster.reads import NotHere, Reads
+from noria_py.runtime.cluster.restart import FILE, ClusterState
+from noria_py.runtime.cluster.worker import serve_worker
+from tests.differential.helpers import (
+    DDL,
+    KEYED,
+    VIEWS,
+    Oracle,
+    apply_model,
+    check,
+    normalize,
+    table_rows,
+)
+from tests.runtime.cluster.test_cluster import _random_ops
+
+SEEDS = list(range(8))
+#: seconds the tests' clients dial a restarting controller (a loaded machine takes a
+#: while to start a Python process)
+RECONNECT = 180.0
+
+
+def _client(url: str):
+    db = noria_py.connect(url)
+    db._reconnect_timeout = RECONNECT
+    return db
+
+# ---------------------------------------------------------------- in process
+
+
+def test_the_cluster_state_round_trips_privately(tmp_path):
+    """Written whole (no ``.new`` file left), readable by its user only (it holds the
+    token), and read back by the next controller as what the one before left."""
+    first = ClusterState(tmp_path)
+    assert not first.restarting
+    first.save(token="secret", port=7000, workers={"w1": {"pid": 5}}, numbers=12)
+    assert os.stat(tmp_path / FILE).st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == [FILE]
+    again = ClusterState(tmp_path)
+    assert again.restarting and again.known_workers() == 1
+    assert (again.data["token"], again.data["port"], again.data["numbers"]) == ("secret", 7000, 12)
+    assert again.data["workers"] == {}          # (this controller's own, as they join)
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"version": 2}', "[]"])
+def test_a_damaged_cluster_state_is_refused(tmp_path, text):
+    (tmp_path / FILE).write_text(text)
+    with pytest.raises(CorruptionError, match="cluster.json"):
+        ClusterState(tmp_path)
+
+
+def _reader(rows):
+    op = SimpleNamespace(dense_parts=lambda keys: None,
+                         lookup_many=lambda keys: [[(k, rows)] for k in keys])
+    return SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader", op=op))
+
+
+def test_old_readers_serve_until_the_next_controller_is_up():
+    """``keep_old``: the lost controller's readers answer as they were; the next
+    controller's nodes (the same dict, emptied) come first; ``drop_old``: ``moved``."""
+    reads = Reads({})
+    reads.domains["n3"] = _reader("old")
+    reads.domains["n4"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="aggregate"))
+    domains = reads.domains
+    reads.keep_old()
+    assert reads.domains is domains and not domains     # (the new worker's, empty)
+    assert reads.answer([("n3", [1])]) == [[[(1, "old")]]]
+    with pytest.raises(NotHere):
+        reads.answer([("n4", [1])])                  # (only readers are kept)
+    domains["n9"] = _reader("new")
+    assert reads.answer([("n9", [2]), ("n3", [2])]) == [[[(2, "new")]], [[(2, "old")]]]
+    reads.drop_old()
+    with pytest.raises(NotHere):
+        reads.answer([("n3", [1])])
+    assert reads.answer([("n9", [3])]) == [[[(3, "new")]]]
+
+
+class _FakeController:
+    """A listening socket that authenticates workers as a controller does and sends
+    each its config (``rejoin`` seconds); ``hellos`` gets each one's hello."""
+
+    def __init__(self, token: str, rejoin: float) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.token, self.rejoin = token, rejoin
+        self.hellos: queue.Queue = queue.Queue()
+        self.conns: list[wire.Connection] = []
+
+    def accept(self, timeout: float) -> dict | None:
+        self.sock.settimeout(timeout)
+        try:
+            s, _ = self.sock.accept()
+        except socket.timeout:
+            return None
+        conn = wire.Connection(s)
+        hello = wire.server_handshake(conn, self.token)
+        conn.send(["config", "w1", 1, False, False, "relay", 7, self.rejoin])
+        self.conns.append(conn)
+        return hello
+
+    def drop(self) -> None:
+        for c in self.conns:
+            try:
+                c.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+        self.conns.clear()
+
+
+@pytest.fixture
+def cold(monkeypatch):
+    """Workers that skip loading the tree-clock kernels (a latency matter only)."""
+    monkeypatch.setattr(worker_module, "warm_up", lambda: None)
+
+
+def test_a_worker_outlives_its_controller_and_rejoins(caplog, cold):
+    """A worker whose controller's connection ends (with a rejoin timeout in its
+    config) dials back, saying it rejoins; told ``stop``, it exits; with no controller
+    back within the timeout, it exits too, saying so."""
+    fake = _FakeController("tok", rejoin=30.0)
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (serve_worker("127.0.0.1", fake.port, "tok"),
+                                         done.set()), daemon=True)
+    t.start()
+    first = fake.accept(30)
+    assert first is not None and not first["rejoin"]
+    fake.drop()                                     # the controller dies
+    again = fake.accept(10)
+    assert again is not None and again["rejoin"] and again["pid"] == os.getpid()
+    fake.conns[0].send(["stop"])                    # a controller's stop: no rejoining
+    assert done.wait(10)
+    fake.sock.close()
+
+    fake = _FakeController("tok", rejoin=0.3)
+    done.clear()
+    t = threading.Thread(target=lambda: (serve_worker("127.0.0.1", fake.port, "tok"),
+                                         done.set()), daemon=True)
+    t.start()
+    assert fake.accept(30) is not None
+    fake.sock.close()                               # nothing to dial back to
+    fake.drop()
+    with caplog.at_level(logging.ERROR, logger="noria_py.worker"):
+        assert done.wait(10)
+    assert "took this worker back" in caplog.text and "exiting" in caplog.text
+
+
+def test_a_worker_without_a_rejoin_timeout_exits_with_its_controller(cold):
+    fake = _FakeController("tok", rejoin=0.0)
+    done = threading.Event()
+    threading.Thread(target=lambda: (serve_worker("127.0.0.1", fake.port, "tok"),
+                                     done.set()), daemon=True).start()
+    assert fake.accept(30) is not None
+    fake.drop()
+    assert done.wait(10)
+    assert fake.accept(0.3) is None                 # (it did not dial back)
+    fake.sock.close()
+
+
+class _FakeServer:
+    """A controller's client port, answering each call ``["ok", id, method]``;
+    ``hang_up_on`` a method: read that call and close without answering."""
+
+    def __init__(self, port: int = 0, hang_up_on: str | None = None) -> None:
+        self.sock = socket.create_server(("127.0.0.1", port))
+        self.port = self.sock.getsockname()[1]
+        self.hang_up_on = hang_up_on
+        self.calls: list[str] = []
+        self.conns: list[wire.Connection] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(wire.Connection(s),),
+                             daemon=True).start()
+
+    def _serve(self, conn: wire.Connection) -> None:
+        self.conns.append(conn)
+        try:
+            wire.server_handshake(conn, "tok")
+            while True:
+                _, rid, method, _ = conn.recv()
+                self.calls.append(method)
+                if method == self.hang_up_on:
+                    self.hang_up_on = None
+                    conn.close()
+                    return
+                conn.send(["ok", rid, method])
+        except (OSError, wire.ProtocolError):
+            conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)    # (wakes the accept: the port frees)
+        except OSError:
+            pass
+        self.sock.close()
+        for c in self.conns:
+            try:
+                c.sock.shutdown(socket.SHUT_RDWR)   # (a close alone leaves a blocked
+            except OSError:                         # recv's connection open)
+                pass
+            c.close()
+
+
+def test_a_client_reconnects_to_a_restarted_controller():
+    """Its connection ended between two calls (the controller died): the next call
+    dials again until a server is back at the address, and runs there; placements
+    asked before are then out of date (``_generation``)."""
+    server = _FakeServer()
+    db = RemoteDatabase("127.0.0.1", server.port, "tok", reconnect=10)
+    assert db._call("count", "t") == "count"
+    server.stop()                                   # killed
+    time.sleep(0.05)
+    back: list[_FakeServer] = []
+    timer = threading.Timer(0.3, lambda: back.append(_FakeServer(server.port)))
+    timer.start()
+    assert db._call("insert", "t", []) == "insert"  # sent once a server is back
+    assert db._generation == 1 and back[0].calls == ["insert"]
+    back[0].stop()
+    time.sleep(0.05)
+    db._reconnect_timeout = 0.2
+    with pytest.raises(ConnectError, match="did not come back"):
+        db._call("count", "t")
+    db.close()
+
+
+def test_a_write_under_way_when_the_controller_died_is_in_doubt():
+    """Sent, then the connection ended before the answer: a write is not sent again
+    (it may have been applied), and says so; a read or ``wait`` is."""
+    server = _FakeServer(hang_up_on="insert")
+    db = RemoteDatabase("127.0.0.1", server.port, "tok", reconnect=10)
+    with pytest.raises(ConnectError, match="may or may not have been applied"):
+        db._call("insert", "t", [[1]])
+    assert server.calls == ["insert"]               # once
+    server.hang_up_on = "wait"
+    assert db._call("wait") == "wait"               # sent again on a new connection
+    assert server.calls == ["insert", "wait", "wait"]
+    db.close()
+    server.stop()
+
+# ---------------------------------------------------------------- a real cluster
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc): the workers a
+    controller started itself (``ProcessLauncher``), which exist as soon as it says it
+    listens."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(entry))
+    return out
+
+
+def _known_pids(data_dir: str) -> set[int]:
+    """The pids of the workers the controller last wrote down (spare included)."""
+    with open(os.path.join(data_dir, FILE)) as f:
+        return {w["pid"] for w in json.load(f)["workers"].values()}
+
+
+@pytest.mark.slow
+def test_a_killed_controller_comes_back_with_its_workers(tmp_path):
+    """The whole path once: reads at the workers while no controller runs, the same
+    worker processes after the restart (not new ones), a write and a read after it,
+    and the rows written before it all there."""
+    d = str(tmp_path / "data")
+    with Cluster(workers=2, shards=2, extra=("--data-dir", d)) as cluster:
+        db = _client(cluster.url)
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote WHERE a = ? GROUP BY a")
+        db.table("vote").insert([(i % 5, i) for i in range(100)])
+        db.wait()
+        v = db.view("c")
+        assert v.lookup_many(range(5)) == [[(a, 20)] for a in range(5)]
+        workers = _known_pids(d)
+        assert len(workers) == 3                   # two and the spare
+        cluster.kill()
+        time.sleep(0.3)                            # (they notice, and keep their readers)
+        assert v.lookup(1) == [(1, 20)]            # read at the workers: no controller
+        assert v.lookup_many([0, 4]) == [[(0, 20)], [(4, 20)]]
+        cluster.restart()
+        if os.path.isdir("/proc"):
+            assert not _children(cluster.proc.pid)  # (every worker came back: none started)
+        db.table("vote").insert([(1, 100)])        # the same client: it reconnects
+        db.wait()
+        assert v.lookup(1) == [(1, 21)]            # the new controller's reader
+        assert v.lookup_many(range(5)) == [[(a, 21 if a == 1 else 20)] for a in range(5)]
+        assert _known_pids(d) == workers           # re-adopted, none started anew
+        assert set(cluster.worker_pids(db)) <= workers
+        assert len(db.table("vote")) == 101
+        db.close()
+
+
+@pytest.mark.slow
+def test_a_reader_holding_an_old_placement_never_reads_another_view(tmp_path):
+    """The restarted controller plans the catalog in its own order (tables first, no
+    dropped view): without numbering its nodes after the old ones, view ``a``'s old
+    reader id would name view ``b``'s new reader, and a client that only reads (its
+    placement kept from before, its controller connection never used again) would
+    get ``b``'s rows for ``a``."""
+    d = str(tmp_path / "data")
+    with Cluster(workers=1, shards=1, extra=("--data-dir", d)) as cluster:
+        db = _client(cluster.url)
+        db.execute("CREATE TABLE t (k INT, v INT)")
+        db.execute("CREATE TABLE u (k INT, w INT)")
+        db.execute("CREATE VIEW x AS SELECT k, v FROM t WHERE v = ?")
+        db.execute("CREATE VIEW a AS SELECT k, v FROM t WHERE k = ?")
+        db.execute("DROP VIEW x")
+        db.execute("CREATE VIEW b AS SELECT k, w FROM u WHERE k = ?")
+        db.table("t").insert([(1, 10)])
+        db.table("u").insert([(1, 99)])
+        db.wait()
+        reader = _client(cluster.url)
+        a = reader.view("a")
+        assert a.lookup(1) == [(1, 10)]             # (its placement, kept)
+        before = {n["id"] for n in db.graph()}
+        cluster.kill()
+        cluster.restart()
+        db.table("t").insert([(1, 11)])
+        db.wait()                                   # (every worker has retired its old readers)
+        # (whether the old id lands on the worker now hosting b's reader depends on
+        # the order the workers dialed back in: the ids themselves never meet)
+        assert not before & {n["id"] for n in db.graph()}
+        assert sorted(a.lookup(1)) == [(1, 10), (1, 11)]
+        assert db.view("b").lookup(1) == [(1, 99)]
+        reader.close()
+        db.close()
+
+
+def _in_doubt(model: dict[str, list[tuple]], op, db) -> tuple[Counter, Counter, str]:
+    """What table ``op`` writes would hold without it and with it (the model's copy is
+    not touched), and its name."""
+    trial = {k: list(v) for k, v in model.items()}
+
+    class _Sink:                                   # (apply_model on the model only)
+        def table(self, name):
+            return self
+
+        def insert(self, rows):
+            pass
+
+        def delete(self, rows):
+            pass
+
+        def execute(self, sql):
+            pass
+
+    apply_model(trial, op, _Sink())
+    kind, arg = op
+    name = ("t" + kind[3:]) if kind != "sql" else {0: "t1", 1: "t1", 2: "t2", 3: "t2"}[arg]
+    return normalize(model[name]), normalize(trial[name]), name
+
+
+def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40) -> None:
+    """Random writes (and views created half-way) from one client while another
+    thread SIGKILLs the controller at a random moment (mid-request, or between two),
+    then starts it again. A write whose request was under way is in doubt (the client
+    says so with a ``ConnectError``): the table must then hold it whole or not at all;
+    every write acknowledged must be there, and every view must match DuckDB."""
+    rng = random.Random(seed)
+    shards = rng.choice([1, 2])
+    d = str(tmp_path / f"data{seed}")
+    with Cluster(workers=2, shards=shards, extra=("--data-dir", d)) as cluster:
+        db = _client(cluster.url)
+        for sql in DDL:
+            db.execute(sql)
+        names = list(VIEWS)
+        split = rng.randint(0, len(names))
+        for name in names[:split]:
+            db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
+        for name, (sql, _) in KEYED.items():
+            db.execute(f"CREATE VIEW {name} AS {sql}")
+        workers = _known_pids(d)
+        model: dict[str, list[tuple]] = {"t1": [], "t2": []}
+        ops = _random_ops(rng, ops_n)
+        kill_at = rng.randrange(len(ops))
+        reached = threading.Event()
+        restarted = threading.Event()
+        delay, down_for = rng.uniform(0, 0.02), rng.uniform(0, 0.3)
+
+        def killer() -> None:
+            reached.wait()
+            time.sleep(delay)                      # (mid-request, or between two)
+            cluster.kill()
+            time.sleep(down_for)
+            cluster.restart()
+            restarted.set()
+
+        t = threading.Thread(target=killer)
+        t.start()
+        doubts = 0
+        try:
+            for i, op in enumerate(ops):
+                if i == kill_at:
+                    reached.set()
+                try:
+                    apply_model(model, op, db)     # acknowledged: must not be lost
+                except ConnectError:
+                    # under way when the controller died: all or nothing
+                    doubts += 1
+                    without, with_, name = _in_doubt(model, op, db)
+                    db.wait()
+                    got = table_rows(db, name)
+                    assert normalize(got) in (without, with_), (op, got)
+                    model[name] = [tuple(r) for r in got]
+                if i == len(ops) // 2:
+                    for name in names[split:]:
+                        try:
+                            db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
+                        except ConnectError:
+                            if name not in db.views():
+                                db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
+        finally:
+            reached.set()
+            t.join()
+        assert restarted.is_set()
+        oracle = Oracle(DDL)
+        oracle.load(model)
+        try:
+            check(db, oracle, model, names)
+        except AssertionError:
+            print("kill_at", kill_at, "delay", delay, "down", down_for, "shards", shards,
+                  "doubts", doubts)
+            raise
+        assert set(cluster.worker_pids(db)) <= workers     # re-adopted
+        print(f"seed {seed}: killed at op {kill_at} + {delay:.3f} s, down {down_for:.2f} s, "
+              f"{doubts} write(s) in doubt")
+        db.close()
+        assert cluster.alive()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+def test_controller_sigkill_mid_load_matches_duckdb(seed, tmp_path):
+    _restart_mid_load(seed, tmp_path)
