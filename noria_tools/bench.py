@@ -655,10 +655,15 @@ def run_regimes(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_restart(argv: list[str]) -> int:
+    from noria_tools.restartbench import main
+    return main(argv)
+
+
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
            "load": run_load, "peers": run_peers, "cluster": run_cluster,
            "memory": run_memory, "adhoc": run_adhoc, "pg": run_pg, "partial": run_partial,
-           "regimes": run_regimes, "reopen": run_reopen}
+           "regimes": run_regimes, "reopen": run_reopen, "restart": run_restart}
 
 
 def run_bench(name: str, argv: list[str]) -> int:

@@ -2,7 +2,7 @@
 ``--data-dir`` (``noria_py/runtime/cluster/restart.py``; docs/architecture.md,
 "Controller restart").
 
-``python -m noria_tools.restartbench [--votes N] [--runs R]``: a cluster (two workers,
+``noria-py bench restart [--votes N] [--runs R]``: a cluster (two workers,
 two shards) with the vote table and its per-article count, ``N`` votes written; then,
 ``R`` times, the controller SIGKILLed and ``noria-py serve`` started again on the same
 directory, timing from the restart command: the server ready (it prints its address),
@@ -79,7 +79,7 @@ def run(votes: int, runs: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m noria_tools.restartbench")
+    ap = argparse.ArgumentParser(prog="noria-py bench restart")
     ap.add_argument("--votes", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args(argv)
