@@ -13,8 +13,11 @@ import struct
 import zlib
 from typing import Any
 
+from .divzero import DIV0
+
 _MASK = (1 << 64) - 1
 _NAN_HASH = zlib.crc32(b"NaN")
+_DIV0_HASH = zlib.crc32(b"division by zero")     # (noria_py/divzero.py)
 
 
 def value_hash(v: object) -> int:
@@ -38,6 +41,8 @@ def value_hash(v: object) -> int:
         return v.toordinal()
     if isinstance(v, numbers.Number):
         return _other_number(v)
+    if v is DIV0:
+        return _DIV0_HASH
     raise TypeError(f"cannot shard on a value of type {type(v).__name__}")
 
 

@@ -59,6 +59,7 @@ class CopyFailedError(e.OperationalError):
 
 _SQLSTATES: list[tuple[type, str]] = [
     (InFailedTransactionError, "25P02"), (copy.CopyFormatError, "22P04"),
+    (e.DivisionByZeroError, "22012"),
     (CopyFailedError, "57014"),
     (e.ParseError, "42601"), (e.UnknownTableError, "42P01"), (e.UnknownViewError, "42P01"),
     (e.UnknownColumnError, "42703"), (e.AlreadyExistsError, "42P07"),
@@ -355,12 +356,12 @@ class Session:
             if st is None or st.special or st.command != "SELECT" or st.prepared is None:
                 return None
             res = st.prepared.run(self._params(st, name, fmts, raw))
+            if not res.columns:
+                return None
+            out = [P.BIND_COMPLETE, st.row_description(res.columns, res.types, result_fmts)]
+            out += _data_rows(res, result_fmts, 0, len(res.rows))
         except (e.Error, ProtocolViolation):
             return None
-        if not res.columns:
-            return None
-        out = [P.BIND_COMPLETE, st.row_description(res.columns, res.types, result_fmts)]
-        out += _data_rows(res, result_fmts, 0, len(res.rows))
         out += [P.command_complete(_tag(st.command, st.sql, res)), _READY[b"I"]]
         if self.portals:
             self.portals.clear()            # (as the Sync would: portals end with it)
@@ -469,7 +470,7 @@ class Session:
         elif is_catalog_query(qsql) and command in ("SELECT", "WITH", "VALUES", "("):
             st.special = "catalog"
         else:
-            st.prepared = self.db.prepare(sql_frontend.postgres_order(qsql))
+            st.prepared = self.db.prepare(_postgres(qsql))
             types = st.prepared.param_types
             for pos, k in enumerate(order):
                 if not oids[k - 1] or oids[k - 1] in (T.UNKNOWN,):
@@ -662,7 +663,7 @@ class Session:
                                      "files on the server)", sql, None)
         fmt = copy.parse_options(m.group("opts"))
         if m.group("query"):
-            res = self.db.prepare(sql_frontend.postgres_order(m.group("query"))).run(())
+            res = self.db.prepare(_postgres(m.group("query"))).run(())
             names, types, rows = res.columns, res.types, res.rows
         else:
             table = self.db.table(m.group("table").strip('"'))
@@ -723,19 +724,35 @@ class Session:
         ncols = len(view.columns) + 2
         head = P.message(b"H", b"\0" + struct.pack("!h", ncols) + b"\0\0" * ncols)
 
+        ended: list[Any] = []       # the error that ended it; then the subscription
+        held: list[Any] = []
+
         def changed(change: Any) -> None:
+            if ended:
+                return
             if isinstance(change, e.SubscriptionError):
                 push(P.error_response("ERROR", "57014", str(change)) + P.ready(b"I"), True)
                 return
             lines = []
-            for row, diff in change.rows:
-                fields = [str(change.progress), str(diff)]
-                fields += ["\\N" if v is None else copy.escape(T.text_out(v).decode())
-                           for v in row]
-                lines.append(P.message(b"d", ("\t".join(fields) + "\n").encode()))
+            try:
+                for row, diff in change.rows:
+                    fields = [str(change.progress), str(diff)]
+                    fields += ["\\N" if v is None else copy.escape(T.text_out(v).decode())
+                               for v in row]
+                    lines.append(P.message(b"d", ("\t".join(fields) + "\n").encode()))
+            except e.DivisionByZeroError as err:    # a row computed through a / by zero
+                ended.append(err)
+                push(b"".join(lines) + P.error_response("ERROR", "22012", str(err))
+                     + P.ready(b"I"), True)
+                if held:
+                    held[0].close()
+                return
             push(b"".join(lines), False)
 
-        self.subscription = self.db.subscribe(view.name, callback=changed)
+        self.subscription = sub = self.db.subscribe(view.name, callback=changed)
+        held.append(sub)
+        if ended:                   # (it ended before it was held)
+            sub.close()
         portal.copy_head = head
         portal.result = Result()
 
@@ -747,6 +764,13 @@ class Session:
             if st.prepared is not None:
                 st.prepared.close()
         self.statements.clear()
+
+
+def _postgres(sql: str) -> str:
+    """``sql`` with PostgreSQL's meaning where the engine's differs: NULLs sort last
+    ascending (``postgres_order``), a division by zero is an error, not NULL
+    (``postgres_division``, noria_py/divzero.py)."""
+    return sql_frontend.postgres_division(sql_frontend.postgres_order(sql))
 
 
 _SUBSCRIBE = re.compile(r"\s*(?:COPY\s*\(\s*)?SUBSCRIBE\s+(?:TO\s+)?(\"[^\"]+\"|\w+)\s*"

@@ -26,7 +26,8 @@ from typing import Any, Callable
 from sql_frontend.typerules import parse_temporal, read_bool
 from sql_frontend.types import SqlType
 
-from ..errors import DataError, NotSupportedError
+from ..divzero import DIV0
+from ..errors import DataError, DivisionByZeroError, NotSupportedError
 
 BOOL, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN = 16, 20, 21, 23, 25, 26, 700, 701, 705
 BPCHAR, VARCHAR, DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC, NAME, CHAR = 1042, 1043, 1082, 1114, 1184, 1700, 19, 18
@@ -112,11 +113,15 @@ def text_out(v: Any) -> bytes:
         return v.isoformat().encode()
     if isinstance(v, str):
         return v.encode()
+    if v is DIV0:
+        raise DivisionByZeroError("division by zero")
     return str(v).encode()
 
 
 def binary_out(oid: int, v: Any) -> bytes:
     """A value in the binary format of type ``oid``."""
+    if v is DIV0:
+        raise DivisionByZeroError("division by zero")
     if oid == INT8:
         return _Q.pack(int(v))
     if oid == FLOAT8:
