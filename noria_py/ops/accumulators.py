@@ -76,6 +76,25 @@ def _scaled_to_float(num: int, den: int) -> float:
         return math.inf if num > 0 else -math.inf
 
 
+class ExactAvg(float):
+    """AVG of integers: the float the engine computes with (what the Python API shows),
+    holding the exact sum and count it is the quotient of, from which the PostgreSQL
+    front end writes PostgreSQL's ``numeric`` (noria_py/pg/types.py, ``avg_numeric``).
+    Arithmetic on it gives plain floats; msgpack writes it as a float (so over a
+    cluster's wire it arrives as one)."""
+    __slots__ = ("total", "count")
+    total: int
+    count: int
+
+    def __new__(cls, total: int, count: int) -> "ExactAvg":
+        self = super().__new__(cls, total / count)     # (int / int: correctly rounded)
+        self.total, self.count = total, count
+        return self
+
+    def __reduce__(self) -> tuple:
+        return ExactAvg, (self.total, self.count)
+
+
 class Sum(Accumulator):
     __slots__ = ("total", "ftotal", "floats", "special", "n")
 
@@ -95,7 +114,7 @@ class Sum(Accumulator):
             self.special["div0"] = self.special.get("div0", 0) + s
             self.n += s
             return
-        if type(v) is float:
+        if type(v) is float or type(v) is ExactAvg:
             if math.isfinite(v):
                 num, den = v.as_integer_ratio()
                 self.ftotal += num * (_FLOAT_SCALE // den) * s
@@ -156,6 +175,8 @@ class Avg(Sum):
             return None
         if self.special is not None and self._div0():
             return DIV0
+        if self.floats == 0:        # integers: exact, for PostgreSQL's numeric
+            return ExactAvg(self.total, self.n)
         v = self._sum(self.n)
         return float(v) if type(v) is int else v     # AVG is REAL even over one int
 

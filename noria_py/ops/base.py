@@ -56,6 +56,8 @@ def _coerce(value, typ: SqlType):
             return NAN if value != value else value     # the one NaN (noria_py.nan)
         if t is int:
             return float(value)
+        if isinstance(value, float):        # an AVG of integers (ops.accumulators.ExactAvg)
+            return float(value)
     elif typ is SqlType.TEXT:
         if t is str and is_text(value):
             return value

@@ -138,18 +138,25 @@ class Portal:
     tag: str = ""
     sent: int = 0
     copy_head: bytes = b""              # a subscription's CopyOutResponse
+    oids: list[int] | None = None       # its columns' types as described (types.result_oids)
 
 
 def _fields(columns: list[str], types: list[SqlType], formats: list[int],
-            oids: list[int | None] | None = None) -> list[tuple[str, int, int, int]]:
+            oids: list[int | None] | None = None, result_oids: list[int] | None = None
+            ) -> list[tuple[str, int, int, int]]:
     """A RowDescription's fields, a column the query did not name named as PostgreSQL
     names it (``count``, ``?column?``: sql_frontend/pgnames.py); ``oids`` overrides a
-    column's type (a catalog query's arrays, sent in text)."""
+    column's type (a catalog query's arrays, sent in text); ``result_oids`` are the
+    columns' types where an AVG of integers is ``numeric`` (``types.result_oids``)."""
     out = []
     for i, (name, t) in enumerate(zip(columns, types)):
         given = oids[i] if oids is not None else None
-        oid = T.oid_of(t) if given is None else given
-        out.append((postgres_column_name(name), oid, T.SIZES.get(oid, -1), _format(formats, i) if given is None else 0))
+        if given is not None:
+            oid, fmt = given, 0
+        else:
+            oid = T.oid_of(t) if result_oids is None else result_oids[i]
+            fmt = _format(formats, i)
+        out.append((postgres_column_name(name), oid, T.SIZES.get(oid, -1), fmt))
     return out
 
 
@@ -190,14 +197,16 @@ def _read_bind(data: bytes) -> tuple[str, str, list[int], list[bytes | None], li
     return portal_name, name, fmts, raw, result_fmts
 
 
-def _data_rows(res: Result, formats: list[int], start: int, end: int) -> list[bytes]:
-    """DataRow messages of ``res.rows[start:end]`` in ``formats``."""
+def _data_rows(res: Result, formats: list[int], start: int, end: int,
+               result_oids: list[int] | None = None) -> list[bytes]:
+    """DataRow messages of ``res.rows[start:end]`` in ``formats``, binary values in the
+    type of ``result_oids`` (the RowDescription's; None: each column's type's)."""
     binary = [_format(formats, i) == 1 for i in range(len(res.columns))]
     text_out, binary_out, data_row = T.text_out, T.binary_out, P.data_row
     rows = res.rows[start:end]
     if not any(binary):
         return [data_row([None if v is None else text_out(v) for v in row]) for row in rows]
-    oids = [T.oid_of(t) for t in res.types]
+    oids = result_oids or [T.oid_of(t) for t in res.types]
     return [data_row([None if v is None else binary_out(oids[i], v) if binary[i] else text_out(v)
                       for i, v in enumerate(row)]) for row in rows]
 
@@ -290,10 +299,12 @@ class Session:
                     self.copy_in.rest = parts[i + 1:]
                     return out + [portal.copy_head]
                 out.append(portal.copy_head)        # COPY TO STDOUT: its lines (or b"")
-                if portal.result is not None and portal.result.columns and st.special != "tx":
+                res = portal.result
+                if res is not None and res.columns and st.special != "tx":
+                    portal.oids = T.result_oids(res.types, res.rows)
                     out.append(P.row_description(_fields(
-                        portal.result.columns, portal.result.types, [],
-                        getattr(portal.result, "pg_oids", None))))
+                        res.columns, res.types, [], getattr(res, "pg_oids", None),
+                        portal.oids)))
                     out.extend(self._rows(portal, 0))
                 out.append(P.command_complete(portal.tag))
             except e.Error as err:
@@ -358,8 +369,11 @@ class Session:
             res = st.prepared.run(self._params(st, name, fmts, raw))
             if not res.columns:
                 return None
-            out = [P.BIND_COMPLETE, st.row_description(res.columns, res.types, result_fmts)]
-            out += _data_rows(res, result_fmts, 0, len(res.rows))
+            oids = T.result_oids(res.types, res.rows)
+            out = [P.BIND_COMPLETE, st.row_description(res.columns, res.types, result_fmts)
+                   if oids is None else P.row_description(
+                       _fields(res.columns, res.types, result_fmts, None, oids))]
+            out += _data_rows(res, result_fmts, 0, len(res.rows), oids)
         except (e.Error, ProtocolViolation):
             return None
         out += [P.command_complete(_tag(st.command, st.sql, res)), _READY[b"I"]]
@@ -385,6 +399,10 @@ class Session:
                 oids = getattr(res, "pg_oids", None)
                 if oids is not None:
                     return [P.row_description(_fields(res.columns, res.types, [], oids))]
+                portal.oids = T.result_oids(res.types, res.rows)
+                if portal.oids is not None:
+                    return [P.row_description(_fields(res.columns, res.types, portal.formats,
+                                                      None, portal.oids))]
                 return [portal.statement.row_description(res.columns, res.types, portal.formats)]
         return [P.NO_DATA]
 
@@ -537,7 +555,7 @@ class Session:
         if res is None or not res.columns:
             return []
         end = len(res.rows) if limit <= 0 else min(len(res.rows), portal.sent + limit)
-        out = _data_rows(res, portal.formats, portal.sent, end)
+        out = _data_rows(res, portal.formats, portal.sent, end, portal.oids)
         portal.sent = end
         return out
 

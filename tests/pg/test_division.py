@@ -31,6 +31,8 @@ QUERIES = [
     "SELECT id, a % b, a / 2 FROM d WHERE id < 10",
     "SELECT id FROM d WHERE a / b >= 1",
     "SELECT id FROM d WHERE b = 0 OR a / b = 2",
+    "SELECT id FROM d WHERE a > 100 OR a / b = 2",
+    "SELECT id, CASE WHEN a / b > 1 THEN 'x' ELSE 'y' END FROM d",
     "SELECT a, SUM(a / b) FROM d GROUP BY a",
     "SELECT COALESCE(a / b, 0) FROM d",
     "SELECT id, f / b FROM d",
