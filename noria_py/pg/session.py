@@ -92,6 +92,9 @@ _ENDS = ("COMMIT", "END", "ROLLBACK", "ABORT")
 #: unnamed portal, Execute of all its rows, Sync
 _READ_TAIL = (b"D" + _I.pack(6) + b"P\0" + b"E" + _I.pack(9) + b"\0" + _I.pack(0)
               + b"S" + _I.pack(4))
+_TAIL_LEN = len(_READ_TAIL)
+#: CommandComplete of a SELECT of 0..63 rows, made once (every prepared read sends one)
+_SELECTED = [P.command_complete(f"SELECT {n}") for n in range(64)]
 _TO = re.compile(r"\s*ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", re.I)
 _NAME = re.compile(r"(\w+)\s*;?\s*$")
 
@@ -109,6 +112,7 @@ class Statement:
     columns: list[str] | None = None
     types: list[SqlType] | None = None
     described: dict[tuple[int, ...], bytes] = dataclasses.field(default_factory=dict)
+    name: str = ""                    # its name, once a prepared read knows it
 
     def result_fields(self, formats: list[int]) -> list[tuple[str, int, int, int]] | None:
         if self.columns is None or self.types is None:
@@ -211,6 +215,31 @@ def _data_rows(res: Result, formats: list[int], start: int, end: int,
                       for i, v in enumerate(row)]) for row in rows]
 
 
+@dataclasses.dataclass
+class _FastRead:
+    """What every Bind of a client's prepared read repeats, read once from the first
+    (``Session.prepared_read``): the bytes between the statement's name and the first
+    value (parameter formats and count), each value's decoder, and the bytes after the
+    last value (result formats). A Bind whose bytes there differ is read in full again."""
+    statement: Statement
+    head: bytes
+    decoders: list[Callable[[bytes], Any]]
+    order: list[int] | None             # the $n of each ?, None if 1, 2, 3, ...
+    tail: bytes
+    formats: list[int]
+    binary: bool                        # some result column in binary
+    floats: bool                        # some result column FLOAT (an AVG may be numeric)
+    described: bytes = b""              # BindComplete and RowDescription, once known
+
+
+def _decoder(oid: int, binary: bool, position: int) -> Callable[[bytes], Any]:
+    """``types.decode`` of one parameter; ``int`` itself for an integer in text (it
+    reads bytes, and what it refuses sends the Bind the general way, which says why)."""
+    if not binary and oid in (T.INT2, T.INT4, T.INT8):
+        return int
+    return lambda raw: T.decode(oid, binary, raw, position)
+
+
 class Session:
     """Answers one client's messages; ``handle`` returns the bytes to send back."""
 
@@ -228,6 +257,7 @@ class Session:
         self._ddl_in_block: str | None = None
         self._savepoints: list[tuple[str, int, str | None]] = []
         self._cache: dict[str, Statement] = {}  # unnamed statements by SQL text
+        self._fast: dict[bytes, _FastRead] = {}  # prepared reads, by statement name
         self.terminated = False
         self._extended = False          # the last message was of the extended protocol
         #: writes bytes to the client from another thread (a subscription's); the
@@ -351,35 +381,93 @@ class Session:
         Sync, outside a transaction block. Answered in one pass with the bytes the four
         handlers would send (tests/pg/test_prepared_read.py), without making a portal: it
         is the path of every prepared lookup, where the handlers' own work was most of
-        the server's. Returns the answer and the position after the Sync; None for
-        anything else, or any error, having changed nothing: the messages then go the
-        general way, which answers the same or says what is wrong."""
+        the server's. What a statement's Binds repeat is read once (``_FastRead``): a
+        read decodes its values, looks up, and writes the rows. Returns the answer and
+        the position after the Sync; None for anything else, or any error, having
+        changed nothing: the messages then go the general way, which answers the same or
+        says what is wrong."""
         if (self.status != b"I" or self.skipping or self.subscription is not None
                 or self.copy_in is not None or data[pos + 5:pos + 6] != b"\0"):
             return None
         try:
             (length,) = _I.unpack_from(data, pos + 1)
             end = pos + 1 + length
-            if data[end:end + len(_READ_TAIL)] != _READ_TAIL:
+            if data[end:end + _TAIL_LEN] != _READ_TAIL:
                 return None
-            _, name, fmts, raw, result_fmts = _read_bind(data[pos + 5:end])
-            st = self.statements.get(name)
-            if st is None or st.special or st.command != "SELECT" or st.prepared is None:
+            cut = data.index(b"\0", pos + 6, end)
+            name = data[pos + 6:cut]
+            fast = self._fast.get(name)
+            p = cut + 1
+            if fast is None or self.statements.get(fast.statement.name) is not fast.statement \
+                    or data[p:p + len(fast.head)] != fast.head:
+                fast = self._fast_read(data[pos + 5:end], name)
+                if fast is None:
+                    return None
+            p += len(fast.head)
+            values: list[Any] = []
+            for decode in fast.decoders:
+                (n,) = _I.unpack_from(data, p)
+                p += 4
+                if n < 0:
+                    values.append(None)
+                else:
+                    values.append(decode(data[p:p + n]))
+                    p += n
+            if data[p:end] != fast.tail:
                 return None
-            res = st.prepared.run(self._params(st, name, fmts, raw))
-            if not res.columns:
-                return None
-            oids = T.result_oids(res.types, res.rows)
-            out = [P.BIND_COMPLETE, st.row_description(res.columns, res.types, result_fmts)
-                   if oids is None else P.row_description(
-                       _fields(res.columns, res.types, result_fmts, None, oids))]
-            out += _data_rows(res, result_fmts, 0, len(res.rows), oids)
-        except (e.Error, ProtocolViolation):
+            st = fast.statement
+            params = tuple(values) if fast.order is None else tuple(values[k - 1]
+                                                                    for k in fast.order)
+            res = st.prepared.run(params)
+            rows = res.rows
+            oids = T.result_oids(res.types, rows) if fast.floats else None
+            if oids is not None or not fast.described or res.columns != st.columns:
+                if not res.columns:
+                    return None
+                head = [P.BIND_COMPLETE, P.row_description(
+                    _fields(res.columns, res.types, fast.formats, None, oids))]
+                if oids is None and res.columns == st.columns:
+                    fast.described = b"".join(head)
+            else:
+                head = [fast.described]
+            if fast.binary or oids is not None:
+                out = _data_rows(res, fast.formats, 0, len(rows), oids)
+            else:
+                text_out, data_row = T.text_out, P.data_row
+                out = [data_row([None if v is None else text_out(v) for v in row])
+                       for row in rows]
+        except (e.Error, ProtocolViolation, ValueError, struct.error):
             return None
-        out += [P.command_complete(_tag(st.command, st.sql, res)), _READY[b"I"]]
+        n = len(rows)
+        out.append(_SELECTED[n] if n < 64 else P.command_complete(f"SELECT {n}"))
+        out.append(_READY[b"I"])
         if self.portals:
             self.portals.clear()            # (as the Sync would: portals end with it)
-        return b"".join(out), end + len(_READ_TAIL)
+        return b"".join(head + out), end + _TAIL_LEN
+
+    def _fast_read(self, bind: bytes, name: bytes) -> _FastRead | None:
+        """A ``_FastRead`` of the Bind message ``bind`` (its body), kept for the next
+        Binds of its statement; None if its statement is not a prepared SELECT."""
+        portal, sname, fmts, raw, result_fmts = _read_bind(bind)
+        st = self.statements.get(sname)
+        if portal or st is None or st.special or st.command != "SELECT" or st.prepared is None \
+                or st.columns is None or st.types is None or len(raw) != len(st.oids):
+            return None
+        st.name = sname
+        start = len(name) + 2               # (the portal's empty name, the statement's name)
+        nf = _H.unpack_from(bind, start)[0]
+        head = bind[start:start + 2 + 2 * max(nf, 0) + 2]
+        tail = bind[len(bind) - 2 - 2 * max(len(result_fmts), 0):]
+        ncols = len(st.columns)
+        fast = _FastRead(
+            st, head, [_decoder(st.oids[i], _format(fmts, i) == 1, i + 1) for i in range(len(raw))],
+            None if st.order == list(range(1, len(st.order) + 1)) else list(st.order),
+            tail, result_fmts, any(_format(result_fmts, i) == 1 for i in range(ncols)),
+            SqlType.FLOAT in st.types)
+        if len(self._fast) > 256:
+            self._fast.clear()
+        self._fast[name] = fast
+        return fast
 
     def _describe(self, body: Body) -> list[bytes]:
         what, name = body.byte(), body.cstr()

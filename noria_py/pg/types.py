@@ -183,6 +183,11 @@ def _timestamp_text(v: datetime.datetime) -> str:
 
 def text_out(v: Any) -> bytes:
     """A value in PostgreSQL's text format (the caller sends NULL as such)."""
+    t = type(v)
+    if t is int:                # (the commonest first: a bool is not one)
+        return str(v).encode()
+    if t is str:
+        return v.encode()
     if v is True:
         return b"t"
     if v is False:
