@@ -397,23 +397,26 @@ class Session:
             cut = data.index(b"\0", pos + 6, end)
             name = data[pos + 6:cut]
             fast = self._fast.get(name)
-            p = cut + 1
-            if fast is None or self.statements.get(fast.statement.name) is not fast.statement \
-                    or data[p:p + len(fast.head)] != fast.head:
-                fast = self._fast_read(data[pos + 5:end], name)
-                if fast is None:
-                    return None
-            p += len(fast.head)
-            values: list[Any] = []
-            for decode in fast.decoders:
-                (n,) = _I.unpack_from(data, p)
-                p += 4
-                if n < 0:
-                    values.append(None)
-                else:
-                    values.append(decode(data[p:p + n]))
-                    p += n
-            if data[p:end] != fast.tail:
+            for fresh in (False, True):     # (a Bind unlike the last: read it in full)
+                p = cut + 1
+                if fresh or fast is None or data[p:p + len(fast.head)] != fast.head \
+                        or self.statements.get(fast.statement.name) is not fast.statement:
+                    fast = self._fast_read(data[pos + 5:end], name)
+                    if fast is None:
+                        return None
+                p += len(fast.head)
+                values: list[Any] = []
+                for decode in fast.decoders:
+                    (n,) = _I.unpack_from(data, p)
+                    p += 4
+                    if n < 0:
+                        values.append(None)
+                    else:
+                        values.append(decode(data[p:p + n]))
+                        p += n
+                if data[p:end] == fast.tail:
+                    break
+            else:
                 return None
             st = fast.statement
             params = tuple(values) if fast.order is None else tuple(values[k - 1]
