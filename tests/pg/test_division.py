@@ -5,11 +5,14 @@ SQLite's NULL (noria_py/divzero.py has the rules)."""
 from __future__ import annotations
 
 import random
+import struct
 from typing import Any
 
 import pytest
 
 import noria_py
+from noria_py.pg import protocol as P
+from noria_py.pg.session import Session
 
 from .test_differential import _rows
 
@@ -157,4 +160,19 @@ def test_python_api_keeps_null() -> None:
         (None, None, None, None)]
     db.execute("UPDATE t SET a = a / b")               # NULL, as SQLite has it
     assert db.execute("SELECT a FROM t").fetchall() == [(None,)]
+    db.close()
+
+
+def test_a_divisor_parameter_takes_its_operands_type() -> None:
+    """``$1`` beside ``/`` or ``%`` (PG_DIV, PG_MOD here) is typed by the other operand,
+    as before the rewrite: what a client that describes the statement first is told."""
+    db = noria_py.connect()
+    db.execute("CREATE TABLE t (id INT PRIMARY KEY, b INT, f FLOAT)")
+    session = Session(db, {"user": "u"})
+    for i, (sql, oid) in enumerate([("SELECT b / $1 FROM t", 20), ("SELECT $1 % b FROM t", 20),
+                                    ("SELECT f / $1 FROM t", 701)]):
+        name = f"d{i}"
+        session.handle(b"P", f"{name}\0{sql}\0".encode() + struct.pack("!h", 0))
+        described = session.handle(b"D", f"S{name}\0".encode())
+        assert described[0] == P.parameter_description([oid]), sql
     db.close()
