@@ -32,6 +32,7 @@ from .errors import (
     DatabaseError,
     DataError,
     DependentViewsError,
+    DivisionByZeroError,
     DuplicateKeyError,
     Error,
     IntegrityError,
@@ -65,7 +66,7 @@ __all__ = [
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
     "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "SubscriptionError", "ConnectError",
-    "DependentViewsError", "ArgumentError", "RegimeError",
+    "DependentViewsError", "DivisionByZeroError", "ArgumentError", "RegimeError",
     "Change", "Subscription",
     # DB-API 2.0 (PEP 249): noria_py/dbapi.py
     "apilevel", "threadsafety", "paramstyle", "Cursor", "Warning", "InterfaceError",

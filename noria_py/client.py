@@ -42,6 +42,7 @@ from .errors import (
     ClosedError,
     CorruptionError,
     DependentViewsError,
+    DivisionByZeroError,
     Error,
     NotSupportedError,
     ProgrammingError,
@@ -52,7 +53,7 @@ from .errors import (
     UnknownTableError,
     UnknownViewError,
 )
-from .expression import compile_predicate, compile_row, evaluate_constant
+from .expression import compile_condition, compile_row, evaluate_constant
 from .graph import Graph
 from .hashing import shard_of
 from .memory import node_bytes
@@ -916,11 +917,15 @@ class Database:
     def _matching(self, table: str, where) -> tuple[_TableEntry, list[tuple]]:
         entry = self._tables[table.lower()]
         base: Base = self.graph_[entry.node].op
-        test = compile_predicate(where) if where is not None else (lambda r: True)
+        test = compile_condition(where) if where is not None else (lambda r: True)
         rows = []
         for r, c in base.rows.items():
-            if test(r):
+            t = test(r)
+            if t is True:
                 rows.extend([r] * c)
+            elif t:                     # DIV0: PostgreSQL's / by zero fails the write
+                raise DivisionByZeroError(f"division by zero in the WHERE of a write to "
+                                          f"{table!r} (nothing was written)")
         return entry, rows
 
     def _delete(self, stmt: lp.Delete) -> Result:

@@ -53,6 +53,12 @@ class RowNotFoundError(DataError):
     """A delete names a row (or key) the table does not hold."""
 
 
+class DivisionByZeroError(DataError):
+    """PostgreSQL's division by zero (SQLSTATE 22012): a write whose values or WHERE
+    divided by zero under the PostgreSQL front end's ``/`` and ``%``, or a result over
+    the wire holding such a value (noria_py/divzero.py)."""
+
+
 class UnknownViewError(ProgrammingError):
     """A read names a view that does not exist."""
 

@@ -20,6 +20,14 @@ FLOAT NaN follows PostgreSQL (noria_py.nan): where an operand of a comparison, I
 NULLIF is FLOAT, the NaN-aware helpers are compiled in (NaN = NaN is TRUE, NaN is
 above every other number), and a FLOAT computed here (arithmetic, ABS, CAST) has its
 NaN made the one NaN. Other types compile to the plain helpers, at no cost.
+
+The PostgreSQL front end's ``/`` and ``%`` (``pgdiv``, ``pgmod``) give the marker
+``DIV0`` for a zero divisor instead of NULL, and every operator passes a marker
+operand on (noria_py/divzero.py has the rules): arithmetic and ``<``-style comparisons
+by the marker's own operators, at no cost to other values; ``=``, ``<>``, IN, NULLIF,
+NOT, AND, OR and the NaN-aware helpers by a test of their own; CASE and IS NULL only in
+an expression that divides so (elsewhere a CASE condition or IS NULL of a marker read
+from another view's column is taken as not TRUE, not NULL: a documented limit).
 """
 from __future__ import annotations
 
@@ -34,8 +42,11 @@ from sql_frontend.expr import Call, Col, Expr, Lit
 from sql_frontend.typerules import parse_temporal
 from sql_frontend.types import INT_MAX, INT_MIN, SqlType
 
+from .divzero import DIV0
 from .errors import UnsupportedError
 from .nan import NAN
+
+_D = DIV0
 
 RowFn = Callable[[tuple], Any]
 
@@ -61,6 +72,22 @@ def _div(a, b):
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b >= 0) else -q
     return a / b
+
+
+def _pgdiv(a, b):
+    if a is None or b is None:
+        return None
+    if b == 0:                  # (a float 0.0 too: PostgreSQL's float8 division errs)
+        return _D
+    return a / b if a is _D or b is _D else _div(a, b)
+
+
+def _pgmod(a, b):
+    if a is None or b is None:
+        return None
+    if b == 0:
+        return _D
+    return _D if a is _D or b is _D else _mod(a, b)
 
 
 def _mod(a, b):
@@ -112,11 +139,15 @@ def _neg(a):
 
 
 def _eq(a, b):
-    return None if a is None or b is None else a == b
+    if a is None or b is None:
+        return None
+    return a == b if a is not _D and b is not _D else _D
 
 
 def _ne(a, b):
-    return None if a is None or b is None else a != b
+    if a is None or b is None:
+        return None
+    return a != b if a is not _D and b is not _D else _D
 
 
 def _lt(a, b):
@@ -136,18 +167,29 @@ def _ge(a, b):
 
 
 def _nan_lt(a, b) -> bool:
-    """a < b for two non-NULL numbers, NaN above every other one."""
+    """a < b for two non-NULL numbers, NaN above every other one (the marker if
+    either is it)."""
+    if a is _D or b is _D:
+        return _D
     if b != b:
         return a == a
     return a < b              # (False when a is NaN: nothing is above it but NaN)
 
 
 def _feq(a, b):
-    return None if a is None or b is None else a == b or (a != a and b != b)
+    if a is None or b is None:
+        return None
+    if a is _D or b is _D:
+        return _D
+    return a == b or (a != a and b != b)
 
 
 def _fne(a, b):
-    return None if a is None or b is None else not (a == b or (a != a and b != b))
+    if a is None or b is None:
+        return None
+    if a is _D or b is _D:
+        return _D
+    return not (a == b or (a != a and b != b))
 
 
 def _flt(a, b):
@@ -155,7 +197,9 @@ def _flt(a, b):
 
 
 def _fle(a, b):
-    return None if a is None or b is None else not _nan_lt(b, a)
+    if a is None or b is None:
+        return None
+    return _D if a is _D or b is _D else not _nan_lt(b, a)
 
 
 def _fgt(a, b):
@@ -163,23 +207,37 @@ def _fgt(a, b):
 
 
 def _fge(a, b):
-    return None if a is None or b is None else not _nan_lt(a, b)
+    if a is None or b is None:
+        return None
+    return _D if a is _D or b is _D else not _nan_lt(a, b)
 
 
 def _fin(x, *values):
-    if x is None:
-        return None
+    if x is None or x is _D:
+        return x
     saw_null = False
     for v in values:
         if v is None:
             saw_null = True
+        elif v is _D:
+            return _D
         elif x == v or (x != x and v != v):
             return True
     return None if saw_null else False
 
 
 def _fnullif(a, b):
+    if b is _D:
+        return _D
     return None if a is not None and b is not None and (a == b or (a != a and b != b)) else a
+
+
+def _isnull(v):
+    return _D if v is _D else v is None
+
+
+def _isnotnull(v):
+    return _D if v is _D else v is not None
 
 
 def _canon(v):
@@ -188,14 +246,17 @@ def _canon(v):
 
 
 def _not(a):
-    return None if a is None else not a
+    return None if a is None else a if a is _D else not a
 
 
 def _and(*args):
     result = True
     for a in args:
         if a is None:
-            result = None
+            if result is True:
+                result = None
+        elif a is _D:
+            result = _D
         elif not a:
             return False
     return result
@@ -205,19 +266,24 @@ def _or(*args):
     result = False
     for a in args:
         if a is None:
-            result = None
+            if result is False:
+                result = None
+        elif a is _D:
+            result = _D
         elif a:
             return True
     return result
 
 
 def _in(x, *values):
-    if x is None:
-        return None
+    if x is None or x is _D:
+        return x
     saw_null = False
     for v in values:
         if v is None:
             saw_null = True
+        elif v is _D:
+            return _D
         elif x == v:
             return True
     return None if saw_null else False
@@ -231,6 +297,8 @@ def _coalesce(*args):
 
 
 def _nullif(a, b):
+    if b is _D:
+        return _D
     return None if a is not None and b is not None and a == b else a
 
 
@@ -239,19 +307,21 @@ def _abs(a):
 
 
 def _concat(a, b):
-    return None if a is None or b is None else _text(a) + _text(b)
+    if a is None or b is None:
+        return None
+    return _D if a is _D or b is _D else _text(a) + _text(b)
 
 
 def _lower(a):
-    return None if a is None else a.lower()
+    return None if a is None else a if a is _D else a.lower()
 
 
 def _upper(a):
-    return None if a is None else a.upper()
+    return None if a is None else a if a is _D else a.upper()
 
 
 def _length(a):
-    return None if a is None else len(a)
+    return None if a is None else a if a is _D else len(a)
 
 
 @lru_cache(maxsize=1024)
@@ -270,6 +340,8 @@ def _like_regex(pattern: str) -> re.Pattern:
 def _like(a, pattern):
     if a is None or pattern is None:
         return None
+    if a is _D or pattern is _D:
+        return _D
     return _like_regex(pattern).fullmatch(a) is not None
 
 
@@ -292,8 +364,8 @@ _NUM_PREFIX = re.compile(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
 def _cast_int(v):
-    if v is None:
-        return None
+    if v is None or v is _D:
+        return v
     if isinstance(v, (bool, int)):
         return _int64(int(v))
     if isinstance(v, float):
@@ -314,8 +386,8 @@ _SPECIAL_FLOATS = {"nan": NAN, "+nan": NAN, "-nan": NAN, "inf": math.inf,
 
 
 def _cast_float(v):
-    if v is None:
-        return None
+    if v is None or v is _D:
+        return v
     if isinstance(v, (bool, int, float)):
         return float(v)
     if isinstance(v, str):
@@ -327,12 +399,12 @@ def _cast_float(v):
 
 
 def _cast_text(v):
-    return None if v is None else _text(v)
+    return v if v is None or v is _D else _text(v)
 
 
 def _cast_bool(v):
-    if v is None:
-        return None
+    if v is None or v is _D:
+        return v
     if isinstance(v, str):
         return v.strip().lower() in ("1", "t", "true", "yes", "y", "on")
     return bool(v)
@@ -342,7 +414,7 @@ _UTC = datetime.timezone.utc
 
 
 def _cast_date(v):
-    if v is None or type(v) is datetime.date:
+    if v is None or v is _D or type(v) is datetime.date:
         return v
     if isinstance(v, datetime.datetime):
         return v.date() if v.tzinfo is None else v.astimezone(_UTC).date()     # (UTC's)
@@ -352,7 +424,7 @@ def _cast_date(v):
 
 
 def _cast_timestamp(v):
-    if v is None:
+    if v is None or v is _D:
         return v
     if isinstance(v, datetime.datetime):
         return v if v.tzinfo is None else v.astimezone(_UTC).replace(tzinfo=None)  # (UTC's)
@@ -366,7 +438,7 @@ def _cast_timestamp(v):
 def _cast_timestamptz(v):
     """A TIMESTAMPTZ, in UTC: a TIMESTAMP, a DATE (its midnight) or text without an
     offset read as UTC (there is no session time zone)."""
-    if v is None:
+    if v is None or v is _D:
         return v
     if isinstance(v, datetime.datetime):
         return v.replace(tzinfo=_UTC) if v.tzinfo is None else v.astimezone(_UTC)
@@ -385,6 +457,7 @@ _CASTS = {
 
 _FUNCS = {
     "add": "_add", "sub": "_sub", "mul": "_mul", "div": "_div", "mod": "_mod", "neg": "_neg",
+    "pgdiv": "_pgdiv", "pgmod": "_pgmod",
     "eq": "_eq", "ne": "_ne", "lt": "_lt", "le": "_le", "gt": "_gt", "ge": "_ge",
     "and": "_and", "or": "_or", "not": "_not", "in": "_in", "coalesce": "_coalesce",
     "nullif": "_nullif", "abs": "_abs", "like": "_like", "concat": "_concat",
@@ -395,11 +468,12 @@ _FUNCS = {
 _FLOAT_FUNCS = {"eq": "_feq", "ne": "_fne", "lt": "_flt", "le": "_fle", "gt": "_fgt",
                 "ge": "_fge", "in": "_fin", "nullif": "_fnullif"}
 #: operators whose FLOAT result may be a new NaN object
-_MAKES_FLOATS = frozenset({"add", "sub", "mul", "div", "mod", "neg", "abs", "cast"})
+_MAKES_FLOATS = frozenset({"add", "sub", "mul", "div", "mod", "pgdiv", "pgmod", "neg", "abs",
+                           "cast"})
 # INT-typed calls that can leave 64 bits: add, sub and mul have checked helpers of
 # their own (they are the common ones); the rest have their result passed to _int64
 _INT_FUNCS = {"add": "_iadd", "sub": "_isub", "mul": "_imul"}
-_INT_CHECKED = frozenset({"neg", "abs", "div"})
+_INT_CHECKED = frozenset({"neg", "abs", "div", "pgdiv"})
 
 _NAMESPACE: dict[str, Any] = {name: obj for name, obj in globals().items() if name.startswith("_")}
 
@@ -414,8 +488,9 @@ class _Compiler:
 
     NEST = 50          # calls deep in one function (a call is at most two parentheses)
 
-    def __init__(self) -> None:
+    def __init__(self, pg: bool = False) -> None:
         self.consts: list[Any] = []
+        self.pg = pg            # the tree divides as PostgreSQL does: CASE, IS NULL see DIV0
 
     def const(self, value: Any) -> str:
         self.consts.append(value)
@@ -431,12 +506,16 @@ class _Compiler:
             return self.const(v)
         if isinstance(e, Call):
             if depth >= self.NEST:
-                return f"{self.const(compile_expr(e))}(r)"
+                return f"{self.const(compile_expr(e, self.pg))}(r)"
             op = e.op
             inner = depth + 1
             if op == "is_null":
+                if self.pg:
+                    return f"_isnull({self.src(e.args[0], inner)})"
                 return f"({self.src(e.args[0], inner)} is None)"
             if op == "is_not_null":
+                if self.pg:
+                    return f"_isnotnull({self.src(e.args[0], inner)})"
                 return f"({self.src(e.args[0], inner)} is not None)"
             if op == "case":
                 return self._case(e, depth)
@@ -479,16 +558,27 @@ class _Compiler:
         for k in reversed(range(len(pairs))):
             cond, val = pairs[k]
             level = depth + k + 1
-            out = f"({self.src(val, level)} if {self.src(cond, level)} is True else {out})"
+            if self.pg:     # a condition that is DIV0 makes the CASE DIV0
+                out = (f"({self.src(val, level)} if (_c := {self.src(cond, level)}) is True "
+                       f"else _D if _c is _D else {out})")
+            else:
+                out = f"({self.src(val, level)} if {self.src(cond, level)} is True else {out})"
         return out
 
 
-def compile_expr(e: Expr) -> RowFn:
+def _divides(e: Expr) -> bool:
+    """Whether ``e`` holds the PostgreSQL front end's ``/`` or ``%``."""
+    if isinstance(e, Call):
+        return e.op in ("pgdiv", "pgmod") or any(_divides(a) for a in e.args)
+    return False
+
+
+def compile_expr(e: Expr, pg: bool | None = None) -> RowFn:
     """A function row -> value computing ``e``."""
     if isinstance(e, Col):
         i = e.index
         return lambda r: r[i]
-    c = _Compiler()
+    c = _Compiler(_divides(e) if pg is None else pg)
     body = c.src(e)
     ns = dict(_NAMESPACE)
     ns["_k"] = c.consts
@@ -509,7 +599,7 @@ def compile_row(exprs: tuple[Expr, ...]) -> Callable[[tuple], tuple]:
     """A function row -> tuple of every expression's value (one generated lambda)."""
     if all(isinstance(e, Col) for e in exprs):
         return columns_getter(tuple(cast(Col, e).index for e in exprs))
-    c = _Compiler()
+    c = _Compiler(any(_divides(e) for e in exprs))
     parts = [c.src(e) for e in exprs]
     ns = dict(_NAMESPACE)
     ns["_k"] = c.consts
@@ -518,11 +608,22 @@ def compile_row(exprs: tuple[Expr, ...]) -> Callable[[tuple], tuple]:
 
 def compile_predicate(e: Expr) -> RowFn:
     """A function row -> bool that is True exactly when ``e`` is TRUE."""
-    c = _Compiler()
+    c = _Compiler(_divides(e))
     body = c.src(e)
     ns = dict(_NAMESPACE)
     ns["_k"] = c.consts
     return eval(f"lambda r: {body} is True", ns)  # noqa: S307
+
+
+def compile_condition(e: Expr) -> RowFn:
+    """A function row -> True when ``e`` is TRUE, ``DIV0`` when it is the
+    division-by-zero marker (noria_py/divzero.py), else False: a WHERE's test, which
+    must not drop a row silently where PostgreSQL would have failed."""
+    c = _Compiler(_divides(e))
+    body = c.src(e)
+    ns = dict(_NAMESPACE)
+    ns["_k"] = c.consts
+    return eval(f"lambda r: (_v := {body}) is True or (_v is _D and _D)", ns)  # noqa: S307
 
 
 def evaluate_constant(e: Expr) -> Any:

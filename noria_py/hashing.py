@@ -15,6 +15,7 @@ from typing import Any
 
 _MASK = (1 << 64) - 1
 _NAN_HASH = zlib.crc32(b"NaN")
+_DIV0_HASH = zlib.crc32(b"division by zero")     # (noria_py/divzero.py)
 
 
 def value_hash(v: object) -> int:
@@ -38,6 +39,8 @@ def value_hash(v: object) -> int:
         return v.toordinal()
     if isinstance(v, numbers.Number):
         return _other_number(v)
+    if type(v).__name__ == "DivisionByZero":    # noria_py.divzero.DIV0 (this module
+        return _DIV0_HASH                       # imports nothing of the package)
     raise TypeError(f"cannot shard on a value of type {type(v).__name__}")
 
 

@@ -7,13 +7,16 @@ and a TopK must break ties the same way in every run (replay depends on it), so 
 sort goes through these keys. Each value becomes (rank, value): NULLs rank first or
 last as ORDER BY says (first ascending, last descending, by default: SQLite's order),
 NaN ranks above every other value, as in PostgreSQL (after +inf ascending, first
-descending), and the values between compare as themselves (noria_py.nan).
+descending), and the values between compare as themselves (noria_py.nan). The
+division-by-zero marker (noria_py/divzero.py), which has no order, ranks with NaN.
 """
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
 from sql_frontend.plan import OrderKey
+
+from .divzero import DIV0
 
 
 class _Desc:
@@ -38,7 +41,8 @@ class _Desc:
 
 def row_key(row: tuple) -> tuple:
     """Any row's position in one fixed total order (NULLs first, NaN above numbers)."""
-    return tuple((0, 0) if v is None else (1, v) if v == v else (2, 0) for v in row)
+    return tuple((0, 0) if v is None else (3, 0) if v is DIV0 else (1, v) if v == v else (2, 0)
+                 for v in row)
 
 
 #: ranks of a sort key's parts: NULLs first or last, NaN before (descending) or after
@@ -57,7 +61,7 @@ def order_key(order: Sequence[OrderKey]) -> Callable[[tuple], tuple]:
             v = row[col]
             if v is None:
                 parts.append((null_rank, 0))
-            elif v != v:
+            elif v != v or v is DIV0:
                 parts.append(nan)
             else:
                 parts.append((_VALUE, _Desc(v) if desc else v))

@@ -27,7 +27,14 @@ from .errors import (
 )
 from .expr import OPS, Call, Col, Expr, Lit, columns_used
 from .parameters import parameter_types, positional
-from .parse import MAX_DEPTH, offset_to_position, parse_statements, postgres_order, split_statements
+from .parse import (
+    MAX_DEPTH,
+    offset_to_position,
+    parse_statements,
+    postgres_division,
+    postgres_order,
+    split_statements,
+)
 from .pgnames import postgres_column_name
 from .plan import (
     AggCall,
@@ -62,7 +69,7 @@ from .typerules import TEMPORAL, declared_type, parse_temporal
 from .types import INT_MAX, INT_MIN, PYTHON_TYPES, ColumnInfo, SqlType, TableSchema
 
 __all__ = [
-    "parameter_types", "positional", "postgres_order", "postgres_column_name", "InsertTemplate", "insert_template",
+    "parameter_types", "positional", "postgres_division", "postgres_order", "postgres_column_name", "InsertTemplate", "insert_template",
     "parse", "split_statements", "MAX_DEPTH",
     "Catalog", "DictCatalog",
     "Error", "SqlError", "ParseError", "UnsupportedError", "UnknownTableError",

@@ -16,6 +16,9 @@ OPS = {
     # arithmetic; INT op INT stays INT, division truncates toward zero; x/0 and x%0 are NULL
     "add": "a + b", "sub": "a - b", "mul": "a * b", "div": "a / b", "mod": "a % b",
     "neg": "-a",
+    # the PostgreSQL front end's / and % (PG_DIV, PG_MOD): the same, but x/0 and x%0 are
+    # the engine's division-by-zero marker instead of NULL (noria_py/divzero.py)
+    "pgdiv": "a / b", "pgmod": "a % b",
     # comparisons, NULL if either side is NULL
     "eq": "a = b", "ne": "a <> b", "lt": "a < b", "le": "a <= b", "gt": "a > b", "ge": "a >= b",
     # three-valued logic

@@ -111,6 +111,10 @@ def _context_type(mark: exp.Placeholder, root: exp.Expr, columns: dict) -> SqlTy
         return _column_type(other, columns)
     if isinstance(parent, (exp.In, exp.Between)):
         return _column_type(parent.this, columns)
+    if isinstance(parent, exp.Anonymous) and parent.name.upper() in ("PG_DIV", "PG_MOD") \
+            and len(parent.expressions) == 2:   # ``a / b`` as postgres_division writes it
+        left, right = parent.expressions
+        return _column_type(left if right is mark else right, columns)
     if isinstance(parent, exp.Tuple) and isinstance(root, exp.Insert):
         position = next(i for i, e in enumerate(parent.expressions) if e is mark)
         return _insert_target(root, position, columns)

@@ -75,6 +75,36 @@ def postgres_order(sql: str) -> str:
     return trees[0].sql(dialect=Noria)
 
 
+def postgres_division(sql: str) -> str:
+    """``sql`` with each ``a / b`` written ``PG_DIV(a, b)`` and each ``a % b``
+    ``PG_MOD(a, b)``: PostgreSQL's division, whose zero divisor is an error (SQLSTATE
+    22012), not the NULL of the engine's ``/`` (noria_py/divzero.py). The PostgreSQL
+    front end plans its SQL through this, so a view it creates keeps that meaning in the
+    text it is stored (and replayed) by. ``sql`` itself if it divides nowhere, or if the
+    rewrite fails (the plan of ``sql`` then reports what is wrong)."""
+    if "/" not in sql and "%" not in sql:
+        return sql
+    try:
+        trees = sqlglot.parse(sql, read=Noria)
+    except (_GlotParseError, _GlotTokenError, RecursionError):
+        return sql
+    if len(trees) != 1 or trees[0] is None:
+        return sql
+    tree = trees[0]
+    if tree.find(exp.Div, exp.Mod) is None:
+        return sql
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, (exp.Div, exp.Mod)):
+            name = "PG_DIV" if isinstance(node, exp.Div) else "PG_MOD"
+            return exp.Anonymous(this=name, expressions=[node.this, node.expression])
+        return node
+    try:
+        return tree.transform(rewrite).sql(dialect=Noria)
+    except (_GlotParseError, RecursionError):
+        return sql
+
+
 def offset_to_position(sql: str, offset: int) -> tuple[int, int]:
     """1-based (line, column) of a 0-based character offset."""
     offset = max(0, min(offset, len(sql)))

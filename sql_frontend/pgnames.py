@@ -58,6 +58,8 @@ def _figure(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Case):
         return "case"
     if isinstance(node, exp.Anonymous):
+        if node.name.upper() in ("PG_DIV", "PG_MOD"):   # ``a / b`` as postgres_division writes it
+            return None
         return node.name.lower()
     if isinstance(node, exp.Func):
         return node.sql_name().lower()

@@ -89,6 +89,8 @@ def mismatch(ctx: Context, message: str, node: exp.Expr | None) -> TypeMismatchE
 # ---------------------------------------------------------------- translation
 
 _ARITH = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul", exp.Div: "div", exp.Mod: "mod"}
+#: the PostgreSQL front end's division (``postgres_division`` writes ``a / b`` so)
+_PG_ARITH = {"PG_DIV": "pgdiv", "PG_MOD": "pgmod"}
 _CMP = {exp.EQ: "eq", exp.NEQ: "ne", exp.LT: "lt", exp.LTE: "le", exp.GT: "gt", exp.GTE: "ge"}
 _TEXT_FUNCS = {exp.Lower: ("lower", SqlType.TEXT), exp.Upper: ("upper", SqlType.TEXT),
                exp.Length: ("length", SqlType.INT)}
@@ -128,6 +130,8 @@ class Translator:
         return handler(node)
 
     def _handler(self, node: exp.Expr) -> Callable[[Any], Expr] | None:
+        if isinstance(node, exp.Anonymous) and node.name.upper() in _PG_ARITH:
+            return self._pg_arith
         for cls, fn in (
             (exp.Paren, lambda n: self.expr(n.this)),
             (exp.Alias, lambda n: self.expr(n.this)),
@@ -259,6 +263,20 @@ class Translator:
             raise mismatch(self.ctx, f"arithmetic on {a.type.value} and {b.type.value} "
                                      f"in {node.sql()}", node)
         return Call(_ARITH[type(node)], (a, b), t)
+
+    def _pg_arith(self, node: exp.Anonymous) -> Expr:
+        """``PG_DIV(a, b)``, ``PG_MOD(a, b)``: ``a / b`` and ``a % b``, a zero divisor
+        giving the division-by-zero marker (noria_py/divzero.py)."""
+        name = node.name.upper()
+        if len(node.expressions) != 2:
+            raise self.ctx.unsupported(f"{name} with {len(node.expressions)} arguments "
+                                       "(it takes two)", node)
+        a, b = self.expr(node.expressions[0]), self.expr(node.expressions[1])
+        t = arithmetic(a.type, b.type)
+        if t is None:
+            raise mismatch(self.ctx, f"arithmetic on {a.type.value} and {b.type.value} "
+                                     f"in {node.sql()}", node)
+        return Call(_PG_ARITH[name], (a, b), t)
 
     def _intdiv(self, node: exp.IntDiv) -> Expr:
         a, b = self.expr(node.this), self.expr(node.expression)
@@ -564,7 +582,7 @@ def nullable(e: Any, columns: tuple[ColumnInfo, ...]) -> bool:
     if isinstance(e, Call):
         if e.op in ("is_null", "is_not_null"):
             return False
-        if e.op in ("div", "mod", "case", "nullif", "cast", "in"):
+        if e.op in ("div", "mod", "pgdiv", "pgmod", "case", "nullif", "cast", "in"):
             return True
         if e.op == "coalesce":
             return all(nullable(a, columns) for a in e.args)

@@ -45,7 +45,7 @@ from .scalar import AggCollector, AggRef, Translator, contains_aggregate, mismat
 from .typerules import comparable
 from .types import ColumnInfo, SqlType
 
-_STRICT_OPS = {"add", "sub", "mul", "div", "mod", "neg", "eq", "ne", "lt", "le", "gt", "ge"}
+_STRICT_OPS = {"add", "sub", "mul", "div", "mod", "pgdiv", "pgmod", "neg", "eq", "ne", "lt", "le", "gt", "ge"}
 _CMP_OPS = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 

@@ -18,6 +18,7 @@ from sortedcontainers import SortedList
 
 from sql_frontend.plan import AggCall
 
+from ..divzero import DIV0
 from ..nan import NAN
 from .sortedcopy import copy_sorted
 
@@ -75,6 +76,25 @@ def _scaled_to_float(num: int, den: int) -> float:
         return math.inf if num > 0 else -math.inf
 
 
+class ExactAvg(float):
+    """AVG of integers: the float the engine computes with (what the Python API shows),
+    holding the exact sum and count it is the quotient of, from which the PostgreSQL
+    front end writes PostgreSQL's ``numeric`` (noria_py/pg/types.py, ``avg_numeric``).
+    Arithmetic on it gives plain floats; msgpack writes it as a float (so over a
+    cluster's wire it arrives as one)."""
+    __slots__ = ("total", "count")
+    total: int
+    count: int
+
+    def __new__(cls, total: int, count: int) -> "ExactAvg":
+        self = super().__new__(cls, total / count)     # (int / int: correctly rounded)
+        self.total, self.count = total, count
+        return self
+
+    def __reduce__(self) -> tuple:
+        return ExactAvg, (self.total, self.count)
+
+
 class Sum(Accumulator):
     __slots__ = ("total", "ftotal", "floats", "special", "n")
 
@@ -88,7 +108,13 @@ class Sum(Accumulator):
     def update(self, v, s: int) -> None:
         if v is None:
             return
-        if type(v) is float:
+        if v is DIV0:
+            if self.special is None:
+                self.special = {}
+            self.special["div0"] = self.special.get("div0", 0) + s
+            self.n += s
+            return
+        if type(v) is float or type(v) is ExactAvg:
             if math.isfinite(v):
                 num, den = v.as_integer_ratio()
                 self.ftotal += num * (_FLOAT_SCALE // den) * s
@@ -113,11 +139,14 @@ class Sum(Accumulator):
         return [type(self).__name__.lower(), str(self.total), str(self.ftotal), self.floats,
                 special, self.n]
 
+    def _div0(self) -> bool:
+        return self.special is not None and self.special.get("div0", 0) > 0
+
     def _special(self) -> float | None:
         sp = self.special
         if not sp:
             return None
-        live = {k for k, c in sp.items() if c > 0}
+        live = {k for k, c in sp.items() if c > 0 and k != "div0"}
         if "nan" in live or {"inf", "-inf"} <= live:
             return NAN
         if live:
@@ -133,7 +162,9 @@ class Sum(Accumulator):
         return self.total if count == 1 else self.total / count
 
     def value(self):
-        return self._sum() if self.n > 0 else None
+        if self.n <= 0:
+            return None
+        return DIV0 if self.special is not None and self._div0() else self._sum()
 
 
 class Avg(Sum):
@@ -142,6 +173,10 @@ class Avg(Sum):
     def value(self):
         if self.n <= 0:
             return None
+        if self.special is not None and self._div0():
+            return DIV0
+        if self.floats == 0:        # integers: exact, for PostgreSQL's numeric
+            return ExactAvg(self.total, self.n)
         v = self._sum(self.n)
         return float(v) if type(v) is int else v     # AVG is REAL even over one int
 
@@ -151,16 +186,19 @@ class Min(Accumulator):
     compares with nothing (a ``SortedList`` holding one is out of order, and cannot find
     it again to remove it), and in SQL it is above every other value (noria_py.nan):
     MIN is NaN only when every value is, MAX whenever one is."""
-    __slots__ = ("values", "nans")
+    __slots__ = ("values", "nans", "div0s")
 
     def __init__(self) -> None:
         self.values = SortedList()
         self.nans = 0
+        self.div0s = 0          # division-by-zero markers: they compare with nothing
 
     def update(self, v, s: int) -> None:
         if v is None:
             return
-        if v != v:
+        if v is DIV0:
+            self.div0s += s
+        elif v != v:
             self.nans += s
         elif s > 0:
             for _ in range(s):
@@ -170,6 +208,8 @@ class Min(Accumulator):
                 self.values.discard(v)
 
     def value(self):
+        if self.div0s > 0:
+            return DIV0
         if self.values:
             return self.values[0]
         return NAN if self.nans > 0 else None
@@ -177,17 +217,20 @@ class Min(Accumulator):
     def copy(self) -> "Min":
         c = type(self)()
         c.values = copy_sorted(self.values)     # (no value sorted again)
-        c.nans = self.nans
+        c.nans, c.div0s = self.nans, self.div0s
         return c
 
     def to_data(self) -> list:
-        return [type(self).__name__.lower(), list(self.values), self.nans]
+        out = [type(self).__name__.lower(), list(self.values), self.nans]
+        return out + [self.div0s] if self.div0s else out
 
 
 class Max(Min):
     __slots__ = ()
 
     def value(self):
+        if self.div0s > 0:
+            return DIV0
         if self.nans > 0:
             return NAN
         return self.values[-1] if self.values else None
@@ -242,10 +285,11 @@ def from_data(data) -> Accumulator:
             s.floats, s.n = _int(data[3]), _int(data[5])
             s.special = None if data[4] is None else {str(k): _int(v) for k, v in data[4]}
             return s
-        if tag in ("min", "max") and len(data) == 3:
+        if tag in ("min", "max") and len(data) in (3, 4):
             m = Min() if tag == "min" else Max()
             m.values = SortedList(data[1])
             m.nans = _int(data[2])
+            m.div0s = _int(data[3]) if len(data) == 4 else 0
             return m
         if tag == "distinct" and len(data) == 3:
             d = Distinct(from_data(data[2]))

@@ -28,7 +28,14 @@ from .. import tuning
 from ..arguments import plain
 from ..batch import Batch
 from ..columns import ColumnChunk
-from ..errors import ArityError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
+from ..divzero import DIV0
+from ..errors import (
+    ArityError,
+    DivisionByZeroError,
+    DuplicateKeyError,
+    RowNotFoundError,
+    TypeMismatchError,
+)
 from ..nan import NAN, column_list, concat, has_nan
 from .dense import object_column
 from .operator import Operator
@@ -48,6 +55,8 @@ def _coerce(value, typ: SqlType):
         if t is float:
             return NAN if value != value else value     # the one NaN (noria_py.nan)
         if t is int:
+            return float(value)
+        if isinstance(value, float):        # an AVG of integers (ops.accumulators.ExactAvg)
             return float(value)
     elif typ is SqlType.TEXT:
         if t is str and is_text(value):
@@ -266,6 +275,10 @@ class Base(Operator):
                 continue
             given = v
             if type(v) not in _PLAIN:      # numpy, pandas, Decimal: arguments.plain
+                if v is DIV0:
+                    raise DivisionByZeroError(
+                        f"division by zero: row {n}, column {cols[i].name!r} of table "
+                        f"{self.schema.name!r} (nothing was written)")
                 try:
                     v = plain(v)
                 except TypeMismatchError as exc:

@@ -1,10 +1,16 @@
-"""WHERE / HAVING: keeps the rows whose predicate is TRUE."""
+"""WHERE / HAVING: keeps the rows whose predicate is TRUE.
+
+A row whose predicate is the division-by-zero marker (the PostgreSQL front end's
+``/`` by zero: noria_py/divzero.py) is kept as a row of markers, every column the
+marker, rather than dropped: a read that returns it then fails as PostgreSQL's would.
+The same row in, the same row of markers out, so its retraction cancels it."""
 from __future__ import annotations
 
 from sql_frontend.expr import Expr
 
 from ..batch import Batch
-from ..expression import compile_predicate
+from ..divzero import DIV0
+from ..expression import compile_condition
 from .operator import Operator
 
 
@@ -13,14 +19,15 @@ class Filter(Operator):
 
     def __init__(self, predicate: Expr) -> None:
         self.predicate = predicate
-        self._test = compile_predicate(predicate)
+        self._test = compile_condition(predicate)
 
     def process(self, port: int, batch: Batch) -> Batch:
         test = self._test
         rows: list[tuple] = []
         signs: list[int] = []
         for r, s in zip(batch.rows, batch.signs):
-            if test(r):
-                rows.append(r)
+            t = test(r)
+            if t:
+                rows.append(r if t is True else (DIV0,) * len(r))
                 signs.append(s)
         return Batch(rows, signs)

@@ -59,6 +59,7 @@ class CopyFailedError(e.OperationalError):
 
 _SQLSTATES: list[tuple[type, str]] = [
     (InFailedTransactionError, "25P02"), (copy.CopyFormatError, "22P04"),
+    (e.DivisionByZeroError, "22012"),
     (CopyFailedError, "57014"),
     (e.ParseError, "42601"), (e.UnknownTableError, "42P01"), (e.UnknownViewError, "42P01"),
     (e.UnknownColumnError, "42703"), (e.AlreadyExistsError, "42P07"),
@@ -91,6 +92,9 @@ _ENDS = ("COMMIT", "END", "ROLLBACK", "ABORT")
 #: unnamed portal, Execute of all its rows, Sync
 _READ_TAIL = (b"D" + _I.pack(6) + b"P\0" + b"E" + _I.pack(9) + b"\0" + _I.pack(0)
               + b"S" + _I.pack(4))
+_TAIL_LEN = len(_READ_TAIL)
+#: CommandComplete of a SELECT of 0..63 rows, made once (every prepared read sends one)
+_SELECTED = [P.command_complete(f"SELECT {n}") for n in range(64)]
 _TO = re.compile(r"\s*ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", re.I)
 _NAME = re.compile(r"(\w+)\s*;?\s*$")
 
@@ -108,6 +112,7 @@ class Statement:
     columns: list[str] | None = None
     types: list[SqlType] | None = None
     described: dict[tuple[int, ...], bytes] = dataclasses.field(default_factory=dict)
+    name: str = ""                    # its name, once a prepared read knows it
 
     def result_fields(self, formats: list[int]) -> list[tuple[str, int, int, int]] | None:
         if self.columns is None or self.types is None:
@@ -137,18 +142,25 @@ class Portal:
     tag: str = ""
     sent: int = 0
     copy_head: bytes = b""              # a subscription's CopyOutResponse
+    oids: list[int] | None = None       # its columns' types as described (types.result_oids)
 
 
 def _fields(columns: list[str], types: list[SqlType], formats: list[int],
-            oids: list[int | None] | None = None) -> list[tuple[str, int, int, int]]:
+            oids: list[int | None] | None = None, result_oids: list[int] | None = None
+            ) -> list[tuple[str, int, int, int]]:
     """A RowDescription's fields, a column the query did not name named as PostgreSQL
     names it (``count``, ``?column?``: sql_frontend/pgnames.py); ``oids`` overrides a
-    column's type (a catalog query's arrays, sent in text)."""
+    column's type (a catalog query's arrays, sent in text); ``result_oids`` are the
+    columns' types where an AVG of integers is ``numeric`` (``types.result_oids``)."""
     out = []
     for i, (name, t) in enumerate(zip(columns, types)):
         given = oids[i] if oids is not None else None
-        oid = T.oid_of(t) if given is None else given
-        out.append((postgres_column_name(name), oid, T.SIZES.get(oid, -1), _format(formats, i) if given is None else 0))
+        if given is not None:
+            oid, fmt = given, 0
+        else:
+            oid = T.oid_of(t) if result_oids is None else result_oids[i]
+            fmt = _format(formats, i)
+        out.append((postgres_column_name(name), oid, T.SIZES.get(oid, -1), fmt))
     return out
 
 
@@ -189,16 +201,43 @@ def _read_bind(data: bytes) -> tuple[str, str, list[int], list[bytes | None], li
     return portal_name, name, fmts, raw, result_fmts
 
 
-def _data_rows(res: Result, formats: list[int], start: int, end: int) -> list[bytes]:
-    """DataRow messages of ``res.rows[start:end]`` in ``formats``."""
+def _data_rows(res: Result, formats: list[int], start: int, end: int,
+               result_oids: list[int] | None = None) -> list[bytes]:
+    """DataRow messages of ``res.rows[start:end]`` in ``formats``, binary values in the
+    type of ``result_oids`` (the RowDescription's; None: each column's type's)."""
     binary = [_format(formats, i) == 1 for i in range(len(res.columns))]
     text_out, binary_out, data_row = T.text_out, T.binary_out, P.data_row
     rows = res.rows[start:end]
     if not any(binary):
         return [data_row([None if v is None else text_out(v) for v in row]) for row in rows]
-    oids = [T.oid_of(t) for t in res.types]
+    oids = result_oids or [T.oid_of(t) for t in res.types]
     return [data_row([None if v is None else binary_out(oids[i], v) if binary[i] else text_out(v)
                       for i, v in enumerate(row)]) for row in rows]
+
+
+@dataclasses.dataclass
+class _FastRead:
+    """What every Bind of a client's prepared read repeats, read once from the first
+    (``Session.prepared_read``): the bytes between the statement's name and the first
+    value (parameter formats and count), each value's decoder, and the bytes after the
+    last value (result formats). A Bind whose bytes there differ is read in full again."""
+    statement: Statement
+    head: bytes
+    decoders: list[Callable[[bytes], Any]]
+    order: list[int] | None             # the $n of each ?, None if 1, 2, 3, ...
+    tail: bytes
+    formats: list[int]
+    binary: bool                        # some result column in binary
+    floats: bool                        # some result column FLOAT (an AVG may be numeric)
+    described: bytes = b""              # BindComplete and RowDescription, once known
+
+
+def _decoder(oid: int, binary: bool, position: int) -> Callable[[bytes], Any]:
+    """``types.decode`` of one parameter; ``int`` itself for an integer in text (it
+    reads bytes, and what it refuses sends the Bind the general way, which says why)."""
+    if not binary and oid in (T.INT2, T.INT4, T.INT8):
+        return int
+    return lambda raw: T.decode(oid, binary, raw, position)
 
 
 class Session:
@@ -218,6 +257,7 @@ class Session:
         self._ddl_in_block: str | None = None
         self._savepoints: list[tuple[str, int, str | None]] = []
         self._cache: dict[str, Statement] = {}  # unnamed statements by SQL text
+        self._fast: dict[bytes, _FastRead] = {}  # prepared reads, by statement name
         self.terminated = False
         self._extended = False          # the last message was of the extended protocol
         #: writes bytes to the client from another thread (a subscription's); the
@@ -289,10 +329,12 @@ class Session:
                     self.copy_in.rest = parts[i + 1:]
                     return out + [portal.copy_head]
                 out.append(portal.copy_head)        # COPY TO STDOUT: its lines (or b"")
-                if portal.result is not None and portal.result.columns and st.special != "tx":
+                res = portal.result
+                if res is not None and res.columns and st.special != "tx":
+                    portal.oids = T.result_oids(res.types, res.rows)
                     out.append(P.row_description(_fields(
-                        portal.result.columns, portal.result.types, [],
-                        getattr(portal.result, "pg_oids", None))))
+                        res.columns, res.types, [], getattr(res, "pg_oids", None),
+                        portal.oids)))
                     out.extend(self._rows(portal, 0))
                 out.append(P.command_complete(portal.tag))
             except e.Error as err:
@@ -339,32 +381,96 @@ class Session:
         Sync, outside a transaction block. Answered in one pass with the bytes the four
         handlers would send (tests/pg/test_prepared_read.py), without making a portal: it
         is the path of every prepared lookup, where the handlers' own work was most of
-        the server's. Returns the answer and the position after the Sync; None for
-        anything else, or any error, having changed nothing: the messages then go the
-        general way, which answers the same or says what is wrong."""
+        the server's. What a statement's Binds repeat is read once (``_FastRead``): a
+        read decodes its values, looks up, and writes the rows. Returns the answer and
+        the position after the Sync; None for anything else, or any error, having
+        changed nothing: the messages then go the general way, which answers the same or
+        says what is wrong."""
         if (self.status != b"I" or self.skipping or self.subscription is not None
                 or self.copy_in is not None or data[pos + 5:pos + 6] != b"\0"):
             return None
         try:
             (length,) = _I.unpack_from(data, pos + 1)
             end = pos + 1 + length
-            if data[end:end + len(_READ_TAIL)] != _READ_TAIL:
+            if data[end:end + _TAIL_LEN] != _READ_TAIL:
                 return None
-            _, name, fmts, raw, result_fmts = _read_bind(data[pos + 5:end])
-            st = self.statements.get(name)
-            if st is None or st.special or st.command != "SELECT" or st.prepared is None:
+            cut = data.index(b"\0", pos + 6, end)
+            name = data[pos + 6:cut]
+            fast = self._fast.get(name)
+            for fresh in (False, True):     # (a Bind unlike the last: read it in full)
+                p = cut + 1
+                if fresh or fast is None or data[p:p + len(fast.head)] != fast.head \
+                        or self.statements.get(fast.statement.name) is not fast.statement:
+                    fast = self._fast_read(data[pos + 5:end], name)
+                    if fast is None:
+                        return None
+                p += len(fast.head)
+                values: list[Any] = []
+                for decode in fast.decoders:
+                    (n,) = _I.unpack_from(data, p)
+                    p += 4
+                    if n < 0:
+                        values.append(None)
+                    else:
+                        values.append(decode(data[p:p + n]))
+                        p += n
+                if data[p:end] == fast.tail:
+                    break
+            else:
                 return None
-            res = st.prepared.run(self._params(st, name, fmts, raw))
-        except (e.Error, ProtocolViolation):
+            st = fast.statement
+            params = tuple(values) if fast.order is None else tuple(values[k - 1]
+                                                                    for k in fast.order)
+            res = st.prepared.run(params)
+            rows = res.rows
+            oids = T.result_oids(res.types, rows) if fast.floats else None
+            if oids is not None or not fast.described or res.columns != st.columns:
+                if not res.columns:
+                    return None
+                head = [P.BIND_COMPLETE, P.row_description(
+                    _fields(res.columns, res.types, fast.formats, None, oids))]
+                if oids is None and res.columns == st.columns:
+                    fast.described = b"".join(head)
+            else:
+                head = [fast.described]
+            if fast.binary or oids is not None:
+                out = _data_rows(res, fast.formats, 0, len(rows), oids)
+            else:
+                text_out, data_row = T.text_out, P.data_row
+                out = [data_row([None if v is None else text_out(v) for v in row])
+                       for row in rows]
+        except (e.Error, ProtocolViolation, ValueError, struct.error):
             return None
-        if not res.columns:
-            return None
-        out = [P.BIND_COMPLETE, st.row_description(res.columns, res.types, result_fmts)]
-        out += _data_rows(res, result_fmts, 0, len(res.rows))
-        out += [P.command_complete(_tag(st.command, st.sql, res)), _READY[b"I"]]
+        n = len(rows)
+        out.append(_SELECTED[n] if n < 64 else P.command_complete(f"SELECT {n}"))
+        out.append(_READY[b"I"])
         if self.portals:
             self.portals.clear()            # (as the Sync would: portals end with it)
-        return b"".join(out), end + len(_READ_TAIL)
+        return b"".join(head + out), end + _TAIL_LEN
+
+    def _fast_read(self, bind: bytes, name: bytes) -> _FastRead | None:
+        """A ``_FastRead`` of the Bind message ``bind`` (its body), kept for the next
+        Binds of its statement; None if its statement is not a prepared SELECT."""
+        portal, sname, fmts, raw, result_fmts = _read_bind(bind)
+        st = self.statements.get(sname)
+        if portal or st is None or st.special or st.command != "SELECT" or st.prepared is None \
+                or st.columns is None or st.types is None or len(raw) != len(st.oids):
+            return None
+        st.name = sname
+        start = len(name) + 2               # (the portal's empty name, the statement's name)
+        nf = _H.unpack_from(bind, start)[0]
+        head = bind[start:start + 2 + 2 * max(nf, 0) + 2]
+        tail = bind[len(bind) - 2 - 2 * max(len(result_fmts), 0):]
+        ncols = len(st.columns)
+        fast = _FastRead(
+            st, head, [_decoder(st.oids[i], _format(fmts, i) == 1, i + 1) for i in range(len(raw))],
+            None if st.order == list(range(1, len(st.order) + 1)) else list(st.order),
+            tail, result_fmts, any(_format(result_fmts, i) == 1 for i in range(ncols)),
+            SqlType.FLOAT in st.types)
+        if len(self._fast) > 256:
+            self._fast.clear()
+        self._fast[name] = fast
+        return fast
 
     def _describe(self, body: Body) -> list[bytes]:
         what, name = body.byte(), body.cstr()
@@ -384,6 +490,10 @@ class Session:
                 oids = getattr(res, "pg_oids", None)
                 if oids is not None:
                     return [P.row_description(_fields(res.columns, res.types, [], oids))]
+                portal.oids = T.result_oids(res.types, res.rows)
+                if portal.oids is not None:
+                    return [P.row_description(_fields(res.columns, res.types, portal.formats,
+                                                      None, portal.oids))]
                 return [portal.statement.row_description(res.columns, res.types, portal.formats)]
         return [P.NO_DATA]
 
@@ -469,7 +579,7 @@ class Session:
         elif is_catalog_query(qsql) and command in ("SELECT", "WITH", "VALUES", "("):
             st.special = "catalog"
         else:
-            st.prepared = self.db.prepare(sql_frontend.postgres_order(qsql))
+            st.prepared = self.db.prepare(_postgres(qsql))
             types = st.prepared.param_types
             for pos, k in enumerate(order):
                 if not oids[k - 1] or oids[k - 1] in (T.UNKNOWN,):
@@ -536,7 +646,7 @@ class Session:
         if res is None or not res.columns:
             return []
         end = len(res.rows) if limit <= 0 else min(len(res.rows), portal.sent + limit)
-        out = _data_rows(res, portal.formats, portal.sent, end)
+        out = _data_rows(res, portal.formats, portal.sent, end, portal.oids)
         portal.sent = end
         return out
 
@@ -662,7 +772,7 @@ class Session:
                                      "files on the server)", sql, None)
         fmt = copy.parse_options(m.group("opts"))
         if m.group("query"):
-            res = self.db.prepare(sql_frontend.postgres_order(m.group("query"))).run(())
+            res = self.db.prepare(_postgres(m.group("query"))).run(())
             names, types, rows = res.columns, res.types, res.rows
         else:
             table = self.db.table(m.group("table").strip('"'))
@@ -723,19 +833,35 @@ class Session:
         ncols = len(view.columns) + 2
         head = P.message(b"H", b"\0" + struct.pack("!h", ncols) + b"\0\0" * ncols)
 
+        ended: list[Any] = []       # the error that ended it; then the subscription
+        held: list[Any] = []
+
         def changed(change: Any) -> None:
+            if ended:
+                return
             if isinstance(change, e.SubscriptionError):
                 push(P.error_response("ERROR", "57014", str(change)) + P.ready(b"I"), True)
                 return
             lines = []
-            for row, diff in change.rows:
-                fields = [str(change.progress), str(diff)]
-                fields += ["\\N" if v is None else copy.escape(T.text_out(v).decode())
-                           for v in row]
-                lines.append(P.message(b"d", ("\t".join(fields) + "\n").encode()))
+            try:
+                for row, diff in change.rows:
+                    fields = [str(change.progress), str(diff)]
+                    fields += ["\\N" if v is None else copy.escape(T.text_out(v).decode())
+                               for v in row]
+                    lines.append(P.message(b"d", ("\t".join(fields) + "\n").encode()))
+            except e.DivisionByZeroError as err:    # a row computed through a / by zero
+                ended.append(err)
+                push(b"".join(lines) + P.error_response("ERROR", "22012", str(err))
+                     + P.ready(b"I"), True)
+                if held:
+                    held[0].close()
+                return
             push(b"".join(lines), False)
 
-        self.subscription = self.db.subscribe(view.name, callback=changed)
+        self.subscription = sub = self.db.subscribe(view.name, callback=changed)
+        held.append(sub)
+        if ended:                   # (it ended before it was held)
+            sub.close()
         portal.copy_head = head
         portal.result = Result()
 
@@ -747,6 +873,13 @@ class Session:
             if st.prepared is not None:
                 st.prepared.close()
         self.statements.clear()
+
+
+def _postgres(sql: str) -> str:
+    """``sql`` with PostgreSQL's meaning where the engine's differs: NULLs sort last
+    ascending (``postgres_order``), a division by zero is an error, not NULL
+    (``postgres_division``, noria_py/divzero.py)."""
+    return sql_frontend.postgres_division(sql_frontend.postgres_order(sql))
 
 
 _SUBSCRIBE = re.compile(r"\s*(?:COPY\s*\(\s*)?SUBSCRIBE\s+(?:TO\s+)?(\"[^\"]+\"|\w+)\s*"

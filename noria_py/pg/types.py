@@ -26,7 +26,9 @@ from typing import Any, Callable
 from sql_frontend.typerules import parse_temporal, read_bool
 from sql_frontend.types import SqlType
 
-from ..errors import DataError, NotSupportedError
+from ..divzero import DIV0
+from ..errors import DataError, DivisionByZeroError, NotSupportedError
+from ..ops.accumulators import ExactAvg
 
 BOOL, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN = 16, 20, 21, 23, 25, 26, 700, 701, 705
 BPCHAR, VARCHAR, DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC, NAME, CHAR = 1042, 1043, 1082, 1114, 1184, 1700, 19, 18
@@ -36,6 +38,26 @@ OIDS: dict[SqlType, int] = {
     SqlType.DATE: DATE, SqlType.TIMESTAMP: TIMESTAMP, SqlType.TIMESTAMPTZ: TIMESTAMPTZ,
     SqlType.NULL: TEXT,
 }
+
+def result_oids(types: list[SqlType], rows: list[tuple]) -> list[int] | None:
+    """The type OID of each column of a result whose FLOAT columns hold AVGs of
+    integers, which go out as ``numeric`` (OID 1700, as PostgreSQL's ``avg`` of
+    integers); None if it has none (each column then is ``oid_of`` its type). Told by
+    the values: a FLOAT column is an AVG of integers when its first non-NULL value is
+    one (so a column without a value goes out as ``double precision``)."""
+    out = None
+    for i, t in enumerate(types):
+        if t is SqlType.FLOAT:
+            for r in rows:
+                v = r[i]
+                if v is not None:
+                    if type(v) is ExactAvg:
+                        if out is None:
+                            out = [oid_of(x) for x in types]
+                        out[i] = NUMERIC
+                    break
+    return out
+
 
 #: ``typlen`` of each type in a RowDescription (-1: variable)
 SIZES = {BOOL: 1, INT2: 2, INT4: 4, INT8: 8, FLOAT4: 4, FLOAT8: 8, DATE: 4, TIMESTAMP: 8,
@@ -85,6 +107,67 @@ def float_text(x: float) -> str:
     return ("-" if sign else "") + body
 
 
+def _weight(x: int) -> tuple[int, int]:
+    """PostgreSQL's ``numeric`` weight of the integer ``|x|`` (its base-10000 digits
+    less one) and its first base-10000 digit; (0, 0) for zero."""
+    x = abs(x)
+    weight = 0
+    while x >= 10000:
+        x //= 10000
+        weight += 1
+    return weight, x
+
+
+def avg_numeric(total: int, count: int) -> tuple[int, int]:
+    """``total / count`` as PostgreSQL's ``avg`` of integers gives it: a ``numeric``
+    division at the scale PostgreSQL's ``select_div_scale`` picks (at least 16
+    significant digits: 4 decimal digits a base-10000 digit of the quotient's estimated
+    weight, never below 0), rounded half away from zero. Returns (``q``, ``scale``):
+    the value is ``q / 10**scale``, computed in integers, exact for any sum."""
+    w1, f1 = _weight(total)
+    w2, f2 = _weight(count)
+    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
+    scale = min(max(16 - 4 * qweight, 0), 1000)
+    q, r = divmod(abs(total) * 10 ** scale, count)
+    if 2 * r >= count:
+        q += 1
+    return (-q if total < 0 else q), scale
+
+
+def _numeric_parts(v: ExactAvg) -> tuple[bool, str, str]:
+    """Sign, integer digits and ``scale`` fraction digits of an exact AVG."""
+    q, scale = avg_numeric(v.total, v.count)
+    digits = str(abs(q)).rjust(scale + 1, "0")
+    return q < 0, digits[:len(digits) - scale], digits[len(digits) - scale:]
+
+
+def numeric_text(v: ExactAvg) -> str:
+    """An exact AVG in ``numeric``'s text format (``1.5000000000000000``)."""
+    negative, whole, frac = _numeric_parts(v)
+    return ("-" if negative else "") + whole + ("." + frac if frac else "")
+
+
+def numeric_binary(v: ExactAvg) -> bytes:
+    """An exact AVG in ``numeric``'s binary format: digit count, weight, sign, display
+    scale, then base-10000 digits (no leading or trailing zero digits)."""
+    negative, whole, frac = _numeric_parts(v)
+    whole = whole.lstrip("0")
+    ints = whole.rjust(-(-len(whole) // 4) * 4, "0")
+    fracs = frac.ljust(-(-len(frac) // 4) * 4, "0")
+    groups = [int(ints[i:i + 4]) for i in range(0, len(ints), 4)]
+    weight = len(groups) - 1
+    groups += [int(fracs[i:i + 4]) for i in range(0, len(fracs), 4)]
+    while groups and groups[0] == 0:
+        groups.pop(0)
+        weight -= 1
+    while groups and groups[-1] == 0:
+        groups.pop()
+    if not groups:
+        weight, negative = 0, False
+    head = struct.pack("!hhHh", len(groups), weight, 0x4000 if negative else 0, len(frac))
+    return head + struct.pack(f"!{len(groups)}H", *groups)
+
+
 def _timestamp_text(v: datetime.datetime) -> str:
     text = v.strftime("%Y-%m-%d %H:%M:%S") if v.year >= 1000 else v.isoformat(sep=" ")[:19]
     if v.microsecond:
@@ -100,11 +183,18 @@ def _timestamp_text(v: datetime.datetime) -> str:
 
 def text_out(v: Any) -> bytes:
     """A value in PostgreSQL's text format (the caller sends NULL as such)."""
+    t = type(v)
+    if t is int:                # (the commonest first: a bool is not one)
+        return str(v).encode()
+    if t is str:
+        return v.encode()
     if v is True:
         return b"t"
     if v is False:
         return b"f"
     if isinstance(v, float):
+        if type(v) is ExactAvg:
+            return numeric_text(v).encode()
         return float_text(v).encode()
     if isinstance(v, datetime.datetime):
         return _timestamp_text(v).encode()
@@ -112,15 +202,21 @@ def text_out(v: Any) -> bytes:
         return v.isoformat().encode()
     if isinstance(v, str):
         return v.encode()
+    if v is DIV0:
+        raise DivisionByZeroError("division by zero")
     return str(v).encode()
 
 
 def binary_out(oid: int, v: Any) -> bytes:
     """A value in the binary format of type ``oid``."""
+    if v is DIV0:
+        raise DivisionByZeroError("division by zero")
     if oid == INT8:
         return _Q.pack(int(v))
     if oid == FLOAT8:
         return _D.pack(float(v))
+    if oid == NUMERIC and type(v) is ExactAvg:
+        return numeric_binary(v)
     if oid == BOOL:
         return b"\x01" if v else b"\x00"
     if oid == DATE:

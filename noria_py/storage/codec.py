@@ -48,6 +48,7 @@ from typing import Any, cast
 import msgpack
 import numpy as np
 
+from ..divzero import DIV0
 from ..nan import canon_deep, column_list
 
 __all__ = [
@@ -67,6 +68,7 @@ EXT_DATE = 1
 EXT_DATETIME = 2
 EXT_DATETIME_TZ = 3
 EXT_BIGINT = 4
+EXT_DIV0 = 5            # the division-by-zero marker (noria_py/divzero.py), no data
 
 _DATE = struct.Struct("<i")
 _DATETIME = struct.Struct("<iqB")
@@ -95,6 +97,8 @@ def _default(obj: Any) -> msgpack.ExtType:
         return msgpack.ExtType(EXT_DATETIME_TZ, _DATETIME_TZ.pack(obj.toordinal(), us, obj.fold, off_us))
     if isinstance(obj, _dt.date):
         return msgpack.ExtType(EXT_DATE, _DATE.pack(obj.toordinal()))
+    if obj is DIV0:
+        return msgpack.ExtType(EXT_DIV0, b"")
     if isinstance(obj, int):
         raise OverflowError(f"integer {obj} is outside msgpack's range (-2**63 .. 2**64-1)")
     raise TypeError(f"cannot store a value of type {type(obj).__name__}: {obj!r:.80}")
@@ -130,6 +134,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
         ordinal, us, fold, off_us = _DATETIME_TZ.unpack(data)
         tz = _dt.timezone(_dt.timedelta(microseconds=off_us))
         return _from_parts(ordinal, us, fold, tz)
+    if code == EXT_DIV0 and not data:
+        return DIV0
     if code == EXT_BIGINT:
         if not data:
             raise ValueError("an empty integer")

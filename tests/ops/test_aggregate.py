@@ -140,7 +140,8 @@ def test_avg_is_float_and_sum_keeps_type():
     a = A((), agg("sum", 0), agg("avg", 0))
     a.feed(0, ins((1,), (2,)))
     (row,) = a.op.snapshot().rows
-    assert row == (3, 1.5) and type(row[0]) is int and type(row[1]) is float
+    assert row == (3, 1.5) and type(row[0]) is int and isinstance(row[1], float)
+    assert (row[1].total, row[1].count) == (3, 2)       # exact, for PostgreSQL's numeric
     b = A((), agg("sum", 0))
     b.feed(0, ins((1.5,), (2.0,)))
     assert b.op.snapshot().rows == [(3.5,)]

@@ -4,8 +4,8 @@ and to ``PgServer``: every answer must match (``answers_match``).
 Queries are drawn from shapes the engine supports with PostgreSQL's meaning (filters,
 GROUP BY aggregates, joins, DISTINCT, ORDER BY ... LIMIT on a unique order, views read by
 key with a prepared parameter); values from small domains so that groups, joins and
-duplicates happen. Where the two differ by design (docs/postgres.md: AVG is a float
-here, a division by zero is NULL here), the shapes avoid it.
+duplicates happen. A division by zero and AVG's ``numeric`` have tests of their own
+(test_division.py, test_numeric_avg.py); here AVG's values are compared as floats.
 """
 from __future__ import annotations
 

@@ -93,3 +93,35 @@ def test_anything_else_goes_the_general_way(session: Session, bind: bytes) -> No
     assert session.prepared_read(_bind("by_a", [b"1"]) + TAIL, 0) is None  # in a block
     session.handle(b"Q", b"ROLLBACK\0")
     assert len(session.db.table("t")) == 12
+
+
+def test_what_a_statement_repeats_is_read_once_and_checked_each_time(session: Session) -> None:
+    """The second and later reads of a statement reuse what the first read of its Bind
+    (``_FastRead``); a Bind that differs there, or a statement parsed anew under the same
+    name, is answered as the handlers answer it."""
+    binds = [_bind("by_a", [b"1"]), _bind("by_a", [b"2"]), _bind("by_a", [b"2"], result_formats=[1]),
+             _bind("by_a", [struct.pack("!q", 0)], [1]), _bind("by_a", [b"1"]),
+             _bind("rows", [b"2"]), _bind("by_a", [None]), _bind("by_a", [b"0"])]
+    for bind in binds * 2:
+        packet = bind + TAIL
+        read = session.prepared_read(packet, 0)
+        assert read is not None and read[0] == _general(session, packet)
+    for sql, key in [(b"SELECT a, n FROM v WHERE a = $1", b"1"),
+                     (b"SELECT n FROM v WHERE a = $1", b"1"),        # the unnamed one, anew
+                     (b"SELECT id, a FROM t WHERE id = $1 AND a = $2", b"4")]:
+        session.handle(b"P", b"\0" + sql + b"\0" + struct.pack("!h", 0))
+        values = [key] if b"$2" not in sql else [key, b"1"]
+        packet = _bind("", values) + TAIL
+        assert session.prepared_read(packet, 0)[0] == _general(session, packet)
+    assert session.prepared_read(_bind("", [b"4", b"x"]) + TAIL, 0) is None  # not an int
+
+
+def test_avg_of_integers_goes_out_as_numeric(session: Session) -> None:
+    session.db.execute("CREATE VIEW m AS SELECT a, AVG(id) AS avg_id FROM t GROUP BY a")
+    session.handle(b"P", b"m\0SELECT avg_id FROM m WHERE a = $1\0" + struct.pack("!hi", 1, 20))
+    for result_formats in ([], [1], [], [1]):
+        packet = _bind("m", [b"1"], result_formats=result_formats) + TAIL
+        read = session.prepared_read(packet, 0)
+        assert read is not None and read[0] == _general(session, packet)
+        assert struct.pack("!i", 1700) in read[0]            # numeric in RowDescription
+    assert b"5.5000000000000000" in session.prepared_read(_bind("m", [b"1"]) + TAIL, 0)[0]

@@ -1,0 +1,178 @@
+"""A division by zero over the wire is PostgreSQL's error 22012, checked against a real
+PostgreSQL 15 with random zero divisors: ad-hoc SELECTs, views read whole and by key,
+writes (all or nothing), and the session usable after each error. The Python API keeps
+SQLite's NULL (noria_py/divzero.py has the rules)."""
+from __future__ import annotations
+
+import random
+import struct
+from typing import Any
+
+import pytest
+
+import noria_py
+from noria_py.pg import protocol as P
+from noria_py.pg.session import Session
+
+from .test_differential import _rows
+
+psycopg = pytest.importorskip("psycopg")
+
+TABLE = "CREATE TABLE d (id INT PRIMARY KEY, a INT, b INT, f FLOAT)"
+VIEWS = [  # (view, read by key: column or None)
+    ("CREATE VIEW d_q AS SELECT id, a / b AS q, a % b AS r FROM d", "id"),
+    ("CREATE VIEW d_f AS SELECT id, f / b AS x, a / f AS y FROM d", "id"),
+    ("CREATE VIEW d_sum AS SELECT a, SUM(b / a) AS s, MAX(100 / b) AS m, COUNT(*) AS n "
+     "FROM d GROUP BY a", "a"),
+    ("CREATE VIEW d_case AS SELECT id, CASE WHEN b = 0 THEN -1 ELSE a / b END AS c FROM d",
+     "id"),
+    ("CREATE VIEW d_where AS SELECT id, a FROM d WHERE a / b > 1", None),
+    ("CREATE VIEW d_guard AS SELECT id, a FROM d WHERE b <> 0 AND a / b > 1", "id"),
+]
+QUERIES = [
+    "SELECT id, a / b FROM d",
+    "SELECT id, a % b, a / 2 FROM d WHERE id < 10",
+    "SELECT id FROM d WHERE a / b >= 1",
+    "SELECT id FROM d WHERE b = 0 OR a / b = 2",
+    "SELECT id FROM d WHERE a > 100 OR a / b = 2",
+    "SELECT id, CASE WHEN a / b > 1 THEN 'x' ELSE 'y' END FROM d",
+    "SELECT a, SUM(a / b) FROM d GROUP BY a",
+    "SELECT COALESCE(a / b, 0) FROM d",
+    "SELECT id, f / b FROM d",
+    "SELECT * FROM d_q", "SELECT * FROM d_f", "SELECT * FROM d_sum", "SELECT * FROM d_case",
+    "SELECT * FROM d_where", "SELECT * FROM d_guard",
+]
+
+
+def _row(rng: random.Random, i: int, zeros: float) -> tuple:
+    b = 0 if rng.random() < zeros else rng.choice([None, -3, -1, 1, 2, 5])
+    f = 0.0 if rng.random() < zeros else rng.choice([None, -2.5, 0.5, 4.0])
+    return (i, rng.choice([None, -7, 0, 1, 3, 9]), b, f)
+
+
+def _answer(cur: Any, sql: str, params: tuple = ()) -> Any:
+    """The rows, or the SQLSTATE of the error; the session must go on after either."""
+    try:
+        rows = _rows(cur, sql, params)
+    except psycopg.Error as err:
+        assert cur.connection.execute("SELECT 1").fetchone() == (1,)
+        return err.sqlstate
+    return rows
+
+
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow),
+                                  pytest.param(2, marks=pytest.mark.slow)])
+def test_division_by_zero_matches_postgres(seed: int, postgres: Any, conninfo: str) -> None:
+    rng = random.Random(seed)
+    with psycopg.connect(postgres.dsn, autocommit=True) as pg, \
+            psycopg.connect(conninfo, autocommit=True) as nc:
+        pgc, ncc = pg.cursor(), nc.cursor()
+        pgc.execute("DROP TABLE IF EXISTS d CASCADE")
+        for stmt in [TABLE] + [v for v, _ in VIEWS]:
+            pgc.execute(stmt)
+            ncc.execute(stmt)
+        errors, n = 0, 0
+        for step in range(3):
+            rows = [_row(rng, n + i, zeros=(0.3, 0.1, 0.0)[step]) for i in range(8)]
+            n += len(rows)
+            for cur in (pgc, ncc):
+                cur.executemany("INSERT INTO d VALUES (%s, %s, %s, %s)", rows)
+            if step == 2:                       # the zero divisors leave: views heal
+                for cur in (pgc, ncc):
+                    cur.execute("DELETE FROM d WHERE b = 0 OR f = 0")
+            for sql in QUERIES:
+                want = _answer(pgc, sql)
+                assert _answer(ncc, sql) == want, f"{sql}: PostgreSQL {want}"
+                errors += want == "22012"
+            for view, key in VIEWS:
+                if key is None:
+                    continue
+                name = view.split()[2]
+                for _ in range(3):
+                    k = rng.randint(0, n) if key == "id" else rng.choice([-7, 0, 1, 3, 9])
+                    sql = f"SELECT * FROM {name} WHERE {key} = %s"
+                    want = _answer(pgc, sql, (k,))
+                    got = _answer(ncc, sql, (k,))
+                    assert got == want, f"{sql} {k}: PostgreSQL {want}"
+        assert errors > 0                       # (the seeds do divide by zero)
+
+
+def test_writes_that_divide_by_zero_change_nothing(postgres: Any, conninfo: str) -> None:
+    with psycopg.connect(postgres.dsn, autocommit=True) as pg, \
+            psycopg.connect(conninfo, autocommit=True) as nc:
+        pgc, ncc = pg.cursor(), nc.cursor()
+        pgc.execute("DROP TABLE IF EXISTS d CASCADE")
+        for cur in (pgc, ncc):
+            cur.execute(TABLE)
+            cur.execute("INSERT INTO d VALUES (1, 6, 2, 1.0), (2, 6, 0, 0.0), (3, 5, 5, 2.0)")
+        for sql in ["UPDATE d SET a = a / b", "UPDATE d SET f = 1.0 / f WHERE id > 1",
+                    "DELETE FROM d WHERE a / b > 0", "DELETE FROM d WHERE a % b = 0",
+                    "INSERT INTO d VALUES (4, 1 / 0, 1, 1.0)",
+                    "INSERT INTO d SELECT id + 10, a / b, b, f FROM d"]:
+            assert _answer(ncc, sql) == _answer(pgc, sql) == "22012", sql
+        assert _rows(ncc, "SELECT * FROM d") == _rows(pgc, "SELECT * FROM d")
+        # in a transaction block the error fails the block, as PostgreSQL's does
+        with nc.transaction():
+            nc.execute("INSERT INTO d VALUES (5, 1, 1, 1.0)")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            with nc.transaction():
+                nc.execute("INSERT INTO d VALUES (6, 1, 1, 1.0)")
+                nc.execute("INSERT INTO d VALUES (7, 7 % 0, 1, 1.0)")
+        assert [r[0] for r in _rows(ncc, "SELECT id FROM d")] == [1, 2, 3, 5]
+
+
+def test_a_poisoned_row_is_an_error_in_whole_reads_and_missing_by_key(conn: Any) -> None:
+    """The documented limit: a row whose WHERE divided by zero is a row of markers."""
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, b INT)")
+    conn.execute("CREATE VIEW w AS SELECT id, b FROM t WHERE 10 / b > 1")
+    conn.execute("INSERT INTO t VALUES (1, 2), (2, 0), (3, 1)")
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        conn.execute("SELECT * FROM w").fetchall()
+    assert conn.execute("SELECT b FROM w WHERE id = %s", (1,), prepare=True).fetchall() == [(2,)]
+    assert conn.execute("SELECT b FROM w WHERE id = %s", (2,), prepare=True).fetchall() == []
+    conn.execute("DELETE FROM t WHERE id = 2")
+    assert sorted(conn.execute("SELECT * FROM w").fetchall()) == [(1, 2), (3, 1)]
+
+
+def test_binary_results_and_copy_and_subscribe_fail_too(conn: Any) -> None:
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, b INT)")
+    conn.execute("CREATE VIEW q AS SELECT id, 10 / b AS x FROM t")
+    conn.execute("INSERT INTO t VALUES (1, 2), (2, 0)")
+    for binary in (False, True):
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.cursor(binary=binary).execute("SELECT * FROM q").fetchall()
+        assert conn.cursor(binary=binary).execute(
+            "SELECT x FROM q WHERE id = %s", (1,)).fetchall() == [(5,)]
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        with conn.cursor().copy("COPY (SELECT * FROM q) TO STDOUT") as copy:
+            list(copy.rows())
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        with conn.cursor().copy("COPY (SUBSCRIBE TO q) TO STDOUT") as copy:
+            list(copy.rows())
+    assert conn.execute("SELECT COUNT(*) FROM q").fetchone() == (2,)
+
+
+def test_python_api_keeps_null() -> None:
+    db = noria_py.connect()
+    db.execute("CREATE TABLE t (a INT, b INT, f FLOAT)")
+    db.table("t").insert([(1, 0, 0.0)])
+    assert db.execute("SELECT a / b, a % b, f / b, a / f FROM t").fetchall() == [
+        (None, None, None, None)]
+    db.execute("UPDATE t SET a = a / b")               # NULL, as SQLite has it
+    assert db.execute("SELECT a FROM t").fetchall() == [(None,)]
+    db.close()
+
+
+def test_a_divisor_parameter_takes_its_operands_type() -> None:
+    """``$1`` beside ``/`` or ``%`` (PG_DIV, PG_MOD here) is typed by the other operand,
+    as before the rewrite: what a client that describes the statement first is told."""
+    db = noria_py.connect()
+    db.execute("CREATE TABLE t (id INT PRIMARY KEY, b INT, f FLOAT)")
+    session = Session(db, {"user": "u"})
+    for i, (sql, oid) in enumerate([("SELECT b / $1 FROM t", 20), ("SELECT $1 % b FROM t", 20),
+                                    ("SELECT f / $1 FROM t", 701)]):
+        name = f"d{i}"
+        session.handle(b"P", f"{name}\0{sql}\0".encode() + struct.pack("!h", 0))
+        described = session.handle(b"D", f"S{name}\0".encode())
+        assert described[0] == P.parameter_description([oid]), sql
+    db.close()
