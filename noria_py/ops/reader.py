@@ -65,6 +65,9 @@ from .state import KeyedState, expand
 
 #: ``lookup_many`` of at least this many int keys reads a dense reader's arrays at once
 DENSE_MANY = 32
+#: a write to at least this many rows of held keys builds their cached rows from the
+#: arrays at once (``_recache``) rather than one ``row`` call a key
+RECACHE_ARRAYS = 16
 
 #: bytes a held key costs besides its rows, its entry in ``holes`` and its cached row
 #: (``_rows``): its last-read stamp (8, and the array's slack) and the key object the
@@ -230,6 +233,16 @@ class Reader(Operator):
         else:
             if len(rows) < holes._top:
                 rows = rows + [None] * (2 * holes._top - len(rows))
+            if len(slots) >= RECACHE_ARRAYS:    # (a big batch: gathered from the arrays)
+                at = np.unique(np.asarray(slots, dtype=np.int64))
+                hit, parts = dense.gather(at)
+                if self.trim:
+                    parts = parts[:self.visible]
+                built = zip(*[column_list(part) for part in parts])
+                for s, h in zip(at.tolist(), hit.tolist()):
+                    rows[s] = next(built) if h else None
+                self._rows = rows
+                return
             if isinstance(slots, np.ndarray):
                 slots = np.unique(slots).tolist()
         row = dense.row

@@ -94,6 +94,8 @@ class TopK(Operator):
         self.holes = Holes(manager)
         #: a row's partition as ``holes`` holds it: bare for one column, else a tuple
         self._held_key = bare_key(self.partition)
+        #: bytes of a row's sort key (``_row_bytes``), once measured
+        self._key_bytes: int | None = None
         self.parts = {}
         self.owned = set()
 
@@ -145,12 +147,14 @@ class TopK(Operator):
         holes.measure(key, size, slot)
 
     def _row_bytes(self, rows: SortedKeyList) -> int:
-        """Bytes a row of ``rows`` costs, from up to 8 of them: the row tuple and its
-        sort key (``deep_size``) and their two pointers in the container's lists."""
+        """Bytes a row of ``rows`` costs: the row tuple (from up to 8 of them), its sort
+        key (``deep_size`` of the first one measured: the keys are alike, and walking
+        one took most of a fill) and their two pointers in the container's lists."""
         n = len(rows)
         some = [rows[i * n // 8] for i in range(min(n, 8))]
-        key = self._sortkey
-        return 16 + sum(sys.getsizeof(r) + deep_size(key(r)) for r in some) // len(some)
+        if self._key_bytes is None:
+            self._key_bytes = deep_size(self._sortkey(some[0]))
+        return 16 + self._key_bytes + sum(map(sys.getsizeof, some)) // len(some)
 
     def settle(self) -> None:
         """Measure the held partitions written since they were last measured."""
