@@ -1,26 +1,31 @@
-"""Partial state: a view's reader, and the aggregate and join above it, hold only the
-keys read (``connect(partial=True)``).
+"""Partial state: a view's reader, and the aggregate, join, TopK and DISTINCT above it,
+hold only the keys read (``connect(partial=True)``).
 
 What is partial. The reader of a parameterized view (``... WHERE col = ?``) whose key
 can be traced up the graph to an index that holds every row of any key (``trace``):
 
 - through filters, unions and sharders (a key's rows keep their key) and projections
   that pass the key columns on as plain columns (so does a reader's own SELECT list);
+- through a full DISTINCT (shared with another view): its rows of a key are the
+  distinct rows of its input's rows of that key (``Distinct.computed``); nothing above
+  it is partial;
 - to the nearest full stateful ancestor: a base table (which builds an index on those
   columns at the first upquery and keeps it, ``Base.index_rows``), an aggregate or
-  MIN/MAX whose group-by columns are exactly the key (``Aggregate.group_rows``), or a
+  MIN/MAX whose group-by columns are exactly the key (``Aggregate.group_rows``), a
   join whose join key is exactly the key (its two sides are kept under it:
-  ``Join.key_rows``).
+  ``Join.key_rows``), or a TopK partitioned by exactly the key (``TopK.part_rows``).
 
-An aggregate (or MIN/MAX) grouped by the key, or a join on the key, on the way is
-partial too (``path_of``) when it feeds this reader alone (every node from it down
-has one child: not a sub-plan shared with another view, no re-sharding in between)
-and its own input traces further up the same way (both inputs, for a join): the
-vote view's COUNT and LEFT JOIN are. The reader and these operators form the
-reader's *path*; their keys are the reader's keys, mapped to each operator's own
-form (``op_key``). Anything else on the way (TopK, DISTINCT, a join on other columns,
-a key computed by an expression, a global aggregate, a key that is part of a group
-only) leaves the reader full, and ``db.graph()`` says ``partial: False``.
+An aggregate (or MIN/MAX) grouped by the key, a join on the key, a TopK partitioned
+by the key or a DISTINCT (whose columns hold the key) on the way is partial too
+(``path_of``) when it feeds this reader alone (every node from it down has one child:
+not a sub-plan shared with another view, no re-sharding in between) and its own input
+traces further up the same way (both inputs, for a join): the vote view's COUNT and
+LEFT JOIN are, and a ``WHERE a = ? ORDER BY b LIMIT k``'s TopK. The reader and these
+operators form the reader's *path*; their keys are the reader's keys, mapped to each
+operator's own form (``op_key``). Anything else on the way (a set operation, a join
+on other columns, a TopK partitioned otherwise, a key computed by an expression, a
+global aggregate, a key that is part of a group only) leaves the reader full, and
+``db.graph()`` says ``partial: False``.
 
 The rules (Noria's replay paths, OSDI'18 §4, in one process):
 
@@ -58,6 +63,13 @@ The rules (Noria's replay paths, OSDI'18 §4, in one process):
    become holes again, in the reader and in every partial operator of its path
    together, until it fits. A read refills them. The key just filled is read before
    eviction, so a limit smaller than one key still answers (and keeps nothing).
+   "Least recently read" is a stamp per held key, by slot, in its reader
+   (``Reader.stamps``, 8 bytes a key; a hit writes the next tick there): eviction
+   takes the oldest stamps from a queue (``_queue``) built of the oldest eighth of the
+   held keys at once and built again when spent; an entry whose stamp has moved since
+   (read again, or its slot evicted and reused) is passed over, so the order is exact
+   LRU at amortized O(1) a key, where an ordered dict of (reader, key) cost each hit
+   a move and about 160 bytes a key.
 6. Any node of a path that loses its state (a crash, a lineage purge) makes every key
    of the path a hole again, in each of its nodes (``lost``): it comes back empty,
    with every recovery strategy, and the next reads refill. So partial nodes take no
@@ -69,8 +81,10 @@ The rules (Noria's replay paths, OSDI'18 §4, in one process):
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+import itertools
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from sql_frontend.expr import Col
 
@@ -87,6 +101,9 @@ Source = tuple[str, tuple[int, ...]]
 
 #: kinds of operator that can be partial (grouped by the key) besides the join
 GROUPED = ("aggregate", "extremum")
+#: kinds of operator that can be partial keeping every input row of a key (TopK
+#: partitioned by it, DISTINCT): filled with their input's rows of the key
+KEYED = ("topk", "distinct")
 
 
 def trace(graph: Graph, node_id: str, cols: tuple[int, ...]) -> list[Source] | None:
@@ -148,6 +165,25 @@ def _walk(graph: Graph, node_id: str, cols: tuple[int, ...], alone: bool, allowe
                 return left + right
             del ops[mark:]
         return [(node_id, cols)]
+    if kind in KEYED:
+        if kind == "topk" and sorted(cols) != sorted(op.partition):
+            return None                 # (a window over more, or other, rows than a key's)
+        if alone and node_id in allowed:
+            mark = len(ops)
+            found = up(node.parents[0], cols)
+            if found is not None:
+                ops.append((node_id, cols))
+                return found
+            del ops[mark:]
+        if kind == "topk":
+            return [(node_id, cols)]    # a full TopK: its partition is kept whole
+        out_d: list[Source] = []        # a full DISTINCT: its input's rows, nothing
+        for p in node.parents:          # above it partial (it keeps every input row)
+            found = _walk(graph, p, cols, False, allowed, ops)
+            if found is None:
+                return None
+            out_d.extend(found)
+        return out_d
     if kind == "project":
         mapped = []
         for c in cols:
@@ -184,8 +220,14 @@ def join_positions(op: Any, cols: tuple[int, ...]) -> tuple[int, ...] | None:
 
 
 def op_key(op: Any, cols: tuple[int, ...], key: tuple) -> Any:
-    """The key as ``op`` (an aggregate grouped by it, a join on it) keeps it: ``key``'s
-    values (in key order) are its output columns ``cols``."""
+    """The key as ``op`` (an aggregate grouped by it, a join on it, a TopK partitioned
+    by it, a DISTINCT) keeps it: ``key``'s values (in key order) are its output columns
+    ``cols``."""
+    if op.kind == "topk":               # (in partition order; bare for one column)
+        part = part_key(op, cols, key)
+        return part[0] if len(part) == 1 else part
+    if op.kind == "distinct":           # (in key order; bare for one column)
+        return key[0] if len(key) == 1 else tuple(key)
     if op.kind in GROUPED:
         if op.count_only:
             return key[0]
@@ -199,6 +241,13 @@ def op_key(op: Any, cols: tuple[int, ...], key: tuple) -> Any:
     for j, v in zip(where, key):
         parts[j] = v
     return parts[0] if len(parts) == 1 else tuple(parts)
+
+
+def part_key(op: Any, cols: tuple[int, ...], key: tuple) -> tuple:
+    """A TopK's partition tuple (its ``partition`` columns' values, in order) of the key
+    ``key`` held in its columns ``cols``."""
+    at = dict(zip(cols, key))
+    return tuple(at[c] for c in op.partition)
 
 
 def reader_columns(reader: Reader) -> tuple[int, ...] | None:
@@ -262,6 +311,28 @@ def rows_for(graph: Graph, node_id: str, child: str | None, cols: tuple[int, ...
                          tuple(op.right_keys[w] for w in where), key),
                 padded)
         return op.key_rows(held, padded)
+    if kind == "topk":
+        if key is None:
+            if op.partial:
+                return op.computed(rows_for(graph, node.parents[0], node_id, cols, None))
+            return op.snapshot()
+        if not op.partial:
+            return op.part_rows(part_key(op, cols, key))
+        held = op_key(op, cols, key)
+        if held not in op.holes:
+            return op.fill(held, rows_for(graph, node.parents[0], node_id, cols, key))
+        return op.key_rows(held)
+    if kind == "distinct":
+        if op.partial and key is not None:
+            held = op_key(op, cols, key)
+            if held in op.holes:
+                return op.key_rows(held)
+        rows = Batch()
+        for p in node.parents:
+            rows.extend(rows_for(graph, p, node_id, cols, key))
+        if op.partial and key is not None:
+            return op.fill(held, rows)
+        return op.computed(rows)        # (every row, or a full DISTINCT's of the key)
     if kind == "project":
         up = tuple(op.exprs[c].index for c in cols)
         return op.process(0, rows_for(graph, node.parents[0], node_id, up, key))
@@ -285,15 +356,19 @@ def rows_for(graph: Graph, node_id: str, child: str | None, cols: tuple[int, ...
 
 class Partial:
     """Every partial path of one database: which readers are partial and the partial
-    operators on each one's path, the LRU order of their keys, the bytes accounted
-    (every node of every path), and the limit (module docstring, rule 5)."""
+    operators on each one's path, the clock their keys' last-read stamps are read
+    from, the bytes accounted (every node of every path), and the limit (module
+    docstring, rule 5)."""
 
     def __init__(self, graph: Graph, runtime: EmbeddedRuntime, limit: int | None) -> None:
         self.graph = graph
         self.runtime = runtime
         self.limit = limit
-        #: (reader, key) in the order read, least recent first
-        self.lru: OrderedDict[tuple[Reader, Any], None] = OrderedDict()
+        #: the next last-read stamp (1, 2, ...: 0 is a free slot's); readers call it
+        self.tick = itertools.count(1).__next__
+        #: (stamp, reader, slot) of held keys, newest first, the oldest popped first
+        #: (``evict``); an entry whose reader's stamp at the slot differs is stale
+        self._queue: list[tuple[int, Reader, int]] = []
         self.total = 0              # bytes accounted to every held key
         #: whether a write touched held keys while no limit was set (then nothing is
         #: marked dirty, and ``settle`` measures every held key)
@@ -339,7 +414,10 @@ class Partial:
             self.path_ids[reader_id].append(nid)
             op: Any = self.graph[nid].op
             if not op.partial:
-                op.make_partial(self, reader)
+                if op.kind == "distinct":   # (its key columns are the path's)
+                    op.make_partial(self, reader, cols)
+                else:
+                    op.make_partial(self, reader)
                 self.runtime.domains[nid].use_checkpoints(None)
             path.append((op, cols))
         reader.path = path
@@ -380,16 +458,9 @@ class Partial:
             reader.path = []
         self.path_ids.pop(reader_id, None)
         self._upstream.pop(reader_id, None)
+        self._queue = []
 
     # ------------------------------------------------------------ the reader's calls
-
-    def touch(self, reader: Reader, key: Any) -> None:
-        lru = self.lru
-        k = (reader, key)
-        if k in lru:
-            lru.move_to_end(k)
-        else:
-            lru[k] = None
 
     def resize(self, old: int, new: int) -> None:
         self.total += new - old
@@ -400,7 +471,6 @@ class Partial:
         the subscriptions to its keys end (what was written meanwhile never reaches the
         reader as changes: subscribe again, for a new snapshot)."""
         for key in list(reader.filled):
-            self.lru.pop((reader, key), None)
             self.total -= self._evict(reader, key)
         for listener in list(reader.listeners):
             listener.lost("a node of its partial view lost its state (a failure): "
@@ -491,18 +561,52 @@ class Partial:
         if limit is None:
             return
         self.settle()
-        lru, pinned = self.lru, self.pinned
-        kept = []
-        while self.total > limit and lru:
-            (reader, key), _ = lru.popitem(last=False)
-            if (reader, key) in pinned:         # (subscribed to: stays, oldest first)
-                kept.append((reader, key))
-                continue
+        queue = self._queue
+        while self.total > limit:
+            if not queue:
+                queue = self._queue = self._oldest()
+                if not queue:
+                    break               # (nothing held but pinned keys)
+            stamp, reader, slot = queue.pop()
+            stamps = reader.stamps
+            if slot >= len(stamps) or stamps.item(slot) != stamp:
+                continue                # (read since, or evicted)
+            key = reader.holes.key_at(slot)
+            if reader.holes.slot(key) != slot or (reader, key) in self.pinned:
+                continue                # (a free slot a racing hit stamped; subscribed)
             self.total -= self._evict(reader, key)
             self.evictions += 1
-        for k in reversed(kept):
-            lru[k] = None
-            lru.move_to_end(k, last=False)
+
+    def _oldest(self) -> list[tuple[int, Reader, int]]:
+        """The oldest eighth (at least 64) of the held keys of every partial reader, by
+        last-read stamp, as (stamp, reader, slot), newest first; pinned keys left
+        out."""
+        readers: list[Reader] = []
+        parts_s, parts_r, parts_k = [], [], []
+        for reader_id in self.paths:
+            reader: Any = self.graph[reader_id].op
+            st = reader.stamps[:reader.holes._top]
+            held = np.flatnonzero(st > 0)
+            if not len(held):
+                continue
+            if self.pinned:
+                pins = [reader.holes.slot(k) for r, k in self.pinned if r is reader]
+                if pins:
+                    held = held[~np.isin(held, pins)]
+            parts_s.append(st[held])
+            parts_k.append(held)
+            parts_r.append(np.full(len(held), len(readers)))
+            readers.append(reader)
+        if not readers:
+            return []
+        stamps = np.concatenate(parts_s)
+        n = len(stamps)
+        m = min(n, max(64, n // 8))
+        pick = np.argpartition(stamps, m - 1)[:m] if m < n else np.arange(n)
+        pick = pick[np.argsort(stamps[pick])[::-1]]
+        which = np.concatenate(parts_r)[pick].tolist()
+        return list(zip(stamps[pick].tolist(), [readers[i] for i in which],
+                        np.concatenate(parts_k)[pick].tolist()))
 
     def held_bytes(self) -> int:
         """The bytes accounted to every held key (what the limit bounds)."""

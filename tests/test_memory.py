@@ -92,3 +92,24 @@ def test_partial_path_fills_within_factor_of_tracemalloc():
     grown = _grown(lambda: v.lookup_many(list(range(2, 20000, 2))))
     held = db._partial.held_bytes() - before
     assert grown / FACTOR <= held <= grown * FACTOR, (held, grown)
+
+
+@pytest.mark.parametrize("view", [
+    "SELECT id, b FROM t WHERE a = ? ORDER BY b DESC, id LIMIT 3",     # a partial TopK
+    "SELECT DISTINCT a, b FROM t WHERE a = ?",                         # a partial DISTINCT
+])
+def test_partial_topk_and_distinct_fills_within_factor_of_tracemalloc(view):
+    """A partial TopK's or DISTINCT's fills with its reader's (the base's index already
+    built): what eviction accounts, against the growth."""
+    db = noria_py.connect(partial=True, clocks=False)
+    db.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT)")
+    db.table("t").insert([(i, i % 300, i % 7) for i in range(3000)])
+    db.execute(f"CREATE VIEW v AS {view}")
+    v = db.view("v")
+    v.lookup(1)
+    assert {n["kind"] for n in db.graph() if n["partial"]} in ({"topk", "reader"},
+                                                              {"distinct", "reader"})
+    before = db._partial.held_bytes()
+    grown = _grown(lambda: v.lookup_many(list(range(2, 300, 2))))
+    held = db._partial.held_bytes() - before
+    assert grown / FACTOR <= held <= grown * FACTOR, (held, grown)
