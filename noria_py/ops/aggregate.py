@@ -48,7 +48,7 @@ from ..memory import deep_size
 from ..nan import column_list
 from . import accumulators
 from .dense import KeyMarks
-from .holes import Holes
+from .holes import HeldKeys, Holes
 from .operator import Operator
 from .state import SLOTS_FLOOR, CountsDelta, DenseCounts, KeyedCounts, bare_key, tuple_key
 
@@ -72,7 +72,7 @@ def _count_batch(keys: np.ndarray, old: np.ndarray, new: np.ndarray) -> Batch:
     return Batch.columnar([out_keys, out_counts], out_signs)
 
 
-class Aggregate(Operator):
+class Aggregate(Operator, HeldKeys):
     kind = "aggregate"
     stateful = True
     checkpoint_form = "keyed"
@@ -129,13 +129,6 @@ class Aggregate(Operator):
         self.counts.floor = SLOTS_FLOOR
         self._held_key = bare_key(self.group_by) if self.count_only else self._key
 
-    def make_full(self) -> None:
-        """Hold every group again (the caller refills the state: noria_py/partial.py)."""
-        self.partial = False
-        self.holes = None
-        self.owner = None
-        self.reset()
-
     def fill(self, key: Any, batch: Batch) -> Batch:
         """Fill the hole ``key`` (a group key as kept: the bare value for COUNT alone,
         else a tuple) with ``batch``, every input row of that group; the group's output
@@ -173,13 +166,6 @@ class Aggregate(Operator):
         else:
             size = deep_size(key) + deep_size(self.groups.get(key)) + GROUP_OVERHEAD
         holes.measure(key, size)
-
-    def settle(self) -> None:
-        """Measure the held groups written since they were last measured."""
-        assert self.holes is not None
-        dirty, self.holes.dirty = self.holes.dirty, set()
-        for k in dirty:
-            self._measure(k)
 
     def computed(self, batch: Batch) -> Batch:
         """The output of a full aggregate like this one over ``batch`` (every input

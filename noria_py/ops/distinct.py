@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Any
 
 from ..batch import Batch
-from .holes import Holes
+from .holes import HeldKeys, Holes
 from .operator import Operator
 from .state import bare_key
 
@@ -25,7 +25,7 @@ from .state import bare_key
 KEY_OVERHEAD = 100
 
 
-class Distinct(Operator):
+class Distinct(Operator, HeldKeys):
     kind = "distinct"
     stateful = True
     checkpoint_form = "input"
@@ -58,13 +58,6 @@ class Distinct(Operator):
         self._held_key = bare_key(cols)
         self.counts = {}
         self.by_slot = {}
-
-    def make_full(self) -> None:
-        """Hold every row again (the caller refills the state: partial.py)."""
-        self.partial = False
-        self.holes = None
-        self.owner = None
-        self.reset()
 
     def fill(self, key: Any, batch: Batch) -> Batch:
         """Fill the hole ``key`` (as held: ``_held_key``) with ``batch``, every input
@@ -102,14 +95,6 @@ class Distinct(Operator):
             size += (sys.getsizeof(counts)
                      + sum(map(sys.getsizeof, some)) * n // len(some))
         holes.measure(key, size, slot)
-
-    def settle(self) -> None:
-        """Measure the held keys written since they were last measured."""
-        assert self.holes is not None
-        dirty, self.holes.dirty = self.holes.dirty, set()
-        for k in dirty:
-            if k in self.holes:
-                self._measure(k)
 
     def computed(self, batch: Batch) -> Batch:
         """The output of a full DISTINCT over ``batch`` (every input row): what an

@@ -320,3 +320,37 @@ class Holes:
             for i in np.flatnonzero(~inside).tolist():
                 out[i] = odd.get(col.item(i), -1)
         return out
+
+
+class HeldKeys:
+    """What a partial stateful operator (aggregate, join, TopK, DISTINCT, reader) shares
+    about its ``Holes``: turning full again, and measuring the keys written since they
+    were last measured (each operator measures a key its own way: ``_measure``)."""
+
+    partial: bool
+    holes: Holes | None
+    owner: Any
+
+    def make_full(self) -> None:
+        """Hold every key again (the caller refills the state: noria_py/partial.py)."""
+        self.partial = False
+        self.holes = None
+        self.owner = None
+        self.reset()
+
+    def settle(self) -> None:
+        """Measure the held keys written since they were last measured (an evicted key
+        among them is not measured: it holds nothing)."""
+        holes = self.holes
+        assert holes is not None
+        dirty, holes.dirty = holes.dirty, set()
+        for k in dirty:
+            if k in holes:
+                self._measure(k)
+
+    def reset(self) -> None:        # (the operator's own: Operator.reset)
+        raise NotImplementedError
+
+    def _measure(self, key: Any) -> None:
+        raise NotImplementedError
+

@@ -42,7 +42,7 @@ import numpy as np
 from ..batch import Batch
 from ..nan import concat
 from .dense import DenseRows, KeyMarks, RowsDelta
-from .holes import Holes
+from .holes import HeldKeys, Holes
 from .operator import Operator
 from .state import Flips, KeyedState, items
 
@@ -56,7 +56,7 @@ def _has_null(k) -> bool:
     return k is None or (type(k) is tuple and None in k)
 
 
-class Join(Operator):
+class Join(Operator, HeldKeys):
     kind = "join"
     stateful = True
     checkpoint_form = "input"
@@ -99,13 +99,6 @@ class Join(Operator):
         self.sides = (KeyedState(self.left_width, self.left_keys, True),
                       KeyedState(len(self.pad), self.right_keys, True))
 
-    def make_full(self) -> None:
-        """Hold every key again (the caller refills the state: noria_py/partial.py)."""
-        self.partial = False
-        self.holes = None
-        self.owner = None
-        self.reset()
-
     def fill(self, key: Any, left: Batch, right: Batch, padded: bool) -> Batch:
         """Fill the hole ``key`` (as the sides keep it) with its ``left`` and ``right``
         rows (every row of that key on each side); its output rows (``key_rows``)."""
@@ -137,13 +130,6 @@ class Join(Operator):
         slot = holes.slot(key)
         holes.measure(key, holes.entry_bytes(key) + left.entry_bytes(slot)
                       + right.entry_bytes(slot) + KEY_OVERHEAD, slot)
-
-    def settle(self) -> None:
-        """Measure the held keys written since they were last measured."""
-        assert self.holes is not None
-        dirty, self.holes.dirty = self.holes.dirty, set()
-        for k in dirty:
-            self._measure(k)
 
     def computed(self, left: Batch, right: Batch) -> Batch:
         """The output of a full join like this one of ``left`` and ``right`` (every row

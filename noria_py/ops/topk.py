@@ -39,7 +39,7 @@ from sql_frontend.plan import OrderKey
 from ..batch import Batch
 from ..memory import deep_size
 from ..ordering import order_key
-from .holes import Holes
+from .holes import HeldKeys, Holes
 from .operator import Operator
 from .sortedcopy import copy_sorted
 from .state import bare_key, tuple_key
@@ -51,7 +51,7 @@ PART_OVERHEAD = 120
 SORTED_BYTES = 400
 
 
-class TopK(Operator):
+class TopK(Operator, HeldKeys):
     kind = "topk"
     stateful = True
     checkpoint_form = "keyed"
@@ -98,13 +98,6 @@ class TopK(Operator):
         self._key_bytes: int | None = None
         self.parts = {}
         self.owned = set()
-
-    def make_full(self) -> None:
-        """Hold every partition again (the caller refills the state: partial.py)."""
-        self.partial = False
-        self.holes = None
-        self.owner = None
-        self.reset()
 
     def fill(self, key: Any, batch: Batch) -> Batch:
         """Fill the hole ``key`` (the partition as held: ``_held_key``) with ``batch``,
@@ -155,14 +148,6 @@ class TopK(Operator):
         if self._key_bytes is None:
             self._key_bytes = deep_size(self._sortkey(some[0]))
         return 16 + self._key_bytes + sum(map(sys.getsizeof, some)) // len(some)
-
-    def settle(self) -> None:
-        """Measure the held partitions written since they were last measured."""
-        assert self.holes is not None
-        dirty, self.holes.dirty = self.holes.dirty, set()
-        for k in dirty:
-            if k in self.holes:
-                self._measure(k)
 
     def computed(self, batch: Batch) -> Batch:
         """The output of a full TopK like this one over ``batch`` (every input row):
