@@ -75,14 +75,21 @@ def postgres_order(sql: str) -> str:
     return trees[0].sql(dialect=Noria)
 
 
+#: PostgreSQL's ``avg``, as ``postgres_division`` writes ``AVG``: of integers, an exact
+#: value the front end sends as ``numeric`` (noria_py/ops/accumulators.py, ``ExactAvg``)
+PG_AVG = "PG_AVG"
+
+
 def postgres_division(sql: str) -> str:
     """``sql`` with each ``a / b`` written ``PG_DIV(a, b)`` and each ``a % b``
     ``PG_MOD(a, b)``: PostgreSQL's division, whose zero divisor is an error (SQLSTATE
-    22012), not the NULL of the engine's ``/`` (noria_py/divzero.py). The PostgreSQL
+    22012), not the NULL of the engine's ``/`` (noria_py/divzero.py); and each
+    ``AVG(x)`` ``PG_AVG(x)``, whose value over integers is exact (PostgreSQL's
+    ``numeric``), which only the PostgreSQL front end's views pay for. The PostgreSQL
     front end plans its SQL through this, so a view it creates keeps that meaning in the
     text it is stored (and replayed) by. ``sql`` itself if it divides nowhere, or if the
     rewrite fails (the plan of ``sql`` then reports what is wrong)."""
-    if "/" not in sql and "%" not in sql:
+    if "/" not in sql and "%" not in sql and "avg" not in sql.lower():
         return sql
     try:
         trees = sqlglot.parse(sql, read=Noria)
@@ -91,13 +98,15 @@ def postgres_division(sql: str) -> str:
     if len(trees) != 1 or trees[0] is None:
         return sql
     tree = trees[0]
-    if tree.find(exp.Div, exp.Mod) is None:
+    if tree.find(exp.Div, exp.Mod, exp.Avg) is None:
         return sql
 
     def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, (exp.Div, exp.Mod)):
             name = "PG_DIV" if isinstance(node, exp.Div) else "PG_MOD"
             return exp.Anonymous(this=name, expressions=[node.this, node.expression])
+        if isinstance(node, exp.Avg) and not node.expressions:
+            return exp.Anonymous(this=PG_AVG, expressions=[node.this])
         return node
     try:
         return tree.transform(rewrite).sql(dialect=Noria)

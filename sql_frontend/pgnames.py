@@ -60,6 +60,8 @@ def _figure(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Anonymous):
         if node.name.upper() in ("PG_DIV", "PG_MOD"):   # ``a / b`` as postgres_division writes it
             return None
+        if node.name.upper() == "PG_AVG":               # ``AVG(x)``, as it writes that
+            return "avg"
         return node.name.lower()
     if isinstance(node, exp.Func):
         return node.sql_name().lower()

@@ -58,7 +58,8 @@ class Join:
 
 @dataclass(frozen=True)
 class AggCall:
-    """func is one of: count_star, count, sum, avg, min, max.
+    """func is one of: count_star, count, sum, avg, pgavg (the PostgreSQL front end's
+    AVG: exact over integers), min, max.
 
     ``arg`` is a column position in the Aggregate's input (None for count_star).
     COUNT skips NULLs; SUM/AVG/MIN/MAX of no non-NULL values are NULL; COUNT of none is 0.

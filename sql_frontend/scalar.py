@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from .errors import SqlError, TypeMismatchError, UnknownColumnError
 from .expr import Call, Col, Expr, Lit
+from .parse import PG_AVG
 from .resolve import Context, Scope
 from .typerules import (
     TEMPORAL,
@@ -41,7 +42,7 @@ class AggRef:
 
 @dataclass(frozen=True)
 class AggSpec:
-    func: str                  # count_star, count, sum, avg, min, max
+    func: str                  # count_star, count, sum, avg, pgavg, min, max
     arg: Expr | None           # over the pre-aggregation scope
     distinct: bool
     type: SqlType
@@ -65,12 +66,17 @@ class AggCollector:
 AGG_FUNCS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 
 
+def _is_pg_avg(node: exp.Expr) -> bool:
+    """``PG_AVG(x)``: the PostgreSQL front end's AVG (``parse.postgres_division``)."""
+    return isinstance(node, exp.Anonymous) and node.name.upper() == PG_AVG
+
+
 def contains_aggregate(node: exp.Expr | None) -> bool:
     """Whether ``node`` calls an aggregate outside any subquery."""
     if node is None:
         return False
     for n in node.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select, exp.Window))):
-        if isinstance(n, exp.AggFunc):
+        if isinstance(n, exp.AggFunc) or _is_pg_avg(n):
             return True
     return False
 
@@ -132,6 +138,8 @@ class Translator:
     def _handler(self, node: exp.Expr) -> Callable[[Any], Expr] | None:
         if isinstance(node, exp.Anonymous) and node.name.upper() in _PG_ARITH:
             return self._pg_arith
+        if _is_pg_avg(node):
+            return self._pg_avg
         for cls, fn in (
             (exp.Paren, lambda n: self.expr(n.this)),
             (exp.Alias, lambda n: self.expr(n.this)),
@@ -277,6 +285,13 @@ class Translator:
             raise mismatch(self.ctx, f"arithmetic on {a.type.value} and {b.type.value} "
                                      f"in {node.sql()}", node)
         return Call(_PG_ARITH[name], (a, b), t)
+
+    def _pg_avg(self, node: exp.Anonymous) -> Expr:
+        """``PG_AVG(x)``: ``AVG(x)``, exact over integers (``pgavg``)."""
+        if len(node.expressions) != 1:
+            raise self.ctx.unsupported(f"{PG_AVG} with {len(node.expressions)} arguments "
+                                       "(it takes one)", node)
+        return self._aggregate(exp.Avg(this=node.expressions[0].copy()), "pgavg")
 
     def _intdiv(self, node: exp.IntDiv) -> Expr:
         a, b = self.expr(node.this), self.expr(node.expression)
@@ -499,8 +514,8 @@ class Translator:
         return Call("cast", (a,), target)
 
     # -- aggregates
-    def _aggregate(self, node: exp.AggFunc) -> Expr:
-        func = AGG_FUNCS.get(type(node))
+    def _aggregate(self, node: exp.AggFunc, func: str | None = None) -> Expr:
+        func = func or AGG_FUNCS.get(type(node))
         if func is None:
             raise self._unsupported_node(node)
         if self.aggs is None:
@@ -529,11 +544,11 @@ class Translator:
         arg = inner.expr(arg_node)
         if func == "count":
             t = SqlType.INT
-        elif func in ("sum", "avg"):
+        elif func in ("sum", "avg", "pgavg"):
             if family(arg.type) not in ("number", "null"):
-                raise mismatch(self.ctx, f"{func.upper()} of {arg.type.value} in "
+                raise mismatch(self.ctx, f"{node.sql_name()} of {arg.type.value} in "
                                          f"{node.sql()}", node)
-            if func == "avg":
+            if func != "sum":
                 t = SqlType.FLOAT
             else:
                 t = SqlType.INT if arg.type == SqlType.BOOL else arg.type

@@ -239,7 +239,7 @@ class Translator:
             return total
         if a.func in ("count", "min", "max"):
             return f"{a.func}({dist}{x})"
-        if a.func == "avg":
+        if a.func in ("avg", "pgavg"):
             # the engine divides the exact sum by the count
             return (f"(CASE WHEN count({dist}{x}) = 0 THEN NULL ELSE "
                     f"CAST({total} AS DOUBLE) / count({dist}{x}) END)")
