@@ -463,6 +463,50 @@ def test_differential_against_full_readers(shards, seed):
 #: keys of the array-form differential test: small ints (held in the slot map), and a
 #: negative one, one past DENSE_LIMIT and one past 32 bits (held apart: ``Holes._odd``)
 _KEYS = [*range(40), -3, 5_000_000, 1 << 40]
+
+
+def _random_write(rng: random.Random, dbs, t_rows: dict[int, tuple], e_rows: list[tuple],
+                  nxt: int, *, t_sizes: list[int], e_sizes: list[int], e_gone: list[int],
+                  y) -> tuple[bool, int]:
+    """One random step of the differential tests below, into every database of ``dbs``
+    and the models ``t_rows`` / ``e_rows``: rows into ``t`` (ids from ``nxt``), a delete
+    or an update there, a columnar batch into ``e`` (its ``y`` drawn by ``y(rng)``) or a
+    delete there; (False: none drawn, the caller reads instead; the next id)."""
+    pa = pytest.importorskip("pyarrow")
+    r = rng.random()
+    if r < 0.2:
+        rows = []
+        for _ in range(rng.choice(t_sizes)):
+            rows.append((nxt, rng.choice(_KEYS), rng.randrange(-5, 30)))
+            t_rows[nxt] = rows[-1]
+            nxt += 1
+        for d in dbs:
+            d.table("t").insert(rows)
+    elif r < 0.3 and t_rows:
+        gone = [t_rows.pop(i) for i in rng.sample(sorted(t_rows), min(len(t_rows), 4))]
+        for d in dbs:
+            d.table("t").delete(gone)
+    elif r < 0.37 and t_rows:
+        i = rng.choice(sorted(t_rows))
+        t_rows[i] = (i, rng.choice(_KEYS), t_rows[i][2])
+        for d in dbs:
+            d.execute("UPDATE t SET a = ? WHERE id = ?", (t_rows[i][1], i))
+    elif r < 0.55:
+        n = rng.choice(e_sizes)
+        xs = [rng.choice(_KEYS) for _ in range(n)]
+        ys = [y(rng) for _ in range(n)]
+        e_rows.extend(zip(xs, ys))
+        frame = pa.table({"x": pa.array(xs, pa.int64()), "y": pa.array(ys, pa.int64())})
+        for d in dbs:
+            d.table("e").insert_arrow(frame)
+    elif r < 0.65 and e_rows:
+        gone = [e_rows.pop(rng.randrange(len(e_rows)))
+                for _ in range(min(len(e_rows), rng.choice(e_gone)))]
+        for d in dbs:
+            d.table("e").delete(gone)
+    else:
+        return False, nxt
+    return True, nxt
 #: the views it checks against DuckDB (COUNT, SUM/MAX, the vote view's LEFT JOIN of a
 #: COUNT, COUNT(y) with NULLs, an inner join with several rows a key on both sides)
 _ORACLE_VIEWS = ("rows", "cnt", "agg", "vote", "cntx", "ejoin", "ljoin_r", "mn")
@@ -500,7 +544,7 @@ def test_array_form_against_duckdb_and_full(array_min, shards, seed):
 
     from noria_py import tuning
 
-    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow")
     rng = random.Random(100 + seed)
     with mock.patch.object(tuning, "ARRAY_MIN", array_min):
         db = _make(shards=shards, partial=True, memory_limit=6000,
@@ -510,39 +554,12 @@ def test_array_form_against_duckdb_and_full(array_min, shards, seed):
         e_rows: list[tuple] = []
         nxt = 0
         for step in range(160):
-            r = rng.random()
-            if r < 0.2:
-                rows = []
-                for _ in range(rng.choice([1, 5, 60])):
-                    rows.append((nxt, rng.choice(_KEYS), rng.randrange(-5, 30)))
-                    t_rows[nxt] = rows[-1]
-                    nxt += 1
-                for d in (db, full):
-                    d.table("t").insert(rows)
-            elif r < 0.3 and t_rows:
-                gone = [t_rows.pop(i) for i in rng.sample(sorted(t_rows), min(len(t_rows), 4))]
-                for d in (db, full):
-                    d.table("t").delete(gone)
-            elif r < 0.37 and t_rows:
-                i = rng.choice(sorted(t_rows))
-                t_rows[i] = (i, rng.choice(_KEYS), t_rows[i][2])
-                for d in (db, full):
-                    d.execute("UPDATE t SET a = ? WHERE id = ?", (t_rows[i][1], i))
-            elif r < 0.55:
-                n = rng.choice([3, 80, 200])
-                xs = [rng.choice(_KEYS) for _ in range(n)]
-                ys = [rng.choice([None, 0, 1, 2, 7]) if rng.random() < 0.3
-                      else rng.randrange(100) for _ in range(n)]
-                e_rows.extend(zip(xs, ys))
-                frame = pa.table({"x": pa.array(xs, pa.int64()), "y": pa.array(ys, pa.int64())})
-                for d in (db, full):
-                    d.table("e").insert_arrow(frame)
-            elif r < 0.65 and e_rows:
-                gone = [e_rows.pop(rng.randrange(len(e_rows)))
-                        for _ in range(min(len(e_rows), rng.choice([1, 40])))]
-                for d in (db, full):
-                    d.table("e").delete(gone)
-            else:
+            wrote, nxt = _random_write(
+                rng, (db, full), t_rows, e_rows, nxt, t_sizes=[1, 5, 60],
+                e_sizes=[3, 80, 200], e_gone=[1, 40],
+                y=lambda rng: (rng.choice([None, 0, 1, 2, 7]) if rng.random() < 0.3
+                               else rng.randrange(100)))
+            if not wrote:
                 view = rng.choice(_ORACLE_VIEWS)
                 keys = rng.sample(_KEYS, rng.choice([1, 8]))
                 db.wait()
@@ -1065,7 +1082,7 @@ def test_topk_and_distinct_against_duckdb_and_full(shards, seed):
     outside the slot map, writes left in flight (odd seeds); every read equal to a
     full database's, and at checkpoints every key of each view equal to DuckDB's
     answer to the view's own SQL."""
-    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow")
     rng = random.Random(200 + seed)
     db = _make(TOPK_ALL, shards=shards, partial=True, memory_limit=4000,
                seed=seed if seed % 2 else None)
@@ -1074,38 +1091,11 @@ def test_topk_and_distinct_against_duckdb_and_full(shards, seed):
     e_rows: list[tuple] = []
     nxt = 0
     for step in range(150):
-        r = rng.random()
-        if r < 0.2:
-            rows = []
-            for _ in range(rng.choice([1, 5, 30])):
-                rows.append((nxt, rng.choice(_KEYS), rng.randrange(-5, 30)))
-                t_rows[nxt] = rows[-1]
-                nxt += 1
-            for d in (db, full):
-                d.table("t").insert(rows)
-        elif r < 0.3 and t_rows:
-            gone = [t_rows.pop(i) for i in rng.sample(sorted(t_rows), min(len(t_rows), 4))]
-            for d in (db, full):
-                d.table("t").delete(gone)
-        elif r < 0.37 and t_rows:
-            i = rng.choice(sorted(t_rows))
-            t_rows[i] = (i, rng.choice(_KEYS), t_rows[i][2])
-            for d in (db, full):
-                d.execute("UPDATE t SET a = ? WHERE id = ?", (t_rows[i][1], i))
-        elif r < 0.55:
-            n = rng.choice([3, 40, 120])
-            xs = [rng.choice(_KEYS) for _ in range(n)]
-            ys = [None if rng.random() < 0.15 else rng.randrange(8) for _ in range(n)]
-            e_rows.extend(zip(xs, ys))
-            frame = pa.table({"x": pa.array(xs, pa.int64()), "y": pa.array(ys, pa.int64())})
-            for d in (db, full):
-                d.table("e").insert_arrow(frame)
-        elif r < 0.65 and e_rows:
-            gone = [e_rows.pop(rng.randrange(len(e_rows)))
-                    for _ in range(min(len(e_rows), rng.choice([1, 30])))]
-            for d in (db, full):
-                d.table("e").delete(gone)
-        else:
+        wrote, nxt = _random_write(
+            rng, (db, full), t_rows, e_rows, nxt, t_sizes=[1, 5, 30],
+            e_sizes=[3, 40, 120], e_gone=[1, 30],
+            y=lambda rng: None if rng.random() < 0.15 else rng.randrange(8))
+        if not wrote:
             view = rng.choice(sorted(TOPK_ALL))
             keys = rng.sample(_KEYS, rng.choice([1, 8]))
             db.wait()

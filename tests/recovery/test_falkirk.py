@@ -22,6 +22,7 @@ from noria_py.graph import Node
 from noria_py.runtime.falkirk import POLICIES, TOP, FalkirkRuntime
 from tests.recovery import test_coordinated as coordinated_tests
 from tests.recovery.test_coordinated import regime_failure_run
+from tests.recovery.test_uncoordinated import _check, _two_branches
 
 #: messages between a lazy node's checkpoints, by seed: every one, every 3, as shipped
 EVERY = (1, 3, tuning.CHECKPOINT_EVERY)
@@ -86,19 +87,7 @@ def test_recovery_matches_duckdb(shards, seed, policies, monkeypatch):
 # ---------------------------------------------------------------- the pieces
 
 def _db(choice, shards: int = 2, seed: int | None = None):
-    db = noria_py.connect(regime=choice, shards=shards, seed=seed)
-    db.execute("CREATE TABLE t (a INT, b INT)")
-    db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
-    db.execute("CREATE VIEW w AS SELECT a, b FROM t WHERE b > 2")
-    return db
-
-
-def _check(db) -> None:
-    db.wait()
-    assert sorted(db.view("v").all()) == sorted(
-        db.execute("SELECT a, COUNT(*) FROM t GROUP BY a").fetchall())
-    assert sorted(db.view("w").all()) == sorted(
-        db.execute("SELECT a, b FROM t WHERE b > 2").fetchall())
+    return _two_branches(choice, seed, shards)
 
 
 def _of(db, kind: str) -> list[str]:

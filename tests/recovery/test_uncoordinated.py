@@ -69,9 +69,9 @@ def test_recovery_matches_duckdb(regime, shards, seed, every):
 
 # ---------------------------------------------------------------- the pieces
 
-def _two_branches(regime: str, seed: int | None = None):
+def _two_branches(regime, seed: int | None = None, shards: int = 1):
     """A table under two views: a COUNT (a branch) and a filter (another)."""
-    db = noria_py.connect(regime=regime, seed=seed)
+    db = noria_py.connect(regime=regime, seed=seed, shards=shards)
     db.execute("CREATE TABLE t (a INT, b INT)")
     db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
     db.execute("CREATE VIEW w AS SELECT a, b FROM t WHERE b > 2")

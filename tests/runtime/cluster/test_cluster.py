@@ -51,6 +51,20 @@ def _random_ops(rng: random.Random, n: int) -> list:
 OFTEN = "ACK_EVERY=2,CHECKPOINT_EVERY=1"
 
 
+def create_schema(db, rng: random.Random) -> tuple[list[str], int]:
+    """The tables, a random leading part of ``VIEWS`` (the rest, ``names[split:]``,
+    come later, over data) and every keyed view; (the names of ``VIEWS``, split)."""
+    for sql in DDL:
+        db.execute(sql)
+    names = list(VIEWS)
+    split = rng.randint(0, len(names))
+    for name in names[:split]:
+        db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
+    for name, (sql, _) in KEYED.items():
+        db.execute(f"CREATE VIEW {name} AS {sql}")
+    return names, split
+
+
 def _differential_with_kill(seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1,
                             stagger: bool = False, extra: tuple[str, ...] = (),
                             channels: str | None = None) -> None:
@@ -65,14 +79,7 @@ def _differential_with_kill(seed: int, monkeypatch: pytest.MonkeyPatch, victims:
     with Cluster(workers=2 if victims == 1 else 3, shards=shards, extra=extra,
                  channels=channels) as cluster:
         db = noria_py.connect(cluster.url)
-        for sql in DDL:
-            db.execute(sql)
-        names = list(VIEWS)
-        split = rng.randint(0, len(names))
-        for name in names[:split]:
-            db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
-        for name, (sql, _) in KEYED.items():
-            db.execute(f"CREATE VIEW {name} AS {sql}")
+        names, split = create_schema(db, rng)
         model = {"t1": [], "t2": []}
         ops = _random_ops(rng, 40)
         kill_at = rng.randrange(len(ops))

@@ -28,7 +28,6 @@ from noria_py.runtime.cluster.restart import FILE, ClusterState
 from noria_py.runtime.cluster.worker import serve_worker
 from tests.differential.helpers import (
     DDL,
-    KEYED,
     VIEWS,
     Oracle,
     apply_model,
@@ -36,7 +35,7 @@ from tests.differential.helpers import (
     normalize,
     table_rows,
 )
-from tests.runtime.cluster.test_cluster import _random_ops
+from tests.runtime.cluster.test_cluster import _random_ops, create_schema
 
 SEEDS = list(range(8))
 #: seconds the tests' clients dial a restarting controller (a loaded machine takes a
@@ -397,14 +396,7 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40) -> None:
     d = str(tmp_path / f"data{seed}")
     with Cluster(workers=2, shards=shards, extra=("--data-dir", d)) as cluster:
         db = _client(cluster.url)
-        for sql in DDL:
-            db.execute(sql)
-        names = list(VIEWS)
-        split = rng.randint(0, len(names))
-        for name in names[:split]:
-            db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
-        for name, (sql, _) in KEYED.items():
-            db.execute(f"CREATE VIEW {name} AS {sql}")
+        names, split = create_schema(db, rng)
         workers = _known_pids(d)
         model: dict[str, list[tuple]] = {"t1": [], "t2": []}
         ops = _random_ops(rng, ops_n)
