@@ -9,7 +9,8 @@ on its ``Table`` and ``View`` handles holds the database's lock (``_DatabaseLock
 view when the lock is released (without ``seed``), a read never sees a batch half
 applied, and ``wait()`` returns once every write accepted before it, from any thread,
 is reflected. ``View.lookup``, the hot read, takes the lock only when a write ran
-during its read (the lock's version says so: a seqlock). Python runs one thread's
+during its read (the lock's version says so: a seqlock), and reads on while a
+tree-clock recovery that changes no reader holds it (``Database._reads_open``). Python runs one thread's
 bytecode at a time anyway, so taking turns costs little (docs/reliability.md,
 "Threads"). A database over another runtime (the cluster controller's) is serialized by
 that runtime's server instead, whose reads go to the workers without a lock.
@@ -22,6 +23,8 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar, cast, overload
@@ -89,12 +92,15 @@ class _DatabaseLock:
     the lock. Taking the lock on every lookup cost about 22% of a process doing 2M of
     them; this, 8% (docs/reliability.md, "Threads")."""
 
-    __slots__ = ("_rlock", "_depth", "version")
+    __slots__ = ("_rlock", "_depth", "version", "reads_open")
 
     def __init__(self) -> None:
         self._rlock = threading.RLock()
         self._depth = 0
         self.version = 0
+        #: set by the holder (``open_reads``) while it changes no reader: lookups then
+        #: read without waiting for it
+        self.reads_open = False
 
     def __enter__(self) -> None:
         self._rlock.acquire()
@@ -108,11 +114,26 @@ class _DatabaseLock:
             self.version += 1
         self._rlock.release()
 
+    @contextmanager
+    def open_reads(self) -> Iterator[None]:
+        """Held by this thread: let lookups read meanwhile, as if the lock were free.
+        The holder promises to change no reader inside the block (a recovery that
+        restores a node above the readers: ``Database._reads_open``). Leaving bumps the
+        version by two (it stays odd), so a lookup that straddles the end reads again
+        under the lock; a lookup that began before the block took the lock path then."""
+        self.reads_open = True
+        try:
+            yield
+        finally:
+            self.reads_open = False
+            self.version += 2
+
 
 class _Unlocked:
     """A database over another runtime: its owner serializes the calls (module docstring)."""
 
     version = 0
+    reads_open = False
 
     def __enter__(self) -> None:
         pass
@@ -1177,7 +1198,8 @@ class Database:
         if strategy == "lineage":
             report = lineage.recover(self.graph_, self.runtime, node_id)
         elif strategy == "treeclock":
-            report = treeclock.recover(self.graph_, self.runtime, node_id)
+            with self._reads_open(node_id):
+                report = treeclock.recover(self.graph_, self.runtime, node_id)
         elif strategy == "spark":
             report = spark.recover(self, node_id)
         elif strategy == "coordinated":
@@ -1187,11 +1209,35 @@ class Database:
         elif strategy in ("uncoordinated", "cic"):
             report = uncoordinated_recovery.recover(self.graph_, self.runtime, node_id, strategy)
         elif strategy == "causal":
-            report = causal.recover(self.graph_, self.runtime, node_id)
+            with self._reads_open(node_id):
+                report = causal.recover(self.graph_, self.runtime, node_id)
         self._failed.discard(node_id)
         self._recoveries.append(report)
         self._publish()
         return report
+
+    def _reads_open(self, node_id: str) -> "AbstractContextManager[None]":
+        """Lookups go on during a tree-clock or causal recovery of ``node_id`` (they
+        read the views as they stand: those below a failed node lag until it is back,
+        as between ``fail`` and ``recover``) when it changes no reader: these
+        recoveries restore ``node_id`` and its failed ancestors and only queue what
+        they send on, which the end of ``recover`` delivers (``_publish``). Not when
+        one of those nodes is a reader (restored in place), a base (``recover_base``
+        delivers its history at once), or partial state is on (a restored partial
+        node makes its reader's keys holes: ``partial.py``, rule 6)."""
+        lock = self._lock
+        if not isinstance(lock, _DatabaseLock) or self._partial is not None:
+            return nullcontext()
+        todo, seen = [node_id], set()
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                node = self.graph_[n]
+                if node.kind in ("reader", "base"):
+                    return nullcontext()
+                todo.extend(p for p in node.parents if not self.runtime.alive(p))
+        return lock.open_reads()
 
     def _recover_all(self, strategy: str) -> list[RecoveryReport]:
         """Every failed node, in topological order. With tree clocks, a node they
@@ -1554,7 +1600,7 @@ class View(ViewFrames):
         lock = self._lock
         before = lock.version
         rows = None
-        if not before & 1:                  # no write under way: read without the lock
+        if not before & 1 or lock.reads_open:   # no write under way: read without the lock
             try:
                 rows = self._reader_for(k).lookup(k)
             except Exception:               # noqa: BLE001 - read again, below, to raise it

@@ -57,6 +57,7 @@ import argparse
 import gc
 import os
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import cast
@@ -87,8 +88,9 @@ class Result:
     checkpoint_bytes: int = 0
     #: the causal regime: determinant bytes per message, and messages (``determinant_bytes``)
     determinants: tuple[float, int] | None = None
-    #: scenario -> (seconds until the views are right, nodes set back, messages resent)
-    failures: dict[str, tuple[float, int, int]] = field(default_factory=dict)
+    #: scenario -> (seconds until the views are right, nodes set back, messages resent,
+    #: the share of that time lookups were answered within 20 ms: ``failure``)
+    failures: dict[str, tuple[float, int, int, float]] = field(default_factory=dict)
     #: the uncoordinated and cic regimes' own counts at the end of the steady run
     #: (``protocol_figures``), None for the others
     protocol: dict[str, float] | None = None
@@ -269,9 +271,47 @@ def stateful_shards(db, scenario: str) -> list[str]:
     return nodes
 
 
-def failure(bed: Bed, scenario: str, down: int) -> tuple[float, int, int]:
+class ReadProbe:
+    """A reader beside a recovery, as a client of the views would be: in its own
+    thread, a ``lookup`` of a random key of ``view`` every ``every`` s (a sleep, so it
+    takes little from the recovery's thread). ``share`` is the fraction of the time
+    from ``t0`` to ``t1`` (the recovery) in which a lookup was answered within
+    ``within`` s: a lookup issued at ``a`` and answered at ``b`` later than that
+    leaves ``[a, b - within]`` unanswered (a lookup the recovery holds back, the
+    database's lock held, waits for its end). A time share, not a count of lookups:
+    a held-back lookup stops the thread, so counts would say little. Python hands a
+    waiting thread the interpreter every 5 ms, so an answered lookup may take that
+    long."""
+
+    def __init__(self, view, keys: int, every: float = 0.001) -> None:
+        self.view, self.keys, self.every = view, keys, every
+        self.done: list[tuple[float, float]] = []       # (issued, answered)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="read-probe")
+        self._thread.start()
+
+    def _run(self) -> None:
+        rng = np.random.default_rng(5)
+        lookup, clock, done = self.view.lookup, time.perf_counter, self.done
+        while not self._stop.wait(self.every):
+            t = clock()
+            lookup(int(rng.integers(self.keys)))
+            done.append((t, clock()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def share(self, t0: float, t1: float, within: float = 0.02) -> float:
+        held = sum(max(0.0, min(b - within, t1) - max(a, t0)) for a, b in self.done)
+        return 1.0 - held / (t1 - t0)
+
+
+def failure(bed: Bed, scenario: str, down: int) -> tuple[float, int, int, float]:
     """Fail the scenario's shards, write ``down`` votes, recover; (seconds until every
-    view is right, nodes set back, messages resent). The views are checked after."""
+    view is right, nodes set back, messages resent, the share of that time in which
+    a lookup of the vote view was answered within 20 ms: ``ReadProbe``; NaN for
+    NEXMark, whose views take no key). The views are checked after."""
     db = bed.db
     nodes = stateful_shards(db, scenario)
     _write(bed, 1000, 100)
@@ -279,10 +319,17 @@ def failure(bed: Bed, scenario: str, down: int) -> tuple[float, int, int]:
         db.fail(n)
     _write(bed, down, 100)
     gc.collect()
+    probe = (ReadProbe(db.view("ArticleWithVoteCount"), bed.articles)
+             if isinstance(bed, VoteBed) else None)
     t0 = time.perf_counter()
     reports = db.recover()
     db.wait()
-    seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    seconds = t1 - t0
+    reads = float("nan")
+    if probe is not None:
+        probe.stop()
+        reads = probe.share(t0, t1)
     _check(bed)
     done = getattr(db.runtime, "last_recovery", None)      # (the causal regime's)
     if scenario == "single" and done and nodes[0] in done:
@@ -292,7 +339,7 @@ def failure(bed: Bed, scenario: str, down: int) -> tuple[float, int, int]:
     for r in reports:
         touched.update(r.purged)
         touched.update(r.rolled_back)
-    return seconds, len(touched), sum(r.replayed_messages for r in reports)
+    return seconds, len(touched), sum(r.replayed_messages for r in reports), reads
 
 
 def frequent(bed: Bed, seconds: float, every: float, down: int,
@@ -408,8 +455,9 @@ def table(results: list[Result], scenarios: list[str], unit: str = "votes") -> l
         rule += " ---: |"
     fails = [s for s in scenarios if s not in ("steady", "frequent")]
     for s in fails:
-        head += f" {s}: views right after | nodes set back | messages resent |"
-        rule += " ---: | ---: | ---: |"
+        head += (f" {s}: views right after | nodes set back | messages resent |"
+                 " reads answered |")
+        rule += " ---: | ---: | ---: | ---: |"
     if "frequent" in scenarios:
         head += (f" frequent: failures, median recovery | {unit}/s | insert p50 / p99 /"
                  " max |")
@@ -425,8 +473,9 @@ def table(results: list[Result], scenarios: list[str], unit: str = "votes") -> l
             _, got, p50, p99 = r.loaded or (0.0, 0.0, 0.0, 0.0)
             row += f" {p50:.2f} / {p99:.2f} ms ({got:,.0f}/s) |"
         for s in fails:
-            sec, nodes, msgs = r.failures[s]
-            row += f" {sec:.3f} s | {nodes} | {msgs:,} |"
+            sec, nodes, msgs, reads = r.failures[s]
+            row += (f" {sec:.3f} s | {nodes} | {msgs:,} |"
+                    f" {'-' if reads != reads else f'{reads:.0%}'} |")
         if r.frequent is not None:
             f = r.frequent
             row += (f" {f.failures}, {f.recovery_s:.3f} s | {f.per_s:,.0f} |"

@@ -154,3 +154,99 @@ def test_a_write_refused_in_one_thread_changes_nothing_for_the_others() -> None:
     assert len({r[0] for r in rows}) == len(rows)          # no key twice
     assert db.view("n").all() == [(len(rows),)]
     assert refused
+
+
+
+@pytest.mark.parametrize("kind", ["aggregate", "reader", "base"])
+def test_lookups_are_answered_during_a_recovery_that_changes_no_reader(
+        monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """A tree-clock recovery of a node above the readers lets lookups read meanwhile
+    (``Database._reads_open``), the view as it stood; one that restores a reader, or a
+    base (whose history it delivers at once), holds them back until it is done. The
+    recovery is held at its start until the lookup is answered (or ``wait`` s)."""
+    from noria_py.recovery import treeclock
+    db = make_db(1, None)
+    db.table("t").insert([(1, 5)] * 3)
+    db.wait()
+    view = db.view("per_key")
+    node = next(n["id"] for n in db.graph() if n["kind"] == kind
+                and (kind != "reader" or n["view"] == "per_key"))
+    started, answered = threading.Event(), threading.Event()
+    in_time: list[bool] = []
+    wait = 10.0 if kind == "aggregate" else 0.3
+    for name in ("_recover_operator", "recover_base"):
+        def held(*args, _inner=getattr(treeclock, name), **kwargs):
+            started.set()
+            in_time.append(answered.wait(wait))
+            return _inner(*args, **kwargs)
+        monkeypatch.setattr(treeclock, name, held)
+    rows: list[tuple] = []
+
+    def look() -> None:
+        assert started.wait(10)
+        rows.extend(view.lookup(1))
+        answered.set()
+
+    db.fail(node)
+    run_threads([lambda: db.recover(node), look])
+    assert in_time == [kind == "aggregate"]
+    assert rows == [(1, 3, 15)]
+    db.wait()
+    assert view.lookup(1) == [(1, 3, 15)]
+
+
+def test_leaving_a_read_window_changes_the_version_and_keeps_it_odd() -> None:
+    """A lookup that straddles the end of ``open_reads`` sees the version changed and
+    reads again under the lock; the lock stays held (odd)."""
+    from noria_py.client import _DatabaseLock
+    lock = _DatabaseLock()
+    with lock:
+        before = lock.version
+        with lock.open_reads():
+            assert lock.reads_open and lock.version == before
+        assert not lock.reads_open
+        assert lock.version != before and lock.version & 1
+    assert not lock.version & 1
+
+
+def test_lookups_during_recoveries_see_whole_batches() -> None:
+    """A thread fails and recovers the operators above the readers (tree clocks, each
+    recovery letting lookups read meanwhile) while a writer writes and lookers look
+    up: every lookup sees whole batches, and the views end right."""
+    db = make_db(2, None)
+    aggregates = [n["id"] for n in db.graph() if n["kind"] not in ("base", "reader")]
+    done = threading.Event()
+    written: Counter = Counter()
+
+    def writer() -> None:
+        table = db.table("t")
+        for i in range(100):
+            table.insert([(i % 4, j) for j in range(BATCH)])
+            written[i % 4] += BATCH
+
+    def failer() -> None:
+        for i in range(100):
+            node = aggregates[i % len(aggregates)]
+            db.fail(node)
+            db.table("t").insert([(9, j) for j in range(BATCH)])
+            written[9] += BATCH
+            db.recover(node)
+
+    def writers_then_done() -> None:
+        try:
+            run_threads([writer, failer])
+        finally:
+            done.set()
+
+    def looker() -> None:
+        per_key, rows_of = db.view("per_key"), db.view("rows_of")
+        while not done.is_set():
+            for k in (0, 1, 2, 3, 9):
+                got = per_key.lookup(k)
+                assert len(got) <= 1 and all(n % BATCH == 0 for _, n, _ in got), got
+                assert len(rows_of.lookup(k)) % BATCH == 0
+
+    run_threads([writers_then_done, looker, looker])
+    db.wait()
+    for k, n in written.items():
+        assert db.view("per_key").lookup(k) == [(k, n, n // BATCH * sum(range(BATCH)))]

@@ -76,7 +76,7 @@ def test_frequent_failures_recover_every_time_and_the_plots_are_drawn(tmp_path):
     bed.db.close()
     assert res.frequent.failures >= 2 and len(res.frequent.failed_at) == res.frequent.failures
     assert res.frequent.series and res.frequent.recovery_s > 0
-    res.failures["single"] = (0.02, 1, 3)
+    res.failures["single"] = (0.02, 1, 3, 1.0)
     written = regimesbench.plot([res], ["steady", "single", "frequent"],
                                 str(tmp_path / "r-*.png"), "test")
     assert [p.rsplit("/", 1)[1] for p in written] == ["r-recovery.png", "r-frequent.png"]
