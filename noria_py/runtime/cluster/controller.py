@@ -114,7 +114,11 @@ class WorkerHandle:
         self.read = read
         self.peer = peer                 # its peer port (direct channels: channels.py)
         self.alive = True
+        #: when its last frame arrived or was done with; while ``handling`` one (its
+        #: reader thread here busy: a checkpoint waiting for the store's lock during a
+        #: recovery, a relay), its silence is this side's, not the worker's
         self.last_heard = time.monotonic()
+        self.handling = False
         self.pending: dict[int, Future[Any]] = {}     # (replies, as decoded)
         self.outq: queue.SimpleQueue[Frame | None] = queue.SimpleQueue()   # None: stop
         self.lost_at: float | None = None    # when the controller declared it lost
@@ -351,8 +355,11 @@ class ClusterRuntime(Runtime):
         recv = w.conn.recv
         try:
             while True:
-                f = recv()
                 w.last_heard = time.monotonic()
+                w.handling = False           # (after: the monitor never sees it false
+                f = recv()                   # beside a time from before the frame)
+                w.last_heard = time.monotonic()
+                w.handling = True
                 op = f[0]
                 if op == "msg":
                     self._relay(f[1], f)
@@ -513,7 +520,7 @@ class ClusterRuntime(Runtime):
             time.sleep(min(0.1, self.heartbeat_timeout / 4))
             now = time.monotonic()
             for w in list(self.workers.values()):
-                if w.alive and now - w.last_heard > self.heartbeat_timeout:
+                if w.alive and not w.handling and now - w.last_heard > self.heartbeat_timeout:
                     log.warning("worker %s silent for %.2f s", w.name, now - w.last_heard)
                     if w.proc is not None:
                         w.proc.kill()

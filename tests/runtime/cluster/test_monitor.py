@@ -1,0 +1,44 @@
+"""The controller's heartbeat monitor (``ClusterRuntime._monitor``): a worker is lost
+when it has been silent past the timeout, and not while this side is busy with one
+of its frames (its reader thread held up, say, by the checkpoint store's lock during a
+recovery: the worker's heartbeats then wait in the socket, unread)."""
+from __future__ import annotations
+
+import threading
+import time
+
+from noria_py.runtime.cluster.controller import ClusterRuntime, WorkerHandle
+
+
+class _Conn:
+    def __init__(self) -> None:
+        self.shut = threading.Event()
+
+    def shutdown(self) -> None:
+        self.shut.set()
+
+
+def _monitored(handling: bool) -> bool:
+    """Whether a worker silent for 0.3 s past a 0.1 s timeout is declared lost."""
+    rt = ClusterRuntime.__new__(ClusterRuntime)
+    rt.closed = False
+    rt.heartbeat_timeout = 0.1
+    conn = _Conn()
+    w = WorkerHandle("w1", conn, 0)      # type: ignore[arg-type]
+    w.last_heard = time.monotonic() - 0.3
+    w.handling = handling
+    rt.workers = {"w1": w}
+    t = threading.Thread(target=rt._monitor, daemon=True)
+    t.start()
+    lost = conn.shut.wait(0.5)
+    rt.closed = True
+    t.join()
+    return lost
+
+
+def test_a_silent_worker_is_lost():
+    assert _monitored(handling=False)
+
+
+def test_a_worker_whose_frame_is_being_handled_here_is_not_lost():
+    assert not _monitored(handling=True)
