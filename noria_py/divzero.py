@@ -18,7 +18,7 @@ sqllogictest corpus keep), and the marker is carried to whoever reads it:
   columns, so that read fails for that key alone, as PostgreSQL's (evaluating the
   condition for that key's rows only) does, where nothing between makes that unsafe
   (noria_py/planner/poison.py has the rules); elsewhere it has no key: a read by key
-  misses it, and an inner join drops it.
+  misses it. A join passes it on as a row of markers, matched or not (ops/join.py).
 - **Aggregates**: SUM, AVG, MIN and MAX of a group are the marker while a marker is
   among its inputs (counted, so deleting that row heals the group); COUNT counts it.
 - **Writes**: a row to be written holding the marker (``INSERT ... VALUES (1 / 0)``, an

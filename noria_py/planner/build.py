@@ -32,7 +32,7 @@ from ..ops import (
     Values,
 )
 from ..ops.project import keeps_columns
-from .poison import keep_key_columns
+from .poison import divides, keep_key_columns
 from .sharding import ANY, Exchanges, Stream, identity
 
 
@@ -196,7 +196,9 @@ class Planner:
     def _join(self, rel: lp.Join) -> Stream:
         left, right = self.build(rel.left), self.build(rel.right)
         lw, rw = left.width, right.width
-        make = lambda: Join(rel.kind, rel.left_keys, rel.right_keys, lw, rw)  # noqa: E731
+        poison = divides(rel)           # (rows of markers passed on: ops/join.py)
+        make = lambda: Join(rel.kind, rel.left_keys, rel.right_keys, lw, rw,  # noqa: E731
+                            poison)
         if self.shards > 1 and rel.left_keys:
             left = self.exchanges.partition(left, rel.left_keys)
             right = self.exchanges.partition(right, rel.right_keys)
