@@ -234,6 +234,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow           # (two client processes, ~2 s: the test above checks the messages)
 def test_libpq_prepare_then_describe_prepared(served: Any, conninfo: str, postgres: Any) -> None:
     """``pgconn.prepare`` then ``pgconn.describe_prepared`` (libpq's PQprepare,
     PQdescribePrepared) answer as PostgreSQL's. The client runs in a process of its own:
