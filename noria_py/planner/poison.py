@@ -32,9 +32,9 @@ from sql_frontend import plan as lp
 from sql_frontend.expr import Call, Col
 
 
-def divides(rel: lp.Rel) -> bool:
-    """Whether ``rel`` or anything under it divides as PostgreSQL does (without
-    recursion: views over views nest deep)."""
+def divides(rel: object) -> bool:
+    """Whether ``rel`` (a relation or an expression) or anything under it divides as
+    PostgreSQL does (without recursion: views over views nest deep)."""
     todo: list[object] = [rel]
     seen: set[int] = set()
     while todo:
@@ -55,30 +55,41 @@ def divides(rel: lp.Rel) -> bool:
 
 def keep_key_columns(query: lp.Query) -> lp.Rel:
     """``query.root``, its dividing filters under the reader made to keep the key's
-    columns in a row of markers where the rules above allow; else ``query.root``."""
+    columns in a row of markers where the rules above allow; else ``query.root``.
+    (A loop, not a recursion: a chain of views read by key can be deep.)"""
     if not query.key:
         return query.root
     key = frozenset(query.key)
     carriers = frozenset(range(query.visible)) - key
-    return _keep(query.root, key, carriers)
-
-
-def _keep(rel: lp.Rel, key: frozenset[int], carriers: frozenset[int]) -> lp.Rel:
-    """``rel`` with its filters keeping the columns ``key`` (of ``rel``'s output), if
-    some column of ``carriers`` (also of its output) is a plain column of theirs."""
-    if isinstance(rel, lp.Project):
-        exprs = rel.exprs
-        if not all(isinstance(exprs[k], Col) for k in key):
-            return rel
-        below = frozenset(exprs[k].index for k in key)      # type: ignore[union-attr]
-        marks = frozenset(exprs[c].index for c in carriers  # type: ignore[union-attr]
-                          if isinstance(exprs[c], Col)) - below
-        inner = _keep(rel.input, below, marks)
-        return rel if inner is rel.input else dataclasses.replace(rel, input=inner)
-    if isinstance(rel, lp.Distinct):
-        inner = _keep(rel.input, key, carriers)
-        return rel if inner is rel.input else dataclasses.replace(rel, input=inner)
-    if isinstance(rel, lp.Filter) and carriers - key and divides(rel):
-        inner = _keep(rel.input, key, carriers)
-        return dataclasses.replace(rel, input=inner, keep=tuple(sorted(key)))
-    return rel
+    # down the chain of projections, DISTINCTs and filters: each with the columns of
+    # its output that are the key and that would carry the marker
+    Chained = lp.Project | lp.Distinct | lp.Filter
+    chain: list[tuple[Chained, frozenset[int], frozenset[int]]] = []
+    rel: lp.Rel = query.root
+    while isinstance(rel, (lp.Project, lp.Distinct, lp.Filter)):
+        chain.append((rel, key, carriers))
+        if isinstance(rel, lp.Project):
+            exprs = rel.exprs
+            if not all(isinstance(exprs[k], Col) for k in key):
+                chain.pop()
+                break
+            below = frozenset(exprs[k].index for k in key)      # type: ignore[union-attr]
+            carriers = frozenset(exprs[c].index for c in carriers  # type: ignore[union-attr]
+                                 if isinstance(exprs[c], Col)) - below
+            key = below
+        rel = rel.input
+    # back up: each filter that divides (or has a division below it) keeps the key
+    below_divides = divides(rel)
+    inner: lp.Rel = rel
+    for link, key, carriers in reversed(chain):
+        out: lp.Rel = link
+        if isinstance(link, lp.Filter):
+            below_divides = below_divides or divides(link.predicate)
+            if carriers - key and below_divides:
+                out = dataclasses.replace(link, input=inner, keep=tuple(sorted(key)))
+            elif inner is not link.input:
+                out = dataclasses.replace(link, input=inner)
+        elif inner is not link.input:
+            out = dataclasses.replace(link, input=inner)
+        inner = out
+    return inner
