@@ -14,9 +14,11 @@ sqllogictest corpus keep), and the marker is carried to whoever reads it:
   CASE branch not taken, ``FALSE AND x``, ``TRUE OR x``, COALESCE after a non-NULL.
 - **Conditions** (WHERE, HAVING, ``noria_py.ops.filter``): a row whose condition is the
   marker is kept, as a row of markers (every column the marker), so a read that returns
-  it fails instead of silently missing it. It has no key any more: a read by key does
-  not find it (PostgreSQL, evaluating the condition for that key's rows only, would fail
-  that read); an inner join drops it.
+  it fails instead of silently missing it. Under a read by key it keeps the key's
+  columns, so that read fails for that key alone, as PostgreSQL's (evaluating the
+  condition for that key's rows only) does, where nothing between makes that unsafe
+  (noria_py/planner/poison.py has the rules); elsewhere it has no key: a read by key
+  misses it. A join passes it on as a row of markers, matched or not (ops/join.py).
 - **Aggregates**: SUM, AVG, MIN and MAX of a group are the marker while a marker is
   among its inputs (counted, so deleting that row heals the group); COUNT counts it.
 - **Writes**: a row to be written holding the marker (``INSERT ... VALUES (1 / 0)``, an

@@ -23,9 +23,14 @@ class Scan:
 
 @dataclass(frozen=True)
 class Filter:
-    """Rows of ``input`` for which ``predicate`` is TRUE (not FALSE, not NULL)."""
+    """Rows of ``input`` for which ``predicate`` is TRUE (not FALSE, not NULL).
+
+    ``keep``: where the predicate is the engine's division-by-zero marker, the row is
+    kept as a row of markers but for these columns, kept as they are (the key of the
+    read above: noria_py/planner/poison.py)."""
     input: "Rel"
     predicate: Expr
+    keep: tuple[int, ...] = ()
 
     @property
     def columns(self) -> tuple[ColumnInfo, ...]:

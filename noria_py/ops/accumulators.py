@@ -13,6 +13,7 @@ Integers that may outgrow 64 bits (exact sums) are written as decimal strings.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from sortedcontainers import SortedList
 
@@ -80,15 +81,19 @@ class ExactAvg(float):
     """AVG of integers: the float the engine computes with (what the Python API shows),
     holding the exact sum and count it is the quotient of, from which the PostgreSQL
     front end writes PostgreSQL's ``numeric`` (noria_py/pg/types.py, ``avg_numeric``).
-    Arithmetic on it gives plain floats; msgpack writes it as a float (so over a
-    cluster's wire it arrives as one)."""
+    Arithmetic on it gives plain floats. The storage codec carries it exactly, as
+    msgpack extension type 6, once ``made`` says this process has made one (so over a
+    cluster's wire and in checkpoints it stays an ``ExactAvg``)."""
     __slots__ = ("total", "count")
     total: int
     count: int
+    #: whether this process has made one (storage/codec.py looks for them only then)
+    made: ClassVar[bool] = False
 
     def __new__(cls, total: int, count: int) -> "ExactAvg":
         self = super().__new__(cls, total / count)     # (int / int: correctly rounded)
         self.total, self.count = total, count
+        ExactAvg.made = True
         return self
 
     def __reduce__(self) -> tuple:

@@ -32,6 +32,15 @@ arrays while each key holds one row a side, as a full join's dense form, so a ba
 is filtered and joined with array operations; in dicts otherwise. No checkpoint is
 taken: a partial join comes back
 from a crash all holes, and its reader's keys go with them (``Partial.lost``).
+
+Division by zero (``poison``: set where a side's plan divides as PostgreSQL does,
+noria_py/divzero.py): a row whose WHERE divided by zero comes as a row of markers, its
+join key the marker, which matches no real row. PostgreSQL fails a query whose scan of
+a side meets that row, matched or not; so such a row on either side of an inner join
+(the right side of a left join: its left side is padded and passed on already) is also
+passed on as a row of markers of the output's width, with its sign, whatever it
+matches, and ``snapshot`` has one for each such row held: a whole read of the join
+fails as PostgreSQL's would, rather than silently miss the row.
 """
 from __future__ import annotations
 
@@ -40,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..batch import Batch
+from ..divzero import DIV0
 from ..nan import concat
 from .dense import DenseRows, KeyMarks, RowsDelta
 from .holes import HeldKeys, Holes
@@ -66,8 +76,10 @@ class Join(Operator, HeldKeys):
     owner: Any = None
 
     def __init__(self, kind: str, left_keys: tuple[int, ...], right_keys: tuple[int, ...],
-                 left_width: int, right_width: int) -> None:
+                 left_width: int, right_width: int, poison: bool = False) -> None:
         self.join_kind = kind
+        #: rows of markers are passed on (the module docstring)
+        self.poison = poison
         self.left_keys = left_keys
         self.right_keys = right_keys
         self.left_width = left_width
@@ -135,12 +147,33 @@ class Join(Operator, HeldKeys):
         """The output of a full join like this one of ``left`` and ``right`` (every row
         of each side): what ``View.all`` of a partial view reads (nothing is filled)."""
         full = Join(self.join_kind, self.left_keys, self.right_keys, self.left_width,
-                    len(self.pad))
+                    len(self.pad), self.poison)
         full.process(LEFT, left)
         full.process(RIGHT, right)
         return full.snapshot()
 
     def process(self, port: int, batch: Batch) -> Batch:
+        if self.poison and batch and (port == RIGHT or self.join_kind != "left"):
+            markers = self._markers(port, batch)
+            if markers:
+                out = self._process(port, batch)
+                out.extend(markers)
+                return out
+        return self._process(port, batch)
+
+    def _markers(self, port: int, batch: Batch) -> Batch:
+        """A row of markers of the output's width for each row of ``batch`` whose join
+        key holds the division-by-zero marker (a row of markers: the module docstring)."""
+        out = Batch()
+        if batch.cols and all(c.dtype != object for c in batch.cols):
+            return out                  # (int64 and float64 columns hold no marker)
+        width = self.left_width + len(self.pad)
+        for k, s in zip(map(self.sides[port]._keyf, batch.rows), batch.signs):
+            if k is DIV0 or (type(k) is tuple and any(v is DIV0 for v in k)):
+                out.add((DIV0,) * width, s)
+        return out
+
+    def _process(self, port: int, batch: Batch) -> Batch:
         holes = self.holes
         if holes is not None:           # partial: rows under holes stop here
             own = self.sides[port]
@@ -272,6 +305,15 @@ class Join(Operator, HeldKeys):
         left, right = self.sides
         for k, lbucket in left.items():
             self._pair(out, lbucket, None if _has_null(k) else right.get(k), outer)
+        if self.poison:                 # (a row of markers for each held: as ``process``)
+            width = self.left_width + len(self.pad)
+            for port, side in enumerate(self.sides):
+                if port == LEFT and outer:
+                    continue
+                for k, bucket in side.items():
+                    if k is DIV0 or (type(k) is tuple and any(v is DIV0 for v in k)):
+                        for _, c in items(bucket):
+                            out.add((DIV0,) * width, c)
         return out
 
     def _pair(self, out: Batch, lbucket: Any, rbucket: Any, outer: bool) -> None:

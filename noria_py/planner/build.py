@@ -32,6 +32,7 @@ from ..ops import (
     Values,
 )
 from ..ops.project import keeps_columns
+from .poison import divides, keep_key_columns
 from .sharding import ANY, Exchanges, Stream, identity
 
 
@@ -107,7 +108,7 @@ class Planner:
         return ids[0]
 
     def add_view(self, name: str, query: lp.Query) -> list[str]:
-        root = query.root
+        root = keep_key_columns(query)      # (a read by key finds its poisoned rows)
         width = len(root.columns)
         if isinstance(root, lp.Project) and self.shards == 1 and root not in self.memo:
             # the SELECT list applied by the reader itself: no project node, one hop less
@@ -177,7 +178,8 @@ class Planner:
 
     def _filter(self, rel: lp.Filter) -> Stream:
         s = self.build(rel.input)
-        return self._per_shard(lambda: Filter(rel.predicate), s, s.partition, s.width, rel.input)
+        return self._per_shard(lambda: Filter(rel.predicate, rel.keep), s, s.partition, s.width,
+                               rel.input)
 
     def _project(self, rel: lp.Project) -> Stream:
         s = self.build(rel.input)
@@ -194,7 +196,9 @@ class Planner:
     def _join(self, rel: lp.Join) -> Stream:
         left, right = self.build(rel.left), self.build(rel.right)
         lw, rw = left.width, right.width
-        make = lambda: Join(rel.kind, rel.left_keys, rel.right_keys, lw, rw)  # noqa: E731
+        poison = divides(rel)           # (rows of markers passed on: ops/join.py)
+        make = lambda: Join(rel.kind, rel.left_keys, rel.right_keys, lw, rw,  # noqa: E731
+                            poison)
         if self.shards > 1 and rel.left_keys:
             left = self.exchanges.partition(left, rel.left_keys)
             right = self.exchanges.partition(right, rel.right_keys)

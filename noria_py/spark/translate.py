@@ -4,7 +4,8 @@ Every relation becomes a DataFrame whose columns are named ``c0``, ``c1``, ... b
 position, as the plan refers to them. Expressions are written as Spark SQL text
 (``selectExpr``/``expr``), which can say everything the engine's expressions mean:
 SQLite's truncating integer division (``div``), NULL for division by zero, Kleene
-AND/OR, ``IN`` with NULLs. A construct whose Spark meaning would differ from the
+AND/OR, ``IN`` with NULLs; the PostgreSQL front end's ``/`` and ``%`` (``pgdiv``,
+``pgmod``), whose zero divisor fails the job (``_pg_division``). A construct whose Spark meaning would differ from the
 engine's (a CAST from text, say) is refused with :class:`Untranslatable` rather than
 translated approximately.
 
@@ -98,6 +99,8 @@ def expr(e: Expr) -> str:
         return f"(CASE WHEN {a[1]} = 0 THEN NULL ELSE (CAST({a[0]} AS DOUBLE) / {a[1]}) END)"
     if op == "mod":
         return f"(CASE WHEN {a[1]} = 0 THEN NULL ELSE ({a[0]} % {a[1]}) END)"
+    if op in ("pgdiv", "pgmod"):
+        return _pg_division(op, args, a)
     if op == "neg":
         return f"(- {a[0]})"
     if op in ("eq", "ne", "lt", "le", "gt", "ge"):
@@ -128,6 +131,26 @@ def expr(e: Expr) -> str:
     if op == "cast":
         return _cast(args[0], a[0], e.type)
     raise Untranslatable(f"operator {op!r} has no Spark translation")
+
+
+def _pg_division(op: str, args: tuple[Expr, ...], a: list[str]) -> str:
+    """The PostgreSQL front end's ``/`` and ``%`` (``pgdiv``, ``pgmod``): as the engine's
+    for a divisor not zero (integers truncate toward zero, a remainder has the dividend's
+    sign); a zero divisor, where the engine gives the division-by-zero marker
+    (noria_py/divzero.py), which no Spark column can hold, fails the job with
+    ``raise_error`` (PostgreSQL's 22012), so the recovery fails with the graph as it was,
+    rather than install NULL. Only where the engine would evaluate the division: CASE,
+    AND, OR and COALESCE are lazy in Spark as in the engine."""
+    ints = _type(args[0]) in INTEGRAL and _type(args[1]) in INTEGRAL
+    if op == "pgdiv":
+        value = (f"(CAST({a[0]} AS BIGINT) div CAST({a[1]} AS BIGINT))" if ints
+                 else f"(CAST({a[0]} AS DOUBLE) / {a[1]})")
+    elif ints:
+        value = f"({a[0]} % {a[1]})"
+    else:       # (the engine truncates both to integers, SQLite's rule: not Spark's fmod)
+        raise Untranslatable("% of a FLOAT (the engine truncates its operands; Spark does not)")
+    return (f"(CASE WHEN {a[1]} = 0 THEN raise_error('division by zero') "
+            f"ELSE {value} END)")
 
 
 def _as_text(e: Expr, sql: str) -> str:

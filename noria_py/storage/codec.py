@@ -17,7 +17,21 @@ ext code  Python type                 payload
                                       stored, not UTC)
 4         ``int`` past 64 bits        two's complement, big-endian, fewest
                                       bytes (``packb(big_ints=True)`` only)
+5         the division-by-zero        empty (noria_py/divzero.py)
+          marker ``DIV0``
+6         ``ExactAvg`` (an exact      msgpack array [sum, count] of the AVG's
+          AVG of integers)            integers (the sum as 4 past 64 bits)
 ========  ==========================  =========================================
+
+``ExactAvg`` (noria_py/ops/accumulators.py: the PostgreSQL front end's AVG of integers,
+sent as PostgreSQL's ``numeric``) is a float subclass, which msgpack writes as a plain
+float without asking: so ``packb`` puts extension type 6 in its place wherever it is in
+the object (``_carry_avgs``) and packs again, once this process has made one
+(``ExactAvg.made``: until then nothing is looked for, and a process without such views
+pays nothing), and only where the packed bytes hold a float's tag (0xcb; none, no float).
+The search is in C over the common shapes (a list of row tuples is one pass over its
+values), and costs about what packing does: in a process that has made an ``ExactAvg``,
+a frame that holds a 0xcb byte takes about twice as long to pack.
 
 An aware datetime comes back with a fixed-offset ``datetime.timezone``: the
 offset and the instant survive, the zone's name and its future DST rules do
@@ -41,6 +55,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import operator
 import re
 import struct
 from typing import Any, cast
@@ -69,6 +84,7 @@ EXT_DATETIME = 2
 EXT_DATETIME_TZ = 3
 EXT_BIGINT = 4
 EXT_DIV0 = 5            # the division-by-zero marker (noria_py/divzero.py), no data
+EXT_AVG = 6             # an ExactAvg (noria_py/ops/accumulators.py): [sum, count]
 
 _DATE = struct.Struct("<i")
 _DATETIME = struct.Struct("<iqB")
@@ -140,17 +156,71 @@ def _ext_hook(code: int, data: bytes) -> Any:
         if not data:
             raise ValueError("an empty integer")
         return int.from_bytes(data, "big", signed=True)
+    if code == EXT_AVG:
+        parts = msgpack.unpackb(data, raw=False, use_list=False, ext_hook=_ext_hook)
+        if (type(parts) is not tuple or len(parts) != 2 or type(parts[0]) is not int
+                or type(parts[1]) is not int or parts[1] <= 0):
+            raise ValueError("an AVG must be [sum, count], count > 0")
+        return _avg_type()(*parts)
     raise ValueError(f"unknown msgpack extension type {code}")
+
+
+_exact_avg: Any = None
+
+
+def _avg_type() -> Any:
+    """``ExactAvg``, imported when first needed (the operators import this module)."""
+    global _exact_avg
+    if _exact_avg is None:
+        from ..ops.accumulators import ExactAvg
+        _exact_avg = ExactAvg
+    return _exact_avg
+
+
+_CONTAINERS = frozenset({list, tuple, dict})
+
+
+def _carry_avgs(obj: Any, avg: type) -> Any:
+    """``obj`` with each ``avg`` in it, in lists, tuples and dicts at any depth, made
+    extension type 6; ``obj`` itself (not copied) where it holds none."""
+    t = type(obj)
+    if t is avg:
+        return msgpack.ExtType(EXT_AVG, packb((obj.total, obj.count), big_ints=True))
+    if t is dict:
+        carried = {k: _carry_avgs(v, avg) for k, v in obj.items()}
+        return obj if all(map(operator.is_, carried.values(), obj.values())) else carried
+    if t is not list and t is not tuple:
+        return obj
+    kinds = set(map(type, obj))
+    if kinds == {tuple}:                # rows: their values looked at in one pass
+        inner = set(map(type, itertools.chain.from_iterable(obj)))
+        if avg not in inner and not inner & _CONTAINERS:
+            return obj
+    elif avg not in kinds and not kinds & _CONTAINERS:
+        return obj
+    out = [_carry_avgs(v, avg) for v in obj]
+    if all(map(operator.is_, out, obj)):
+        return obj
+    return out if t is list else tuple(out)
 
 
 def packb(obj: Any, big_ints: bool = False) -> bytes:
     """Encode ``obj``; the one place that fixes the packer options, so that
     every file in the data directory is written the same way. ``big_ints``: integers
     outside msgpack's range are written as extension type 4 instead of refused (the
-    cluster's wire, not the data directory)."""
+    cluster's wire, not the data directory). An ``ExactAvg`` is written as extension
+    type 6 (the module docstring)."""
     try:
-        return msgpack.packb(obj, default=_default_big_ints if big_ints else _default,
+        data = msgpack.packb(obj, default=_default_big_ints if big_ints else _default,
                              use_bin_type=True, use_single_float=False, strict_types=False)
+        avg = _exact_avg or _avg_type()
+        if avg.made and b"\xcb" in data:   # (a float is 0xcb and 8 bytes: none, no AVG)
+            carried = _carry_avgs(obj, avg)
+            if carried is not obj:
+                data = msgpack.packb(carried, default=_default_big_ints if big_ints
+                                     else _default, use_bin_type=True,
+                                     use_single_float=False, strict_types=False)
+        return data
     except (TypeError, OverflowError, ValueError, UnicodeEncodeError) as exc:
         raise EncodeError(str(exc)) from exc
 

@@ -415,3 +415,30 @@ def test_a_negative_key_in_a_big_batch_matches_no_row_of_a_dense_side():
     assert not j.process(R, batch)
     assert [s.form for s in j.sides] == ["dense", "general"]
     assert ms(j.process(L, ins((-3, "c")))) == {(-3, "c", -3, i): 1 for i in range(40)}
+
+
+@pytest.mark.parametrize("kind", ["inner", "left"])
+def test_a_row_of_markers_is_passed_on_matched_or_not(kind):
+    """``poison``: a row of division-by-zero markers (a WHERE that divided by zero) on
+    either side of an inner join, or the right side of a left join, is passed on as a
+    row of markers, matched or not; its retraction takes it back, and ``snapshot``
+    (the Tracker's check) holds one for each such row held. Without ``poison`` (the
+    Python API's plans) it matches no real row, as before."""
+    from noria_py.divzero import DIV0
+    bad_l, bad_r, out = (DIV0,) * 3, (DIV0,) * 2, (DIV0,) * 5
+    j = Tracker(Join(kind, (1,), (0,), 3, 2, poison=True))
+    j.feed(R, ins(("a", "x")))
+    j.feed(L, ins((1, "a", 10)))
+    left = list(j.feed(L, ins(bad_l)))
+    assert left == ([(out, 1)] if kind == "inner" else [(bad_l + PAD, 1)])
+    # (passed on, and matched with the left row of markers: both are rows of markers)
+    assert j.feed(R, ins(bad_r)).multiset() == (
+        {out: 2} if kind == "inner" else {bad_l + PAD: -1, out: 2})
+    j.check()
+    j.feed(R, dels(bad_r))
+    j.check()
+    j.feed(L, dels(bad_l))
+    assert j.acc == {(1, "a", 10, "a", "x"): 1}
+    plain = Tracker(Join(kind, (1,), (0,), 3, 2))
+    plain.feed(R, ins(("a", "x")))
+    assert list(plain.feed(L, ins(bad_l))) == ([] if kind == "inner" else [(bad_l + PAD, 1)])

@@ -1,9 +1,11 @@
 """The PostgreSQL front end over a cluster: ``noria-py serve --pg-port`` (which runs
-``noria-py pg --server`` beside the controller), subscriptions included."""
+``noria-py pg --server`` beside the controller), subscriptions and an exact AVG (the
+storage codec's extension type 6 across the cluster's wire) included."""
 from __future__ import annotations
 
 import socket
 import time
+from decimal import Decimal
 
 import pytest
 
@@ -32,7 +34,8 @@ def test_a_cluster_serves_postgres_clients() -> None:
             pytest.fail("noria-py pg --server did not start")
         with conn:
             conn.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, d DATE)")
-            conn.execute("CREATE VIEW by_a AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+            conn.execute("CREATE VIEW by_a AS SELECT a, COUNT(*) AS n, AVG(id) AS m FROM t "
+                         "GROUP BY a")
             conn.cursor().executemany("INSERT INTO t (id, a, d) VALUES (%s, %s, %s)",
                                       [(i, i % 3, "2024-01-0%d" % (1 + i % 9)) for i in range(30)])
             with conn.transaction():
@@ -41,6 +44,11 @@ def test_a_cluster_serves_postgres_clients() -> None:
                 got = conn.execute("SELECT n FROM by_a WHERE a = %s", (7,),
                                    prepare=True).fetchall()
                 assert got == [(2,)]
+            # AVG of integers crosses the cluster's wire exact: PostgreSQL's numeric
+            for prepare in (False, True):
+                cur = conn.execute("SELECT m FROM by_a WHERE a = %s", (7,), prepare=prepare)
+                assert cur.fetchall() == [(Decimal("100.5000000000000000"),)]
+                assert cur.description[0].type_code == 1700
             assert conn.execute("SELECT COUNT(*) FROM t WHERE d > %s",
                                 ("2024-01-05",)).fetchone() == (12,)
             names = conn.execute("SELECT table_name FROM information_schema.tables "
@@ -57,7 +65,10 @@ def test_a_cluster_serves_postgres_clients() -> None:
                         listener.cancel_safe()
                         for _ in rows:
                             pass
-            assert snapshot == [("1", "0", "10"), ("1", "1", "10"), ("1", "2", "10"),
-                                ("1", "7", "2")]
-            assert changes == [("-1", "7", "2"), ("1", "7", "3")]
+            assert snapshot == [("1", "0", "10", "13.5000000000000000"),
+                                ("1", "1", "10", "14.5000000000000000"),
+                                ("1", "2", "10", "15.5000000000000000"),
+                                ("1", "7", "2", "100.5000000000000000")]
+            assert changes == [("-1", "7", "2", "100.5000000000000000"),
+                               ("1", "7", "3", "133.6666666666666667")]
         assert cluster.alive()

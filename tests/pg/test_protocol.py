@@ -157,3 +157,93 @@ def test_too_many_clients_get_53300(served: Any) -> None:
     finally:
         server.stop()
         db.close()
+
+
+def _msg(kind: bytes, body: bytes) -> bytes:
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def _read(sock: socket.socket, n: int) -> list[tuple[bytes, bytes]]:
+    """The next ``n`` messages (fewer if none comes for 5 s)."""
+    sock.settimeout(5)
+    data = b""
+    while len(_messages(data)) < n:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return _messages(data)
+
+
+DESCRIBES = [  # what is sent, how many messages answer it
+    (_msg(b"P", b"s1\0SELECT a FROM t WHERE b = $1\0\0\0") + _msg(b"S", b""), 2),
+    (_msg(b"D", b"Ss1\0") + _msg(b"S", b""), 3),    # libpq's PQprepare, PQdescribePrepared
+    (_msg(b"P", b"s2\0INSERT INTO t VALUES ($1, $2)\0\0\0") + _msg(b"D", b"Ss2\0")
+     + _msg(b"H", b""), 3),                        # answered at Flush, before any Sync
+    (_msg(b"S", b""), 1),
+    (_msg(b"D", b"Snosuch\0") + _msg(b"S", b""), 2),
+    (_msg(b"D", b"S\0") + _msg(b"S", b""), 2),      # the unnamed statement: none yet
+]
+
+
+def _describes(port: int, user: str, database: str) -> list[list[tuple[bytes, bytes]]]:
+    body = (struct.pack("!i", P.PROTOCOL_3) + b"user\0" + user.encode() + b"\0database\0"
+            + database.encode() + b"\0\0")
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(struct.pack("!i", len(body) + 4) + body)
+        assert _messages(_recv_all(sock))[-1][0] == b"Z"
+        sock.sendall(_msg(b"Q", b"CREATE TABLE t (a BIGINT, b BIGINT)\0"))
+        assert [k for k, _ in _read(sock, 2)] == [b"C", b"Z"]
+        answers = []
+        for sent, n in DESCRIBES:
+            sock.sendall(sent)
+            answers.append(_read(sock, n))
+        sock.sendall(_msg(b"Q", b"DROP TABLE t\0"))
+        _read(sock, 2)
+    return answers
+
+
+def test_describe_of_a_statement_answers_as_postgres(served: Any, postgres: Any) -> None:
+    """Parse, Describe 'S', Sync or Flush, in libpq's order and others: the same messages
+    as PostgreSQL 15, each answered when it comes (a Flush needs no Sync). The messages'
+    bodies are compared but for RowDescription's (types and table OIDs differ)."""
+    ours = _describes(served[1].port, "u", "noria")
+    theirs = _describes(postgres.port, "postgres", "postgres")
+    assert [[k for k, _ in a] for a in ours] == [[k for k, _ in a] for a in theirs] == [
+        [b"1", b"Z"], [b"t", b"T", b"Z"], [b"1", b"t", b"n"], [b"Z"], [b"E", b"Z"],
+        [b"E", b"Z"]]
+    assert ours[1][0] == theirs[1][0] == (b"t", struct.pack("!hi", 1, 20))
+    assert ours[2][1] == theirs[2][1] == (b"t", struct.pack("!hii", 2, 20, 20))
+
+
+LIBPQ = """
+import json, sys, psycopg
+conn = psycopg.connect(sys.argv[1], autocommit=True)
+conn.execute("CREATE TABLE lq (a BIGINT, b BIGINT)")
+pg, out = conn.pgconn, []
+for name, sql in [(b"s1", b"SELECT a FROM lq WHERE b = $1"), (b"s2", b"INSERT INTO lq VALUES ($1, $2)")]:
+    r = pg.prepare(name, sql)
+    out.append([int(r.status)])
+    r = pg.describe_prepared(name)
+    out.append([int(r.status), r.nparams, r.nfields] + [r.param_type(i) for i in range(r.nparams)])
+conn.execute("DROP TABLE lq")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow           # (two client processes, ~2 s: the test above checks the messages)
+def test_libpq_prepare_then_describe_prepared(served: Any, conninfo: str, postgres: Any) -> None:
+    """``pgconn.prepare`` then ``pgconn.describe_prepared`` (libpq's PQprepare,
+    PQdescribePrepared) answer as PostgreSQL's. The client runs in a process of its own:
+    psycopg's C ``describe_prepared`` keeps the GIL while libpq waits for the answer, so a
+    server in the caller's own process (``PgServer``'s thread) could never send it."""
+    import json
+    import subprocess
+    import sys
+    answers = [json.loads(subprocess.run([sys.executable, "-c", LIBPQ, dsn], capture_output=True,
+                                         text=True, timeout=60, check=True).stdout)
+               for dsn in (conninfo, postgres.dsn)]
+    assert answers[0] == answers[1] == [[1], [1, 1, 1, 20], [1], [1, 2, 0, 20, 20]]

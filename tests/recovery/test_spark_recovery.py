@@ -228,3 +228,52 @@ def test_spark_recovery_restores_base_tables_from_their_log(spark, monkeypatch):
     same()
     _writes(rng, [db], model, 6)
     same()
+
+
+@pytest.mark.slow
+def test_spark_recovery_of_postgres_division(spark):
+    """A view the PostgreSQL front end made divides with PG_DIV and PG_MOD: Spark
+    recomputes it as the engine does (truncating toward zero, the dividend's sign); a
+    zero divisor, the engine's division-by-zero marker, fails the recovery with the
+    graph as it was, and lineage recovery then brings back the marker."""
+    from noria_py.divzero import DIV0
+    views = {
+        "q": "SELECT a, PG_DIV(a, b) AS d, PG_MOD(a, b) AS m, PG_DIV(f, b) AS x, "
+             "CASE WHEN b = 0 THEN -1 ELSE PG_DIV(100, b) END AS c FROM t",
+        "w": "SELECT a, SUM(PG_DIV(a, b)) AS s, COUNT(*) AS n FROM t "
+             "WHERE b <> 0 AND PG_DIV(a, b) > -100 GROUP BY a",
+        "s": "SELECT b, SUM(PG_DIV(100, b)) AS s, MAX(PG_MOD(a, b)) AS m FROM t GROUP BY b",
+    }
+    rows = [(-7, 2, 1.5), (7, -2, -3.0), (-7, -2, None), (9, 4, 0.25), (None, 3, 2.0),
+            (5, None, 1.0), (-1, 3, 4.0), (6, 5, 0.0)]
+    dbs = []
+    for _ in range(2):
+        db = noria_py.connect()
+        db.execute("CREATE TABLE t (a INT, b INT, f FLOAT)")
+        for n, q in views.items():
+            db.execute(f"CREATE VIEW {n} AS {q}")
+        db.table("t").insert(rows)
+        dbs.append(db)
+    db, twin = dbs
+    stateful = [n["id"] for n in db.graph() if n["kind"] in ("aggregate", "reader")]
+    for nid in stateful:
+        db.fail(nid)
+        db.recover(nid, strategy="spark")
+    db.wait()
+    for n in views:
+        assert normalize(db.view(n).all()) == normalize(twin.view(n).all()), n
+    assert (-7, -3, -1, 0.75, 50) in db.view("q").all()      # (PostgreSQL: -7 / 2 = -3)
+    assert (-2, -100, 1) in db.view("s").all()
+    for d in dbs:
+        d.table("t").insert([(3, 0, 1.0)])
+        d.wait()
+    (agg,) = [n["id"] for n in db.graph() if n["kind"] == "aggregate"
+              and db.graph_[n["children"][0]].view == "s"]
+    db.fail(agg)
+    with pytest.raises(noria_py.RecoveryError, match="division by zero"):
+        db.recover(agg, strategy="spark")
+    db.recover(agg, strategy="lineage")
+    db.wait()
+    assert (0, DIV0, DIV0) in db.view("s").all()
+    for n in views:
+        assert normalize(db.view(n).all()) == normalize(twin.view(n).all()), n

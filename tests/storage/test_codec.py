@@ -191,3 +191,32 @@ def test_the_nan_scan_looks_across_its_blocks():
         data[at:at + 3] = b"\xcb\x7f\xf8"
         assert codec.maybe_nan(bytes(data)), at
     assert not codec.maybe_nan(bytes(2 * block + 10))
+
+
+def test_an_exact_avg_travels_exact_wherever_it_is():
+    """An ``ExactAvg`` (a float subclass, which msgpack would write as a float) comes
+    back an ``ExactAvg`` with its sum and count, in rows, columns, maps and alone; its
+    sum past 64 bits too; other values and shapes are left as they were."""
+    from noria_py.ops.accumulators import ExactAvg
+    small, big = ExactAvg(3, 2), ExactAvg(2**70 + 1, 3)
+    for big_ints in (False, True):
+        for value in [small, [(1, small), (2, 2.5)], ("x", {"r": [(big, None)], 3: (small,)}),
+                      [(1, "a"), (small, [big])], [(1, "a"), (2, [big])],
+                      ["o", [small, 2.5, None]]]:
+            back = codec.unpackb(codec.packb(value, big_ints=big_ints))
+            flat = [back]
+            avgs = []
+            while flat:
+                v = flat.pop()
+                if isinstance(v, dict):
+                    flat.extend(v.values())
+                elif isinstance(v, (list, tuple)):
+                    flat.extend(v)
+                elif isinstance(v, float) and v in (1.5, big):
+                    avgs.append(v)
+            assert avgs and all(type(v) is ExactAvg for v in avgs), value
+            assert {(v.total, v.count) for v in avgs} <= {(3, 2), (2**70 + 1, 3)}
+    assert type(codec.unpackb(codec.packb([(2.5,)]))[0][0]) is float
+    for bad in [b"", codec.packb((1,)), codec.packb((1, 0)), codec.packb(("1", 2))]:
+        with pytest.raises(codec.DecodeError):
+            codec.unpackb(codec.packb(codec.msgpack.ExtType(codec.EXT_AVG, bad)))

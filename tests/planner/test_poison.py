@@ -1,0 +1,57 @@
+"""A read by key finds the row whose WHERE divided by zero (noria_py/planner/poison.py):
+the filter under a keyed reader keeps the key's columns in its row of markers, where
+that cannot make a read silently wrong. PostgreSQL's answers are checked over the wire
+in tests/pg/test_division.py; here, the engine and the plans' shape."""
+from __future__ import annotations
+
+import pytest
+
+import noria_py
+from noria_py.divzero import DIV0
+
+from .helpers import Bare
+
+VIEW = "CREATE VIEW w AS SELECT id, b FROM t WHERE PG_DIV(10, b) > 1"
+
+
+@pytest.mark.parametrize("shards,partial", [(1, False), (2, False), (1, True)])
+def test_a_read_by_key_finds_its_poisoned_row(shards: int, partial: bool) -> None:
+    db = noria_py.connect(shards=shards, partial=partial)
+    db.execute("CREATE TABLE t (id INT PRIMARY KEY, b INT)")
+    db.execute(VIEW)
+    db.execute("CREATE VIEW k AS SELECT b FROM t WHERE PG_DIV(10, b) > 1 AND id = ?")
+    db.table("t").insert([(1, 2), (2, 0), (3, 1), (4, 20)])
+    db.wait()
+    read = db.prepare("SELECT b FROM w WHERE id = ?")
+    for key, want in [(1, [(2,)]), (2, [(DIV0,)]), (3, [(1,)]), (4, []), (5, [])]:
+        assert read.run((key,)).fetchall() == want, key
+        assert db.view("k").lookup(key) == want, key
+    assert (DIV0, DIV0) in db.view("w").all()           # a whole read still holds it
+    db.table("t").delete([(2, 0)])
+    db.wait()
+    assert read.run((2,)).fetchall() == [] and db.view("k").lookup(2) == []
+    db.close()
+
+
+def _filters(bare: Bare, sql: str) -> list:
+    bare.add_view(sql)
+    return [bare.graph[n].op for n in bare.planner.take_fresh() if bare.graph[n].kind == "filter"]
+
+
+def test_kept_only_where_a_read_cannot_go_wrong() -> None:
+    bare = Bare()
+    keeps = lambda sql: [f.keep for f in _filters(bare, sql)]  # noqa: E731
+    assert keeps("CREATE VIEW v1 AS SELECT a, b FROM t WHERE PG_DIV(10, b) > 1 AND a = ?") \
+        == [(0,)]
+    # filters over filters keep it too
+    assert keeps("CREATE VIEW v2 AS SELECT a, c FROM t WHERE PG_DIV(10, b) > 1 "
+                 "AND c <> 'x' AND a = ?") == [(0,)]
+    # the engine's own / never gives the marker: the node is shared, unchanged
+    assert keeps("CREATE VIEW v3 AS SELECT a, b FROM t WHERE 10 / b > 1 AND a = ?") == [()]
+    # read whole: nothing to keep
+    assert keeps("CREATE VIEW v4 AS SELECT a, b FROM t WHERE PG_DIV(10, b) > 2") == [()]
+    # only the key is read: no column would carry the marker to the read
+    assert keeps("CREATE VIEW v5 AS SELECT a FROM t WHERE PG_DIV(10, b) > 3 AND a = ?") == [()]
+    # an aggregate would count the kept row in the key's group
+    assert keeps("CREATE VIEW v6 AS SELECT a, COUNT(*) FROM t WHERE PG_DIV(10, b) > 4 "
+                 "AND a = ? GROUP BY a") == [()]
