@@ -26,7 +26,9 @@ place of ``EmbeddedRuntime``. It keeps:
   placement, the highest node number), so that a controller started again on the
   same directory re-adopts the workers still running (they dial back and join
   afresh, their old readers serving reads meanwhile) and rebuilds the views from the
-  write-ahead log (``restart.py``).
+  write-ahead log (``restart.py``); and each base's anchor in that log (the batch
+  after which it had taken so many writes), set only under the database's lock,
+  where no write is between its logging and its base.
 
 A worker lost (connection reset, or silent past the heartbeat timeout) has its nodes
 moved to a warm spare process, and each is recovered with the configured strategy:
@@ -79,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ...ops.base import Base
     from ...recovery.report import RecoveryReport
+    from ...storage import Storage
 
     #: a frame to or from a worker (see ``worker.py``): a list when built here, a tuple
     #: when relayed as a worker sent it (msgpack arrays decode as tuples)
@@ -119,6 +122,9 @@ class WorkerHandle:
         self.outq: queue.SimpleQueue[Frame | None] = queue.SimpleQueue()   # None: stop
         self.lost_at: float | None = None    # when the controller declared it lost
         self.killed_at: float | None = None  # when db.fail() killed it (None: not by us)
+        #: a worker that dialed back after its controller was lost: its answer to
+        #: ``held``, what it held then (``Worker.holdings``; restart.py)
+        self.held: Future[Any] | None = None
 
     def put(self, frame: Frame | None) -> None:
         self.outq.put(frame)
@@ -216,6 +222,12 @@ class ClusterRuntime(Runtime):
         #: set once the views are up (``retire``): a worker dialing back later (lost,
         #: then back) has its old readers dropped at once, superseded already
         self.retired = False
+        #: the data directory's storage, once the database is open (``anchor_all``)
+        self.storage: Storage | None = None
+        #: base -> [lsn, t]: after batch lsn of the log it had taken t writes
+        #: (restart.py); the log generation they were set in
+        self.anchors: dict[str, list[int]] = {}
+        self.anchored_gen = -1
         threading.Thread(target=self._monitor, daemon=True, name="heartbeats").start()
         threading.Thread(target=self._recoverer, daemon=True, name="recovery").start()
 
@@ -279,6 +291,8 @@ class ClusterRuntime(Runtime):
             if self.direct:
                 w.put(["place", dict(self.placement)])    # (moved since, by recoveries)
             self.workers[name] = w
+            if hello.get("rejoin"):      # (asked before anyone counts it as back)
+                w.held = self.request(w, "held")
             if not self.started and len(self.active) < self.target:
                 self.active.append(w)
             else:
@@ -306,11 +320,41 @@ class ClusterRuntime(Runtime):
                        for w in self.workers.values() if w.alive}
             placement = dict(self.placement)
             numbers = max(self.graph.last_number, self.state.data["numbers"])
+            anchors = {b: a for b, a in self.anchors.items() if b in self.durable}
         try:
-            self.state.save(workers=workers, placement=placement, numbers=numbers)
+            self.state.save(workers=workers, placement=placement, numbers=numbers,
+                            anchors=anchors)
         except OSError as e:
             log.error("could not write %s: %s", self.state.path, e)
             raise
+
+    def anchor_all(self, storage: Storage, lsn: int | None = None) -> None:
+        """Anchor every base in the log (restart.py): after batch ``lsn`` (default: the
+        last logged) it had taken the writes its history counts. Called under the
+        database's lock only (at start, at a new table, after a snapshot)."""
+        self.storage = storage
+        at = storage.lsn if lsn is None else lsn
+        with self.lock:
+            self.anchors = {b: [at, len(h)] for b, h in self.durable.items()}
+            self.anchored_gen = storage.generation
+
+    def held_reports(self, timeout: float) -> dict[str, dict[str, Any]]:
+        """What each worker that dialed back held under the controller before, by its
+        name then (``Worker.holdings``); a worker that does not answer in time (or
+        an older one that cannot) is left out."""
+        with self.lock:
+            futs = [w.held for w in self.workers.values() if w.alive and w.held is not None]
+        out = {}
+        deadline = time.monotonic() + timeout
+        for fut in futs:
+            try:
+                got = fut.result(max(0.0, deadline - time.monotonic()))
+            except Exception:                # (lost, too slow, or no such request)
+                continue
+            if isinstance(got, dict) and type(got.get("worker")) is str \
+                    and isinstance(got.get("nodes"), dict):
+                out[got["worker"]] = got
+        return out
 
     def rejoined_count(self) -> int:
         with self.lock:
@@ -611,6 +655,10 @@ class ClusterRuntime(Runtime):
         else:
             data = ["drop_table", change[1], change[2]]
         log.info("catalog change %s", data[:2])
+        if self.storage is not None:         # (a new table's base: anchored at 0 writes)
+            with self.lock:
+                for b, h in self.durable.items():
+                    self.anchors.setdefault(b, [self.storage.lsn, len(h)])
         # on disk before any worker has the new nodes: a restarted controller numbers
         # its own after them (restart.py)
         self.save()
@@ -650,6 +698,12 @@ class ClusterRuntime(Runtime):
     def write(self, base_id: str, batch: Batch) -> None:
         """Accepted (the controller's copy of the table and its history hold it); the
         base node gets it now, or from the history if its worker is being replaced."""
+        st = self.storage
+        if st is not None and st.generation != self.anchored_gen:
+            # the log was snapshotted: its batches so far are folded, so anchor every
+            # base after them (this write is logged already, not yet in its base)
+            self.anchor_all(st, st.lsn - 1)
+            self.save()
         self.graph[base_id].op.process(0, batch)
         self.durable[base_id].append(batch)
         with self.lock:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import json
 import logging
 import os
 import select
@@ -43,7 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
 import sql_frontend
@@ -61,7 +62,14 @@ from . import tokens, wire
 from .controller import CHANNELS, ClusterRuntime
 from .errors import WorkerLost
 from .placement import ProcessLauncher, RayLauncher
-from .restart import REJOIN_TIMEOUT, REJOIN_WAIT, ClusterState
+from .restart import (
+    REJOIN_TIMEOUT,
+    REJOIN_WAIT,
+    Adoption,
+    ClusterState,
+    logged_batches,
+    plan_adoption,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...recovery.report import RecoveryReport
@@ -217,6 +225,9 @@ class Server:
         self.runtime.control = self.lock
         self.admission.serve(self.sock, self._serve_connection, "connection")
         started, adopted = time.monotonic(), 0
+        #: a restart: what of the workers' nodes could be kept (restart.py; logged,
+        #: not yet acted on: the views are rebuilt)
+        self.adoption: Adoption | None = None
         if spawn:
             want = workers + 1                     # one more: the warm spare
             known = self.state.known_workers() if self.state is not None else 0
@@ -226,12 +237,15 @@ class Server:
                 self.runtime.wait_for_rejoin(min(known, want), REJOIN_WAIT)
                 adopted = self.runtime.rejoined_count()
                 want -= adopted
+                self.adoption = self._plan_adoption(str(data_dir))
             if want > 0:
                 self.runtime.spawn(want)
         self.runtime.wait_for_workers()
         self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime,
                            regime=regime)
         self.runtime.on_recovery = self.db.record_recovery
+        if self.db.storage is not None:
+            self.runtime.anchor_all(self.db.storage)
         self.runtime.retire()       # (the readers kept from before a restart may go)
         self.runtime.save()
         self.ready.set()
@@ -239,6 +253,30 @@ class Server:
             log.warning("restarted on %s in %.2f s: %d worker(s) of the controller before "
                         "re-adopted, the views rebuilt from its catalog and log", data_dir,
                         time.monotonic() - started, adopted)
+
+    def _plan_adoption(self, data_dir: str) -> Adoption | None:
+        """What the workers that dialed back could keep (``restart.plan_adoption``),
+        from what they report, ``cluster.json`` and the log; logged."""
+        reports = self.runtime.held_reports(REJOIN_WAIT)
+        prev = cast(ClusterState, self.state).previous
+        parents: dict[str, list[str]] = {}
+        tables: dict[str, str] = {}
+        for r in reports.values():
+            graph, named = r.get("graph"), r.get("tables")
+            if isinstance(graph, dict) and isinstance(named, dict):
+                parents.update({str(k): [str(p) for p in v] for k, v in graph.items()})
+                tables.update({str(k): str(v) for k, v in named.items()})
+        try:
+            plan = plan_adoption(prev.get("placement", {}), prev.get("anchors", {}),
+                                 {w: r["nodes"] for w, r in reports.items()},
+                                 logged_batches(data_dir), tables, parents)
+        except (Error, OSError, KeyError, TypeError, ValueError) as e:
+            log.warning("restart: what the workers hold could not be checked: %s", e)
+            return None
+        log.warning("restart: of the %d node(s) the workers hold, %s", len(parents),
+                    plan.summary())
+        log.warning("restart plan: %s", json.dumps(plan.to_data(), sort_keys=True))
+        return plan
 
     # ------------------------------------------------------------ connections
 

@@ -208,6 +208,26 @@ class Worker:
         #: its way from the controller while their parent's worker already sends)
         self.early: dict[str, list[tuple[str, Message]]] = {}
         self.removed: set[str] = set()
+        #: what this worker held under the controller before, if it was lost
+        #: (``holdings``; asked by the next one: ``req_held``)
+        self.previous: dict[str, Any] | None = None
+
+    def holdings(self) -> dict[str, Any]:
+        """What this worker holds, for a controller that may keep it (restart.py): its
+        name, per node shard it hosts its kind, time, whether it is up, and the time
+        it last took from each parent; and the whole graph as it built it (each
+        node's parents, each base's table)."""
+        graph = self.graph.nodes
+        return {"worker": self.name, "nodes": {
+            nid: {"kind": d.node.kind, "time": d.time, "alive": d.alive,
+                  "last_seen": dict(d.last_seen)} for nid, d in self.domains.items()},
+            "graph": {nid: list(n.parents) for nid, n in graph.items()},
+            "tables": {nid: n.op.schema.name.lower()        # type: ignore[attr-defined]
+                       for nid, n in graph.items() if n.kind == "base"}}
+
+    def req_held(self) -> dict[str, Any] | None:
+        """What this worker held before its controller was lost (None: nothing)."""
+        return self.previous
 
     # ------------------------------------------------------------ structure
 
@@ -741,6 +761,7 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
     advertised = ""
     rejoin_until: float | None = None   # (set once a controller was lost: rejoining)
     why = ""
+    previous: dict[str, Any] | None = None   # (what it held then: Worker.holdings)
     try:
         while True:
             if rejoin_until is not None and time.monotonic() > rejoin_until:
@@ -790,6 +811,7 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
                             token, inbox, peers,
                             None if tls is None else tls_client_context(tls.ca), first_number)
             worker.keep_reads = rejoin_timeout > 0
+            worker.previous = previous
             stop = threading.Event()
             threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
             try:
@@ -806,6 +828,8 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
                 peers.close()
             if worker.stopped or not worker.keep_reads:
                 return
+            # (its message thread has ended: the domains are still)
+            previous = worker.holdings() if worker.domains else previous
             state.keep_old()
             log.warning("worker %s: the controller at %s:%s was lost; serving reads of its "
                         "readers as they are and dialing back for up to %.0f s", assigned,
