@@ -554,6 +554,25 @@ def _in_doubt(model: dict[str, list[tuple]], op, db) -> tuple[Counter, Counter, 
     return normalize(model[name]), normalize(trial[name]), name
 
 
+def _check_plan(plan: dict, logged: dict[str, list[int]]) -> None:
+    """A restart plan made with writes in flight: no node both kept and rebuilt, and
+    each kept base replayed a run of its own table's batches with none of them left
+    out between its first and last, every one a batch of the log (no snapshot in
+    these runs); a kept node's gaps are from a kept parent, and end no earlier than
+    they start."""
+    assert not set(plan["keep"]) & set(plan["rebuild"])
+    table_of = {lsn: t for t, lsns in logged.items() for lsn in lsns}
+    for base, (t, replay) in plan["replay"].items():
+        assert base in plan["keep"] and t >= 0
+        if replay:
+            tables = {table_of.get(lsn) for lsn in replay}
+            assert len(tables) == 1 and None not in tables, (base, replay)
+            run = [x for x in logged[tables.pop()] if replay[0] <= x <= replay[-1]]
+            assert run == replay, (base, replay, run)
+    for parent, child, have, now in plan["gaps"]:
+        assert parent in plan["keep"] and child in plan["keep"] and have < now
+
+
 def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40) -> None:
     """Random writes (and views created half-way) from one client while another
     thread SIGKILLs the controller at a random moment (mid-request, or between two),
@@ -563,7 +582,8 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40) -> None:
     rng = random.Random(seed)
     shards = rng.choice([1, 2])
     d = str(tmp_path / f"data{seed}")
-    with Cluster(workers=2, shards=shards, extra=("--data-dir", d)) as cluster:
+    log = str(tmp_path / f"serve{seed}.log")
+    with Cluster(workers=2, shards=shards, extra=("--data-dir", d), log=log) as cluster:
         db = _client(cluster.url)
         names, split = create_schema(db, rng)
         workers = _known_pids(d)
@@ -619,8 +639,11 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40) -> None:
                   "doubts", doubts)
             raise
         assert set(cluster.worker_pids(db)) <= workers     # re-adopted
+        plan = _plans(log)[-1]
+        _check_plan(plan, logged_batches(d))
         print(f"seed {seed}: killed at op {kill_at} + {delay:.3f} s, down {down_for:.2f} s, "
-              f"{doubts} write(s) in doubt")
+              f"{doubts} write(s) in doubt; {len(plan['keep'])} node(s) keepable, "
+              f"{len(plan['rebuild'])} not, {len(plan['gaps'])} gap(s)")
         db.close()
         assert cluster.alive()
 
