@@ -168,6 +168,7 @@ def plan_adoption(placement: Mapping[str, str], anchors: Mapping[str, list[int]]
     ``parents`` (node -> its parents, as the graph was). Rules (each is a test's):
 
     - a node is kept only if the worker it was placed on reported it, up;
+    - a node without parents that is not a base (VALUES: constant rows) is kept;
     - a base is kept only if it has an anchor ``[lsn, t]`` with ``t <= time <= t +
       batches after lsn`` (no worker can hold a write that was not logged first, nor
       have missed writes folded into a snapshot); it is replayed exactly the batches
@@ -194,6 +195,9 @@ def plan_adoption(placement: Mapping[str, str], anchors: Mapping[str, list[int]]
             continue
         t = int(got["time"])
         ps = parents.get(node, [])
+        if not ps and got.get("kind") != "base":
+            out.keep[node] = placement[node]      # (constant rows: VALUES; no input)
+            continue
         if not ps:
             anchor = anchors.get(node)
             if anchor is None or node not in tables:

@@ -153,6 +153,18 @@ def test_a_node_down_or_not_reported_is_rebuilt_with_what_is_below():
     assert "a" in _plan(held).rebuild
 
 
+def test_constant_rows_are_kept_without_an_anchor():
+    """A VALUES node has no parents and takes no writes: nothing to replay."""
+    held = _held()
+    held["w2"]["v"] = {"kind": "values", "time": 0, "alive": True, "last_seen": {}}
+    held["w1"]["u"] = {"kind": "union", "time": 3, "alive": True,
+                       "last_seen": {"v": 0, "a": 4}}
+    plan = plan_adoption(_PLACED | {"v": "w2", "u": "w1"}, {"b": [10, 3]}, held,
+                         {"t": [11, 12, 14, 15]}, {"b": "t"},
+                         _PARENTS | {"v": [], "u": ["v", "a"]})
+    assert {"v", "u"} <= set(plan.keep) and not plan.rebuild and "v" not in plan.replay
+
+
 def test_what_a_kept_node_missed_is_a_gap_its_parent_fills():
     """The aggregate took write 4 of a base that will have 7 once replayed: gap
     (4, 7); the reader took the aggregate's message 3 of 4: gap (3, 4); the join is
