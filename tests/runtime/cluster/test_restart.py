@@ -9,6 +9,7 @@ import logging
 import os
 import queue
 import random
+import re
 import socket
 import threading
 import time
@@ -443,6 +444,12 @@ def test_a_killed_controller_comes_back_with_its_workers(tmp_path):
         db.close()
 
 
+def _kept(log: str) -> list[int]:
+    """How many nodes each restart that kept the workers' nodes kept, in order."""
+    with open(log, errors="replace") as f:
+        return [int(m) for m in re.findall(r"re-adopted, their (\d+) node\(s\) kept", f.read())]
+
+
 def _plans(log: str) -> list[dict]:
     """The restart plans a server logged (``restart plan: {...}``), in order."""
     with open(log, errors="replace") as f:
@@ -465,8 +472,8 @@ def test_a_quiet_cluster_could_keep_every_node_and_replay_nothing(tmp_path):
         db.execute("CREATE TABLE vote (a INT, u INT)")
         db.execute("CREATE TABLE other (x INT)")
         db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote WHERE a = ? GROUP BY a")
-        db.execute("CREATE VIEW j AS SELECT vote.a, other.x FROM vote JOIN other "
-                   "ON vote.u = other.x WHERE vote.a = ?")
+        db.execute("CREATE VIEW j AS SELECT o.x, p.x AS y FROM other AS o JOIN other AS p "
+                   "ON o.x = p.x + 7 WHERE o.x = ?")
         for i in range(5):
             db.table("vote").insert([(k % 7, k) for k in range(i * 10, i * 10 + 10)])
             db.table("other").insert([(i,)])
@@ -482,6 +489,8 @@ def test_a_quiet_cluster_could_keep_every_node_and_replay_nothing(tmp_path):
         cluster.restart()
         plan = _plans(log)[-1]
         assert plan["rebuild"] == {} and set(plan["keep"]) == nodes
+        assert _kept(log) == [len(nodes)]
+        assert {g["id"] for g in db.graph()} == nodes          # (the same node ids)
         bases = [g["id"] for g in db.graph() if g["kind"] == "base"]
         assert sorted(t for t, _ in plan["replay"].values()) == [6, 7] and len(bases) == 2
         assert all(more == [] for _, more in plan["replay"].values())
@@ -499,10 +508,22 @@ def test_a_quiet_cluster_could_keep_every_node_and_replay_nothing(tmp_path):
         cluster.restart()
         plan = _plans(log)[-1]
         assert plan["rebuild"] == {} and set(plan["keep"]) == nodes
-        # (the reopened tables took their rows as one write; other took 3 more)
-        assert sorted(t for t, _ in plan["replay"].values()) == [1, 3, 4]
+        assert _kept(log)[-1] == len(nodes)
+        # (the bases kept their times: 7 and 6 writes, then other 3 more, late 3)
+        assert sorted(t for t, _ in plan["replay"].values()) == [3, 7, 9]
         assert all(more == [] for _, more in plan["replay"].values())
         assert db.view("s").all() == [(3,)]
+        # kept nodes go on: writes, a worker lost (back from the checkpoints its
+        # nodes took when kept), the views right
+        db.table("late").insert([(10,)])
+        db.table("vote").insert([(1, -2)])
+        db.wait()
+        count = next(g["id"] for g in db.graph() if g["kind"] == "aggregate")
+        db.fail(count)
+        db.wait()
+        assert db.view("s").all() == [(13,)]
+        assert db.view("c").lookup(1) == [(1, 7 + sum(1 for k in range(n) if k % 7 == 1) + 2)]
+        assert [db.view("j").lookup(x) for x in (9, 11, 12)] == [[(9, 2)], [(11, 4)], []]
         db.close()
 
 
