@@ -18,23 +18,26 @@ Invariants, and why:
   re-adopts, so a node id never names two different nodes across a restart: a client
   that still holds an old placement reads the old reader (kept, read-only, until the
   new controller is ready) or is told ``moved``, never another view's rows.
-- Node state is not kept across a restart yet: the next controller rebuilds every
-  view from the catalog and the write-ahead log, which hold every acknowledged write
-  (``Database`` logs a write durably before it is applied or answered). The workers'
-  old readers keep serving reads meanwhile.
-- What re-adopting the workers' nodes needs is recorded and checked
-  (``plan_adoption``), not yet acted on. ``anchors``: per base node, ``[lsn, t]``:
-  after the log's batch ``lsn`` that base had taken ``t`` writes; each later batch
-  of its table is one more write (a base's time counts its writes, one per logged
-  batch: ``Database._write`` logs a batch, then writes it). An anchor is set when
-  the views are up and again on the first write after each snapshot of the log (a
-  snapshot folds the batches before it, which then cannot be replayed one by one),
-  always at or after the snapshot's batch, so every write after an anchor is in
-  the log as a batch of its own. A worker dialing back reports what it holds
-  (``Worker.holdings``: per node its kind, time, whether it is up, and the times it
-  last took from each parent); ``plan_adoption`` says, from that, the anchors and
-  the log, which nodes could be kept and which writes each kept base would be
-  replayed (those after its time), and which must be rebuilt (and why).
+- Every acknowledged write is in the catalog and the write-ahead log (``Database``
+  logs a write durably before it is applied or answered): a restarted controller
+  that rebuilds every view from them loses none. The workers' old readers keep
+  serving reads meanwhile.
+- The workers' node state is kept only when that is provably the same as the
+  rebuild would give. ``anchors``: per base node, ``[lsn, t]``: after the log's
+  batch ``lsn`` that base had taken ``t`` writes; each later batch of its table is
+  one more write (a base's time counts its writes, one per logged batch:
+  ``Database._write`` logs a batch, then writes it). An anchor is set (under the
+  database's lock) when the views are up, when a table is made, and again on the
+  first write after each snapshot of the log (a snapshot folds the batches before
+  it), always at or after the snapshot's batch, so every write after an anchor is
+  in the log as a batch of its own. A worker dialing back reports what it holds
+  (``Worker.holdings``); ``plan_adoption`` says, from that, the anchors and the
+  log, which nodes could be kept, which writes each kept base would be replayed
+  (exactly those after its time) and which gaps its parents' payload logs would
+  fill, and which must be rebuilt (and why). The server keeps them all only when
+  the plan keeps every node with nothing to replay and no gap, and the catalog
+  planned again in the recorded ``order`` from the recorded ``first`` number gives
+  the very graph the workers hold (ids, numbers, parents); otherwise it rebuilds.
 """
 from __future__ import annotations
 

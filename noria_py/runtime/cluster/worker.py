@@ -53,8 +53,10 @@ in its config (``--data-dir``: ``rejoin timeout`` > 0; ``restart.py``), the work
 does not exit. Its message thread ends (its peer links with it), its readers stay
 readable as they were on the read port (``Reads.keep_old``), and it dials the
 controller's address again every ``REJOIN_EVERY`` seconds; a controller started again
-there takes it as a new worker (a fresh graph, node numbers after the old ones), and
-``["retire"]``, once that controller's views are up, drops the old readers. After the
+there takes it back under its name, as a new worker (a fresh graph, node numbers
+after the old ones; ``["retire"]``, once that controller's views are up, drops the
+old readers) or, when it keeps what the workers hold, with its old graph and node
+shards (``["adopt"]``). After the
 timeout with no controller, it exits, saying so in its log.
 """
 from __future__ import annotations
