@@ -29,7 +29,7 @@ from noria_py.runtime.cluster.launch import Cluster
 def run(votes: int, runs: int) -> dict[str, float]:
     out: dict[str, list[float]] = {"ready": [], "first_write": [], "first_read": [],
                                    "reads_ok": [], "reads_failed": [], "own": [],
-                                   "keepable": [], "nodes": [], "replay": []}
+                                   "keepable": [], "nodes": [], "replay": [], "kept": []}
     with tempfile.TemporaryDirectory() as d, \
             Cluster(workers=2, shards=2, extra=("--data-dir", d),
                     log=os.path.join(d, "serve.log")) as cluster:
@@ -77,6 +77,8 @@ def run(votes: int, runs: int) -> dict[str, float]:
                 text = f.read()
             own = re.findall(r"restarted on .* in ([\d.]+) s", text)
             out["own"].append(float(own[-1]) if own else float("nan"))
+            kept = re.findall(r"restarted on .* their (\d+) node\(s\) kept", text)
+            out["kept"].append(int(kept[-1]) if len(kept) == len(own) else 0)
             plans = re.findall(r"restart plan: (.*)", text)
             plan = json.loads(plans[-1]) if plans else {"keep": {}, "rebuild": {}, "replay": {}}
             out["keepable"].append(len(plan["keep"]))
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  reads by a client that kept its placement, while the controller was down: "
           f"{got['reads_ok']:.0f}/s served, {got['reads_failed']:.0f} failed")
     print(f"  the workers' nodes it could keep: {got['keepable']:.0f} of {got['nodes']:.0f}, "
-          f"{got['replay']:.0f} logged write(s) to replay (rebuilt all the same)")
+          f"{got['replay']:.0f} logged write(s) to replay; kept: {got['kept']:.0f}")
     return 0
 
 
