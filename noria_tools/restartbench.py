@@ -77,8 +77,9 @@ def run(votes: int, runs: int) -> dict[str, float]:
                 text = f.read()
             own = re.findall(r"restarted on .* in ([\d.]+) s", text)
             out["own"].append(float(own[-1]) if own else float("nan"))
-            kept = re.findall(r"restarted on .* their (\d+) node\(s\) kept", text)
-            out["kept"].append(int(kept[-1]) if len(kept) == len(own) else 0)
+            last = re.findall(r"restarted on .*", text)
+            held = re.search(r"their (\d+) node\(s\) kept", last[-1]) if last else None
+            out["kept"].append(int(held.group(1)) if held else 0)
             plans = re.findall(r"restart plan: (.*)", text)
             plan = json.loads(plans[-1]) if plans else {"keep": {}, "rebuild": {}, "replay": {}}
             out["keepable"].append(len(plan["keep"]))
