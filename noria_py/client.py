@@ -354,7 +354,13 @@ class Database:
             self.reopened.update(checkpoint_lsn=cut.lsn,
                                  batches_replayed=len(recovered.later or ()))
         self.recovery_notes = list(recovered.report)
-        views = self._create_catalog_tables(recovered.catalog)
+        ordered = getattr(self.runtime, "adopt_catalog", None)
+        if ordered is not None:
+            # (a restarted cluster keeping its workers' nodes, planned in this order)
+            assert sorted(ordered) == sorted(recovered.catalog)
+            views = self._create_catalog_in_order(ordered)
+        else:
+            views = self._create_catalog_tables(recovered.catalog)
         path = storage.data_dir / "catalog.json"
         for name, rows in recovered.tables.items():
             if not rows:
@@ -366,11 +372,15 @@ class Database:
                     f"data (was catalog.json lost or replaced?); restore it from a backup, or run "
                     f"`noria-py repair --data-dir {storage.data_dir}` to see what dropping those rows would lose")
             self.runtime.write(entry.node, self._restored(entry, rows, path, storage.data_dir))
+        # (a restarted cluster's controller keeping its workers' nodes: filled there)
+        adopt = getattr(self.runtime, "adopt_view", None)
         for sql in views:
             stmt = sql_frontend.parse(sql, self._catalog)
             assert isinstance(stmt, lp.CreateView)  # the catalog holds CREATE TABLE and VIEW only
             self._create_views([stmt], persist=False,
-                               restore=None if cut is None else functools.partial(self._from_disk, cut))
+                               restore=(functools.partial(self._from_disk, cut) if cut is not None
+                                        else adopt if getattr(self.runtime, "adopting", None)
+                                        is not None else None))
         for table, ins, dels in recovered.later or ():
             entry = self._tables.get(table.lower())
             if entry is None:
@@ -485,6 +495,20 @@ class Database:
             else:
                 views.append(sql)
         return views
+
+    def _create_catalog_in_order(self, catalog: list[str]) -> list[str]:
+        """Create a stored catalog's tables and views in the order given (the order
+        they were planned in; each reads only what comes before it), the views unfilled
+        (only ``restore`` fills them: a cluster's workers hold them); returns []."""
+        adopt = getattr(self.runtime, "adopt_view", None)
+        for sql in catalog:
+            stmt = sql_frontend.parse(sql, self._catalog)
+            if isinstance(stmt, lp.CreateTable):
+                self._create_table(stmt, sql, persist=False)
+            else:
+                assert isinstance(stmt, lp.CreateView) and adopt is not None
+                self._create_views([stmt], persist=False, restore=adopt)
+        return []
 
     def _restored(self, entry: _TableEntry, rows: list[tuple], path, data_dir) -> Batch:
         """A table's rows read back from its data directory, as its base takes a write

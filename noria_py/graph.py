@@ -63,6 +63,14 @@ class Graph:
         old workers still hold nodes numbered up to ``n``: runtime/cluster/restart.py)."""
         self._next = max(self._next, n)
 
+    def number_from(self, n: int) -> None:
+        """Give out node numbers above ``n`` from now on, below any given already: a
+        restarted cluster's controller keeping its workers' nodes builds them again
+        with the numbers they had (runtime/cluster/restart.py); only on a graph that
+        holds no node yet."""
+        assert not self.nodes, "number_from on a graph that holds nodes"
+        self._next = n
+
     def add(self, node: Node) -> Node:
         assert node.id not in self.nodes, node.id
         self._nums += 1

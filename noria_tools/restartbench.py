@@ -14,6 +14,7 @@ after another (served per second, and failed). Medians over the runs.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -27,7 +28,8 @@ from noria_py.runtime.cluster.launch import Cluster
 
 def run(votes: int, runs: int) -> dict[str, float]:
     out: dict[str, list[float]] = {"ready": [], "first_write": [], "first_read": [],
-                                   "reads_ok": [], "reads_failed": [], "own": []}
+                                   "reads_ok": [], "reads_failed": [], "own": [],
+                                   "keepable": [], "nodes": [], "replay": [], "kept": []}
     with tempfile.TemporaryDirectory() as d, \
             Cluster(workers=2, shards=2, extra=("--data-dir", d),
                     log=os.path.join(d, "serve.log")) as cluster:
@@ -72,8 +74,17 @@ def run(votes: int, runs: int) -> dict[str, float]:
             out["reads_ok"].append(counts["ok"] / ready)
             out["reads_failed"].append(counts["failed"])
             with open(os.path.join(d, "serve.log"), errors="replace") as f:
-                own = re.findall(r"restarted on .* in ([\d.]+) s", f.read())
+                text = f.read()
+            own = re.findall(r"restarted on .* in ([\d.]+) s", text)
             out["own"].append(float(own[-1]) if own else float("nan"))
+            last = re.findall(r"restarted on .*", text)
+            held = re.search(r"their (\d+) node\(s\) kept", last[-1]) if last else None
+            out["kept"].append(int(held.group(1)) if held else 0)
+            plans = re.findall(r"restart plan: (.*)", text)
+            plan = json.loads(plans[-1]) if plans else {"keep": {}, "rebuild": {}, "replay": {}}
+            out["keepable"].append(len(plan["keep"]))
+            out["nodes"].append(len(plan["keep"]) + len(plan["rebuild"]))
+            out["replay"].append(sum(len(b) for _, b in plan["replay"].values()))
         db.close()
     return {k: statistics.median(v) for k, v in out.items()}
 
@@ -93,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  first read (new placement) {got['first_read']:.2f} s")
     print(f"  reads by a client that kept its placement, while the controller was down: "
           f"{got['reads_ok']:.0f}/s served, {got['reads_failed']:.0f} failed")
+    print(f"  the workers' nodes it could keep: {got['keepable']:.0f} of {got['nodes']:.0f}, "
+          f"{got['replay']:.0f} logged write(s) to replay; kept: {got['kept']:.0f}")
     return 0
 
 

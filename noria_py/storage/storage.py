@@ -340,6 +340,11 @@ class Storage:
     def catalog(self) -> list[str]:
         return list(self._catalog)
 
+    @property
+    def generation(self) -> int:
+        """The current log's generation: one more after each snapshot."""
+        return self._gen
+
     def load(self) -> Recovered:
         """The current catalog and rows, with what recovery did at opening.
 

@@ -26,7 +26,9 @@ place of ``EmbeddedRuntime``. It keeps:
   placement, the highest node number), so that a controller started again on the
   same directory re-adopts the workers still running (they dial back and join
   afresh, their old readers serving reads meanwhile) and rebuilds the views from the
-  write-ahead log (``restart.py``).
+  write-ahead log (``restart.py``); and each base's anchor in that log (the batch
+  after which it had taken so many writes), set only under the database's lock,
+  where no write is between its logging and its base.
 
 A worker lost (connection reset, or silent past the heartbeat timeout) has its nodes
 moved to a warm spare process, and each is recovered with the configured strategy:
@@ -79,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ...ops.base import Base
     from ...recovery.report import RecoveryReport
+    from ...storage import Storage
 
     #: a frame to or from a worker (see ``worker.py``): a list when built here, a tuple
     #: when relayed as a worker sent it (msgpack arrays decode as tuples)
@@ -123,6 +126,9 @@ class WorkerHandle:
         self.outq: queue.SimpleQueue[Frame | None] = queue.SimpleQueue()   # None: stop
         self.lost_at: float | None = None    # when the controller declared it lost
         self.killed_at: float | None = None  # when db.fail() killed it (None: not by us)
+        #: a worker that dialed back after its controller was lost: its answer to
+        #: ``held``, what it held then (``Worker.holdings``; restart.py)
+        self.held: Future[Any] | None = None
 
     def put(self, frame: Frame | None) -> None:
         self.outq.put(frame)
@@ -209,6 +215,9 @@ class ClusterRuntime(Runtime):
         self.broken: str | None = None         # set when a recovery gave up
         self.closed = False
         self._names = itertools.count(1)
+        #: the names of the workers of the controller before (restart.py): given back
+        #: to them only, as they dial back
+        self.known_names: set[str] = set()
         #: starts the workers: subprocesses here, or Ray actors (``placement.py``)
         self.launcher: Launcher = ProcessLauncher()
         #: with ``--data-dir``: what a restarted controller needs (``restart.py``)
@@ -220,6 +229,27 @@ class ClusterRuntime(Runtime):
         #: set once the views are up (``retire``): a worker dialing back later (lost,
         #: then back) has its old readers dropped at once, superseded already
         self.retired = False
+        #: the data directory's storage, once the database is open (``anchor_all``)
+        self.storage: Storage | None = None
+        #: base -> [lsn, t]: after batch lsn of the log it had taken t writes
+        #: (restart.py); the log generation they were set in
+        self.anchors: dict[str, list[int]] = {}
+        self.anchored_gen = -1
+        #: while a restarted controller builds again the graph its workers kept
+        #: (``begin_adoption``): node -> the worker keeping it; their base times
+        self.adopting: dict[str, str] | None = None
+        self.adopt_times: dict[str, int] = {}
+        #: the workers whose graph is kept: no catalog change of the adoption is sent
+        #: to them (they have it)
+        self.adopted: set[str] = set()
+        #: while adopting: the catalog's statements in the order they were planned
+        #: (``Database._restore`` plans them so; None: tables first, as it does)
+        self.adopt_catalog: list[str] | None = None
+        #: the tables and views, by name, in the order this controller planned them
+        #: (cluster.json: a restart keeping the workers' nodes plans them so again)
+        self.order: list[str] = []
+        #: node numbers of this controller's graph start after this one (cluster.json)
+        self.first = 0
         threading.Thread(target=self._monitor, daemon=True, name="heartbeats").start()
         threading.Thread(target=self._recoverer, daemon=True, name="recovery").start()
 
@@ -246,7 +276,15 @@ class ClusterRuntime(Runtime):
         it an active worker (while fewer than asked) or a spare. Returns the thread
         reading its connection, which ends with it."""
         pid = int(hello.get("pid") or 0)
-        name = f"w{next(self._names)}"
+        was = hello.get("was")
+        with self.lock:
+            if hello.get("rejoin") and type(was) is str and was not in self.workers \
+                    and was in self.known_names:
+                name = was              # (its name then: its nodes' placement says so)
+            else:
+                name = f"w{next(self._names)}"
+                while name in self.workers or name in self.known_names:
+                    name = f"w{next(self._names)}"
         proc = self.launcher.find(pid)
         read = hello.get("read")
         if not (isinstance(read, (tuple, list)) and len(read) == 2 and type(read[0]) is str
@@ -283,6 +321,8 @@ class ClusterRuntime(Runtime):
             if self.direct:
                 w.put(["place", dict(self.placement)])    # (moved since, by recoveries)
             self.workers[name] = w
+            if hello.get("rejoin"):      # (asked before anyone counts it as back)
+                w.held = self.request(w, "held")
             if not self.started and len(self.active) < self.target:
                 self.active.append(w)
             else:
@@ -310,11 +350,86 @@ class ClusterRuntime(Runtime):
                        for w in self.workers.values() if w.alive}
             placement = dict(self.placement)
             numbers = max(self.graph.last_number, self.state.data["numbers"])
+            anchors = {b: a for b, a in self.anchors.items() if b in self.durable}
         try:
-            self.state.save(workers=workers, placement=placement, numbers=numbers)
+            self.state.save(workers=workers, placement=placement, numbers=numbers,
+                            anchors=anchors, first=self.first, order=list(self.order))
         except OSError as e:
             log.error("could not write %s: %s", self.state.path, e)
             raise
+
+    def anchor_all(self, storage: Storage, lsn: int | None = None) -> None:
+        """Anchor every base in the log (restart.py): after batch ``lsn`` (default: the
+        last logged) it had taken the writes its history counts. Called under the
+        database's lock only (at start, at a new table, after a snapshot)."""
+        self.storage = storage
+        at = storage.lsn if lsn is None else lsn
+        with self.lock:
+            self.anchors = {b: [at, len(h)] for b, h in self.durable.items()}
+            self.anchored_gen = storage.generation
+
+    def begin_adoption(self, placement: dict[str, str], times: dict[str, int],
+                       first: int, catalog: list[str]) -> None:
+        """Keep what the workers hold (restart.py): each rejoined worker takes back
+        its graph and node shards (``["adopt"]``, before any other frame of this
+        controller's but its config); the database's opening then builds the same
+        graph here (numbered from ``first``, as it was), placing each node where it
+        is, and neither sends the catalog's changes to those workers nor fills the
+        nodes; each base's history starts at its time there (``times``). ``catalog``:
+        the catalog's statements in the order they were planned, which made the
+        graph the workers hold."""
+        self.graph.number_from(first)
+        self.first = self.first_number = first
+        self.adopt_catalog = catalog
+        with self.lock:
+            self.adopting, self.adopt_times = dict(placement), dict(times)
+            keepers = set(placement.values())
+            for w in self.workers.values():
+                if w.alive and w.held is not None:
+                    self.adopted.add(w.name)
+                    w.put(["adopt"])
+            # the workers that hold nodes are the active ones; the others spares
+            self.active = [w for w in self.workers.values() if w.alive and w.name in keepers]
+            self.spares = [w for w in self.workers.values()
+                           if w.alive and w.name not in keepers]
+            self.changed.notify_all()
+
+    def adopt_view(self, name: str, readers: list[str],
+                   fresh: set[str]) -> tuple[set[str], set[str]]:
+        """``Database._create_views``'s ``restore`` while adopting: every node of the
+        view is filled already, on its worker."""
+        return set(fresh), {n for n in fresh if self.graph[n].op.stateful}
+
+    def finish_adoption(self) -> None:
+        """The graph is built again: each base's history starts at its time on its
+        worker (the table's rows as of then: the log holds nothing after it)."""
+        with self.lock:
+            for b, h in self.durable.items():
+                h.start = self.adopt_times.get(b, 0)
+            self.adopting = None
+            self.adopted = set()
+            self.adopt_catalog = None
+
+    def held_reports(self, timeout: float) -> dict[str, dict[str, Any]]:
+        """What each worker that dialed back held under the controller before, by its
+        name then (``Worker.holdings``); a worker that does not answer in time (or
+        an older one that cannot) is left out."""
+        with self.lock:
+            futs = [(w.name, w.held) for w in self.workers.values()
+                    if w.alive and w.held is not None]
+        out = {}
+        deadline = time.monotonic() + timeout
+        for name, fut in futs:
+            try:
+                got = fut.result(max(0.0, deadline - time.monotonic()))
+            except Exception:                # (lost, too slow, or no such request)
+                continue
+            if isinstance(got, dict) and type(got.get("worker")) is str \
+                    and isinstance(got.get("nodes"), dict):
+                if got["worker"] != name:
+                    log.warning("worker %s reports what it held as %s", name, got["worker"])
+                out[got["worker"]] = got
+        return out
 
     def rejoined_count(self) -> int:
         with self.lock:
@@ -599,8 +714,11 @@ class ClusterRuntime(Runtime):
             # neighbours on other workers: one lost worker then leaves each lost node's
             # parents and children alive, which is where tree clocks recover from
             best = min(self.active, key=lambda w: (w.name in near, counts[w.name]))
-            self.placement[node.id] = best.name
-            self.new_placement[node.id] = best.name
+            where = best.name
+            if self.adopting is not None:
+                where = self.adopting[node.id]       # (where it is kept)
+            self.placement[node.id] = where
+            self.new_placement[node.id] = where
             self.up.add(node.id)
         if node.kind == "base":
             self.durable.setdefault(node.id, WriteHistory(cast("Base", node.op)))
@@ -618,6 +736,13 @@ class ClusterRuntime(Runtime):
         else:
             data = ["drop_table", change[1], change[2]]
         log.info("catalog change %s", data[:2])
+        if kind in ("table", "view"):
+            name = (change[1].name if kind == "table" else change[1]).lower()
+            self.order = [n for n in self.order if n != name] + [name]
+        if self.storage is not None:         # (a new table's base: anchored at 0 writes)
+            with self.lock:
+                for b, h in self.durable.items():
+                    self.anchors.setdefault(b, [self.storage.lsn, len(h)])
         # on disk before any worker has the new nodes: a restarted controller numbers
         # its own after them (restart.py)
         self.save()
@@ -625,7 +750,7 @@ class ClusterRuntime(Runtime):
             placement, self.new_placement = self.new_placement, {}
             self.ddl_log.append([data, placement])
             for w in self.workers.values():
-                if w.alive:
+                if w.alive and w.name not in self.adopted:
                     w.put(["ddl", data, placement])
 
     def remove(self, node_id: str) -> None:
@@ -642,8 +767,10 @@ class ClusterRuntime(Runtime):
         if self.clocks:
             self.tc = graph_clocks(self.graph, self.tc)
 
-    def settle(self, fresh: set[str]) -> None:
+    def settle(self, fresh: set[str], adopted: set[str] | None = None) -> None:
         self.refresh_clocks()
+        if self.adopting is not None:
+            return                           # (settled on their workers already)
         for nid in self.graph.topological():
             if nid in fresh and self.graph[nid].parents:
                 parents = {}
@@ -657,7 +784,18 @@ class ClusterRuntime(Runtime):
     def write(self, base_id: str, batch: Batch) -> None:
         """Accepted (the controller's copy of the table and its history hold it); the
         base node gets it now, or from the history if its worker is being replaced."""
+        st = self.storage
+        if st is not None and st.generation != self.anchored_gen:
+            # the log was snapshotted: its batches so far are folded, so anchor every
+            # base after them (this write is logged already, not yet in its base)
+            self.anchor_all(st, st.lsn - 1)
+            self.save()
         self.graph[base_id].op.process(0, batch)
+        if self.adopting is not None:
+            # the table's rows, reopened: as of the base's time on its worker, which
+            # holds them already (``finish_adoption`` sets the history's start)
+            self.durable[base_id].folded.process(0, batch)
+            return
         self.durable[base_id].append(batch)
         with self.lock:
             if base_id in self.up:

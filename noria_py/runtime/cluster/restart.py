@@ -18,22 +18,44 @@ Invariants, and why:
   re-adopts, so a node id never names two different nodes across a restart: a client
   that still holds an old placement reads the old reader (kept, read-only, until the
   new controller is ready) or is told ``moved``, never another view's rows.
-- Node state is not kept across a restart: the next controller rebuilds every view
-  from the catalog and the write-ahead log, which hold every acknowledged write
-  (``Database`` logs a write durably before it is applied or answered). The workers'
-  old readers keep serving reads meanwhile.
+- Every acknowledged write is in the catalog and the write-ahead log (``Database``
+  logs a write durably before it is applied or answered): a restarted controller
+  that rebuilds every view from them loses none. The workers' old readers keep
+  serving reads meanwhile.
+- The workers' node state is kept only when that is provably the same as the
+  rebuild would give. ``anchors``: per base node, ``[lsn, t]``: after the log's
+  batch ``lsn`` that base had taken ``t`` writes; each later batch of its table is
+  one more write (a base's time counts its writes, one per logged batch:
+  ``Database._write`` logs a batch, then writes it). An anchor is set (under the
+  database's lock) when the views are up, when a table is made, and again on the
+  first write after each snapshot of the log (a snapshot folds the batches before
+  it), always at or after the snapshot's batch, so every write after an anchor is
+  in the log as a batch of its own. A worker dialing back reports what it holds
+  (``Worker.holdings``); ``plan_adoption`` says, from that, the anchors and the
+  log, which nodes could be kept, which writes each kept base would be replayed
+  (exactly those after its time) and which gaps its parents' payload logs would
+  fill, and which must be rebuilt (and why). The server keeps them all only when
+  the plan keeps every node with nothing to replay and no gap, and the catalog
+  planned again in the recorded ``order`` from the recorded ``first`` number gives
+  the very graph the workers hold (ids, numbers, parents); otherwise it rebuilds.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...errors import CorruptionError
+from ...storage import codec
+from ...storage.log import BATCH, COLUMNS, LOG_HEADER_SIZE, FrameScanner
 
-__all__ = ["ClusterState", "FILE", "REJOIN_TIMEOUT", "REJOIN_WAIT"]
+__all__ = ["Adoption", "ClusterState", "FILE", "REJOIN_TIMEOUT", "REJOIN_WAIT",
+           "logged_batches", "plan_adoption"]
 
 FILE = "cluster.json"
 #: seconds a worker whose controller died serves reads and tries to rejoin before it
@@ -54,7 +76,8 @@ class ClusterState:
         #: what the file held when the server started (empty: no earlier controller)
         self.previous: dict[str, Any] = {}
         self.data: dict[str, Any] = {"version": 1, "token": None, "port": None,
-                                     "workers": {}, "placement": {}, "numbers": 0}
+                                     "workers": {}, "placement": {}, "numbers": 0,
+                                     "anchors": {}}
         try:
             text = self.path.read_text()
         except FileNotFoundError:
@@ -64,7 +87,8 @@ class ClusterState:
             if not (isinstance(got, dict) and got.get("version") == 1
                     and isinstance(got.get("workers"), dict)
                     and isinstance(got.get("placement"), dict)
-                    and type(got.get("numbers")) is int):
+                    and type(got.get("numbers")) is int
+                    and _anchors_ok(got.get("anchors", {}))):
                 raise ValueError("not a cluster state of version 1")
         except ValueError as e:
             raise CorruptionError(f"{str(self.path)!r} is damaged ({e}); remove it to start "
@@ -83,7 +107,8 @@ class ClusterState:
         return len(self.previous.get("workers", {}))
 
     def save(self, **changes: Any) -> None:
-        """Set ``changes`` (token, port, workers, placement, numbers) and write the file."""
+        """Set ``changes`` (token, port, workers, placement, numbers, anchors) and
+        write the file."""
         with self.lock:
             self.data.update(changes)
             tmp = self.path.with_name(FILE + ".new")
@@ -98,3 +123,157 @@ class ClusterState:
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
+
+
+def _anchors_ok(anchors: Any) -> bool:
+    return isinstance(anchors, dict) and all(
+        type(k) is str and isinstance(v, list) and len(v) == 2
+        and all(type(x) is int and x >= 0 for x in v) for k, v in anchors.items())
+
+
+@dataclass
+class Adoption:
+    """What a restarted controller could keep of its workers' nodes
+    (``plan_adoption``)."""
+
+    #: node -> the (old) worker that holds it and may keep it
+    keep: dict[str, str] = field(default_factory=dict)
+    #: node -> why it must be rebuilt
+    rebuild: dict[str, str] = field(default_factory=dict)
+    #: kept base -> (its time on its worker, the log's batches of its table to replay
+    #: to it, in order: those after that time)
+    replay: dict[str, tuple[int, list[int]]] = field(default_factory=dict)
+    #: (parent, child) -> (the child's last time taken from the parent, the parent's
+    #: time): the parent's payload log gives the child what it missed in between
+    gaps: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+    def to_data(self) -> dict[str, Any]:
+        """As JSON values (the server logs it: ``restart plan: {...}``)."""
+        return {"keep": self.keep, "rebuild": self.rebuild,
+                "replay": {b: [t, more] for b, (t, more) in self.replay.items()},
+                "gaps": [[p, c, a, b] for (p, c), (a, b) in self.gaps.items()]}
+
+    def summary(self) -> str:
+        writes = sum(len(b) for _, b in self.replay.values())
+        return (f"{len(self.keep)} node(s) could be kept ({writes} logged write(s) to "
+                f"replay to their bases), {len(self.rebuild)} to rebuild")
+
+
+def plan_adoption(placement: Mapping[str, str], anchors: Mapping[str, list[int]],
+                  reports: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                  batches: Mapping[str, list[int]], tables: Mapping[str, str],
+                  parents: Mapping[str, list[str]]) -> Adoption:
+    """Which nodes a restarted controller could keep, from ``placement`` (node ->
+    old worker, as ``cluster.json`` recorded it), ``anchors`` (base -> ``[lsn, t]``),
+    ``reports`` (old worker -> node -> what it holds: ``kind``, ``time``, ``alive``,
+    ``last_seen``), ``batches`` (table -> the lsns of its logged batches, ascending,
+    from at least the earliest anchor's on), ``tables`` (base -> its table) and
+    ``parents`` (node -> its parents, as the graph was). Rules (each is a test's):
+
+    - a node is kept only if the worker it was placed on reported it, up;
+    - a node without parents that is not a base (VALUES: constant rows) is kept;
+    - a base is kept only if it has an anchor ``[lsn, t]`` with ``t <= time <= t +
+      batches after lsn`` (no worker can hold a write that was not logged first, nor
+      have missed writes folded into a snapshot); it is replayed exactly the batches
+      after its ``time - t`` first ones after the anchor;
+    - any other node is kept only if every parent is kept and it took no later time
+      from a parent than that parent holds (else its state is ahead of what is kept:
+      stale); what it missed is a gap its parent's payload log fills;
+    - the rest is rebuilt, with its descendants (in topological order of ``parents``).
+    """
+    out = Adoption()
+    held: dict[str, Mapping[str, Any]] = {}
+    for node, worker in placement.items():
+        got = reports.get(worker, {}).get(node)
+        if got is not None:
+            held[node] = got
+    order = _topological(parents)
+    for node in order:
+        got = held.get(node)
+        if got is None:
+            out.rebuild[node] = "not reported by its worker"
+            continue
+        if not got.get("alive"):
+            out.rebuild[node] = "down on its worker"
+            continue
+        t = int(got["time"])
+        ps = parents.get(node, [])
+        if not ps and got.get("kind") != "base":
+            out.keep[node] = placement[node]      # (constant rows: VALUES; no input)
+            continue
+        if not ps:
+            anchor = anchors.get(node)
+            if anchor is None or node not in tables:
+                out.rebuild[node] = "no anchor in the log"
+                continue
+            lsn, at = anchor
+            after = [b for b in batches.get(tables[node], []) if b > lsn]
+            if not at <= t <= at + len(after):
+                out.rebuild[node] = (f"its time {t} is outside what the log holds after "
+                                     f"its anchor ({at} to {at + len(after)})")
+                continue
+            out.replay[node] = (t, after[t - at:])
+            out.keep[node] = placement[node]
+            continue
+        lost = [p for p in ps if p not in out.keep]
+        if lost:
+            out.rebuild[node] = f"parent {lost[0]} is rebuilt"
+            continue
+        seen = got.get("last_seen", {})
+        ahead = [p for p in ps if int(seen.get(p, 0)) > int(held[p]["time"])]
+        if ahead:
+            out.rebuild[node] = f"stale: it took more from {ahead[0]} than that holds"
+            continue
+        for p in ps:
+            have, now = int(seen.get(p, 0)), _time_after(out, held, p)
+            if have < now:
+                out.gaps[(p, node)] = (have, now)
+        out.keep[node] = placement[node]
+    return out
+
+
+def _time_after(out: Adoption, held: Mapping[str, Mapping[str, Any]], node: str) -> int:
+    """A kept node's time once what it missed is replayed to it (a base: its writes;
+    another node counts messages, so its time before the gaps is its lower bound, and
+    its children's gaps are asked of its payload log after its own are filled)."""
+    if node in out.replay:
+        t, more = out.replay[node]
+        return t + len(more)
+    return int(held[node]["time"])
+
+
+def _topological(parents: Mapping[str, list[str]]) -> list[str]:
+    done: dict[str, None] = {}
+    todo = list(parents)
+    while todo:
+        rest = []
+        for n in todo:
+            if all(p in done or p not in parents for p in parents[n]):
+                done[n] = None
+            else:
+                rest.append(n)
+        if len(rest) == len(todo):
+            raise CorruptionError(f"the recorded graph has a cycle through {rest[0]}")
+        todo = rest
+    return list(done)
+
+
+def logged_batches(data_dir: str | os.PathLike[str]) -> dict[str, list[int]]:
+    """Per table (as logged: lower case), the lsns of the batches in the data
+    directory's current log (those since its snapshot), ascending; a torn tail ends
+    the list (opening cuts it: it was never acknowledged). Read without the
+    directory's lock, before the engine opens it: nothing is changed."""
+    logs = sorted((int(m.group(1)), p) for p in Path(data_dir).iterdir()
+                  if (m := re.fullmatch(r"wal-(\d+)\.log", p.name)))
+    out: dict[str, list[int]] = {}
+    if not logs:
+        return out
+    buf = logs[-1][1].read_bytes()
+    for fr in FrameScanner(buf, LOG_HEADER_SIZE):
+        try:
+            rec = codec.unpackb(fr.payload)
+        except Exception:                    # (damage: opening says what and where)
+            break
+        if isinstance(rec, (list, tuple)) and len(rec) >= 3 and rec[0] in (BATCH, COLUMNS):
+            out.setdefault(str(rec[2]), []).append(int(rec[1]))
+    return out

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import json
 import logging
 import os
+import re
 import select
 import signal
 import socket
@@ -43,7 +45,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
 import sql_frontend
@@ -61,7 +64,14 @@ from . import tokens, wire
 from .controller import CHANNELS, ClusterRuntime
 from .errors import WorkerLost
 from .placement import ProcessLauncher, RayLauncher
-from .restart import REJOIN_TIMEOUT, REJOIN_WAIT, ClusterState
+from .restart import (
+    REJOIN_TIMEOUT,
+    REJOIN_WAIT,
+    Adoption,
+    ClusterState,
+    logged_batches,
+    plan_adoption,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...recovery.report import RecoveryReport
@@ -194,8 +204,9 @@ class Server:
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
-            self.runtime.first_number = self.state.data["numbers"]
+            self.runtime.first_number = self.runtime.first = self.state.data["numbers"]
             self.runtime.graph.number_after(self.runtime.first_number)
+            self.runtime.known_names = set(self.state.previous.get("workers", {}))
         join_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
         if ray is not None:
             self.runtime.launcher = RayLauncher(None if ray == "local" else ray, workers,
@@ -217,6 +228,11 @@ class Server:
         self.runtime.control = self.lock
         self.admission.serve(self.sock, self._serve_connection, "connection")
         started, adopted = time.monotonic(), 0
+        #: a restart: what of the workers' nodes could be kept (restart.py; logged,
+        #: not yet acted on: the views are rebuilt)
+        self.adoption: Adoption | None = None
+        #: whether it keeps them (``_adopt``)
+        self.keeping = False
         if spawn:
             want = workers + 1                     # one more: the warm spare
             known = self.state.known_workers() if self.state is not None else 0
@@ -226,19 +242,91 @@ class Server:
                 self.runtime.wait_for_rejoin(min(known, want), REJOIN_WAIT)
                 adopted = self.runtime.rejoined_count()
                 want -= adopted
+                self.adoption = self._plan_adoption(str(data_dir))
+                self.keeping = self._adopt(str(data_dir), shards)
             if want > 0:
                 self.runtime.spawn(want)
         self.runtime.wait_for_workers()
         self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime,
                            regime=regime)
         self.runtime.on_recovery = self.db.record_recovery
+        if self.keeping:
+            self.runtime.finish_adoption()
+        if self.db.storage is not None:
+            self.runtime.anchor_all(self.db.storage)
         self.runtime.retire()       # (the readers kept from before a restart may go)
         self.runtime.save()
         self.ready.set()
         if adopted:
             log.warning("restarted on %s in %.2f s: %d worker(s) of the controller before "
-                        "re-adopted, the views rebuilt from its catalog and log", data_dir,
-                        time.monotonic() - started, adopted)
+                        "re-adopted, %s", data_dir, time.monotonic() - started, adopted,
+                        f"their {len(cast(Adoption, self.adoption).keep)} node(s) kept"
+                        if self.keeping else "the views rebuilt from its catalog and log")
+
+    def _plan_adoption(self, data_dir: str) -> Adoption | None:
+        """What the workers that dialed back could keep (``restart.plan_adoption``),
+        from what they report, ``cluster.json`` and the log; logged."""
+        reports = self.runtime.held_reports(REJOIN_WAIT)
+        prev = cast(ClusterState, self.state).previous
+        parents: dict[str, list[str]] = {}
+        tables: dict[str, str] = {}
+        for r in reports.values():
+            graph, named = r.get("graph"), r.get("tables")
+            if isinstance(graph, dict) and isinstance(named, dict):
+                parents.update({str(k): [str(p) for p in v] for k, v in graph.items()})
+                tables.update({str(k): str(v) for k, v in named.items()})
+        try:
+            plan = plan_adoption(prev.get("placement", {}), prev.get("anchors", {}),
+                                 {w: r["nodes"] for w, r in reports.items()},
+                                 logged_batches(data_dir), tables, parents)
+        except (Error, OSError, KeyError, TypeError, ValueError) as e:
+            log.warning("restart: what the workers hold could not be checked: %s", e)
+            return None
+        log.warning("restart: of the %d node(s) the workers hold, %s", len(parents),
+                    plan.summary())
+        log.warning("restart plan: %s", json.dumps(plan.to_data(), sort_keys=True))
+        return plan
+
+    def _adopt(self, data_dir: str, shards: int) -> bool:
+        """Keep the workers' nodes (``ClusterRuntime.begin_adoption``) if the plan keeps
+        every one of them with nothing to replay and no gap (otherwise, for now, every
+        view is rebuilt), each worker that came back had nothing in flight, and the
+        catalog planned again from the number the controller before started at gives
+        the very graph they hold (ids, numbers, parents)."""
+        plan, prev = self.adoption, cast(ClusterState, self.state).previous
+        if plan is None or plan.rebuild or plan.gaps or not plan.keep \
+                or any(more for _, more in plan.replay.values()):
+            return False
+        reports = self.runtime.held_reports(REJOIN_WAIT)
+        placement = prev.get("placement", {})
+        if set(reports) != set(prev.get("workers", {})) \
+                or not set(placement.values()) <= set(reports) \
+                or self.runtime.rejoined_count() != len(reports) \
+                or not all(r.get("clean") is True for r in reports.values()):
+            return False                    # (every worker before, back, and only they)
+        first = prev.get("first")
+        if type(first) is not int:
+            return False
+        try:
+            held = [{str(n): (r["nums"].get(n), [str(p) for p in ps])
+                     for n, ps in r["graph"].items()} for r in reports.values()]
+            catalog = _catalog_in_order(Path(data_dir), prev.get("order"))
+            graph = _planned_graph(catalog, shards, first)
+            if not all(got == graph for got in held):
+                got = next(g for g in held if g != graph)
+                odd = sorted(set(got) ^ set(graph)) or sorted(
+                    n for n in got if got[n] != graph[n])
+                log.warning("restart: the workers hold another graph than the catalog "
+                            "plans (node %s: %s held, %s planned); the views are rebuilt",
+                            odd[0], got.get(odd[0]), graph.get(odd[0]))
+                return False
+        except (Error, KeyError, TypeError, AttributeError) as e:
+            log.warning("restart: the catalog could not be planned again: %s", e)
+            return False
+        self.runtime.begin_adoption(dict(placement),
+                                    {b: t for b, (t, _) in plan.replay.items()}, first,
+                                    catalog)
+        return True
 
     # ------------------------------------------------------------ connections
 
@@ -694,5 +782,54 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+
+#: the name a stored CREATE TABLE or VIEW makes
+_CREATED = re.compile(r'\s*CREATE\s+(?:MATERIALIZED\s+)?(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?'
+                      r'(?:"([^"]+)"|([A-Za-z_][A-Za-z_0-9$]*))', re.IGNORECASE)
+
+
+def _catalog_in_order(data_dir: Path, order: Any) -> list[str]:
+    """The statements of ``data_dir``'s catalog in the order they were planned
+    (``order``: names, as ``cluster.json`` recorded them)."""
+    try:
+        doc = json.loads((data_dir / "catalog.json").read_bytes())
+        catalog = [str(x) for x in doc["statements"]]
+    except FileNotFoundError:
+        return []
+    except (ValueError, KeyError, TypeError) as e:
+        raise Error(f"catalog.json: {e}") from None
+    if not (isinstance(order, list) and all(type(n) is str for n in order)):
+        raise Error("cluster.json records no order of the catalog")
+    at = {n: i for i, n in enumerate(order)}
+    keyed = []
+    for sql in catalog:
+        m = _CREATED.match(sql)
+        name = None if m is None else (m.group(1) or m.group(2)).lower()
+        if name not in at:
+            raise Error(f"catalog.json: {sql[:60]!r} is not in the recorded order")
+        keyed.append((at[name], sql))
+    return [sql for _, sql in sorted(keyed)]
+
+
+def _planned_graph(catalog: list[str], shards: int,
+                   first: int) -> dict[str, tuple[int, list[str]]]:
+    """The graph ``catalog`` plans, in that order, numbered after ``first``: node ->
+    (number, parents). Planned on an empty embedded database: no rows are read."""
+    dry = Database(None, shards, clocks=False, checkpoints=False)
+    dry.graph_.number_from(first)
+    for sql in catalog:
+        stmt = sql_frontend.parse(sql, dry._catalog)
+        if isinstance(stmt, lp.CreateTable):
+            dry._create_table(stmt, sql, persist=False)
+        elif isinstance(stmt, lp.CreateView):
+            dry._create_views([stmt], persist=False)
+        else:
+            raise Error(f"catalog.json: not a CREATE TABLE or VIEW: {sql[:60]!r}")
+    out = {nid: (n.num, list(n.parents)) for nid, n in dry.graph_.nodes.items()}
+    dry.close()
+    return out
+
+
 if __name__ == "__main__":
     sys.exit(main())
+

@@ -25,7 +25,8 @@ Frames (lists; see ``wire.py`` for framing and authentication):
 - from the controller: ``["ddl", change, placement]``, ``["host", [node ids]]``,
   ``["msg", dst, message]``, ``["write", base, batch]``, ``["progress", b, c, t, paths,
   trim]``, ``["trunc", a, b, level]``, ``["req", id, method, args]``, ``["retire"]``
-  (the readers kept from a lost controller may go), ``["stop"]``; with direct
+  (the readers kept from a lost controller may go), ``["adopt"]`` (a restarted
+  controller keeps what this worker held: ``Worker.adopt``), ``["stop"]``; with direct
   channels also ``["peers", {name: address}]``, ``["lost", name]``, ``["place",
   {node: worker}]``, ``["release", [node ids]]``
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
@@ -52,8 +53,10 @@ in its config (``--data-dir``: ``rejoin timeout`` > 0; ``restart.py``), the work
 does not exit. Its message thread ends (its peer links with it), its readers stay
 readable as they were on the read port (``Reads.keep_old``), and it dials the
 controller's address again every ``REJOIN_EVERY`` seconds; a controller started again
-there takes it as a new worker (a fresh graph, node numbers after the old ones), and
-``["retire"]``, once that controller's views are up, drops the old readers. After the
+there takes it back under its name, as a new worker (a fresh graph, node numbers
+after the old ones; ``["retire"]``, once that controller's views are up, drops the
+old readers) or, when it keeps what the workers hold, with its old graph and node
+shards (``["adopt"]``). After the
 timeout with no controller, it exits, saying so in its log.
 """
 from __future__ import annotations
@@ -208,6 +211,52 @@ class Worker:
         #: its way from the controller while their parent's worker already sends)
         self.early: dict[str, list[tuple[str, Message]]] = {}
         self.removed: set[str] = set()
+        #: what this worker held under the controller before, if it was lost
+        #: (``holdings``; asked by the next one: ``req_held``)
+        self.previous: dict[str, Any] | None = None
+        #: the worker before (its graph and node shards, ``kept``), which ``adopt``
+        #: takes back
+        self.before: Worker | None = None
+        #: the node shards it held when its controller was lost (``adopt``)
+        self.kept: dict[str, Domain] = {}
+
+    def holdings(self) -> dict[str, Any]:
+        """What this worker holds, for a controller that may keep it (restart.py): its
+        name, per node shard it hosts its kind, time, whether it is up, and the time
+        it last took from each parent; and the whole graph as it built it (each
+        node's parents, each base's table)."""
+        graph = self.graph.nodes
+        clean = not (self.holding or self.early or any(self.pending.values()))
+        return {"worker": self.name, "clean": clean, "nodes": {
+            nid: {"kind": d.node.kind, "time": d.time, "alive": d.alive,
+                  "last_seen": dict(d.last_seen)} for nid, d in self.domains.items()},
+            "graph": {nid: list(n.parents) for nid, n in graph.items()},
+            "nums": {nid: n.num for nid, n in graph.items()},
+            "tables": {nid: n.op.schema.name.lower()        # type: ignore[attr-defined]
+                       for nid, n in graph.items() if n.kind == "base"}}
+
+    def req_held(self) -> dict[str, Any] | None:
+        """What this worker held before its controller was lost (None: nothing)."""
+        return self.previous
+
+    def adopt(self) -> None:
+        """The new controller keeps what this worker held (restart.py): its graph,
+        planner and node shards come back from the worker before, each stateful one
+        checkpointed whole to the new controller (the old one's checkpoints died with
+        it); the readers kept for reads are this worker's own again."""
+        prev = self.before
+        if prev is None:
+            raise wire.ProtocolError("adopt: this worker held nothing before")
+        self.graph, self.planner, self.new_nodes = prev.graph, prev.planner, prev.new_nodes
+        self.tc, self.placement = prev.tc, prev.placement
+        self.history_lows, self.removed = prev.history_lows, prev.removed
+        self.reads.old = {}
+        self.domains.update(prev.kept)
+        for d in self.domains.values():
+            d.use_checkpoints(self.store)
+            if d.store is not None and d.alive:
+                d.checkpoint()
+        self.before = None
 
     # ------------------------------------------------------------ structure
 
@@ -637,6 +686,8 @@ class Worker:
             self.release(list(f[1]))
         elif op == "retire":
             self.reads.drop_old()
+        elif op == "adopt":
+            self.adopt()
         elif op == "stop":
             self.stopped = True
             return True
@@ -741,6 +792,9 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
     advertised = ""
     rejoin_until: float | None = None   # (set once a controller was lost: rejoining)
     why = ""
+    previous: dict[str, Any] | None = None   # (what it held then: Worker.holdings)
+    before: Worker | None = None             # (and the worker itself: Worker.adopt)
+    was: str | None = None                   # (its name then)
     try:
         while True:
             if rejoin_until is not None and time.monotonic() > rejoin_until:
@@ -768,7 +822,7 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
                     "role": "worker", "name": name, "pid": os.getpid(),
                     "read": [advertised, reads.address[1]],
                     "peer": [advertised, peers.address[1]],
-                    "rejoin": rejoin_until is not None})
+                    "rejoin": rejoin_until is not None, "was": was})
                 f = conn.recv()
                 if f[0] != "config":
                     raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
@@ -790,6 +844,7 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
                             token, inbox, peers,
                             None if tls is None else tls_client_context(tls.ca), first_number)
             worker.keep_reads = rejoin_timeout > 0
+            worker.previous, worker.before = previous, before
             stop = threading.Event()
             threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
             try:
@@ -806,6 +861,10 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
                 peers.close()
             if worker.stopped or not worker.keep_reads:
                 return
+            # (its message thread has ended: the domains are still)
+            if worker.domains or worker.before is None:
+                previous, before, was = worker.holdings(), worker, assigned
+                worker.kept = dict(worker.domains)
             state.keep_old()
             log.warning("worker %s: the controller at %s:%s was lost; serving reads of its "
                         "readers as they are and dialing back for up to %.0f s", assigned,
