@@ -42,6 +42,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Sequence, cast
 from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 import pyarrow as pa
 
 import sql_frontend
@@ -65,7 +66,7 @@ from .hashing import shard_of
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
-from .runtime.cluster.reads import rows_found
+from .runtime.cluster.reads import pack_keys, rows_found, rows_in_order
 from .subscribe import Change, Subscription, buffer_size
 from .tls import client_context as tls_client_context
 from .tls import client_option as tls_client_option
@@ -85,6 +86,9 @@ CONNECT_TIMEOUT = 5.0
 RECONNECT_TIMEOUT = 30.0
 #: requests sent again on a new connection when the old one ended before their answer:
 #: running one twice changes nothing
+#: ``lookup_many`` of at least this many int keys sends them as int64 bytes, which a
+#: worker reads as an array (``reads.pack_keys``; a dense reader's ``DENSE_MANY``)
+PACK_KEYS = 32
 IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "all",
                         "tables", "views", "wait", "graph", "recoveries", "queries",
                         "placement", "regime"})
@@ -287,30 +291,56 @@ class RemoteDatabase:
         any answer is awaited. Raises ``_Stale`` when the placement is out of date."""
         links, nodes = cast(list[_Link], where.links), where.nodes
         n = len(nodes)
+        ints = None
+        if arity == 1 and len(keys) >= PACK_KEYS and set(map(type, keys)) <= {int}:
+            try:
+                ints = np.array(keys, dtype=np.int64)
+            except OverflowError:               # (an int past 64 bits: sent as it is)
+                pass
         if n == 1:
-            return rows_found(self._exchange(view, where, {links[0]: [[nodes[0], keys]]})[links[0]][0])
-        if arity == 1 and set(map(type, keys)) <= {int}:
-            shards = [k % n for k in keys]     # (hashing.value_hash of an int is itself)
+            found = rows_found(self._ask(view, where, links[0], [
+                [nodes[0], keys if ints is None else pack_keys(ints)]])[0])
+            if len(found) != len(keys):
+                raise wire.ProtocolError("a read's answer: not one per key asked")
+            return found
+        if ints is not None:
+            shard = ints % n                    # (hashing.value_hash of an int is itself)
+        elif arity == 1 and set(map(type, keys)) <= {int}:
+            shard = np.array([k % n for k in keys])
         else:
-            shards = [self._shard(where, k, arity, n) for k in keys]
-        at: list[list[int]] = [[] for _ in range(n)]
-        for i, s in enumerate(shards):
-            at[s].append(i)
+            shard = np.array([self._shard(where, k, arity, n) for k in keys])
         asks: dict[_Link, list[list[Any]]] = {}
+        at: list[np.ndarray] = []
         for s in range(n):
-            if at[s]:
-                asks.setdefault(links[s], []).append([nodes[s], [keys[i] for i in at[s]]])
+            mine = np.flatnonzero(shard == s)
+            if len(mine):
+                sent = (pack_keys(ints[mine]) if ints is not None
+                        else [keys[i] for i in mine.tolist()])
+                asks.setdefault(links[s], []).append([nodes[s], sent])
+            at.append(mine)
         answers = self._exchange(view, where, asks)
-        out: list[list[tuple]] = [[]] * len(keys)
+        parts = []
         taken = dict.fromkeys(asks, 0)
         for s in range(n):
-            if at[s]:
+            if len(at[s]):
                 link = links[s]
-                found = rows_found(answers[link][taken[link]])
+                parts.append((at[s], answers[link][taken[link]]))
                 taken[link] += 1
-                for i, rows in zip(at[s], found):
-                    out[i] = rows
-        return out
+        return rows_in_order(len(keys), parts)
+
+    def _read_one(self, view: str, where: _Placement, key: Any,
+                  arity: int) -> list[list[tuple]]:
+        """``_read_at`` of one key (``lookup``): one request to one worker."""
+        nodes = where.nodes
+        n = len(nodes)
+        if n == 1:
+            s = 0
+        elif arity == 1 and type(key) is int:
+            s = key % n                    # (hashing.value_hash of an int is itself)
+        else:
+            s = self._shard(where, key, arity, n)
+        found = self._ask(view, where, cast(list[_Link], where.links)[s], [[nodes[s], [key]]])
+        return rows_found(found[0])
 
     @staticmethod
     def _shard(where: _Placement, k: Any, arity: int, n: int) -> int:
@@ -326,8 +356,10 @@ class RemoteDatabase:
         """Send each worker its ``[node, keys]`` groups, then take each one's answer.
         Raises ``_Stale`` if a worker is gone or says ``moved``, or is silent for
         ``RECHECK_EVERY`` seconds while the controller places the view elsewhere."""
-        order = (list(asks) if len(asks) == 1           # (one lock order: no deadlock)
-                 else sorted(asks, key=lambda link: link.address))
+        if len(asks) == 1:
+            ((link, groups),) = asks.items()
+            return {link: self._ask(view, where, link, groups)}
+        order = sorted(asks, key=lambda link: link.address)    # (one lock order: no deadlock)
         for link in order:
             link.lock.acquire()
         try:
@@ -370,6 +402,30 @@ class RemoteDatabase:
         if stale:
             raise _Stale(stale)
         return answers
+
+    def _ask(self, view: str, where: _Placement, link: _Link, groups: list[list[Any]]) -> Any:
+        """``_exchange`` with one worker: its answer to ``groups``, the same way."""
+        with link.lock:
+            try:
+                conn = link.conn
+                if conn is None:
+                    conn = link.conn = self._connect(link.address, CONNECT_TIMEOUT)
+                    _give_up_after(conn.sock, RECHECK_EVERY)
+                rid = next(self._ids)
+                conn.send(["read", rid, groups])
+                f = self._answer(view, where, link)
+            except (OSError, wire.ProtocolError) as e:
+                link.drop()                      # (the worker is gone: ask where now)
+                raise _Stale(f"{link.address[0]}:{link.address[1]}: {e}") from None
+            if f[1] == rid:
+                if f[0] == "ok":
+                    return f[2]
+                if f[0] == "moved":
+                    raise _Stale(str(f[2]))
+                if f[0] == "error":
+                    raise _error(f[2], f[3])
+            link.drop()
+        raise _Stale(f"unexpected answer {f[0]!r} from {link.address}")
 
     def _answer(self, view: str, where: _Placement, link: _Link) -> Any:
         """The next frame from ``link``'s worker; while it is silent, every
@@ -639,8 +695,10 @@ class RemoteView(ViewFrames):
             if not self.key_arity:
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
             raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
-        k = _plain_key(key[0] if len(key) == 1 else key)
-        return self._read([k])[0]
+        k = key[0] if len(key) == 1 else key
+        if type(k) not in _PLAIN:
+            k = _plain_key(k)
+        return self._read([k], True)[0]
 
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
         """``lookup`` of each key (a tuple per key where the view takes more than one):
@@ -656,9 +714,10 @@ class RemoteView(ViewFrames):
                                      f"value(s), got {got}")
         return self._read(keys) if keys else []
 
-    def _read(self, keys: list) -> list[list[tuple]]:
-        """Read ``keys`` where the view's readers are (module docstring): the
-        placement asked again, and the read sent again, while it is out of date."""
+    def _read(self, keys: list, one: bool = False) -> list[list[tuple]]:
+        """Read ``keys`` (``one``: the one key of a ``lookup``) where the view's readers
+        are (module docstring): the placement asked again, and the read sent again,
+        while it is out of date."""
         if self._db._closed:                     # (a placement kept: not asked again)
             raise ClosedError("this database handle is closed")
         deadline = None
@@ -669,7 +728,8 @@ class RemoteView(ViewFrames):
             if where.links is None:              # a worker without a read port
                 return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
             try:
-                out = self._db._read_at(self.name, where, keys, self.key_arity)
+                out = (self._db._read_one(self.name, where, keys[0], self.key_arity) if one
+                       else self._db._read_at(self.name, where, keys, self.key_arity))
                 break
             except _Stale as why:
                 self._where = None

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ...errors import Error, OperationalError
-from ...nan import column_list
+from ...nan import as_objects, column_list, concat
 from ...ops.dense import rows_by_key
 from ...storage import codec
 from . import wire
@@ -143,11 +143,20 @@ class Reads:
                 d = self.old.get(nid)
             if d is None or not d.alive or d.node.kind != "reader":
                 raise NotHere(f"node {nid} is not served by this worker now")
-            # (keys as msgpack decodes them: a view of several ? takes arrays as tuples)
+            # (keys as msgpack decodes them: a view of several ? takes arrays as tuples;
+            # or int keys as int64 bytes, ``pack_keys``)
             op = cast("Reader", d.node.op)
-            keys = list(keys)
-            found = op.dense_parts(keys)
-            out.append(op.lookup_many(keys) if found is None else pack_dense(*found))
+            if type(keys) is bytes:
+                at = np.frombuffer(keys, dtype="<i8")
+                found = op.dense_parts(at)
+                out.append(op.lookup_many(at.tolist()) if found is None
+                           else pack_dense(*found))
+            elif len(keys) == 1:        # (a ``lookup``: what lookup_many of one key does)
+                out.append([op.lookup(keys[0])])
+            else:
+                keys = list(keys)
+                found = op.dense_parts(keys)
+                out.append(op.lookup_many(keys) if found is None else pack_dense(*found))
         return out
 
     def keep_old(self) -> None:
@@ -196,16 +205,24 @@ def rows_found(found: Any) -> list[list[tuple[Any, ...]]]:
         if type(found) is not tuple:
             raise wire.ProtocolError("a read's answer: expected rows or columns")
         return [list(rows) for rows in found]
+    hit, cols = _columns(found)
+    return rows_by_key(hit, [column_list(c) if isinstance(c, np.ndarray) else c
+                             for c in cols])
+
+
+def _columns(found: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray | tuple[Any, ...]]]:
+    """An answer in columns (``pack_dense``): which keys hold a row, and each column
+    of those rows, an array (int64, float64) or a tuple of values."""
     hit, cols = found.get("hit"), found.get("cols")
     if type(hit) is not bytes or type(cols) is not tuple or len(found) != 2:
         raise wire.ProtocolError("a read's answer in columns: expected hit and cols")
     held = np.frombuffer(hit, dtype=np.uint8)
     n = int(np.count_nonzero(held))
-    columns: list[Sequence[Any]] = []
+    columns: list[np.ndarray | tuple[Any, ...]] = []
     for c in cols:
         if type(c) is tuple and len(c) == 3 and c[0] == "a" and c[1] in codec.COLUMN_DTYPES \
                 and type(c[2]) is bytes and len(c[2]) == 8 * n:
-            columns.append(column_list(np.frombuffer(c[2], dtype=np.dtype(c[1]))))
+            columns.append(np.frombuffer(c[2], dtype=np.dtype(c[1])))
         elif type(c) is tuple and len(c) == 2 and c[0] == "v" and type(c[1]) is tuple \
                 and len(c[1]) == n:
             columns.append(c[1])
@@ -213,16 +230,72 @@ def rows_found(found: Any) -> list[list[tuple[Any, ...]]]:
             raise wire.ProtocolError("a read's answer in columns: a malformed column")
     if not columns:
         raise wire.ProtocolError("a read's answer in columns: no column")
-    return rows_by_key(held.astype(bool), columns)
+    return held.astype(bool), columns
 
 
-def _check_request(f: Any) -> tuple[int, list[Any]]:
-    if not (type(f) is tuple and len(f) == 3 and f[0] == "read" and type(f[1]) is int
-            and type(f[2]) is tuple
-            and all(type(g) is tuple and len(g) == 2 and type(g[0]) is str
-                    and type(g[1]) is tuple for g in f[2])):
-        raise wire.ProtocolError("expected [\"read\", id, [[node, [key, ...]], ...]]")
-    return f[1], list(f[2])
+def pack_keys(keys: np.ndarray) -> bytes:
+    """Int keys as a request carries them (a group's keys as bytes): int64, little-endian."""
+    return np.ascontiguousarray(keys, dtype="<i8").tobytes()
+
+
+def rows_in_order(n: int, parts: Sequence[tuple[np.ndarray, Any]]) -> list[list[tuple[Any, ...]]]:
+    """The rows of each of ``n`` keys from the answers of groups of them (the client's
+    side of a ``lookup_many`` over several reader shards): ``parts`` holds, per group,
+    the positions of its keys among the ``n`` (ascending) and its answer. Answers all
+    in columns are put in key order as arrays (no Python step per key but the rows'
+    making, ``rows_by_key``); else key by key. ``wire.ProtocolError`` for a malformed
+    answer, or one of another length than its keys."""
+    if not all(type(found) is dict for _, found in parts):
+        out: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
+        for at, found in parts:
+            rows = rows_found(found)
+            if len(rows) != len(at):
+                raise wire.ProtocolError("a read's answer: not one per key asked")
+            for i, r in zip(at.tolist(), rows):
+                out[i] = r
+        return out
+    hit = np.zeros(n, dtype=bool)
+    held: list[np.ndarray] = []
+    columns: list[list[np.ndarray | tuple[Any, ...]]] = []
+    for at, found in parts:
+        h, cols = _columns(found)
+        if len(h) != len(at) or (columns and len(cols) != len(columns[0])):
+            raise wire.ProtocolError("a read's answer in columns: not one per key asked, "
+                                     "or not the columns of the others")
+        hit[at] = h
+        held.append(at[h])
+        columns.append(cols)
+    order = np.argsort(np.concatenate(held), kind="stable")   # (the rows, in key order)
+    merged: list[list[Any]] = []
+    for c in range(len(columns[0])):
+        pieces = [_array(cols[c]) for cols in columns]
+        if len({p.dtype for p in pieces}) > 1:      # (an int64 piece stays ints)
+            pieces = [as_objects(p) for p in pieces]
+        col = concat(pieces)
+        merged.append(column_list(col[order]))
+    return rows_by_key(hit, merged)
+
+
+def _array(values: np.ndarray | tuple[Any, ...]) -> np.ndarray:
+    """A column as an array: values as a one-dimensional object array (never a
+    deeper one)."""
+    if isinstance(values, np.ndarray):
+        return values
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def _check_request(f: Any) -> tuple[int, tuple[Any, ...]]:
+    if type(f) is tuple and len(f) == 3 and f[0] == "read" and type(f[1]) is int \
+            and type(f[2]) is tuple:
+        for g in f[2]:
+            if not (type(g) is tuple and len(g) == 2 and type(g[0]) is str
+                    and (type(g[1]) is tuple
+                         or (type(g[1]) is bytes and len(g[1]) % 8 == 0))):
+                break
+        else:
+            return f[1], f[2]
+    raise wire.ProtocolError("expected [\"read\", id, [[node, [key, ...] or int64 "
+                             "bytes], ...]]")
 
 
 class ReadServer:
@@ -252,9 +325,9 @@ class ReadServer:
             conn.close()
 
     def _serve(self, conn: wire.Connection) -> None:
-        answer = self.reads.answer
+        answer, recv = self.reads.answer, conn.recv
         while True:
-            rid, groups = _check_request(conn.recv())
+            rid, groups = _check_request(recv())
             try:
                 rows = answer(groups)
             except NotHere as e:

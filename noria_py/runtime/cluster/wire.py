@@ -32,7 +32,7 @@ from ...errors import OperationalError
 from ...ops import accumulators
 from ...ops.dense import DenseRows, RowsDelta
 from ...ops.state import CountsDelta, DenseCounts
-from ...storage.codec import DecodeError, packb, unpackb
+from ...storage.codec import DecodeError, Packer, packb, unpackb
 from ...tls import accept as tls_accept
 from ..checkpoints import Checkpoint, Entries, InputDelta
 from ..messages import Message
@@ -95,6 +95,8 @@ class Connection:
         self.max_frame = max_frame
         self.peer = peer_name(sock)
         self._send_lock = threading.Lock()
+        self._pack = Packer(big_ints=True)
+        self._pack_lock = threading.Lock()
         self._buf = bytearray(_BUFFER)
         self._view = memoryview(self._buf)
         self._start = 0          # unread bytes are self._buf[self._start:self._end]
@@ -104,7 +106,13 @@ class Connection:
         return f"<Connection {self.peer}>"
 
     def send(self, obj: Any) -> None:
-        payload = packb(obj, big_ints=True)
+        if self._pack_lock.acquire(False):      # (the connection's packer: one thread's)
+            try:
+                payload = self._pack(obj)
+            finally:
+                self._pack_lock.release()
+        else:
+            payload = packb(obj, big_ints=True)
         if len(payload) > self.max_frame:
             raise ProtocolError(f"frame of {len(payload)} bytes exceeds the limit of "
                                 f"{self.max_frame} bytes")
@@ -133,10 +141,17 @@ class Connection:
     def recv(self) -> Any:
         """The next frame's value: a tuple (msgpack array) or a dict (map)."""
         start, end = self._start, self._end
+        if start == end:                # (nothing buffered: one call, usually a frame)
+            end = self.sock.recv_into(self._view)
+            if not end:
+                self._closed(0, 4)
+            self._start, self._end = start, end = 0, end
         size = _HEADER.unpack_from(self._buf, start)[0] if end - start >= 4 else -1
+        payload: bytearray | memoryview
         if 0 <= size <= self.max_frame and start + 4 + size <= end:
             self._start = start + 4 + size          # fast path: the frame is buffered
-            payload = self._buf[start + 4:self._start]
+            # (decoded before the buffer is written again: no copy)
+            payload = self._view[start + 4:self._start]
             if self._start == end:
                 self._start = self._end = 0
         else:
