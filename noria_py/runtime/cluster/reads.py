@@ -40,8 +40,11 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import secrets
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -310,12 +313,25 @@ class ReadServer:
         self.admission = wire.Admission(max_connections, log, kind="read ", tls=tls)
         self.sock = socket.create_server((host, port))
         self.address: tuple[str, int] = cast("tuple[str, int]", self.sock.getsockname()[:2])
+        #: the same port as a Unix socket, for clients on this machine (no TLS then)
+        self.unix: socket.socket | None = None
+        self.unix_name: str | None = None
+        if tls is None and sys.platform == "linux":
+            self.unix_name = f"\0noria-py-read-{os.getpid()}-{secrets.token_hex(8)}"
+            self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.unix.bind(self.unix_name)
+            self.unix.listen()
+            self.admission.serve(self.unix, self._connection, "read")
         self.admission.serve(self.sock, self._connection, "read")
 
     def _connection(self, sock: socket.socket) -> None:
         conn = wire.Connection(sock)
         try:
-            wire.server_handshake(conn, self.token, role_expected="client")
+            # (a client that reached the TCP port from this machine may read on the
+            # Unix socket instead: ``UNIX_SOCKETS``)
+            wire.server_handshake(conn, self.token, role_expected="client", welcome=(
+                {"unix": self.unix_name} if self.unix_name and sock.family != socket.AF_UNIX
+                else None))
             self._serve(conn)
         except wire.ConnectionClosed:
             pass
@@ -340,7 +356,9 @@ class ReadServer:
                 conn.send(["ok", rid, rows])
 
     def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        for sock in (self.sock, self.unix):
+            try:
+                if sock is not None:
+                    sock.close()
+            except OSError:
+                pass

@@ -301,13 +301,15 @@ def _nonce_ok(nonce: Any) -> bool:
 
 
 def server_handshake(conn: Connection, token: str | None, role_expected: str | None = None,
-                     timeout: float = HANDSHAKE_TIMEOUT) -> dict[str, Any]:
+                     timeout: float = HANDSHAKE_TIMEOUT,
+                     welcome: dict[str, Any] | None = None) -> dict[str, Any]:
     """Authenticate the client that just connected; return its hello (e.g. its role).
 
     ``token`` None is the empty key, so loopback setups run the same code. Every read
     must complete within ``timeout`` seconds and handshake frames are limited to
     ``_HELLO_MAX`` bytes, so a silent or dribbling client cannot hold the connection
-    slot for long; the socket is blocking again afterwards.
+    slot for long; the socket is blocking again afterwards. ``welcome``: more for the
+    client to know, in the welcome (``client_handshake`` returns it).
     """
     conn.sock.settimeout(timeout)
     limit, conn.max_frame = conn.max_frame, min(conn.max_frame, _HELLO_MAX)
@@ -326,7 +328,8 @@ def server_handshake(conn: Connection, token: str | None, role_expected: str | N
         if error is not None:
             conn.send({"op": "refused", "error": error})
             raise AuthError(f"refused {conn.peer}: {error}")
-        conn.send({"op": "welcome", "mac": _mac(token, b"server", hello["nonce"])})
+        conn.send({**(welcome or {}), "op": "welcome",
+                   "mac": _mac(token, b"server", hello["nonce"])})
     except socket.timeout:
         raise ProtocolError(f"handshake with {conn.peer} timed out after {timeout} s") from None
     finally:

@@ -190,6 +190,40 @@ def test_an_answer_in_columns_gives_the_rows_of_each_key_and_refuses_a_malformed
             rows_found(bad)
 
 
+def test_a_read_port_on_this_machine_is_read_on_its_unix_socket(monkeypatch):
+    """A client that reached a read port on a loopback address reads on the Unix socket
+    the port's welcome names (Linux); one that is not there, or answers without the
+    token (another process's), leaves the client on TCP; so does ``UNIX_SOCKETS``."""
+    import sys
+
+    import noria_py.remote as remote
+    local = socket.AF_UNIX if sys.platform == "linux" else socket.AF_INET
+    reads, _ = _reads_with_torn_reader()
+    server = ReadServer(reads, "127.0.0.1", 0, "tok")
+    other = ReadServer(reads, "127.0.0.1", 0, "another token")
+    db = remote.RemoteDatabase.__new__(remote.RemoteDatabase)
+    db._token, db._tls, db._timeout = "tok", None, None
+
+    def read_at(conn, family):
+        assert conn.sock.family == family
+        conn.send(["read", 1, [["r", [5]]]])
+        assert conn.recv() == ("ok", 1, ((((5, "whole"),),),))
+        conn.close()
+    name = server.unix_name
+    try:
+        read_at(db._read_port(server.address), local)
+        server.unix_name = "\0noria-py-read-nobody"
+        read_at(db._read_port(server.address), socket.AF_INET)
+        server.unix_name = other.unix_name
+        read_at(db._read_port(server.address), socket.AF_INET)
+        server.unix_name = name
+        monkeypatch.setattr(remote, "UNIX_SOCKETS", False)
+        read_at(db._read_port(server.address), socket.AF_INET)
+    finally:
+        server.close()
+        other.close()
+
+
 def _wire(x):
     return wire.unpackb(wire.packb(x, big_ints=True))
 
