@@ -67,7 +67,7 @@ from .hashing import shard_of
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
-from .runtime.cluster.reads import pack_keys, put_rows, rows_found
+from .runtime.cluster.reads import pack_keys, rows_found, rows_in_order
 from .subscribe import Change, Subscription, buffer_size
 from .tls import client_context as tls_client_context
 from .tls import client_option as tls_client_option
@@ -94,9 +94,6 @@ UNIX_SOCKETS = True
 #: ``lookup_many`` of at least this many int keys sends them as int64 bytes, which a
 #: worker reads as an array (``reads.pack_keys``; a dense reader's ``DENSE_MANY``)
 PACK_KEYS = 32
-#: int keys a request of ``lookup_many`` holds at most: more go in several, sent at
-#: once, so that the client takes one answer while the worker makes the next
-READ_PIECE = 2048
 IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "all",
                         "tables", "views", "wait", "graph", "recoveries", "queries",
                         "placement", "regime"})
@@ -319,33 +316,35 @@ class RemoteDatabase:
             except OverflowError:               # (an int past 64 bits: sent as it is)
                 pass
         if n == 1:
-            shard = None
-        elif ints is not None:
+            found = rows_found(self._ask(view, where, links[0], [
+                [nodes[0], keys if ints is None else pack_keys(ints)]])[0])
+            if len(found) != len(keys):
+                raise wire.ProtocolError("a read's answer: not one per key asked")
+            return found
+        if ints is not None:
             shard = ints % n                    # (hashing.value_hash of an int is itself)
         elif arity == 1 and set(map(type, keys)) <= {int}:
             shard = np.array([k % n for k in keys])
         else:
             shard = np.array([self._shard(where, k, arity, n) for k in keys])
         asks: dict[_Link, list[list[Any]]] = {}
-        at: dict[_Link, list[np.ndarray]] = {}    # each request's keys' positions
+        at: list[np.ndarray] = []
         for s in range(n):
-            mine = np.arange(len(keys)) if shard is None else np.flatnonzero(shard == s)
-            # (int keys in pieces: the worker answers one while the client takes another)
-            step = READ_PIECE if ints is not None else max(len(mine), 1)
-            for start in range(0, len(mine), step):
-                piece = mine[start:start + step]
-                sent = (pack_keys(ints[piece]) if ints is not None
-                        else [keys[i] for i in piece.tolist()])
-                asks.setdefault(links[s], []).append([[nodes[s], sent]])
-                at.setdefault(links[s], []).append(piece)
-        out = np.empty(len(keys), dtype=object)
-
-        def each(link: _Link, i: int, answer: Any) -> None:
-            if type(answer) is not tuple or len(answer) != 1:
-                raise wire.ProtocolError("a read's answer: not one per group asked")
-            put_rows(out, at[link][i], answer[0])
-        self._exchange(view, where, asks, each)
-        return cast("list[list[tuple]]", out.tolist())
+            mine = np.flatnonzero(shard == s)
+            if len(mine):
+                sent = (pack_keys(ints[mine]) if ints is not None
+                        else [keys[i] for i in mine.tolist()])
+                asks.setdefault(links[s], []).append([nodes[s], sent])
+            at.append(mine)
+        answers = self._exchange(view, where, asks)
+        parts = []
+        taken = dict.fromkeys(asks, 0)
+        for s in range(n):
+            if len(at[s]):
+                link = links[s]
+                parts.append((at[s], answers[link][taken[link]]))
+                taken[link] += 1
+        return rows_in_order(len(keys), parts)
 
     def _read_one(self, view: str, where: _Placement, key: Any,
                   arity: int) -> list[list[tuple]]:
@@ -370,35 +369,33 @@ class RemoteDatabase:
             where.check(tuple(k) if arity > 1 and isinstance(k, list) else (k,))
             raise TypeMismatchError(f"{where.check.what}: cannot look up {k!r}: {e}") from None
 
-    def _exchange(self, view: str, where: _Placement, asks: dict[_Link, list[list[Any]]],
-                  each: Callable[[_Link, int, Any], None]) -> None:
-        """Send each worker its requests (each a list of ``[node, keys]`` groups), all
-        before any answer is awaited, then take the answers in turn: ``each(link, i,
-        answer)`` for the ``i``-th request's to ``link``, as it comes (while the worker
-        answers the next: a worker's answers follow each other on its connection).
+    def _exchange(self, view: str, where: _Placement,
+                  asks: dict[_Link, list[list[Any]]]) -> dict[_Link, Any]:
+        """Send each worker its ``[node, keys]`` groups, then take each one's answer.
         Raises ``_Stale`` if a worker is gone or says ``moved``, or is silent for
         ``RECHECK_EVERY`` seconds while the controller places the view elsewhere."""
+        if len(asks) == 1:
+            ((link, groups),) = asks.items()
+            return {link: self._ask(view, where, link, groups)}
         order = sorted(asks, key=lambda link: link.address)    # (one lock order: no deadlock)
         for link in order:
             link.lock.acquire()
         try:
-            sent: list[tuple[_Link, int, int]] = []
+            sent: list[tuple[_Link, int]] = []
             stale = ""                           # why the placement is out of date
             for link in order:
                 try:
                     if link.conn is None:
                         link.conn = self._read_port(link.address)
-                    for i, groups in enumerate(asks[link]):
-                        rid = next(self._ids)
-                        link.conn.send(["read", rid, groups])
-                        sent.append((link, i, rid))
+                    rid = next(self._ids)
+                    link.conn.send(["read", rid, asks[link]])
+                    sent.append((link, rid))
                 except (OSError, wire.ProtocolError) as e:
                     link.drop()                  # (the worker is gone: ask where now)
                     stale = f"{link.address[0]}:{link.address[1]}: {e}"
-            error: Exception | None = None
-            for link, i, rid in sent:
-                if link.conn is None:            # (dropped: its other answers are lost)
-                    continue
+            answers: dict[_Link, Any] = {}
+            error = None
+            for link, rid in sent:
                 try:
                     f = self._answer(view, where, link)
                 except (OSError, wire.ProtocolError) as e:
@@ -406,11 +403,7 @@ class RemoteDatabase:
                     stale = f"{link.address[0]}:{link.address[1]}: {e}"
                     continue
                 if f[0] == "ok" and f[1] == rid:
-                    if error is None:
-                        try:
-                            each(link, i, f[2])
-                        except wire.ProtocolError as e:     # (malformed: said, not retried)
-                            error = e
+                    answers[link] = f[2]
                 elif f[0] == "moved" and f[1] == rid:
                     stale = str(f[2])
                 elif f[0] == "error" and f[1] == rid:
@@ -425,6 +418,7 @@ class RemoteDatabase:
             raise error
         if stale:
             raise _Stale(stale)
+        return answers
 
     def _ask(self, view: str, where: _Placement, link: _Link, groups: list[list[Any]]) -> Any:
         """``_exchange`` with one worker: its answer to ``groups``, the same way."""

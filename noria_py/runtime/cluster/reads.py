@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ...errors import Error, OperationalError
-from ...nan import column_list
+from ...nan import as_objects, column_list, concat
 from ...ops.dense import rows_by_key
 from ...storage import codec
 from . import wire
@@ -241,16 +241,50 @@ def pack_keys(keys: np.ndarray) -> bytes:
     return np.ascontiguousarray(keys, dtype="<i8").tobytes()
 
 
-def put_rows(out: np.ndarray, at: np.ndarray, found: Any) -> None:
-    """The rows of each key of a group's answer (``rows_found``) put at the key's
-    position in ``out``, an object array of the positions of all the keys a
-    ``lookup_many`` asked (the client's side, over several reader shards or requests):
-    ``at``, the positions of the group's keys. ``wire.ProtocolError`` for a malformed
+def rows_in_order(n: int, parts: Sequence[tuple[np.ndarray, Any]]) -> list[list[tuple[Any, ...]]]:
+    """The rows of each of ``n`` keys from the answers of groups of them (the client's
+    side of a ``lookup_many`` over several reader shards): ``parts`` holds, per group,
+    the positions of its keys among the ``n`` (ascending) and its answer. Answers all
+    in columns are put in key order as arrays (no Python step per key but the rows'
+    making, ``rows_by_key``); else key by key. ``wire.ProtocolError`` for a malformed
     answer, or one of another length than its keys."""
-    rows = rows_found(found)
-    if len(rows) != len(at):
-        raise wire.ProtocolError("a read's answer: not one per key asked")
-    out[at] = np.fromiter(rows, dtype=object, count=len(rows))   # (lists, never deeper)
+    if not all(type(found) is dict for _, found in parts):
+        out: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
+        for at, found in parts:
+            rows = rows_found(found)
+            if len(rows) != len(at):
+                raise wire.ProtocolError("a read's answer: not one per key asked")
+            for i, r in zip(at.tolist(), rows):
+                out[i] = r
+        return out
+    hit = np.zeros(n, dtype=bool)
+    held: list[np.ndarray] = []
+    columns: list[list[np.ndarray | tuple[Any, ...]]] = []
+    for at, found in parts:
+        h, cols = _columns(found)
+        if len(h) != len(at) or (columns and len(cols) != len(columns[0])):
+            raise wire.ProtocolError("a read's answer in columns: not one per key asked, "
+                                     "or not the columns of the others")
+        hit[at] = h
+        held.append(at[h])
+        columns.append(cols)
+    order = np.argsort(np.concatenate(held), kind="stable")   # (the rows, in key order)
+    merged: list[list[Any]] = []
+    for c in range(len(columns[0])):
+        pieces = [_array(cols[c]) for cols in columns]
+        if len({p.dtype for p in pieces}) > 1:      # (an int64 piece stays ints)
+            pieces = [as_objects(p) for p in pieces]
+        col = concat(pieces)
+        merged.append(column_list(col[order]))
+    return rows_by_key(hit, merged)
+
+
+def _array(values: np.ndarray | tuple[Any, ...]) -> np.ndarray:
+    """A column as an array: values as a one-dimensional object array (never a
+    deeper one)."""
+    if isinstance(values, np.ndarray):
+        return values
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def _check_request(f: Any) -> tuple[int, tuple[Any, ...]]:

@@ -24,8 +24,8 @@ from noria_py.runtime.cluster.reads import (
     ReadServer,
     pack_dense,
     pack_keys,
-    put_rows,
     rows_found,
+    rows_in_order,
 )
 from tests.differential.helpers import Oracle, normalize
 
@@ -229,9 +229,9 @@ def _wire(x):
 
 
 def test_answers_of_several_shards_are_put_back_in_key_order():
-    """``lookup_many`` over reader shards (or in several requests): each group's
-    answer, in columns or in rows, goes to the positions of its keys; NaN is the one
-    NaN; an answer of another length than its keys is refused."""
+    """``lookup_many`` over reader shards: each group's answer (in columns, or rows)
+    goes back to the positions of its keys; a column that is int64 at one shard and
+    values at another (NULLs there) keeps its ints ints; NaN is the one NaN."""
     nan = noria_py.nan.NAN
     # keys 0..5; shard 0 asked for positions 1, 2, 5, shard 1 for 0, 3, 4
     at0, at1 = np.array([1, 2, 5]), np.array([0, 3, 4])
@@ -241,19 +241,23 @@ def test_answers_of_several_shards_are_put_back_in_key_order():
     a1 = _wire(pack_dense(np.array([True, True, False]),
                           [np.array([10, None], dtype=object), np.array([1.5, -2.0]),
                            np.array(["a", "c"], dtype=object)]))
-    rows1 = _wire([[(10, 1.5, "a")], [(None, -2.0, "c")], []])   # (shard 1 in rows)
     want = [[(10, 1.5, "a")], [(11, 0.5, "b")], [], [(None, -2.0, "c")], [], [(15, nan, None)]]
-    for parts in ([(at0, a0), (at1, a1)], [(at1, a1), (at0, a0)], [(at0, a0), (at1, rows1)]):
-        out = np.empty(6, dtype=object)
-        for at, found in parts:
-            put_rows(out, at, found)
-        got = out.tolist()
-        assert got == want and all(type(r) is list for r in got)
-        assert got[5][0][1] is nan
+    got = rows_in_order(6, [(at0, a0), (at1, a1)])
+    assert got == want
+    assert [type(r[0][0]) for r in got if r and r[0][0] is not None] == [int, int, int]
+    assert got[5][0][1] is nan
+    assert rows_in_order(6, [(at1, a1), (at0, a0)]) == want     # (groups in any order)
+    rows1 = _wire([[(10, 1.5, "a")], [(None, -2.0, "c")], []])   # (one shard in rows)
+    assert rows_in_order(6, [(at0, a0), (at1, rows1)]) == want
+    # (pieces of two dtypes: each value as its shard gave it, not all made floats)
+    f0 = _wire(pack_dense(np.array([True]), [np.array([7])]))
+    f1 = _wire(pack_dense(np.array([True]), [np.array([0.5])]))
+    mixed = rows_in_order(2, [(np.array([0]), f0), (np.array([1]), f1)])
+    assert mixed == [[(7,)], [(0.5,)]] and type(mixed[0][0][0]) is int
     with pytest.raises(wire.ProtocolError):                    # (an answer too short)
-        put_rows(np.empty(6, dtype=object), np.array([0, 3, 4, 1]), a1)
+        rows_in_order(6, [(at0, a0), (np.array([0, 3, 4, 1]), a1)])
     with pytest.raises(wire.ProtocolError):
-        put_rows(np.empty(6, dtype=object), np.array([0, 3]), rows1)
+        rows_in_order(6, [(at0, a0), (np.array([0, 3]), rows1)])
 
 
 # ---------------------------------------------------------------- a real cluster
@@ -340,11 +344,8 @@ def test_many_int_keys_of_a_dense_reader_are_answered_in_columns(cluster, monkey
     """A keyed view of a table's primary key keeps its reader in the dense form: many
     int keys at once come back as columns (``pack_dense``), the same rows as one
     ``lookup`` each and as the controller's path: NULLs, NaN (in a float column with
-    and without NULLs), text, keys outside the arrays and keys with no row; in
-    requests of at most ``READ_PIECE`` keys, several to a worker at once."""
-    import noria_py.remote as remote
+    and without NULLs), text, keys outside the arrays and keys with no row."""
     from noria_py.runtime.cluster import reads
-    monkeypatch.setattr(remote, "READ_PIECE", 40)
     answers: list[bool] = []
     real = reads._columns
     monkeypatch.setattr(reads, "_columns",
