@@ -2,9 +2,12 @@
 hosts on a port of its own, so a read does not go through the controller.
 
 The port takes the same handshake as the controller's (``wire.server_handshake``, the
-cluster's token, role ``client``). A request is ``["read", id, [[node, [key, ...]],
-...]]``: keys of one or more reader node shards, each key a value, or an array for a
-view of several ``?``. It is answered ``["ok", id, [answer, ...]]``, an answer per
+cluster's token, role ``client``); on Linux without TLS it is also a Unix socket in
+the abstract namespace, which the TCP port's welcome names (``{"unix": name}``), for
+clients on this machine (a shorter way through the kernel). A request is ``["read",
+id, [[node, [key, ...]], ...]]``: keys of one or more reader node shards, each key a
+value, or an array for a view of several ``?``; or int keys as int64 bytes
+(``pack_keys``), read as an array. It is answered ``["ok", id, [answer, ...]]``, an answer per
 node, in order: a list of rows per key, or, for many int keys of a reader in the dense
 form (``Reader.dense_parts``), the same rows as columns (``pack_dense``: which keys hold
 a row, and each column's values, int64 and float64 ones as their bytes), which the
