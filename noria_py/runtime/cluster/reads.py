@@ -19,9 +19,11 @@ node is now and sends again, or ``["error", id, error class name, message]``.
 Invariants, and why:
 
 - **Only readers hosted now are read.** A request names reader node shards by id, and
-  a node is read only if this worker's domain of it is alive; anything else is
-  ``moved``, never an empty answer (a stale placement is refreshed, never answered
-  wrongly). A worker whose controller connection ended (``stop``) answers nothing more.
+  a node is read only if this worker's domain of it is alive, and, restored by a
+  recovery, has had the messages held for it (its parents' replay) handled (``held``:
+  direct channels); anything else is ``moved``, never an empty answer (a stale
+  placement is refreshed, never answered wrongly). A worker whose controller
+  connection ended (``stop``) answers nothing more.
 - **A read never sees a frame half applied.** One thread (``Worker.run``) applies every
   frame from the controller; ``Reads.version`` is a seqlock's counter that this thread
   makes odd while it handles a frame and even between frames. A read thread reads
@@ -49,7 +51,7 @@ import socket
 import ssl
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -99,6 +101,10 @@ class Reads:
         #: readers of a controller that was lost, read-only, until the next one's views
         #: are up (``keep_old``, ``drop_old``: restart.py); their ids are never reused
         self.old: dict[str, Domain] = {}
+        #: nodes a recovery restored and whose held messages (their parents' replay
+        #: among them) are not yet handled: up, but not yet what they were (the
+        #: worker's ``holding``, direct channels), so ``moved``
+        self.held: Container[str] = ()
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -147,7 +153,7 @@ class Reads:
             d = domains.get(nid)
             if d is None:
                 d = self.old.get(nid)
-            if d is None or not d.alive or d.node.kind != "reader":
+            if d is None or not d.alive or d.node.kind != "reader" or nid in self.held:
                 raise NotHere(f"node {nid} is not served by this worker now")
             # (keys as msgpack decodes them: a view of several ? takes arrays as tuples;
             # or int keys as int64 bytes, ``pack_keys``)

@@ -127,6 +127,11 @@ def test_only_readers_hosted_and_up_are_read():
     with pytest.raises(NotHere):
         reads.answer([("r", (1,))])
     reads.domains["r"].alive = True
+    reads.held = {"r": []}                    # restored, its replay held: not yet read
+    with pytest.raises(NotHere):
+        reads.answer([("r", (1,))])
+    reads.held = {}
+    assert reads.answer([("r", (1,))]) == [[[(1, "whole")]]]
     reads.domains["b"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="base"))
     with pytest.raises(NotHere):
         reads.answer([("b", (1,))])
