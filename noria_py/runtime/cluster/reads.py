@@ -163,8 +163,8 @@ class Reads:
                 found = op.dense_parts(at)
                 out.append(op.lookup_many(at.tolist()) if found is None
                            else pack_dense(*found))
-            elif len(keys) == 1:        # (a ``lookup``: what lookup_many of one key does)
-                out.append([op.lookup(keys[0])])
+            elif len(keys) == 1:        # (a ``lookup``: never in columns)
+                out.append(op.lookup_many(list(keys)))
             else:
                 keys = list(keys)
                 found = op.dense_parts(keys)
