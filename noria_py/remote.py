@@ -9,7 +9,9 @@ host its reader shards, not through the controller (``runtime/cluster/reads.py``
 view's placement (its reader shards, in shard order, and each one's worker's read
 address) is asked of the controller at the first read and kept; a key's shard is
 ``hashing.shard_of``, the stable hash the engine shards readers by. ``lookup_many``
-sends one request per worker, to all of them before it waits for any. A worker that
+sends one request per worker, to all of them before it waits for any (int keys as
+int64 bytes, routed and put back in order with numpy). A worker on this machine is
+read on its read port's Unix socket (``UNIX_SOCKETS``). A worker that
 answers ``moved`` (the reader is not hosted there now, or is being recovered), or that
 cannot be reached, makes the view's placement be asked again (the controller waits
 for a reader being recovered, as a read through it would) and the read sent again: a
@@ -85,8 +87,6 @@ CONNECT_TIMEOUT = 5.0
 #: seconds a client dials a controller that went away (restarted: restart.py) before
 #: a ConnectError
 RECONNECT_TIMEOUT = 30.0
-#: requests sent again on a new connection when the old one ended before their answer:
-#: running one twice changes nothing
 #: a worker's read port reached on a loopback address is read on the Unix socket its
 #: welcome names (Linux: the abstract namespace, that of the network the loopback
 #: address is in), a shorter way through the kernel than TCP; False: TCP always
@@ -94,6 +94,8 @@ UNIX_SOCKETS = True
 #: ``lookup_many`` of at least this many int keys sends them as int64 bytes, which a
 #: worker reads as an array (``reads.pack_keys``; a dense reader's ``DENSE_MANY``)
 PACK_KEYS = 32
+#: requests sent again on a new connection when the old one ended before their answer:
+#: running one twice changes nothing
 IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "all",
                         "tables", "views", "wait", "graph", "recoveries", "queries",
                         "placement", "regime"})

@@ -191,3 +191,20 @@ def test_the_nan_scan_looks_across_its_blocks():
         data[at:at + 3] = b"\xcb\x7f\xf8"
         assert codec.maybe_nan(bytes(data)), at
     assert not codec.maybe_nan(bytes(2 * block + 10))
+
+
+def test_a_kept_packer_writes_what_packb_writes_and_survives_its_errors():
+    """``codec.Packer`` (a cluster connection's): the same bytes and errors as
+    ``packb``, its buffer emptied after an error and let go after a big payload."""
+    values = [[1, "x", None, 2.5, True], [2**70, -(2**65)], {"d": dt.date(2020, 1, 2)},
+              [b"\x00" * 10]]
+    pack = codec.Packer(big_ints=True)
+    for v in values:
+        assert pack(v) == codec.packb(v, big_ints=True)
+    with pytest.raises(codec.EncodeError):
+        pack([1, object()])
+    assert pack([3]) == codec.packb([3])             # (nothing of the failed value left)
+    with pytest.raises(codec.EncodeError):
+        codec.Packer()([2**70])                      # (without big_ints, as packb)
+    big = [b"x" * (codec.Packer.KEEP + 1)]
+    assert pack(big) == codec.packb(big) and pack([4]) == codec.packb([4])
