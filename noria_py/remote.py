@@ -9,7 +9,9 @@ host its reader shards, not through the controller (``runtime/cluster/reads.py``
 view's placement (its reader shards, in shard order, and each one's worker's read
 address) is asked of the controller at the first read and kept; a key's shard is
 ``hashing.shard_of``, the stable hash the engine shards readers by. ``lookup_many``
-sends one request per worker, to all of them before it waits for any. A worker that
+sends one request per worker, to all of them before it waits for any (int keys as
+int64 bytes, routed and put back in order with numpy). A worker on this machine is
+read on its read port's Unix socket (``UNIX_SOCKETS``). A worker that
 answers ``moved`` (the reader is not hosted there now, or is being recovered), or that
 cannot be reached, makes the view's placement be asked again (the controller waits
 for a reader being recovered, as a read through it would) and the read sent again: a
@@ -31,6 +33,7 @@ reconnection every view's placement is asked again (the new controller's readers
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import itertools
 import os
 import select
@@ -42,6 +45,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Sequence, cast
 from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 import pyarrow as pa
 
 import sql_frontend
@@ -65,7 +69,7 @@ from .hashing import shard_of
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
-from .runtime.cluster.reads import rows_found
+from .runtime.cluster.reads import pack_keys, rows_found, rows_in_order
 from .subscribe import Change, Subscription, buffer_size
 from .tls import client_context as tls_client_context
 from .tls import client_option as tls_client_option
@@ -83,6 +87,13 @@ CONNECT_TIMEOUT = 5.0
 #: seconds a client dials a controller that went away (restarted: restart.py) before
 #: a ConnectError
 RECONNECT_TIMEOUT = 30.0
+#: a worker's read port reached on a loopback address is read on the Unix socket its
+#: welcome names (Linux: the abstract namespace, that of the network the loopback
+#: address is in), a shorter way through the kernel than TCP; False: TCP always
+UNIX_SOCKETS = True
+#: ``lookup_many`` of at least this many int keys sends them as int64 bytes, which a
+#: worker reads as an array (``reads.pack_keys``; a dense reader's ``DENSE_MANY``)
+PACK_KEYS = 32
 #: requests sent again on a new connection when the old one ended before their answer:
 #: running one twice changes nothing
 IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "all",
@@ -144,6 +155,14 @@ def _give_up_after(sock: socket.socket, seconds: float) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
     except OSError:                          # (another layout of struct timeval)
         sock.settimeout(seconds)
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` (an address) is this machine's loopback."""
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 class _Stale(Exception):
@@ -220,7 +239,10 @@ class RemoteDatabase:
         self._links: dict[tuple[str, int], _Link] = {}     # workers' read ports
 
     def _connect(self, address: tuple[str, int] | None = None,
-                 timeout: float | None = None) -> wire.Connection:
+                 timeout: float | None = None,
+                 welcome: dict[str, Any] | None = None) -> wire.Connection:
+        """A connection to the controller, or to a worker's read port at ``address``,
+        past the handshake (what the server's welcome said, into ``welcome``)."""
         address = address or self.address
         sock = socket.create_connection(address, timeout=timeout or self._timeout)
         if self._tls is not None:
@@ -228,7 +250,9 @@ class RemoteDatabase:
         sock.settimeout(None)
         conn = wire.Connection(sock)
         try:
-            wire.client_handshake(conn, self._token, {"role": "client"})
+            said = wire.client_handshake(conn, self._token, {"role": "client"})
+            if welcome is not None:
+                welcome.update(said)
         except wire.ConnectionClosed:
             conn.close()
             if self._tls is not None:
@@ -287,30 +311,56 @@ class RemoteDatabase:
         any answer is awaited. Raises ``_Stale`` when the placement is out of date."""
         links, nodes = cast(list[_Link], where.links), where.nodes
         n = len(nodes)
+        ints = None
+        if arity == 1 and len(keys) >= PACK_KEYS and set(map(type, keys)) <= {int}:
+            try:
+                ints = np.array(keys, dtype=np.int64)
+            except OverflowError:               # (an int past 64 bits: sent as it is)
+                pass
         if n == 1:
-            return rows_found(self._exchange(view, where, {links[0]: [[nodes[0], keys]]})[links[0]][0])
-        if arity == 1 and set(map(type, keys)) <= {int}:
-            shards = [k % n for k in keys]     # (hashing.value_hash of an int is itself)
+            found = rows_found(self._ask(view, where, links[0], [
+                [nodes[0], keys if ints is None else pack_keys(ints)]])[0])
+            if len(found) != len(keys):
+                raise wire.ProtocolError("a read's answer: not one per key asked")
+            return found
+        if ints is not None:
+            shard = ints % n                    # (hashing.value_hash of an int is itself)
+        elif arity == 1 and set(map(type, keys)) <= {int}:
+            shard = np.array([k % n for k in keys])
         else:
-            shards = [self._shard(where, k, arity, n) for k in keys]
-        at: list[list[int]] = [[] for _ in range(n)]
-        for i, s in enumerate(shards):
-            at[s].append(i)
+            shard = np.array([self._shard(where, k, arity, n) for k in keys])
         asks: dict[_Link, list[list[Any]]] = {}
+        at: list[np.ndarray] = []
         for s in range(n):
-            if at[s]:
-                asks.setdefault(links[s], []).append([nodes[s], [keys[i] for i in at[s]]])
+            mine = np.flatnonzero(shard == s)
+            if len(mine):
+                sent = (pack_keys(ints[mine]) if ints is not None
+                        else [keys[i] for i in mine.tolist()])
+                asks.setdefault(links[s], []).append([nodes[s], sent])
+            at.append(mine)
         answers = self._exchange(view, where, asks)
-        out: list[list[tuple]] = [[]] * len(keys)
+        parts = []
         taken = dict.fromkeys(asks, 0)
         for s in range(n):
-            if at[s]:
+            if len(at[s]):
                 link = links[s]
-                found = rows_found(answers[link][taken[link]])
+                parts.append((at[s], answers[link][taken[link]]))
                 taken[link] += 1
-                for i, rows in zip(at[s], found):
-                    out[i] = rows
-        return out
+        return rows_in_order(len(keys), parts)
+
+    def _read_one(self, view: str, where: _Placement, key: Any,
+                  arity: int) -> list[list[tuple]]:
+        """``_read_at`` of one key (``lookup``): one request to one worker."""
+        nodes = where.nodes
+        n = len(nodes)
+        if n == 1:
+            s = 0
+        elif arity == 1 and type(key) is int:
+            s = key % n                    # (hashing.value_hash of an int is itself)
+        else:
+            s = self._shard(where, key, arity, n)
+        found = self._ask(view, where, cast(list[_Link], where.links)[s], [[nodes[s], [key]]])
+        return rows_found(found[0])
 
     @staticmethod
     def _shard(where: _Placement, k: Any, arity: int, n: int) -> int:
@@ -326,8 +376,10 @@ class RemoteDatabase:
         """Send each worker its ``[node, keys]`` groups, then take each one's answer.
         Raises ``_Stale`` if a worker is gone or says ``moved``, or is silent for
         ``RECHECK_EVERY`` seconds while the controller places the view elsewhere."""
-        order = (list(asks) if len(asks) == 1           # (one lock order: no deadlock)
-                 else sorted(asks, key=lambda link: link.address))
+        if len(asks) == 1:
+            ((link, groups),) = asks.items()
+            return {link: self._ask(view, where, link, groups)}
+        order = sorted(asks, key=lambda link: link.address)    # (one lock order: no deadlock)
         for link in order:
             link.lock.acquire()
         try:
@@ -336,8 +388,7 @@ class RemoteDatabase:
             for link in order:
                 try:
                     if link.conn is None:
-                        link.conn = self._connect(link.address, CONNECT_TIMEOUT)
-                        _give_up_after(link.conn.sock, RECHECK_EVERY)
+                        link.conn = self._read_port(link.address)
                     rid = next(self._ids)
                     link.conn.send(["read", rid, asks[link]])
                     sent.append((link, rid))
@@ -370,6 +421,53 @@ class RemoteDatabase:
         if stale:
             raise _Stale(stale)
         return answers
+
+    def _ask(self, view: str, where: _Placement, link: _Link, groups: list[list[Any]]) -> Any:
+        """``_exchange`` with one worker: its answer to ``groups``, the same way."""
+        with link.lock:
+            try:
+                conn = link.conn
+                if conn is None:
+                    conn = link.conn = self._read_port(link.address)
+                rid = next(self._ids)
+                conn.send(["read", rid, groups])
+                f = self._answer(view, where, link)
+            except (OSError, wire.ProtocolError) as e:
+                link.drop()                      # (the worker is gone: ask where now)
+                raise _Stale(f"{link.address[0]}:{link.address[1]}: {e}") from None
+            if f[1] == rid:
+                if f[0] == "ok":
+                    return f[2]
+                if f[0] == "moved":
+                    raise _Stale(str(f[2]))
+                if f[0] == "error":
+                    raise _error(f[2], f[3])
+            link.drop()
+        raise _Stale(f"unexpected answer {f[0]!r} from {link.address}")
+
+    def _read_port(self, address: tuple[str, int]) -> wire.Connection:
+        """A connection to the worker's read port at ``address``: on this machine (a
+        loopback address) and without TLS, its Unix socket, which the port's welcome
+        names (``UNIX_SOCKETS``), else the TCP connection."""
+        welcome: dict[str, Any] = {}
+        conn = self._connect(address, CONNECT_TIMEOUT, welcome)
+        name = welcome.get("unix")
+        if (UNIX_SOCKETS and type(name) is str and self._tls is None
+                and _loopback(conn.sock.getpeername()[0])):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(CONNECT_TIMEOUT)
+                sock.connect(name)
+                sock.settimeout(None)
+                local = wire.Connection(sock)
+                wire.client_handshake(local, self._token, {"role": "client"})
+            except (OSError, wire.ProtocolError):
+                sock.close()                # (another network namespace, say: TCP, then)
+            else:
+                conn.close()
+                conn = local
+        _give_up_after(conn.sock, RECHECK_EVERY)
+        return conn
 
     def _answer(self, view: str, where: _Placement, link: _Link) -> Any:
         """The next frame from ``link``'s worker; while it is silent, every
@@ -639,8 +737,10 @@ class RemoteView(ViewFrames):
             if not self.key_arity:
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
             raise ArityError(f"view {self.name!r} takes {self.key_arity} key value(s), got {len(key)}")
-        k = _plain_key(key[0] if len(key) == 1 else key)
-        return self._read([k])[0]
+        k = key[0] if len(key) == 1 else key
+        if type(k) not in _PLAIN:
+            k = _plain_key(k)
+        return self._read([k], True)[0]
 
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
         """``lookup`` of each key (a tuple per key where the view takes more than one):
@@ -656,9 +756,10 @@ class RemoteView(ViewFrames):
                                      f"value(s), got {got}")
         return self._read(keys) if keys else []
 
-    def _read(self, keys: list) -> list[list[tuple]]:
-        """Read ``keys`` where the view's readers are (module docstring): the
-        placement asked again, and the read sent again, while it is out of date."""
+    def _read(self, keys: list, one: bool = False) -> list[list[tuple]]:
+        """Read ``keys`` (``one``: the one key of a ``lookup``) where the view's readers
+        are (module docstring): the placement asked again, and the read sent again,
+        while it is out of date."""
         if self._db._closed:                     # (a placement kept: not asked again)
             raise ClosedError("this database handle is closed")
         deadline = None
@@ -669,7 +770,8 @@ class RemoteView(ViewFrames):
             if where.links is None:              # a worker without a read port
                 return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
             try:
-                out = self._db._read_at(self.name, where, keys, self.key_arity)
+                out = (self._db._read_one(self.name, where, keys[0], self.key_arity) if one
+                       else self._db._read_at(self.name, where, keys, self.key_arity))
                 break
             except _Stale as why:
                 self._where = None
@@ -682,9 +784,10 @@ class RemoteView(ViewFrames):
                 else:
                     time.sleep(0.01)             # (asked again at once the first time)
         fits, check = where.fits, where.check
-        for k, rows in zip(keys, out):
-            if not rows and type(k) not in fits:     # (arguments.py: what it refuses)
-                check(tuple(k) if self.key_arity > 1 else (k,))
+        if one or not set(map(type, keys)) <= fits:
+            for k, rows in zip(keys, out):
+                if not rows and type(k) not in fits:     # (arguments.py: what it refuses)
+                    check(tuple(k) if self.key_arity > 1 else (k,))
         return out
 
     def all(self) -> list[tuple]:

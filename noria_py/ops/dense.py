@@ -403,6 +403,8 @@ def rows_by_key(hit: np.ndarray, columns: Sequence[Sequence]) -> list[list[tuple
     """Per key, ``[row]`` where ``hit`` says it holds one and ``[]`` where not, the rows
     made of ``columns`` (Python values, one a hit, in order): a dense reader's
     ``lookup_many``, at the reader or at a cluster client."""
+    if hit.all():                   # (every key holds a row: no test per key)
+        return [[row] for row in zip(*columns)]
     rows = iter(zip(*columns))
     return [[next(rows)] if h else [] for h in hit.tolist()]
 

@@ -385,20 +385,25 @@ class Reader(Operator):
         lookup = self.lookup
         return [lookup(k) for k in keys]
 
-    def dense_parts(self, keys: list) -> tuple[np.ndarray, list[np.ndarray]] | None:
-        """For many int ``keys`` of a reader in the dense form (at most one row a key):
-        which keys hold a row, and the columns of those rows, as ``lookup`` gives them
-        (the key in its place, trimmed to the visible columns); ``rows_by_key`` makes
-        them rows. None where that form does not apply: ``lookup`` each key. A cluster's
-        worker sends these columns to the client as they are (runtime/cluster/reads.py)."""
+    def dense_parts(self, keys: list | np.ndarray) -> tuple[np.ndarray, list[np.ndarray]] | None:
+        """For many int ``keys`` (or an int64 array of them, any length) of a reader in
+        the dense form (at most one row a key): which keys hold a row, and the columns
+        of those rows, as ``lookup`` gives them (the key in its place, trimmed to the
+        visible columns); ``rows_by_key`` makes them rows. None where that form does not
+        apply: ``lookup`` each key. A cluster's worker sends these columns to the client
+        as they are (runtime/cluster/reads.py)."""
         dense = self.state.dense
-        if (len(keys) < DENSE_MANY or dense is None or self.partial
-                or not set(map(type, keys)) <= {int}):
+        if dense is None or self.partial:
             return None
-        try:
-            at = np.array(keys, dtype=np.int64)
-        except OverflowError:               # (an int past 64 bits: no row has it)
+        if isinstance(keys, np.ndarray):
+            at = keys.astype(np.int64, copy=False)
+        elif len(keys) < DENSE_MANY or not set(map(type, keys)) <= {int}:
             return None
+        else:
+            try:
+                at = np.array(keys, dtype=np.int64)
+            except OverflowError:           # (an int past 64 bits: no row has it)
+                return None
         size = len(dense.present)
         inside = np.where((at >= 0) & (at < size), at, size)    # (size: no row)
         hit, parts = dense.gather(inside)

@@ -255,3 +255,11 @@ def test_dense_lookup_many_equals_lookup_key_by_key(visible):
     out = r.lookup_many([1] * 40)                # misses: not one shared list
     out[0].append("x")
     assert out[1] == []
+    # an int64 array of keys (a cluster read's, any length): the same rows, in columns
+    from noria_py.nan import column_list
+    from noria_py.ops.dense import rows_by_key
+    for ks in (keys, [7, 1, -1]):
+        hit, parts = r.dense_parts(np.array(ks, dtype=np.int64))
+        assert rows_by_key(hit, [column_list(p) for p in parts]) == [r.lookup(k) for k in ks]
+    all_hit = [k for k in range(n) if present[k]]    # (every key a row: the short path)
+    assert r.lookup_many(all_hit) == [r.lookup(k) for k in all_hit]

@@ -220,3 +220,24 @@ def test_an_exact_avg_travels_exact_wherever_it_is():
     for bad in [b"", codec.packb((1,)), codec.packb((1, 0)), codec.packb(("1", 2))]:
         with pytest.raises(codec.DecodeError):
             codec.unpackb(codec.packb(codec.msgpack.ExtType(codec.EXT_AVG, bad)))
+
+
+def test_a_kept_packer_writes_what_packb_writes_and_survives_its_errors():
+    """``codec.Packer`` (a cluster connection's): the same bytes and errors as
+    ``packb``, its buffer emptied after an error and let go after a big payload."""
+    values = [[1, "x", None, 2.5, True], [2**70, -(2**65)], {"d": dt.date(2020, 1, 2)},
+              [b"\x00" * 10]]
+    pack = codec.Packer(big_ints=True)
+    for v in values:
+        assert pack(v) == codec.packb(v, big_ints=True)
+    with pytest.raises(codec.EncodeError):
+        pack([1, object()])
+    assert pack([3]) == codec.packb([3])             # (nothing of the failed value left)
+    with pytest.raises(codec.EncodeError):
+        codec.Packer()([2**70])                      # (without big_ints, as packb)
+    big = [b"x" * (codec.Packer.KEEP + 1)]
+    assert pack(big) == codec.packb(big) and pack([4]) == codec.packb([4])
+    from noria_py.ops.accumulators import ExactAvg
+    rows = [(1, ExactAvg(3, 2)), (2, 2.5)]          # (an exact AVG carried as packb does)
+    assert pack(rows) == codec.packb(rows, big_ints=True)
+    assert type(codec.unpackb(pack(rows))[0][1]) is ExactAvg

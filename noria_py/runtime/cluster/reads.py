@@ -2,9 +2,12 @@
 hosts on a port of its own, so a read does not go through the controller.
 
 The port takes the same handshake as the controller's (``wire.server_handshake``, the
-cluster's token, role ``client``). A request is ``["read", id, [[node, [key, ...]],
-...]]``: keys of one or more reader node shards, each key a value, or an array for a
-view of several ``?``. It is answered ``["ok", id, [answer, ...]]``, an answer per
+cluster's token, role ``client``); on Linux without TLS it is also a Unix socket in
+the abstract namespace, which the TCP port's welcome names (``{"unix": name}``), for
+clients on this machine (a shorter way through the kernel). A request is ``["read",
+id, [[node, [key, ...]], ...]]``: keys of one or more reader node shards, each key a
+value, or an array for a view of several ``?``; or int keys as int64 bytes
+(``pack_keys``), read as an array. It is answered ``["ok", id, [answer, ...]]``, an answer per
 node, in order: a list of rows per key, or, for many int keys of a reader in the dense
 form (``Reader.dense_parts``), the same rows as columns (``pack_dense``: which keys hold
 a row, and each column's values, int64 and float64 ones as their bytes), which the
@@ -16,9 +19,11 @@ node is now and sends again, or ``["error", id, error class name, message]``.
 Invariants, and why:
 
 - **Only readers hosted now are read.** A request names reader node shards by id, and
-  a node is read only if this worker's domain of it is alive; anything else is
-  ``moved``, never an empty answer (a stale placement is refreshed, never answered
-  wrongly). A worker whose controller connection ended (``stop``) answers nothing more.
+  a node is read only if this worker's domain of it is alive, and, restored by a
+  recovery, has had the messages held for it (its parents' replay) handled (``held``:
+  direct channels); anything else is ``moved``, never an empty answer (a stale
+  placement is refreshed, never answered wrongly). A worker whose controller
+  connection ended (``stop``) answers nothing more.
 - **A read never sees a frame half applied.** One thread (``Worker.run``) applies every
   frame from the controller; ``Reads.version`` is a seqlock's counter that this thread
   makes odd while it handles a frame and even between frames. A read thread reads
@@ -40,16 +45,19 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import secrets
 import socket
 import ssl
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ...errors import Error, OperationalError
-from ...nan import column_list
+from ...nan import as_objects, column_list, concat
 from ...ops.dense import rows_by_key
 from ...storage import codec
 from . import wire
@@ -93,6 +101,10 @@ class Reads:
         #: readers of a controller that was lost, read-only, until the next one's views
         #: are up (``keep_old``, ``drop_old``: restart.py); their ids are never reused
         self.old: dict[str, Domain] = {}
+        #: nodes a recovery restored and whose held messages (their parents' replay
+        #: among them) are not yet handled: up, but not yet what they were (the
+        #: worker's ``holding``, direct channels), so ``moved``
+        self.held: Container[str] = ()
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -141,13 +153,22 @@ class Reads:
             d = domains.get(nid)
             if d is None:
                 d = self.old.get(nid)
-            if d is None or not d.alive or d.node.kind != "reader":
+            if d is None or not d.alive or d.node.kind != "reader" or nid in self.held:
                 raise NotHere(f"node {nid} is not served by this worker now")
-            # (keys as msgpack decodes them: a view of several ? takes arrays as tuples)
+            # (keys as msgpack decodes them: a view of several ? takes arrays as tuples;
+            # or int keys as int64 bytes, ``pack_keys``)
             op = cast("Reader", d.node.op)
-            keys = list(keys)
-            found = op.dense_parts(keys)
-            out.append(op.lookup_many(keys) if found is None else pack_dense(*found))
+            if type(keys) is bytes:
+                at = np.frombuffer(keys, dtype="<i8")
+                found = op.dense_parts(at)
+                out.append(op.lookup_many(at.tolist()) if found is None
+                           else pack_dense(*found))
+            elif len(keys) == 1:        # (a ``lookup``: never in columns)
+                out.append(op.lookup_many(list(keys)))
+            else:
+                keys = list(keys)
+                found = op.dense_parts(keys)
+                out.append(op.lookup_many(keys) if found is None else pack_dense(*found))
         return out
 
     def keep_old(self) -> None:
@@ -196,16 +217,24 @@ def rows_found(found: Any) -> list[list[tuple[Any, ...]]]:
         if type(found) is not tuple:
             raise wire.ProtocolError("a read's answer: expected rows or columns")
         return [list(rows) for rows in found]
+    hit, cols = _columns(found)
+    return rows_by_key(hit, [column_list(c) if isinstance(c, np.ndarray) else c
+                             for c in cols])
+
+
+def _columns(found: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray | tuple[Any, ...]]]:
+    """An answer in columns (``pack_dense``): which keys hold a row, and each column
+    of those rows, an array (int64, float64) or a tuple of values."""
     hit, cols = found.get("hit"), found.get("cols")
     if type(hit) is not bytes or type(cols) is not tuple or len(found) != 2:
         raise wire.ProtocolError("a read's answer in columns: expected hit and cols")
     held = np.frombuffer(hit, dtype=np.uint8)
     n = int(np.count_nonzero(held))
-    columns: list[Sequence[Any]] = []
+    columns: list[np.ndarray | tuple[Any, ...]] = []
     for c in cols:
         if type(c) is tuple and len(c) == 3 and c[0] == "a" and c[1] in codec.COLUMN_DTYPES \
                 and type(c[2]) is bytes and len(c[2]) == 8 * n:
-            columns.append(column_list(np.frombuffer(c[2], dtype=np.dtype(c[1]))))
+            columns.append(np.frombuffer(c[2], dtype=np.dtype(c[1])))
         elif type(c) is tuple and len(c) == 2 and c[0] == "v" and type(c[1]) is tuple \
                 and len(c[1]) == n:
             columns.append(c[1])
@@ -213,16 +242,72 @@ def rows_found(found: Any) -> list[list[tuple[Any, ...]]]:
             raise wire.ProtocolError("a read's answer in columns: a malformed column")
     if not columns:
         raise wire.ProtocolError("a read's answer in columns: no column")
-    return rows_by_key(held.astype(bool), columns)
+    return held.astype(bool), columns
 
 
-def _check_request(f: Any) -> tuple[int, list[Any]]:
-    if not (type(f) is tuple and len(f) == 3 and f[0] == "read" and type(f[1]) is int
-            and type(f[2]) is tuple
-            and all(type(g) is tuple and len(g) == 2 and type(g[0]) is str
-                    and type(g[1]) is tuple for g in f[2])):
-        raise wire.ProtocolError("expected [\"read\", id, [[node, [key, ...]], ...]]")
-    return f[1], list(f[2])
+def pack_keys(keys: np.ndarray) -> bytes:
+    """Int keys as a request carries them (a group's keys as bytes): int64, little-endian."""
+    return np.ascontiguousarray(keys, dtype="<i8").tobytes()
+
+
+def rows_in_order(n: int, parts: Sequence[tuple[np.ndarray, Any]]) -> list[list[tuple[Any, ...]]]:
+    """The rows of each of ``n`` keys from the answers of groups of them (the client's
+    side of a ``lookup_many`` over several reader shards): ``parts`` holds, per group,
+    the positions of its keys among the ``n`` (ascending) and its answer. Answers all
+    in columns are put in key order as arrays (no Python step per key but the rows'
+    making, ``rows_by_key``); else key by key. ``wire.ProtocolError`` for a malformed
+    answer, or one of another length than its keys."""
+    if not all(type(found) is dict for _, found in parts):
+        out: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
+        for at, found in parts:
+            rows = rows_found(found)
+            if len(rows) != len(at):
+                raise wire.ProtocolError("a read's answer: not one per key asked")
+            for i, r in zip(at.tolist(), rows):
+                out[i] = r
+        return out
+    hit = np.zeros(n, dtype=bool)
+    held: list[np.ndarray] = []
+    columns: list[list[np.ndarray | tuple[Any, ...]]] = []
+    for at, found in parts:
+        h, cols = _columns(found)
+        if len(h) != len(at) or (columns and len(cols) != len(columns[0])):
+            raise wire.ProtocolError("a read's answer in columns: not one per key asked, "
+                                     "or not the columns of the others")
+        hit[at] = h
+        held.append(at[h])
+        columns.append(cols)
+    order = np.argsort(np.concatenate(held), kind="stable")   # (the rows, in key order)
+    merged: list[list[Any]] = []
+    for c in range(len(columns[0])):
+        pieces = [_array(cols[c]) for cols in columns]
+        if len({p.dtype for p in pieces}) > 1:      # (an int64 piece stays ints)
+            pieces = [as_objects(p) for p in pieces]
+        col = concat(pieces)
+        merged.append(column_list(col[order]))
+    return rows_by_key(hit, merged)
+
+
+def _array(values: np.ndarray | tuple[Any, ...]) -> np.ndarray:
+    """A column as an array: values as a one-dimensional object array (never a
+    deeper one)."""
+    if isinstance(values, np.ndarray):
+        return values
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def _check_request(f: Any) -> tuple[int, tuple[Any, ...]]:
+    if type(f) is tuple and len(f) == 3 and f[0] == "read" and type(f[1]) is int \
+            and type(f[2]) is tuple:
+        for g in f[2]:
+            if not (type(g) is tuple and len(g) == 2 and type(g[0]) is str
+                    and (type(g[1]) is tuple
+                         or (type(g[1]) is bytes and len(g[1]) % 8 == 0))):
+                break
+        else:
+            return f[1], f[2]
+    raise wire.ProtocolError("expected [\"read\", id, [[node, [key, ...] or int64 "
+                             "bytes], ...]]")
 
 
 class ReadServer:
@@ -237,12 +322,25 @@ class ReadServer:
         self.admission = wire.Admission(max_connections, log, kind="read ", tls=tls)
         self.sock = socket.create_server((host, port))
         self.address: tuple[str, int] = cast("tuple[str, int]", self.sock.getsockname()[:2])
+        #: the same port as a Unix socket, for clients on this machine (no TLS then)
+        self.unix: socket.socket | None = None
+        self.unix_name: str | None = None
+        if tls is None and sys.platform == "linux":
+            self.unix_name = f"\0noria-py-read-{os.getpid()}-{secrets.token_hex(8)}"
+            self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.unix.bind(self.unix_name)
+            self.unix.listen()
+            self.admission.serve(self.unix, self._connection, "read")
         self.admission.serve(self.sock, self._connection, "read")
 
     def _connection(self, sock: socket.socket) -> None:
         conn = wire.Connection(sock)
         try:
-            wire.server_handshake(conn, self.token, role_expected="client")
+            # (a client that reached the TCP port from this machine may read on the
+            # Unix socket instead: ``UNIX_SOCKETS``)
+            wire.server_handshake(conn, self.token, role_expected="client", welcome=(
+                {"unix": self.unix_name} if self.unix_name and sock.family != socket.AF_UNIX
+                else None))
             self._serve(conn)
         except wire.ConnectionClosed:
             pass
@@ -252,9 +350,9 @@ class ReadServer:
             conn.close()
 
     def _serve(self, conn: wire.Connection) -> None:
-        answer = self.reads.answer
+        answer, recv = self.reads.answer, conn.recv
         while True:
-            rid, groups = _check_request(conn.recv())
+            rid, groups = _check_request(recv())
             try:
                 rows = answer(groups)
             except NotHere as e:
@@ -267,7 +365,9 @@ class ReadServer:
                 conn.send(["ok", rid, rows])
 
     def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        for sock in (self.sock, self.unix):
+            try:
+                if sock is not None:
+                    sock.close()
+            except OSError:
+                pass

@@ -32,7 +32,7 @@ from ...errors import OperationalError
 from ...ops import accumulators
 from ...ops.dense import DenseRows, RowsDelta
 from ...ops.state import CountsDelta, DenseCounts
-from ...storage.codec import DecodeError, packb, unpackb
+from ...storage.codec import DecodeError, Packer, packb, unpackb
 from ...tls import accept as tls_accept
 from ..checkpoints import Checkpoint, Entries, InputDelta
 from ..messages import Message
@@ -95,6 +95,8 @@ class Connection:
         self.max_frame = max_frame
         self.peer = peer_name(sock)
         self._send_lock = threading.Lock()
+        self._pack = Packer(big_ints=True)
+        self._pack_lock = threading.Lock()
         self._buf = bytearray(_BUFFER)
         self._view = memoryview(self._buf)
         self._start = 0          # unread bytes are self._buf[self._start:self._end]
@@ -104,7 +106,13 @@ class Connection:
         return f"<Connection {self.peer}>"
 
     def send(self, obj: Any) -> None:
-        payload = packb(obj, big_ints=True)
+        if self._pack_lock.acquire(False):      # (the connection's packer: one thread's)
+            try:
+                payload = self._pack(obj)
+            finally:
+                self._pack_lock.release()
+        else:
+            payload = packb(obj, big_ints=True)
         if len(payload) > self.max_frame:
             raise ProtocolError(f"frame of {len(payload)} bytes exceeds the limit of "
                                 f"{self.max_frame} bytes")
@@ -133,10 +141,17 @@ class Connection:
     def recv(self) -> Any:
         """The next frame's value: a tuple (msgpack array) or a dict (map)."""
         start, end = self._start, self._end
+        if start == end:                # (nothing buffered: one call, usually a frame)
+            end = self.sock.recv_into(self._view)
+            if not end:
+                self._closed(0, 4)
+            self._start, self._end = start, end = 0, end
         size = _HEADER.unpack_from(self._buf, start)[0] if end - start >= 4 else -1
+        payload: bytearray | memoryview
         if 0 <= size <= self.max_frame and start + 4 + size <= end:
             self._start = start + 4 + size          # fast path: the frame is buffered
-            payload = self._buf[start + 4:self._start]
+            # (decoded before the buffer is written again: no copy)
+            payload = self._view[start + 4:self._start]
             if self._start == end:
                 self._start = self._end = 0
         else:
@@ -286,13 +301,15 @@ def _nonce_ok(nonce: Any) -> bool:
 
 
 def server_handshake(conn: Connection, token: str | None, role_expected: str | None = None,
-                     timeout: float = HANDSHAKE_TIMEOUT) -> dict[str, Any]:
+                     timeout: float = HANDSHAKE_TIMEOUT,
+                     welcome: dict[str, Any] | None = None) -> dict[str, Any]:
     """Authenticate the client that just connected; return its hello (e.g. its role).
 
     ``token`` None is the empty key, so loopback setups run the same code. Every read
     must complete within ``timeout`` seconds and handshake frames are limited to
     ``_HELLO_MAX`` bytes, so a silent or dribbling client cannot hold the connection
-    slot for long; the socket is blocking again afterwards.
+    slot for long; the socket is blocking again afterwards. ``welcome``: more for the
+    client to know, in the welcome (``client_handshake`` returns it).
     """
     conn.sock.settimeout(timeout)
     limit, conn.max_frame = conn.max_frame, min(conn.max_frame, _HELLO_MAX)
@@ -311,7 +328,8 @@ def server_handshake(conn: Connection, token: str | None, role_expected: str | N
         if error is not None:
             conn.send({"op": "refused", "error": error})
             raise AuthError(f"refused {conn.peer}: {error}")
-        conn.send({"op": "welcome", "mac": _mac(token, b"server", hello["nonce"])})
+        conn.send({**(welcome or {}), "op": "welcome",
+                   "mac": _mac(token, b"server", hello["nonce"])})
     except socket.timeout:
         raise ProtocolError(f"handshake with {conn.peer} timed out after {timeout} s") from None
     finally:

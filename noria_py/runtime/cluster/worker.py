@@ -207,6 +207,7 @@ class Worker:
         #: messages for nodes hosted here being recovered, with the worker they came
         #: from, until ``release``
         self.holding: dict[str, list[tuple[str, Message]]] = {}
+        self.reads.held = self.holding            # (not read until released: reads.py)
         #: messages for nodes this worker has not built yet (their catalog change is on
         #: its way from the controller while their parent's worker already sends)
         self.early: dict[str, list[tuple[str, Message]]] = {}

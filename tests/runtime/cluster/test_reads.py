@@ -18,7 +18,15 @@ import pytest
 import noria_py
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
-from noria_py.runtime.cluster.reads import NotHere, Reads, ReadServer, pack_dense, rows_found
+from noria_py.runtime.cluster.reads import (
+    NotHere,
+    Reads,
+    ReadServer,
+    pack_dense,
+    pack_keys,
+    rows_found,
+    rows_in_order,
+)
 from tests.differential.helpers import Oracle, normalize
 
 # ---------------------------------------------------------------- in process
@@ -119,6 +127,11 @@ def test_only_readers_hosted_and_up_are_read():
     with pytest.raises(NotHere):
         reads.answer([("r", (1,))])
     reads.domains["r"].alive = True
+    reads.held = {"r": []}                    # restored, its replay held: not yet read
+    with pytest.raises(NotHere):
+        reads.answer([("r", (1,))])
+    reads.held = {}
+    assert reads.answer([("r", (1,))]) == [[[(1, "whole")]]]
     reads.domains["b"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="base"))
     with pytest.raises(NotHere):
         reads.answer([("b", (1,))])
@@ -144,6 +157,13 @@ def test_the_read_port_checks_the_token_and_the_requests():
         assert conn.recv() == ("moved", 1, "node n9 is not served by this worker now")
         conn.send(["read", 2, [["r", [5, 6]]]])
         assert conn.recv() == ("ok", 2, ((((5, "whole"),), ((6, "whole"),)),))
+        conn.send(["read", 3, [["r", pack_keys(np.array([6, -1, 2**40]))]]])   # (int64 bytes)
+        assert conn.recv() == ("ok", 3, ((((6, "whole"),), ((-1, "whole"),),
+                                          ((2**40, "whole"),)),))
+        conn.send(["read", 4, [["r", bytes(12)]]])    # not whole int64s: closed
+        with pytest.raises(wire.ConnectionClosed):
+            conn.recv()
+        conn = _client(server.address, "tok")
         conn.send(["read", "x", []])          # malformed: the connection is closed
         with pytest.raises(wire.ConnectionClosed):
             conn.recv()
@@ -173,6 +193,76 @@ def test_an_answer_in_columns_gives_the_rows_of_each_key_and_refuses_a_malformed
                 {"hit": "x", "cols": ()}, [1]]:
         with pytest.raises(wire.ProtocolError):
             rows_found(bad)
+
+
+def test_a_read_port_on_this_machine_is_read_on_its_unix_socket(monkeypatch):
+    """A client that reached a read port on a loopback address reads on the Unix socket
+    the port's welcome names (Linux); one that is not there, or answers without the
+    token (another process's), leaves the client on TCP; so does ``UNIX_SOCKETS``."""
+    import sys
+
+    import noria_py.remote as remote
+    local = socket.AF_UNIX if sys.platform == "linux" else socket.AF_INET
+    reads, _ = _reads_with_torn_reader()
+    server = ReadServer(reads, "127.0.0.1", 0, "tok")
+    other = ReadServer(reads, "127.0.0.1", 0, "another token")
+    db = remote.RemoteDatabase.__new__(remote.RemoteDatabase)
+    db._token, db._tls, db._timeout = "tok", None, None
+
+    def read_at(conn, family):
+        assert conn.sock.family == family
+        conn.send(["read", 1, [["r", [5]]]])
+        assert conn.recv() == ("ok", 1, ((((5, "whole"),),),))
+        conn.close()
+    name = server.unix_name
+    try:
+        read_at(db._read_port(server.address), local)
+        server.unix_name = "\0noria-py-read-nobody"
+        read_at(db._read_port(server.address), socket.AF_INET)
+        server.unix_name = other.unix_name
+        read_at(db._read_port(server.address), socket.AF_INET)
+        server.unix_name = name
+        monkeypatch.setattr(remote, "UNIX_SOCKETS", False)
+        read_at(db._read_port(server.address), socket.AF_INET)
+    finally:
+        server.close()
+        other.close()
+
+
+def _wire(x):
+    return wire.unpackb(wire.packb(x, big_ints=True))
+
+
+def test_answers_of_several_shards_are_put_back_in_key_order():
+    """``lookup_many`` over reader shards: each group's answer (in columns, or rows)
+    goes back to the positions of its keys; a column that is int64 at one shard and
+    values at another (NULLs there) keeps its ints ints; NaN is the one NaN."""
+    nan = noria_py.nan.NAN
+    # keys 0..5; shard 0 asked for positions 1, 2, 5, shard 1 for 0, 3, 4
+    at0, at1 = np.array([1, 2, 5]), np.array([0, 3, 4])
+    a0 = _wire(pack_dense(np.array([True, False, True]),
+                          [np.array([11, 15]), np.array([0.5, np.nan]),
+                           np.array(["b", None], dtype=object)]))
+    a1 = _wire(pack_dense(np.array([True, True, False]),
+                          [np.array([10, None], dtype=object), np.array([1.5, -2.0]),
+                           np.array(["a", "c"], dtype=object)]))
+    want = [[(10, 1.5, "a")], [(11, 0.5, "b")], [], [(None, -2.0, "c")], [], [(15, nan, None)]]
+    got = rows_in_order(6, [(at0, a0), (at1, a1)])
+    assert got == want
+    assert [type(r[0][0]) for r in got if r and r[0][0] is not None] == [int, int, int]
+    assert got[5][0][1] is nan
+    assert rows_in_order(6, [(at1, a1), (at0, a0)]) == want     # (groups in any order)
+    rows1 = _wire([[(10, 1.5, "a")], [(None, -2.0, "c")], []])   # (one shard in rows)
+    assert rows_in_order(6, [(at0, a0), (at1, rows1)]) == want
+    # (pieces of two dtypes: each value as its shard gave it, not all made floats)
+    f0 = _wire(pack_dense(np.array([True]), [np.array([7])]))
+    f1 = _wire(pack_dense(np.array([True]), [np.array([0.5])]))
+    mixed = rows_in_order(2, [(np.array([0]), f0), (np.array([1]), f1)])
+    assert mixed == [[(7,)], [(0.5,)]] and type(mixed[0][0][0]) is int
+    with pytest.raises(wire.ProtocolError):                    # (an answer too short)
+        rows_in_order(6, [(at0, a0), (np.array([0, 3, 4, 1]), a1)])
+    with pytest.raises(wire.ProtocolError):
+        rows_in_order(6, [(at0, a0), (np.array([0, 3]), rows1)])
 
 
 # ---------------------------------------------------------------- a real cluster
@@ -260,10 +350,10 @@ def test_many_int_keys_of_a_dense_reader_are_answered_in_columns(cluster, monkey
     int keys at once come back as columns (``pack_dense``), the same rows as one
     ``lookup`` each and as the controller's path: NULLs, NaN (in a float column with
     and without NULLs), text, keys outside the arrays and keys with no row."""
-    import noria_py.remote as remote
+    from noria_py.runtime.cluster import reads
     answers: list[bool] = []
-    real = remote.rows_found
-    monkeypatch.setattr(remote, "rows_found",
+    real = reads._columns
+    monkeypatch.setattr(reads, "_columns",
                         lambda found: answers.append(type(found) is dict) or real(found))
     rng = random.Random(5)
     db = noria_py.connect(cluster.url)
