@@ -281,10 +281,11 @@ class RemoteDatabase:
         return _Placement(list(nodes), links, check, generation)
 
     def _read_at(self, view: str, where: _Placement, keys: list,
-                 arity: int) -> list[list[tuple]]:
+                 arity: int) -> list[list[tuple] | None]:
         """The rows of each key (as sent: a value, or a list of values), read at the
         workers hosting their reader shards: one request per worker, all sent before
-        any answer is awaited. Raises ``_Stale`` when the placement is out of date."""
+        any answer is awaited; None for a key a partial reader does not hold. Raises
+        ``_Stale`` when the placement is out of date."""
         links, nodes = cast(list[_Link], where.links), where.nodes
         n = len(nodes)
         if n == 1:
@@ -301,7 +302,7 @@ class RemoteDatabase:
             if at[s]:
                 asks.setdefault(links[s], []).append([nodes[s], [keys[i] for i in at[s]]])
         answers = self._exchange(view, where, asks)
-        out: list[list[tuple]] = [[]] * len(keys)
+        out: list[list[tuple] | None] = [[]] * len(keys)
         taken = dict.fromkeys(asks, 0)
         for s in range(n):
             if at[s]:
@@ -670,6 +671,11 @@ class RemoteView(ViewFrames):
                 return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
             try:
                 out = self._db._read_at(self.name, where, keys, self.key_arity)
+                holes = [i for i, rows in enumerate(out) if rows is None]
+                if holes:           # a partial view's misses: upqueried by the controller
+                    filled = self._db._call("lookup", self.name, [keys[i] for i in holes])
+                    for i, rows in zip(holes, filled):
+                        out[i] = _rows(rows)
                 break
             except _Stale as why:
                 self._where = None
@@ -685,7 +691,7 @@ class RemoteView(ViewFrames):
         for k, rows in zip(keys, out):
             if not rows and type(k) not in fits:     # (arguments.py: what it refuses)
                 check(tuple(k) if self.key_arity > 1 else (k,))
-        return out
+        return cast("list[list[tuple]]", out)     # (no hole is left: filled above)
 
     def all(self) -> list[tuple]:
         return _rows(self._db._call("all", self.name))

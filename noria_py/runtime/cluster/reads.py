@@ -189,13 +189,15 @@ def pack_dense(hit: np.ndarray, parts: list[np.ndarray]) -> dict[str, Any]:
     return {"hit": hit.astype(np.uint8).tobytes(), "cols": cols}
 
 
-def rows_found(found: Any) -> list[list[tuple[Any, ...]]]:
+def rows_found(found: Any) -> list[list[tuple[Any, ...]] | None]:
     """A group's answer as the rows of each key (the client's side): from columns
-    (``pack_dense``) or from lists of rows. ``wire.ProtocolError`` if it is neither."""
+    (``pack_dense``) or from lists of rows, None for a key a partial reader does not
+    hold (a hole: the client asks the controller, which upqueries it,
+    ``runtime/cluster/partial.py``). ``wire.ProtocolError`` if it is neither."""
     if type(found) is not dict:
         if type(found) is not tuple:
             raise wire.ProtocolError("a read's answer: expected rows or columns")
-        return [list(rows) for rows in found]
+        return [None if rows is None else list(rows) for rows in found]
     hit, cols = found.get("hit"), found.get("cols")
     if type(hit) is not bytes or type(cols) is not tuple or len(found) != 2:
         raise wire.ProtocolError("a read's answer in columns: expected hit and cols")
@@ -213,7 +215,7 @@ def rows_found(found: Any) -> list[list[tuple[Any, ...]]]:
             raise wire.ProtocolError("a read's answer in columns: a malformed column")
     if not columns:
         raise wire.ProtocolError("a read's answer in columns: no column")
-    return rows_by_key(held.astype(bool), columns)
+    return cast("list[list[tuple[Any, ...]] | None]", rows_by_key(held.astype(bool), columns))
 
 
 def _check_request(f: Any) -> tuple[int, list[Any]]:

@@ -141,7 +141,8 @@ class Server:
                  ray: str | None = None, ray_cpus: float = 1.0,
                  tls: tuple[str, str] | None = None, tls_ca: str | None = None,
                  channels: str = DEFAULT_CHANNELS,
-                 rejoin_timeout: float = REJOIN_TIMEOUT) -> None:
+                 rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
+                 memory_limit: int | None = None) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         the others are refused (coordinated, uncoordinated and cic are built for the
@@ -154,7 +155,10 @@ class Server:
         ``tls_ca``: what the workers verify this server's certificate with (default: the
         certificate itself, right for a self-signed one).
         ``rejoin_timeout`` (with ``data_dir``): seconds a worker whose controller died
-        goes on serving reads and dialing back before it exits (``restart.py``)."""
+        goes on serving reads and dialing back before it exits (``restart.py``).
+        ``partial``: the readers of parameterized views hold only the keys read, filled
+        by upqueries (``partial.py``); ``memory_limit``: bytes each worker's partial
+        readers hold at most, least recently read keys evicted first."""
         regimes.check(regime, cluster=True)
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
@@ -230,7 +234,7 @@ class Server:
                 self.runtime.spawn(want)
         self.runtime.wait_for_workers()
         self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime,
-                           regime=regime)
+                           regime=regime, partial=partial, memory_limit=memory_limit)
         self.runtime.on_recovery = self.db.record_recovery
         self.runtime.retire()       # (the readers kept from before a restart may go)
         self.runtime.save()
@@ -642,6 +646,13 @@ def main(argv: list[str] | None = None) -> int:
                         "serving reads and dialing back (a restarted `serve --data-dir` on "
                         f"the same directory re-adopts it) before it exits; default "
                         f"{REJOIN_TIMEOUT:.0f}, 0: at once")
+    p.add_argument("--partial", action="store_true",
+                   help="the readers of parameterized views hold only the keys read, "
+                        "filled by upqueries (docs/partial.md)")
+    p.add_argument("--memory-limit", dest="memory_limit", type=int, default=None,
+                   metavar="BYTES", help="with --partial: bytes each worker's partial "
+                                         "readers hold at most (least recently read "
+                                         "keys evicted first)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -662,7 +673,8 @@ def main(argv: list[str] | None = None) -> int:
                         ray=args.ray, ray_cpus=args.ray_cpus,
                         tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
                         tls_ca=args.tls_ca, channels=args.channels,
-                        rejoin_timeout=args.rejoin_timeout)
+                        rejoin_timeout=args.rejoin_timeout, partial=args.partial,
+                        memory_limit=args.memory_limit)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

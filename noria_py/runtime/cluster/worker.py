@@ -79,6 +79,7 @@ from ... import tuning
 from ...batch import Batch
 from ...errors import Error
 from ...graph import Graph, Node
+from ...partial import Partial
 from ...planner import Planner
 from ...tls import Files as TlsFiles
 from ...tls import client_context as tls_client_context
@@ -91,6 +92,7 @@ from ..messages import Message
 from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
+from .partial import Fill, source_rows, step
 from .reads import Reads, ReadServer
 from .wire import (
     decode_batch,
@@ -160,7 +162,7 @@ class RemoteStore:
 
 
 #: the frames a peer may send (``channels.py``): data only, never a request
-PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from"))
+PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from", "fill"))
 #: with direct channels, what the inbox's frames produced is sent at the latest after
 #: this many frames (and whenever the inbox is empty)
 FLUSH_EVERY = 64
@@ -203,15 +205,21 @@ class Worker:
         self.pending: dict[str, list[list[Any]]] = {}
         #: messages for nodes hosted here being recovered, with the worker they came
         #: from, until ``release``
-        self.holding: dict[str, list[tuple[str, Message]]] = {}
+        self.holding: dict[str, list[tuple[str, Message | Fill]]] = {}
         #: messages for nodes this worker has not built yet (their catalog change is on
         #: its way from the controller while their parent's worker already sends)
-        self.early: dict[str, list[tuple[str, Message]]] = {}
+        self.early: dict[str, list[tuple[str, Message | Fill]]] = {}
         self.removed: set[str] = set()
+        #: the partial readers (``partial.py``): every worker marks each one, hosted
+        #: or not (a spare may take it over); what they hold, and eviction, are here
+        self.partial: Partial | None = None
 
     # ------------------------------------------------------------ structure
 
     def ddl(self, change: Sequence[Any], placement: dict[str, str]) -> None:
+        if change[0] == "partial":
+            self.make_partial(str(change[1]), change[2])
+            return
         self.new_nodes.clear()
         apply_change(self.planner, self.graph, change, self._removed)
         self.planner.take_fresh()
@@ -233,7 +241,27 @@ class Worker:
                 if src not in self.lost_workers:
                     self.deliver(m, src)
 
+    def make_partial(self, reader_id: str, limit: int | None) -> None:
+        """Reader ``reader_id`` holds only the keys filled by upqueries from now on
+        (all holes), and never checkpoints (it comes back all holes)."""
+        if self.partial is None:
+            self.partial = Partial(self.graph, cast(Any, _Hosted(self.domains)),
+                                   None if limit is None else int(limit))
+        reader = cast("Reader", self.graph[reader_id].op)
+        self.partial.paths[reader_id] = reader.key
+        self.partial.path_ids[reader_id] = []
+        reader.make_partial(self.partial)
+        reader.path = []
+        d = self.domains.get(reader_id)
+        if d is not None:
+            d.use_checkpoints(None)
+            if self.store is not None and self.store.has(reader_id):
+                self.store.drop(reader_id)
+
     def _removed(self, node_id: str) -> None:
+        if self.partial is not None and self.partial.paths.pop(node_id, None) is not None:
+            self.partial.path_ids.pop(node_id, None)
+            self.partial._queue = []
         self.removed.add(node_id)
         self.early.pop(node_id, None)
         self.holding.pop(node_id, None)
@@ -255,7 +283,7 @@ class Worker:
             d = self.domains[nid] = Domain(self.graph, self.graph[nid])
             d.crash()
             d.attach_clocks(self.tc)
-            d.use_checkpoints(self.store)
+            d.use_checkpoints(None if getattr(d.node.op, "partial", False) else self.store)
             if self.direct:
                 self.holding[nid] = []       # (what was held for it is held again)
 
@@ -289,7 +317,7 @@ class Worker:
         elif w is None:
             return                          # (a node gone)
         elif w in self.lost_workers or w not in self.links.peers:
-            if frame[0] == "msg":
+            if frame[0] in ("msg", "fill"):
                 self.pending.setdefault(dst, []).append(frame)
         else:
             m = frame[2] if frame[0] == "msg" else None
@@ -306,7 +334,7 @@ class Worker:
         except OSError:
             pass
 
-    def deliver(self, m: Message, src: str = CONTROLLER) -> None:
+    def deliver(self, m: Message | Fill, src: str = CONTROLLER) -> None:
         held = self.holding.get(m.dst)
         if held is not None:
             held.append((src, m))           # until ``release``, in arrival order
@@ -318,6 +346,9 @@ class Worker:
             return
         if not d.alive:
             return
+        if isinstance(m, Fill):
+            self._fill(m)
+            return
         try:
             d.check_incoming(m)
         except (Error, TreeClockError) as e:       # as malformed as a frame decode refuses
@@ -328,11 +359,48 @@ class Worker:
             return
         if out:
             self.emit(out)
+        if self.partial is not None and self.partial.limit is not None \
+                and d.node.kind == "reader" and d.node.op.partial:
+            self.partial.evict()
         if d.ack_due():
             # a checkpoint first: the acknowledgement then carries it (as embedded)
             if d.store is not None and d.checkpoint_due():
                 d.checkpoint()
             self.report_progress(d)
+
+    def _fill(self, m: Fill) -> None:
+        """A fill at node ``m.dst`` of its chain (partial.py): computed from its state
+        at the source, passed on by a filter, projection or sharder, applied to each
+        key still a hole at the reader, which answers the controller."""
+        _, rid, path, keys, cols, batches = m.body
+        path = list(path)
+        at = path.index(m.dst)
+        key_tuples = [tuple(k) for k in keys]
+        if batches is None:             # (the source, here: its state as of now)
+            rows = source_rows(self.graph, path, tuple(cols), key_tuples)
+        else:
+            rows = [decode_batch(b) for b in batches]
+            if at == len(path) - 1:
+                reader = cast("Reader", self.graph[m.dst].op)
+                answers = []
+                for k, b in zip(key_tuples, rows):
+                    key = k[0] if len(k) == 1 else k
+                    found = reader.lookup(key)
+                    if found is None:   # (held already: the fill is not applied again)
+                        found = reader.fill(key, b)
+                    answers.append(found)
+                self.send(["rep", rid, answers])
+                if self.partial is not None:
+                    self.partial.evict()
+                return
+            if at:                      # (at 0, a base's rows, computed on the controller)
+                rows = [step(self.graph, m.dst, path[at + 1], b) for b in rows]
+        nxt = path[at + 1]
+        frame = ["fill", nxt, [m.dst, rid, path, keys, cols, [encode_batch(b) for b in rows]]]
+        if self.direct:
+            self.route(nxt, frame)
+        else:
+            self.send(frame)
 
     def report_progress(self, c: Domain) -> None:
         for b_id, t, paths, trim in c.progress_report():
@@ -615,6 +683,8 @@ class Worker:
             self.deliver(m if isinstance(m, Message) else decode_message(m), src)
         elif op == "write":
             self.write(f[1], decode_batch(f[2]))
+        elif op == "fill":
+            self.deliver(Fill(f[1], f[2]), src)
         elif op == "req":
             self.request(f[1], f[2], f[3])
         elif op == "progress":
@@ -668,6 +738,13 @@ def _source(frame: list[Any]) -> str:
     """The sending node of a ``msg`` frame, encoded or not."""
     m = frame[2]
     return m.src if isinstance(m, Message) else str(m[0])
+
+
+class _Hosted:
+    """What ``partial.Partial`` asks of a runtime on a worker: its domains."""
+
+    def __init__(self, domains: dict[str, Domain]) -> None:
+        self.domains = domains
 
 
 class _Forward:
