@@ -191,6 +191,7 @@ class ClusterPartial(Partial):
         """Upqueries for ``keys`` (as ``Reader.lookup`` takes them) of the partial
         reader ``reader_id``: their rows, which the reader then holds. A worker lost
         meanwhile: once the chain is up again, upqueried again."""
+        rt = self.cluster
         path, cols = self.chains[reader_id]
         tuples = [k if type(k) is tuple else (k,) for k in keys]
         deadline = time.monotonic() + RECOVERY_TIMEOUT
@@ -199,12 +200,16 @@ class ClusterPartial(Partial):
                 return self._upquery(reader_id, path, cols, tuples)
             except WorkerLost as e:
                 left = deadline - time.monotonic()
+                control: Any = rt.control
+                if control is not None and control._is_owned():
+                    raise           # (recovery needs the lock this thread holds: the
+                                    # caller's, which retries once it is let go)
                 if left <= 0:
                     raise RecoveryError(f"an upquery of view {self.graph[reader_id].view!r} "
                                         f"found its path down for over {RECOVERY_TIMEOUT:.0f} "
                                         f"s ({e})") from None
                 for n in path:
-                    self.cluster.wait_up(n, left)
+                    rt.wait_up(n, left)
                 time.sleep(0.01)
 
     def _upquery(self, reader_id: str, path: list[str], cols: tuple[int, ...],

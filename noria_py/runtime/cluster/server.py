@@ -170,6 +170,12 @@ class Server:
             raise ArgumentError(f"a cluster needs at least one worker, got {workers}")
         if max_connections < 1:
             raise ArgumentError(f"max_connections must be at least 1, got {max_connections}")
+        if memory_limit is not None and not partial:
+            raise ArgumentError("memory_limit bounds partial readers' state; serve with "
+                                "--partial --memory-limit BYTES")
+        if memory_limit is not None and (type(memory_limit) is not int or memory_limit < 0):
+            raise ArgumentError(f"memory_limit must be a number of bytes (an int, 0 or "
+                                f"more), got {memory_limit!r}")
         if not rejoin_timeout >= 0:
             raise ArgumentError(f"rejoin_timeout must be 0 or more seconds, got {rejoin_timeout}")
         #: with data_dir: what a restart needs, and what the controller before left

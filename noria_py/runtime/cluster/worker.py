@@ -29,7 +29,12 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   channels also ``["peers", {name: address}]``, ``["lost", name]``, ``["place",
   {node: worker}]``, ``["release", [node ids]]``
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
-  ``["trunc", ...]``, ``["drop_from", [node ids]]``, nothing else
+  ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, nothing else
+- with ``serve --partial`` (``partial.py``): the catalog change ``["partial", reader,
+  memory limit]`` (every worker marks the reader partial), and ``["fill", dst, body]``
+  from the controller (at an upquery's source) or from the chain's node before
+  ``dst`` (a peer, this worker, or the relay), held and released as a message is;
+  the reader's worker answers the controller ``["rep", upquery id, rows per key]``
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful

@@ -1,0 +1,214 @@
+"""Partial readers in a real cluster (``noria-py serve --partial``,
+``runtime/cluster/partial.py``): random writes, deletes and reads of random keys (held
+and not, repeated in one ``lookup_many``, from two threads at once) against DuckDB,
+with direct channels and the relay, under a memory limit that evicts, and with a
+worker SIGKILLed in the middle (slow suite)."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+
+import duckdb
+import pytest
+
+import noria_py
+from noria_py.runtime.cluster.launch import Cluster
+from noria_py.runtime.cluster.partial import chain
+from noria_py.runtime.cluster.reads import rows_found
+from tests.differential.helpers import normalize
+
+from .test_cluster import _differential_with_kill
+
+DDL = ["CREATE TABLE t1 (a INT, b INT, c TEXT)", "CREATE TABLE t2 (a INT, d INT)"]
+#: name -> SQL with one ? (the same text in DuckDB); each reader's chain ends at a base
+#: (v_rows, v_filter, v_text), an aggregate (v_count, v_max), a join (v_join, v_left)
+#: or a TopK (v_top)
+VIEWS = {
+    "v_rows": "SELECT a, b, c FROM t1 WHERE a = ?",
+    "v_filter": "SELECT b, c FROM t1 WHERE a = ? AND b > 2",
+    "v_text": "SELECT a, b FROM t1 WHERE c = ?",
+    "v_count": "SELECT a, COUNT(*) AS n, SUM(b) AS s FROM t1 WHERE a = ? GROUP BY a",
+    "v_max": "SELECT a, MAX(b) AS m FROM t1 WHERE a = ? GROUP BY a",
+    "v_join": "SELECT t1.a, t1.b, t2.d FROM t1 JOIN t2 ON t1.a = t2.a WHERE t1.a = ?",
+    "v_left": "SELECT t2.a, t2.d, t1.b FROM t2 LEFT JOIN t1 ON t2.a = t1.a WHERE t2.a = ?",
+    "v_top": "SELECT a, b FROM t1 WHERE a = ? ORDER BY b DESC LIMIT 2",
+}
+#: a view that stays full (its key cannot be followed to one source): read beside
+FULL = {"v_distinct": "SELECT DISTINCT a, b FROM t1 WHERE a = ?"}
+KEYS = list(range(12))
+TEXTS = ["x", "y", "zz", "w"]
+
+
+def _key(rng: random.Random, view: str):
+    return rng.choice(TEXTS) if view == "v_text" else rng.choice(KEYS)
+
+
+def _write(rng: random.Random, db, model: dict[str, list[tuple]]) -> None:
+    k = rng.random()
+    if k < 0.55:
+        rows = [(rng.choice(KEYS), rng.randint(0, 9),
+                 None if rng.random() < 0.1 else rng.choice(TEXTS))
+                for _ in range(rng.randint(1, 5))]
+        db.table("t1").insert(rows)
+        model["t1"].extend(rows)
+    elif k < 0.7:
+        rows = [(rng.choice(KEYS), rng.randint(0, 9)) for _ in range(rng.randint(1, 3))]
+        db.table("t2").insert(rows)
+        model["t2"].extend(rows)
+    else:
+        name = "t1" if k < 0.9 else "t2"
+        rows = model[name]
+        if rows:
+            picked = sorted({rng.randrange(len(rows)) for _ in range(rng.randint(1, 3))},
+                            reverse=True)
+            db.table(name).delete([rows[i] for i in picked])
+            for i in picked:
+                del rows[i]
+
+
+def _oracle(model: dict[str, list[tuple]]) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    for sql in DDL:
+        con.execute(sql)
+    for name, rows in model.items():
+        if rows:
+            marks = ", ".join("?" * len(rows[0]))
+            con.executemany(f"INSERT INTO {name} VALUES ({marks})", [list(r) for r in rows])
+    return con
+
+
+def _check(db, model, rng: random.Random, views: dict[str, str], wrong: list) -> None:
+    """After ``wait``: a random part of each view's keys (some held, some not), read
+    one at a time and in a ``lookup_many`` that repeats keys, as DuckDB answers."""
+    db.wait()
+    con = _oracle(model)
+    for name, sql in views.items():
+        v = db.view(name)
+        keys = [_key(rng, name) for _ in range(rng.randint(1, 4))]
+        keys += keys[:2]                               # (repeated: one fill, not two)
+        many = v.lookup_many(keys)
+        for k, got_many in zip(keys, many):
+            want = normalize(con.execute(sql, [k]).fetchall())
+            got = normalize(v.lookup(k))
+            if got != want or normalize(got_many) != want:
+                wrong.append((name, k, got, normalize(got_many), want))
+
+
+def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
+         kill: bool = False, ops: int = 60) -> None:
+    rng = random.Random(seed)
+    extra = ("--partial",) + (("--memory-limit", str(limit)) if limit is not None else ())
+    with Cluster(workers=2, shards=shards, extra=extra, channels=channels) as cluster:
+        db = noria_py.connect(cluster.url)
+        for sql in DDL:
+            db.execute(sql)
+        for name, sql in {**VIEWS, **FULL}.items():
+            db.execute(f"CREATE VIEW {name} AS {sql}")
+        partial = {n["view"]: n["partial"] for n in db.graph() if n["kind"] == "reader"}
+        assert partial == {**dict.fromkeys(VIEWS, True), **dict.fromkeys(FULL, False)}
+        model: dict[str, list[tuple]] = {"t1": [], "t2": []}
+        wrong: list = []
+        kill_at = rng.randrange(ops // 4, ops) if kill else -1
+        for i in range(ops):
+            if i == kill_at:
+                os.kill(rng.choice(cluster.worker_pids(db)), signal.SIGKILL)
+            _write(rng, db, model)
+            if rng.random() < 0.5:      # reads racing the writes in flight (unchecked)
+                name = rng.choice(list(VIEWS))
+                key = _key(rng, name)
+                if rng.random() < 0.3:  # two upqueries of one key at once
+                    ts = [threading.Thread(target=db.view(name).lookup, args=(key,))
+                          for _ in range(2)]
+                    for t in ts:
+                        t.start()
+                    for t in ts:
+                        t.join()
+                else:
+                    db.view(name).lookup_many([key, _key(rng, name), key])
+            if i % 10 == 9:
+                _check(db, model, rng, {**VIEWS, **FULL}, wrong)
+        _check(db, model, rng, {**VIEWS, **FULL}, wrong)
+        con = _oracle(model)
+        got = normalize(db.view("v_rows").all())
+        if got != normalize(con.execute("SELECT a, b, c FROM t1").fetchall()):
+            wrong.append(("v_rows", "all()", got))
+        if kill:
+            assert db.recoveries() and all(r.automatic for r in db.recoveries())
+        db.close()
+        assert not wrong, wrong[:5]
+
+
+def test_partial_cluster_matches_duckdb():
+    """Two shards, direct channels: every partial reader answers as DuckDB does."""
+    _run(0, shards=2, channels="direct", ops=40)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("channels", ["direct", "relay"])
+def test_partial_cluster_soak(seed, channels):
+    _run(seed, shards=1 + seed % 2, channels=channels)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_partial_cluster_under_a_memory_limit(seed):
+    """A limit of about three keys' rows a worker: keys are evicted and filled again."""
+    _run(seed, shards=2, channels="direct", limit=4000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_partial_cluster_with_a_worker_killed(seed):
+    """A worker SIGKILLed mid-load: its partial readers come back all holes on the
+    spare, upqueries in flight are sent again once their path is up, and every read
+    after ``wait()`` is still DuckDB's."""
+    _run(seed, shards=1 + seed % 2, channels="direct" if seed < 3 else "relay", kill=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(2))
+def test_the_cluster_differential_with_partial_readers(seed, monkeypatch):
+    """The cluster's own SIGKILL differential test (full views beside keyed ones)
+    served with --partial."""
+    _differential_with_kill(seed, monkeypatch, extra=("--partial",))
+
+
+def test_chains_of_partial_readers():
+    """Which readers a cluster makes partial: those whose key leads up through filters,
+    projections and sharders to one base, aggregate, join or TopK on the key."""
+    for shards in (1, 2):
+        db = noria_py.connect(shards=shards)
+        for sql in DDL:
+            db.execute(sql)
+        for name, sql in {**VIEWS, **FULL}.items():
+            db.execute(f"CREATE VIEW {name} AS {sql}")
+        db.execute("CREATE VIEW v_all AS SELECT a, COUNT(*) AS n FROM t1 GROUP BY a")
+        for name in [*VIEWS, *FULL, "v_all"]:
+            for r in db._views[name].readers:
+                found = chain(db.graph_, r)
+                if name in VIEWS:
+                    assert found is not None, (shards, name)
+                    path, cols = found
+                    assert path[-1] == r and db.graph_[path[0]].kind in (
+                        "base", "aggregate", "extremum", "join", "topk")
+                else:
+                    assert found is None, (shards, name)
+        db.close()
+
+
+def test_a_hole_in_a_read_answer_is_none():
+    """A worker answers a key its partial reader does not hold as None (the client
+    then asks the controller), and rows as rows."""
+    assert rows_found(((), None, ((1, "a"),))) == [[], None, [(1, "a")]]
+
+
+def test_serve_refuses_a_memory_limit_without_partial_or_below_zero():
+    from noria_py.runtime.cluster.server import Server
+
+    with pytest.raises(noria_py.ArgumentError, match="--partial"):
+        Server(port=0, memory_limit=1 << 20)
+    with pytest.raises(noria_py.ArgumentError, match="number of bytes"):
+        Server(port=0, partial=True, memory_limit=-1)
