@@ -232,3 +232,128 @@ def test_serve_refuses_a_memory_limit_without_partial_or_below_zero():
         Server(port=0, memory_limit=1 << 20)
     with pytest.raises(noria_py.ArgumentError, match="number of bytes"):
         Server(port=0, partial=True, memory_limit=-1)
+
+
+# ---------------------------------------------------------------- a worker in this process
+
+def _worker_with(sqls: list[str]):
+    """A direct-channels worker (w1) hosting every node of ``sqls`` (CREATE TABLE and
+    CREATE VIEW), its controller the returned connection's other end, and the ids of
+    the nodes each view made."""
+    import socket
+
+    from noria_py.graph import Graph
+    from noria_py.planner import Planner
+    from noria_py.runtime.cluster import wire
+    from noria_py.runtime.cluster.worker import Worker
+    from sql_frontend import plan as lp
+    from sql_frontend import wire as plan_wire
+
+    ours, theirs = socket.socketpair()
+    w = Worker(wire.Connection(ours), "w1", 1, clocks=False, channels="direct")
+    parser = noria_py.connect()
+    made: list = []
+    shadow = Planner(Graph(), 1, made.append)       # (the controller's, numbering alike)
+    views = {}
+    for sql in sqls:
+        stmt = parser.parse(sql)
+        made.clear()
+        if isinstance(stmt, lp.CreateTable):
+            parser.execute(sql)
+            shadow.add_table(stmt.schema)
+            change = ["table", plan_wire.to_data(stmt.schema)]
+        else:
+            views[stmt.name] = shadow.add_view(stmt.name, stmt.query)
+            change = ["view", stmt.name, plan_wire.to_data(stmt.query)]
+        shadow.take_fresh()
+        w.ddl(change, {n.id: "w1" for n in made})
+    parser.close()
+    return w, wire.Connection(theirs), views
+
+
+def _pump(w) -> None:
+    """Handle what the worker sent itself (every node is on it), until nothing is left."""
+    import queue
+
+    while True:
+        try:
+            src, f = w.inbox.get_nowait()
+        except queue.Empty:
+            return
+        w.frame(f, src)
+
+
+def _fill_frame(node: str, rid: int, path: list[str], keys: list, cols: list, rows):
+    from noria_py.batch import Batch
+    from noria_py.runtime.cluster.wire import encode_batch
+
+    batches = None if rows is None else [encode_batch(Batch(r)) for r in rows]
+    return ["fill", node, ["", rid, path, [[k] for k in keys], cols, batches]]
+
+
+def test_a_fill_at_a_worker_fills_a_hole_once_and_writes_to_holes_are_dropped():
+    from noria_py.batch import Batch
+
+    w, ctl, views = _worker_with(["CREATE TABLE t (a INT, b INT)",
+                                  "CREATE VIEW v AS SELECT a, b FROM t WHERE a = ?"])
+    (reader,) = views["v"]
+    base = w.graph[reader].parents[0]
+    w.make_partial(reader, None)
+    op = w.graph[reader].op
+    w.write(base, Batch([(1, 10), (2, 20)]))
+    _pump(w)
+    assert op.lookup(1) is None and op.lookup(2) is None       # dropped at the holes
+    path = [base, reader]
+    w.frame(_fill_frame(base, 7, path, [1], [0], [[(1, 10)]]))  # (a base's: rows given)
+    _pump(w)
+    assert ctl.recv() == ("rep", 7, (((1, 10),),))
+    w.frame(_fill_frame(base, 8, path, [1, 1], [0], [[(1, 10)], [(1, 10)]]))
+    _pump(w)                                                    # held: not applied again
+    assert ctl.recv() == ("rep", 8, (((1, 10),), ((1, 10),)))
+    w.write(base, Batch([(1, 11), (2, 21)]))
+    _pump(w)
+    assert sorted(op.lookup(1)) == [(1, 10), (1, 11)] and op.lookup(2) is None
+    ctl.close()
+
+
+def test_a_fill_at_an_operator_is_computed_from_its_state_in_order_with_its_output():
+    from noria_py.batch import Batch
+
+    w, ctl, views = _worker_with([
+        "CREATE TABLE t (a INT, b INT)",
+        "CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM t WHERE a = ? GROUP BY a"])
+    (reader,) = views["c"]
+    agg = w.graph[reader].parents[0]
+    base = w.graph[agg].parents[0]
+    w.make_partial(reader, None)
+    op = w.graph[reader].op
+    w.write(base, Batch([(1, 10), (1, 20)]))
+    # the aggregate has counted the write, its new count still on its way to the
+    # reader (in the inbox): the fill computed now follows it, which is dropped
+    w.deliver(w.inbox.get_nowait()[1][2])           # (the base's message to the COUNT)
+    w.frame(_fill_frame(agg, 3, [agg, reader], [1], [0], None))
+    w.write(base, Batch([(1, 30)]))                 # after the fill: applied to it
+    _pump(w)
+    assert ctl.recv() == ("rep", 3, (((1, 2),),))
+    assert op.lookup(1) == [(1, 3)]
+    ctl.close()
+
+
+def test_a_fill_for_a_reader_being_recovered_is_held_and_released_in_order():
+    from noria_py.batch import Batch
+
+    w, ctl, views = _worker_with(["CREATE TABLE t (a INT, b INT)",
+                                  "CREATE VIEW v AS SELECT a, b FROM t WHERE a = ?"])
+    (reader,) = views["v"]
+    base = w.graph[reader].parents[0]
+    w.make_partial(reader, None)
+    op = w.graph[reader].op
+    w.holding[reader] = []                          # (as ``host`` leaves it)
+    w.frame(_fill_frame(base, 5, [base, reader], [1], [0], [[(1, 10)]]))
+    w.write(base, Batch([(1, 11)]))                 # behind the fill
+    _pump(w)
+    assert op.lookup(1) is None and len(w.holding[reader]) == 2
+    w.release([reader])
+    assert ctl.recv() == ("rep", 5, (((1, 10),),))
+    assert sorted(op.lookup(1)) == [(1, 10), (1, 11)]
+    ctl.close()
