@@ -461,7 +461,7 @@ class ClusterRuntime(Runtime):
             if dst in self.up:
                 self.workers[self.placement[dst]].put(frame)
                 self.relayed += 1
-            elif frame[0] in ("msg", "fill") and dst in self.held:
+            elif frame[0] == "msg" and dst in self.held:     # (a fill is dropped)
                 self.held[dst].append(frame)
             # else: a node gone, or down and not yet being recovered: lost, as in a crash
 

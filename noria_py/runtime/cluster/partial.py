@@ -43,12 +43,19 @@ the key's rows there are already the source's plus every later write, which the
 fill's own rows would count again. A key evicted while a fill for it travels is
 filled by it, which is right for the same reason.
 
-Failures. A fill frame lost with a worker is not retried by the workers: every
-upquery outstanding when any worker is lost fails at the controller
+Failures. Every upquery outstanding when any worker is lost fails at the controller
 (``ClusterRuntime.fail_upqueries``), which waits for the chain to be up again and
-upqueries again. A fill for a node being recovered is held and released with its
-messages, in order. A partial reader never checkpoints: on a spare it comes back all
-holes, and each key is filled again when read (treeclock and lineage alike).
+upqueries again; so a fill is never needed after a loss, and is dropped wherever a
+message would be held for a node being recovered (at a worker, at the relay, or
+waiting for a lost worker's node to be placed again). It must not be held: a node of
+its chain restored from a snapshot of its parent, or given replays regenerated from
+logs, is at a new place in the stream, and a fill computed before the loss, released
+behind those, would count again what they hold (a COUNT's old row left beside its
+new one; seen in a soak before fills were dropped). A fill already past a node when
+that node's worker is lost was handled in order with that worker's messages, or is
+dropped with them at the fence. A partial reader never checkpoints: on a spare it
+comes back all holes, and each key is filled again when read (treeclock and lineage
+alike).
 
 Eviction (``--memory-limit``). Each worker bounds the bytes of the partial readers it
 hosts (``partial.Partial``: the same accounting and least-recently-read order as the

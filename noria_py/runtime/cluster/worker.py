@@ -33,8 +33,9 @@ Frames (lists; see ``wire.py`` for framing and authentication):
 - with ``serve --partial`` (``partial.py``): the catalog change ``["partial", reader,
   memory limit]`` (every worker marks the reader partial), and ``["fill", dst, body]``
   from the controller (at an upquery's source) or from the chain's node before
-  ``dst`` (a peer, this worker, or the relay), held and released as a message is;
-  the reader's worker answers the controller ``["rep", upquery id, rows per key]``
+  ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
+  (its upquery fails with the loss and is sent again); the reader's worker answers the
+  controller ``["rep", upquery id, rows per key]``
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
@@ -322,7 +323,7 @@ class Worker:
         elif w is None:
             return                          # (a node gone)
         elif w in self.lost_workers or w not in self.links.peers:
-            if frame[0] in ("msg", "fill"):
+            if frame[0] == "msg":           # (a fill is dropped: partial.py, Failures)
                 self.pending.setdefault(dst, []).append(frame)
         else:
             m = frame[2] if frame[0] == "msg" else None
@@ -342,11 +343,14 @@ class Worker:
     def deliver(self, m: Message | Fill, src: str = CONTROLLER) -> None:
         held = self.holding.get(m.dst)
         if held is not None:
+            if isinstance(m, Fill):
+                return                      # (dropped, never held: partial.py, Failures)
             held.append((src, m))           # until ``release``, in arrival order
             return
         d = self.domains.get(m.dst)
         if d is None:
-            if self.direct and m.dst not in self.graph.nodes and m.dst not in self.removed:
+            if self.direct and m.dst not in self.graph.nodes and m.dst not in self.removed \
+                    and not isinstance(m, Fill):
                 self.early.setdefault(m.dst, []).append((src, m))
             return
         if not d.alive:
