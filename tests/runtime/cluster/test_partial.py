@@ -362,3 +362,12 @@ def test_a_fill_for_a_reader_being_recovered_is_dropped_not_held():
     _pump(w)                                        # the upquery sent again
     assert ctl.recv() == ("rep", 6, (((1, 10), (1, 11)),))
     ctl.close()
+
+
+def test_a_runtime_without_upqueries_refuses_partial_state():
+    from noria_py.client import Database
+    from noria_py.graph import Graph
+    from noria_py.runtime.embedded import EmbeddedRuntime
+
+    with pytest.raises(noria_py.NotSupportedError, match="serve --partial"):
+        Database(runtime=EmbeddedRuntime(Graph()), partial=True)
