@@ -197,6 +197,9 @@ class ClusterRuntime(Runtime):
         #: request id -> (the reader's worker, the future); all fail when any worker
         #: is lost (their fill may have been lost with it)
         self.upqueries: dict[int, tuple[WorkerHandle, Future[Any]]] = {}
+        #: how many times recovered nodes were released (``_release``): an upquery
+        #: after a new one first makes sure its chain's workers have handled it
+        self.releases = 0
         self.control: threading.RLock | None = None    # the Database's lock, set by the server
         #: subscriptions' listeners per reader node shard (noria_py/subscribe.py): while
         #: there is one, its worker keeps what the reader applies for ``publish``
@@ -985,6 +988,7 @@ class ClusterRuntime(Runtime):
                 self.up.add(nid)
             for name, nids in released.items():
                 self.workers[name].put(["release", nids])
+            self.releases += 1
             self.changed.notify_all()
 
     def wait_up(self, node_id: str, timeout: float) -> None:

@@ -53,7 +53,10 @@ logs, is at a new place in the stream, and a fill computed before the loss, rele
 behind those, would count again what they hold (a COUNT's old row left beside its
 new one; seen in a soak before fills were dropped). A fill already past a node when
 that node's worker is lost was handled in order with that worker's messages, or is
-dropped with them at the fence. A partial reader never checkpoints: on a spare it
+dropped with them at the fence. The first upquery of a chain after nodes were
+released from a recovery pings the chain's workers first (answered once each has
+handled the ``release`` sent before), so that a fresh fill is not dropped at a node
+still held. A partial reader never checkpoints: on a spare it
 comes back all holes, and each key is filled again when read (treeclock and lineage
 alike).
 
@@ -156,6 +159,9 @@ class ClusterPartial(Partial):
         self.cluster = runtime
         #: partial reader -> its chain
         self.chains: dict[str, Chain] = {}
+        #: reader -> ``ClusterRuntime.releases`` when its chain's workers were last
+        #: known to have handled every ``release`` sent them (``_upquery``)
+        self.synced: dict[str, int] = {}
 
     def install(self, reader_id: str, fresh: set[str] | frozenset[str] = frozenset()) -> bool:
         """Make reader ``reader_id`` partial if it has a chain: here (for ``graph()`` and
@@ -178,6 +184,7 @@ class ClusterPartial(Partial):
 
     def remove(self, reader_id: str) -> None:
         self.chains.pop(reader_id, None)
+        self.synced.pop(reader_id, None)
 
     def pin(self, reader: Reader, key: Any) -> None:
         if self.limit is not None:
@@ -227,6 +234,14 @@ class ClusterPartial(Partial):
                 down = [n for n in path if n not in rt.up]
             if down:
                 raise WorkerLost(f"node {down[0]} is down until its recovery")
+            if rt.releases != self.synced.get(reader_id, 0):
+                # nodes recovered since the last upquery: their workers handle the
+                # ``release`` first (a ping behind it is answered after it), else this
+                # fill could reach one that still holds its messages, and be dropped
+                synced = rt.releases
+                for w in {rt.worker_of(n).name: rt.worker_of(n) for n in path}.values():
+                    rt.ask(w, "ping", timeout=FILL_TIMEOUT)
+                self.synced[reader_id] = synced
             rid, fut = rt.expect_upquery(rt.worker_of(reader_id))
             batches = None
             if self.graph[path[0]].kind == "base":     # (its rows are here)
