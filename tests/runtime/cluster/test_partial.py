@@ -163,7 +163,7 @@ def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
 def test_partial_cluster_matches_duckdb():
     """Two shards, direct channels, a memory limit that evicts (a key evicted has rows
     a later write to it must not be kept without): every read answers as DuckDB does."""
-    _run(0, shards=2, channels="direct", limit=6000, ops=40)
+    _run(0, shards=2, channels="direct", limit=6000, ops=30)
 
 
 @pytest.mark.slow
