@@ -371,3 +371,45 @@ def test_a_runtime_without_upqueries_refuses_partial_state():
 
     with pytest.raises(noria_py.NotSupportedError, match="serve --partial"):
         Database(runtime=EmbeddedRuntime(Graph()), partial=True)
+
+
+@pytest.mark.slow
+def test_a_subscription_to_a_key_of_a_partial_view_in_a_cluster():
+    """The key is filled by the snapshot's read, and every later write to it reaches
+    the subscriber; a whole partial view cannot be subscribed to."""
+    import time
+
+    with Cluster(workers=2, shards=2, extra=("--partial",)) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM t WHERE a = ? GROUP BY a")
+        db.table("t").insert([(1, 1), (2, 2), (1, 3)])
+        with pytest.raises(noria_py.NotSupportedError, match="partial"):
+            db.subscribe("c")
+        sub = db.subscribe("c", 1)
+        first = sub.poll(10)
+        assert first is not None and first.rows == [((1, 2), 1)]
+        state = {(1, 2): 1}
+        for i in range(10):
+            db.table("t").insert([(1, i), (2, i)])
+        db.wait()
+        deadline = time.monotonic() + 30
+        while state != {(1, 12): 1} and time.monotonic() < deadline:
+            change = sub.poll(1)
+            for row, diff in change.rows if change is not None else ():
+                state[row] = state.get(row, 0) + diff
+                if not state[row]:
+                    del state[row]
+        assert state == {(1, 12): 1}
+        sub.close()
+        db.close()
+
+
+def test_a_subscription_under_a_memory_limit_is_refused_by_the_controller():
+    from noria_py.graph import Graph
+    from noria_py.runtime.cluster.partial import ClusterPartial
+
+    manager = ClusterPartial(Graph(), None, 1 << 20)    # type: ignore[arg-type]
+    with pytest.raises(noria_py.NotSupportedError, match="memory-limit"):
+        manager.pin(None, 1)                             # type: ignore[arg-type]
+    ClusterPartial(Graph(), None, None).pin(None, 1)     # type: ignore[arg-type]
