@@ -254,9 +254,11 @@ class Database:
             if not partial:
                 raise ArgumentError("memory_limit bounds partial readers' state; "
                                     "connect(partial=True, memory_limit=...)")
-        if partial and runtime is not None:
-            raise NotSupportedError("partial state is offered by the embedded engine only "
-                                    "(not by a cluster yet)")
+        # (a cluster's runtime makes its own manager: runtime/cluster/partial.py)
+        make_partial = getattr(runtime, "partial_manager", None)
+        if partial and runtime is not None and make_partial is None:
+            raise NotSupportedError("partial state is offered by the embedded engine and "
+                                    "a cluster (noria-py serve --partial) only")
         self.shards = shards
         self.clocks = clocks
         #: held by every call (module docstring); a runtime given is serialized by its owner
@@ -276,8 +278,9 @@ class Database:
         self.runtime = runtime
         self.graph_ = runtime.graph
         #: the partial readers' manager (None: every reader is full)
-        self._partial: Partial | None = (Partial(self.graph_, runtime, memory_limit)
-                                         if partial else None)
+        self._partial: Partial | None = (
+            None if not partial else make_partial(memory_limit) if make_partial is not None
+            else Partial(self.graph_, runtime, memory_limit))
         self.planner = Planner(self.graph_, shards, self.runtime.add)
         self._tables: dict[str, _TableEntry] = {}
         self._views: dict[str, _ViewEntry] = {}

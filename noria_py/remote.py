@@ -305,10 +305,11 @@ class RemoteDatabase:
         return _Placement(list(nodes), links, check, generation)
 
     def _read_at(self, view: str, where: _Placement, keys: list,
-                 arity: int) -> list[list[tuple]]:
+                 arity: int) -> list[list[tuple] | None]:
         """The rows of each key (as sent: a value, or a list of values), read at the
         workers hosting their reader shards: one request per worker, all sent before
-        any answer is awaited. Raises ``_Stale`` when the placement is out of date."""
+        any answer is awaited; None for a key a partial reader does not hold. Raises
+        ``_Stale`` when the placement is out of date."""
         links, nodes = cast(list[_Link], where.links), where.nodes
         n = len(nodes)
         ints = None
@@ -349,8 +350,9 @@ class RemoteDatabase:
         return rows_in_order(len(keys), parts)
 
     def _read_one(self, view: str, where: _Placement, key: Any,
-                  arity: int) -> list[list[tuple]]:
-        """``_read_at`` of one key (``lookup``): one request to one worker."""
+                  arity: int) -> list[list[tuple] | None]:
+        """``_read_at`` of one key (``lookup``): one request to one worker (None: a hole
+        of a partial reader)."""
         nodes = where.nodes
         n = len(nodes)
         if n == 1:
@@ -772,6 +774,11 @@ class RemoteView(ViewFrames):
             try:
                 out = (self._db._read_one(self.name, where, keys[0], self.key_arity) if one
                        else self._db._read_at(self.name, where, keys, self.key_arity))
+                holes = [i for i, rows in enumerate(out) if rows is None]
+                if holes:           # a partial view's misses: upqueried by the controller
+                    filled = self._db._call("lookup", self.name, [keys[i] for i in holes])
+                    for i, rows in zip(holes, filled):
+                        out[i] = _rows(rows)
                 break
             except _Stale as why:
                 self._where = None
@@ -788,7 +795,7 @@ class RemoteView(ViewFrames):
             for k, rows in zip(keys, out):
                 if not rows and type(k) not in fits:     # (arguments.py: what it refuses)
                     check(tuple(k) if self.key_arity > 1 else (k,))
-        return out
+        return cast("list[list[tuple]]", out)     # (no hole is left: filled above)
 
     def all(self) -> list[tuple]:
         return _rows(self._db._call("all", self.name))

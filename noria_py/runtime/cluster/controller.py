@@ -203,6 +203,13 @@ class ClusterRuntime(Runtime):
         #: (workers lost, their nodes, attempt): what the recovery thread works through
         self.lost: queue.SimpleQueue[tuple[list[WorkerHandle], list[str], int]] = queue.SimpleQueue()
         self.resets: list[str] = []            # nodes a lineage rebuild has emptied so far
+        #: upqueries of partial readers awaiting their reader's answer (partial.py):
+        #: request id -> (the reader's worker, the future); all fail when any worker
+        #: is lost (their fill may have been lost with it)
+        self.upqueries: dict[int, tuple[WorkerHandle, Future[Any]]] = {}
+        #: how many times recovered nodes were released (``_release``): an upquery
+        #: after a new one first makes sure its chain's workers have handled it
+        self.releases = 0
         self.control: threading.RLock | None = None    # the Database's lock, set by the server
         #: subscriptions' listeners per reader node shard (noria_py/subscribe.py): while
         #: there is one, its worker keeps what the reader applies for ``publish``
@@ -489,6 +496,8 @@ class ClusterRuntime(Runtime):
                         fut.set_exception(cls(f"worker {w.name}: {f[2]}: {f[3]}"))
                 elif op == "progress":
                     self._relay(f[1], f)
+                elif op == "fill":
+                    self._relay(f[1], f)
                 elif op == "trunc":
                     self._relay(f[1], f)
                 elif op == "hlow":
@@ -577,7 +586,7 @@ class ClusterRuntime(Runtime):
             if dst in self.up:
                 self.workers[self.placement[dst]].put(frame)
                 self.relayed += 1
-            elif frame[0] == "msg" and dst in self.held:
+            elif frame[0] == "msg" and dst in self.held:     # (a fill is dropped)
                 self.held[dst].append(frame)
             # else: a node gone, or down and not yet being recovered: lost, as in a crash
 
@@ -608,6 +617,7 @@ class ClusterRuntime(Runtime):
             for fut in w.pending.values():
                 fut.set_exception(WorkerLost(f"worker {w.name} (pid {w.pid}) was lost"))
             w.pending.clear()
+            self.fail_upqueries(f"worker {w.name} (pid {w.pid}) was lost")
             if mine and not self.closed:
                 self.recovering += 1
             self.changed.notify_all()
@@ -661,6 +671,39 @@ class ClusterRuntime(Runtime):
         if self.address is not None:
             self.spawn(1)                    # the next spare warms up meanwhile
         return w
+
+    # ------------------------------------------------------------ partial readers
+
+    def partial_manager(self, limit: int | None) -> Any:
+        """The ``Database``'s partial-state manager in a cluster (``partial.py``)."""
+        from .partial import ClusterPartial
+        return ClusterPartial(self.graph, self, limit)
+
+    def expect_upquery(self, w: WorkerHandle) -> tuple[int, Future[Any]]:
+        """A request id whose answer worker ``w`` (a partial reader's) will send when
+        the fill reaches it, and the future it sets."""
+        fut: Future[Any] = Future()
+        rid = next(self.rids)
+        with self.lock:
+            if not w.alive:
+                raise WorkerLost(f"worker {w.name} was lost")
+            w.pending[rid] = fut
+            self.upqueries[rid] = (w, fut)
+        fut.add_done_callback(lambda _: self.upqueries.pop(rid, None))
+        return rid, fut
+
+    def forget_upquery(self, rid: int) -> None:
+        with self.lock:
+            w, _ = self.upqueries.pop(rid, (None, None))
+            if w is not None:
+                w.pending.pop(rid, None)
+
+    def fail_upqueries(self, why: str) -> None:
+        """Every upquery outstanding fails (lock held): a worker was lost, and a fill
+        on its way through it with it; the callers upquery again once it is back."""
+        for rid, (w, fut) in list(self.upqueries.items()):
+            if w.pending.pop(rid, None) is not None:
+                fut.set_exception(WorkerLost(why))
 
     # ------------------------------------------------------------ requests
 
@@ -733,6 +776,8 @@ class ClusterRuntime(Runtime):
             data = ["view", change[1], plan_wire.to_data(change[2])]
         elif kind == "remove":
             data = ["remove", list(change[1])]
+        elif kind == "partial":             # (a reader made partial: partial.py)
+            data = ["partial", change[1], change[2]]
         else:
             data = ["drop_table", change[1], change[2]]
         log.info("catalog change %s", data[:2])
@@ -1088,6 +1133,7 @@ class ClusterRuntime(Runtime):
                 self.up.add(nid)
             for name, nids in released.items():
                 self.workers[name].put(["release", nids])
+            self.releases += 1
             self.changed.notify_all()
 
     def wait_up(self, node_id: str, timeout: float) -> None:

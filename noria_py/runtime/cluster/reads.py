@@ -210,16 +210,19 @@ def pack_dense(hit: np.ndarray, parts: list[np.ndarray]) -> dict[str, Any]:
     return {"hit": hit.astype(np.uint8).tobytes(), "cols": cols}
 
 
-def rows_found(found: Any) -> list[list[tuple[Any, ...]]]:
+def rows_found(found: Any) -> list[list[tuple[Any, ...]] | None]:
     """A group's answer as the rows of each key (the client's side): from columns
-    (``pack_dense``) or from lists of rows. ``wire.ProtocolError`` if it is neither."""
+    (``pack_dense``) or from lists of rows, None for a key a partial reader does not
+    hold (a hole: the client asks the controller, which upqueries it,
+    ``runtime/cluster/partial.py``). ``wire.ProtocolError`` if it is neither."""
     if type(found) is not dict:
         if type(found) is not tuple:
             raise wire.ProtocolError("a read's answer: expected rows or columns")
-        return [list(rows) for rows in found]
+        return [None if rows is None else list(rows) for rows in found]
     hit, cols = _columns(found)
-    return rows_by_key(hit, [column_list(c) if isinstance(c, np.ndarray) else c
-                             for c in cols])
+    return cast("list[list[tuple[Any, ...]] | None]",
+                rows_by_key(hit, [column_list(c) if isinstance(c, np.ndarray) else c
+                                  for c in cols]))
 
 
 def _columns(found: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray | tuple[Any, ...]]]:
@@ -250,7 +253,8 @@ def pack_keys(keys: np.ndarray) -> bytes:
     return np.ascontiguousarray(keys, dtype="<i8").tobytes()
 
 
-def rows_in_order(n: int, parts: Sequence[tuple[np.ndarray, Any]]) -> list[list[tuple[Any, ...]]]:
+def rows_in_order(n: int, parts: Sequence[tuple[np.ndarray, Any]]
+                  ) -> list[list[tuple[Any, ...]] | None]:
     """The rows of each of ``n`` keys from the answers of groups of them (the client's
     side of a ``lookup_many`` over several reader shards): ``parts`` holds, per group,
     the positions of its keys among the ``n`` (ascending) and its answer. Answers all
@@ -258,7 +262,7 @@ def rows_in_order(n: int, parts: Sequence[tuple[np.ndarray, Any]]) -> list[list[
     making, ``rows_by_key``); else key by key. ``wire.ProtocolError`` for a malformed
     answer, or one of another length than its keys."""
     if not all(type(found) is dict for _, found in parts):
-        out: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
+        out: list[list[tuple[Any, ...]] | None] = [[] for _ in range(n)]
         for at, found in parts:
             rows = rows_found(found)
             if len(rows) != len(at):
@@ -285,7 +289,7 @@ def rows_in_order(n: int, parts: Sequence[tuple[np.ndarray, Any]]) -> list[list[
             pieces = [as_objects(p) for p in pieces]
         col = concat(pieces)
         merged.append(column_list(col[order]))
-    return rows_by_key(hit, merged)
+    return cast("list[list[tuple[Any, ...]] | None]", rows_by_key(hit, merged))
 
 
 def _array(values: np.ndarray | tuple[Any, ...]) -> np.ndarray:

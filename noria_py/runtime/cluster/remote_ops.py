@@ -65,7 +65,8 @@ class RemoteOp(Operator):
         return rows
 
     def lookup_many(self, keys: list[Any]) -> list[list[tuple[Any, ...]]]:
-        found: list[list[tuple[Any, ...]]] = self._read("lookup", list(keys))
+        # (a list: a partial reader's holes, None, are filled in place: client.View)
+        found: list[list[tuple[Any, ...]]] = list(self._read("lookup", list(keys)))
         return found
 
     def all(self) -> list[tuple[Any, ...]]:

@@ -151,7 +151,8 @@ class Server:
                  ray: str | None = None, ray_cpus: float = 1.0,
                  tls: tuple[str, str] | None = None, tls_ca: str | None = None,
                  channels: str = DEFAULT_CHANNELS,
-                 rejoin_timeout: float = REJOIN_TIMEOUT) -> None:
+                 rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
+                 memory_limit: int | None = None) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         the others are refused (coordinated, uncoordinated and cic are built for the
@@ -164,7 +165,10 @@ class Server:
         ``tls_ca``: what the workers verify this server's certificate with (default: the
         certificate itself, right for a self-signed one).
         ``rejoin_timeout`` (with ``data_dir``): seconds a worker whose controller died
-        goes on serving reads and dialing back before it exits (``restart.py``)."""
+        goes on serving reads and dialing back before it exits (``restart.py``).
+        ``partial``: the readers of parameterized views hold only the keys read, filled
+        by upqueries (``partial.py``); ``memory_limit``: bytes each worker's partial
+        readers hold at most, least recently read keys evicted first."""
         regimes.check(regime, cluster=True)
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
@@ -176,10 +180,17 @@ class Server:
             raise ArgumentError(f"a cluster needs at least one worker, got {workers}")
         if max_connections < 1:
             raise ArgumentError(f"max_connections must be at least 1, got {max_connections}")
+        if memory_limit is not None and not partial:
+            raise ArgumentError("memory_limit bounds partial readers' state; serve with "
+                                "--partial --memory-limit BYTES")
+        if memory_limit is not None and (type(memory_limit) is not int or memory_limit < 0):
+            raise ArgumentError(f"memory_limit must be a number of bytes (an int, 0 or "
+                                f"more), got {memory_limit!r}")
         if not rejoin_timeout >= 0:
             raise ArgumentError(f"rejoin_timeout must be 0 or more seconds, got {rejoin_timeout}")
         #: with data_dir: what a restart needs, and what the controller before left
         self.state = None if data_dir is None else ClusterState(data_dir)
+        self.partial = partial              # (a restart keeps no partial reader: ``_adopt``)
         if self.state is not None:
             if port == 0 and self.state.data["port"]:
                 port = self.state.data["port"]      # (where its workers dial back)
@@ -248,7 +259,7 @@ class Server:
                 self.runtime.spawn(want)
         self.runtime.wait_for_workers()
         self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime,
-                           regime=regime)
+                           regime=regime, partial=partial, memory_limit=memory_limit)
         self.runtime.on_recovery = self.db.record_recovery
         if self.keeping:
             self.runtime.finish_adoption()
@@ -304,6 +315,8 @@ class Server:
                 or self.runtime.rejoined_count() != len(reports) \
                 or not all(r.get("clean") is True for r in reports.values()):
             return False                    # (every worker before, back, and only they)
+        if self.partial or any(r.get("partial") for r in reports.values()):
+            return False                    # (partial readers' holes: not kept, for now)
         first = prev.get("first")
         if type(first) is not int:
             return False
@@ -730,6 +743,13 @@ def main(argv: list[str] | None = None) -> int:
                         "serving reads and dialing back (a restarted `serve --data-dir` on "
                         f"the same directory re-adopts it) before it exits; default "
                         f"{REJOIN_TIMEOUT:.0f}, 0: at once")
+    p.add_argument("--partial", action="store_true",
+                   help="the readers of parameterized views hold only the keys read, "
+                        "filled by upqueries (docs/partial.md)")
+    p.add_argument("--memory-limit", dest="memory_limit", type=int, default=None,
+                   metavar="BYTES", help="with --partial: bytes each worker's partial "
+                                         "readers hold at most (least recently read "
+                                         "keys evicted first)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -750,7 +770,8 @@ def main(argv: list[str] | None = None) -> int:
                         ray=args.ray, ray_cpus=args.ray_cpus,
                         tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
                         tls_ca=args.tls_ca, channels=args.channels,
-                        rejoin_timeout=args.rejoin_timeout)
+                        rejoin_timeout=args.rejoin_timeout, partial=args.partial,
+                        memory_limit=args.memory_limit)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

@@ -30,7 +30,13 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   channels also ``["peers", {name: address}]``, ``["lost", name]``, ``["place",
   {node: worker}]``, ``["release", [node ids]]``
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
-  ``["trunc", ...]``, ``["drop_from", [node ids]]``, nothing else
+  ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, nothing else
+- with ``serve --partial`` (``partial.py``): the catalog change ``["partial", reader,
+  memory limit]`` (every worker marks the reader partial), and ``["fill", dst, body]``
+  from the controller (at an upquery's source) or from the chain's node before
+  ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
+  (its upquery fails with the loss and is sent again); the reader's worker answers the
+  controller ``["rep", upquery id, rows per key]``
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
@@ -82,6 +88,7 @@ from ... import tuning
 from ...batch import Batch
 from ...errors import Error
 from ...graph import Graph, Node
+from ...partial import Partial
 from ...planner import Planner
 from ...tls import Files as TlsFiles
 from ...tls import client_context as tls_client_context
@@ -94,6 +101,7 @@ from ..messages import Message
 from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
+from .partial import Fill, source_rows, step
 from .reads import Reads, ReadServer
 from .wire import (
     decode_batch,
@@ -163,7 +171,7 @@ class RemoteStore:
 
 
 #: the frames a peer may send (``channels.py``): data only, never a request
-PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from"))
+PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from", "fill"))
 #: with direct channels, what the inbox's frames produced is sent at the latest after
 #: this many frames (and whenever the inbox is empty)
 FLUSH_EVERY = 64
@@ -206,11 +214,11 @@ class Worker:
         self.pending: dict[str, list[list[Any]]] = {}
         #: messages for nodes hosted here being recovered, with the worker they came
         #: from, until ``release``
-        self.holding: dict[str, list[tuple[str, Message]]] = {}
+        self.holding: dict[str, list[tuple[str, Message | Fill]]] = {}
         self.reads.held = self.holding            # (not read until released: reads.py)
         #: messages for nodes this worker has not built yet (their catalog change is on
         #: its way from the controller while their parent's worker already sends)
-        self.early: dict[str, list[tuple[str, Message]]] = {}
+        self.early: dict[str, list[tuple[str, Message | Fill]]] = {}
         self.removed: set[str] = set()
         #: what this worker held under the controller before, if it was lost
         #: (``holdings``; asked by the next one: ``req_held``)
@@ -220,6 +228,9 @@ class Worker:
         self.before: Worker | None = None
         #: the node shards it held when its controller was lost (``adopt``)
         self.kept: dict[str, Domain] = {}
+        #: the partial readers (``partial.py``): every worker marks each one, hosted
+        #: or not (a spare may take it over); what they hold, and eviction, are here
+        self.partial: Partial | None = None
 
     def holdings(self) -> dict[str, Any]:
         """What this worker holds, for a controller that may keep it (restart.py): its
@@ -228,7 +239,8 @@ class Worker:
         node's parents, each base's table)."""
         graph = self.graph.nodes
         clean = not (self.holding or self.early or any(self.pending.values()))
-        return {"worker": self.name, "clean": clean, "nodes": {
+        return {"worker": self.name, "clean": clean, "partial": self.partial is not None,
+                "nodes": {
             nid: {"kind": d.node.kind, "time": d.time, "alive": d.alive,
                   "last_seen": dict(d.last_seen)} for nid, d in self.domains.items()},
             "graph": {nid: list(n.parents) for nid, n in graph.items()},
@@ -262,6 +274,9 @@ class Worker:
     # ------------------------------------------------------------ structure
 
     def ddl(self, change: Sequence[Any], placement: dict[str, str]) -> None:
+        if change[0] == "partial":
+            self.make_partial(str(change[1]), change[2])
+            return
         self.new_nodes.clear()
         apply_change(self.planner, self.graph, change, self._removed)
         self.planner.take_fresh()
@@ -283,7 +298,27 @@ class Worker:
                 if src not in self.lost_workers:
                     self.deliver(m, src)
 
+    def make_partial(self, reader_id: str, limit: int | None) -> None:
+        """Reader ``reader_id`` holds only the keys filled by upqueries from now on
+        (all holes), and never checkpoints (it comes back all holes)."""
+        if self.partial is None:
+            self.partial = Partial(self.graph, cast(Any, _Hosted(self.domains)),
+                                   None if limit is None else int(limit))
+        reader = cast("Reader", self.graph[reader_id].op)
+        self.partial.paths[reader_id] = reader.key
+        self.partial.path_ids[reader_id] = []
+        reader.make_partial(self.partial)
+        reader.path = []
+        d = self.domains.get(reader_id)
+        if d is not None:
+            d.use_checkpoints(None)
+            if self.store is not None and self.store.has(reader_id):
+                self.store.drop(reader_id)
+
     def _removed(self, node_id: str) -> None:
+        if self.partial is not None and self.partial.paths.pop(node_id, None) is not None:
+            self.partial.path_ids.pop(node_id, None)
+            self.partial._queue = []
         self.removed.add(node_id)
         self.early.pop(node_id, None)
         self.holding.pop(node_id, None)
@@ -305,7 +340,7 @@ class Worker:
             d = self.domains[nid] = Domain(self.graph, self.graph[nid])
             d.crash()
             d.attach_clocks(self.tc)
-            d.use_checkpoints(self.store)
+            d.use_checkpoints(None if getattr(d.node.op, "partial", False) else self.store)
             if self.direct:
                 self.holding[nid] = []       # (what was held for it is held again)
 
@@ -339,7 +374,7 @@ class Worker:
         elif w is None:
             return                          # (a node gone)
         elif w in self.lost_workers or w not in self.links.peers:
-            if frame[0] == "msg":
+            if frame[0] == "msg":           # (a fill is dropped: partial.py, Failures)
                 self.pending.setdefault(dst, []).append(frame)
         else:
             m = frame[2] if frame[0] == "msg" else None
@@ -356,17 +391,23 @@ class Worker:
         except OSError:
             pass
 
-    def deliver(self, m: Message, src: str = CONTROLLER) -> None:
+    def deliver(self, m: Message | Fill, src: str = CONTROLLER) -> None:
         held = self.holding.get(m.dst)
         if held is not None:
+            if isinstance(m, Fill):
+                return                      # (dropped, never held: partial.py, Failures)
             held.append((src, m))           # until ``release``, in arrival order
             return
         d = self.domains.get(m.dst)
         if d is None:
-            if self.direct and m.dst not in self.graph.nodes and m.dst not in self.removed:
+            if self.direct and m.dst not in self.graph.nodes and m.dst not in self.removed \
+                    and not isinstance(m, Fill):
                 self.early.setdefault(m.dst, []).append((src, m))
             return
         if not d.alive:
+            return
+        if isinstance(m, Fill):
+            self._fill(m)
             return
         try:
             d.check_incoming(m)
@@ -378,11 +419,48 @@ class Worker:
             return
         if out:
             self.emit(out)
+        if self.partial is not None and self.partial.limit is not None \
+                and d.node.kind == "reader" and d.node.op.partial:
+            self.partial.evict()
         if d.ack_due():
             # a checkpoint first: the acknowledgement then carries it (as embedded)
             if d.store is not None and d.checkpoint_due():
                 d.checkpoint()
             self.report_progress(d)
+
+    def _fill(self, m: Fill) -> None:
+        """A fill at node ``m.dst`` of its chain (partial.py): computed from its state
+        at the source, passed on by a filter, projection or sharder, applied to each
+        key still a hole at the reader, which answers the controller."""
+        _, rid, path, keys, cols, batches = m.body
+        path = list(path)
+        at = path.index(m.dst)
+        key_tuples = [tuple(k) for k in keys]
+        if batches is None:             # (the source, here: its state as of now)
+            rows = source_rows(self.graph, path, tuple(cols), key_tuples)
+        else:
+            rows = [decode_batch(b) for b in batches]
+            if at == len(path) - 1:
+                reader = cast("Reader", self.graph[m.dst].op)
+                answers = []
+                for k, b in zip(key_tuples, rows):
+                    key = k[0] if len(k) == 1 else k
+                    found = reader.lookup(key)
+                    if found is None:   # (held already: the fill is not applied again)
+                        found = reader.fill(key, b)
+                    answers.append(found)
+                self.send(["rep", rid, answers])
+                if self.partial is not None:
+                    self.partial.evict()
+                return
+            if at:                      # (at 0, a base's rows, computed on the controller)
+                rows = [step(self.graph, m.dst, path[at + 1], b) for b in rows]
+        nxt = path[at + 1]
+        frame = ["fill", nxt, [m.dst, rid, path, keys, cols, [encode_batch(b) for b in rows]]]
+        if self.direct:
+            self.route(nxt, frame)
+        else:
+            self.send(frame)
 
     def report_progress(self, c: Domain) -> None:
         for b_id, t, paths, trim in c.progress_report():
@@ -665,6 +743,8 @@ class Worker:
             self.deliver(m if isinstance(m, Message) else decode_message(m), src)
         elif op == "write":
             self.write(f[1], decode_batch(f[2]))
+        elif op == "fill":
+            self.deliver(Fill(f[1], f[2]), src)
         elif op == "req":
             self.request(f[1], f[2], f[3])
         elif op == "progress":
@@ -720,6 +800,13 @@ def _source(frame: list[Any]) -> str:
     """The sending node of a ``msg`` frame, encoded or not."""
     m = frame[2]
     return m.src if isinstance(m, Message) else str(m[0])
+
+
+class _Hosted:
+    """What ``partial.Partial`` asks of a runtime on a worker: its domains."""
+
+    def __init__(self, domains: dict[str, Domain]) -> None:
+        self.domains = domains
 
 
 class _Forward:

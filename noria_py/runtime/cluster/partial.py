@@ -1,0 +1,290 @@
+"""Partial readers in a cluster (``noria-py serve --partial [--memory-limit BYTES]``):
+a parameterized view's reader shard holds only the keys read, on its worker, and a
+miss is an upquery that travels the replay path from the nearest ancestor holding
+the key to the reader, over the same channels as the writes.
+
+What is partial. A reader whose key can be followed up a *chain* of single-parent
+filters, projections (passing the key columns on as plain columns) and sharders to
+one source that answers for the key from its own state (``chain``): a base table
+(its rows are on the controller, which builds an index on the key at the first
+upquery: ``Base.index_rows``), or a full aggregate or MIN/MAX grouped by exactly the
+key, join on exactly the key, or TopK partitioned by exactly the key, on a worker.
+Only the reader is partial (the operators above it stay full); anything else (a
+union, a DISTINCT, several sources) leaves the reader full. The embedded engine's
+partial aggregates, joins, TopKs and DISTINCTs are not offered in a cluster yet.
+
+How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
+
+1. A read of a hole at the reader's worker answers "hole" (None); the client asks the
+   controller (``lookup``), whose ``View`` finds the hole again and upqueries.
+2. Under the database's lock (so in order with every write: the controller takes
+   writes under it), the controller checks that every node of the chain is up and
+   sends a ``fill`` frame to the source: for a base, with the key's rows computed
+   here from the controller's copy of the table, to the base's worker (behind every
+   ``write`` frame sent before, on the same connection); for a worker's operator,
+   without rows, to its worker, which computes them from the operator's state when
+   it handles the frame (in order with every message it handled and sent before).
+3. Each worker on the chain passes the rows on, as its stateless node would (filter,
+   projection, the sharder's part for the next node's shard), with ``fill`` frames on
+   the same channels as the messages (direct links or the controller's relay, FIFO
+   per edge), never through a domain: a fill has no time, no clock and no log.
+4. The reader's worker fills each key that is still a hole with the rows and
+   answers the controller (a ``rep`` to the upquery's request id), and the
+   controller answers the read.
+
+Why a fill never double-counts or misses a write (Noria's replay-path rule, with the
+embedded engine's reasoning, partial.py rule 3): the fill leaves the source behind
+everything the source sent before and ahead of everything it sends after, and every
+edge of the chain is FIFO. A write the source had applied when it computed the fill
+is in the fill, and reaches the reader before it (at the hole: dropped); one it
+applies later reaches the reader after the fill, and is applied to the held key. A
+fill for a key already held (two upqueries for one key, or a retry) is not applied:
+the key's rows there are already the source's plus every later write, which the
+fill's own rows would count again. A key evicted while a fill for it travels is
+filled by it, which is right for the same reason.
+
+Failures. Every upquery outstanding when any worker is lost fails at the controller
+(``ClusterRuntime.fail_upqueries``), which waits for the chain to be up again and
+upqueries again; so a fill is never needed after a loss, and is dropped wherever a
+message would be held for a node being recovered (at a worker, at the relay, or
+waiting for a lost worker's node to be placed again). It must not be held: a node of
+its chain restored from a snapshot of its parent, or given replays regenerated from
+logs, is at a new place in the stream, and a fill computed before the loss, released
+behind those, would count again what they hold (a COUNT's old row left beside its
+new one; seen in a soak before fills were dropped). A fill already past a node when
+that node's worker is lost was handled in order with that worker's messages, or is
+dropped with them at the fence. The first upquery of a chain after nodes were
+released from a recovery pings the chain's workers first (answered once each has
+handled the ``release`` sent before), so that a fresh fill is not dropped at a node
+still held. A partial reader never checkpoints: on a spare it
+comes back all holes, and each key is filled again when read (treeclock and lineage
+alike).
+
+Eviction (``--memory-limit``). Each worker bounds the bytes of the partial readers it
+hosts (``partial.Partial``: the same accounting and least-recently-read order as the
+embedded engine, per worker): after a fill and after a message to a partial reader,
+the oldest keys become holes until they fit. A later read fills them again.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from sql_frontend.expr import Col
+
+from ...batch import Batch
+from ...errors import NotSupportedError, RecoveryError
+from ...partial import Partial, reader_columns, rows_for, trace
+from .errors import WorkerLost
+from .wire import encode_batch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...graph import Graph
+    from ...ops.reader import Reader
+    from .controller import ClusterRuntime
+
+#: kinds of node a chain passes through (one parent; the key's rows keep their key)
+THROUGH = ("filter", "project", "sharder")
+#: kinds of node that answer an upquery for their key from their own state
+SOURCES = ("base", "aggregate", "extremum", "join", "topk")
+#: seconds an upquery waits for its reader's answer before it is sent again
+FILL_TIMEOUT = 30.0
+#: seconds a read of a hole waits for the chain's nodes to be recovered
+RECOVERY_TIMEOUT = 60.0
+
+#: (the chain's node ids, source first, reader last; the key's columns at the source)
+Chain = tuple[list[str], tuple[int, ...]]
+
+
+def chain(graph: Graph, reader_id: str) -> Chain | None:
+    """The replay path of reader ``reader_id`` (module docstring), or None where the
+    reader cannot be partial in a cluster."""
+    node = graph[reader_id]
+    reader = cast("Reader", node.op)
+    if not reader.key or len(node.parents) != 1:
+        return None
+    cols = reader_columns(reader)
+    if cols is None:
+        return None
+    path = [reader_id]
+    nid = node.parents[0]
+    while True:
+        n = graph[nid]
+        op: Any = n.op
+        kind = op.kind
+        path.append(nid)
+        if kind in SOURCES:
+            # (a source of the key itself: grouped, joined or partitioned by exactly it)
+            if trace(graph, nid, cols) != [(nid, cols)]:
+                return None
+            return path[::-1], cols
+        if kind not in THROUGH or len(n.parents) != 1:
+            return None
+        if kind == "project":
+            mapped = []
+            for c in cols:
+                e = op.exprs[c]
+                if not isinstance(e, Col):
+                    return None
+                mapped.append(e.index)
+            cols = tuple(mapped)
+        nid = n.parents[0]
+
+
+def step(graph: Graph, node_id: str, next_id: str, batch: Batch) -> Batch:
+    """The rows node ``node_id`` (filter, projection, sharder) sends ``next_id`` for
+    ``batch`` of its input (a fill passing through: its own ``process``)."""
+    op: Any = graph[node_id].op
+    if op.kind == "sharder":
+        outs: list[Batch] = op.process(0, batch)
+        return outs[cast(int, graph[next_id].shard)]
+    out: Batch = op.process(0, batch)
+    return out
+
+
+def source_rows(graph: Graph, chain_ids: list[str], cols: tuple[int, ...],
+                keys: list[tuple[Any, ...]]) -> list[Batch]:
+    """Each key's rows, as the chain's source sends them to the next node: from its
+    state, where it is (the controller for a base, its worker otherwise)."""
+    return [rows_for(graph, chain_ids[0], chain_ids[1], cols, k) for k in keys]
+
+
+class ClusterPartial(Partial):
+    """The controller's side (module docstring): which readers are partial, and
+    upqueries. What a partial reader holds, and eviction, are on its worker."""
+
+    def __init__(self, graph: Graph, runtime: ClusterRuntime, limit: int | None) -> None:
+        super().__init__(graph, cast(Any, runtime), limit)
+        self.cluster = runtime
+        #: partial reader -> its chain
+        self.chains: dict[str, Chain] = {}
+        #: reader -> ``ClusterRuntime.releases`` when its chain's workers were last
+        #: known to have handled every ``release`` sent them (``_upquery``)
+        self.synced: dict[str, int] = {}
+
+    def install(self, reader_id: str, fresh: set[str] | frozenset[str] = frozenset()) -> bool:
+        """Make reader ``reader_id`` partial if it has a chain: here (for ``graph()`` and
+        the views), and on every worker (``["partial", node, limit]`` as a catalog
+        change, before the reader is filled or sent anything; a spare that takes it
+        over later has it too)."""
+        found = chain(self.graph, reader_id)
+        if found is None:
+            return False
+        self.chains[reader_id] = found
+        op: Any = self.graph[reader_id].op
+        op.partial = True                   # (the stand-in, and the plan's copy it wraps)
+        getattr(op, "local", op).partial = True
+        self.cluster.announce(("partial", reader_id, self.limit))
+        return True
+
+    def recheck(self) -> None:
+        """Nothing to do: only readers are partial in a cluster, and a reader is never
+        shared."""
+
+    def remove(self, reader_id: str) -> None:
+        self.chains.pop(reader_id, None)
+        self.synced.pop(reader_id, None)
+
+    def pin(self, reader: Reader, key: Any) -> None:
+        if self.limit is not None:
+            raise NotSupportedError("a subscription to a key of a partial view in a cluster "
+                                    "served with --memory-limit could lose that key to "
+                                    "eviction; serve without --memory-limit to subscribe")
+
+    def unpin(self, reader: Reader, key: Any) -> None:
+        pass
+
+    def evict(self) -> None:
+        """Eviction is the workers' (module docstring)."""
+
+    def held_bytes(self) -> int:
+        return 0
+
+    def fill(self, reader_id: str, keys: list[Any]) -> list[list[tuple[Any, ...]]]:
+        """Upqueries for ``keys`` (as ``Reader.lookup`` takes them) of the partial
+        reader ``reader_id``: their rows, which the reader then holds. A worker lost
+        meanwhile: once the chain is up again, upqueried again."""
+        rt = self.cluster
+        path, cols = self.chains[reader_id]
+        tuples = [k if type(k) is tuple else (k,) for k in keys]
+        deadline = time.monotonic() + RECOVERY_TIMEOUT
+        while True:
+            try:
+                return self._upquery(reader_id, path, cols, tuples)
+            except WorkerLost as e:
+                left = deadline - time.monotonic()
+                control: Any = rt.control
+                if control is not None and control._is_owned():
+                    raise           # (recovery needs the lock this thread holds: the
+                                    # caller's, which retries once it is let go)
+                if left <= 0:
+                    raise RecoveryError(f"an upquery of view {self.graph[reader_id].view!r} "
+                                        f"found its path down for over {RECOVERY_TIMEOUT:.0f} "
+                                        f"s ({e})") from None
+                for n in path:
+                    rt.wait_up(n, left)
+                time.sleep(0.01)
+
+    def _upquery(self, reader_id: str, path: list[str], cols: tuple[int, ...],
+                 keys: list[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+        rt = self.cluster
+        with rt.control or threading.RLock():       # (in order with the writes)
+            with rt.lock:
+                down = [n for n in path if n not in rt.up]
+            if down:
+                raise WorkerLost(f"node {down[0]} is down until its recovery")
+            if rt.releases != self.synced.get(reader_id, 0):
+                # nodes recovered since the last upquery: their workers handle the
+                # ``release`` first (a ping behind it is answered after it), else this
+                # fill could reach one that still holds its messages, and be dropped
+                synced = rt.releases
+                for w in {rt.worker_of(n).name: rt.worker_of(n) for n in path}.values():
+                    rt.ask(w, "ping", timeout=FILL_TIMEOUT)
+                self.synced[reader_id] = synced
+            rid, fut = rt.expect_upquery(rt.worker_of(reader_id))
+            batches = None
+            if self.graph[path[0]].kind == "base":     # (its rows are here)
+                batches = [encode_batch(b) for b in source_rows(self.graph, path, cols, keys)]
+            rt.worker_of(path[0]).put(
+                ["fill", path[0], ["", rid, path, [list(k) for k in keys], list(cols), batches]])
+        self.upqueries += len(keys)
+        try:
+            out = fut.result(FILL_TIMEOUT)
+        except TimeoutError:
+            rt.forget_upquery(rid)
+            raise WorkerLost(f"no answer to an upquery of {reader_id} in "
+                             f"{FILL_TIMEOUT:.0f} s") from None
+        return [[tuple(r) for r in rows] for rows in out]
+
+    def all_rows(self, reader_id: str) -> list[tuple[Any, ...]]:
+        """Every row of the reader's view shard, computed from the chain's source's whole
+        output (nothing is filled)."""
+        path, cols = self.chains[reader_id]
+        src: Any = self.graph[path[0]].op
+        batch: Batch = src.index_rows(cols, None) if src.kind == "base" else src.snapshot()
+        for i in range(1, len(path) - 1):
+            batch = step(self.graph, path[i], path[i + 1], batch)
+        op: Any = self.graph[reader_id].op
+        reader = getattr(op, "local", op)
+        if reader.select is not None:
+            batch = reader.select.process(0, batch)
+        out: list[tuple[Any, ...]] = []
+        for r, s in zip(batch.rows, batch.signs):
+            out.extend([r] * s)
+        rows: list[tuple[Any, ...]] = reader._finish(out)
+        return rows
+
+
+class Fill:
+    """A ``fill`` frame on its way to node ``dst`` (a worker's inbox, holding and
+    release treat it as a message from node ``src``, the chain's node before it; ""
+    for the controller): ``body`` is ``[src, request id, chain, keys, source's key
+    columns, each key's rows encoded or None]``."""
+
+    __slots__ = ("dst", "src", "body")
+
+    def __init__(self, dst: str, body: Any) -> None:
+        self.dst = dst
+        self.body = body
+        self.src = str(body[0])

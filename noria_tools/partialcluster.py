@@ -1,0 +1,78 @@
+"""Misses and hits of a partial view in a cluster (``noria-py serve --partial``)
+against a full one (docs/partial.md, "In a cluster").
+
+A real cluster on loopback (``launch.Cluster``: the controller and its workers are
+processes of their own), two workers, two shards: the vote view (``article LEFT JOIN``
+the votes counted per article, ``WHERE article.id = ?``) over ``--articles`` articles
+and ``--votes`` votes. A tenth of the articles are read once at the workers
+(``RemoteView.lookup``, as a client reads; a miss where partial: the worker answers a
+hole, the controller upqueries, the join's worker sends the fill to the reader's
+worker), then read again (hits); the p50 and p90 of each, wall-clock ms a read. Run
+it with the tree to measure on ``PYTHONPATH``:
+
+    PYTHONPATH=<tree> <venv>/bin/python -m noria_tools.partialcluster [--articles N]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+import noria_py
+from noria_py.runtime.cluster.launch import Cluster
+
+VIEW = ("SELECT article.id, article.title, vc.votes FROM article LEFT JOIN "
+        "(SELECT article_id, COUNT(*) AS votes FROM vote GROUP BY article_id) AS vc "
+        "ON article.id = vc.article_id WHERE article.id = ?")
+
+
+def _reads(v, keys: list[int]) -> list[float]:
+    out = []
+    for k in keys:
+        start = time.perf_counter()
+        v.lookup(k)
+        out.append((time.perf_counter() - start) * 1e3)
+    return out
+
+
+def one(partial: bool, articles: int, votes: int, channels: str) -> tuple[list[float], list[float]]:
+    """(first reads' ms, second reads' ms) of a tenth of the articles."""
+    extra = ("--partial",) if partial else ()
+    with Cluster(workers=2, shards=2, extra=extra, channels=channels) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
+        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+        db.execute(f"CREATE VIEW vv AS {VIEW}")
+        db.table("article").insert([(i, f"title {i}") for i in range(articles)])
+        rng = random.Random(1)
+        for start in range(0, votes, 10000):
+            db.table("vote").insert([(rng.randrange(articles), u)
+                                     for u in range(start, min(votes, start + 10000))])
+        db.wait()
+        v = db.view("vv")
+        v.lookup(articles)                  # (placement asked, base index built)
+        keys = rng.sample(range(articles), articles // 10)
+        first = _reads(v, keys)
+        second = _reads(v, keys)
+        db.close()
+    return first, second
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m noria_tools.partialcluster")
+    ap.add_argument("--articles", type=int, default=10000)
+    ap.add_argument("--votes", type=int, default=100000)
+    ap.add_argument("--channels", default="direct", choices=["direct", "relay"])
+    args = ap.parse_args(argv)
+    for partial in (True, False):
+        first, second = one(partial, args.articles, args.votes, args.channels)
+        mode = "partial" if partial else "full"
+        for name, xs in (("first read", first), ("second read", second)):
+            q = statistics.quantiles(xs, n=10)
+            print(f"{mode:8} {name:12} p50 {statistics.median(xs):6.3f} ms  "
+                  f"p90 {q[8]:6.3f} ms  ({len(xs)} reads)")
+
+
+if __name__ == "__main__":
+    main()
