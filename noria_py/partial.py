@@ -185,13 +185,10 @@ def _walk(graph: Graph, node_id: str, cols: tuple[int, ...], alone: bool, allowe
             out_d.extend(found)
         return out_d
     if kind == "project":
-        mapped = []
-        for c in cols:
-            e = op.exprs[c]
-            if not isinstance(e, Col):
-                return None
-            mapped.append(e.index)
-        cols = tuple(mapped)
+        projected = through_project(op, cols)
+        if projected is None:
+            return None
+        cols = projected
     elif kind not in ("filter", "union", "sharder"):
         return None
     out: list[Source] = []
@@ -255,9 +252,15 @@ def reader_columns(reader: Reader) -> tuple[int, ...] | None:
     list, if it applies one), or None where one is computed."""
     if reader.select is None:
         return reader.key
+    return through_project(reader.select, reader.key)
+
+
+def through_project(project: Any, cols: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A projection's output columns ``cols`` as the columns of its input they pass on,
+    or None where one of them is computed."""
     mapped = []
-    for c in reader.key:
-        e = reader.select.exprs[c]
+    for c in cols:
+        e = project.exprs[c]
         if not isinstance(e, Col):
             return None
         mapped.append(e.index)

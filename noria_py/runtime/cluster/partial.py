@@ -71,11 +71,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-from sql_frontend.expr import Col
-
 from ...batch import Batch
 from ...errors import NotSupportedError, RecoveryError
-from ...partial import Partial, reader_columns, rows_for, trace
+from ...partial import Partial, reader_columns, rows_for, through_project, trace
 from .errors import WorkerLost
 from .wire import encode_batch
 
@@ -122,13 +120,10 @@ def chain(graph: Graph, reader_id: str) -> Chain | None:
         if kind not in THROUGH or len(n.parents) != 1:
             return None
         if kind == "project":
-            mapped = []
-            for c in cols:
-                e = op.exprs[c]
-                if not isinstance(e, Col):
-                    return None
-                mapped.append(e.index)
-            cols = tuple(mapped)
+            projected = through_project(op, cols)
+            if projected is None:
+                return None
+            cols = projected
         nid = n.parents[0]
 
 
