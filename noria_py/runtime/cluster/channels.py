@@ -118,8 +118,7 @@ class PeerServer:
         """Stop reading ``name``'s links (it was declared lost)."""
         with self.lock:
             conns = self.links.pop(name, [])
-        for c in conns:
-            c.close()
+        _end(conns)
 
     def close(self) -> None:
         with self.lock:
@@ -130,8 +129,17 @@ class PeerServer:
             self.sock.close()
         except OSError:
             pass
-        for c in conns:
-            c.close()
+        _end(conns)
+
+
+def _end(conns: list[wire.Connection]) -> None:
+    """End inbound links: shut down, not closed, as each has a reader thread (``_link``)
+    that closes it when it sees the end (``Connection.shutdown``)."""
+    for c in conns:
+        try:
+            c.shutdown()
+        except OSError:
+            pass                        # (its reader has closed it already)
 
 
 class Links:

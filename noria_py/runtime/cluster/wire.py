@@ -135,8 +135,15 @@ class Connection:
             self.sock.sendall(data)
 
     def shutdown(self) -> None:
-        """Unblock a reader waiting on this connection (it then sees the end)."""
-        self.sock.shutdown(socket.SHUT_RDWR)
+        """Unblock a reader waiting on this connection (it then sees the end). How
+        another thread ends a connection that a reader thread reads: the reader then
+        closes it. Closing it from here instead frees its descriptor while the reader
+        may be about to read it (past Python's checks, or in OpenSSL, which keeps the
+        number): a socket opened meanwhile gets the number, and the reader takes
+        bytes of its stream (a TLS reader five, a record's header). Shut down as a
+        plain socket: ``SSLSocket.shutdown`` also drops its TLS state under the
+        reader's feet."""
+        socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
 
     def recv(self) -> Any:
         """The next frame's value: a tuple (msgpack array) or a dict (map)."""

@@ -206,6 +206,69 @@ def test_with_tls_a_peer_link_is_tls_only(certificate, monkeypatch):
         server.close()
 
 
+class _StalledInbox(Inbox):
+    """Its reader takes one frame, then stalls where a thread can be preempted past
+    its checks on the way into OpenSSL's read (which keeps the descriptor's number):
+    until ``go``, then it reads as that thread would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stalled, self.go, self.done = (threading.Event() for _ in range(3))
+        self.got = b""
+
+    def read(self, source, conn, on_end=None):      # type: ignore[no-untyped-def]
+        try:
+            self.put((source, conn.recv()))
+            sslobj = conn.sock._sslobj
+            self.stalled.set()
+            self.go.wait(10)
+            try:
+                self.got = sslobj.read(1024)
+            except OSError:
+                pass
+        finally:
+            self.done.set()
+
+
+def test_a_link_ended_by_the_server_keeps_its_descriptor_until_its_reader_ends(certificate):
+    """``PeerServer.close`` (or ``cut``) while a link's reader is on its way into a read:
+    the link is shut down, and closed by its reader, so no socket opened meanwhile gets
+    its descriptor and loses bytes to that read (a TLS record's header, 5 bytes: the
+    next test's controller saw ``peer_lost`` without its frame's first 5)."""
+    from noria_py.tls import client_context, server_context
+    cert, key = certificate
+    inbox = _StalledInbox()
+    server = PeerServer(inbox, "127.0.0.1", 0, "tok", tls=server_context(cert, key))
+    link = Links("w2", "tok", lambda peer, e: None, client_context(cert))
+    link.peers["w1"] = server.address
+    link.send("w1", ["trunc", "a", "b", 1])
+    link.flush()
+    pairs: list[tuple[socket.socket, socket.socket]] = []
+    try:
+        assert inbox.get(timeout=10) == ("w2", ("trunc", "a", "b", 1))
+        assert inbox.stalled.wait(10)
+        server.close()
+        link.close()
+        pairs = [socket.socketpair() for _ in range(4)]     # (the lowest numbers free)
+        for a, b in pairs:
+            wire.Connection(a).send(["peer_lost", "w2"])
+            wire.Connection(b).send(["peer_lost", "w3"])
+        inbox.go.set()
+        assert inbox.done.wait(10)
+        assert inbox.got == b""
+        for a, b in pairs:
+            a.settimeout(5)
+            b.settimeout(5)
+            assert wire.Connection(b).recv() == ("peer_lost", "w2")
+            assert wire.Connection(a).recv() == ("peer_lost", "w3")
+    finally:
+        inbox.go.set()
+        server.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
 def test_a_link_that_cannot_be_dialed_is_reported_to_the_controller():
     """The receiver must then count as lost (the controller kills it): a message is
     never dropped while its receiver goes on."""
