@@ -153,6 +153,31 @@ def _sorted(rows):
     return sorted(rows, key=repr)
 
 
+def _lookups_as_full(rng, db, full, views) -> None:
+    """``lookup_many`` of 1 or 8 random keys of a random one of ``views`` answers in
+    the partial ``db`` as in the ``full`` one."""
+    view = rng.choice(views)
+    keys = rng.sample(_KEYS, rng.choice([1, 8]))
+    db.wait()
+    full.wait()
+    got = db.view(view).lookup_many(keys)
+    want = full.view(view).lookup_many(keys)
+    assert [_sorted(g) for g in got] == [_sorted(w) for w in want], (view, keys)
+
+
+def _every_key_as_duckdb(rng, db, t_rows, e_rows, views, sqls, extra) -> None:
+    """The paths and accounting hold, and 10 random keys of each of ``views`` (and
+    ``extra``) answer as DuckDB answers the view's SQL (``sqls[view]``) over the rows."""
+    db.wait()
+    _check_paths(db)
+    _check_accounting(db)
+    con = _oracle(t_rows, e_rows)
+    for view in views:
+        for k in [*rng.sample(range(40), 10), *extra]:
+            want = con.execute(sqls[view], [k]).fetchall()
+            assert _sorted(db.view(view).lookup(k)) == _sorted(want), (view, k)
+
+
 def _check_paths(db):
     """Each partial reader's keys are exactly the keys each partial operator on its
     path holds, and no partial operator keeps state for a hole."""
@@ -560,22 +585,10 @@ def test_array_form_against_duckdb_and_full(array_min, shards, seed):
                 y=lambda rng: (rng.choice([None, 0, 1, 2, 7]) if rng.random() < 0.3
                                else rng.randrange(100)))
             if not wrote:
-                view = rng.choice(_ORACLE_VIEWS)
-                keys = rng.sample(_KEYS, rng.choice([1, 8]))
-                db.wait()
-                full.wait()
-                got = db.view(view).lookup_many(keys)
-                want = full.view(view).lookup_many(keys)
-                assert [_sorted(g) for g in got] == [_sorted(w) for w in want], (view, keys)
+                _lookups_as_full(rng, db, full, _ORACLE_VIEWS)
             if step % 80 == 79:
-                db.wait()
-                _check_paths(db)
-                _check_accounting(db)
-                con = _oracle(t_rows, e_rows)
-                for view in _ORACLE_VIEWS:
-                    for k in [*rng.sample(range(40), 10), -3, 1 << 40]:
-                        want = con.execute(VIEWS[view], [k]).fetchall()
-                        assert _sorted(db.view(view).lookup(k)) == _sorted(want), (view, k)
+                _every_key_as_duckdb(rng, db, t_rows, e_rows, _ORACLE_VIEWS, VIEWS,
+                                     [-3, 1 << 40])
         assert db._partial.evictions > 0 and db._partial.held_bytes() <= 6000
 
 
@@ -1096,20 +1109,8 @@ def test_topk_and_distinct_against_duckdb_and_full(shards, seed):
             e_sizes=[3, 40, 120], e_gone=[1, 30],
             y=lambda rng: None if rng.random() < 0.15 else rng.randrange(8))
         if not wrote:
-            view = rng.choice(sorted(TOPK_ALL))
-            keys = rng.sample(_KEYS, rng.choice([1, 8]))
-            db.wait()
-            full.wait()
-            got = db.view(view).lookup_many(keys)
-            want = full.view(view).lookup_many(keys)
-            assert [_sorted(g) for g in got] == [_sorted(w) for w in want], (view, keys)
+            _lookups_as_full(rng, db, full, sorted(TOPK_ALL))
         if step % 50 == 49:
-            db.wait()
-            _check_paths(db)
-            _check_accounting(db)
-            con = _oracle(t_rows, e_rows)
-            for view in sorted(TOPK_ALL):
-                for k in [*rng.sample(range(40), 10), -3, 5_000_000, 1 << 40]:
-                    want = con.execute(TOPK_ALL[view], [k]).fetchall()
-                    assert _sorted(db.view(view).lookup(k)) == _sorted(want), (view, k)
+            _every_key_as_duckdb(rng, db, t_rows, e_rows, sorted(TOPK_ALL), TOPK_ALL,
+                                 [-3, 5_000_000, 1 << 40])
     assert db._partial.evictions > 0 and db._partial.held_bytes() <= 4000
