@@ -125,10 +125,7 @@ class PeerServer:
             self.closed = True
             conns = [c for cs in self.links.values() for c in cs]
             self.links.clear()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        self.admission.stop(self.sock)
         _end(conns)
 
 

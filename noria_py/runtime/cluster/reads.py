@@ -370,8 +370,5 @@ class ReadServer:
 
     def close(self) -> None:
         for sock in (self.sock, self.unix):
-            try:
-                if sock is not None:
-                    sock.close()
-            except OSError:
-                pass
+            if sock is not None:
+                self.admission.stop(sock)

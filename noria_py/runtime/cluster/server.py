@@ -671,10 +671,7 @@ class Server:
 
     def close(self) -> None:
         self.stopped.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        self.admission.stop(self.sock)
         self.runtime.close()
         if self.state is not None:          # (stopped: no worker of ours to wait for)
             try:

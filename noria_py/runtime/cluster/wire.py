@@ -234,7 +234,7 @@ class Admission:
     in a ``refused`` frame (its handshake raises ``AuthError`` with it), logs it and
     closes it; ``release`` counts one out when its connection ends. ``serve`` is the
     port's accept loop, the TLS handshake (a cluster served with TLS: ``tls``) in each
-    connection's own thread."""
+    connection's own thread. ``stop`` ends a port."""
 
     def __init__(self, limit: int, log: logging.Logger, kind: str = "",
                  tls: ssl.SSLContext | None = None) -> None:
@@ -244,6 +244,7 @@ class Admission:
         self.tls = tls
         self.count = 0
         self._lock = threading.Lock()
+        self._served: set[socket.socket] = set()   # ports whose accept loop closes them
 
     def serve(self, listening: socket.socket, handle: Callable[[socket.socket], None],
               name: str) -> None:
@@ -269,12 +270,34 @@ class Admission:
             while True:
                 try:
                     sock, _ = listening.accept()
-                except OSError:
+                except OSError:         # stopped (``stop``): this loop closes the port
+                    listening.close()
                     return
                 if self.admit(sock):
                     threading.Thread(target=connection, args=(sock,), daemon=True,
                                      name=name).start()
+        with self._lock:
+            self._served.add(listening)
         threading.Thread(target=accept, daemon=True, name=f"{name}-accept").start()
+
+    def stop(self, listening: socket.socket) -> None:
+        """End the port ``listening``: no connection is accepted from here on. Shut
+        down, which refuses new connections at once and wakes ``serve``'s accept loop,
+        which then closes it. Closed from here instead, the port would go on
+        listening: on Linux a thread blocked in ``accept`` keeps the socket open, takes
+        one more connection and hands it to the stopped port's handler (and the
+        descriptor, freed under that thread, could be another socket's by the time it
+        calls ``accept`` again). A port never served, or one that cannot be shut down,
+        is closed here."""
+        with self._lock:
+            served = listening in self._served
+            self._served.discard(listening)
+        try:
+            listening.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            served = False
+        if not served:
+            listening.close()
 
     def admit(self, sock: socket.socket) -> bool:
         with self._lock:

@@ -189,6 +189,7 @@ class Worker:
         self.graph.number_after(first_number)     # (restart.py: after a restart's old ids)
         #: the readers stay readable when the controller is lost (it may come back)
         self.keep_reads = False
+        self.control_recv: threading.Thread | None = None   # (direct: reads self.conn)
         self.stopped = False                      # the controller said ``stop``
         self.clocks = clocks
         #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
@@ -694,8 +695,9 @@ class Worker:
         sending what they produced whenever the inbox is empty."""
         inbox, reads, links = self.inbox, self.reads, self.links
         lost = self.lost_workers
-        threading.Thread(target=inbox.read, args=(CONTROLLER, self.conn),
-                         daemon=True, name="control-recv").start()
+        self.control_recv = threading.Thread(target=inbox.read, args=(CONTROLLER, self.conn),
+                                             daemon=True, name="control-recv")
+        self.control_recv.start()
         since_flush = 0
         try:
             while True:
@@ -855,6 +857,25 @@ def _heartbeats(conn: wire.Connection, stop: threading.Event) -> None:
             return
 
 
+def _close_after(conn: wire.Connection, users: Sequence[threading.Thread | None],
+                 timeout: float = 5.0) -> None:
+    """Close the controller's connection once the other threads using it (its reader
+    with direct channels, the heartbeats) have ended: shut down first, which wakes
+    them. Closed under a thread about to read or send, its descriptor could be the
+    next socket's (the one dialing back to a restarted controller) by the time that
+    thread reaches the kernel, and it would take or send bytes of that stream."""
+    try:
+        conn.shutdown()
+    except OSError:
+        pass
+    for t in users:
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout)
+            if t.is_alive():
+                log.warning("closing the controller's connection under thread %s", t.name)
+    conn.close()
+
+
 #: addresses that bind every interface: advertised as "" (clients then use the host
 #: they reached the controller at)
 WILDCARD = ("0.0.0.0", "::", "")
@@ -934,7 +955,8 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             worker.keep_reads = rejoin_timeout > 0
             worker.previous, worker.before = previous, before
             stop = threading.Event()
-            threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True).start()
+            beating = threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True)
+            beating.start()
             try:
                 worker.run()
             except wire.ConnectionClosed:
@@ -945,7 +967,7 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
                 log.warning("worker %s: the controller's connection failed: %s", assigned, e)
             finally:
                 stop.set()
-                conn.close()
+                _close_after(conn, [beating, worker.control_recv])
                 peers.close()
             if worker.stopped or not worker.keep_reads:
                 return

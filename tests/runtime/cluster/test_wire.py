@@ -2,6 +2,7 @@
 import datetime
 import hashlib
 import hmac
+import logging
 import socket
 import struct
 import threading
@@ -608,3 +609,53 @@ def test_nan_crosses_the_wire_as_the_one_nan():
     assert key[0] is math.nan and acc.value() is math.nan
     acc.update(float("nan"), -1)
     assert acc.value() == 2.0
+
+
+@pytest.mark.parametrize("family", ["tcp", "unix"])
+def test_a_stopped_port_accepts_nothing_more(family):
+    """``Admission.stop`` ends the port at once: the next connection is refused and
+    never reaches the handler, and the accept loop has ended (a port closed from
+    another thread than its accept loop's goes on listening on Linux, and hands one
+    more connection to the stopped port's handler)."""
+    if family == "tcp":
+        listening = socket.create_server(("127.0.0.1", 0))
+        address = listening.getsockname()
+
+        def dial():
+            return socket.create_connection(address, timeout=2)
+    else:
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        address = f"\0noria-py-test-stop-{id(listening)}"
+        listening.bind(address)
+        listening.listen()
+
+        def dial():
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(2)
+            s.connect(address)
+            return s
+    handled = []
+    admission = wire.Admission(8, logging.getLogger("test"))
+    admission.serve(listening, lambda s: (handled.append(s), s.close()), "test-stop")
+    dial().close()                                  # served while open
+    deadline = time.monotonic() + 5
+    while not handled and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(handled) == 1
+    time.sleep(0.05)                                # the loop back in accept()
+    admission.stop(listening)
+    with pytest.raises(ConnectionRefusedError):
+        dial()
+    deadline = time.monotonic() + 5
+    while (any(t.name == "test-stop-accept" for t in threading.enumerate())
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
+    assert not any(t.name == "test-stop-accept" for t in threading.enumerate())
+    assert listening.fileno() == -1                 # closed by the loop
+    assert len(handled) == 1
+
+
+def test_stopping_a_port_never_served_closes_it():
+    listening = socket.create_server(("127.0.0.1", 0))
+    wire.Admission(8, logging.getLogger("test")).stop(listening)
+    assert listening.fileno() == -1
