@@ -8,10 +8,11 @@ on its ``Table`` and ``View`` handles holds the database's lock (``_DatabaseLock
 ``RLock``), so calls are atomic with respect to one another: a write has reached every
 view when the lock is released (without ``seed``), a read never sees a batch half
 applied, and ``wait()`` returns once every write accepted before it, from any thread,
-is reflected. ``View.lookup``, the hot read, takes the lock only when a write ran
-during its read (the lock's version says so: a seqlock), and reads on while a
-tree-clock recovery that changes no reader holds it (``Database._reads_open``). Python runs one thread's
-bytecode at a time anyway, so taking turns costs little (docs/reliability.md,
+is reflected. The reads of a view (``View.lookup``, ``lookup_many`` and ``all``) take
+the lock only when a write ran during the read (the lock's version says so: a
+seqlock), and read on while a tree-clock recovery that changes no reader holds it
+(``Database._reads_open``); a partial view's ``all`` and its holes take the lock.
+Python runs one thread's bytecode at a time anyway, so taking turns costs little (docs/reliability.md,
 "Threads"). A database over another runtime (the cluster controller's) is serialized by
 that runtime's server instead, whose reads go to the workers without a lock.
 """
@@ -82,6 +83,7 @@ from .subscribe import Change, Subscription, buffer_size
 log = logging.getLogger("noria_py")
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_R = TypeVar("_R")
 
 
 class _DatabaseLock:
@@ -1670,21 +1672,60 @@ class View(ViewFrames):
         k = canon_row(k)
         return k[0] if len(types) == 1 else k
 
-    @_serialized
+    def _unlocked(self, read: Callable[[], _R]) -> _R | None:
+        """``read()`` without the database's lock where the seqlock allows, as
+        ``lookup`` reads (no write under way, or a recovery that changes no reader
+        holding the lock: ``_DatabaseLock``); None when it must be read under the lock:
+        a write ran meanwhile, or the read failed (it may have met a write half done;
+        read again under the lock, it raises what is wrong). For the reads of a
+        whole view or of many keys; ``lookup`` has the same steps inline (its 1 µs
+        would feel a call)."""
+        lock = self._lock
+        before = lock.version
+        if before & 1 and not lock.reads_open:
+            return None
+        try:
+            out = read()
+        except Exception:               # noqa: BLE001 - read again under the lock
+            return None
+        return out if lock.version == before else None
+
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
         """``lookup`` of each key (a tuple per key where the view takes more than one)."""
         keys = arguments.many(keys, f"the keys for view {self.name!r}")
         if not set(map(type, keys)) <= _PLAIN_KEYS:
             keys = [arguments.plain_key(k) for k in keys]
+        if self.key_arity == 1 and not self._partial:
+            out = self._unlocked(lambda: self._rows_of(keys))
+            if out is not None:
+                return self._checked(keys, out)
+        with self._lock:
+            return self._lookup_many(keys)
+
+    def _rows_of(self, keys: list) -> list[Any]:
+        """Each key's rows in its reader shard (None: a hole of a partial reader)."""
+        readers = self._readers
+        if len(readers) == 1:
+            return readers[0].lookup_many(keys)
+        return [self._reader_for(k).lookup(k) for k in keys]
+
+    def _checked(self, keys: list, out: list[Any]) -> list[list[tuple]]:
+        """``out``, once each key that found nothing has passed the key check (a key
+        the check refuses finds nothing: arguments.py)."""
+        if not all(out):
+            fits = self._key_fits
+            for k, rows in zip(keys, out):
+                if not rows and type(k) not in fits:
+                    self._check_key((k,))
+        return out
+
+    def _lookup_many(self, keys: list) -> list[list[tuple]]:
+        """``lookup_many`` under the database's lock: holes filled by upqueries."""
         if self.key_arity != 1:
             return [self.lookup(*k) if isinstance(k, (tuple, list)) else self.lookup(k)
                     for k in keys]
-        readers = self._readers
         try:
-            if len(readers) == 1:
-                out = readers[0].lookup_many(keys)
-            else:
-                out = [self._reader_for(k).lookup(k) for k in keys]
+            out = self._rows_of(keys)
         except TypeError:
             for k in keys:
                 self._check_key((k,))
@@ -1701,16 +1742,18 @@ class View(ViewFrames):
                 filled = self._fill(keys[idx[0]], [keys[i] for i in idx])
                 for i, rows in zip(idx, filled):
                     out[i] = rows
-        if not all(out):
-            fits = self._key_fits
-            for k, rows in zip(keys, out):
-                if not rows and type(k) not in fits:
-                    self._check_key((k,))
-        return out
+        return self._checked(keys, out)
 
-    @_serialized
     def all(self) -> list[tuple]:
         """Every row of the view."""
+        if not self._partial:
+            rows = self._unlocked(self._all)
+            if rows is not None:
+                return rows
+        with self._lock:
+            return self._all()
+
+    def _all(self) -> list[tuple]:
         if self._partial:
             manager = self._db._partial
             assert manager is not None

@@ -59,6 +59,7 @@ import os
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -109,6 +110,9 @@ class Frequent:
     p50_ms: float                    # inserts' latency (recoveries not counted)
     p99_ms: float
     max_ms: float
+    #: the share of the recoveries' time in which a read was answered within 20 ms
+    #: (``ReadProbe``)
+    reads: float
     #: (seconds since the start, the insert's latency in ms) of every insert, the
     #: seconds since the start at which each failure happened, and (start, ms) of each
     #: recovery (for the plot)
@@ -273,18 +277,20 @@ def stateful_shards(db, scenario: str) -> list[str]:
 
 class ReadProbe:
     """A reader beside a recovery, as a client of the views would be: in its own
-    thread, a ``lookup`` of a random key of ``view`` every ``every`` s (a sleep, so it
-    takes little from the recovery's thread). ``share`` is the fraction of the time
-    from ``t0`` to ``t1`` (the recovery) in which a lookup was answered within
-    ``within`` s: a lookup issued at ``a`` and answered at ``b`` later than that
-    leaves ``[a, b - within]`` unanswered (a lookup the recovery holds back, the
-    database's lock held, waits for its end). A time share, not a count of lookups:
-    a held-back lookup stops the thread, so counts would say little. Python hands a
-    waiting thread the interpreter every 5 ms, so an answered lookup may take that
-    long."""
+    thread, a read every ``every`` s (a sleep, so it takes little from the recovery's
+    thread): ``read(rng)``, for the vote view a ``lookup`` of a random article, for
+    NEXMark (whose views take no key) ``all()`` of the ten highest bids
+    (``probe_read``). ``share`` is the fraction of the given spans of time (the
+    recoveries) in which a read was answered within ``within`` s: a read issued at
+    ``a`` and answered at ``b`` later than that leaves ``[a, b - within]`` unanswered (a
+    read the recovery holds back, the database's lock held, waits for its end). A time
+    share, not a count of reads: a held-back read stops the thread, so counts would
+    say little. Python hands a waiting thread the interpreter every 5 ms, so an
+    answered read may take that long."""
 
-    def __init__(self, view, keys: int, every: float = 0.001) -> None:
-        self.view, self.keys, self.every = view, keys, every
+    def __init__(self, read: Callable[[np.random.Generator], object],
+                 every: float = 0.001) -> None:
+        self.read, self.every = read, every
         self.done: list[tuple[float, float]] = []       # (issued, answered)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="read-probe")
@@ -292,26 +298,40 @@ class ReadProbe:
 
     def _run(self) -> None:
         rng = np.random.default_rng(5)
-        lookup, clock, done = self.view.lookup, time.perf_counter, self.done
+        read, clock, done = self.read, time.perf_counter, self.done
         while not self._stop.wait(self.every):
             t = clock()
-            lookup(int(rng.integers(self.keys)))
+            read(rng)
             done.append((t, clock()))
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
 
-    def share(self, t0: float, t1: float, within: float = 0.02) -> float:
-        held = sum(max(0.0, min(b - within, t1) - max(a, t0)) for a, b in self.done)
-        return 1.0 - held / (t1 - t0)
+    def share(self, spans: list[tuple[float, float]], within: float = 0.02) -> float:
+        """The answered share of the time in ``spans`` ((start, end) pairs, apart)."""
+        total = sum(t1 - t0 for t0, t1 in spans)
+        if total <= 0:
+            return float("nan")
+        held = sum(max(0.0, min(b - within, t1) - max(a, t0))
+                   for t0, t1 in spans for a, b in self.done)
+        return 1.0 - held / total
+
+
+def probe_read(bed: Bed) -> Callable[[np.random.Generator], object]:
+    """What ``ReadProbe`` reads on ``bed``: a random article of the vote view, or the
+    NEXMark view of the ten highest bids, whole."""
+    if isinstance(bed, VoteBed):
+        view, keys = bed.db.view("ArticleWithVoteCount"), bed.articles
+        return lambda rng: view.lookup(int(rng.integers(keys)))
+    top = bed.db.view("top_bids")
+    return lambda rng: top.all()
 
 
 def failure(bed: Bed, scenario: str, down: int) -> tuple[float, int, int, float]:
     """Fail the scenario's shards, write ``down`` votes, recover; (seconds until every
     view is right, nodes set back, messages resent, the share of that time in which
-    a lookup of the vote view was answered within 20 ms: ``ReadProbe``; NaN for
-    NEXMark, whose views take no key). The views are checked after."""
+    a read was answered within 20 ms: ``ReadProbe``). The views are checked after."""
     db = bed.db
     nodes = stateful_shards(db, scenario)
     _write(bed, 1000, 100)
@@ -319,17 +339,14 @@ def failure(bed: Bed, scenario: str, down: int) -> tuple[float, int, int, float]
         db.fail(n)
     _write(bed, down, 100)
     gc.collect()
-    probe = (ReadProbe(db.view("ArticleWithVoteCount"), bed.articles)
-             if isinstance(bed, VoteBed) else None)
+    probe = ReadProbe(probe_read(bed))
     t0 = time.perf_counter()
     reports = db.recover()
     db.wait()
     t1 = time.perf_counter()
     seconds = t1 - t0
-    reads = float("nan")
-    if probe is not None:
-        probe.stop()
-        reads = probe.share(t0, t1)
+    probe.stop()
+    reads = probe.share([(t0, t1)])
     _check(bed)
     done = getattr(db.runtime, "last_recovery", None)      # (the causal regime's)
     if scenario == "single" and done and nodes[0] in done:
@@ -346,7 +363,8 @@ def frequent(bed: Bed, seconds: float, every: float, down: int,
              per_insert: int = 100) -> Frequent:
     """Writes for ``seconds``; every ``every`` seconds the next stateful shard in turn
     fails, ``down`` rows are written while it is down, and it is recovered at once.
-    The views are checked at the end."""
+    A ``ReadProbe`` reads throughout: the share of the recoveries' time in which a read
+    was answered within 20 ms. The views are checked at the end."""
     db = bed.db
     graph = db.graph()
     kinds = ("aggregate", "join", "extremum", "topk")
@@ -354,8 +372,10 @@ def frequent(bed: Bed, seconds: float, every: float, down: int,
     series: list[tuple[float, float]] = []
     failed_at: list[float] = []
     recovered: list[tuple[float, float]] = []
+    spans: list[tuple[float, float]] = []     # the recoveries, for the probe
     rows = 0
     gc.collect()
+    probe = ReadProbe(probe_read(bed))
     start = time.perf_counter()
     due = start + every
     def insert() -> None:
@@ -375,16 +395,20 @@ def frequent(bed: Bed, seconds: float, every: float, down: int,
             t0 = time.perf_counter()
             db.recover()
             db.wait()
-            recovered.append((t0 - start, (time.perf_counter() - t0) * 1e3))
+            t1 = time.perf_counter()
+            spans.append((t0, t1))
+            recovered.append((t0 - start, (t1 - t0) * 1e3))
             due = time.perf_counter() + every
             continue
         insert()
     total = time.perf_counter() - start
+    probe.stop()
     _check(bed)
     lat = [ms for _, ms in series]
     took = statistics.median(ms for _, ms in recovered) / 1e3 if recovered else 0.0
     return Frequent(len(failed_at), took, rows / total, float(np.percentile(lat, 50)),
-                    float(np.percentile(lat, 99)), max(lat), series, failed_at, recovered)
+                    float(np.percentile(lat, 99)), max(lat), probe.share(spans), series,
+                    failed_at, recovered)
 
 
 def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, batch: int,
@@ -460,8 +484,8 @@ def table(results: list[Result], scenarios: list[str], unit: str = "votes") -> l
         rule += " ---: | ---: | ---: | ---: |"
     if "frequent" in scenarios:
         head += (f" frequent: failures, median recovery | {unit}/s | insert p50 / p99 /"
-                 " max |")
-        rule += " ---: | ---: | ---: |"
+                 " max | reads answered |")
+        rule += " ---: | ---: | ---: | ---: |"
     lines = [head, rule]
     for r in results:
         row = f"| {r.regime} |"
@@ -479,7 +503,8 @@ def table(results: list[Result], scenarios: list[str], unit: str = "votes") -> l
         if r.frequent is not None:
             f = r.frequent
             row += (f" {f.failures}, {f.recovery_s:.3f} s | {f.per_s:,.0f} |"
-                    f" {f.p50_ms:.2f} / {f.p99_ms:.1f} / {f.max_ms:.0f} ms |")
+                    f" {f.p50_ms:.2f} / {f.p99_ms:.1f} / {f.max_ms:.0f} ms |"
+                    f" {'-' if f.reads != f.reads else f'{f.reads:.0%}'} |")
         lines.append(row)
     proto = [r for r in results if r.protocol is not None]
     if proto and "steady" in scenarios:

@@ -157,13 +157,23 @@ def test_a_write_refused_in_one_thread_changes_nothing_for_the_others() -> None:
 
 
 
-@pytest.mark.parametrize("kind", ["aggregate", "reader", "base"])
+READS: dict[str, Callable[[noria_py.View], list[tuple]]] = {
+    "lookup": lambda view: view.lookup(1),
+    "lookup_many": lambda view: view.lookup_many([1])[0],
+    "all": lambda view: view.all(),
+}
+
+
+@pytest.mark.parametrize("kind,read", [("aggregate", "lookup"), ("reader", "lookup"),
+                                       ("base", "lookup"), ("aggregate", "lookup_many"),
+                                       ("aggregate", "all"), ("reader", "all")])
 def test_lookups_are_answered_during_a_recovery_that_changes_no_reader(
-        monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
-    """A tree-clock recovery of a node above the readers lets lookups read meanwhile
-    (``Database._reads_open``), the view as it stood; one that restores a reader, or a
-    base (whose history it delivers at once), holds them back until it is done. The
-    recovery is held at its start until the lookup is answered (or ``wait`` s)."""
+        monkeypatch: pytest.MonkeyPatch, kind: str, read: str) -> None:
+    """A tree-clock recovery of a node above the readers lets reads (``lookup``,
+    ``lookup_many``, ``all``) go on meanwhile (``Database._reads_open``), the view as
+    it stood; one that restores a reader, or a base (whose history it delivers at
+    once), holds them back until it is done. The recovery is held at its start until
+    the read is answered (or ``wait`` s)."""
     from noria_py.recovery import treeclock
     db = make_db(1, None)
     db.table("t").insert([(1, 5)] * 3)
@@ -184,7 +194,7 @@ def test_lookups_are_answered_during_a_recovery_that_changes_no_reader(
 
     def look() -> None:
         assert started.wait(10)
-        rows.extend(view.lookup(1))
+        rows.extend(READS[read](view))
         answered.set()
 
     db.fail(node)
@@ -240,11 +250,16 @@ def test_lookups_during_recoveries_see_whole_batches() -> None:
 
     def looker() -> None:
         per_key, rows_of = db.view("per_key"), db.view("rows_of")
+        everything, total = db.view("everything"), db.view("total")
         while not done.is_set():
             for k in (0, 1, 2, 3, 9):
                 got = per_key.lookup(k)
                 assert len(got) <= 1 and all(n % BATCH == 0 for _, n, _ in got), got
                 assert len(rows_of.lookup(k)) % BATCH == 0
+            many = per_key.lookup_many([0, 1, 2, 3, 9])
+            assert all(n % BATCH == 0 for rows in many for _, n, _ in rows), many
+            assert len(everything.all()) % BATCH == 0
+            assert all(n % BATCH == 0 for n, in total.all())
 
     run_threads([writers_then_done, looker, looker])
     db.wait()

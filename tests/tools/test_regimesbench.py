@@ -49,8 +49,9 @@ def test_bench_regimes_on_nexmark_with_frequent_failures_and_plots(capsys, tmp_p
     assert [r.split("|")[1].strip() for r in rows] == ["regime", "treeclock", "lineage"]
     assert "events/s" in rows[0] and "frequent: failures" in rows[0]
     for r in rows[1:]:
-        failures = int(r.split("|")[-4].split(",")[0])
+        failures = int(r.split("|")[-5].split(",")[0])
         assert failures >= 1
+        assert r.split("|")[-2].strip().endswith("%")      # reads answered, NEXMark too
     assert (tmp_path / "regimes-recovery.png").stat().st_size > 1000
     assert (tmp_path / "regimes-frequent.png").stat().st_size > 1000
 
@@ -76,6 +77,7 @@ def test_frequent_failures_recover_every_time_and_the_plots_are_drawn(tmp_path):
     bed.db.close()
     assert res.frequent.failures >= 2 and len(res.frequent.failed_at) == res.frequent.failures
     assert res.frequent.series and res.frequent.recovery_s > 0
+    assert 0.0 <= res.frequent.reads <= 1.0
     res.failures["single"] = (0.02, 1, 3, 1.0)
     written = regimesbench.plot([res], ["steady", "single", "frequent"],
                                 str(tmp_path / "r-*.png"), "test")
@@ -104,3 +106,15 @@ def test_bench_regimes_refuses_what_it_does_not_run(capsys):
     assert "with a *" in capsys.readouterr().err
     assert regimesbench.main(["--regimes", "flink", "--votes", "1000"]) == 2
     assert "unknown regime 'flink'" in capsys.readouterr().out
+
+
+def test_the_read_probe_counts_only_the_time_reads_were_held_back_in_the_spans():
+    """A read issued at 0.0 and answered at 0.5 leaves 0.48 s unanswered (the first
+    20 ms count as answered); only the spans' time counts."""
+    probe = regimesbench.ReadProbe(lambda rng: None, every=60.0)
+    probe.stop()
+    probe.done[:] = [(0.0, 0.5), (2.0, 2.01)]
+    assert probe.share([(0.0, 1.0)]) == pytest.approx(0.52)
+    assert probe.share([(0.0, 1.0), (2.0, 3.0)]) == pytest.approx(0.76)
+    assert probe.share([(0.6, 1.0)]) == 1.0
+    assert probe.share([]) != probe.share([])          # NaN: no recovery, nothing to say

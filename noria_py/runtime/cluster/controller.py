@@ -129,6 +129,7 @@ class WorkerHandle:
         #: a worker that dialed back after its controller was lost: its answer to
         #: ``held``, what it held then (``Worker.holdings``; restart.py)
         self.held: Future[Any] | None = None
+        self.sender: threading.Thread | None = None     # (``writer``'s thread)
 
     def put(self, frame: Frame | None) -> None:
         self.outq.put(frame)
@@ -335,7 +336,8 @@ class ClusterRuntime(Runtime):
             else:
                 self.spares.append(w)
             self.changed.notify_all()
-        threading.Thread(target=w.writer, daemon=True, name=f"{name}-send").start()
+        w.sender = threading.Thread(target=w.writer, daemon=True, name=f"{name}-send")
+        w.sender.start()
         reader = threading.Thread(target=self._reader, args=(w,), daemon=True,
                                   name=f"{name}-recv")
         reader.start()
@@ -518,6 +520,12 @@ class ClusterRuntime(Runtime):
             if not self.closed:
                 log.warning("worker %s lost: %s", w.name, e)
         self._lose(w)
+        # closed here, by its reader, once its sender has stopped too: closed by another
+        # thread, the descriptor could be the next worker's connection by the time
+        # this one's reader or sender reaches the kernel (``wire.Connection.shutdown``)
+        if w.sender is not None:
+            w.sender.join(5.0)
+        w.conn.close()
 
     def _checkpoint_frame(self, f: Frame) -> None:
         """A worker's call on its checkpoint store (``worker.RemoteStore``), made here."""
@@ -624,8 +632,8 @@ class ClusterRuntime(Runtime):
         for n in mine:                       # outside the lock: a listener detaches
             for listener in list(self.listeners.get(n, ())):
                 listener.lost(f"its worker {w.name} was lost")
-        try:
-            w.conn.close()
+        try:                                 # (its reader closes it: ``_reader``)
+            w.conn.shutdown()
         except OSError:
             pass
         if w.proc is not None:
