@@ -52,6 +52,13 @@ def test_kept_only_where_a_read_cannot_go_wrong() -> None:
     assert keeps("CREATE VIEW v4 AS SELECT a, b FROM t WHERE PG_DIV(10, b) > 2") == [()]
     # only the key is read: no column would carry the marker to the read
     assert keeps("CREATE VIEW v5 AS SELECT a FROM t WHERE PG_DIV(10, b) > 3 AND a = ?") == [()]
-    # an aggregate would count the kept row in the key's group
+    # through an aggregate grouped by the key: its COUNT(*) is the marker while the
+    # kept row is in its group (probed by a column not the key: ops/aggregate.py)
     assert keeps("CREATE VIEW v6 AS SELECT a, COUNT(*) FROM t WHERE PG_DIV(10, b) > 4 "
+                 "AND a = ? GROUP BY a") == [(0,)]
+    # ... but not where no column of the aggregated row would carry it: COUNT of the
+    # key alone, or a row whose only column is the key
+    assert keeps("CREATE VIEW v7 AS SELECT a, COUNT(a) FROM t WHERE PG_DIV(10, b) > 5 "
                  "AND a = ? GROUP BY a") == [()]
+    assert keeps("CREATE VIEW v8 AS SELECT a, COUNT(*) FROM (SELECT a FROM t "
+                 "WHERE PG_DIV(10, a) > 6) s WHERE a = ? GROUP BY a") == [()]
