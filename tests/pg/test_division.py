@@ -272,3 +272,44 @@ def test_count_over_a_division_by_zero_matches_postgres(seed: int, postgres: Any
         assert "22012" in answers and any(a != "22012" for a in answers)
         keyed = answers[len(COUNTS):len(COUNTS) + 5 * len(COUNTED)]
         assert "22012" in keyed and [] in keyed and any(a not in ("22012", []) for a in keyed)
+
+
+LOGIC = [  # AND and OR beside a division by zero, each operand order
+    "SELECT id FROM d WHERE (a / b > 1) OR TRUE", "SELECT id FROM d WHERE TRUE OR (a / b > 1)",
+    "SELECT id FROM d WHERE (a / b > 1) AND FALSE", "SELECT id FROM d WHERE FALSE AND (a / b > 1)",
+    "SELECT id, (a / b > 1) OR TRUE FROM d", "SELECT id, FALSE AND (a / b > 1) FROM d",
+    "SELECT id, (a / b > 1) OR 1 = 1 FROM d", "SELECT id, (a / b > 1) AND NULL FROM d",
+    "SELECT id, NULL OR (a / b > 1) FROM d",
+    "SELECT id FROM d WHERE (a / b > 1) OR a = 9", "SELECT id FROM d WHERE a = 9 OR (a / b > 1)",
+    "SELECT id, (a / b > 1) OR a = 9 FROM d", "SELECT id, a = 9 OR (a / b > 1) FROM d",
+    "SELECT id, (a / b > 1) AND a = 3 FROM d", "SELECT id, a = 3 AND (a / b > 1) FROM d",
+    "SELECT id, (a / b > 1) OR b = 0 FROM d", "SELECT id, b = 0 OR (a / b > 1) FROM d",
+    "SELECT id, (a / b > 1) AND b <> 0 FROM d", "SELECT id, b <> 0 AND (a / b > 1) FROM d",
+    "SELECT id FROM d WHERE (a / b > 1) AND b <> 0", "SELECT id FROM d WHERE b <> 0 AND a / b > 1",
+    "SELECT id FROM d WHERE (a / b > 1 AND a = 3) OR id < 0",
+    "SELECT id FROM d WHERE (a = 3 AND a / b > 1) OR id < 0",
+    "SELECT id, CASE WHEN a = 9 OR a / b > 0 THEN 1 ELSE 0 END FROM d",
+    "SELECT id, CASE WHEN a / b > 0 OR a = 9 THEN 1 ELSE 0 END FROM d",
+]
+
+
+def test_and_or_beside_a_division_by_zero_match_postgres(postgres: Any, conninfo: str) -> None:
+    """PostgreSQL folds ``x OR TRUE`` to TRUE (and ``x AND FALSE`` to FALSE) before
+    any row, evaluates the operands of any other AND and OR left to right (a division by
+    zero before the deciding operand fails), and a WHERE's top-level conditions
+    cheapest first; the same answers and errors here (noria_py/expression.py)."""
+    with psycopg.connect(postgres.dsn, autocommit=True) as pg, \
+            psycopg.connect(conninfo, autocommit=True) as nc:
+        pgc, ncc = pg.cursor(), nc.cursor()
+        pgc.execute("DROP TABLE IF EXISTS d CASCADE")
+        answers = []
+        for cur in (pgc, ncc):
+            cur.execute(TABLE)
+        for rows in ([(1, 9, 3, 1.0), (2, 3, 1, 1.0)], [(3, 9, 0, 1.0)], [(4, 3, 0, 1.0)]):
+            for cur in (pgc, ncc):
+                cur.executemany("INSERT INTO d VALUES (%s, %s, %s, %s)", rows)
+            for sql in LOGIC:
+                want = _answer(pgc, sql)
+                assert _answer(ncc, sql) == want, f"{sql}: PostgreSQL {want}"
+                answers.append(want)
+        assert "22012" in answers[len(LOGIC):] and [] in answers
