@@ -17,11 +17,15 @@ hold, since the old behaviour is never silently wrong for a whole read:
   made by the front end), so the Python API's plans, and the nodes they share, are
   unchanged; the keeping filter is a relation of its own (``keep`` is part of its
   value), a node apart from the unkeyed view's.
-- Only through projections of plain columns, filters and DISTINCT between the filter
-  and the reader: an aggregate would count the kept row in its key's group (COUNT does
-  not see the marker), a TopK could cut it, a join could match it.
+- Only through projections of plain columns, filters, DISTINCT and aggregates grouped
+  by the read's key between the filter and the reader: a TopK could cut the kept row,
+  a join could match it. In an aggregate the kept row joins its key's group, whose
+  aggregates of the row's other columns are then the marker, COUNT(*) too (told by
+  ``count_probe``'s column; where there is none, nothing is kept: COUNT(*) would count
+  the row).
 - Only where a visible column of the read, not a key column, is a plain column of the
-  filter's row: that column carries the marker to the read (a read whose every column
+  filter's row (or an aggregate of one, or COUNT(*)): that column carries the marker
+  to the read (a read whose every column
   is the key would otherwise return the kept row as a good one).
 """
 from __future__ import annotations

@@ -33,6 +33,25 @@ def test_a_read_by_key_finds_its_poisoned_row(shards: int, partial: bool) -> Non
     db.close()
 
 
+@pytest.mark.parametrize("shards,partial", [(1, False), (2, False), (1, True)])
+def test_a_read_by_key_through_an_aggregate_fails_for_that_key(shards: int,
+                                                               partial: bool) -> None:
+    """An aggregate grouped by the read's key takes the kept row into its key's group,
+    whose COUNT(*), COUNT(x) and SUM are then the marker; other keys count as usual."""
+    db = noria_py.connect(shards=shards, partial=partial)
+    db.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT)")
+    db.execute("CREATE VIEW g AS SELECT a, COUNT(*) AS n, COUNT(b) AS nb, SUM(b) AS s FROM t "
+               "WHERE PG_DIV(10, b) > 1 AND a = ? GROUP BY a")
+    db.table("t").insert([(1, 7, 2), (2, 7, 0), (3, 5, 1), (4, 5, 2), (5, 9, 20)])
+    db.wait()
+    for key, want in [(7, [(7, DIV0, DIV0, DIV0)]), (5, [(5, 2, 2, 3)]), (9, []), (8, [])]:
+        assert db.view("g").lookup(key) == want, key
+    db.table("t").delete([(2, 7, 0)])
+    db.wait()
+    assert db.view("g").lookup(7) == [(7, 1, 1, 2)]
+    db.close()
+
+
 def _filters(bare: Bare, sql: str) -> list:
     bare.add_view(sql)
     return [bare.graph[n].op for n in bare.planner.take_fresh() if bare.graph[n].kind == "filter"]
