@@ -253,7 +253,7 @@ def test_count_over_a_division_by_zero_matches_postgres(seed: int, postgres: Any
         for stmt in [TABLE] + COUNTED:
             pgc.execute(stmt)
             ncc.execute(stmt)
-        answers, n = [], 0
+        answers, keyed, n = [], [], 0
         for step in range(3):
             rows = [_row(rng, n + i, zeros=(0.15, 0.05, 0.0)[step]) for i in range(12)]
             n += len(rows)
@@ -268,9 +268,9 @@ def test_count_over_a_division_by_zero_matches_postgres(seed: int, postgres: Any
             for sql, params in reads:
                 want = _answer(pgc, sql, params)
                 assert _answer(ncc, sql, params) == want, f"step {step}: {sql} {params}"
-                answers.append(want)
+                (keyed if params else answers).append(want)
+        # (the seeds fail whole reads and lookups, and answer others)
         assert "22012" in answers and any(a != "22012" for a in answers)
-        keyed = answers[len(COUNTS):len(COUNTS) + 5 * len(COUNTED)]
         assert "22012" in keyed and [] in keyed and any(a not in ("22012", []) for a in keyed)
 
 
