@@ -252,7 +252,8 @@ class Planner:
 
     def _topk(self, rel: lp.TopK) -> Stream:
         s = self.build(rel.input)
-        make = lambda: TopK(rel.order, rel.limit, rel.offset, rel.partition)  # noqa: E731
+        pg = divides(rel.input)         # (a row of markers is never cut: ops/topk.py)
+        make = lambda: TopK(rel.order, rel.limit, rel.offset, rel.partition, pg)  # noqa: E731
         if self.shards > 1 and rel.partition:
             s = self.exchanges.partition(s, rel.partition, subset_ok=True)
             return self._per_shard(make, s, s.partition, s.width, rel.input)

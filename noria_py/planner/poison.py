@@ -17,9 +17,9 @@ hold, since the old behaviour is never silently wrong for a whole read:
   made by the front end), so the Python API's plans, and the nodes they share, are
   unchanged; the keeping filter is a relation of its own (``keep`` is part of its
   value), a node apart from the unkeyed view's.
-- Only through projections of plain columns, filters, DISTINCT and aggregates grouped
-  by the read's key between the filter and the reader: a TopK could cut the kept row,
-  a join could match it. In an aggregate the kept row joins its key's group, whose
+- Only through projections of plain columns, filters, DISTINCT, TopKs (``LIMIT``: a
+  row of markers sorts first and is never cut, ops/topk.py) and aggregates grouped by
+  the read's key between the filter and the reader: a join could match the kept row. In an aggregate the kept row joins its key's group, whose
   aggregates of the row's other columns are then the marker, COUNT(*) too (told by
   ``count_probe``'s column; where there is none, nothing is kept: COUNT(*) would count
   the row).
@@ -67,10 +67,10 @@ def keep_key_columns(query: lp.Query) -> lp.Rel:
     carriers = frozenset(range(query.visible)) - key
     # down the chain of projections, DISTINCTs, filters and aggregates: each with the
     # columns of its output that are the key and that would carry the marker
-    Chained = lp.Project | lp.Distinct | lp.Filter | lp.Aggregate
+    Chained = lp.Project | lp.Distinct | lp.Filter | lp.Aggregate | lp.TopK
     chain: list[tuple[Chained, frozenset[int], frozenset[int]]] = []
     rel: lp.Rel = query.root
-    while isinstance(rel, (lp.Project, lp.Distinct, lp.Filter, lp.Aggregate)):
+    while isinstance(rel, (lp.Project, lp.Distinct, lp.Filter, lp.Aggregate, lp.TopK)):
         chain.append((rel, key, carriers))
         if isinstance(rel, lp.Aggregate):
             width = len(rel.group_by)
