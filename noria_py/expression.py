@@ -537,7 +537,7 @@ class _Compiler:
                 return f"({self.src(e.args[0], inner)} is not None)"
             if op == "case":
                 return self._case(e, depth)
-            if op in ("and", "or") and self.pg:
+            if op in ("and", "or"):     # (folding changes no value but a marker's)
                 args_or_value = _folded(e)
                 if isinstance(args_or_value, bool):
                     return repr(args_or_value)
@@ -590,10 +590,16 @@ class _Compiler:
 
 
 def _constant(e: Expr) -> bool:
-    """Whether ``e`` reads no column (a literal, or operators over literals)."""
-    if isinstance(e, Col):
-        return False
-    return not isinstance(e, Call) or all(_constant(a) for a in e.args)
+    """Whether ``e`` reads no column (a literal, or operators over literals). A loop,
+    not a recursion: a tree may be deeper than Python's stack."""
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, Col):
+            return False
+        if isinstance(x, Call):
+            todo.extend(x.args)
+    return True
 
 
 def _folded(e: Call) -> tuple[Expr, ...] | bool:
@@ -676,7 +682,7 @@ def compile_condition(e: Expr) -> RowFn:
     takes any FALSE operand first (``_all``); a nested AND or OR goes left to right."""
     c = _Compiler(_divides(e))
     if isinstance(e, Call) and e.op == "and":
-        folded = _folded(e) if c.pg else e.args
+        folded = _folded(e)
         if isinstance(folded, bool):
             return (lambda r: True) if folded else (lambda r: False)
         body = f"_all({', '.join(c.src(a) for a in folded)})"

@@ -296,6 +296,9 @@ LOGIC = [  # AND and OR beside a division by zero, each operand order
     "SELECT id FROM d WHERE (a = 3 AND a / b > 1) OR id < 0",
     "SELECT id, CASE WHEN a = 9 OR a / b > 0 THEN 1 ELSE 0 END FROM d",
     "SELECT id, CASE WHEN a / b > 0 OR a = 9 THEN 1 ELSE 0 END FROM d",
+    # a view's column that divided (the condition itself does not divide)
+    "SELECT id FROM d_qv WHERE q > 1 OR TRUE", "SELECT id FROM d_qv WHERE q > 1 OR a = 9",
+    "SELECT id FROM d_qv WHERE a = 9 OR q > 1", "SELECT id, q > 1 AND FALSE FROM d_qv",
 ]
 
 
@@ -311,6 +314,7 @@ def test_and_or_beside_a_division_by_zero_match_postgres(postgres: Any, conninfo
         answers = []
         for cur in (pgc, ncc):
             cur.execute(TABLE)
+            cur.execute("CREATE VIEW d_qv AS SELECT id, a, a / b AS q FROM d")
         for rows in ([(1, 9, 3, 1.0), (2, 3, 1, 1.0)], [(3, 9, 0, 1.0)], [(4, 3, 0, 1.0)]):
             for cur in (pgc, ncc):
                 cur.executemany("INSERT INTO d VALUES (%s, %s, %s, %s)", rows)
