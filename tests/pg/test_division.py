@@ -239,6 +239,7 @@ COUNTS = [
     "SELECT id, f FROM d WHERE 12 / b > 1 ORDER BY f DESC, id LIMIT 2 OFFSET 1",
 ]
 KEYED = [f"SELECT * FROM {v.split()[2]} WHERE a = %s" for v in COUNTED] + [
+    "SELECT COUNT(*), SUM(b) FROM d WHERE 12 / b > 1 AND a = %s",   # (the key hidden)
     "SELECT id, f FROM d WHERE 12 / b > 1 AND a = %s ORDER BY f, id LIMIT 2",  # (a TopK)
     "SELECT id, f FROM d WHERE 12 / b > 1 AND a = %s ORDER BY f DESC, id LIMIT 1 OFFSET 1",
 ]
@@ -270,7 +271,7 @@ def test_count_over_a_division_by_zero_matches_postgres(seed: int, postgres: Any
                 for cur in (pgc, ncc):
                     cur.execute("DELETE FROM d WHERE b = 0 OR f = 0")
             reads = [(sql, ()) for sql in COUNTS]
-            reads += [(sql, (k,)) for sql in KEYED for k in (-7, 0, 1, 3, 9)]
+            reads += [(sql, (k,)) for sql in KEYED for k in (-7, 1, 9)]
             for sql, params in reads:
                 want = _answer(pgc, sql, params)
                 assert _answer(ncc, sql, params) == want, f"step {step}: {sql} {params}"
