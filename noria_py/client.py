@@ -1370,6 +1370,8 @@ class Prepared:
     (``sql_frontend.parameter_types``). ``columns``/``types``: a SELECT's, None for a
     statement that returns no rows (or a SELECT whose columns depend on its values).
     ``command``: the statement's first word, upper-case (``SELECT``, ``INSERT``, ...).
+    ``query``: a SELECT's plan, where ``columns`` are known (what the PostgreSQL front
+    end reads its columns' types from: ``pg.types.numeric_oids``).
     """
 
     def __init__(self, db: Database, sql: str, pin: bool = True) -> None:
@@ -1382,6 +1384,7 @@ class Prepared:
         self.param_types: list[SqlType | None] = sql_frontend.parameter_types(sql, db._catalog)
         self.columns: list[str] | None = None
         self.types: list[SqlType] | None = None
+        self.query: lp.Query | None = None
         self._keyed: tuple[View, lp.Select, View | None] | None = None
         self._insert = sql_frontend.insert_template(sql, db._catalog)
         if self._insert is not None:
@@ -1394,7 +1397,7 @@ class Prepared:
                 raise
             return                  # (a stand-in value did not fit: the run's values decide)
         if isinstance(stmt, lp.Select):
-            q = stmt.query
+            q = self.query = stmt.query
             self.columns = list(q.names)
             self.types = [c.type for c in q.root.columns[:q.visible]]
             if not dummies or (q.key and len(stmt.params) == len(dummies)):

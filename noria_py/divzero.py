@@ -11,7 +11,12 @@ sqllogictest corpus keep), and the marker is carried to whoever reads it:
 
 - **Expressions** pass it on: any operator with a marker operand is the marker (so are
   ``_int64``'s checks), except where PostgreSQL would not evaluate that operand: a
-  CASE branch not taken, ``FALSE AND x``, ``TRUE OR x``, COALESCE after a non-NULL.
+  CASE branch not taken, COALESCE after a non-NULL, an AND's or OR's operand after
+  the deciding one (left to right, as PostgreSQL evaluates them: ``FALSE AND x``,
+  ``b = 0 OR a / b > 1``) or beside a constant that decides it (``x OR TRUE``, which
+  PostgreSQL folds before any row). A WHERE's top-level AND takes any FALSE condition
+  first, as PostgreSQL's cheapest-first order does where the dividing one costs more
+  (noria_py/expression.py, ``_all``).
 - **Conditions** (WHERE, HAVING, ``noria_py.ops.filter``): a row whose condition is the
   marker is kept, as a row of markers (every column the marker), so a read that returns
   it fails instead of silently missing it. Under a read by key it keeps the key's
@@ -19,8 +24,10 @@ sqllogictest corpus keep), and the marker is carried to whoever reads it:
   condition for that key's rows only) does, where nothing between makes that unsafe
   (noria_py/planner/poison.py has the rules); elsewhere it has no key: a read by key
   misses it. A join passes it on as a row of markers, matched or not (ops/join.py).
-- **Aggregates**: SUM, AVG, MIN and MAX of a group are the marker while a marker is
-  among its inputs (counted, so deleting that row heals the group); COUNT counts it.
+- **Aggregates**: SUM, AVG, MIN, MAX and COUNT of a group are the marker while a marker
+  is among its inputs (counted, so deleting that row heals the group); COUNT(*) while
+  a row of markers is, told by a column that is the marker in each
+  (``accumulators.PgCount``, ``planner.poison.count_probe``).
 - **Writes**: a row to be written holding the marker (``INSERT ... VALUES (1 / 0)``, an
   UPDATE's new value), or a DELETE or UPDATE whose WHERE is the marker for some row,
   raises ``DivisionByZeroError`` before anything is applied: a write is all or none.

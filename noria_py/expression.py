@@ -250,6 +250,37 @@ def _not(a):
 
 
 def _and(*args):
+    """AND as PostgreSQL evaluates it, left to right: the first FALSE decides, and a
+    marker met before one is the marker (PostgreSQL fails there)."""
+    result = True
+    for a in args:
+        if a is None:
+            result = None
+        elif a is _D:
+            return _D
+        elif not a:
+            return False
+    return result
+
+
+def _or(*args):
+    """OR, left to right: the first TRUE decides, a marker before it is the marker."""
+    result = False
+    for a in args:
+        if a is None:
+            result = None
+        elif a is _D:
+            return _D
+        elif a:
+            return True
+    return result
+
+
+def _all(*args):
+    """A WHERE's top-level AND: any FALSE decides, wherever it stands. PostgreSQL
+    evaluates a WHERE's conditions cheapest first (the one that divides is the costlier
+    unless the other has as many operators), and so does not fail where a FALSE one
+    comes first in that order; a marker counts only without a FALSE."""
     result = True
     for a in args:
         if a is None:
@@ -259,19 +290,6 @@ def _and(*args):
             result = _D
         elif not a:
             return False
-    return result
-
-
-def _or(*args):
-    result = False
-    for a in args:
-        if a is None:
-            if result is False:
-                result = None
-        elif a is _D:
-            result = _D
-        elif a:
-            return True
     return result
 
 
@@ -519,6 +537,11 @@ class _Compiler:
                 return f"({self.src(e.args[0], inner)} is not None)"
             if op == "case":
                 return self._case(e, depth)
+            if op in ("and", "or"):     # (folding changes no value but a marker's)
+                args_or_value = _folded(e)
+                if isinstance(args_or_value, bool):
+                    return repr(args_or_value)
+                e = Call(op, args_or_value, e.type)
             if op == "cast":
                 fn = _CASTS.get(e.type)
                 if fn is None:
@@ -564,6 +587,43 @@ class _Compiler:
             else:
                 out = f"({self.src(val, level)} if {self.src(cond, level)} is True else {out})"
         return out
+
+
+def _constant(e: Expr) -> bool:
+    """Whether ``e`` reads no column (a literal, or operators over literals). A loop,
+    not a recursion: a tree may be deeper than Python's stack."""
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, Col):
+            return False
+        if isinstance(x, Call):
+            todo.extend(x.args)
+    return True
+
+
+def _folded(e: Call) -> tuple[Expr, ...] | bool:
+    """An AND's or OR's operands as PostgreSQL's planner leaves them (its constant
+    folding, before any row): a constant TRUE decides an OR (``x OR TRUE`` is TRUE
+    whatever ``x``, even a division by zero), a constant FALSE an AND; the other
+    constants are dropped, but for one NULL. Returns the operands left, or the value."""
+    decisive = e.op == "or"
+    kept: list[Expr] = []
+    null = False
+    for a in e.args:
+        if not _constant(a):
+            kept.append(a)
+            continue
+        v = compile_expr(a, True)(())
+        if v is _D:
+            kept.append(a)
+        elif v is None:
+            if not null:
+                kept.append(Lit(None, SqlType.BOOL))
+                null = True
+        elif bool(v) is decisive:
+            return decisive
+    return tuple(kept) if kept else not decisive
 
 
 def _divides(e: Expr) -> bool:
@@ -618,9 +678,16 @@ def compile_predicate(e: Expr) -> RowFn:
 def compile_condition(e: Expr) -> RowFn:
     """A function row -> True when ``e`` is TRUE, ``DIV0`` when it is the
     division-by-zero marker (noria_py/divzero.py), else False: a WHERE's test, which
-    must not drop a row silently where PostgreSQL would have failed."""
+    must not drop a row silently where PostgreSQL would have failed. Its top-level AND
+    takes any FALSE operand first (``_all``); a nested AND or OR goes left to right."""
     c = _Compiler(_divides(e))
-    body = c.src(e)
+    if isinstance(e, Call) and e.op == "and":
+        folded = _folded(e)
+        if isinstance(folded, bool):
+            return (lambda r: True) if folded else (lambda r: False)
+        body = f"_all({', '.join(c.src(a) for a in folded)})"
+    else:
+        body = c.src(e)
     ns = dict(_NAMESPACE)
     ns["_k"] = c.consts
     return eval(f"lambda r: (_v := {body}) is True or (_v is _D and _D)", ns)  # noqa: S307

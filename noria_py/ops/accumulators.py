@@ -64,6 +64,37 @@ class Count(Accumulator):
         return ["count", self.n]
 
 
+class PgCount(Count):
+    """COUNT(x) in a plan that divides as PostgreSQL does (noria_py/divzero.py): the
+    marker while one of its group's values is the marker (counted apart, so deleting
+    that row heals the group), as PostgreSQL fails a COUNT that evaluates a division
+    by zero. COUNT(*) (``star``) counts every row, and is the marker while a row's
+    probe column is (a row of markers: planner/poison.py, ``count_probe``)."""
+    __slots__ = ("div0s", "star")
+
+    def __init__(self, star: bool = False) -> None:
+        self.n = 0
+        self.div0s = 0
+        self.star = star
+
+    def update(self, v, s: int) -> None:
+        if v is DIV0:
+            self.div0s += s
+        elif v is not None or self.star:
+            self.n += s
+
+    def value(self):
+        return DIV0 if self.div0s > 0 else self.n
+
+    def copy(self) -> "PgCount":
+        c = PgCount(self.star)
+        c.n, c.div0s = self.n, self.div0s
+        return c
+
+    def to_data(self) -> list:
+        return ["pgcount", self.n, self.div0s, self.star]
+
+
 #: floats are summed exactly as integers in units of 2**-1074 (the smallest subnormal),
 #: so a sum does not depend on the order rows arrive or leave in, and is rounded once
 #: when read: a state rebuilt from a snapshot yields the very same float.
@@ -295,6 +326,10 @@ def from_data(data) -> Accumulator:
             c = Count()
             c.n = data[1]
             return c
+        if tag == "pgcount" and len(data) == 4 and type(data[3]) is bool:
+            p = PgCount(data[3])
+            p.n, p.div0s = _int(data[1]), _int(data[2])
+            return p
         if tag in ("sum", "avg", "pgavg") and len(data) == 6:
             s = {"sum": Sum, "avg": Avg, "pgavg": PgAvg}[tag]()
             s.total, s.ftotal = int(data[1]), int(data[2])
@@ -326,6 +361,11 @@ _MAKERS = {"count": Count, "count_star": Count, "sum": Sum, "avg": Avg, "pgavg":
            "min": Min, "max": Max}
 
 
-def make(call: AggCall) -> Accumulator:
-    acc = _MAKERS[call.func]()
+def make(call: AggCall, pg: bool = False) -> Accumulator:
+    """``call``'s accumulator; ``pg``: in a plan that divides as PostgreSQL does, where
+    COUNT is ``PgCount``."""
+    if pg and call.func in ("count", "count_star"):
+        acc: Accumulator = PgCount(call.func == "count_star")
+    else:
+        acc = _MAKERS[call.func]()
     return Distinct(acc) if call.distinct else acc

@@ -81,13 +81,18 @@ class Aggregate(Operator, HeldKeys):
     #: while partial: the partial reader below (noria_py/partial.py)
     owner: Any = None
 
-    def __init__(self, group_by: tuple[int, ...], aggs: tuple[AggCall, ...]) -> None:
+    def __init__(self, group_by: tuple[int, ...], aggs: tuple[AggCall, ...],
+                 pg: bool = False, probe: int | None = None) -> None:
         self.group_by = group_by
         self.aggs = aggs
+        #: over a plan that divides as PostgreSQL does: COUNT is the marker while its
+        #: group holds one (``accumulators.PgCount``), COUNT(*) told by column ``probe``
+        #: (planner/poison.py, ``count_probe``)
+        self.pg, self.probe = pg, probe
         # COUNT(*) or COUNT(x) alone over one group column: the vote workload's shape
         self.count_only = (len(aggs) == 1 and len(group_by) == 1 and not aggs[0].distinct
-                           and aggs[0].func in ("count_star", "count"))
-        self.args = [a.arg for a in aggs]
+                           and aggs[0].func in ("count_star", "count") and not pg)
+        self.args = [probe if pg and a.func == "count_star" else a.arg for a in aggs]
         self._key = tuple_key(group_by)
         self.reset()
 
@@ -170,12 +175,12 @@ class Aggregate(Operator, HeldKeys):
     def computed(self, batch: Batch) -> Batch:
         """The output of a full aggregate like this one over ``batch`` (every input
         row): what ``View.all`` of a partial view reads (nothing is filled)."""
-        full = type(self)(self.group_by, self.aggs)
+        full = type(self)(self.group_by, self.aggs, self.pg, self.probe)
         full.process(0, batch)
         return full.snapshot()
 
     def _new_group(self) -> list:
-        return [0] + [accumulators.make(a) for a in self.aggs]
+        return [0] + [accumulators.make(a, self.pg) for a in self.aggs]
 
     def _output(self, key: tuple, g: list) -> tuple | None:
         if g[0] <= 0 and self.group_by:

@@ -37,6 +37,7 @@ from sortedcontainers import SortedKeyList
 from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
+from ..divzero import DIV0
 from ..memory import deep_size
 from ..ordering import order_key
 from .holes import HeldKeys, Holes
@@ -63,12 +64,19 @@ class TopK(Operator, HeldKeys):
     owner: Any = None
 
     def __init__(self, order: tuple[OrderKey, ...], limit: int | None, offset: int,
-                 partition: tuple[int, ...]) -> None:
+                 partition: tuple[int, ...], pg: bool = False) -> None:
         self.order = order
         self.limit = limit
         self.offset = offset
         self.partition = partition
-        self._sortkey = order_key(order)
+        #: over a plan that divides as PostgreSQL does: a row holding the division-by-zero
+        #: marker sorts first and is always in its partition's window (``_window``), so
+        #: a read of it fails, as PostgreSQL's, which evaluates every row before the
+        #: LIMIT, does; never cut silently
+        self.pg = pg
+        base = order_key(order)
+        self._sortkey = base if not pg else (
+            lambda r: ((0,) if any(v is DIV0 for v in r) else (1,), base(r)))
         self._part = tuple_key(partition)
         self.reset()
 
@@ -152,7 +160,7 @@ class TopK(Operator, HeldKeys):
     def computed(self, batch: Batch) -> Batch:
         """The output of a full TopK like this one over ``batch`` (every input row):
         what ``View.all`` of a partial view reads (nothing is filled)."""
-        full = TopK(self.order, self.limit, self.offset, self.partition)
+        full = TopK(self.order, self.limit, self.offset, self.partition, self.pg)
         full.process(0, batch)
         return full.snapshot()
 
@@ -160,6 +168,8 @@ class TopK(Operator, HeldKeys):
         if not rows:
             return []
         end = None if self.limit is None else self.offset + self.limit
+        if self.pg and any(v is DIV0 for v in rows[0]):     # (markers sort first)
+            return [rows[0]] + list(rows[self.offset + 1:None if end is None else end + 1])
         return list(rows[self.offset:end])
 
     def process(self, port: int, batch: Batch) -> Batch:

@@ -113,21 +113,37 @@ class Statement:
     types: list[SqlType] | None = None
     described: dict[tuple[int, ...], bytes] = dataclasses.field(default_factory=dict)
     name: str = ""                    # its name, once a prepared read knows it
+    #: its columns' types are known from its plan (``types.numeric_oids``), whatever
+    #: the values: then ``result_oids`` (None: each column's type's OID)
+    typed: bool = False
+    result_oids: list[int] | None = None
 
     def result_fields(self, formats: list[int]) -> list[tuple[str, int, int, int]] | None:
         if self.columns is None or self.types is None:
             return None
-        return _fields(self.columns, self.types, formats)
+        return _fields(self.columns, self.types, formats, None, self.result_oids)
+
+    def _mine(self, columns: list[str], types: list[SqlType]) -> bool:
+        return columns == self.columns and types == self.types
+
+    def oids_of(self, res: Result) -> list[int] | None:
+        """The type OIDs of ``res``'s columns (None: each its type's): from the plan
+        where it is known, else from the values (``types.result_oids``)."""
+        if self.typed and self._mine(res.columns, res.types):
+            return self.result_oids
+        return T.result_oids(res.types, res.rows)
 
     def row_description(self, columns: list[str], types: list[SqlType], formats: list[int]
                         ) -> bytes:
         """The RowDescription of a result of this statement (kept: a prepared statement
         is described at every Execute)."""
         key = tuple(formats)
-        if columns == self.columns and types == self.types and key in self.described:
+        mine = self._mine(columns, types)
+        if mine and key in self.described:
             return self.described[key]
-        out = P.row_description(_fields(columns, types, formats))
-        if columns == self.columns and types == self.types:
+        out = P.row_description(_fields(columns, types, formats, None,
+                                        self.result_oids if mine else None))
+        if mine:
             self.described[key] = out
         return out
 
@@ -228,7 +244,8 @@ class _FastRead:
     tail: bytes
     formats: list[int]
     binary: bool                        # some result column in binary
-    floats: bool                        # some result column FLOAT (an AVG may be numeric)
+    floats: bool                        # some result column FLOAT, its type not known
+    oids: list[int] | None = None       # the columns' types, where known (``Statement``)
     described: bytes = b""              # BindComplete and RowDescription, once known
 
 
@@ -331,7 +348,7 @@ class Session:
                 out.append(portal.copy_head)        # COPY TO STDOUT: its lines (or b"")
                 res = portal.result
                 if res is not None and res.columns and st.special != "tx":
-                    portal.oids = T.result_oids(res.types, res.rows)
+                    portal.oids = st.oids_of(res)
                     out.append(P.row_description(_fields(
                         res.columns, res.types, [], getattr(res, "pg_oids", None),
                         portal.oids)))
@@ -423,16 +440,20 @@ class Session:
                                                                     for k in fast.order)
             res = st.prepared.run(params)
             rows = res.rows
-            oids = T.result_oids(res.types, rows) if fast.floats else None
-            if oids is not None or not fast.described or res.columns != st.columns:
+            if fast.floats or res.columns != st.columns:
+                oids = T.result_oids(res.types, rows)
+                keep = oids is None and res.columns == st.columns
+            else:
+                oids, keep = fast.oids, True
+            if keep and fast.described:
+                head = [fast.described]
+            else:
                 if not res.columns:
                     return None
                 head = [P.BIND_COMPLETE, P.row_description(
                     _fields(res.columns, res.types, fast.formats, None, oids))]
-                if oids is None and res.columns == st.columns:
+                if keep:
                     fast.described = b"".join(head)
-            else:
-                head = [fast.described]
             if fast.binary or oids is not None:
                 out = _data_rows(res, fast.formats, 0, len(rows), oids)
             else:
@@ -466,7 +487,7 @@ class Session:
             st, head, [_decoder(st.oids[i], _format(fmts, i) == 1, i + 1) for i in range(len(raw))],
             None if st.order == list(range(1, len(st.order) + 1)) else list(st.order),
             tail, result_fmts, any(_format(result_fmts, i) == 1 for i in range(ncols)),
-            SqlType.FLOAT in st.types)
+            not st.typed and SqlType.FLOAT in st.types, st.result_oids)
         if len(self._fast) > 256:
             self._fast.clear()
         self._fast[name] = fast
@@ -490,8 +511,9 @@ class Session:
                 oids = getattr(res, "pg_oids", None)
                 if oids is not None:
                     return [P.row_description(_fields(res.columns, res.types, [], oids))]
-                portal.oids = T.result_oids(res.types, res.rows)
-                if portal.oids is not None:
+                st = portal.statement
+                portal.oids = st.oids_of(res)
+                if portal.oids is not None and not (st.typed and portal.oids is st.result_oids):
                     return [P.row_description(_fields(res.columns, res.types, portal.formats,
                                                       None, portal.oids))]
                 return [portal.statement.row_description(res.columns, res.types, portal.formats)]
@@ -586,6 +608,9 @@ class Session:
                     if pos < len(types) and types[pos] is not None:
                         oids[k - 1] = T.oid_of(types[pos])
             st.columns, st.types = st.prepared.columns, st.prepared.types
+            query = getattr(st.prepared, "query", None)     # (none over a cluster)
+            if query is not None and st.columns is not None:
+                st.typed, st.result_oids = True, T.numeric_oids(query)
         st.oids = [o if o and o != T.UNKNOWN else T.TEXT for o in oids]
         return st
 
@@ -646,6 +671,8 @@ class Session:
         if res is None or not res.columns:
             return []
         end = len(res.rows) if limit <= 0 else min(len(res.rows), portal.sent + limit)
+        if portal.oids is None and portal.statement.special != "catalog":   # (not described)
+            portal.oids = portal.statement.oids_of(res)
         out = _data_rows(res, portal.formats, portal.sent, end, portal.oids)
         portal.sent = end
         return out

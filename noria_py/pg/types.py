@@ -43,8 +43,9 @@ def result_oids(types: list[SqlType], rows: list[tuple]) -> list[int] | None:
     """The type OID of each column of a result whose FLOAT columns hold AVGs of
     integers, which go out as ``numeric`` (OID 1700, as PostgreSQL's ``avg`` of
     integers); None if it has none (each column then is ``oid_of`` its type). Told by
-    the values: a FLOAT column is an AVG of integers when its first non-NULL value is
-    one (so a column without a value goes out as ``double precision``)."""
+    the values, for a result whose plan is not known (``numeric_oids`` says it from
+    the plan, value or none: a statement over a cluster's connection): a FLOAT column
+    is an AVG of integers when its first non-NULL value is one."""
     out = None
     for i, t in enumerate(types):
         if t is SqlType.FLOAT:
@@ -57,6 +58,54 @@ def result_oids(types: list[SqlType], rows: list[tuple]) -> list[int] | None:
                         out[i] = NUMERIC
                     break
     return out
+
+
+def numeric_oids(query: Any) -> list[int] | None:
+    """The type OID of each visible column of ``query`` (an ``lp.Query``), ``numeric``
+    where its expression is PostgreSQL's ``numeric``, whatever its values: an AVG of
+    integers the front end wrote (``pgavg``: its value is an ``ExactAvg``, or NULL),
+    and what passes such a column on unchanged (a plain column of a projection, a
+    filter, DISTINCT, LIMIT, a join's side, a UNION all of whose inputs are, MIN and
+    MAX of it, a GROUP BY of it). None if no column is: each is ``oid_of`` its type.
+    (Arithmetic on an AVG is a plain float here, ``double precision``.) Walked without
+    recursion: views over views nest deep."""
+    from sql_frontend import plan as lp
+    from sql_frontend.expr import Col
+    flags: dict[int, list[bool]] = {}
+    todo: list[tuple[Any, bool]] = [(query.root, False)]
+    while todo:
+        rel, ready = todo.pop()
+        if id(rel) in flags:
+            continue
+        inputs = [getattr(rel, f) for f in ("input", "left", "right") if hasattr(rel, f)]
+        inputs += list(getattr(rel, "inputs", ()))
+        if not ready:
+            todo.append((rel, True))
+            todo.extend((i, False) for i in inputs if id(i) not in flags)
+            continue
+        below = [flags[id(i)] for i in inputs]
+        width = len(rel.columns)
+        out = [False] * width
+        if isinstance(rel, (lp.Filter, lp.Distinct, lp.TopK)):
+            out = list(below[0])
+        elif isinstance(rel, lp.Project):
+            out = [isinstance(x, Col) and below[0][x.index] for x in rel.exprs]
+        elif isinstance(rel, lp.Join):
+            out = below[0] + below[1]
+        elif isinstance(rel, (lp.Union_, lp.SetOp)):
+            out = [all(b[i] for b in below) for i in range(width)]
+        elif isinstance(rel, lp.Aggregate):
+            ins = rel.input.columns
+            out = [below[0][g] for g in rel.group_by]
+            for a in rel.aggs:
+                out.append(a.arg is not None and (
+                    (a.func == "pgavg" and ins[a.arg].type is SqlType.INT)
+                    or (a.func in ("min", "max") and below[0][a.arg])))
+        flags[id(rel)] = out[:width] + [False] * (width - len(out))
+    top = flags[id(query.root)][:query.visible]
+    if not any(top):
+        return None
+    return [NUMERIC if n else oid_of(c.type) for n, c in zip(top, query.root.columns)]
 
 
 #: ``typlen`` of each type in a RowDescription (-1: variable)

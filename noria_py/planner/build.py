@@ -32,7 +32,7 @@ from ..ops import (
     Values,
 )
 from ..ops.project import keeps_columns
-from .poison import divides, keep_key_columns
+from .poison import count_probe, divides, keep_key_columns
 from .sharding import ANY, Exchanges, Stream, identity
 
 
@@ -213,7 +213,11 @@ class Planner:
     def _aggregate(self, rel: lp.Aggregate) -> Stream:
         s = self.build(rel.input)
         cls = Extremum if rel.aggs and all(a.func in ("min", "max") for a in rel.aggs) else Aggregate
-        make = lambda: cls(rel.group_by, rel.aggs)  # noqa: E731
+        if cls is Aggregate and divides(rel.input):    # (COUNT sees the marker: poison.py)
+            pg, probe = True, count_probe(rel.input)
+            make = lambda: Aggregate(rel.group_by, rel.aggs, pg, probe)  # noqa: E731
+        else:
+            make = lambda: cls(rel.group_by, rel.aggs)  # noqa: E731
         width = len(rel.columns)
         if self.shards > 1 and rel.group_by:
             s = self.exchanges.partition(s, rel.group_by, subset_ok=True)
@@ -248,7 +252,8 @@ class Planner:
 
     def _topk(self, rel: lp.TopK) -> Stream:
         s = self.build(rel.input)
-        make = lambda: TopK(rel.order, rel.limit, rel.offset, rel.partition)  # noqa: E731
+        pg = divides(rel.input)         # (a row of markers is never cut: ops/topk.py)
+        make = lambda: TopK(rel.order, rel.limit, rel.offset, rel.partition, pg)  # noqa: E731
         if self.shards > 1 and rel.partition:
             s = self.exchanges.partition(s, rel.partition, subset_ok=True)
             return self._per_shard(make, s, s.partition, s.width, rel.input)

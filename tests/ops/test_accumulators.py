@@ -142,14 +142,19 @@ _values = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.floats(allow_nan=
 
 
 @settings(max_examples=60, deadline=None)
-@given(kind=st.sampled_from(["count", "sum", "avg", "min", "max", "dsum", "dcount"]),
+@given(kind=st.sampled_from(["count", "sum", "avg", "min", "max", "dsum", "dcount",
+                             "pgcount", "pgstar"]),
        updates=st.lists(st.tuples(_values, st.sampled_from([1, 1, 2, -1])), max_size=30))
 @example(kind="dsum", updates=[(float("nan"), 1)])    # (a NaN not the one object: found once)
 def test_data_round_trip_keeps_the_state(kind, updates):
-    from noria_py.ops.accumulators import Avg, Count, Distinct, Max, Min, Sum, from_data
+    from noria_py.divzero import DIV0
+    from noria_py.ops.accumulators import Avg, Count, Distinct, Max, Min, PgCount, Sum, from_data
     from noria_py.storage.codec import packb, unpackb
     make = {"count": Count, "sum": Sum, "avg": Avg, "min": Min, "max": Max,
-            "dsum": lambda: Distinct(Sum()), "dcount": lambda: Distinct(Count())}[kind]
+            "dsum": lambda: Distinct(Sum()), "dcount": lambda: Distinct(Count()),
+            "pgcount": PgCount, "pgstar": lambda: PgCount(True)}[kind]
+    if kind.startswith("pg"):       # (the division-by-zero marker among the values)
+        updates = [(DIV0 if isinstance(v, float) and v < 0 else v, s) for v, s in updates]
     if kind in ("min", "max"):      # (comparable values only, as a column holds, and NaN)
         updates = [(v, s) for v, s in updates if isinstance(v, int) or v != v]
     # inside the engine every NaN is the one object math.nan (noria_py/nan.py), which is
@@ -167,7 +172,25 @@ def test_data_round_trip_keeps_the_state(kind, updates):
         assert repr(back.value()) == repr(acc.value())
 
 
+def test_pg_count_is_the_marker_while_its_group_holds_one():
+    """COUNT in a plan that divides as PostgreSQL does (noria_py/divzero.py): the
+    marker while a value (COUNT(x)) or a row's probe column (COUNT(*)) is; NULL is
+    skipped by COUNT(x) and counted by COUNT(*)."""
+    from noria_py.divzero import DIV0
+    from noria_py.ops.accumulators import PgCount
+    for star, counted in ((False, 1), (True, 2)):
+        c = PgCount(star)
+        for v in (5, None):
+            c.update(v, 1)
+        assert c.value() == counted
+        c.update(DIV0, 1)
+        assert c.value() is DIV0
+        c.update(DIV0, -1)                  # the row deleted: the group heals
+        assert c.value() == counted
+
+
 @pytest.mark.parametrize("bad", [[], ["count"], ["count", "3"], ["sum", "1", "x", 0, None, 1],
+                                 ["pgcount", 1, 0, 1], ["pgcount", 1, "0", False],
                                  ["mode", 1], ["distinct", [[1, "a"]], ["count", 1]], "count"])
 def test_from_data_refuses_what_to_data_does_not_write(bad):
     from noria_py.ops.accumulators import from_data

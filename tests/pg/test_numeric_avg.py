@@ -1,6 +1,8 @@
 """AVG of integers goes out as PostgreSQL's ``numeric`` (OID 1700), exact and at
 PostgreSQL's display scale, in text and binary: checked against a real PostgreSQL 15 on
-random data (negatives, sums past 2**63, one row, all NULL)."""
+random data (negatives, sums past 2**63, one row, all NULL). The type described is the
+expression's, with a value or without (no rows, all NULL, a statement described before
+it runs), in the simple and the extended protocol."""
 from __future__ import annotations
 
 import random
@@ -28,8 +30,7 @@ def _value(rng: random.Random) -> int | None:
 def _answers(cur: Any, sql: str) -> list[tuple]:
     cur.execute(sql)
     rows = cur.fetchall()
-    if any(r[1] is not None for r in rows):   # (without a value: double precision here)
-        assert [c.type_code for c in cur.description][-1] == T.NUMERIC
+    assert [c.type_code for c in cur.description][-1] == T.NUMERIC
     # as text (the display scale) and as the Decimal each reads back as
     return sorted(((r[0], str(r[1]), r[1]) for r in rows), key=repr)
 
@@ -56,6 +57,70 @@ def test_avg_of_integers_is_postgres_numeric(seed: int, postgres: Any, conninfo:
                 want = pg.cursor(binary=binary).execute(sql, (k,), prepare=True).fetchall()
                 got = nc.cursor(binary=binary).execute(sql, (k,), prepare=True).fetchall()
                 assert [(a, str(b)) for a, b in got] == [(a, str(b)) for a, b in want], k
+
+
+DESCRIBED = [  # AVG of integers is numeric, of floats double precision, with or without rows
+    "SELECT AVG(x), AVG(f) FROM h WHERE id > $1",
+    "SELECT k, AVG(x) AS m, AVG(f) AS mf FROM h WHERE k = $1 GROUP BY k",
+    "SELECT k, m, mf FROM h_avg WHERE k = $1",
+    "SELECT MIN(m), MAX(mf), COUNT(*) FROM h_avg WHERE k > $1",
+    "SELECT k, m FROM h_avg WHERE k = $1 UNION SELECT k, m FROM h_avg WHERE k = 2",
+]
+
+
+def test_described_type_is_the_expressions(postgres: Any, served: Any) -> None:
+    """Describe of a statement (asyncpg's ``prepare``, before any row), Describe of a
+    portal and the simple protocol (psycopg, text and binary) say ``numeric`` for an
+    AVG of integers and ``double precision`` for one of floats, as PostgreSQL does,
+    whether the result has a value there or not (no row, no group, all NULL)."""
+    asyncpg = pytest.importorskip("asyncpg")
+    import asyncio
+    pg_port = int(postgres.dsn.split("port=")[1].split()[0])
+    setup = ["CREATE TABLE h (id BIGINT PRIMARY KEY, k BIGINT, x BIGINT, f FLOAT)",
+             "CREATE VIEW h_avg AS SELECT k, AVG(x) AS m, AVG(f) AS mf FROM h GROUP BY k",
+             "INSERT INTO h VALUES (1, 1, NULL, NULL), (2, 2, 3, 1.5), (3, 2, 4, NULL)"]
+
+    async def described(port: int, user: str, db: str) -> list:
+        c = await asyncpg.connect(host="127.0.0.1", port=port, user=user, database=db)
+        try:
+            if port == pg_port:
+                await c.execute("DROP TABLE IF EXISTS h CASCADE")
+            for sql in setup:
+                await c.execute(sql)
+            out = []
+            for sql in DESCRIBED:
+                st = await c.prepare(sql)
+                out.append([a.type.name for a in st.get_attributes()])
+                for key in (0, 1, 2, 9):        # (rows with values, all NULL, none)
+                    out.append(sorted((tuple(r) for r in await st.fetch(key)), key=repr))
+            return out
+        finally:
+            await c.close()
+
+    want = asyncio.run(described(pg_port, "postgres", "postgres"))
+    got = asyncio.run(described(served[1].port, "tester", "noria"))
+    assert got == want
+    assert ["numeric", "double precision"] != want[0] == ["numeric", "float8"]
+    dsn = f"host=127.0.0.1 port={served[1].port} user=tester dbname=noria"
+    with psycopg.connect(postgres.dsn, autocommit=True) as pg, \
+            psycopg.connect(dsn, autocommit=True) as nc:
+        for sql in DESCRIBED:
+            sql = sql.replace("$1", "%s")
+            for binary in (False, True):
+                for key in (1, 9):
+                    for prepare in (False, True):
+                        a, b = pg.cursor(binary=binary), nc.cursor(binary=binary)
+                        rows = sorted(a.execute(sql, (key,), prepare=prepare), key=repr)
+                        assert sorted(b.execute(sql, (key,), prepare=prepare), key=repr) == rows
+                        assert [d.type_code for d in b.description] == \
+                            [d.type_code for d in a.description], (sql, binary, key)
+                # the simple protocol (no parameters: the key written in)
+                a, b = pg.cursor(binary=binary), nc.cursor(binary=binary)
+                text = sql.replace("%s", "9")
+                a.execute(text.encode())     # (bytes: psycopg sends the text as it is)
+                b.execute(text.encode())
+                assert [d.type_code for d in b.description] == \
+                    [d.type_code for d in a.description], (text, binary)
 
 
 def _from_binary(data: bytes) -> Decimal:
