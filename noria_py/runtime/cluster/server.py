@@ -102,7 +102,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
-    "placement": (_NAME,), "regime": (), "prepare_read": (_NAME,), "unprepare": ((int,),),
+    "placement": (_NAME,), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -632,6 +632,18 @@ class Server:
                 return
             except WorkerLost:
                 continue                    # a worker died meanwhile: after its recovery
+            finally:
+                lock.release()
+
+    def m_memory(self, bases: bool) -> dict[str, int]:
+        """``Database.memory``: each worker measures its node shards (a worker lost
+        meanwhile: asked again once its nodes are back)."""
+        while True:
+            lock = self._settled()
+            try:
+                return self.db.memory(bases)
+            except WorkerLost:
+                continue
             finally:
                 lock.release()
 
