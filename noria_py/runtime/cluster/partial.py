@@ -60,10 +60,31 @@ still held. A partial reader never checkpoints: on a spare it
 comes back all holes, and each key is filled again when read (treeclock and lineage
 alike).
 
-Eviction (``--memory-limit``). Each worker bounds the bytes of the partial readers it
-hosts (``partial.Partial``: the same accounting and least-recently-read order as the
-embedded engine, per worker): after a fill and after a message to a partial reader,
-the oldest keys become holes until they fit. A later read fills them again.
+Eviction (``--memory-limit``): one limit for the whole cluster, in shares. Each worker
+bounds the bytes of the partial readers it hosts by its *share* (``partial.Partial``:
+the embedded engine's accounting and least-recently-read order, on that worker):
+after a fill and after a message to a partial reader, its oldest keys become holes
+until they fit. The controller deals the shares (``_grant``), and keeps two
+invariants:
+
+- the shares add up to the limit at most, at every moment: a worker starts at 0 (the
+  catalog change says only that there is a limit), a share taken from a worker is
+  lowered there first (``req_share``: it evicts down to it before it answers) and
+  only then added to another's, and a lost worker's share goes back to the pool (its
+  keys died with it). So the bytes held over all workers never exceed the limit,
+  except by the keys subscriptions pin (never evicted) and, for the length of one
+  frame, by the batch a worker is applying before it evicts;
+- shares follow the reads: before an upquery, if the reader's worker may not fit the
+  keys asked (its bytes at its last report, ``["mem", bytes, keys, filled]`` after a
+  fill, plus a key's bytes each), it takes at least 1/``SHARE_STEP`` of the limit:
+  from the part no worker has, then from the unused part of other workers' shares,
+  then half the difference from the worker with the largest share. Two workers read
+  alike end with about equal shares; one whose keys are no longer read gives its
+  bytes to the other.
+
+Subscriptions: ``pin`` asks the reader's worker to keep the key (``req_pin``, answered
+before the snapshot's read fills it) until ``unpin``; a failure that loses the
+reader ends the subscription, as without a limit.
 """
 from __future__ import annotations
 
@@ -262,19 +283,19 @@ class ClusterPartial(Partial):
             got = min(want, limit - sum(self.shares.values()))
             others = [(s - self.seen.get(d, (0, 0))[0], d) for d, s in self.shares.items()
                       if d != w.name]
-        plan: list[tuple[str, int]] = []
+        plan: dict[str, int] = {}       # donor -> bytes to take from its share
         for idle, d in sorted(others, reverse=True):       # the unused parts first
-            if got + sum(t for _, t in plan) >= want or idle <= 0:
+            short = want - got - sum(plan.values())
+            if short <= 0 or idle <= 0:
                 break
-            plan.append((d, min(idle, want - got - sum(t for _, t in plan))))
-        if got + sum(t for _, t in plan) < want and others:
-            with self.share_lock:
-                d, big = max(((d, s) for d, s in self.shares.items() if d != w.name),
-                             key=lambda x: x[1], default=("", 0))
-            half = (big - share - got - sum(t for _, t in plan)) // 2
-            if d and half >= step // 2 and all(d != p for p, _ in plan):
-                plan.append((d, min(half, want - got - sum(t for _, t in plan))))
-        for d, take in plan:
+            plan[d] = min(idle, short)
+        short = want - got - sum(plan.values())
+        if short > 0 and others:        # then half the gap to the largest share
+            big, d = max((s, d) for d, s in ((d, self.shares.get(d, 0)) for _, d in others))
+            half = (big - share - got - sum(plan.values())) // 2
+            if half >= step // 2 and d not in plan:
+                plan[d] = min(half, short)
+        for d, take in plan.items():
             donor = rt.workers.get(d)
             if donor is None:
                 continue

@@ -167,8 +167,9 @@ class Server:
         ``rejoin_timeout`` (with ``data_dir``): seconds a worker whose controller died
         goes on serving reads and dialing back before it exits (``restart.py``).
         ``partial``: the readers of parameterized views hold only the keys read, filled
-        by upqueries (``partial.py``); ``memory_limit``: bytes each worker's partial
-        readers hold at most, least recently read keys evicted first."""
+        by upqueries (``partial.py``); ``memory_limit``: bytes the partial readers of
+        all workers together hold at most (each worker evicts its least recently read
+        keys down to its share; the controller moves shares to where the reads go)."""
         regimes.check(regime, cluster=True)
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
@@ -759,9 +760,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the readers of parameterized views hold only the keys read, "
                         "filled by upqueries (docs/partial.md)")
     p.add_argument("--memory-limit", dest="memory_limit", type=int, default=None,
-                   metavar="BYTES", help="with --partial: bytes each worker's partial "
-                                         "readers hold at most (least recently read "
-                                         "keys evicted first)")
+                   metavar="BYTES", help="with --partial: bytes the partial readers of "
+                                         "all workers hold at most together (least "
+                                         "recently read keys evicted first)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):

@@ -36,7 +36,10 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   from the controller (at an upquery's source) or from the chain's node before
   ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
   (its upquery fails with the loss and is sent again); the reader's worker answers the
-  controller ``["rep", upquery id, rows per key]``
+  controller ``["rep", upquery id, rows per key]``, with a memory limit after
+  ``["mem", bytes held, keys held, bytes the fill took]``; the requests ``share``
+  (this worker's share of the limit: it evicts down to it before answering) and
+  ``pin`` (a subscribed key, never evicted)
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful

@@ -193,7 +193,8 @@ def test_partial_cluster_soak(seed, channels):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_partial_cluster_under_a_memory_limit(seed):
-    """A limit of about three keys' rows a worker: keys are evicted and filled again."""
+    """A limit of a few keys' rows for both workers together (their shares): keys are
+    evicted and filled again."""
     _run(seed, shards=2, channels="direct", limit=4000)
 
 
