@@ -286,8 +286,8 @@ class ClusterPartial(Partial):
         plan: dict[str, int] = {}       # donor -> bytes to take from its share
         for idle, d in sorted(others, reverse=True):       # the unused parts first
             short = want - got - sum(plan.values())
-            if short <= 0 or idle <= 0:
-                break
+            if short <= 0 or idle < step // 2:
+                break                   # (less is not worth a round trip to the donor)
             plan[d] = min(idle, short)
         short = want - got - sum(plan.values())
         if short > 0 and others:        # then half the gap to the largest share
