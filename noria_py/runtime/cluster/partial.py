@@ -78,7 +78,8 @@ invariants:
   keys asked (its bytes at its last report, ``["mem", bytes, keys, filled]`` after a
   fill, plus a key's bytes each), it takes at least 1/``SHARE_STEP`` of the limit:
   from the part no worker has, then from the unused part of other workers' shares,
-  then half the difference from the worker with the largest share. Two workers read
+  then half the difference from the worker with the largest share (a move from
+  another worker, a round trip, only for half a step or more). Two workers read
   alike end with about equal shares; one whose keys are no longer read gives its
   bytes to the other.
 
