@@ -118,8 +118,9 @@ def check_request(method: Any, args: Any) -> None:
                            f"{len(args) if isinstance(args, _SEQ) else type(args).__name__}")
     for i, (arg, types) in enumerate(zip(args, spec)):
         if not isinstance(arg, types):
-            want = " or ".join(dict.fromkeys("array" if t in _SEQ else "null"
-                                             if t is type(None) else "string" for t in types))
+            want = " or ".join(dict.fromkeys(
+                "array" if t in _SEQ else "null" if t is type(None) else "boolean"
+                if t is bool else "integer" if t is int else "string" for t in types))
             raise RequestError(f"request {method!r}: argument {i + 1} must be {want}, "
                                f"got {type(arg).__name__}")
 
