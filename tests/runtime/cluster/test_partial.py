@@ -209,6 +209,14 @@ def test_partial_cluster_with_a_worker_killed(seed):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(2))
+def test_partial_cluster_under_a_memory_limit_with_a_worker_killed(seed):
+    """The lost worker's share goes back to the pool, the spare starts at none and
+    takes one at its first fill: answers stay DuckDB's."""
+    _run(seed + 10, shards=2, channels="direct", limit=4000, kill=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(2))
 def test_the_cluster_differential_with_partial_readers(seed, monkeypatch):
     """The cluster's own SIGKILL differential test (full views beside keyed ones)
     served with --partial."""
@@ -442,7 +450,8 @@ def _poll_until(sub, state: dict, want: dict, seconds: float) -> dict:
 
 
 @pytest.mark.slow
-def test_memory_and_one_limit_across_the_workers_and_a_pinned_key():
+@pytest.mark.parametrize("channels", ["direct", "relay"])
+def test_memory_and_one_limit_across_the_workers_and_a_pinned_key(channels):
     """A real cluster (its controller in this process, so that the workers' shares can be
     asked): ``memory()`` has every stateful node shard, from every worker; every key of
     two partial views read once in a random order keeps the workers' bytes together
@@ -452,7 +461,7 @@ def test_memory_and_one_limit_across_the_workers_and_a_pinned_key():
     from noria_py.runtime.cluster.server import Server
 
     limit = 12000
-    server = Server(port=0, workers=2, shards=2, channels="direct", partial=True,
+    server = Server(port=0, workers=2, shards=2, channels=channels, partial=True,
                     memory_limit=limit)
     try:
         db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
