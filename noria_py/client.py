@@ -60,7 +60,6 @@ from .errors import (
 from .expression import compile_condition, compile_row, evaluate_constant
 from .graph import Graph
 from .hashing import shard_of
-from .memory import node_bytes
 from .nan import canon_row
 from .ops import Base, Reader
 from .ordering import order_key
@@ -1077,16 +1076,13 @@ class Database:
         nodes (a base's and a reader's) counts in both. Within a factor of 2 of the
         process's allocations (tracemalloc) for the engine's shapes of state
         (tests/test_memory.py). A partial node (reader, aggregate, join) counts the
-        keys it holds, and a base the indexes its upqueries built."""
+        keys it holds, and a base the indexes its upqueries built. In a cluster, each
+        worker measures the node shards it hosts, and the controller the base tables
+        (their rows and upquery indexes are there): the same shape as embedded."""
         self._check_open()
-        if self.runtime.automatic_recovery:
-            raise NotSupportedError("memory() is offered by an embedded database only")
-        out: dict[str, int] = {}
-        for nid in self.graph_.topological():
-            node = self.graph_[nid]
-            if node.op.stateful and (bases or node.kind != "base"):
-                out[nid] = node_bytes(node.op)
-        return out
+        ids = [nid for nid in self.graph_.topological()
+               if self.graph_[nid].op.stateful and (bases or self.graph_[nid].kind != "base")]
+        return self.runtime.memory(ids)     # (in a cluster: each worker measures its own)
 
     # ------------------------------------------------------------ subscriptions
 
@@ -1101,9 +1097,11 @@ class Database:
         self._check_open()
         v = self.view(view)
         if v._partial and key is None:
-            raise NotSupportedError(f"view {v.name!r} is partial (connect(partial=True)): "
-                                    "its readers hold only the keys read; subscribe to one "
-                                    "key (subscribe(view, key)), which is then held")
+            raise NotSupportedError(f"view {v.name!r} is partial (connect(partial=True) or "
+                                    "serve --partial): its readers hold only the keys read; "
+                                    "subscribe to one key (subscribe(view, key)), which is "
+                                    "then held, or to a view of the same query without ?, "
+                                    "which is never partial")
         size = buffer_size(buffer)
         ids = v._entry.readers
         key_t: tuple | None = None

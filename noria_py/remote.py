@@ -56,6 +56,7 @@ from . import arguments, errors
 from .arrowio import arrow_columns, as_arrow_table, is_frame, to_ipc
 from .dbapi import Cursor
 from .errors import (
+    ArgumentError,
     ArityError,
     ClosedError,
     ConnectError,
@@ -559,6 +560,14 @@ class RemoteDatabase:
             d["parents"], d["children"] = list(d["parents"]), list(d["children"])
             out.append(d)
         return out
+
+    def memory(self, bases: bool = True) -> dict[str, int]:
+        """``Database.memory`` on the server: bytes per stateful node shard (node id ->
+        bytes), each measured by the worker hosting it (a base table by the controller,
+        which keeps its rows); ``bases=False`` leaves out the base tables."""
+        if type(bases) is not bool:
+            raise ArgumentError(f"bases must be True or False, got {bases!r}")
+        return {str(k): int(v) for k, v in self._call("memory", bases).items()}
 
     def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> int:
         """``Database.executemany`` on the server: an INSERT's rows as one write."""

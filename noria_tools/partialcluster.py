@@ -11,6 +11,11 @@ worker), then read again (hits); the p50 and p90 of each, wall-clock ms a read. 
 it with the tree to measure on ``PYTHONPATH``:
 
     PYTHONPATH=<tree> <venv>/bin/python -m noria_tools.partialcluster [--articles N]
+        [--memory-limit BYTES]
+
+After the reads it prints the views' bytes (``db.memory(bases=False)``, every node
+shard of every worker) and the tables' (the controller's); with ``--memory-limit``,
+the partial run serves under that limit, shared by the workers.
 """
 from __future__ import annotations
 
@@ -36,9 +41,13 @@ def _reads(v, keys: list[int]) -> list[float]:
     return out
 
 
-def one(partial: bool, articles: int, votes: int, channels: str) -> tuple[list[float], list[float]]:
-    """(first reads' ms, second reads' ms) of a tenth of the articles."""
-    extra = ("--partial",) if partial else ()
+def one(partial: bool, articles: int, votes: int, channels: str,
+        limit: int | None = None) -> tuple[list[float], list[float], int, int]:
+    """(first reads' ms, second reads' ms) of a tenth of the articles, then the views'
+    and the tables' bytes (``memory()``)."""
+    extra: tuple[str, ...] = ("--partial",) if partial else ()
+    if partial and limit is not None:
+        extra += ("--memory-limit", str(limit))
     with Cluster(workers=2, shards=2, extra=extra, channels=channels) as cluster:
         db = noria_py.connect(cluster.url)
         db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
@@ -55,8 +64,10 @@ def one(partial: bool, articles: int, votes: int, channels: str) -> tuple[list[f
         keys = rng.sample(range(articles), articles // 10)
         first = _reads(v, keys)
         second = _reads(v, keys)
+        views = sum(db.memory(bases=False).values())
+        tables = sum(db.memory().values()) - views
         db.close()
-    return first, second
+    return first, second, views, tables
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,10 +75,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--articles", type=int, default=10000)
     ap.add_argument("--votes", type=int, default=100000)
     ap.add_argument("--channels", default="direct", choices=["direct", "relay"])
+    ap.add_argument("--memory-limit", dest="memory_limit", type=int, default=None,
+                    help="serve the partial run with this --memory-limit (bytes)")
     args = ap.parse_args(argv)
     for partial in (True, False):
-        first, second = one(partial, args.articles, args.votes, args.channels)
+        first, second, views, tables = one(partial, args.articles, args.votes,
+                                           args.channels, args.memory_limit)
         mode = "partial" if partial else "full"
+        print(f"{mode:8} views {views:,} bytes, tables {tables:,} bytes")
         for name, xs in (("first read", first), ("second read", second)):
             q = statistics.quantiles(xs, n=10)
             print(f"{mode:8} {name:12} p50 {statistics.median(xs):6.3f} ms  "

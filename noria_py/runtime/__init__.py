@@ -84,3 +84,9 @@ class Runtime(Protocol):
 
     # introspection
     def describe(self, node_id: str) -> dict[str, Any]: ...
+
+    def memory(self, node_ids: list[str]) -> dict[str, int]:
+        """Bytes of each node shard's state (``memory.node_bytes``), measured where it
+        lives: here, every node's operator (a cluster asks each worker for its own)."""
+        from ..memory import node_bytes
+        return {nid: node_bytes(self.graph[nid].op) for nid in node_ids}

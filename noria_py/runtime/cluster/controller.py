@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...ops.base import Base
     from ...recovery.report import RecoveryReport
     from ...storage import Storage
+    from .partial import ClusterPartial
 
     #: a frame to or from a worker (see ``worker.py``): a list when built here, a tuple
     #: when relayed as a worker sent it (msgpack arrays decode as tuples)
@@ -211,6 +212,8 @@ class ClusterRuntime(Runtime):
         #: how many times recovered nodes were released (``_release``): an upquery
         #: after a new one first makes sure its chain's workers have handled it
         self.releases = 0
+        #: the partial-state manager (``partial_manager``; None without ``--partial``)
+        self.partial: ClusterPartial | None = None
         self.control: threading.RLock | None = None    # the Database's lock, set by the server
         #: subscriptions' listeners per reader node shard (noria_py/subscribe.py): while
         #: there is one, its worker keeps what the reader applies for ``publish``
@@ -500,6 +503,9 @@ class ClusterRuntime(Runtime):
                     self._relay(f[1], f)
                 elif op == "fill":
                     self._relay(f[1], f)
+                elif op == "mem":           # (a partial reader's worker after a fill)
+                    if self.partial is not None:
+                        self.partial.reported(w.name, *f[1:4])
                 elif op == "trunc":
                     self._relay(f[1], f)
                 elif op == "hlow":
@@ -626,6 +632,8 @@ class ClusterRuntime(Runtime):
                 fut.set_exception(WorkerLost(f"worker {w.name} (pid {w.pid}) was lost"))
             w.pending.clear()
             self.fail_upqueries(f"worker {w.name} (pid {w.pid}) was lost")
+            if self.partial is not None:    # (its share of the memory limit is free)
+                self.partial.worker_lost(w.name)
             if mine and not self.closed:
                 self.recovering += 1
             self.changed.notify_all()
@@ -685,7 +693,8 @@ class ClusterRuntime(Runtime):
     def partial_manager(self, limit: int | None) -> Any:
         """The ``Database``'s partial-state manager in a cluster (``partial.py``)."""
         from .partial import ClusterPartial
-        return ClusterPartial(self.graph, self, limit)
+        self.partial = ClusterPartial(self.graph, self, limit)
+        return self.partial
 
     def expect_upquery(self, w: WorkerHandle) -> tuple[int, Future[Any]]:
         """A request id whose answer worker ``w`` (a partial reader's) will send when
@@ -1288,6 +1297,22 @@ class ClusterRuntime(Runtime):
         with self.lock:
             w = self.workers.get(self.placement.get(node_id, ""))
         return {"worker": w.name if w else None, "pid": w.pid if w else None}
+
+    def memory(self, node_ids: list[str]) -> dict[str, int]:
+        """Bytes of each node shard's state: a base's here (its rows, history aside, and
+        upquery indexes are the controller's), every other's asked of its worker, all
+        workers at once; ``WorkerLost`` if one is lost meanwhile."""
+        from ...memory import node_bytes
+        by_worker: dict[str, list[str]] = {}
+        for nid in node_ids:
+            if self.graph[nid].kind != "base":
+                by_worker.setdefault(self.worker_of(nid).name, []).append(nid)
+        asked = [self.request(self.workers[w], "memory", ids) for w, ids in by_worker.items()]
+        sizes: dict[str, int] = {}
+        for fut in asked:
+            sizes.update(fut.result(60))
+        return {nid: node_bytes(self.graph[nid].op) if self.graph[nid].kind == "base"
+                else int(sizes[nid]) for nid in node_ids}
 
     def close(self) -> None:
         self.closed = True

@@ -60,10 +60,32 @@ still held. A partial reader never checkpoints: on a spare it
 comes back all holes, and each key is filled again when read (treeclock and lineage
 alike).
 
-Eviction (``--memory-limit``). Each worker bounds the bytes of the partial readers it
-hosts (``partial.Partial``: the same accounting and least-recently-read order as the
-embedded engine, per worker): after a fill and after a message to a partial reader,
-the oldest keys become holes until they fit. A later read fills them again.
+Eviction (``--memory-limit``): one limit for the whole cluster, in shares. Each worker
+bounds the bytes of the partial readers it hosts by its *share* (``partial.Partial``:
+the embedded engine's accounting and least-recently-read order, on that worker):
+after a fill and after a message to a partial reader, its oldest keys become holes
+until they fit. The controller deals the shares (``_grant``), and keeps two
+invariants:
+
+- the shares add up to the limit at most, at every moment: a worker starts at 0 (the
+  catalog change says only that there is a limit), a share taken from a worker is
+  lowered there first (``req_share``: it evicts down to it before it answers) and
+  only then added to another's, and a lost worker's share goes back to the pool (its
+  keys died with it). So the bytes held over all workers never exceed the limit,
+  except by the keys subscriptions pin (never evicted) and, for the length of one
+  frame, by the batch a worker is applying before it evicts;
+- shares follow the reads: before an upquery, if the reader's worker may not fit the
+  keys asked (its bytes at its last report, ``["mem", bytes, keys, filled]`` after a
+  fill, plus a key's bytes each), it takes at least 1/``SHARE_STEP`` of the limit:
+  from the part no worker has, then from the unused part of other workers' shares,
+  then half the difference from the worker with the largest share (a move from
+  another worker, a round trip, only for half a step or more). Two workers read
+  alike end with about equal shares; one whose keys are no longer read gives its
+  bytes to the other.
+
+Subscriptions: ``pin`` asks the reader's worker to keep the key (``req_pin``, answered
+before the snapshot's read fills it) until ``unpin``; a failure that loses the
+reader ends the subscription, as without a limit.
 """
 from __future__ import annotations
 
@@ -72,7 +94,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from ...batch import Batch
-from ...errors import NotSupportedError, RecoveryError
+from ...errors import RecoveryError
 from ...partial import Partial, reader_columns, rows_for, through_project, trace
 from .errors import WorkerLost
 from .wire import encode_batch
@@ -80,7 +102,7 @@ from .wire import encode_batch
 if TYPE_CHECKING:  # pragma: no cover
     from ...graph import Graph
     from ...ops.reader import Reader
-    from .controller import ClusterRuntime
+    from .controller import ClusterRuntime, WorkerHandle
 
 #: kinds of node a chain passes through (one parent; the key's rows keep their key)
 THROUGH = ("filter", "project", "sharder")
@@ -90,6 +112,9 @@ SOURCES = ("base", "aggregate", "extremum", "join", "topk")
 FILL_TIMEOUT = 30.0
 #: seconds a read of a hole waits for the chain's nodes to be recovered
 RECOVERY_TIMEOUT = 60.0
+#: a worker's share of the memory limit grows by at least this part of the limit (or
+#: one key's bytes, if more) at a time: fewer moves, each a round trip to a donor
+SHARE_STEP = 64
 
 #: (the chain's node ids, source first, reader last; the key's columns at the source)
 Chain = tuple[list[str], tuple[int, ...]]
@@ -157,6 +182,16 @@ class ClusterPartial(Partial):
         #: reader -> ``ClusterRuntime.releases`` when its chain's workers were last
         #: known to have handled every ``release`` sent them (``_upquery``)
         self.synced: dict[str, int] = {}
+        #: with a limit: worker name -> its share of it (module docstring, Eviction);
+        #: their sum never exceeds the limit, and a share is lowered at its worker
+        #: (which evicts down to it before answering) before it is given to another
+        self.shares: dict[str, int] = {}
+        #: worker name -> (bytes, keys) its partial readers held at its last report
+        self.seen: dict[str, tuple[int, int]] = {}
+        #: worker name -> the bytes of a key its fills took, lately (a moving average)
+        self.per_key: dict[str, int] = {}
+        self.share_lock = threading.Lock()
+        self.moves = 0              # shares moved from one worker to another
 
     def install(self, reader_id: str, fresh: set[str] | frozenset[str] = frozenset()) -> bool:
         """Make reader ``reader_id`` partial if it has a chain: here (for ``graph()`` and
@@ -182,19 +217,122 @@ class ClusterPartial(Partial):
         self.synced.pop(reader_id, None)
 
     def pin(self, reader: Reader, key: Any) -> None:
+        """A subscription to ``key`` of ``reader`` (its stand-in here): its worker keeps
+        the key from eviction until ``unpin`` (asked and answered before the
+        subscription's snapshot fills it)."""
         if self.limit is not None:
-            raise NotSupportedError("a subscription to a key of a partial view in a cluster "
-                                    "served with --memory-limit could lose that key to "
-                                    "eviction; serve without --memory-limit to subscribe")
+            node_id = cast(Any, reader).node_id
+            self.cluster.call(node_id, "pin", key, True)
 
     def unpin(self, reader: Reader, key: Any) -> None:
-        pass
+        if self.limit is not None:
+            node_id = cast(Any, reader).node_id
+            try:
+                self.cluster.request(self.cluster.worker_of(node_id), "pin", node_id, key,
+                                     False)     # (not waited for)
+            except WorkerLost:
+                pass                # (its reader's keys, pins included, died with it)
 
     def evict(self) -> None:
         """Eviction is the workers' (module docstring)."""
 
     def held_bytes(self) -> int:
         return 0
+
+    # ------------------------------------------------------------ one limit, shared
+
+    def reported(self, worker: str, held: Any, keys: Any, filled: Any) -> None:
+        """Worker ``worker``'s partial readers hold ``held`` bytes in ``keys`` keys, and
+        the keys a fill just filled took ``filled`` bytes before its eviction (its
+        ``["mem", ...]`` frame after a fill)."""
+        if not (type(held) is int and type(keys) is int and type(filled) is int):
+            return
+        with self.share_lock:
+            per_key = self.per_key.get(worker, 0)
+            if filled:
+                per_key = filled if not per_key else (3 * per_key + filled) // 4
+            self.seen[worker] = (held, keys)
+            self.per_key[worker] = per_key
+
+    def worker_lost(self, worker: str) -> None:
+        """Its readers' keys died with it: its share goes back to the pool."""
+        with self.share_lock:
+            self.shares.pop(worker, None)
+            self.seen.pop(worker, None)
+            self.per_key.pop(worker, None)
+
+    def _grant(self, w: WorkerHandle, n: int) -> None:
+        """Before a fill of ``n`` keys at worker ``w``'s reader (under the database
+        lock: one at a time): if they may not fit its share, it takes more, from the
+        part of the limit no worker has, then from the unused part of other workers'
+        shares, then half the difference from a worker with a larger share (module
+        docstring, Eviction). A donor's share is lowered first (it evicts down to it
+        and answers), then ``w``'s raised: the shares' sum never exceeds the limit."""
+        limit = self.limit
+        if limit is None:
+            return
+        rt = self.cluster
+        with self.share_lock:
+            share = self.shares.get(w.name, 0)
+            held, _ = self.seen.get(w.name, (0, 0))
+            per_key = self.per_key.get(w.name) or limit // SHARE_STEP
+            step = max(limit // SHARE_STEP, per_key, 1)
+            want = held + n * per_key - share
+            if want <= 0:
+                return
+            want = max(want, step)
+            got = min(want, limit - sum(self.shares.values()))
+            others = [(s - self.seen.get(d, (0, 0))[0], d) for d, s in self.shares.items()
+                      if d != w.name]
+        plan: dict[str, int] = {}       # donor -> bytes to take from its share
+        for idle, d in sorted(others, reverse=True):       # the unused parts first
+            short = want - got - sum(plan.values())
+            if short <= 0 or idle < step // 2:
+                break                   # (less is not worth a round trip to the donor)
+            plan[d] = min(idle, short)
+        short = want - got - sum(plan.values())
+        if short > 0 and others:        # then half the gap to the largest share
+            big, d = max((s, d) for d, s in ((d, self.shares.get(d, 0)) for _, d in others))
+            half = (big - share - got - sum(plan.values())) // 2
+            if half >= step // 2 and d not in plan:
+                plan[d] = min(half, short)
+        for d, take in plan.items():
+            donor = rt.workers.get(d)
+            if donor is None:
+                continue
+            with self.share_lock:
+                new = self.shares.get(d, 0) - take
+            if new < 0:
+                continue
+            try:
+                answer = rt.ask(donor, "share", new, timeout=FILL_TIMEOUT)
+            except (WorkerLost, TimeoutError):
+                continue            # (lost: its share is back in the pool, for later)
+            with self.share_lock:
+                if d in self.shares:
+                    self.shares[d] = new
+                    self.seen[d] = (int(answer[0]), int(answer[1]))
+                    got += take
+                    self.moves += 1
+        if got <= 0:
+            return
+        with self.share_lock:
+            if not w.alive:
+                return
+            self.shares[w.name] = share + got
+        try:
+            rt.request(w, "share", share + got)     # (not waited for)
+        except WorkerLost:
+            self.worker_lost(w.name)
+
+    def usage(self) -> dict[str, list[int]]:
+        """Per worker hosting partial readers: [bytes held, keys held, share, evictions]
+        (asked of each; for tests and figures)."""
+        rt = self.cluster
+        with rt.lock:
+            active = list(rt.active)
+        asked = [(w.name, rt.request(w, "share", None)) for w in active]
+        return {name: [int(x) for x in fut.result(FILL_TIMEOUT)] for name, fut in asked}
 
     def fill(self, reader_id: str, keys: list[Any]) -> list[list[tuple[Any, ...]]]:
         """Upqueries for ``keys`` (as ``Reader.lookup`` takes them) of the partial
@@ -237,7 +375,9 @@ class ClusterPartial(Partial):
                 for w in {rt.worker_of(n).name: rt.worker_of(n) for n in path}.values():
                     rt.ask(w, "ping", timeout=FILL_TIMEOUT)
                 self.synced[reader_id] = synced
-            rid, fut = rt.expect_upquery(rt.worker_of(reader_id))
+            at = rt.worker_of(reader_id)
+            self._grant(at, len(keys))
+            rid, fut = rt.expect_upquery(at)
             batches = None
             if self.graph[path[0]].kind == "base":     # (its rows are here)
                 batches = [encode_batch(b) for b in source_rows(self.graph, path, cols, keys)]

@@ -102,7 +102,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
-    "placement": (_NAME,), "regime": (), "prepare_read": (_NAME,), "unprepare": ((int,),),
+    "placement": (_NAME,), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -118,8 +118,9 @@ def check_request(method: Any, args: Any) -> None:
                            f"{len(args) if isinstance(args, _SEQ) else type(args).__name__}")
     for i, (arg, types) in enumerate(zip(args, spec)):
         if not isinstance(arg, types):
-            want = " or ".join(dict.fromkeys("array" if t in _SEQ else "null"
-                                             if t is type(None) else "string" for t in types))
+            want = " or ".join(dict.fromkeys(
+                "array" if t in _SEQ else "null" if t is type(None) else "boolean"
+                if t is bool else "integer" if t is int else "string" for t in types))
             raise RequestError(f"request {method!r}: argument {i + 1} must be {want}, "
                                f"got {type(arg).__name__}")
 
@@ -167,8 +168,9 @@ class Server:
         ``rejoin_timeout`` (with ``data_dir``): seconds a worker whose controller died
         goes on serving reads and dialing back before it exits (``restart.py``).
         ``partial``: the readers of parameterized views hold only the keys read, filled
-        by upqueries (``partial.py``); ``memory_limit``: bytes each worker's partial
-        readers hold at most, least recently read keys evicted first."""
+        by upqueries (``partial.py``); ``memory_limit``: bytes the partial readers of
+        all workers together hold at most (each worker evicts its least recently read
+        keys down to its share; the controller moves shares to where the reads go)."""
         regimes.check(regime, cluster=True)
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
@@ -635,6 +637,18 @@ class Server:
             finally:
                 lock.release()
 
+    def m_memory(self, bases: bool) -> dict[str, int]:
+        """``Database.memory``: each worker measures its node shards (a worker lost
+        meanwhile: asked again once its nodes are back)."""
+        while True:
+            lock = self._settled()
+            try:
+                return self.db.memory(bases)
+            except WorkerLost:
+                continue
+            finally:
+                lock.release()
+
     def m_queries(self) -> list[dict[str, Any]]:
         with self.lock:
             return self.db.queries()
@@ -744,9 +758,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the readers of parameterized views hold only the keys read, "
                         "filled by upqueries (docs/partial.md)")
     p.add_argument("--memory-limit", dest="memory_limit", type=int, default=None,
-                   metavar="BYTES", help="with --partial: bytes each worker's partial "
-                                         "readers hold at most (least recently read "
-                                         "keys evicted first)")
+                   metavar="BYTES", help="with --partial: bytes the partial readers of "
+                                         "all workers hold at most together (least "
+                                         "recently read keys evicted first)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):

@@ -36,7 +36,10 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   from the controller (at an upquery's source) or from the chain's node before
   ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
   (its upquery fails with the loss and is sent again); the reader's worker answers the
-  controller ``["rep", upquery id, rows per key]``
+  controller ``["rep", upquery id, rows per key]``, with a memory limit after
+  ``["mem", bytes held, keys held, bytes the fill took]``; the requests ``share``
+  (this worker's share of the limit: it evicts down to it before answering) and
+  ``pin`` (a subscribed key, never evicted)
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
@@ -88,6 +91,7 @@ from ... import tuning
 from ...batch import Batch
 from ...errors import Error
 from ...graph import Graph, Node
+from ...memory import node_bytes
 from ...partial import Partial
 from ...planner import Planner
 from ...tls import Files as TlsFiles
@@ -301,10 +305,12 @@ class Worker:
 
     def make_partial(self, reader_id: str, limit: int | None) -> None:
         """Reader ``reader_id`` holds only the keys filled by upqueries from now on
-        (all holes), and never checkpoints (it comes back all holes)."""
+        (all holes), and never checkpoints (it comes back all holes). ``limit``: the
+        cluster's memory limit (None: none); this worker's own share of it is 0 until
+        the controller gives it one (``req_share``; partial.py, Eviction)."""
         if self.partial is None:
             self.partial = Partial(self.graph, cast(Any, _Hosted(self.domains)),
-                                   None if limit is None else int(limit))
+                                   None if limit is None else 0)
         reader = cast("Reader", self.graph[reader_id].op)
         self.partial.paths[reader_id] = reader.key
         self.partial.path_ids[reader_id] = []
@@ -444,15 +450,19 @@ class Worker:
             if at == len(path) - 1:
                 reader = cast("Reader", self.graph[m.dst].op)
                 answers = []
+                filled = 0              # (the bytes of the keys filled, before eviction)
                 for k, b in zip(key_tuples, rows):
                     key = k[0] if len(k) == 1 else k
                     found = reader.lookup(key)
                     if found is None:   # (held already: the fill is not applied again)
                         found = reader.fill(key, b)
+                        filled += reader.filled.get(key, 0)
                     answers.append(found)
+                partial = self.partial
+                if partial is not None and partial.limit is not None:
+                    partial.evict()     # (its bytes then, for the controller's shares)
+                    self.send(["mem", partial.total, self._held_keys(), filled])
                 self.send(["rep", rid, answers])
-                if self.partial is not None:
-                    self.partial.evict()
                 return
             if at:                      # (at 0, a base's rows, computed on the controller)
                 rows = [step(self.graph, m.dst, path[at + 1], b) for b in rows]
@@ -662,6 +672,41 @@ class Worker:
             if isinstance(x, _Forward):
                 return encode_batch(x.drain())
         return encode_batch(Batch())
+
+    def req_pin(self, nid: str, key: Any, on: bool) -> None:
+        """Keep ``key`` of the partial reader ``nid`` from eviction (a subscription
+        listens to it), or no longer (``on`` False)."""
+        if self.partial is None:
+            return
+        reader = cast("Reader", self.graph[nid].op)
+        k = tuple(key) if isinstance(key, (list, tuple)) else key
+        if on:
+            self.partial.pin(reader, k)
+        else:
+            self.partial.unpin(reader, k)
+
+    def req_share(self, share: int | None) -> list[int]:
+        """This worker's share of the cluster's memory limit is ``share`` bytes from now
+        on (None: unchanged), its oldest keys evicted down to it before the answer:
+        [bytes held, keys held, share, evictions so far] (partial.py, Eviction)."""
+        partial = self.partial
+        if partial is None or partial.limit is None:
+            return [0, 0, 0, 0]
+        if share is not None:
+            partial.limit = int(share)
+        partial.evict()
+        return [partial.total, self._held_keys(), partial.limit, partial.evictions]
+
+    def _held_keys(self) -> int:
+        """Keys held by the partial readers hosted here."""
+        partial = cast(Partial, self.partial)
+        return sum(len(cast("Reader", self.graph[r].op).filled)
+                   for r in partial.paths if r in self.domains)
+
+    def req_memory(self, nids: Sequence[str]) -> dict[str, int]:
+        """Bytes of each of these node shards' state (``memory.node_bytes``), as hosted
+        here (``Database.memory`` in a cluster)."""
+        return {nid: node_bytes(self.domains[nid].node.op) for nid in nids}
 
     def req_ping(self) -> int:
         return os.getpid()

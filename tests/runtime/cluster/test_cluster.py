@@ -673,6 +673,7 @@ def test_an_idle_client_is_closed_and_reconnects_on_its_next_call():
     ("table", [7], "argument 1 must be string"),
     ("execute", ["SELECT 1", 3], "argument 2 must be array or null"),
     ("recover", ["n1", 5], "argument 2 must be string"),
+    ("memory", [5], "argument 1 must be boolean"),
     (5, [], "unknown request"),
 ])
 def test_malformed_requests_are_request_errors(cluster, method, args, why):

@@ -105,6 +105,22 @@ def _check(db, model, rng: random.Random, views: dict[str, str], wrong: list,
                 wrong.append((name, k, got, normalize(got_many), want))
 
 
+def _check_memory(db) -> None:
+    """``memory()`` in a cluster: the embedded shape (node id -> bytes), every stateful
+    node shard of every worker (bases measured by the controller); ``bases=False``
+    leaves the tables out."""
+    graph = db.graph()
+    stateful = {n["id"] for n in graph if n["stateful"]}
+    bases = {n["id"] for n in graph if n["kind"] == "base"}
+    mem = db.memory()
+    assert set(mem) == stateful, sorted(set(mem) ^ stateful)
+    assert all(type(b) is int and b > 0 for b in mem.values())
+    assert set(db.memory(bases=False)) == stateful - bases
+    assert len({n["worker"] for n in graph if n["id"] in stateful - bases}) == 2
+    with pytest.raises(noria_py.ArgumentError, match="bases"):
+        db.memory(bases="no")
+
+
 def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
          kill: bool = False, ops: int = 60) -> None:
     rng = random.Random(seed)
@@ -153,6 +169,7 @@ def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
         got = normalize(db.view("v_rows").all())
         if got != normalize(con.execute("SELECT a, b, c FROM t1").fetchall()):
             wrong.append(("v_rows", "all()", got))
+        _check_memory(db)
         recoveries = db.recoveries()
         if kill:
             assert recoveries and all(r.automatic for r in recoveries)
@@ -176,7 +193,8 @@ def test_partial_cluster_soak(seed, channels):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_partial_cluster_under_a_memory_limit(seed):
-    """A limit of about three keys' rows a worker: keys are evicted and filled again."""
+    """A limit of a few keys' rows for both workers together (their shares): keys are
+    evicted and filled again."""
     _run(seed, shards=2, channels="direct", limit=4000)
 
 
@@ -187,6 +205,14 @@ def test_partial_cluster_with_a_worker_killed(seed):
     spare, upqueries in flight are sent again once their path is up, and every read
     after ``wait()`` is still DuckDB's."""
     _run(seed, shards=1 + seed % 2, channels="direct" if seed < 3 else "relay", kill=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(2))
+def test_partial_cluster_under_a_memory_limit_with_a_worker_killed(seed):
+    """The lost worker's share goes back to the pool, the spare starts at none and
+    takes one at its first fill: answers stay DuckDB's."""
+    _run(seed + 10, shards=2, channels="direct", limit=4000, kill=True)
 
 
 @pytest.mark.slow
@@ -405,11 +431,238 @@ def test_a_subscription_to_a_key_of_a_partial_view_in_a_cluster():
         db.close()
 
 
-def test_a_subscription_under_a_memory_limit_is_refused_by_the_controller():
+
+
+# ---------------------------------------------------------------- one memory limit
+
+def _poll_until(sub, state: dict, want: dict, seconds: float) -> dict:
+    """Apply the subscription's changes to ``state`` until it is ``want`` (or time is up)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while state != want and time.monotonic() < deadline:
+        change = sub.poll(0.2)
+        for row, diff in change.rows if change is not None else ():
+            state[row] = state.get(row, 0) + diff
+            if not state[row]:
+                del state[row]
+    return state
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("channels", ["direct", "relay"])
+def test_memory_and_one_limit_across_the_workers_and_a_pinned_key(channels):
+    """A real cluster (its controller in this process, so that the workers' shares can be
+    asked): ``memory()`` has every stateful node shard, from every worker; every key of
+    two partial views read once in a random order keeps the workers' bytes together
+    within one ``--memory-limit`` (no slack: nothing pinned), answers as DuckDB does;
+    then a subscribed key stays held while every other key is read again, and its
+    writes reach the subscriber; a whole partial view is refused, saying what to do."""
+    from noria_py.runtime.cluster.server import Server
+
+    limit = 12000
+    server = Server(port=0, workers=2, shards=2, channels=channels, partial=True,
+                    memory_limit=limit)
+    try:
+        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
+        db.execute("CREATE TABLE t (a INT, b INT, c TEXT)")
+        db.execute("CREATE VIEW v_rows AS SELECT a, b, c FROM t WHERE a = ?")
+        db.execute("CREATE VIEW v_count AS SELECT a, COUNT(*) AS n, SUM(b) AS s FROM t "
+                   "WHERE a = ? GROUP BY a")
+        rng = random.Random(5)
+        keys = list(range(150))
+        rows = [(a, rng.randint(0, 99), rng.choice(TEXTS)) for a in keys for _ in range(3)]
+        db.table("t").insert(rows)
+        db.wait()
+        con = duckdb.connect()
+        con.execute("CREATE TABLE t (a INT, b INT, c TEXT)")
+        con.executemany("INSERT INTO t VALUES (?, ?, ?)", [list(r) for r in rows])
+        sql = {"v_rows": "SELECT a, b, c FROM t WHERE a = ?",
+               "v_count": "SELECT a, COUNT(*), SUM(b) FROM t WHERE a = ? GROUP BY a"}
+
+        # memory(): the embedded shape, every stateful node shard, measured where it is
+        graph = db.graph()
+        stateful = {n["id"] for n in graph if n["stateful"]}
+        bases = {n["id"] for n in graph if n["kind"] == "base"}
+        mem = db.memory()
+        assert set(mem) == stateful and all(type(b) is int and b > 0 for b in mem.values())
+        assert set(db.memory(bases=False)) == stateful - bases
+        readers = {n["id"]: n["worker"] for n in graph if n["kind"] == "reader"}
+        assert len(set(readers.values())) == 2          # (both workers measured)
+        with pytest.raises(noria_py.ArgumentError, match="bases"):
+            db.memory(bases="no")
+
+        # one limit: every key of both views read once, in a random order
+        manager = server.db._partial
+        order = [(name, k) for name in sql for k in keys]
+        rng.shuffle(order)
+        wrong, totals = [], []
+        for i, (name, k) in enumerate(order):
+            got = normalize(db.view(name).lookup(k))
+            if got != normalize(con.execute(sql[name], [k]).fetchall()):
+                wrong.append((name, k, got))
+            if i % 5 == 0 or i == len(order) - 1:
+                usage = manager.usage()
+                totals.append(sum(u[0] for u in usage.values()))
+        assert not wrong, wrong[:5]
+        assert max(totals) <= limit, (max(totals), limit)
+        usage = manager.usage()
+        assert sum(u[3] for u in usage.values()) > 0            # (the limit did bind)
+        assert sum(1 for u in usage.values() if u[0] > 0) == 2  # (held on both workers)
+        assert sum(u[2] for u in usage.values()) <= limit       # (the shares' sum)
+        after = db.memory(bases=False)
+        assert sum(after[r] for r in readers) > sum(mem[r] for r in readers)
+
+        # a subscribed key is never evicted; its writes reach the subscriber
+        with pytest.raises(noria_py.NotSupportedError, match="without \\?"):
+            db.subscribe("v_count")
+        sub = db.subscribe("v_count", 7)
+        state = _poll_until(sub, {}, {(7, 3, sum(r[1] for r in rows if r[0] == 7)): 1}, 10)
+        assert len(state) == 1
+        reader = [r for r in readers if r in {n["id"] for n in graph
+                                              if n["view"] == "v_count"}]
+        again = [k for k in keys if k != 7]
+        rng.shuffle(again)
+        for k in again:
+            db.view("v_count").lookup(k)
+        held = [server.runtime.call(r, "lookup", [7])[0] for r in reader]
+        assert any(h is not None for h in held)             # (still held, not a hole)
+        db.table("t").insert([(7, 1000, "x")])
+        db.wait()
+        ((_, n, s),) = state
+        want = {(7, n + 1, s + 1000): 1}
+        assert _poll_until(sub, state, want, 10) == want
+        sub.close()
+        assert max(sum(u[0] for u in manager.usage().values()), 0) <= limit
+        db.close()
+    finally:
+        server.stopped.set()
+        server.close()
+
+
+def test_a_worker_evicts_down_to_its_share_and_passes_over_pinned_keys():
+    """A worker's partial readers hold nothing until the controller gives the worker a
+    share of the limit (``req_share``); a fill reports the bytes held and filled
+    (``mem``) before its answer; a lower share evicts down to it before answering,
+    except keys a subscription pinned (``req_pin``)."""
+    from noria_py.batch import Batch
+
+    w, ctl, views = _worker_with(["CREATE TABLE t (a INT, b INT)",
+                                  "CREATE VIEW v AS SELECT a, b FROM t WHERE a = ?"])
+    (reader,) = views["v"]
+    base = w.graph[reader].parents[0]
+    w.make_partial(reader, 1 << 20)                 # (the cluster's limit)
+    op = w.graph[reader].op
+    path = [base, reader]
+
+    def fill(rid: int, keys: list) -> None:
+        w.frame(_fill_frame(base, rid, path, keys, [0], [[(k, 10 * k)] for k in keys]))
+        _pump(w)
+
+    fill(1, [1])                                    # share 0: answered, then evicted
+    mem, rep = ctl.recv(), ctl.recv()
+    assert mem[:3] == ("mem", 0, 0) and mem[3] > 0 and rep == ("rep", 1, (((1, 10),),))
+    assert op.lookup(1) is None
+    each = mem[3]
+    assert w.req_share(10 * each)[2] == 10 * each
+    fill(2, [1, 2, 3, 4, 5])
+    assert ctl.recv()[:3] == ("mem", 5 * each, 5) and ctl.recv()[0] == "rep"
+    assert all(op.lookup(k) == [(k, 10 * k)] for k in range(1, 6))
+    w.req_pin(reader, 3, True)
+    held, keys, share, evicted = w.req_share(each * 2)
+    assert (held, keys, share) == (2 * each, 2, 2 * each) and evicted == 4
+    assert op.lookup(3) == [(3, 30)] and op.lookup(1) is None and op.lookup(2) is None
+    assert w.req_share(0)[:2] == [each, 1]          # (the pinned key stays: the slack)
+    assert op.lookup(3) == [(3, 30)]
+    w.write(base, Batch([(3, 31), (4, 41)]))        # (a write to it still reaches it)
+    _pump(w)
+    assert sorted(op.lookup(3)) == [(3, 30), (3, 31)] and op.lookup(4) is None
+    w.req_pin(reader, 3, False)
+    assert w.req_share(0)[:2] == [0, 0] and op.lookup(3) is None
+    ctl.close()
+
+
+class _Donor:
+    """A worker as ``ClusterPartial._grant`` sees it (name, alive) and its partial
+    readers' state: the share it evicts down to and the bytes it holds."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.alive = name, True
+        self.share = self.held = 0
+
+
+class _SharesRuntime:
+    """The controller's calls ``_grant`` makes, on ``_Donor``s: a lowered share evicts at
+    once (``ask``), a raised one applies when sent (``request``); after each, the
+    workers' shares together must fit the limit."""
+
+    def __init__(self, limit: int, names: list[str]) -> None:
+        import threading
+
+        self.limit = limit
+        self.workers = {n: _Donor(n) for n in names}
+        self.lock = threading.RLock()
+        self.calls: list[tuple[str, str, int]] = []
+        self.worst = 0
+
+    def _apply(self, w: _Donor, share: int) -> list[int]:
+        w.share = share
+        w.held = min(w.held, share) // 100 * 100        # (keys of 100 bytes)
+        self.worst = max(self.worst, sum(x.share for x in self.workers.values() if x.alive))
+        return [w.held, w.held // 100, share, 0]
+
+    def ask(self, w: _Donor, method: str, share: int, timeout: float = 0) -> list[int]:
+        self.calls.append(("ask", w.name, share))
+        return self._apply(w, share)
+
+    def request(self, w: _Donor, method: str, share: int) -> None:
+        self.calls.append(("request", w.name, share))
+        self._apply(w, share)
+
+
+def test_one_limit_is_shared_by_the_workers_and_follows_their_reads():
+    """``ClusterPartial._grant``: the workers' shares never add up to more than the limit
+    at any moment (a donor is lowered, and evicts, before the taker is raised); a
+    worker that reads takes the pool first, then other workers' unused bytes, then
+    half the difference from a larger share; a lost worker's share goes back."""
     from noria_py.graph import Graph
     from noria_py.runtime.cluster.partial import ClusterPartial
 
-    manager = ClusterPartial(Graph(), None, 1 << 20)    # type: ignore[arg-type]
-    with pytest.raises(noria_py.NotSupportedError, match="memory-limit"):
-        manager.pin(None, 1)                             # type: ignore[arg-type]
-    ClusterPartial(Graph(), None, None).pin(None, 1)     # type: ignore[arg-type]
+    limit = 64_050
+    rt = _SharesRuntime(limit, ["w1", "w2", "w3"])
+    manager = ClusterPartial(Graph(), rt, limit)        # type: ignore[arg-type]
+    w1, w2, w3 = (rt.workers[n] for n in ("w1", "w2", "w3"))
+
+    def read(w: _Donor, n: int = 1) -> None:
+        """An upquery of ``n`` keys of 100 bytes at ``w``, which then holds them."""
+        manager._grant(w, n)                            # type: ignore[arg-type]
+        w.held = min(w.share, w.held + 100 * n) // 100 * 100
+        manager.reported(w.name, w.held, w.held // 100, 100 * n)
+        assert sum(manager.shares.values()) <= limit
+
+    for _ in range(800):                # w1 alone reads: it takes the whole pool
+        read(w1)
+    assert manager.shares == {"w1": limit} and w1.held == limit // 100 * 100
+    for _ in range(400):                # then w2 alone: half of w1's, step by step
+        read(w2, 2)
+    assert abs(manager.shares["w1"] - manager.shares["w2"]) <= 2 * (limit // 64)
+    assert rt.worst <= limit and manager.moves > 0
+    moves = manager.moves               # both read alike now: the shares stay put
+    for i in range(400):                # (a round trip per miss would double its cost)
+        read(w1 if i % 2 else w2)
+    assert manager.moves - moves <= 8, manager.moves - moves
+    # a donor is always lowered (asked, and answered) before the taker is raised
+    for i, (how, name, share) in enumerate(rt.calls):
+        if how == "request" and i and rt.calls[i - 1][0] == "ask":
+            assert rt.calls[i - 1][1] != name
+    w1.held = 0                         # (w1's keys deleted: its share is unused)
+    manager.reported("w1", 0, 0, 0)
+    for _ in range(200):
+        read(w2, 2)
+    assert manager.shares["w2"] > limit * 3 // 4 and rt.worst <= limit
+    w2.alive = False
+    manager.worker_lost("w2")           # its share is back in the pool, for w3
+    for _ in range(300):
+        read(w3, 2)
+    assert manager.shares["w3"] >= limit // 2 and rt.worst <= limit
+    assert sum(manager.shares.values()) <= limit
