@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..memory import node_bytes
+
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
 
@@ -88,5 +90,4 @@ class Runtime(Protocol):
     def memory(self, node_ids: list[str]) -> dict[str, int]:
         """Bytes of each node shard's state (``memory.node_bytes``), measured where it
         lives: here, every node's operator (a cluster asks each worker for its own)."""
-        from ..memory import node_bytes
         return {nid: node_bytes(self.graph[nid].op) for nid in node_ids}

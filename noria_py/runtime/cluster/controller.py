@@ -54,6 +54,7 @@ from ... import tuning
 from ...batch import Batch
 from ...errors import ArgumentError, Error, OperationalError, RecoveryError
 from ...graph import Graph, Node
+from ...memory import node_bytes
 from ...recovery import lineage, treeclock
 from .. import Runtime
 from ..checkpoints import Checkpoint, CheckpointStore
@@ -1302,7 +1303,6 @@ class ClusterRuntime(Runtime):
         """Bytes of each node shard's state: a base's here (its rows, history aside, and
         upquery indexes are the controller's), every other's asked of its worker, all
         workers at once; ``WorkerLost`` if one is lost meanwhile."""
-        from ...memory import node_bytes
         by_worker: dict[str, list[str]] = {}
         for nid in node_ids:
             if self.graph[nid].kind != "base":
