@@ -584,8 +584,25 @@ def main(argv: list[str]) -> int:
     p.add_argument("--plot", default=None, metavar="PATTERN",
                    help="write plots to PATTERN with * replaced by recovery and frequent "
                         "(e.g. 'docs/img/regimes-*.png')")
+    p.add_argument("--cluster", action="store_true",
+                   help="run the regimes a cluster offers on a real one instead (noria-py "
+                        "serve --regime NAME; noria_tools/regimescluster.py): throughput "
+                        "and the time from a worker's SIGKILL until the views are right")
     a = p.parse_args(argv)
     regimes = a.regimes.split(",") if a.regimes != "all" else list(BUILT)
+    if a.cluster:
+        from noria_tools import regimescluster
+        articles = a.articles or 10_000
+        votes = a.votes or (20_000 if a.quick else 100_000)
+        print(f"bench regimes --cluster: vote workload, {articles:,} articles, {votes:,} "
+              f"votes in inserts of {a.batch:,}, {a.shards} shards, 2 workers and a spare; "
+              f"the COUNT's shard 0's worker killed {a.rounds} times, {a.down:,} votes "
+              f"written while it is lost; load {os.getloadavg()[0]:.1f} at the start",
+              flush=True)
+        regimescluster.run(regimes, articles, votes, a.batch, a.shards, a.rounds, a.down,
+                           a.barrier_every)
+        print(f"(load {os.getloadavg()[0]:.1f} at the end)")
+        return 0
     scenarios = a.scenarios.split(",")
     bad = [s for s in scenarios if s not in SCENARIOS]
     if bad:

@@ -61,6 +61,7 @@ from ..domain import DomainInfo, graph_clocks
 from ..history import WriteHistory
 from ..messages import Message
 from . import wire
+from .epochs import Epochs
 from .errors import NodeDown, WorkerLost
 from .placement import Launched, Launcher, ProcessLauncher
 from .remote_ops import RemoteOp
@@ -165,7 +166,10 @@ class ClusterRuntime(Runtime):
 
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
-                 checkpoints: bool = True, channels: str = "relay") -> None:
+                 checkpoints: bool = True, channels: str = "relay",
+                 barrier_every: int | None = None) -> None:
+        """``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
+        epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``)."""
         if channels not in CHANNELS:
             raise ArgumentError(f"channels must be one of {', '.join(CHANNELS)}, "
                                 f"not {channels!r}")
@@ -177,7 +181,11 @@ class ClusterRuntime(Runtime):
         self.checkpoints = clocks and checkpoints
         #: every worker's node shards' checkpoints (read by a recovery; a worker's
         #: reader thread puts them, under ``store_lock``)
-        self.store: CheckpointStore | None = CheckpointStore() if self.checkpoints else None
+        #: the coordinated regime's epochs (None: another regime)
+        self.epochs: Epochs | None = (Epochs(self, barrier_every)
+                                      if strategy == "coordinated" else None)
+        self.store: CheckpointStore | None = (CheckpointStore() if self.checkpoints
+                                              or self.epochs is not None else None)
         self.store_lock = threading.Lock()
         self.shards = shards
         self.target = workers
@@ -311,7 +319,8 @@ class ClusterRuntime(Runtime):
         # (the node numbers the workers' planners start after: a restarted cluster's old
         # workers may still hold lower ones, restart.py)
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels,
-                   self.first_number, self.rejoin_timeout])
+                   self.first_number, self.rejoin_timeout,
+                   "coordinated" if self.epochs is not None else "treeclock"])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -807,6 +816,8 @@ class ClusterRuntime(Runtime):
         if self.store is not None:
             with self.store_lock:
                 self.store.drop(node_id)
+        if self.epochs is not None:
+            self.epochs.forget(node_id)
 
     def refresh_clocks(self) -> None:
         if self.clocks:
@@ -823,12 +834,19 @@ class ClusterRuntime(Runtime):
                     i = self.info(p)
                     parents[p] = [i.time, wire.encode_array(i.clock), p in fresh]
                 self.call(nid, "settle", parents)
+        if self.epochs is not None and fresh:
+            # a whole epoch on the graph as it now stands (filled outside the message
+            # path: no delta can say what changed); a node down: none covers it
+            if not self.epochs.take(whole=True):
+                self.epochs.invalidate()
 
     # ------------------------------------------------------------ writes
 
     def write(self, base_id: str, batch: Batch) -> None:
         """Accepted (the controller's copy of the table and its history hold it); the
         base node gets it now, or from the history if its worker is being replaced."""
+        if self.epochs is not None and self.adopting is None:
+            self.epochs.before_write()        # (an epoch first, when one is due)
         st = self.storage
         if st is not None and st.generation != self.anchored_gen:
             # the log was snapshotted: its batches so far are folded, so anchor every
@@ -1233,7 +1251,18 @@ class ClusterRuntime(Runtime):
             log.info("recovering %s", order)
             reports = []
             leftover = []
-            for n in order:
+            todo = order
+            if self.epochs is not None and order:
+                why = self.epochs.refusal()
+                if why is None:
+                    # every node back to the last complete epoch (a failure part-way
+                    # leaves every node down: the next attempt rolls back again)
+                    reports.append(self.epochs.roll_back(order[0]))
+                    todo = []
+                else:                             # (nothing touched yet)
+                    log.warning("the coordinated rollback cannot recover %s (%s): "
+                                "lineage", order, why)
+            for n in todo:
                 if self.alive(n):
                     continue                      # came back with a neighbour
                 if self.graph[n].kind == "base" or (self.clocks and self.strategy == "treeclock"):
