@@ -139,9 +139,10 @@ def _coordinated(seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1) -
             assert r.checkpoint is not None and len(r.rolled_back) > 1, r
 
 
-@pytest.mark.parametrize("seed", [0, 4])
-def test_coordinated_sigkill_matches_duckdb(seed, monkeypatch):
-    _coordinated(seed, monkeypatch)
+def test_coordinated_sigkill_matches_duckdb(monkeypatch):
+    """Seed 0 (relay channels, an epoch at every write) in the default suite; the soak
+    below runs the others."""
+    _coordinated(0, monkeypatch)
 
 
 @pytest.mark.slow
