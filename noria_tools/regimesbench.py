@@ -34,6 +34,10 @@ each insert propagates fully before it returns):
   the views are checked at the end. ``--plot`` draws each regime's insert latencies
   over time, the failures and the recoveries marked.
 
+``--cluster`` runs the regimes a cluster offers on a real one instead
+(``regimescluster.py``): throughput through a client and the time from a worker's
+SIGKILL until the views are right.
+
 ``--workload nexmark`` runs the same scenarios on a NEXMark-shaped workload
 (``nexmark.py``: persons, auctions and bids; a Q3-style join with filters, Q4- and
 Q6-style aggregates over per-auction maxima, a TopK of bids, bids per auction), events
