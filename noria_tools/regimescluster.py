@@ -9,8 +9,9 @@ through the client (throughput: votes over the seconds of those inserts and a fi
 acknowledged), and the time from the kill until ``db.recover`` and ``db.wait`` return
 is taken, the views then checked against counts kept here (every article; not timed).
 Shown: medians of that time, of the controller's detection of the loss and of the
-recovery itself (``RecoveryReport.seconds``), the nodes set back and the messages
-resent. Three seconds pass between failures, for the next warm spare to join. A regime
+recovery itself (``RecoveryReport.seconds``, summed over the reports of one loss), the
+nodes restarted or set back (the lost worker's, each alone with tree clocks; those
+lineage purged; every node in a rollback) and the messages resent. Three seconds pass between failures, for the next warm spare to join. A regime
 the cluster does not offer is listed as such (``regimes.EMBEDDED_ONLY``).
 """
 from __future__ import annotations
@@ -67,8 +68,8 @@ def one(regime: str, articles: int, votes: int, batch: int, shards: int, rounds:
             reports = db.recoveries()[n_before:]
             timed.append((total, max(getattr(r, "detection_seconds", 0.0) for r in reports),
                           sum(r.seconds for r in reports),
-                          max(len(set(r.rolled_back) | set(r.purged) | {r.node})
-                              for r in reports),
+                          len(set().union(*(set(r.rolled_back) | set(r.purged) | {r.node}
+                                            for r in reports))),
                           sum(r.replayed_messages for r in reports),
                           ",".join(sorted({r.strategy for r in reports}))))
         db.close()
