@@ -831,6 +831,7 @@ def test_a_cluster_in_the_lineage_regime_rebuilds_a_lost_worker():
         db.close()
 
 
+@pytest.mark.slow
 def test_a_cluster_in_the_coordinated_regime_rolls_every_node_back():
     """``noria-py serve --regime coordinated``: a killed worker's recovery sets every
     node back to the last complete epoch and the bases resend their writes since
