@@ -69,6 +69,7 @@ from typing import cast
 import numpy as np
 
 from noria_py import connect
+from noria_py.errors import RegimeError
 from noria_py.memory import deep_size
 from noria_py.regimes import BUILT
 from noria_py.runtime.uncoordinated import INDEX_BYTES, UncoordinatedRuntime
@@ -603,8 +604,12 @@ def main(argv: list[str]) -> int:
               f"the COUNT's shard 0's worker killed {a.rounds} times, {a.down:,} votes "
               f"written while it is lost; load {os.getloadavg()[0]:.1f} at the start",
               flush=True)
-        regimescluster.run(regimes, articles, votes, a.batch, a.shards, a.rounds, a.down,
-                           a.barrier_every)
+        try:
+            regimescluster.run(regimes, articles, votes, a.batch, a.shards, a.rounds, a.down,
+                               a.barrier_every)
+        except RegimeError as exc:
+            print(f"noria-py bench regimes: {exc}")
+            return 2
         print(f"(load {os.getloadavg()[0]:.1f} at the end)")
         return 0
     scenarios = a.scenarios.split(",")
