@@ -427,6 +427,13 @@ class ClusterRuntime(Runtime):
             self.adopting = None
             self.adopted = set()
             self.adopt_catalog = None
+        if self.epochs is not None:
+            # (the epochs of the controller before died with it: one of what is kept
+            # now, else a loss before the next one falls back on lineage)
+            try:
+                self.epochs.take(whole=True)
+            except Error as e:
+                log.warning("no epoch of the kept nodes yet: %s", e)
 
     def held_reports(self, timeout: float) -> dict[str, dict[str, Any]]:
         """What each worker that dialed back held under the controller before, by its
