@@ -34,6 +34,10 @@ each insert propagates fully before it returns):
   the views are checked at the end. ``--plot`` draws each regime's insert latencies
   over time, the failures and the recoveries marked.
 
+``--cluster`` runs the regimes a cluster offers on a real one instead
+(``regimescluster.py``): throughput through a client and the time from a worker's
+SIGKILL until the views are right.
+
 ``--workload nexmark`` runs the same scenarios on a NEXMark-shaped workload
 (``nexmark.py``: persons, auctions and bids; a Q3-style join with filters, Q4- and
 Q6-style aggregates over per-auction maxima, a TopK of bids, bids per auction), events
@@ -66,6 +70,7 @@ from typing import cast
 import numpy as np
 
 from noria_py import connect
+from noria_py.errors import RegimeError
 from noria_py.memory import deep_size
 from noria_py.regimes import BUILT
 from noria_py.runtime.uncoordinated import INDEX_BYTES, UncoordinatedRuntime
@@ -609,8 +614,29 @@ def main(argv: list[str]) -> int:
     p.add_argument("--plot", default=None, metavar="PATTERN",
                    help="write plots to PATTERN with * replaced by recovery and frequent "
                         "(e.g. 'docs/img/regimes-*.png')")
+    p.add_argument("--cluster", action="store_true",
+                   help="run the regimes a cluster offers on a real one instead (noria-py "
+                        "serve --regime NAME; noria_tools/regimescluster.py): throughput "
+                        "and the time from a worker's SIGKILL until the views are right")
     a = p.parse_args(argv)
     regimes = a.regimes.split(",") if a.regimes != "all" else list(BUILT)
+    if a.cluster:
+        from noria_tools import regimescluster
+        articles = a.articles or 10_000
+        votes = a.votes or (20_000 if a.quick else 100_000)
+        print(f"bench regimes --cluster: vote workload, {articles:,} articles, {votes:,} "
+              f"votes in inserts of {a.batch:,}, {a.shards} shards, 2 workers and a spare; "
+              f"the COUNT's shard 0's worker killed {a.rounds} times, {a.down:,} votes "
+              f"written while it is lost; load {os.getloadavg()[0]:.1f} at the start",
+              flush=True)
+        try:
+            regimescluster.run(regimes, articles, votes, a.batch, a.shards, a.rounds, a.down,
+                               a.barrier_every)
+        except RegimeError as exc:
+            print(f"noria-py bench regimes: {exc}")
+            return 2
+        print(f"(load {os.getloadavg()[0]:.1f} at the end)")
+        return 0
     scenarios = a.scenarios.split(",")
     bad = [s for s in scenarios if s not in SCENARIOS]
     if bad:

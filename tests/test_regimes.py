@@ -92,11 +92,17 @@ def test_a_strategy_outside_the_regime_is_refused():
     assert sorted(db.view("v").all()) == [(0, 10), (1, 10), (2, 10)]
 
 
-@pytest.mark.parametrize("name,says", [("coordinated", "embedded engine only"),
-                                       ("uncoordinated", "embedded engine only"),
+@pytest.mark.parametrize("name,says", [("uncoordinated", "embedded engine only"),
                                        ("cic", "embedded engine only"),
                                        ("causal", "embedded engine only"),
                                        ("falkirk", "embedded engine only"), ("nope", "unknown")])
 def test_serve_refuses_a_regime_it_does_not_offer(name, says, capsys):
     assert server.main(["--port", "0", "--regime", name]) == 1
     assert says in capsys.readouterr().out
+
+
+def test_serve_takes_barrier_every_with_the_coordinated_regime_only(capsys):
+    assert server.main(["--port", "0", "--barrier-every", "3"]) == 1
+    assert "--regime coordinated" in capsys.readouterr().out
+    assert server.main(["--port", "0", "--regime", "coordinated", "--barrier-every", "0"]) == 1
+    assert "barrier_every must be" in capsys.readouterr().out

@@ -118,3 +118,24 @@ def test_the_read_probe_counts_only_the_time_reads_were_held_back_in_the_spans()
     assert probe.share([(0.0, 1.0), (2.0, 3.0)]) == pytest.approx(0.76)
     assert probe.share([(0.6, 1.0)]) == 1.0
     assert probe.share([]) != probe.share([])          # NaN: no recovery, nothing to say
+
+
+def test_bench_regimes_on_a_cluster_lists_what_a_cluster_does_not_offer(capsys):
+    """``--cluster``: a regime built for the embedded engine only is listed as such
+    (no cluster started), an unknown name refused."""
+    assert regimesbench.main(["--cluster", "--regimes", "causal,falkirk"]) == 0
+    out = capsys.readouterr().out
+    assert "causal       (built for the embedded engine only)" in out
+    assert "falkirk      (built for the embedded engine only)" in out
+    assert regimesbench.main(["--cluster", "--regimes", "flink"]) == 2
+    assert "unknown regime 'flink'" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_bench_regimes_on_a_cluster_kills_a_worker_per_round(capsys):
+    assert regimesbench.main(["--cluster", "--regimes", "coordinated", "--articles", "200",
+                              "--votes", "2000", "--batch", "500", "--rounds", "1",
+                              "--down", "100", "--shards", "2", "--barrier-every", "3"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("coordinated "))
+    assert row.endswith("coordinated") and len(row.split()) == 8

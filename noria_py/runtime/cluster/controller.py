@@ -34,7 +34,9 @@ A worker lost (connection reset, or silent past the heartbeat timeout) has its n
 moved to a warm spare process, and each is recovered with the configured strategy:
 tree clocks where they apply, lineage otherwise. Recovery runs the same code as in the
 embedded engine (``recovery/``), against this runtime's ``Runtime`` calls, which are
-requests to the workers.
+requests to the workers. With ``--regime coordinated`` the controller takes epochs of
+snapshots on a quiet graph instead of tree clocks, and a lost worker rolls every node
+back to the last complete one (``epochs.py``).
 """
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ from ..domain import DomainInfo, graph_clocks
 from ..history import WriteHistory
 from ..messages import Message
 from . import wire
+from .epochs import Epochs
 from .errors import NodeDown, WorkerLost
 from .placement import Launched, Launcher, ProcessLauncher
 from .remote_ops import RemoteOp
@@ -168,7 +171,10 @@ class ClusterRuntime(Runtime):
 
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
-                 checkpoints: bool = True, channels: str = "relay") -> None:
+                 checkpoints: bool = True, channels: str = "relay",
+                 barrier_every: int | None = None) -> None:
+        """``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
+        epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``)."""
         if channels not in CHANNELS:
             raise ArgumentError(f"channels must be one of {', '.join(CHANNELS)}, "
                                 f"not {channels!r}")
@@ -180,7 +186,11 @@ class ClusterRuntime(Runtime):
         self.checkpoints = clocks and checkpoints
         #: every worker's node shards' checkpoints (read by a recovery; a worker's
         #: reader thread puts them, under ``store_lock``)
-        self.store: CheckpointStore | None = CheckpointStore() if self.checkpoints else None
+        #: the coordinated regime's epochs (None: another regime)
+        self.epochs: Epochs | None = (Epochs(self, barrier_every)
+                                      if strategy == "coordinated" else None)
+        self.store: CheckpointStore | None = (CheckpointStore() if self.checkpoints
+                                              or self.epochs is not None else None)
         self.store_lock = threading.Lock()
         self.shards = shards
         self.target = workers
@@ -316,7 +326,8 @@ class ClusterRuntime(Runtime):
         # (the node numbers the workers' planners start after: a restarted cluster's old
         # workers may still hold lower ones, restart.py)
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels,
-                   self.first_number, self.rejoin_timeout])
+                   self.first_number, self.rejoin_timeout,
+                   "coordinated" if self.epochs is not None else "treeclock"])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -422,6 +433,13 @@ class ClusterRuntime(Runtime):
             self.adopting = None
             self.adopted = set()
             self.adopt_catalog = None
+        if self.epochs is not None:
+            # (the epochs of the controller before died with it: one of what is kept
+            # now, else a loss before the next one falls back on lineage)
+            try:
+                self.epochs.take(whole=True)
+            except Error as e:
+                log.warning("no epoch of the kept nodes yet: %s", e)
 
     def held_reports(self, timeout: float) -> dict[str, dict[str, Any]]:
         """What each worker that dialed back held under the controller before, by its
@@ -825,6 +843,8 @@ class ClusterRuntime(Runtime):
         if self.store is not None:
             with self.store_lock:
                 self.store.drop(node_id)
+        if self.epochs is not None:
+            self.epochs.forget(node_id)
 
     def refresh_clocks(self) -> None:
         if self.clocks:
@@ -841,12 +861,19 @@ class ClusterRuntime(Runtime):
                     i = self.info(p)
                     parents[p] = [i.time, wire.encode_array(i.clock), p in fresh]
                 self.call(nid, "settle", parents)
+        if self.epochs is not None and fresh:
+            # a whole epoch on the graph as it now stands (filled outside the message
+            # path: no delta can say what changed); a node down: none covers it
+            if not self.epochs.take(whole=True):
+                self.epochs.invalidate()
 
     # ------------------------------------------------------------ writes
 
     def write(self, base_id: str, batch: Batch) -> None:
         """Accepted (the controller's copy of the table and its history hold it); the
         base node gets it now, or from the history if its worker is being replaced."""
+        if self.epochs is not None and self.adopting is None:
+            self.epochs.before_write()        # (an epoch first, when one is due)
         st = self.storage
         if st is not None and st.generation != self.anchored_gen:
             # the log was snapshotted: its batches so far are folded, so anchor every
@@ -1251,7 +1278,18 @@ class ClusterRuntime(Runtime):
             log.info("recovering %s", order)
             reports = []
             leftover = []
-            for n in order:
+            todo = order
+            if self.epochs is not None and order:
+                why = self.epochs.refusal()
+                if why is None:
+                    # every node back to the last complete epoch (a failure part-way
+                    # leaves every node down: the next attempt rolls back again)
+                    reports.append(self.epochs.roll_back(order[0]))
+                    todo = []
+                else:                             # (nothing touched yet)
+                    log.warning("the coordinated rollback cannot recover %s (%s): "
+                                "lineage", order, why)
+            for n in todo:
                 if self.alive(n):
                     continue                      # came back with a neighbour
                 if self.graph[n].kind == "base" or (self.clocks and self.strategy == "treeclock"):

@@ -153,11 +153,12 @@ class Server:
                  tls: tuple[str, str] | None = None, tls_ca: str | None = None,
                  channels: str = DEFAULT_CHANNELS,
                  rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None, barrier_every: int | None = None) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
-        the others are refused (coordinated, uncoordinated and cic are built for the
-        embedded engine only).
+        coordinated: an epoch of snapshots every ``barrier_every`` writes (default
+        ``tuning.BARRIER_EVERY``), a rollback of every node (``epochs.py``); the others
+        are refused (``regimes.EMBEDDED_ONLY``: built for the embedded engine only).
         ``ray``: run the workers as Ray actors (``placement.py``): ``"local"`` starts a
         Ray instance for this server's lifetime, anything else is a running Ray
         cluster's address (``"auto"``: the one this machine belongs to).
@@ -174,9 +175,17 @@ class Server:
         regimes.check(regime, cluster=True)
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
+        if regime == "coordinated":
+            clocks, checkpoints, strategy = False, False, "coordinated"
+        elif barrier_every is not None:
+            raise ArgumentError("--barrier-every sets how often the coordinated regime "
+                                "checkpoints; serve --regime coordinated")
+        if barrier_every is not None and (type(barrier_every) is not int or barrier_every < 1):
+            raise ArgumentError(f"barrier_every must be a number of writes (an int, 1 or "
+                                f"more), got {barrier_every!r}")
         if host not in LOOPBACK and not token:
             raise ArgumentError(f"binding {host} (not loopback) needs a shared secret: pass --token")
-        if strategy not in ("treeclock", "lineage"):
+        if strategy not in ("treeclock", "lineage") and regime != "coordinated":
             raise ArgumentError(f"a cluster recovers with 'treeclock' or 'lineage', not {strategy!r}")
         if workers < 1:
             raise ArgumentError(f"a cluster needs at least one worker, got {workers}")
@@ -213,7 +222,7 @@ class Server:
         self.idle_timeout = idle_timeout
         self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
-                                      strategy, checkpoints, channels)
+                                      strategy, checkpoints, channels, barrier_every)
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
@@ -719,10 +728,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds of silence before a worker counts as dead")
     p.add_argument("--recovery", choices=["treeclock", "lineage"], default="treeclock")
     p.add_argument("--regime", default="treeclock",
-                   help="the fault-tolerance regime (docs/regimes.md): treeclock (default) "
-                        "or lineage (no clocks or checkpoints, recovery by lineage); "
-                        "coordinated, uncoordinated and cic are built for the embedded "
-                        "engine only")
+                   help="the fault-tolerance regime (docs/regimes.md): treeclock (default), "
+                        "lineage (no clocks or checkpoints, recovery by lineage) or "
+                        "coordinated (epochs of snapshots, every node rolls back); "
+                        "uncoordinated, cic, causal and falkirk are built for the "
+                        "embedded engine only")
+    p.add_argument("--barrier-every", dest="barrier_every", type=int, default=None,
+                   metavar="WRITES", help="with --regime coordinated: writes between "
+                                          "epochs (default 128)")
     p.add_argument("--no-clocks", action="store_true", help="no tree clocks (lineage only)")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="no checkpoints of stateful nodes: a lost worker's stateful nodes are "
@@ -782,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
                         tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
                         tls_ca=args.tls_ca, channels=args.channels,
                         rejoin_timeout=args.rejoin_timeout, partial=args.partial,
-                        memory_limit=args.memory_limit)
+                        memory_limit=args.memory_limit, barrier_every=args.barrier_every)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

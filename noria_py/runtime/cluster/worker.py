@@ -100,6 +100,8 @@ from ...tls import connect as tls_connect
 from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
 from ..checkpoints import Entries, InputDelta
+from ..checkpoints import delta as checkpoint_delta
+from ..checkpoints import load as checkpoint_load
 from ..domain import Domain, graph_clocks
 from ..messages import Message
 from . import tokens, wire
@@ -186,7 +188,8 @@ class Worker:
                  checkpoints: bool = True, reads: Reads | None = None,
                  channels: str = "relay", token: str | None = None,
                  inbox: Inbox | None = None, peers: PeerServer | None = None,
-                 tls: ssl.SSLContext | None = None, first_number: int = 0) -> None:
+                 tls: ssl.SSLContext | None = None, first_number: int = 0,
+                 regime: str = "treeclock") -> None:
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -196,8 +199,12 @@ class Worker:
         self.control_recv: threading.Thread | None = None   # (direct: reads self.conn)
         self.stopped = False                      # the controller said ``stop``
         self.clocks = clocks
+        #: the coordinated regime (``epochs.py``): the domains snapshot when the
+        #: controller asks (``req_epoch``), never on their own
+        self.coordinated = regime == "coordinated"
         #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
-        self.store = RemoteStore(conn.send) if clocks and checkpoints else None
+        self.store = (RemoteStore(conn.send) if clocks and checkpoints or self.coordinated
+                      else None)
         #: per base hosted here, the last trim point of its history sent (``"hlow"``)
         self.history_lows: dict[str, int] = {}
         self.tc: TreeClocks | None = None
@@ -628,9 +635,68 @@ class Worker:
     def req_settle(self, nid: str, parents: dict[str, tuple[int, Any, bool]]) -> None:
         d = self.domains[nid]
         d.settle({p: (t, wire.decode_array(c), fresh) for p, (t, c, fresh) in parents.items()})
-        if d.store is not None:          # its first checkpoint: the state it was filled with
+        if d.store is not None and not self.coordinated:
+            # its first checkpoint: the state it was filled with (coordinated: the
+            # controller's whole epoch after the change, ``epochs.py``)
             d.store.drop(nid)
             d.checkpoint()
+
+    def req_epoch(self, epoch: int, stable: int, whole: bool) -> dict[str, Any]:
+        """The coordinated regime's snapshot (``epochs.py``; the graph is quiet): each
+        stateful node shard hosted here puts what changed since its last snapshot
+        (all of it if ``whole``, or if the store holds none of it) into the store on
+        the controller as of ``epoch``, folding the chain below ``stable`` (the last
+        complete epoch); every one answers its time and last-seen times. The
+        checkpoint frames go before the answer, on the same connection."""
+        store = cast(RemoteStore, self.store)
+        out: dict[str, Any] = {}
+        for nid, d in self.domains.items():
+            if not d.alive or nid in self.holding:
+                continue                # (down: not in this epoch, which then is incomplete)
+            if d.store is not None and d.node.parents:
+                op = d.node.op
+                full = whole or not store.has(nid)
+                change = checkpoint_delta(op, full, d.ck_inputs or [])
+                if d.ck_inputs is not None:
+                    d.ck_inputs = []
+                d.ck_messages = d.ck_rows = 0
+                store.put(nid, epoch, d.last_seen, cast(str, op.checkpoint_form), change,
+                          full, stable)
+            out[nid] = [d.time, dict(d.last_seen)]
+        return out
+
+    def req_roll_back(self, nid: str, at: int, last_seen: dict[str, int], checkpoint: Any,
+                      epoch: int) -> None:
+        """The coordinated regime's rollback of node shard ``nid`` (not a base) to an
+        epoch: what was held for it is dropped (the graph was made quiet: it came from
+        the incarnation rolled back), its state is the epoch's snapshot, its time and
+        last-seen times the epoch's."""
+        self.holding.pop(nid, None)
+        self.pending.pop(nid, None)
+        self.early.pop(nid, None)
+        d = self.domains[nid]
+        d.crash()
+        if checkpoint is not None:
+            checkpoint_load(d.node.op, decode_checkpoint(checkpoint))
+            if self.store is not None:
+                self.store.keep_upto(nid, epoch)   # (the next snapshot: a delta from it)
+        elif d.store is not None and d.node.parents:
+            raise Error(f"node {nid} rolled back without its snapshot")
+        d.time = at
+        d.last_seen = dict(last_seen)
+        d.alive = True
+
+    def req_roll_back_base(self, nid: str, at: int, history: Sequence[Any]) -> int:
+        """The coordinated regime's rollback of base ``nid`` to its position ``at`` in
+        an epoch: it resends its writes since (parts sent before with
+        ``base_history``, then ``history``) to every child."""
+        self.holding.pop(nid, None)
+        d = self.domains[nid]
+        d.crash()
+        writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
+        sends = d.write_history(writes, {c: at for c in d.node.children}, at, at)
+        self.emit(sends)
+        return len(sends)
 
     def req_process(self, nid: str, port: int, batch: Any) -> list[Any]:
         out = self.domains[nid].node.op.process(port, decode_batch(batch))
@@ -994,9 +1060,11 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             channels = more[0] if more else "relay"
             first_number = int(more[1]) if len(more) > 1 else 0
             rejoin_timeout = float(more[2]) if len(more) > 2 else 0.0
+            regime = str(more[3]) if len(more) > 3 else "treeclock"
             worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels,
                             token, inbox, peers,
-                            None if tls is None else tls_client_context(tls.ca), first_number)
+                            None if tls is None else tls_client_context(tls.ca), first_number,
+                            regime)
             worker.keep_reads = rejoin_timeout > 0
             worker.previous, worker.before = previous, before
             stop = threading.Event()

@@ -67,11 +67,12 @@ def create_schema(db, rng: random.Random) -> tuple[list[str], int]:
 
 def _differential_with_kill(seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1,
                             stagger: bool = False, extra: tuple[str, ...] = (),
-                            channels: str | None = None) -> None:
+                            channels: str | None = None) -> list:
     """``victims`` > 1: that many of three workers are killed together, or (``stagger``)
     the later ones while the first one's nodes are being recovered. ``extra``: more
-    options of ``noria-py serve`` (``--ray ADDRESS``); ``channels``: ``relay`` or
-    ``direct`` (None: the server's default, or ``$NORIA_CHANNELS``)."""
+    options of ``noria-py serve`` (``--ray ADDRESS``, ``--regime NAME``); ``channels``:
+    ``relay`` or ``direct`` (None: the server's default, or ``$NORIA_CHANNELS``).
+    Returns the recoveries' reports."""
     rng = random.Random(seed)
     shards = rng.choice([1, 2])
     if seed % 2:
@@ -107,6 +108,7 @@ def _differential_with_kill(seed: int, monkeypatch: pytest.MonkeyPatch, victims:
         assert not set(killed) & set(cluster.worker_pids(db))
         db.close()
         assert cluster.alive()
+        return reports
 
 
 @pytest.mark.parametrize("seed", SEEDS[:CI_SEEDS])
@@ -120,6 +122,34 @@ def test_sigkill_mid_load_matches_duckdb(seed, monkeypatch):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigkill_soak(seed, monkeypatch):
     _differential_with_kill(seed, monkeypatch)
+
+
+def _coordinated(seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1) -> None:
+    """``noria-py serve --regime coordinated``: epochs every write, every 3 writes or
+    as shipped (128: only those the graph changes take), relay and direct channels;
+    every lost worker's recovery a rollback of every node to the last complete epoch
+    (lineage when none covers the graph: a view created while a node was down)."""
+    every = (1, 3, 128)[seed % 3]
+    reports = _differential_with_kill(
+        seed, monkeypatch, victims=victims, channels=("relay", "direct")[seed // 3 % 2],
+        extra=("--regime", "coordinated", "--barrier-every", str(every)))
+    assert {r.strategy for r in reports} <= {"coordinated", "lineage"}, reports
+    for r in reports:
+        if r.strategy == "coordinated":
+            assert r.checkpoint is not None and len(r.rolled_back) > 1, r
+
+
+def test_coordinated_sigkill_matches_duckdb(monkeypatch):
+    """Seed 0 (relay channels, an epoch at every write) in the default suite; the soak
+    below runs the others."""
+    _coordinated(0, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("victims", [1, 2])
+def test_coordinated_sigkill_soak(seed, victims, monkeypatch):
+    _coordinated(seed, monkeypatch, victims)
 
 
 def test_messages_a_lost_node_left_held_are_dropped(monkeypatch):
@@ -799,6 +829,77 @@ def test_a_cluster_in_the_lineage_regime_rebuilds_a_lost_worker():
         db.table("t").insert([(0, 1000)])
         db.wait()
         assert sorted(db.view("v").all()) == [(0, 21), (1, 20), (2, 20), (3, 20), (4, 20)]
+        db.close()
+
+
+@pytest.mark.slow
+def test_a_cluster_in_the_coordinated_regime_rolls_every_node_back():
+    """``noria-py serve --regime coordinated``: a killed worker's recovery sets every
+    node back to the last complete epoch and the bases resend their writes since
+    (those accepted while it was down among them); a subscription to the view ends."""
+    with Cluster(workers=2, shards=2, channels="direct",
+                 extra=("--regime", "coordinated", "--barrier-every", "4")) as cluster:
+        db = noria_py.connect(cluster.url)
+        assert db.regime == "coordinated"
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+        want = Counter()
+
+        def write(n: int) -> None:
+            rows = [(i % 5, i) for i in range(n)]
+            db.table("t").insert(rows)
+            want.update(a for a, _ in rows)
+
+        for _ in range(10):
+            write(10)                       # (epochs at writes 5 and 10)
+        db.wait()
+        sub = db.subscribe("v")
+        next(sub)                           # (the rows as they stand)
+        reader = next(n for n in db.graph() if n["kind"] == "reader")
+        victim = next(n for n in db.graph() if n.get("pid") and n["pid"] != reader["pid"])
+        os.kill(victim["pid"], signal.SIGKILL)   # (the reader's worker lives: set back)
+        for _ in range(3):
+            write(7)                        # acknowledged while the worker is down
+        report = db.recover(victim["id"])   # (waits for the automatic recovery)
+        assert report.strategy == "coordinated" and report.automatic
+        assert report.checkpoint is not None
+        assert set(report.rolled_back) == {n["id"] for n in db.graph()}
+        assert report.replayed_messages > 0
+        with pytest.raises(noria_py.SubscriptionError, match="reader failed"):
+            for _ in range(100):
+                next(sub)
+        write(5)
+        db.wait()
+        assert sorted(db.view("v").all()) == sorted(want.items())
+        db.close()
+
+
+@pytest.mark.slow
+def test_a_restarted_coordinated_controller_takes_an_epoch_of_what_it_kept(tmp_path):
+    """``--data-dir``: a controller SIGKILLed and started again keeps its workers'
+    nodes; the epochs died with it, so it takes one of what it kept at once, and a
+    worker lost right after comes back by a rollback, not lineage."""
+    with Cluster(workers=2, shards=2, extra=("--regime", "coordinated", "--barrier-every",
+                                             "2", "--data-dir", str(tmp_path))) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+        for _ in range(7):
+            db.table("t").insert([(j % 3, j) for j in range(6)])
+        db.wait()
+        cluster.kill()
+        cluster.restart()
+        db = noria_py.connect(cluster.url)
+        agg = next(n for n in db.graph() if n["kind"] == "aggregate")
+        os.kill(agg["pid"], signal.SIGKILL)
+        db.table("t").insert([(0, 99)])          # (no epoch due before this write)
+        deadline = time.monotonic() + 60
+        while not db.recoveries() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [r.strategy for r in db.recoveries()] == ["coordinated"]
+        db.table("t").insert([(1, 99)])
+        db.wait()
+        assert sorted(db.view("v").all()) == [(0, 15), (1, 15), (2, 14)]
         db.close()
 
 
