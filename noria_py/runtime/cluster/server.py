@@ -49,8 +49,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
-import pyarrow as pa
-
 import sql_frontend
 from sql_frontend import plan as lp
 from sql_frontend import wire as plan_wire
@@ -577,7 +575,8 @@ class Server:
         """``n`` rows as columns, each ``["i", int64 bytes]`` or ``["f", float64 bytes]``
         in table order (``RemoteTable.insert``, ``wire.encode_batch``'s form): inserted as
         an Arrow table of those columns is (``Table.insert_arrow``: as arrays where the
-        table takes them, otherwise checked row by row, as ``insert`` checks rows)."""
+        table takes them, otherwise checked row by row, as ``insert`` checks rows), but
+        with no Arrow in between (``Base.arrays_from_numbers``)."""
         if n < 0:
             raise RequestError(f"request 'insert_columns': {n} rows")
         with self.lock:
@@ -591,8 +590,7 @@ class Server:
             except wire.ProtocolError as e:
                 raise RequestError(f"request 'insert_columns': {e}") from None
             if n:
-                table.insert_arrow(pa.Table.from_arrays([pa.array(a) for a in arrays],
-                                                        names=names))
+                table._insert_numbers(arrays)
         return n
 
     def m_delete(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
