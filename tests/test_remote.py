@@ -1,6 +1,6 @@
 """The cluster client (noria_py/remote.py), in process: its reads at the workers while
 a worker is silent, and which inserts it sends as columns. The rest is tested against a
-real cluster (tests/runtime/cluster/test_reads.py, test_server.py)."""
+real cluster (tests/runtime/cluster/test_reads.py, test_cluster.py)."""
 from __future__ import annotations
 
 import math
