@@ -137,8 +137,8 @@ _PLAIN = frozenset({int, float, str, bool, type(None), datetime.date})
 
 
 #: an insert of at least this many rows whose columns are all Python ints or all
-#: floats goes as columns (``insert_columns``); smaller ones as rows, whose msgpack is
-#: cheaper than the columns' framing at a few rows
+#: floats goes as columns (``insert_columns``), smaller ones as rows: the size from
+#: which a base keeps a write as columns (``tuning.ARRAY_MIN``'s default)
 COLUMNS_MIN = 32
 
 

@@ -573,10 +573,10 @@ class Server:
 
     def m_insert_columns(self, name: str, n: int, columns: Sequence[Any]) -> int:
         """``n`` rows as columns, each ``["i", int64 bytes]`` or ``["f", float64 bytes]``
-        in table order (``RemoteTable.insert``, ``wire.encode_batch``'s form): inserted as
-        an Arrow table of those columns is (``Table.insert_arrow``: as arrays where the
-        table takes them, otherwise checked row by row, as ``insert`` checks rows), but
-        with no Arrow in between (``Base.arrays_from_numbers``)."""
+        in table order (``RemoteTable.insert``, ``wire.encode_batch``'s form), inserted
+        as ``Table.insert_arrow`` inserts an Arrow table of those columns (as arrays
+        where the table takes them, otherwise checked row by row, as ``insert`` checks
+        rows), with no Arrow in between (``Base.arrays_from_numbers``)."""
         if n < 0:
             raise RequestError(f"request 'insert_columns': {n} rows")
         with self.lock:
