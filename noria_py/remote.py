@@ -2,7 +2,10 @@
 
 Each call is one request to the controller and one answer; errors come back as the
 same ``noria_py.Error`` subclasses the embedded engine raises (by name: nothing but
-plain data crosses the network).
+plain data crosses the network). An insert of ``COLUMNS_MIN`` rows or more whose
+every column is all ints or all floats travels as int64/float64 columns
+(``insert_columns``), which the controller takes as arrays; it checks them as it
+checks rows, so either form gives the same rows or the same error.
 
 Reads of a view by key (``RemoteView.lookup``, ``lookup_many``) go to the workers that
 host its reader shards, not through the controller (``runtime/cluster/reads.py``). A
