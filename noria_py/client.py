@@ -1546,6 +1546,17 @@ class Table:
             self._db._write(self._entry, (), (), arrays)
 
     @_serialized
+    def _insert_numbers(self, arrays: Sequence[Any]) -> None:
+        """``insert_arrow`` of int64 and float64 arrays, one per column in table order,
+        without Arrow (the cluster server's ``insert_columns``): as arrays where
+        ``insert_arrow`` takes them as arrays, otherwise checked as rows."""
+        taken = self._db.graph_[self._entry.node].op.arrays_from_numbers(arrays)
+        if taken is None:
+            self.insert(list(zip(*[a.tolist() for a in arrays])))
+        elif len(arrays[0]):
+            self._db._write(self._entry, (), (), taken)
+
+    @_serialized
     def delete(self, rows: Iterable[Sequence]) -> None:
         """Remove whole rows; each removes one matching row; all or nothing."""
         self._db._write(self._entry, (), arguments.many(rows, f"the rows for table {self.name!r}"))

@@ -2,7 +2,10 @@
 
 Each call is one request to the controller and one answer; errors come back as the
 same ``noria_py.Error`` subclasses the embedded engine raises (by name: nothing but
-plain data crosses the network).
+plain data crosses the network). An insert of ``COLUMNS_MIN`` rows or more whose
+every column is all ints or all floats travels as int64/float64 columns
+(``insert_columns``), which the controller takes as arrays; it checks them as it
+checks rows, so either form gives the same rows or the same error.
 
 Reads of a view by key (``RemoteView.lookup``, ``lookup_many``) go to the workers that
 host its reader shards, not through the controller (``runtime/cluster/reads.py``). A
@@ -41,6 +44,7 @@ import socket
 import struct
 import threading
 import time
+from operator import itemgetter
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Sequence, cast
 from urllib.parse import parse_qs, urlparse
@@ -134,6 +138,45 @@ def _plain_rows(rows: Any, what: str) -> list:
 
 #: values that go as they are (``arguments.plain`` returns them unchanged)
 _PLAIN = frozenset({int, float, str, bool, type(None), datetime.date})
+
+
+#: an insert of at least this many rows whose columns are all Python ints or all
+#: floats goes as columns (``insert_columns``), smaller ones as rows: the size from
+#: which a base keeps a write as columns (``tuning.ARRAY_MIN``'s default)
+COLUMNS_MIN = 32
+
+
+def _int_float_columns(rows: list, arity: int) -> list[list[Any]] | None:
+    """``rows`` as the columns of a batch on the wire (``wire.encode_batch``'s: ``["i",
+    int64 bytes]`` or ``["f", float64 bytes]``), or None to send them as rows: fewer
+    than ``COLUMNS_MIN``, a row not a tuple or list of ``arity`` values, or a column
+    not all ``int`` (exactly: a bool is not one) within int64, or all ``float`` with no
+    NaN. Such columns are exactly the rows' values, and the server checks them against
+    the table's types as it checks rows, so a write takes the same path to the same
+    result either way; the server just makes no Python object per value (the
+    controller's decoding and checking of rows was most of its CPU per write)."""
+    if len(rows) < COLUMNS_MIN or arity == 0:
+        return None
+    kinds = set(map(type, rows))
+    if not kinds <= {tuple, list} or set(map(len, rows)) != {arity}:
+        return None
+    out: list[list[Any]] = []
+    for i in range(arity):
+        col = list(map(itemgetter(i), rows))
+        seen = set(map(type, col))
+        try:
+            if seen == {int}:
+                out.append(["i", np.array(col, dtype="<i8").tobytes()])
+            elif seen == {float}:
+                a = np.array(col, dtype="<f8")
+                if np.isnan(a).any():
+                    return None
+                out.append(["f", a.tobytes()])
+            else:
+                return None
+        except OverflowError:           # an int past int64: the server names it
+            return None
+    return out
 
 
 def _plain_key(key: Any) -> Any:
@@ -710,7 +753,13 @@ class RemoteTable:
     def insert(self, rows: Iterable[Sequence]) -> None:
         if is_frame(rows):
             return self.insert_arrow(rows)
-        self._db._call("insert", self.name, _plain_rows(rows, f"the rows for table {self.name!r}"))
+        what = f"the rows for table {self.name!r}"
+        rows = arguments.many(rows, what)
+        cols = _int_float_columns(rows, len(self.columns))
+        if cols is not None:
+            self._db._call("insert_columns", self.name, len(rows), cols)
+        else:
+            self._db._call("insert", self.name, _plain_rows(rows, what))
 
     def insert_arrow(self, table) -> None:
         """As the embedded ``Table.insert_arrow``: the columns travel as an Arrow IPC

@@ -20,6 +20,7 @@ import os
 import statistics
 import threading
 import time
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -209,6 +210,61 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             "recovery": recov, **subscribed}
 
 
+def write_steps(batch: int = 1000, articles: int = 10_000, writes: int = 100) -> None:
+    """The controller's CPU per client write of ``batch`` votes, step by step, in this
+    process (no cluster): the request as rows against as columns (``insert_columns``),
+    each the best of 7 rounds of ``writes`` writes in process time; and the client's making
+    of the request. What a step does not show is the fixed cost of a request (system
+    calls, thread hand-offs), which ``ctrl CPU`` includes."""
+    from noria_py.remote import _int_float_columns, _plain_rows
+    from noria_py.runtime.cluster import wire
+    from noria_py.storage import codec
+
+    db = connect()
+    workloads.setup(db, articles)
+    base = db.graph_[db._tables["vote"].node].op
+    data = workloads.votes(writes * batch, articles)
+    chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, len(data), batch)]
+
+    def best(fn) -> float:
+        out = float("inf")
+        for _ in range(7):
+            t0 = time.process_time()
+            for i in range(len(chunks)):
+                fn(i)
+            out = min(out, (time.process_time() - t0) / len(chunks) * 1e6)
+        return out
+
+    as_rows = [codec.packb(["call", i, "insert", ["vote", c]]) for i, c in enumerate(chunks)]
+    as_cols = [codec.packb(["call", i, "insert_columns", ["vote", batch, _int_float_columns(c, 2)]])
+               for i, c in enumerate(chunks)]
+    rows = [codec.unpackb(f)[3][1] for f in as_rows]
+    cols = [codec.unpackb(f)[3][2] for f in as_cols]
+    batches = [base.prepare(r, ()) for r in rows]
+    same = [best(lambda i: base.process(0, batches[i])),
+            best(lambda i: codec.packb(["write", "n1", wire.encode_batch(batches[i])])),
+            best(lambda i: codec.packb(["ok", i, batch]))]
+    steps = [
+        ("decode the request (msgpack, NaN scan)", best(lambda i: codec.unpackb(as_rows[i])),
+         best(lambda i: codec.unpackb(as_cols[i]))),
+        ("check and convert it", best(lambda i: base.prepare(rows[i], ())),
+         best(lambda i: base.prepare_arrays(cast("list", base.arrays_from_numbers(
+             [wire.decode_numbers(c, batch) for c in cols[i]]))))),
+        ("apply it to the controller's copy", same[0], same[0]),
+        ("encode the frame to the base's worker", same[1], same[1]),
+        ("encode the answer", same[2], same[2]),
+    ]
+    print(f"the controller's CPU per write of {batch:,} votes, µs (process time, best of 7)")
+    print(f"{'step':<40} {'rows':>8} {'columns':>8}")
+    for name, a, b in steps:
+        print(f"{name:<40} {a:>8,.0f} {b:>8,.0f}")
+    print(f"{'total':<40} {sum(x[1] for x in steps):>8,.0f} {sum(x[2] for x in steps):>8,.0f}")
+    client = (best(lambda i: codec.packb(["call", i, "insert", ["vote", _plain_rows(chunks[i], "")]])),
+              best(lambda i: codec.packb(["call", i, "insert_columns",
+                                          ["vote", batch, _int_float_columns(chunks[i], 2)]])))
+    print(f"{'(the client making the request)':<40} {client[0]:>8,.0f} {client[1]:>8,.0f}")
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="noria-py bench cluster")
     p.add_argument("--articles", type=int, default=10_000)
@@ -235,7 +291,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--channels", choices=["relay", "direct"], default=None,
                    help="serve --channels: messages between workers through the controller "
                         "or worker to worker (default: the server's)")
+    p.add_argument("--write-steps", action="store_true",
+                   help="only the controller's CPU per write, step by step, in this process: "
+                        "rows against columns (no cluster)")
     a = p.parse_args(argv)
+    if a.write_steps:
+        write_steps(a.batch, a.articles)
+        return 0
     print(f"cluster: {a.articles:,} articles, {a.votes:,} votes in batches of {a.batch}, "
           f"{a.shards} shard(s), checkpoints {'off' if a.no_checkpoints else 'on'}"
           f"{'; workers as Ray actors' if a.ray else ''}"

@@ -1,10 +1,12 @@
-"""The cluster client's reads at the workers (noria_py/remote.py), in process: what it
-does while a worker is silent. The rest is tested against a real cluster
-(tests/runtime/cluster/test_reads.py)."""
+"""The cluster client (noria_py/remote.py), in process: its reads at the workers while
+a worker is silent, and which inserts it sends as columns. The rest is tested against a
+real cluster (tests/runtime/cluster/test_reads.py, test_cluster.py)."""
 from __future__ import annotations
 
+import math
 import socket
 
+import numpy as np
 import pytest
 
 from noria_py import arguments
@@ -76,3 +78,35 @@ def test_a_read_port_connection_gives_up_after_the_time_given():
             a.recv(1)
         b.send(b"x")
         assert a.recv(1) == b"x"
+
+
+def test_an_insert_of_plain_ints_and_floats_goes_as_exact_columns():
+    from noria_py.remote import COLUMNS_MIN, _int_float_columns
+    n = COLUMNS_MIN
+    rows = [(i - n, (1 << 63) - 1 - i, i / 3, -0.0) for i in range(n)]
+    cols = _int_float_columns(rows, 4)
+    assert cols is not None and [c[0] for c in cols] == ["i", "i", "f", "f"]
+    back = [np.frombuffer(data, dtype="<i8" if kind == "i" else "<f8").tolist()
+            for kind, data in cols]
+    assert list(zip(*back)) == rows
+    assert [math.copysign(1, v) for v in back[3]] == [-1.0] * n     # -0.0 kept
+    assert _int_float_columns([list(r) for r in rows], 4) == cols
+
+
+@pytest.mark.parametrize("odd", [True, None, "x", 1 << 63, -(1 << 63) - 1, float("nan"),
+                                 np.int64(1), 1.5])
+def test_an_insert_with_any_other_value_goes_as_rows(odd):
+    """Each is refused by the server, or converted by ``arguments.plain``, as a row is;
+    in an INT column (1.5), or in a FLOAT one beside floats (1, None...)."""
+    from noria_py.remote import COLUMNS_MIN, _int_float_columns
+    rows = [(i, float(i)) for i in range(COLUMNS_MIN)]
+    assert _int_float_columns(rows, 2) is not None
+    for col in (0, 1):
+        bad = list(rows)
+        bad[5] = (odd, 1.0) if col == 0 else (1, odd)
+        if col == 1 and type(odd) is float and odd == odd:
+            continue                    # (a float among floats is one of them)
+        assert _int_float_columns(bad, 2) is None, (odd, col)
+    assert _int_float_columns(rows[:-1], 2) is None            # too few to be worth it
+    assert _int_float_columns(rows, 3) is None                 # not the table's arity
+    assert _int_float_columns([*rows[:-1], {0: 1, 1: 2.0}], 2) is None

@@ -447,6 +447,21 @@ class Base(Operator):
                 return None
         return out
 
+    def arrays_from_numbers(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray] | None:
+        """``arrays_from_arrow`` for int64 and float64 arrays (a cluster client's
+        ``insert_columns``): the same columns taken, or None (then checked as rows)."""
+        if self._rows is not None or len(arrays) != len(self.types):
+            return None
+        out = []
+        for typ, a in zip(self.types, arrays):
+            if typ is SqlType.INT and a.dtype == np.int64:
+                out.append(a)
+            elif typ is SqlType.FLOAT and a.dtype in (np.int64, np.float64):
+                out.append(a.astype(np.float64, copy=False))
+            else:
+                return None
+        return out
+
     def prepare_arrays(self, arrays: list[np.ndarray]) -> Batch:
         """The delta for inserting ``arrays_from_arrow``'s columns (no state changes)."""
         return Batch.columnar(arrays, np.ones(len(arrays[0]), dtype=np.int64))

@@ -13,3 +13,13 @@ def test_bench_cluster_checks_its_load_and_reports(arrow):
     r = clusterbench.one_cluster(2, 200, 3000, 500, 5, 0, "treeclock", shards=2,
                                  many=100, arrow=arrow)
     assert r["tput"] > 0 and r["many"] > 0 and r["read_p50"] > 0 and len(r) >= 7
+
+
+def test_write_steps_reports_each_step_both_ways(capsys):
+    clusterbench.write_steps(batch=40, articles=50, writes=5)
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[-2:] == ["rows", "columns"]
+    steps = out[2:-1]
+    assert len(steps) == 6 and steps[-1].startswith("total")
+    for line in steps + out[-1:]:
+        assert all(float(x.replace(",", "")) >= 0 for x in line.split()[-2:]), line

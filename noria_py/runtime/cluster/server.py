@@ -56,7 +56,14 @@ from sql_frontend import wire as plan_wire
 from ... import regimes
 from ...arrowio import from_ipc
 from ...client import Database, Prepared
-from ...errors import ArgumentError, Error, RecoveryError, RequestError, SubscriptionError
+from ...errors import (
+    ArgumentError,
+    ArityError,
+    Error,
+    RecoveryError,
+    RequestError,
+    SubscriptionError,
+)
 from ...graph import Graph
 from ...tls import Files as TlsFiles
 from ...tls import server_context as tls_server_context
@@ -95,7 +102,8 @@ _NAME = (str,)
 REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "execute": (_NAME, (*_SEQ, type(None))), "executemany": (_NAME, _SEQ),
     "table": (_NAME,), "schema": (_NAME,), "keys": (_NAME,), "count": (_NAME,),
-    "insert": (_NAME, _SEQ), "insert_arrow": (_NAME, (bytes,)), "delete": (_NAME, _SEQ),
+    "insert": (_NAME, _SEQ), "insert_arrow": (_NAME, (bytes,)),
+    "insert_columns": (_NAME, (int,), _SEQ), "delete": (_NAME, _SEQ),
     "delete_keys": (_NAME, _SEQ),
     "view": (_NAME,), "lookup": (_NAME, _SEQ), "all": (_NAME,),
     "tables": (), "views": (), "wait": (), "graph": (), "recoveries": (),
@@ -573,6 +581,28 @@ class Server:
         with self.lock:
             self.db.table(name).insert_arrow(table)
         return len(table)
+
+    def m_insert_columns(self, name: str, n: int, columns: Sequence[Any]) -> int:
+        """``n`` rows as columns, each ``["i", int64 bytes]`` or ``["f", float64 bytes]``
+        in table order (``RemoteTable.insert``, ``wire.encode_batch``'s form), inserted
+        as ``Table.insert_arrow`` inserts an Arrow table of those columns (as arrays
+        where the table takes them, otherwise checked row by row, as ``insert`` checks
+        rows), with no Arrow in between (``Base.arrays_from_numbers``)."""
+        if n < 0:
+            raise RequestError(f"request 'insert_columns': {n} rows")
+        with self.lock:
+            table = self.db.table(name)
+            names = table.columns
+            if len(columns) != len(names):
+                raise ArityError(f"{len(columns)} columns for table {name!r}, which has "
+                                 f"{len(names)}: {names}")
+            try:
+                arrays = [wire.decode_numbers(c, n) for c in columns]
+            except wire.ProtocolError as e:
+                raise RequestError(f"request 'insert_columns': {e}") from None
+            if n:
+                table._insert_numbers(arrays)
+        return n
 
     def m_delete(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
         with self.lock:

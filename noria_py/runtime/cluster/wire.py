@@ -440,6 +440,14 @@ def _decode_column(obj: Any, n: int) -> np.ndarray:
     raise ProtocolError(f"a batch's column must be [kind, data] of {n} values")
 
 
+def decode_numbers(obj: Any, n: int) -> np.ndarray:
+    """An ``["i" | "f", bytes]`` column of ``n`` values (a client's ``insert_columns``);
+    ``ProtocolError`` for anything else, objects included."""
+    if not (isinstance(obj, (tuple, list)) and len(obj) == 2 and obj[0] in _KINDS):
+        raise ProtocolError(f"a column must be [\"i\" or \"f\", bytes] of {n} values")
+    return _decode_column(obj, n)
+
+
 def _decode_columnar(cols: Any, signs: Any) -> Batch:
     if not (isinstance(cols, (tuple, list)) and cols and type(signs) is bytes
             and len(signs) % 8 == 0):
