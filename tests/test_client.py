@@ -258,3 +258,36 @@ def test_a_date_meeting_a_timestamp_is_its_midnight_as_in_duckdb():
                 "SELECT MAX(COALESCE(t, d)) FROM x"]:
         assert sorted(db.execute(sql).fetchall(), key=repr) == \
             sorted(duck.execute(sql).fetchall(), key=repr), sql
+
+
+def test_insert_columns_adds_the_rows_insert_would() -> None:
+    """``Table.insert_columns``: one array per column, as arrays where the table takes
+    them (int64/float64), else row by row; the same rows as ``insert``,
+    the same errors, all or nothing."""
+    import numpy as np
+
+    from noria_py.errors import ArgumentError, ArityError, DuplicateKeyError, TypeMismatchError
+    db = noria_py.connect()
+    db.execute("CREATE TABLE t (id INT PRIMARY KEY, x FLOAT, s TEXT)")
+    db.execute("CREATE TABLE n (a INT, b FLOAT)")
+    db.execute("CREATE VIEW c AS SELECT COUNT(*) AS k, SUM(a) AS sa FROM n")
+    n = db.table("n")
+    n.insert_columns([np.arange(5, dtype=np.int64), np.linspace(0, 1, 5)])
+    n.insert_columns([[7, 8], [float("nan"), 2]])             # (lists: arrays too)
+    n.insert_columns([np.zeros(0, np.int64), np.zeros(0)])
+    assert sorted(map(repr, n.rows())) == sorted(map(repr, (
+        [(i, float(v)) for i, v in zip(range(5), np.linspace(0, 1, 5))]
+        + [(7, float("nan")), (8, 2.0)])))
+    assert db.view("c").all() == [(7, 25)]
+    t = db.table("t")
+    t.insert_columns([np.array([1, 2]), np.array([0.5, 1.5]), np.array(["a", "b"])])
+    before = sorted(t.rows())
+    with pytest.raises(DuplicateKeyError):
+        t.insert_columns([np.array([3, 1]), np.array([0.0, 0.0]), np.array(["c", "d"])])
+    with pytest.raises(TypeMismatchError):
+        t.insert_columns([np.array([4]), np.array(["x"]), np.array(["e"])])
+    with pytest.raises(ArityError):
+        t.insert_columns([np.array([4]), np.array([0.0])])
+    with pytest.raises(ArgumentError):
+        t.insert_columns([np.array([4, 5]), np.array([0.0]), np.array(["e"])])
+    assert sorted(t.rows()) == before

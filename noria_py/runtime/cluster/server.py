@@ -601,7 +601,7 @@ class Server:
             except wire.ProtocolError as e:
                 raise RequestError(f"request 'insert_columns': {e}") from None
             if n:
-                table._insert_numbers(arrays)
+                table.insert_columns(arrays)
         return n
 
     def m_delete(self, name: str, rows: Sequence[Sequence[Any]]) -> int:

@@ -461,6 +461,37 @@ def test_inserts_as_columns_match_the_embedded_engine(cluster, monkeypatch):
     db.close()
 
 
+def test_insert_columns_over_a_cluster_is_the_embedded_engines(cluster):
+    """``Table.insert_columns`` over a cluster: int64/float64 arrays as their bytes,
+    other arrays as rows; the same rows and the same errors as embedded."""
+    db = noria_py.connect(cluster.url)
+    here = noria_py.connect()
+    for d in (db, here):
+        d.execute("CREATE TABLE icol (id INT PRIMARY KEY, x FLOAT, n INT)")
+    batches = [
+        [np.arange(40, dtype=np.int64), np.linspace(0, 1, 40), np.arange(40) * 3],
+        [np.array([100, 101]), np.array([0.5, 2.0]), np.array([1, None], dtype=object)],
+        [np.array([200, 5]), np.array([0.0, 0.0]), np.array([1, 2])],      # 5: a duplicate
+        [np.array([300]), np.array(["x"]), np.array([1])],
+        [np.array([400]), np.array([0.0])],
+        [np.array([500, 501]), np.array([0.0]), np.array([1])],
+    ]
+    outcomes = []
+    for cols in batches:
+        got, want = [_insert_outcome(lambda d=d: d.table("icol").insert_columns(cols))
+                     for d in (db, here)]
+        assert got == want, cols
+        outcomes.append(got and got[0])
+    assert outcomes == [None, None, "DuplicateKeyError", "TypeMismatchError", "ArityError",
+                        "ArgumentError"]
+    db.wait()
+    assert _comparable_rows(db.execute("SELECT * FROM icol").fetchall()) == \
+        _comparable_rows(here.execute("SELECT * FROM icol").fetchall())
+    db.execute("DROP TABLE icol")
+    db.close()
+    here.close()
+
+
 def test_a_malformed_insert_columns_is_refused_and_changes_nothing(cluster):
     """Columns of the wrong length, kind or count, or a bad row count: a
     ``RequestError`` or ``ArityError``, the table unchanged; floats for an INT column
