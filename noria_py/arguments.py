@@ -58,7 +58,7 @@ import numpy as np
 
 from sql_frontend.types import SqlType
 
-from .errors import ArityError, TypeMismatchError
+from .errors import ArgumentError, ArityError, TypeMismatchError
 from .nan import NAN
 
 UTC = datetime.timezone.utc
@@ -73,6 +73,19 @@ def many(values: Any, what: str) -> list:
         raise TypeMismatchError(f"{what} must come in a list (or another iterable), got "
                                 f"{type(values).__name__} {_short(values)}")
     return list(values)
+
+
+def columns(values: Any, names: Sequence[str], table: str) -> list[np.ndarray]:
+    """``Table.insert_columns``'s columns: one array per column of ``table`` (whose
+    columns are ``names``), each one-dimensional, all of one length."""
+    arrays = [np.asarray(c) for c in many(values, f"the columns for table {table!r}")]
+    if len(arrays) != len(names):
+        raise ArityError(f"{len(arrays)} columns for table {table!r}, which has "
+                         f"{len(names)}: {list(names)}")
+    if any(a.ndim != 1 for a in arrays) or len({len(a) for a in arrays}) > 1:
+        raise ArgumentError(f"the columns for table {table!r} must be one-dimensional "
+                            f"and of one length, got shapes {[a.shape for a in arrays]}")
+    return arrays
 
 
 def name(value: Any, kind: str) -> str:

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar, cast, overload
 
-import numpy as np
-
 import sql_frontend
 from sql_frontend import plan as lp
 from sql_frontend.expr import Col
@@ -1555,16 +1553,7 @@ class Table:
         where ``insert_arrow`` would take them as arrays (the cluster server's
         ``insert_columns`` request comes here); anything else is checked row by row,
         as ``insert`` checks rows."""
-        names = self.columns
-        arrays = [np.asarray(c) for c in arguments.many(columns, f"the columns for table "
-                                                                 f"{self.name!r}")]
-        if len(arrays) != len(names):
-            raise ArityError(f"{len(arrays)} columns for table {self.name!r}, which has "
-                             f"{len(names)}: {names}")
-        if any(a.ndim != 1 for a in arrays) or len({len(a) for a in arrays}) > 1:
-            raise ArgumentError(f"the columns for table {self.name!r} must be "
-                                "one-dimensional and of one length, got shapes "
-                                f"{[a.shape for a in arrays]}")
+        arrays = arguments.columns(columns, self.columns, self.name)
         taken = self._db.graph_[self._entry.node].op.arrays_from_numbers(arrays)
         if taken is None:
             self.insert(list(zip(*[a.tolist() for a in arrays])))

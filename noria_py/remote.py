@@ -764,16 +764,7 @@ class RemoteTable:
     def insert_columns(self, columns: Sequence[Any]) -> None:
         """As the embedded ``Table.insert_columns``: int64 and float64 arrays travel as
         their bytes (``insert_columns``), anything else as rows."""
-        names = self.columns
-        arrays = [np.asarray(c) for c in arguments.many(columns, f"the columns for table "
-                                                                 f"{self.name!r}")]
-        if len(arrays) != len(names):
-            raise ArityError(f"{len(arrays)} columns for table {self.name!r}, which has "
-                             f"{len(names)}: {names}")
-        if any(a.ndim != 1 for a in arrays) or len({len(a) for a in arrays}) > 1:
-            raise ArgumentError(f"the columns for table {self.name!r} must be "
-                                "one-dimensional and of one length, got shapes "
-                                f"{[a.shape for a in arrays]}")
+        arrays = arguments.columns(columns, self.columns, self.name)
         if all(a.dtype in (np.int64, np.float64) for a in arrays):
             cols = [["i" if a.dtype == np.int64 else "f", a.astype(a.dtype.newbyteorder("<"),
                                                                   copy=False).tobytes()]
