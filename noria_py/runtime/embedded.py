@@ -251,7 +251,7 @@ class EmbeddedRuntime(Runtime):
             self._trim_history(base_id, d, history)
             # (next once ``HISTORY_TRIM_EVERY`` more are held: a child's stable
             # checkpoint may pin more than that, and trying at every write then cost a
-            # pass over the children per write, ~2% of a write of 100 rows)
+            # pass over the children per write, 1% of a write of 100 rows)
             history.trim_at = len(history.batches) + tuning.HISTORY_TRIM_EVERY
         return d
 

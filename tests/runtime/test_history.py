@@ -135,7 +135,7 @@ def test_a_history_pinned_by_a_checkpoint_is_not_trimmed_at_every_write(monkeypa
     """A stateful child's stable checkpoint holds the history back (its recovery
     replays from there): past ``HISTORY_TRIM_EVERY`` writes a trim is then tried once
     every ``HISTORY_TRIM_EVERY`` more, not at every write (a pass over the children
-    each, ~2% of a write of 100 rows), and the history still trims once released."""
+    each, 1% of a write of 100 rows), and the history still trims once released."""
     from noria_py.runtime.embedded import EmbeddedRuntime
     monkeypatch.setattr(tuning, "HISTORY_TRIM_EVERY", 16)
     tries: list[int] = []
