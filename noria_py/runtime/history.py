@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 
+from .. import tuning
 from ..batch import Batch
 from ..errors import RecoveryError
 from ..ops.base import Base
@@ -39,6 +40,9 @@ class WriteHistory:
         self.start = 0
         self.batches: list[Batch] = []
         self.lock = threading.Lock()
+        #: how many writes ``batches`` holds when the embedded runtime next trims it
+        #: (``EmbeddedRuntime._record``)
+        self.trim_at = tuning.HISTORY_TRIM_EVERY
 
     def __len__(self) -> int:
         return self.start + len(self.batches)

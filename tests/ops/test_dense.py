@@ -250,3 +250,99 @@ def test_a_nan_in_a_float_part_is_removed_and_read_as_the_one_nan():
     assert d.apply(arr(4), [arr(4), np.array([np.nan])], arr(-1)) is not None
     d.apply(arr(6), [arr(6), np.array([np.nan])], arr(1))  # floats into objects
     assert d.row(6)[1] is math.nan and held(d)[6][1] is math.nan
+
+
+def _vote_rows(n: int) -> DenseRows:
+    """The vote reader's shape: (id, title, votes), titles objects, votes typed."""
+    d = DenseRows(3, key=0)
+    keys = np.arange(n, dtype=np.int64)
+    d.apply(keys, [keys, obj(*[f"article {i}" for i in range(n)]), keys * 0 + 1],
+            np.ones(n, dtype=np.int64))
+    return d
+
+
+def _update(d: DenseRows, keys: list[int], new: list[tuple]) -> None:
+    """Rewrite each key's row in place: its row out, ``new`` in, in one batch."""
+    old = [d.get(k) for k in keys]
+    rows = old + new
+    assert d.apply(arr(*(keys + keys)), [dense.column([r[i] for r in rows]) for i in range(3)],
+                   arr(*([-1] * len(keys) + [1] * len(keys)))) is not None
+
+
+def test_a_delta_leaves_out_the_parts_rewritten_with_the_same_values():
+    """The vote reader: a vote rewrites a row's count and its title, the very object it
+    held; a checkpoint's delta carries the counts only, and brings a copy up to date."""
+    live = _vote_rows(50)
+    copy = live.copy()
+    live.changed(arr())                         # (what the store holds: as of now)
+    keys = [3, 7, 40]
+    _update(live, keys, [(k, live.get(k)[1], 2) for k in keys])
+    delta = live.changed(arr(*keys))
+    assert delta.parts[0] is None and delta.parts[1] is None, "key and title left out"
+    assert delta.parts[2] is not None and delta.parts[2].tolist() == [2, 2, 2]
+    copy.put(delta)
+    assert held(copy) == held(live)
+    # nothing changed since: the next delta leaves every part out
+    assert all(p is None for p in live.changed(arr()).parts)
+
+
+@pytest.mark.parametrize("old, new", [
+    (1, 1.0), (1.0, 1), (1, True), (0.0, -0.0), ("ab", "".join(["a", "b"])),
+])
+def test_a_part_rewritten_with_equal_values_of_another_kind_or_object_is_in_the_delta(old, new):
+    """Equal is not the same: 1 and 1.0 and True, 0.0 and -0.0, two equal strings,
+    the copy a checkpoint restores must read back what the state read."""
+    live = DenseRows(2, key=0)
+    live.apply(arr(1, 2), [arr(1, 2), dense.column([old, old])], arr(1, 1))
+    copy = live.copy()
+    live.changed(arr())
+    assert live.apply(arr(1, 1), [arr(1, 1), dense.column([live.get(1)[1], new])],
+                      arr(-1, 1)) is not None
+    delta = live.changed(arr(1))
+    assert delta.parts[1] is not None
+    copy.put(delta)
+    assert repr(sorted(held(copy).items())) == repr(sorted(held(live).items()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(
+    st.lists(st.tuples(st.integers(0, 12),
+                       st.sampled_from(["same", "insert-or-remove", 1, 1.0, True, -0.0, 0.0,
+                                        "s", "fresh s", None])),
+             max_size=10, unique_by=lambda x: x[0]),
+    st.booleans()), min_size=1, max_size=14))
+def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(plan):
+    """Batches that rewrite rows in place (with the value held, an equal one of another
+    kind or object, or another), insert and remove, and at random points a delta of
+    the keys changed since the last one put into a copy: the copy reads back exactly
+    what the live rows read (``repr``: 1 is not 1.0 nor True, -0.0 is not 0.0)."""
+    live = DenseRows(3, key=0)
+    copy = live.copy()
+    changed: set[int] = set()
+    for ops, sync in plan:
+        keys, signs, rows = [], [], []
+        for k, what in ops:
+            row = live.get(k)
+            if what == "insert-or-remove":
+                keys.append(k)
+                signs.append(-1 if row is not None else 1)
+                rows.append(row if row is not None else (k, "s", k))
+                continue
+            if row is None:
+                continue
+            value = (row[1] if what == "same" else "".join(["s"]) if what == "fresh s"
+                     else what)
+            keys += [k, k]
+            signs += [-1, 1]
+            rows += [row, (k, value, row[2] if k % 2 else k * 10 + len(keys))]
+        if keys:
+            res = live.apply(np.array(keys, dtype=np.int64),
+                             [dense.column([r[i] for r in rows]) for i in range(3)],
+                             np.array(signs, dtype=np.int64))
+            assert res is not None
+            changed.update(keys)
+        if sync:
+            copy.put(live.changed(np.array(sorted(changed), dtype=np.int64)))
+            changed = set()
+            assert len(copy) == len(live)
+            assert repr(sorted(held(copy).items())) == repr(sorted(held(live).items()))

@@ -131,6 +131,38 @@ def test_the_history_stays_bounded_without_clocks(monkeypatch):
     assert len(db.runtime.durable[base].batches) <= 9
 
 
+def test_a_history_pinned_by_a_checkpoint_is_not_trimmed_at_every_write(monkeypatch):
+    """A stateful child's stable checkpoint holds the history back (its recovery
+    replays from there): past ``HISTORY_TRIM_EVERY`` writes a trim is then tried once
+    every ``HISTORY_TRIM_EVERY`` more, not at every write (a pass over the children
+    each, 1% of a write of 100 rows), and the history still trims once released."""
+    from noria_py.runtime.embedded import EmbeddedRuntime
+    monkeypatch.setattr(tuning, "HISTORY_TRIM_EVERY", 16)
+    tries: list[int] = []
+    trim = EmbeddedRuntime._trim_history
+
+    def counted(self, base_id, d, history):
+        tries.append(len(history.batches))
+        trim(self, base_id, d, history)
+    monkeypatch.setattr(EmbeddedRuntime, "_trim_history", counted)
+    db = noria_py.connect()
+    db.execute("CREATE TABLE vote (a INT, u INT)")
+    db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
+    for i in range(400):                # (fewer than COUNT's checkpoint interval)
+        db.table("vote").insert([(i % 5, i)])
+    base = next(n["id"] for n in db.graph() if n["kind"] == "base")
+    history = db.runtime.durable[base]
+    assert history.start < 16, "the checkpoint pins the history (else this tests nothing)"
+    assert 400 // 16 - 2 <= len(tries) <= 400 // 16, tries
+    # released: COUNT, then the reader (whose acknowledgements carry its own newest,
+    # and so let COUNT's become stable), checkpoint
+    for kind in ("aggregate", "reader"):
+        db.runtime.domains[next(n["id"] for n in db.graph() if n["kind"] == kind)].checkpoint()
+    for i in range(200):
+        db.table("vote").insert([(i % 5, i)])
+    assert history.start >= 400, (history.start, len(history.batches))
+
+
 @pytest.mark.slow
 def test_memory_stays_flat_over_millions_of_row_writes():
     """Issue 24's goal: at most 8 MB per million row-writes over a long run of inserts

@@ -622,7 +622,7 @@ def _encode_input(x: Batch | DenseRows | RowsDelta | dict[Any, int]) -> list[Any
         return ["b", encode_batch(Batch(list(x), list(x.values())))]
     if isinstance(x, RowsDelta):
         return ["r", [x.size, encode_array(x.keys), x.present.tobytes(),
-                      [_encode_column(p) for p in x.parts]]]
+                      [None if p is None else _encode_column(p) for p in x.parts]]]
     return ["b", encode_batch(x)]
 
 
@@ -634,8 +634,9 @@ def _decode_rows_delta(obj: Any) -> RowsDelta:
     at = _keys(keys, size)
     if len(present) != len(at):
         raise ProtocolError("changed dense rows' mask must match their keys")
+    # (None: a part unchanged since the last delta, ``DenseRows.changed``)
     return RowsDelta(size, at, np.frombuffer(present, dtype=np.uint8).astype(bool),
-                     [_decode_column(p, len(at)) for p in parts])
+                     [None if p is None else _decode_column(p, len(at)) for p in parts])
 
 
 def _decode_input(obj: Any) -> Batch | DenseRows | RowsDelta:

@@ -659,3 +659,30 @@ def test_stopping_a_port_never_served_closes_it():
     listening = socket.create_server(("127.0.0.1", 0))
     wire.Admission(8, logging.getLogger("test")).stop(listening)
     assert listening.fileno() == -1
+
+
+def test_a_delta_without_the_parts_left_unchanged_crosses_the_wire():
+    """A dense state's delta leaves out the parts no batch changed (None): they cross
+    as such, and the store's copy put with it keeps its own values there."""
+    from noria_py.ops.dense import DenseRows, object_column
+    live = DenseRows(3, key=0)
+    keys = np.arange(6, dtype=np.int64)
+    live.apply(keys, [keys, object_column([f"t{i}" for i in range(6)]), keys * 10],
+               np.ones(6, dtype=np.int64))
+    store = live.copy()
+    live.changed(keys[:0])
+    at = np.array([1, 4], dtype=np.int64)
+    old = [live.get(1), live.get(4)]
+    new = [(k, r[1], r[2] + 1) for k, r in zip((1, 4), old)]
+    live.apply(np.concatenate([at, at]),
+               [object_column([r[i] for r in old + new]) if i == 1 else
+                np.array([r[i] for r in old + new], dtype=np.int64) for i in range(3)],
+               np.array([-1, -1, 1, 1], dtype=np.int64))
+    delta = live.changed(at)
+    assert delta.parts[0] is None and delta.parts[1] is None
+    back = wire.decode_delta("input", _over_wire(wire.encode_delta("input", [(0, delta)])))
+    (port, got), = back
+    assert port == 0 and got.parts[:2] == [None, None]
+    assert got.parts[2].tolist() == [11, 41]
+    store.put(got)
+    assert dict(store.items()) == dict(live.items())
