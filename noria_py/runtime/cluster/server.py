@@ -125,7 +125,8 @@ def check_request(method: Any, args: Any) -> None:
         raise RequestError(f"request {method!r} takes {len(spec)} argument(s), got "
                            f"{len(args) if isinstance(args, _SEQ) else type(args).__name__}")
     for i, (arg, types) in enumerate(zip(args, spec)):
-        if not isinstance(arg, types):
+        # (a bool is an int to isinstance: not where an integer is wanted)
+        if not isinstance(arg, types) or (type(arg) is bool and bool not in types):
             want = " or ".join(dict.fromkeys(
                 "array" if t in _SEQ else "null" if t is type(None) else "boolean"
                 if t is bool else "integer" if t is int else "string" for t in types))
