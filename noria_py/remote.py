@@ -166,12 +166,12 @@ def _int_float_columns(rows: list, arity: int) -> list[list[Any]] | None:
         seen = set(map(type, col))
         try:
             if seen == {int}:
-                out.append(["i", np.array(col, dtype="<i8").tobytes()])
+                out.append(wire.encode_numbers(np.array(col, dtype=np.int64)))
             elif seen == {float}:
-                a = np.array(col, dtype="<f8")
+                a = np.array(col, dtype=np.float64)
                 if np.isnan(a).any():
                     return None
-                out.append(["f", a.tobytes()])
+                out.append(wire.encode_numbers(a))
             else:
                 return None
         except OverflowError:           # an int past int64: the server names it
@@ -766,10 +766,8 @@ class RemoteTable:
         their bytes (``insert_columns``), anything else as rows."""
         arrays = arguments.columns(columns, self.columns, self.name)
         if all(a.dtype in (np.int64, np.float64) for a in arrays):
-            cols = [["i" if a.dtype == np.int64 else "f", a.astype(a.dtype.newbyteorder("<"),
-                                                                  copy=False).tobytes()]
-                    for a in arrays]
-            self._db._call("insert_columns", self.name, len(arrays[0]), cols)
+            self._db._call("insert_columns", self.name, len(arrays[0]),
+                           [wire.encode_numbers(a) for a in arrays])
         else:
             self.insert(list(zip(*[a.tolist() for a in arrays])))
 

@@ -440,6 +440,14 @@ def _decode_column(obj: Any, n: int) -> np.ndarray:
     raise ProtocolError(f"a batch's column must be [kind, data] of {n} values")
 
 
+def encode_numbers(col: np.ndarray) -> list[Any]:
+    """An int64 or float64 array as ``decode_numbers`` reads it (a client's
+    ``insert_columns``)."""
+    if col.dtype not in (np.int64, np.float64):
+        raise TypeError(f"an insert_columns column is int64 or float64, not {col.dtype}")
+    return _encode_column(col)
+
+
 def decode_numbers(obj: Any, n: int) -> np.ndarray:
     """An ``["i" | "f", bytes]`` column of ``n`` values (a client's ``insert_columns``);
     ``ProtocolError`` for anything else, objects included."""
