@@ -1248,7 +1248,8 @@ class Database:
         read the views as they stand: those below a failed node lag until it is back,
         as between ``fail`` and ``recover``) when it changes no reader: these
         recoveries restore ``node_id`` and its failed ancestors and only queue what
-        they send on, which the end of ``recover`` delivers (``_publish``). Not when
+        they send on, which the next run of the queues delivers (``wait`` or the next
+        write, under the lock). Not when
         one of those nodes is a reader (restored in place), a base (``recover_base``
         delivers its history at once), or partial state is on (a restored partial
         node makes its reader's keys holes: ``partial.py``, rule 6)."""
