@@ -12,7 +12,11 @@ each insert propagates fully before it returns):
   the call to every view updated. Every regime is first warmed up on a small database
   (the tree clocks' compiled kernels, the allocator), so the first one is not charged
   for it. Checkpoint bytes: what the regime's checkpoint store
-  holds at the end (``noria_py.memory.deep_size``; lineage keeps none).
+  holds at the end (``noria_py.memory.deep_size``; lineage keeps none). Clock bytes
+  (regimes with tree clocks): what each message carries for them, its clock diff's
+  path and its low mark as a cluster's wire would pack them (msgpack), counted over the
+  warm-up database's messages, so that counting slows no timed run (a clock's size
+  follows the graph's depth, not the data).
   Then **at 80% load**, the Figure 3 method (``overhead.py``): rows offered in an open
   loop at ``--load`` (0.8) of the *slowest* regime's maximum, the same rate for every
   regime, for ``--load-seconds``; a row's propagation runs from when it was scheduled
@@ -74,6 +78,7 @@ from noria_py.errors import RegimeError
 from noria_py.memory import deep_size
 from noria_py.regimes import BUILT
 from noria_py.runtime.uncoordinated import INDEX_BYTES, UncoordinatedRuntime
+from noria_py.storage.codec import packb
 from noria_tools import nexmark, workloads
 from noria_tools.recoverybench import VoteBed, check, write_votes
 
@@ -94,6 +99,9 @@ class Result:
     checkpoint_bytes: int = 0
     #: the causal regime: determinant bytes per message, and messages (``determinant_bytes``)
     determinants: tuple[float, int] | None = None
+    #: regimes with tree clocks: clock bytes per message and messages counted, on the
+    #: warm-up database (``count_clock_bytes``)
+    clock_bytes: tuple[float, int] | None = None
     #: scenario -> (seconds until the views are right, nodes set back, messages resent,
     #: the share of that time lookups were answered within 20 ms: ``failure``)
     failures: dict[str, tuple[float, int, int, float]] = field(default_factory=dict)
@@ -168,6 +176,24 @@ def determinant_bytes(db) -> tuple[float, int] | None:
     return rt.det_bytes / max(1, rt.messages_sent), rt.messages_sent
 
 
+def count_clock_bytes(db) -> list[int]:
+    """From now on, count what each message ``db``'s runtime delivers carries for tree
+    clocks (module docstring): [bytes, messages with a clock]. Wraps the runtime's
+    ``deliver``, so it is for the untimed warm-up only."""
+    counts = [0, 0]
+    rt = db.runtime
+    deliver = rt.deliver
+
+    def counted(m) -> None:
+        if m.clock is not None:
+            counts[0] += len(packb(list(m.clock))) + len(packb(m.low))
+            counts[1] += 1
+        deliver(m)
+
+    rt.deliver = counted
+    return counts
+
+
 Bed = VoteBed | nexmark.NexmarkBed
 
 
@@ -186,10 +212,14 @@ def protocol_figures(db) -> dict[str, float] | None:
 
 
 def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
-           barrier_every: int | None, workload: str = "vote") -> tuple[Bed, Result]:
+           barrier_every: int | None, workload: str = "vote",
+           clocks_counted: bool = False) -> tuple[Bed, Result]:
     """The regime's database loaded with ``votes`` votes (for ``nexmark``: events) in
-    inserts of ``batch``, each insert timed; the bed the failure scenarios go on with."""
+    inserts of ``batch``, each insert timed; the bed the failure scenarios go on with.
+    ``clocks_counted``: count the clock bytes of its messages (``Result.clock_bytes``;
+    the warm-up's: it slows the inserts)."""
     db = _connect(regime, shards, barrier_every)
+    counts = count_clock_bytes(db) if clocks_counted else None
     bed: Bed
     if workload == "nexmark":
         nexmark.setup(db)
@@ -217,6 +247,8 @@ def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
                  float(np.percentile(lat, 99)) * 1e3, checkpoint_bytes(db))
     res.determinants = determinant_bytes(db)
     res.protocol = protocol_figures(db)
+    if counts is not None and counts[1]:
+        res.clock_bytes = (counts[0] / counts[1], counts[1])
     return bed, res
 
 
@@ -425,9 +457,11 @@ def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, bat
     turn: with ``steady``, ``load_seconds`` at ``load`` of the slowest regime's median
     maximum (``at_load``; ``load=0`` skips it); each failure scenario ``rounds`` times
     (the median of its seconds; its nodes and messages from the median round)."""
+    clock_bytes = {}
     for regime in regimes:       # warmed up first (kernels compiled, caches filled)
-        warm, _ = steady(regime, 1000, min(20 * batch, votes), batch, shards, barrier_every,
-                         workload)
+        warm, res = steady(regime, 1000, min(20 * batch, votes), batch, shards, barrier_every,
+                           workload, clocks_counted=True)
+        clock_bytes[regime] = res.clock_bytes
         warm.db.close()
     turns: dict[str, list[Result]] = {r: [] for r in regimes}
     beds: dict[str, Bed] = {}       # the last turn's, kept for what follows
@@ -451,6 +485,7 @@ def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, bat
         last.votes_per_cpu_s = statistics.median(r.votes_per_cpu_s for r in done)
         last.p50_ms = statistics.median(r.p50_ms for r in done)
         last.p99_ms = statistics.median(r.p99_ms for r in done)
+        last.clock_bytes = clock_bytes[regime]
         out.append(last)
     rate = load * min(r.votes_per_s for r in out)
     for res in out:
@@ -686,6 +721,10 @@ def main(argv: list[str]) -> int:
         if r.determinants is not None and "steady" in scenarios:
             print(f"{r.regime}: {r.determinants[0]:.1f} determinant bytes piggybacked per "
                   f"message ({r.determinants[1]:,} messages sent by operators)")
+        if r.clock_bytes is not None:
+            print(f"{r.regime}: {r.clock_bytes[0]:.1f} tree-clock bytes per message "
+                  f"(diff path and low mark, msgpack; {r.clock_bytes[1]:,} messages of "
+                  "the warm-up)")
     if a.plot is not None:
         title = (f"{what}, {a.shards} shards; load {os.getloadavg()[0]:.1f}")
         for path in plot(results, scenarios, a.plot, title):

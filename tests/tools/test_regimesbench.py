@@ -20,6 +20,9 @@ def test_bench_regimes_prints_a_row_per_regime(capsys):
         assert [r.split("|")[1].strip() for r in rows] == ["regime", *regimes]
         assert all(len(r.split("|")) == len(rows[0].split("|")) for r in rows)
     assert "causal: " in out and "determinant bytes piggybacked per message" in out
+    clocks = {line.split(":")[0]: float(line.split()[1]) for line in out.splitlines()
+              if "tree-clock bytes per message" in line}
+    assert list(clocks) == ["treeclock"] and 2 < clocks["treeclock"] < 64
 
 
 def test_bench_regimes_runs_the_causal_standby(capsys):
