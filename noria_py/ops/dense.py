@@ -27,10 +27,13 @@ the same object, for a typed one the same bits. ``apply`` reads that off the par
 memory before and after the write (``_bits``: a typed part's bits, an object part's
 references as their addresses), at the keys written: two gathers of 8-byte words, no
 object touched, where comparing the values cost about what leaving them out saved
-(branch helper-45). Two addresses read while both objects were alive are equal only
-for the same object. Any key gaining or losing its row, any part replaced (a change
-of type), any path other than ``apply`` (``apply_rows``, ``drop``, ``put``) touches
-every part; a fresh or copied state has every part touched.
+(branch helper-45); ``apply_rows`` (a batch of a few rows) reads the same words one
+key at a time. Two addresses read while both objects were alive are equal only for
+the same object. Any key gaining or losing its row, any part replaced (a change of
+type), any other path (``drop``, ``put``) touches every part; a fresh or copied state
+has every part touched. (Before ``apply_rows`` tracked them, a single small batch in
+a checkpoint interval touched every part: at Figure 3's 80% load, most of the
+reader's checkpoints gathered its titles.)
 """
 from __future__ import annotations
 
@@ -349,7 +352,16 @@ class DenseRows:
                 return None
         if not after:
             return [], []
-        self.touched = [True] * len(parts)
+        # a part stays untouched only by rewrites in place, as in ``apply``: every key
+        # written held a row and keeps one, and the part's word there is the same after
+        # (read one key at a time: a few rows)
+        touched = self.touched
+        watch: list[tuple[int, list[int]]] = []
+        if all(had[k] and item is not None for k, item in after.items()):
+            watch = [(i, [self._bits[i].item(k) for k in after])
+                     for i, t in enumerate(touched) if not t and i != self.key]
+        else:
+            self.touched = touched = [True] * len(parts)
         top = max(after)
         if top >= size:
             self._fit(np.array([top], dtype=np.int64))
@@ -383,6 +395,10 @@ class DenseRows:
                 parts[i][k] = v
             if not had[k]:
                 came.append(k)
+        for i, before in watch:
+            if not touched[i]:          # (a part made objects here is touched already)
+                word = self._bits[i].item
+                touched[i] = any(word(k) != w for k, w in zip(after, before))
         self.n += len(came) - len(gone)
         return gone, came
 
