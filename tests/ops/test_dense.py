@@ -306,18 +306,24 @@ def test_a_delta_leaves_out_the_parts_a_few_rows_rewrote_with_the_same_values():
     assert all(p is not None for p in live.changed(arr(60)).parts)
 
 
+@pytest.mark.parametrize("by_rows", [False, True])
 @pytest.mark.parametrize("old, new", [
-    (1, 1.0), (1.0, 1), (1, True), (0.0, -0.0), ("ab", "".join(["a", "b"])),
+    (1, 1.0), (1.0, 1), (1, True), (0.0, -0.0), (-0.0, 0.0), ("ab", "".join(["a", "b"])),
 ])
-def test_a_part_rewritten_with_equal_values_of_another_kind_or_object_is_in_the_delta(old, new):
+def test_a_part_rewritten_with_equal_values_of_another_kind_or_object_is_in_the_delta(
+        old, new, by_rows):
     """Equal is not the same: 1 and 1.0 and True, 0.0 and -0.0, two equal strings,
-    the copy a checkpoint restores must read back what the state read."""
+    the copy a checkpoint restores must read back what the state read; as arrays
+    (``apply``) or row by row (``apply_rows``)."""
     live = DenseRows(2, key=0)
     live.apply(arr(1, 2), [arr(1, 2), dense.column([old, old])], arr(1, 1))
     copy = live.copy()
     live.changed(arr())
-    assert live.apply(arr(1, 1), [arr(1, 1), dense.column([live.get(1)[1], new])],
-                      arr(-1, 1)) is not None
+    if by_rows:
+        assert live.apply_rows([1, 1], [live.get(1), (1, new)], [-1, 1]) is not None
+    else:
+        assert live.apply(arr(1, 1), [arr(1, 1), dense.column([live.get(1)[1], new])],
+                          arr(-1, 1)) is not None
     delta = live.changed(arr(1))
     assert delta.parts[1] is not None
     copy.put(delta)
