@@ -28,11 +28,11 @@ memory before and after the write (``_bits``: a typed part's bits, an object par
 references as their addresses), at the keys written: two gathers of 8-byte words, no
 object touched, where comparing the values cost about what leaving them out saved
 (branch helper-45); ``apply_rows`` (a batch of a few rows) compares the rows it read
-before with those it writes, the objects by identity and typed values with their
-bits' meaning (``_same_values``). Two addresses read while both objects were alive are equal only for
-the same object. Any key gaining or losing its row, any part replaced (a change of
-type), any other path (``drop``, ``put``) touches every part; a fresh or copied state
-has every part touched. (Before ``apply_rows`` tracked them, a single small batch in
+before with those it writes, the objects by identity and typed values by value and
+sign (``_same_values``). Two addresses read while both objects were alive are equal
+only for the same object. Any key gaining or losing its row, any part replaced (a
+change of type), any other path (``drop``, ``put``) touches every part; a fresh or
+copied state has every part touched. (Before ``apply_rows`` tracked them, a single small batch in
 a checkpoint interval touched every part: at Figure 3's 80% load, most of the
 reader's checkpoints gathered its titles.)
 """
