@@ -427,7 +427,9 @@ def run_overhead(argv: list[str]) -> int:
                    "before each load point)")
     p.add_argument("--per-insert", default=None, metavar="BATCHES",
                    help="instead of the sweep: the clocks' cost per insert of each of these "
-                   "batch sizes (e.g. 1,20,100,1000), on and off taking turns insert by insert")
+                   "batch sizes (e.g. 1,20,100,1000; LO-HI: each insert's size drawn "
+                   "log-uniformly from LO to HI, as the open loop's vary), on and off taking "
+                   "turns insert by insert")
     p.add_argument("--inserts", type=int, default=6000, help="per batch size, with --per-insert")
     p.add_argument("--against", default="no-clocks", choices=("no-clocks", "no-checkpoints"),
                    help="what 'on' is measured against (no-checkpoints: clocks alone, so the "
@@ -445,10 +447,16 @@ def run_overhead(argv: list[str]) -> int:
               f"and off ({off_is}) taking turns; CPU time, medians, and the totals' ratio")
         print(f"{'votes':>6} {'off µs':>9} {'on µs':>9} {'on - off µs':>12} {'cost':>7} "
               f"{'total':>7}")
-        for b in (int(x) for x in a.per_insert.split(",")):
-            r = per_insert(b, max(200, min(a.inserts, 2_000_000 // b)), a.articles,
+        for spec in a.per_insert.split(","):
+            lo, _, hi = spec.partition("-")
+            if not (lo.isdigit() and (hi.isdigit() or not hi)) or int(lo) < 1 or (
+                    hi and int(hi) < int(lo)):
+                p.error(f"--per-insert {spec!r}: a number of votes (1 or more) or LO-HI")
+            b: int | tuple[int, int] = (int(lo), int(hi)) if hi else int(lo)
+            top = int(hi or lo)
+            r = per_insert(b, max(200, min(a.inserts, 2_000_000 // top)), a.articles,
                            checkpoints=ck, against=a.against)
-            print(f"{b:>6} {r['off']:>9.1f} {r['on']:>9.1f} {r['paired']:>+12.2f} "
+            print(f"{spec:>6} {r['off']:>9.1f} {r['on']:>9.1f} {r['paired']:>+12.2f} "
                   f"{100 * r['paired'] / r['off']:>+6.1f}% {100 * (r['total'] - 1):>+6.1f}%")
         return 0
     fractions = [float(x) for x in a.fractions.split(",")]

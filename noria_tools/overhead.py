@@ -202,10 +202,13 @@ def sweep(articles: int, prefill: int, seconds: float, fractions: list[float],
     return out
 
 
-def per_insert(batch: int, inserts: int, articles: int = 100_000,
+def per_insert(batch: int | tuple[int, int], inserts: int, articles: int = 100_000,
                prefill: int = 100_000, checkpoints: bool = True,
                against: str = "no-clocks") -> dict:
-    """The clocks' cost per insert of ``batch`` votes (with ``against="no-checkpoints"``:
+    """The clocks' cost per insert of ``batch`` votes, or (``(lo, hi)``) of a size drawn
+    log-uniformly from ``lo`` to ``hi`` for each insert, as the open loop's inserts vary
+    (a few votes after the generator caught up, hundreds after a pause; the two
+    settings get the same sizes) (with ``against="no-checkpoints"``:
     the checkpoints' cost, clocks on in both): databases on and off take turns insert
     by insert (which goes first alternating), the same rows to both, the collector off
     and a full collection every 2,000 inserts. Pairing each insert with its neighbour
@@ -224,8 +227,10 @@ def per_insert(batch: int, inserts: int, articles: int = 100_000,
     gc.disable()
     try:
         for i in range(inserts):
-            rows = list(zip(rng.integers(0, articles, batch).tolist(),
-                            rng.integers(1 << 30, 1 << 31, batch).tolist()))
+            n = batch if isinstance(batch, int) else int(
+                np.exp(rng.uniform(np.log(batch[0]), np.log(batch[1] + 1))))
+            rows = list(zip(rng.integers(0, articles, n).tolist(),
+                            rng.integers(1 << 30, 1 << 31, n).tolist()))
             pair = pairs[i // 2 % 2]
             for c in ((False, True) if i % 2 else (True, False)):
                 vote = pair[c].table("vote")

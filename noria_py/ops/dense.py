@@ -27,13 +27,18 @@ the same object, for a typed one the same bits. ``apply`` reads that off the par
 memory before and after the write (``_bits``: a typed part's bits, an object part's
 references as their addresses), at the keys written: two gathers of 8-byte words, no
 object touched, where comparing the values cost about what leaving them out saved
-(branch helper-45). Two addresses read while both objects were alive are equal only
-for the same object. Any key gaining or losing its row, any part replaced (a change
-of type), any path other than ``apply`` (``apply_rows``, ``drop``, ``put``) touches
-every part; a fresh or copied state has every part touched.
+(branch helper-45); ``apply_rows`` (a batch of a few rows) compares the rows it read
+before with those it writes, the objects by identity and typed values by value and
+sign (``_same_values``). Two addresses read while both objects were alive are equal
+only for the same object. Any key gaining or losing its row, any part replaced (a
+change of type), any other path (``drop``, ``put``) touches every part; a fresh or
+copied state has every part touched. (Before ``apply_rows`` tracked them, a single small batch in
+a checkpoint interval touched every part: at Figure 3's 80% load, most of the
+reader's checkpoints gathered its titles.)
 """
 from __future__ import annotations
 
+import math
 import sys
 from typing import Iterator, NamedTuple, Sequence
 
@@ -332,15 +337,14 @@ class DenseRows:
         size = len(present)
         held = self.row
         after: dict = {}        # key -> its parts as the batch leaves them (None: empty)
-        had: dict = {}          # key -> whether it held a row before the batch
+        had: dict = {}          # key -> its row before the batch (None: empty)
         for k, item, s in zip(keys, items, signs):
             if type(k) is not int or k < 0 or k >= DENSE_LIMIT:
                 return None
             if k in after:
                 cur = after[k]
             else:
-                cur = held(k)
-                had[k] = cur is not None
+                cur = had[k] = held(k)
             if s == 1 and cur is None:
                 after[k] = item
             elif s == -1 and cur is not None and cur == item:
@@ -349,7 +353,18 @@ class DenseRows:
                 return None
         if not after:
             return [], []
-        self.touched = [True] * len(parts)
+        # a part stays untouched only by rewrites in place, as in ``apply``: every key
+        # written held a row and keeps one, each with the same object (an object part)
+        # or bits (a typed one) there; a value that does not fit a typed part makes the
+        # part objects below, which touches it
+        touched = self.touched
+        if all(had[k] is not None and item is not None for k, item in after.items()):
+            kinds = self.kinds
+            for i, t in enumerate(touched):
+                if not t and i != self.key and not _same_values(kinds[i], i, had, after):
+                    touched[i] = True
+        else:
+            self.touched = [True] * len(parts)
         top = max(after)
         if top >= size:
             self._fit(np.array([top], dtype=np.int64))
@@ -366,7 +381,7 @@ class DenseRows:
         gone, came = [], []
         for k, item in after.items():
             if item is None:
-                if had[k]:
+                if had[k] is not None:
                     present[k] = False
                     for i, kind in enumerate(kinds):
                         if kind is None:
@@ -381,7 +396,7 @@ class DenseRows:
                     self._set_part(i, as_objects(parts[i]))  # a value that does not fit
                     kinds[i] = None
                 parts[i][k] = v
-            if not had[k]:
+            if had[k] is None:
                 came.append(k)
         self.n += len(came) - len(gone)
         return gone, came
@@ -521,6 +536,21 @@ def _row_getter(present: np.ndarray, parts: list[np.ndarray], key: int | None):
         a, b, c = item
         return lambda k: (a(k), b(k), c(k)) if 0 <= k < size and has(k) else None
     return lambda k: tuple([f(k) for f in item]) if 0 <= k < size and has(k) else None
+
+
+def _same_values(kind: type | None, i: int, before: dict, after: dict) -> bool:
+    """Whether writing each row of ``after`` (key -> row) over the row ``before`` held
+    there leaves part ``i`` as it was: the same object in an object part (``kind``
+    None; the rows read before keep the old objects alive, so ``is`` is exact), the
+    same value in an int part, the same value and sign in a float part (-0.0 is not
+    0.0; a NaN counts as changed). A value of another type is caught by the caller."""
+    if kind is None:
+        return all(before[k][i] is row[i] for k, row in after.items())
+    if kind is float:
+        return all(before[k][i] == row[i]
+                   and math.copysign(1.0, before[k][i]) == math.copysign(1.0, row[i])
+                   for k, row in after.items())
+    return all(before[k][i] == row[i] for k, row in after.items())
 
 
 def _distinct(keys: np.ndarray) -> bool:

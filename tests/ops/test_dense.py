@@ -286,18 +286,44 @@ def test_a_delta_leaves_out_the_parts_rewritten_with_the_same_values():
     assert all(p is None for p in live.changed(arr()).parts)
 
 
+def test_a_delta_leaves_out_the_parts_a_few_rows_rewrote_with_the_same_values():
+    """The same, for a batch of a few rows (``apply_rows``: at Figure 3's 80% load,
+    inserts of a few votes came this way, and each then put the reader's titles in its
+    next checkpoint); a row gained touches every part."""
+    live = _vote_rows(50)
+    copy = live.copy()
+    live.changed(arr())
+    keys = [3, 7]
+    rows = [live.get(k) for k in keys]
+    assert live.apply_rows(keys + keys, rows + [(k, live.get(k)[1], 5) for k in keys],
+                           [-1, -1, 1, 1]) is not None
+    delta = live.changed(arr(*keys))
+    assert delta.parts[0] is None and delta.parts[1] is None, "key and title left out"
+    assert delta.parts[2].tolist() == [5, 5]
+    copy.put(delta)
+    assert held(copy) == held(live)
+    assert live.apply_rows([60], [(60, "new", 1)], [1]) is not None
+    assert all(p is not None for p in live.changed(arr(60)).parts)
+
+
+@pytest.mark.parametrize("by_rows", [False, True])
 @pytest.mark.parametrize("old, new", [
-    (1, 1.0), (1.0, 1), (1, True), (0.0, -0.0), ("ab", "".join(["a", "b"])),
+    (1, 1.0), (1.0, 1), (1, True), (0.0, -0.0), (-0.0, 0.0), ("ab", "".join(["a", "b"])),
 ])
-def test_a_part_rewritten_with_equal_values_of_another_kind_or_object_is_in_the_delta(old, new):
+def test_a_part_rewritten_with_equal_values_of_another_kind_or_object_is_in_the_delta(
+        old, new, by_rows):
     """Equal is not the same: 1 and 1.0 and True, 0.0 and -0.0, two equal strings,
-    the copy a checkpoint restores must read back what the state read."""
+    the copy a checkpoint restores must read back what the state read; as arrays
+    (``apply``) or row by row (``apply_rows``)."""
     live = DenseRows(2, key=0)
     live.apply(arr(1, 2), [arr(1, 2), dense.column([old, old])], arr(1, 1))
     copy = live.copy()
     live.changed(arr())
-    assert live.apply(arr(1, 1), [arr(1, 1), dense.column([live.get(1)[1], new])],
-                      arr(-1, 1)) is not None
+    if by_rows:
+        assert live.apply_rows([1, 1], [live.get(1), (1, new)], [-1, 1]) is not None
+    else:
+        assert live.apply(arr(1, 1), [arr(1, 1), dense.column([live.get(1)[1], new])],
+                          arr(-1, 1)) is not None
     delta = live.changed(arr(1))
     assert delta.parts[1] is not None
     copy.put(delta)
@@ -310,16 +336,17 @@ def test_a_part_rewritten_with_equal_values_of_another_kind_or_object_is_in_the_
                        st.sampled_from(["same", "insert-or-remove", 1, 1.0, True, -0.0, 0.0,
                                         "s", "fresh s", None])),
              max_size=10, unique_by=lambda x: x[0]),
-    st.booleans()), min_size=1, max_size=14))
+    st.booleans(), st.booleans()), min_size=1, max_size=14))
 def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(plan):
     """Batches that rewrite rows in place (with the value held, an equal one of another
-    kind or object, or another), insert and remove, and at random points a delta of
-    the keys changed since the last one put into a copy: the copy reads back exactly
+    kind or object, or another), insert and remove, each applied as arrays (``apply``)
+    or row by row (``apply_rows``, a batch of a few rows), and at random points a delta
+    of the keys changed since the last one put into a copy: the copy reads back exactly
     what the live rows read (``repr``: 1 is not 1.0 nor True, -0.0 is not 0.0)."""
     live = DenseRows(3, key=0)
     copy = live.copy()
     changed: set[int] = set()
-    for ops, sync in plan:
+    for ops, sync, by_rows in plan:
         keys, signs, rows = [], [], []
         for k, what in ops:
             row = live.get(k)
@@ -335,7 +362,10 @@ def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(plan):
             keys += [k, k]
             signs += [-1, 1]
             rows += [row, (k, value, row[2] if k % 2 else k * 10 + len(keys))]
-        if keys:
+        if keys and by_rows:
+            assert live.apply_rows(keys, rows, signs) is not None
+            changed.update(keys)
+        elif keys:
             res = live.apply(np.array(keys, dtype=np.int64),
                              [dense.column([r[i] for r in rows]) for i in range(3)],
                              np.array(signs, dtype=np.int64))

@@ -74,6 +74,30 @@ def test_per_insert_against_clocks_alone(made):
         overhead.per_insert(batch=3, inserts=10, against="nothing")
 
 
+def test_per_insert_of_sizes_in_a_range_gives_both_settings_the_same(monkeypatch):
+    """``batch=(lo, hi)``: each insert's size drawn from lo to hi, the same rows to on
+    and off (as the open loop's inserts vary, small ones taking the row-by-row paths)."""
+    sizes: dict[bool, list[int]] = {True: [], False: []}
+    real = overhead._db
+
+    def db(clocks, articles, prefill, checkpoints=True):
+        d = real(clocks, articles, prefill, checkpoints)
+        table = d.table
+
+        def vote(name):
+            t = table(name)
+            insert = t.insert
+            t.insert = lambda rows: (sizes[clocks].append(len(rows)), insert(rows))
+            return t
+        d.table = vote
+        return d
+    monkeypatch.setattr(overhead, "_db", db)
+    r = overhead.per_insert(batch=(1, 60), inserts=60, articles=200, prefill=0)
+    assert r["total"] > 0
+    assert sizes[True] == sizes[False] and len(sizes[True]) == 60
+    assert min(sizes[True]) >= 1 and max(sizes[True]) <= 60 and len(set(sizes[True])) > 5
+
+
 def test_run_at_offers_half_reads_half_votes():
     db = overhead._db(False, 100, 0)
     r = overhead.run_at(db, None, 400, 100, seed=1)
