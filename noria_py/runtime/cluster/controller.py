@@ -101,6 +101,19 @@ BASE_PART_ROWS = 1 << 20
 CHANNELS = ("relay", "direct")
 #: seconds ``wait`` gives the workers to handle what was sent to them, a round
 WAIT_TIMEOUT = 60.0
+#: where a write is validated (``--writes``): here, against the controller's copy of
+#: the table, or at the base's worker, which keeps the rows (docs/architecture.md,
+#: "Writes at the base's worker")
+WRITES = ("controller", "worker")
+
+
+def written_error(name: str, message: str) -> Error:
+    """The ``noria_py.Error`` subclass a base's worker named for a write it rejected."""
+    from ... import errors
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Error)):
+        cls = Error
+    return cls(message)
 
 
 def _among(counts: dict[str, int], live: dict[str, Any]) -> dict[str, int]:
@@ -172,7 +185,7 @@ class ClusterRuntime(Runtime):
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
                  checkpoints: bool = True, channels: str = "relay",
-                 barrier_every: int | None = None) -> None:
+                 barrier_every: int | None = None, writes: str = "controller") -> None:
         """``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
         epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``)."""
         if channels not in CHANNELS:
@@ -181,6 +194,15 @@ class ClusterRuntime(Runtime):
         #: "relay": workers' messages go through here; "direct": worker to worker
         self.channels = channels
         self.direct = channels == "direct"
+        if writes not in WRITES:
+            raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
+        #: "worker": each base's worker keeps its rows and validates its writes; the
+        #: accepted batches come here (``hist``) before they are acknowledged
+        self.writes = writes
+        self.at_workers = writes == "worker"
+        #: (writes at the workers) batches in the history whose copy in the table here
+        #: is not applied yet: ``apply_copies`` applies them under the database's lock
+        self.copies: list[tuple[str, Batch]] = []
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -327,7 +349,7 @@ class ClusterRuntime(Runtime):
         # workers may still hold lower ones, restart.py)
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels,
                    self.first_number, self.rejoin_timeout,
-                   "coordinated" if self.epochs is not None else "treeclock"])
+                   "coordinated" if self.epochs is not None else "treeclock", self.writes])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -533,6 +555,8 @@ class ClusterRuntime(Runtime):
                         history.trim(f[2])
                 elif op == "hb":
                     pass
+                elif op == "hist":
+                    self._accepted(w, f)
                 elif op in ("ck", "ck_keep", "ck_drop"):
                     self._checkpoint_frame(f)
                 elif op in ("sub", "sub_lost"):
@@ -551,6 +575,67 @@ class ClusterRuntime(Runtime):
         if w.sender is not None:
             w.sender.join(5.0)
         w.conn.close()
+
+    def _accepted(self, w: WorkerHandle, f: Frame) -> None:
+        """``["hist", base, [batch, ...]]``: writes the base's worker accepted (writes at
+        the workers), in its order: into the base's history, then ``["durable", base,
+        n]`` back, after which the worker passes them on and acknowledges them. The
+        copy of the table here takes them later (``apply_copies``)."""
+        if not self.at_workers or len(f) != 3 or not isinstance(f[2], (list, tuple)):
+            raise wire.ProtocolError(f"an unexpected 'hist' frame from worker {w.name}")
+        base = f[1]
+        history = self.durable.get(base)
+        if history is None or self.placement.get(base) != w.name:
+            raise wire.ProtocolError(f"worker {w.name} sent writes of {base!r}, which it "
+                                     "does not host")
+        batches = [decode_batch(b) for b in f[2]]
+        with self.lock:
+            for b in batches:
+                history.append(b)
+                self.copies.append((base, b))
+        w.put(["durable", base, len(batches)])
+
+    def apply_copies(self) -> None:
+        """The table copies here take the writes the workers accepted so far, in order
+        (under the database's lock: the server's lock calls this on each entry)."""
+        if not self.copies:
+            return
+        with self.lock:
+            copies, self.copies = self.copies, []
+        for base, b in copies:
+            node = self.graph.nodes.get(base)
+            if node is not None:
+                node.op.process(0, b)
+
+    def forward(self, base_id: str, batch: Batch) -> None:
+        """A write made here (SQL, or a table handle at the controller), its rows checked
+        one by one (types, NOT NULL) but not against the table: validated by the base's
+        worker (``Worker.req_cwrite``), whose answer comes once the history holds it.
+        A worker lost meanwhile: the write may or may not have been applied
+        (``WorkerLost``), as for a client writing there."""
+        while True:
+            with self.lock:
+                up = base_id in self.up
+                w = self.workers.get(self.placement.get(base_id, ""))
+            if not up or w is None or not w.alive:
+                self.wait_up(base_id, WAIT_TIMEOUT)
+                continue
+            said = self.request(w, "cwrite", base_id, encode_batch(batch)).result(300.0)
+            if said is None:
+                continue                # (not up there: nothing was written; again)
+            self.apply_copies()
+            if said:                    # [error class name, message]: rejected whole
+                raise written_error(str(said[0]), str(said[1]))
+            return
+
+    def write_address(self, base_id: str) -> list[Any] | None:
+        """Where a client writes the table of base ``base_id`` (writes at the workers):
+        ``[base, [host, read port]]``; None: through here. ``WorkerLost`` while the base
+        is down."""
+        if not self.at_workers:
+            return None
+        (addr,) = self.read_addresses([base_id])
+        return None if addr is None else [base_id, list(addr)]
 
     def _checkpoint_frame(self, f: Frame) -> None:
         """A worker's call on its checkpoint store (``worker.RemoteStore``), made here."""
@@ -1102,7 +1187,14 @@ class ClusterRuntime(Runtime):
         """A worker's base holds no rows (they are here), so it gets only the writes
         after ``low``, which its children may still ask for, in parts of at most
         ``BASE_PART_ROWS`` rows."""
-        start, writes = self.durable[node_id].since(low)
+        table = None
+        if self.at_workers:
+            # its worker keeps the rows: the whole table goes, as of the history's
+            # start, then every write after
+            start, rows_then, writes = self.durable[node_id].table()
+            table = encode_batch(rows_then)
+        else:
+            start, writes = self.durable[node_id].since(low)
         part: list[Any] = []
         rows = 0
         w = self.worker_of(node_id)
@@ -1112,7 +1204,8 @@ class ClusterRuntime(Runtime):
             if rows >= BASE_PART_ROWS:
                 self.ask(w, "base_history", node_id, part)
                 part, rows = [], 0
-        n: int = self.ask(w, "restore_base", node_id, part, seen, low, start)
+        n: int = self.ask(w, "restore_base", node_id, part, seen, low, start,
+                          *(() if table is None else (table,)))
         with self.lock:
             self.restored.add(node_id)
         return n
