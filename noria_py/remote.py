@@ -39,6 +39,7 @@ import datetime
 import ipaddress
 import itertools
 import os
+import secrets
 import select
 import socket
 import struct
@@ -91,6 +92,11 @@ RECHECK_EVERY = 2.0
 WRITE_MOVED_TIMEOUT = 60.0
 #: (``RemoteDatabase._write_places``: not asked yet)
 _ASK: Any = object()
+
+
+class _Lost(Exception):
+    """(``RemoteDatabase._write_at``: the connection broke after the write was sent)"""
+
 #: seconds to connect to a worker's read port (the controller's: ``connect(timeout=)``)
 CONNECT_TIMEOUT = 5.0
 #: seconds a client dials a controller that went away (restarted: restart.py) before
@@ -107,7 +113,7 @@ PACK_KEYS = 32
 #: running one twice changes nothing
 IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "all",
                         "tables", "views", "wait", "graph", "recoveries", "queries",
-                        "placement", "regime"})
+                        "placement", "regime", "write_placement", "write_landed"})
 
 
 def _error(name: str, message: str) -> Error:
@@ -287,7 +293,7 @@ class RemoteDatabase:
         self._links: dict[tuple[str, int], _Link] = {}     # workers' read ports
         #: table -> (its base node, its worker's link), or None: written through the
         #: controller (``_write``)
-        self._write_places: dict[str, tuple[str, _Link] | None] = {}
+        self._write_places: dict[str, tuple[str, _Link, list[Any]] | None] = {}
 
     def _connect(self, address: tuple[str, int] | None = None,
                  timeout: float | None = None,
@@ -347,6 +353,7 @@ class RemoteDatabase:
         after the write was sent: ``ConnectError``, it may or may not have been
         applied."""
         deadline = time.monotonic() + WRITE_MOVED_TIMEOUT
+        tag = secrets.randbits(62) or 1     # (its name in the history: ``write_landed``)
         while True:
             where = self._write_places.get(table, _ASK)
             if where is _ASK:
@@ -358,24 +365,41 @@ class RemoteDatabase:
                     link = self._links.get(address)
                     if link is None:
                         link = self._links.setdefault(address, _Link(address))
-                    where = (str(node), link)
+                    where = (str(node), link, [host, port])
                 self._write_places[table] = where
             if where is None:
                 self._call(method, table, *args)
                 return
-            why = self._write_at(cast("tuple[str, _Link]", where), method, args)
+            why = self._write_at(cast("tuple[str, _Link, list[Any]]", where), method, args, tag)
             if why is None:
                 return
             self._write_places.pop(table, None)     # (moved: ask where it is now)
+            if isinstance(why, _Lost) and self._landed(table, tag, where[2], deadline, why):
+                return
             if time.monotonic() > deadline:
                 raise RecoveryError(f"table {table!r} took no write for "
                                     f"{WRITE_MOVED_TIMEOUT:.0f} s: {why}")
             time.sleep(0.01)
 
-    def _write_at(self, where: tuple[str, _Link], method: str, args: list[Any]) -> str | None:
-        """One write at a base's worker: None once done, or why it was not taken there
-        (nothing written: ask the controller where the base is now)."""
-        node, link = where
+    def _landed(self, table: str, tag: int, address: list[Any], deadline: float,
+                lost: BaseException) -> bool:
+        """A write whose worker's connection broke before its answer: whether the
+        history took it (done), or not (False: it was never applied, send it again),
+        asked of the controller until it knows (``Server.m_write_landed``)."""
+        while True:
+            said = self._call("write_landed", table, tag, address)
+            if said is not None:
+                return bool(said)
+            if time.monotonic() > deadline:
+                raise ConnectError(f"{lost}: it may or may not have been applied") from None
+            time.sleep(0.05)
+
+    def _write_at(self, where: tuple[str, _Link, list[Any]], method: str, args: list[Any],
+                  tag: int) -> Any:
+        """One write at a base's worker: None once done, a ``_Lost`` if the connection
+        broke after it was sent (``_landed`` says whether it was applied), or why it
+        was not taken there (nothing written: ask where the base is now)."""
+        node, link, _ = where
         with link.lock:
             try:
                 if link.conn is None:
@@ -386,7 +410,7 @@ class RemoteDatabase:
             conn = link.conn
             rid = next(self._ids)
             try:
-                conn.send(["write", rid, node, method, args])
+                conn.send(["write", rid, node, method, args, tag])
                 while True:
                     try:
                         f = conn.recv()
@@ -395,10 +419,8 @@ class RemoteDatabase:
                         continue        # (a write waits for its history, not for a view)
             except (OSError, wire.ProtocolError) as e:
                 link.drop()
-                raise ConnectError(
-                    f"the connection to the worker at {link.address[0]}:{link.address[1]} "
-                    f"was lost during a write to it ({e}): it may or may not have been "
-                    "applied") from None
+                return _Lost(f"the connection to the worker at {link.address[0]}:"
+                             f"{link.address[1]} was lost during a write to it ({e})")
             if f[1] == rid:
                 if f[0] == "ok":
                     return None

@@ -40,9 +40,11 @@ back to the last complete one (``epochs.py``).
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import queue
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -77,6 +79,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
+from .writes import validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -105,6 +108,9 @@ WAIT_TIMEOUT = 60.0
 #: the table, or at the base's worker, which keeps the rows (docs/architecture.md,
 #: "Writes at the base's worker")
 WRITES = ("controller", "worker")
+#: the tags of a base's last writes kept (``ClusterRuntime.landed``): far more than a
+#: worker has answered late when it dies (one group in flight per base)
+LANDED_KEPT = 1 << 16
 
 
 def written_error(name: str, message: str) -> Error:
@@ -203,6 +209,10 @@ class ClusterRuntime(Runtime):
         #: (writes at the workers) batches in the history whose copy in the table here
         #: is not applied yet: ``apply_copies`` applies them under the database's lock
         self.copies: list[tuple[str, Batch]] = []
+        #: per base, the tags of the last ``LANDED_KEPT`` writes its history took: a
+        #: write whose worker was lost before it answered is done if its tag is here
+        #: (``forward``, ``landed``), else it may be sent again
+        self.landed: dict[str, collections.deque[int]] = {}
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -581,7 +591,8 @@ class ClusterRuntime(Runtime):
         the workers), in its order: into the base's history, then ``["durable", base,
         n]`` back, after which the worker passes them on and acknowledges them. The
         copy of the table here takes them later (``apply_copies``)."""
-        if not self.at_workers or len(f) != 3 or not isinstance(f[2], (list, tuple)):
+        if not self.at_workers or len(f) != 4 or not isinstance(f[2], (list, tuple)) \
+                or not isinstance(f[3], (list, tuple)) or len(f[3]) != len(f[2]):
             raise wire.ProtocolError(f"an unexpected 'hist' frame from worker {w.name}")
         base = f[1]
         history = self.durable.get(base)
@@ -590,10 +601,22 @@ class ClusterRuntime(Runtime):
                                      "does not host")
         batches = [decode_batch(b) for b in f[2]]
         with self.lock:
+            if not w.alive:
+                return          # (declared lost, its nodes restored without these)
             for b in batches:
                 history.append(b)
                 self.copies.append((base, b))
+            tags = self.landed.get(base)
+            if tags is None:
+                tags = self.landed[base] = collections.deque(maxlen=LANDED_KEPT)
+            tags.extend(t for t in f[3] if type(t) is int and t)
         w.put(["durable", base, len(batches)])
+
+    def has_landed(self, base_id: str, tag: int) -> bool:
+        """Whether the write tagged ``tag`` is in the base's history (one of its last
+        ``LANDED_KEPT``)."""
+        with self.lock:
+            return tag in self.landed.get(base_id, ())
 
     def apply_copies(self) -> None:
         """The table copies here take the writes the workers accepted so far, in order
@@ -610,17 +633,36 @@ class ClusterRuntime(Runtime):
     def forward(self, base_id: str, batch: Batch) -> None:
         """A write made here (SQL, or a table handle at the controller), its rows checked
         one by one (types, NOT NULL) but not against the table: validated by the base's
-        worker (``Worker.req_cwrite``), whose answer comes once the history holds it.
-        A worker lost meanwhile: the write may or may not have been applied
-        (``WorkerLost``), as for a client writing there."""
+        worker (``Worker.controller_write``), whose answer comes once the history holds
+        it; while the base is down, by the copy here (the caller holds ``control``).
+        Its worker lost meanwhile, it is done if the history has it (its tag, in the
+        same frame, ``landed``: every frame of a lost worker is read before its loss
+        is declared), else sent again once the base is back."""
+        tag = secrets.randbits(62) or 1
+        encoded = encode_batch(batch)
         while True:
             with self.lock:
+                if base_id not in self.placement:
+                    raise Error(f"node {base_id} is gone (its table was dropped)")
                 up = base_id in self.up
-                w = self.workers.get(self.placement.get(base_id, ""))
+                w = self.workers.get(self.placement[base_id])
             if not up or w is None or not w.alive:
-                self.wait_up(base_id, WAIT_TIMEOUT)
-                continue
-            said = self.request(w, "cwrite", base_id, encode_batch(batch)).result(300.0)
+                # down: the copy here is the one that validates (``writes.py``), and
+                # the history takes it, as with writes at the controller; the
+                # recovery, which holds this lock too, restores the base with it
+                self.apply_copies()
+                op = cast("Base", self.graph[base_id].op)
+                accepted = validated(op, batch)
+                if accepted:
+                    self.durable[base_id].append(accepted)
+                    op.process(0, accepted)
+                return
+            try:
+                said = self.request(w, "cwrite", base_id, encoded, tag).result(300.0)
+            except WorkerLost:
+                if not self.has_landed(base_id, tag):
+                    continue            # (not in the history: never applied; again)
+                said = []
             if said is None:
                 continue                # (not up there: nothing was written; again)
             self.apply_copies()

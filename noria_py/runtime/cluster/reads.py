@@ -107,7 +107,7 @@ class Reads:
         self.held: Container[str] = ()
         #: ``serve --writes worker``: a client's write to a base hosted here, handed to
         #: the message thread (``Worker.client_write``); None: writes go elsewhere
-        self.write: Callable[[str, str, Sequence[Any]], Any] | None = None
+        self.write: Callable[[str, str, Sequence[Any], int], Any] | None = None
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -376,15 +376,16 @@ class ReadServer:
                 conn.send(["ok", rid, rows])
 
     def _write(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
-        """``["write", id, base, method, args]`` (``serve --writes worker``): answered
-        ``["ok", id, None]`` once durable and passed on, ``["error", ...]`` if refused
-        (nothing changed), ``["moved", ...]`` if the base is not here (nothing written)."""
-        if not (len(f) == 5 and type(f[1]) is int and type(f[2]) is str
-                and type(f[3]) is str and type(f[4]) is tuple):
-            raise wire.ProtocolError('expected ["write", id, base, method, args]')
+        """``["write", id, base, method, args, tag]`` (``serve --writes worker``; ``tag``,
+        the client's random name for it, goes with it to the history): answered ``["ok",
+        id, None]`` once durable and passed on, ``["error", ...]`` if refused (nothing
+        changed), ``["moved", ...]`` if the base is not here (nothing written)."""
+        if not (len(f) == 6 and type(f[1]) is int and type(f[2]) is str
+                and type(f[3]) is str and type(f[4]) is tuple and type(f[5]) is int):
+            raise wire.ProtocolError('expected ["write", id, base, method, args, tag]')
         rid = f[1]
         write = self.reads.write
-        said = None if write is None else write(f[2], f[3], f[4])
+        said = None if write is None else write(f[2], f[3], f[4], f[5])
         if said is None:
             conn.send(["moved", rid, f"base {f[2]} does not take writes at this worker now"])
         elif said:

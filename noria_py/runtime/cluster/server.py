@@ -110,7 +110,8 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
-    "placement": (_NAME,), "write_placement": (_NAME,), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
+    "placement": (_NAME,), "write_placement": (_NAME,),
+    "write_landed": (_NAME, (int,), _SEQ), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -717,6 +718,33 @@ class Server:
                     raise RecoveryError(f"table {name!r} has been down for over "
                                         f"{READ_TIMEOUT:.0f} s") from None
                 self.runtime.wait_up(node, left)
+
+    def m_write_landed(self, name: str, tag: int, address: Sequence[Any]) -> bool | None:
+        """Whether the write tagged ``tag``, sent to table ``name``'s base at the worker
+        at ``address`` (as ``write_placement`` gave it) whose connection then broke, is
+        in the history: True, or False (never applied: send it again), once that
+        worker is known lost or the base is elsewhere; None while it may still land
+        (that worker still has the base)."""
+        with self.lock:
+            node = self.db.table(name)._entry.node
+        if self.runtime.has_landed(node, tag):
+            return True
+        deadline = time.monotonic() + READ_TIMEOUT
+        while True:
+            try:
+                now = self.runtime.write_address(node)
+                break
+            except WorkerLost:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RecoveryError(f"table {name!r} has been down for over "
+                                        f"{READ_TIMEOUT:.0f} s") from None
+                self.runtime.wait_up(node, left)
+        if self.runtime.has_landed(node, tag):
+            return True
+        if now is not None and list(now[1]) == list(address):
+            return None
+        return False
 
     def m_all(self, name: str) -> list[tuple[Any, ...]]:
         with self.lock:

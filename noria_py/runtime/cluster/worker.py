@@ -118,6 +118,7 @@ from .wire import (
     encode_delta,
     encode_message,
 )
+from .writes import validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
@@ -256,9 +257,9 @@ class Worker:
         #: the controller's history has them (``commit``, ``durable``)
         self.at_workers = writes == "worker"
         #: per base: accepted writes not yet sent to the history, (output, reply)
-        self.accepted: dict[str, list[tuple[list[Message], Batch, Callable[[Any], None]]]] = {}
+        self.accepted: dict[str, list[_Accepted]] = {}
         #: per base: the group sent to the history, until ``durable`` (one at a time)
-        self.committing: dict[str, list[tuple[list[Message], Batch, Callable[[Any], None]]]] = {}
+        self.committing: dict[str, list[_Accepted]] = {}
         self.ended = False                        # (its message thread has ended)
         if self.at_workers:
             self.reads.write = self.client_write
@@ -603,7 +604,7 @@ class Worker:
     # ------------------------------------------------------------ writes at this worker
     # (``serve --writes worker``; docs/architecture.md, "Writes at the base's worker")
 
-    def client_write(self, nid: str, method: str, args: Sequence[Any]) -> Any:
+    def client_write(self, nid: str, method: str, args: Sequence[Any], tag: int) -> Any:
         """A client's write to base ``nid`` (a read thread's call): handled by the
         message thread in turn; returns ``accept``'s outcome once it is known."""
         done = threading.Event()
@@ -612,7 +613,7 @@ class Worker:
         def reply(outcome: Any) -> None:
             out.append(outcome)
             done.set()
-        self.inbox.put((CLIENT, ["cw", nid, method, args, reply]))
+        self.inbox.put((CLIENT, ["cw", nid, method, args, reply, tag]))
         while not done.wait(1.0):
             if self.ended:
                 return UNKNOWN
@@ -626,7 +627,7 @@ class Worker:
             self.reads.write = None
         for groups in (self.committing, self.accepted):
             for group in groups.values():
-                for _, _, reply in group:
+                for _, _, reply, _ in group:
                     reply(UNKNOWN)
             groups.clear()
 
@@ -636,18 +637,19 @@ class Worker:
         def reply(outcome: Any) -> None:
             self.links.flush()          # (what it sent goes out before its answer)
             self.send(["rep", rid, outcome])
-        if len(args) != 2:
-            self.send(["err", rid, "ProtocolError", "cwrite takes [base, batch]"])
+        if len(args) != 3 or type(args[2]) is not int:
+            self.send(["err", rid, "ProtocolError", "cwrite takes [base, batch, tag]"])
             return
-        self.accept(str(args[0]), "batch", [args[1]], reply)
+        self.accept(str(args[0]), "batch", [args[1]], reply, args[2])
 
     def accept(self, nid: str, method: str, args: Sequence[Any],
-               reply: Callable[[Any], None]) -> None:
+               reply: Callable[[Any], None], tag: int = 0) -> None:
         """Validate a write against the base's rows here (``Base.prepare``, as the
         embedded engine does) and apply it, its output held until the history has it.
         ``reply``: None if the base is not up here (nothing written: ask where it is),
         ``[error class name, message]`` if refused (nothing changed), or ``[]`` once the
-        write is durable and passed on."""
+        write is durable and passed on. ``tag``: the controller's name for a write it
+        made (it goes with the write to the history: ``ClusterRuntime.forward``)."""
         d = self.domains.get(nid)
         if d is None or not d.alive or d.node.kind != "base" or nid in self.holding:
             reply(None)
@@ -664,20 +666,14 @@ class Worker:
             reply([])
             return
         out = d.write(batch)
-        self.accepted.setdefault(nid, []).append((out, batch, reply))
+        self.accepted.setdefault(nid, []).append((out, batch, reply, tag))
         if nid not in self.committing:
             self.commit(nid)
 
     def _batch(self, op: Base, method: str, args: Sequence[Any]) -> Batch:
         """The validated batch of a write request (no state changes)."""
         if method == "batch":           # the controller's: rows already checked
-            b = decode_batch(args[0])
-            if b.cols:
-                if op.arrays_from_numbers(list(b.cols)) is not None:
-                    return op.prepare_arrays(list(b.cols))
-                b = Batch(b.rows, b.signs)
-            dels = [r for r, s in zip(b.rows, b.signs) if s < 0]
-            return op.prepare([r for r, s in zip(b.rows, b.signs) if s > 0], dels)
+            return validated(op, decode_batch(args[0]))
         if method == "insert":
             (rows,) = args
             return op.prepare(list(rows))
@@ -710,7 +706,8 @@ class Worker:
         if not group:
             return
         self.committing[nid] = group
-        self.send(["hist", nid, [encode_batch(b) for _, b, _ in group]])
+        self.send(["hist", nid, [encode_batch(b) for _, b, _, _ in group],
+                   [tag for _, _, _, tag in group]])
 
     def durable(self, nid: str, n: int) -> None:
         """The history has the group sent: its output goes out, then the answers; the
@@ -718,10 +715,10 @@ class Worker:
         group = self.committing.pop(nid, [])
         if len(group) != n:
             raise wire.ProtocolError(f"durable {n} writes of {nid}, {len(group)} sent")
-        for out, _, _ in group:
+        for out, _, _, _ in group:
             if out:
                 self.emit(out)
-        for _, _, reply in group:
+        for _, _, reply, _ in group:
             reply([])
         self.commit(nid)
 
@@ -1022,7 +1019,7 @@ class Worker:
             else:
                 self.request(f[1], f[2], f[3])
         elif op == "cw" and src == CLIENT:  # a client's write, from a read thread
-            self.accept(f[1], f[2], f[3], f[4])
+            self.accept(f[1], f[2], f[3], f[4], f[5])
         elif op == "durable":
             self.durable(f[1], f[2])
         elif op == "progress":
@@ -1078,6 +1075,11 @@ def _source(frame: list[Any]) -> str:
     """The sending node of a ``msg`` frame, encoded or not."""
     m = frame[2]
     return m.src if isinstance(m, Message) else str(m[0])
+
+
+#: an accepted write waiting for the history: its output, its batch, its answer, the
+#: controller's tag (0: a client's)
+_Accepted = tuple[list[Message], Batch, Callable[[Any], None], int]
 
 
 class _Hosted:
