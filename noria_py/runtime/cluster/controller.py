@@ -670,6 +670,36 @@ class ClusterRuntime(Runtime):
                 raise written_error(str(said[0]), str(said[1]))
             return
 
+    def pause_writes(self) -> list[WorkerHandle]:
+        """Hold clients' writes at the workers (writes at the workers) for a catalog
+        change, which fills new nodes from the table copies here: once each live
+        worker has answered, every write it accepted is in the history and in those
+        copies, and none is taken until ``resume_writes``."""
+        if not self.at_workers:
+            return []
+        with self.lock:
+            ws = [w for w in self.workers.values() if w.alive]
+            answers = []
+            for w in ws:
+                rid = next(self.rids)
+                fut: Future[Any] = Future()
+                w.pending[rid] = fut
+                w.put(["pause", rid])
+                answers.append(fut)
+        for fut in answers:
+            try:
+                fut.result(WAIT_TIMEOUT)
+            except WorkerLost:
+                pass                    # (its writes: the history's, for the recovery)
+        self.apply_copies()
+        return ws
+
+    def resume_writes(self, ws: list[WorkerHandle]) -> None:
+        with self.lock:
+            for w in ws:
+                if w.alive:
+                    w.put(["resume"])
+
     def write_address(self, base_id: str) -> list[Any] | None:
         """Where a client writes the table of base ``base_id`` (writes at the workers):
         ``[base, [host, read port]]``; None: through here. ``WorkerLost`` while the base

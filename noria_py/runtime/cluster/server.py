@@ -562,12 +562,14 @@ class Server:
         nodes are back it can run again (at most 10 times)."""
         for attempt in range(10):
             lock = self._settled()
+            paused = self.runtime.pause_writes()    # (writes at the workers: held)
             try:
                 return change()
             except WorkerLost:
                 if attempt == 9:
                     raise
             finally:
+                self.runtime.resume_writes(paused)
                 lock.release()
         raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -261,6 +261,12 @@ class Worker:
         #: per base: the group sent to the history, until ``durable`` (one at a time)
         self.committing: dict[str, list[_Accepted]] = {}
         self.ended = False                        # (its message thread has ended)
+        #: clients' writes wait in ``deferred`` while the controller makes a catalog
+        #: change (``req_pause``); the pause is answered (``pausing``: its request ids)
+        #: once no accepted write is short of the history
+        self.paused = False
+        self.deferred: list[list[Any]] = []
+        self.pausing: list[int] = []
         if self.at_workers:
             self.reads.write = self.client_write
 
@@ -630,6 +636,9 @@ class Worker:
                 for _, _, reply, _ in group:
                     reply(UNKNOWN)
             groups.clear()
+        for f in self.deferred:
+            f[4](None)                  # (never taken: nothing written)
+        self.deferred = []
 
     def controller_write(self, rid: int, args: Sequence[Any]) -> None:
         """The controller's ``cwrite`` (a write made there: ``ClusterRuntime.forward``),
@@ -721,6 +730,29 @@ class Worker:
         for _, _, reply, _ in group:
             reply([])
         self.commit(nid)
+        self._paused_yet()
+
+    def pause(self, rid: int) -> None:
+        """``["pause", id]``: the controller makes a catalog change, which fills new
+        nodes from its copy of the tables: clients' writes wait (``deferred``) until
+        ``["resume"]``, and the answer ``["rep", id, None]`` comes once every write
+        accepted here is in the history (so in that copy) and passed on."""
+        self.paused = True
+        self.pausing.append(rid)
+        self._paused_yet()
+
+    def _paused_yet(self) -> None:
+        if self.pausing and not self.committing and not self.accepted:
+            self.links.flush()
+            for rid in self.pausing:
+                self.send(["rep", rid, None])
+            self.pausing = []
+
+    def resume(self) -> None:
+        self.paused = False
+        deferred, self.deferred = self.deferred, []
+        for f in deferred:
+            self.accept(f[1], f[2], f[3], f[4], f[5])
 
     def req_reset(self, nid: str) -> None:
         self.holding.pop(nid, None)     # (the graph is quiet: already in its parents' state)
@@ -1019,7 +1051,14 @@ class Worker:
             else:
                 self.request(f[1], f[2], f[3])
         elif op == "cw" and src == CLIENT:  # a client's write, from a read thread
-            self.accept(f[1], f[2], f[3], f[4], f[5])
+            if self.paused:
+                self.deferred.append(list(f))
+            else:
+                self.accept(f[1], f[2], f[3], f[4], f[5])
+        elif op == "pause":
+            self.pause(f[1])
+        elif op == "resume":
+            self.resume()
         elif op == "durable":
             self.durable(f[1], f[2])
         elif op == "progress":

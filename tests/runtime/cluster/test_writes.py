@@ -1,7 +1,12 @@
 """Writes at the base's worker (``serve --writes worker``): the base keeps its rows and
 validates there, a client writes on the worker's read port, and a write is
 acknowledged once the controller's history holds it, so a SIGKILLed worker loses none
-(docs/architecture.md, "Writes at the base's worker")."""
+(docs/architecture.md, "Writes at the base's worker").
+
+The option is off by default, so the tests that start a cluster of their own to kill
+a worker run in the slow suite (``-m slow``); the default suite keeps the oracle test
+and the SIGSTOP test, which covers the acknowledgement's rule and a write in flight
+at a SIGKILL."""
 from __future__ import annotations
 
 import os
@@ -105,6 +110,40 @@ def test_a_refused_write_names_its_error(cluster):
     db.close()
 
 
+def test_views_made_while_clients_write_at_the_worker_miss_no_write(cluster):
+    """A catalog change fills new nodes from the controller's copy of the tables: the
+    workers hold clients' writes meanwhile (``pause``), so every view made while two
+    clients write counts every write, once."""
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE w (a INT, b INT)")
+    stop = threading.Event()
+    acked = [0, 0]
+
+    def writer(i: int) -> None:
+        c = noria_py.connect(cluster.url)
+        t = c.table("w")
+        while not stop.is_set():
+            t.insert([(i, j) for j in range(50)])
+            acked[i] += 50
+        c.close()
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    try:
+        for n in range(6):
+            db.execute(f"CREATE VIEW w{n} AS SELECT a, COUNT(*) AS c FROM w "
+                       "WHERE a = ? GROUP BY a")
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(60)
+    db.wait()
+    for n in range(6):
+        for i in range(2):
+            assert db.view(f"w{n}").lookup(i) == [(i, acked[i])], (n, i, acked)
+    db.close()
+
+
 def test_writes_at_the_worker_need_what_is_built():
     with pytest.raises(ArgumentError, match="writes must be one of"):
         ClusterRuntime(Graph(), writes="elsewhere")
@@ -114,6 +153,7 @@ def test_writes_at_the_worker_need_what_is_built():
         Server(port=0, writes="worker", data_dir="/nonexistent", spawn=False)
 
 
+@pytest.mark.slow
 def test_a_sigkilled_base_worker_loses_no_acknowledged_write():
     """Writers insert batches at the base's worker while it is SIGKILLed: every batch
     acknowledged is in the view after the recovery, once, and so is every batch in
@@ -159,6 +199,7 @@ def test_a_sigkilled_base_worker_loses_no_acknowledged_write():
         db.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS[:CI_SEEDS])
 def test_sigkill_mid_load_matches_duckdb_with_writes_at_the_worker(seed, monkeypatch):
     _differential_with_kill(seed, monkeypatch, extra=WORKER, channels="direct")
