@@ -595,14 +595,14 @@ class ClusterRuntime(Runtime):
                 or not isinstance(f[3], (list, tuple)) or len(f[3]) != len(f[2]):
             raise wire.ProtocolError(f"an unexpected 'hist' frame from worker {w.name}")
         base = f[1]
-        history = self.durable.get(base)
-        if history is None or self.placement.get(base) != w.name:
-            raise wire.ProtocolError(f"worker {w.name} sent writes of {base!r}, which it "
-                                     "does not host")
         batches = [decode_batch(b) for b in f[2]]
         with self.lock:
             if not w.alive:
                 return          # (declared lost, its nodes restored without these)
+            history = self.durable.get(base)
+            if history is None or self.placement.get(base) != w.name:
+                raise wire.ProtocolError(f"worker {w.name} sent writes of {base!r}, which "
+                                         "it does not host")
             for b in batches:
                 history.append(b)
                 self.copies.append((base, b))

@@ -600,8 +600,9 @@ class Worker:
         d = self.domains[nid]
         d.tc = self.tc
         writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
-        self.accepted.pop(nid, None)
-        self.committing.pop(nid, None)
+        for group in (self.accepted.pop(nid, []), self.committing.pop(nid, [])):
+            for _, _, reply, _ in group:
+                reply(UNKNOWN)          # (the history says what became of them)
         sends = d.write_history(writes, seen, low, start,
                                 None if table is None else decode_batch(table))
         self.emit(sends)
@@ -657,8 +658,9 @@ class Worker:
         embedded engine does) and apply it, its output held until the history has it.
         ``reply``: None if the base is not up here (nothing written: ask where it is),
         ``[error class name, message]`` if refused (nothing changed), or ``[]`` once the
-        write is durable and passed on. ``tag``: the controller's name for a write it
-        made (it goes with the write to the history: ``ClusterRuntime.forward``)."""
+        write is durable and passed on. ``tag``: the write's name, given by the client
+        or the controller, which goes with it to the history (``write_landed``,
+        ``ClusterRuntime.forward``)."""
         d = self.domains.get(nid)
         if d is None or not d.alive or d.node.kind != "base" or nid in self.holding:
             reply(None)
