@@ -35,7 +35,8 @@ SCHEMA = ["CREATE TABLE t (k INT PRIMARY KEY, v TEXT NOT NULL, n INT)",
 
 @pytest.fixture(scope="module")
 def cluster():
-    with Cluster(workers=2, shards=2, extra=WORKER) as c:
+    # (heartbeats that a stopped controller cannot miss: the SIGSTOP test below)
+    with Cluster(workers=2, shards=2, extra=(*WORKER, "--heartbeat-timeout", "30")) as c:
         yield c
 
 
@@ -211,46 +212,49 @@ def test_sigkill_soak_with_writes_at_the_worker(seed, monkeypatch):
     _differential_with_kill(seed, monkeypatch, extra=WORKER, channels="direct")
 
 
-def test_a_write_is_acknowledged_only_once_the_history_holds_it():
+def test_a_write_is_acknowledged_only_once_the_history_holds_it(cluster):
     """With the controller stopped (SIGSTOP), a write at the base's worker is taken
     and held there, never acknowledged: the ack waits for the history; once the
-    controller goes on, it is acknowledged, and in the view once."""
-    with Cluster(workers=2, shards=1, extra=(*WORKER, "--heartbeat-timeout", "30")) as c:
-        db = noria_py.connect(c.url)
-        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
-        db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
-                   "WHERE article_id = ? GROUP BY article_id")
-        t = db.table("vote")
-        t.insert([(1, 1)])                      # (where it writes, asked now)
-        done = threading.Event()
-        writer = threading.Thread(target=lambda: (t.insert([(1, 2), (1, 3)]), done.set()))
-        os.kill(c.proc.pid, signal.SIGSTOP)
-        try:
-            writer.start()
-            assert not done.wait(1.0)           # not durable: not acknowledged
-        finally:
-            os.kill(c.proc.pid, signal.SIGCONT)
-        writer.join(60)
-        assert done.is_set()
-        db.wait()
-        assert db.view("votes").lookup(1) == [(1, 3)]
-        # the base's worker SIGKILLed with a write sent to the history, unanswered: the
-        # client learns it is there (``write_landed``), and does not send it again
-        base = next(n for n in db.graph() if n["kind"] == "base")
-        done.clear()
-        writer = threading.Thread(target=lambda: (t.insert([(1, 4), (1, 5)]), done.set()))
-        os.kill(c.proc.pid, signal.SIGSTOP)
-        try:
-            writer.start()
-            assert not done.wait(0.5)
-            os.kill(base["pid"], signal.SIGKILL)
-        finally:
-            os.kill(c.proc.pid, signal.SIGCONT)
-        writer.join(60)
-        assert done.is_set()
-        db.wait()
-        assert db.view("votes").lookup(1) == [(1, 5)]       # once
-        t.insert([(1, 6)])                                   # at the base's new worker
-        db.wait()
-        assert db.view("votes").lookup(1) == [(1, 6)]
-        db.close()
+    controller goes on, it is acknowledged, and in the view once. (It kills a worker
+    of the module's cluster: the file's last test.)"""
+    c = cluster
+    db = noria_py.connect(c.url)
+    bases = {n["id"] for n in db.graph() if n["kind"] == "base"}
+    db.execute("CREATE TABLE held (article_id INT, user_id INT)")
+    db.execute("CREATE VIEW held_votes AS SELECT article_id, COUNT(*) AS c FROM held "
+               "WHERE article_id = ? GROUP BY article_id")
+    t = db.table("held")
+    t.insert([(1, 1)])                      # (where it writes, asked now)
+    done = threading.Event()
+    writer = threading.Thread(target=lambda: (t.insert([(1, 2), (1, 3)]), done.set()))
+    os.kill(c.proc.pid, signal.SIGSTOP)
+    try:
+        writer.start()
+        assert not done.wait(1.0)           # not durable: not acknowledged
+    finally:
+        os.kill(c.proc.pid, signal.SIGCONT)
+    writer.join(60)
+    assert done.is_set()
+    db.wait()
+    assert db.view("held_votes").lookup(1) == [(1, 3)]
+    # the base's worker SIGKILLed with a write sent to the history, unanswered: the
+    # client learns it is there (``write_landed``), and does not send it again
+    base = next(n for n in db.graph() if n["kind"] == "base" and n["id"] not in bases)
+    done.clear()
+    writer = threading.Thread(target=lambda: (t.insert([(1, 4), (1, 5)]), done.set()))
+    os.kill(c.proc.pid, signal.SIGSTOP)
+    try:
+        writer.start()
+        assert not done.wait(0.5)
+        os.kill(base["pid"], signal.SIGKILL)
+    finally:
+        os.kill(c.proc.pid, signal.SIGCONT)
+    writer.join(60)
+    assert done.is_set()
+    db.wait()
+    assert db.view("held_votes").lookup(1) == [(1, 5)]       # once
+    t.insert([(1, 6)])                                   # at the base's new worker
+    db.wait()
+    assert db.view("held_votes").lookup(1) == [(1, 6)]
+    assert [n["pid"] for n in db.graph() if n["id"] == base["id"]] != [base["pid"]]
+    db.close()
