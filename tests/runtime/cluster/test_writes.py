@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import threading
 import time
 
@@ -152,6 +153,27 @@ def test_writes_at_the_worker_need_what_is_built():
         Server(port=0, writes="worker", channels="relay", spawn=False)
     with pytest.raises(ArgumentError, match="--data-dir"):
         Server(port=0, writes="worker", data_dir="/nonexistent", spawn=False)
+
+
+@pytest.mark.slow
+def test_writes_at_the_worker_over_tls_with_a_token(certificate):
+    """The read port's TLS and token hold for writes too: the client's write link is
+    a TLS socket, and a refused write's error crosses it."""
+    cert, key = certificate
+    with Cluster(workers=2, shards=1, token="writes-token",
+                 extra=(*WORKER, "--tls-cert", cert, "--tls-key", key)) as c:
+        db = noria_py.connect(c.url, token="writes-token", tls=cert)
+        db.execute("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+        db.execute("CREATE VIEW by_k AS SELECT k, v FROM t WHERE k = ?")
+        t = db.table("t")
+        t.insert([(k, k) for k in range(100)])
+        with pytest.raises(DuplicateKeyError):
+            t.insert([(100, 1), (5, 1)])
+        db.wait()
+        assert db.view("by_k").lookup(5) == [(5, 5)] and db.view("by_k").lookup(100) == []
+        _, link, _ = db._write_places["t"]
+        assert isinstance(link.conn.sock, ssl.SSLSocket)
+        db.close()
 
 
 @pytest.mark.slow
