@@ -39,6 +39,7 @@ import datetime
 import ipaddress
 import itertools
 import os
+import secrets
 import select
 import socket
 import struct
@@ -87,6 +88,15 @@ READ_TIMEOUT = 60.0
 #: seconds without a worker's answer after which the client asks the controller whether
 #: the reader is still there (a worker stopped, not dead, is replaced meanwhile)
 RECHECK_EVERY = 2.0
+#: seconds a write is sent again while its base's worker says ``moved`` (a recovery)
+WRITE_MOVED_TIMEOUT = 60.0
+#: (``RemoteDatabase._write_places``: not asked yet)
+_ASK: Any = object()
+
+
+class _Lost(Exception):
+    """(``RemoteDatabase._write_at``: the connection broke after the write was sent)"""
+
 #: seconds to connect to a worker's read port (the controller's: ``connect(timeout=)``)
 CONNECT_TIMEOUT = 5.0
 #: seconds a client dials a controller that went away (restarted: restart.py) before
@@ -103,7 +113,7 @@ PACK_KEYS = 32
 #: running one twice changes nothing
 IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "all",
                         "tables", "views", "wait", "graph", "recoveries", "queries",
-                        "placement", "regime"})
+                        "placement", "regime", "write_placement", "write_landed"})
 
 
 def _error(name: str, message: str) -> Error:
@@ -281,6 +291,9 @@ class RemoteDatabase:
         self._ids = itertools.count(1)
         self._closed = False
         self._links: dict[tuple[str, int], _Link] = {}     # workers' read ports
+        #: table -> (its base node, its worker's link), or None: written through the
+        #: controller (``_write``)
+        self._write_places: dict[str, tuple[str, _Link, list[Any]] | None] = {}
 
     def _connect(self, address: tuple[str, int] | None = None,
                  timeout: float | None = None,
@@ -330,6 +343,93 @@ class RemoteDatabase:
                     ) from None
                 time.sleep(0.05)
         self._generation += 1
+
+    # ------------------------------------------------------------ writes at the workers
+
+    def _write(self, table: str, method: str, args: list[Any]) -> None:
+        """A table write: at its base's worker when the server takes writes there
+        (``serve --writes worker``; asked once per table, again after ``moved``), else
+        the request ``method`` to the controller. Answered once durable; a worker lost
+        after the write was sent: ``ConnectError``, it may or may not have been
+        applied."""
+        deadline = time.monotonic() + WRITE_MOVED_TIMEOUT
+        tag = secrets.randbits(62) or 1     # (its name in the history: ``write_landed``)
+        while True:
+            where = self._write_places.get(table, _ASK)
+            if where is _ASK:
+                said = self._call("write_placement", table)
+                where = None
+                if said is not None:
+                    node, (host, port) = said
+                    address = (host or self.address[0], port)
+                    link = self._links.get(address)
+                    if link is None:
+                        link = self._links.setdefault(address, _Link(address))
+                    where = (str(node), link, [host, port])
+                self._write_places[table] = where
+            if where is None:
+                self._call(method, table, *args)
+                return
+            why = self._write_at(cast("tuple[str, _Link, list[Any]]", where), method, args, tag)
+            if why is None:
+                return
+            self._write_places.pop(table, None)     # (moved: ask where it is now)
+            if isinstance(why, _Lost) and self._landed(table, tag, where[2], deadline, why):
+                return
+            if time.monotonic() > deadline:
+                raise RecoveryError(f"table {table!r} took no write for "
+                                    f"{WRITE_MOVED_TIMEOUT:.0f} s: {why}")
+            time.sleep(0.01)
+
+    def _landed(self, table: str, tag: int, address: list[Any], deadline: float,
+                lost: BaseException) -> bool:
+        """A write whose worker's connection broke before its answer: whether the
+        history took it (done), or not (False: it was never applied, send it again),
+        asked of the controller until it knows (``Server.m_write_landed``)."""
+        while True:
+            said = self._call("write_landed", table, tag, address)
+            if said is not None:
+                return bool(said)
+            if time.monotonic() > deadline:
+                raise ConnectError(f"{lost}: it may or may not have been applied") from None
+            time.sleep(0.05)
+
+    def _write_at(self, where: tuple[str, _Link, list[Any]], method: str, args: list[Any],
+                  tag: int) -> Any:
+        """One write at a base's worker: None once done, a ``_Lost`` if the connection
+        broke after it was sent (``_landed`` says whether it was applied), or why it
+        was not taken there (nothing written: ask where the base is now)."""
+        node, link, _ = where
+        with link.lock:
+            try:
+                if link.conn is None:
+                    link.conn = self._read_port(link.address)
+            except (OSError, wire.ProtocolError) as e:
+                link.drop()
+                return f"{link.address[0]}:{link.address[1]}: {e}"
+            conn = link.conn
+            rid = next(self._ids)
+            try:
+                conn.send(["write", rid, node, method, args, tag])
+                while True:
+                    try:
+                        f = conn.recv()
+                        break
+                    except (socket.timeout, BlockingIOError):
+                        continue        # (a write waits for its history, not for a view)
+            except (OSError, wire.ProtocolError) as e:
+                link.drop()
+                return _Lost(f"the connection to the worker at {link.address[0]}:"
+                             f"{link.address[1]} was lost during a write to it ({e})")
+            if f[1] == rid:
+                if f[0] == "ok":
+                    return None
+                if f[0] == "moved":
+                    return str(f[2])
+                if f[0] == "error":
+                    raise _error(f[2], f[3])
+            link.drop()
+        raise wire.ProtocolError(f"unexpected answer {f[0]!r} to a write from {link.address}")
 
     # ------------------------------------------------------------ reads at the workers
 
@@ -757,17 +857,17 @@ class RemoteTable:
         rows = arguments.many(rows, what)
         cols = _int_float_columns(rows, len(self.columns))
         if cols is not None:
-            self._db._call("insert_columns", self.name, len(rows), cols)
+            self._db._write(self.name, "insert_columns", [len(rows), cols])
         else:
-            self._db._call("insert", self.name, _plain_rows(rows, what))
+            self._db._write(self.name, "insert", [_plain_rows(rows, what)])
 
     def insert_columns(self, columns: Sequence[Any]) -> None:
         """As the embedded ``Table.insert_columns``: int64 and float64 arrays travel as
         their bytes (``insert_columns``), anything else as rows."""
         arrays = arguments.columns(columns, self.columns, self.name)
         if all(a.dtype in (np.int64, np.float64) for a in arrays):
-            self._db._call("insert_columns", self.name, len(arrays[0]),
-                           [wire.encode_numbers(a) for a in arrays])
+            self._db._write(self.name, "insert_columns",
+                            [len(arrays[0]), [wire.encode_numbers(a) for a in arrays]])
         else:
             self.insert(list(zip(*[a.tolist() for a in arrays])))
 
@@ -776,8 +876,8 @@ class RemoteTable:
         stream and the server inserts them as arrays where the table takes them."""
         cols = arrow_columns(as_arrow_table(table), self.columns, self.name)
         if len(cols[0]):
-            self._db._call("insert_arrow", self.name,
-                           to_ipc(pa.Table.from_arrays(cols, names=self.columns)))
+            self._db._write(self.name, "insert_arrow",
+                            [to_ipc(pa.Table.from_arrays(cols, names=self.columns))])
 
     def delete(self, rows: Iterable[Sequence]) -> None:
         self._db._call("delete", self.name, _plain_rows(rows, f"the rows for table {self.name!r}"))

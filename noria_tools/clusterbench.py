@@ -127,10 +127,13 @@ def _reads(view, articles: int, many: int) -> tuple[float, float]:
 def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: int,
                 kills: int, strategy: str, shards: int = 1, checkpoints: bool = True,
                 subscriber: bool = False, many: int = 10_000, ray: str | None = None,
-                channels: str | None = None, arrow: bool = False) -> dict:
+                channels: str | None = None, arrow: bool = False,
+                writes: str | None = None) -> dict:
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
     if channels is not None:
         extra += ("--channels", channels)
+    if writes is not None:
+        extra += ("--writes", writes)
     if ray is not None:             # the workers as Ray actors (placement.py)
         extra += ("--ray",) + (() if ray == "local" else (ray,))
     with Cluster(workers=workers, shards=shards, extra=extra) as cluster:
@@ -291,6 +294,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--channels", choices=["relay", "direct"], default=None,
                    help="serve --channels: messages between workers through the controller "
                         "or worker to worker (default: the server's)")
+    p.add_argument("--writes", choices=["controller", "worker"], default=None,
+                   help="serve --writes: writes validated and taken at the controller or "
+                        "at the base's worker (default: the server's)")
     p.add_argument("--write-steps", action="store_true",
                    help="only the controller's CPU per write, step by step, in this process: "
                         "rows against columns (no cluster)")
@@ -302,6 +308,7 @@ def main(argv: list[str]) -> int:
           f"{a.shards} shard(s), checkpoints {'off' if a.no_checkpoints else 'on'}"
           f"{'; workers as Ray actors' if a.ray else ''}"
           f"{f'; channels {a.channels}' if a.channels else ''}"
+          f"{f'; writes at the {a.writes}' if a.writes else ''}"
           f"{'; the load through insert_arrow' if a.arrow else ''}; "
           f"client, controller and workers are separate processes on this machine")
     print(f"{'workers':>7} {'votes/s':>9} {'ctrl CPU':>8} {'prop p50 ms':>11} {'prop p99 ms':>11} "
@@ -310,7 +317,7 @@ def main(argv: list[str]) -> int:
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
-                        a.channels, a.arrow)
+                        a.channels, a.arrow, a.writes)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))

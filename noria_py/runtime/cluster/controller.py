@@ -40,9 +40,11 @@ back to the last complete one (``epochs.py``).
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import queue
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -77,6 +79,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
+from .writes import validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -101,6 +104,22 @@ BASE_PART_ROWS = 1 << 20
 CHANNELS = ("relay", "direct")
 #: seconds ``wait`` gives the workers to handle what was sent to them, a round
 WAIT_TIMEOUT = 60.0
+#: where a write is validated (``--writes``): here, against the controller's copy of
+#: the table, or at the base's worker, which keeps the rows (docs/architecture.md,
+#: "Writes at the base's worker")
+WRITES = ("controller", "worker")
+#: the tags of a base's last writes kept (``ClusterRuntime.landed``): far more than a
+#: worker has answered late when it dies (one group in flight per base)
+LANDED_KEPT = 1 << 16
+
+
+def written_error(name: str, message: str) -> Error:
+    """The ``noria_py.Error`` subclass a base's worker named for a write it rejected."""
+    from ... import errors
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Error)):
+        cls = Error
+    return cls(message)
 
 
 def _among(counts: dict[str, int], live: dict[str, Any]) -> dict[str, int]:
@@ -172,7 +191,7 @@ class ClusterRuntime(Runtime):
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
                  checkpoints: bool = True, channels: str = "relay",
-                 barrier_every: int | None = None) -> None:
+                 barrier_every: int | None = None, writes: str = "controller") -> None:
         """``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
         epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``)."""
         if channels not in CHANNELS:
@@ -181,6 +200,19 @@ class ClusterRuntime(Runtime):
         #: "relay": workers' messages go through here; "direct": worker to worker
         self.channels = channels
         self.direct = channels == "direct"
+        if writes not in WRITES:
+            raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
+        #: "worker": each base's worker keeps its rows and validates its writes; the
+        #: accepted batches come here (``hist``) before they are acknowledged
+        self.writes = writes
+        self.at_workers = writes == "worker"
+        #: (writes at the workers) batches in the history whose copy in the table here
+        #: is not applied yet: ``apply_copies`` applies them under the database's lock
+        self.copies: list[tuple[str, Batch]] = []
+        #: per base, the tags of the last ``LANDED_KEPT`` writes its history took: a
+        #: write whose worker was lost before it answered is done if its tag is here
+        #: (``forward``, ``landed``), else it may be sent again
+        self.landed: dict[str, collections.deque[int]] = {}
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -327,7 +359,7 @@ class ClusterRuntime(Runtime):
         # workers may still hold lower ones, restart.py)
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels,
                    self.first_number, self.rejoin_timeout,
-                   "coordinated" if self.epochs is not None else "treeclock"])
+                   "coordinated" if self.epochs is not None else "treeclock", self.writes])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -533,6 +565,8 @@ class ClusterRuntime(Runtime):
                         history.trim(f[2])
                 elif op == "hb":
                     pass
+                elif op == "hist":
+                    self._accepted(w, f)
                 elif op in ("ck", "ck_keep", "ck_drop"):
                     self._checkpoint_frame(f)
                 elif op in ("sub", "sub_lost"):
@@ -551,6 +585,129 @@ class ClusterRuntime(Runtime):
         if w.sender is not None:
             w.sender.join(5.0)
         w.conn.close()
+
+    def _accepted(self, w: WorkerHandle, f: Frame) -> None:
+        """``["hist", base, [batch, ...]]``: writes the base's worker accepted (writes at
+        the workers), in its order: into the base's history, then ``["durable", base,
+        n]`` back, after which the worker passes them on and acknowledges them. The
+        copy of the table here takes them later (``apply_copies``)."""
+        if not self.at_workers or len(f) != 4 or not isinstance(f[2], (list, tuple)) \
+                or not isinstance(f[3], (list, tuple)) or len(f[3]) != len(f[2]):
+            raise wire.ProtocolError(f"an unexpected 'hist' frame from worker {w.name}")
+        base = f[1]
+        batches = [decode_batch(b) for b in f[2]]
+        with self.lock:
+            if not w.alive:
+                return          # (declared lost, its nodes restored without these)
+            history = self.durable.get(base)
+            if history is None or self.placement.get(base) != w.name:
+                raise wire.ProtocolError(f"worker {w.name} sent writes of {base!r}, which "
+                                         "it does not host")
+            for b in batches:
+                history.append(b)
+                self.copies.append((base, b))
+            tags = self.landed.get(base)
+            if tags is None:
+                tags = self.landed[base] = collections.deque(maxlen=LANDED_KEPT)
+            tags.extend(t for t in f[3] if type(t) is int and t)
+        w.put(["durable", base, len(batches)])
+
+    def has_landed(self, base_id: str, tag: int) -> bool:
+        """Whether the write tagged ``tag`` is in the base's history (one of its last
+        ``LANDED_KEPT``)."""
+        with self.lock:
+            return tag in self.landed.get(base_id, ())
+
+    def apply_copies(self) -> None:
+        """The table copies here take the writes the workers accepted so far, in order
+        (under the database's lock: the server's lock calls this on each entry)."""
+        if not self.copies:
+            return
+        with self.lock:
+            copies, self.copies = self.copies, []
+        for base, b in copies:
+            node = self.graph.nodes.get(base)
+            if node is not None:
+                node.op.process(0, b)
+
+    def forward(self, base_id: str, batch: Batch) -> None:
+        """A write made here (SQL, or a table handle at the controller), its rows checked
+        one by one (types, NOT NULL) but not against the table: validated by the base's
+        worker (``Worker.controller_write``), whose answer comes once the history holds
+        it; while the base is down, by the copy here (the caller holds ``control``).
+        Its worker lost meanwhile, it is done if the history has it (its tag, in the
+        same frame, ``landed``: every frame of a lost worker is read before its loss
+        is declared), else sent again once the base is back."""
+        tag = secrets.randbits(62) or 1
+        encoded = encode_batch(batch)
+        while True:
+            with self.lock:
+                if base_id not in self.placement:
+                    raise Error(f"node {base_id} is gone (its table was dropped)")
+                up = base_id in self.up
+                w = self.workers.get(self.placement[base_id])
+            if not up or w is None or not w.alive:
+                # down: the copy here is the one that validates (``writes.py``), and
+                # the history takes it, as with writes at the controller; the
+                # recovery, which holds this lock too, restores the base with it
+                self.apply_copies()
+                op = cast("Base", self.graph[base_id].op)
+                accepted = validated(op, batch)
+                if accepted:
+                    self.durable[base_id].append(accepted)
+                    op.process(0, accepted)
+                return
+            try:
+                said = self.request(w, "cwrite", base_id, encoded, tag).result(300.0)
+            except WorkerLost:
+                if not self.has_landed(base_id, tag):
+                    continue            # (not in the history: never applied; again)
+                said = []
+            if said is None:
+                continue                # (not up there: nothing was written; again)
+            self.apply_copies()
+            if said:                    # [error class name, message]: rejected whole
+                raise written_error(str(said[0]), str(said[1]))
+            return
+
+    def pause_writes(self) -> list[WorkerHandle]:
+        """Hold clients' writes at the workers (writes at the workers) for a catalog
+        change, which fills new nodes from the table copies here: once each live
+        worker has answered, every write it accepted is in the history and in those
+        copies, and none is taken until ``resume_writes``."""
+        if not self.at_workers:
+            return []
+        with self.lock:
+            ws = [w for w in self.workers.values() if w.alive]
+            answers = []
+            for w in ws:
+                rid = next(self.rids)
+                fut: Future[Any] = Future()
+                w.pending[rid] = fut
+                w.put(["pause", rid])
+                answers.append(fut)
+        for fut in answers:
+            try:
+                fut.result(WAIT_TIMEOUT)
+            except WorkerLost:
+                pass                    # (its writes: the history's, for the recovery)
+        self.apply_copies()
+        return ws
+
+    def resume_writes(self, ws: list[WorkerHandle]) -> None:
+        with self.lock:
+            for w in ws:
+                if w.alive:
+                    w.put(["resume"])
+
+    def write_address(self, base_id: str) -> list[Any] | None:
+        """Where a client writes the table of base ``base_id`` (writes at the workers):
+        ``[base, [host, read port]]``; None: through here. ``WorkerLost`` while the base
+        is down."""
+        if not self.at_workers:
+            return None
+        (addr,) = self.read_addresses([base_id])
+        return None if addr is None else [base_id, list(addr)]
 
     def _checkpoint_frame(self, f: Frame) -> None:
         """A worker's call on its checkpoint store (``worker.RemoteStore``), made here."""
@@ -1102,7 +1259,14 @@ class ClusterRuntime(Runtime):
         """A worker's base holds no rows (they are here), so it gets only the writes
         after ``low``, which its children may still ask for, in parts of at most
         ``BASE_PART_ROWS`` rows."""
-        start, writes = self.durable[node_id].since(low)
+        table = None
+        if self.at_workers:
+            # its worker keeps the rows: the whole table goes, as of the history's
+            # start, then every write after
+            start, rows_then, writes = self.durable[node_id].table()
+            table = encode_batch(rows_then)
+        else:
+            start, writes = self.durable[node_id].since(low)
         part: list[Any] = []
         rows = 0
         w = self.worker_of(node_id)
@@ -1112,7 +1276,8 @@ class ClusterRuntime(Runtime):
             if rows >= BASE_PART_ROWS:
                 self.ask(w, "base_history", node_id, part)
                 part, rows = [], 0
-        n: int = self.ask(w, "restore_base", node_id, part, seen, low, start)
+        n: int = self.ask(w, "restore_base", node_id, part, seen, low, start,
+                          *(() if table is None else (table,)))
         with self.lock:
             self.restored.add(node_id)
         return n

@@ -51,7 +51,7 @@ import socket
 import ssl
 import sys
 import threading
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -105,6 +105,9 @@ class Reads:
         #: among them) are not yet handled: up, but not yet what they were (the
         #: worker's ``holding``, direct channels), so ``moved``
         self.held: Container[str] = ()
+        #: ``serve --writes worker``: a client's write to a base hosted here, handed to
+        #: the message thread (``Worker.client_write``); None: writes go elsewhere
+        self.write: Callable[[str, str, Sequence[Any], int], Any] | None = None
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -356,7 +359,11 @@ class ReadServer:
     def _serve(self, conn: wire.Connection) -> None:
         answer, recv = self.reads.answer, conn.recv
         while True:
-            rid, groups = _check_request(recv())
+            f = recv()
+            if type(f) is tuple and f and f[0] == "write":
+                self._write(conn, f)
+                continue
+            rid, groups = _check_request(f)
             try:
                 rows = answer(groups)
             except NotHere as e:
@@ -367,6 +374,24 @@ class ReadServer:
                 conn.send(["error", rid, "Error", f"{type(e).__name__}: {e}"])
             else:
                 conn.send(["ok", rid, rows])
+
+    def _write(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
+        """``["write", id, base, method, args, tag]`` (``serve --writes worker``; ``tag``,
+        the client's random name for it, goes with it to the history): answered ``["ok",
+        id, None]`` once durable and passed on, ``["error", ...]`` if refused (nothing
+        changed), ``["moved", ...]`` if the base is not here (nothing written)."""
+        if not (len(f) == 6 and type(f[1]) is int and type(f[2]) is str
+                and type(f[3]) is str and type(f[4]) is tuple and type(f[5]) is int):
+            raise wire.ProtocolError('expected ["write", id, base, method, args, tag]')
+        rid = f[1]
+        write = self.reads.write
+        said = None if write is None else write(f[2], f[3], f[4], f[5])
+        if said is None:
+            conn.send(["moved", rid, f"base {f[2]} does not take writes at this worker now"])
+        elif said:
+            conn.send(["error", rid, str(said[0]), str(said[1])])
+        else:
+            conn.send(["ok", rid, None])
 
     def close(self) -> None:
         for sock in (self.sock, self.unix):

@@ -68,7 +68,7 @@ from ...graph import Graph
 from ...tls import Files as TlsFiles
 from ...tls import server_context as tls_server_context
 from . import tokens, wire
-from .controller import CHANNELS, ClusterRuntime
+from .controller import CHANNELS, WRITES, ClusterRuntime
 from .errors import WorkerLost
 from .placement import ProcessLauncher, RayLauncher
 from .restart import (
@@ -110,7 +110,8 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
-    "placement": (_NAME,), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
+    "placement": (_NAME,), "write_placement": (_NAME,),
+    "write_landed": (_NAME, (int,), _SEQ), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -132,6 +133,36 @@ def check_request(method: Any, args: Any) -> None:
                 if t is bool else "integer" if t is int else "string" for t in types))
             raise RequestError(f"request {method!r}: argument {i + 1} must be {want}, "
                                f"got {type(arg).__name__}")
+
+
+class _CopyingLock:
+    """The server's lock with ``--writes worker``: an ``RLock`` whose every taker first
+    brings the table copies here up to date with the writes the workers accepted
+    (``ClusterRuntime.apply_copies``), so what reads them under it (SQL over a base
+    table, ``len``, a DELETE's WHERE) sees every acknowledged write."""
+
+    def __init__(self, apply: Callable[[], None]) -> None:
+        self._lock = threading.RLock()
+        self._apply = apply
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = self._lock.acquire(blocking, timeout)
+        if got:
+            try:
+                self._apply()
+            except BaseException:
+                self._lock.release()
+                raise
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 def _hung_up(sock: socket.socket) -> bool:
@@ -162,7 +193,8 @@ class Server:
                  tls: tuple[str, str] | None = None, tls_ca: str | None = None,
                  channels: str = DEFAULT_CHANNELS,
                  rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
-                 memory_limit: int | None = None, barrier_every: int | None = None) -> None:
+                 memory_limit: int | None = None, barrier_every: int | None = None,
+                 writes: str = "controller") -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         coordinated: an epoch of snapshots every ``barrier_every`` writes (default
@@ -180,8 +212,22 @@ class Server:
         ``partial``: the readers of parameterized views hold only the keys read, filled
         by upqueries (``partial.py``); ``memory_limit``: bytes the partial readers of
         all workers together hold at most (each worker evicts its least recently read
-        keys down to its share; the controller moves shares to where the reads go)."""
+        keys down to its share; the controller moves shares to where the reads go).
+        ``writes``: ``"worker"`` validates each write at its base's worker, which keeps
+        the rows, and takes clients' writes on its read port (docs/architecture.md,
+        "Writes at the base's worker"); ``"controller"`` (the default) here."""
         regimes.check(regime, cluster=True)
+        if writes not in WRITES:
+            raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
+        if writes == "worker":
+            # (what is built so far: the controller's history still logs the writes,
+            # and the rest of these keep a copy of the rows it does not)
+            for bad, why in ((channels != "direct", "--channels direct"),
+                             (data_dir is not None, "no --data-dir"),
+                             (regime != "treeclock", "--regime treeclock"),
+                             (partial, "no --partial")):
+                if bad:
+                    raise ArgumentError(f"--writes worker needs {why} (not built yet)")
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
         if regime == "coordinated":
@@ -231,7 +277,7 @@ class Server:
         self.idle_timeout = idle_timeout
         self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
-                                      strategy, checkpoints, channels, barrier_every)
+                                      strategy, checkpoints, channels, barrier_every, writes)
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
@@ -255,7 +301,8 @@ class Server:
         if self.tls_files is not None:
             self.runtime.launcher.env = self.tls_files.env()
         self.runtime.token = token
-        self.lock = threading.RLock()
+        self.lock = cast("threading.RLock", threading.RLock() if writes == "controller"
+                         else _CopyingLock(self.runtime.apply_copies))
         self.runtime.control = self.lock
         self.admission.serve(self.sock, self._serve_connection, "connection")
         started, adopted = time.monotonic(), 0
@@ -515,12 +562,14 @@ class Server:
         nodes are back it can run again (at most 10 times)."""
         for attempt in range(10):
             lock = self._settled()
+            paused = self.runtime.pause_writes()    # (writes at the workers: held)
             try:
                 return change()
             except WorkerLost:
                 if attempt == 9:
                     raise
             finally:
+                self.runtime.resume_writes(paused)
                 lock.release()
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -654,6 +703,50 @@ class Server:
                     self.runtime.wait_up(n, left)
         return [nodes, [None if a is None else list(a) for a in addrs],
                 [check.what, check.names, [t.value for t in check.types]]]
+
+    def m_write_placement(self, name: str) -> list[Any] | None:
+        """Where a client writes table ``name`` (``serve --writes worker``): ``[base
+        node, [host, port]]``, its worker's read port; None: here. A base being
+        recovered is waited for."""
+        with self.lock:
+            node = self.db.table(name)._entry.node
+        deadline = time.monotonic() + READ_TIMEOUT
+        while True:
+            try:
+                return self.runtime.write_address(node)
+            except WorkerLost:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RecoveryError(f"table {name!r} has been down for over "
+                                        f"{READ_TIMEOUT:.0f} s") from None
+                self.runtime.wait_up(node, left)
+
+    def m_write_landed(self, name: str, tag: int, address: Sequence[Any]) -> bool | None:
+        """Whether the write tagged ``tag``, sent to table ``name``'s base at the worker
+        at ``address`` (as ``write_placement`` gave it) whose connection then broke, is
+        in the history: True, or False (never applied: send it again), once that
+        worker is known lost or the base is elsewhere; None while it may still land
+        (that worker still has the base)."""
+        with self.lock:
+            node = self.db.table(name)._entry.node
+        if self.runtime.has_landed(node, tag):
+            return True
+        deadline = time.monotonic() + READ_TIMEOUT
+        while True:
+            try:
+                now = self.runtime.write_address(node)
+                break
+            except WorkerLost:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RecoveryError(f"table {name!r} has been down for over "
+                                        f"{READ_TIMEOUT:.0f} s") from None
+                self.runtime.wait_up(node, left)
+        if self.runtime.has_landed(node, tag):
+            return True
+        if now is not None and list(now[1]) == list(address):
+            return None
+        return False
 
     def m_all(self, name: str) -> list[tuple[Any, ...]]:
         with self.lock:
@@ -792,6 +885,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="how workers send each other their messages: through the "
                         "controller (relay) or on worker-to-worker links (direct); "
                         f"default {DEFAULT_CHANNELS}")
+    p.add_argument("--writes", choices=WRITES, default="controller",
+                   help="where writes are validated and taken: here (controller, the "
+                        "default) or at each table's base's worker (worker: clients "
+                        "write there; needs --channels direct, no --data-dir)")
     p.add_argument("--rejoin-timeout", dest="rejoin_timeout", type=float,
                    default=REJOIN_TIMEOUT,
                    help="with --data-dir: seconds a worker whose controller died goes on "
@@ -826,7 +923,8 @@ def main(argv: list[str] | None = None) -> int:
                         tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
                         tls_ca=args.tls_ca, channels=args.channels,
                         rejoin_timeout=args.rejoin_timeout, partial=args.partial,
-                        memory_limit=args.memory_limit, barrier_every=args.barrier_every)
+                        memory_limit=args.memory_limit, barrier_every=args.barrier_every,
+                        writes=args.writes)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

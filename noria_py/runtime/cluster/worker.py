@@ -88,8 +88,9 @@ from sql_frontend import wire as plan_wire
 from treeclock import TreeClockError, TreeClocks, receive_path
 
 from ... import tuning
+from ...arrowio import arrow_columns, column_rows, from_ipc
 from ...batch import Batch
-from ...errors import Error
+from ...errors import ArityError, Error
 from ...graph import Graph, Node
 from ...memory import node_bytes
 from ...partial import Partial
@@ -117,12 +118,14 @@ from .wire import (
     encode_delta,
     encode_message,
 )
+from .writes import validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
 
     import numpy as np
 
+    from ...ops.base import Base
     from ...ops.reader import Reader
 
 log = logging.getLogger("noria_py.worker")
@@ -177,6 +180,12 @@ class RemoteStore:
 
 
 #: the frames a peer may send (``channels.py``): data only, never a request
+#: a write's outcome when its worker's message thread ended before its history was
+#: known to hold it: it may or may not have been applied
+UNKNOWN = ["OperationalError", "the worker taking this write lost its controller before "
+           "the write was known to be durable: it may or may not have been applied"]
+#: the inbox's source of a client's write (a read thread's ``["cw", ...]``)
+CLIENT = "\0client"
 PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from", "fill"))
 #: with direct channels, what the inbox's frames produced is sent at the latest after
 #: this many frames (and whenever the inbox is empty)
@@ -189,7 +198,7 @@ class Worker:
                  channels: str = "relay", token: str | None = None,
                  inbox: Inbox | None = None, peers: PeerServer | None = None,
                  tls: ssl.SSLContext | None = None, first_number: int = 0,
-                 regime: str = "treeclock") -> None:
+                 regime: str = "treeclock", writes: str = "controller") -> None:
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -243,6 +252,23 @@ class Worker:
         #: the partial readers (``partial.py``): every worker marks each one, hosted
         #: or not (a spare may take it over); what they hold, and eviction, are here
         self.partial: Partial | None = None
+        #: ``serve --writes worker``: the bases hosted here keep their rows and validate
+        #: their writes (``accept``); the accepted ones wait, their output held, until
+        #: the controller's history has them (``commit``, ``durable``)
+        self.at_workers = writes == "worker"
+        #: per base: accepted writes not yet sent to the history, (output, reply)
+        self.accepted: dict[str, list[_Accepted]] = {}
+        #: per base: the group sent to the history, until ``durable`` (one at a time)
+        self.committing: dict[str, list[_Accepted]] = {}
+        self.ended = False                        # (its message thread has ended)
+        #: clients' writes wait in ``deferred`` while the controller makes a catalog
+        #: change (``req_pause``); the pause is answered (``pausing``: its request ids)
+        #: once no accepted write is short of the history
+        self.paused = False
+        self.deferred: list[list[Any]] = []
+        self.pausing: list[int] = []
+        if self.at_workers:
+            self.reads.write = self.client_write
 
     def holdings(self) -> dict[str, Any]:
         """What this worker holds, for a controller that may keep it (restart.py): its
@@ -299,7 +325,7 @@ class Worker:
         self._refresh_clocks()
         self.placement.update(placement)
         for n in self.new_nodes:
-            if n.kind == "base":
+            if n.kind == "base" and not self.at_workers:
                 n.op.holds_rows = False   # type: ignore[attr-defined]  # (the controller's)
             if placement[n.id] == self.name:
                 d = self.domains[n.id] = Domain(self.graph, n)
@@ -530,6 +556,14 @@ class Worker:
 
     def req_payload_after(self, nid: str, child: str, t: int) -> list[Any]:
         msgs, now = self.domains[nid].payload_after(child, t)
+        held = self.accepted.get(nid, []) + self.committing.get(nid, [])
+        if held:
+            # writes not yet in the history were not sent: the child takes them when
+            # they are (``durable``), after what this answer gives it
+            # (the held writes are the base's latest, one time each)
+            first = self.domains[nid].time - len(held) + 1
+            msgs = [m for m in msgs if m.time < first]
+            now = min(now, first - 1)
         return [[encode_message(m) for m in msgs], now]
 
     def req_output_info(self, nid: str, child: str, upto: int) -> list[Any]:
@@ -560,13 +594,167 @@ class Worker:
         self.history.setdefault(nid, []).extend(decode_batch(b) for b in part)
 
     def req_restore_base(self, nid: str, history: Sequence[Any], seen: dict[str, int],
-                         low: int, start: int) -> int:
+                         low: int, start: int, table: Any = None) -> int:
+        """``table``: with writes at the workers, the base's rows as of ``start`` (its
+        history then holds every write after it, not just those after ``low``)."""
         d = self.domains[nid]
         d.tc = self.tc
         writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
-        sends = d.write_history(writes, seen, low, start)
+        for group in (self.accepted.pop(nid, []), self.committing.pop(nid, [])):
+            for _, _, reply, _ in group:
+                reply(UNKNOWN)          # (the history says what became of them)
+        sends = d.write_history(writes, seen, low, start,
+                                None if table is None else decode_batch(table))
         self.emit(sends)
         return len(sends)
+
+    # ------------------------------------------------------------ writes at this worker
+    # (``serve --writes worker``; docs/architecture.md, "Writes at the base's worker")
+
+    def client_write(self, nid: str, method: str, args: Sequence[Any], tag: int) -> Any:
+        """A client's write to base ``nid`` (a read thread's call): handled by the
+        message thread in turn; returns ``accept``'s outcome once it is known."""
+        done = threading.Event()
+        out: list[Any] = []
+
+        def reply(outcome: Any) -> None:
+            out.append(outcome)
+            done.set()
+        self.inbox.put((CLIENT, ["cw", nid, method, args, reply, tag]))
+        while not done.wait(1.0):
+            if self.ended:
+                return UNKNOWN
+        return out[0]
+
+    def end_writes(self) -> None:
+        """The message thread ends (its controller gone, or ``stop``): writes waiting
+        for the history may or may not be in it; their clients are told so."""
+        self.ended = True
+        if self.reads.write == self.client_write:
+            self.reads.write = None
+        for groups in (self.committing, self.accepted):
+            for group in groups.values():
+                for _, _, reply, _ in group:
+                    reply(UNKNOWN)
+            groups.clear()
+        for f in self.deferred:
+            f[4](None)                  # (never taken: nothing written)
+        self.deferred = []
+
+    def controller_write(self, rid: int, args: Sequence[Any]) -> None:
+        """The controller's ``cwrite`` (a write made there: ``ClusterRuntime.forward``),
+        answered as ``accept`` says, once durable."""
+        def reply(outcome: Any) -> None:
+            self.links.flush()          # (what it sent goes out before its answer)
+            self.send(["rep", rid, outcome])
+        if len(args) != 3 or type(args[2]) is not int:
+            self.send(["err", rid, "ProtocolError", "cwrite takes [base, batch, tag]"])
+            return
+        self.accept(str(args[0]), "batch", [args[1]], reply, args[2])
+
+    def accept(self, nid: str, method: str, args: Sequence[Any],
+               reply: Callable[[Any], None], tag: int = 0) -> None:
+        """Validate a write against the base's rows here (``Base.prepare``, as the
+        embedded engine does) and apply it, its output held until the history has it.
+        ``reply``: None if the base is not up here (nothing written: ask where it is),
+        ``[error class name, message]`` if refused (nothing changed), or ``[]`` once the
+        write is durable and passed on. ``tag``: the write's name, given by the client
+        or the controller, which goes with it to the history (``write_landed``,
+        ``ClusterRuntime.forward``)."""
+        d = self.domains.get(nid)
+        if d is None or not d.alive or d.node.kind != "base" or nid in self.holding:
+            reply(None)
+            return
+        try:
+            batch = self._batch(cast("Base", d.node.op), method, args)
+        except Error as e:
+            reply([type(e).__name__, str(e)])
+            return
+        except (wire.ProtocolError, TypeError, ValueError) as e:
+            reply(["Error", f"a malformed write: {type(e).__name__}: {e}"])
+            return
+        if not batch:
+            reply([])
+            return
+        out = d.write(batch)
+        self.accepted.setdefault(nid, []).append((out, batch, reply, tag))
+        if nid not in self.committing:
+            self.commit(nid)
+
+    def _batch(self, op: Base, method: str, args: Sequence[Any]) -> Batch:
+        """The validated batch of a write request (no state changes)."""
+        if method == "batch":           # the controller's: rows already checked
+            return validated(op, decode_batch(args[0]))
+        if method == "insert":
+            (rows,) = args
+            return op.prepare(list(rows))
+        if method == "insert_columns":
+            n, columns = args
+            if type(n) is not int or n < 0 or not isinstance(columns, (list, tuple)):
+                raise wire.ProtocolError("insert_columns takes [rows, columns]")
+            if len(columns) != len(op.types):
+                raise ArityError(f"{len(columns)} columns for table {op.schema.name!r}, "
+                                 f"which has {len(op.types)}")
+            arrays = [wire.decode_numbers(c, n) for c in columns]
+            taken = op.arrays_from_numbers(arrays)
+            if taken is not None:
+                return op.prepare_arrays(taken) if n else Batch()
+            return op.prepare(list(zip(*[a.tolist() for a in arrays])))
+        if method == "insert_arrow":
+            (data,) = args
+            cols = arrow_columns(from_ipc(data), [c.name for c in op.schema.columns],
+                                 op.schema.name)
+            taken = op.arrays_from_arrow(cols)
+            if taken is not None:
+                return op.prepare_arrays(taken) if len(taken[0]) else Batch()
+            return op.prepare(column_rows(cols))
+        raise wire.ProtocolError(f"unknown write {method!r}")
+
+    def commit(self, nid: str) -> None:
+        """Send the base's accepted writes to the controller's history, all in one frame
+        (group commit: those accepted while the last group was on its way)."""
+        group = self.accepted.pop(nid, None)
+        if not group:
+            return
+        self.committing[nid] = group
+        self.send(["hist", nid, [encode_batch(b) for _, b, _, _ in group],
+                   [tag for _, _, _, tag in group]])
+
+    def durable(self, nid: str, n: int) -> None:
+        """The history has the group sent: its output goes out, then the answers; the
+        writes accepted meanwhile are sent next."""
+        group = self.committing.pop(nid, [])
+        if len(group) != n:
+            raise wire.ProtocolError(f"durable {n} writes of {nid}, {len(group)} sent")
+        for out, _, _, _ in group:
+            if out:
+                self.emit(out)
+        for _, _, reply, _ in group:
+            reply([])
+        self.commit(nid)
+        self._paused_yet()
+
+    def pause(self, rid: int) -> None:
+        """``["pause", id]``: the controller makes a catalog change, which fills new
+        nodes from its copy of the tables: clients' writes wait (``deferred``) until
+        ``["resume"]``, and the answer ``["rep", id, None]`` comes once every write
+        accepted here is in the history (so in that copy) and passed on."""
+        self.paused = True
+        self.pausing.append(rid)
+        self._paused_yet()
+
+    def _paused_yet(self) -> None:
+        if self.pausing and not self.committing and not self.accepted:
+            self.links.flush()
+            for rid in self.pausing:
+                self.send(["rep", rid, None])
+            self.pausing = []
+
+    def resume(self) -> None:
+        self.paused = False
+        deferred, self.deferred = self.deferred, []
+        for f in deferred:
+            self.accept(f[1], f[2], f[3], f[4], f[5])
 
     def req_reset(self, nid: str) -> None:
         self.holding.pop(nid, None)     # (the graph is quiet: already in its parents' state)
@@ -830,17 +1018,18 @@ class Worker:
                     raise f
                 reads.version += 1
                 try:
-                    if src != CONTROLLER and f[0] not in PEER_FRAMES:
+                    if src != CONTROLLER and f[0] not in PEER_FRAMES and src != CLIENT:
                         raise wire.ProtocolError(f"frame {f[0]!r} from peer {src}")
                     if self.frame(f, src):
                         return
                 finally:
                     reads.version += 1
-                if src != CONTROLLER:
+                if src != CONTROLLER and src != CLIENT:
                     links.handled[src] += 1
                 if reads.pending:
                     reads.serve_pending()
         finally:
+            self.end_writes()
             if self.stopped or not self.keep_reads:
                 reads.close()
             links.close()
@@ -859,7 +1048,21 @@ class Worker:
         elif op == "fill":
             self.deliver(Fill(f[1], f[2]), src)
         elif op == "req":
-            self.request(f[1], f[2], f[3])
+            if f[2] == "cwrite":            # (answered once durable: ``accept``)
+                self.controller_write(f[1], f[3])
+            else:
+                self.request(f[1], f[2], f[3])
+        elif op == "cw" and src == CLIENT:  # a client's write, from a read thread
+            if self.paused:
+                self.deferred.append(list(f))
+            else:
+                self.accept(f[1], f[2], f[3], f[4], f[5])
+        elif op == "pause":
+            self.pause(f[1])
+        elif op == "resume":
+            self.resume()
+        elif op == "durable":
+            self.durable(f[1], f[2])
         elif op == "progress":
             self.progress(*f[1:])
         elif op == "trunc":
@@ -913,6 +1116,11 @@ def _source(frame: list[Any]) -> str:
     """The sending node of a ``msg`` frame, encoded or not."""
     m = frame[2]
     return m.src if isinstance(m, Message) else str(m[0])
+
+
+#: an accepted write waiting for the history: its output, its batch, its answer, the
+#: controller's tag (0: a client's)
+_Accepted = tuple[list[Message], Batch, Callable[[Any], None], int]
 
 
 class _Hosted:
@@ -1061,10 +1269,11 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             first_number = int(more[1]) if len(more) > 1 else 0
             rejoin_timeout = float(more[2]) if len(more) > 2 else 0.0
             regime = str(more[3]) if len(more) > 3 else "treeclock"
+            writes = str(more[4]) if len(more) > 4 else "controller"
             worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels,
                             token, inbox, peers,
                             None if tls is None else tls_client_context(tls.ca), first_number,
-                            regime)
+                            regime, writes)
             worker.keep_reads = rejoin_timeout > 0
             worker.previous, worker.before = previous, before
             stop = threading.Event()

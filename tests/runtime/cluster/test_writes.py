@@ -1,0 +1,282 @@
+"""Writes at the base's worker (``serve --writes worker``): the base keeps its rows and
+validates there, a client writes on the worker's read port, and a write is
+acknowledged once the controller's history holds it, so a SIGKILLed worker loses none
+(docs/architecture.md, "Writes at the base's worker").
+
+The option is off by default, so the tests that start a cluster of their own to kill
+a worker run in the slow suite (``-m slow``); the default suite keeps the oracle test
+and the SIGSTOP test, which covers the acknowledgement's rule and a write in flight
+at a SIGKILL."""
+from __future__ import annotations
+
+import os
+import signal
+import ssl
+import threading
+import time
+
+import pytest
+
+import noria_py
+from noria_py.errors import ArgumentError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
+from noria_py.graph import Graph
+from noria_py.runtime.cluster.controller import ClusterRuntime
+from noria_py.runtime.cluster.launch import Cluster
+from noria_py.runtime.cluster.server import Server
+from tests.runtime.cluster.test_cluster import CI_SEEDS, SEEDS, _differential_with_kill
+
+WORKER = ("--writes", "worker")
+
+SCHEMA = ["CREATE TABLE t (k INT PRIMARY KEY, v TEXT NOT NULL, n INT)",
+          "CREATE TABLE vote (article_id INT, user_id INT)",
+          "CREATE VIEW by_k AS SELECT k, v, n FROM t WHERE k = ?",
+          "CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
+          "WHERE article_id = ? GROUP BY article_id"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # (heartbeats that a stopped controller cannot miss: the SIGSTOP test below)
+    with Cluster(workers=2, shards=2, extra=(*WORKER, "--heartbeat-timeout", "30")) as c:
+        yield c
+
+
+def _writes(db) -> list:
+    """The same writes to either engine; what each raised, by class, in order."""
+    t, vote = db.table("t"), db.table("vote")
+    outcomes = []
+    steps = [
+        lambda: t.insert([(1, "a", 1), (2, "b", None), (3, "c", 3)]),
+        lambda: t.insert([(4, "d", 4), (1, "dup", 0)]),         # a key held: all refused
+        lambda: t.insert([(5, "e", 5), (5, "f", 5)]),           # a key twice
+        lambda: t.insert([(6, None, 6)]),                       # NOT NULL
+        lambda: db.execute("INSERT INTO t VALUES (2, 'again', 0)"),   # forwarded, refused
+        lambda: db.execute("INSERT INTO t VALUES (7, 'g', 7)"),
+        lambda: t.delete([(9, "x", 9)]),                        # no such row
+        lambda: db.execute("DELETE FROM t WHERE k = 3"),
+        lambda: db.execute("UPDATE t SET n = 20 WHERE k = 2"),
+        lambda: t.delete_keys([1]),
+        lambda: t.insert([(1, "back", 1)]),                     # its key free again
+        lambda: vote.insert([(i % 7, i) for i in range(500)]),  # as columns
+        lambda: vote.insert_columns([list(range(40)), list(range(40))]),
+        lambda: vote.insert([(1, None), (2, 3)]),
+    ]
+    for step in steps:
+        try:
+            step()
+            outcomes.append(None)
+        except noria_py.Error as e:
+            outcomes.append(type(e).__name__)
+    return outcomes
+
+
+def _state(db) -> tuple:
+    db.wait()
+    rows = sorted(db.execute("SELECT k, v, n FROM t").fetchall())
+    by_k = [db.view("by_k").lookup(k) for k in range(10)]
+    votes = [db.view("votes").lookup(a) for a in range(8)]
+    return rows, by_k, votes, len(db.table("t")), len(db.table("vote"))
+
+
+def test_writes_at_the_worker_are_the_embedded_engines(cluster):
+    """Unique keys, NOT NULL, deletes of rows not there: refused at the base's worker
+    exactly as the embedded engine refuses them, a refused batch changing nothing;
+    the client's writes went to the worker, not through the controller."""
+    db = noria_py.connect(cluster.url)
+    embedded = noria_py.connect()
+    for sql in SCHEMA:
+        db.execute(sql)
+        embedded.execute(sql)
+    got, want = _writes(db), _writes(embedded)
+    assert got == want
+    assert got[1:5] == ["DuplicateKeyError", "DuplicateKeyError", "TypeMismatchError",
+                        "DuplicateKeyError"]
+    assert _state(db) == _state(embedded)
+    assert db._write_places["t"] is not None and db._write_places["vote"] is not None
+    db.close()
+
+
+def test_a_refused_write_names_its_error(cluster):
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE u (k INT PRIMARY KEY, v INT NOT NULL)")
+    u = db.table("u")
+    u.insert([(1, 1)])
+    with pytest.raises(DuplicateKeyError):
+        u.insert([(2, 2), (1, 3)])
+    with pytest.raises(TypeMismatchError):
+        u.insert([(3, None)])
+    with pytest.raises(RowNotFoundError):
+        u.delete([(2, 2)])                      # (the batch before was refused whole)
+    db.wait()
+    assert sorted(db.execute("SELECT * FROM u").fetchall()) == [(1, 1)]
+    db.close()
+
+
+def test_views_made_while_clients_write_at_the_worker_miss_no_write(cluster):
+    """A catalog change fills new nodes from the controller's copy of the tables: the
+    workers hold clients' writes meanwhile (``pause``), so every view made while two
+    clients write counts every write, once."""
+    db = noria_py.connect(cluster.url)
+    db.execute("CREATE TABLE w (a INT, b INT)")
+    stop = threading.Event()
+    acked = [0, 0]
+
+    def writer(i: int) -> None:
+        c = noria_py.connect(cluster.url)
+        t = c.table("w")
+        while not stop.is_set():
+            t.insert([(i, j) for j in range(50)])
+            acked[i] += 50
+        c.close()
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    try:
+        for n in range(6):
+            db.execute(f"CREATE VIEW w{n} AS SELECT a, COUNT(*) AS c FROM w "
+                       "WHERE a = ? GROUP BY a")
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(60)
+    db.wait()
+    for n in range(6):
+        for i in range(2):
+            assert db.view(f"w{n}").lookup(i) == [(i, acked[i])], (n, i, acked)
+    db.close()
+
+
+def test_writes_at_the_worker_need_what_is_built():
+    with pytest.raises(ArgumentError, match="writes must be one of"):
+        ClusterRuntime(Graph(), writes="elsewhere")
+    with pytest.raises(ArgumentError, match="--channels direct"):
+        Server(port=0, writes="worker", channels="relay", spawn=False)
+    with pytest.raises(ArgumentError, match="--data-dir"):
+        Server(port=0, writes="worker", data_dir="/nonexistent", spawn=False)
+
+
+@pytest.mark.slow
+def test_writes_at_the_worker_over_tls_with_a_token(certificate):
+    """The read port's TLS and token hold for writes too: the client's write link is
+    a TLS socket, and a refused write's error crosses it."""
+    cert, key = certificate
+    with Cluster(workers=2, shards=1, token="writes-token",
+                 extra=(*WORKER, "--tls-cert", cert, "--tls-key", key)) as c:
+        db = noria_py.connect(c.url, token="writes-token", tls=cert)
+        db.execute("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+        db.execute("CREATE VIEW by_k AS SELECT k, v FROM t WHERE k = ?")
+        t = db.table("t")
+        t.insert([(k, k) for k in range(100)])
+        with pytest.raises(DuplicateKeyError):
+            t.insert([(100, 1), (5, 1)])
+        db.wait()
+        assert db.view("by_k").lookup(5) == [(5, 5)] and db.view("by_k").lookup(100) == []
+        _, link, _ = db._write_places["t"]
+        assert isinstance(link.conn.sock, ssl.SSLSocket)
+        db.close()
+
+
+@pytest.mark.slow
+def test_a_sigkilled_base_worker_loses_no_acknowledged_write():
+    """Writers insert batches at the base's worker while it is SIGKILLed: every batch
+    acknowledged is in the view after the recovery, once, and so is every batch in
+    flight at the kill (its client asks whether the history took it: ``write_landed``);
+    the client's next writes go to the base's new worker (a new placement)."""
+    with Cluster(workers=2, shards=1, extra=WORKER) as c:
+        db = noria_py.connect(c.url)
+        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+        db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
+                   "WHERE article_id = ? GROUP BY article_id")
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        acked = [0, 0]
+        stop = threading.Event()
+
+        def writer(i: int) -> None:
+            w = noria_py.connect(c.url)
+            t = w.table("vote")
+            n = 0
+            while not stop.is_set():
+                # (in flight at the kill: the client asks the controller whether the
+                # history took it, and sends it again if not: never an error)
+                t.insert([(i, n * 100 + j) for j in range(100)])
+                acked[i] += 100
+                n += 1
+            w.close()
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        time.sleep(0.5)
+        os.kill(base["pid"], signal.SIGKILL)
+        time.sleep(1.0)
+        stop.set()
+        for th in threads:
+            th.join(60)
+        db.table("vote").insert([(5, 1)])       # after the recovery: at the new worker
+        db.wait()
+        for i in range(2):
+            (row,) = db.view("votes").lookup(i)
+            assert row[1] == acked[i], (i, acked, row)     # none lost, none twice
+        assert db.view("votes").lookup(5) == [(5, 1)]
+        assert [n["pid"] for n in db.graph() if n["kind"] == "base"] != [base["pid"]]
+        assert db.recoveries()
+        db.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[:CI_SEEDS])
+def test_sigkill_mid_load_matches_duckdb_with_writes_at_the_worker(seed, monkeypatch):
+    _differential_with_kill(seed, monkeypatch, extra=WORKER, channels="direct")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sigkill_soak_with_writes_at_the_worker(seed, monkeypatch):
+    _differential_with_kill(seed, monkeypatch, extra=WORKER, channels="direct")
+
+
+def test_a_write_is_acknowledged_only_once_the_history_holds_it(cluster):
+    """With the controller stopped (SIGSTOP), a write at the base's worker is taken
+    and held there, never acknowledged: the ack waits for the history; once the
+    controller goes on, it is acknowledged, and in the view once. (It kills a worker
+    of the module's cluster: the file's last test.)"""
+    c = cluster
+    db = noria_py.connect(c.url)
+    bases = {n["id"] for n in db.graph() if n["kind"] == "base"}
+    db.execute("CREATE TABLE held (article_id INT, user_id INT)")
+    db.execute("CREATE VIEW held_votes AS SELECT article_id, COUNT(*) AS c FROM held "
+               "WHERE article_id = ? GROUP BY article_id")
+    t = db.table("held")
+    t.insert([(1, 1)])                      # (where it writes, asked now)
+    done = threading.Event()
+    writer = threading.Thread(target=lambda: (t.insert([(1, 2), (1, 3)]), done.set()))
+    os.kill(c.proc.pid, signal.SIGSTOP)
+    try:
+        writer.start()
+        assert not done.wait(1.0)           # not durable: not acknowledged
+    finally:
+        os.kill(c.proc.pid, signal.SIGCONT)
+    writer.join(60)
+    assert done.is_set()
+    db.wait()
+    assert db.view("held_votes").lookup(1) == [(1, 3)]
+    # the base's worker SIGKILLed with a write sent to the history, unanswered: the
+    # client learns it is there (``write_landed``), and does not send it again
+    base = next(n for n in db.graph() if n["kind"] == "base" and n["id"] not in bases)
+    done.clear()
+    writer = threading.Thread(target=lambda: (t.insert([(1, 4), (1, 5)]), done.set()))
+    os.kill(c.proc.pid, signal.SIGSTOP)
+    try:
+        writer.start()
+        assert not done.wait(0.5)
+        os.kill(base["pid"], signal.SIGKILL)
+    finally:
+        os.kill(c.proc.pid, signal.SIGCONT)
+    writer.join(60)
+    assert done.is_set()
+    db.wait()
+    assert db.view("held_votes").lookup(1) == [(1, 5)]       # once
+    t.insert([(1, 6)])                                   # at the base's new worker
+    db.wait()
+    assert db.view("held_votes").lookup(1) == [(1, 6)]
+    assert [n["pid"] for n in db.graph() if n["id"] == base["id"]] != [base["pid"]]
+    db.close()
