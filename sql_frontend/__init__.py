@@ -142,6 +142,8 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
     if isinstance(node, exp.Query):
         if lift_constants and not params:
             lifted = _lifted(ctx, node, sql)
+            if lifted is None and ctx.ranges:   # (the keys alone, the ranges filters)
+                lifted = _lifted(Context(sql, catalog, ranges=False), node, sql)
             if lifted is not None:
                 return lifted
         marks = placeholders_in_order(node)

@@ -49,6 +49,11 @@ def test_where_a_range_constant_stays_a_filter(cat, sql):
     assert lifted(sql, cat).query.bounds == (), sql
 
 
+def test_a_range_constant_that_cannot_be_lifted_leaves_the_key_lifted(cat):
+    st = lifted("SELECT a FROM t WHERE c = 'x' AND b > 2.5", cat)
+    assert st.params == ("x",) and st.query.key and st.query.bounds == ()
+
+
 def test_a_constant_of_another_type_is_refused_as_the_filter_would(cat):
     with pytest.raises(TypeMismatchError, match="compare"):
         lifted("SELECT a FROM t WHERE c > 5", cat)
