@@ -44,7 +44,7 @@ ints = st.one_of(st.none(), st.integers(-2, 4))
 floats = st.one_of(st.none(), st.sampled_from([-1.0, 0.0, 1.5, 2.0, math.inf, -math.inf]),
                    st.just(float("nan")))
 texts = st.one_of(st.none(), st.sampled_from(["", "a", "ab", "b", "ba", "c"]))
-rows = st.tuples(st.integers(0, 30), ints, floats, texts, st.one_of(st.none(), st.integers(0, 2)))
+rows = st.tuples(st.integers(0, 7), ints, floats, texts, st.one_of(st.none(), st.integers(0, 2)))
 #: bound values by the column they are compared with (g: an equality key)
 BOUNDS = {
     "a": st.one_of(st.integers(-3, 5), st.sampled_from([0.5, 2.5]), st.none()),
