@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar, cast, overload
 import sql_frontend
 from sql_frontend import plan as lp
 from sql_frontend.expr import Col
+from sql_frontend.typerules import TEMPORAL, parse_temporal
 from sql_frontend.types import SqlType, TableSchema
 
 from . import arguments, regimes, tuning
@@ -293,6 +294,9 @@ class Database:
         #: server reads views its own way)
         self._prepared: OrderedDict[str, Prepared] | None = (
             OrderedDict() if isinstance(self._lock, _DatabaseLock) else None)
+        #: whether SELECTs and views may have range parameters (``Query.bounds``):
+        #: embedded only, a cluster's reads at the workers are lookups (docs/sql.md)
+        self._ranges = isinstance(self._lock, _DatabaseLock)
         self._catalog = _Catalog(self)
         self._recoveries: list[RecoveryReport] = []
         self._failed: set[str] = set()      # failed with fail(), not yet named to recover()
@@ -564,7 +568,7 @@ class Database:
         the statement's plan and its result."""
         self._check_open()
         stmt = sql_frontend.parse(sql, self._catalog, arguments.params(params),
-                                  lift_constants=True)
+                                  lift_constants=True, ranges=self._ranges)
         return stmt, self._run(stmt, sql)
 
     def _keep_prepared(self, sql: str) -> None:
@@ -651,7 +655,8 @@ class Database:
         is ordered. ``params``: values for its ``?``. Raises what ``execute`` would raise
         for SQL it cannot take."""
         self._check_open()
-        return sql_frontend.parse(sql, self._catalog, arguments.params(params))
+        return sql_frontend.parse(sql, self._catalog, arguments.params(params),
+                                  ranges=self._ranges)
 
     def _run(self, stmt, sql: str) -> Result:
         """One parsed statement."""
@@ -931,9 +936,9 @@ class Database:
 
     @staticmethod
     def _read(v: "View", stmt: lp.Select, otherwise: "View | None" = None) -> Result:
-        if stmt.query.key:
-            if len(stmt.params) != len(stmt.query.key):
-                raise ArityError(f"the query has {len(stmt.query.key)} ? parameters, "
+        if stmt.query.arity:
+            if len(stmt.params) != stmt.query.arity:
+                raise ArityError(f"the query has {stmt.query.arity} ? parameters, "
                                  f"got {len(stmt.params)} values")
             rows = v.lookup(*stmt.params)
             if not rows and otherwise is not None:
@@ -1122,6 +1127,9 @@ class Database:
         if key is not None:
             if not v.key_arity:
                 raise ArityError(f"view {v.name!r} has no ? parameters; subscribe without a key")
+            if v._bounds:
+                raise NotSupportedError(f"view {v.name!r} has range parameters (col > ? and "
+                                        "the like): subscribe to the whole view")
             key_t = arguments.plain_key(tuple(key) if isinstance(key, (tuple, list)) else (key,))
             if len(key_t) != v.key_arity:
                 raise ArityError(f"view {v.name!r} takes {v.key_arity} key value(s), got {len(key_t)}")
@@ -1404,7 +1412,8 @@ class Prepared:
             return
         dummies = tuple(_DUMMIES[t] for t in self.param_types)
         try:
-            stmt = sql_frontend.parse(sql, db._catalog, dummies, lift_constants=True)
+            stmt = sql_frontend.parse(sql, db._catalog, dummies, lift_constants=True,
+                                      ranges=db._ranges)
         except (TypeMismatchError, ArityError):
             if not dummies:
                 raise
@@ -1413,7 +1422,7 @@ class Prepared:
             q = self.query = stmt.query
             self.columns = list(q.names)
             self.types = [c.type for c in q.root.columns[:q.visible]]
-            if not dummies or (q.key and len(stmt.params) == len(dummies)):
+            if not dummies or (q.arity and len(stmt.params) == len(dummies)):
                 self._keep(stmt)
 
     def _keep(self, stmt: lp.Select) -> None:
@@ -1459,7 +1468,8 @@ class Prepared:
         if self.generation != self._db._generation:
             self._replan()
         keyed = self._keyed
-        if keyed is None or keyed[2] is not None or not self.param_types:
+        if keyed is None or keyed[2] is not None or not self.param_types \
+                or keyed[1].query.bounds:
             return None
         return keyed[0]
 
@@ -1621,7 +1631,13 @@ class View(ViewFrames):
         self.name = entry.name
         self.columns = list(q.names)
         self.types = [c.type for c in q.root.columns[:q.visible]]
-        self.key_arity = len(q.key)
+        self.key_arity = q.arity
+        #: the range parameters (``Query.bounds``): each one's comparison, the slot of
+        #: its value among a read's values and its column's type; the other slots are
+        #: the equality key's (``_range``)
+        self._bounds = [(b.op, b.slot, q.root.columns[b.column].type) for b in q.bounds]
+        bound_slots = {b.slot for b in q.bounds}
+        self._key_slots = [i for i in range(q.arity) if i not in bound_slots]
         self._readers: list[Reader] = [db.graph_[r].op for r in entry.readers]
         #: whether the readers hold only the keys read (noria_py/partial.py)
         self._partial = bool(self._readers) and self._readers[0].partial
@@ -1630,6 +1646,7 @@ class View(ViewFrames):
         self._key_types = [c.type for c in key]
         what = f"the ? of {entry.sql[:80]!r}" if entry.anonymous else f"view {self.name!r}"
         self._check_key = arguments.KeyCheck(what, [c.name for c in key], [c.type for c in key])
+        self._what = what
         self._key_fits = self._check_key.fits
 
     def _dropped(self) -> None:
@@ -1648,7 +1665,10 @@ class View(ViewFrames):
         return readers[self._shard(key)]
 
     def lookup(self, *key) -> list[tuple]:
-        """Rows whose ``?`` columns equal ``key`` (one value per ``?``)."""
+        """Rows whose ``?`` columns equal ``key`` (one value per ``?``); for a view with
+        range parameters, whose columns compare with them (``col > ?``: docs/sql.md)."""
+        if self._bounds:
+            return self._range(key)
         if len(key) != self.key_arity:
             if not self.key_arity:
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
@@ -1680,6 +1700,42 @@ class View(ViewFrames):
                     rows = self._fill(k, [k])[0]
         if not rows and type(k) not in self._key_fits:
             self._check_key(key)    # (a key the check refuses finds nothing: arguments.py)
+        return rows
+
+    def _range(self, params: tuple) -> list[tuple]:
+        """``lookup`` of a view with range parameters: a range scan of its reader's
+        sorted index (ops/reader.py), under the database's lock (the first one builds
+        the index)."""
+        if len(params) != self.key_arity:
+            raise ArityError(f"view {self.name!r} takes {self.key_arity} value(s), got "
+                             f"{len(params)}")
+        params = tuple(p if type(p) in _PLAIN_KEYS else arguments.plain_key(p) for p in params)
+        eq = tuple(params[i] for i in self._key_slots)
+        if eq:
+            self._check_key(eq)
+        bounds = []
+        for op, slot, typ in self._bounds:
+            value = params[slot]
+            if type(value) is str and typ in TEMPORAL:      # ISO text, as a filter reads it
+                parsed = parse_temporal(value, typ)
+                if parsed is None:
+                    raise TypeMismatchError(f"{self._what}: {value!r} is not a "
+                                            f"{typ.value} (a range parameter)")
+                value = parsed
+            elif value is not None:
+                why = arguments.MISFIT[typ](value)
+                if why is not None:
+                    raise TypeMismatchError(f"{self._what}: a range parameter on a column "
+                                            f"of type {typ.value}, got {value!r} "
+                                            f"({type(value).__name__}: {why})")
+            bounds.append((op, value))
+        k = () if not eq else eq[0] if len(eq) == 1 else eq
+        with self._lock:
+            if eq:
+                return self._reader_for(k).range_lookup(k, bounds)
+            rows = [r for reader in self._readers for r in reader.range_lookup(k, bounds)]
+        if self._sort is not None and len(self._readers) > 1:
+            rows.sort(key=self._sort)
         return rows
 
     def _fill(self, k, keys: list) -> list[list[tuple]]:
@@ -1724,6 +1780,9 @@ class View(ViewFrames):
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
         """``lookup`` of each key (a tuple per key where the view takes more than one)."""
         keys = arguments.many(keys, f"the keys for view {self.name!r}")
+        if self._bounds:
+            return [self.lookup(*k) if isinstance(k, (tuple, list)) else self.lookup(k)
+                    for k in keys]
         if not set(map(type, keys)) <= _PLAIN_KEYS:
             keys = [arguments.plain_key(k) for k in keys]
         if self.key_arity == 1 and not self._partial:

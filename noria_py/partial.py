@@ -394,8 +394,8 @@ class Partial:
         ``fresh``: an operator that already holds state stays full)."""
         node = self.graph[reader_id]
         reader: Reader = node.op    # type: ignore[assignment]
-        if not reader.key:
-            return False
+        if not reader.key or reader.range_column is not None:
+            return False            # (a range read needs every key's rows: full)
         cols = reader_columns(reader)
         found = None if cols is None else path_of(self.graph, node.parents[0], cols, set(fresh))
         if cols is None or found is None:

@@ -1,11 +1,12 @@
 """``noria-py bench adhoc``: what ad-hoc SELECTs cost the writes that follow them.
 
 A table of ``--rows`` rows ``(id, a)``; then ``--queries`` distinct ad-hoc queries, each
-``SELECT id, a FROM t WHERE a > i`` (a range: every one a view of its own) or, with
-``--shape key``, ``SELECT id FROM t WHERE a = i`` (one view, read by key); after some of
-them, the median time of 21 inserts of 100 rows, and the graph's node count. Before
-unnamed views were bounded, 200 range queries left 401 nodes and a 100-row insert
-30-40× slower; now at most ``tuning.ADHOC_VIEWS`` views stay (docs/benchmarks.md).
+``SELECT id, a FROM t WHERE a > i`` (a range: one view, read by a range scan of its
+reader's sorted index) or, with ``--shape key``, ``SELECT id FROM t WHERE a = i`` (one
+view, read by key); after some of them, the median time of 21 inserts of 100 rows, and
+the graph's node count. Before unnamed views were bounded, 200 range queries left 401
+nodes and a 100-row insert 30-40× slower; before range parameters, each range query
+was a view of its own, 16 kept (docs/benchmarks.md).
 Each query's answer is checked against a count of the rows.
 """
 from __future__ import annotations

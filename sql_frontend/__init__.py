@@ -95,7 +95,7 @@ _SUBSCRIBE = re.compile(r"\s*(?:COPY\s*\(\s*)?SUBSCRIBE\b", re.I)
 
 
 def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
-          lift_constants: bool = False) -> Statement:
+          lift_constants: bool = False, ranges: bool = True) -> Statement:
     """The plan of the one statement in ``sql``.
 
     ``params`` are the values of its ``?``: bound as constants in INSERT, DELETE and
@@ -104,7 +104,10 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
     ``?`` stay unbound, so CREATE VIEW takes no params. ``lift_constants``: a SELECT
     without ``?`` has its top-level ``col = constant`` conjuncts planned as lookup
     keys, the constants as its params (``select.lift_key_constants``), where that gives
-    the same answer; so queries differing only there have one plan.
+    the same answer; so queries differing only there have one plan. ``ranges``: a
+    SELECT's (or a view's) top-level ``col < ?`` and the like (and, lifted, ``col <
+    constant``) may be range parameters (``Query.bounds``, ``select.rangeable``);
+    False keeps them filters, and a view's ``?`` there unsupported (a cluster).
     """
     if isinstance(sql, str) and _SUBSCRIBE.match(sql):
         raise UnsupportedError("unsupported: SUBSCRIBE runs through a subscription, not as a "
@@ -118,7 +121,7 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
         raise ParseError("more than one statement given (use split_statements for "
                          "scripts)", sql, ctx.pos(trees[1]))
     node = trees[0]
-    ctx = Context(sql, catalog)
+    ctx = Context(sql, catalog, ranges=ranges)
     params = tuple(params)
 
     if isinstance(node, (exp.Insert, exp.Delete, exp.Update)):
@@ -139,6 +142,8 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
     if isinstance(node, exp.Query):
         if lift_constants and not params:
             lifted = _lifted(ctx, node, sql)
+            if lifted is None and ctx.ranges:   # (the keys alone, the ranges filters)
+                lifted = _lifted(Context(sql, catalog, ranges=False), node, sql)
             if lifted is not None:
                 return lifted
         marks = placeholders_in_order(node)
@@ -146,7 +151,7 @@ def parse(sql: str, catalog: Catalog, params: Sequence[Any] = (), *,
             raise ArityError(f"the query has {len(marks)} parameters (?) but "
                              f"{len(params)} values were given")
         allow_key = select.keyable(node)
-        keys = select.key_placeholders(node) if allow_key else set()
+        keys = select.key_placeholders(node, catalog if ranges else None) if allow_key else set()
         ctx.bound = {id(p): v for p, v in zip(marks, params) if id(p) not in keys}
         query = select.build_query(ctx, node, allow_key=allow_key)
         _check_plan_depth(sql, query)
@@ -172,24 +177,25 @@ def _lifted(ctx: Context, node: exp.Query, sql: str) -> Select | None:
     """``node`` planned with its key constants lifted, when the key columns take the
     constants' Python types as they are; None otherwise (or on any error: the plan
     with the constants in place then decides)."""
-    found = select.lift_key_constants(node)
+    found = select.lift_key_constants(node, ctx.catalog if ctx.ranges else None)
     if found is None:
         return None
     copy, values = found
     try:
-        query = select.build_query(Context(sql, ctx.catalog), copy, allow_key=True)
+        query = select.build_query(Context(sql, ctx.catalog, ranges=ctx.ranges), copy,
+                                   allow_key=True)
         _check_plan_depth(sql, query)
     except Error:
         return None
-    if len(query.key) != len(values):
+    if query.arity != len(values):
         return None
-    for pos, value in zip(query.key, values):
+    for pos, value in zip(query.param_columns(), values):
         if type(value) not in PYTHON_TYPES.get(query.root.columns[pos].type, ()):
             return None
         if type(value) is int and not INT_MIN <= value <= INT_MAX:
             return None             # (a literal INT cannot hold: the plan with it says so)
     return Select(query, values, sql.strip().rstrip(";").strip(),
-                  _otherwise(Context(sql, ctx.catalog), copy, query))
+                  _otherwise(Context(sql, ctx.catalog, ranges=ctx.ranges), copy, query))
 
 
 def _otherwise(ctx: Context, node: exp.Query, query: Query) -> Query | None:

@@ -152,6 +152,21 @@ Rel = Union[Scan, Filter, Project, Join, Aggregate, Distinct, Union_, TopK, Valu
 
 # ---------------------------------------------------------------- queries
 
+#: the comparisons a range parameter may make (``Bound.op``)
+RANGE_OPS = ("<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A range parameter: a read keeps the rows whose ``column`` (a position in
+    ``root.columns``) compares ``op`` (one of ``RANGE_OPS``) to the read's parameter at
+    ``slot`` (0-based, among all of the query's parameters in the order of their ``?``;
+    the slots no bound takes are the equality key's, in ``key`` order)."""
+    column: int
+    op: str
+    slot: int
+
+
 @dataclass(frozen=True)
 class Query:
     """A SELECT as a view: a relation plus how it is read.
@@ -162,12 +177,29 @@ class Query:
       ``?`` appear. () means the view is read whole.
     - ``order``: how a read sorts the rows it returns (ORDER BY); () = unspecified.
       Any LIMIT/OFFSET is already in the root as a TopK partitioned by ``key``.
+    - ``bounds``: range parameters (``col > ?``, ``BETWEEN ? AND ?``), all on one
+      column; the root does not filter on them, the reader's sorted index answers
+      them (noria_py/ops/reader.py). Only in a query with no aggregate, DISTINCT or
+      LIMIT (sql_frontend/select.py, ``rangeable``).
     """
     root: Rel
     names: tuple[str, ...]          # visible column names
     key: tuple[int, ...] = ()
     hidden: int = 0
     order: tuple[OrderKey, ...] = ()
+    bounds: tuple[Bound, ...] = ()
+
+    @property
+    def arity(self) -> int:
+        """How many values a read takes: the key's and the bounds'."""
+        return len(self.key) + len(self.bounds)
+
+    def param_columns(self) -> tuple[int, ...]:
+        """The column (a position in ``root.columns``) each of a read's values is
+        compared with, in the order of the ``?``."""
+        by_slot = {b.slot: b.column for b in self.bounds}
+        keys = iter(self.key)
+        return tuple(by_slot[i] if i in by_slot else next(keys) for i in range(self.arity))
 
     @property
     def visible(self) -> int:

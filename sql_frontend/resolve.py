@@ -27,6 +27,8 @@ class Context:
     catalog: Catalog
     bound: dict[int, Any] = field(default_factory=dict)
     views_read: set[str] = field(default_factory=set)    # views named in FROM, lower case
+    #: whether ``col < ?`` and the like may be range parameters (``Query.bounds``)
+    ranges: bool = True
 
     def pos(self, node: exp.Expr | None) -> tuple[int, int] | None:
         return position(self.sql, node)

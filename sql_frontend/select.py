@@ -6,6 +6,15 @@ Noria-specific:
 
 - lookup keys: top-level ``col = ?`` conjuncts are not filters but the view's key,
   so the view is materialized for every key and a read picks one;
+- range parameters: in a query whose reader holds its output rows as they are (no
+  aggregate, DISTINCT or LIMIT: ``rangeable``), top-level ``col < ?``, ``<=``, ``>``,
+  ``>=`` and ``col BETWEEN ? AND ?`` on one column are not filters either but the
+  view's ``bounds``: its reader keeps the rows sorted on that column and a read is a
+  range scan. A read then answers exactly as the filter would: the reader leaves out
+  rows whose column is NULL (a comparison with NULL is never TRUE) and orders NaN above
+  every other number, as the engine's comparisons do (noria_py/nan.py). Not where the
+  query divides as PostgreSQL does (a WHERE that divides by zero keeps a row of
+  markers, which has no place in a sorted index: planner/poison.py);
 - predicate placement: WHERE conjuncts are pushed to the join input they concern,
   and equalities across join inputs become join keys, because a dataflow keeps the
   state of every join and the smaller its inputs the cheaper it is to maintain.
@@ -17,16 +26,31 @@ The clauses' machinery lives in modules of its own: ``from_clause`` (FROM items)
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 from sqlglot import exp
 
 from .aggregates import Post, aggregate, has_aggref
+from .catalog import Catalog
 from .errors import SqlError, UnknownTableError
-from .expr import Col, Expr
+from .expr import Call, Col, Expr
 from .from_clause import from_items, visible_rel
 from .joins import FromItem, Layout, and_parts, filtered, join_items
-from .plan import Distinct, Filter, OrderKey, Project, Query, Rel, SetOp, TopK, Union_, Values
+from .plan import (
+    Bound,
+    Distinct,
+    Filter,
+    OrderKey,
+    Project,
+    Query,
+    Rel,
+    SetOp,
+    TopK,
+    Union_,
+    Values,
+)
 from .resolve import Context, Scope, check_clauses
 from .scalar import (
     AggCollector,
@@ -87,6 +111,108 @@ def needs_empty_answer(node: exp.Expr) -> bool:
     return isinstance(node, exp.Select) and node.args.get("group") is None and _is_grouped(node)
 
 
+_RANGE_OPS: dict[type[exp.Expr], str] = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<",
+                                         exp.LTE: "<="}
+_FLIPPED = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+#: a range term: the column, its comparison (``plan.RANGE_OPS``), the operand
+RangeTerm = tuple[exp.Column, str, exp.Expr]
+
+
+def rangeable(node: exp.Expr, catalog: Catalog | None) -> bool:
+    """Whether a SELECT's top-level range conjuncts may be range parameters
+    (``Query.bounds``): its reader must hold its output rows as they are (no aggregate,
+    DISTINCT, LIMIT or OFFSET, not compound), and nothing it reads divides as
+    PostgreSQL does (a row of markers has no place in a sorted index). ``catalog``
+    None: never (a cluster's reads are lookups at the workers: docs/sql.md)."""
+    node = _outermost(node)
+    if catalog is None or not isinstance(node, exp.Select) or _is_grouped(node):
+        return False
+    if any(node.args.get(a) is not None for a in ("distinct", "limit", "offset")):
+        return False
+    for f in node.find_all(exp.Anonymous):
+        if f.name.upper() in ("PG_DIV", "PG_MOD"):
+            return False
+    for table in node.find_all(exp.Table):
+        view = catalog.view(table.name.lower())
+        if view is not None and divides(view.root):
+            return False
+    return True
+
+
+def divides(rel: object) -> bool:
+    """Whether a plan (a relation or an expression) divides as PostgreSQL does
+    anywhere (a loop: views over views nest deep)."""
+    todo: list[object] = [rel]
+    seen: set[int] = set()
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Call):
+            if x.op in ("pgdiv", "pgmod"):
+                return True
+            todo.extend(x.args)
+        elif isinstance(x, tuple):
+            todo.extend(x)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, (Col, type)):
+            todo.extend(getattr(x, f.name) for f in dataclasses.fields(x))
+    return False
+
+
+def _column(node: exp.Expr | None) -> bool:
+    return isinstance(node, exp.Column) and not isinstance(node.this, exp.Star)
+
+
+def _is_mark(node: exp.Expr | None) -> bool:
+    return isinstance(node, exp.Placeholder) and not node.this
+
+
+def _range_terms(part: exp.Expr, operand: Callable[[exp.Expr | None], bool]
+                 ) -> list[RangeTerm]:
+    """``part``'s comparisons of a column with an ``operand`` (a ``?``, a constant), as
+    ``column op operand``: one for ``<`` and the like, two for BETWEEN."""
+    op = _RANGE_OPS.get(type(part))
+    if op is not None:
+        a, b = part.this, part.expression
+        if operand(a) and _column(b):
+            a, b, op = b, a, _FLIPPED[op]
+        if _column(a) and operand(b):
+            return [(a, op, b)]
+    elif isinstance(part, exp.Between) and not part.args.get("symmetric"):
+        low, high = part.args.get("low"), part.args.get("high")
+        col = part.this
+        if isinstance(col, exp.Column) and _column(col) and low is not None \
+                and high is not None and operand(low) and operand(high):
+            return [(col, ">=", low), (col, "<=", high)]
+    return []
+
+
+def _range_parts(parts: list[exp.Expr], operand: Callable[[exp.Expr | None], bool]
+                 ) -> list[tuple[exp.Expr, list[RangeTerm]]]:
+    """The conjuncts among ``parts`` that compare the first column compared with an
+    ``operand`` (by its name as written: one column, one sorted index), with their
+    terms; the others stay filters."""
+    out: list[tuple[exp.Expr, list[RangeTerm]]] = []
+    name = None
+    for part in parts:
+        terms = _range_terms(part, operand)
+        if not terms:
+            continue
+        col = terms[0][0]
+        this = (col.table.lower(), col.name.lower())
+        if name is None:
+            name = this
+        if this == name:
+            out.append((part, terms))
+    return out
+
+
+def _where_conjuncts(node: exp.Expr) -> list[exp.Expr]:
+    where = node.args.get("where")
+    return and_parts(where.this if where is not None else None)
+
+
 def _key_parts(node: exp.Expr) -> list[exp.Expr]:
     node = _outermost(node)
     if not isinstance(node, exp.Select):
@@ -96,10 +222,15 @@ def _key_parts(node: exp.Expr) -> list[exp.Expr]:
             if _key_conjunct(part) is not None]
 
 
-def key_placeholders(node: exp.Expr) -> set[int]:
+def key_placeholders(node: exp.Expr, catalog: Catalog | None = None) -> set[int]:
     """The ids of the ``?`` that ``build_query(..., allow_key=True)`` makes the lookup
-    key of ``node``: those of its top-level WHERE conjuncts ``col = ?``."""
-    return {id(kc[1]) for kc in map(_key_conjunct, _key_parts(node)) if kc is not None}
+    key of ``node``: those of its top-level WHERE conjuncts ``col = ?``, and, where
+    ``rangeable(node, catalog)``, its range parameters (``col > ?`` and the like)."""
+    marks = {id(kc[1]) for kc in map(_key_conjunct, _key_parts(node)) if kc is not None}
+    if rangeable(node, catalog):
+        for _, terms in _range_parts(_where_conjuncts(_outermost(node)), _is_mark):
+            marks.update(id(mark) for _, _, mark in terms)
+    return marks
 
 
 def falsify_keys(node: exp.Expr) -> None:
@@ -108,13 +239,16 @@ def falsify_keys(node: exp.Expr) -> None:
         part.replace(exp.false())
 
 
-def lift_key_constants(node: exp.Expr) -> tuple[exp.Select, tuple] | None:
+def lift_key_constants(node: exp.Expr, catalog: Catalog | None = None
+                       ) -> tuple[exp.Select, tuple] | None:
     """A SELECT's top-level ``col = constant`` conjuncts as lookup keys: a copy of the
     query with each such constant (a number or a string) replaced by ``?``, and the
     constants in the order the key takes them; None when there are none, or when the
     query is not one whose answer its lookup gives (a compound query; one with ``?``
     already; one not ``keyable``). The caller checks that the key columns' types take
-    the constants as they are (a lookup does not convert).
+    the constants as they are (a lookup does not convert). Where ``rangeable(node,
+    catalog)``, the constants of its range conjuncts on one column (``a > 5``,
+    ``a BETWEEN 1 AND 9``) are lifted too, as range parameters.
 
     Two queries that differ only in such constants then plan to one view, read with
     different keys: how ad-hoc queries share views, as ReadySet caches queries."""
@@ -136,14 +270,31 @@ def lift_key_constants(node: exp.Expr) -> tuple[exp.Select, tuple] | None:
             if value is not None and isinstance(other, exp.Column) \
                     and not isinstance(other.this, exp.Star):
                 mark = exp.Placeholder()
-                mark.meta["start"] = part.args[side].meta.get("start", 0)
+                mark.meta["start"] = _start(part.args[side])
                 part.set(side, mark)
                 lifted.append((mark, value))
                 break
+    if rangeable(copy, catalog):
+        for _, terms in _range_parts(and_parts(copy.args["where"].this),
+                                     lambda n: n is not None and _constant(n) is not None):
+            for _, _, const in terms:
+                mark = exp.Placeholder()
+                mark.meta["start"] = _start(const)
+                value = _constant(const)
+                const.replace(mark)
+                lifted.append((mark, value))
     if not lifted:
         return None
     lifted.sort(key=lambda mv: mv[0].meta["start"])      # the order _where_parts keys them
     return copy, tuple(v for _, v in lifted)
+
+
+def _start(node: exp.Expr) -> int:
+    """Where a constant starts in the text (a minus sign's node has no place: its
+    number's)."""
+    while isinstance(node, exp.Neg) and "start" not in node.meta:
+        node = node.this
+    return node.meta.get("start", 0)
 
 
 def _constant(node: exp.Expr) -> object | None:
@@ -225,6 +376,8 @@ class _Source:
     joiner: SubqueryJoiner   # its ``rel``: the join, filtered, grown by subquery columns
     scope: Scope             # names the FROM columns (the first ones of ``joiner.rel``)
     key_cols: list[Col]      # the lookup key's columns, in the order of their ``?``
+    #: the range parameters: column, comparison, slot (among all ``?`` read, in order)
+    range_cols: list[tuple[Col, str, int]]
 
 
 def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
@@ -247,7 +400,7 @@ def _select(ctx: Context, node: exp.Select, allow_key: bool) -> Query:
     order_refs = _order_by(ctx, node.args.get("order"), src, aggs, aliases, out)
     base, post = _aggregation(ctx, src.joiner.rel, groups, aggs, having_pre, having)
     return _output(ctx, node, base, post, out, src.key_cols, order_refs,
-                   distinct_node is not None)
+                   distinct_node is not None, src.range_cols)
 
 
 def _from_where(ctx: Context, node: exp.Select, allow_key: bool) -> _Source:
@@ -256,7 +409,8 @@ def _from_where(ctx: Context, node: exp.Select, allow_key: bool) -> _Source:
     items = _from(ctx, node)
     scope = Layout(items).scope
     where = node.args.get("where")
-    key_nodes, rest = _where_parts(where, allow_key)
+    ranges = allow_key and ctx.ranges and rangeable(node, ctx.catalog)
+    key_nodes, range_nodes, rest = _where_parts(where, allow_key, ranges)
     tr_where = Translator(ctx, scope, clause="WHERE")
     deferred = [p for p in rest if has_subquery(p)]     # need the joined relation first
     where_exprs = [tr_where.condition(p) for p in rest if not has_subquery(p)]
@@ -264,13 +418,20 @@ def _from_where(ctx: Context, node: exp.Select, allow_key: bool) -> _Source:
     for col_node, _ in key_nodes:
         i = scope.resolve(ctx, col_node)
         key_cols.append(Col(i, scope.fields[i].type, scope.fields[i].name))
+    slots = sorted([mark for _, mark in key_nodes] + [mark for _, _, mark in range_nodes],
+                   key=lambda m: m.meta.get("start", 0))
+    range_cols = []
+    for col_node, op, mark in range_nodes:
+        i = scope.resolve(ctx, col_node)
+        range_cols.append((Col(i, scope.fields[i].type, scope.fields[i].name), op,
+                           next(n for n, m in enumerate(slots) if m is mark)))
     rel, scope = join_items(ctx, items, where_exprs)
     joiner = SubqueryJoiner(ctx, rel, scope, nested_query)
     if deferred:
         tr_sub = Translator(ctx, scope, clause="WHERE", sub=joiner)
         preds = [tr_sub.condition(p) for p in deferred]
         joiner.rel = filtered(joiner.rel, preds)
-    return _Source(joiner, scope, key_cols)
+    return _Source(joiner, scope, key_cols, range_cols)
 
 
 def _from(ctx: Context, node: exp.Select) -> list[FromItem]:
@@ -284,19 +445,27 @@ def _from(ctx: Context, node: exp.Select) -> list[FromItem]:
     return from_items(ctx, from_.this, list(node.args.get("joins") or []), nested_query)
 
 
-def _where_parts(where: exp.Where | None, allow_key: bool
-                 ) -> tuple[list[tuple[exp.Column, exp.Placeholder]], list[exp.Expr]]:
-    """WHERE's conjuncts: the lookup-key ones (in the order of their ``?``), the rest."""
+def _where_parts(where: exp.Where | None, allow_key: bool, ranges: bool = False
+                 ) -> tuple[list[tuple[exp.Column, exp.Placeholder]], list[RangeTerm],
+                            list[exp.Expr]]:
+    """WHERE's conjuncts: the lookup-key ones (in the order of their ``?``), the range
+    parameters' terms (if ``ranges``), the rest."""
     key_nodes: list[tuple[exp.Column, exp.Placeholder]] = []
     rest: list[exp.Expr] = []
-    for part in and_parts(where.this if where is not None else None):
+    parts = and_parts(where.this if where is not None else None)
+    range_parts = _range_parts(parts, _is_mark) if ranges else []
+    ranged = {id(part) for part, _ in range_parts}
+    range_nodes = [term for _, terms in range_parts for term in terms]
+    for part in parts:
+        if id(part) in ranged:
+            continue
         kc = _key_conjunct(part) if allow_key else None
         if kc is not None:
             key_nodes.append(kc)
         else:
             rest.append(part)
     key_nodes.sort(key=lambda kc: kc[1].meta.get("start", 0))
-    return key_nodes, rest
+    return key_nodes, range_nodes, rest
 
 
 def _is_grouped(node: exp.Select) -> bool:
@@ -394,7 +563,7 @@ def _unchanged(e: Expr, node: exp.Expr | None) -> Expr:
 
 def _output(ctx: Context, node: exp.Select, base: Rel, post: Post, out: list[_OutItem],
             key_cols: list[Col], order_refs: list[tuple[int | Expr, exp.Ordered]],
-            distinct: bool) -> Query:
+            distinct: bool, range_cols: list[tuple[Col, str, int]]) -> Query:
     """The Query over ``base``: the SELECT list, then the hidden columns the key and
     ORDER BY need, under DISTINCT and ORDER BY/LIMIT."""
     order = node.args.get("order")
@@ -412,6 +581,8 @@ def _output(ctx: Context, node: exp.Select, base: Rel, post: Post, out: list[_Ou
         return len(exprs) - 1
 
     key = tuple(column_for(post(kc, node.args.get("where")), "key") for kc in key_cols)
+    bounds = tuple(Bound(column_for(post(rc, node.args.get("where")), "key"), op, slot)
+                   for rc, op, slot in range_cols)
     order_keys = []
     for target, o in order_refs:
         pos = target if isinstance(target, int) else column_for(post(target, o), "order")
@@ -424,7 +595,7 @@ def _output(ctx: Context, node: exp.Select, base: Rel, post: Post, out: list[_Ou
     if distinct:
         root = Distinct(root)
     root = _limit(ctx, node, root, tuple(order_keys), key)
-    return Query(root, tuple(names), key, len(exprs) - nvis, tuple(order_keys))
+    return Query(root, tuple(names), key, len(exprs) - nvis, tuple(order_keys), bounds)
 
 
 def _select_item(ctx: Context, scope: Scope, tr: Translator, e: exp.Expr) -> list[_OutItem]:

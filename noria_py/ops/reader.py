@@ -21,6 +21,29 @@ after the SELECT list, with any hidden key and ORDER BY columns, before trimming
 again; in the dense form the arrays are checkpointed instead, as a join side's are
 (``array_state``: whole the first time, then the entries at the keys marked since).
 
+Range parameters (``range_column``: a view's ``Query.bounds``, ``col > ?`` and the
+like; sql_frontend/select.py): besides the state, the reader keeps a sorted index of
+its rows, a ``SortedKeyList`` per equality key (the view's ``key`` values; ``()``
+without one) over the range column, and ``range_lookup`` answers a read by a range
+scan of it. Invariants, so that the scan answers as the filter ``col op value`` would
+(ops/filter.py, noria_py/expression.py):
+
+- the index holds exactly the state's rows, each copy, but those whose range column or
+  an equality key column is NULL (a comparison with NULL is never TRUE, ``col = NULL``
+  neither);
+- NaN is above every other number and equal to itself, as the engine's FLOAT
+  comparisons have it (noria_py/nan.py): the rows whose column is NaN are kept apart
+  (``_Ranged.nans``), the others sorted by the column, and a read takes the NaN rows
+  where its bounds pass NaN;
+- it is derived state: None after a reset, a checkpoint's load (``load_input``,
+  ``load_array_state``) and at first, built from the state's rows by the first range
+  read and kept up to date by every batch from then on. So a recovery restores it as
+  the rows are restored, and a view never read by range pays nothing for it.
+
+A range reader is never partial (noria_py/partial.py: a range read would need every
+key's rows). Reads of it take the database's lock (client.View): the first builds
+the index, which a read outside the lock must not do while a write runs.
+
 Partial (``make_partial``; noria_py/partial.py says when and how): the reader holds
 only the keys it was asked for (``holes``, ops/holes.py: each held key's slot and the
 bytes it is accounted at, measured when filled and, for a key written since, when the
@@ -48,9 +71,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any, Sequence
 
 import numpy as np
+from sortedcontainers import SortedKeyList
 
 from sql_frontend.plan import OrderKey
 
@@ -91,8 +116,13 @@ class Reader(Operator):
     path: list = []
 
     def __init__(self, key: tuple[int, ...], visible: int, width: int,
-                 order: Sequence[OrderKey] = (), select: Project | None = None) -> None:
+                 order: Sequence[OrderKey] = (), select: Project | None = None,
+                 range_column: int | None = None) -> None:
         self.select = select        # the view's SELECT list, applied here (no node of its own)
+        #: the column of the view's range parameters (None: a view without), and the
+        #: sorted index of the rows over it (module docstring; None until a range read)
+        self.range_column = range_column
+        self._ranged: dict[Any, _Ranged] | None = None
         self.key = key
         self.width = width
         self.visible = visible
@@ -107,6 +137,7 @@ class Reader(Operator):
         for listener in list(self.listeners):
             listener.lost("its reader failed")
         self.state = KeyedState(self.width, self.key)
+        self._ranged = None
         self._exported = False      # whether the store holds the arrays as of the last export
         self._marks = KeyMarks()    # the keys the arrays changed since (``tracking``)
         #: the last batch processed, as kept (after ``select``), until ``taken``
@@ -308,6 +339,8 @@ class Reader(Operator):
             state.apply(keys, batch)
             if self.tracking and state.dense is not None:
                 self._marks.add(keys, len(state.dense.present))
+            if self._ranged is not None:
+                self._index(self._ranged, batch.rows, batch.signs)
             for listener in self.listeners:
                 listener.changed(batch)
         return Batch()
@@ -326,6 +359,7 @@ class Reader(Operator):
         elif batch:
             state = self.state
             state.apply(*state.prepare(batch))
+            self._ranged = None         # (built again from the rows by the next range read)
 
     def contents(self) -> list[Batch]:
         return [self.state.snapshot()]
@@ -344,6 +378,7 @@ class Reader(Operator):
 
     def load_array_state(self, port: int, rows: DenseRows) -> None:
         self.state.load_dense(rows)
+        self._ranged = None
         self._exported = True
 
     def _finish(self, out: list[tuple]) -> list[tuple]:
@@ -373,6 +408,93 @@ class Reader(Operator):
             return [bucket]
         out: list[tuple] = []
         expand(bucket, out)
+        return self._finish(out)
+
+    # ------------------------------------------------------------ range parameters
+
+    def _index(self, index: dict[Any, "_Ranged"], rows: Sequence[tuple],
+               signs: Sequence[int]) -> None:
+        """Apply rows (added ``sign`` times, or removed) to the sorted ``index``."""
+        c = self.range_column
+        assert c is not None
+        key = self.key
+        one = key[0] if len(key) == 1 else None
+        for row, sign in zip(rows, signs):
+            v = row[c]
+            if v is None:
+                continue
+            if one is not None:
+                k = row[one]
+                if k is None:
+                    continue
+            elif key:
+                k = tuple([row[i] for i in key])
+                if None in k:
+                    continue
+            else:
+                k = ()
+            found = index.get(k)
+            if found is None:
+                if sign < 0:
+                    continue
+                found = index[k] = _Ranged(c)
+            into = found.nans if v != v else found.sorted
+            if sign > 0:
+                for _ in range(sign):
+                    into.add(row) if into is found.sorted else into.append(row)
+            else:
+                for _ in range(-sign):
+                    into.discard(row) if into is found.sorted else into.remove(row)
+                if not found.sorted and not found.nans:
+                    del index[k]
+
+    def range_lookup(self, key: Any, bounds: Sequence[tuple[str, Any]]) -> list[tuple]:
+        """The rows of equality key ``key`` (``()`` for a view without one; a tuple for a
+        compound one) whose range column compares with every ``(op, value)`` of
+        ``bounds`` as SQL's ``col op value`` would (the module docstring): a range scan
+        of the sorted index, sorted by the view's ORDER BY, trimmed to the visible
+        columns. A NULL anywhere finds nothing."""
+        if key is None or (type(key) is tuple and None in key):
+            return []
+        if self.key:
+            key = canon_row(key) if type(key) is tuple else canon(key)
+        else:
+            key = ()
+        lo: tuple[Any, bool] | None = None      # (value, inclusive) over the numbers
+        hi: tuple[Any, bool] | None = None
+        numbers = True                          # whether any non-NaN value may pass
+        nans = True                             # whether a NaN passes
+        for op, value in bounds:
+            if value is None:
+                return []
+            if value != value:                  # NaN: above every other number
+                numbers = numbers and op in ("<", "<=")
+                nans = nans and op in (">=", "<=")
+            elif op == ">" or op == ">=":   # (NaN passes: above every number)
+                if lo is None or value > lo[0] or (value == lo[0] and op == ">"):
+                    lo = (value, op == ">=")
+            else:
+                nans = False
+                if hi is None or value < hi[0] or (value == hi[0] and op == "<"):
+                    hi = (value, op == "<=")
+        if lo is not None and hi is not None and (
+                lo[0] > hi[0] or (lo[0] == hi[0] and not (lo[1] and hi[1]))):
+            numbers = False
+        index = self._ranged
+        if index is None:
+            index = {}
+            rows = self.state.rows()
+            self._index(index, rows, [1] * len(rows))
+            self._ranged = index
+        found = index.get(key)
+        if found is None:
+            return []
+        out = list(found.sorted.irange_key(None if lo is None else lo[0],
+                                           None if hi is None else hi[0],
+                                           (True if lo is None else lo[1],
+                                            True if hi is None else hi[1]))) if numbers else []
+        if nans and found.nans:
+            out += found.nans
         return self._finish(out)
 
     def lookup_many(self, keys: list) -> list[list[tuple]]:
@@ -418,6 +540,19 @@ class Reader(Operator):
 
     def snapshot(self) -> Batch:
         return self.state.snapshot()
+
+
+class _Ranged:
+    """The rows of one equality key in a range reader's index: those whose range column
+    is a number or other value sorted by it (``itemgetter``: a key function in C, not
+    a Python call a row), and those where it is NaN, which sorts above every other
+    number and equals itself, so they are one block, kept apart in a list."""
+
+    __slots__ = ("sorted", "nans")
+
+    def __init__(self, column: int) -> None:
+        self.sorted = SortedKeyList(key=itemgetter(column))
+        self.nans: list[tuple] = []
 
 
 def _tuple_bytes(row: tuple) -> int:

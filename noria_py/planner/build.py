@@ -109,6 +109,8 @@ class Planner:
 
     def add_view(self, name: str, query: lp.Query) -> list[str]:
         root = keep_key_columns(query)      # (a read by key finds its poisoned rows)
+        # (a range view's reader keeps a sorted index over the column of its bounds)
+        ranged = query.bounds[0].column if query.bounds else None
         width = len(root.columns)
         if isinstance(root, lp.Project) and self.shards == 1 and root not in self.memo:
             # the SELECT list applied by the reader itself: no project node, one hop less
@@ -117,14 +119,15 @@ class Planner:
             keeps = keeps_columns(root.exprs, s.width)
             return self.new_node(
                 lambda: Reader(query.key, query.visible, width, query.order,
-                               None if keeps else Project(root.exprs)),
+                               None if keeps else Project(root.exprs), ranged),
                 [[s.sources[0]]], sharded=False, view=name, inputs=((root.input, None),))
         s = self.build(root)
         if query.key and self.shards > 1:
             s = self.exchanges.partition(s, query.key)
         else:
             s = self.exchanges.gather(s)
-        return self.new_node(lambda: Reader(query.key, query.visible, width, query.order),
+        return self.new_node(lambda: Reader(query.key, query.visible, width, query.order,
+                                            None, ranged),
                              [[src] for src in s.sources], sharded=s.sharded, view=name,
                              inputs=((root, s.partition),))
 

@@ -163,8 +163,8 @@ def test_unsupported_expressions_are_named(cat):
 
 def test_a_selects_parameters_outside_its_key_are_bound_as_values(cat):
     """A SELECT (answered now) binds every ``?`` that is not a top-level ``col = ?``
-    conjunct as a value; a view's must be keys."""
-    sel = parse("SELECT a FROM t WHERE b = ? + 1 AND a = ? AND c > ?", cat, (1, 2, "x"))
+    conjunct or a range parameter (``c > ?``) as a value; a view's must be keys."""
+    sel = parse("SELECT a FROM t WHERE b = ? + 1 AND a = ? AND c <> ?", cat, (1, 2, "x"))
     assert sel.params == (2,)
     assert sel.query.key and len(sel.query.key) == 1
     with pytest.raises(ArityError, match="2 parameters"):

@@ -579,7 +579,8 @@ class Server:
         def plan() -> list[Any] | tuple[Any, lp.Select, Any, list[Any]]:
             """A statement's answer (not a SELECT), else the views that answer it,
             pinned (not dropped for another query's view meanwhile)."""
-            stmt = sql_frontend.parse(sql, db._catalog, tuple(params or ()), lift_constants=True)
+            stmt = sql_frontend.parse(sql, db._catalog, tuple(params or ()), lift_constants=True,
+                                      ranges=db._ranges)
             if not isinstance(stmt, lp.Select):
                 r = db._run(stmt, sql)
                 return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
