@@ -22,8 +22,9 @@ sqllogictest corpus keep), and the marker is carried to whoever reads it:
   it fails instead of silently missing it. Under a read by key it keeps the key's
   columns, so that read fails for that key alone, as PostgreSQL's (evaluating the
   condition for that key's rows only) does, where nothing between makes that unsafe
-  (noria_py/planner/poison.py has the rules); elsewhere it has no key: a read by key
-  misses it. A join passes it on as a row of markers, matched or not (ops/join.py).
+  (noria_py/planner/poison.py has the rules); elsewhere its key is the marker, and
+  every read by key of its reader fails (ops/reader.py). A join passes it on as a row
+  of markers, matched or not (ops/join.py).
 - **Aggregates**: SUM, AVG, MIN, MAX and COUNT of a group are the marker while a marker
   is among its inputs (counted, so deleting that row heals the group); COUNT(*) while
   a row of markers is, told by a column that is the marker in each

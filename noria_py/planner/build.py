@@ -108,8 +108,9 @@ class Planner:
         return ids[0]
 
     def add_view(self, name: str, query: lp.Query) -> list[str]:
-        root = keep_key_columns(query)      # (a read by key finds its poisoned rows)
+        root, probe = keep_key_columns(query)   # (a read by key finds its poisoned rows)
         width = len(root.columns)
+        pg = bool(query.key) and divides(root)  # (its reads by key see markers: ops/reader.py)
         if isinstance(root, lp.Project) and self.shards == 1 and root not in self.memo:
             # the SELECT list applied by the reader itself: no project node, one hop less
             # (sharded, the reader's partition would have to be mapped through it)
@@ -117,14 +118,15 @@ class Planner:
             keeps = keeps_columns(root.exprs, s.width)
             return self.new_node(
                 lambda: Reader(query.key, query.visible, width, query.order,
-                               None if keeps else Project(root.exprs)),
+                               None if keeps else Project(root.exprs), pg, probe),
                 [[s.sources[0]]], sharded=False, view=name, inputs=((root.input, None),))
         s = self.build(root)
         if query.key and self.shards > 1:
             s = self.exchanges.partition(s, query.key)
         else:
             s = self.exchanges.gather(s)
-        return self.new_node(lambda: Reader(query.key, query.visible, width, query.order),
+        return self.new_node(lambda: Reader(query.key, query.visible, width, query.order,
+                                            None, pg, probe),
                              [[src] for src in s.sources], sharded=s.sharded, view=name,
                              inputs=((root, s.partition),))
 
@@ -198,7 +200,7 @@ class Planner:
         lw, rw = left.width, right.width
         poison = divides(rel)           # (rows of markers passed on: ops/join.py)
         make = lambda: Join(rel.kind, rel.left_keys, rel.right_keys, lw, rw,  # noqa: E731
-                            poison)
+                            poison, rel.keep)
         if self.shards > 1 and rel.left_keys:
             left = self.exchanges.partition(left, rel.left_keys)
             right = self.exchanges.partition(right, rel.right_keys)
