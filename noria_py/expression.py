@@ -45,6 +45,7 @@ from sql_frontend.types import INT_MAX, INT_MIN, SqlType
 from .divzero import DIV0
 from .errors import UnsupportedError
 from .nan import NAN
+from .numeric import PgNumeric, as_float
 
 _D = DIV0
 
@@ -406,6 +407,8 @@ _SPECIAL_FLOATS = {"nan": NAN, "+nan": NAN, "-nan": NAN, "inf": math.inf,
 def _cast_float(v):
     if v is None or v is _D:
         return v
+    if isinstance(v, PgNumeric):        # (the PostgreSQL front end's numeric: its value)
+        return as_float(v)
     if isinstance(v, (bool, int, float)):
         return float(v)
     if isinstance(v, str):

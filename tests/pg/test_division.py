@@ -40,6 +40,7 @@ QUERIES = [
     "SELECT a, SUM(a / b) FROM d GROUP BY a",
     "SELECT COALESCE(a / b, 0) FROM d",
     "SELECT id, f / b FROM d",
+    "SELECT id, a / (b / 2) FROM d", "SELECT AVG(a / b) FROM d",    # (nested: each divides)
     "SELECT * FROM d_q", "SELECT * FROM d_f", "SELECT * FROM d_sum", "SELECT * FROM d_case",
     "SELECT * FROM d_where", "SELECT * FROM d_guard", "SELECT * FROM d_wmod",
 ]
