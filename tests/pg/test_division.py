@@ -300,6 +300,18 @@ LOGIC = [  # AND and OR beside a division by zero, each operand order
     "SELECT id FROM d WHERE (a = 3 AND a / b > 1) OR id < 0",
     "SELECT id, CASE WHEN a = 9 OR a / b > 0 THEN 1 ELSE 0 END FROM d",
     "SELECT id, CASE WHEN a / b > 0 OR a = 9 THEN 1 ELSE 0 END FROM d",
+    # a WHERE's top-level AND, cheapest first, as written where the costs are equal
+    # (equalities last); the first FALSE or NULL stops it
+    "SELECT id FROM d WHERE a / b > 1 AND a + 1 = 5", "SELECT id FROM d WHERE a + 1 = 5 AND a / b > 1",
+    "SELECT id FROM d WHERE a + 1 > 5 AND a / b > 1", "SELECT id FROM d WHERE a / b > 1 AND a + 1 > 5",
+    "SELECT id FROM d WHERE a / b = 3 AND a + 1 > 5", "SELECT id FROM d WHERE a + 1 > 5 AND a / b = 3",
+    "SELECT id FROM d WHERE a / b > 1 AND a IN (1, 2, 3, 4, 5)",
+    "SELECT id FROM d WHERE a / b > 1 AND a IN (1, 2)",
+    "SELECT id FROM d WHERE f / b > 1 AND a + 1 = 5", "SELECT id FROM d WHERE a / b > 1 AND f + 1 > 2",
+    "SELECT id FROM d WHERE a / b > 1 AND (a = 3 OR a = 9)",
+    "SELECT id FROM d WHERE (a / b > 1 AND a + 1 = 5) AND id > 0",
+    "SELECT id FROM d WHERE a / b > 1 AND NULL", "SELECT id FROM d WHERE 10 / b > 1 AND a > 0",
+    "SELECT id FROM d WHERE CASE WHEN a > 0 THEN 1 ELSE 0 END = 1 AND a / b > 1",
     # a view's column that divided (the condition itself does not divide)
     "SELECT id FROM d_qv WHERE q > 1 OR TRUE", "SELECT id FROM d_qv WHERE q > 1 OR a = 9",
     "SELECT id FROM d_qv WHERE a = 9 OR q > 1", "SELECT id, q > 1 AND FALSE FROM d_qv",
@@ -310,7 +322,9 @@ def test_and_or_beside_a_division_by_zero_match_postgres(postgres: Any, conninfo
     """PostgreSQL folds ``x OR TRUE`` to TRUE (and ``x AND FALSE`` to FALSE) before
     any row, evaluates the operands of any other AND and OR left to right (a division by
     zero before the deciding operand fails), and a WHERE's top-level conditions
-    cheapest first; the same answers and errors here (noria_py/expression.py)."""
+    cheapest first (its cost model: ``_qual_cost``), as written where they cost the
+    same, up to the first FALSE or NULL; the same answers and errors here
+    (noria_py/expression.py)."""
     with psycopg.connect(postgres.dsn, autocommit=True) as pg, \
             psycopg.connect(conninfo, autocommit=True) as nc:
         pgc, ncc = pg.cursor(), nc.cursor()
@@ -319,7 +333,8 @@ def test_and_or_beside_a_division_by_zero_match_postgres(postgres: Any, conninfo
         for cur in (pgc, ncc):
             cur.execute(TABLE)
             cur.execute("CREATE VIEW d_qv AS SELECT id, a, a / b AS q FROM d")
-        for rows in ([(1, 9, 3, 1.0), (2, 3, 1, 1.0)], [(3, 9, 0, 1.0)], [(4, 3, 0, 1.0)]):
+        for rows in ([(1, 9, 3, 1.0), (2, 3, 1, 1.0)], [(3, 9, 0, 1.0)],
+                     [(4, 3, 0, 1.0), (5, None, 0, 1.0)]):
             for cur in (pgc, ncc):
                 cur.executemany("INSERT INTO d VALUES (%s, %s, %s, %s)", rows)
             for sql in LOGIC:
