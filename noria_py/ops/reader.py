@@ -394,6 +394,9 @@ class Reader(Operator):
     def load_array_state(self, port: int, rows: DenseRows) -> None:
         self.state.load_dense(rows)
         self._exported = True
+        if self.pg:                     # (a probe column the marker: counted again)
+            self.poisoned = {}
+            self._count_poisoned(self.state.snapshot())
 
     def _finish(self, out: list[tuple]) -> list[tuple]:
         """Sorted by the view's ORDER BY, trimmed to the visible columns."""

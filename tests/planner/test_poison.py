@@ -131,3 +131,27 @@ def test_a_key_that_is_the_marker_fails_every_read(shards: int, partial: bool) -
     db.wait()
     assert sorted(by_n.run((1,)).fetchall()) == [(7,), (8,)] and by_q.run((99,)).fetchall() == []
     db.close()
+
+
+@pytest.mark.parametrize("strategy", ["treeclock", "lineage"])
+def test_a_recovered_reader_fails_the_same_reads(strategy: str) -> None:
+    """A reader brought back from its checkpoint or rebuilt counts its failing keys
+    again (``Reader.poisoned``): the same reads fail after as before."""
+    db = noria_py.connect(checkpoints=True)
+    db.execute("CREATE TABLE t (id INT PRIMARY KEY, b INT)")
+    db.execute("CREATE VIEW w AS SELECT id FROM t WHERE PG_DIV(10, b) > 1 AND id = ?")
+    db.execute("CREATE VIEW q AS SELECT id, PG_DIV(10, b) AS q FROM t")
+    db.execute("CREATE VIEW by_q AS SELECT id FROM q WHERE q = ?")
+    db.table("t").insert([(1, 2), (2, 0), (3, 1)])
+    db.wait()
+
+    def reads() -> list:
+        return [db.view("w").lookup(2), db.view("w").lookup(1), db.view("by_q").lookup(7)]
+    assert reads() == [[(DIV0,)], [(1,)], [(DIV0,)]]
+    for node in db.graph():
+        if node["kind"] == "reader":
+            db.fail(node["id"])
+            db.recover(node["id"], strategy=strategy)
+    db.wait()
+    assert reads() == [[(DIV0,)], [(1,)], [(DIV0,)]]
+    db.close()
