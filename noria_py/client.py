@@ -40,6 +40,7 @@ from . import arguments, regimes, tuning
 from .arrowio import arrow_columns, as_arrow_table, column_rows, is_frame
 from .batch import Batch
 from .dbapi import Cursor
+from .divzero import DIV0
 from .errors import (
     AlreadyExistsError,
     ArgumentError,
@@ -1641,6 +1642,9 @@ class View(ViewFrames):
         self._readers: list[Reader] = [db.graph_[r].op for r in entry.readers]
         #: whether the readers hold only the keys read (noria_py/partial.py)
         self._partial = bool(self._readers) and self._readers[0].partial
+        #: sharded, its readers see division-by-zero markers: a row whose key is the
+        #: marker sits in one shard and fails the reads of every shard (ops/reader.py)
+        self._pg_shards = len(self._readers) > 1 and self._readers[0].pg
         self._sort = order_key(q.order) if q.order else None
         key = [q.root.columns[i] for i in q.key]
         self._key_types = [c.type for c in key]
@@ -1700,6 +1704,17 @@ class View(ViewFrames):
                     rows = self._fill(k, [k])[0]
         if not rows and type(k) not in self._key_fits:
             self._check_key(key)    # (a key the check refuses finds nothing: arguments.py)
+        if self._pg_shards:
+            rows = self._other_shards(k, rows)
+        return rows
+
+    def _other_shards(self, k: Any, rows: list[tuple]) -> list[tuple]:
+        """``rows``, or a row of markers where another shard holds a row whose key is
+        the marker (``Reader.poisoned``)."""
+        own = self._reader_for(k)
+        for r in self._readers:
+            if r is not own and r.poisoned and r._fails(k):
+                return [(DIV0,) * len(self.columns)]
         return rows
 
     def _range(self, params: tuple) -> list[tuple]:

@@ -14,16 +14,17 @@ sqllogictest corpus keep), and the marker is carried to whoever reads it:
   CASE branch not taken, COALESCE after a non-NULL, an AND's or OR's operand after
   the deciding one (left to right, as PostgreSQL evaluates them: ``FALSE AND x``,
   ``b = 0 OR a / b > 1``) or beside a constant that decides it (``x OR TRUE``, which
-  PostgreSQL folds before any row). A WHERE's top-level AND takes any FALSE condition
-  first, as PostgreSQL's cheapest-first order does where the dividing one costs more
-  (noria_py/expression.py, ``_all``).
+  PostgreSQL folds before any row). A WHERE's top-level AND runs its conditions in
+  PostgreSQL's order, cheapest first by its planner's cost model, up to the first
+  FALSE or NULL (noria_py/expression.py, ``_qual_order``, ``_quals``).
 - **Conditions** (WHERE, HAVING, ``noria_py.ops.filter``): a row whose condition is the
   marker is kept, as a row of markers (every column the marker), so a read that returns
   it fails instead of silently missing it. Under a read by key it keeps the key's
   columns, so that read fails for that key alone, as PostgreSQL's (evaluating the
   condition for that key's rows only) does, where nothing between makes that unsafe
-  (noria_py/planner/poison.py has the rules); elsewhere it has no key: a read by key
-  misses it. A join passes it on as a row of markers, matched or not (ops/join.py).
+  (noria_py/planner/poison.py has the rules); elsewhere its key is the marker, and
+  every read by key of its reader fails (ops/reader.py). A join passes it on as a row
+  of markers, matched or not (ops/join.py).
 - **Aggregates**: SUM, AVG, MIN, MAX and COUNT of a group are the marker while a marker
   is among its inputs (counted, so deleting that row heals the group); COUNT(*) while
   a row of markers is, told by a column that is the marker in each

@@ -27,7 +27,10 @@ operand on (noria_py/divzero.py has the rules): arithmetic and ``<``-style compa
 by the marker's own operators, at no cost to other values; ``=``, ``<>``, IN, NULLIF,
 NOT, AND, OR and the NaN-aware helpers by a test of their own; CASE and IS NULL only in
 an expression that divides so (elsewhere a CASE condition or IS NULL of a marker read
-from another view's column is taken as not TRUE, not NULL: a documented limit).
+from another view's column is taken as not TRUE, not NULL: a documented limit). A
+WHERE's top-level AND that divides so runs its conditions in the order PostgreSQL's
+planner gives them, cheapest first by its cost model (``_qual_order``): which one
+divides first decides whether a row fails.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ from sql_frontend.types import INT_MAX, INT_MIN, SqlType
 from .divzero import DIV0
 from .errors import UnsupportedError
 from .nan import NAN
+from .numeric import PgNumeric, as_float
 
 _D = DIV0
 
@@ -277,10 +281,9 @@ def _or(*args):
 
 
 def _all(*args):
-    """A WHERE's top-level AND: any FALSE decides, wherever it stands. PostgreSQL
-    evaluates a WHERE's conditions cheapest first (the one that divides is the costlier
-    unless the other has as many operators), and so does not fail where a FALSE one
-    comes first in that order; a marker counts only without a FALSE."""
+    """A WHERE's top-level AND where no condition divides as PostgreSQL does: any
+    FALSE decides, wherever it stands (a marker, read from another view's column,
+    counts only without a FALSE)."""
     result = True
     for a in args:
         if a is None:
@@ -291,6 +294,18 @@ def _all(*args):
         elif not a:
             return False
     return result
+
+
+def _quals(*args):
+    """A WHERE's top-level AND as PostgreSQL's ``ExecQual`` runs its conditions, in the
+    order given (cheapest first: ``_qual_order``): the first FALSE or NULL rejects the
+    row, a marker before it is the marker (PostgreSQL fails there)."""
+    for a in args:
+        if a is _D:
+            return _D
+        if a is not True:
+            return False
+    return True
 
 
 def _in(x, *values):
@@ -406,6 +421,8 @@ _SPECIAL_FLOATS = {"nan": NAN, "+nan": NAN, "-nan": NAN, "inf": math.inf,
 def _cast_float(v):
     if v is None or v is _D:
         return v
+    if isinstance(v, PgNumeric):        # (the PostgreSQL front end's numeric: its value)
+        return as_float(v)
     if isinstance(v, (bool, int, float)):
         return float(v)
     if isinstance(v, str):
@@ -675,17 +692,71 @@ def compile_predicate(e: Expr) -> RowFn:
     return eval(f"lambda r: {body} is True", ns)  # noqa: S307
 
 
+#: operators PostgreSQL's cost model charges nothing for (``cost_qual_eval``: boolean
+#: connectives, CASE, COALESCE and IS NULL cost only their operands)
+_FREE_OPS = frozenset({"and", "or", "not", "case", "coalesce", "is_null", "is_not_null"})
+#: operators whose INT operand PostgreSQL casts to ``double precision`` beside a FLOAT
+#: one (a function call: one more operator's cost), there being no mixed operator
+_MIXED_CASTS = frozenset({"add", "sub", "mul", "div", "pgdiv", "mod", "pgmod", "eq", "ne",
+                          "lt", "le", "gt", "ge"})
+
+
+def _qual_cost(e: Expr) -> float:
+    """What PostgreSQL's planner estimates a condition costs per row, in operators
+    (``cost_qual_eval``: each operator or function call one, with a column or a
+    constant free; ``IN`` of n values half of n comparisons; an INT column beside a
+    FLOAT one its cast). A loop, not a recursion: a tree may be deeper than the stack."""
+    cost = 0.0
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if not isinstance(x, Call):
+            continue
+        todo.extend(x.args)
+        if x.op == "in":
+            cost += 0.5 * (len(x.args) - 1)
+        elif x.op not in _FREE_OPS:
+            cost += 1
+            if x.op in _MIXED_CASTS and any(a.type is SqlType.FLOAT for a in x.args):
+                cost += sum(1 for a in x.args if a.type is SqlType.INT and not _constant(a))
+    return cost
+
+
+def _qual_order(args: tuple[Expr, ...]) -> list[Expr]:
+    """A WHERE's top-level conditions (nested ANDs flattened) in the order PostgreSQL
+    evaluates them: cheapest first (``order_qual_clauses``: a stable sort), where they
+    cost the same as written, but the equalities (``x = y``, ``a + 1 = 5``) after the
+    rest: PostgreSQL's planner takes them into equivalence classes and makes them
+    conditions again after the others (``generate_base_implied_equalities``)."""
+    flat: list[Expr] = []
+    todo = list(reversed(args))
+    while todo:
+        a = todo.pop()
+        if isinstance(a, Call) and a.op == "and":
+            todo.extend(reversed(a.args))
+        else:
+            flat.append(a)
+    flat.sort(key=lambda a: isinstance(a, Call) and a.op == "eq")
+    return sorted(flat, key=_qual_cost)
+
+
 def compile_condition(e: Expr) -> RowFn:
     """A function row -> True when ``e`` is TRUE, ``DIV0`` when it is the
     division-by-zero marker (noria_py/divzero.py), else False: a WHERE's test, which
-    must not drop a row silently where PostgreSQL would have failed. Its top-level AND
-    takes any FALSE operand first (``_all``); a nested AND or OR goes left to right."""
+    must not drop a row silently where PostgreSQL would have failed. Its top-level AND,
+    where it divides as PostgreSQL does, runs its conditions as PostgreSQL does, cheapest
+    first (``_qual_order``, ``_quals``); otherwise any FALSE operand decides (``_all``:
+    the same answer where no condition can be the marker); a nested AND or OR goes
+    left to right."""
     c = _Compiler(_divides(e))
     if isinstance(e, Call) and e.op == "and":
         folded = _folded(e)
         if isinstance(folded, bool):
             return (lambda r: True) if folded else (lambda r: False)
-        body = f"_all({', '.join(c.src(a) for a in folded)})"
+        if c.pg:
+            body = f"_quals({', '.join(c.src(a) for a in _qual_order(folded))})"
+        else:
+            body = f"_all({', '.join(c.src(a) for a in folded)})"
     else:
         body = c.src(e)
     ns = dict(_NAMESPACE)

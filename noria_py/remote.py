@@ -671,8 +671,12 @@ class RemoteDatabase:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
         """Run one SQL statement on the server; ``?`` take ``params`` in order."""
-        columns, rows, types, rowcount = self._call("execute", sql, list(arguments.params(params)))
-        return Result(columns, _rows(rows), [SqlType(t) for t in types], rowcount)
+        columns, rows, types, rowcount, *typed = self._call("execute", sql,
+                                                            list(arguments.params(params)))
+        res = Result(columns, _rows(rows), [SqlType(t) for t in types], rowcount)
+        if typed:       # (a SELECT: the PostgreSQL types its plan says, Result.plan_oids)
+            res.typed, res.plan_oids = True, typed[0]
+        return res
 
     def table(self, name: str) -> "RemoteTable":
         """The handle of the server's table ``name``."""
@@ -1040,13 +1044,18 @@ class RemotePrepared:
                         if self.command == "INSERT" else None)
         self._view: RemoteView | None = None        # the view a keyed SELECT reads
         self._handle: int | None = None
+        #: a keyed SELECT's columns' PostgreSQL type OIDs as the server's plan says
+        #: (None: each its type's), once ``typed`` (``Result.plan_oids``)
+        self.typed = False
+        self.plan_oids: list[int] | None = None
         if self.command == "SELECT" and self.param_types:
             self._prepare_read()
 
     def _prepare_read(self) -> None:
         got = self._db._call("prepare_read", self.sql)
         if got is not None:
-            self._handle, name, columns, types, arity = got
+            self._handle, name, columns, types, arity, self.plan_oids = got
+            self.typed = True       # (``plan_oids``: what its plan says, as Result.plan_oids)
             self.columns, self.types = list(columns), [SqlType(t) for t in types]
             self._view = RemoteView(self._db, name, self.columns, self.types, arity)
 

@@ -19,6 +19,11 @@ def arrow_type(t: SqlType) -> pa.DataType:
 
 
 class Result:
+    #: a cluster's answer to a SELECT: ``plan_oids`` is what its plan says of its
+    #: columns' PostgreSQL types (``pg.types.numeric_oids``; None: each its type's)
+    typed = False
+    plan_oids: list[int] | None = None
+
     def __init__(self, columns: Sequence[str] = (), rows: list[tuple] | None = None,
                  types: Sequence[SqlType] = (), rowcount: int = -1) -> None:
         self.columns = list(columns)

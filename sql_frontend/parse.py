@@ -108,8 +108,17 @@ def postgres_division(sql: str) -> str:
         if isinstance(node, exp.Avg) and not node.expressions:
             return exp.Anonymous(this=PG_AVG, expressions=[node.this])
         return node
+    def pending(t: exp.Expr) -> bool:
+        return next(t.find_all(exp.Div, exp.Mod), None) is not None or any(
+            not a.expressions for a in t.find_all(exp.Avg))
     try:
-        return tree.transform(rewrite).sql(dialect=Noria)
+        # (a pass rewrites the outermost ones only: sqlglot does not go into a node it
+        # has just replaced, so ``a / (b / c)`` and ``AVG(x) / 3`` take two)
+        for _ in range(MAX_DEPTH):
+            if not pending(tree):
+                break
+            tree = tree.transform(rewrite)
+        return tree.sql(dialect=Noria)
     except (_GlotParseError, RecursionError):
         return sql
 

@@ -52,6 +52,10 @@ class Join:
     ``kind`` is "inner" or "left". Rows match when every left key equals its right key
     (SQL equality: a NULL key matches nothing). Empty key tuples make a cross join.
     For a left join, a left row with no match is padded with NULLs on the right.
+
+    ``keep``: output columns that a row of markers passed on (a side's row whose join
+    key is the engine's division-by-zero marker) keeps as they are, the rest the
+    marker (the key of the read above: noria_py/planner/poison.py).
     """
     left: "Rel"
     right: "Rel"
@@ -59,6 +63,7 @@ class Join:
     left_keys: tuple[int, ...]
     right_keys: tuple[int, ...]
     columns: tuple[ColumnInfo, ...]
+    keep: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

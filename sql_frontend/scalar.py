@@ -97,6 +97,8 @@ def mismatch(ctx: Context, message: str, node: exp.Expr | None) -> TypeMismatchE
 _ARITH = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul", exp.Div: "div", exp.Mod: "mod"}
 #: the PostgreSQL front end's division (``postgres_division`` writes ``a / b`` so)
 _PG_ARITH = {"PG_DIV": "pgdiv", "PG_MOD": "pgmod"}
+#: the CAST targets that are floating point (not DECIMAL/NUMERIC): ``float8``, ``real``
+_FLOAT_TYPES = frozenset({exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT})
 _CMP = {exp.EQ: "eq", exp.NEQ: "ne", exp.LT: "lt", exp.LTE: "le", exp.GT: "gt", exp.GTE: "ge"}
 _TEXT_FUNCS = {exp.Lower: ("lower", SqlType.TEXT), exp.Upper: ("upper", SqlType.TEXT),
                exp.Length: ("length", SqlType.INT)}
@@ -509,8 +511,11 @@ class Translator:
                 if v is None:
                     raise mismatch(self.ctx, f"{a.value!r} is not a {target.value}", node)
                 return Lit(v, target)
-        if a.type == target:
+        if a.type == target and not (target is SqlType.FLOAT and not isinstance(a, Lit)
+                                     and node.to.this in _FLOAT_TYPES):
             return a
+        # (a FLOAT cast to double precision or real is kept: the PostgreSQL front end's
+        # AVG of integers is a FLOAT that is ``numeric``, made a plain float so)
         return Call("cast", (a,), target)
 
     # -- aggregates

@@ -13,7 +13,6 @@ Integers that may outgrow 64 bits (exact sums) are written as decimal strings.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 from sortedcontainers import SortedList
 
@@ -21,6 +20,7 @@ from sql_frontend.plan import AggCall
 
 from ..divzero import DIV0
 from ..nan import NAN
+from ..numeric import PgNumeric, avg_numeric
 from .sortedcopy import copy_sorted
 
 
@@ -108,24 +108,26 @@ def _scaled_to_float(num: int, den: int) -> float:
         return math.inf if num > 0 else -math.inf
 
 
-class ExactAvg(float):
+class ExactAvg(PgNumeric):
     """AVG of integers: the float the engine computes with (what the Python API shows),
     holding the exact sum and count it is the quotient of, from which the PostgreSQL
-    front end writes PostgreSQL's ``numeric`` (noria_py/pg/types.py, ``avg_numeric``).
-    Arithmetic on it gives plain floats. The storage codec carries it exactly, as
-    msgpack extension type 6, once ``made`` says this process has made one (so over a
-    cluster's wire and in checkpoints it stays an ``ExactAvg``)."""
+    front end writes PostgreSQL's ``numeric`` (``exact``: noria_py/numeric.py,
+    ``avg_numeric``). Arithmetic on it is ``numeric``'s with an int or another numeric
+    (``PgNumeric``), a plain float's with a float. The storage codec carries it exactly,
+    as msgpack extension type 6, once ``PgNumeric.made`` says this process has made one
+    (so over a cluster's wire and in checkpoints it stays an ``ExactAvg``)."""
     __slots__ = ("total", "count")
     total: int
     count: int
-    #: whether this process has made one (storage/codec.py looks for them only then)
-    made: ClassVar[bool] = False
 
     def __new__(cls, total: int, count: int) -> "ExactAvg":
-        self = super().__new__(cls, total / count)     # (int / int: correctly rounded)
+        self = float.__new__(cls, total / count)       # (int / int: correctly rounded)
         self.total, self.count = total, count
-        ExactAvg.made = True
+        PgNumeric.made = True
         return self
+
+    def exact(self) -> tuple[int, int]:
+        return avg_numeric(self.total, self.count)
 
     def __reduce__(self) -> tuple:
         return ExactAvg, (self.total, self.count)
@@ -150,7 +152,7 @@ class Sum(Accumulator):
             self.special["div0"] = self.special.get("div0", 0) + s
             self.n += s
             return
-        if type(v) is float or type(v) is ExactAvg:
+        if type(v) is float or type(v) is ExactAvg or type(v) is PgNumeric:
             if math.isfinite(v):
                 num, den = v.as_integer_ratio()
                 self.ftotal += num * (_FLOAT_SCALE // den) * s

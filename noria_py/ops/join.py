@@ -40,7 +40,9 @@ a side meets that row, matched or not; so such a row on either side of an inner 
 (the right side of a left join: its left side is padded and passed on already) is also
 passed on as a row of markers of the output's width, with its sign, whatever it
 matches, and ``snapshot`` has one for each such row held: a whole read of the join
-fails as PostgreSQL's would, rather than silently miss the row.
+fails as PostgreSQL's would, rather than silently miss the row. The output columns
+``keep`` (a read's key on one side, kept by the filter below: planner/poison.py) are
+the row's own values in it, so a read by that key fails for that key alone.
 """
 from __future__ import annotations
 
@@ -76,10 +78,13 @@ class Join(Operator, HeldKeys):
     owner: Any = None
 
     def __init__(self, kind: str, left_keys: tuple[int, ...], right_keys: tuple[int, ...],
-                 left_width: int, right_width: int, poison: bool = False) -> None:
+                 left_width: int, right_width: int, poison: bool = False,
+                 keep: tuple[int, ...] = ()) -> None:
         self.join_kind = kind
         #: rows of markers are passed on (the module docstring)
         self.poison = poison
+        #: output columns a row of markers keeps as they are (the module docstring)
+        self.keep = keep
         self.left_keys = left_keys
         self.right_keys = right_keys
         self.left_width = left_width
@@ -147,7 +152,7 @@ class Join(Operator, HeldKeys):
         """The output of a full join like this one of ``left`` and ``right`` (every row
         of each side): what ``View.all`` of a partial view reads (nothing is filled)."""
         full = Join(self.join_kind, self.left_keys, self.right_keys, self.left_width,
-                    len(self.pad), self.poison)
+                    len(self.pad), self.poison, self.keep)
         full.process(LEFT, left)
         full.process(RIGHT, right)
         return full.snapshot()
@@ -167,11 +172,23 @@ class Join(Operator, HeldKeys):
         out = Batch()
         if batch.cols and all(c.dtype != object for c in batch.cols):
             return out                  # (int64 and float64 columns hold no marker)
-        width = self.left_width + len(self.pad)
-        for k, s in zip(map(self.sides[port]._keyf, batch.rows), batch.signs):
+        keyf = self.sides[port]._keyf
+        for r, s in zip(batch.rows, batch.signs):
+            k = keyf(r)
             if k is DIV0 or (type(k) is tuple and any(v is DIV0 for v in k)):
-                out.add((DIV0,) * width, s)
+                out.add(self._marker_row(port, r), s)
         return out
+
+    def _marker_row(self, port: int, r: tuple) -> tuple:
+        """The row of markers passed on for the row ``r`` of side ``port``: the marker
+        but in the output columns ``keep``, which are ``r``'s values."""
+        width = self.left_width + len(self.pad)
+        if not self.keep:
+            return (DIV0,) * width
+        at = 0 if port == LEFT else self.left_width
+        keep = self.keep
+        return tuple(r[i - at] if i in keep and 0 <= i - at < len(r) else DIV0
+                     for i in range(width))
 
     def _process(self, port: int, batch: Batch) -> Batch:
         holes = self.holes
@@ -306,14 +323,13 @@ class Join(Operator, HeldKeys):
         for k, lbucket in left.items():
             self._pair(out, lbucket, None if _has_null(k) else right.get(k), outer)
         if self.poison:                 # (a row of markers for each held: as ``process``)
-            width = self.left_width + len(self.pad)
             for port, side in enumerate(self.sides):
                 if port == LEFT and outer:
                     continue
                 for k, bucket in side.items():
                     if k is DIV0 or (type(k) is tuple and any(v is DIV0 for v in k)):
-                        for _, c in items(bucket):
-                            out.add((DIV0,) * width, c)
+                        for r, c in items(bucket):
+                            out.add(self._marker_row(port, r), c)
         return out
 
     def _pair(self, out: Batch, lbucket: Any, rbucket: Any, outer: bool) -> None:

@@ -66,6 +66,17 @@ written under the database's lock only, by the fill and by each write to held ke
 (the touched slots' rows built again), never by a hit: a hit read outside the lock
 (``View.lookup``'s seqlock) only reads it, so a race can make it read again but never
 leaves a stale row behind.
+
+Division by zero (``pg``: a keyed view whose plan divides as PostgreSQL does,
+noria_py/divzero.py): a read by key fails (its answer is a row of markers) for every
+key while the reader holds a row whose key is the marker (a row of markers whose key
+was not kept: PostgreSQL, which could not tell that row's key without evaluating
+what failed, fails every such read; a key of several columns fails the reads it could
+be, each marker a wildcard), and for the key of a row whose hidden ``probe`` column
+(added where the read names only the key: planner/poison.py) is the marker. Those
+keys are counted in ``poisoned`` as the rows come and go (by ``process``, before a
+partial reader drops what it does not hold), so a read without one pays a test of an
+empty dict.
 """
 from __future__ import annotations
 
@@ -80,6 +91,7 @@ from sortedcontainers import SortedKeyList
 from sql_frontend.plan import OrderKey
 
 from ..batch import Batch
+from ..divzero import DIV0
 from ..nan import canon, canon_row, column_list
 from ..ordering import order_key
 from .dense import DenseRows, KeyMarks, RowsDelta, rows_by_key
@@ -117,6 +129,7 @@ class Reader(Operator):
 
     def __init__(self, key: tuple[int, ...], visible: int, width: int,
                  order: Sequence[OrderKey] = (), select: Project | None = None,
+                 pg: bool = False, probe: int | None = None,
                  range_column: int | None = None) -> None:
         self.select = select        # the view's SELECT list, applied here (no node of its own)
         #: the column of the view's range parameters (None: a view without), and the
@@ -124,6 +137,9 @@ class Reader(Operator):
         self.range_column = range_column
         self._ranged: dict[Any, _Ranged] | None = None
         self.key = key
+        #: reads by key see the rows of markers (the module docstring)
+        self.pg = pg and bool(key)
+        self.probe = probe
         self.width = width
         self.visible = visible
         self.trim = visible < width
@@ -138,6 +154,8 @@ class Reader(Operator):
             listener.lost("its reader failed")
         self.state = KeyedState(self.width, self.key)
         self._ranged = None
+        #: key -> rows held whose read fails (the module docstring)
+        self.poisoned: dict = {}
         self._exported = False      # whether the store holds the arrays as of the last export
         self._marks = KeyMarks()    # the keys the arrays changed since (``tracking``)
         #: the last batch processed, as kept (after ``select``), until ``taken``
@@ -183,6 +201,8 @@ class Reader(Operator):
             if key is None or (type(key) is tuple and None in key):
                 return []
             key = canon_row(key) if type(key) is tuple else canon(key)
+        if self.poisoned and self._fails(key):
+            return [(DIV0,) * self.visible]
         holes = self.holes
         m = holes._map                  # (``Holes.slot``, its common case inline)
         slot = m.item(key) if type(key) is int and 0 <= key < len(m) else holes.slot(key)
@@ -320,11 +340,38 @@ class Reader(Operator):
         expand(bucket, out)
         return self._finish(out)
 
+    def _count_poisoned(self, batch: Batch) -> None:
+        """Count the keys of ``batch``'s rows whose read fails (the module docstring)."""
+        if batch.cols and all(c.dtype != object for c in batch.cols):
+            return                      # (int64 and float64 columns hold no marker)
+        keyf, probe, poisoned = self.state._keyf, self.probe, self.poisoned
+        for r, s in zip(batch.rows, batch.signs):
+            k = keyf(r)
+            if k is DIV0 or (type(k) is tuple and DIV0 in k) \
+                    or (probe is not None and r[probe] is DIV0):
+                n = poisoned.get(k, 0) + s
+                if n:
+                    poisoned[k] = n
+                else:
+                    del poisoned[k]
+
+    def _fails(self, key) -> bool:
+        """Whether a read of ``key`` meets a row whose read fails (``poisoned``)."""
+        for k in self.poisoned:
+            if k is DIV0 or k == key:
+                return True
+            if type(k) is tuple and type(key) is tuple and len(k) == len(key) and all(
+                    a is DIV0 or a == b for a, b in zip(k, key)):
+                return True
+        return False
+
     def process(self, port: int, batch: Batch) -> Batch:
         if self.select is not None:
             batch = self.select.process(0, batch)
             if self.tracking:           # for ``taken``, which lets go of it
                 self.kept = batch
+        if self.pg and batch:
+            self._count_poisoned(batch)
         if batch and self.partial:
             batch = self._apply_held(batch)
             if self.select is not None and self.tracking:
@@ -354,6 +401,8 @@ class Reader(Operator):
         return kept
 
     def load_input(self, port: int, batch: Batch) -> None:
+        if self.pg and batch:
+            self._count_poisoned(batch)
         if self.partial:
             self._apply_held(batch)
         elif batch:
@@ -380,6 +429,9 @@ class Reader(Operator):
         self.state.load_dense(rows)
         self._ranged = None
         self._exported = True
+        if self.pg:                     # (a probe column the marker: counted again)
+            self.poisoned = {}
+            self._count_poisoned(self.state.snapshot())
 
     def _finish(self, out: list[tuple]) -> list[tuple]:
         """Sorted by the view's ORDER BY, trimmed to the visible columns."""
@@ -399,6 +451,8 @@ class Reader(Operator):
             if key is None or (type(key) is tuple and None in key):
                 return []
             key = canon_row(key) if type(key) is tuple else canon(key)   # NaN finds NaN
+        if self.poisoned and self._fails(key):
+            return [(DIV0,) * self.visible]
         bucket = self.state.get(key)
         if bucket is None:
             return []
@@ -515,7 +569,7 @@ class Reader(Operator):
         apply: ``lookup`` each key. A cluster's worker sends these columns to the client
         as they are (runtime/cluster/reads.py)."""
         dense = self.state.dense
-        if dense is None or self.partial:
+        if dense is None or self.partial or self.poisoned:
             return None
         if isinstance(keys, np.ndarray):
             at = keys.astype(np.int64, copy=False)

@@ -131,6 +131,8 @@ class Statement:
         where it is known, else from the values (``types.result_oids``)."""
         if self.typed and self._mine(res.columns, res.types):
             return self.result_oids
+        if res.typed:                   # (over a cluster: as the controller's plan says)
+            return res.plan_oids
         return T.result_oids(res.types, res.rows)
 
     def row_description(self, columns: list[str], types: list[SqlType], formats: list[int]
@@ -611,6 +613,9 @@ class Session:
             query = getattr(st.prepared, "query", None)     # (none over a cluster)
             if query is not None and st.columns is not None:
                 st.typed, st.result_oids = True, T.numeric_oids(query)
+            elif getattr(st.prepared, "typed", False) and st.columns is not None:
+                # over a cluster: the types its plan says, from the controller
+                st.typed, st.result_oids = True, st.prepared.plan_oids
         st.oids = [o if o and o != T.UNKNOWN else T.TEXT for o in oids]
         return st
 

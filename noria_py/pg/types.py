@@ -28,7 +28,7 @@ from sql_frontend.types import SqlType
 
 from ..divzero import DIV0
 from ..errors import DataError, DivisionByZeroError, NotSupportedError
-from ..ops.accumulators import ExactAvg
+from ..numeric import PgNumeric, avg_numeric  # noqa: F401 - avg_numeric: the front end's name
 
 BOOL, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN = 16, 20, 21, 23, 25, 26, 700, 701, 705
 BPCHAR, VARCHAR, DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC, NAME, CHAR = 1042, 1043, 1082, 1114, 1184, 1700, 19, 18
@@ -52,7 +52,7 @@ def result_oids(types: list[SqlType], rows: list[tuple]) -> list[int] | None:
             for r in rows:
                 v = r[i]
                 if v is not None:
-                    if type(v) is ExactAvg:
+                    if isinstance(v, PgNumeric):
                         if out is None:
                             out = [oid_of(x) for x in types]
                         out[i] = NUMERIC
@@ -66,11 +66,11 @@ def numeric_oids(query: Any) -> list[int] | None:
     integers the front end wrote (``pgavg``: its value is an ``ExactAvg``, or NULL),
     and what passes such a column on unchanged (a plain column of a projection, a
     filter, DISTINCT, LIMIT, a join's side, a UNION all of whose inputs are, MIN and
-    MAX of it, a GROUP BY of it). None if no column is: each is ``oid_of`` its type.
-    (Arithmetic on an AVG is a plain float here, ``double precision``.) Walked without
-    recursion: views over views nest deep."""
+    MAX of it, a GROUP BY of it), and arithmetic (``+ - * /``, unary ``-``, ``abs``) on
+    such columns and integers (noria_py/numeric.py: its value is a ``PgNumeric``); a
+    cast of one to ``double precision`` is not. None if no column is: each is
+    ``oid_of`` its type. Walked without recursion: views over views nest deep."""
     from sql_frontend import plan as lp
-    from sql_frontend.expr import Col
     flags: dict[int, list[bool]] = {}
     todo: list[tuple[Any, bool]] = [(query.root, False)]
     while todo:
@@ -89,7 +89,7 @@ def numeric_oids(query: Any) -> list[int] | None:
         if isinstance(rel, (lp.Filter, lp.Distinct, lp.TopK)):
             out = list(below[0])
         elif isinstance(rel, lp.Project):
-            out = [isinstance(x, Col) and below[0][x.index] for x in rel.exprs]
+            out = [_numeric_expr(x, below[0]) for x in rel.exprs]
         elif isinstance(rel, lp.Join):
             out = below[0] + below[1]
         elif isinstance(rel, (lp.Union_, lp.SetOp)):
@@ -106,6 +106,32 @@ def numeric_oids(query: Any) -> list[int] | None:
     if not any(top):
         return None
     return [NUMERIC if n else oid_of(c.type) for n, c in zip(top, query.root.columns)]
+
+
+#: the operators that keep an operand ``numeric`` (with integers or numerics beside it)
+_NUMERIC_OPS = frozenset({"add", "sub", "mul", "div", "pgdiv", "neg", "abs"})
+
+
+def _numeric_expr(e: Any, flags: list[bool]) -> bool:
+    """Whether the expression ``e`` over columns ``flags`` (which are ``numeric``) is
+    PostgreSQL's ``numeric`` (``numeric_oids``); without recursion."""
+    from sql_frontend.expr import Call, Col
+    known: dict[int, bool] = {}
+    todo: list[tuple[Any, bool]] = [(e, False)]
+    while todo:
+        x, ready = todo.pop()
+        if isinstance(x, Col):
+            known[id(x)] = flags[x.index]
+        elif not isinstance(x, Call) or x.op not in _NUMERIC_OPS:
+            known[id(x)] = False
+        elif not ready:
+            todo.append((x, True))
+            todo.extend((a, False) for a in x.args)
+        else:
+            args = [known[id(a)] for a in x.args]
+            known[id(x)] = any(args) and all(n or a.type is SqlType.INT
+                                             for n, a in zip(args, x.args))
+    return known[id(e)]
 
 
 #: ``typlen`` of each type in a RowDescription (-1: variable)
@@ -156,48 +182,21 @@ def float_text(x: float) -> str:
     return ("-" if sign else "") + body
 
 
-def _weight(x: int) -> tuple[int, int]:
-    """PostgreSQL's ``numeric`` weight of the integer ``|x|`` (its base-10000 digits
-    less one) and its first base-10000 digit; (0, 0) for zero."""
-    x = abs(x)
-    weight = 0
-    while x >= 10000:
-        x //= 10000
-        weight += 1
-    return weight, x
-
-
-def avg_numeric(total: int, count: int) -> tuple[int, int]:
-    """``total / count`` as PostgreSQL's ``avg`` of integers gives it: a ``numeric``
-    division at the scale PostgreSQL's ``select_div_scale`` picks (at least 16
-    significant digits: 4 decimal digits a base-10000 digit of the quotient's estimated
-    weight, never below 0), rounded half away from zero. Returns (``q``, ``scale``):
-    the value is ``q / 10**scale``, computed in integers, exact for any sum."""
-    w1, f1 = _weight(total)
-    w2, f2 = _weight(count)
-    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
-    scale = min(max(16 - 4 * qweight, 0), 1000)
-    q, r = divmod(abs(total) * 10 ** scale, count)
-    if 2 * r >= count:
-        q += 1
-    return (-q if total < 0 else q), scale
-
-
-def _numeric_parts(v: ExactAvg) -> tuple[bool, str, str]:
-    """Sign, integer digits and ``scale`` fraction digits of an exact AVG."""
-    q, scale = avg_numeric(v.total, v.count)
+def _numeric_parts(v: PgNumeric) -> tuple[bool, str, str]:
+    """Sign, integer digits and ``scale`` fraction digits of an exact numeric."""
+    q, scale = v.exact()
     digits = str(abs(q)).rjust(scale + 1, "0")
     return q < 0, digits[:len(digits) - scale], digits[len(digits) - scale:]
 
 
-def numeric_text(v: ExactAvg) -> str:
-    """An exact AVG in ``numeric``'s text format (``1.5000000000000000``)."""
+def numeric_text(v: PgNumeric) -> str:
+    """An exact numeric (an AVG of integers, arithmetic on one) in ``numeric``'s text format (``1.5000000000000000``)."""
     negative, whole, frac = _numeric_parts(v)
     return ("-" if negative else "") + whole + ("." + frac if frac else "")
 
 
-def numeric_binary(v: ExactAvg) -> bytes:
-    """An exact AVG in ``numeric``'s binary format: digit count, weight, sign, display
+def numeric_binary(v: PgNumeric) -> bytes:
+    """An exact numeric in ``numeric``'s binary format: digit count, weight, sign, display
     scale, then base-10000 digits (no leading or trailing zero digits)."""
     negative, whole, frac = _numeric_parts(v)
     whole = whole.lstrip("0")
@@ -242,7 +241,7 @@ def text_out(v: Any) -> bytes:
     if v is False:
         return b"f"
     if isinstance(v, float):
-        if type(v) is ExactAvg:
+        if t is not float and isinstance(v, PgNumeric):
             return numeric_text(v).encode()
         return float_text(v).encode()
     if isinstance(v, datetime.datetime):
@@ -264,7 +263,7 @@ def binary_out(oid: int, v: Any) -> bytes:
         return _Q.pack(int(v))
     if oid == FLOAT8:
         return _D.pack(float(v))
-    if oid == NUMERIC and type(v) is ExactAvg:
+    if oid == NUMERIC and isinstance(v, PgNumeric):
         return numeric_binary(v)
     if oid == BOOL:
         return b"\x01" if v else b"\x00"

@@ -108,10 +108,11 @@ class Planner:
         return ids[0]
 
     def add_view(self, name: str, query: lp.Query) -> list[str]:
-        root = keep_key_columns(query)      # (a read by key finds its poisoned rows)
+        root, probe = keep_key_columns(query)   # (a read by key finds its poisoned rows)
         # (a range view's reader keeps a sorted index over the column of its bounds)
         ranged = query.bounds[0].column if query.bounds else None
         width = len(root.columns)
+        pg = bool(query.key) and divides(root)  # (its reads by key see markers: ops/reader.py)
         if isinstance(root, lp.Project) and self.shards == 1 and root not in self.memo:
             # the SELECT list applied by the reader itself: no project node, one hop less
             # (sharded, the reader's partition would have to be mapped through it)
@@ -119,7 +120,8 @@ class Planner:
             keeps = keeps_columns(root.exprs, s.width)
             return self.new_node(
                 lambda: Reader(query.key, query.visible, width, query.order,
-                               None if keeps else Project(root.exprs), ranged),
+                               None if keeps else Project(root.exprs), pg, probe,
+                               range_column=ranged),
                 [[s.sources[0]]], sharded=False, view=name, inputs=((root.input, None),))
         s = self.build(root)
         if query.key and self.shards > 1:
@@ -127,7 +129,7 @@ class Planner:
         else:
             s = self.exchanges.gather(s)
         return self.new_node(lambda: Reader(query.key, query.visible, width, query.order,
-                                            None, ranged),
+                                            None, pg, probe, range_column=ranged),
                              [[src] for src in s.sources], sharded=s.sharded, view=name,
                              inputs=((root, s.partition),))
 
@@ -201,7 +203,7 @@ class Planner:
         lw, rw = left.width, right.width
         poison = divides(rel)           # (rows of markers passed on: ops/join.py)
         make = lambda: Join(rel.kind, rel.left_keys, rel.right_keys, lw, rw,  # noqa: E731
-                            poison)
+                            poison, rel.keep)
         if self.shards > 1 and rel.left_keys:
             left = self.exchanges.partition(left, rel.left_keys)
             right = self.exchanges.partition(right, rel.right_keys)

@@ -21,15 +21,17 @@ ext code  Python type                 payload
           marker ``DIV0``
 6         ``ExactAvg`` (an exact      msgpack array [sum, count] of the AVG's
           AVG of integers)            integers (the sum as 4 past 64 bits)
+7         ``PgNumeric`` (arithmetic   msgpack array [unscaled, scale] (the
+          on such an AVG)             unscaled value as 4 past 64 bits)
 ========  ==========================  =========================================
 
 ``ExactAvg`` (noria_py/ops/accumulators.py: the PostgreSQL front end's AVG of integers,
 sent as PostgreSQL's ``numeric``) is a float subclass, which msgpack writes as a plain
 float without asking: so ``packb`` puts extension type 6 in its place wherever it is in
-the object (``_carry_avgs``) and packs again, once this process has made one
-(``ExactAvg.made``: until then nothing is looked for, and a process without such views
-pays nothing), and only where the packed bytes hold a float's tag (0xcb; none, no float).
-The search is in C over the common shapes (a list of row tuples is one pass over its
+the object (``_carry_avgs``; a ``PgNumeric``, noria_py/numeric.py, type 7) and packs
+again, once this process has made one (``PgNumeric.made``: until then nothing is looked
+for, and a process without such views pays nothing), and only where the packed bytes
+hold a float's tag (0xcb; none, no float). The search is in C over the common shapes (a list of row tuples is one pass over its
 values), and costs about what packing does: in a process that has made an ``ExactAvg``,
 a frame that holds a 0xcb byte takes about twice as long to pack.
 
@@ -87,6 +89,7 @@ EXT_DATETIME_TZ = 3
 EXT_BIGINT = 4
 EXT_DIV0 = 5            # the division-by-zero marker (noria_py/divzero.py), no data
 EXT_AVG = 6             # an ExactAvg (noria_py/ops/accumulators.py): [sum, count]
+EXT_NUMERIC = 7         # a PgNumeric (noria_py/numeric.py): [unscaled, scale]
 
 _DATE = struct.Struct("<i")
 _DATETIME = struct.Struct("<iqB")
@@ -164,18 +167,28 @@ def _ext_hook(code: int, data: bytes) -> Any:
                 or type(parts[1]) is not int or parts[1] <= 0):
             raise ValueError("an AVG must be [sum, count], count > 0")
         return _avg_type()(*parts)
+    if code == EXT_NUMERIC:
+        parts = msgpack.unpackb(data, raw=False, use_list=False, ext_hook=_ext_hook)
+        if (type(parts) is not tuple or len(parts) != 2 or type(parts[0]) is not int
+                or type(parts[1]) is not int or not 0 <= parts[1] <= 1000):
+            raise ValueError("a numeric must be [unscaled, scale], 0 <= scale <= 1000")
+        from ..numeric import PgNumeric
+        return PgNumeric(*parts)
     raise ValueError(f"unknown msgpack extension type {code}")
 
 
 _exact_avg: Any = None
+_pg_numeric: Any = None
 
 
 def _avg_type() -> Any:
-    """``ExactAvg``, imported when first needed (the operators import this module)."""
-    global _exact_avg
+    """``ExactAvg`` (and ``PgNumeric`` into ``_pg_numeric``), imported when first needed
+    (the operators import this module)."""
+    global _exact_avg, _pg_numeric
     if _exact_avg is None:
+        from ..numeric import PgNumeric
         from ..ops.accumulators import ExactAvg
-        _exact_avg = ExactAvg
+        _exact_avg, _pg_numeric = ExactAvg, PgNumeric
     return _exact_avg
 
 
@@ -184,10 +197,13 @@ _CONTAINERS = frozenset({list, tuple, dict})
 
 def _carry_avgs(obj: Any, avg: type) -> Any:
     """``obj`` with each ``avg`` in it, in lists, tuples and dicts at any depth, made
-    extension type 6; ``obj`` itself (not copied) where it holds none."""
+    extension type 6 (and each ``PgNumeric``, ``avg``'s base, type 7); ``obj`` itself
+    (not copied) where it holds none."""
     t = type(obj)
     if t is avg:
         return msgpack.ExtType(EXT_AVG, packb((obj.total, obj.count), big_ints=True))
+    if t is _pg_numeric:
+        return msgpack.ExtType(EXT_NUMERIC, packb(obj.exact(), big_ints=True))
     if t is dict:
         carried = {k: _carry_avgs(v, avg) for k, v in obj.items()}
         return obj if all(map(operator.is_, carried.values(), obj.values())) else carried
@@ -196,9 +212,9 @@ def _carry_avgs(obj: Any, avg: type) -> Any:
     kinds = set(map(type, obj))
     if kinds == {tuple}:                # rows: their values looked at in one pass
         inner = set(map(type, itertools.chain.from_iterable(obj)))
-        if avg not in inner and not inner & _CONTAINERS:
+        if avg not in inner and _pg_numeric not in inner and not inner & _CONTAINERS:
             return obj
-    elif avg not in kinds and not kinds & _CONTAINERS:
+    elif avg not in kinds and _pg_numeric not in kinds and not kinds & _CONTAINERS:
         return obj
     out = [_carry_avgs(v, avg) for v in obj]
     if all(map(operator.is_, out, obj)):
@@ -225,7 +241,7 @@ def _avgs_carried(obj: Any, data: bytes, pack: Callable[[Any], bytes]) -> bytes:
     """``data`` (``obj`` packed by ``pack``), packed again with each ``ExactAvg`` in it as
     extension type 6 where it holds one (the module docstring)."""
     avg = _exact_avg or _avg_type()
-    if avg.made and b"\xcb" in data:       # (a float is 0xcb and 8 bytes: none, no AVG)
+    if _pg_numeric.made and b"\xcb" in data:       # (a float is 0xcb and 8 bytes: none, no AVG)
         carried = _carry_avgs(obj, avg)
         if carried is not obj:
             return pack(carried)

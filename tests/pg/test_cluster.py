@@ -1,6 +1,7 @@
 """The PostgreSQL front end over a cluster: ``noria-py serve --pg-port`` (which runs
 ``noria-py pg --server`` beside the controller), subscriptions and an exact AVG (the
-storage codec's extension type 6 across the cluster's wire) included."""
+storage codec's extension type 6 across the cluster's wire) included, described as
+the controller's plan says (``Result.plan_oids``)."""
 from __future__ import annotations
 
 import socket
@@ -49,6 +50,20 @@ def test_a_cluster_serves_postgres_clients() -> None:
                 cur = conn.execute("SELECT m FROM by_a WHERE a = %s", (7,), prepare=prepare)
                 assert cur.fetchall() == [(Decimal("100.5000000000000000"),)]
                 assert cur.description[0].type_code == 1700
+            # described as the controller's plan says: numeric without a value too,
+            # arithmetic on an AVG numeric, a cast of one to float8 double precision
+            for prepare in (False, True):
+                cur = conn.execute("SELECT m, m * 2, m::float8 FROM by_a WHERE a = %s", (99,),
+                                   prepare=prepare)
+                assert cur.fetchall() == []
+                assert [d.type_code for d in cur.description] == [1700, 1700, 701]
+            cur = conn.execute("SELECT m * 2 + 1, m::float8 FROM by_a WHERE a = %s", (7,))
+            assert cur.fetchall() == [(Decimal("202.0000000000000000"), 100.5)]
+            for binary in (False, True):        # (no key: the controller runs it)
+                cur = conn.cursor(binary=binary).execute("SELECT AVG(a), AVG(a) / 3 FROM t "
+                                                         "WHERE id < 0")
+                assert cur.fetchall() == [(None, None)]
+                assert [d.type_code for d in cur.description] == [1700, 1700]
             assert conn.execute("SELECT COUNT(*) FROM t WHERE d > %s",
                                 ("2024-01-05",)).fetchone() == (12,)
             names = conn.execute("SELECT table_name FROM information_schema.tables "

@@ -65,6 +65,7 @@ from ...errors import (
     SubscriptionError,
 )
 from ...graph import Graph
+from ...pg.types import numeric_oids
 from ...tls import Files as TlsFiles
 from ...tls import server_context as tls_server_context
 from . import tokens, wire
@@ -481,8 +482,8 @@ class Server:
                       prepared: dict[int, Prepared]) -> list[Any] | None:
         """``["call", id, "prepare_read", [sql]]``: for a SELECT that ``Database.prepare``
         answers by a lookup in one view (``Prepared.lookup_view``), ``[handle, view,
-        columns, types, key arity]``, the view pinned until ``unprepare`` of the handle
-        or the connection's end, so that the client reads it at the readers' workers;
+        columns, types, key arity, PostgreSQL type OIDs or None]`` (``plan_oids``), the
+        view pinned until ``unprepare`` of the handle or the connection's end, so that the client reads it at the readers' workers;
         otherwise None (the client runs the statement here each time)."""
         def prepare() -> list[Any] | None:
             p = self.db.prepare(sql)
@@ -492,7 +493,7 @@ class Server:
                 return None
             prepared[rid] = p
             return [rid, view.name, view.columns, [t.value for t in view.types],
-                    view.key_arity]
+                    view.key_arity, None if p.query is None else numeric_oids(p.query)]
         return self._catalog_change(prepare)
 
     def _unprepare(self, p: Prepared | None) -> None:
@@ -599,7 +600,9 @@ class Server:
             with self.lock:
                 for entry in pinned:
                     entry.pins -= 1
-        return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
+        # (and the PostgreSQL types its plan says: an AVG numeric, with a value or none)
+        return [r.columns, r.rows, [t.value for t in r.types], r.rowcount,
+                numeric_oids(select.query)]
 
     def m_executemany(self, sql: str, sets: Sequence[Sequence[Any]]) -> int:
         lock = self._settled()
