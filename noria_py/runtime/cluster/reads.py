@@ -11,7 +11,10 @@ value, or an array for a view of several ``?``; or int keys as int64 bytes
 node, in order: a list of rows per key, or, for many int keys of a reader in the dense
 form (``Reader.dense_parts``), the same rows as columns (``pack_dense``: which keys hold
 a row, and each column's values, int64 and float64 ones as their bytes), which the
-client makes rows (``rows_found``) with no per-row work at the worker or in msgpack;
+client makes rows (``rows_found``) with no per-row work at the worker or in msgpack.
+A ``lookup`` is ``["get", id, node, key]``, answered ``["ok", id, rows]`` (the key's
+rows, None for a hole): no lists of groups and keys to make and check at either end.
+Any request may be answered
 ``["moved", id, message]`` when a node named is not
 hosted here or is down (being recovered): the client asks the controller where the
 node is now and sends again, or ``["error", id, error class name, message]``.
@@ -37,6 +40,20 @@ Invariants, and why:
   reads only for those queued while it was in a frame, one request each between
   frames; a read that finds the version even (no frame under way: the common case
   with the messages idle) costs the message thread nothing but the GIL it shares.
+- **A read is answered on its connection's thread**, under the seqlock above, not
+  handed to the message thread (only a read that finds a frame under way is): that is
+  safe because the read only reads (``Reader.lookup``, ``dense_parts``) and keeps its
+  answer only if no frame began or ended meanwhile. So a read costs one system call
+  to receive it and one to answer, and no thread hand-off.
+- **Many rows are made with the collector paused.** A client's answer of many keys
+  is a list and a tuple per key, all reachable until returned: made while Python's
+  cyclic collector runs, they are walked by a young collection every 700 and pushed
+  into the older generations, which then walk the whole heap every few such answers
+  (2-3× the client's CPU a key, measured). ``collector_paused`` disables it while they
+  are made (from ``PAUSE_GC_MIN`` keys) and enables it again, unless the caller had
+  disabled it: nothing goes uncollected, one young collection runs after instead of
+  dozens during. (It is process-wide: another thread's ``gc.disable()`` made during
+  those milliseconds is undone.)
 - **Read-after-wait.** ``db.wait()`` returns once every worker has processed every
   message relayed before its pings; a read sent after that reads state these messages
   made, as a read through the controller (a request queued behind them) did.
