@@ -11,9 +11,11 @@ Reads of a view by key (``RemoteView.lookup``, ``lookup_many``) go to the worker
 host its reader shards, not through the controller (``runtime/cluster/reads.py``). A
 view's placement (its reader shards, in shard order, and each one's worker's read
 address) is asked of the controller at the first read and kept; a key's shard is
-``hashing.shard_of``, the stable hash the engine shards readers by. ``lookup_many``
+``hashing.shard_of``, the stable hash the engine shards readers by. ``lookup`` sends
+one ``get`` request (one key of one reader shard) to one worker. ``lookup_many``
 sends one request per worker, to all of them before it waits for any (int keys as
-int64 bytes, routed and put back in order with numpy). A worker on this machine is
+int64 bytes, routed and put back in order with numpy; their rows made with the cyclic
+collector paused: ``reads.collector_paused``). A worker on this machine is
 read on its read port's Unix socket (``UNIX_SOCKETS``). A worker that
 answers ``moved`` (the reader is not hosted there now, or is being recovered), or that
 cannot be reached, makes the view's placement be asked again (the controller waits
