@@ -158,15 +158,15 @@ class Reads:
     def answer_one(self, nid: str, key: Any) -> list[Any] | None:
         """The rows of one key of reader ``nid`` (a ``lookup``; None: a hole of a
         partial reader): ``answer`` of one group of one key under the same seqlock,
-        without the groups' lists; mid-frame, or on an error, ``answer`` itself (which
-        queues the read, or raises the error read between frames)."""
+        without the groups' lists; mid-frame, ``answer`` itself (which queues it)."""
         before = self.version
         if not before & 1:
             try:
                 out = self._lookup_one(nid, key)
-            except Exception:           # noqa: BLE001 - mid-change, maybe: ``answer``
-                pass
-            else:
+            except Exception:
+                if self.version == before:
+                    raise               # (no frame meanwhile: a real error)
+            else:                       # (else mid-change, maybe: ``answer``)
                 if self.version == before:
                     return out
         return cast("list[Any] | None", self.answer(((nid, (key,)),))[0][0])
