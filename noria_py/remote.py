@@ -11,9 +11,11 @@ Reads of a view by key (``RemoteView.lookup``, ``lookup_many``) go to the worker
 host its reader shards, not through the controller (``runtime/cluster/reads.py``). A
 view's placement (its reader shards, in shard order, and each one's worker's read
 address) is asked of the controller at the first read and kept; a key's shard is
-``hashing.shard_of``, the stable hash the engine shards readers by. ``lookup_many``
+``hashing.shard_of``, the stable hash the engine shards readers by. ``lookup`` sends
+one ``get`` request (one key of one reader shard) to one worker. ``lookup_many``
 sends one request per worker, to all of them before it waits for any (int keys as
-int64 bytes, routed and put back in order with numpy). A worker on this machine is
+int64 bytes, routed and put back in order with numpy; their rows made with the cyclic
+collector paused: ``reads.collector_paused``). A worker on this machine is
 read on its read port's Unix socket (``UNIX_SOCKETS``). A worker that
 answers ``moved`` (the reader is not hosted there now, or is being recovered), or that
 cannot be reached, makes the view's placement be asked again (the controller waits
@@ -463,7 +465,7 @@ class RemoteDatabase:
             except OverflowError:               # (an int past 64 bits: sent as it is)
                 pass
         if n == 1:
-            found = rows_found(self._ask(view, where, links[0], [
+            found = rows_found(self._ask(view, where, links[0], "read", [
                 [nodes[0], keys if ints is None else pack_keys(ints)]])[0])
             if len(found) != len(keys):
                 raise wire.ProtocolError("a read's answer: not one per key asked")
@@ -494,9 +496,10 @@ class RemoteDatabase:
         return rows_in_order(len(keys), parts)
 
     def _read_one(self, view: str, where: _Placement, key: Any,
-                  arity: int) -> list[list[tuple] | None]:
-        """``_read_at`` of one key (``lookup``): one request to one worker (None: a hole
-        of a partial reader)."""
+                  arity: int) -> list[tuple] | None:
+        """The rows of one key (``lookup``), None for a hole of a partial reader: one
+        ``get`` request to one worker (``reads.ReadServer``). Raises ``_Stale`` as
+        ``_read_at`` does."""
         nodes = where.nodes
         n = len(nodes)
         if n == 1:
@@ -505,8 +508,12 @@ class RemoteDatabase:
             s = key % n                    # (hashing.value_hash of an int is itself)
         else:
             s = self._shard(where, key, arity, n)
-        found = self._ask(view, where, cast(list[_Link], where.links)[s], [[nodes[s], [key]]])
-        return rows_found(found[0])
+        rows = self._ask(view, where, cast(list[_Link], where.links)[s], "get", nodes[s], key)
+        if rows is None:
+            return None
+        if type(rows) is not tuple:
+            raise wire.ProtocolError("a read's answer: expected rows")
+        return list(rows)
 
     @staticmethod
     def _shard(where: _Placement, k: Any, arity: int, n: int) -> int:
@@ -524,7 +531,7 @@ class RemoteDatabase:
         ``RECHECK_EVERY`` seconds while the controller places the view elsewhere."""
         if len(asks) == 1:
             ((link, groups),) = asks.items()
-            return {link: self._ask(view, where, link, groups)}
+            return {link: self._ask(view, where, link, "read", groups)}
         order = sorted(asks, key=lambda link: link.address)    # (one lock order: no deadlock)
         for link in order:
             link.lock.acquire()
@@ -568,15 +575,16 @@ class RemoteDatabase:
             raise _Stale(stale)
         return answers
 
-    def _ask(self, view: str, where: _Placement, link: _Link, groups: list[list[Any]]) -> Any:
-        """``_exchange`` with one worker: its answer to ``groups``, the same way."""
+    def _ask(self, view: str, where: _Placement, link: _Link, kind: str, *args: Any) -> Any:
+        """``_exchange`` with one worker: its answer to the request ``[kind, id,
+        *args]`` (``"read"``, groups; ``"get"``, node, key), the same way."""
         with link.lock:
             try:
                 conn = link.conn
                 if conn is None:
                     conn = link.conn = self._read_port(link.address)
                 rid = next(self._ids)
-                conn.send(["read", rid, groups])
+                conn.send([kind, rid, *args])
                 f = self._answer(view, where, link)
             except (OSError, wire.ProtocolError) as e:
                 link.drop()                      # (the worker is gone: ask where now)
@@ -944,8 +952,14 @@ class RemoteView(ViewFrames):
             if where.links is None:              # a worker without a read port
                 return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
             try:
-                out = (self._db._read_one(self.name, where, keys[0], self.key_arity) if one
-                       else self._db._read_at(self.name, where, keys, self.key_arity))
+                if one:
+                    found = self._db._read_one(self.name, where, keys[0], self.key_arity)
+                    if found is not None:
+                        out: list[list[tuple] | None] = [found]
+                        break
+                    out = [None]
+                else:
+                    out = self._db._read_at(self.name, where, keys, self.key_arity)
                 holes = [i for i, rows in enumerate(out) if rows is None]
                 if holes:           # a partial view's misses: upqueried by the controller
                     filled = self._db._call("lookup", self.name, [keys[i] for i in holes])

@@ -11,7 +11,10 @@ value, or an array for a view of several ``?``; or int keys as int64 bytes
 node, in order: a list of rows per key, or, for many int keys of a reader in the dense
 form (``Reader.dense_parts``), the same rows as columns (``pack_dense``: which keys hold
 a row, and each column's values, int64 and float64 ones as their bytes), which the
-client makes rows (``rows_found``) with no per-row work at the worker or in msgpack;
+client makes rows (``rows_found``) with no per-row work at the worker or in msgpack.
+A ``lookup`` is ``["get", id, node, key]``, answered ``["ok", id, rows]`` (the key's
+rows, None for a hole): no lists of groups and keys to make and check at either end.
+Any request may be answered
 ``["moved", id, message]`` when a node named is not
 hosted here or is down (being recovered): the client asks the controller where the
 node is now and sends again, or ``["error", id, error class name, message]``.
@@ -37,6 +40,20 @@ Invariants, and why:
   reads only for those queued while it was in a frame, one request each between
   frames; a read that finds the version even (no frame under way: the common case
   with the messages idle) costs the message thread nothing but the GIL it shares.
+- **A read is answered on its connection's thread**, under the seqlock above, not
+  handed to the message thread (only a read that finds a frame under way is): that is
+  safe because the read only reads (``Reader.lookup``, ``dense_parts``) and keeps its
+  answer only if no frame began or ended meanwhile. So a read costs one system call
+  to receive it and one to answer, and no thread hand-off.
+- **Many rows are made with the collector paused.** A client's answer of many keys
+  is a list and a tuple per key, all reachable until returned: made while Python's
+  cyclic collector runs, they are walked by a young collection every 700 and pushed
+  into the older generations, which then walk the whole heap every few such answers
+  (2-3× the client's CPU a key, measured). ``collector_paused`` disables it while they
+  are made (from ``PAUSE_GC_MIN`` keys) and enables it again, unless the caller had
+  disabled it: nothing goes uncollected, one young collection runs after instead of
+  dozens during. (It is process-wide: another thread's ``gc.disable()`` made during
+  those milliseconds is undone.)
 - **Read-after-wait.** ``db.wait()`` returns once every worker has processed every
   message relayed before its pings; a read sent after that reads state these messages
   made, as a read through the controller (a request queued behind them) did.
@@ -44,6 +61,8 @@ Invariants, and why:
 from __future__ import annotations
 
 import collections
+import contextlib
+import gc
 import logging
 import os
 import secrets
@@ -51,7 +70,7 @@ import socket
 import ssl
 import sys
 import threading
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -73,6 +92,11 @@ MAX_READ_CONNECTIONS = 256
 #: seconds a read found mid-frame waits for the message thread before trying again
 #: without it (the message thread may have gone idle just before the read was queued)
 RETRY_EVERY = 0.0005
+
+
+#: a client's answer of at least this many keys is made with Python's cyclic collector
+#: paused (``collector_paused``)
+PAUSE_GC_MIN = 512
 
 
 class NotHere(OperationalError):
@@ -134,6 +158,22 @@ class Reads:
                     raise req.error
                 return cast("list[Any]", req.result)
 
+    def answer_one(self, nid: str, key: Any) -> list[Any] | None:
+        """The rows of one key of reader ``nid`` (a ``lookup``; None: a hole of a
+        partial reader): ``answer`` of one group of one key under the same seqlock,
+        without the groups' lists; mid-frame, ``answer`` itself (which queues it)."""
+        before = self.version
+        if not before & 1:
+            try:
+                out = self._lookup_one(nid, key)
+            except Exception:
+                if self.version == before:
+                    raise               # (no frame meanwhile: a real error)
+            else:                       # (else mid-change, maybe: ``answer``)
+                if self.version == before:
+                    return out
+        return cast("list[Any] | None", self.answer(((nid, (key,)),))[0][0])
+
     def serve_pending(self) -> None:
         """Answer the reads queued so far (the message thread, between frames)."""
         pending = self.pending
@@ -174,6 +214,18 @@ class Reads:
                 out.append(op.lookup_many(keys) if found is None else pack_dense(*found))
         return out
 
+    def _lookup_one(self, nid: str, key: Any) -> list[Any] | None:
+        """``_lookup`` of one key: ``Reader.lookup``, what ``Reader.lookup_many`` calls
+        for one key."""
+        if not self.open:
+            raise NotHere("this worker has stopped")
+        d = self.domains.get(nid)
+        if d is None:
+            d = self.old.get(nid)
+        if d is None or not d.alive or d.node.kind != "reader" or nid in self.held:
+            raise NotHere(f"node {nid} is not served by this worker now")
+        return cast("list[Any] | None", cast("Reader", d.node.op).lookup(key))
+
     def keep_old(self) -> None:
         """The controller was lost (the worker's message thread has ended): its readers
         stay readable as they are, apart from the domains of the next controller (the
@@ -213,6 +265,21 @@ def pack_dense(hit: np.ndarray, parts: list[np.ndarray]) -> dict[str, Any]:
     return {"hit": hit.astype(np.uint8).tobytes(), "cols": cols}
 
 
+@contextlib.contextmanager
+def collector_paused(n: int) -> Iterator[None]:
+    """Python's cyclic collector paused while the answer of ``n`` keys is made (at
+    least ``PAUSE_GC_MIN``; where it was enabled), then enabled again (module
+    docstring)."""
+    if n < PAUSE_GC_MIN or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def rows_found(found: Any) -> list[list[tuple[Any, ...]] | None]:
     """A group's answer as the rows of each key (the client's side): from columns
     (``pack_dense``) or from lists of rows, None for a key a partial reader does not
@@ -221,11 +288,13 @@ def rows_found(found: Any) -> list[list[tuple[Any, ...]] | None]:
     if type(found) is not dict:
         if type(found) is not tuple:
             raise wire.ProtocolError("a read's answer: expected rows or columns")
-        return [None if rows is None else list(rows) for rows in found]
+        with collector_paused(len(found)):
+            return [None if rows is None else list(rows) for rows in found]
     hit, cols = _columns(found)
-    return cast("list[list[tuple[Any, ...]] | None]",
-                rows_by_key(hit, [column_list(c) if isinstance(c, np.ndarray) else c
-                                  for c in cols]))
+    with collector_paused(len(hit)):
+        return cast("list[list[tuple[Any, ...]] | None]",
+                    rows_by_key(hit, [column_list(c) if isinstance(c, np.ndarray) else c
+                                      for c in cols]))
 
 
 def _columns(found: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray | tuple[Any, ...]]]:
@@ -264,6 +333,12 @@ def rows_in_order(n: int, parts: Sequence[tuple[np.ndarray, Any]]
     in columns are put in key order as arrays (no Python step per key but the rows'
     making, ``rows_by_key``); else key by key. ``wire.ProtocolError`` for a malformed
     answer, or one of another length than its keys."""
+    with collector_paused(n):
+        return _rows_in_order(n, parts)
+
+
+def _rows_in_order(n: int, parts: Sequence[tuple[np.ndarray, Any]]
+                   ) -> list[list[tuple[Any, ...]] | None]:
     if not all(type(found) is dict for _, found in parts):
         out: list[list[tuple[Any, ...]] | None] = [[] for _ in range(n)]
         for at, found in parts:
@@ -360,6 +435,9 @@ class ReadServer:
         answer, recv = self.reads.answer, conn.recv
         while True:
             f = recv()
+            if type(f) is tuple and len(f) == 4 and f[0] == "get":
+                self._get(conn, f)
+                continue
             if type(f) is tuple and f and f[0] == "write":
                 self._write(conn, f)
                 continue
@@ -392,6 +470,23 @@ class ReadServer:
             conn.send(["error", rid, str(said[0]), str(said[1])])
         else:
             conn.send(["ok", rid, None])
+
+    def _get(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
+        """``["get", id, node, key]``, a ``lookup``: answered ``["ok", id, rows]`` (the
+        key's rows, None for a hole), or as a ``read`` is."""
+        rid, nid = f[1], f[2]
+        if type(rid) is not int or type(nid) is not str:
+            raise wire.ProtocolError('expected ["get", id, node, key]')
+        try:
+            rows = self.reads.answer_one(nid, f[3])
+        except NotHere as e:
+            conn.send(["moved", rid, str(e)])
+        except Error as e:
+            conn.send(["error", rid, type(e).__name__, str(e)])
+        except Exception as e:          # (a key the reader cannot take: unhashable, ...)
+            conn.send(["error", rid, "Error", f"{type(e).__name__}: {e}"])
+        else:
+            conn.send(["ok", rid, rows])
 
     def close(self) -> None:
         for sock in (self.sock, self.unix):

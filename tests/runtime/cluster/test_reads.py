@@ -4,6 +4,7 @@ threads, in process; then a real cluster against its controller path and DuckDB,
 SIGKILLed reader's worker, a stale placement and a wrong token."""
 from __future__ import annotations
 
+import gc
 import os
 import random
 import signal
@@ -19,9 +20,11 @@ import noria_py
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.reads import (
+    PAUSE_GC_MIN,
     NotHere,
     Reads,
     ReadServer,
+    collector_paused,
     pack_dense,
     pack_keys,
     rows_found,
@@ -43,6 +46,7 @@ class _Torn:
     def lookup(self, key):
         if self.during_read is not None:
             self.during_read()
+        hash(key)                        # (a key no reader can take: unhashable)
         return [("torn",)] if self.reads.version & 1 else [(key, "whole")]
 
     def lookup_many(self, keys):         # (what the worker calls: Reader's)
@@ -119,25 +123,69 @@ def test_reads_are_answered_under_a_stream_of_frames():
     assert got == [[[(k, "whole")]] for k in range(200)]
 
 
+def test_a_lookup_during_a_frame_waits_for_the_message_thread():
+    """``answer_one`` (a ``get``) keeps the seqlock's rule: mid-frame it is queued,
+    and answered between frames; a frame that starts during it makes it read again."""
+    reads, op = _reads_with_torn_reader()
+    reads.version = 1                          # the message thread is in a frame
+    got = []
+    t = threading.Thread(target=lambda: got.append(reads.answer_one("r", 7)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not reads.pending and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert reads.pending and not got           # queued, not answered from a torn state
+    reads.version = 2
+    reads.serve_pending()
+    t.join(10)
+    assert got == [[(7, "whole")]]
+
+    def frame_starts():
+        op.during_read = None
+        reads.version += 1
+
+    op.during_read = frame_starts
+    t = threading.Thread(target=lambda: got.append(reads.answer_one("r", 3)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not reads.pending and time.monotonic() < deadline:
+        time.sleep(0.001)
+    reads.version += 1
+    reads.serve_pending()
+    t.join(10)
+    assert got[1:] == [[(3, "whole")]]
+
+
 def test_only_readers_hosted_and_up_are_read():
     reads, _ = _reads_with_torn_reader()
     with pytest.raises(NotHere, match="n9"):
         reads.answer([("n9", (1,))])
+    with pytest.raises(NotHere, match="n9"):
+        reads.answer_one("n9", 1)
     reads.domains["r"].alive = False          # hosted, being recovered
     with pytest.raises(NotHere):
         reads.answer([("r", (1,))])
+    with pytest.raises(NotHere):
+        reads.answer_one("r", 1)
     reads.domains["r"].alive = True
     reads.held = {"r": []}                    # restored, its replay held: not yet read
     with pytest.raises(NotHere):
         reads.answer([("r", (1,))])
+    with pytest.raises(NotHere):
+        reads.answer_one("r", 1)
     reads.held = {}
     assert reads.answer([("r", (1,))]) == [[[(1, "whole")]]]
+    assert reads.answer_one("r", 1) == [(1, "whole")]
     reads.domains["b"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="base"))
     with pytest.raises(NotHere):
         reads.answer([("b", (1,))])
+    with pytest.raises(NotHere):
+        reads.answer_one("b", 1)
     reads.close()                              # the worker stopped
     with pytest.raises(NotHere, match="stopped"):
         reads.answer([("r", (1,))])
+    with pytest.raises(NotHere, match="stopped"):
+        reads.answer_one("r", 1)
 
 
 def _client(address, token):
@@ -160,11 +208,24 @@ def test_the_read_port_checks_the_token_and_the_requests():
         conn.send(["read", 3, [["r", pack_keys(np.array([6, -1, 2**40]))]]])   # (int64 bytes)
         assert conn.recv() == ("ok", 3, ((((6, "whole"),), ((-1, "whole"),),
                                           ((2**40, "whole"),)),))
+        conn.send(["get", 7, "r", 5])                  # a lookup: the key's rows
+        assert conn.recv() == ("ok", 7, ((5, "whole"),))
+        conn.send(["get", 8, "r", (5, 6)])             # (a key of several values)
+        assert conn.recv() == ("ok", 8, (((5, 6), "whole"),))
+        conn.send(["get", 9, "n9", 5])
+        assert conn.recv() == ("moved", 9, "node n9 is not served by this worker now")
+        conn.send(["get", 10, "r", {"a": 1}])          # (a key no reader takes)
+        assert conn.recv()[:3] == ("error", 10, "Error")
         conn.send(["read", 4, [["r", bytes(12)]]])    # not whole int64s: closed
         with pytest.raises(wire.ConnectionClosed):
             conn.recv()
         conn = _client(server.address, "tok")
         conn.send(["read", "x", []])          # malformed: the connection is closed
+        with pytest.raises(wire.ConnectionClosed):
+            conn.recv()
+        conn.close()
+        conn = _client(server.address, "tok")
+        conn.send(["get", "x", "r", 1])       # malformed: closed
         with pytest.raises(wire.ConnectionClosed):
             conn.recv()
         conn.close()
@@ -193,6 +254,45 @@ def test_an_answer_in_columns_gives_the_rows_of_each_key_and_refuses_a_malformed
                 {"hit": "x", "cols": ()}, [1]]:
         with pytest.raises(wire.ProtocolError):
             rows_found(bad)
+
+
+def test_a_large_answer_is_made_with_the_collector_paused():
+    """The rows of many keys (a list and a tuple each) are made without collections
+    of Python's cyclic collector (one young collection after, where several ran during),
+    which is enabled again after, or left disabled where the caller had disabled it."""
+    n = 4 * PAUSE_GC_MIN
+    found = _wire(pack_dense(np.ones(n, dtype=bool),
+                             [np.arange(n), np.array([str(i) for i in range(n)], dtype=object)]))
+    rows1 = _wire([[(i, str(i))] for i in range(n)])
+    half = np.arange(0, n, 2), np.arange(1, n, 2)
+    split = [(half[0], _wire(pack_dense(np.ones(n // 2, dtype=bool), [half[0]]))),
+             (half[1], _wire(pack_dense(np.ones(n // 2, dtype=bool), [half[1]])))]
+    collections = []
+
+    def seen(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1000, 10, 10)        # (a young collection every 1,000 objects made:
+    gc.callbacks.append(seen)             # 4 or more in the making of 2 n, none around it)
+    try:
+        for make in (lambda: rows_found(found), lambda: rows_found(rows1),
+                     lambda: rows_in_order(n, split)):
+            gc.collect()
+            collections.clear()
+            rows = make()
+            assert len(rows) == n and gc.isenabled()
+            assert len(collections) <= 1        # (one young collection after, at most)
+        assert rows[5] == [(5,)]
+        with collector_paused(PAUSE_GC_MIN - 1):     # (a small answer: not paused)
+            assert gc.isenabled()
+        gc.disable()
+        rows_found(found)
+        assert not gc.isenabled()              # (the caller's choice stays)
+    finally:
+        gc.enable()
+        gc.callbacks.remove(seen)
+        gc.set_threshold(*thresholds)
 
 
 def test_a_read_port_on_this_machine_is_read_on_its_unix_socket(monkeypatch):

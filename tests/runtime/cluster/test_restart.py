@@ -192,7 +192,7 @@ def test_the_log_lists_each_tables_batches_since_its_snapshot(tmp_path):
 
 
 def _reader(rows):
-    op = SimpleNamespace(dense_parts=lambda keys: None,
+    op = SimpleNamespace(dense_parts=lambda keys: None, lookup=lambda k: [(k, rows)],
                          lookup_many=lambda keys: [[(k, rows)] for k in keys])
     return SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader", op=op))
 
@@ -207,13 +207,18 @@ def test_old_readers_serve_until_the_next_controller_is_up():
     reads.keep_old()
     assert reads.domains is domains and not domains     # (the new worker's, empty)
     assert reads.answer([("n3", [1])]) == [[[(1, "old")]]]
+    assert reads.answer_one("n3", 1) == [(1, "old")]          # (a lookup's get)
     with pytest.raises(NotHere):
         reads.answer([("n4", [1])])                  # (only readers are kept)
+    with pytest.raises(NotHere):
+        reads.answer_one("n4", 1)
     domains["n9"] = _reader("new")
     assert reads.answer([("n9", [2]), ("n3", [2])]) == [[[(2, "new")]], [[(2, "old")]]]
     reads.drop_old()
     with pytest.raises(NotHere):
         reads.answer([("n3", [1])])
+    with pytest.raises(NotHere):
+        reads.answer_one("n3", 1)
     assert reads.answer([("n9", [3])]) == [[[(3, "new")]]]
 
 
