@@ -9,6 +9,11 @@ move everything that exists into the permanent generation (``gc.freeze``), keep 
 young generation small (700, the default: its collections stay in cache; a large one,
 tried first, made each young collection walk ~100,000 cold objects), and collect the
 oldest generation rarely. New cycles (there are few) are still collected.
+
+The engine leaves the policy to the user (``tune_gc``) with one scoped exception: a
+cluster client makes a large answer of ``lookup_many`` with the collector paused for
+those milliseconds, then enabled again unless the caller had disabled it
+(runtime/cluster/reads.py, ``collector_paused``: nothing goes uncollected).
 """
 from __future__ import annotations
 
