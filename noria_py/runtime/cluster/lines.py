@@ -42,8 +42,8 @@ resent from the logs, and the bases' writes from their histories; then the held
 messages go, in arrival order. Outputs of a node set back that its children had taken
 were sent after its point and come again from its re-execution, possibly numbered
 differently: those children are on the line too (their messages were orphans).
-``RecoveryReport.rolled_back`` lists the nodes set back, ``.checkpoint`` the first
-lost node's point, ``.replayed_messages`` the messages resent.
+``RecoveryReport.rolled_back`` lists the nodes set back, ``.checkpoint`` the point
+of the first lost node that has one, ``.replayed_messages`` the messages resent.
 
 What it refuses, it says: no line (a view created while a node was down: no point of
 the new nodes is consistent), an orphan, a checkpoint or log folded too far. Then the
@@ -397,7 +397,8 @@ class Lines:
             if n in plan.line and graph[n].kind == "reader":
                 for listener in list(rt.listeners.get(n, ())):
                     listener.lost(f"its view was rolled back by an {self.regime} recovery")
-        pt = plan.line.get(node_id)
+        # (the point of the first lost node that has one: a lost base has none)
+        pt = next((plan.line[n] for n in order if n in down and n in plan.line), None)
         return RecoveryReport(node=node_id, strategy=self.regime,
                               seconds=time.perf_counter() - start, replayed_messages=sends,
                               rows=rows, checkpoint=None if pt is None else pt.time,

@@ -1,0 +1,102 @@
+"""``noria-py serve --regime uncoordinated | cic`` (``runtime/cluster/lines.py``): a
+worker SIGKILLed mid-load, every view checked against DuckDB, and what the recovery
+line set back."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+import noria_py
+from noria_py.runtime.cluster.launch import Cluster
+from tests.runtime.cluster.test_cluster import SEEDS, _differential_with_kill
+
+
+def _lines(regime: str, seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1) -> list:
+    """The SIGKILL differential test (``_differential_with_kill``: random writes and
+    SQL over two tables, views created before and during the load, 1 or 2 shards;
+    odd seeds checkpoint at every message) in ``regime``, relay and direct channels;
+    each lost worker's recovery a recovery line (lineage only when there is none: a
+    view created while a node was down, which the report says)."""
+    reports = _differential_with_kill(
+        seed, monkeypatch, victims=victims, channels=("relay", "direct")[seed // 2 % 2],
+        extra=("--regime", regime))
+    assert {r.strategy for r in reports} <= {regime, "lineage"}, reports
+    for r in reports:
+        if r.strategy == "lineage":
+            assert r.fallback and "recovery line" in r.fallback, r
+    return reports
+
+
+def test_uncoordinated_sigkill_matches_duckdb(monkeypatch):
+    """Seed 0 (relay channels) in the default suite; the soak below runs the others."""
+    _lines("uncoordinated", 0, monkeypatch)
+
+
+def test_cic_sigkill_matches_duckdb(monkeypatch):
+    """Seed 3 (direct channels, a checkpoint at every message: forced ones too)."""
+    _lines("cic", 3, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("victims", [1, 2])
+@pytest.mark.parametrize("regime", ["uncoordinated", "cic"])
+def test_lines_sigkill_soak(regime, seed, victims, monkeypatch):
+    _lines(regime, seed, monkeypatch, victims)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("regime", ["uncoordinated", "cic"])
+def test_only_the_line_is_set_back(regime, monkeypatch):
+    """A lost worker hosting the COUNT's shards: the line sets back those and the nodes
+    below that took their output since their checkpoints, on the live worker too, but
+    not the sharder above them; the writes acknowledged while the worker was lost are
+    counted, and a subscription to the view set back ends."""
+    monkeypatch.setenv("NORIA_TUNING", "CHECKPOINT_EVERY=4")
+    with Cluster(workers=2, shards=2, channels="direct", extra=("--regime", regime)) as cluster:
+        db = noria_py.connect(cluster.url)
+        assert db.regime == regime
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+        want = Counter()
+
+        def write(n: int) -> None:
+            rows = [(i % 5, i) for i in range(n)]
+            db.table("t").insert(rows)
+            want.update(a for a, _ in rows)
+
+        for _ in range(10):
+            write(10)
+        db.wait()
+        graph = {n["id"]: n for n in db.graph()}
+        agg = next(n for n in graph.values() if n["kind"] == "aggregate")
+        sharder = next(n for n in graph.values() if n["kind"] == "sharder")
+        assert sharder["pid"] != agg["pid"]          # (neighbours apart: placement)
+        sub = db.subscribe("v")
+        next(sub)
+        os.kill(agg["pid"], signal.SIGKILL)
+        for _ in range(3):
+            write(7)                                 # acknowledged while it is lost
+        deadline = time.monotonic() + 30
+        while not db.recoveries() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        report = db.recover(agg["id"])
+        assert report.strategy == regime and report.automatic, report
+        assert agg["id"] in report.rolled_back and report.checkpoint is not None
+        assert sharder["id"] not in report.rolled_back
+        live = {n for n, g in graph.items() if g["pid"] != agg["pid"]}
+        assert live & set(report.rolled_back), report      # (the union below, set back)
+        assert report.replayed_messages > 0
+        write(5)
+        db.wait()
+        assert sorted(db.view("v").all()) == sorted(want.items())
+        reader = next(n for n in graph if graph[n]["kind"] == "reader")
+        if reader in report.rolled_back:
+            with pytest.raises(noria_py.SubscriptionError):
+                for _ in range(100):
+                    next(sub)
+        db.close()
