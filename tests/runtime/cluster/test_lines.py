@@ -100,3 +100,42 @@ def test_only_the_line_is_set_back(regime, monkeypatch):
                 for _ in range(100):
                     next(sub)
         db.close()
+
+
+@pytest.mark.slow
+def test_cic_every_checkpoint_is_on_a_consistent_line(monkeypatch):
+    """BCS's rule in a cluster (the controller in this process, its workers not): for
+    every index ``i`` of a checkpoint, the first checkpoint of each node at ``i`` or
+    above (a node with none: its state now) is a consistent line, so none is useless.
+    The sharder takes every vote, each COUNT shard half: the sharder's indices run
+    ahead, and only the forced checkpoints keep its children's lines consistent."""
+    from noria_py.runtime.cluster.server import Server
+    from noria_py.runtime.uncoordinated import orphan
+    monkeypatch.setenv("NORIA_TUNING", "CHECKPOINT_EVERY=2")
+    server = Server(port=0, workers=2, shards=2, channels="direct", regime="cic")
+    try:
+        db = server.db
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
+        for i in range(200):            # (one key a write: it goes to one shard)
+            db.table("vote").insert([(i % 7, i)])
+        db.wait()
+        rt = server.runtime
+        lines = rt.lines
+        assert lines is not None and lines.forced > 0
+        order = rt.graph.topological()
+        parents = {n: rt.graph[n].parents for n in order}
+        sources = {b: len(h) for b, h in rt.durable.items()}
+        current = lines._current(set())
+        with lines.lock:
+            points = {n: list(p) for n, p in lines.points.items()}
+        indices = sorted({p.index for ps in points.values() for p in ps})
+        assert len(indices) > 3
+        for i in indices:
+            line = {n: next(p for p in points[n] if p.index >= i) for n in order
+                    if any(p.index >= i for p in points.get(n, ()))}
+            assert orphan(order, parents, line, sources, current) is None, (i, line)
+        assert sorted(db.view("c").all()) == [(a, 29 if a < 4 else 28) for a in range(7)]
+    finally:
+        server.stopped.set()
+        server.close()
