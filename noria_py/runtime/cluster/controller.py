@@ -586,8 +586,9 @@ class ClusterRuntime(Runtime):
             # (the node's clock then: a parent lost with it restarts no later than this
             # checkpoint, which it then comes back from: ``recovery/treeclock.py``)
             held = wire.decode_array(clock)
-            if self.lines is not None:          # (folded below the lowest line)
-                stable = self.lines.stable(node, stable)
+            lines = getattr(self, "lines", None)
+            if lines is not None:               # (folded below the lowest line)
+                stable = lines.stable(node, stable)
             with self.store_lock:
                 store.put(node, time, dict(parents), form, change, full, stable, clock=held)
         elif f[0] == "ck_keep":

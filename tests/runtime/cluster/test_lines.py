@@ -11,7 +11,11 @@ from collections import Counter
 import pytest
 
 import noria_py
+from noria_py.batch import Batch
+from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
+from noria_py.runtime.cluster.lines import Lines
+from noria_py.runtime.messages import Indexed, Message
 from tests.runtime.cluster.test_cluster import SEEDS, _differential_with_kill
 
 
@@ -29,6 +33,37 @@ def _lines(regime: str, seed: int, monkeypatch: pytest.MonkeyPatch, victims: int
         if r.strategy == "lineage":
             assert r.fallback and "recovery line" in r.fallback, r
     return reports
+
+
+def test_a_cic_message_carries_its_index_on_the_wire():
+    """cic's index travels as a seventh field (any other message keeps six); a bad
+    one is a ProtocolError, as any malformed frame."""
+    b = Batch([(1, "a")], [1])
+    m = wire.decode_message(wire.encode_message(Indexed("n1", "n2", b, 3, None, 0, 7)))
+    assert isinstance(m, Indexed) and (m.src, m.dst, m.time, m.index) == ("n1", "n2", 3, 7)
+    assert list(m.batch.rows) == [(1, "a")]
+    plain = wire.encode_message(Message("n1", "n2", b, 3))
+    assert len(plain) == 6 and not isinstance(wire.decode_message(plain), Indexed)
+    for bad in (-1, "7", 1.5):
+        with pytest.raises(wire.ProtocolError, match="index"):
+            wire.decode_message([*plain, bad])
+
+
+def test_a_point_or_log_frame_is_checked():
+    """What the controller takes from a worker for its lines is checked first."""
+    lines = Lines(None, "uncoordinated")       # type: ignore[arg-type]  # (no runtime used)
+    lines.on_point(["pt", "n2", 4, {"n1": 3}, 0, False])
+    assert [(p.time, p.parent_times) for p in lines.points["n2"]] == [(4, {"n1": 3})]
+    for bad in (["pt", "n2", "4", {}, 0, False], ["pt", "n2", 4, [], 0, False],
+                ["pt", "n2", 4, {}, 0], ["pt", 2, 4, {}, 0, False]):
+        with pytest.raises(wire.ProtocolError, match="point"):
+            lines.on_point(bad)
+    lines.on_log([["n2", "n3", [], 5, None, 0]])
+    assert [t for t, _ in lines.logs[("n2", "n3")]] == [5]
+    with pytest.raises(wire.ProtocolError, match="logged"):
+        lines.on_log([["n2", "n3", [], "5", None, 0]])
+    with pytest.raises(noria_py.Error, match="no recovery lines"):
+        Lines(None, "coordinated")             # type: ignore[arg-type]
 
 
 def test_uncoordinated_sigkill_matches_duckdb(monkeypatch):
