@@ -174,3 +174,53 @@ def test_cic_every_checkpoint_is_on_a_consistent_line(monkeypatch):
     finally:
         server.stopped.set()
         server.close()
+
+
+@pytest.mark.slow
+def test_without_a_line_the_lost_nodes_are_rebuilt_by_lineage_and_it_says_so(monkeypatch):
+    """No line covering the graph (as after a view created while a node was down): the
+    lost worker's nodes are rebuilt by lineage, the report's ``fallback`` says why, the
+    views are right; every node then checkpoints at once, so the next loss has a line."""
+    from noria_py.runtime.cluster.server import Server
+    monkeypatch.setenv("NORIA_TUNING", "CHECKPOINT_EVERY=3")
+    server = Server(port=0, workers=2, shards=2, channels="relay", regime="uncoordinated")
+    try:
+        db = server.db
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+        want = Counter()
+
+        def write(n: int) -> None:
+            rows = [(i % 5, i) for i in range(n)]
+            db.table("t").insert(rows)
+            want.update(a for a, _ in rows)
+
+        for _ in range(10):
+            write(10)
+        db.wait()
+        lines = server.runtime.lines
+        assert lines is not None and lines.covered
+        lines.invalidate()
+        agg = next(n for n in db.graph() if n["kind"] == "aggregate")
+        db.fail(agg["id"])
+        write(7)
+        report = db.recover(agg["id"])
+        assert report.strategy == "lineage", report
+        assert report.fallback and "no uncoordinated recovery line" in report.fallback
+        db.wait()
+        assert sorted(db.view("v").all()) == sorted(want.items())
+        assert lines.covered                       # (every node checkpointed after)
+        write(5)
+        agg = next(n for n in db.graph() if n["kind"] == "aggregate")
+        db.fail(agg["id"])
+        write(3)
+        deadline = time.monotonic() + 30
+        while len(db.recoveries()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        report = db.recover(agg["id"])
+        assert report.strategy == "uncoordinated" and report.fallback is None, report
+        db.wait()
+        assert sorted(db.view("v").all()) == sorted(want.items())
+    finally:
+        server.stopped.set()
+        server.close()
