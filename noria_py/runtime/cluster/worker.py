@@ -50,6 +50,11 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   a change after a drain (``req_drain``), and its loss,
   ``["sub_lost", node, why]``; with direct channels no ``msg``, ``progress`` or
   ``trunc``, and ``["peer_lost", name]`` for a link that cannot be dialed or written
+- in the uncoordinated and cic regimes (``lines.py``): to the controller, each node
+  shard's points ``["pt", node, time, parent times, index, forced]`` (after the
+  checkpoint's ``ck`` frame) and, with direct channels, ``["log", [message, ...]]``,
+  a copy of what it emits, before the messages are routed; from the controller (cic)
+  ``["tick", write count]``; messages carry cic's index as a seventh field
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
