@@ -61,6 +61,9 @@ at its creation.
 
 Both regimes check the line they found before touching a node (``consistent``): a line
 with an orphan raises ``RecoveryError`` and leaves the nodes failed, never a wrong view.
+The lines are found and checked by module functions (``newest_line``, ``index_line``,
+``orphan``) over points and states given to them, so that a cluster's controller runs
+the same code over what its workers sent (``cluster/lines.py``).
 
 Garbage collection. The lowest line any failure can need is the one for every node
 failed at once (``lowest_line``): a line for fewer failures, or with more checkpoints,
