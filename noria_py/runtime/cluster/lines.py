@@ -375,6 +375,10 @@ class Lines:
                     sources[n] = len(rt.durable[n])
                 elif n in current:
                     sources[n] = current[n][0]
+                elif graph[n].kind == "values":
+                    # (a constant relation: it never sends, its time stays 0, its rows
+                    # are its definition; a child that saw more is an orphan: refused)
+                    sources[n] = 0
                 else:
                     return f"source {n} is down and has no write history"
         with self.lock:
@@ -428,6 +432,9 @@ class Lines:
             futs.append(rt.request(rt.worker_of(nid), "uc_roll_back", nid, pt.time,
                                    pt.parent_times, None if ck is None else encode_checkpoint(ck),
                                    pt.index))
+        for nid in order:
+            if nid in plan.touched and not rt.graph[nid].parents and nid not in rt.durable:
+                futs.append(rt.request(rt.worker_of(nid), "uc_source", nid))
         for f in futs:
             f.result(300)
         sends = rows = 0

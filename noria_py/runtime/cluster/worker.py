@@ -576,6 +576,13 @@ class Worker:
         if self.cic:
             self.sn[nid] = index
 
+    def req_uc_source(self, nid: str) -> None:
+        """A lost ``VALUES`` node back: its rows are its definition (a crash keeps
+        them), it never sends, its time is 0."""
+        d = self.domains[nid]
+        d.crash()
+        d.alive = True
+
     def req_uc_base(self, nid: str, seen: dict[str, int], start: int,
                     history: Sequence[Any]) -> int:
         """Base ``nid`` from its writes after ``start`` (parts sent before with
