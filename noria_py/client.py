@@ -1323,8 +1323,8 @@ class Database:
         with): wait for that, and return the report that covers ``node_id``."""
         self.runtime.wait_recovered()
         for r in reversed(self._recoveries):
-            if r.node == node_id or node_id in r.purged:
-                return r
+            if r.node == node_id or node_id in r.purged or node_id in r.rolled_back:
+                return r                 # (a rollback's report is about its first node)
         auto = [r for r in self._recoveries if r.automatic]
         if auto:
             return auto[-1]          # it came back with a neighbour's recovery

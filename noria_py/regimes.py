@@ -46,7 +46,7 @@ STRATEGIES = {
 }
 
 #: the regimes the cluster runtime does not offer yet
-EMBEDDED_ONLY = ("uncoordinated", "cic", "causal", "falkirk")
+EMBEDDED_ONLY = ("causal", "falkirk")
 
 
 def check(regime: Any, *, cluster: bool = False) -> str:
@@ -66,8 +66,8 @@ def check(regime: Any, *, cluster: bool = False) -> str:
                           f"(not built yet: {', '.join(NOT_BUILT)})")
     if cluster and regime in EMBEDDED_ONLY:
         raise RegimeError(f"regime {regime!r} is built for the embedded engine only, not "
-                          "for a cluster yet; use treeclock, lineage or coordinated with "
-                          "noria-py serve")
+                          "for a cluster yet; use treeclock, lineage, coordinated, "
+                          "uncoordinated or cic with noria-py serve")
     return regime
 
 

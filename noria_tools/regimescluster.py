@@ -11,7 +11,8 @@ is taken, the views then checked against counts kept here (every article; not ti
 Shown: medians of that time, of the controller's detection of the loss and of the
 recovery itself (``RecoveryReport.seconds``, summed over the reports of one loss), the
 nodes restarted or set back (the lost worker's, each alone with tree clocks; those
-lineage purged; every node in a rollback) and the messages resent. Three seconds pass between failures, for the next warm spare to join. A regime
+lineage purged; every node in a rollback; those the recovery line names in
+uncoordinated and cic) and the messages resent. Three seconds pass between failures, for the next warm spare to join. A regime
 the cluster does not offer is listed as such (``regimes.EMBEDDED_ONLY``).
 """
 from __future__ import annotations

@@ -24,3 +24,10 @@ class Message:
                                            # (treeclock.receive_path), when clocks are on
     low: int = 0           # piggybacked: every child of the sender has received its
                            # messages up to this time (lets receivers trim diff logs)
+
+
+@dataclass(slots=True)
+class Indexed(Message):
+    """A message with its sender's checkpoint index piggybacked (the cic regime,
+    ``uncoordinated.py``; in a cluster it travels as a seventh field)."""
+    index: int = 0

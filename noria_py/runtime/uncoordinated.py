@@ -61,6 +61,9 @@ at its creation.
 
 Both regimes check the line they found before touching a node (``consistent``): a line
 with an orphan raises ``RecoveryError`` and leaves the nodes failed, never a wrong view.
+The lines are found and checked by module functions (``newest_line``, ``index_line``,
+``orphan``) over points and states given to them, so that a cluster's controller runs
+the same code over what its workers sent (``cluster/lines.py``).
 
 Garbage collection. The lowest line any failure can need is the one for every node
 failed at once (``lowest_line``): a line for fewer failures, or with more checkpoints,
@@ -78,7 +81,8 @@ every operator from the tables, as the coordinated regime does.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import cast
 
@@ -91,21 +95,16 @@ from .checkpoints import CheckpointStore
 from .domain import Domain
 from .embedded import EmbeddedRuntime
 from .history import WriteHistory
-from .messages import Message
+from .messages import Indexed, Message
 
-__all__ = ["CICRuntime", "Indexed", "Point", "Rollback", "UncoordinatedRuntime"]
+__all__ = ["CICRuntime", "Indexed", "Point", "Rollback", "UncoordinatedRuntime", "index_line",
+           "newest_line", "orphan"]
 
 #: bytes a message carries for the cic regime: its sender's index, an int64
 INDEX_BYTES = 8
 #: cic: writes between the periodic local checkpoints of a node that has taken none
 #: (``CICRuntime.tick``), as often as the coordinated regime's epochs
 PERIOD = tuning.BARRIER_EVERY
-
-
-@dataclass(slots=True)
-class Indexed(Message):
-    """A message with its sender's checkpoint index piggybacked (the cic regime)."""
-    index: int = 0
 
 
 @dataclass
@@ -117,6 +116,94 @@ class Point:
     parent_times: dict[str, int]
     index: int = 0
     forced: bool = False
+
+
+def newest_line(order: Sequence[str], parents: Mapping[str, Sequence[str]],
+                points: Mapping[str, Sequence[Point]], sources: Mapping[str, int],
+                current: Mapping[str, tuple[int, Mapping[str, int]]],
+                down: AbstractSet[str]) -> dict[str, Point] | None:
+    """The newest consistent recovery line (the ``uncoordinated`` regime's, here and in
+    a cluster, ``cluster/lines.py``): parents first (``order`` is topological), each
+    node of ``down``, or without a ``current`` state, at its newest point (of
+    ``points``, oldest first) consistent with its parents' points; every other one at
+    its current state (time, last-seen times) if that is consistent, else as a node of
+    ``down``. ``sources``: each node without parents (a base: its writes, all of them:
+    it never rolls back). Returns the nodes set back and their points (the others stay
+    as they are), or None when some node has no point its parents' points reach."""
+    times: dict[str, int] = {}
+    line: dict[str, Point] = {}
+    for nid in order:
+        ps = parents[nid]
+        if not ps:
+            times[nid] = sources[nid]
+            continue
+        cur = current.get(nid)
+        if cur is not None and nid not in down and all(
+                cur[1].get(p, 0) <= times[p] for p in ps):
+            times[nid] = cur[0]
+            continue
+        pt = next((q for q in reversed(points.get(nid, ()))
+                   if all(q.parent_times.get(p, 0) <= times[p] for p in ps)), None)
+        if pt is None:
+            return None
+        line[nid] = pt
+        times[nid] = pt.time
+    return line
+
+
+def orphan(order: Sequence[str], parents: Mapping[str, Sequence[str]],
+           line: Mapping[str, Point], sources: Mapping[str, int],
+           current: Mapping[str, tuple[int, Mapping[str, int]]]) -> str | None:
+    """None if ``line`` (every node not on it at its ``current`` state) has no orphan
+    message: on every edge ``p -> c``, ``c`` has taken nothing ``p`` sent after its own
+    point; else the first edge with one (or a node with neither a point nor a state).
+    The check every recovery makes before touching a node."""
+    times: dict[str, int] = {}
+    for nid in order:
+        ps = parents[nid]
+        if not ps:
+            times[nid] = sources[nid]
+            continue
+        pt = line.get(nid)
+        cur = current.get(nid)
+        seen: Mapping[str, int]
+        if pt is not None:
+            at, seen = pt.time, pt.parent_times
+        elif cur is not None:
+            at, seen = cur
+        else:
+            return f"{nid} (no point)"
+        for p in ps:
+            if seen.get(p, 0) > times[p]:
+                return f"{p} -> {nid}"
+        times[nid] = at
+    return None
+
+
+def index_line(order: Sequence[str], parents: Mapping[str, Sequence[str]],
+               points: Mapping[str, Sequence[Point]],
+               failed: Iterable[str]) -> tuple[dict[str, Point], int | None]:
+    """The ``cic`` regime's line (here and in a cluster): each node at or below one of
+    ``failed`` at its first point of index ``i`` or more (none: it stays as it is),
+    ``i`` the smallest newest index among the failed nodes at or above it; and the
+    smallest such ``i``. Every failed node needs a point."""
+    failed = set(failed)
+    below: dict[str, int] = {}
+    line: dict[str, Point] = {}
+    for nid in order:
+        ps = parents[nid]
+        if not ps:
+            continue
+        found = [below[p] for p in ps if p in below]
+        if nid in failed:
+            found.append(points[nid][-1].index)
+        if not found:
+            continue
+        index = below[nid] = min(found)
+        pt = next((q for q in points.get(nid, ()) if q.index >= index), None)
+        if pt is not None:
+            line[nid] = pt
+    return line, min(below.values(), default=None)
 
 
 @dataclass
@@ -325,29 +412,18 @@ class UncoordinatedRuntime(EmbeddedRuntime):
         hist = self.durable.get(nid)
         return len(hist) if hist is not None else self.domains[nid].time
 
+    def current(self) -> dict[str, tuple[int, dict[str, int]]]:
+        """Each node's time and last-seen times as they stand (``newest_line``'s
+        ``current``)."""
+        return {n: (d.time, d.last_seen) for n, d in self.domains.items()}
+
     def _newest_line(self, down: set[str], live: bool = True) -> dict[str, Point] | None:
-        """Parents first, each node of ``down`` at its newest point consistent with its
-        parents', each other one at its current state if that is consistent, else as a
-        node of ``down`` (``live=False``: every node is down)."""
-        times: dict[str, int] = {}
-        line: dict[str, Point] = {}
-        for nid in self.order():
-            d = self.domains[nid]
-            parents = d.node.parents
-            if not parents:
-                times[nid] = self.source_time(nid)
-                continue
-            if live and nid not in down and all(
-                    d.last_seen.get(p, 0) <= times[p] for p in parents):
-                times[nid] = d.time
-                continue
-            pt = next((q for q in reversed(self.points[nid])
-                       if all(q.parent_times.get(p, 0) <= times[p] for p in parents)), None)
-            if pt is None:
-                return None
-            line[nid] = pt
-            times[nid] = pt.time
-        return line
+        """``newest_line`` over this runtime's nodes (``live=False``: every node is
+        down)."""
+        order = self.order()
+        return newest_line(order, {n: self.graph[n].parents for n in order}, self.points,
+                           {n: self.source_time(n) for n in order if not self.graph[n].parents},
+                           self.current() if live else {}, down)
 
     def recovery_line(self, down: set[str]) -> tuple[dict[str, Point], int | None]:
         """The nodes to set back and the point of each (the others stay as they are),
@@ -361,22 +437,11 @@ class UncoordinatedRuntime(EmbeddedRuntime):
 
     def consistent(self, line: dict[str, Point], live: bool = True) -> str | None:
         """None if ``line`` (the others at their current state) has no orphan message;
-        else the edge that has one."""
-        times: dict[str, int] = {}
-        for nid in self.order():
-            d = self.domains[nid]
-            if not d.node.parents:
-                times[nid] = self.source_time(nid)
-                continue
-            pt = line.get(nid)
-            if pt is None and not live:
-                return f"{nid} (no point)"
-            seen = pt.parent_times if pt is not None else d.last_seen
-            for p in d.node.parents:
-                if seen.get(p, 0) > times[p]:
-                    return f"{p} -> {nid}"
-            times[nid] = pt.time if pt is not None else d.time
-        return None
+        else the edge that has one (``orphan``)."""
+        order = self.order()
+        return orphan(order, {n: self.graph[n].parents for n in order}, line,
+                      {n: self.source_time(n) for n in order if not self.graph[n].parents},
+                      self.current() if live else {})
 
     def rollback(self, rebuild: Callable[[set[str]], None]) -> Rollback:
         """Bring every failed node back: along a recovery line (the nodes it names set
@@ -547,26 +612,10 @@ class CICRuntime(UncoordinatedRuntime):
             self.take(d, forced=True, index=index)
 
     def _index_line(self, failed: Iterable[str]) -> tuple[dict[str, Point], int | None]:
-        """Each node at or below one of ``failed`` at its first point of index ``i`` or
-        more (none: it stays as it is), ``i`` the smallest newest index among the failed
-        nodes at or above it; and the smallest such ``i``."""
-        failed = set(failed)
-        below: dict[str, int] = {}
-        line: dict[str, Point] = {}
-        for nid in self.order():
-            node = self.graph[nid]
-            if not node.parents:
-                continue
-            found = [below[p] for p in node.parents if p in below]
-            if nid in failed:
-                found.append(self.points[nid][-1].index)
-            if not found:
-                continue
-            index = below[nid] = min(found)
-            pt = next((q for q in self.points[nid] if q.index >= index), None)
-            if pt is not None:
-                line[nid] = pt
-        return line, min(below.values(), default=None)
+        """``index_line`` over this runtime's nodes."""
+        order = self.order()
+        return index_line(order, {n: self.graph[n].parents for n in order}, self.points,
+                          failed)
 
     def lowest_line(self) -> dict[str, Point] | None:
         ops = [n for n in self.order() if self.graph[n].parents]

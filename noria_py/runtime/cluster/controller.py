@@ -68,6 +68,8 @@ from ..messages import Message
 from . import wire
 from .epochs import Epochs
 from .errors import NodeDown, WorkerLost
+from .lines import REGIMES as LINE_REGIMES
+from .lines import Lines
 from .placement import Launched, Launcher, ProcessLauncher
 from .remote_ops import RemoteOp
 from .restart import ClusterState
@@ -221,8 +223,11 @@ class ClusterRuntime(Runtime):
         #: the coordinated regime's epochs (None: another regime)
         self.epochs: Epochs | None = (Epochs(self, barrier_every)
                                       if strategy == "coordinated" else None)
+        #: the uncoordinated and cic regimes' points and logs (None: another regime)
+        self.lines: Lines | None = Lines(self, strategy) if strategy in LINE_REGIMES else None
         self.store: CheckpointStore | None = (CheckpointStore() if self.checkpoints
-                                              or self.epochs is not None else None)
+                                              or self.epochs is not None
+                                              or self.lines is not None else None)
         self.store_lock = threading.Lock()
         self.shards = shards
         self.target = workers
@@ -359,7 +364,9 @@ class ClusterRuntime(Runtime):
         # workers may still hold lower ones, restart.py)
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels,
                    self.first_number, self.rejoin_timeout,
-                   "coordinated" if self.epochs is not None else "treeclock", self.writes])
+                   "coordinated" if self.epochs is not None
+                   else self.lines.regime if self.lines is not None else "treeclock",
+                   self.writes])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -472,6 +479,8 @@ class ClusterRuntime(Runtime):
                 self.epochs.take(whole=True)
             except Error as e:
                 log.warning("no epoch of the kept nodes yet: %s", e)
+        if self.lines is not None and not self.lines.checkpoint_all():
+            log.warning("no checkpoint of every kept node yet: the next loss is lineage's")
 
     def held_reports(self, timeout: float) -> dict[str, dict[str, Any]]:
         """What each worker that dialed back held under the controller before, by its
@@ -569,6 +578,11 @@ class ClusterRuntime(Runtime):
                     self._accepted(w, f)
                 elif op in ("ck", "ck_keep", "ck_drop"):
                     self._checkpoint_frame(f)
+                elif op == "pt" and self.lines is not None:
+                    self.lines.on_point(f)
+                elif op == "log" and self.lines is not None and len(f) == 2 \
+                        and isinstance(f[1], (list, tuple)):
+                    self.lines.on_log(f[1])
                 elif op in ("sub", "sub_lost"):
                     self._listened(f)
                 elif op == "peer_lost":
@@ -730,6 +744,9 @@ class ClusterRuntime(Runtime):
             # (the node's clock then: a parent lost with it restarts no later than this
             # checkpoint, which it then comes back from: ``recovery/treeclock.py``)
             held = wire.decode_array(clock)
+            lines = getattr(self, "lines", None)
+            if lines is not None:               # (folded below the lowest line)
+                stable = lines.stable(node, stable)
             with self.store_lock:
                 store.put(node, time, dict(parents), form, change, full, stable, clock=held)
         elif f[0] == "ck_keep":
@@ -772,6 +789,8 @@ class ClusterRuntime(Runtime):
             self._lose(w)
 
     def _relay(self, dst: str, frame: Frame) -> None:
+        if self.lines is not None and frame[0] == "msg" and frame[2][0] not in self.durable:
+            self.lines.on_log([frame[2]])       # (a base's log is its write history)
         with self.lock:
             if dst in self.up:
                 self.workers[self.placement[dst]].put(frame)
@@ -1002,6 +1021,8 @@ class ClusterRuntime(Runtime):
                 self.store.drop(node_id)
         if self.epochs is not None:
             self.epochs.forget(node_id)
+        if self.lines is not None:
+            self.lines.forget(node_id)
 
     def refresh_clocks(self) -> None:
         if self.clocks:
@@ -1023,6 +1044,10 @@ class ClusterRuntime(Runtime):
             # path: no delta can say what changed); a node down: none covers it
             if not self.epochs.take(whole=True):
                 self.epochs.invalidate()
+        if self.lines is not None and fresh:
+            # every node at once, on the graph as it now stands (a node down: none
+            # covers the new nodes, and the next recovery is lineage's)
+            self.lines.checkpoint_all()
 
     # ------------------------------------------------------------ writes
 
@@ -1031,6 +1056,8 @@ class ClusterRuntime(Runtime):
         base node gets it now, or from the history if its worker is being replaced."""
         if self.epochs is not None and self.adopting is None:
             self.epochs.before_write()        # (an epoch first, when one is due)
+        if self.lines is not None and self.adopting is None:
+            self.lines.before_write()         # (cic's tick, garbage collection)
         st = self.storage
         if st is not None and st.generation != self.anchored_gen:
             # the log was snapshotted: its batches so far are folded, so anchor every
@@ -1444,6 +1471,16 @@ class ClusterRuntime(Runtime):
             reports = []
             leftover = []
             todo = order
+            refused: str | None = None
+            if self.lines is not None and order:
+                got = self.lines.roll_back(order[0])
+                if isinstance(got, str):          # (nothing touched yet)
+                    refused = f"no {self.lines.regime} recovery line: {got}"
+                    log.warning("%s: lineage for %s", refused, order)
+                    self.lines.invalidate()
+                else:
+                    reports.append(got)
+                    todo = []
             if self.epochs is not None and order:
                 why = self.epochs.refusal()
                 if why is None:
@@ -1484,6 +1521,11 @@ class ClusterRuntime(Runtime):
                 finally:
                     self.resets = []
                 self._release()
+            if refused is not None:
+                for report in reports:
+                    report.fallback = refused
+                if self.lines is not None and not self.lines.covered:
+                    self.lines.checkpoint_all()   # (a line again for the next loss)
             for report in reports:
                 report.automatic = True
                 # a cluster's own fields, beyond RecoveryReport's (sent with the rest of

@@ -199,8 +199,10 @@ class Server:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         coordinated: an epoch of snapshots every ``barrier_every`` writes (default
-        ``tuning.BARRIER_EVERY``), a rollback of every node (``epochs.py``); the others
-        are refused (``regimes.EMBEDDED_ONLY``: built for the embedded engine only).
+        ``tuning.BARRIER_EVERY``), a rollback of every node (``epochs.py``);
+        uncoordinated and cic: local checkpoints, logs and recovery lines
+        (``lines.py``); the others are refused (``regimes.EMBEDDED_ONLY``: built for
+        the embedded engine only).
         ``ray``: run the workers as Ray actors (``placement.py``): ``"local"`` starts a
         Ray instance for this server's lifetime, anything else is a running Ray
         cluster's address (``"auto"``: the one this machine belongs to).
@@ -231,9 +233,9 @@ class Server:
                     raise ArgumentError(f"--writes worker needs {why} (not built yet)")
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
-        if regime == "coordinated":
-            clocks, checkpoints, strategy = False, False, "coordinated"
-        elif barrier_every is not None:
+        if regime in ("coordinated", "uncoordinated", "cic"):
+            clocks, checkpoints, strategy = False, False, regime
+        if regime != "coordinated" and barrier_every is not None:
             raise ArgumentError("--barrier-every sets how often the coordinated regime "
                                 "checkpoints; serve --regime coordinated")
         if barrier_every is not None and (type(barrier_every) is not int or barrier_every < 1):
@@ -241,7 +243,7 @@ class Server:
                                 f"more), got {barrier_every!r}")
         if host not in LOOPBACK and not token:
             raise ArgumentError(f"binding {host} (not loopback) needs a shared secret: pass --token")
-        if strategy not in ("treeclock", "lineage") and regime != "coordinated":
+        if strategy not in ("treeclock", "lineage") and strategy != regime:
             raise ArgumentError(f"a cluster recovers with 'treeclock' or 'lineage', not {strategy!r}")
         if workers < 1:
             raise ArgumentError(f"a cluster needs at least one worker, got {workers}")
@@ -858,9 +860,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--regime", default="treeclock",
                    help="the fault-tolerance regime (docs/regimes.md): treeclock (default), "
                         "lineage (no clocks or checkpoints, recovery by lineage) or "
-                        "coordinated (epochs of snapshots, every node rolls back); "
-                        "uncoordinated, cic, causal and falkirk are built for the "
-                        "embedded engine only")
+                        "coordinated (epochs of snapshots, every node rolls back), "
+                        "uncoordinated or cic (local checkpoints and logs, only the "
+                        "recovery line rolls back); causal and falkirk are built for "
+                        "the embedded engine only")
     p.add_argument("--barrier-every", dest="barrier_every", type=int, default=None,
                    metavar="WRITES", help="with --regime coordinated: writes between "
                                           "epochs (default 128)")

@@ -35,7 +35,7 @@ from ...ops.state import CountsDelta, DenseCounts
 from ...storage.codec import DecodeError, Packer, packb, unpackb
 from ...tls import accept as tls_accept
 from ..checkpoints import Checkpoint, Entries, InputDelta
-from ..messages import Message
+from ..messages import Indexed, Message
 
 __all__ = [
     "MAX_FRAME", "ProtocolError", "ConnectionClosed", "AuthError", "Connection", "Admission",
@@ -484,12 +484,24 @@ def decode_batch(obj: Any) -> Batch:
 
 
 def encode_message(msg: Message) -> list[Any]:
+    """A message as a list; the cic regime's ``Indexed`` with its index as a seventh
+    field."""
+    if isinstance(msg, Indexed):
+        return [msg.src, msg.dst, encode_batch(msg.batch), msg.time, msg.clock, msg.low,
+                msg.index]
     return [msg.src, msg.dst, encode_batch(msg.batch), msg.time, msg.clock, msg.low]
 
 
 def decode_message(obj: Any) -> Message:
-    if not (isinstance(obj, (tuple, list)) and len(obj) == 6):
-        raise ProtocolError("a message must be [src, dst, batch, time, clock, low]")
+    if not (isinstance(obj, (tuple, list)) and len(obj) in (6, 7)):
+        raise ProtocolError("a message must be [src, dst, batch, time, clock, low] "
+                            "(and, in the cic regime, index)")
+    if len(obj) == 7:
+        index = obj[6]
+        if type(index) is not int or index < 0:
+            raise ProtocolError("a message's index must be an integer, 0 or more")
+        m = decode_message(obj[:6])
+        return Indexed(m.src, m.dst, m.batch, m.time, m.clock, m.low, index)
     src, dst, batch, time, clock, low = obj
     if not (type(src) is str and type(dst) is str and type(time) is int and type(low) is int):
         raise ProtocolError("a message's src and dst must be strings, its time and low integers")

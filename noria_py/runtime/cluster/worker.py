@@ -50,6 +50,11 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   a change after a drain (``req_drain``), and its loss,
   ``["sub_lost", node, why]``; with direct channels no ``msg``, ``progress`` or
   ``trunc``, and ``["peer_lost", name]`` for a link that cannot be dialed or written
+- in the uncoordinated and cic regimes (``lines.py``): to the controller, each node
+  shard's points ``["pt", node, time, parent times, index, forced]`` (after the
+  checkpoint's ``ck`` frame) and, with direct channels, ``["log", [message, ...]]``,
+  a copy of what it emits, before the messages are routed; from the controller (cic)
+  ``["tick", write count]``; messages carry cic's index as a seventh field
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
@@ -104,7 +109,8 @@ from ..checkpoints import Entries, InputDelta
 from ..checkpoints import delta as checkpoint_delta
 from ..checkpoints import load as checkpoint_load
 from ..domain import Domain, graph_clocks
-from ..messages import Message
+from ..messages import Indexed, Message
+from ..uncoordinated import PERIOD
 from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
@@ -211,9 +217,19 @@ class Worker:
         #: the coordinated regime (``epochs.py``): the domains snapshot when the
         #: controller asks (``req_epoch``), never on their own
         self.coordinated = regime == "coordinated"
+        #: the uncoordinated and cic regimes (``lines.py``): each domain checkpoints on
+        #: its own and sends its point; with direct channels, a copy of every message
+        #: (a base's aside) goes to the controller's logs
+        self.uc = regime in ("uncoordinated", "cic")
+        self.cic = regime == "cic"
+        #: (uc) per domain: [messages, rows] taken since its last checkpoint
+        self.since: dict[str, list[int]] = {}
+        #: (cic) per domain: its checkpoint index; the controller's write count
+        self.sn: dict[str, int] = {}
+        self.clock = 0
         #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
         self.store = (RemoteStore(conn.send) if clocks and checkpoints or self.coordinated
-                      else None)
+                      or self.uc else None)
         #: per base hosted here, the last trim point of its history sent (``"hlow"``)
         self.history_lows: dict[str, int] = {}
         self.tc: TreeClocks | None = None
@@ -394,6 +410,14 @@ class Worker:
 
     def emit(self, msgs: Iterable[Message]) -> None:
         if self.direct:
+            if self.uc:
+                # (the controller's log first: it has every message a receiver may
+                # take before the sender's next point, lines.py)
+                msgs = list(msgs)
+                nodes = self.graph.nodes
+                logged = [encode_message(m) for m in msgs if nodes[m.src].kind != "base"]
+                if logged:
+                    self.send(["log", logged])
             route = self.route
             for m in msgs:
                 route(m.dst, ["msg", m.dst, m])
@@ -453,6 +477,9 @@ class Worker:
             d.check_incoming(m)
         except (Error, TreeClockError) as e:       # as malformed as a frame decode refuses
             raise wire.ProtocolError(f"message {m.src} -> {m.dst}: {e}") from None
+        if self.uc:
+            self._uc_handle(d, m)
+            return
         before = d.time
         out = d.handle(m)
         if d.time == before:
@@ -467,6 +494,144 @@ class Worker:
             if d.store is not None and d.checkpoint_due():
                 d.checkpoint()
             self.report_progress(d)
+
+    # ------------------------------------------------------------ uncoordinated, cic
+
+    def _uc_handle(self, d: Domain, m: Message) -> int:
+        """``m`` taken by ``d`` in the uncoordinated and cic regimes (``lines.py``): a
+        forced checkpoint first if ``m``'s index is higher than ``d``'s (cic), its
+        output tagged with ``d``'s index (cic), a local checkpoint when due; the rows
+        taken (0: a duplicate)."""
+        if m.time <= d.last_seen.get(m.src, 0):
+            return 0
+        nid = d.id
+        if self.cic:
+            index = m.index if isinstance(m, Indexed) else 0
+            if index > self.sn.get(nid, 0):
+                self._uc_take(d, forced=True, index=index)
+        out = d.handle(m)
+        if out:
+            if self.cic:
+                sn = self.sn.get(nid, 0)
+                out = [Indexed(o.src, o.dst, o.batch, o.time, o.clock, o.low, sn) for o in out]
+            self.emit(out)
+        since = self.since.get(nid)
+        if since is None:
+            since = self.since[nid] = [0, 0]
+        since[0] += 1
+        since[1] += len(m.batch)
+        if since[0] >= tuning.CHECKPOINT_EVERY or since[1] >= tuning.CHECKPOINT_ROWS:
+            self._uc_take(d)
+        return len(m.batch)
+
+    def _uc_take(self, d: Domain, forced: bool = False, index: int | None = None,
+                 whole: bool = False) -> None:
+        """A checkpoint of ``d``: its state's change (``whole``: all of it) to the
+        store on the controller, then its point (time, last-seen times, index)."""
+        nid = d.id
+        if self.cic:
+            self.sn[nid] = (max(self.sn.get(nid, 0) + 1, self.clock) if index is None
+                            else index)
+        store = self.store
+        if d.store is not None and store is not None:
+            op = d.node.op
+            full = whole or not store.has(nid)
+            change = checkpoint_delta(op, full, d.ck_inputs or [])
+            if d.ck_inputs is not None:
+                d.ck_inputs = []
+            store.put(nid, d.time, d.last_seen, cast(str, op.checkpoint_form), change, full, -1)
+        d.ck_messages = d.ck_rows = 0
+        self.since[nid] = [0, 0]
+        self.send(["pt", nid, d.time, dict(d.last_seen), self.sn.get(nid, 0), forced])
+
+    def tick(self, clock: int) -> None:
+        """cic: the controller's write count; a live node whose index lags it by
+        ``PERIOD`` writes takes a local checkpoint (``CICRuntime.tick``)."""
+        self.clock = max(self.clock, clock)
+        for nid, d in self.domains.items():
+            if d.node.parents and d.alive and nid not in self.holding \
+                    and self.sn.get(nid, 0) <= clock - PERIOD:
+                self._uc_take(d)
+
+    def req_uc_checkpoint_all(self, index: int) -> int:
+        """Every live node shard with parents checkpoints whole (the graph is quiet;
+        cic: at ``index``); points go before the answer."""
+        n = 0
+        for nid, d in self.domains.items():
+            if d.alive and d.node.parents and nid not in self.holding:
+                self._uc_take(d, index=index if self.cic else None, whole=True)
+                n += 1
+        return n
+
+    def req_uc_state(self, nids: Sequence[str]) -> dict[str, Any]:
+        """Each live node's time and last-seen times (a recovery line's current state)."""
+        out: dict[str, Any] = {}
+        for nid in nids:
+            d = self.domains.get(nid)
+            if d is not None and d.alive:
+                out[nid] = [d.time, dict(d.last_seen)]
+        return out
+
+    def req_uc_hold(self, nids: Sequence[str]) -> None:
+        """Hold what comes for these nodes until ``release`` (direct channels)."""
+        for nid in nids:
+            self.holding.setdefault(nid, [])
+
+    def req_uc_roll_back(self, nid: str, at: int, last_seen: dict[str, int], checkpoint: Any,
+                         index: int) -> None:
+        """Node shard ``nid`` (not a base) back to its point: its state the checkpoint
+        of ``at`` (a stateful one), its time and last-seen times the point's; what was
+        held for it dropped (from an incarnation set back or lost), what comes until
+        ``release`` held."""
+        if self.direct:
+            self.holding[nid] = []
+        self.pending.pop(nid, None)
+        self.early.pop(nid, None)
+        d = self.domains[nid]
+        d.crash()
+        if checkpoint is not None:
+            checkpoint_load(d.node.op, decode_checkpoint(checkpoint))
+            if self.store is not None:
+                self.store.keep_upto(nid, at)   # (the next checkpoint: a delta from it)
+        elif d.store is not None:
+            raise Error(f"node {nid} set back without its checkpoint")
+        d.time = at
+        d.last_seen = dict(last_seen)
+        d.alive = True
+        self.since[nid] = [0, 0]
+        if self.cic:
+            self.sn[nid] = index
+
+    def req_uc_source(self, nid: str) -> None:
+        """A lost ``VALUES`` node back: its rows are its definition (a crash keeps
+        them), it never sends, its time is 0."""
+        d = self.domains[nid]
+        d.crash()
+        d.alive = True
+
+    def req_uc_base(self, nid: str, seen: dict[str, int], start: int,
+                    history: Sequence[Any]) -> int:
+        """Base ``nid`` from its writes after ``start`` (parts sent before with
+        ``base_history``, then ``history``): it resends each child named in ``seen``
+        the writes after that child's time."""
+        self.holding.pop(nid, None)
+        d = self.domains[nid]
+        d.crash()
+        writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
+        sends = d.write_history(writes, dict(seen), start, start)
+        self.emit(sends)
+        return len(sends)
+
+    def req_uc_replay(self, nid: str, msgs: Sequence[Any]) -> list[int]:
+        """Logged messages resent to ``nid`` (held meanwhile), taken now, in order:
+        [messages, rows]."""
+        d = self.domains[nid]
+        rows = 0
+        for raw in msgs:
+            m = decode_message(raw)
+            d.check_incoming(m)
+            rows += self._uc_handle(d, m)
+        return [len(msgs), rows]
 
     def _fill(self, m: Fill) -> None:
         """A fill at node ``m.dst`` of its chain (partial.py): computed from its state
@@ -823,7 +988,7 @@ class Worker:
     def req_settle(self, nid: str, parents: dict[str, tuple[int, Any, bool]]) -> None:
         d = self.domains[nid]
         d.settle({p: (t, wire.decode_array(c), fresh) for p, (t, c, fresh) in parents.items()})
-        if d.store is not None and not self.coordinated:
+        if d.store is not None and not self.coordinated and not self.uc:
             # its first checkpoint: the state it was filled with (coordinated: the
             # controller's whole epoch after the change, ``epochs.py``)
             d.store.drop(nid)
@@ -1081,6 +1246,8 @@ class Worker:
             self.links.peers.update({n: (a[0], a[1]) for n, a in f[1].items()})
         elif op == "release":
             self.release(list(f[1]))
+        elif op == "tick":
+            self.tick(int(f[1]))
         elif op == "retire":
             self.reads.drop_old()
         elif op == "adopt":
