@@ -6,10 +6,11 @@ these trees into dataflow graphs; nothing here knows about the engine.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Union
 
-from .expr import Expr
+from .expr import Call, Col, Expr
 from .types import ColumnInfo, SqlType, TableSchema
 
 # ---------------------------------------------------------------- relations
@@ -209,6 +210,30 @@ class Query:
     @property
     def visible(self) -> int:
         return len(self.names)
+
+
+def divides(rel: object) -> bool:
+    """Whether a plan (a relation or an expression) divides as PostgreSQL does anywhere
+    (``pgdiv``/``pgmod``: the ``pg`` front end's ``/`` and ``%``), found without
+    recursion: views over views nest deep. The planner's division-by-zero rules
+    (noria_py/planner/poison.py) and the front end's range parameters (select.py)
+    both ask it."""
+    todo: list[object] = [rel]
+    seen: set[int] = set()
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Call):
+            if x.op in ("pgdiv", "pgmod"):
+                return True
+            todo.extend(x.args)
+        elif isinstance(x, tuple):
+            todo.extend(x)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, (Col, type)):
+            todo.extend(getattr(x, f.name) for f in dataclasses.fields(x))
+    return False
 
 
 def plan_depth(rel: Rel) -> int:

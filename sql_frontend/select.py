@@ -26,7 +26,6 @@ The clauses' machinery lives in modules of its own: ``from_clause`` (FROM items)
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -35,7 +34,7 @@ from sqlglot import exp
 from .aggregates import Post, aggregate, has_aggref
 from .catalog import Catalog
 from .errors import SqlError, UnknownTableError
-from .expr import Call, Col, Expr
+from .expr import Col, Expr
 from .from_clause import from_items, visible_rel
 from .joins import FromItem, Layout, and_parts, filtered, join_items
 from .plan import (
@@ -50,6 +49,7 @@ from .plan import (
     TopK,
     Union_,
     Values,
+    divides,
 )
 from .resolve import Context, Scope, check_clauses
 from .scalar import (
@@ -137,27 +137,6 @@ def rangeable(node: exp.Expr, catalog: Catalog | None) -> bool:
         if view is not None and divides(view.root):
             return False
     return True
-
-
-def divides(rel: object) -> bool:
-    """Whether a plan (a relation or an expression) divides as PostgreSQL does
-    anywhere (a loop: views over views nest deep)."""
-    todo: list[object] = [rel]
-    seen: set[int] = set()
-    while todo:
-        x = todo.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if isinstance(x, Call):
-            if x.op in ("pgdiv", "pgmod"):
-                return True
-            todo.extend(x.args)
-        elif isinstance(x, tuple):
-            todo.extend(x)
-        elif dataclasses.is_dataclass(x) and not isinstance(x, (Col, type)):
-            todo.extend(getattr(x, f.name) for f in dataclasses.fields(x))
-    return False
 
 
 def _column(node: exp.Expr | None) -> bool:

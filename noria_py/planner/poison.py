@@ -43,27 +43,7 @@ from collections.abc import Callable
 
 from sql_frontend import plan as lp
 from sql_frontend.expr import Call, Col
-
-
-def divides(rel: object) -> bool:
-    """Whether ``rel`` (a relation or an expression) or anything under it divides as
-    PostgreSQL does (without recursion: views over views nest deep)."""
-    todo: list[object] = [rel]
-    seen: set[int] = set()
-    while todo:
-        x = todo.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if isinstance(x, Call):
-            if x.op in ("pgdiv", "pgmod"):
-                return True
-            todo.extend(x.args)
-        elif isinstance(x, tuple):
-            todo.extend(x)
-        elif dataclasses.is_dataclass(x) and not isinstance(x, (Col, type)):
-            todo.extend(getattr(x, f.name) for f in dataclasses.fields(x))
-    return False
+from sql_frontend.plan import divides
 
 
 def keep_key_columns(query: lp.Query) -> tuple[lp.Rel, int | None]:

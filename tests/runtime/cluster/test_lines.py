@@ -71,9 +71,11 @@ def test_uncoordinated_sigkill_matches_duckdb(monkeypatch):
     _lines("uncoordinated", 0, monkeypatch)
 
 
+@pytest.mark.slow
 def test_cic_sigkill_matches_duckdb(monkeypatch):
     """Seed 2 (direct channels); the odd seeds of the soak checkpoint at every message
-    (forced checkpoints too)."""
+    (forced checkpoints too). Slow, for the default suite's time: it runs the
+    uncoordinated regime's cluster test, and cic's index on the wire below."""
     _lines("cic", 2, monkeypatch)
 
 
