@@ -392,6 +392,22 @@ def _check_request(f: Any) -> tuple[int, tuple[Any, ...]]:
                              "bytes], ...]]")
 
 
+def _send_answer(conn: wire.Connection, rid: int, read: Callable[..., Any],
+                 *args: Any) -> None:
+    """``read(*args)``'s answer to request ``rid``: ``["ok", rid, rows]``, ``["moved",
+    rid, why]`` (not hosted here, or down), or ``["error", rid, class name, message]``."""
+    try:
+        rows = read(*args)
+    except NotHere as e:
+        conn.send(["moved", rid, str(e)])
+    except Error as e:
+        conn.send(["error", rid, type(e).__name__, str(e)])
+    except Exception as e:          # (a key the reader cannot take: unhashable, ...)
+        conn.send(["error", rid, "Error", f"{type(e).__name__}: {e}"])
+    else:
+        conn.send(["ok", rid, rows])
+
+
 class ReadServer:
     """The worker's port for client reads: one thread per connection."""
 
@@ -442,16 +458,7 @@ class ReadServer:
                 self._write(conn, f)
                 continue
             rid, groups = _check_request(f)
-            try:
-                rows = answer(groups)
-            except NotHere as e:
-                conn.send(["moved", rid, str(e)])
-            except Error as e:
-                conn.send(["error", rid, type(e).__name__, str(e)])
-            except Exception as e:      # (a key the reader cannot take: unhashable, ...)
-                conn.send(["error", rid, "Error", f"{type(e).__name__}: {e}"])
-            else:
-                conn.send(["ok", rid, rows])
+            _send_answer(conn, rid, answer, groups)
 
     def _write(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
         """``["write", id, base, method, args, tag]`` (``serve --writes worker``; ``tag``,
@@ -477,16 +484,7 @@ class ReadServer:
         rid, nid = f[1], f[2]
         if type(rid) is not int or type(nid) is not str:
             raise wire.ProtocolError('expected ["get", id, node, key]')
-        try:
-            rows = self.reads.answer_one(nid, f[3])
-        except NotHere as e:
-            conn.send(["moved", rid, str(e)])
-        except Error as e:
-            conn.send(["error", rid, type(e).__name__, str(e)])
-        except Exception as e:          # (a key the reader cannot take: unhashable, ...)
-            conn.send(["error", rid, "Error", f"{type(e).__name__}: {e}"])
-        else:
-            conn.send(["ok", rid, rows])
+        _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
 
     def close(self) -> None:
         for sock in (self.sock, self.unix):

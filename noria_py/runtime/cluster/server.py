@@ -695,20 +695,26 @@ class Server:
             v = self.db.view(name)
             nodes = list(v._entry.readers)
             check = v._check_key
+        addrs = self._when_up(f"view {name!r}", nodes,
+                              lambda: self.runtime.read_addresses(nodes))
+        return [nodes, [None if a is None else list(a) for a in addrs],
+                [check.what, check.names, [t.value for t in check.types]]]
+
+    def _when_up(self, what: str, nodes: list[str], ask: Callable[[], T]) -> T:
+        """``ask()``, once it raises no ``WorkerLost``: ``nodes`` being recovered are
+        waited for, for up to ``READ_TIMEOUT`` seconds (then ``RecoveryError`` names
+        ``what``)."""
         deadline = time.monotonic() + READ_TIMEOUT
         while True:
             try:
-                addrs = self.runtime.read_addresses(nodes)
-                break
+                return ask()
             except WorkerLost:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise RecoveryError(f"view {name!r} has been down for over "
+                    raise RecoveryError(f"{what} has been down for over "
                                         f"{READ_TIMEOUT:.0f} s") from None
                 for n in nodes:
                     self.runtime.wait_up(n, left)
-        return [nodes, [None if a is None else list(a) for a in addrs],
-                [check.what, check.names, [t.value for t in check.types]]]
 
     def m_write_placement(self, name: str) -> list[Any] | None:
         """Where a client writes table ``name`` (``serve --writes worker``): ``[base
@@ -716,16 +722,8 @@ class Server:
         recovered is waited for."""
         with self.lock:
             node = self.db.table(name)._entry.node
-        deadline = time.monotonic() + READ_TIMEOUT
-        while True:
-            try:
-                return self.runtime.write_address(node)
-            except WorkerLost:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise RecoveryError(f"table {name!r} has been down for over "
-                                        f"{READ_TIMEOUT:.0f} s") from None
-                self.runtime.wait_up(node, left)
+        return self._when_up(f"table {name!r}", [node],
+                             lambda: self.runtime.write_address(node))
 
     def m_write_landed(self, name: str, tag: int, address: Sequence[Any]) -> bool | None:
         """Whether the write tagged ``tag``, sent to table ``name``'s base at the worker
@@ -737,17 +735,8 @@ class Server:
             node = self.db.table(name)._entry.node
         if self.runtime.has_landed(node, tag):
             return True
-        deadline = time.monotonic() + READ_TIMEOUT
-        while True:
-            try:
-                now = self.runtime.write_address(node)
-                break
-            except WorkerLost:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise RecoveryError(f"table {name!r} has been down for over "
-                                        f"{READ_TIMEOUT:.0f} s") from None
-                self.runtime.wait_up(node, left)
+        now = self._when_up(f"table {name!r}", [node],
+                            lambda: self.runtime.write_address(node))
         if self.runtime.has_landed(node, tag):
             return True
         if now is not None and list(now[1]) == list(address):
