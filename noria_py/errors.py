@@ -99,3 +99,13 @@ class RequestError(InterfaceError):
 class SubscriptionError(OperationalError):
     """A subscription ended: its subscriber fell too far behind, a reader of its view
     failed, or the view was dropped (the message says which); subscribe again."""
+
+
+def named(name: str, message: str) -> Error:
+    """The error a server or a worker sent by its class's name (``type(e).__name__``):
+    that ``Error`` subclass of this module with ``message``, or ``Error`` itself for a
+    name that is not one (nothing else is made from a name a peer sent)."""
+    cls = globals().get(name)
+    if not (isinstance(cls, type) and issubclass(cls, Error)):
+        cls = Error
+    return cls(message)

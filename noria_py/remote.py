@@ -118,13 +118,6 @@ IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "a
                         "placement", "regime", "write_placement", "write_landed"})
 
 
-def _error(name: str, message: str) -> Error:
-    cls = getattr(errors, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Error)):
-        cls = Error
-    return cls(message)
-
-
 def _report(d: dict) -> RecoveryReport:
     known = {k: d[k] for k in ("node", "strategy", "seconds", "replayed_messages", "purged",
                                "rows", "automatic") if k in d}
@@ -429,7 +422,7 @@ class RemoteDatabase:
                 if f[0] == "moved":
                     return str(f[2])
                 if f[0] == "error":
-                    raise _error(f[2], f[3])
+                    raise errors.named(f[2], f[3])
             link.drop()
         raise wire.ProtocolError(f"unexpected answer {f[0]!r} to a write from {link.address}")
 
@@ -562,7 +555,7 @@ class RemoteDatabase:
                 elif f[0] == "moved" and f[1] == rid:
                     stale = str(f[2])
                 elif f[0] == "error" and f[1] == rid:
-                    error = _error(f[2], f[3])
+                    error = errors.named(f[2], f[3])
                 else:
                     link.drop()
                     stale = f"unexpected answer {f[0]!r} from {link.address}"
@@ -595,7 +588,7 @@ class RemoteDatabase:
                 if f[0] == "moved":
                     raise _Stale(str(f[2]))
                 if f[0] == "error":
-                    raise _error(f[2], f[3])
+                    raise errors.named(f[2], f[3])
             link.drop()
         raise _Stale(f"unexpected answer {f[0]!r} from {link.address}")
 
@@ -675,7 +668,7 @@ class RemoteDatabase:
                 f = self._conn.recv()
         if f[0] == "ok":
             return f[2]
-        raise _error(f[2], f[3])
+        raise errors.named(f[2], f[3])
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
         """Run one SQL statement on the server; ``?`` take ``params`` in order."""
@@ -777,7 +770,7 @@ class RemoteDatabase:
             raise
         if f[0] != "ok":
             conn.close()
-            raise _error(f[2], f[3])
+            raise errors.named(f[2], f[3])
         key_t = None if wire_key is None else tuple(wire_key)
         sub = Subscription(view, key_t, (), 0, size, lambda _: conn.close())
 

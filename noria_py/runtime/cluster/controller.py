@@ -57,6 +57,7 @@ from treeclock import TreeClocks
 from ... import tuning
 from ...batch import Batch
 from ...errors import ArgumentError, Error, OperationalError, RecoveryError
+from ...errors import named as named_error
 from ...graph import Graph, Node
 from ...memory import node_bytes
 from ...recovery import lineage, treeclock
@@ -113,15 +114,6 @@ WRITES = ("controller", "worker")
 #: the tags of a base's last writes kept (``ClusterRuntime.landed``): far more than a
 #: worker has answered late when it dies (one group in flight per base)
 LANDED_KEPT = 1 << 16
-
-
-def written_error(name: str, message: str) -> Error:
-    """The ``noria_py.Error`` subclass a base's worker named for a write it rejected."""
-    from ... import errors
-    cls = getattr(errors, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Error)):
-        cls = Error
-    return cls(message)
 
 
 def _among(counts: dict[str, int], live: dict[str, Any]) -> dict[str, int]:
@@ -681,7 +673,7 @@ class ClusterRuntime(Runtime):
                 continue                # (not up there: nothing was written; again)
             self.apply_copies()
             if said:                    # [error class name, message]: rejected whole
-                raise written_error(str(said[0]), str(said[1]))
+                raise named_error(str(said[0]), str(said[1]))
             return
 
     def pause_writes(self) -> list[WorkerHandle]:
