@@ -17,15 +17,16 @@ setup: $(BIN)/noria-py
 demo: setup
 	$(BIN)/noria-py demo
 
+# the default suite on every core (pytest-xdist; `-n 0` runs it in one process)
 test: setup
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n auto --durations=25
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 test-all: setup
-	$(BIN)/python -m pytest -q -m ''
+	$(BIN)/python -m pytest -q -n auto -m ''
 
 bench: setup
 	$(BIN)/python -m pytest bench -q --benchmark-only
