@@ -84,7 +84,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 from .. import tuning
 from ..batch import Batch
@@ -97,8 +97,8 @@ from .embedded import EmbeddedRuntime
 from .history import WriteHistory
 from .messages import Indexed, Message
 
-__all__ = ["CICRuntime", "Indexed", "Point", "Rollback", "UncoordinatedRuntime", "index_line",
-           "newest_line", "orphan"]
+__all__ = ["CICRuntime", "Indexed", "Point", "Rollback", "UncoordinatedRuntime", "fold_below",
+           "history_lows", "index_line", "newest_line", "orphan"]
 
 #: bytes a message carries for the cic regime: its sender's index, an int64
 INDEX_BYTES = 8
@@ -204,6 +204,41 @@ def index_line(order: Sequence[str], parents: Mapping[str, Sequence[str]],
         if pt is not None:
             line[nid] = pt
     return line, min(below.values(), default=None)
+
+
+_Logged = TypeVar("_Logged")
+
+
+def fold_below(line: Mapping[str, Point], points: Mapping[str, list[Point]],
+               floor: dict[str, int], logs: Mapping[tuple[str, str], deque[_Logged]],
+               time_of: Callable[[_Logged], int]) -> dict[tuple[str, str], int]:
+    """Drop what no recovery can need once ``line`` is the lowest line: each node's
+    points below its point on it (its ``floor`` becomes that point's time) and, on each
+    edge ``(parent, child)`` whose child is on it, the logged messages (``time_of``: a
+    message's parent-time) that the child's point had taken. Returns the parent-time
+    each such edge's log was trimmed to. The garbage collection of both engines
+    (``UncoordinatedRuntime`` and the cluster's ``cluster/lines.py``)."""
+    for nid, pt in line.items():
+        floor[nid] = pt.time
+        pts = points[nid]
+        del pts[:next(i for i, q in enumerate(pts) if q is pt)]
+    levels = {}
+    for (p, c), log in logs.items():
+        at = line.get(c)
+        if at is not None:
+            level = levels[(p, c)] = at.parent_times.get(p, 0)
+            while log and time_of(log[0]) <= level:
+                log.popleft()
+    return levels
+
+
+def history_lows(line: Mapping[str, Point], children: Mapping[str, Sequence[str]],
+                 tops: Mapping[str, int]) -> dict[str, int]:
+    """For each base (``tops``: its writes so far), the writes no recovery from ``line``
+    or above can ask for again: the lowest parent-time of it among its children's points
+    on the line (all of them when no child is on it)."""
+    return {b: min((line[c].parent_times.get(b, 0) for c in children[b] if c in line),
+                   default=t) for b, t in tops.items()}
 
 
 @dataclass
@@ -356,20 +391,10 @@ class UncoordinatedRuntime(EmbeddedRuntime):
     def _fold(self, line: dict[str, Point]) -> None:
         """Fold the checkpoints below ``line``, trim the logs and the bases' write
         histories to what it may still ask for."""
-        for nid, pt in line.items():
-            self.floor[nid] = pt.time
-            pts = self.points[nid]
-            del pts[:next(i for i, q in enumerate(pts) if q is pt)]
-        for (p, c), log in self.logs.items():
-            at = line.get(c)
-            if at is not None:
-                level = at.parent_times.get(p, 0)
-                while log and log[0].time <= level:
-                    log.popleft()
-        for base in self.durable:
-            kids = [line[c].parent_times.get(base, 0) for c in self.graph[base].children
-                    if c in line]
-            self.base_low[base] = min(kids, default=self.domains[base].time)
+        fold_below(line, self.points, self.floor, self.logs, lambda m: m.time)
+        children = {b: self.graph[b].children for b in self.durable}
+        self.base_low.update(history_lows(
+            line, children, {b: self.domains[b].time for b in self.durable}))
 
     def _trim_history(self, base_id: str, d: Domain, history: WriteHistory) -> None:
         history.trim(self.base_low.get(base_id, 0))

@@ -66,14 +66,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("noria_py.cluster")
 
-__all__ = ["Epochs"]
+__all__ = ["Epochs", "snapshots"]
 
 #: a base's writes go to its worker in requests of about this many rows (as
 #: ``controller.BASE_PART_ROWS``)
 PART_ROWS = 1 << 20
 
 
-def _snapshots(node: Node) -> bool:
+def snapshots(node: Node) -> bool:
     """Whether the epochs hold a snapshot of ``node`` (a stateful operator; on the
     controller, a stateful node's op is a ``RemoteOp`` standing in for its worker's)."""
     op = getattr(node.op, "local", node.op)
@@ -169,7 +169,7 @@ class Epochs:
                 if first != self.meta[c][nid][0]:
                     return (f"base {nid}'s history starts after write {first}, not at "
                             f"its position {self.meta[c][nid][0]} in epoch {c}")
-            elif _snapshots(node):
+            elif snapshots(node):
                 with rt.store_lock:
                     got = store.latest(nid, c)
                 if got is None or got.time != c:
@@ -219,7 +219,7 @@ class Epochs:
                 continue
             at, seen = meta[nid]
             ck: Any = None
-            if _snapshots(node):
+            if snapshots(node):
                 with rt.store_lock:
                     got = store.latest(nid, epoch)
                 if got is None or got.time != epoch:

@@ -71,8 +71,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import Error
 from ...recovery.report import RecoveryReport
-from ..uncoordinated import PERIOD, Point, index_line, newest_line, orphan
-from .epochs import PART_ROWS, _snapshots
+from ..uncoordinated import PERIOD, Point, fold_below, history_lows, index_line, newest_line, orphan
+from .epochs import PART_ROWS, snapshots
 from .wire import ProtocolError, encode_batch, encode_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -241,19 +241,10 @@ class Lines:
                 line = newest_line(order, parents, self.points, sources, {}, set(order))
             if line is None or orphan(order, parents, line, sources, {}) is not None:
                 return
-            for nid, pt in line.items():
-                self.floor[nid] = pt.time
-                pts = self.points[nid]
-                del pts[:next(i for i, q in enumerate(pts) if q is pt)]
-            for (p, c), q in self.logs.items():
-                at = line.get(c)
-                if at is not None:
-                    level = at.parent_times.get(p, 0)
-                    while q and q[0][0] <= level:
-                        q.popleft()
-                    self.trimmed[(p, c)] = max(self.trimmed.get((p, c), 0), level)
-            lows = {b: min((line[c].parent_times.get(b, 0) for c in graph[b].children
-                            if c in line), default=t) for b, t in sources.items()}
+            levels = fold_below(line, self.points, self.floor, self.logs, lambda m: m[0])
+            for edge, level in levels.items():
+                self.trimmed[edge] = max(self.trimmed.get(edge, 0), level)
+            lows = history_lows(line, {b: graph[b].children for b in sources}, sources)
         for b, low in lows.items():
             rt.durable[b].trim(low)
 
@@ -303,7 +294,7 @@ class Lines:
         store = rt.store
         assert store is not None
         for nid, pt in line.items():
-            if _snapshots(rt.graph[nid]):
+            if snapshots(rt.graph[nid]):
                 with rt.store_lock:
                     ck = store.latest(nid, pt.time)
                 if ck is None or ck.time != pt.time:
