@@ -1,7 +1,9 @@
-"""Partial readers in a cluster (``noria-py serve --partial [--memory-limit BYTES]``):
-a parameterized view's reader shard holds only the keys read, on its worker, and a
-miss is an upquery that travels the replay path from the nearest ancestor holding
-the key to the reader, over the same channels as the writes.
+"""Partial readers, and aggregates above them, in a cluster (``noria-py serve --partial
+[--memory-limit BYTES]``): a parameterized view's reader shard holds only the keys
+read, on its worker (and so does an aggregate grouped by its key that feeds it
+alone, on its own worker), and a miss is an upquery that travels the replay path
+from the nearest ancestor holding the key to the reader, over the same channels as
+the writes.
 
 What is partial. A reader whose key can be followed up a *chain* of single-parent
 filters, projections (passing the key columns on as plain columns) and sharders to
@@ -9,9 +11,16 @@ one source that answers for the key from its own state (``chain``): a base table
 (its rows are on the controller, which builds an index on the key at the first
 upquery: ``Base.index_rows``), or a full aggregate or MIN/MAX grouped by exactly the
 key, join on exactly the key, or TopK partitioned by exactly the key, on a worker.
-Only the reader is partial (the operators above it stay full); anything else (a
-union, a DISTINCT, several sources) leaves the reader full. The embedded engine's
-partial aggregates, joins, TopKs and DISTINCTs are not offered in a cluster yet.
+Anything else (a union, a DISTINCT, several sources) leaves the reader full. An
+aggregate or MIN/MAX grouped by exactly the key is *held* partial with the reader
+(``chain_and_ops``) instead of being its source when it is new (no state yet), feeds
+this reader alone (every node from it down has one child) and its own input leads
+up such a chain to a base: the chain then runs from the base through it, and it
+holds the keys filled through it (``through_held``: a hole is filled with the rows
+the fill carries, a key held answers from its state), its writes for other keys
+dropped on arrival (``Holes.select``). Joins, TopKs and DISTINCTs stay full in a
+cluster (the embedded engine's are partial). An aggregate held partial that a later
+view comes to share (an identical sub-plan) becomes full again (``recheck``).
 
 How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 
@@ -59,6 +68,29 @@ handled the ``release`` sent before), so that a fresh fill is not dropped at a n
 still held. A partial reader never checkpoints: on a spare it
 comes back all holes, and each key is filled again when read (treeclock and lineage
 alike).
+
+Eviction through an aggregate. The rule: *a reader holds a key only while the
+aggregate above it holds it, or while the aggregate's eviction of it is on its way
+down to the reader* (else a write to the key would stop at the aggregate and the
+reader keep stale rows). So an eviction starts at the aggregate and travels down
+the chain like a fill: the reader's worker chooses the keys (its LRU, its share,
+below) and sends them up (``WorkerPartial``: a ``fill`` frame with request id
+``EVICT``, to the aggregate's node, on any channel); the aggregate makes them holes
+and sends the eviction on to the reader on its output's channels, behind everything
+it sent before; the reader lets them go when it arrives. A fill of the key that
+passed the aggregate before (the key held, or filled there) reaches the reader
+before the eviction, which then evicts it there too; one that passes after finds a
+hole at the aggregate, fills it from the base's rows and reaches the reader behind
+the eviction (FIFO per edge), so the order of fills and evictions is the
+aggregate's at every node below it. Between the choice and the eviction's arrival
+the keys are *leaving*: held (a hit still answers, as stale as a write in flight),
+not chosen again, no longer counted against the share. A lost aggregate comes back
+all holes: the controller asks its reader's worker to make every key a hole
+(``partial_clear``) when it declares the worker lost, before the recovery, and the
+chain's next fill follows the ping that follows that request. The aggregates'
+bytes are not counted against the limit (they hold at most their reader's keys);
+a reader lost while its aggregate lives leaves the aggregate holding keys its
+reader no longer does, until each is read and evicted again.
 
 Eviction (``--memory-limit``): one limit for the whole cluster, in shares. Each worker
 bounds the bytes of the partial readers it hosts by its *share* (``partial.Partial``:

@@ -31,8 +31,13 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   {node: worker}]``, ``["release", [node ids]]``
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
   ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, nothing else
-- with ``serve --partial`` (``partial.py``): the catalog change ``["partial", reader,
-  memory limit]`` (every worker marks the reader partial), and ``["fill", dst, body]``
+- with ``serve --partial`` (``partial.py``): the catalog changes ``["partial", reader,
+  memory limit, [[aggregate, key columns]], chain]`` (every worker marks the reader
+  partial, and the aggregates held partial with it) and ``["full", reader,
+  [aggregate]]`` (a later view shares them: full again, the reader all holes), the
+  request ``partial_clear`` (a held aggregate was lost: the reader all holes), and
+  ``["fill", dst, body]`` (an eviction, its request id ``EVICT``, goes up from the
+  reader's worker to the aggregate, which sends it down like a fill)
   from the controller (at an upquery's source) or from the chain's node before
   ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
   (its upquery fails with the loss and is sent again); the reader's worker answers the

@@ -172,9 +172,11 @@ def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
                 _check(db, model, rng, {n: VIEWS.get(n) or FULL[n] for n in made}, wrong)
         _check(db, model, rng, {**VIEWS, **FULL}, wrong, every=True)
         con = _oracle(model)
-        got = normalize(db.view("v_rows").all())
-        if got != normalize(con.execute("SELECT a, b, c FROM t1").fetchall()):
-            wrong.append(("v_rows", "all()", got))
+        for name, sql in (("v_rows", "SELECT a, b, c FROM t1"),      # (through a
+                          ("v_count", "SELECT a, COUNT(*), SUM(b) FROM t1 GROUP BY a")):
+            got = normalize(db.view(name).all())                # partial aggregate)
+            if got != normalize(con.execute(sql).fetchall()):
+                wrong.append((name, "all()", got))
         _check_memory(db)
         recoveries = db.recoveries()
         if kill:
