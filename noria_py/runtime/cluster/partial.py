@@ -573,6 +573,7 @@ class WorkerPartial(Partial):
         super().__init__(graph, runtime, limit)
         #: reader id -> (the aggregate held with it, the chain from it to the reader)
         self.upstream: dict[str, tuple[str, list[str]]] = {}
+        self.reader_ids: dict[Reader, str] = {}     # (the readers of ``upstream``)
         #: reader id -> leaving key -> the bytes subtracted from ``total`` at the choice
         self.leaving: dict[str, dict[Any, int]] = {}
         self._chosen: dict[str, list[Any]] | None = None
@@ -595,10 +596,23 @@ class WorkerPartial(Partial):
         return size
 
     def _upstream_of(self, reader: Reader) -> tuple[str, tuple[str, list[str]]] | None:
-        for rid in self.upstream:
-            if self.graph[rid].op is reader:
-                return rid, self.upstream[rid]
-        return None
+        rid = self.reader_ids.get(reader)
+        if rid is None:
+            return None
+        return rid, self.upstream[rid]
+
+    def hold(self, reader_id: str, aggregate: str, path: list[str]) -> None:
+        """Reader ``reader_id``'s chain ``path`` holds ``aggregate`` partial: its
+        evictions go through it."""
+        self.upstream[reader_id] = (aggregate, path[path.index(aggregate):])
+        self.reader_ids[cast("Reader", self.graph[reader_id].op)] = reader_id
+
+    def release_held(self, reader_id: str) -> None:
+        """Reader ``reader_id`` has no aggregate held with it any more (made full, or the
+        view dropped): its keys leaving are its own to evict."""
+        if self.upstream.pop(reader_id, None) is not None:
+            self.reader_ids = {r: i for r, i in self.reader_ids.items() if i != reader_id}
+        self.leaving.pop(reader_id, None)
 
     def _oldest(self) -> list[tuple[int, Reader, int]]:
         """The embedded choice, less the keys leaving (chosen before, on their way)."""

@@ -377,7 +377,7 @@ class Worker:
             op: Any = self.graph[nid].op
             op.make_partial(self.partial.ops, reader)
             self.held_cols[nid] = tuple(cols)
-            self.partial.upstream[reader_id] = (nid, list(path[list(path).index(nid):]))
+            self.partial.hold(reader_id, nid, list(path))
             self._no_checkpoints(nid)
         self.partial.paths[reader_id] = reader.key
         self.partial.path_ids[reader_id] = []
@@ -392,7 +392,7 @@ class Worker:
         partial = cast(WorkerPartial, self.partial)
         if reader_id in self.domains:
             partial.lost(cast("Reader", self.graph[reader_id].op))
-        partial.upstream.pop(reader_id, None)
+        partial.release_held(reader_id)
         for nid in nids:
             cast(Any, self.graph[nid].op).make_full()
             self.held_cols.pop(nid, None)
@@ -423,7 +423,9 @@ class Worker:
     def _removed(self, node_id: str) -> None:
         if self.partial is not None and self.partial.paths.pop(node_id, None) is not None:
             self.partial.path_ids.pop(node_id, None)
+            self.partial.release_held(node_id)
             self.partial._queue = []
+        self.held_cols.pop(node_id, None)
         self.removed.add(node_id)
         self.early.pop(node_id, None)
         self.holding.pop(node_id, None)

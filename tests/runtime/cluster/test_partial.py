@@ -739,7 +739,8 @@ def test_an_eviction_goes_up_to_the_aggregate_and_down_behind_its_output():
     each step the reader holds only keys the aggregate holds (else a write to one
     would stop at the aggregate) or is letting go (their eviction on its way down,
     behind the aggregate's output), and once every frame is handled each key held
-    has the count of every row written to it; a share of 0 empties both."""
+    has the count of every row written to it; a share of 0 empties both; the view
+    dropped, nothing of the pair is left."""
     import queue
 
     from noria_py.batch import Batch
@@ -788,6 +789,11 @@ def test_an_eviction_goes_up_to_the_aggregate_and_down_behind_its_output():
         w.frame(_fill_frame(base, 1000 + k, path, [k], [0], [[(k, 0)] * rows.get(k, 0)]))
         _pump(w)
         assert rop.lookup(k) == ([(k, rows[k])] if rows.get(k) else [])
+    w.ddl(["remove", [reader]], {})     # (the view dropped: its reader and COUNT go)
+    assert agg not in w.graph.nodes and not w.partial.upstream and not w.held_cols
+    w.req_share(0)
+    w.write(base, Batch([(1, 1)]))
+    _pump(w)
     ctl.close()
 
 
