@@ -358,15 +358,21 @@ def test_a_fill_at_a_worker_fills_a_hole_once_and_writes_to_holes_are_dropped():
     ctl.close()
 
 
-def test_a_fill_at_an_operator_is_computed_from_its_state_in_order_with_its_output():
-    from noria_py.batch import Batch
-
+def _count_worker():
+    """A worker hosting ``t -> COUNT by a -> reader`` (nothing partial yet): (worker,
+    controller's end, base, aggregate, reader)."""
     w, ctl, views = _worker_with([
         "CREATE TABLE t (a INT, b INT)",
         "CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM t WHERE a = ? GROUP BY a"])
     (reader,) = views["c"]
     agg = w.graph[reader].parents[0]
-    base = w.graph[agg].parents[0]
+    return w, ctl, w.graph[agg].parents[0], agg, reader
+
+
+def test_a_fill_at_an_operator_is_computed_from_its_state_in_order_with_its_output():
+    from noria_py.batch import Batch
+
+    w, ctl, base, agg, reader = _count_worker()
     w.make_partial(reader, None)
     op = w.graph[reader].op
     w.write(base, Batch([(1, 10), (1, 20)]))
@@ -686,15 +692,9 @@ def test_one_limit_is_shared_by_the_workers_and_follows_their_reads():
 # ---------------------------------------------------------------- a partial aggregate
 
 def _held_count_worker(limit: int | None):
-    """A worker hosting ``t -> COUNT by a -> reader``, the COUNT held partial with the
-    reader (as ``ClusterPartial.install`` announces it): (worker, controller's end,
-    base, aggregate, reader)."""
-    w, ctl, views = _worker_with([
-        "CREATE TABLE t (a INT, b INT)",
-        "CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM t WHERE a = ? GROUP BY a"])
-    (reader,) = views["c"]
-    agg = w.graph[reader].parents[0]
-    base = w.graph[agg].parents[0]
+    """``_count_worker``, the COUNT held partial with the reader (as
+    ``ClusterPartial.install`` announces it)."""
+    w, ctl, base, agg, reader = _count_worker()
     w.make_partial(reader, limit, [[agg, [0]]], [base, agg, reader])
     return w, ctl, base, agg, reader
 
