@@ -164,7 +164,7 @@ def chain(graph: Graph, reader_id: str,
           allowed: set[str] | frozenset[str] = frozenset()) -> Chain | None:
     """The replay path of reader ``reader_id`` (module docstring), or None where the
     reader cannot be partial in a cluster. An aggregate among ``allowed`` may be on
-    the way, held partial (``held_ops``)."""
+    the way, held partial (``chain_and_ops``)."""
     found = chain_and_ops(graph, reader_id, allowed)
     return None if found is None else (found[0], found[1])
 
@@ -608,8 +608,8 @@ class WorkerPartial(Partial):
         self.reader_ids[cast("Reader", self.graph[reader_id].op)] = reader_id
 
     def release_held(self, reader_id: str) -> None:
-        """Reader ``reader_id`` has no aggregate held with it any more (made full, or the
-        view dropped): its keys leaving are its own to evict."""
+        """Reader ``reader_id`` has no aggregate held with it any more (made full, its
+        keys already holes; or the view dropped): its keys leaving are forgotten."""
         if self.upstream.pop(reader_id, None) is not None:
             self.reader_ids = {r: i for r, i in self.reader_ids.items() if i != reader_id}
         self.leaving.pop(reader_id, None)
