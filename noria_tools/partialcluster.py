@@ -3,15 +3,15 @@ against a full one (docs/partial.md, "In a cluster").
 
 A real cluster on loopback (``launch.Cluster``: the controller and its workers are
 processes of their own), two workers, two shards: the vote view (``article LEFT JOIN``
-the votes counted per article, ``WHERE article.id = ?``) over ``--articles`` articles
-and ``--votes`` votes. A tenth of the articles are read once at the workers
+the votes counted per article, ``WHERE article.id = ?``), or with ``--view count`` the
+votes counted per article alone, over ``--articles`` articles and ``--votes`` votes. A tenth of the articles are read once at the workers
 (``RemoteView.lookup``, as a client reads; a miss where partial: the worker answers a
 hole, the controller upqueries, the join's worker sends the fill to the reader's
 worker), then read again (hits); the p50 and p90 of each, wall-clock ms a read. Run
 it with the tree to measure on ``PYTHONPATH``:
 
     PYTHONPATH=<tree> <venv>/bin/python -m noria_tools.partialcluster [--articles N]
-        [--memory-limit BYTES]
+        [--view vote|count] [--memory-limit BYTES]
 
 After the reads it prints the views' bytes (``db.memory(bases=False)``, every node
 shard of every worker) and the tables' (the controller's); with ``--memory-limit``,
@@ -27,9 +27,15 @@ import time
 import noria_py
 from noria_py.runtime.cluster.launch import Cluster
 
-VIEW = ("SELECT article.id, article.title, vc.votes FROM article LEFT JOIN "
-        "(SELECT article_id, COUNT(*) AS votes FROM vote GROUP BY article_id) AS vc "
-        "ON article.id = vc.article_id WHERE article.id = ?")
+#: ``--view``: the vote view, or the votes counted per article alone (whose COUNT a
+#: cluster holds partial with its reader)
+VIEWS = {
+    "vote": ("SELECT article.id, article.title, vc.votes FROM article LEFT JOIN "
+             "(SELECT article_id, COUNT(*) AS votes FROM vote GROUP BY article_id) AS vc "
+             "ON article.id = vc.article_id WHERE article.id = ?"),
+    "count": "SELECT article_id, COUNT(*) AS votes FROM vote WHERE article_id = ? "
+             "GROUP BY article_id",
+}
 
 
 def _reads(v, keys: list[int]) -> list[float]:
@@ -42,7 +48,8 @@ def _reads(v, keys: list[int]) -> list[float]:
 
 
 def one(partial: bool, articles: int, votes: int, channels: str,
-        limit: int | None = None) -> tuple[list[float], list[float], int, int]:
+        limit: int | None = None, view: str = "vote"
+        ) -> tuple[list[float], list[float], int, int]:
     """(first reads' ms, second reads' ms) of a tenth of the articles, then the views'
     and the tables' bytes (``memory()``)."""
     extra: tuple[str, ...] = ("--partial",) if partial else ()
@@ -52,7 +59,7 @@ def one(partial: bool, articles: int, votes: int, channels: str,
         db = noria_py.connect(cluster.url)
         db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
         db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
-        db.execute(f"CREATE VIEW vv AS {VIEW}")
+        db.execute(f"CREATE VIEW vv AS {VIEWS[view]}")
         db.table("article").insert([(i, f"title {i}") for i in range(articles)])
         rng = random.Random(1)
         for start in range(0, votes, 10000):
@@ -75,12 +82,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--articles", type=int, default=10000)
     ap.add_argument("--votes", type=int, default=100000)
     ap.add_argument("--channels", default="direct", choices=["direct", "relay"])
+    ap.add_argument("--view", default="vote", choices=sorted(VIEWS))
     ap.add_argument("--memory-limit", dest="memory_limit", type=int, default=None,
                     help="serve the partial run with this --memory-limit (bytes)")
     args = ap.parse_args(argv)
     for partial in (True, False):
         first, second, views, tables = one(partial, args.articles, args.votes,
-                                           args.channels, args.memory_limit)
+                                           args.channels, args.memory_limit, args.view)
         mode = "partial" if partial else "full"
         print(f"{mode:8} views {views:,} bytes, tables {tables:,} bytes")
         for name, xs in (("first read", first), ("second read", second)):

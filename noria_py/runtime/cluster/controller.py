@@ -820,7 +820,7 @@ class ClusterRuntime(Runtime):
             w.pending.clear()
             self.fail_upqueries(f"worker {w.name} (pid {w.pid}) was lost")
             if self.partial is not None:    # (its share of the memory limit is free)
-                self.partial.worker_lost(w.name)
+                self.partial.worker_lost(w.name, mine)
             if mine and not self.closed:
                 self.recovering += 1
             self.changed.notify_all()
@@ -980,8 +980,8 @@ class ClusterRuntime(Runtime):
             data = ["view", change[1], plan_wire.to_data(change[2])]
         elif kind == "remove":
             data = ["remove", list(change[1])]
-        elif kind == "partial":             # (a reader made partial: partial.py)
-            data = ["partial", change[1], change[2]]
+        elif kind in ("partial", "full"):   # (a reader made partial, an aggregate on its
+            data = [kind, *change[1:]]      # chain full again: partial.py)
         else:
             data = ["drop_table", change[1], change[2]]
         log.info("catalog change %s", data[:2])

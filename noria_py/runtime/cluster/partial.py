@@ -1,7 +1,9 @@
-"""Partial readers in a cluster (``noria-py serve --partial [--memory-limit BYTES]``):
-a parameterized view's reader shard holds only the keys read, on its worker, and a
-miss is an upquery that travels the replay path from the nearest ancestor holding
-the key to the reader, over the same channels as the writes.
+"""Partial readers, and aggregates above them, in a cluster (``noria-py serve --partial
+[--memory-limit BYTES]``): a parameterized view's reader shard holds only the keys
+read, on its worker (and so does an aggregate grouped by its key that feeds it
+alone, on its own worker), and a miss is an upquery that travels the replay path
+from the nearest ancestor holding the key to the reader, over the same channels as
+the writes.
 
 What is partial. A reader whose key can be followed up a *chain* of single-parent
 filters, projections (passing the key columns on as plain columns) and sharders to
@@ -9,9 +11,16 @@ one source that answers for the key from its own state (``chain``): a base table
 (its rows are on the controller, which builds an index on the key at the first
 upquery: ``Base.index_rows``), or a full aggregate or MIN/MAX grouped by exactly the
 key, join on exactly the key, or TopK partitioned by exactly the key, on a worker.
-Only the reader is partial (the operators above it stay full); anything else (a
-union, a DISTINCT, several sources) leaves the reader full. The embedded engine's
-partial aggregates, joins, TopKs and DISTINCTs are not offered in a cluster yet.
+Anything else (a union, a DISTINCT, several sources) leaves the reader full. An
+aggregate or MIN/MAX grouped by exactly the key is *held* partial with the reader
+(``chain_and_ops``) instead of being its source when it is new (no state yet), feeds
+this reader alone (every node from it down has one child) and its own input leads
+up such a chain to a base: the chain then runs from the base through it, and it
+holds the keys filled through it (``through_held``: a hole is filled with the rows
+the fill carries, a key held answers from its state), its writes for other keys
+dropped on arrival (``Holes.select``). Joins, TopKs and DISTINCTs stay full in a
+cluster (the embedded engine's are partial). An aggregate held partial that a later
+view comes to share (an identical sub-plan) becomes full again (``recheck``).
 
 How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 
@@ -60,6 +69,29 @@ still held. A partial reader never checkpoints: on a spare it
 comes back all holes, and each key is filled again when read (treeclock and lineage
 alike).
 
+Eviction through an aggregate. The rule: *a reader holds a key only while the
+aggregate above it holds it, or while the aggregate's eviction of it is on its way
+down to the reader* (else a write to the key would stop at the aggregate and the
+reader keep stale rows). So an eviction starts at the aggregate and travels down
+the chain like a fill: the reader's worker chooses the keys (its LRU, its share,
+below) and sends them up (``WorkerPartial``: a ``fill`` frame with request id
+``EVICT``, to the aggregate's node, on any channel); the aggregate makes them holes
+and sends the eviction on to the reader on its output's channels, behind everything
+it sent before; the reader lets them go when it arrives. A fill of the key that
+passed the aggregate before (the key held, or filled there) reaches the reader
+before the eviction, which then evicts it there too; one that passes after finds a
+hole at the aggregate, fills it from the base's rows and reaches the reader behind
+the eviction (FIFO per edge), so the order of fills and evictions is the
+aggregate's at every node below it. Between the choice and the eviction's arrival
+the keys are *leaving*: held (a hit still answers, as stale as a write in flight),
+not chosen again, no longer counted against the share. A lost aggregate comes back
+all holes: the controller asks its reader's worker to make every key a hole
+(``partial_clear``) when it declares the worker lost, before the recovery, and the
+chain's next fill follows the ping that follows that request. The aggregates'
+bytes are not counted against the limit (they hold at most their reader's keys);
+a reader lost while its aggregate lives leaves the aggregate holding keys its
+reader no longer does, until each is read and evicted again.
+
 Eviction (``--memory-limit``): one limit for the whole cluster, in shares. Each worker
 bounds the bytes of the partial readers it hosts by its *share* (``partial.Partial``:
 the embedded engine's accounting and least-recently-read order, on that worker):
@@ -95,7 +127,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ...batch import Batch
 from ...errors import RecoveryError
-from ...partial import Partial, reader_columns, rows_for, through_project, trace
+from ...partial import Partial, op_key, reader_columns, rows_for, through_project, trace
+from ...planner.initialize import initialize
 from .errors import WorkerLost
 from .wire import encode_batch
 
@@ -118,11 +151,31 @@ SHARE_STEP = 64
 
 #: (the chain's node ids, source first, reader last; the key's columns at the source)
 Chain = tuple[list[str], tuple[int, ...]]
+#: (an aggregate held partial on a chain, its output columns holding the key)
+Held = tuple[str, tuple[int, ...]]
+#: kinds of source a chain may pass through, held partial with its reader (grouped by
+#: exactly the key, its input leading up to a base: ``chain_and_ops``)
+HELD = ("aggregate", "extremum")
+#: the request id of a ``fill`` frame that is an eviction (module docstring)
+EVICT = -1
 
 
-def chain(graph: Graph, reader_id: str) -> Chain | None:
+def chain(graph: Graph, reader_id: str,
+          allowed: set[str] | frozenset[str] = frozenset()) -> Chain | None:
     """The replay path of reader ``reader_id`` (module docstring), or None where the
-    reader cannot be partial in a cluster."""
+    reader cannot be partial in a cluster. An aggregate among ``allowed`` may be on
+    the way, held partial (``chain_and_ops``)."""
+    found = chain_and_ops(graph, reader_id, allowed)
+    return None if found is None else (found[0], found[1])
+
+
+def chain_and_ops(graph: Graph, reader_id: str, allowed: set[str] | frozenset[str]
+                  ) -> tuple[list[str], tuple[int, ...], list[Held]] | None:
+    """``chain``, and the aggregates on it held partial with the reader (each with its
+    output columns holding the key): one grouped by exactly the key, among
+    ``allowed`` (new: no state yet), feeding this reader alone (every node from it
+    down has one child), whose own input leads up a chain to a base. Otherwise the
+    aggregate is the chain's source, kept full."""
     node = graph[reader_id]
     reader = cast("Reader", node.op)
     if not reader.key or len(node.parents) != 1:
@@ -131,25 +184,54 @@ def chain(graph: Graph, reader_id: str) -> Chain | None:
     if cols is None:
         return None
     path = [reader_id]
+    held: list[Held] = []
+    fallback: tuple[list[str], tuple[int, ...], list[Held]] | None = None
+    alone = True                # (every node below has one child)
     nid = node.parents[0]
     while True:
         n = graph[nid]
         op: Any = n.op
         kind = op.kind
         path.append(nid)
+        alone = alone and len(n.children) == 1
         if kind in SOURCES:
             # (a source of the key itself: grouped, joined or partitioned by exactly it)
             if trace(graph, nid, cols) != [(nid, cols)]:
-                return None
-            return path[::-1], cols
+                return fallback
+            if kind == "base" or fallback is not None:
+                return (path[::-1], cols, held) if kind == "base" else fallback
+            if kind in HELD and alone and nid in allowed and len(n.parents) == 1:
+                fallback = (path[::-1], cols, [])
+                held = [(nid, cols)]
+                cols = tuple(op.group_by[c] for c in cols)
+                nid = n.parents[0]
+                continue
+            return path[::-1], cols, held
         if kind not in THROUGH or len(n.parents) != 1:
-            return None
+            return fallback
         if kind == "project":
             projected = through_project(op, cols)
             if projected is None:
-                return None
+                return fallback
             cols = projected
         nid = n.parents[0]
+
+
+def through_held(op: Any, cols: tuple[int, ...], key: tuple[Any, ...], batch: Batch) -> Batch:
+    """What an aggregate on a chain (``chain_and_ops``; its output columns ``cols`` hold
+    the key) sends on for a fill of ``key`` whose rows reach it as ``batch``: a hole
+    is filled with them (its group's row out); a key it holds (or every key, full)
+    answers from its state, which already has every row the fill carries."""
+    if op.holes is not None:
+        held = op_key(op, cols, key)
+        if held not in op.holes:
+            out: Batch = op.fill(held, batch)
+            return out
+    group: list[Any] = [None] * len(cols)
+    for c, v in zip(cols, key):
+        group[c] = v
+    rows: Batch = op.group_rows(tuple(group))
+    return rows
 
 
 def step(graph: Graph, node_id: str, next_id: str, batch: Batch) -> Batch:
@@ -179,6 +261,8 @@ class ClusterPartial(Partial):
         self.cluster = runtime
         #: partial reader -> its chain
         self.chains: dict[str, Chain] = {}
+        #: partial reader -> the aggregates on its chain held partial with it
+        self.held: dict[str, list[Held]] = {}
         #: reader -> ``ClusterRuntime.releases`` when its chain's workers were last
         #: known to have handled every ``release`` sent them (``_upquery``)
         self.synced: dict[str, int] = {}
@@ -194,26 +278,56 @@ class ClusterPartial(Partial):
         self.moves = 0              # shares moved from one worker to another
 
     def install(self, reader_id: str, fresh: set[str] | frozenset[str] = frozenset()) -> bool:
-        """Make reader ``reader_id`` partial if it has a chain: here (for ``graph()`` and
-        the views), and on every worker (``["partial", node, limit]`` as a catalog
-        change, before the reader is filled or sent anything; a spare that takes it
-        over later has it too)."""
-        found = chain(self.graph, reader_id)
+        """Make reader ``reader_id`` partial if it has a chain, with the aggregate on it
+        that can be held partial too (``chain_and_ops``; only a new one, among
+        ``fresh``): here (for ``graph()`` and the views), and on every worker
+        (``["partial", node, limit, [[aggregate, its key columns]], chain]`` as a
+        catalog change, before the reader is filled or sent anything; a spare that
+        takes them over later has it too)."""
+        found = chain_and_ops(self.graph, reader_id, fresh)
         if found is None:
             return False
-        self.chains[reader_id] = found
-        op: Any = self.graph[reader_id].op
-        op.partial = True                   # (the stand-in, and the plan's copy it wraps)
-        getattr(op, "local", op).partial = True
-        self.cluster.announce(("partial", reader_id, self.limit))
+        path, cols, held = found
+        self.chains[reader_id] = (path, cols)
+        self.held[reader_id] = held
+        for nid in [reader_id] + [h for h, _ in held]:
+            op: Any = self.graph[nid].op
+            op.partial = True               # (the stand-in, and the plan's copy it wraps)
+            getattr(op, "local", op).partial = True
+        self.cluster.announce(("partial", reader_id, self.limit,
+                               [[h, list(c)] for h, c in held], path))
         return True
 
     def recheck(self) -> None:
-        """Nothing to do: only readers are partial in a cluster, and a reader is never
-        shared."""
+        """After the graph grew (under the database lock): an aggregate held partial that
+        now feeds another view too (an identical sub-plan, built once) becomes full
+        again, as embedded (noria_py/partial.py, rule 7). Once nothing is in flight (no
+        message, no upquery), every worker makes it full and empty and its reader all
+        holes (``["full", reader, [aggregate]]``, a catalog change); then it is filled
+        from its input's full output and settled, as a new node is, and its reader's
+        chain ends at it."""
+        rt = self.cluster
+        for reader_id, held in list(self.held.items()):
+            shared = [nid for nid, _ in held if len(self.graph[nid].children) > 1]
+            if not shared:
+                continue
+            rt.wait()
+            deadline = time.monotonic() + FILL_TIMEOUT
+            while rt.upqueries and time.monotonic() < deadline:
+                time.sleep(0.005)       # (their fills are on their way: let them land)
+            rt.announce(("full", reader_id, shared))
+            for nid in shared:
+                op: Any = self.graph[nid].op
+                op.partial = False
+                getattr(op, "local", op).partial = False
+            self.chains[reader_id] = cast(Chain, chain(self.graph, reader_id))
+            self.held[reader_id] = []
+            initialize(self.graph, set(shared))
+            rt.settle(set(shared))
 
     def remove(self, reader_id: str) -> None:
         self.chains.pop(reader_id, None)
+        self.held.pop(reader_id, None)
         self.synced.pop(reader_id, None)
 
     def pin(self, reader: Reader, key: Any) -> None:
@@ -254,8 +368,22 @@ class ClusterPartial(Partial):
             self.seen[worker] = (held, keys)
             self.per_key[worker] = per_key
 
-    def worker_lost(self, worker: str) -> None:
-        """Its readers' keys died with it: its share goes back to the pool."""
+    def worker_lost(self, worker: str, nodes: list[str] | None = None) -> None:
+        """Its readers' keys died with it: its share goes back to the pool. A partial
+        aggregate among its ``nodes`` comes back all holes, so its reader's keys become
+        holes too (asked now, before the recovery: the reader's worker handles it
+        before the ping that precedes the chain's next fill, and the aggregate sends
+        nothing for any key until a fill)."""
+        rt = self.cluster
+        lost = set(nodes or ())
+        for reader_id, held in self.held.items():
+            w = rt.workers.get(rt.placement.get(reader_id, ""))
+            if reader_id not in lost and w is not None and w.alive \
+                    and any(h in lost for h, _ in held):
+                try:
+                    rt.request(w, "partial_clear", reader_id)     # (not waited for)
+                except WorkerLost:
+                    pass
         with self.share_lock:
             self.shares.pop(worker, None)
             self.seen.pop(worker, None)
@@ -398,8 +526,12 @@ class ClusterPartial(Partial):
         path, cols = self.chains[reader_id]
         src: Any = self.graph[path[0]].op
         batch: Batch = src.index_rows(cols, None) if src.kind == "base" else src.snapshot()
+        held = dict(self.held.get(reader_id, ()))
         for i in range(1, len(path) - 1):
-            batch = step(self.graph, path[i], path[i + 1], batch)
+            if path[i] in held:         # (computed by a full copy: nothing is filled)
+                batch = getattr(self.graph[path[i]].op, "local").computed(batch)
+            else:
+                batch = step(self.graph, path[i], path[i + 1], batch)
         op: Any = self.graph[reader_id].op
         reader = getattr(op, "local", op)
         if reader.select is not None:
@@ -423,3 +555,125 @@ class Fill:
         self.dst = dst
         self.body = body
         self.src = str(body[0])
+
+
+class WorkerPartial(Partial):
+    """A worker's side: its partial readers' keys, their accounting and eviction (the
+    embedded manager's, within this worker's share), where a reader whose chain holds
+    an aggregate partial evicts through it (module docstring, Eviction through an
+    aggregate): the keys chosen are sent up to the aggregate (``["fill", aggregate,
+    [reader, EVICT, path, keys, [], None]]``), which makes them holes and sends the
+    eviction down its output's channels, behind what it sent before; the reader lets
+    them go when it arrives (``evicted``). Meanwhile they are *leaving*: held,
+    answered, written, but no longer counted against the share (their bytes at the
+    choice), and not chosen again."""
+
+    def __init__(self, graph: Graph, runtime: Any, limit: int | None,
+                 send_up: Any) -> None:
+        super().__init__(graph, runtime, limit)
+        #: reader id -> (the aggregate held with it, the chain from it to the reader)
+        self.upstream: dict[str, tuple[str, list[str]]] = {}
+        self.reader_ids: dict[Reader, str] = {}     # (the readers of ``upstream``)
+        #: reader id -> leaving key -> the bytes subtracted from ``total`` at the choice
+        self.leaving: dict[str, dict[Any, int]] = {}
+        self._chosen: dict[str, list[Any]] | None = None
+        self.send_up = send_up
+        #: the manager of the aggregates held partial here: not counted in the limit
+        #: (they hold at most their readers' keys), a loss passed on to the reader
+        self.ops = _Uncounted(self)
+
+    def _evict(self, reader: Reader, key: Any) -> int:
+        up = self._upstream_of(reader) if self._chosen is not None else None
+        if up is None:
+            return super()._evict(reader, key)
+        rid, _ = up
+        leaving = self.leaving.setdefault(rid, {})
+        if key in leaving:
+            return 0                    # (chosen before: on its way)
+        size = int(reader.filled.get(key, 0))
+        leaving[key] = size
+        cast("dict[str, list[Any]]", self._chosen).setdefault(rid, []).append(key)
+        return size
+
+    def _upstream_of(self, reader: Reader) -> tuple[str, tuple[str, list[str]]] | None:
+        rid = self.reader_ids.get(reader)
+        if rid is None:
+            return None
+        return rid, self.upstream[rid]
+
+    def hold(self, reader_id: str, aggregate: str, path: list[str]) -> None:
+        """Reader ``reader_id``'s chain ``path`` holds ``aggregate`` partial: its
+        evictions go through it."""
+        self.upstream[reader_id] = (aggregate, path[path.index(aggregate):])
+        self.reader_ids[cast("Reader", self.graph[reader_id].op)] = reader_id
+
+    def release_held(self, reader_id: str) -> None:
+        """Reader ``reader_id`` has no aggregate held with it any more (made full, its
+        keys already holes; or the view dropped): its keys leaving are forgotten."""
+        if self.upstream.pop(reader_id, None) is not None:
+            self.reader_ids = {r: i for r, i in self.reader_ids.items() if i != reader_id}
+        self.leaving.pop(reader_id, None)
+
+    def _oldest(self) -> list[tuple[int, Reader, int]]:
+        """The embedded choice, less the keys leaving (chosen before, on their way)."""
+        if not any(self.leaving.values()):
+            return super()._oldest()
+        out = []
+        for stamp, reader, slot in super()._oldest():
+            up = self._upstream_of(reader)
+            if up is None or reader.holes.key_at(slot) not in self.leaving.get(up[0], ()):
+                out.append((stamp, reader, slot))
+        return out
+
+    def evict(self) -> None:
+        """The embedded eviction; the keys chosen of a reader with an aggregate above
+        are sent up to it (the class docstring)."""
+        self._chosen = {}
+        try:
+            super().evict()
+        finally:
+            chosen, self._chosen = self._chosen, None
+        for rid, keys in chosen.items():
+            agg, path = self.upstream[rid]
+            self.send_up(agg, ["fill", agg, [rid, EVICT, path,
+                                             [list(k) if type(k) is tuple else [k]
+                                              for k in keys], [], None]])
+
+    def evicted(self, reader_id: str, keys: list[Any]) -> None:
+        """The eviction through the aggregate reached reader ``reader_id``: ``keys``
+        become holes there."""
+        reader = cast("Reader", self.graph[reader_id].op)
+        leaving = self.leaving.get(reader_id, {})
+        for k in keys:
+            key = k[0] if len(k) == 1 else tuple(k)
+            if key in reader.filled:
+                self.total -= reader.evict(key) - leaving.pop(key, 0)
+            else:
+                leaving.pop(key, None)
+
+    def lost(self, reader: Reader) -> None:
+        up = self._upstream_of(reader)
+        if up is not None:              # (their bytes were taken off at the choice)
+            self.total += sum(self.leaving.pop(up[0], {}).values())
+        super().lost(reader)
+
+
+class _Uncounted:
+    """The manager the aggregates held partial on a worker keep their holes with
+    (``WorkerPartial.ops``): their bytes are not counted against the share (a held
+    aggregate holds at most its reader's keys), and a loss of one empties its reader
+    where it is hosted here (elsewhere the controller asks its worker:
+    ``ClusterPartial.worker_lost``)."""
+
+    limit = None
+
+    def __init__(self, manager: WorkerPartial) -> None:
+        self.manager = manager
+        self.stale = False
+
+    def resize(self, old: int, new: int) -> None:
+        """Not counted."""
+
+    def lost(self, reader: Reader) -> None:
+        if reader is not None and getattr(reader, "holes", None) is not None:
+            self.manager.lost(reader)

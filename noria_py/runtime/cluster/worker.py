@@ -31,8 +31,13 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   {node: worker}]``, ``["release", [node ids]]``
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
   ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, nothing else
-- with ``serve --partial`` (``partial.py``): the catalog change ``["partial", reader,
-  memory limit]`` (every worker marks the reader partial), and ``["fill", dst, body]``
+- with ``serve --partial`` (``partial.py``): the catalog changes ``["partial", reader,
+  memory limit, [[aggregate, key columns]], chain]`` (every worker marks the reader
+  partial, and the aggregates held partial with it) and ``["full", reader,
+  [aggregate]]`` (a later view shares them: full again, the reader all holes), the
+  request ``partial_clear`` (a held aggregate was lost: the reader all holes), and
+  ``["fill", dst, body]`` (an eviction, its request id ``EVICT``, goes up from the
+  reader's worker to the aggregate, which sends it down like a fill)
   from the controller (at an upquery's source) or from the chain's node before
   ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
   (its upquery fails with the loss and is sent again); the reader's worker answers the
@@ -98,7 +103,7 @@ from ...batch import Batch
 from ...errors import ArityError, Error
 from ...graph import Graph, Node
 from ...memory import node_bytes
-from ...partial import Partial
+from ...partial import Partial, op_key
 from ...planner import Planner
 from ...tls import Files as TlsFiles
 from ...tls import client_context as tls_client_context
@@ -114,7 +119,7 @@ from ..uncoordinated import PERIOD
 from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
-from .partial import Fill, source_rows, step
+from .partial import EVICT, Fill, WorkerPartial, source_rows, step, through_held
 from .reads import Reads, ReadServer
 from .wire import (
     decode_batch,
@@ -267,7 +272,9 @@ class Worker:
         self.kept: dict[str, Domain] = {}
         #: the partial readers (``partial.py``): every worker marks each one, hosted
         #: or not (a spare may take it over); what they hold, and eviction, are here
-        self.partial: Partial | None = None
+        self.partial: WorkerPartial | None = None
+        #: the aggregates held partial here or not, each with its key's output columns
+        self.held_cols: dict[str, tuple[int, ...]] = {}
         #: ``serve --writes worker``: the bases hosted here keep their rows and validate
         #: their writes (``accept``); the accepted ones wait, their output held, until
         #: the controller's history has them (``commit``, ``durable``)
@@ -329,7 +336,10 @@ class Worker:
 
     def ddl(self, change: Sequence[Any], placement: dict[str, str]) -> None:
         if change[0] == "partial":
-            self.make_partial(str(change[1]), change[2])
+            self.make_partial(str(change[1]), change[2], *change[3:])
+            return
+        if change[0] == "full":
+            self.make_full(str(change[1]), [str(n) for n in change[2]])
             return
         self.new_nodes.clear()
         apply_change(self.planner, self.graph, change, self._removed)
@@ -352,29 +362,70 @@ class Worker:
                 if src not in self.lost_workers:
                     self.deliver(m, src)
 
-    def make_partial(self, reader_id: str, limit: int | None) -> None:
+    def make_partial(self, reader_id: str, limit: int | None, held: Sequence[Any] = (),
+                     path: Sequence[str] = ()) -> None:
         """Reader ``reader_id`` holds only the keys filled by upqueries from now on
-        (all holes), and never checkpoints (it comes back all holes). ``limit``: the
-        cluster's memory limit (None: none); this worker's own share of it is 0 until
-        the controller gives it one (``req_share``; partial.py, Eviction)."""
+        (all holes), and never checkpoints (it comes back all holes); so do the
+        aggregates ``held`` ([node, its key columns]) on its chain ``path``. ``limit``:
+        the cluster's memory limit (None: none); this worker's own share of it is 0
+        until the controller gives it one (``req_share``; partial.py, Eviction)."""
         if self.partial is None:
-            self.partial = Partial(self.graph, cast(Any, _Hosted(self.domains)),
-                                   None if limit is None else 0)
+            self.partial = WorkerPartial(self.graph, cast(Any, _Hosted(self.domains)),
+                                         None if limit is None else 0, self._send_up)
         reader = cast("Reader", self.graph[reader_id].op)
+        for nid, cols in held:
+            op: Any = self.graph[nid].op
+            op.make_partial(self.partial.ops, reader)
+            self.held_cols[nid] = tuple(cols)
+            self.partial.hold(reader_id, nid, list(path))
+            self._no_checkpoints(nid)
         self.partial.paths[reader_id] = reader.key
         self.partial.path_ids[reader_id] = []
         reader.make_partial(self.partial)
         reader.path = []
-        d = self.domains.get(reader_id)
+        self._no_checkpoints(reader_id)
+
+    def make_full(self, reader_id: str, nids: list[str]) -> None:
+        """The aggregates ``nids`` on reader ``reader_id``'s chain hold every key again,
+        empty until the controller fills them (partial.py, ``recheck``); the reader's
+        keys become holes (its chain now ends at them)."""
+        partial = cast(WorkerPartial, self.partial)
+        if reader_id in self.domains:
+            partial.lost(cast("Reader", self.graph[reader_id].op))
+        partial.release_held(reader_id)
+        for nid in nids:
+            cast(Any, self.graph[nid].op).make_full()
+            self.held_cols.pop(nid, None)
+            d = self.domains.get(nid)
+            if d is not None:
+                d.use_checkpoints(self.store)
+
+    def _no_checkpoints(self, nid: str) -> None:
+        d = self.domains.get(nid)
         if d is not None:
             d.use_checkpoints(None)
-            if self.store is not None and self.store.has(reader_id):
-                self.store.drop(reader_id)
+            if self.store is not None and self.store.has(nid):
+                self.store.drop(nid)
+
+    def _send_up(self, dst: str, frame: list[Any]) -> None:
+        """An eviction on its way up to the aggregate ``dst`` (partial.py, Eviction)."""
+        if self.direct:
+            self.route(dst, frame)
+        else:
+            self.send(frame)
+
+    def req_partial_clear(self, reader_id: str) -> None:
+        """The partial aggregate above reader ``reader_id`` was lost (it comes back all
+        holes): every key of the reader becomes a hole too (partial.py, Failures)."""
+        if self.partial is not None and reader_id in self.domains:
+            self.partial.lost(cast("Reader", self.graph[reader_id].op))
 
     def _removed(self, node_id: str) -> None:
         if self.partial is not None and self.partial.paths.pop(node_id, None) is not None:
             self.partial.path_ids.pop(node_id, None)
+            self.partial.release_held(node_id)
             self.partial._queue = []
+        self.held_cols.pop(node_id, None)
         self.removed.add(node_id)
         self.early.pop(node_id, None)
         self.holding.pop(node_id, None)
@@ -641,7 +692,20 @@ class Worker:
         path = list(path)
         at = path.index(m.dst)
         key_tuples = [tuple(k) for k in keys]
-        if batches is None:             # (the source, here: its state as of now)
+        if rid == EVICT:                # (an eviction, from the aggregate down: Eviction)
+            if at == len(path) - 1:
+                if self.partial is not None:
+                    self.partial.evicted(m.dst, key_tuples)
+                return
+            if at == 0:
+                op: Any = self.graph[m.dst].op
+                if op.holes is not None:
+                    for k in key_tuples:
+                        held = op_key(op, self.held_cols[m.dst], k)
+                        if held in op.holes:
+                            op.evict(held)
+            rows = []
+        elif batches is None:             # (the source, here: its state as of now)
             rows = source_rows(self.graph, path, tuple(cols), key_tuples)
         else:
             rows = [decode_batch(b) for b in batches]
@@ -662,10 +726,15 @@ class Worker:
                     self.send(["mem", partial.total, self._held_keys(), filled])
                 self.send(["rep", rid, answers])
                 return
-            if at:                      # (at 0, a base's rows, computed on the controller)
+            if m.dst in self.held_cols:     # (an aggregate held partial: filled on the way)
+                op = self.graph[m.dst].op
+                hc = self.held_cols[m.dst]
+                rows = [through_held(op, hc, k, b) for k, b in zip(key_tuples, rows)]
+            elif at:                    # (at 0, a base's rows, computed on the controller)
                 rows = [step(self.graph, m.dst, path[at + 1], b) for b in rows]
         nxt = path[at + 1]
-        frame = ["fill", nxt, [m.dst, rid, path, keys, cols, [encode_batch(b) for b in rows]]]
+        frame = ["fill", nxt, [m.dst, rid, path, keys, cols,
+                               None if rid == EVICT else [encode_batch(b) for b in rows]]]
         if self.direct:
             self.route(nxt, frame)
         else:

@@ -15,7 +15,7 @@ import pytest
 
 import noria_py
 from noria_py.runtime.cluster.launch import Cluster
-from noria_py.runtime.cluster.partial import chain
+from noria_py.runtime.cluster.partial import chain, chain_and_ops
 from noria_py.runtime.cluster.reads import rows_found
 from tests.differential.helpers import normalize
 
@@ -23,8 +23,11 @@ from .test_cluster import _differential_with_kill
 
 DDL = ["CREATE TABLE t1 (a INT, b INT, c TEXT)", "CREATE TABLE t2 (a INT, d INT)"]
 #: name -> SQL with one ? (the same text in DuckDB); each reader's chain ends at a base
-#: (v_rows, v_filter, v_text), an aggregate (v_count, v_max), a join (v_join, v_left)
-#: or a TopK (v_top)
+#: (v_rows, v_filter, v_text; v_count, v_max and v_n through their aggregate, held
+#: partial), a join (v_join, v_left, v_vote: the vote view's shape) or a TopK (v_top).
+#: v_vote's COUNT is v_n's (one sub-plan): if v_n is made first, its aggregate is held
+#: partial, then full again when v_vote comes to share it; else it is v_n's source
+#: (which of the two comes first is the seed's)
 VIEWS = {
     "v_rows": "SELECT a, b, c FROM t1 WHERE a = ?",
     "v_filter": "SELECT b, c FROM t1 WHERE a = ? AND b > 2",
@@ -34,6 +37,9 @@ VIEWS = {
     "v_join": "SELECT t1.a, t1.b, t2.d FROM t1 JOIN t2 ON t1.a = t2.a WHERE t1.a = ?",
     "v_left": "SELECT t2.a, t2.d, t1.b FROM t2 LEFT JOIN t1 ON t2.a = t1.a WHERE t2.a = ?",
     "v_top": "SELECT a, b FROM t1 WHERE a = ? ORDER BY b DESC LIMIT 2",
+    "v_n": "SELECT a, COUNT(*) AS n FROM t1 WHERE a = ? GROUP BY a",
+    "v_vote": "SELECT t2.a, t2.d, vc.n FROM t2 LEFT JOIN (SELECT a, COUNT(*) AS n FROM t1 "
+              "GROUP BY a) AS vc ON t2.a = vc.a WHERE t2.a = ?",
 }
 #: a view that stays full (its key cannot be followed to one source): read beside
 FULL = {"v_distinct": "SELECT DISTINCT a, b FROM t1 WHERE a = ?"}
@@ -166,9 +172,11 @@ def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
                 _check(db, model, rng, {n: VIEWS.get(n) or FULL[n] for n in made}, wrong)
         _check(db, model, rng, {**VIEWS, **FULL}, wrong, every=True)
         con = _oracle(model)
-        got = normalize(db.view("v_rows").all())
-        if got != normalize(con.execute("SELECT a, b, c FROM t1").fetchall()):
-            wrong.append(("v_rows", "all()", got))
+        for name, sql in (("v_rows", "SELECT a, b, c FROM t1"),      # (through a
+                          ("v_count", "SELECT a, COUNT(*), SUM(b) FROM t1 GROUP BY a")):
+            got = normalize(db.view(name).all())                # partial aggregate)
+            if got != normalize(con.execute(sql).fetchall()):
+                wrong.append((name, "all()", got))
         _check_memory(db)
         recoveries = db.recoveries()
         if kill:
@@ -243,6 +251,13 @@ def test_chains_of_partial_readers():
                         "base", "aggregate", "extremum", "join", "topk")
                 else:
                     assert found is None, (shards, name)
+                held = chain_and_ops(db.graph_, r, set(db.graph_.nodes))
+                if name in ("v_count", "v_max"):    # (held partial, if new; v_n shares its)
+                    assert held is not None and len(held[2]) == 1, (shards, name)
+                    assert db.graph_[held[0][0]].kind == "base"
+                    assert db.graph_[held[2][0][0]].kind in ("aggregate", "extremum")
+                elif found is not None:
+                    assert held is not None and held[:2] == found and not held[2]
         db.close()
 
 
@@ -343,15 +358,21 @@ def test_a_fill_at_a_worker_fills_a_hole_once_and_writes_to_holes_are_dropped():
     ctl.close()
 
 
-def test_a_fill_at_an_operator_is_computed_from_its_state_in_order_with_its_output():
-    from noria_py.batch import Batch
-
+def _count_worker():
+    """A worker hosting ``t -> COUNT by a -> reader`` (nothing partial yet): (worker,
+    controller's end, base, aggregate, reader)."""
     w, ctl, views = _worker_with([
         "CREATE TABLE t (a INT, b INT)",
         "CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM t WHERE a = ? GROUP BY a"])
     (reader,) = views["c"]
     agg = w.graph[reader].parents[0]
-    base = w.graph[agg].parents[0]
+    return w, ctl, w.graph[agg].parents[0], agg, reader
+
+
+def test_a_fill_at_an_operator_is_computed_from_its_state_in_order_with_its_output():
+    from noria_py.batch import Batch
+
+    w, ctl, base, agg, reader = _count_worker()
     w.make_partial(reader, None)
     op = w.graph[reader].op
     w.write(base, Batch([(1, 10), (1, 20)]))
@@ -666,3 +687,148 @@ def test_one_limit_is_shared_by_the_workers_and_follows_their_reads():
         read(w3, 2)
     assert manager.shares["w3"] >= limit // 2 and rt.worst <= limit
     assert sum(manager.shares.values()) <= limit
+
+
+# ---------------------------------------------------------------- a partial aggregate
+
+def _held_count_worker(limit: int | None):
+    """``_count_worker``, the COUNT held partial with the reader (as
+    ``ClusterPartial.install`` announces it)."""
+    w, ctl, base, agg, reader = _count_worker()
+    w.make_partial(reader, limit, [[agg, [0]]], [base, agg, reader])
+    return w, ctl, base, agg, reader
+
+
+def _ready(ctl) -> bool:
+    """Whether a frame from the worker waits (buffered, or on the socket)."""
+    import select
+
+    return ctl._start != ctl._end or bool(select.select([ctl.sock], [], [], 0)[0])
+
+
+def test_a_partial_aggregate_on_a_worker_is_filled_on_the_way_and_drops_writes_to_holes():
+    """A write to a key the aggregate does not hold sends nothing on (the reader's
+    domain never sees it); a fill from the base fills the aggregate, then the reader;
+    a second fill of a key held (two upqueries at once) is answered from the
+    aggregate's state, not counted again; writes after are counted once."""
+    from noria_py.batch import Batch
+
+    w, ctl, base, agg, reader = _held_count_worker(None)
+    op, rop = w.graph[agg].op, w.graph[reader].op
+    before = w.domains[reader].time
+    w.write(base, Batch([(1, 10), (2, 20)]))
+    _pump(w)
+    assert op.holes.n == 0 and w.domains[reader].time == before    # (dropped at the COUNT)
+    path = [base, agg, reader]
+    w.frame(_fill_frame(base, 7, path, [1], [0], [[(1, 10)]]))
+    _pump(w)
+    assert ctl.recv() == ("rep", 7, (((1, 1),),))
+    assert 1 in op.holes and 2 not in op.holes
+    w.frame(_fill_frame(base, 8, path, [1], [0], [[(1, 10)]]))     # (held: not counted)
+    _pump(w)
+    assert ctl.recv() == ("rep", 8, (((1, 1),),))
+    w.write(base, Batch([(1, 11), (2, 21)]))
+    _pump(w)
+    assert rop.lookup(1) == [(1, 2)] and rop.lookup(2) is None and 2 not in op.holes
+    ctl.close()
+
+
+def test_an_eviction_goes_up_to_the_aggregate_and_down_behind_its_output():
+    """Random writes, fills and shares on one worker, its frames handled a few at a time
+    (the fills, the evictions going up and coming down, the writes interleaved): after
+    each step the reader holds only keys the aggregate holds (else a write to one
+    would stop at the aggregate) or is letting go (their eviction on its way down,
+    behind the aggregate's output), and once every frame is handled each key held
+    has the count of every row written to it; a share of 0 empties both; the view
+    dropped, nothing of the pair is left."""
+    import queue
+
+    from noria_py.batch import Batch
+
+    w, ctl, base, agg, reader = _held_count_worker(1 << 20)
+    op, rop = w.graph[agg].op, w.graph[reader].op
+    path = [base, agg, reader]
+    rng = random.Random(3)
+    rows: dict[int, int] = {}
+    each = None
+    for i in range(300):
+        r = rng.random()
+        if r < 0.4:
+            k = rng.randrange(8)
+            w.write(base, Batch([(k, i)]))
+            rows[k] = rows.get(k, 0) + 1
+        elif r < 0.7:
+            k = rng.randrange(8)
+            w.frame(_fill_frame(base, i + 1, path, [k], [0], [[(k, 0)] * rows.get(k, 0)]))
+        elif r < 0.85 and each:
+            w.req_share(each * rng.randint(0, 4))
+        for _ in range(rng.randint(0, 6)):      # (a few frames handled: the rest wait)
+            try:
+                src, f = w.inbox.get_nowait()
+            except queue.Empty:
+                break
+            w.frame(f, src)
+        while _ready(ctl):
+            f = ctl.recv()
+            if f[0] == "mem" and f[3]:
+                each = each or f[3]
+        held = set(rop.filled)          # (the aggregate's evictions on their way down
+        leaving = set(w.partial.leaving.get(reader, {}))        # to it: keys leaving)
+        assert held - set(op.holes.keys()) <= leaving, (i, held, set(op.holes.keys()))
+        if i % 25 == 24:                # (everything handled: every count right)
+            _pump(w)
+            assert set(rop.filled) <= set(op.holes.keys())
+            assert all(rop.lookup(k) == ([(k, rows[k])] if rows.get(k) else [])
+                       for k in rop.filled), i
+    _pump(w)
+    w.req_share(0)
+    _pump(w)
+    assert not set(rop.filled) and op.holes.n == 0 and w.partial.total == 0
+    w.req_share(1 << 20)
+    for k in range(8):                  # (every count right once filled again)
+        w.frame(_fill_frame(base, 1000 + k, path, [k], [0], [[(k, 0)] * rows.get(k, 0)]))
+        _pump(w)
+        assert rop.lookup(k) == ([(k, rows[k])] if rows.get(k) else [])
+    w.ddl(["remove", [reader]], {})     # (the view dropped: its reader and COUNT go)
+    assert agg not in w.graph.nodes and not w.partial.upstream and not w.held_cols
+    w.req_share(0)
+    w.write(base, Batch([(1, 1)]))
+    _pump(w)
+    ctl.close()
+
+
+def test_a_lost_partial_aggregate_empties_its_reader():
+    """``req_partial_clear`` (the controller, when the aggregate's worker is lost): the
+    reader's keys become holes, its leaving keys' bytes given back."""
+    w, ctl, base, agg, reader = _held_count_worker(None)
+    rop = w.graph[reader].op
+    w.frame(_fill_frame(base, 1, [base, agg, reader], [1, 2], [0], [[(1, 0)], [(2, 0)]]))
+    _pump(w)
+    assert rop.lookup(1) == [(1, 1)]
+    w.req_partial_clear(reader)
+    assert rop.lookup(1) is None and rop.lookup(2) is None
+    ctl.close()
+
+
+@pytest.mark.slow
+def test_a_shared_partial_aggregate_becomes_full_again_in_a_cluster():
+    """A view created later whose plan shares the aggregate of a partial view (an
+    identical sub-plan): the aggregate is full again (``graph()``), filled from the
+    table, and both views answer right, before and after more writes."""
+    with Cluster(workers=2, shards=2, extra=("--partial",)) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n, SUM(b) AS s FROM t "
+                   "WHERE a = ? GROUP BY a")
+        db.table("t").insert([(i % 20, i) for i in range(200)])
+        assert db.view("v").lookup(3) == [(3, 10, sum(range(3, 200, 20)))]
+        aggs = [n for n in db.graph() if n["kind"] == "aggregate"]
+        assert aggs and all(n["partial"] for n in aggs)
+        db.execute("CREATE VIEW w AS SELECT a, COUNT(*) AS n, SUM(b) AS s FROM t GROUP BY a")
+        assert not any(n["partial"] for n in db.graph() if n["kind"] == "aggregate")
+        db.table("t").insert([(k, 1) for k in range(20)])
+        db.wait()
+        want = [(k, 11, sum(range(k, 200, 20)) + 1) for k in range(20)]
+        assert sorted(db.view("w").all()) == want
+        assert [db.view("v").lookup(k)[0] for k in range(20)] == want
+        db.close()
