@@ -632,7 +632,7 @@ def test_a_wrong_token_at_a_workers_read_port_is_refused(cluster):
     db = noria_py.connect(cluster.url)
     db.execute("CREATE TABLE tk (k INT)")
     db.execute("CREATE VIEW tk_n AS SELECT k, COUNT(*) AS n FROM tk WHERE k = ? GROUP BY k")
-    nodes, addresses, _ = db._call("placement", "tk_n")
+    nodes, addresses, *_ = db._call("placement", "tk_n")
     for host, port in addresses:
         with pytest.raises(wire.AuthError, match="wrong token"):
             _client((host or cluster.host, port), "not the token")
