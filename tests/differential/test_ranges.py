@@ -97,18 +97,17 @@ def run_program(db, steps) -> None:
     test_ranges.py), every read checked against DuckDB; the table and views made
     are dropped after, so that the next program may run on the same ``db``."""
     oracle = Oracle(DDL)
-    for sql in DDL:
-        db.execute(sql.replace("DOUBLE", "FLOAT"))
-    for name, (sql, _) in VIEWS.items():
-        db.execute(f"CREATE VIEW {name} AS {sql}")
-    held: dict[int, tuple] = {}
     try:
-        _steps(db, oracle, held, steps)
+        for sql in DDL:
+            db.execute(sql.replace("DOUBLE", "FLOAT"))
+        for name, (sql, _) in VIEWS.items():
+            db.execute(f"CREATE VIEW {name} AS {sql}")
+        _steps(db, oracle, {}, steps)
     finally:
         db.drop_query()
         for name in VIEWS:
-            db.execute(f"DROP VIEW {name}")
-        db.execute("DROP TABLE r")
+            db.execute(f"DROP VIEW IF EXISTS {name}")
+        db.execute("DROP TABLE IF EXISTS r")
 
 
 def _steps(db, oracle: Oracle, held: dict[int, tuple], steps) -> None:

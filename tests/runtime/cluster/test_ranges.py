@@ -42,7 +42,7 @@ def db(cluster):
     d.close()
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=_HEALTH)
+@settings(max_examples=4, deadline=None, suppress_health_check=_HEALTH)
 @given(programs)
 def test_range_reads_match_duckdb(db, steps):
     """Named views read at the workers (sharded by their equality key), ad-hoc queries
