@@ -95,7 +95,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ...batch import Batch
 from ...errors import RecoveryError
-from ...partial import Partial, reader_columns, rows_for, through_project, trace
+from ...partial import Partial, read_by_key, reader_columns, rows_for, through_project, trace
 from .errors import WorkerLost
 from .wire import encode_batch
 
@@ -125,7 +125,7 @@ def chain(graph: Graph, reader_id: str) -> Chain | None:
     reader cannot be partial in a cluster."""
     node = graph[reader_id]
     reader = cast("Reader", node.op)
-    if not reader.key or len(node.parents) != 1:
+    if not read_by_key(reader) or len(node.parents) != 1:
         return None
     cols = reader_columns(reader)
     if cols is None:

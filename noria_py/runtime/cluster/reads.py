@@ -14,6 +14,9 @@ a row, and each column's values, int64 and float64 ones as their bytes), which t
 client makes rows (``rows_found``) with no per-row work at the worker or in msgpack.
 A ``lookup`` is ``["get", id, node, key]``, answered ``["ok", id, rows]`` (the key's
 rows, None for a hole): no lists of groups and keys to make and check at either end.
+A read of a view with range parameters (``col > ?``) is ``["range", id, [node, ...],
+key, [[op, value], ...]]`` (``range_rows``), answered ``["ok", id, rows]``, the rows of
+every node named in turn, each node's sorted by the view's ORDER BY (the client merges).
 Any request may be answered
 ``["moved", id, message]`` when a node named is not
 hosted here or is down (being recovered): the client asks the controller where the
@@ -54,6 +57,10 @@ Invariants, and why:
   disabled it: nothing goes uncollected, one young collection runs after instead of
   dozens during. (It is process-wide: another thread's ``gc.disable()`` made during
   those milliseconds is undone.)
+- **A range index built here is kept only if no frame began meanwhile.** The first
+  range read of a reader builds its sorted index from its rows (``Reader.range_lookup``);
+  a batch handled while there was none did not go into it, so an index a read thread
+  built across a frame is dropped again (``unchanged``) and the next read builds it.
 - **Read-after-wait.** ``db.wait()`` returns once every worker has processed every
   message relayed before its pings; a read sent after that reads state these messages
   made, as a read through the controller (a request queued behind them) did.

@@ -187,3 +187,23 @@ def test_a_range_readers_worker_sigkilled(cluster, db):
     db.wait()
     check()
     assert any(r.automatic for r in db.recoveries())
+
+
+@pytest.mark.slow
+def test_a_range_view_stays_full_under_serve_partial():
+    """``serve --partial``: a view with range parameters keeps every row (a range read
+    needs every key's rows: docs/partial.md), read at the workers as without it."""
+    with Cluster(workers=2, shards=2, extra=("--partial",)) as c:
+        db = noria_py.connect(c.url)
+        db.execute("CREATE TABLE pt (id INT PRIMARY KEY, g INT, a INT)")
+        db.execute("CREATE VIEW pt_g AS SELECT id FROM pt WHERE g = ? AND a < ?")
+        db.execute("CREATE VIEW pt_k AS SELECT id FROM pt WHERE g = ?")
+        rows = [(i, i % 4, i % 10) for i in range(100)]
+        db.table("pt").insert(rows)
+        db.wait()
+        readers = {n["view"]: n["partial"] for n in db.graph() if n["kind"] == "reader"}
+        assert readers == {"pt_g": False, "pt_k": True}
+        for g in range(4):
+            assert sorted(db.view("pt_g").lookup(g, 5)) == [
+                (i,) for i, gg, a in rows if gg == g and a < 5]
+        db.close()
