@@ -113,7 +113,7 @@ def run_program(db, steps) -> None:
 def _steps(db, oracle: Oracle, held: dict[int, tuple], steps) -> None:
     for step in steps:
         if step[0] in ("insert", "delete", "update"):
-            _write(db, oracle, held, step[0], step[1])
+            write(db, oracle, held, step[0], step[1])
             continue
         db.wait()           # (a cluster's reads at the workers: after the writes)
         kind, which, data = step
@@ -136,7 +136,7 @@ def _steps(db, oracle: Oracle, held: dict[int, tuple], steps) -> None:
     assert len(db.queries()) <= len(ADHOC)
 
 
-def _write(db, oracle: Oracle, held: dict[int, tuple], kind: str, row: tuple) -> None:
+def write(db, oracle: Oracle, held: dict[int, tuple], kind: str, row: tuple) -> None:
     key = row[0]
     if kind == "insert":
         if key in held:

@@ -3,14 +3,15 @@
 read port, runtime/cluster/reads.py), ad-hoc range constants lifted as embedded (one
 view a shape), errors as embedded, and a range view's reader lost with its worker.
 
-One cluster for the module (three workers, two shards: a keyed range view's two reader
-shards on two workers); the SIGKILL test runs last, on it. The same random programs
+One cluster for the module (two workers and the spare, two shards: a keyed range
+view's two reader shards on the two workers); the SIGKILL test runs last, on it. The same random programs
 as the embedded engine's (tests/differential/test_ranges.py) check every read against
 DuckDB.
 """
 from __future__ import annotations
 
 import datetime
+import itertools
 import math
 import os
 import random
@@ -23,7 +24,7 @@ import noria_py
 from noria_py.runtime.cluster.launch import Cluster
 
 from ...differential.helpers import Oracle, normalize
-from ...differential.test_ranges import programs, run_program
+from ...differential.test_ranges import DDL, ORDERED, VIEWS, programs, run_program, write
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large,
            HealthCheck.function_scoped_fixture]
@@ -31,7 +32,7 @@ _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large,
 
 @pytest.fixture(scope="module")
 def cluster():
-    with Cluster(workers=3, shards=2) as c:
+    with Cluster(workers=2, shards=2) as c:
         yield c
 
 
@@ -206,4 +207,50 @@ def test_a_range_view_stays_full_under_serve_partial():
         for g in range(4):
             assert sorted(db.view("pt_g").lookup(g, 5)) == [
                 (i,) for i, gg, a in rows if gg == g and a < 5]
+        db.close()
+
+
+#: values each kind of range parameter takes in ``test_sigkill_mid_load_range_reads``
+GRID = {"a": [-1, 0, 2, 4, None], "f": [-1.0, 0.0, 1.5, math.inf, math.nan],
+        "s": ["", "a", "b", "c"], "g": [0, 1, 2]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_sigkill_mid_load_range_reads(seed):
+    """Random inserts, deletes and updates with a random worker SIGKILLed at a random
+    point among them; then every named range view, read at the workers over a grid of
+    bounds, and ad-hoc range queries answer as DuckDB does."""
+    rng = random.Random(seed)
+    with Cluster(workers=2, shards=2) as c:
+        db = noria_py.connect(c.url)
+        oracle = Oracle(DDL)
+        db.execute(DDL[0].replace("DOUBLE", "FLOAT"))
+        for name, (sql, _) in VIEWS.items():
+            db.execute(f"CREATE VIEW {name} AS {sql}")
+        held: dict[int, tuple] = {}
+        n = 60
+        kill_at = rng.randrange(n)
+        for i in range(n):
+            if i == kill_at:
+                os.kill(rng.choice(c.worker_pids(db)), signal.SIGKILL)
+            row = (rng.randrange(24), rng.choice([None, *range(-2, 5)]),
+                   rng.choice([None, -1.0, 0.0, 1.5, 2.0, math.inf, math.nan]),
+                   rng.choice([None, "", "a", "ab", "b", "c"]), rng.choice([None, 0, 1, 2]))
+            write(db, oracle, held, rng.choice(["insert", "insert", "delete", "update"]), row)
+        db.wait()
+        for name, (sql, cols) in VIEWS.items():
+            for params in itertools.product(*(GRID[k] for k in cols)):
+                got = db.view(name).lookup(*params)
+                want = oracle.con.execute(sql, list(params)).fetchall()
+                if name in ORDERED:
+                    assert got == want, (seed, name, params)
+                else:
+                    assert normalize(got) == normalize(want), (seed, name, params)
+        for lo in range(-2, 5):
+            sql = f"SELECT id FROM r WHERE a BETWEEN {lo} AND {lo + 1}"
+            assert normalize(db.execute(sql).fetchall()) == normalize(
+                oracle.con.execute(sql).fetchall()), (seed, sql)
+        assert len(db.queries()) == 1
+        assert db.recoveries()
         db.close()
