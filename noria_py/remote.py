@@ -7,8 +7,10 @@ every column is all ints or all floats travels as int64/float64 columns
 (``insert_columns``), which the controller takes as arrays; it checks them as it
 checks rows, so either form gives the same rows or the same error.
 
-Reads of a view by key (``RemoteView.lookup``, ``lookup_many``) go to the workers that
-host its reader shards, not through the controller (``runtime/cluster/reads.py``). A
+Reads of a view by key (``RemoteView.lookup``, ``lookup_many``), and by range for a view
+with range parameters (``col > ?``: ``_read_range``, checked here by the embedded
+engine's ``arguments.RangeCheck``), go to the workers that host its reader shards, not
+through the controller (``runtime/cluster/reads.py``). A
 view's placement (its reader shards, in shard order, and each one's worker's read
 address) is asked of the controller at the first read and kept; a key's shard is
 ``hashing.shard_of``, the stable hash the engine shards readers by. ``lookup`` sends
