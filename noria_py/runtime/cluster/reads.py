@@ -284,7 +284,7 @@ def range_rows(op: Reader, key: Any, bounds: Sequence[Any],
     range parameters."""
     if op.range_column is None:
         raise Error("this view has no range parameters (col > ?): read it with lookup")
-    if not all(type(b) is tuple and len(b) == 2 and b[0] in RANGE_OPS for b in bounds):
+    if not all(type(b) in (tuple, list) and len(b) == 2 and b[0] in RANGE_OPS for b in bounds):
         raise wire.ProtocolError("a range read's bounds: expected [[op, value], ...]")
     return op.range_lookup(key, [(b[0], b[1]) for b in bounds], unchanged)
 

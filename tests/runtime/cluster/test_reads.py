@@ -22,6 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import noria_py
+from noria_py.batch import Batch
+from noria_py.ops import Reader
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.reads import (
@@ -67,6 +69,76 @@ def _reads_with_torn_reader() -> tuple[Reads, _Torn]:
     op = _Torn(reads)
     reads.domains["r"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader", op=op))
     return reads, op
+
+
+def test_the_read_port_answers_range_reads():
+    """``["range", id, [node, ...], key, [[op, value], ...]]``: the rows of every node
+    named; ``moved`` for one not served here, an error for a bound that is not one or a
+    reader without range parameters (the connection goes on), closed if malformed; and
+    mid-frame, answered by the message thread between frames."""
+    reads, _ = _reads_with_torn_reader()
+    ranged = Reader((0,), 2, 2, range_column=1)
+    ranged.process(0, Batch([(1, 5), (1, 7), (2, 6)], [1, 1, 1]))
+    reads.domains["q"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader",
+                                                                          op=ranged))
+    server = ReadServer(reads, "127.0.0.1", 0, "tok")
+    try:
+        conn = _client(server.address, "tok")
+        conn.send(["range", 1, ["q"], 1, [[">=", 6]]])
+        assert conn.recv() == ("ok", 1, ((1, 7),))
+        conn.send(["range", 2, ["q", "q"], 1, [[">", 4], ["<=", 5]]])
+        assert conn.recv() == ("ok", 2, ((1, 5), (1, 5)))
+        conn.send(["range", 3, ["q", "n9"], 1, []])
+        assert conn.recv() == ("moved", 3, "node n9 is not served by this worker now")
+        conn.send(["range", 4, ["q"], 1, [["!=", 5]]])
+        assert conn.recv()[:3] == ("error", 4, "ProtocolError")
+        conn.send(["range", 5, ["r"], 1, [[">", 5]]])     # (no range parameters)
+        assert conn.recv()[:3] == ("error", 5, "Error")
+        reads.version = 1                       # a frame under way: queued, then
+        t = threading.Thread(target=reads_between_frames, args=(reads,))
+        t.start()
+        conn.send(["range", 6, ["q"], 2, [["<", 7]]])
+        assert conn.recv() == ("ok", 6, ((2, 6),))
+        t.join(10)
+        conn.send(["range", "x", ["q"], 1, []])  # malformed: closed
+        with pytest.raises(wire.ConnectionClosed):
+            conn.recv()
+        conn.close()
+    finally:
+        server.close()
+
+
+def test_a_range_index_built_across_a_frame_is_built_again():
+    """A frame that begins and ends while a read thread builds a reader's range index
+    (its batch finding no index to go into): the read is made again, and neither it
+    nor a later read misses the batch's rows (``Reader.range_lookup``'s ``unchanged``,
+    the seqlock's "no frame began")."""
+    reads = Reads({})
+    ranged = Reader((), 2, 2, range_column=1)
+    ranged.process(0, Batch([(1, 5), (2, 7)], [1, 1]))
+    reads.domains["q"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader",
+                                                                          op=ranged))
+    taken = ranged.state.rows
+
+    def rows_then_a_frame():
+        ranged.state.rows = taken           # (once)
+        out = taken()
+        reads.version += 1                  # the message thread's frame, meanwhile
+        ranged.process(0, Batch([(3, 6)], [1]))
+        reads.version += 1
+        return out
+    ranged.state.rows = rows_then_a_frame
+    assert sorted(reads.answer_range(["q"], (), [[">", 0]])) == [(1, 5), (2, 7), (3, 6)]
+    assert sorted(reads.answer_range(["q"], (), [[">=", 6]])) == [(2, 7), (3, 6)]
+
+
+def reads_between_frames(reads: Reads) -> None:
+    """The message thread ending its frame once a read is queued, then serving it."""
+    deadline = time.monotonic() + 10
+    while not reads.pending and time.monotonic() < deadline:
+        time.sleep(0.001)
+    reads.version = 2
+    reads.serve_pending()
 
 
 def test_a_read_during_a_frame_waits_for_the_message_thread():
