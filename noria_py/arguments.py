@@ -56,6 +56,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from sql_frontend.typerules import TEMPORAL, parse_temporal
 from sql_frontend.types import SqlType
 
 from .errors import ArgumentError, ArityError, TypeMismatchError
@@ -332,3 +333,51 @@ class KeyCheck:
             if why is not None:
                 raise TypeMismatchError(f"{self.what}: key column {name!r} is {typ.value}, got "
                                         f"{_short(value)} ({type(value).__name__}: {why})")
+
+
+#: a range read as its reader takes it (``Reader.range_lookup``): the equality key (``()``
+#: for none, a value for one column, a tuple for more) and the ``(op, value)`` bounds
+RangeRead = tuple[Any, list[tuple[str, Any]]]
+
+
+class RangeCheck:
+    """The values of a read of a view with range parameters (``Query.bounds``, docs/sql.md)
+    checked and split, for the embedded ``View`` and a cluster's ``RemoteView`` alike:
+    ``bounds`` holds each range parameter's comparison, slot among the read's values
+    and column type; the other slots are the equality key's, checked by ``key``."""
+
+    def __init__(self, what: str, key: KeyCheck, bounds: Sequence[tuple[str, int, SqlType]],
+                 arity: int) -> None:
+        self.what = what
+        self.key = key
+        self.bounds = [(op, slot, typ) for op, slot, typ in bounds]
+        self.arity = arity
+        taken = {slot for _, slot, _ in self.bounds}
+        self.key_slots = [i for i in range(arity) if i not in taken]
+
+    def __call__(self, params: Sequence[Any]) -> RangeRead:
+        """``params`` (one value per ``?``, plain: ``plain_key``) as a range read; raises
+        ``ArityError`` for the wrong count, ``TypeMismatchError`` for a value that does
+        not compare with its column as the filter's would (a DATE's ISO text is a date)."""
+        if len(params) != self.arity:
+            raise ArityError(f"{self.what} takes {self.arity} value(s), got {len(params)}")
+        eq = tuple(params[i] for i in self.key_slots)
+        if eq:
+            self.key(eq)
+        bounds = []
+        for op, slot, typ in self.bounds:
+            value = params[slot]
+            if type(value) is str and typ in TEMPORAL:      # ISO text, as a filter reads it
+                parsed = parse_temporal(value, typ)
+                if parsed is None:
+                    raise TypeMismatchError(f"{self.what}: {value!r} is not a "
+                                            f"{typ.value} (a range parameter)")
+                value = parsed
+            elif value is not None:
+                why = MISFIT[typ](value)
+                if why is not None:
+                    raise TypeMismatchError(f"{self.what}: a range parameter on a column "
+                                            f"of type {typ.value}, got {_short(value)} "
+                                            f"({type(value).__name__}: {why})")
+            bounds.append((op, value))
+        return (() if not eq else eq[0] if len(eq) == 1 else eq), bounds

@@ -33,7 +33,6 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar, cast, overload
 import sql_frontend
 from sql_frontend import plan as lp
 from sql_frontend.expr import Col
-from sql_frontend.typerules import TEMPORAL, parse_temporal
 from sql_frontend.types import SqlType, TableSchema
 
 from . import arguments, regimes, tuning
@@ -295,9 +294,6 @@ class Database:
         #: server reads views its own way)
         self._prepared: OrderedDict[str, Prepared] | None = (
             OrderedDict() if isinstance(self._lock, _DatabaseLock) else None)
-        #: whether SELECTs and views may have range parameters (``Query.bounds``):
-        #: embedded only, a cluster's reads at the workers are lookups (docs/sql.md)
-        self._ranges = isinstance(self._lock, _DatabaseLock)
         self._catalog = _Catalog(self)
         self._recoveries: list[RecoveryReport] = []
         self._failed: set[str] = set()      # failed with fail(), not yet named to recover()
@@ -569,7 +565,7 @@ class Database:
         the statement's plan and its result."""
         self._check_open()
         stmt = sql_frontend.parse(sql, self._catalog, arguments.params(params),
-                                  lift_constants=True, ranges=self._ranges)
+                                  lift_constants=True)
         return stmt, self._run(stmt, sql)
 
     def _keep_prepared(self, sql: str) -> None:
@@ -656,8 +652,7 @@ class Database:
         is ordered. ``params``: values for its ``?``. Raises what ``execute`` would raise
         for SQL it cannot take."""
         self._check_open()
-        return sql_frontend.parse(sql, self._catalog, arguments.params(params),
-                                  ranges=self._ranges)
+        return sql_frontend.parse(sql, self._catalog, arguments.params(params))
 
     def _run(self, stmt, sql: str) -> Result:
         """One parsed statement."""
@@ -1413,8 +1408,7 @@ class Prepared:
             return
         dummies = tuple(_DUMMIES[t] for t in self.param_types)
         try:
-            stmt = sql_frontend.parse(sql, db._catalog, dummies, lift_constants=True,
-                                      ranges=db._ranges)
+            stmt = sql_frontend.parse(sql, db._catalog, dummies, lift_constants=True)
         except (TypeMismatchError, ArityError):
             if not dummies:
                 raise
@@ -1464,13 +1458,13 @@ class Prepared:
 
     def lookup_view(self) -> "View | None":
         """The view whose ``lookup`` with the run's values is this statement's answer
-        (a SELECT whose every ``?`` is a lookup key, needing no second view), else None.
-        A cluster's client reads it at the reader's worker (``RemotePrepared``)."""
+        (a SELECT whose every ``?`` is a lookup key or a range parameter, needing no
+        second view), else None. A cluster's client reads it at the reader's worker
+        (``RemotePrepared``)."""
         if self.generation != self._db._generation:
             self._replan()
         keyed = self._keyed
-        if keyed is None or keyed[2] is not None or not self.param_types \
-                or keyed[1].query.bounds:
+        if keyed is None or keyed[2] is not None or not self.param_types:
             return None
         return keyed[0]
 
@@ -1633,12 +1627,6 @@ class View(ViewFrames):
         self.columns = list(q.names)
         self.types = [c.type for c in q.root.columns[:q.visible]]
         self.key_arity = q.arity
-        #: the range parameters (``Query.bounds``): each one's comparison, the slot of
-        #: its value among a read's values and its column's type; the other slots are
-        #: the equality key's (``_range``)
-        self._bounds = [(b.op, b.slot, q.root.columns[b.column].type) for b in q.bounds]
-        bound_slots = {b.slot for b in q.bounds}
-        self._key_slots = [i for i in range(q.arity) if i not in bound_slots]
         self._readers: list[Reader] = [db.graph_[r].op for r in entry.readers]
         #: whether the readers hold only the keys read (noria_py/partial.py)
         self._partial = bool(self._readers) and self._readers[0].partial
@@ -1650,7 +1638,12 @@ class View(ViewFrames):
         self._key_types = [c.type for c in key]
         what = f"the ? of {entry.sql[:80]!r}" if entry.anonymous else f"view {self.name!r}"
         self._check_key = arguments.KeyCheck(what, [c.name for c in key], [c.type for c in key])
-        self._what = what
+        #: the range parameters (``Query.bounds``): each one's comparison, the slot of
+        #: its value among a read's values and its column's type; the other slots are
+        #: the equality key's (``_range``; a cluster's client checks reads the same way)
+        self._bounds = [(b.op, b.slot, q.root.columns[b.column].type) for b in q.bounds]
+        self._check_range = (arguments.RangeCheck(what, self._check_key, self._bounds, q.arity)
+                             if q.bounds else None)
         self._key_fits = self._check_key.fits
 
     def _dropped(self) -> None:
@@ -1721,32 +1714,11 @@ class View(ViewFrames):
         """``lookup`` of a view with range parameters: a range scan of its reader's
         sorted index (ops/reader.py), under the database's lock (the first one builds
         the index)."""
-        if len(params) != self.key_arity:
-            raise ArityError(f"view {self.name!r} takes {self.key_arity} value(s), got "
-                             f"{len(params)}")
+        assert self._check_range is not None
         params = tuple(p if type(p) in _PLAIN_KEYS else arguments.plain_key(p) for p in params)
-        eq = tuple(params[i] for i in self._key_slots)
-        if eq:
-            self._check_key(eq)
-        bounds = []
-        for op, slot, typ in self._bounds:
-            value = params[slot]
-            if type(value) is str and typ in TEMPORAL:      # ISO text, as a filter reads it
-                parsed = parse_temporal(value, typ)
-                if parsed is None:
-                    raise TypeMismatchError(f"{self._what}: {value!r} is not a "
-                                            f"{typ.value} (a range parameter)")
-                value = parsed
-            elif value is not None:
-                why = arguments.MISFIT[typ](value)
-                if why is not None:
-                    raise TypeMismatchError(f"{self._what}: a range parameter on a column "
-                                            f"of type {typ.value}, got {value!r} "
-                                            f"({type(value).__name__}: {why})")
-            bounds.append((op, value))
-        k = () if not eq else eq[0] if len(eq) == 1 else eq
+        k, bounds = self._check_range(params)
         with self._lock:
-            if eq:
+            if self._check_range.key_slots:
                 return self._reader_for(k).range_lookup(k, bounds)
             rows = [r for reader in self._readers for r in reader.range_lookup(k, bounds)]
         if self._sort is not None and len(self._readers) > 1:

@@ -247,6 +247,13 @@ def part_key(op: Any, cols: tuple[int, ...], key: tuple) -> tuple:
     return tuple(at[c] for c in op.partition)
 
 
+def read_by_key(reader: Reader) -> bool:
+    """Whether a reader may be partial at all (embedded and in a cluster): it is read
+    by key (a view with ``?``), and not by range (``col > ?``: a range read needs the
+    rows of every value of the column)."""
+    return bool(reader.key) and reader.range_column is None
+
+
 def reader_columns(reader: Reader) -> tuple[int, ...] | None:
     """The reader's key columns in the rows its parent sends (through its own SELECT
     list, if it applies one), or None where one is computed."""
@@ -394,8 +401,8 @@ class Partial:
         ``fresh``: an operator that already holds state stays full)."""
         node = self.graph[reader_id]
         reader: Reader = node.op    # type: ignore[assignment]
-        if not reader.key or reader.range_column is not None:
-            return False            # (a range read needs every key's rows: full)
+        if not read_by_key(reader):
+            return False
         cols = reader_columns(reader)
         found = None if cols is None else path_of(self.graph, node.parents[0], cols, set(fresh))
         if cols is None or found is None:

@@ -7,8 +7,10 @@ every column is all ints or all floats travels as int64/float64 columns
 (``insert_columns``), which the controller takes as arrays; it checks them as it
 checks rows, so either form gives the same rows or the same error.
 
-Reads of a view by key (``RemoteView.lookup``, ``lookup_many``) go to the workers that
-host its reader shards, not through the controller (``runtime/cluster/reads.py``). A
+Reads of a view by key (``RemoteView.lookup``, ``lookup_many``), and by range for a view
+with range parameters (``col > ?``: ``_read_range``, checked here by the embedded
+engine's ``arguments.RangeCheck``), go to the workers that host its reader shards, not
+through the controller (``runtime/cluster/reads.py``). A
 view's placement (its reader shards, in shard order, and each one's worker's read
 address) is asked of the controller at the first read and kept; a key's shard is
 ``hashing.shard_of``, the stable hash the engine shards readers by. ``lookup`` sends
@@ -49,7 +51,7 @@ import threading
 import time
 from operator import itemgetter
 from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Sequence, cast
+from typing import Any, Callable, Iterable, Sequence, TypeVar, cast
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -57,6 +59,7 @@ import pyarrow as pa
 
 import sql_frontend
 from sql_frontend import wire as plan_wire
+from sql_frontend.plan import OrderKey
 from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 
 from . import arguments, errors
@@ -74,6 +77,7 @@ from .errors import (
     UnknownViewError,
 )
 from .hashing import shard_of
+from .ordering import order_key
 from .recovery import RecoveryReport
 from .result import Result, ViewFrames
 from .runtime.cluster import tokens, wire
@@ -127,6 +131,9 @@ def _report(d: dict) -> RecoveryReport:
         if k not in known:
             setattr(r, k, v)
     return r
+
+
+_T = TypeVar("_T")
 
 
 def _rows(rows) -> list[tuple]:
@@ -238,16 +245,22 @@ class _Link:
 class _Placement:
     """Where a view's reader shards are (``Server.m_placement``)."""
 
-    __slots__ = ("nodes", "links", "check", "fits", "generation")
+    __slots__ = ("nodes", "links", "check", "fits", "generation", "ranged", "sort")
 
     def __init__(self, nodes: list[str], links: list[_Link] | None,
-                 check: arguments.KeyCheck, generation: int = 0) -> None:
+                 check: arguments.KeyCheck, generation: int = 0,
+                 ranged: arguments.RangeCheck | None = None,
+                 sort: Callable[[tuple], Any] | None = None) -> None:
         self.nodes = nodes
         self.links = links                  # None: read through the controller
         self.check = check
         self.fits = check.fits
         #: the controller connection it was asked on (``RemoteDatabase._generation``)
         self.generation = generation
+        #: a view with range parameters: its reads' check (None: reads by key), and the
+        #: ORDER BY merging several shards' rows (None: none, or by a hidden column)
+        self.ranged = ranged
+        self.sort = sort
 
 
 def _ended(conn: wire.Connection) -> bool:
@@ -429,19 +442,27 @@ class RemoteDatabase:
     # ------------------------------------------------------------ reads at the workers
 
     def _placement(self, view: str) -> _Placement:
-        nodes, addresses, (what, names, types) = self._call("placement", view)
+        nodes, addresses, (what, names, types), ranged = self._call("placement", view)
         generation = self._generation
         check = arguments.KeyCheck(what, list(names), [SqlType(t) for t in types])
-        if any(a is None for a in addresses):
-            return _Placement(list(nodes), None, check, generation)
-        links = []
-        for host, port in addresses:
-            address = (host or self.address[0], port)     # "": the controller's host
-            link = self._links.get(address)
-            if link is None:
-                link = self._links.setdefault(address, _Link(address))
-            links.append(link)
-        return _Placement(list(nodes), links, check, generation)
+        range_check, sort = None, None
+        if ranged is not None:
+            bounds, order = ranged
+            range_check = arguments.RangeCheck(
+                what, check, [(op, slot, SqlType(t)) for op, slot, t in bounds],
+                len(names) + len(bounds))
+            if order:
+                sort = order_key([OrderKey(c, d, f) for c, d, f in order])
+        links: list[_Link] | None = None
+        if all(a is not None for a in addresses):
+            links = []
+            for host, port in addresses:
+                address = (host or self.address[0], port)     # "": the controller's host
+                link = self._links.get(address)
+                if link is None:
+                    link = self._links.setdefault(address, _Link(address))
+                links.append(link)
+        return _Placement(list(nodes), links, check, generation, range_check, sort)
 
     def _read_at(self, view: str, where: _Placement, keys: list,
                  arity: int) -> list[list[tuple] | None]:
@@ -478,7 +499,7 @@ class RemoteDatabase:
                         else [keys[i] for i in mine.tolist()])
                 asks.setdefault(links[s], []).append([nodes[s], sent])
             at.append(mine)
-        answers = self._exchange(view, where, asks)
+        answers = self._exchange(view, where, {link: [g] for link, g in asks.items()})
         parts = []
         taken = dict.fromkeys(asks, 0)
         for s in range(n):
@@ -508,6 +529,30 @@ class RemoteDatabase:
             raise wire.ProtocolError("a read's answer: expected rows")
         return list(rows)
 
+    def _read_range(self, view: str, where: _Placement, key: Any,
+                    bounds: list[tuple[str, Any]]) -> list[tuple]:
+        """A range read (``arguments.RangeCheck``'s ``key`` and ``bounds``) at the
+        workers: with an equality key, at its shard alone; without, at every shard (one
+        ``range`` request per worker, naming its shards), the rows merged by the view's
+        ORDER BY. Raises ``_Stale`` as ``_read_at`` does."""
+        nodes, links = where.nodes, cast(list[_Link], where.links)
+        n = len(nodes)
+        ranged = cast(arguments.RangeCheck, where.ranged)
+        asks: dict[_Link, list[Any]] = {}
+        if ranged.key_slots:
+            s = 0 if n == 1 else self._shard(where, key, len(ranged.key_slots), n)
+            asks[links[s]] = [[nodes[s]], key, bounds]
+        else:
+            for link, node in zip(links, nodes):
+                asks.setdefault(link, [[], key, bounds])[0].append(node)
+        answers = self._exchange(view, where, asks, "range")
+        if any(type(a) is not tuple for a in answers.values()):
+            raise wire.ProtocolError("a range read's answer: expected rows")
+        rows = [r for a in answers.values() for r in a]
+        if n > 1 and not ranged.key_slots and where.sort is not None:
+            rows.sort(key=where.sort)
+        return rows
+
     @staticmethod
     def _shard(where: _Placement, k: Any, arity: int, n: int) -> int:
         """The reader shard of key ``k``, as the engine's ``View._shard`` picks it."""
@@ -517,14 +562,16 @@ class RemoteDatabase:
             where.check(tuple(k) if arity > 1 and isinstance(k, list) else (k,))
             raise TypeMismatchError(f"{where.check.what}: cannot look up {k!r}: {e}") from None
 
-    def _exchange(self, view: str, where: _Placement,
-                  asks: dict[_Link, list[list[Any]]]) -> dict[_Link, Any]:
-        """Send each worker its ``[node, keys]`` groups, then take each one's answer.
-        Raises ``_Stale`` if a worker is gone or says ``moved``, or is silent for
-        ``RECHECK_EVERY`` seconds while the controller places the view elsewhere."""
+    def _exchange(self, view: str, where: _Placement, asks: dict[_Link, list[Any]],
+                  kind: str = "read") -> dict[_Link, Any]:
+        """Send each worker its request ``[kind, id, *args]`` (``"read"``: ``[groups]``,
+        its ``[node, keys]`` groups; ``"range"``: ``[nodes, key, bounds]``), then take
+        each one's answer. Raises ``_Stale`` if a worker is gone or says ``moved``, or
+        is silent for ``RECHECK_EVERY`` seconds while the controller places the view
+        elsewhere."""
         if len(asks) == 1:
-            ((link, groups),) = asks.items()
-            return {link: self._ask(view, where, link, "read", groups)}
+            ((link, args),) = asks.items()
+            return {link: self._ask(view, where, link, kind, *args)}
         order = sorted(asks, key=lambda link: link.address)    # (one lock order: no deadlock)
         for link in order:
             link.lock.acquire()
@@ -536,7 +583,7 @@ class RemoteDatabase:
                     if link.conn is None:
                         link.conn = self._read_port(link.address)
                     rid = next(self._ids)
-                    link.conn.send(["read", rid, asks[link]])
+                    link.conn.send([kind, rid, *asks[link]])
                     sent.append((link, rid))
                 except (OSError, wire.ProtocolError) as e:
                     link.drop()                  # (the worker is gone: ask where now)
@@ -907,7 +954,10 @@ class RemoteView(ViewFrames):
         self._where: _Placement | None = None     # where its readers are, once asked
 
     def lookup(self, *key) -> list[tuple]:
-        """Rows whose ``?`` columns equal ``key``, read at the reader's worker."""
+        """Rows whose ``?`` columns equal ``key``, read at the reader's worker; for a view
+        with range parameters, whose columns compare with them (``col > ?``: docs/sql.md)."""
+        if self._placed().ranged is not None:
+            return self._range(key)
         if len(key) != self.key_arity:
             if not self.key_arity:
                 raise ArityError(f"view {self.name!r} has no ? parameters; read it with all()")
@@ -917,10 +967,36 @@ class RemoteView(ViewFrames):
             k = _plain_key(k)
         return self._read([k], True)[0]
 
+    def _placed(self) -> _Placement:
+        """Where the view's readers are, asked if not known (or asked on a connection
+        to a controller since lost)."""
+        where = self._where
+        if where is None or where.generation != self._db._generation:
+            where = self._where = self._db._placement(self.name)
+        return where
+
+    def _range(self, params: tuple) -> list[tuple]:
+        """``lookup`` of a view with range parameters: checked here as the embedded
+        ``View`` checks it (``arguments.RangeCheck``), read at the workers
+        (``RemoteDatabase._read_range``)."""
+        params = tuple(p if type(p) in _PLAIN else _plain_key(p) for p in params)
+
+        def read(where: _Placement) -> list[tuple]:
+            if where.ranged is None:        # (dropped, and made again without them)
+                raise _Stale(f"view {self.name!r} has no range parameters now")
+            key, bounds = where.ranged(params)
+            if where.links is None:         # a worker without a read port
+                return _rows(self._db._call("lookup", self.name, [list(params)])[0])
+            return self._db._read_range(self.name, where, key, bounds)
+        return self._retried(read)
+
     def lookup_many(self, keys: Iterable) -> list[list[tuple]]:
         """``lookup`` of each key (a tuple per key where the view takes more than one):
         one request per worker hosting some of them."""
         keys = arguments.many(keys, f"the keys for view {self.name!r}")
+        if keys and self._placed().ranged is not None:
+            return [self.lookup(*k) if isinstance(k, (tuple, list)) else self.lookup(k)
+                    for k in keys]
         if not set(map(type, keys)) <= _PLAIN:
             keys = [_plain_key(k) for k in keys]
         if self.key_arity != 1:
@@ -935,30 +1011,40 @@ class RemoteView(ViewFrames):
         """Read ``keys`` (``one``: the one key of a ``lookup``) where the view's readers
         are (module docstring): the placement asked again, and the read sent again,
         while it is out of date."""
+        def read(where: _Placement) -> tuple[_Placement, list[list[tuple] | None]]:
+            if where.links is None:              # a worker without a read port
+                return where, [_rows(r) for r in self._db._call("lookup", self.name, keys)]
+            if one:
+                found = self._db._read_one(self.name, where, keys[0], self.key_arity)
+                if found is not None:
+                    return where, [found]
+                out: list[list[tuple] | None] = [None]
+            else:
+                out = self._db._read_at(self.name, where, keys, self.key_arity)
+            holes = [i for i, rows in enumerate(out) if rows is None]
+            if holes:           # a partial view's misses: upqueried by the controller
+                filled = self._db._call("lookup", self.name, [keys[i] for i in holes])
+                for i, rows in zip(holes, filled):
+                    out[i] = _rows(rows)
+            return where, out
+        where, out = self._retried(read)
+        fits, check = where.fits, where.check
+        if one or not set(map(type, keys)) <= fits:
+            for k, rows in zip(keys, out):
+                if not rows and type(k) not in fits:     # (arguments.py: what it refuses)
+                    check(tuple(k) if self.key_arity > 1 else (k,))
+        return cast("list[list[tuple]]", out)     # (no hole is left: filled above)
+
+    def _retried(self, read: Callable[[_Placement], _T]) -> _T:
+        """``read(placement)``, the placement asked again, and the read made again, while
+        it is out of date (``_Stale``; module docstring): ``RecoveryError`` after
+        ``READ_TIMEOUT`` seconds of that."""
         if self._db._closed:                     # (a placement kept: not asked again)
             raise ClosedError("this database handle is closed")
         deadline = None
         while True:
-            where = self._where
-            if where is None or where.generation != self._db._generation:
-                where = self._where = self._db._placement(self.name)
-            if where.links is None:              # a worker without a read port
-                return [_rows(r) for r in self._db._call("lookup", self.name, keys)]
             try:
-                if one:
-                    found = self._db._read_one(self.name, where, keys[0], self.key_arity)
-                    if found is not None:
-                        out: list[list[tuple] | None] = [found]
-                        break
-                    out = [None]
-                else:
-                    out = self._db._read_at(self.name, where, keys, self.key_arity)
-                holes = [i for i, rows in enumerate(out) if rows is None]
-                if holes:           # a partial view's misses: upqueried by the controller
-                    filled = self._db._call("lookup", self.name, [keys[i] for i in holes])
-                    for i, rows in zip(holes, filled):
-                        out[i] = _rows(rows)
-                break
+                return read(self._placed())
             except _Stale as why:
                 self._where = None
                 now = time.monotonic()
@@ -969,12 +1055,6 @@ class RemoteView(ViewFrames):
                                         f"for {READ_TIMEOUT:.0f} s ({why})") from None
                 else:
                     time.sleep(0.01)             # (asked again at once the first time)
-        fits, check = where.fits, where.check
-        if one or not set(map(type, keys)) <= fits:
-            for k, rows in zip(keys, out):
-                if not rows and type(k) not in fits:     # (arguments.py: what it refuses)
-                    check(tuple(k) if self.key_arity > 1 else (k,))
-        return cast("list[list[tuple]]", out)     # (no hole is left: filled above)
 
     def all(self) -> list[tuple]:
         return _rows(self._db._call("all", self.name))

@@ -42,7 +42,11 @@ scan of it. Invariants, so that the scan answers as the filter ``col op value`` 
 
 A range reader is never partial (noria_py/partial.py: a range read would need every
 key's rows). Reads of it take the database's lock (client.View): the first builds
-the index, which a read outside the lock must not do while a write runs.
+the index, which a read outside the lock must not do while a write runs. A cluster
+worker reads beside its message thread under a seqlock instead (runtime/cluster/
+reads.py): an index such a read builds is kept only if no batch began meanwhile
+(``range_lookup``'s ``unchanged``), and a batch reads ``_ranged`` once, so a read
+that drops the index again never leaves a batch half indexed.
 
 Partial (``make_partial``; noria_py/partial.py says when and how): the reader holds
 only the keys it was asked for (``holes``, ops/holes.py: each held key's slot and the
@@ -83,7 +87,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from operator import itemgetter
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from sortedcontainers import SortedKeyList
@@ -386,8 +390,9 @@ class Reader(Operator):
             state.apply(keys, batch)
             if self.tracking and state.dense is not None:
                 self._marks.add(keys, len(state.dense.present))
-            if self._ranged is not None:
-                self._index(self._ranged, batch.rows, batch.signs)
+            ranged = self._ranged       # (read once: a cluster's read thread may drop it)
+            if ranged is not None:
+                self._index(ranged, batch.rows, batch.signs)
             for listener in self.listeners:
                 listener.changed(batch)
         return Batch()
@@ -502,12 +507,18 @@ class Reader(Operator):
                 if not found.sorted and not found.nans:
                     del index[k]
 
-    def range_lookup(self, key: Any, bounds: Sequence[tuple[str, Any]]) -> list[tuple]:
+    def range_lookup(self, key: Any, bounds: Sequence[tuple[str, Any]],
+                     unchanged: Callable[[], bool] | None = None) -> list[tuple]:
         """The rows of equality key ``key`` (``()`` for a view without one; a tuple for a
         compound one) whose range column compares with every ``(op, value)`` of
         ``bounds`` as SQL's ``col op value`` would (the module docstring): a range scan
         of the sorted index, sorted by the view's ORDER BY, trimmed to the visible
-        columns. A NULL anywhere finds nothing."""
+        columns. A NULL anywhere finds nothing.
+
+        ``unchanged``: for a read made beside the thread that applies the batches (a
+        cluster worker's read thread, under its seqlock: runtime/cluster/reads.py),
+        whether no batch began meanwhile; an index built by such a read is kept only
+        if so, since a batch that found no index did not go into it."""
         if key is None or (type(key) is tuple and None in key):
             return []
         if self.key:
@@ -540,6 +551,8 @@ class Reader(Operator):
             rows = self.state.rows()
             self._index(index, rows, [1] * len(rows))
             self._ranged = index
+            if unchanged is not None and not unchanged():
+                self._ranged = None     # (a batch may have missed it: built again later)
         found = index.get(key)
         if found is None:
             return []

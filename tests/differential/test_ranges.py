@@ -89,17 +89,33 @@ def test_range_reads_match_duckdb_long(steps):
 
 
 def _run(steps) -> None:
-    db = noria_py.connect()
+    run_program(noria_py.connect(), steps)
+
+
+def run_program(db, steps) -> None:
+    """``steps`` on ``db`` (embedded, or a cluster's client: tests/runtime/cluster/
+    test_ranges.py), every read checked against DuckDB; the table and views made
+    are dropped after, so that the next program may run on the same ``db``."""
     oracle = Oracle(DDL)
-    for sql in DDL:
-        db.execute(sql.replace("DOUBLE", "FLOAT"))
-    for name, (sql, _) in VIEWS.items():
-        db.execute(f"CREATE VIEW {name} AS {sql}")
-    held: dict[int, tuple] = {}
+    try:
+        for sql in DDL:
+            db.execute(sql.replace("DOUBLE", "FLOAT"))
+        for name, (sql, _) in VIEWS.items():
+            db.execute(f"CREATE VIEW {name} AS {sql}")
+        _steps(db, oracle, {}, steps)
+    finally:
+        db.drop_query()
+        for name in VIEWS:
+            db.execute(f"DROP VIEW IF EXISTS {name}")
+        db.execute("DROP TABLE IF EXISTS r")
+
+
+def _steps(db, oracle: Oracle, held: dict[int, tuple], steps) -> None:
     for step in steps:
         if step[0] in ("insert", "delete", "update"):
-            _write(db, oracle, held, step[0], step[1])
+            write(db, oracle, held, step[0], step[1])
             continue
+        db.wait()           # (a cluster's reads at the workers: after the writes)
         kind, which, data = step
         if kind == "view":
             sql, cols = VIEWS[which]
@@ -120,7 +136,7 @@ def _run(steps) -> None:
     assert len(db.queries()) <= len(ADHOC)
 
 
-def _write(db, oracle: Oracle, held: dict[int, tuple], kind: str, row: tuple) -> None:
+def write(db, oracle: Oracle, held: dict[int, tuple], kind: str, row: tuple) -> None:
     key = row[0]
     if kind == "insert":
         if key in held:

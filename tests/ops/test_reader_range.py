@@ -106,3 +106,27 @@ def test_range_reads_match_the_filter(writes, bounds, early):
                        and all(_passes(row[2], op, b) for op, b in canon)),
                       key=lambda row: row[1])
         assert sorted(r.range_lookup(k, bounds), key=lambda row: row[1]) == want
+
+
+def test_an_index_built_beside_a_batch_is_not_kept():
+    """A cluster worker's read thread builds the index beside the message thread
+    (runtime/cluster/reads.py): a batch applied after the read took the rows, while
+    there was no index to put it in, must not be missing from the index later reads
+    use; ``unchanged`` (the seqlock's "no frame began") false drops the index."""
+    r = Reader((), 2, 2, range_column=1)
+    r.process(0, ins((1, 5), (2, 7)))
+    taken = r.state.rows
+
+    def rows_then_a_batch():
+        out = taken()
+        r.process(0, ins((3, 6)))       # (the message thread, between the two)
+        return out
+    r.state.rows = rows_then_a_batch
+    assert sorted(r.range_lookup((), [(">", 0)], unchanged=lambda: False)) == [(1, 5), (2, 7)]
+    r.state.rows = taken
+    assert sorted(r.range_lookup((), [(">", 0)])) == [(1, 5), (2, 7), (3, 6)]
+    r.process(0, ins((4, 9)))
+    assert sorted(r.range_lookup((), [(">=", 6)], unchanged=lambda: True)) == [(2, 7), (3, 6),
+                                                                             (4, 9)]
+    r.process(0, dels((3, 6)))          # (kept this time: the batch goes into it)
+    assert sorted(r.range_lookup((), [(">=", 6)])) == [(2, 7), (4, 9)]

@@ -1,7 +1,7 @@
 """The PostgreSQL front end over a cluster: ``noria-py serve --pg-port`` (which runs
 ``noria-py pg --server`` beside the controller), subscriptions and an exact AVG (the
-storage codec's extension type 6 across the cluster's wire) included, described as
-the controller's plan says (``Result.plan_oids``)."""
+storage codec's extension type 6 across the cluster's wire) and range parameters
+included, described as the controller's plan says (``Result.plan_oids``)."""
 from __future__ import annotations
 
 import socket
@@ -66,6 +66,15 @@ def test_a_cluster_serves_postgres_clients() -> None:
                 assert [d.type_code for d in cur.description] == [1700, 1700]
             assert conn.execute("SELECT COUNT(*) FROM t WHERE d > %s",
                                 ("2024-01-05",)).fetchone() == (12,)
+            # range parameters (docs/sql.md): a parameter or a constant, one view a shape
+            for prepare in (False, True):
+                got = conn.execute("SELECT id FROM t WHERE a = %s AND id >= %s ORDER BY id",
+                                   (1, 20), prepare=prepare).fetchall()
+                assert got == [(22,), (25,), (28,)]
+            for lo in (3, 27):
+                got = conn.execute(f"SELECT id FROM t WHERE id BETWEEN {lo} AND {lo + 2} "
+                                   "ORDER BY id").fetchall()
+                assert got == [(lo,), (lo + 1,), (lo + 2,)]
             names = conn.execute("SELECT table_name FROM information_schema.tables "
                                  "WHERE table_schema = 'public' ORDER BY 1").fetchall()
             assert names == [("by_a",), ("t",)]

@@ -127,7 +127,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ...batch import Batch
 from ...errors import RecoveryError
-from ...partial import Partial, op_key, reader_columns, rows_for, through_project, trace
+from ...partial import (
+    Partial,
+    op_key,
+    read_by_key,
+    reader_columns,
+    rows_for,
+    through_project,
+    trace,
+)
 from ...planner.initialize import initialize
 from .errors import WorkerLost
 from .wire import encode_batch
@@ -178,7 +186,7 @@ def chain_and_ops(graph: Graph, reader_id: str, allowed: set[str] | frozenset[st
     aggregate is the chain's source, kept full."""
     node = graph[reader_id]
     reader = cast("Reader", node.op)
-    if not reader.key or len(node.parents) != 1:
+    if not read_by_key(reader) or len(node.parents) != 1:
         return None
     cols = reader_columns(reader)
     if cols is None:

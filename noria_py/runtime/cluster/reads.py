@@ -14,6 +14,9 @@ a row, and each column's values, int64 and float64 ones as their bytes), which t
 client makes rows (``rows_found``) with no per-row work at the worker or in msgpack.
 A ``lookup`` is ``["get", id, node, key]``, answered ``["ok", id, rows]`` (the key's
 rows, None for a hole): no lists of groups and keys to make and check at either end.
+A read of a view with range parameters (``col > ?``) is ``["range", id, [node, ...],
+key, [[op, value], ...]]`` (``range_rows``), answered ``["ok", id, rows]``, the rows of
+every node named in turn, each node's sorted by the view's ORDER BY (the client merges).
 Any request may be answered
 ``["moved", id, message]`` when a node named is not
 hosted here or is down (being recovered): the client asks the controller where the
@@ -54,6 +57,10 @@ Invariants, and why:
   disabled it: nothing goes uncollected, one young collection runs after instead of
   dozens during. (It is process-wide: another thread's ``gc.disable()`` made during
   those milliseconds is undone.)
+- **A range index built here is kept only if no frame began meanwhile.** The first
+  range read of a reader builds its sorted index from its rows (``Reader.range_lookup``);
+  a batch handled while there was none did not go into it, so an index a read thread
+  built across a frame is dropped again (``unchanged``) and the next read builds it.
 - **Read-after-wait.** ``db.wait()`` returns once every worker has processed every
   message relayed before its pings; a read sent after that reads state these messages
   made, as a read through the controller (a request queued behind them) did.
@@ -74,6 +81,8 @@ from collections.abc import Callable, Container, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+
+from sql_frontend.plan import RANGE_OPS
 
 from ...errors import Error, OperationalError
 from ...nan import as_objects, column_list, concat
@@ -104,10 +113,10 @@ class NotHere(OperationalError):
 
 
 class _Read:
-    __slots__ = ("groups", "done", "result", "error", "cancelled")
+    __slots__ = ("read", "done", "result", "error", "cancelled")
 
-    def __init__(self, groups: Sequence[Any]) -> None:
-        self.groups = groups
+    def __init__(self, read: Callable[[], Any]) -> None:
+        self.read = read
         self.done = threading.Event()
         self.result: list[Any] | None = None
         self.error: BaseException | None = None
@@ -136,27 +145,45 @@ class Reads:
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
         ``NotHere`` for a node not hosted and up here."""
+        return cast("list[Any]", self._between_frames(lambda: self._lookup(groups)))
+
+    def answer_range(self, nids: Sequence[str], key: Any, bounds: Sequence[Any]
+                     ) -> list[tuple[Any, ...]]:
+        """The rows of a range read (``range_rows``) of each reader ``nids`` names, one
+        list, each reader's in its order (the client merges them); as ``answer``."""
+        def read() -> list[tuple[Any, ...]]:
+            before = self.version
+
+            def unchanged() -> bool:        # (no frame began meanwhile)
+                return self.version == before
+            return [r for nid in nids for r in range_rows(self._reader(nid), key, bounds,
+                                                          unchanged)]
+        return cast("list[tuple[Any, ...]]", self._between_frames(read))
+
+    def _between_frames(self, read: Callable[[], Any]) -> Any:
+        """``read()`` as no frame changed anything meanwhile (module docstring): made
+        here while the version stays even across it, else by the message thread."""
         req: _Read | None = None
         while True:
             before = self.version
             if not before & 1:
                 try:
-                    out = self._lookup(groups)
+                    out, ok = read(), True
                 except Exception:       # noqa: BLE001 - mid-change, maybe: read again
-                    out = None
+                    ok = False
                 if self.version == before:
-                    if out is None:     # (an error between frames: it is real)
-                        out = self._lookup(groups)
+                    if not ok:          # (an error between frames: it is real)
+                        out = read()
                     if req is not None:
                         req.cancelled = True
                     return out
             if req is None:
-                req = _Read(groups)
+                req = _Read(read)
                 self.pending.append(req)
             if req.done.wait(RETRY_EVERY):
                 if req.error is not None:
                     raise req.error
-                return cast("list[Any]", req.result)
+                return req.result
 
     def answer_one(self, nid: str, key: Any) -> list[Any] | None:
         """The rows of one key of reader ``nid`` (a ``lookup``; None: a hole of a
@@ -182,25 +209,28 @@ class Reads:
             if req.cancelled:
                 continue
             try:
-                req.result = self._lookup(req.groups)
+                req.result = req.read()
             except BaseException as e:  # noqa: BLE001 - the reader's thread raises it
                 req.error = e
             req.done.set()
 
-    def _lookup(self, groups: Sequence[Any]) -> list[Any]:
+    def _reader(self, nid: str) -> Reader:
+        """Reader node shard ``nid``, if this worker serves it now; else ``NotHere``."""
         if not self.open:
             raise NotHere("this worker has stopped")
+        d = self.domains.get(nid)
+        if d is None:
+            d = self.old.get(nid)
+        if d is None or not d.alive or d.node.kind != "reader" or nid in self.held:
+            raise NotHere(f"node {nid} is not served by this worker now")
+        return cast("Reader", d.node.op)
+
+    def _lookup(self, groups: Sequence[Any]) -> list[Any]:
         out = []
-        domains = self.domains
         for nid, keys in groups:
-            d = domains.get(nid)
-            if d is None:
-                d = self.old.get(nid)
-            if d is None or not d.alive or d.node.kind != "reader" or nid in self.held:
-                raise NotHere(f"node {nid} is not served by this worker now")
             # (keys as msgpack decodes them: a view of several ? takes arrays as tuples;
             # or int keys as int64 bytes, ``pack_keys``)
-            op = cast("Reader", d.node.op)
+            op = self._reader(nid)
             if type(keys) is bytes:
                 at = np.frombuffer(keys, dtype="<i8")
                 found = op.dense_parts(at)
@@ -217,14 +247,7 @@ class Reads:
     def _lookup_one(self, nid: str, key: Any) -> list[Any] | None:
         """``_lookup`` of one key: ``Reader.lookup``, what ``Reader.lookup_many`` calls
         for one key."""
-        if not self.open:
-            raise NotHere("this worker has stopped")
-        d = self.domains.get(nid)
-        if d is None:
-            d = self.old.get(nid)
-        if d is None or not d.alive or d.node.kind != "reader" or nid in self.held:
-            raise NotHere(f"node {nid} is not served by this worker now")
-        return cast("list[Any] | None", cast("Reader", d.node.op).lookup(key))
+        return cast("list[Any] | None", self._reader(nid).lookup(key))
 
     def keep_old(self) -> None:
         """The controller was lost (the worker's message thread has ended): its readers
@@ -248,6 +271,22 @@ class Reads:
             req = self.pending.popleft()
             req.error = NotHere("this worker has stopped")
             req.done.set()
+
+
+def range_rows(op: Reader, key: Any, bounds: Sequence[Any],
+               unchanged: Callable[[], bool] | None = None) -> list[tuple[Any, ...]]:
+    """A range read of reader ``op`` as a request carries it (``["range", id, [node,
+    ...], key, [[op, value], ...]]``; the client checked the values: ``arguments.
+    RangeCheck``): ``Reader.range_lookup`` of the equality key (``()`` without one, a
+    value for one column, an array for more) and the bounds. ``unchanged``: as
+    ``range_lookup`` takes it (a read thread's). ``wire.ProtocolError`` for a bound
+    that is not ``[op, value]`` of ``plan.RANGE_OPS``; ``Error`` for a reader without
+    range parameters."""
+    if op.range_column is None:
+        raise Error("this view has no range parameters (col > ?): read it with lookup")
+    if not all(type(b) in (tuple, list) and len(b) == 2 and b[0] in RANGE_OPS for b in bounds):
+        raise wire.ProtocolError("a range read's bounds: expected [[op, value], ...]")
+    return op.range_lookup(key, [(b[0], b[1]) for b in bounds], unchanged)
 
 
 def pack_dense(hit: np.ndarray, parts: list[np.ndarray]) -> dict[str, Any]:
@@ -454,6 +493,9 @@ class ReadServer:
             if type(f) is tuple and len(f) == 4 and f[0] == "get":
                 self._get(conn, f)
                 continue
+            if type(f) is tuple and len(f) == 5 and f[0] == "range":
+                self._range(conn, f)
+                continue
             if type(f) is tuple and f and f[0] == "write":
                 self._write(conn, f)
                 continue
@@ -485,6 +527,16 @@ class ReadServer:
         if type(rid) is not int or type(nid) is not str:
             raise wire.ProtocolError('expected ["get", id, node, key]')
         _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
+
+    def _range(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
+        """``["range", id, [node, ...], key, [[op, value], ...]]``, a read of a view with
+        range parameters (``range_rows``) at some of its reader shards: answered ``["ok",
+        id, rows]`` (those of every node named, in turn), or as a ``read`` is."""
+        rid, nids, bounds = f[1], f[2], f[4]
+        if type(rid) is not int or type(nids) is not tuple or type(bounds) is not tuple \
+                or not all(type(n) is str for n in nids):
+            raise wire.ProtocolError('expected ["range", id, [node, ...], key, bounds]')
+        _send_answer(conn, rid, self.reads.answer_range, nids, f[3], bounds)
 
     def close(self) -> None:
         for sock in (self.sock, self.unix):

@@ -69,6 +69,10 @@ class RemoteOp(Operator):
         found: list[list[tuple[Any, ...]]] = list(self._read("lookup", list(keys)))
         return found
 
+    def range_lookup(self, key: Any, bounds: list[tuple[str, Any]]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._read("range_lookup", key, bounds)
+        return rows
+
     def all(self) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = self._read("all")
         return rows

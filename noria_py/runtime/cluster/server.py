@@ -582,8 +582,7 @@ class Server:
         def plan() -> list[Any] | tuple[Any, lp.Select, Any, list[Any]]:
             """A statement's answer (not a SELECT), else the views that answer it,
             pinned (not dropped for another query's view meanwhile)."""
-            stmt = sql_frontend.parse(sql, db._catalog, tuple(params or ()), lift_constants=True,
-                                      ranges=db._ranges)
+            stmt = sql_frontend.parse(sql, db._catalog, tuple(params or ()), lift_constants=True)
             if not isinstance(stmt, lp.Select):
                 r = db._run(stmt, sql)
                 return [r.columns, r.rows, [t.value for t in r.types], r.rowcount]
@@ -689,16 +688,26 @@ class Server:
     def m_placement(self, name: str) -> list[Any]:
         """Where a client reads view ``name`` itself (``reads.py``, ``remote.py``): its
         reader node shards in shard order, each one's worker's read address (None: read
-        it here), and its key check's description ([what, key names, key types]). A
-        reader being recovered is waited for, as a read through here waits."""
+        it here), its key check's description ([what, key names, key types]), and, for a
+        view with range parameters, theirs: ``[[[op, slot, type], ...], [[column,
+        descending, nulls first], ...]]``, the bounds (``arguments.RangeCheck``) and the
+        ORDER BY that merges the rows of several shards (empty where it sorts by a
+        column not shown: the rows come trimmed); None without. A reader being
+        recovered is waited for, as a read through here waits."""
         with self.lock:
             v = self.db.view(name)
             nodes = list(v._entry.readers)
             check = v._check_key
+            q = v._entry.query
         addrs = self._when_up(f"view {name!r}", nodes,
                               lambda: self.runtime.read_addresses(nodes))
+        ranged = None
+        if q.bounds:
+            order = ([[o.column, o.descending, o.nulls_first] for o in q.order]
+                     if all(o.column < q.visible for o in q.order) else [])
+            ranged = [[[op, slot, t.value] for op, slot, t in v._bounds], order]
         return [nodes, [None if a is None else list(a) for a in addrs],
-                [check.what, check.names, [t.value for t in check.types]]]
+                [check.what, check.names, [t.value for t in check.types]], ranged]
 
     def _when_up(self, what: str, nodes: list[str], ask: Callable[[], T]) -> T:
         """``ask()``, once it raises no ``WorkerLost``: ``nodes`` being recovered are

@@ -120,7 +120,7 @@ from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
 from .partial import EVICT, Fill, WorkerPartial, source_rows, step, through_held
-from .reads import Reads, ReadServer
+from .reads import Reads, ReadServer, range_rows
 from .wire import (
     decode_batch,
     decode_checkpoint,
@@ -1139,6 +1139,11 @@ class Worker:
     def req_lookup(self, nid: str, keys: Sequence[Any]) -> list[list[tuple[Any, ...]]]:
         op = cast("Reader", self._up(nid).node.op)
         return [op.lookup(tuple(k) if isinstance(k, (list, tuple)) else k) for k in keys]
+
+    def req_range_lookup(self, nid: str, key: Any, bounds: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """``Reader.range_lookup`` (a view with range parameters), on the message thread:
+        the first one builds the sorted index (reads.py: ``range_rows``)."""
+        return range_rows(cast("Reader", self._up(nid).node.op), key, bounds)
 
     def req_all(self, nid: str) -> list[tuple[Any, ...]]:
         return cast("Reader", self._up(nid).node.op).all()

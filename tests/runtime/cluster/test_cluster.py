@@ -309,23 +309,6 @@ def test_ad_hoc_queries_through_the_client(cluster):
     db.close()
 
 
-def test_range_queries_in_a_cluster_are_filters(cluster):
-    """Reads at the workers are lookups: no range parameters in a cluster (docs/sql.md),
-    an ad-hoc range constant stays a filter and a view's range ? is refused."""
-    db = noria_py.connect(cluster.url)
-    db.execute("CREATE TABLE rng (id INT, a INT)")
-    db.table("rng").insert([(i, i % 4) for i in range(12)])
-    db.wait()
-    for lo in range(4):
-        got = db.execute(f"SELECT id FROM rng WHERE a > {lo}").fetchall()
-        assert sorted(got) == [(i,) for i in range(12) if i % 4 > lo]
-        got = db.execute("SELECT id FROM rng WHERE a <= ?", (lo,)).fetchall()
-        assert sorted(got) == [(i,) for i in range(12) if i % 4 <= lo]
-    with pytest.raises(noria_py.errors.UnsupportedError, match="parameter"):
-        db.execute("CREATE VIEW rng_above AS SELECT id FROM rng WHERE a > ?")
-    db.close()
-
-
 def test_nan_through_a_cluster(cluster):
     """NaN over the wire and across workers (noria_py/nan.py): one group, found by key,
     deletable by a NaN the client sends, and MAX back to the number after it goes."""

@@ -1,10 +1,14 @@
 """Client reads at the reader's worker (noria_py/runtime/cluster/reads.py, the client
 side in noria_py/remote.py): the seqlock between the message thread and the read
-threads, in process; then a real cluster against its controller path and DuckDB, a
-SIGKILLed reader's worker, a stale placement and a wrong token."""
+threads, in process; then a real cluster against its controller path and DuckDB,
+range parameters (``["range", ...]``: against DuckDB, the embedded engine's errors;
+more in test_ranges.py, slow), a SIGKILLed reader's worker, a stale placement and a
+wrong token."""
 from __future__ import annotations
 
+import datetime
 import gc
+import math
 import os
 import random
 import signal
@@ -15,8 +19,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import noria_py
+from noria_py.batch import Batch
+from noria_py.ops import Reader
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.reads import (
@@ -31,6 +38,7 @@ from noria_py.runtime.cluster.reads import (
     rows_in_order,
 )
 from tests.differential.helpers import Oracle, normalize
+from tests.differential.test_ranges import programs, run_program
 
 # ---------------------------------------------------------------- in process
 
@@ -61,6 +69,76 @@ def _reads_with_torn_reader() -> tuple[Reads, _Torn]:
     op = _Torn(reads)
     reads.domains["r"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader", op=op))
     return reads, op
+
+
+def test_the_read_port_answers_range_reads():
+    """``["range", id, [node, ...], key, [[op, value], ...]]``: the rows of every node
+    named; ``moved`` for one not served here, an error for a bound that is not one or a
+    reader without range parameters (the connection goes on), closed if malformed; and
+    mid-frame, answered by the message thread between frames."""
+    reads, _ = _reads_with_torn_reader()
+    ranged = Reader((0,), 2, 2, range_column=1)
+    ranged.process(0, Batch([(1, 5), (1, 7), (2, 6)], [1, 1, 1]))
+    reads.domains["q"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader",
+                                                                          op=ranged))
+    server = ReadServer(reads, "127.0.0.1", 0, "tok")
+    try:
+        conn = _client(server.address, "tok")
+        conn.send(["range", 1, ["q"], 1, [[">=", 6]]])
+        assert conn.recv() == ("ok", 1, ((1, 7),))
+        conn.send(["range", 2, ["q", "q"], 1, [[">", 4], ["<=", 5]]])
+        assert conn.recv() == ("ok", 2, ((1, 5), (1, 5)))
+        conn.send(["range", 3, ["q", "n9"], 1, []])
+        assert conn.recv() == ("moved", 3, "node n9 is not served by this worker now")
+        conn.send(["range", 4, ["q"], 1, [["!=", 5]]])
+        assert conn.recv()[:3] == ("error", 4, "ProtocolError")
+        conn.send(["range", 5, ["r"], 1, [[">", 5]]])     # (no range parameters)
+        assert conn.recv()[:3] == ("error", 5, "Error")
+        reads.version = 1                       # a frame under way: queued, then
+        t = threading.Thread(target=reads_between_frames, args=(reads,))
+        t.start()
+        conn.send(["range", 6, ["q"], 2, [["<", 7]]])
+        assert conn.recv() == ("ok", 6, ((2, 6),))
+        t.join(10)
+        conn.send(["range", "x", ["q"], 1, []])  # malformed: closed
+        with pytest.raises(wire.ConnectionClosed):
+            conn.recv()
+        conn.close()
+    finally:
+        server.close()
+
+
+def test_a_range_index_built_across_a_frame_is_built_again():
+    """A frame that begins and ends while a read thread builds a reader's range index
+    (its batch finding no index to go into): the read is made again, and neither it
+    nor a later read misses the batch's rows (``Reader.range_lookup``'s ``unchanged``,
+    the seqlock's "no frame began")."""
+    reads = Reads({})
+    ranged = Reader((), 2, 2, range_column=1)
+    ranged.process(0, Batch([(1, 5), (2, 7)], [1, 1]))
+    reads.domains["q"] = SimpleNamespace(alive=True, node=SimpleNamespace(kind="reader",
+                                                                          op=ranged))
+    taken = ranged.state.rows
+
+    def rows_then_a_frame():
+        ranged.state.rows = taken           # (once)
+        out = taken()
+        reads.version += 1                  # the message thread's frame, meanwhile
+        ranged.process(0, Batch([(3, 6)], [1]))
+        reads.version += 1
+        return out
+    ranged.state.rows = rows_then_a_frame
+    assert sorted(reads.answer_range(["q"], (), [[">", 0]])) == [(1, 5), (2, 7), (3, 6)]
+    assert sorted(reads.answer_range(["q"], (), [[">=", 6]])) == [(2, 7), (3, 6)]
+
+
+def reads_between_frames(reads: Reads) -> None:
+    """The message thread ending its frame once a read is queued, then serving it."""
+    deadline = time.monotonic() + 10
+    while not reads.pending and time.monotonic() < deadline:
+        time.sleep(0.001)
+    reads.version = 2
+    reads.serve_pending()
 
 
 def test_a_read_during_a_frame_waits_for_the_message_thread():
@@ -632,7 +710,7 @@ def test_a_wrong_token_at_a_workers_read_port_is_refused(cluster):
     db = noria_py.connect(cluster.url)
     db.execute("CREATE TABLE tk (k INT)")
     db.execute("CREATE VIEW tk_n AS SELECT k, COUNT(*) AS n FROM tk WHERE k = ? GROUP BY k")
-    nodes, addresses, _ = db._call("placement", "tk_n")
+    nodes, addresses, *_ = db._call("placement", "tk_n")
     for host, port in addresses:
         with pytest.raises(wire.AuthError, match="wrong token"):
             _client((host or cluster.host, port), "not the token")
@@ -642,28 +720,161 @@ def test_a_wrong_token_at_a_workers_read_port_is_refused(cluster):
     db.close()
 
 
+#: (a hypothesis test on the module's cluster: the fixture is meant to outlive examples)
+_RANGE_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large,
+                 HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=_RANGE_HEALTH)
+@given(programs)
+def test_range_reads_match_duckdb(cluster, steps):
+    """Range parameters (docs/sql.md): named views read at the workers (sharded by their
+    equality key), ad-hoc queries through the controller, between random inserts,
+    deletes and updates; the embedded engine's programs (tests/differential/
+    test_ranges.py), every read against DuckDB."""
+    db = noria_py.connect(cluster.url)
+    try:
+        run_program(db, steps)
+    finally:
+        db.close()
+
+
+def test_range_constants_of_one_shape_share_one_view(cluster):
+    db = noria_py.connect(cluster.url)
+    """Ad-hoc range constants are lifted as embedded: 40 queries of one shape, with 40
+    different bounds, leave one unnamed view, and each answers as SQL does."""
+    db.execute("CREATE TABLE lift (id INT PRIMARY KEY, a INT)")
+    rows = [(i, (i * 7) % 50) for i in range(200)]
+    db.table("lift").insert(rows)
+    db.wait()
+    try:
+        for b in range(40):
+            got = db.execute(f"SELECT id FROM lift WHERE a BETWEEN {b} AND {b + 3}").fetchall()
+            assert sorted(got) == [(i,) for i, a in rows if b <= a <= b + 3]
+        assert len(db.queries()) == 1
+    finally:
+        db.drop_query()
+        db.execute("DROP TABLE lift")
+        db.close()
+
+
+def test_range_reads_prepared_at_the_workers_and_through_the_dbapi(cluster, monkeypatch):
+    db = noria_py.connect(cluster.url)
+    """``db.prepare`` of a SELECT with range parameters reads its view at the readers'
+    workers (no request to the controller per run); the DB-API's ``execute(sql,
+    params)`` (through the controller) answers the same, from the same one view."""
+    db.execute("CREATE TABLE dp (id INT PRIMARY KEY, g INT, f FLOAT)")
+    rows = [(i, i % 3, float(i) if i % 5 else math.nan) for i in range(60)]
+    db.table("dp").insert(rows)
+    db.wait()
+    try:
+        sql = "SELECT id FROM dp WHERE g = ? AND f >= ?"
+        st = db.prepare(sql)
+        cur = db.cursor()
+        asked: list[str] = []
+        call = db._call
+        monkeypatch.setattr(db, "_call", lambda m, *a: (asked.append(m), call(m, *a))[1])
+        for g in range(3):
+            for lo in (-1.0, 10.5, math.nan):
+                want = [(i,) for i, gg, f in rows
+                        if gg == g and (f != f or (lo == lo and f >= lo))]
+                assert sorted(st.run((g, lo)).rows) == want, (g, lo)
+                cur.execute(sql, (g, lo))
+                assert sorted(cur.fetchall()) == want, (g, lo)
+        assert set(asked) <= {"execute", "placement"}
+        assert asked.count("execute") == 9 and asked.count("placement") <= 1
+        assert len(db.queries()) == 1
+    finally:
+        monkeypatch.undo()
+        st.close()
+        db.drop_query()
+        db.execute("DROP TABLE dp")
+        db.close()
+
+
+def test_range_read_errors_as_embedded(cluster):
+    db = noria_py.connect(cluster.url)
+    """Each wrong read raises what the embedded engine raises, by class and message."""
+    ddl = ["CREATE TABLE er (id INT PRIMARY KEY, a INT, g INT, d DATE)",
+           "CREATE VIEW er_a AS SELECT id FROM er WHERE a > ?",
+           "CREATE VIEW er_gd AS SELECT id FROM er WHERE g = ? AND d BETWEEN ? AND ?"]
+    local = noria_py.connect()
+    for sql in ddl:
+        db.execute(sql)
+        local.execute(sql)
+    rows = [(1, 1, 0, datetime.date(2026, 1, 2)), (2, 5, 1, datetime.date(2026, 3, 4))]
+    db.table("er").insert(rows)
+    local.table("er").insert(rows)
+    db.wait()
+    calls = [
+        lambda d: d.view("er_a").lookup("x"),
+        lambda d: d.view("er_a").lookup(1, 2),
+        lambda d: d.view("er_a").lookup(),
+        lambda d: d.view("er_gd").lookup("g", "2026-01-01", "2026-02-01"),
+        lambda d: d.view("er_gd").lookup(0, "soon", "2026-02-01"),
+        lambda d: d.view("er_gd").lookup(0, 3, "2026-02-01"),
+        lambda d: d.subscribe("er_a", key=1),
+        lambda d: d.execute("SELECT id FROM er WHERE a > ?", ("x",)).fetchall(),
+    ]
+    try:
+        for i, call in enumerate(calls):
+            with pytest.raises(noria_py.Error) as want:
+                call(local)
+            with pytest.raises(noria_py.Error) as got:
+                call(db)
+            assert type(got.value) is type(want.value), (i, got.value, want.value)
+            assert str(got.value) == str(want.value), i
+        # and what is right answers as embedded
+        for view, params in [("er_a", (0,)), ("er_gd", (0, "2026-01-01", "2026-02-01")),
+                             ("er_gd", (1, datetime.date(2026, 1, 1), None))]:
+            assert db.view(view).lookup(*params) == local.view(view).lookup(*params)
+    finally:
+        db.drop_query()
+        db.execute("DROP VIEW er_gd")
+        db.execute("DROP VIEW er_a")
+        db.execute("DROP TABLE er")
+        local.close()
+        db.close()
+
+
 def test_a_sigkilled_readers_worker_is_read_again_at_the_spare():
     """SIGKILL the worker hosting a reader shard, with the view's handle and its
     placement kept: the next reads, on the same handle, refresh the placement on their
-    own (waiting for the recovery, as reads through the controller do) and are right."""
+    own (waiting for the recovery, as reads through the controller do) and are right;
+    so are those of a range view (``u >= ?``) whose reader shard, its sorted index
+    built, was lost too (the index is built again from the restored rows)."""
     with Cluster(workers=2, shards=2) as cluster:
         db = noria_py.connect(cluster.url)
         db.execute("CREATE TABLE vote (a INT, u INT)")
         db.execute("CREATE VIEW votes AS SELECT a, COUNT(*) AS n FROM vote WHERE a = ? "
                    "GROUP BY a")
         db.execute("CREATE VIEW voters AS SELECT a, u FROM vote WHERE a = ?")
+        db.execute("CREATE VIEW voters_from AS SELECT u FROM vote WHERE a = ? AND u >= ? "
+                   "ORDER BY u")
         rng = random.Random(5)
         rows = [(rng.randrange(50), rng.randrange(1000)) for _ in range(2000)]
         db.table("vote").insert(rows)
         db.wait()
         votes, voters = db.view("votes"), db.view("voters")
+        ranged = db.view("voters_from")
+
+        def check_ranges() -> None:
+            for k in range(50):
+                lo = rng.randrange(1000)
+                assert ranged.lookup(k, lo) == sorted((u,) for a, u in rows
+                                                      if a == k and u >= lo), (k, lo)
+
         counts = [sum(1 for a, _ in rows if a == k) for k in range(50)]
         assert votes.lookup_many(range(50)) == [[(k, n)] if n else [] for k, n in
                                                enumerate(counts)]
         voters.lookup(1)
+        check_ranges()              # (both shards' indexes built)
         before = {link.address for link in votes._where.links}
         reader = next(n for n in db.graph() if n["id"] == votes._where.nodes[0])
+        assert reader["pid"] in {n["pid"] for n in db.graph()
+                                 if n["id"] in ranged._where.nodes}
         os.kill(reader["pid"], signal.SIGKILL)
+        check_ranges()              # (no wait(): reads wait for the recovery)
         # no wait(): the first read finds the worker gone and waits for the recovery
         assert votes.lookup_many(range(50)) == [[(k, n)] if n else [] for k, n in
                                                enumerate(counts)]
@@ -674,6 +885,8 @@ def test_a_sigkilled_readers_worker_is_read_again_at_the_spare():
         db.wait()
         assert [votes.lookup(k) for k in range(50)] == [[(k, n + 2)] for k, n in
                                                        enumerate(counts)]
+        rows += more
+        check_ranges()
         assert any(r.automatic for r in db.recoveries())
         assert reader["pid"] not in cluster.worker_pids(db)
         db.close()
