@@ -67,6 +67,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import Error
@@ -76,17 +77,24 @@ from .epochs import PART_ROWS, _snapshots
 from .wire import ProtocolError, encode_batch, encode_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Sequence
-
     from ..checkpoints import Checkpoint
     from .controller import ClusterRuntime
 
 log = logging.getLogger("noria_py.cluster")
 
-__all__ = ["REGIMES", "Lines"]
+__all__ = ["REGIMES", "Lines", "point"]
 
 #: the regimes this module runs
 REGIMES = ("uncoordinated", "cic")
+
+
+def point(f: Sequence[Any]) -> Point:
+    """A worker's ``["pt", node, time, parent-times, index, forced]`` frame, checked (the
+    causal regime's marks come as the same frame, ``causal.py``)."""
+    if not (len(f) == 6 and type(f[1]) is str and type(f[2]) is int
+            and isinstance(f[3], dict) and type(f[4]) is int and type(f[5]) is bool):
+        raise ProtocolError("a point must be [pt, node, time, parent times, index, forced]")
+    return Point(f[2], {str(p): int(t) for p, t in f[3].items()}, f[4], f[5])
 
 
 class _Plan:
@@ -129,10 +137,7 @@ class Lines:
 
     def on_point(self, f: Sequence[Any]) -> None:
         """``["pt", node, time, parent-times, index, forced]`` from a worker's reader."""
-        if not (len(f) == 6 and type(f[1]) is str and type(f[2]) is int
-                and isinstance(f[3], dict) and type(f[4]) is int and type(f[5]) is bool):
-            raise ProtocolError("a point must be [pt, node, time, parent times, index, forced]")
-        pt = Point(f[2], {str(p): int(t) for p, t in f[3].items()}, f[4], f[5])
+        pt = point(f)
         with self.lock:
             self.points.setdefault(f[1], []).append(pt)
             self.taken += 1
