@@ -73,6 +73,7 @@ from ...recovery.report import RecoveryReport
 from ..causal import Determinants, DetLog, Mark, decode
 from ..messages import CausalMessage, Message
 from .epochs import PART_ROWS, _snapshots
+from .errors import WorkerLost
 from .lines import point
 from .wire import decode_message, encode_batch, encode_checkpoint, encode_message
 
@@ -82,10 +83,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("noria_py.cluster")
 
-__all__ = ["Causal"]
+__all__ = ["Causal", "Gathered"]
 
 
-class _Gathered:
+class Gathered:
     """What a recovery reads (``recovery/causal.py: CausalView``): the marks here, the
     live nodes' last-seen times and determinants held, gathered from their workers."""
 
@@ -156,7 +157,10 @@ class Causal:
             if nid in fresh:
                 for p in dict.fromkeys(rt.graph[nid].parents):
                     if p not in rt.durable:
-                        rt.call(p, "causal_handoff", nid, True)
+                        try:
+                            rt.call(p, "causal_handoff", nid, True)
+                        except WorkerLost:
+                            pass         # (a parent lost: its restore hands off anew)
 
     # ------------------------------------------------------------ recovery
 
@@ -181,7 +185,7 @@ class Causal:
                         mine[id_of[num]] = log_
         return seen, held
 
-    def _plan(self, order: list[str], down: set[str], view: _Gathered,
+    def _plan(self, order: list[str], down: set[str], view: Gathered,
               ) -> dict[str, Any] | str:
         """Every lost node's plan (nothing touched), or why there is none."""
         rt = self.rt
@@ -261,7 +265,7 @@ class Causal:
         down |= {n for n in order if n not in seen}
         with self.lock:
             marks = {n: list(ms) for n, ms in self.marks.items()}
-        view = _Gathered(self.det, marks, down, seen, held)
+        view = Gathered(self.det, marks, down, seen, held)
         plans = self._plan(order, down, view)
         if isinstance(plans, str):
             return plans
@@ -282,7 +286,7 @@ class Causal:
                               rolled_back=lost)
 
     def _touch(self, lost: list[str], plans: dict[str, Any],
-               view: _Gathered) -> tuple[int, int]:
+               view: Gathered) -> tuple[int, int]:
         rt = self.rt
         graph = rt.graph
         sends = rows = 0

@@ -55,6 +55,12 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   checkpoint's ``ck`` frame) and, with direct channels, ``["log", [message, ...]]``,
   a copy of what it emits, before the messages are routed; from the controller (cic)
   ``["tick", write count]``; messages carry cic's index as a seventh field
+- in the causal regime (``causal.py``): messages carry their determinants' bytes as a
+  seventh field; each node shard's marks go to the controller as ``pt`` frames (after
+  the checkpoint's ``ck`` frame); the recovery's requests ``causal_state``,
+  ``causal_inflight``, ``causal_handoff``, ``causal_restore``, ``causal_replay``,
+  ``causal_parent_restarted``, ``causal_forget`` (and the lines' ``uc_base``,
+  ``uc_source`` for a lost base or VALUES node)
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their

@@ -14,9 +14,9 @@ import noria_py
 from noria_py.batch import Batch
 from noria_py.graph import Graph, Node
 from noria_py.recovery.causal import plan_operator
-from noria_py.runtime.causal import DetLog, Determinants, Mark, decode, encode
+from noria_py.runtime.causal import Determinants, DetLog, Mark, decode, encode
 from noria_py.runtime.cluster import wire
-from noria_py.runtime.cluster.causal import _Gathered
+from noria_py.runtime.cluster.causal import Gathered
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.messages import CausalMessage, Indexed, Message
 from tests.runtime.cluster.test_cluster import SEEDS, _differential_with_kill
@@ -73,12 +73,12 @@ def test_a_lost_nodes_determinants_must_cover_what_live_nodes_took():
     marks = {"a": [Mark(0, {}), Mark(2, {"s": 2}), Mark(7, {"s": 7})]}
     full = DetLog(0)
     full.ports, full.times = [0] * 6, [1, 2, 3, 4, 5, 6]
-    view = _Gathered(det, marks, {"a"}, {"b": {"a": 6}}, {"b": {"a": full}})
+    view = Gathered(det, marks, {"a"}, {"b": {"a": 6}}, {"b": {"a": full}})
     plan = plan_operator(g, view, "a", {})
     assert plan.mark.time == 2 and plan.pinned == [(0, 3), (0, 4), (0, 5), (0, 6)]
     short = DetLog(0)
     short.ports, short.times = [0] * 4, [1, 2, 3, 4]
-    view = _Gathered(det, marks, {"a", "r"}, {"b": {"a": 6}}, {"b": {"a": short}})
+    view = Gathered(det, marks, {"a", "r"}, {"b": {"a": 6}}, {"b": {"a": short}})
     with pytest.raises(noria_py.RecoveryError, match=r"determinants of a for its times 5..6"):
         plan_operator(g, view, "a", {})
 
