@@ -54,6 +54,7 @@ over is made again at the node's next report (Clonos schedules a new standby).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import Any, NamedTuple, cast
 
 from .. import tuning
@@ -67,7 +68,7 @@ from .embedded import EmbeddedRuntime
 from .messages import CausalMessage, Message
 
 __all__ = ["CausalMessage", "CausalRuntime", "CausalState", "DetLog", "Determinants", "Mark",
-           "decode", "encode"]
+           "decode", "encode", "newest_mark"]
 
 
 class Mark(NamedTuple):
@@ -183,6 +184,15 @@ class CausalState:
         self.log_from: dict[str, int] = {}       # child -> the log holds every time after
         self.progress: dict[str, int] = {}       # child -> the level it reported
         self.messages = self.rows = self.unacked = 0
+
+
+def newest_mark(marks: Iterable[Mark], time: int | float) -> Mark | None:
+    """The newest of ``marks`` (oldest first) at or below ``time``."""
+    found = None
+    for m in marks:
+        if m.time <= time:
+            found = m
+    return found
 
 
 class Determinants:
@@ -620,11 +630,7 @@ class CausalRuntime(EmbeddedRuntime):
 
     def mark_at_most(self, node_id: str, time: int | float) -> Mark | None:
         """The newest mark of ``node_id`` at or below ``time``."""
-        found = None
-        for m in self.marks.get(node_id, ()):
-            if m.time <= time:
-                found = m
-        return found
+        return newest_mark(self.marks.get(node_id, ()), time)
 
     def held_logs(self, origin: str) -> dict[str, DetLog]:
         """Live node -> the determinants of ``origin`` it holds (the origin's own log

@@ -70,12 +70,12 @@ from typing import TYPE_CHECKING, Any
 from ...errors import Error
 from ...recovery.causal import OperatorPlan, plan_operator, replay_order
 from ...recovery.report import RecoveryReport
-from ..causal import Determinants, DetLog, Mark, decode
+from ..causal import Determinants, DetLog, Mark, decode, newest_mark
 from ..messages import CausalMessage, Message
-from .epochs import PART_ROWS, _snapshots
+from .epochs import _snapshots
 from .errors import WorkerLost
-from .lines import point
-from .wire import decode_message, encode_batch, encode_checkpoint, encode_message
+from .lines import point, resend_base
+from .wire import decode_message, encode_checkpoint, encode_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..checkpoints import Checkpoint
@@ -113,11 +113,7 @@ class Gathered:
         return self.seen.get(node_id, {}).get(parent, 0)
 
     def mark_at_most(self, node_id: str, time: int | float) -> Mark | None:
-        found = None
-        for m in self.marks.get(node_id, ()):
-            if m.time <= time:
-                found = m
-        return found
+        return newest_mark(self.marks.get(node_id, ()), time)
 
     def held_logs(self, origin: str) -> dict[str, DetLog]:
         return {h: logs[origin] for h, logs in self.held.items() if origin in logs}
@@ -295,18 +291,7 @@ class Causal:
             with rt.lock:
                 rt.restored.add(n)
             if plan[0] == "base":
-                _, low, kids = plan
-                w = rt.worker_of(n)
-                _, writes = rt.durable[n].since(low)
-                part: list[Any] = []
-                kept = 0
-                for batch in writes:
-                    part.append(encode_batch(batch))
-                    kept += len(batch)
-                    if kept >= PART_ROWS:
-                        rt.ask(w, "base_history", n, part)
-                        part, kept = [], 0
-                sends += rt.ask(w, "uc_base", n, kids, low, part)
+                sends += resend_base(rt, n, plan[1], plan[2])[0]
                 continue
             if plan[0] == "values":
                 rt.call(n, "uc_source")

@@ -82,10 +82,28 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("noria_py.cluster")
 
-__all__ = ["REGIMES", "Lines", "point"]
+__all__ = ["REGIMES", "Lines", "point", "resend_base"]
 
 #: the regimes this module runs
 REGIMES = ("uncoordinated", "cic")
+
+
+def resend_base(rt: ClusterRuntime, b: str, low: int, seen: dict[str, int]) -> tuple[int, int]:
+    """Base ``b`` back on its worker from its writes after ``low`` in its history here
+    (in parts of at most ``PART_ROWS`` rows): it resends each child named in ``seen``
+    the writes after that child's time. (messages sent, rows)."""
+    w = rt.worker_of(b)
+    _, writes = rt.durable[b].since(low)
+    part: list[Any] = []
+    held = 0
+    for batch in writes:
+        part.append(encode_batch(batch))
+        held += len(batch)
+        if held >= PART_ROWS:
+            rt.ask(w, "base_history", b, part)
+            part, held = [], 0
+    sends: int = rt.ask(w, "uc_base", b, seen, low, part)
+    return sends, sum(len(batch) for batch in writes)
 
 
 def point(f: Sequence[Any]) -> Point:
@@ -444,18 +462,9 @@ class Lines:
             f.result(300)
         sends = rows = 0
         for b, (low, seen) in plan.bases.items():
-            w = rt.worker_of(b)
-            _, writes = rt.durable[b].since(low)
-            part: list[Any] = []
-            held = 0
-            for batch in writes:
-                part.append(encode_batch(batch))
-                held += len(batch)
-                if held >= PART_ROWS:
-                    rt.ask(w, "base_history", b, part)
-                    part, held = [], 0
-            rows += sum(len(batch) for batch in writes)
-            sends += rt.ask(w, "uc_base", b, seen, low, part)
+            k, r = resend_base(rt, b, low, seen)
+            sends += k
+            rows += r
         for c in order:
             msgs = plan.resends.get(c)
             if msgs:

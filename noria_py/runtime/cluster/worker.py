@@ -613,6 +613,14 @@ class Worker:
             self.holding[nid] = []
         self.pending.pop(nid, None)
         self.early.pop(nid, None)
+        self._set_back(nid, at, last_seen, checkpoint)
+        if self.cic:
+            self.sn[nid] = index
+
+    def _set_back(self, nid: str, at: int, last_seen: dict[str, int], checkpoint: Any) -> Domain:
+        """Node shard ``nid`` (not a base) as of its time ``at``: its state the
+        checkpoint of then (a stateful one; the next one a delta from it), its time and
+        last-seen times."""
         d = self.domains[nid]
         d.crash()
         if checkpoint is not None:
@@ -625,8 +633,7 @@ class Worker:
         d.last_seen = dict(last_seen)
         d.alive = True
         self.since[nid] = [0, 0]
-        if self.cic:
-            self.sn[nid] = index
+        return d
 
     # ------------------------------------------------------------ causal
 
@@ -708,18 +715,7 @@ class Worker:
         its causal state afresh from there, holding what its parents handed it
         (``seeds``). What comes for it stays held until ``release``."""
         self.det.plan(self.graph)
-        d = self.domains[nid]
-        d.crash()
-        if checkpoint is not None:
-            checkpoint_load(d.node.op, decode_checkpoint(checkpoint))
-            if self.store is not None:
-                self.store.keep_upto(nid, at)   # (the next checkpoint: a delta from it)
-        elif d.store is not None:
-            raise Error(f"node {nid} restored without its checkpoint")
-        d.time = at
-        d.last_seen = dict(last_seen)
-        d.alive = True
-        self.since[nid] = [0, 0]
+        d = self._set_back(nid, at, last_seen, checkpoint)
         self.marked[nid] = dict(last_seen)
         cs = self.cstate[nid] = self.det.fresh(nid, at, list(d.node.children))
         for data in seeds:
