@@ -40,9 +40,10 @@ took, a lost child's own mark's parent-time), its determinants' coverage, its
 checkpoint at the mark in the store, its live parents' in-flight logs reaching back to
 the mark (fetched now), its base parents' histories too. **Nothing is touched until
 every lost node has passed**; a refusal says why, and the lost nodes (and all below
-them, as lineage purges) are rebuilt by lineage (``RecoveryReport.fallback``), after
-every live worker forgot the determinants of the nodes rebuilt (their times start
-again). Then, parents first: a base replays its history and resends each live child
+them, as lineage purges) are rebuilt by lineage (``RecoveryReport.fallback``): each
+rebuilt node starts afresh as it settles (its times again from 0, nothing held, a
+whole checkpoint and a mark), and the only nodes that held its determinants, those
+below it, are rebuilt too, so nothing of its old times is left anywhere. Then, parents first: a base replays its history and resends each live child
 what it has not taken; an operator is handed what its parents hold of its scope, is
 restored from its checkpoint and mark, replays its parents' logs in the order
 ``replay_order`` gives (the determinants', then per-parent FIFO), sending each live
@@ -324,22 +325,3 @@ class Causal:
                 self.marks[n] = [m for m in ms if m.time <= op.mark.time]
         rt._release()
         return sends, rows
-
-    def fall_back(self, lost: list[str]) -> None:
-        """The lost nodes and everything below them are about to be rebuilt by lineage:
-        their times start again, so what every live worker holds of their
-        determinants, and their marks here, mean nothing any more."""
-        rt = self.rt
-        graph = rt.graph
-        below = set(lost)
-        for n in graph.topological():
-            if any(p in below for p in graph[n].parents):
-                below.add(n)
-        with self.lock:
-            for n in below:
-                self.marks.pop(n, None)
-        with rt.lock:
-            ws = [w for w in rt.workers.values() if w.alive]
-        futs = [rt.request(w, "causal_forget", sorted(below)) for w in ws]
-        for fut in futs:
-            fut.result(300)

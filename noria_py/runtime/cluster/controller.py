@@ -1491,7 +1491,6 @@ class ClusterRuntime(Runtime):
                 if isinstance(done, str):         # (nothing touched yet)
                     refused = f"no causal recovery: {done}"
                     log.warning("%s: lineage for %s", refused, order)
-                    self.causal.fall_back(order)
                 else:
                     reports.append(done)
                     todo = []

@@ -59,7 +59,7 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   seventh field; each node shard's marks go to the controller as ``pt`` frames (after
   the checkpoint's ``ck`` frame); the recovery's requests ``causal_state``,
   ``causal_inflight``, ``causal_handoff``, ``causal_restore``, ``causal_replay``,
-  ``causal_parent_restarted``, ``causal_forget`` (and the lines' ``uc_base``,
+  ``causal_parent_restarted`` (and the lines' ``uc_base``,
   ``uc_source`` for a lost base or VALUES node)
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
@@ -743,17 +743,6 @@ class Worker:
             self._uc_take(d)
             return True
         return False
-
-    def req_causal_forget(self, origins: Sequence[str]) -> None:
-        """What every node here holds of ``origins`` no longer means anything (they
-        were rebuilt by lineage: their times start again)."""
-        gone = set(origins)
-        for cs in self.cstate.values():
-            for o in gone:
-                cs.held.pop(o, None)
-            for cursor in cs.sent.values():
-                for o in gone:
-                    cursor.pop(o, None)
 
     def req_uc_source(self, nid: str) -> None:
         """A lost ``VALUES`` node back: its rows are its definition (a crash keeps
