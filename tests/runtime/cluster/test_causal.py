@@ -95,14 +95,18 @@ def test_causal_sigkill_soak(seed, victims, monkeypatch):
     _causal(seed, monkeypatch, victims)
 
 
-@pytest.mark.parametrize("channels", ["direct", pytest.param("relay", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("channels", ["direct", "relay"])
 def test_only_the_lost_node_comes_back_in_the_determinants_order(channels, monkeypatch):
     """The worker hosting a UNION ALL of two tables is lost, its parents and reader are
     not. Writes to both tables land while it is lost (the recovery held back a second):
     the union comes back from a mark older than what the reader took and must take its
     inputs in the order its determinants (held by the reader) give up to there, then the
     new writes; in FIFO order per table it would put other rows under the times the
-    reader has, and the view would be wrong. Only the lost nodes are ``rolled_back``."""
+    reader has, and the view would be wrong. (A plant of FIFO order failed it in one run
+of four: whether FIFO's first messages differ from the pinned ones depends on which
+of the union's parents was lost with it; not yet a reliable guard.) Only the lost
+nodes are ``rolled_back``. Slow, for the default suite's time."""
     monkeypatch.setenv("NORIA_TUNING", "CHECKPOINT_EVERY=16,RECOVERY_GATHER=1.0")
     with Cluster(workers=2, shards=1, channels=channels, extra=("--regime", "causal")) as cluster:
         db = noria_py.connect(cluster.url)
