@@ -46,7 +46,7 @@ STRATEGIES = {
 }
 
 #: the regimes the cluster runtime does not offer yet
-EMBEDDED_ONLY = ("causal", "falkirk")
+EMBEDDED_ONLY = ("falkirk",)
 
 
 def check(regime: Any, *, cluster: bool = False) -> str:
@@ -67,7 +67,7 @@ def check(regime: Any, *, cluster: bool = False) -> str:
     if cluster and regime in EMBEDDED_ONLY:
         raise RegimeError(f"regime {regime!r} is built for the embedded engine only, not "
                           "for a cluster yet; use treeclock, lineage, coordinated, "
-                          "uncoordinated or cic with noria-py serve")
+                          "uncoordinated, cic or causal with noria-py serve")
     return regime
 
 

@@ -10,7 +10,7 @@ acknowledged), and the time from the kill until ``db.recover`` and ``db.wait`` r
 is taken, the views then checked against counts kept here (every article; not timed).
 Shown: medians of that time, of the controller's detection of the loss and of the
 recovery itself (``RecoveryReport.seconds``, summed over the reports of one loss), the
-nodes restarted or set back (the lost worker's, each alone with tree clocks; those
+nodes restarted or set back (the lost worker's, each alone with tree clocks or causal; those
 lineage purged; every node in a rollback; those the recovery line names in
 uncoordinated and cic) and the messages resent. Three seconds pass between failures, for the next warm spare to join. A regime
 the cluster does not offer is listed as such (``regimes.EMBEDDED_ONLY``).

@@ -31,14 +31,18 @@ refusal leaves B failed, never half restored.
 from __future__ import annotations
 
 import time as _time
-from typing import Any
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ..errors import RecoveryError
 from ..graph import Graph
 from ..runtime import Runtime
-from ..runtime.causal import CausalMessage, CausalRuntime, Mark
+from ..runtime.causal import CausalMessage, CausalRuntime, DetLog, Mark
+from ..runtime.messages import Message
 from .base import recover_base
 from .report import RecoveryReport
+
+#: a message of an in-flight log (the embedded runtime's, or decoded in a cluster)
+M = TypeVar("M", bound=Message)
 
 
 def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
@@ -81,7 +85,35 @@ def recover(graph: Graph, rt: Runtime, node_id: str) -> RecoveryReport:
                           rows=rows, checkpoint=ck_time)
 
 
-def _plan(graph: Graph, rt: CausalRuntime, x: str, memo: dict[str, Mark | None]) -> Mark | None:
+class CausalView(Protocol):
+    """What planning a causal recovery reads: the embedded ``CausalRuntime``, or what a
+    cluster's controller gathered from its workers (``runtime/cluster/causal.py``)."""
+
+    @property
+    def depth(self) -> int | None: ...
+
+    @property
+    def holders(self) -> dict[str, list[str]]: ...
+
+    def alive(self, node_id: str) -> bool: ...
+
+    def last_seen_of(self, node_id: str, parent: str) -> int: ...
+
+    def mark_at_most(self, node_id: str, time: int | float) -> Mark | None: ...
+
+    def held_logs(self, origin: str) -> dict[str, DetLog]: ...
+
+
+class OperatorPlan(NamedTuple):
+    """Where a failed operator restarts and what its replay must follow: its mark, the
+    (port, sender time) its determinants give for each time after the mark they
+    cover, and the range of them each live holder had."""
+    mark: Mark
+    pinned: list[tuple[int, int]]
+    sources: dict[str, tuple[int, int]]
+
+
+def _plan(graph: Graph, rt: CausalView, x: str, memo: dict[str, Mark | None]) -> Mark | None:
     """The mark ``x`` restarts from: its newest at or below every child's pin."""
     if x in memo:
         return memo[x]
@@ -94,38 +126,34 @@ def _plan(graph: Graph, rt: CausalRuntime, x: str, memo: dict[str, Mark | None])
     return found
 
 
-def _pin(graph: Graph, rt: CausalRuntime, c: str, x: str,
+def _pin(graph: Graph, rt: CausalView, c: str, x: str,
          memo: dict[str, Mark | None]) -> int | None:
     """The ``x``-time child ``c`` depends on: a live one's last taken, a failed one's
     restart mark's (None: it has none, it will refuse and be rebuilt)."""
     if rt.alive(c):
-        return rt.domains[c].last_seen.get(x, 0)
+        return rt.last_seen_of(c, x)
     p = _plan(graph, rt, c, memo)
     return None if p is None else p.parent_times.get(x, 0)
 
 
-def _recover_operator(graph: Graph, rt: CausalRuntime,
-                      b: str) -> tuple[int, int, int | None, dict[str, Any]]:
-    """Recover one operator whose parents are all alive; returns (messages replayed,
-    rows restored from its checkpoint, its checkpoint's time or None, what it did)."""
+def plan_operator(graph: Graph, rt: CausalView, b: str,
+                  memo: dict[str, Mark | None]) -> OperatorPlan:
+    """Steps 1 and 2 for the failed operator ``b`` (its failed parents are planned, or
+    brought back, first; ``memo`` is shared among the nodes of one recovery): its
+    mark, and its determinants from every live holder, checked to cover every
+    ``b``-time a live node depends on; a RecoveryError otherwise (nothing touched)."""
     node = graph[b]
-    parents = list(node.parents)
-    down = [a for a in parents if not rt.alive(a)]
-    if down:
-        raise RecoveryError(f"node {b}'s parents {down} have failed; recover them first")
-    memo: dict[str, Mark | None] = {}
     mark = _plan(graph, rt, b, memo)
     if mark is None:
         raise RecoveryError(f"node {b} has no mark at or below the times its children "
                             "have taken of it; use strategy='lineage'")
-    # 2. the B-times live nodes depend on, and B's determinants from every live holder
     need = 0
     for c in dict.fromkeys(node.children):
         pin = _pin(graph, rt, c, b, memo)
         if pin is not None:
             need = max(need, pin)
         if not rt.alive(c):
-            port = rt.domains[c].ports[b]
+            port = list(graph[c].parents).index(b)
             for log in rt.held_logs(c).values():
                 took = [t for p, t in zip(log.ports, log.times) if p == port]
                 if took:
@@ -153,23 +181,45 @@ def _recover_operator(graph: Graph, rt: CausalRuntime,
             f"the determinants of {b} for its times {covered + 1}..{need} were lost "
             f"(failed holders {lost}, determinant sharing depth {depth}): it cannot be "
             "replayed as the live nodes below it saw it; use strategy='lineage'")
-    # 3. the parents' in-flight logs after the mark, in the determinants' order
-    buffers: dict[str, list[CausalMessage]] = {
-        a: rt.inflight_after(a, b, mark.parent_times.get(a, 0)) for a in dict.fromkeys(parents)}
+    return OperatorPlan(mark, [merged[t] for t in range(mark.time + 1, covered + 1)], sources)
+
+
+def replay_order(b: str, parents: list[str], pinned: list[tuple[int, int]],
+                 buffers: dict[str, list[M]]) -> list[M]:
+    """Step 3's order: each parent's in-flight log to ``b`` after the mark (``buffers``)
+    taken as the determinants (``pinned``: port, sender time) say, each the next
+    message of its port, then what is left in per-parent FIFO order."""
     heads = dict.fromkeys(buffers, 0)
-    order: list[CausalMessage] = []
-    pinned = covered - mark.time
-    for t in range(mark.time + 1, mark.time + 1 + pinned):
-        port, sender_time = merged[t]
+    order: list[M] = []
+    for t, (port, sender_time) in enumerate(pinned):
         a = parents[port]
         buf, h = buffers[a], heads[a]
         if h >= len(buf) or buf[h].time != sender_time:
             raise RecoveryError(f"replay of {b} found no message of {a} at its time "
-                                f"{sender_time} for time {t}; the logs disagree")
+                                f"{sender_time} for its {t + 1}th time after its mark; "
+                                "the logs disagree")
         order.append(buf[h])
         heads[a] = h + 1
     for a, buf in buffers.items():
         order.extend(buf[heads[a]:])
+    return order
+
+
+def _recover_operator(graph: Graph, rt: CausalRuntime,
+                      b: str) -> tuple[int, int, int | None, dict[str, Any]]:
+    """Recover one operator whose parents are all alive; returns (messages replayed,
+    rows restored from its checkpoint, its checkpoint's time or None, what it did)."""
+    node = graph[b]
+    parents = list(node.parents)
+    down = [a for a in parents if not rt.alive(a)]
+    if down:
+        raise RecoveryError(f"node {b}'s parents {down} have failed; recover them first")
+    plan = plan_operator(graph, rt, b, {})
+    mark = plan.mark
+    # 3. the parents' in-flight logs after the mark, in the determinants' order
+    buffers: dict[str, list[CausalMessage]] = {
+        a: rt.inflight_after(a, b, mark.parent_times.get(a, 0)) for a in dict.fromkeys(parents)}
+    order = replay_order(b, parents, plan.pinned, buffers)
     t0 = _time.perf_counter()
     ck, standby = rt.checkpoint_at(b, mark) if node.op.stateful else (None, False)
 
@@ -180,6 +230,6 @@ def _recover_operator(graph: Graph, rt: CausalRuntime,
     for c in seen:                   # B's logs to them now start after the mark
         rt.parent_restarted(c, b, mark.time)
     info = {"mark": mark.time, "replayed": {a: len(buf) for a, buf in buffers.items()},
-            "pinned": pinned, "determinants_from": sources, "standby": standby,
+            "pinned": len(plan.pinned), "determinants_from": plan.sources, "standby": standby,
             "restore_seconds": t1 - t0, "replay_seconds": _time.perf_counter() - t1}
     return len(order), 0 if ck is None else ck.rows(), None if ck is None else ck.time, info

@@ -54,6 +54,7 @@ over is made again at the node's next report (Clonos schedules a new standby).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import Any, NamedTuple, cast
 
 from .. import tuning
@@ -64,19 +65,10 @@ from . import checkpoints
 from .checkpoints import Checkpoint, CheckpointStore
 from .domain import Domain
 from .embedded import EmbeddedRuntime
-from .messages import Message
+from .messages import CausalMessage, Message
 
-__all__ = ["CausalMessage", "CausalRuntime", "CausalState", "DetLog", "Mark", "decode",
-           "encode"]
-
-
-class CausalMessage(Message):
-    """A message with the determinants piggybacked on it (``encode``'s bytes)."""
-    __slots__ = ("dets",)
-
-    def __init__(self, src: str, dst: str, batch: Batch, time: int, dets: bytes = b"") -> None:
-        super().__init__(src, dst, batch, time)
-        self.dets = dets
+__all__ = ["CausalMessage", "CausalRuntime", "CausalState", "DetLog", "Determinants", "Mark",
+           "decode", "encode", "newest_mark"]
 
 
 class Mark(NamedTuple):
@@ -194,6 +186,163 @@ class CausalState:
         self.messages = self.rows = self.unacked = 0
 
 
+def newest_mark(marks: Iterable[Mark], time: int | float) -> Mark | None:
+    """The newest of ``marks`` (oldest first) at or below ``time``."""
+    found = None
+    for m in marks:
+        if m.time <= time:
+            found = m
+    return found
+
+
+class Determinants:
+    """Who records determinants and who holds whose (within the sharing depth), what
+    each node forwards to each child, and the per-message work on them: logging what a
+    message carries, recording a delivery, piggybacking on the output. One code for the
+    embedded runtime and a cluster's workers (``runtime/cluster/causal.py``), each of
+    which keeps a ``CausalState`` per node it runs."""
+
+    def __init__(self, depth: int | None = None) -> None:
+        #: the determinant sharing depth (None: the whole graph below)
+        self.depth = depth
+        self.version = -1
+        self.records: set[str] = set()
+        self.scope: dict[str, set[str]] = {}
+        self.holders: dict[str, list[str]] = {}
+        self.forward: dict[tuple[str, str], list[str]] = {}
+        self.num_of: dict[str, int] = {}
+        self.id_of: dict[int, str] = {}
+        #: bytes of determinants piggybacked, and messages sent by nodes (not bases)
+        self.det_bytes = 0
+        self.messages_sent = 0
+
+    def plan(self, g: Graph) -> None:
+        """What ``g`` implies (again when it has changed): a node with parents and
+        children records; its determinants are held by the nodes at most ``depth``
+        edges below it; a node forwards a child those of its own and its scope's that
+        the child is to hold."""
+        if self.version == g.version:
+            return
+        nodes = g.nodes
+        self.records = {n for n, x in nodes.items() if x.parents and x.children}
+        scope: dict[str, set[str]] = {n: set() for n in nodes}
+        for o in self.records:
+            seen, frontier, dist = {o}, [o], 0
+            while frontier and (self.depth is None or dist < self.depth):
+                dist += 1
+                below: list[str] = []
+                for x in frontier:
+                    for c in nodes[x].children:
+                        if c not in seen:
+                            seen.add(c)
+                            scope[c].add(o)
+                            below.append(c)
+                frontier = below
+        self.scope = scope
+        self.holders = {o: [n for n in nodes if o in scope[n]] for o in self.records}
+        self.forward = {(x, c): [o for o in ([x] if x in self.records else []) + sorted(scope[x])
+                                 if o in scope[c]]
+                        for x in nodes for c in dict.fromkeys(nodes[x].children)}
+        self.num_of = {n: x.num for n, x in nodes.items()}
+        self.id_of = {x.num: n for n, x in nodes.items()}
+        self.version = g.version
+
+    def fresh(self, nid: str, time: int, children: list[str]) -> CausalState:
+        """The state of ``nid`` (re)starting at ``time``: nothing held, its own
+        determinants from ``time`` on, its in-flight logs empty from ``time``."""
+        cs = CausalState(DetLog(time) if nid in self.records else None)
+        for c in children:
+            cs.inflight[c] = deque()
+            cs.log_from[c] = time
+        return cs
+
+    def take(self, d: Domain, cs: CausalState, m: Message,
+             seen: dict[str, int] | None) -> list[CausalMessage] | None:
+        """Deliver ``m`` to ``d``: log its determinants, process it, record this
+        delivery's determinant, log the output in flight; returns what to send (``seen``:
+        in a replay, only what each live child named has not taken), None for a
+        duplicate (dropped)."""
+        if m.time <= d.last_seen.get(m.src, 0):
+            return None
+        dets = getattr(m, "dets", b"")
+        if dets:
+            self.receive(d.id, cs, dets)
+        port = d.ports[m.src]
+        out = d.handle(m)
+        if cs.own is not None:
+            cs.own.ports.append(port)
+            cs.own.times.append(m.time)
+        cs.messages += 1
+        cs.rows += len(m.batch)
+        cs.unacked += 1
+        return self.wrap(d.id, bool(d.node.parents), cs, out, seen) if out else []
+
+    def receive(self, nid: str, cs: CausalState, data: bytes) -> None:
+        """Log the determinants ``data`` carries of the origins in ``nid``'s scope."""
+        scope = self.scope[nid]
+        for num, start, ports, times in decode(data):
+            o = self.id_of.get(num)
+            if o is None or o not in scope:
+                continue
+            held = cs.held.get(o)
+            if held is None:
+                held = cs.held[o] = DetLog(start)
+            held.extend(start, ports, times)
+
+    def handoff(self, x: str, cs: CausalState, c: str) -> bytes:
+        """Everything ``x`` holds that its child ``c`` is to hold (``c`` restarts: Clonos
+        sends a new consumer every determinant); ``x`` sends it afresh from here."""
+        records = []
+        for o in self.forward.get((x, c), ()):
+            log = cs.own if o == x else cs.held.get(o)
+            if log is not None:
+                records.append((self.num_of[o], log.start, log.ports, log.times))
+        cs.sent.pop(c, None)
+        return encode(records)
+
+    def wrap(self, x: str, counted: bool, cs: CausalState, out: list[Message],
+             seen: dict[str, int] | None = None) -> list[CausalMessage]:
+        """The messages ``x`` emitted, each with the determinants its child has not had,
+        logged in flight; returns those to send (with ``seen``: only to the children
+        named, after their times). ``counted``: ``x`` is not a base (the harness's
+        messages sent)."""
+        sends: list[CausalMessage] = []
+        forward, own, held, num_of = self.forward, cs.own, cs.held, self.num_of
+        for m in out:
+            c = m.dst
+            send = seen is None or m.time > seen.get(c, m.time)
+            dets = b""
+            if send:
+                records = []
+                cursor = cs.sent.get(c)
+                if cursor is None:
+                    cursor = cs.sent[c] = {}
+                for o in forward.get((x, c), ()):
+                    log = own if o == x else held.get(o)
+                    if log is None:
+                        continue
+                    after = max(cursor.get(o, log.start), log.start)
+                    end = log.end
+                    if end > after:
+                        i = after - log.start
+                        records.append((num_of[o], after, log.ports[i:], log.times[i:]))
+                        cursor[o] = end
+                if records:
+                    dets = encode(records)
+                    self.det_bytes += len(dets)
+                if counted:
+                    self.messages_sent += 1
+            cm = CausalMessage(x, c, m.batch, m.time, dets)
+            log_c = cs.inflight.get(c)
+            if log_c is None:
+                log_c = cs.inflight[c] = deque()
+                cs.log_from.setdefault(c, 0)
+            log_c.append(cm)
+            if send and (seen is None or c in seen):
+                sends.append(cm)
+        return sends
+
+
 class CausalRuntime(EmbeddedRuntime):
     """The embedded runtime with causal logging instead of tree clocks."""
 
@@ -201,7 +350,6 @@ class CausalRuntime(EmbeddedRuntime):
                  standby: bool = False) -> None:
         super().__init__(graph, seed, clocks=False, checkpoints=False)
         #: the determinant sharing depth (None: the whole graph below)
-        self.depth = depth
         self.standby = standby
         #: the stateful nodes' checkpoints (outside every node)
         self.ckpts = CheckpointStore()
@@ -212,19 +360,37 @@ class CausalRuntime(EmbeddedRuntime):
         self.causal: dict[str, CausalState] = {}
         #: nodes whose next checkpoint must be whole (their state changed outside ``handle``)
         self.whole: set[str] = set()
-        # what the graph implies (``_plan``), rebuilt when it changes
-        self._version = -1
-        self.records: set[str] = set()
-        self.scope: dict[str, set[str]] = {}
-        self.holders: dict[str, list[str]] = {}
-        self.forward: dict[tuple[str, str], list[str]] = {}
-        self.num_of: dict[str, int] = {}
-        self.id_of: dict[int, str] = {}
-        #: bytes of determinants piggybacked, and messages sent by nodes (not bases)
-        self.det_bytes = 0
-        self.messages_sent = 0
+        #: who records and holds whose determinants, and the piggybacking itself
+        self.det = Determinants(depth)
         #: what the last recovery did, per node it brought back (``recovery/causal.py``)
         self.last_recovery: dict[str, Any] = {}
+
+    # (the determinants' plan, read by recovery and the harness)
+    @property
+    def depth(self) -> int | None:
+        return self.det.depth
+
+    @property
+    def records(self) -> set[str]:
+        return self.det.records
+
+    @property
+    def scope(self) -> dict[str, set[str]]:
+        return self.det.scope
+
+    @property
+    def holders(self) -> dict[str, list[str]]:
+        return self.det.holders
+
+    @property
+    def det_bytes(self) -> int:
+        """Bytes of determinants piggybacked."""
+        return self.det.det_bytes
+
+    @property
+    def messages_sent(self) -> int:
+        """Messages sent by nodes (not bases)."""
+        return self.det.messages_sent
 
     # ------------------------------------------------------------ structure
 
@@ -250,34 +416,8 @@ class CausalRuntime(EmbeddedRuntime):
                 per_child.pop(node_id, None)
 
     def _plan(self) -> None:
-        """Who records determinants, who holds whose (within the sharing depth), and what
-        each node forwards to each child."""
-        g = self.graph
-        if self._version == g.version:
-            return
-        nodes = g.nodes
-        self.records = {n for n, x in nodes.items() if x.parents and x.children}
-        scope: dict[str, set[str]] = {n: set() for n in nodes}
-        for o in self.records:
-            seen, frontier, dist = {o}, [o], 0
-            while frontier and (self.depth is None or dist < self.depth):
-                dist += 1
-                below: list[str] = []
-                for x in frontier:
-                    for c in nodes[x].children:
-                        if c not in seen:
-                            seen.add(c)
-                            scope[c].add(o)
-                            below.append(c)
-                frontier = below
-        self.scope = scope
-        self.holders = {o: [n for n in nodes if o in scope[n]] for o in self.records}
-        self.forward = {(x, c): [o for o in ([x] if x in self.records else []) + sorted(scope[x])
-                                 if o in scope[c]]
-                        for x in nodes for c in dict.fromkeys(nodes[x].children)}
-        self.num_of = {n: x.num for n, x in nodes.items()}
-        self.id_of = {x.num: n for n, x in nodes.items()}
-        self._version = g.version
+        """Who records determinants, who holds whose, what each forwards (``Determinants``)."""
+        self.det.plan(self.graph)
 
     def settle(self, fresh: set[str], adopted: set[str] | frozenset[str] = frozenset()) -> None:
         """Nodes were filled outside the message path (a new view, a lineage rebuild):
@@ -307,25 +447,11 @@ class CausalRuntime(EmbeddedRuntime):
         hold of its scope (Clonos: a new consumer is sent every determinant), and its
         parents send it their determinants afresh."""
         d = self.domains[nid]
-        cs = self.causal[nid] = CausalState(DetLog(time) if nid in self.records else None)
-        for c in d.node.children:
-            cs.inflight[c] = deque()
-            cs.log_from[c] = time
-        scope = self.scope.get(nid, set())
-        for p in d.node.parents:
-            pcs = self.causal[p]
-            pcs.sent.pop(nid, None)
-            if not self.domains[p].alive:
-                continue
-            for o in scope:
-                src = pcs.own if o == p else pcs.held.get(o)
-                if src is None:
-                    continue
-                held = cs.held.get(o)
-                if held is None:
-                    cs.held[o] = src.copy()
-                else:
-                    held.extend(src.start, src.ports, src.times)
+        cs = self.causal[nid] = self.det.fresh(nid, time, list(d.node.children))
+        for p in dict.fromkeys(d.node.parents):
+            data = self.det.handoff(p, self.causal[p], nid)
+            if data and self.domains[p].alive:
+                self.det.receive(nid, cs, data)
 
     # ------------------------------------------------------------ delivery
 
@@ -340,30 +466,18 @@ class CausalRuntime(EmbeddedRuntime):
         self._take(d, self.causal[m.dst], m, None)
 
     def _take(self, d: Domain, cs: CausalState, m: Message, seen: dict[str, int] | None) -> None:
-        """Deliver ``m`` to ``d``: log its determinants, process it, record this
-        delivery's determinant, log and send the output (``seen``: in a replay, only
-        what each live child named has not taken), then checkpoint or report if due
+        """Deliver ``m`` to ``d`` (``Determinants.take``), then checkpoint or report if due
         (not in a replay, as Clonos's recovering task takes none: at the next message)."""
-        if m.time <= d.last_seen.get(m.src, 0):
-            return                  # a duplicate, dropped
-        if self._version != self.graph.version:
+        if self.det.version != self.graph.version:
             self._plan()
-        dets = getattr(m, "dets", b"")
-        if dets:
-            self._receive(d.id, cs, dets)
-        port = d.ports[m.src]
-        out = d.handle(m)
+        sends = self.det.take(d, cs, m, seen)
+        if sends is None:
+            return                  # a duplicate, dropped
         self.delivered += 1
         if self.trace is not None:
             self.trace.append((m.src, m.dst, m.time))
-        if cs.own is not None:
-            cs.own.ports.append(port)
-            cs.own.times.append(m.time)
-        if out:
-            self.send_all(self._wrap(d, cs, out, seen))
-        cs.messages += 1
-        cs.rows += len(m.batch)
-        cs.unacked += 1
+        if sends:
+            self.send_all(list[Message](sends))
         if seen is not None:
             return                  # (a replay: checkpoint and report after, when due)
         if cs.messages >= tuning.CHECKPOINT_EVERY or cs.rows >= tuning.CHECKPOINT_ROWS:
@@ -371,58 +485,9 @@ class CausalRuntime(EmbeddedRuntime):
         if cs.unacked >= tuning.ACK_EVERY:
             self._report(d)
 
-    def _receive(self, nid: str, cs: CausalState, data: bytes) -> None:
-        scope = self.scope[nid]
-        for num, start, ports, times in decode(data):
-            o = self.id_of.get(num)
-            if o is None or o not in scope:
-                continue
-            held = cs.held.get(o)
-            if held is None:
-                held = cs.held[o] = DetLog(start)
-            held.extend(start, ports, times)
-
     def _wrap(self, d: Domain, cs: CausalState, out: list[Message],
               seen: dict[str, int] | None = None) -> list[Message]:
-        """The messages ``d`` emitted, each with the determinants its child has not had,
-        logged in flight; returns those to send (with ``seen``: only to the children
-        named, after their times)."""
-        x = d.id
-        sends: list[Message] = []
-        forward, own, held, num_of = self.forward, cs.own, cs.held, self.num_of
-        for m in out:
-            c = m.dst
-            send = seen is None or m.time > seen.get(c, m.time)
-            dets = b""
-            if send:
-                records = []
-                cursor = cs.sent.get(c)
-                if cursor is None:
-                    cursor = cs.sent[c] = {}
-                for o in forward.get((x, c), ()):
-                    log = own if o == x else held.get(o)
-                    if log is None:
-                        continue
-                    after = max(cursor.get(o, log.start), log.start)
-                    end = log.end
-                    if end > after:
-                        i = after - log.start
-                        records.append((num_of[o], after, log.ports[i:], log.times[i:]))
-                        cursor[o] = end
-                if records:
-                    dets = encode(records)
-                    self.det_bytes += len(dets)
-                if d.node.parents:
-                    self.messages_sent += 1
-            cm = CausalMessage(x, c, m.batch, m.time, dets)
-            log_c = cs.inflight.get(c)
-            if log_c is None:
-                log_c = cs.inflight[c] = deque()
-                cs.log_from.setdefault(c, 0)
-            log_c.append(cm)
-            if send and (seen is None or c in seen):
-                sends.append(cm)
-        return sends
+        return list(self.det.wrap(d.id, bool(d.node.parents), cs, out, seen))
 
     # ------------------------------------------------------------ checkpoints and progress
 
@@ -559,13 +624,13 @@ class CausalRuntime(EmbeddedRuntime):
 
     # ------------------------------------------------------------ what recovery reads and does
 
+    def last_seen_of(self, node_id: str, parent: str) -> int:
+        """The last ``parent``-time the live ``node_id`` took."""
+        return self.domains[node_id].last_seen.get(parent, 0)
+
     def mark_at_most(self, node_id: str, time: int | float) -> Mark | None:
         """The newest mark of ``node_id`` at or below ``time``."""
-        found = None
-        for m in self.marks.get(node_id, ()):
-            if m.time <= time:
-                found = m
-        return found
+        return newest_mark(self.marks.get(node_id, ()), time)
 
     def held_logs(self, origin: str) -> dict[str, DetLog]:
         """Live node -> the determinants of ``origin`` it holds (the origin's own log

@@ -31,3 +31,13 @@ class Indexed(Message):
     """A message with its sender's checkpoint index piggybacked (the cic regime,
     ``uncoordinated.py``; in a cluster it travels as a seventh field)."""
     index: int = 0
+
+
+class CausalMessage(Message):
+    """A message with the determinants piggybacked on it (``causal.encode``'s bytes; the
+    causal regime, ``causal.py``; in a cluster they travel as a seventh field)."""
+    __slots__ = ("dets",)
+
+    def __init__(self, src: str, dst: str, batch: Batch, time: int, dets: bytes = b"") -> None:
+        super().__init__(src, dst, batch, time)
+        self.dets = dets

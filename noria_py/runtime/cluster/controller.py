@@ -67,6 +67,7 @@ from ..domain import DomainInfo, graph_clocks
 from ..history import WriteHistory
 from ..messages import Message
 from . import wire
+from .causal import Causal
 from .epochs import Epochs
 from .errors import NodeDown, WorkerLost
 from .lines import REGIMES as LINE_REGIMES
@@ -217,9 +218,12 @@ class ClusterRuntime(Runtime):
                                       if strategy == "coordinated" else None)
         #: the uncoordinated and cic regimes' points and logs (None: another regime)
         self.lines: Lines | None = Lines(self, strategy) if strategy in LINE_REGIMES else None
+        #: the causal regime's marks and recovery (None: another regime)
+        self.causal: Causal | None = Causal(self) if strategy == "causal" else None
         self.store: CheckpointStore | None = (CheckpointStore() if self.checkpoints
                                               or self.epochs is not None
-                                              or self.lines is not None else None)
+                                              or self.lines is not None
+                                              or self.causal is not None else None)
         self.store_lock = threading.Lock()
         self.shards = shards
         self.target = workers
@@ -357,7 +361,8 @@ class ClusterRuntime(Runtime):
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels,
                    self.first_number, self.rejoin_timeout,
                    "coordinated" if self.epochs is not None
-                   else self.lines.regime if self.lines is not None else "treeclock",
+                   else self.lines.regime if self.lines is not None
+                   else "causal" if self.causal is not None else "treeclock",
                    self.writes])
         with self.lock:
             if self.direct:
@@ -572,6 +577,8 @@ class ClusterRuntime(Runtime):
                     self._checkpoint_frame(f)
                 elif op == "pt" and self.lines is not None:
                     self.lines.on_point(f)
+                elif op == "pt" and self.causal is not None:
+                    self.causal.on_point(f)
                 elif op == "log" and self.lines is not None and len(f) == 2 \
                         and isinstance(f[1], (list, tuple)):
                     self.lines.on_log(f[1])
@@ -1015,6 +1022,8 @@ class ClusterRuntime(Runtime):
             self.epochs.forget(node_id)
         if self.lines is not None:
             self.lines.forget(node_id)
+        if self.causal is not None:
+            self.causal.forget(node_id)
 
     def refresh_clocks(self) -> None:
         if self.clocks:
@@ -1036,6 +1045,8 @@ class ClusterRuntime(Runtime):
             # path: no delta can say what changed); a node down: none covers it
             if not self.epochs.take(whole=True):
                 self.epochs.invalidate()
+        if self.causal is not None and fresh:
+            self.causal.settle(fresh)
         if self.lines is not None and fresh:
             # every node at once, on the graph as it now stands (a node down: none
             # covers the new nodes, and the next recovery is lineage's)
@@ -1315,6 +1326,8 @@ class ClusterRuntime(Runtime):
         it is already in its parents' state: dropped."""
         self.resets.append(node_id)
         self.call(node_id, "reset")
+        if self.causal is not None:
+            self.causal.forget(node_id)
         with self.lock:
             self.held.pop(node_id, None)
             self.restored.discard(node_id)
@@ -1472,6 +1485,14 @@ class ClusterRuntime(Runtime):
                     self.lines.invalidate()
                 else:
                     reports.append(got)
+                    todo = []
+            if self.causal is not None and order:
+                done = self.causal.recover(order[0])
+                if isinstance(done, str):         # (nothing touched yet)
+                    refused = f"no causal recovery: {done}"
+                    log.warning("%s: lineage for %s", refused, order)
+                else:
+                    reports.append(done)
                     todo = []
             if self.epochs is not None and order:
                 why = self.epochs.refusal()

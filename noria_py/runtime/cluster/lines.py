@@ -67,6 +67,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import Error
@@ -76,17 +77,42 @@ from .epochs import PART_ROWS, snapshots
 from .wire import ProtocolError, encode_batch, encode_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Sequence
-
     from ..checkpoints import Checkpoint
     from .controller import ClusterRuntime
 
 log = logging.getLogger("noria_py.cluster")
 
-__all__ = ["REGIMES", "Lines"]
+__all__ = ["REGIMES", "Lines", "point", "resend_base"]
 
 #: the regimes this module runs
 REGIMES = ("uncoordinated", "cic")
+
+
+def resend_base(rt: ClusterRuntime, b: str, low: int, seen: dict[str, int]) -> tuple[int, int]:
+    """Base ``b`` back on its worker from its writes after ``low`` in its history here
+    (in parts of at most ``PART_ROWS`` rows): it resends each child named in ``seen``
+    the writes after that child's time. (messages sent, rows)."""
+    w = rt.worker_of(b)
+    _, writes = rt.durable[b].since(low)
+    part: list[Any] = []
+    held = 0
+    for batch in writes:
+        part.append(encode_batch(batch))
+        held += len(batch)
+        if held >= PART_ROWS:
+            rt.ask(w, "base_history", b, part)
+            part, held = [], 0
+    sends: int = rt.ask(w, "uc_base", b, seen, low, part)
+    return sends, sum(len(batch) for batch in writes)
+
+
+def point(f: Sequence[Any]) -> Point:
+    """A worker's ``["pt", node, time, parent-times, index, forced]`` frame, checked (the
+    causal regime's marks come as the same frame, ``causal.py``)."""
+    if not (len(f) == 6 and type(f[1]) is str and type(f[2]) is int
+            and isinstance(f[3], dict) and type(f[4]) is int and type(f[5]) is bool):
+        raise ProtocolError("a point must be [pt, node, time, parent times, index, forced]")
+    return Point(f[2], {str(p): int(t) for p, t in f[3].items()}, f[4], f[5])
 
 
 class _Plan:
@@ -129,10 +155,7 @@ class Lines:
 
     def on_point(self, f: Sequence[Any]) -> None:
         """``["pt", node, time, parent-times, index, forced]`` from a worker's reader."""
-        if not (len(f) == 6 and type(f[1]) is str and type(f[2]) is int
-                and isinstance(f[3], dict) and type(f[4]) is int and type(f[5]) is bool):
-            raise ProtocolError("a point must be [pt, node, time, parent times, index, forced]")
-        pt = Point(f[2], {str(p): int(t) for p, t in f[3].items()}, f[4], f[5])
+        pt = point(f)
         with self.lock:
             self.points.setdefault(f[1], []).append(pt)
             self.taken += 1
@@ -430,18 +453,9 @@ class Lines:
             f.result(300)
         sends = rows = 0
         for b, (low, seen) in plan.bases.items():
-            w = rt.worker_of(b)
-            _, writes = rt.durable[b].since(low)
-            part: list[Any] = []
-            held = 0
-            for batch in writes:
-                part.append(encode_batch(batch))
-                held += len(batch)
-                if held >= PART_ROWS:
-                    rt.ask(w, "base_history", b, part)
-                    part, held = [], 0
-            rows += sum(len(batch) for batch in writes)
-            sends += rt.ask(w, "uc_base", b, seen, low, part)
+            k, r = resend_base(rt, b, low, seen)
+            sends += k
+            rows += r
         for c in order:
             msgs = plan.resends.get(c)
             if msgs:

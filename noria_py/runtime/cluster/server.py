@@ -201,7 +201,8 @@ class Server:
         coordinated: an epoch of snapshots every ``barrier_every`` writes (default
         ``tuning.BARRIER_EVERY``), a rollback of every node (``epochs.py``);
         uncoordinated and cic: local checkpoints, logs and recovery lines
-        (``lines.py``); the others are refused (``regimes.EMBEDDED_ONLY``: built for
+        (``lines.py``); causal: causal logging, the lost nodes alone restored
+        (``causal.py``); the others are refused (``regimes.EMBEDDED_ONLY``: built for
         the embedded engine only).
         ``ray``: run the workers as Ray actors (``placement.py``): ``"local"`` starts a
         Ray instance for this server's lifetime, anything else is a running Ray
@@ -233,7 +234,7 @@ class Server:
                     raise ArgumentError(f"--writes worker needs {why} (not built yet)")
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
-        if regime in ("coordinated", "uncoordinated", "cic"):
+        if regime in ("coordinated", "uncoordinated", "cic", "causal"):
             clocks, checkpoints, strategy = False, False, regime
         if regime != "coordinated" and barrier_every is not None:
             raise ArgumentError("--barrier-every sets how often the coordinated regime "
@@ -860,8 +861,9 @@ def main(argv: list[str] | None = None) -> int:
                         "lineage (no clocks or checkpoints, recovery by lineage) or "
                         "coordinated (epochs of snapshots, every node rolls back), "
                         "uncoordinated or cic (local checkpoints and logs, only the "
-                        "recovery line rolls back); causal and falkirk are built for "
-                        "the embedded engine only")
+                        "recovery line rolls back), causal (determinants piggybacked, "
+                        "in-flight logs: only the lost nodes come back); falkirk is "
+                        "built for the embedded engine only")
     p.add_argument("--barrier-every", dest="barrier_every", type=int, default=None,
                    metavar="WRITES", help="with --regime coordinated: writes between "
                                           "epochs (default 128)")

@@ -35,7 +35,7 @@ from ...ops.state import CountsDelta, DenseCounts
 from ...storage.codec import DecodeError, Packer, packb, unpackb
 from ...tls import accept as tls_accept
 from ..checkpoints import Checkpoint, Entries, InputDelta
-from ..messages import Indexed, Message
+from ..messages import CausalMessage, Indexed, Message
 
 __all__ = [
     "MAX_FRAME", "ProtocolError", "ConnectionClosed", "AuthError", "Connection", "Admission",
@@ -485,7 +485,9 @@ def decode_batch(obj: Any) -> Batch:
 
 def encode_message(msg: Message) -> list[Any]:
     """A message as a list; the cic regime's ``Indexed`` with its index as a seventh
-    field."""
+    field, the causal regime's ``CausalMessage`` with its determinants' bytes there."""
+    if isinstance(msg, CausalMessage):
+        return [msg.src, msg.dst, encode_batch(msg.batch), msg.time, None, 0, msg.dets]
     if isinstance(msg, Indexed):
         return [msg.src, msg.dst, encode_batch(msg.batch), msg.time, msg.clock, msg.low,
                 msg.index]
@@ -495,7 +497,11 @@ def encode_message(msg: Message) -> list[Any]:
 def decode_message(obj: Any) -> Message:
     if not (isinstance(obj, (tuple, list)) and len(obj) in (6, 7)):
         raise ProtocolError("a message must be [src, dst, batch, time, clock, low] "
-                            "(and, in the cic regime, index)")
+                            "(and, in the cic regime, index; in the causal regime, "
+                            "determinants)")
+    if len(obj) == 7 and type(obj[6]) is bytes:
+        m = decode_message(obj[:6])
+        return CausalMessage(m.src, m.dst, m.batch, m.time, obj[6])
     if len(obj) == 7:
         index = obj[6]
         if type(index) is not int or index < 0:

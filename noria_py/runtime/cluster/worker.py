@@ -60,6 +60,12 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   checkpoint's ``ck`` frame) and, with direct channels, ``["log", [message, ...]]``,
   a copy of what it emits, before the messages are routed; from the controller (cic)
   ``["tick", write count]``; messages carry cic's index as a seventh field
+- in the causal regime (``causal.py``): messages carry their determinants' bytes as a
+  seventh field; each node shard's marks go to the controller as ``pt`` frames (after
+  the checkpoint's ``ck`` frame); the recovery's requests ``causal_state``,
+  ``causal_inflight``, ``causal_handoff``, ``causal_restore``, ``causal_replay``,
+  ``causal_parent_restarted`` (and the lines' ``uc_base``,
+  ``uc_source`` for a lost base or VALUES node)
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
@@ -91,6 +97,7 @@ import ssl
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -100,7 +107,7 @@ from treeclock import TreeClockError, TreeClocks, receive_path
 from ... import tuning
 from ...arrowio import arrow_columns, column_rows, from_ipc
 from ...batch import Batch
-from ...errors import ArityError, Error
+from ...errors import ArityError, Error, RecoveryError
 from ...graph import Graph, Node
 from ...memory import node_bytes
 from ...partial import Partial, op_key
@@ -110,6 +117,7 @@ from ...tls import client_context as tls_client_context
 from ...tls import connect as tls_connect
 from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
+from ..causal import CausalState, Determinants, encode
 from ..checkpoints import Entries, InputDelta
 from ..checkpoints import delta as checkpoint_delta
 from ..checkpoints import load as checkpoint_load
@@ -227,6 +235,14 @@ class Worker:
         #: (a base's aside) goes to the controller's logs
         self.uc = regime in ("uncoordinated", "cic")
         self.cic = regime == "cic"
+        #: the causal regime (``causal.py``): each domain records its determinants and
+        #: piggybacks them, keeps its in-flight logs, and checkpoints and marks on its
+        #: own (the ``pt`` frames, as above, are its marks)
+        self.causal = regime == "causal"
+        self.det = Determinants()
+        self.cstate: dict[str, CausalState] = {}
+        #: (causal) per domain: the parent-times of its newest mark
+        self.marked: dict[str, dict[str, int]] = {}
         #: (uc) per domain: [messages, rows] taken since its last checkpoint
         self.since: dict[str, list[int]] = {}
         #: (cic) per domain: its checkpoint index; the controller's write count
@@ -234,7 +250,7 @@ class Worker:
         self.clock = 0
         #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
         self.store = (RemoteStore(conn.send) if clocks and checkpoints or self.coordinated
-                      or self.uc else None)
+                      or self.uc or self.causal else None)
         #: per base hosted here, the last trim point of its history sent (``"hlow"``)
         self.history_lows: dict[str, int] = {}
         self.tc: TreeClocks | None = None
@@ -432,6 +448,10 @@ class Worker:
         self.pending.pop(node_id, None)
         if self.domains.pop(node_id, None) is not None and self.store is not None:
             self.store.drop(node_id)
+        self.cstate.pop(node_id, None)
+        for cs in self.cstate.values():
+            for per_child in (cs.inflight, cs.log_from, cs.sent, cs.held):
+                per_child.pop(node_id, None)
         for d in self.domains.values():
             d.forget_child(node_id)
 
@@ -528,6 +548,9 @@ class Worker:
             d.check_incoming(m)
         except (Error, TreeClockError) as e:       # as malformed as a frame decode refuses
             raise wire.ProtocolError(f"message {m.src} -> {m.dst}: {e}") from None
+        if self.causal:
+            self._causal_handle(d, m)
+            return
         if self.uc:
             self._uc_handle(d, m)
             return
@@ -578,7 +601,8 @@ class Worker:
     def _uc_take(self, d: Domain, forced: bool = False, index: int | None = None,
                  whole: bool = False) -> None:
         """A checkpoint of ``d``: its state's change (``whole``: all of it) to the
-        store on the controller, then its point (time, last-seen times, index)."""
+        store on the controller, then its point (time, last-seen times, index; the
+        causal regime's mark)."""
         nid = d.id
         if self.cic:
             self.sn[nid] = (max(self.sn.get(nid, 0) + 1, self.clock) if index is None
@@ -593,6 +617,8 @@ class Worker:
             store.put(nid, d.time, d.last_seen, cast(str, op.checkpoint_form), change, full, -1)
         d.ck_messages = d.ck_rows = 0
         self.since[nid] = [0, 0]
+        if self.causal:
+            self.marked[nid] = dict(d.last_seen)
         self.send(["pt", nid, d.time, dict(d.last_seen), self.sn.get(nid, 0), forced])
 
     def tick(self, clock: int) -> None:
@@ -638,6 +664,14 @@ class Worker:
             self.holding[nid] = []
         self.pending.pop(nid, None)
         self.early.pop(nid, None)
+        self._set_back(nid, at, last_seen, checkpoint)
+        if self.cic:
+            self.sn[nid] = index
+
+    def _set_back(self, nid: str, at: int, last_seen: dict[str, int], checkpoint: Any) -> Domain:
+        """Node shard ``nid`` (not a base) as of its time ``at``: its state the
+        checkpoint of then (a stateful one; the next one a delta from it), its time and
+        last-seen times."""
         d = self.domains[nid]
         d.crash()
         if checkpoint is not None:
@@ -650,8 +684,116 @@ class Worker:
         d.last_seen = dict(last_seen)
         d.alive = True
         self.since[nid] = [0, 0]
-        if self.cic:
-            self.sn[nid] = index
+        return d
+
+    # ------------------------------------------------------------ causal
+
+    def _cs(self, d: Domain) -> CausalState:
+        cs = self.cstate.get(d.id)
+        if cs is None:
+            self.det.plan(self.graph)
+            cs = self.cstate[d.id] = self.det.fresh(d.id, d.time, list(d.node.children))
+        return cs
+
+    def _causal_handle(self, d: Domain, m: Message, seen: dict[str, int] | None = None) -> int:
+        """``m`` taken by ``d`` in the causal regime (``runtime/cluster/causal.py``): its
+        determinants logged, the delivery recorded, the output piggybacked and logged in
+        flight (``Determinants.take``, as embedded), a local checkpoint and mark when
+        due (not in a replay: ``seen``); the rows taken (0: a duplicate)."""
+        if self.det.version != self.graph.version:
+            self.det.plan(self.graph)
+        sends = self.det.take(d, self._cs(d), m, seen)
+        if sends is None:
+            return 0
+        if sends:
+            self.emit(sends)
+        nid = d.id
+        since = self.since.get(nid)
+        if since is None:
+            since = self.since[nid] = [0, 0]
+        since[0] += 1
+        since[1] += len(m.batch)
+        if seen is None and (since[0] >= tuning.CHECKPOINT_EVERY
+                             or since[1] >= tuning.CHECKPOINT_ROWS):
+            self._uc_take(d)
+        return len(m.batch)
+
+    def req_causal_state(self, origins: Sequence[str]) -> dict[str, Any]:
+        """Per live node shard here: its last-seen times, and the determinants it holds
+        of each of ``origins`` (``causal.encode``'s bytes)."""
+        self.det.plan(self.graph)
+        want = set(origins)
+        out: dict[str, Any] = {}
+        for nid, d in self.domains.items():
+            if not d.alive or nid in self.holding:
+                continue
+            cs = self.cstate.get(nid)
+            held = {} if cs is None else {
+                o: encode([(self.det.num_of[o], log.start, log.ports, log.times)])
+                for o, log in cs.held.items() if o in want and log.ports}
+            out[nid] = [dict(d.last_seen), held]
+        return out
+
+    def req_causal_inflight(self, parent: str, child: str, after: int) -> list[Any]:
+        """What ``parent`` sent ``child`` after its time ``after``, from its in-flight
+        log (a RecoveryError when the log starts later)."""
+        cs = self._cs(self.domains[parent])
+        start = cs.log_from.get(child, 0)
+        if start > after:
+            raise RecoveryError(f"parent {parent} no longer holds the messages it sent "
+                                f"{child} after its time {after} (its in-flight log starts "
+                                f"after {start})")
+        return [encode_message(m) for m in cs.inflight.get(child, ()) if m.time > after]
+
+    def req_causal_handoff(self, parent: str, child: str, restart_log: bool) -> bytes:
+        """What ``parent`` holds that its restarting ``child`` is to hold; it sends
+        ``child`` its determinants afresh from here (``restart_log``: and its in-flight
+        log to ``child`` starts now, a child filled outside the message path)."""
+        d = self.domains[parent]
+        if d.node.kind == "base" or not d.alive:
+            return b""
+        self.det.plan(self.graph)
+        cs = self._cs(d)
+        if restart_log:
+            cs.inflight[child] = deque()
+            cs.log_from[child] = d.time
+        return self.det.handoff(parent, cs, child)
+
+    def req_causal_restore(self, nid: str, at: int, last_seen: dict[str, int],
+                           checkpoint: Any, seeds: Sequence[bytes]) -> None:
+        """Node shard ``nid`` (lost, on this spare) back to its mark: its state the
+        checkpoint of ``at`` (a stateful one), its time and last-seen times the mark's,
+        its causal state afresh from there, holding what its parents handed it
+        (``seeds``). What comes for it stays held until ``release``."""
+        self.det.plan(self.graph)
+        d = self._set_back(nid, at, last_seen, checkpoint)
+        self.marked[nid] = dict(last_seen)
+        cs = self.cstate[nid] = self.det.fresh(nid, at, list(d.node.children))
+        for data in seeds:
+            self.det.receive(nid, cs, data)
+
+    def req_causal_replay(self, nid: str, msgs: Sequence[Any], seen: dict[str, int]) -> list[int]:
+        """``nid``'s parents' logged messages, in the order its determinants gave:
+        taken now; its output goes to the live children named in ``seen`` beyond their
+        times: [messages, rows]."""
+        d = self.domains[nid]
+        rows = 0
+        for raw in msgs:
+            m = decode_message(raw)
+            d.check_incoming(m)
+            rows += self._causal_handle(d, m, dict(seen))
+        return [len(msgs), rows]
+
+    def req_causal_parent_restarted(self, nid: str, parent: str, log_from: int) -> bool:
+        """``parent``'s log to the live ``nid`` now starts after ``log_from``: if its
+        newest mark reflects less of ``parent``, it takes one now (as embedded)."""
+        d = self.domains.get(nid)
+        if d is None or not d.alive or not d.node.parents:
+            return False
+        if self.marked.get(nid, {}).get(parent, 0) < log_from:
+            self._uc_take(d)
+            return True
+        return False
 
     def req_uc_source(self, nid: str) -> None:
         """A lost ``VALUES`` node back: its rows are its definition (a crash keeps
@@ -1057,7 +1199,12 @@ class Worker:
     def req_settle(self, nid: str, parents: dict[str, tuple[int, Any, bool]]) -> None:
         d = self.domains[nid]
         d.settle({p: (t, wire.decode_array(c), fresh) for p, (t, c, fresh) in parents.items()})
-        if d.store is not None and not self.coordinated and not self.uc:
+        if self.causal:
+            # it starts afresh here (``causal.py``: a whole checkpoint and a mark)
+            self.det.plan(self.graph)
+            self.cstate[nid] = self.det.fresh(nid, d.time, list(d.node.children))
+            self._uc_take(d, whole=True)
+        elif d.store is not None and not self.coordinated and not self.uc:
             # its first checkpoint: the state it was filled with (coordinated: the
             # controller's whole epoch after the change, ``epochs.py``)
             d.store.drop(nid)

@@ -1,0 +1,327 @@
+"""The ``causal`` regime in a cluster (``noria-py serve --regime causal``): Clonos's causal
+logging (seed 004, §3.2) with node shards on worker processes; a lost worker's nodes
+alone are restored, on the spare, and replay their parents' in-flight logs in the
+order their determinants, held downstream, give. No other node pauses or rolls back.
+
+Normal operation, on the workers (``Worker._causal_handle``), is the embedded regime's
+per-message work, the same code (``runtime/causal.py``: ``Determinants.take``): each
+node shard logs the determinants a message carries, records its delivery (port,
+sender time), piggybacks on each output message the determinants that child has not
+had (a seventh field on the wire, ``causal.encode``'s bytes: never pickled), and keeps
+the output in its in-flight log, in the worker's memory. Every
+``tuning.CHECKPOINT_EVERY`` messages or ``CHECKPOINT_ROWS`` rows a node with parents
+marks: a stateful one puts what changed since its last checkpoint in the checkpoint
+store here (the ``ck`` frame), then every one sends its mark (time, parent-times) as
+the ``pt`` frame the uncoordinated regime's points use, in that order: a mark here
+always has its checkpoint. A node filled outside the message path (a new view, a
+lineage rebuild) marks at once, whole, and its parents' logs to it start there.
+
+**What survives a worker's SIGKILL, and the rule.** Everything a worker holds dies with
+it: its nodes' state, their own determinants and those they hold of others, their
+in-flight logs. What is kept elsewhere: the checkpoints and marks (here), the bases'
+write histories (here: a base keeps no in-flight log, its history is its log), and
+whatever live workers hold. So:
+
+- a lost node's parent on a live worker still has its in-flight log to it; a parent
+  lost too is restored first, and its replay regenerates its log (its mark is at or
+  below what its lost children's marks took of it, so the log reaches back far
+  enough); a base's messages come from its history;
+- a lost node's determinants must be held by a live descendant for every time after
+  its mark that a live node depends on (``recovery/causal.py: plan_operator``); those
+  held only by nodes on the same worker, or on another one lost with it, are gone.
+
+Recovery of a lost worker (the recovery thread, holding the database's lock; the lost
+nodes on a spare, down, their messages held): every live node finishes what it was
+sent (``wait``); each live worker says, per node shard, its last-seen times and the
+determinants it holds of the lost nodes (``causal_state``). Then every lost node is
+planned, in topological order, with the embedded regime's own functions
+(``plan_operator``, over what was gathered): its mark (at or below what each child
+took, a lost child's own mark's parent-time), its determinants' coverage, its
+checkpoint at the mark in the store, its live parents' in-flight logs reaching back to
+the mark (fetched now), its base parents' histories too. **Nothing is touched until
+every lost node has passed**; a refusal says why, and the lost nodes (and all below
+them, as lineage purges) are rebuilt by lineage (``RecoveryReport.fallback``): each
+rebuilt node starts afresh as it settles (its times again from 0, nothing held, a
+whole checkpoint and a mark), and the only nodes that held its determinants, those
+below it, are rebuilt too, so nothing of its old times is left anywhere. Then, parents first: a base replays its history and resends each live child
+what it has not taken; an operator is handed what its parents hold of its scope, is
+restored from its checkpoint and mark, replays its parents' logs in the order
+``replay_order`` gives (the determinants', then per-parent FIFO), sending each live
+child only what it has not taken and refilling its own in-flight logs; a live child
+whose newest mark reflects less of it than the restart marks now. Then the held
+messages go (duplicates dropped by sender time).
+
+Not built: garbage collection (the embedded regime's stable marks): the in-flight logs,
+the determinants held, the marks and the checkpoint chains grow with the run, in the
+workers' and the controller's memory; ``determinant_depth`` (every node below holds,
+the embedded default) and standbys.
+
+Invariants: ``marks[n]`` are ``n``'s marks in time order, each with its checkpoint in
+the store (a stateful ``n``); a lost node is touched only once every lost node has a
+plan; a node restored holds, of each origin in its scope, what its parents held.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...errors import Error
+from ...recovery.causal import OperatorPlan, plan_operator, replay_order
+from ...recovery.report import RecoveryReport
+from ..causal import Determinants, DetLog, Mark, decode, newest_mark
+from ..messages import CausalMessage, Message
+from .epochs import _snapshots
+from .errors import WorkerLost
+from .lines import point, resend_base
+from .wire import decode_message, encode_checkpoint, encode_message
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..checkpoints import Checkpoint
+    from .controller import ClusterRuntime
+
+log = logging.getLogger("noria_py.cluster")
+
+__all__ = ["Causal", "Gathered"]
+
+
+class Gathered:
+    """What a recovery reads (``recovery/causal.py: CausalView``): the marks here, the
+    live nodes' last-seen times and determinants held, gathered from their workers."""
+
+    def __init__(self, det: Determinants, marks: dict[str, list[Mark]], down: set[str],
+                 seen: dict[str, dict[str, int]], held: dict[str, dict[str, DetLog]]) -> None:
+        self.det = det
+        self.marks = marks
+        self.down = down
+        self.seen = seen
+        self.held = held
+
+    @property
+    def depth(self) -> int | None:
+        return self.det.depth
+
+    @property
+    def holders(self) -> dict[str, list[str]]:
+        return self.det.holders
+
+    def alive(self, node_id: str) -> bool:
+        return node_id not in self.down
+
+    def last_seen_of(self, node_id: str, parent: str) -> int:
+        return self.seen.get(node_id, {}).get(parent, 0)
+
+    def mark_at_most(self, node_id: str, time: int | float) -> Mark | None:
+        return newest_mark(self.marks.get(node_id, ()), time)
+
+    def held_logs(self, origin: str) -> dict[str, DetLog]:
+        return {h: logs[origin] for h, logs in self.held.items() if origin in logs}
+
+
+class Causal:
+    """The controller's side of the causal regime (module docstring)."""
+
+    def __init__(self, rt: ClusterRuntime) -> None:
+        self.rt = rt
+        self.lock = threading.Lock()        # (never held while taking rt.lock)
+        self.marks: dict[str, list[Mark]] = {}
+        #: the determinants' plan of the graph (who holds whose), for recovery
+        self.det = Determinants()
+        self.taken = 0                       # marks received
+
+    # ------------------------------------------------------------ normal operation
+
+    def on_point(self, f: Sequence[Any]) -> None:
+        """A node shard's mark (``["pt", node, time, parent-times, 0, False]``)."""
+        pt = point(f)
+        with self.lock:
+            self.marks.setdefault(f[1], []).append(Mark(pt.time, pt.parent_times))
+            self.taken += 1
+
+    def forget(self, node_id: str) -> None:
+        """A node dropped with its view, or emptied for a lineage rebuild."""
+        with self.lock:
+            self.marks.pop(node_id, None)
+
+    def settle(self, fresh: set[str]) -> None:
+        """Nodes filled outside the message path (their workers mark them whole when
+        they settle): each parent's log to one starts now, and sends it every
+        determinant afresh (Clonos: a new consumer gets them all)."""
+        rt = self.rt
+        for nid in rt.graph.topological():
+            if nid in fresh:
+                for p in dict.fromkeys(rt.graph[nid].parents):
+                    if p not in rt.durable:
+                        try:
+                            rt.call(p, "causal_handoff", nid, True)
+                        except WorkerLost:
+                            pass         # (a parent lost: its restore hands off anew)
+
+    # ------------------------------------------------------------ recovery
+
+    def _gather(self, down: set[str]) -> tuple[dict[str, dict[str, int]],
+                                               dict[str, dict[str, DetLog]]]:
+        """Each live node's last-seen times and the determinants of ``down`` it holds."""
+        rt = self.rt
+        with rt.lock:
+            hosts = {w for n, w in rt.placement.items() if n not in down}
+            futs = [rt.request(rt.workers[w], "causal_state", sorted(down)) for w in hosts]
+        seen: dict[str, dict[str, int]] = {}
+        held: dict[str, dict[str, DetLog]] = {}
+        id_of = self.det.id_of
+        for fut in futs:
+            for n, (last, logs) in fut.result(300).items():
+                seen[str(n)] = {str(p): int(t) for p, t in last.items()}
+                mine = held[str(n)] = {}
+                for data in logs.values():
+                    for num, start, ports, times in decode(data):
+                        log_ = DetLog(start)
+                        log_.ports, log_.times = ports, times
+                        mine[id_of[num]] = log_
+        return seen, held
+
+    def _plan(self, order: list[str], down: set[str], view: Gathered,
+              ) -> dict[str, Any] | str:
+        """Every lost node's plan (nothing touched), or why there is none."""
+        rt = self.rt
+        graph = rt.graph
+        store = rt.store
+        assert store is not None
+        plans: dict[str, Any] = {}
+        memo: dict[str, Mark | None] = {}
+        for n in order:
+            if n not in down:
+                continue
+            node = graph[n]
+            if n in rt.durable:
+                kids = {c: view.last_seen_of(c, n) for c in dict.fromkeys(node.children)
+                        if c not in down}
+                low = min(kids.values(), default=len(rt.durable[n]))
+                first = rt.durable[n].since(low)[0]
+                if first != low:
+                    return f"base {n}'s history starts after write {first}, not at {low}"
+                plans[n] = ("base", low, kids)
+                continue
+            if not node.parents:
+                plans[n] = ("values",)
+                continue
+            try:
+                op = plan_operator(graph, view, n, memo)
+            except Error as e:
+                return str(e)
+            ck: Checkpoint | None = None
+            if _snapshots(node):
+                with rt.store_lock:
+                    ck = store.latest(n, op.mark.time)
+                if ck is None or ck.time != op.mark.time:
+                    return f"node {n} has no checkpoint at its mark {op.mark.time}"
+            buffers: dict[str, list[Message] | None] = {}
+            for a in dict.fromkeys(node.parents):
+                after = op.mark.parent_times.get(a, 0)
+                if a in rt.durable:
+                    first, writes = rt.durable[a].since(after)
+                    if first != after:
+                        return (f"base {a}'s history starts after write {first}, past "
+                                f"{n}'s mark at {after}")
+                    # (an empty write sends nothing: its time has no message)
+                    buffers[a] = [CausalMessage(a, n, b, first + i + 1)
+                                  for i, b in enumerate(writes) if len(b)]
+                elif a in down:
+                    buffers[a] = None            # (regenerated by its own replay)
+                else:
+                    try:
+                        raw = rt.call(a, "causal_inflight", n, after)
+                    except Error as e:
+                        return str(e)
+                    buffers[a] = [decode_message(m) for m in raw]
+            if all(b is not None for b in buffers.values()):
+                try:                             # (checked now: the logs agree)
+                    replay_order(n, list(node.parents), op.pinned,
+                                 {a: b for a, b in buffers.items() if b is not None})
+                except Error as e:
+                    return str(e)
+            plans[n] = ("op", op, ck, buffers)
+        return plans
+
+    def recover(self, node_id: str) -> RecoveryReport | str:
+        """Restore every lost node (the recovery thread, with the database's lock; the
+        lost nodes on spares, down). The report is about ``node_id``; a string says why
+        not (nothing touched: the caller falls back on lineage). A failure part-way
+        (another worker lost) leaves every node it touched down, for the next attempt."""
+        rt = self.rt
+        start = time.perf_counter()
+        rt.wait()                      # every live node has handled what it was sent
+        graph = rt.graph
+        order = graph.topological()
+        with rt.lock:
+            down = {n for n in order if n not in rt.up and n not in rt.restored}
+        self.det.plan(graph)
+        seen, held = self._gather(down)
+        down |= {n for n in order if n not in seen}
+        with self.lock:
+            marks = {n: list(ms) for n, ms in self.marks.items()}
+        view = Gathered(self.det, marks, down, seen, held)
+        plans = self._plan(order, down, view)
+        if isinstance(plans, str):
+            return plans
+        lost = [n for n in order if n in down]
+        try:
+            sends, rows = self._touch(lost, plans, view)
+        except BaseException:
+            for nid in lost:
+                try:
+                    rt._abandon(nid)
+                except Exception:  # (its worker lost too: down anyway)
+                    pass
+            raise
+        first = next((plans[n][1] for n in lost if plans[n][0] == "op"), None)
+        return RecoveryReport(node=node_id, strategy="causal",
+                              seconds=time.perf_counter() - start, replayed_messages=sends,
+                              rows=rows, checkpoint=None if first is None else first.mark.time,
+                              rolled_back=lost)
+
+    def _touch(self, lost: list[str], plans: dict[str, Any],
+               view: Gathered) -> tuple[int, int]:
+        rt = self.rt
+        graph = rt.graph
+        sends = rows = 0
+        for n in lost:
+            plan = plans[n]
+            with rt.lock:
+                rt.restored.add(n)
+            if plan[0] == "base":
+                sends += resend_base(rt, n, plan[1], plan[2])[0]
+                continue
+            if plan[0] == "values":
+                rt.call(n, "uc_source")
+                continue
+            op: OperatorPlan = plan[1]
+            ck: Checkpoint | None = plan[2]
+            buffers: dict[str, list[Message] | None] = plan[3]
+            node = graph[n]
+            parents = list(node.parents)
+            seeds = [rt.call(a, "causal_handoff", n, False)
+                     for a in dict.fromkeys(parents) if a not in rt.durable]
+            rt.call(n, "causal_restore", op.mark.time, op.mark.parent_times,
+                    None if ck is None else encode_checkpoint(ck), seeds)
+            full: dict[str, list[Message]] = {}
+            for a, buf in buffers.items():
+                if buf is None:          # (a lost parent, restored above)
+                    raw = rt.call(a, "causal_inflight", n, op.mark.parent_times.get(a, 0))
+                    buf = [decode_message(m) for m in raw]
+                full[a] = buf
+            msgs = replay_order(n, parents, op.pinned, full)
+            kids = {c: view.last_seen_of(c, n) for c in dict.fromkeys(node.children)
+                    if c not in view.down}
+            k, r = rt.call(n, "causal_replay", [encode_message(m) for m in msgs], kids)
+            sends += k
+            rows += r
+            for c in kids:               # (its logs to them now start after the mark)
+                rt.call(c, "causal_parent_restarted", n, op.mark.time)
+            with self.lock:              # (it may take another path from its mark)
+                ms = self.marks.get(n, [])
+                self.marks[n] = [m for m in ms if m.time <= op.mark.time]
+        rt._release()
+        return sends, rows
