@@ -73,7 +73,7 @@ from ...recovery.causal import OperatorPlan, plan_operator, replay_order
 from ...recovery.report import RecoveryReport
 from ..causal import Determinants, DetLog, Mark, decode, newest_mark
 from ..messages import CausalMessage, Message
-from .epochs import _snapshots
+from .epochs import snapshots
 from .errors import WorkerLost
 from .lines import point, resend_base
 from .wire import decode_message, encode_checkpoint, encode_message
@@ -212,7 +212,7 @@ class Causal:
             except Error as e:
                 return str(e)
             ck: Checkpoint | None = None
-            if _snapshots(node):
+            if snapshots(node):
                 with rt.store_lock:
                     ck = store.latest(n, op.mark.time)
                 if ck is None or ck.time != op.mark.time:

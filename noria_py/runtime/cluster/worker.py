@@ -668,18 +668,21 @@ class Worker:
         if self.cic:
             self.sn[nid] = index
 
-    def _set_back(self, nid: str, at: int, last_seen: dict[str, int], checkpoint: Any) -> Domain:
+    def _set_back(self, nid: str, at: int, last_seen: dict[str, int], checkpoint: Any,
+                  mark: int | None = None) -> Domain:
         """Node shard ``nid`` (not a base) as of its time ``at``: its state the
-        checkpoint of then (a stateful one; the next one a delta from it), its time and
-        last-seen times."""
+        checkpoint of then (a stateful one with parents must have one; the store keeps
+        it as ``mark``, ``at`` by default, and the next one is a delta from it), its
+        time and last-seen times. Every regime's rollback of a node (uncoordinated,
+        cic, causal, coordinated)."""
         d = self.domains[nid]
         d.crash()
         if checkpoint is not None:
             checkpoint_load(d.node.op, decode_checkpoint(checkpoint))
             if self.store is not None:
-                self.store.keep_upto(nid, at)   # (the next checkpoint: a delta from it)
-        elif d.store is not None:
-            raise Error(f"node {nid} set back without its checkpoint")
+                self.store.keep_upto(nid, at if mark is None else mark)
+        elif d.store is not None and d.node.parents:
+            raise Error(f"node {nid} set back to {at} without its checkpoint")
         d.time = at
         d.last_seen = dict(last_seen)
         d.alive = True
@@ -1243,29 +1246,14 @@ class Worker:
         self.holding.pop(nid, None)
         self.pending.pop(nid, None)
         self.early.pop(nid, None)
-        d = self.domains[nid]
-        d.crash()
-        if checkpoint is not None:
-            checkpoint_load(d.node.op, decode_checkpoint(checkpoint))
-            if self.store is not None:
-                self.store.keep_upto(nid, epoch)   # (the next snapshot: a delta from it)
-        elif d.store is not None and d.node.parents:
-            raise Error(f"node {nid} rolled back without its snapshot")
-        d.time = at
-        d.last_seen = dict(last_seen)
-        d.alive = True
+        self._set_back(nid, at, last_seen, checkpoint, mark=epoch)
 
     def req_roll_back_base(self, nid: str, at: int, history: Sequence[Any]) -> int:
         """The coordinated regime's rollback of base ``nid`` to its position ``at`` in
         an epoch: it resends its writes since (parts sent before with
         ``base_history``, then ``history``) to every child."""
-        self.holding.pop(nid, None)
-        d = self.domains[nid]
-        d.crash()
-        writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
-        sends = d.write_history(writes, {c: at for c in d.node.children}, at, at)
-        self.emit(sends)
-        return len(sends)
+        children = self.domains[nid].node.children
+        return self.req_uc_base(nid, {c: at for c in children}, at, history)
 
     def req_process(self, nid: str, port: int, batch: Any) -> list[Any]:
         out = self.domains[nid].node.op.process(port, decode_batch(batch))
