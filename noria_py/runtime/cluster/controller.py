@@ -383,6 +383,7 @@ class ClusterRuntime(Runtime):
             else:
                 self.spares.append(w)
             self.changed.notify_all()
+        self.choose_replicas()          # (a base left with no replica gets this one)
         w.sender = threading.Thread(target=w.writer, daemon=True, name=f"{name}-send")
         w.sender.start()
         reader = threading.Thread(target=self._reader, args=(w,), daemon=True,

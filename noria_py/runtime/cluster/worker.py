@@ -300,8 +300,10 @@ class Worker:
         #: per base, where its group in flight went (a replica's name, None: the
         #: controller's history)
         self.committing_via: dict[str, str | None] = {}
-        #: the logs of bases hosted elsewhere that this worker is the replica of
+        #: the logs of bases hosted elsewhere that this worker is the replica of, and
+        #: their owners' frames for a base whose catalog change is still on its way
         self.replica_logs = ReplicaLogs()
+        self.early_logs: dict[str, list[tuple[Sequence[Any], str]]] = {}
         if self.at_workers:
             self.reads.write = self.client_write
 
@@ -370,6 +372,10 @@ class Worker:
             for src, m in self.early.pop(dst):
                 if src not in self.lost_workers:
                     self.deliver(m, src)
+        for nid in [n for n in self.early_logs if n in self.graph.nodes]:
+            for f, src in self.early_logs.pop(nid):
+                if src not in self.lost_workers:
+                    self.replica_frame(f, src)
 
     def make_partial(self, reader_id: str, limit: int | None) -> None:
         """Reader ``reader_id`` holds only the keys filled by upqueries from now on
@@ -396,6 +402,9 @@ class Worker:
             self.partial._queue = []
         self.removed.add(node_id)
         self.early.pop(node_id, None)
+        self.replica_logs.drop(node_id)         # (a dropped table's log, its copy)
+        for kept in (self.early_logs, self.logs, self.replica_of, self.to_copy):
+            kept.pop(node_id, None)
         self.holding.pop(node_id, None)
         self.pending.pop(node_id, None)
         if self.domains.pop(node_id, None) is not None and self.store is not None:
@@ -1030,6 +1039,11 @@ class Worker:
         """A base's log kept here for its owner (``rlog``, ``rfull``, ``rtrim``), or this
         worker's replica's answer (``rdur``)."""
         op, nid = f[0], f[1]
+        if nid in self.removed:
+            return
+        if op != "rdur" and (nid not in self.graph.nodes or nid in self.early_logs):
+            self.early_logs.setdefault(nid, []).append((f, src))
+            return
         if op == "rdur":
             if self.committing.get(nid) is not None and type(f[2]) is int and f[2]:
                 self.durable(nid, f[2], src)
