@@ -613,15 +613,23 @@ class ClusterRuntime(Runtime):
             if history is None or self.placement.get(base) != w.name:
                 raise wire.ProtocolError(f"worker {w.name} sent writes of {base!r}, which "
                                          "it does not host")
-            for b in batches:
-                history.append(b)
-                self.copies.append((base, b))
-            tags = self.landed.get(base)
-            if tags is None:
-                tags = self.landed[base] = collections.deque(maxlen=LANDED_KEPT)
-            tags.extend(t for t in f[3] if type(t) is int and t)
+            self._took(base, batches, f[3])
         if f[0] == "hist":
             w.put(["durable", base, len(batches)])
+
+    def _took(self, base: str, batches: list[Batch], tags: Any, known_some: bool = False) -> None:
+        """The base's history and the table's copy here take ``batches``, and its
+        landed tags ``tags`` (``known_some``: those not there yet). Called under
+        ``lock``."""
+        history = self.durable[base]
+        for b in batches:
+            history.append(b)
+            self.copies.append((base, b))
+        known = self.landed.get(base)
+        if known is None:
+            known = self.landed[base] = collections.deque(maxlen=LANDED_KEPT)
+        seen = set(known) if known_some else ()
+        known.extend(t for t in tags if type(t) is int and t and t not in seen)
 
     def choose_replicas(self, renamed: Collection[str] = ()) -> None:
         """Name each base's log replica (writes at the workers; ``writes.py``) where it
@@ -661,18 +669,10 @@ class ClusterRuntime(Runtime):
             r = self.workers.get(self.replicas.get(base) or "")
         if r is None or not r.alive:
             return                          # (no replica: the history here is the log)
-        history = self.durable[base]
-        writes, tags = self.ask(r, "log_since", base, len(history))
+        writes, tags = self.ask(r, "log_since", base, len(self.durable[base]))
         batches = [decode_batch(b) for b in writes]
         with self.lock:
-            for b in batches:
-                history.append(b)
-                self.copies.append((base, b))
-            known = self.landed.get(base)
-            if known is None:
-                known = self.landed[base] = collections.deque(maxlen=LANDED_KEPT)
-            seen = set(known)
-            known.extend(t for t in tags if type(t) is int and t and t not in seen)
+            self._took(base, batches, tags, known_some=True)
         if batches:
             log.info("base %s: %d write(s) from its replica %s", base, len(batches), r.name)
 

@@ -177,6 +177,35 @@ def test_writes_at_the_worker_over_tls_with_a_token(certificate):
         db.close()
 
 
+def _writing_while(c: Cluster, act) -> list[int]:
+    """Two clients insert batches of 100 votes into ``vote`` (articles 0 and 1) while
+    ``act()`` runs, half a second in; the votes each had acknowledged, a second after.
+    A batch in flight at a worker's SIGKILL is never an error: its client asks the
+    controller whether the log took it, and sends it again if not."""
+    acked = [0, 0]
+    stop = threading.Event()
+
+    def writer(i: int) -> None:
+        w = noria_py.connect(c.url)
+        t = w.table("vote")
+        n = 0
+        while not stop.is_set():
+            t.insert([(i, n * 100 + j) for j in range(100)])
+            acked[i] += 100
+            n += 1
+        w.close()
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    time.sleep(0.5)
+    act()
+    time.sleep(1.0)
+    stop.set()
+    for th in threads:
+        th.join(60)
+    return acked
+
+
 @pytest.mark.slow
 def test_a_sigkilled_base_worker_loses_no_acknowledged_write():
     """Writers insert batches at the base's worker while it is SIGKILLed: every batch
@@ -189,29 +218,7 @@ def test_a_sigkilled_base_worker_loses_no_acknowledged_write():
         db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
                    "WHERE article_id = ? GROUP BY article_id")
         base = next(n for n in db.graph() if n["kind"] == "base")
-        acked = [0, 0]
-        stop = threading.Event()
-
-        def writer(i: int) -> None:
-            w = noria_py.connect(c.url)
-            t = w.table("vote")
-            n = 0
-            while not stop.is_set():
-                # (in flight at the kill: the client asks the controller whether the
-                # history took it, and sends it again if not: never an error)
-                t.insert([(i, n * 100 + j) for j in range(100)])
-                acked[i] += 100
-                n += 1
-            w.close()
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
-        for th in threads:
-            th.start()
-        time.sleep(0.5)
-        os.kill(base["pid"], signal.SIGKILL)
-        time.sleep(1.0)
-        stop.set()
-        for th in threads:
-            th.join(60)
+        acked = _writing_while(c, lambda: os.kill(base["pid"], signal.SIGKILL))
         db.table("vote").insert([(5, 1)])       # after the recovery: at the new worker
         db.wait()
         for i in range(2):
@@ -250,27 +257,7 @@ def test_a_lost_log_replica_is_replaced_and_no_write_is_lost():
         t.insert([(9, 0)])
         (base,) = [n for n in db.graph() if n["kind"] == "base"]
         assert base["replica_pid"] not in (None, base["pid"])
-        acked = [0, 0]
-        stop = threading.Event()
-
-        def writer(i: int) -> None:
-            w = noria_py.connect(c.url)
-            tw = w.table("vote")
-            n = 0
-            while not stop.is_set():
-                tw.insert([(i, n * 100 + j) for j in range(100)])
-                acked[i] += 100
-                n += 1
-            w.close()
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
-        for th in threads:
-            th.start()
-        time.sleep(0.5)
-        os.kill(base["replica_pid"], signal.SIGKILL)
-        time.sleep(1.0)
-        stop.set()
-        for th in threads:
-            th.join(60)
+        acked = _writing_while(c, lambda: os.kill(base["replica_pid"], signal.SIGKILL))
         db.wait()
         for i in range(2):
             (row,) = db.view("votes").lookup(i)
