@@ -8,7 +8,10 @@ place of ``EmbeddedRuntime``. It keeps:
 - each base table's rows (to validate writes, as the embedded base does) and its write
   history, which is the durable log a lost base recovers from: a write is
   acknowledged once it is in that history (and in the WAL with ``data_dir``), so an
-  acknowledged write survives any worker;
+  acknowledged write survives any worker; with ``writes="worker"`` and another live
+  worker, the base's log replica there is the durable log instead (``writes.py``):
+  the history takes the writes lazily, and is completed from the replica before a
+  lost base is restored from it;
 - with ``channels="relay"``, the routing of messages between workers (a star:
   worker-to-worker traffic goes through here, which keeps every edge FIFO and lets a
   failed node's inbound messages be held until it is back); with ``"direct"``, none:

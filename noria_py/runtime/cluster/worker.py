@@ -30,7 +30,14 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   channels also ``["peers", {name: address}]``, ``["lost", name]``, ``["place",
   {node: worker}]``, ``["release", [node ids]]``
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
-  ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, nothing else
+  ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, and with
+  ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
+  batches, tags]``, ``["rfull", base, start, table, batches, in flight, tags]``,
+  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]``; nothing else
+- with ``--writes worker``, from the controller ``["replica", base, worker | None]``,
+  ``["durable", base, n]``, ``["pause", id]``, ``["resume"]``, and to it ``["hist",
+  base, batches, tags]`` (no replica: answered ``durable``) or ``["hcopy", ...]`` (the
+  writes the replica made durable, lazily: no answer)
 - with ``serve --partial`` (``partial.py``): the catalog change ``["partial", reader,
   memory limit]`` (every worker marks the reader partial), and ``["fill", dst, body]``
   from the controller (at an upquery's source) or from the chain's node before
@@ -275,7 +282,8 @@ class Worker:
         self.partial: Partial | None = None
         #: ``serve --writes worker``: the bases hosted here keep their rows and validate
         #: their writes (``accept``); the accepted ones wait, their output held, until
-        #: the controller's history has them (``commit``, ``durable``)
+        #: the base's log replica, or with none the controller's history, has them
+        #: (``commit``, ``durable``)
         self.at_workers = writes == "worker"
         #: per base: accepted writes not yet sent to the history, (output, reply)
         self.accepted: dict[str, list[_Accepted]] = {}
