@@ -187,6 +187,30 @@ def test_writes_at_the_worker_over_tls_with_a_token(certificate):
         db.close()
 
 
+def test_a_replicas_log_is_its_owners_and_reaches_back_to_the_controllers_end():
+    """``ReplicaLogs`` (the replica's side of a base's log): the whole log from its
+    owner, then groups of writes and a trim; the tail after any write from the trim
+    point on, refused below it (the controller would miss writes), and the tags of the
+    writes it took."""
+    schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], (0,))
+    op = Base(schema)
+    logs = ReplicaLogs()
+    table = Batch.inserts([(1,), (2,)])
+    logs.full(op, "b", 2, table, [Batch.inserts([(3,)])])
+    logs.append("b", [Batch.inserts([(4,)]), Batch.inserts([(5,)])], [11, 12])
+    assert [b.rows for b in logs.since("b", 2)[0]] == [[(3,)], [(4,)], [(5,)]]
+    assert logs.since("b", 4) == ([logs.logs["b"].batches[2]], [11, 12])
+    assert logs.landed("b", 12) and not logs.landed("b", 13)
+    logs.trim("b", 4)
+    assert [b.rows for b in logs.since("b", 4)[0]] == [[(5,)]]
+    with pytest.raises(RecoveryError):
+        logs.since("b", 3)                  # (folded already: never a tail with a gap)
+    state = history_from(op, 4, logs.logs["b"].folded.snapshot(), logs.since("b", 4)[0])
+    assert sorted(state.state_at(5).snapshot().rows) == [(i,) for i in range(1, 6)]
+    with pytest.raises(RecoveryError):
+        logs.append("c", [table], [1])      # (no whole log first)
+
+
 def _writing_while(c: Cluster, act) -> list[int]:
     """Two clients insert batches of 100 votes into ``vote`` (articles 0 and 1) while
     ``act()`` runs, half a second in; the votes each had acknowledged, a second after.
@@ -338,26 +362,3 @@ def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
     assert [n["pid"] for n in db.graph() if n["id"] == base["id"]] != [base["pid"]]
     db.close()
 
-
-def test_a_replicas_log_is_its_owners_and_reaches_back_to_the_controllers_end():
-    """``ReplicaLogs`` (the replica's side of a base's log): the whole log from its
-    owner, then groups of writes and a trim; the tail after any write from the trim
-    point on, refused below it (the controller would miss writes), and the tags of the
-    writes it took."""
-    schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], (0,))
-    op = Base(schema)
-    logs = ReplicaLogs()
-    table = Batch.inserts([(1,), (2,)])
-    logs.full(op, "b", 2, table, [Batch.inserts([(3,)])])
-    logs.append("b", [Batch.inserts([(4,)]), Batch.inserts([(5,)])], [11, 12])
-    assert [b.rows for b in logs.since("b", 2)[0]] == [[(3,)], [(4,)], [(5,)]]
-    assert logs.since("b", 4) == ([logs.logs["b"].batches[2]], [11, 12])
-    assert logs.landed("b", 12) and not logs.landed("b", 13)
-    logs.trim("b", 4)
-    assert [b.rows for b in logs.since("b", 4)[0]] == [[(5,)]]
-    with pytest.raises(RecoveryError):
-        logs.since("b", 3)                  # (folded already: never a tail with a gap)
-    state = history_from(op, 4, logs.logs["b"].folded.snapshot(), logs.since("b", 4)[0])
-    assert sorted(state.state_at(5).snapshot().rows) == [(i,) for i in range(1, 6)]
-    with pytest.raises(RecoveryError):
-        logs.append("c", [table], [1])      # (no whole log first)
