@@ -215,20 +215,25 @@ def _writing_while(c: Cluster, act) -> list[int]:
     """Two clients insert batches of 100 votes into ``vote`` (articles 0 and 1) while
     ``act()`` runs, half a second in; the votes each had acknowledged, a second after.
     A batch in flight at a worker's SIGKILL is never an error: its client asks the
-    controller whether the log took it, and sends it again if not."""
+    controller whether the log took it, and sends it again if not; none waits for
+    ever (each writer is done within a minute of being told to stop)."""
     acked = [0, 0]
+    errors: list[BaseException] = []
     stop = threading.Event()
 
     def writer(i: int) -> None:
-        w = noria_py.connect(c.url)
-        t = w.table("vote")
-        n = 0
-        while not stop.is_set():
-            t.insert([(i, n * 100 + j) for j in range(100)])
-            acked[i] += 100
-            n += 1
-        w.close()
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+        try:
+            w = noria_py.connect(c.url)
+            t = w.table("vote")
+            n = 0
+            while not stop.is_set():
+                t.insert([(i, n * 100 + j) for j in range(100)])
+                acked[i] += 100
+                n += 1
+            w.close()
+        except BaseException as e:
+            errors.append(e)
+    threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(2)]
     for th in threads:
         th.start()
     time.sleep(0.5)
@@ -237,6 +242,7 @@ def _writing_while(c: Cluster, act) -> list[int]:
     stop.set()
     for th in threads:
         th.join(60)
+    assert not errors and not any(th.is_alive() for th in threads), errors
     return acked
 
 
