@@ -322,6 +322,34 @@ def test_a_lost_log_replica_is_replaced_and_no_write_is_lost():
         db.close()
 
 
+@pytest.mark.slow
+def test_a_replicas_log_is_trimmed_no_further_than_the_controller_has_the_writes(monkeypatch):
+    """The base's log trimmed at every write its children took, and nothing sent to
+    the controller (``COPY_EVERY`` beyond the load): the owner SIGKILLed, its base is
+    restored, every write there once (the replica's log still reaches back to where
+    the controller's history ends)."""
+    monkeypatch.setenv("NORIA_TUNING", "ACK_EVERY=1,CHECKPOINT_EVERY=1,HISTORY_TRIM_EVERY=1,COPY_EVERY=100000")
+    with Cluster(workers=2, shards=1, extra=WORKER) as c:
+        db = noria_py.connect(c.url)
+        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+        db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
+                   "WHERE article_id = ? GROUP BY article_id")
+        t = db.table("vote")
+        t.insert([(1, 0)])
+        db.wait()
+        (base,) = [n for n in db.graph() if n["kind"] == "base"]
+        for i in range(1, 40):                  # (at the worker: the controller asks nothing)
+            t.insert([(1, i)])
+        time.sleep(0.5)                         # (the children's progress, the trims)
+        os.kill(base["pid"], signal.SIGKILL)
+        t.insert([(2, 0)])                      # (at the base's new worker)
+        db.wait()
+        assert db.view("votes").lookup(1) == [(1, 40)]
+        assert db.execute("SELECT COUNT(*) FROM vote").rows == [(41,)]
+        assert db.recoveries()
+        db.close()
+
+
 def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
     """A write at the base's worker is acknowledged once the base's log replica (the
     other worker) holds it, not the controller: with the replica stopped (SIGSTOP) it
