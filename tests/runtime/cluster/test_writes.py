@@ -211,6 +211,15 @@ def test_a_replicas_log_is_its_owners_and_reaches_back_to_the_controllers_end():
         logs.append("c", [table], [1])      # (no whole log first)
 
 
+def _votes(c: Cluster):
+    """A client of ``c`` with the table ``vote`` and the view ``votes`` made."""
+    db = noria_py.connect(c.url)
+    db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
+               "WHERE article_id = ? GROUP BY article_id")
+    return db
+
+
 def _writing_while(c: Cluster, act) -> list[int]:
     """Two clients insert batches of 100 votes into ``vote`` (articles 0 and 1) while
     ``act()`` runs, half a second in; the votes each had acknowledged, a second after.
@@ -253,10 +262,7 @@ def test_a_sigkilled_base_worker_loses_no_acknowledged_write():
     flight at the kill (its client asks whether the history took it: ``write_landed``);
     the client's next writes go to the base's new worker (a new placement)."""
     with Cluster(workers=2, shards=1, extra=WORKER) as c:
-        db = noria_py.connect(c.url)
-        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
-        db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
-                   "WHERE article_id = ? GROUP BY article_id")
+        db = _votes(c)
         base = next(n for n in db.graph() if n["kind"] == "base")
         acked = _writing_while(c, lambda: os.kill(base["pid"], signal.SIGKILL))
         db.table("vote").insert([(5, 1)])       # after the recovery: at the new worker
@@ -289,10 +295,7 @@ def test_a_lost_log_replica_is_replaced_and_no_write_is_lost():
     lost or applied twice; then the base's worker is SIGKILLed with the new replica
     stopped (SIGSTOP) and a write in flight, which its tag resolves, once."""
     with Cluster(workers=2, shards=1, extra=WORKER) as c:
-        db = noria_py.connect(c.url)
-        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
-        db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
-                   "WHERE article_id = ? GROUP BY article_id")
+        db = _votes(c)
         t = db.table("vote")
         t.insert([(9, 0)])
         (base,) = [n for n in db.graph() if n["kind"] == "base"]
@@ -330,10 +333,7 @@ def test_a_replicas_log_is_trimmed_no_further_than_the_controller_has_the_writes
     the controller's history ends)."""
     monkeypatch.setenv("NORIA_TUNING", "ACK_EVERY=1,CHECKPOINT_EVERY=1,HISTORY_TRIM_EVERY=1,COPY_EVERY=100000")
     with Cluster(workers=2, shards=1, extra=WORKER) as c:
-        db = noria_py.connect(c.url)
-        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
-        db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
-                   "WHERE article_id = ? GROUP BY article_id")
+        db = _votes(c)
         t = db.table("vote")
         t.insert([(1, 0)])
         db.wait()
