@@ -114,6 +114,11 @@ BARRIER_EVERY = 128
 #: about this much log through the views (runtime/ondisk.py).
 DISK_CHECKPOINT_BYTES = 4 << 20
 
+#: ``serve --writes worker`` with a log replica: a base's owner sends the controller
+#: the writes its replica made durable in groups of this many (off the acknowledgement
+#: path; sooner when the controller reads its copy of the tables or pauses the writes)
+COPY_EVERY = 64
+
 
 def _override(text: str) -> None:
     for item in filter(None, (x.strip() for x in text.split(","))):

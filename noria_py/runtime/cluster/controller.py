@@ -8,7 +8,10 @@ place of ``EmbeddedRuntime``. It keeps:
 - each base table's rows (to validate writes, as the embedded base does) and its write
   history, which is the durable log a lost base recovers from: a write is
   acknowledged once it is in that history (and in the WAL with ``data_dir``), so an
-  acknowledged write survives any worker;
+  acknowledged write survives any worker; with ``writes="worker"`` and another live
+  worker, the base's log replica there is the durable log instead (``writes.py``):
+  the history takes the writes lazily, and is completed from the replica before a
+  lost base is restored from it;
 - with ``channels="relay"``, the routing of messages between workers (a star:
   worker-to-worker traffic goes through here, which keeps every edge FIFO and lets a
   failed node's inbound messages be held until it is back); with ``"direct"``, none:
@@ -47,7 +50,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
@@ -83,7 +86,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
-from .writes import validated
+from .writes import LANDED_KEPT, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -112,9 +115,6 @@ WAIT_TIMEOUT = 60.0
 #: the table, or at the base's worker, which keeps the rows (docs/architecture.md,
 #: "Writes at the base's worker")
 WRITES = ("controller", "worker")
-#: the tags of a base's last writes kept (``ClusterRuntime.landed``): far more than a
-#: worker has answered late when it dies (one group in flight per base)
-LANDED_KEPT = 1 << 16
 
 
 def _among(counts: dict[str, int], live: dict[str, Any]) -> dict[str, int]:
@@ -208,6 +208,10 @@ class ClusterRuntime(Runtime):
         #: write whose worker was lost before it answered is done if its tag is here
         #: (``forward``, ``landed``), else it may be sent again
         self.landed: dict[str, collections.deque[int]] = {}
+        #: (writes at the workers) per base, the worker holding its log replica
+        #: (``writes.py``; None: none, the history here is its log): the owner sends
+        #: its writes there before acknowledging them, and here lazily (``hcopy``)
+        self.replicas: dict[str, str | None] = {}
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -387,6 +391,7 @@ class ClusterRuntime(Runtime):
             else:
                 self.spares.append(w)
             self.changed.notify_all()
+        self.choose_replicas()          # (a base left with no replica gets this one)
         w.sender = threading.Thread(target=w.writer, daemon=True, name=f"{name}-send")
         w.sender.start()
         reader = threading.Thread(target=self._reader, args=(w,), daemon=True,
@@ -571,7 +576,7 @@ class ClusterRuntime(Runtime):
                         history.trim(f[2])
                 elif op == "hb":
                     pass
-                elif op == "hist":
+                elif op in ("hist", "hcopy"):
                     self._accepted(w, f)
                 elif op in ("ck", "ck_keep", "ck_drop"):
                     self._checkpoint_frame(f)
@@ -600,10 +605,12 @@ class ClusterRuntime(Runtime):
         w.conn.close()
 
     def _accepted(self, w: WorkerHandle, f: Frame) -> None:
-        """``["hist", base, [batch, ...]]``: writes the base's worker accepted (writes at
-        the workers), in its order: into the base's history, then ``["durable", base,
-        n]`` back, after which the worker passes them on and acknowledges them. The
-        copy of the table here takes them later (``apply_copies``)."""
+        """``["hist", base, [batch, ...], [tag, ...]]``: writes the base's worker accepted
+        (writes at the workers), in its order: into the base's history, then
+        ``["durable", base, n]`` back, after which the worker passes them on and
+        acknowledges them. ``hcopy``: the same, made durable at the base's log replica
+        already (no answer). The copy of the table here takes them later
+        (``apply_copies``)."""
         if not self.at_workers or len(f) != 4 or not isinstance(f[2], (list, tuple)) \
                 or not isinstance(f[3], (list, tuple)) or len(f[3]) != len(f[2]):
             raise wire.ProtocolError(f"an unexpected 'hist' frame from worker {w.name}")
@@ -616,14 +623,80 @@ class ClusterRuntime(Runtime):
             if history is None or self.placement.get(base) != w.name:
                 raise wire.ProtocolError(f"worker {w.name} sent writes of {base!r}, which "
                                          "it does not host")
-            for b in batches:
-                history.append(b)
-                self.copies.append((base, b))
-            tags = self.landed.get(base)
-            if tags is None:
-                tags = self.landed[base] = collections.deque(maxlen=LANDED_KEPT)
-            tags.extend(t for t in f[3] if type(t) is int and t)
-        w.put(["durable", base, len(batches)])
+            self._took(base, batches, f[3])
+        if f[0] == "hist":
+            w.put(["durable", base, len(batches)])
+
+    def _took(self, base: str, batches: list[Batch], tags: Any, known_some: bool = False) -> None:
+        """The base's history and the table's copy here take ``batches``, and its
+        landed tags ``tags`` (``known_some``: those not there yet). Called under
+        ``lock``."""
+        history = self.durable[base]
+        for b in batches:
+            history.append(b)
+            self.copies.append((base, b))
+        known = self.landed.get(base)
+        if known is None:
+            known = self.landed[base] = collections.deque(maxlen=LANDED_KEPT)
+        seen = set(known) if known_some else ()
+        known.extend(t for t in tags if type(t) is int and t and t not in seen)
+
+    def choose_replicas(self, renamed: Collection[str] = ()) -> None:
+        """Name each base's log replica (writes at the workers; ``writes.py``) where it
+        has none alive, and for the bases in ``renamed`` (moved to a new owner) again:
+        the first live active worker in placement order (a spare if no other is
+        active) that hosts neither the base nor, where it can, its children; None when
+        no other worker is alive. The owner hears it after anything sent to it before
+        (a restore, the fence of a loss)."""
+        if not self.at_workers or not self.direct:
+            return
+        with self.lock:
+            for base in list(self.durable):
+                owner = self.workers.get(self.placement.get(base, ""))
+                if owner is None or not owner.alive:
+                    continue                # (named once it is restored)
+                others = ([w for w in self.active if w.alive and w is not owner]
+                          or [w for w in self.spares if w.alive and w is not owner])
+                known = base in self.replicas and base not in renamed
+                now = self.replicas.get(base)
+                if known and (now is None and not others or now is not None
+                              and (r := self.workers.get(now)) is not None and r.alive):
+                    continue
+                children = {self.placement.get(c) for c in self.graph[base].children}
+                best = next((w for w in others if w.name not in children),
+                            others[0] if others else None)
+                name = None if best is None else best.name
+                if known and name == now:
+                    continue
+                self.replicas[base] = name
+                owner.put(["replica", base, name])
+
+    def complete_history(self, base: str) -> None:
+        """A lost owner's base: its history here takes the writes after its end from
+        the base's log replica (acknowledged, not yet sent here: ``writes.py``), and
+        their tags, before the base is restored from it."""
+        with self.lock:
+            r = self.workers.get(self.replicas.get(base) or "")
+        if r is None or not r.alive:
+            return                          # (no replica: the history here is the log)
+        writes, tags = self.ask(r, "log_since", base, len(self.durable[base]))
+        batches = [decode_batch(b) for b in writes]
+        with self.lock:
+            self._took(base, batches, tags, known_some=True)
+        if batches:
+            log.info("base %s: %d write(s) from its replica %s", base, len(batches), r.name)
+
+    def landed_at_replica(self, base: str, tag: int) -> bool:
+        """Whether the base's log replica has the write tagged ``tag`` (its owner lost:
+        asked after the fence of the loss, so the replica takes nothing more of it)."""
+        with self.lock:
+            r = self.workers.get(self.replicas.get(base) or "")
+        if r is None or not r.alive:
+            return False
+        try:
+            return bool(self.ask(r, "log_landed", base, tag))
+        except WorkerLost:
+            return False
 
     def has_landed(self, base_id: str, tag: int) -> bool:
         """Whether the write tagged ``tag`` is in the base's history (one of its last
@@ -633,7 +706,23 @@ class ClusterRuntime(Runtime):
 
     def apply_copies(self) -> None:
         """The table copies here take the writes the workers accepted so far, in order
-        (under the database's lock: the server's lock calls this on each entry)."""
+        (under the database's lock: the server's lock calls this on each entry). With
+        log replicas, each worker is asked first for the writes it acknowledged and
+        has not sent here yet (``copy_out``: answered after them)."""
+        if any(r is not None for r in self.replicas.values()):
+            with self.lock:
+                ws = [w for w in self.workers.values() if w.alive]
+            futs = []
+            for w in ws:
+                try:
+                    futs.append(self.request(w, "copy_out"))
+                except WorkerLost:
+                    pass
+            for fut in futs:
+                try:
+                    fut.result(WAIT_TIMEOUT)
+                except WorkerLost:
+                    pass            # (its writes: its replica's, for the recovery)
         if not self.copies:
             return
         with self.lock:
@@ -663,6 +752,9 @@ class ClusterRuntime(Runtime):
                 # down: the copy here is the one that validates (``writes.py``), and
                 # the history takes it, as with writes at the controller; the
                 # recovery, which holds this lock too, restores the base with it
+                # (completed from its replica's log first, in order)
+                if w is None or not w.alive:
+                    self.complete_history(base_id)
                 self.apply_copies()
                 op = cast("Base", self.graph[base_id].op)
                 accepted = validated(op, batch)
@@ -673,8 +765,9 @@ class ClusterRuntime(Runtime):
             try:
                 said = self.request(w, "cwrite", base_id, encoded, tag).result(300.0)
             except WorkerLost:
-                if not self.has_landed(base_id, tag):
-                    continue            # (not in the history: never applied; again)
+                if not self.has_landed(base_id, tag) \
+                        and not self.landed_at_replica(base_id, tag):
+                    continue            # (not in the log: never applied; again)
                 said = []
             if said is None:
                 continue                # (not up there: nothing was written; again)
@@ -845,6 +938,7 @@ class ClusterRuntime(Runtime):
                 self.save()
             except OSError:
                 pass                         # (logged; the next change writes it again)
+        self.choose_replicas()              # (for the bases whose replica it was)
         if mine and not self.closed:
             self.lost.put(([w], mine, 1))
         elif not self.closed and self.address is not None:
@@ -1008,6 +1102,7 @@ class ClusterRuntime(Runtime):
             for w in self.workers.values():
                 if w.alive and w.name not in self.adopted:
                     w.put(["ddl", data, placement])
+        self.choose_replicas()
 
     def remove(self, node_id: str) -> None:
         with self.lock:
@@ -1015,6 +1110,7 @@ class ClusterRuntime(Runtime):
             self.up.discard(node_id)
             self.held.pop(node_id, None)
         self.durable.pop(node_id, None)
+        self.replicas.pop(node_id, None)
         if self.store is not None:
             with self.store_lock:
                 self.store.drop(node_id)
@@ -1291,6 +1387,7 @@ class ClusterRuntime(Runtime):
         ``BASE_PART_ROWS`` rows."""
         table = None
         if self.at_workers:
+            self.complete_history(node_id)
             # its worker keeps the rows: the whole table goes, as of the history's
             # start, then every write after
             start, rows_then, writes = self.durable[node_id].table()
@@ -1547,15 +1644,22 @@ class ClusterRuntime(Runtime):
                                     detection_seconds=detected)
                 if self.on_recovery is not None:
                     self.on_recovery(report)
+        self.choose_replicas({n for n in order if n in self.durable})
         log.warning("recovered %d node(s) of worker(s) %s", len(order),
                     ", ".join(w.name for w in losses))
 
     # ------------------------------------------------------------ introspection
 
     def describe(self, node_id: str) -> dict[str, Any]:
+        """Its worker's name and pid; a base with a log replica (``writes.py``) adds
+        the replica's (``replica``, ``replica_pid``)."""
         with self.lock:
             w = self.workers.get(self.placement.get(node_id, ""))
-        return {"worker": w.name if w else None, "pid": w.pid if w else None}
+            out = {"worker": w.name if w else None, "pid": w.pid if w else None}
+            if self.replicas.get(node_id) is not None:
+                r = self.workers.get(cast(str, self.replicas[node_id]))
+                out.update(replica=r.name if r else None, replica_pid=r.pid if r else None)
+        return out
 
     def memory(self, node_ids: list[str]) -> dict[str, int]:
         """Bytes of each node shard's state: a base's here (its rows, history aside, and

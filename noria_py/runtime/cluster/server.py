@@ -137,33 +137,39 @@ def check_request(method: Any, args: Any) -> None:
 
 
 class _CopyingLock:
-    """The server's lock with ``--writes worker``: an ``RLock`` whose every taker first
-    brings the table copies here up to date with the writes the workers accepted
-    (``ClusterRuntime.apply_copies``), so what reads them under it (SQL over a base
+    """The server's lock with ``--writes worker``: an ``RLock`` whose every outermost
+    taker first brings the table copies here up to date with the writes the workers
+    acknowledged (``ClusterRuntime.apply_copies``, which with log replicas asks each
+    worker for what it has not sent yet), so what reads them under it (SQL over a base
     table, ``len``, a DELETE's WHERE) sees every acknowledged write."""
 
     def __init__(self, apply: Callable[[], None]) -> None:
         self._lock = threading.RLock()
         self._apply = apply
+        self._depth = 0                 # (the holder's: only it changes it)
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         got = self._lock.acquire(blocking, timeout)
         if got:
+            self._depth += 1
+            if self._depth > 1:
+                return got
             try:
                 self._apply()
             except BaseException:
-                self._lock.release()
+                self.release()
                 raise
         return got
 
     def release(self) -> None:
+        self._depth -= 1
         self._lock.release()
 
     def __enter__(self) -> bool:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.release()
 
 
 def _hung_up(sock: socket.socket) -> bool:

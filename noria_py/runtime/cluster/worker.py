@@ -30,14 +30,21 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   channels also ``["peers", {name: address}]``, ``["lost", name]``, ``["place",
   {node: worker}]``, ``["release", [node ids]]``
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
-  ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, nothing else
+  ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, and with
+  ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
+  batches, tags]``, ``["rfull", base, start, table, batches, in flight, tags]``,
+  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]``; nothing else
+- with ``--writes worker``, from the controller ``["replica", base, worker | None]``,
+  ``["durable", base, n]``, ``["pause", id]``, ``["resume"]``, and to it ``["hist",
+  base, batches, tags]`` (no replica: answered ``durable``) or ``["hcopy", ...]`` (the
+  writes the replica made durable, lazily: no answer)
 - with ``serve --partial`` (``partial.py``): the catalog changes ``["partial", reader,
   memory limit, [[aggregate, key columns]], chain]`` (every worker marks the reader
   partial, and the aggregates held partial with it) and ``["full", reader,
   [aggregate]]`` (a later view shares them: full again, the reader all holes), the
   request ``partial_clear`` (a held aggregate was lost: the reader all holes), and
   ``["fill", dst, body]`` (an eviction, its request id ``EVICT``, goes up from the
-  reader's worker to the aggregate, which sends it down like a fill)
+  reader's worker to the aggregate, which sends it down like a fill); a fill comes
   from the controller (at an upquery's source) or from the chain's node before
   ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
   (its upquery fails with the loss and is sent again); the reader's worker answers the
@@ -137,7 +144,7 @@ from .wire import (
     encode_delta,
     encode_message,
 )
-from .writes import validated
+from .writes import ReplicaLogs, history_from, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
@@ -146,6 +153,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ...ops.base import Base
     from ...ops.reader import Reader
+    from ..history import WriteHistory
 
 log = logging.getLogger("noria_py.worker")
 
@@ -205,7 +213,11 @@ UNKNOWN = ["OperationalError", "the worker taking this write lost its controller
            "the write was known to be durable: it may or may not have been applied"]
 #: the inbox's source of a client's write (a read thread's ``["cw", ...]``)
 CLIENT = "\0client"
-PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from", "fill"))
+PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from", "fill",
+                         "rlog", "rfull", "rdur", "rtrim"))
+#: ``replica_of``'s value for a base whose replica was lost: its writes wait for the
+#: controller to name the next one
+NO_REPLICA_YET = ""
 #: with direct channels, what the inbox's frames produced is sent at the latest after
 #: this many frames (and whenever the inbox is empty)
 FLUSH_EVERY = 64
@@ -293,7 +305,8 @@ class Worker:
         self.held_cols: dict[str, tuple[int, ...]] = {}
         #: ``serve --writes worker``: the bases hosted here keep their rows and validate
         #: their writes (``accept``); the accepted ones wait, their output held, until
-        #: the controller's history has them (``commit``, ``durable``)
+        #: the base's log replica, or with none the controller's history, has them
+        #: (``commit``, ``durable``)
         self.at_workers = writes == "worker"
         #: per base: accepted writes not yet sent to the history, (output, reply)
         self.accepted: dict[str, list[_Accepted]] = {}
@@ -306,6 +319,22 @@ class Worker:
         self.paused = False
         self.deferred: list[list[Any]] = []
         self.pausing: list[int] = []
+        #: the base's log replica (``writes.py``): per base hosted here, the worker
+        #: holding its log (None or absent: the controller's history is the log;
+        #: ``NO_REPLICA_YET``: lost, writes wait), this worker's own copy of the log
+        #: (sent whole to a new replica), how many of its writes the controller has
+        #: been sent, and the writes made durable at the replica not yet sent there
+        self.replica_of: dict[str, str | None] = {}
+        self.logs: dict[str, WriteHistory] = {}
+        self.sent_ctrl: dict[str, int] = {}
+        self.to_copy: dict[str, list[tuple[Batch, int]]] = {}
+        #: per base, where its group in flight went (a replica's name, None: the
+        #: controller's history)
+        self.committing_via: dict[str, str | None] = {}
+        #: the logs of bases hosted elsewhere that this worker is the replica of, and
+        #: their owners' frames for a base whose catalog change is still on its way
+        self.replica_logs = ReplicaLogs()
+        self.early_logs: dict[str, list[tuple[Sequence[Any], str]]] = {}
         if self.at_workers:
             self.reads.write = self.client_write
 
@@ -377,6 +406,10 @@ class Worker:
             for src, m in self.early.pop(dst):
                 if src not in self.lost_workers:
                     self.deliver(m, src)
+        for nid in [n for n in self.early_logs if n in self.graph.nodes]:
+            for f, src in self.early_logs.pop(nid):
+                if src not in self.lost_workers:
+                    self.replica_frame(f, src)
 
     def make_partial(self, reader_id: str, limit: int | None, held: Sequence[Any] = (),
                      path: Sequence[str] = ()) -> None:
@@ -444,6 +477,9 @@ class Worker:
         self.held_cols.pop(node_id, None)
         self.removed.add(node_id)
         self.early.pop(node_id, None)
+        self.replica_logs.drop(node_id)         # (a dropped table's log, its copy)
+        for kept in (self.early_logs, self.logs, self.replica_of, self.to_copy):
+            kept.pop(node_id, None)
         self.holding.pop(node_id, None)
         self.pending.pop(node_id, None)
         if self.domains.pop(node_id, None) is not None and self.store is not None:
@@ -913,6 +949,7 @@ class Worker:
             if low - self.history_lows.get(b_id, 0) >= tuning.HISTORY_TRIM_EVERY:
                 self.history_lows[b_id] = low
                 self.send(["hlow", b_id, low])
+                self._trim_log(b_id, low)
 
     def truncate(self, a_id: str, b_id: str, level: int) -> None:
         a = self.domains.get(a_id)
@@ -982,8 +1019,16 @@ class Worker:
         for group in (self.accepted.pop(nid, []), self.committing.pop(nid, [])):
             for _, _, reply, _ in group:
                 reply(UNKNOWN)          # (the history says what became of them)
-        sends = d.write_history(writes, seen, low, start,
-                                None if table is None else decode_batch(table))
+        rows = None if table is None else decode_batch(table)
+        if self.at_workers:
+            # its log, as the controller's history has it (complete: its replica's
+            # tail was taken first); its replica is named next (``["replica", ...]``)
+            self.logs[nid] = history_from(cast("Base", d.node.op), start, rows, writes)
+            self.sent_ctrl[nid] = start + len(writes)
+            self.replica_of.pop(nid, None)
+            self.to_copy.pop(nid, None)
+            self.committing_via.pop(nid, None)
+        sends = d.write_history(writes, seen, low, start, rows)
         self.emit(sends)
         return len(sends)
 
@@ -1090,28 +1135,163 @@ class Worker:
         raise wire.ProtocolError(f"unknown write {method!r}")
 
     def commit(self, nid: str) -> None:
-        """Send the base's accepted writes to the controller's history, all in one frame
-        (group commit: those accepted while the last group was on its way)."""
+        """Send the base's accepted writes to its log replica (``writes.py``), or, with
+        none, to the controller's history, all in one frame (group commit: those
+        accepted while the last group was on its way); with its replica lost, they
+        wait for the next one."""
+        via = self.replica_of.get(nid)
+        if via == NO_REPLICA_YET:
+            return
         group = self.accepted.pop(nid, None)
         if not group:
             return
         self.committing[nid] = group
-        self.send(["hist", nid, [encode_batch(b) for _, b, _, _ in group],
-                   [tag for _, _, _, tag in group]])
+        self.committing_via[nid] = via
+        log = self._log(nid, len(group))
+        batches = [b for _, b, _, _ in group]
+        for b in batches:
+            log.append(b)
+        self._send_group(nid, via, batches, [tag for _, _, _, tag in group])
 
-    def durable(self, nid: str, n: int) -> None:
-        """The history has the group sent: its output goes out, then the answers; the
-        writes accepted meanwhile are sent next."""
+    def _send_group(self, nid: str, via: str | None, batches: list[Batch],
+                    tags: list[int]) -> None:
+        encoded = [encode_batch(b) for b in batches]
+        if via is None:
+            self.copy_out(nid)          # (the controller's history in order)
+            self.sent_ctrl[nid] = self.sent_ctrl.get(nid, 0) + len(batches)
+            self.send(["hist", nid, encoded, tags])
+        else:
+            self.links.send(via, ["rlog", nid, encoded, tags])
+
+    def _log(self, nid: str, ahead: int = 0) -> WriteHistory:
+        """The base's own log (made at its first write here: empty until then;
+        ``ahead``: writes applied already that it is made before)."""
+        log = self.logs.get(nid)
+        if log is None:
+            d = self.domains[nid]
+            at = d.time - ahead
+            log = self.logs[nid] = history_from(cast("Base", d.node.op), at, None, [])
+            self.sent_ctrl.setdefault(nid, at)
+        return log
+
+    def _trim_log(self, nid: str, low: int) -> None:
+        """The base's log (here and at its replica) folded up to ``low``, never past
+        what the controller has been sent (whose history the replica's tail completes:
+        ``writes.py``)."""
+        log = self.logs.get(nid)
+        if log is None:
+            return
+        low = min(low, self.sent_ctrl.get(nid, 0))
+        log.trim(low)
+        via = self.replica_of.get(nid)
+        if via:
+            self.links.send(via, ["rtrim", nid, low])
+
+    def copy_out(self, nid: str) -> None:
+        """The writes the replica made durable, to the controller's copy of the table
+        and its history (no answer: off the acknowledgement path)."""
+        pending = self.to_copy.pop(nid, None)
+        if pending:
+            self.sent_ctrl[nid] = self.sent_ctrl.get(nid, 0) + len(pending)
+            self.send(["hcopy", nid, [encode_batch(b) for b, _ in pending],
+                       [t for _, t in pending]])
+
+    def req_copy_out(self) -> None:
+        """Every base's writes not yet sent the controller, before this answer (its
+        copies of the tables are read: ``ClusterRuntime.apply_copies``)."""
+        for nid in list(self.to_copy):
+            self.copy_out(nid)
+
+    def durable(self, nid: str, n: int, src: str = CONTROLLER) -> None:
+        """The log (the replica's, or the controller's history) has the group sent: its
+        output goes out, then the answers; the writes accepted meanwhile are sent
+        next."""
+        via = self.committing_via.get(nid)
+        if (CONTROLLER if via is None else via) != src:
+            if src == CONTROLLER:
+                raise wire.ProtocolError(f"durable writes of {nid} from the controller, "
+                                         f"sent to worker {via}")
+            return                      # (a replica's answer to a whole log: no group)
         group = self.committing.pop(nid, [])
         if len(group) != n:
             raise wire.ProtocolError(f"durable {n} writes of {nid}, {len(group)} sent")
+        self.committing_via.pop(nid, None)
         for out, _, _, _ in group:
             if out:
                 self.emit(out)
+        if via is not None:
+            pending = self.to_copy.setdefault(nid, [])
+            pending.extend((b, tag) for _, b, _, tag in group)
+            if len(pending) >= tuning.COPY_EVERY:
+                self.copy_out(nid)
         for _, _, reply, _ in group:
             reply([])
         self.commit(nid)
         self._paused_yet()
+
+    def set_replica(self, nid: str, name: str | None) -> None:
+        """``["replica", base, worker]``: the base's log goes to ``worker`` from now on
+        (None: to the controller's history). A new replica is sent the whole log
+        first, with the group in flight, which is acknowledged once it has it."""
+        d = self.domains.get(nid)
+        if d is None or d.node.kind != "base":
+            return
+        self.replica_of[nid] = name
+        group = self.committing.get(nid)
+        via = self.committing_via.get(nid, NO_REPLICA_YET) if group else NO_REPLICA_YET
+        if name is None:
+            self.copy_out(nid)
+            if group and via is not None:       # (its replica lost: to the history)
+                self.committing_via[nid] = None
+                self._send_group(nid, None, [b for _, b, _, _ in group],
+                                 [tag for _, _, _, tag in group])
+        else:
+            log = self._log(nid, len(self.accepted.get(nid, [])))
+            start, table, writes = log.table()
+            resend = group if group and via is not None else []
+            self.links.send(name, ["rfull", nid, start, encode_batch(table),
+                                   [encode_batch(b) for b in writes], len(resend),
+                                   [tag for _, _, _, tag in resend]])
+            if resend:
+                self.committing_via[nid] = name
+        if not group:
+            self.commit(nid)
+
+    def replica_frame(self, f: Sequence[Any], src: str) -> None:
+        """A base's log kept here for its owner (``rlog``, ``rfull``, ``rtrim``), or this
+        worker's replica's answer (``rdur``)."""
+        op, nid = f[0], f[1]
+        if nid in self.removed:
+            return
+        if op != "rdur" and (nid not in self.graph.nodes or nid in self.early_logs):
+            self.early_logs.setdefault(nid, []).append((f, src))
+            return
+        if op == "rdur":
+            if self.committing.get(nid) is not None and type(f[2]) is int and f[2]:
+                self.durable(nid, f[2], src)
+            return
+        if op == "rtrim":
+            self.replica_logs.trim(nid, int(f[2]))
+            return
+        if op == "rlog":
+            self.replica_logs.append(nid, [decode_batch(b) for b in f[2]], list(f[3]))
+            n = len(f[2])
+        else:                           # rfull: start, table, writes, in flight, tags
+            base = cast("Base", self.graph[nid].op)
+            self.replica_logs.full(base, nid, int(f[2]), decode_batch(f[3]),
+                                   [decode_batch(b) for b in f[4]])
+            self.replica_logs.append(nid, [], list(f[6]))
+            n = int(f[5])
+        self.links.send(src, ["rdur", nid, n])
+
+    def req_log_since(self, nid: str, n: int) -> list[Any]:
+        """A lost owner's base's writes after write ``n`` (the controller's history's
+        end), from the log kept here, and the last writes' tags."""
+        writes, tags = self.replica_logs.since(nid, n)
+        return [[encode_batch(b) for b in writes], tags]
+
+    def req_log_landed(self, nid: str, tag: int) -> bool:
+        return self.replica_logs.landed(nid, tag)
 
     def pause(self, rid: int) -> None:
         """``["pause", id]``: the controller makes a catalog change, which fills new
@@ -1124,6 +1304,7 @@ class Worker:
 
     def _paused_yet(self) -> None:
         if self.pausing and not self.committing and not self.accepted:
+            self.req_copy_out()
             self.links.flush()
             for rid in self.pausing:
                 self.send(["rep", rid, None])
@@ -1174,6 +1355,9 @@ class Worker:
         they are placed again."""
         self.lost_workers.add(name)
         self.links.drop(name)
+        for nid, via in self.replica_of.items():
+            if via == name:             # (writes wait for the next: ``set_replica``)
+                self.replica_of[nid] = NO_REPLICA_YET
         if self.peer_server is not None:
             self.peer_server.cut(name)
         for held in (self.holding, self.early):
@@ -1437,6 +1621,10 @@ class Worker:
             self.resume()
         elif op == "durable":
             self.durable(f[1], f[2])
+        elif op in ("rlog", "rfull", "rdur", "rtrim"):
+            self.replica_frame(f, src)
+        elif op == "replica":
+            self.set_replica(f[1], f[2])
         elif op == "progress":
             self.progress(*f[1:])
         elif op == "trunc":

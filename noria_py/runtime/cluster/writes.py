@@ -13,11 +13,33 @@ while the base is up there, the controller's (equal to the history, which holds 
 write the base took) while it is down, under the controller's lock, which a recovery
 holds too, so no write lands between a restore's reading of the history and the base
 being up again.
+
+The base's log (``serve --writes worker`` with two or more live workers): its owner
+keeps a ``WriteHistory`` of the base (``history_from``) and sends each accepted group
+of writes to one other worker, its replica, over the direct peer links (``["rlog",
+base, batches, tags]``); the replica keeps the same log (``ReplicaLogs``) and answers
+``["rdur", base, n]``, and only then is the group acknowledged and its output
+released. A new replica is first sent the whole log (``["rfull", ...]``), before any
+further acknowledgement. Invariant: every acknowledged write is in the replica's log
+(or, with no replica, in the controller's history), and the replica's log starts no
+later than the controller's history ends (the owner trims it, ``["rtrim", base, t]``,
+only below what it has sent the controller), so the controller completes its history
+from the replica's tail (``ReplicaLogs.since``) before a lost owner's base is
+restored.
 """
 from __future__ import annotations
 
+import collections
+
 from ...batch import Batch
+from ...errors import RecoveryError
 from ...ops.base import Base
+from ..history import WriteHistory
+
+#: per base, the tags of this many last writes are kept where its log is (the
+#: controller's history, a replica's log): a write whose worker was lost before it
+#: answered is done if its tag is there (``write_landed``), else it may be sent again
+LANDED_KEPT = 1 << 16
 
 
 def validated(op: Base, batch: Batch) -> Batch:
@@ -30,3 +52,62 @@ def validated(op: Base, batch: Batch) -> Batch:
     rows, signs = batch.rows, batch.signs
     return op.prepare([r for r, s in zip(rows, signs) if s > 0],
                       [r for r, s in zip(rows, signs) if s < 0])
+
+
+def history_from(op: Base, start: int, table: Batch | None,
+                 writes: list[Batch]) -> WriteHistory:
+    """A base's log: the table ``table`` as of write ``start``, then ``writes``."""
+    h = WriteHistory(op)
+    if table is not None and table:
+        h.folded.process(0, table)
+    h.start = start
+    h.batches = list(writes)
+    return h
+
+
+class ReplicaLogs:
+    """The write logs a worker keeps as the replica of bases hosted elsewhere (their
+    owners send them: ``full``, ``append``, ``trim``), and the tags of their last
+    ``LANDED_KEPT`` writes; read by the controller when an owner is lost."""
+
+    def __init__(self) -> None:
+        self.logs: dict[str, WriteHistory] = {}
+        self.tags: dict[str, collections.deque[int]] = {}
+
+    def full(self, op: Base, nid: str, start: int, table: Batch,
+             writes: list[Batch]) -> None:
+        """The whole log, from a base's (new) owner: replaces what was kept."""
+        self.logs[nid] = history_from(op, start, table, writes)
+        self.tags.setdefault(nid, collections.deque(maxlen=LANDED_KEPT))
+
+    def append(self, nid: str, batches: list[Batch], tags: list[int]) -> None:
+        h = self.logs.get(nid)
+        if h is None:
+            raise RecoveryError(f"writes of base {nid} before its whole log")
+        for b in batches:
+            h.append(b)
+        self.tags[nid].extend(t for t in tags if type(t) is int and t)
+
+    def trim(self, nid: str, t: int) -> None:
+        h = self.logs.get(nid)
+        if h is not None:
+            h.trim(t)
+
+    def since(self, nid: str, n: int) -> tuple[list[Batch], list[int]]:
+        """The writes after write ``n`` (where the controller's history ends), and the
+        last writes' tags."""
+        h = self.logs.get(nid)
+        if h is None:
+            return [], []
+        at, writes = h.since(n)
+        if at != n:
+            raise RecoveryError(f"base {nid}: the replica's log starts at write {at}, "
+                                f"after write {n}")
+        return writes, list(self.tags.get(nid, ()))
+
+    def landed(self, nid: str, tag: int) -> bool:
+        return tag in self.tags.get(nid, ())
+
+    def drop(self, nid: str) -> None:
+        self.logs.pop(nid, None)
+        self.tags.pop(nid, None)

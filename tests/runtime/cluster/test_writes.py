@@ -1,7 +1,8 @@
 """Writes at the base's worker (``serve --writes worker``): the base keeps its rows and
 validates there, a client writes on the worker's read port, and a write is
-acknowledged once the controller's history holds it, so a SIGKILLed worker loses none
-(docs/architecture.md, "Writes at the base's worker").
+acknowledged once the base's log replica on another worker holds it (the controller's
+history takes it later), so a SIGKILLed worker loses none (docs/architecture.md,
+"Writes at the base's worker").
 
 The option is off by default, so the tests that start a cluster of their own to kill
 a worker run in the slow suite (``-m slow``); the default suite keeps the oracle test
@@ -18,11 +19,21 @@ import time
 import pytest
 
 import noria_py
-from noria_py.errors import ArgumentError, DuplicateKeyError, RowNotFoundError, TypeMismatchError
+from noria_py.batch import Batch
+from noria_py.errors import (
+    ArgumentError,
+    DuplicateKeyError,
+    RecoveryError,
+    RowNotFoundError,
+    TypeMismatchError,
+)
 from noria_py.graph import Graph
+from noria_py.ops.base import Base
 from noria_py.runtime.cluster.controller import ClusterRuntime
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.server import Server
+from noria_py.runtime.cluster.writes import ReplicaLogs, history_from
+from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 from tests.runtime.cluster.test_cluster import CI_SEEDS, SEEDS, _differential_with_kill
 
 WORKER = ("--writes", "worker")
@@ -176,6 +187,74 @@ def test_writes_at_the_worker_over_tls_with_a_token(certificate):
         db.close()
 
 
+def test_a_replicas_log_is_its_owners_and_reaches_back_to_the_controllers_end():
+    """``ReplicaLogs`` (the replica's side of a base's log): the whole log from its
+    owner, then groups of writes and a trim; the tail after any write from the trim
+    point on, refused below it (the controller would miss writes), and the tags of the
+    writes it took."""
+    schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], (0,))
+    op = Base(schema)
+    logs = ReplicaLogs()
+    table = Batch.inserts([(1,), (2,)])
+    logs.full(op, "b", 2, table, [Batch.inserts([(3,)])])
+    logs.append("b", [Batch.inserts([(4,)]), Batch.inserts([(5,)])], [11, 12])
+    assert [b.rows for b in logs.since("b", 2)[0]] == [[(3,)], [(4,)], [(5,)]]
+    assert logs.since("b", 4) == ([logs.logs["b"].batches[2]], [11, 12])
+    assert logs.landed("b", 12) and not logs.landed("b", 13)
+    logs.trim("b", 4)
+    assert [b.rows for b in logs.since("b", 4)[0]] == [[(5,)]]
+    with pytest.raises(RecoveryError):
+        logs.since("b", 3)                  # (folded already: never a tail with a gap)
+    state = history_from(op, 4, logs.logs["b"].folded.snapshot(), logs.since("b", 4)[0])
+    assert sorted(state.state_at(5).snapshot().rows) == [(i,) for i in range(1, 6)]
+    with pytest.raises(RecoveryError):
+        logs.append("c", [table], [1])      # (no whole log first)
+
+
+def _votes(c: Cluster):
+    """A client of ``c`` with the table ``vote`` and the view ``votes`` made."""
+    db = noria_py.connect(c.url)
+    db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
+               "WHERE article_id = ? GROUP BY article_id")
+    return db
+
+
+def _writing_while(c: Cluster, act) -> list[int]:
+    """Two clients insert batches of 100 votes into ``vote`` (articles 0 and 1) while
+    ``act()`` runs, half a second in; the votes each had acknowledged, a second after.
+    A batch in flight at a worker's SIGKILL is never an error: its client asks the
+    controller whether the log took it, and sends it again if not; none waits for
+    ever (each writer is done within a minute of being told to stop)."""
+    acked = [0, 0]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer(i: int) -> None:
+        try:
+            w = noria_py.connect(c.url)
+            t = w.table("vote")
+            n = 0
+            while not stop.is_set():
+                t.insert([(i, n * 100 + j) for j in range(100)])
+                acked[i] += 100
+                n += 1
+            w.close()
+        except BaseException as e:
+            errors.append(e)
+    threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(2)]
+    for th in threads:
+        th.start()
+    time.sleep(0.5)
+    act()
+    time.sleep(1.0)
+    stop.set()
+    for th in threads:
+        th.join(60)
+    assert not errors and not any(th.is_alive() for th in threads), errors
+    return acked
+
+
 @pytest.mark.slow
 def test_a_sigkilled_base_worker_loses_no_acknowledged_write():
     """Writers insert batches at the base's worker while it is SIGKILLed: every batch
@@ -183,34 +262,9 @@ def test_a_sigkilled_base_worker_loses_no_acknowledged_write():
     flight at the kill (its client asks whether the history took it: ``write_landed``);
     the client's next writes go to the base's new worker (a new placement)."""
     with Cluster(workers=2, shards=1, extra=WORKER) as c:
-        db = noria_py.connect(c.url)
-        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
-        db.execute("CREATE VIEW votes AS SELECT article_id, COUNT(*) AS c FROM vote "
-                   "WHERE article_id = ? GROUP BY article_id")
+        db = _votes(c)
         base = next(n for n in db.graph() if n["kind"] == "base")
-        acked = [0, 0]
-        stop = threading.Event()
-
-        def writer(i: int) -> None:
-            w = noria_py.connect(c.url)
-            t = w.table("vote")
-            n = 0
-            while not stop.is_set():
-                # (in flight at the kill: the client asks the controller whether the
-                # history took it, and sends it again if not: never an error)
-                t.insert([(i, n * 100 + j) for j in range(100)])
-                acked[i] += 100
-                n += 1
-            w.close()
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
-        for th in threads:
-            th.start()
-        time.sleep(0.5)
-        os.kill(base["pid"], signal.SIGKILL)
-        time.sleep(1.0)
-        stop.set()
-        for th in threads:
-            th.join(60)
+        acked = _writing_while(c, lambda: os.kill(base["pid"], signal.SIGKILL))
         db.table("vote").insert([(5, 1)])       # after the recovery: at the new worker
         db.wait()
         for i in range(2):
@@ -234,11 +288,76 @@ def test_sigkill_soak_with_writes_at_the_worker(seed, monkeypatch):
     _differential_with_kill(seed, monkeypatch, extra=WORKER, channels="direct")
 
 
-def test_a_write_is_acknowledged_only_once_the_history_holds_it(cluster):
-    """With the controller stopped (SIGSTOP), a write at the base's worker is taken
-    and held there, never acknowledged: the ack waits for the history; once the
-    controller goes on, it is acknowledged, and in the view once. (It kills a worker
-    of the module's cluster: the file's last test.)"""
+@pytest.mark.slow
+def test_a_lost_log_replica_is_replaced_and_no_write_is_lost():
+    """Writers insert at the base's worker while its log replica is SIGKILLed: the
+    writes in flight wait for the next replica (sent the whole log first), none is
+    lost or applied twice; then the base's worker is SIGKILLed with the new replica
+    stopped (SIGSTOP) and a write in flight, which its tag resolves, once."""
+    with Cluster(workers=2, shards=1, extra=WORKER) as c:
+        db = _votes(c)
+        t = db.table("vote")
+        t.insert([(9, 0)])
+        (base,) = [n for n in db.graph() if n["kind"] == "base"]
+        assert base["replica_pid"] not in (None, base["pid"])
+        acked = _writing_while(c, lambda: os.kill(base["replica_pid"], signal.SIGKILL))
+        db.wait()
+        for i in range(2):
+            (row,) = db.view("votes").lookup(i)
+            assert row[1] == acked[i], (i, acked, row)     # none lost, none twice
+        (now,) = [n for n in db.graph() if n["kind"] == "base"]
+        assert now["pid"] == base["pid"]                    # (the owner stayed)
+        assert now["replica_pid"] not in (None, base["pid"], base["replica_pid"])
+        # the owner lost with a write in flight to its (stopped) replica
+        done = threading.Event()
+        writer_thread = threading.Thread(target=lambda: (t.insert([(7, 1)]), done.set()))
+        os.kill(now["replica_pid"], signal.SIGSTOP)
+        try:
+            writer_thread.start()
+            assert not done.wait(0.5)       # not in the replica: not acknowledged
+            os.kill(now["pid"], signal.SIGKILL)
+        finally:
+            os.kill(now["replica_pid"], signal.SIGCONT)
+        writer_thread.join(60)
+        assert done.is_set()
+        db.wait()
+        assert db.view("votes").lookup(7) == [(7, 1)]      # once
+        db.close()
+
+
+@pytest.mark.slow
+def test_a_replicas_log_is_trimmed_no_further_than_the_controller_has_the_writes(monkeypatch):
+    """The base's log trimmed at every write its children took, and nothing sent to
+    the controller (``COPY_EVERY`` beyond the load): the owner SIGKILLed, its base is
+    restored, every write there once (the replica's log still reaches back to where
+    the controller's history ends)."""
+    monkeypatch.setenv("NORIA_TUNING", "ACK_EVERY=1,CHECKPOINT_EVERY=1,HISTORY_TRIM_EVERY=1,COPY_EVERY=100000")
+    with Cluster(workers=2, shards=1, extra=WORKER) as c:
+        db = _votes(c)
+        t = db.table("vote")
+        t.insert([(1, 0)])
+        db.wait()
+        (base,) = [n for n in db.graph() if n["kind"] == "base"]
+        for i in range(1, 40):                  # (at the worker: the controller asks nothing)
+            t.insert([(1, i)])
+        time.sleep(0.5)                         # (the children's progress, the trims)
+        os.kill(base["pid"], signal.SIGKILL)
+        t.insert([(2, 0)])                      # (at the base's new worker)
+        db.wait()
+        assert db.view("votes").lookup(1) == [(1, 40)]
+        assert db.execute("SELECT COUNT(*) FROM vote").rows == [(41,)]
+        assert db.recoveries()
+        db.close()
+
+
+def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
+    """A write at the base's worker is acknowledged once the base's log replica (the
+    other worker) holds it, not the controller: with the replica stopped (SIGSTOP) it
+    is held, never acknowledged, until the replica goes on; with the controller
+    stopped it is acknowledged. The base's worker SIGKILLed while the controller is
+    still stopped: the writes acknowledged meanwhile, which the controller never saw,
+    come back from the replica's log, each once. (It kills a worker of the module's
+    cluster: the file's last test.)"""
     c = cluster
     db = noria_py.connect(c.url)
     bases = {n["id"] for n in db.graph() if n["kind"] == "base"}
@@ -247,36 +366,33 @@ def test_a_write_is_acknowledged_only_once_the_history_holds_it(cluster):
                "WHERE article_id = ? GROUP BY article_id")
     t = db.table("held")
     t.insert([(1, 1)])                      # (where it writes, asked now)
+    base = next(n for n in db.graph() if n["kind"] == "base" and n["id"] not in bases)
+    assert base["replica_pid"] not in (None, base["pid"])
     done = threading.Event()
     writer = threading.Thread(target=lambda: (t.insert([(1, 2), (1, 3)]), done.set()))
-    os.kill(c.proc.pid, signal.SIGSTOP)
+    os.kill(base["replica_pid"], signal.SIGSTOP)
     try:
         writer.start()
-        assert not done.wait(1.0)           # not durable: not acknowledged
+        assert not done.wait(1.0)           # not in the replica: not acknowledged
     finally:
-        os.kill(c.proc.pid, signal.SIGCONT)
+        os.kill(base["replica_pid"], signal.SIGCONT)
     writer.join(60)
     assert done.is_set()
     db.wait()
     assert db.view("held_votes").lookup(1) == [(1, 3)]
-    # the base's worker SIGKILLed with a write sent to the history, unanswered: the
-    # client learns it is there (``write_landed``), and does not send it again
-    base = next(n for n in db.graph() if n["kind"] == "base" and n["id"] not in bases)
-    done.clear()
-    writer = threading.Thread(target=lambda: (t.insert([(1, 4), (1, 5)]), done.set()))
     os.kill(c.proc.pid, signal.SIGSTOP)
     try:
-        writer.start()
-        assert not done.wait(0.5)
+        for n in range(4, 8):               # acknowledged with the controller stopped
+            t.insert([(1, n)])
         os.kill(base["pid"], signal.SIGKILL)
     finally:
         os.kill(c.proc.pid, signal.SIGCONT)
-    writer.join(60)
-    assert done.is_set()
     db.wait()
-    assert db.view("held_votes").lookup(1) == [(1, 5)]       # once
-    t.insert([(1, 6)])                                   # at the base's new worker
+    assert db.view("held_votes").lookup(1) == [(1, 7)]       # from the replica, once
+    assert db.execute("SELECT COUNT(*) FROM held").rows == [(7,)]     # (its copy too)
+    t.insert([(1, 8)])                                   # at the base's new worker
     db.wait()
-    assert db.view("held_votes").lookup(1) == [(1, 6)]
+    assert db.view("held_votes").lookup(1) == [(1, 8)]
     assert [n["pid"] for n in db.graph() if n["id"] == base["id"]] != [base["pid"]]
     db.close()
+
