@@ -270,11 +270,7 @@ class Causal:
         try:
             sends, rows = self._touch(lost, plans, view)
         except BaseException:
-            for nid in lost:
-                try:
-                    rt._abandon(nid)
-                except Exception:  # (its worker lost too: down anyway)
-                    pass
+            rt.abandon(lost)
             raise
         first = next((plans[n][1] for n in lost if plans[n][0] == "op"), None)
         return RecoveryReport(node=node_id, strategy="causal",

@@ -50,7 +50,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
@@ -1381,6 +1381,23 @@ class ClusterRuntime(Runtime):
     def replay(self, node_id: str, msgs: list[Message], seen: dict[str, int]) -> None:
         self.call(node_id, "replay", [encode_message(m) for m in msgs], seen)
 
+    def history_parts(self, w: WorkerHandle, node_id: str, writes: list[Batch]
+                      ) -> tuple[list[Any], int]:
+        """Base ``node_id``'s ``writes`` to its worker ``w`` in parts of at most
+        ``BASE_PART_ROWS`` rows (requests ``base_history``, which the worker keeps for
+        the request that uses them), but the last part, which goes with that request
+        (restore, resend or roll back): (that part, the writes' rows)."""
+        part: list[Any] = []
+        held = rows = 0
+        for b in writes:
+            part.append(encode_batch(b))
+            held += len(b)
+            rows += len(b)
+            if held >= BASE_PART_ROWS:
+                self.ask(w, "base_history", node_id, part)
+                part, held = [], 0
+        return part, rows
+
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
         """A worker's base holds no rows (they are here), so it gets only the writes
         after ``low``, which its children may still ask for, in parts of at most
@@ -1394,15 +1411,8 @@ class ClusterRuntime(Runtime):
             table = encode_batch(rows_then)
         else:
             start, writes = self.durable[node_id].since(low)
-        part: list[Any] = []
-        rows = 0
         w = self.worker_of(node_id)
-        for b in writes:
-            part.append(encode_batch(b))
-            rows += len(b)
-            if rows >= BASE_PART_ROWS:
-                self.ask(w, "base_history", node_id, part)
-                part, rows = [], 0
+        part, _ = self.history_parts(w, node_id, writes)
         n: int = self.ask(w, "restore_base", node_id, part, seen, low, start,
                           *(() if table is None else (table,)))
         with self.lock:
@@ -1457,6 +1467,15 @@ class ClusterRuntime(Runtime):
             self.call(node_id, "crash")
         except WorkerLost:
             pass                        # (its worker is gone: down and empty anyway)
+
+    def abandon(self, node_ids: Iterable[str]) -> None:
+        """A regime's recovery that gave up part-way (it raises on): each of these nodes
+        is down again and empty (``_abandon``), until the next attempt or lineage."""
+        for nid in node_ids:
+            try:
+                self._abandon(nid)
+            except Exception:  # (its worker lost too: down anyway)
+                pass
 
     def _release(self) -> None:
         """Nodes rebuilt since the last call take messages again, held ones first."""

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 from ... import tuning
 from ...errors import Error, RecoveryError
 from ...recovery.report import RecoveryReport
-from .wire import encode_batch, encode_checkpoint
+from .wire import encode_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...graph import Node
@@ -67,11 +67,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("noria_py.cluster")
 
 __all__ = ["Epochs", "snapshots"]
-
-#: a base's writes go to its worker in requests of about this many rows (as
-#: ``controller.BASE_PART_ROWS``)
-PART_ROWS = 1 << 20
-
 
 def snapshots(node: Node) -> bool:
     """Whether the epochs hold a snapshot of ``node`` (a stateful operator; on the
@@ -192,11 +187,7 @@ class Epochs:
         try:
             sends, rows = self._roll_back(order, epoch, meta)
         except BaseException:
-            for nid in order:
-                try:
-                    rt._abandon(nid)
-                except Exception:      # (its worker lost too: down anyway)
-                    pass
+            rt.abandon(order)
             raise
         self.writes_since = 0
         return RecoveryReport(node=node_id, strategy="coordinated",
@@ -248,14 +239,7 @@ class Epochs:
                 raise RecoveryError(f"base {nid}'s history starts after write {first}, "
                                     f"not at its position {at} in epoch {epoch}")
             w = rt.worker_of(nid)
-            part: list[Any] = []
-            held = 0
-            for b in writes:
-                part.append(encode_batch(b))
-                held += len(b)
-                rows += len(b)
-                if held >= PART_ROWS:
-                    rt.ask(w, "base_history", nid, part)
-                    part, held = [], 0
+            part, taken = rt.history_parts(w, nid, writes)
+            rows += taken
             sends += rt.ask(w, "roll_back_base", nid, at, part)
         return sends, rows

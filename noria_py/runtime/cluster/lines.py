@@ -73,8 +73,8 @@ from typing import TYPE_CHECKING, Any
 from ...errors import Error
 from ...recovery.report import RecoveryReport
 from ..uncoordinated import PERIOD, Point, fold_below, history_lows, index_line, newest_line, orphan
-from .epochs import PART_ROWS, snapshots
-from .wire import ProtocolError, encode_batch, encode_checkpoint
+from .epochs import snapshots
+from .wire import ProtocolError, encode_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..checkpoints import Checkpoint
@@ -90,20 +90,13 @@ REGIMES = ("uncoordinated", "cic")
 
 def resend_base(rt: ClusterRuntime, b: str, low: int, seen: dict[str, int]) -> tuple[int, int]:
     """Base ``b`` back on its worker from its writes after ``low`` in its history here
-    (in parts of at most ``PART_ROWS`` rows): it resends each child named in ``seen``
+    (in parts: ``ClusterRuntime.history_parts``): it resends each child named in ``seen``
     the writes after that child's time. (messages sent, rows)."""
     w = rt.worker_of(b)
     _, writes = rt.durable[b].since(low)
-    part: list[Any] = []
-    held = 0
-    for batch in writes:
-        part.append(encode_batch(batch))
-        held += len(batch)
-        if held >= PART_ROWS:
-            rt.ask(w, "base_history", b, part)
-            part, held = [], 0
+    part, rows = rt.history_parts(w, b, writes)
     sends: int = rt.ask(w, "uc_base", b, seen, low, part)
-    return sends, sum(len(batch) for batch in writes)
+    return sends, rows
 
 
 def point(f: Sequence[Any]) -> Point:
@@ -404,12 +397,7 @@ class Lines:
         try:
             sends, rows = self._touch(order, plan)
         except BaseException:
-            for nid in order:
-                if nid in touched:
-                    try:
-                        rt._abandon(nid)
-                    except Exception:  # (its worker lost too: down anyway)
-                        pass
+            rt.abandon(n for n in order if n in touched)
             raise
         for n in order:
             if n in plan.line and graph[n].kind == "reader":
