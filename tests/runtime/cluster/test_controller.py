@@ -42,3 +42,25 @@ def test_a_lost_workers_connection_is_closed_by_its_reader_after_its_sender_stop
     assert sender_alive_at_close == [False]
     assert w.conn.sock.fileno() == -1
     b.close()
+
+
+def test_a_bases_writes_go_to_its_worker_in_parts_the_last_with_the_request(monkeypatch):
+    """``history_parts``: every part of at least ``BASE_PART_ROWS`` rows is sent on its
+    own (``base_history``), in order; the rest is returned for the request that uses
+    them, with the rows of all; together they are the writes, each once."""
+    from noria_py.batch import Batch
+    from noria_py.runtime.cluster import controller
+
+    monkeypatch.setattr(controller, "BASE_PART_ROWS", 3)
+    sent: list[tuple] = []
+    rt = ClusterRuntime.__new__(ClusterRuntime)
+    rt.ask = lambda w, method, *args: sent.append((w, method, *args))  # type: ignore[method-assign]
+    sizes = [2, 2, 1, 5, 1]
+    writes = [Batch([(i, n) for i in range(n)], [1] * n) for n in sizes]
+    last, rows = rt.history_parts("w0", "n1", writes)
+    assert rows == sum(sizes)
+    assert [(w, m, b) for w, m, b, _ in sent] == [("w0", "base_history", "n1")] * 2
+    parts = [p for *_, p in sent] + [last]
+    assert [len(p) for p in parts] == [2, 2, 1]
+    got = [wire.decode_batch(b) for p in parts for b in p]
+    assert [(g.rows, g.signs) for g in got] == [(w.rows, w.signs) for w in writes]
