@@ -129,6 +129,7 @@ from ...batch import Batch
 from ...errors import RecoveryError
 from ...partial import (
     Partial,
+    join_positions,
     op_key,
     read_by_key,
     reader_columns,
@@ -171,19 +172,23 @@ EVICT = -1
 def chain(graph: Graph, reader_id: str,
           allowed: set[str] | frozenset[str] = frozenset()) -> Chain | None:
     """The replay path of reader ``reader_id`` (module docstring), or None where the
-    reader cannot be partial in a cluster. An aggregate among ``allowed`` may be on
-    the way, held partial (``chain_and_ops``)."""
+    reader cannot be partial in a cluster, or where its key leads up several chains
+    (a join held partial among ``allowed``: ``chain_and_ops``)."""
     found = chain_and_ops(graph, reader_id, allowed)
-    return None if found is None else (found[0], found[1])
+    return None if found is None or len(found[0]) != 1 else found[0][0]
 
 
 def chain_and_ops(graph: Graph, reader_id: str, allowed: set[str] | frozenset[str]
-                  ) -> tuple[list[str], tuple[int, ...], list[Held]] | None:
-    """``chain``, and the aggregates on it held partial with the reader (each with its
-    output columns holding the key): one grouped by exactly the key, among
-    ``allowed`` (new: no state yet), feeding this reader alone (every node from it
-    down has one child), whose own input leads up a chain to a base. Otherwise the
-    aggregate is the chain's source, kept full."""
+                  ) -> tuple[list[Chain], list[Held]] | None:
+    """The chains of reader ``reader_id`` (one per source, each from it to the reader),
+    and the operators on them held partial with the reader (each with its output
+    columns holding the key; the topmost first: evictions start there). An aggregate
+    grouped by exactly the key, or a join on exactly the key, among ``allowed`` (new:
+    no state yet), feeding this reader alone (every node from it down has one child),
+    is held when its input leads up chains to bases (both inputs, for a join: two
+    chains meet at it); otherwise it is the chain's source, kept full. Above a held
+    aggregate nothing more is held, and above a join at most one branch holds one
+    (an eviction starts at one topmost node)."""
     node = graph[reader_id]
     reader = cast("Reader", node.op)
     if not read_by_key(reader) or len(node.parents) != 1:
@@ -191,38 +196,82 @@ def chain_and_ops(graph: Graph, reader_id: str, allowed: set[str] | frozenset[st
     cols = reader_columns(reader)
     if cols is None:
         return None
-    path = [reader_id]
-    held: list[Held] = []
-    fallback: tuple[list[str], tuple[int, ...], list[Held]] | None = None
-    alone = True                # (every node below has one child)
-    nid = node.parents[0]
+    found = _up(graph, node.parents[0], cols, allowed, True, False)
+    if found is None:
+        return None
+    chains, held = found
+    return [(path + [reader_id], c) for path, c in chains], held
+
+
+def _up(graph: Graph, nid: str, cols: tuple[int, ...], allowed: set[str] | frozenset[str],
+        alone: bool, bases: bool) -> tuple[list[Chain], list[Held]] | None:
+    """The chains from the sources of node ``nid``'s rows whose ``cols`` hold the key,
+    each ending at ``nid``, and the operators held on them (``chain_and_ops``); None
+    where there are none, or (``bases``: above a held operator) where one source is
+    not a base."""
+    seg: list[str] = []
     while True:
         n = graph[nid]
         op: Any = n.op
         kind = op.kind
-        path.append(nid)
+        seg.append(nid)
         alone = alone and len(n.children) == 1
         if kind in SOURCES:
             # (a source of the key itself: grouped, joined or partitioned by exactly it)
             if trace(graph, nid, cols) != [(nid, cols)]:
-                return fallback
-            if kind == "base" or fallback is not None:
-                return (path[::-1], cols, held) if kind == "base" else fallback
-            if kind in HELD and alone and nid in allowed and len(n.parents) == 1:
-                fallback = (path[::-1], cols, [])
-                held = [(nid, cols)]
-                cols = tuple(op.group_by[c] for c in cols)
-                nid = n.parents[0]
-                continue
-            return path[::-1], cols, held
+                return None
+            if kind != "base":
+                above = (_held_up(graph, nid, cols, allowed)
+                         if alone and nid in allowed else None)
+                if above is not None:
+                    chains, held = above
+                    return ([(p + seg[::-1], c) for p, c in chains], held + [(nid, cols)])
+                if bases:
+                    return None
+            return [(seg[::-1], cols)], []
         if kind not in THROUGH or len(n.parents) != 1:
-            return fallback
+            return None
         if kind == "project":
             projected = through_project(op, cols)
             if projected is None:
-                return fallback
+                return None
             cols = projected
         nid = n.parents[0]
+
+
+def _held_up(graph: Graph, nid: str, cols: tuple[int, ...],
+             allowed: set[str] | frozenset[str]) -> tuple[list[Chain], list[Held]] | None:
+    """The chains above operator ``nid`` (its output ``cols`` holding the key) if it can
+    be held partial: each ending at its parent (``_up``), from bases."""
+    n = graph[nid]
+    op: Any = n.op
+    if op.kind in HELD and len(n.parents) == 1:
+        return _up(graph, n.parents[0], tuple(op.group_by[c] for c in cols), frozenset(),
+                   True, True)
+    if op.kind != "join" or len(n.parents) != 2 or n.parents[0] == n.parents[1]:
+        return None
+    where = join_positions(op, cols)
+    if where is None:
+        return None
+    left = _up(graph, n.parents[0], tuple(op.left_keys[w] for w in where), allowed,
+               True, True)
+    if left is None:
+        return None
+    right = _up(graph, n.parents[1], tuple(op.right_keys[w] for w in where),
+                frozenset() if left[1] else allowed, True, True)
+    if right is None:
+        return None
+    return left[0] + right[0], left[1] + right[1]
+
+
+def evict_path(chains: list[Chain], held: list[Held]) -> list[str]:
+    """The chain an eviction of the reader's keys takes: from the topmost operator held
+    (the first of ``held``) down (module docstring, Eviction); [] with none held."""
+    if not held:
+        return chains[0][0]
+    top = held[0][0]
+    path = next(p for p, _ in chains if top in p)
+    return path[path.index(top):]
 
 
 def through_held(op: Any, cols: tuple[int, ...], key: tuple[Any, ...], batch: Batch) -> Batch:
@@ -267,8 +316,8 @@ class ClusterPartial(Partial):
     def __init__(self, graph: Graph, runtime: ClusterRuntime, limit: int | None) -> None:
         super().__init__(graph, cast(Any, runtime), limit)
         self.cluster = runtime
-        #: partial reader -> its chain
-        self.chains: dict[str, Chain] = {}
+        #: partial reader -> its chains (one per source; two meet at a join held)
+        self.chains: dict[str, list[Chain]] = {}
         #: partial reader -> the aggregates on its chain held partial with it
         self.held: dict[str, list[Held]] = {}
         #: reader -> ``ClusterRuntime.releases`` when its chain's workers were last
@@ -295,15 +344,15 @@ class ClusterPartial(Partial):
         found = chain_and_ops(self.graph, reader_id, fresh)
         if found is None:
             return False
-        path, cols, held = found
-        self.chains[reader_id] = (path, cols)
+        chains, held = found
+        self.chains[reader_id] = chains
         self.held[reader_id] = held
         for nid in [reader_id] + [h for h, _ in held]:
             op: Any = self.graph[nid].op
             op.partial = True               # (the stand-in, and the plan's copy it wraps)
             getattr(op, "local", op).partial = True
         self.cluster.announce(("partial", reader_id, self.limit,
-                               [[h, list(c)] for h, c in held], path))
+                               [[h, list(c)] for h, c in held], evict_path(chains, held)))
         return True
 
     def recheck(self) -> None:
@@ -316,9 +365,9 @@ class ClusterPartial(Partial):
         chain ends at it."""
         rt = self.cluster
         for reader_id, held in list(self.held.items()):
-            shared = [nid for nid, _ in held if len(self.graph[nid].children) > 1]
-            if not shared:
+            if not any(len(self.graph[nid].children) > 1 for nid, _ in held):
                 continue
+            shared = [nid for nid, _ in held]   # (and those above it: full again together)
             rt.wait()
             deadline = time.monotonic() + FILL_TIMEOUT
             while rt.upqueries and time.monotonic() < deadline:
@@ -328,7 +377,7 @@ class ClusterPartial(Partial):
                 op: Any = self.graph[nid].op
                 op.partial = False
                 getattr(op, "local", op).partial = False
-            self.chains[reader_id] = cast(Chain, chain(self.graph, reader_id))
+            self.chains[reader_id] = [cast(Chain, chain(self.graph, reader_id))]
             self.held[reader_id] = []
             initialize(self.graph, set(shared))
             rt.settle(set(shared))
@@ -378,20 +427,25 @@ class ClusterPartial(Partial):
 
     def worker_lost(self, worker: str, nodes: list[str] | None = None) -> None:
         """Its readers' keys died with it: its share goes back to the pool. A partial
-        aggregate among its ``nodes`` comes back all holes, so its reader's keys become
-        holes too (asked now, before the recovery: the reader's worker handles it
-        before the ping that precedes the chain's next fill, and the aggregate sends
-        nothing for any key until a fill)."""
+        aggregate or join among its ``nodes`` comes back all holes, so its reader's keys
+        become holes too, and so do those of every operator held with it (asked of
+        their workers now, before the recovery: each handles it before the ping that
+        precedes the chain's next fill, and the lost operator sends nothing for any key
+        until a fill)."""
         rt = self.cluster
         lost = set(nodes or ())
         for reader_id, held in self.held.items():
-            w = rt.workers.get(rt.placement.get(reader_id, ""))
-            if reader_id not in lost and w is not None and w.alive \
-                    and any(h in lost for h, _ in held):
-                try:
-                    rt.request(w, "partial_clear", reader_id)     # (not waited for)
-                except WorkerLost:
-                    pass
+            if not any(h in lost for h, _ in held):
+                continue
+            hosts = {rt.placement.get(n, "") for n in [reader_id] + [h for h, _ in held]
+                     if n not in lost}
+            for name in hosts:      # (the reader and every operator held with it)
+                w = rt.workers.get(name)
+                if w is not None and w.alive:
+                    try:
+                        rt.request(w, "partial_clear", reader_id)     # (not waited for)
+                    except WorkerLost:
+                        pass
         with self.share_lock:
             self.shares.pop(worker, None)
             self.seen.pop(worker, None)
@@ -475,12 +529,12 @@ class ClusterPartial(Partial):
         reader ``reader_id``: their rows, which the reader then holds. A worker lost
         meanwhile: once the chain is up again, upqueried again."""
         rt = self.cluster
-        path, cols = self.chains[reader_id]
+        chains = self.chains[reader_id]
         tuples = [k if type(k) is tuple else (k,) for k in keys]
         deadline = time.monotonic() + RECOVERY_TIMEOUT
         while True:
             try:
-                return self._upquery(reader_id, path, cols, tuples)
+                return self._upquery(reader_id, chains, tuples)
             except WorkerLost as e:
                 left = deadline - time.monotonic()
                 control: Any = rt.control
@@ -491,16 +545,17 @@ class ClusterPartial(Partial):
                     raise RecoveryError(f"an upquery of view {self.graph[reader_id].view!r} "
                                         f"found its path down for over {RECOVERY_TIMEOUT:.0f} "
                                         f"s ({e})") from None
-                for n in path:
+                for n in {n for path, _ in chains for n in path}:
                     rt.wait_up(n, left)
                 time.sleep(0.01)
 
-    def _upquery(self, reader_id: str, path: list[str], cols: tuple[int, ...],
+    def _upquery(self, reader_id: str, chains: list[Chain],
                  keys: list[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
         rt = self.cluster
+        nodes = [n for path, _ in chains for n in path]
         with rt.control or threading.RLock():       # (in order with the writes)
             with rt.lock:
-                down = [n for n in path if n not in rt.up]
+                down = [n for n in nodes if n not in rt.up]
             if down:
                 raise WorkerLost(f"node {down[0]} is down until its recovery")
             if rt.releases != self.synced.get(reader_id, 0):
@@ -508,17 +563,20 @@ class ClusterPartial(Partial):
                 # ``release`` first (a ping behind it is answered after it), else this
                 # fill could reach one that still holds its messages, and be dropped
                 synced = rt.releases
-                for w in {rt.worker_of(n).name: rt.worker_of(n) for n in path}.values():
+                for w in {rt.worker_of(n).name: rt.worker_of(n) for n in nodes}.values():
                     rt.ask(w, "ping", timeout=FILL_TIMEOUT)
                 self.synced[reader_id] = synced
             at = rt.worker_of(reader_id)
             self._grant(at, len(keys))
             rid, fut = rt.expect_upquery(at)
-            batches = None
-            if self.graph[path[0]].kind == "base":     # (its rows are here)
-                batches = [encode_batch(b) for b in source_rows(self.graph, path, cols, keys)]
-            rt.worker_of(path[0]).put(
-                ["fill", path[0], ["", rid, path, [list(k) for k in keys], list(cols), batches]])
+            for path, cols in chains:       # (one fill a chain: they meet at a join)
+                batches = None
+                if self.graph[path[0]].kind == "base":     # (its rows are here)
+                    batches = [encode_batch(b)
+                               for b in source_rows(self.graph, path, cols, keys)]
+                rt.worker_of(path[0]).put(["fill", path[0], ["", rid, path,
+                                                             [list(k) for k in keys],
+                                                             list(cols), batches]])
         self.upqueries += len(keys)
         try:
             out = fut.result(FILL_TIMEOUT)
@@ -531,15 +589,25 @@ class ClusterPartial(Partial):
     def all_rows(self, reader_id: str) -> list[tuple[Any, ...]]:
         """Every row of the reader's view shard, computed from the chain's source's whole
         output (nothing is filled)."""
-        path, cols = self.chains[reader_id]
-        src: Any = self.graph[path[0]].op
-        batch: Batch = src.index_rows(cols, None) if src.kind == "base" else src.snapshot()
+        chains = self.chains[reader_id]
         held = dict(self.held.get(reader_id, ()))
-        for i in range(1, len(path) - 1):
-            if path[i] in held:         # (computed by a full copy: nothing is filled)
-                batch = getattr(self.graph[path[i]].op, "local").computed(batch)
-            else:
-                batch = step(self.graph, path[i], path[i + 1], batch)
+        sources = {path[0]: cols for path, cols in chains}
+        below = {a: b for path, _ in chains for a, b in zip(path, path[1:])}
+
+        def output(nid: str) -> Batch:
+            """What ``nid`` sends the next node of its chain, for every key."""
+            op: Any = self.graph[nid].op
+            if nid in sources:
+                out: Batch = (op.index_rows(sources[nid], None) if op.kind == "base"
+                              else op.snapshot())
+                return out
+            parents = self.graph[nid].parents
+            if nid in held:             # (computed by a full copy: nothing is filled)
+                out = getattr(op, "local").computed(*[output(p) for p in parents])
+                return out
+            return step(self.graph, nid, below[nid], output(parents[0]))
+
+        batch = output(self.graph[reader_id].parents[0])
         op: Any = self.graph[reader_id].op
         reader = getattr(op, "local", op)
         if reader.select is not None:

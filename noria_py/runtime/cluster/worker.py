@@ -291,6 +291,8 @@ class Worker:
         self.partial: WorkerPartial | None = None
         #: the aggregates held partial here or not, each with its key's output columns
         self.held_cols: dict[str, tuple[int, ...]] = {}
+        #: partial reader -> the operators held partial with it (topmost first)
+        self.held_by: dict[str, list[str]] = {}
         #: ``serve --writes worker``: the bases hosted here keep their rows and validate
         #: their writes (``accept``); the accepted ones wait, their output held, until
         #: the controller's history has them (``commit``, ``durable``)
@@ -393,8 +395,10 @@ class Worker:
             op: Any = self.graph[nid].op
             op.make_partial(self.partial.ops, reader)
             self.held_cols[nid] = tuple(cols)
-            self.partial.hold(reader_id, nid, list(path))
             self._no_checkpoints(nid)
+        if held:                        # (evictions start at the topmost: partial.py)
+            self.partial.hold(reader_id, str(held[0][0]), list(path))
+        self.held_by[reader_id] = [str(nid) for nid, _ in held]
         self.partial.paths[reader_id] = reader.key
         self.partial.path_ids[reader_id] = []
         reader.make_partial(self.partial)
@@ -409,6 +413,7 @@ class Worker:
         if reader_id in self.domains:
             partial.lost(cast("Reader", self.graph[reader_id].op))
         partial.release_held(reader_id)
+        self.held_by.pop(reader_id, None)
         for nid in nids:
             cast(Any, self.graph[nid].op).make_full()
             self.held_cols.pop(nid, None)
@@ -431,9 +436,15 @@ class Worker:
             self.send(frame)
 
     def req_partial_clear(self, reader_id: str) -> None:
-        """The partial aggregate above reader ``reader_id`` was lost (it comes back all
-        holes): every key of the reader becomes a hole too (partial.py, Failures)."""
-        if self.partial is not None and reader_id in self.domains:
+        """An operator held partial with reader ``reader_id`` was lost (it comes back all
+        holes): every key of the reader, and of each operator held with it here,
+        becomes a hole too (partial.py, Failures)."""
+        if self.partial is None:
+            return
+        for nid in self.held_by.get(reader_id, ()):
+            if nid in self.domains:
+                cast(Any, self.graph[nid].op).reset()
+        if reader_id in self.domains:
             self.partial.lost(cast("Reader", self.graph[reader_id].op))
 
     def _removed(self, node_id: str) -> None:
@@ -442,6 +453,7 @@ class Worker:
             self.partial.release_held(node_id)
             self.partial._queue = []
         self.held_cols.pop(node_id, None)
+        self.held_by.pop(node_id, None)
         self.removed.add(node_id)
         self.early.pop(node_id, None)
         self.holding.pop(node_id, None)
@@ -842,7 +854,7 @@ class Worker:
                 if self.partial is not None:
                     self.partial.evicted(m.dst, key_tuples)
                 return
-            if at == 0:
+            if m.dst in self.held_cols:     # (the topmost held, then each below it)
                 op: Any = self.graph[m.dst].op
                 if op.holes is not None:
                     for k in key_tuples:
@@ -871,7 +883,16 @@ class Worker:
                     self.send(["mem", partial.total, self._held_keys(), filled])
                 self.send(["rep", rid, answers])
                 return
-            if m.dst in self.held_cols:     # (an aggregate held partial: filled on the way)
+            if m.dst in self.held_cols and self.graph[m.dst].kind == "join":
+                op = self.graph[m.dst].op   # (held partial: both sides' fills meet here)
+                hc = self.held_cols[m.dst]
+                side = self.graph[m.dst].parents.index(path[at - 1])
+                done = op.arrive(side, rid, [op_key(op, hc, k) for k in key_tuples], rows,
+                                 all(c < op.left_width for c in hc))
+                if done is None:
+                    return              # (until the other side's rows arrive)
+                rows = done
+            elif m.dst in self.held_cols:   # (an aggregate held partial: filled on the way)
                 op = self.graph[m.dst].op
                 hc = self.held_cols[m.dst]
                 rows = [through_held(op, hc, k, b) for k, b in zip(key_tuples, rows)]
@@ -1174,6 +1195,8 @@ class Worker:
         they are placed again."""
         self.lost_workers.add(name)
         self.links.drop(name)
+        for nid in self.held_cols:      # (their upqueries failed: asked again)
+            getattr(self.graph[nid].op, "waiting", {}).clear()
         if self.peer_server is not None:
             self.peer_server.cut(name)
         for held in (self.holding, self.early):
