@@ -1,9 +1,9 @@
-"""Partial readers, and aggregates above them, in a cluster (``noria-py serve --partial
-[--memory-limit BYTES]``): a parameterized view's reader shard holds only the keys
-read, on its worker (and so does an aggregate grouped by its key that feeds it
-alone, on its own worker), and a miss is an upquery that travels the replay path
-from the nearest ancestor holding the key to the reader, over the same channels as
-the writes.
+"""Partial readers, and aggregates and joins above them, in a cluster (``noria-py serve
+--partial [--memory-limit BYTES]``): a parameterized view's reader shard holds only
+the keys read, on its worker (and so do an aggregate grouped by its key and a join
+on its key that feed it alone, on their own workers), and a miss is an upquery that
+travels the replay paths from the nearest ancestors holding the key to the reader,
+over the same channels as the writes.
 
 What is partial. A reader whose key can be followed up a *chain* of single-parent
 filters, projections (passing the key columns on as plain columns) and sharders to
@@ -18,9 +18,18 @@ this reader alone (every node from it down has one child) and its own input lead
 up such a chain to a base: the chain then runs from the base through it, and it
 holds the keys filled through it (``through_held``: a hole is filled with the rows
 the fill carries, a key held answers from its state), its writes for other keys
-dropped on arrival (``Holes.select``). Joins, TopKs and DISTINCTs stay full in a
-cluster (the embedded engine's are partial). An aggregate held partial that a later
-view comes to share (an identical sub-plan) becomes full again (``recheck``).
+dropped on arrival (``Holes.select``). A join on exactly the key is held likewise
+when both its inputs lead up chains to bases (the vote view: ``article -> sharder ->
+join`` and ``vote -> sharder -> COUNT -> join``, the COUNT held too): the reader then
+has two chains, which meet at the join, and an upquery sends a fill up each; the
+join answers when both sides' rows have arrived (``Join.arrive``: the side that came
+first waits, and the writes that reach it on that side meanwhile, which are after
+its fill, are added to its rows; those on the other side before its fill are in that
+fill, and are dropped at the hole). Above a join at most one side holds an
+aggregate, and above an aggregate nothing more is held (``chain_and_ops``). TopKs
+and DISTINCTs stay full in a cluster (the embedded engine's are partial). An
+operator held partial that a later view comes to share (an identical sub-plan, it or
+a node below it) becomes full again, with the others held with it (``recheck``).
 
 How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 
@@ -69,11 +78,13 @@ still held. A partial reader never checkpoints: on a spare it
 comes back all holes, and each key is filled again when read (treeclock and lineage
 alike).
 
-Eviction through an aggregate. The rule: *a reader holds a key only while the
-aggregate above it holds it, or while the aggregate's eviction of it is on its way
-down to the reader* (else a write to the key would stop at the aggregate and the
-reader keep stale rows). So an eviction starts at the aggregate and travels down
-the chain like a fill: the reader's worker chooses the keys (its LRU, its share,
+Eviction through an aggregate or a join. The rule: *a node held partial holds a key
+only while the held operator above it holds it, or while that operator's eviction of
+it is on its way down to the node* (else a write to the key would stop above and
+the node keep stale rows). So an eviction starts at the topmost held operator (the
+vote view's COUNT, above its join; ``evict_path``) and travels down its chain like
+a fill, each held operator below (the join) making the keys holes as it passes and
+sending it on behind its own output: the reader's worker chooses the keys (its LRU, its share,
 below) and sends them up (``WorkerPartial``: a ``fill`` frame with request id
 ``EVICT``, to the aggregate's node, on any channel); the aggregate makes them holes
 and sends the eviction on to the reader on its output's channels, behind everything
@@ -84,10 +95,12 @@ hole at the aggregate, fills it from the base's rows and reaches the reader behi
 the eviction (FIFO per edge), so the order of fills and evictions is the
 aggregate's at every node below it. Between the choice and the eviction's arrival
 the keys are *leaving*: held (a hit still answers, as stale as a write in flight),
-not chosen again, no longer counted against the share. A lost aggregate comes back
-all holes: the controller asks its reader's worker to make every key a hole
-(``partial_clear``) when it declares the worker lost, before the recovery, and the
-chain's next fill follows the ping that follows that request. The aggregates'
+not chosen again, no longer counted against the share. A lost aggregate or join comes
+back all holes: the controller asks the workers of its reader and of every operator
+held with it to make every key a hole there (``partial_clear``) when it declares the
+worker lost, before the recovery, and the chain's next fill follows the ping that
+follows that request. A join's fill waiting for its other side when a worker is lost
+is dropped (``Worker.lose``): its upquery failed, and is asked again. The aggregates'
 bytes are not counted against the limit (they hold at most their reader's keys);
 a reader lost while its aggregate lives leaves the aggregate holding keys its
 reader no longer does, until each is read and evicted again.
@@ -356,17 +369,23 @@ class ClusterPartial(Partial):
         return True
 
     def recheck(self) -> None:
-        """After the graph grew (under the database lock): an aggregate held partial that
-        now feeds another view too (an identical sub-plan, built once) becomes full
-        again, as embedded (noria_py/partial.py, rule 7). Once nothing is in flight (no
+        """After the graph grew (under the database lock): an aggregate or join held
+        partial that now feeds another view too (an identical sub-plan, built once: it,
+        or a node between it and the reader, has another child now) becomes full
+        again, with every operator held with it, as embedded (noria_py/partial.py,
+        rule 7). Once nothing is in flight (no
         message, no upquery), every worker makes it full and empty and its reader all
         holes (``["full", reader, [aggregate]]``, a catalog change); then it is filled
         from its input's full output and settled, as a new node is, and its reader's
         chain ends at it."""
         rt = self.cluster
         for reader_id, held in list(self.held.items()):
-            if not any(len(self.graph[nid].children) > 1 for nid, _ in held):
-                continue
+            ids = {nid for nid, _ in held}
+            below = {n for path, _ in self.chains[reader_id]
+                     for n in path[min((path.index(h) for h in ids if h in path),
+                                       default=len(path)):-1]}
+            if not any(len(self.graph[n].children) > 1 for n in below):
+                continue                # (each from a held operator down feeds it alone)
             shared = [nid for nid, _ in held]   # (and those above it: full again together)
             rt.wait()
             deadline = time.monotonic() + FILL_TIMEOUT

@@ -35,9 +35,10 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   memory limit, [[aggregate, key columns]], chain]`` (every worker marks the reader
   partial, and the aggregates held partial with it) and ``["full", reader,
   [aggregate]]`` (a later view shares them: full again, the reader all holes), the
-  request ``partial_clear`` (a held aggregate was lost: the reader all holes), and
-  ``["fill", dst, body]`` (an eviction, its request id ``EVICT``, goes up from the
-  reader's worker to the aggregate, which sends it down like a fill)
+  request ``partial_clear`` (a held aggregate or join was lost: the reader and the
+  operators held with it all holes), and ``["fill", dst, body]`` (an eviction, its
+  request id ``EVICT``, goes up from the reader's worker to the topmost operator
+  held, which sends it down like a fill)
   from the controller (at an upquery's source) or from the chain's node before
   ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
   (its upquery fails with the loss and is sent again); the reader's worker answers the
