@@ -722,6 +722,24 @@ def _ready(ctl) -> bool:
     return ctl._start != ctl._end or bool(select.select([ctl.sock], [], [], 0)[0])
 
 
+def _handle_some(w, ctl, rng: random.Random, each: int | None) -> int | None:
+    """A few of the frames the worker sent itself handled (the rest wait), then what it
+    sent the controller read: ``each``, or the bytes its first fill's keys took."""
+    import queue
+
+    for _ in range(rng.randint(0, 6)):
+        try:
+            src, f = w.inbox.get_nowait()
+        except queue.Empty:
+            break
+        w.frame(f, src)
+    while _ready(ctl):
+        f = ctl.recv()
+        if f[0] == "mem" and f[3]:
+            each = each or f[3]
+    return each
+
+
 def test_a_partial_aggregate_on_a_worker_is_filled_on_the_way_and_drops_writes_to_holes():
     """A write to a key the aggregate does not hold sends nothing on (the reader's
     domain never sees it); a fill from the base fills the aggregate, then the reader;
@@ -757,7 +775,6 @@ def test_an_eviction_goes_up_to_the_aggregate_and_down_behind_its_output():
     behind the aggregate's output), and once every frame is handled each key held
     has the count of every row written to it; a share of 0 empties both; the view
     dropped, nothing of the pair is left."""
-    import queue
 
     from noria_py.batch import Batch
 
@@ -778,16 +795,7 @@ def test_an_eviction_goes_up_to_the_aggregate_and_down_behind_its_output():
             w.frame(_fill_frame(base, i + 1, path, [k], [0], [[(k, 0)] * rows.get(k, 0)]))
         elif r < 0.85 and each:
             w.req_share(each * rng.randint(0, 4))
-        for _ in range(rng.randint(0, 6)):      # (a few frames handled: the rest wait)
-            try:
-                src, f = w.inbox.get_nowait()
-            except queue.Empty:
-                break
-            w.frame(f, src)
-        while _ready(ctl):
-            f = ctl.recv()
-            if f[0] == "mem" and f[3]:
-                each = each or f[3]
+        each = _handle_some(w, ctl, rng, each)
         held = set(rop.filled)          # (the aggregate's evictions on their way down
         leaving = set(w.partial.leaving.get(reader, {}))        # to it: keys leaving)
         assert held - set(op.holes.keys()) <= leaving, (i, held, set(op.holes.keys()))
@@ -935,7 +943,6 @@ def test_an_eviction_starts_at_the_count_and_goes_down_through_the_join():
     step the reader holds only keys the join holds or is letting go; once everything
     is handled the join holds only keys the COUNT holds, the reader only keys the join
     holds, each with every row written to it; a share of 0 empties all three."""
-    import queue
 
     from noria_py.batch import Batch
 
@@ -963,16 +970,7 @@ def test_an_eviction_starts_at_the_count_and_goes_down_through_the_join():
                 w.frame(f)
         elif each:
             w.req_share(each * rng.randint(0, 4))
-        for _ in range(rng.randint(0, 6)):      # (a few frames handled: the rest wait)
-            try:
-                src, f = w.inbox.get_nowait()
-            except queue.Empty:
-                break
-            w.frame(f, src)
-        while _ready(ctl):
-            f = ctl.recv()
-            if f[0] == "mem" and f[3]:
-                each = each or f[3]
+        each = _handle_some(w, ctl, rng, each)
         held = set(rop.filled)
         leaving = set(w.partial.leaving.get(reader, {}))
         assert held - set(jop.holes.keys()) <= leaving, (i, held, set(jop.holes.keys()))
