@@ -78,19 +78,6 @@ def _has_null(k) -> bool:
     return k is None or (type(k) is tuple and None in k)
 
 
-def _net(batch: Batch) -> Batch:
-    """A key's rows as a fill takes them: each row as many times as its signs add up to
-    (a fill's rows, and the writes added to them while it waited: ``Join.arrive``)."""
-    counts: dict[tuple, int] = {}
-    for r, s in zip(batch.rows, batch.signs):
-        counts[r] = counts.get(r, 0) + s
-    out = Batch()
-    for r, n in counts.items():
-        for _ in range(n):
-            out.add(r)
-    return out
-
-
 class Join(Operator, HeldKeys):
     kind = "join"
     stateful = True
@@ -177,7 +164,7 @@ class Join(Operator, HeldKeys):
         if sides[1 - port] is None:
             return None
         del self.waiting[token]
-        left, right = ([_net(b) for b in cast("list[Batch]", got)] for got in sides)
+        left, right = cast("tuple[list[Batch], list[Batch]]", tuple(sides))
         holes = self.holes
         assert holes is not None
         return [self.key_rows(k, padded) if k in holes else self.fill(k, lb, rb, padded)

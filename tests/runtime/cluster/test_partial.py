@@ -961,6 +961,9 @@ def test_an_eviction_starts_at_the_count_and_goes_down_through_the_join():
             t = f"t{i}"
             w.write(left[0], Batch([(k, t)]))
             articles.setdefault(k, []).append(t)
+        elif r < 0.32 and articles.get(k):      # (a delete: its sign -1 is netted)
+            t = articles[k].pop(rng.randrange(len(articles[k])))
+            w.write(left[0], Batch([(k, t)], [-1]))
         elif r < 0.45:
             w.write(right[0], Batch([(k, i)]))
             votes[k] = votes.get(k, 0) + 1
