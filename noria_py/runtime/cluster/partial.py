@@ -279,7 +279,8 @@ def _held_up(graph: Graph, nid: str, cols: tuple[int, ...],
 
 def evict_path(chains: list[Chain], held: list[Held]) -> list[str]:
     """The chain an eviction of the reader's keys takes: from the topmost operator held
-    (the first of ``held``) down (module docstring, Eviction); [] with none held."""
+    (the first of ``held``) down (module docstring, Eviction); with none held, the
+    first chain (an eviction then stays at the reader)."""
     if not held:
         return chains[0][0]
     top = held[0][0]

@@ -1003,7 +1003,8 @@ def test_an_eviction_starts_at_the_count_and_goes_down_through_the_join():
 def test_a_lost_partial_join_empties_its_reader_and_a_lost_count_the_join():
     """``req_partial_clear`` (the controller, when a worker hosting a held operator is
     lost): the join, the COUNT and the reader hosted here all become holes, the
-    waiting fills with them; the next fills fill them again, right."""
+    waiting fills with them; the next fills fill them again, right. A worker lost
+    anywhere drops the fills waiting at the join (``lose``)."""
     w, ctl, left, right, count, join, reader = _vote_worker(None)
     cop, jop, rop = w.graph[count].op, w.graph[join].op, w.graph[reader].op
     articles, votes = {1: ["a"], 2: ["b"]}, {1: 2}
@@ -1020,6 +1021,11 @@ def test_a_lost_partial_join_empties_its_reader_and_a_lost_count_the_join():
         w.frame(f)
     _pump(w)
     assert rop.lookup(1) == [(1, "a", 2)] and rop.lookup(2) == [(2, "b", None)]
+    w.frame(_fill_both(w, 4, left, right, [3], articles, votes)[1])     # (one side)
+    _pump(w)
+    assert jop.waiting
+    w.lose("w2")                # (another worker lost: its upquery failed, asked again)
+    assert not jop.waiting
     ctl.close()
 
 
