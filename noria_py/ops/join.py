@@ -33,6 +33,16 @@ is filtered and joined with array operations; in dicts otherwise. No checkpoint 
 taken: a partial join comes back
 from a crash all holes, and its reader's keys go with them (``Partial.lost``).
 
+In a cluster each side's rows of a fill come up a chain of their own, and arrive
+apart (``arrive``): the fill waits for the other side's (``waiting``). Each side's
+fill left its source behind everything the source sent before, so a write arriving on
+a side before that side's fill is in the fill (at a hole: dropped, as ever), and one
+arriving after it is not: while the fill waits, such a write's rows of its keys are
+added to the rows that side sent (``_wait``), and the hole is filled with both sides
+as of the second's arrival. A key held meanwhile (two upqueries) answers from its
+state. A fill waiting when a worker is lost never completes (its upquery is asked
+again): the cluster's worker drops the waiting fills then.
+
 Division by zero (``poison``: set where a side's plan divides as PostgreSQL does,
 noria_py/divzero.py): a row whose WHERE divided by zero comes as a row of markers, its
 join key the marker, which matches no real row. PostgreSQL fails a query whose scan of
@@ -46,7 +56,7 @@ the row's own values in it, so a read by that key fails for that key alone.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -54,7 +64,7 @@ from ..batch import Batch
 from ..divzero import DIV0
 from ..nan import concat
 from .dense import DenseRows, KeyMarks, RowsDelta
-from .holes import HeldKeys, Holes
+from .holes import HeldKeys, Holes, norm
 from .operator import Operator
 from .state import Flips, KeyedState, items
 
@@ -101,6 +111,10 @@ class Join(Operator, HeldKeys):
         self._exported: set[int] = set()
         #: per side, the keys its arrays changed since the last export (``tracking``)
         self._marks = (KeyMarks(), KeyMarks())
+        #: while partial in a cluster: the fills that have one side's rows and wait for
+        #: the other's (``arrive``): upquery -> (key -> its index, each side's rows of
+        #: each key so far, None until that side arrived)
+        self.waiting: dict[Any, tuple[dict[Any, list[int]], list[list[Batch] | None]]] = {}
         if self.holes is not None:          # partial: every key a hole now, and the
             self.holes.clear()              # reader's keys go with them
             self.holes.manager.lost(self.owner)
@@ -130,6 +144,43 @@ class Join(Operator, HeldKeys):
                     holes.touched_all()
         self._measure(key)
         return self.key_rows(key, padded)
+
+    def arrive(self, port: int, token: Any, keys: list[Any], rows: list[Batch],
+               padded: bool) -> list[Batch] | None:
+        """One side's rows of ``keys`` (as the sides keep them) for the fill ``token``, in
+        a cluster, where each side's rows come up a chain of their own: None while the
+        other side's have not arrived; then each key's output rows, a hole filled (with
+        the rows of the side that came first and every write to it since: ``waiting``),
+        a key held answered from its state (module docstring)."""
+        entry = self.waiting.get(token)
+        if entry is None:
+            where: dict[Any, list[int]] = {}
+            for i, k in enumerate(keys):
+                where.setdefault(norm(k), []).append(i)
+            sides: list[list[Batch] | None] = [None, None]
+            entry = self.waiting[token] = (where, sides)
+        where, sides = entry
+        sides[port] = [Batch(list(b.rows), list(b.signs)) for b in rows]
+        if sides[1 - port] is None:
+            return None
+        del self.waiting[token]
+        left, right = cast("tuple[list[Batch], list[Batch]]", tuple(sides))
+        holes = self.holes
+        assert holes is not None
+        return [self.key_rows(k, padded) if k in holes else self.fill(k, lb, rb, padded)
+                for k, lb, rb in zip(keys, left, right)]
+
+    def _wait(self, port: int, batch: Batch) -> None:
+        """A write on side ``port`` while fills wait (``arrive``): its rows of their keys
+        join the rows of that side where it came first (they are after its fill)."""
+        keyf = self.sides[port]._keyf
+        for where, sides in self.waiting.values():
+            got = sides[port]
+            if got is None:
+                continue
+            for r, s in zip(batch.rows, batch.signs):
+                for i in where.get(norm(keyf(r)), ()):
+                    got[i].add(r, s)
 
     def evict(self, key: Any) -> int:
         """Make the join key ``key`` a hole again; the bytes it was accounted at."""
@@ -193,6 +244,8 @@ class Join(Operator, HeldKeys):
     def _process(self, port: int, batch: Batch) -> Batch:
         holes = self.holes
         if holes is not None:           # partial: rows under holes stop here
+            if self.waiting:
+                self._wait(port, batch)
             own = self.sides[port]
             batch, slots = holes.select(batch, own.key, own._keyf)
             if not batch:

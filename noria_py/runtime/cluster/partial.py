@@ -1,9 +1,9 @@
-"""Partial readers, and aggregates above them, in a cluster (``noria-py serve --partial
-[--memory-limit BYTES]``): a parameterized view's reader shard holds only the keys
-read, on its worker (and so does an aggregate grouped by its key that feeds it
-alone, on its own worker), and a miss is an upquery that travels the replay path
-from the nearest ancestor holding the key to the reader, over the same channels as
-the writes.
+"""Partial readers, and aggregates and joins above them, in a cluster (``noria-py serve
+--partial [--memory-limit BYTES]``): a parameterized view's reader shard holds only
+the keys read, on its worker (and so do an aggregate grouped by its key and a join
+on its key that feed it alone, on their own workers), and a miss is an upquery that
+travels the replay paths from the nearest ancestors holding the key to the reader,
+over the same channels as the writes.
 
 What is partial. A reader whose key can be followed up a *chain* of single-parent
 filters, projections (passing the key columns on as plain columns) and sharders to
@@ -18,9 +18,18 @@ this reader alone (every node from it down has one child) and its own input lead
 up such a chain to a base: the chain then runs from the base through it, and it
 holds the keys filled through it (``through_held``: a hole is filled with the rows
 the fill carries, a key held answers from its state), its writes for other keys
-dropped on arrival (``Holes.select``). Joins, TopKs and DISTINCTs stay full in a
-cluster (the embedded engine's are partial). An aggregate held partial that a later
-view comes to share (an identical sub-plan) becomes full again (``recheck``).
+dropped on arrival (``Holes.select``). A join on exactly the key is held likewise
+when both its inputs lead up chains to bases (the vote view: ``article -> sharder ->
+join`` and ``vote -> sharder -> COUNT -> join``, the COUNT held too): the reader then
+has two chains, which meet at the join, and an upquery sends a fill up each; the
+join answers when both sides' rows have arrived (``Join.arrive``: the side that came
+first waits, and the writes that reach it on that side meanwhile, which are after
+its fill, are added to its rows; those on the other side before its fill are in that
+fill, and are dropped at the hole). Above a join at most one side holds an
+aggregate, and above an aggregate nothing more is held (``chain_and_ops``). TopKs
+and DISTINCTs stay full in a cluster (the embedded engine's are partial). An
+operator held partial that a later view comes to share (an identical sub-plan, it or
+a node below it) becomes full again, with the others held with it (``recheck``).
 
 How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 
@@ -69,11 +78,13 @@ still held. A partial reader never checkpoints: on a spare it
 comes back all holes, and each key is filled again when read (treeclock and lineage
 alike).
 
-Eviction through an aggregate. The rule: *a reader holds a key only while the
-aggregate above it holds it, or while the aggregate's eviction of it is on its way
-down to the reader* (else a write to the key would stop at the aggregate and the
-reader keep stale rows). So an eviction starts at the aggregate and travels down
-the chain like a fill: the reader's worker chooses the keys (its LRU, its share,
+Eviction through an aggregate or a join. The rule: *a node held partial holds a key
+only while the held operator above it holds it, or while that operator's eviction of
+it is on its way down to the node* (else a write to the key would stop above and
+the node keep stale rows). So an eviction starts at the topmost held operator (the
+vote view's COUNT, above its join; ``evict_path``) and travels down its chain like
+a fill, each held operator below (the join) making the keys holes as it passes and
+sending it on behind its own output: the reader's worker chooses the keys (its LRU, its share,
 below) and sends them up (``WorkerPartial``: a ``fill`` frame with request id
 ``EVICT``, to the aggregate's node, on any channel); the aggregate makes them holes
 and sends the eviction on to the reader on its output's channels, behind everything
@@ -84,10 +95,12 @@ hole at the aggregate, fills it from the base's rows and reaches the reader behi
 the eviction (FIFO per edge), so the order of fills and evictions is the
 aggregate's at every node below it. Between the choice and the eviction's arrival
 the keys are *leaving*: held (a hit still answers, as stale as a write in flight),
-not chosen again, no longer counted against the share. A lost aggregate comes back
-all holes: the controller asks its reader's worker to make every key a hole
-(``partial_clear``) when it declares the worker lost, before the recovery, and the
-chain's next fill follows the ping that follows that request. The aggregates'
+not chosen again, no longer counted against the share. A lost aggregate or join comes
+back all holes: the controller asks the workers of its reader and of every operator
+held with it to make every key a hole there (``partial_clear``) when it declares the
+worker lost, before the recovery, and the chain's next fill follows the ping that
+follows that request. A join's fill waiting for its other side when a worker is lost
+is dropped (``Worker.lose``): its upquery failed, and is asked again. The aggregates'
 bytes are not counted against the limit (they hold at most their reader's keys);
 a reader lost while its aggregate lives leaves the aggregate holding keys its
 reader no longer does, until each is read and evicted again.
@@ -129,6 +142,7 @@ from ...batch import Batch
 from ...errors import RecoveryError
 from ...partial import (
     Partial,
+    join_positions,
     op_key,
     read_by_key,
     reader_columns,
@@ -171,19 +185,23 @@ EVICT = -1
 def chain(graph: Graph, reader_id: str,
           allowed: set[str] | frozenset[str] = frozenset()) -> Chain | None:
     """The replay path of reader ``reader_id`` (module docstring), or None where the
-    reader cannot be partial in a cluster. An aggregate among ``allowed`` may be on
-    the way, held partial (``chain_and_ops``)."""
+    reader cannot be partial in a cluster, or where its key leads up several chains
+    (a join held partial among ``allowed``: ``chain_and_ops``)."""
     found = chain_and_ops(graph, reader_id, allowed)
-    return None if found is None else (found[0], found[1])
+    return None if found is None or len(found[0]) != 1 else found[0][0]
 
 
 def chain_and_ops(graph: Graph, reader_id: str, allowed: set[str] | frozenset[str]
-                  ) -> tuple[list[str], tuple[int, ...], list[Held]] | None:
-    """``chain``, and the aggregates on it held partial with the reader (each with its
-    output columns holding the key): one grouped by exactly the key, among
-    ``allowed`` (new: no state yet), feeding this reader alone (every node from it
-    down has one child), whose own input leads up a chain to a base. Otherwise the
-    aggregate is the chain's source, kept full."""
+                  ) -> tuple[list[Chain], list[Held]] | None:
+    """The chains of reader ``reader_id`` (one per source, each from it to the reader),
+    and the operators on them held partial with the reader (each with its output
+    columns holding the key; the topmost first: evictions start there). An aggregate
+    grouped by exactly the key, or a join on exactly the key, among ``allowed`` (new:
+    no state yet), feeding this reader alone (every node from it down has one child),
+    is held when its input leads up chains to bases (both inputs, for a join: two
+    chains meet at it); otherwise it is the chain's source, kept full. Above a held
+    aggregate nothing more is held, and above a join at most one branch holds one
+    (an eviction starts at one topmost node)."""
     node = graph[reader_id]
     reader = cast("Reader", node.op)
     if not read_by_key(reader) or len(node.parents) != 1:
@@ -191,38 +209,83 @@ def chain_and_ops(graph: Graph, reader_id: str, allowed: set[str] | frozenset[st
     cols = reader_columns(reader)
     if cols is None:
         return None
-    path = [reader_id]
-    held: list[Held] = []
-    fallback: tuple[list[str], tuple[int, ...], list[Held]] | None = None
-    alone = True                # (every node below has one child)
-    nid = node.parents[0]
+    found = _up(graph, node.parents[0], cols, allowed, True, False)
+    if found is None:
+        return None
+    chains, held = found
+    return [(path + [reader_id], c) for path, c in chains], held
+
+
+def _up(graph: Graph, nid: str, cols: tuple[int, ...], allowed: set[str] | frozenset[str],
+        alone: bool, bases: bool) -> tuple[list[Chain], list[Held]] | None:
+    """The chains from the sources of node ``nid``'s rows whose ``cols`` hold the key,
+    each ending at ``nid``, and the operators held on them (``chain_and_ops``); None
+    where there are none, or (``bases``: above a held operator) where one source is
+    not a base."""
+    seg: list[str] = []
     while True:
         n = graph[nid]
         op: Any = n.op
         kind = op.kind
-        path.append(nid)
+        seg.append(nid)
         alone = alone and len(n.children) == 1
         if kind in SOURCES:
             # (a source of the key itself: grouped, joined or partitioned by exactly it)
             if trace(graph, nid, cols) != [(nid, cols)]:
-                return fallback
-            if kind == "base" or fallback is not None:
-                return (path[::-1], cols, held) if kind == "base" else fallback
-            if kind in HELD and alone and nid in allowed and len(n.parents) == 1:
-                fallback = (path[::-1], cols, [])
-                held = [(nid, cols)]
-                cols = tuple(op.group_by[c] for c in cols)
-                nid = n.parents[0]
-                continue
-            return path[::-1], cols, held
+                return None
+            if kind != "base":
+                above = (_held_up(graph, nid, cols, allowed)
+                         if alone and nid in allowed else None)
+                if above is not None:
+                    chains, held = above
+                    return ([(p + seg[::-1], c) for p, c in chains], held + [(nid, cols)])
+                if bases:
+                    return None
+            return [(seg[::-1], cols)], []
         if kind not in THROUGH or len(n.parents) != 1:
-            return fallback
+            return None
         if kind == "project":
             projected = through_project(op, cols)
             if projected is None:
-                return fallback
+                return None
             cols = projected
         nid = n.parents[0]
+
+
+def _held_up(graph: Graph, nid: str, cols: tuple[int, ...],
+             allowed: set[str] | frozenset[str]) -> tuple[list[Chain], list[Held]] | None:
+    """The chains above operator ``nid`` (its output ``cols`` holding the key) if it can
+    be held partial: each ending at its parent (``_up``), from bases."""
+    n = graph[nid]
+    op: Any = n.op
+    if op.kind in HELD and len(n.parents) == 1:
+        return _up(graph, n.parents[0], tuple(op.group_by[c] for c in cols), frozenset(),
+                   True, True)
+    if op.kind != "join" or len(n.parents) != 2 or n.parents[0] == n.parents[1]:
+        return None
+    where = join_positions(op, cols)
+    if where is None:
+        return None
+    left = _up(graph, n.parents[0], tuple(op.left_keys[w] for w in where), allowed,
+               True, True)
+    if left is None:
+        return None
+    right = _up(graph, n.parents[1], tuple(op.right_keys[w] for w in where),
+                frozenset() if left[1] else allowed, True, True)
+    if right is None:
+        return None
+    return left[0] + right[0], left[1] + right[1]
+
+
+def evict_path(chains: list[Chain], held: list[Held]) -> list[str]:
+    """The chain an eviction of the reader's keys takes: from the topmost operator held
+    (the first of ``held``) down (module docstring, Eviction); with none held, the
+    first chain (an eviction then stays at the reader)."""
+    if not held:
+        return chains[0][0]
+    top = held[0][0]
+    path = next(p for p, _ in chains if top in p)
+    return path[path.index(top):]
 
 
 def through_held(op: Any, cols: tuple[int, ...], key: tuple[Any, ...], batch: Batch) -> Batch:
@@ -267,8 +330,8 @@ class ClusterPartial(Partial):
     def __init__(self, graph: Graph, runtime: ClusterRuntime, limit: int | None) -> None:
         super().__init__(graph, cast(Any, runtime), limit)
         self.cluster = runtime
-        #: partial reader -> its chain
-        self.chains: dict[str, Chain] = {}
+        #: partial reader -> its chains (one per source; two meet at a join held)
+        self.chains: dict[str, list[Chain]] = {}
         #: partial reader -> the aggregates on its chain held partial with it
         self.held: dict[str, list[Held]] = {}
         #: reader -> ``ClusterRuntime.releases`` when its chain's workers were last
@@ -295,30 +358,36 @@ class ClusterPartial(Partial):
         found = chain_and_ops(self.graph, reader_id, fresh)
         if found is None:
             return False
-        path, cols, held = found
-        self.chains[reader_id] = (path, cols)
+        chains, held = found
+        self.chains[reader_id] = chains
         self.held[reader_id] = held
         for nid in [reader_id] + [h for h, _ in held]:
             op: Any = self.graph[nid].op
             op.partial = True               # (the stand-in, and the plan's copy it wraps)
             getattr(op, "local", op).partial = True
         self.cluster.announce(("partial", reader_id, self.limit,
-                               [[h, list(c)] for h, c in held], path))
+                               [[h, list(c)] for h, c in held], evict_path(chains, held)))
         return True
 
     def recheck(self) -> None:
-        """After the graph grew (under the database lock): an aggregate held partial that
-        now feeds another view too (an identical sub-plan, built once) becomes full
-        again, as embedded (noria_py/partial.py, rule 7). Once nothing is in flight (no
+        """After the graph grew (under the database lock): an aggregate or join held
+        partial that now feeds another view too (an identical sub-plan, built once: it,
+        or a node between it and the reader, has another child now) becomes full
+        again, with every operator held with it, as embedded (noria_py/partial.py,
+        rule 7). Once nothing is in flight (no
         message, no upquery), every worker makes it full and empty and its reader all
         holes (``["full", reader, [aggregate]]``, a catalog change); then it is filled
         from its input's full output and settled, as a new node is, and its reader's
         chain ends at it."""
         rt = self.cluster
         for reader_id, held in list(self.held.items()):
-            shared = [nid for nid, _ in held if len(self.graph[nid].children) > 1]
-            if not shared:
-                continue
+            ids = {nid for nid, _ in held}
+            below = {n for path, _ in self.chains[reader_id]
+                     for n in path[min((path.index(h) for h in ids if h in path),
+                                       default=len(path)):-1]}
+            if not any(len(self.graph[n].children) > 1 for n in below):
+                continue                # (each from a held operator down feeds it alone)
+            shared = [nid for nid, _ in held]   # (and those above it: full again together)
             rt.wait()
             deadline = time.monotonic() + FILL_TIMEOUT
             while rt.upqueries and time.monotonic() < deadline:
@@ -328,7 +397,7 @@ class ClusterPartial(Partial):
                 op: Any = self.graph[nid].op
                 op.partial = False
                 getattr(op, "local", op).partial = False
-            self.chains[reader_id] = cast(Chain, chain(self.graph, reader_id))
+            self.chains[reader_id] = [cast(Chain, chain(self.graph, reader_id))]
             self.held[reader_id] = []
             initialize(self.graph, set(shared))
             rt.settle(set(shared))
@@ -378,20 +447,25 @@ class ClusterPartial(Partial):
 
     def worker_lost(self, worker: str, nodes: list[str] | None = None) -> None:
         """Its readers' keys died with it: its share goes back to the pool. A partial
-        aggregate among its ``nodes`` comes back all holes, so its reader's keys become
-        holes too (asked now, before the recovery: the reader's worker handles it
-        before the ping that precedes the chain's next fill, and the aggregate sends
-        nothing for any key until a fill)."""
+        aggregate or join among its ``nodes`` comes back all holes, so its reader's keys
+        become holes too, and so do those of every operator held with it (asked of
+        their workers now, before the recovery: each handles it before the ping that
+        precedes the chain's next fill, and the lost operator sends nothing for any key
+        until a fill)."""
         rt = self.cluster
         lost = set(nodes or ())
         for reader_id, held in self.held.items():
-            w = rt.workers.get(rt.placement.get(reader_id, ""))
-            if reader_id not in lost and w is not None and w.alive \
-                    and any(h in lost for h, _ in held):
-                try:
-                    rt.request(w, "partial_clear", reader_id)     # (not waited for)
-                except WorkerLost:
-                    pass
+            if not any(h in lost for h, _ in held):
+                continue
+            hosts = {rt.placement.get(n, "") for n in [reader_id] + [h for h, _ in held]
+                     if n not in lost}
+            for name in hosts:      # (the reader and every operator held with it)
+                w = rt.workers.get(name)
+                if w is not None and w.alive:
+                    try:
+                        rt.request(w, "partial_clear", reader_id)     # (not waited for)
+                    except WorkerLost:
+                        pass
         with self.share_lock:
             self.shares.pop(worker, None)
             self.seen.pop(worker, None)
@@ -475,12 +549,12 @@ class ClusterPartial(Partial):
         reader ``reader_id``: their rows, which the reader then holds. A worker lost
         meanwhile: once the chain is up again, upqueried again."""
         rt = self.cluster
-        path, cols = self.chains[reader_id]
+        chains = self.chains[reader_id]
         tuples = [k if type(k) is tuple else (k,) for k in keys]
         deadline = time.monotonic() + RECOVERY_TIMEOUT
         while True:
             try:
-                return self._upquery(reader_id, path, cols, tuples)
+                return self._upquery(reader_id, chains, tuples)
             except WorkerLost as e:
                 left = deadline - time.monotonic()
                 control: Any = rt.control
@@ -491,16 +565,17 @@ class ClusterPartial(Partial):
                     raise RecoveryError(f"an upquery of view {self.graph[reader_id].view!r} "
                                         f"found its path down for over {RECOVERY_TIMEOUT:.0f} "
                                         f"s ({e})") from None
-                for n in path:
+                for n in {n for path, _ in chains for n in path}:
                     rt.wait_up(n, left)
                 time.sleep(0.01)
 
-    def _upquery(self, reader_id: str, path: list[str], cols: tuple[int, ...],
+    def _upquery(self, reader_id: str, chains: list[Chain],
                  keys: list[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
         rt = self.cluster
+        nodes = [n for path, _ in chains for n in path]
         with rt.control or threading.RLock():       # (in order with the writes)
             with rt.lock:
-                down = [n for n in path if n not in rt.up]
+                down = [n for n in nodes if n not in rt.up]
             if down:
                 raise WorkerLost(f"node {down[0]} is down until its recovery")
             if rt.releases != self.synced.get(reader_id, 0):
@@ -508,17 +583,20 @@ class ClusterPartial(Partial):
                 # ``release`` first (a ping behind it is answered after it), else this
                 # fill could reach one that still holds its messages, and be dropped
                 synced = rt.releases
-                for w in {rt.worker_of(n).name: rt.worker_of(n) for n in path}.values():
+                for w in {rt.worker_of(n).name: rt.worker_of(n) for n in nodes}.values():
                     rt.ask(w, "ping", timeout=FILL_TIMEOUT)
                 self.synced[reader_id] = synced
             at = rt.worker_of(reader_id)
             self._grant(at, len(keys))
             rid, fut = rt.expect_upquery(at)
-            batches = None
-            if self.graph[path[0]].kind == "base":     # (its rows are here)
-                batches = [encode_batch(b) for b in source_rows(self.graph, path, cols, keys)]
-            rt.worker_of(path[0]).put(
-                ["fill", path[0], ["", rid, path, [list(k) for k in keys], list(cols), batches]])
+            for path, cols in chains:       # (one fill a chain: they meet at a join)
+                batches = None
+                if self.graph[path[0]].kind == "base":     # (its rows are here)
+                    batches = [encode_batch(b)
+                               for b in source_rows(self.graph, path, cols, keys)]
+                rt.worker_of(path[0]).put(["fill", path[0], ["", rid, path,
+                                                             [list(k) for k in keys],
+                                                             list(cols), batches]])
         self.upqueries += len(keys)
         try:
             out = fut.result(FILL_TIMEOUT)
@@ -531,15 +609,25 @@ class ClusterPartial(Partial):
     def all_rows(self, reader_id: str) -> list[tuple[Any, ...]]:
         """Every row of the reader's view shard, computed from the chain's source's whole
         output (nothing is filled)."""
-        path, cols = self.chains[reader_id]
-        src: Any = self.graph[path[0]].op
-        batch: Batch = src.index_rows(cols, None) if src.kind == "base" else src.snapshot()
+        chains = self.chains[reader_id]
         held = dict(self.held.get(reader_id, ()))
-        for i in range(1, len(path) - 1):
-            if path[i] in held:         # (computed by a full copy: nothing is filled)
-                batch = getattr(self.graph[path[i]].op, "local").computed(batch)
-            else:
-                batch = step(self.graph, path[i], path[i + 1], batch)
+        sources = {path[0]: cols for path, cols in chains}
+        below = {a: b for path, _ in chains for a, b in zip(path, path[1:])}
+
+        def output(nid: str) -> Batch:
+            """What ``nid`` sends the next node of its chain, for every key."""
+            op: Any = self.graph[nid].op
+            if nid in sources:
+                out: Batch = (op.index_rows(sources[nid], None) if op.kind == "base"
+                              else op.snapshot())
+                return out
+            parents = self.graph[nid].parents
+            if nid in held:             # (computed by a full copy: nothing is filled)
+                out = getattr(op, "local").computed(*[output(p) for p in parents])
+                return out
+            return step(self.graph, nid, below[nid], output(parents[0]))
+
+        batch = output(self.graph[reader_id].parents[0])
         op: Any = self.graph[reader_id].op
         reader = getattr(op, "local", op)
         if reader.select is not None:

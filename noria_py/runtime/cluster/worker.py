@@ -42,9 +42,10 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   memory limit, [[aggregate, key columns]], chain]`` (every worker marks the reader
   partial, and the aggregates held partial with it) and ``["full", reader,
   [aggregate]]`` (a later view shares them: full again, the reader all holes), the
-  request ``partial_clear`` (a held aggregate was lost: the reader all holes), and
-  ``["fill", dst, body]`` (an eviction, its request id ``EVICT``, goes up from the
-  reader's worker to the aggregate, which sends it down like a fill); a fill comes
+  request ``partial_clear`` (a held aggregate or join was lost: the reader and the
+  operators held with it all holes), and ``["fill", dst, body]`` (an eviction, its
+  request id ``EVICT``, goes up from the reader's worker to the topmost operator
+  held, which sends it down like a fill); a fill comes
   from the controller (at an upquery's source) or from the chain's node before
   ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
   (its upquery fails with the loss and is sent again); the reader's worker answers the
@@ -303,6 +304,8 @@ class Worker:
         self.partial: WorkerPartial | None = None
         #: the aggregates held partial here or not, each with its key's output columns
         self.held_cols: dict[str, tuple[int, ...]] = {}
+        #: partial reader -> the operators held partial with it (topmost first)
+        self.held_by: dict[str, list[str]] = {}
         #: ``serve --writes worker``: the bases hosted here keep their rows and validate
         #: their writes (``accept``); the accepted ones wait, their output held, until
         #: the base's log replica, or with none the controller's history, has them
@@ -426,8 +429,10 @@ class Worker:
             op: Any = self.graph[nid].op
             op.make_partial(self.partial.ops, reader)
             self.held_cols[nid] = tuple(cols)
-            self.partial.hold(reader_id, nid, list(path))
             self._no_checkpoints(nid)
+        if held:                        # (evictions start at the topmost: partial.py)
+            self.partial.hold(reader_id, str(held[0][0]), list(path))
+        self.held_by[reader_id] = [str(nid) for nid, _ in held]
         self.partial.paths[reader_id] = reader.key
         self.partial.path_ids[reader_id] = []
         reader.make_partial(self.partial)
@@ -442,6 +447,7 @@ class Worker:
         if reader_id in self.domains:
             partial.lost(cast("Reader", self.graph[reader_id].op))
         partial.release_held(reader_id)
+        self.held_by.pop(reader_id, None)
         for nid in nids:
             cast(Any, self.graph[nid].op).make_full()
             self.held_cols.pop(nid, None)
@@ -464,9 +470,15 @@ class Worker:
             self.send(frame)
 
     def req_partial_clear(self, reader_id: str) -> None:
-        """The partial aggregate above reader ``reader_id`` was lost (it comes back all
-        holes): every key of the reader becomes a hole too (partial.py, Failures)."""
-        if self.partial is not None and reader_id in self.domains:
+        """An operator held partial with reader ``reader_id`` was lost (it comes back all
+        holes): every key of the reader, and of each operator held with it here,
+        becomes a hole too (partial.py, Failures)."""
+        if self.partial is None:
+            return
+        for nid in self.held_by.get(reader_id, ()):
+            if nid in self.domains:
+                cast(Any, self.graph[nid].op).reset()
+        if reader_id in self.domains:
             self.partial.lost(cast("Reader", self.graph[reader_id].op))
 
     def _removed(self, node_id: str) -> None:
@@ -475,6 +487,7 @@ class Worker:
             self.partial.release_held(node_id)
             self.partial._queue = []
         self.held_cols.pop(node_id, None)
+        self.held_by.pop(node_id, None)
         self.removed.add(node_id)
         self.early.pop(node_id, None)
         self.replica_logs.drop(node_id)         # (a dropped table's log, its copy)
@@ -878,7 +891,7 @@ class Worker:
                 if self.partial is not None:
                     self.partial.evicted(m.dst, key_tuples)
                 return
-            if at == 0:
+            if m.dst in self.held_cols:     # (the topmost held, then each below it)
                 op: Any = self.graph[m.dst].op
                 if op.holes is not None:
                     for k in key_tuples:
@@ -907,7 +920,16 @@ class Worker:
                     self.send(["mem", partial.total, self._held_keys(), filled])
                 self.send(["rep", rid, answers])
                 return
-            if m.dst in self.held_cols:     # (an aggregate held partial: filled on the way)
+            if m.dst in self.held_cols and self.graph[m.dst].kind == "join":
+                op = self.graph[m.dst].op   # (held partial: both sides' fills meet here)
+                hc = self.held_cols[m.dst]
+                side = self.graph[m.dst].parents.index(path[at - 1])
+                done = op.arrive(side, rid, [op_key(op, hc, k) for k in key_tuples], rows,
+                                 all(c < op.left_width for c in hc))
+                if done is None:
+                    return              # (until the other side's rows arrive)
+                rows = done
+            elif m.dst in self.held_cols:   # (an aggregate held partial: filled on the way)
                 op = self.graph[m.dst].op
                 hc = self.held_cols[m.dst]
                 rows = [through_held(op, hc, k, b) for k, b in zip(key_tuples, rows)]
@@ -1358,6 +1380,8 @@ class Worker:
         for nid, via in self.replica_of.items():
             if via == name:             # (writes wait for the next: ``set_replica``)
                 self.replica_of[nid] = NO_REPLICA_YET
+        for nid in self.held_cols:      # (their upqueries failed: asked again)
+            getattr(self.graph[nid].op, "waiting", {}).clear()
         if self.peer_server is not None:
             self.peer_server.cut(name)
         for held in (self.holding, self.early):

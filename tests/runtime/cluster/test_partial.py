@@ -15,7 +15,7 @@ import pytest
 
 import noria_py
 from noria_py.runtime.cluster.launch import Cluster
-from noria_py.runtime.cluster.partial import chain, chain_and_ops
+from noria_py.runtime.cluster.partial import chain, chain_and_ops, evict_path
 from noria_py.runtime.cluster.reads import rows_found
 from tests.differential.helpers import normalize
 
@@ -24,10 +24,12 @@ from .test_cluster import _differential_with_kill
 DDL = ["CREATE TABLE t1 (a INT, b INT, c TEXT)", "CREATE TABLE t2 (a INT, d INT)"]
 #: name -> SQL with one ? (the same text in DuckDB); each reader's chain ends at a base
 #: (v_rows, v_filter, v_text; v_count, v_max and v_n through their aggregate, held
-#: partial), a join (v_join, v_left, v_vote: the vote view's shape) or a TopK (v_top).
-#: v_vote's COUNT is v_n's (one sub-plan): if v_n is made first, its aggregate is held
-#: partial, then full again when v_vote comes to share it; else it is v_n's source
-#: (which of the two comes first is the seed's)
+#: partial; v_join and v_left through their join, held partial, from both tables),
+#: a full join (v_vote: the vote view's shape) or a TopK (v_top). v_vote's COUNT is
+#: v_n's (one sub-plan): if v_n is made first, its aggregate is held partial, then
+#: full again when v_vote comes to share it; else it is v_n's source (which of the two
+#: comes first is the seed's), and v_vote's join, above a full COUNT, its source.
+#: v_votes is the vote view with a COUNT of its own: its join and COUNT held partial
 VIEWS = {
     "v_rows": "SELECT a, b, c FROM t1 WHERE a = ?",
     "v_filter": "SELECT b, c FROM t1 WHERE a = ? AND b > 2",
@@ -40,6 +42,8 @@ VIEWS = {
     "v_n": "SELECT a, COUNT(*) AS n FROM t1 WHERE a = ? GROUP BY a",
     "v_vote": "SELECT t2.a, t2.d, vc.n FROM t2 LEFT JOIN (SELECT a, COUNT(*) AS n FROM t1 "
               "GROUP BY a) AS vc ON t2.a = vc.a WHERE t2.a = ?",
+    "v_votes": "SELECT t2.a, t2.d, vc.n FROM t2 LEFT JOIN (SELECT a, COUNT(b) AS n FROM t1 "
+               "GROUP BY a) AS vc ON t2.a = vc.a WHERE t2.a = ?",
 }
 #: a view that stays full (its key cannot be followed to one source): read beside
 FULL = {"v_distinct": "SELECT DISTINCT a, b FROM t1 WHERE a = ?"}
@@ -173,8 +177,9 @@ def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
         _check(db, model, rng, {**VIEWS, **FULL}, wrong, every=True)
         con = _oracle(model)
         for name, sql in (("v_rows", "SELECT a, b, c FROM t1"),      # (through a
-                          ("v_count", "SELECT a, COUNT(*), SUM(b) FROM t1 GROUP BY a")):
-            got = normalize(db.view(name).all())                # partial aggregate)
+                          ("v_count", "SELECT a, COUNT(*), SUM(b) FROM t1 GROUP BY a"),
+                          ("v_votes", VIEWS["v_votes"].replace(" WHERE t2.a = ?", ""))):
+            got = normalize(db.view(name).all())    # partial aggregate; join and COUNT)
             if got != normalize(con.execute(sql).fetchall()):
                 wrong.append((name, "all()", got))
         _check_memory(db)
@@ -253,11 +258,22 @@ def test_chains_of_partial_readers():
                     assert found is None, (shards, name)
                 held = chain_and_ops(db.graph_, r, set(db.graph_.nodes))
                 if name in ("v_count", "v_max"):    # (held partial, if new; v_n shares its)
-                    assert held is not None and len(held[2]) == 1, (shards, name)
-                    assert db.graph_[held[0][0]].kind == "base"
-                    assert db.graph_[held[2][0][0]].kind in ("aggregate", "extremum")
-                elif found is not None:
-                    assert held is not None and held[:2] == found and not held[2]
+                    assert held is not None and len(held[1]) == 1, (shards, name)
+                    assert [db.graph_[p[0]].kind for p, _ in held[0]] == ["base"]
+                    assert db.graph_[held[1][0][0]].kind in ("aggregate", "extremum")
+                elif name in ("v_join", "v_left", "v_votes"):   # (held: two chains meet)
+                    assert held is not None and len(held[0]) == 2, (shards, name)
+                    assert [db.graph_[n].kind for n, _ in held[1]] == (
+                        ["aggregate", "join"] if name == "v_votes" else ["join"])
+                    join = held[1][-1][0]
+                    top = evict_path(*held)     # (evictions start at the topmost held)
+                    assert top[0] == held[1][0][0] and top[-1] == r
+                    assert [held[1][0][0] in p for p, _ in held[0]] == (
+                        [False, True] if name == "v_votes" else [True, True])
+                    for p, _ in held[0]:
+                        assert db.graph_[p[0]].kind == "base" and join in p and p[-1] == r
+                elif found is not None:     # (v_vote: its COUNT is v_n's, full, its source)
+                    assert held is not None and held[0] == [found] and not held[1]
         db.close()
 
 
@@ -706,6 +722,24 @@ def _ready(ctl) -> bool:
     return ctl._start != ctl._end or bool(select.select([ctl.sock], [], [], 0)[0])
 
 
+def _handle_some(w, ctl, rng: random.Random, each: int | None) -> int | None:
+    """A few of the frames the worker sent itself handled (the rest wait), then what it
+    sent the controller read: ``each``, or the bytes its first fill's keys took."""
+    import queue
+
+    for _ in range(rng.randint(0, 6)):
+        try:
+            src, f = w.inbox.get_nowait()
+        except queue.Empty:
+            break
+        w.frame(f, src)
+    while _ready(ctl):
+        f = ctl.recv()
+        if f[0] == "mem" and f[3]:
+            each = each or f[3]
+    return each
+
+
 def test_a_partial_aggregate_on_a_worker_is_filled_on_the_way_and_drops_writes_to_holes():
     """A write to a key the aggregate does not hold sends nothing on (the reader's
     domain never sees it); a fill from the base fills the aggregate, then the reader;
@@ -741,7 +775,6 @@ def test_an_eviction_goes_up_to_the_aggregate_and_down_behind_its_output():
     behind the aggregate's output), and once every frame is handled each key held
     has the count of every row written to it; a share of 0 empties both; the view
     dropped, nothing of the pair is left."""
-    import queue
 
     from noria_py.batch import Batch
 
@@ -762,16 +795,7 @@ def test_an_eviction_goes_up_to_the_aggregate_and_down_behind_its_output():
             w.frame(_fill_frame(base, i + 1, path, [k], [0], [[(k, 0)] * rows.get(k, 0)]))
         elif r < 0.85 and each:
             w.req_share(each * rng.randint(0, 4))
-        for _ in range(rng.randint(0, 6)):      # (a few frames handled: the rest wait)
-            try:
-                src, f = w.inbox.get_nowait()
-            except queue.Empty:
-                break
-            w.frame(f, src)
-        while _ready(ctl):
-            f = ctl.recv()
-            if f[0] == "mem" and f[3]:
-                each = each or f[3]
+        each = _handle_some(w, ctl, rng, each)
         held = set(rop.filled)          # (the aggregate's evictions on their way down
         leaving = set(w.partial.leaving.get(reader, {}))        # to it: keys leaving)
         assert held - set(op.holes.keys()) <= leaving, (i, held, set(op.holes.keys()))
@@ -831,4 +855,200 @@ def test_a_shared_partial_aggregate_becomes_full_again_in_a_cluster():
         want = [(k, 11, sum(range(k, 200, 20)) + 1) for k in range(20)]
         assert sorted(db.view("w").all()) == want
         assert [db.view("v").lookup(k)[0] for k in range(20)] == want
+        db.close()
+
+
+# ---------------------------------------------------------------- a partial join
+
+VOTE = ("CREATE VIEW vv AS SELECT article.id, article.title, vc.n FROM article LEFT JOIN "
+        "(SELECT aid, COUNT(*) AS n FROM vote GROUP BY aid) AS vc ON article.id = vc.aid "
+        "WHERE article.id = ?")
+
+
+def _vote_worker(limit: int | None):
+    """A worker hosting the vote view, its join and COUNT held partial with its reader
+    (as ``ClusterPartial.install`` announces them): (worker, controller's end, the
+    article chain, the vote chain, COUNT, join, reader)."""
+    w, ctl, views = _worker_with(["CREATE TABLE article (id INT, title TEXT)",
+                                  "CREATE TABLE vote (aid INT, u INT)", VOTE])
+    (reader,) = views["vv"]
+    found = chain_and_ops(w.graph, reader, set(w.graph.nodes))
+    assert found is not None
+    chains, held = found
+    w.make_partial(reader, limit, [[h, list(c)] for h, c in held], evict_path(chains, held))
+    (left, _), (right, _) = chains
+    return w, ctl, left, right, held[0][0], held[1][0], reader
+
+
+def _fill_both(w, rid: int, left: list[str], right: list[str], keys: list[int],
+               articles: dict[int, list], votes: dict[int, int], first: int = 0) -> list:
+    """The two fill frames of one upquery of ``keys`` (each chain's, from its table's rows
+    as of now, as the controller sends them), the chain ``first`` first."""
+    frames = [_fill_frame(left[0], rid, left, keys, [0],
+                          [[(k, t) for t in articles.get(k, [])] for k in keys]),
+              _fill_frame(right[0], rid, right, keys, [0],
+                          [[(k, 0)] * votes.get(k, 0) for k in keys])]
+    return frames if first == 0 else frames[::-1]
+
+
+def _votes_of(k: int, articles: dict[int, list], votes: dict[int, int]) -> list:
+    return sorted((k, t, votes.get(k) or None) for t in articles.get(k, []))
+
+
+def test_a_partial_join_on_a_worker_waits_for_both_sides_and_drops_writes_to_holes():
+    """A write to a key the join does not hold stops there (the reader's domain never
+    sees it; a vote stops at the COUNT); a fill's first side waits at the join (no
+    answer) for the other's, a write arriving meanwhile on the side that came first
+    being added to its rows (it is after that side's fill); a second fill of a key
+    held answers from the join's state, not joined again; writes after are joined."""
+    from noria_py.batch import Batch
+
+    w, ctl, left, right, count, join, reader = _vote_worker(None)
+    cop, jop, rop = w.graph[count].op, w.graph[join].op, w.graph[reader].op
+    before = w.domains[reader].time
+    w.write(left[0], Batch([(1, "a"), (2, "b")]))
+    w.write(right[0], Batch([(1, 10), (2, 20)]))
+    _pump(w)
+    assert jop.holes.n == 0 and cop.holes.n == 0 and w.domains[reader].time == before
+    articles, votes = {1: ["a"], 2: ["b"]}, {1: 1, 2: 1}
+    lf, rf = _fill_both(w, 7, left, right, [1], articles, votes)
+    w.frame(lf)
+    _pump(w)
+    assert not _ready(ctl) and 1 not in jop.holes      # (the join waits for the votes)
+    w.write(left[0], Batch([(1, "c")]))                 # (after the article side's fill)
+    articles[1].append("c")
+    _pump(w)
+    w.frame(rf)
+    _pump(w)
+    assert ctl.recv() == ("rep", 7, (((1, "a", 1), (1, "c", 1)),))
+    assert 1 in jop.holes and 1 in cop.holes and not jop.waiting
+    for f in _fill_both(w, 8, left, right, [1], articles, votes, first=1):
+        w.frame(f)                                      # (held: answered from state)
+    _pump(w)
+    assert ctl.recv() == ("rep", 8, (((1, "a", 1), (1, "c", 1)),))
+    w.write(right[0], Batch([(1, 11), (2, 21)]))
+    w.write(left[0], Batch([(2, "d")]))
+    _pump(w)
+    assert sorted(rop.lookup(1)) == [(1, "a", 2), (1, "c", 2)] and rop.lookup(2) is None
+    assert 2 not in jop.holes and 2 not in cop.holes
+    ctl.close()
+
+
+def test_an_eviction_starts_at_the_count_and_goes_down_through_the_join():
+    """The vote view's COUNT above its join above its reader, all held: random writes to
+    both tables, upqueries (both chains' fills, either first), shares, the frames
+    handled a few at a time. The order an eviction takes: chosen at the reader, sent up
+    to the COUNT (the topmost held), which makes the keys holes and sends it down
+    behind its output to the join, which does the same to the reader. So after every
+    step the reader holds only keys the join holds or is letting go; once everything
+    is handled the join holds only keys the COUNT holds, the reader only keys the join
+    holds, each with every row written to it; a share of 0 empties all three."""
+
+    from noria_py.batch import Batch
+
+    w, ctl, left, right, count, join, reader = _vote_worker(1 << 20)
+    cop, jop, rop = w.graph[count].op, w.graph[join].op, w.graph[reader].op
+    assert w.partial.upstream[reader] == (count, [count, join, reader])
+    rng = random.Random(5)
+    articles: dict[int, list] = {}
+    votes: dict[int, int] = {}
+    each = None
+    evicted = 0
+    for i in range(400):
+        r = rng.random()
+        k = rng.randrange(8)
+        if r < 0.25:
+            t = f"t{i}"
+            w.write(left[0], Batch([(k, t)]))
+            articles.setdefault(k, []).append(t)
+        elif r < 0.32 and articles.get(k):      # (a delete: its sign -1 is netted)
+            t = articles[k].pop(rng.randrange(len(articles[k])))
+            w.write(left[0], Batch([(k, t)], [-1]))
+        elif r < 0.45:
+            w.write(right[0], Batch([(k, i)]))
+            votes[k] = votes.get(k, 0) + 1
+        elif r < 0.75:
+            for f in _fill_both(w, i + 1, left, right, [k, rng.randrange(8)], articles,
+                                votes, first=rng.randrange(2)):
+                w.frame(f)
+        elif each:
+            w.req_share(each * rng.randint(0, 4))
+        each = _handle_some(w, ctl, rng, each)
+        held = set(rop.filled)
+        leaving = set(w.partial.leaving.get(reader, {}))
+        assert held - set(jop.holes.keys()) <= leaving, (i, held, set(jop.holes.keys()))
+        evicted = max(evicted, len(leaving))
+        if i % 25 == 24:                # (everything handled: every row right)
+            _pump(w)
+            while _ready(ctl):
+                ctl.recv()
+            assert set(rop.filled) <= set(jop.holes.keys()) <= set(cop.holes.keys()), i
+            assert not jop.waiting
+            for key in rop.filled:
+                assert sorted(rop.lookup(key)) == _votes_of(key, articles, votes), (i, key)
+    assert evicted                      # (evictions were on their way at some step)
+    _pump(w)
+    w.req_share(0)
+    _pump(w)
+    assert not set(rop.filled) and jop.holes.n == 0 and cop.holes.n == 0
+    w.req_share(1 << 20)
+    for k in range(8):                  # (every row right once filled again)
+        for f in _fill_both(w, 1000 + k, left, right, [k], articles, votes):
+            w.frame(f)
+        _pump(w)
+        assert sorted(rop.lookup(k)) == _votes_of(k, articles, votes)
+    ctl.close()
+
+
+def test_a_lost_partial_join_empties_its_reader_and_a_lost_count_the_join():
+    """``req_partial_clear`` (the controller, when a worker hosting a held operator is
+    lost): the join, the COUNT and the reader hosted here all become holes, the
+    waiting fills with them; the next fills fill them again, right. A worker lost
+    anywhere drops the fills waiting at the join (``lose``)."""
+    w, ctl, left, right, count, join, reader = _vote_worker(None)
+    cop, jop, rop = w.graph[count].op, w.graph[join].op, w.graph[reader].op
+    articles, votes = {1: ["a"], 2: ["b"]}, {1: 2}
+    for f in _fill_both(w, 1, left, right, [1, 2], articles, votes):
+        w.frame(f)
+    w.frame(_fill_both(w, 2, left, right, [3], articles, votes)[0])     # (one side)
+    _pump(w)
+    assert rop.lookup(1) == [(1, "a", 2)] and rop.lookup(2) == [(2, "b", None)]
+    assert jop.waiting
+    w.req_partial_clear(reader)
+    assert rop.lookup(1) is None and jop.holes.n == 0 and cop.holes.n == 0
+    assert not jop.waiting
+    for f in _fill_both(w, 3, left, right, [2, 1], articles, votes, first=1):
+        w.frame(f)
+    _pump(w)
+    assert rop.lookup(1) == [(1, "a", 2)] and rop.lookup(2) == [(2, "b", None)]
+    w.frame(_fill_both(w, 4, left, right, [3], articles, votes)[1])     # (one side)
+    _pump(w)
+    assert jop.waiting
+    w.lose("w2")                # (another worker lost: its upquery failed, asked again)
+    assert not jop.waiting
+    ctl.close()
+
+
+@pytest.mark.slow
+def test_a_shared_partial_join_becomes_full_again_in_a_cluster():
+    """A view created later whose plan shares the join (and so the COUNT above it) of a
+    partial vote view: both are full again (``graph()``), filled from the tables, and
+    both views answer right, before and after more writes."""
+    with Cluster(workers=2, shards=2, extra=("--partial",)) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE article (id INT, title TEXT)")
+        db.execute("CREATE TABLE vote (aid INT, u INT)")
+        db.execute(VOTE)
+        db.table("article").insert([(i, f"t{i}") for i in range(20)])
+        db.table("vote").insert([(i % 10, i) for i in range(100)])
+        assert db.view("vv").lookup(3) == [(3, "t3", 10)]
+        held = [n for n in db.graph() if n["kind"] in ("aggregate", "join")]
+        assert len(held) == 4 and all(n["partial"] for n in held)
+        db.execute(VOTE.replace("vv", "ww").replace(" WHERE article.id = ?", ""))
+        assert not any(n["partial"] for n in db.graph() if n["kind"] in ("aggregate", "join"))
+        db.table("vote").insert([(k, 1) for k in range(20)])
+        db.wait()
+        want = [(k, f"t{k}", 11 if k < 10 else 1) for k in range(20)]
+        assert sorted(db.view("ww").all()) == want
+        assert [db.view("vv").lookup(k)[0] for k in range(20)] == want
         db.close()
