@@ -65,7 +65,9 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   the checkpoint's ``ck`` frame); the recovery's requests ``causal_state``,
   ``causal_inflight``, ``causal_handoff``, ``causal_restore``, ``causal_replay``,
   ``causal_parent_restarted`` (and the lines' ``uc_base``,
-  ``uc_source`` for a lost base or VALUES node)
+  ``uc_source`` for a lost base or VALUES node); from the controller, its garbage
+  collection ``["cgc", stable marks, levels]`` (``causal_gc``); ``causal_sizes`` says
+  what the logs hold
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their

@@ -19,6 +19,7 @@ from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.causal import Gathered
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.messages import CausalMessage, Indexed, Message
+from noria_tools.causalgc import SCHEMA
 from tests.runtime.cluster.test_cluster import SEEDS, _differential_with_kill
 
 
@@ -254,17 +255,14 @@ def test_garbage_collection_keeps_the_logs_flat_and_what_recovery_needs(writes, 
     needs is still there (``_needs``); then the aggregate's worker is SIGKILLed and its
     nodes come back causally, the views right. Plants caught (each by the asserts in
     ``_needs``): an in-flight log trimmed one past the child's level, a held
-    determinant dropped one past the stable mark, the store folded to the mark after
-    the stable one."""
+    determinant dropped one past the stable mark, the store folded to the newest mark."""
     from noria_py.runtime.cluster.server import Server
     monkeypatch.setenv("NORIA_TUNING", "CHECKPOINT_EVERY=4")
     server = Server(port=0, workers=2, shards=1, channels="relay", regime="causal")
     try:
         db = server.db
-        db.execute("CREATE TABLE t (a INT, b INT)")
-        db.execute("CREATE TABLE u (a INT, b INT)")
-        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
-        db.execute("CREATE VIEW w AS SELECT a FROM t WHERE b > 2 UNION ALL SELECT a FROM u")
+        for sql in SCHEMA:
+            db.execute(sql)
         want_v: Counter = Counter()
         want_w: Counter = Counter()
 
