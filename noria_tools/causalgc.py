@@ -2,8 +2,8 @@
 a cluster", garbage collection): ``noria-py serve --regime causal`` in process (2
 workers, relay channels), two tables, a ``COUNT`` view and a filter-``UNION ALL`` view,
 ``--writes`` one-row writes (a wait every 500), a mark every ``--every`` messages. At
-each half it prints the held sizes: the in-flight logs (messages, encoded bytes), the
-determinants held (entries; encoded bytes of those held of other nodes), the marks, the
+each half it prints the held sizes: the in-flight logs (messages; bytes, as on the wire), the
+determinants held (encoded bytes of those held of other nodes), the marks, the
 checkpoint store (entries in the chains' bases, deltas not folded) and the bases'
 histories (rows kept); and the writes per second of the whole run (waits included).
 
@@ -16,6 +16,8 @@ import argparse
 import os
 import time
 from typing import Any
+
+from noria_py.storage.codec import packb
 
 #: the tables and views (also ``tests/runtime/cluster/test_causal.py``'s)
 SCHEMA = ("CREATE TABLE t (a INT, b INT)", "CREATE TABLE u (a INT, b INT)",
@@ -54,7 +56,7 @@ def sizes(server: Any) -> dict[str, int]:
         for c in dict.fromkeys(node.children):
             msgs = rt.call(n, "causal_inflight", c, log_from.get((n, c), 0))
             out["inflight_msgs"] += len(msgs)
-            out["inflight_bytes"] += len(repr(msgs))
+            out["inflight_bytes"] += len(packb(msgs, big_ints=True))
     with rt.store_lock:
         for n in graph.nodes:
             rows, deltas = rt.store.size(n)
