@@ -68,7 +68,7 @@ from .embedded import EmbeddedRuntime
 from .messages import CausalMessage, Message
 
 __all__ = ["CausalMessage", "CausalRuntime", "CausalState", "DetLog", "Determinants", "Mark",
-           "decode", "encode", "newest_mark"]
+           "decode", "drop_determinants", "encode", "newest_mark", "stabilize", "trim_inflight"]
 
 
 class Mark(NamedTuple):
@@ -193,6 +193,39 @@ def newest_mark(marks: Iterable[Mark], time: int | float) -> Mark | None:
         if m.time <= time:
             found = m
     return found
+
+
+def stabilize(marks: list[Mark], low: int | float) -> int | None:
+    """``marks`` (oldest first) of a node whose children will never ask for its times up
+    to ``low``: those older than the newest at or below ``low`` dropped (in place); the
+    stable mark's time (None: no mark). The garbage collection's one rule, embedded and
+    in a cluster (``runtime/cluster/causal.py: Causal.gc``)."""
+    if not marks:
+        return None
+    i = 0
+    while i + 1 < len(marks) and marks[i + 1].time <= low:
+        i += 1
+    if i:
+        del marks[:i]
+    return marks[0].time
+
+
+def trim_inflight(cs: CausalState, child: str, level: int) -> None:
+    """The in-flight log to ``child`` without its messages up to ``level`` (the parent-time
+    of ``child``'s stable mark: a recovery of ``child`` never asks for them again)."""
+    log = cs.inflight.get(child)
+    while log and log[0].time <= level:
+        log.popleft()
+    if cs.log_from.get(child, 0) < level:
+        cs.log_from[child] = level
+
+
+def drop_determinants(cs: CausalState, nid: str, origin: str, upto: int) -> None:
+    """Node ``nid`` drops ``origin``'s determinants (its own when ``origin`` is itself)
+    up to ``upto``, ``origin``'s stable mark's time (never replayed below it)."""
+    log = cs.own if origin == nid else cs.held.get(origin)
+    if log is not None:
+        log.truncate(upto)
 
 
 class Determinants:
@@ -538,11 +571,7 @@ class CausalRuntime(EmbeddedRuntime):
             pcs = self.causal[p]
             level = self.level(d.id, p)
             pcs.progress[d.id] = level
-            log = pcs.inflight.get(d.id)
-            while log and log[0].time <= level:
-                log.popleft()
-            if pcs.log_from.get(d.id, 0) < level:
-                pcs.log_from[d.id] = level
+            trim_inflight(pcs, d.id, level)
             children = pd.node.children
             if all(c in pcs.progress for c in children):
                 self._stabilize(p, min(pcs.progress[c] for c in children))
@@ -550,22 +579,11 @@ class CausalRuntime(EmbeddedRuntime):
     def _stabilize(self, nid: str, low: int) -> None:
         """``nid``'s children will never ask for its times up to ``low``: its newest mark
         at or below it becomes stable, and its determinants up to there are dropped."""
-        marks = self.marks.get(nid)
-        if not marks:
+        stable = stabilize(self.marks.get(nid, []), low)
+        if stable is None:
             return
-        i = 0
-        while i + 1 < len(marks) and marks[i + 1].time <= low:
-            i += 1
-        if i:
-            del marks[:i]
-        stable = marks[0].time
-        own = self.causal[nid].own
-        if own is not None:
-            own.truncate(stable)
-        for h in self.holders.get(nid, ()):
-            held = self.causal[h].held.get(nid)
-            if held is not None:
-                held.truncate(stable)
+        for h in [nid, *self.holders.get(nid, ())]:
+            drop_determinants(self.causal[h], h, nid, stable)
 
     def _trim_history(self, base_id: str, d: Domain, history: object) -> None:
         """A base's writes its children will never ask for again (at or below every

@@ -329,12 +329,20 @@ class CheckpointStore:
             chain.fold(delta)
         else:
             chain.deltas.append((time, dict(parent_times), delta))
-            while chain.deltas and chain.deltas[0][0] <= stable:
-                chain.time, chain.parent_times, d = chain.deltas.pop(0)
-                chain.fold(d)
-        clocks = chain.clocks
         if clock is not None:
-            clocks[time] = clock
+            chain.clocks[time] = clock
+        self.fold_upto(node_id, stable)
+
+    def fold_upto(self, node_id: str, stable: int) -> None:
+        """Fold ``node_id``'s deltas at or below ``stable`` (its low mark: no restore
+        asks for a checkpoint below it) into its chain's base."""
+        chain = self._chains.get(node_id)
+        if chain is None:
+            return
+        while chain.deltas and chain.deltas[0][0] <= stable:
+            chain.time, chain.parent_times, d = chain.deltas.pop(0)
+            chain.fold(d)
+        clocks = chain.clocks
         for t in [t for t in clocks if t < chain.time]:
             del clocks[t]
 

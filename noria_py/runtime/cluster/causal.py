@@ -51,10 +51,30 @@ child only what it has not taken and refilling its own in-flight logs; a live ch
 whose newest mark reflects less of it than the restart marks now. Then the held
 messages go (duplicates dropped by sender time).
 
-Not built: garbage collection (the embedded regime's stable marks): the in-flight logs,
-the determinants held, the marks and the checkpoint chains grow with the run, in the
-workers' and the controller's memory; ``determinant_depth`` (every node below holds,
-the embedded default) and standbys.
+**Garbage collection** (``Causal.gc``), the embedded regime's rule over every node at
+once. The controller has every mark (the ``pt`` frames), so it stands in for the
+children's reports to their parents (embedded: a node tells each parent the
+parent-time of its stable mark every ``tuning.ACK_EVERY`` messages): every
+``max(8, nodes)`` marks (with the database's lock, when free), children first, each node's stable mark
+becomes the newest at or below what its children's stable marks took of it
+(``causal.stabilize``, the embedded function; a node without children, its newest);
+older marks leave. One ``["cgc", stable marks, levels]`` frame (msgpack maps of
+integers, never pickled) on each worker's control connection then has each node drop
+the determinants of every origin up to that origin's stable mark, its own and those it
+holds (``causal.drop_determinants``), and trim its in-flight log to each child up to
+the child's level, its stable mark's parent-time (``causal.trim_inflight``); a base's
+history here is trimmed to its children's lowest level, and its checkpoint chain in
+the store here folded up to its stable mark (``CheckpointStore.fold_upto``). What a restart from a stable
+mark needs is therefore never dropped: its checkpoint (the chain's base is at or below
+it), its parents' in-flight logs and histories after its parent-times, the
+determinants after it; a recovery's mark is never below the stable one (every child
+took at least its stable mark's parent-time), so ``plan_operator``'s coverage check
+and refusal are unchanged. Not run while a node is down (its recovery goes first, with
+the database's lock as the collection: frames queued before a recovery's requests on a
+connection are handled before them). A lagging mark here only makes a level lower.
+
+Not built: ``determinant_depth`` (every node below holds, the embedded default) and
+standbys.
 
 Invariants: ``marks[n]`` are ``n``'s marks in time order, each with its checkpoint in
 the store (a stateful ``n``); a lost node is touched only once every lost node has a
@@ -71,7 +91,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import Error
 from ...recovery.causal import OperatorPlan, plan_operator, replay_order
 from ...recovery.report import RecoveryReport
-from ..causal import Determinants, DetLog, Mark, decode, newest_mark
+from ..causal import Determinants, DetLog, Mark, decode, newest_mark, stabilize
 from ..messages import CausalMessage, Message
 from .epochs import snapshots
 from .errors import WorkerLost
@@ -130,6 +150,8 @@ class Causal:
         #: the determinants' plan of the graph (who holds whose), for recovery
         self.det = Determinants()
         self.taken = 0                       # marks received
+        self.due = 0                         # marks since the last garbage collection
+        self.collections = 0                 # garbage collections sent to the workers
 
     # ------------------------------------------------------------ normal operation
 
@@ -139,6 +161,74 @@ class Causal:
         with self.lock:
             self.marks.setdefault(f[1], []).append(Mark(pt.time, pt.parent_times))
             self.taken += 1
+            self.due += 1
+            due = self.due >= max(8, len(self.rt.graph.nodes))
+        if due:
+            self._collect()
+
+    def _collect(self) -> None:
+        """A garbage collection, now that as many marks came as the graph has nodes (8
+        at least), if the database's lock is free (this is a worker's reader thread:
+        it never waits for it; a recovery or DDL holding it, the next mark tries)."""
+        control = self.rt.control
+        if control is None or not control.acquire(blocking=False):
+            return
+        try:
+            self.gc()
+        finally:
+            control.release()
+
+    def gc(self) -> bool:
+        """The embedded regime's garbage collection over every node at once, from the
+        marks here (module docstring, "Garbage collection"): children first, each node's
+        stable mark the newest at or below what its children's stable marks took of it
+        (``causal.stabilize``); every worker told each node's stable mark (its
+        determinants dropped up to there wherever held) and each edge's level (the
+        child's stable mark's parent-time: the parent's in-flight log to it trimmed up
+        to there); the bases' histories trimmed to their children's levels. Not with a
+        node down (its recovery runs first). Whether it ran."""
+        rt = self.rt
+        graph = rt.graph
+        order = graph.topological()
+        with rt.lock:
+            if any(n not in rt.up for n in rt.placement):
+                return False
+        stables: dict[str, int] = {}
+        levels: dict[str, dict[str, int]] = {}
+        lows: dict[str, int] = {}
+        with self.lock:
+            self.due = 0
+            marks = self.marks
+            for n in reversed(order):
+                node = graph[n]
+                kids = list(dict.fromkeys(node.children))
+                taken = [marks[c][0].parent_times.get(n, 0) for c in kids if marks.get(c)]
+                whole = len(taken) == len(kids)   # (a child not marked yet reports nothing)
+                if n in rt.durable:
+                    if whole and taken:
+                        lows[n] = min(taken)
+                    continue
+                ms = marks.get(n)
+                if not ms:
+                    continue
+                if whole:
+                    stables[n] = stabilize(ms, min(taken, default=float("inf"))) or 0
+                for p, level in ms[0].parent_times.items():
+                    if p not in rt.durable:
+                        levels.setdefault(p, {})[n] = level
+            self.collections += 1
+        with rt.lock:
+            for w in rt.workers.values():
+                if w.alive:
+                    w.put(["cgc", stables, levels])
+        store = rt.store
+        if store is not None:
+            with rt.store_lock:
+                for n, t in stables.items():
+                    store.fold_upto(n, t)
+        for b, low in lows.items():
+            rt.durable[b].trim(low)
+        return True
 
     def forget(self, node_id: str) -> None:
         """A node dropped with its view, or emptied for a lineage rebuild."""

@@ -73,7 +73,9 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   the checkpoint's ``ck`` frame); the recovery's requests ``causal_state``,
   ``causal_inflight``, ``causal_handoff``, ``causal_restore``, ``causal_replay``,
   ``causal_parent_restarted`` (and the lines' ``uc_base``,
-  ``uc_source`` for a lost base or VALUES node)
+  ``uc_source`` for a lost base or VALUES node); from the controller, its garbage
+  collection ``["cgc", stable marks, levels]`` (``causal_gc``); ``causal_sizes`` says
+  what the logs hold
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
@@ -125,7 +127,7 @@ from ...tls import client_context as tls_client_context
 from ...tls import connect as tls_connect
 from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
-from ..causal import CausalState, Determinants, encode
+from ..causal import CausalState, Determinants, drop_determinants, encode, trim_inflight
 from ..checkpoints import Entries, InputDelta
 from ..checkpoints import delta as checkpoint_delta
 from ..checkpoints import load as checkpoint_load
@@ -769,6 +771,42 @@ class Worker:
                              or since[1] >= tuning.CHECKPOINT_ROWS):
             self._uc_take(d)
         return len(m.batch)
+
+    def causal_gc(self, stables: dict[str, int], levels: dict[str, dict[str, int]]) -> None:
+        """The controller's garbage collection (``["cgc", stable marks, levels]``,
+        ``causal.py: Causal.gc``): each live node here drops every origin's
+        determinants up to that origin's stable mark, and its in-flight log to each
+        child up to the child's level."""
+        if not (isinstance(stables, dict) and isinstance(levels, dict)):
+            raise wire.ProtocolError("a collection must be [cgc, stable marks, levels]")
+        for nid, cs in self.cstate.items():
+            d = self.domains.get(nid)
+            if d is None or not d.alive or nid in self.holding:
+                continue
+            for o in [nid, *cs.held]:
+                t = stables.get(o)
+                if type(t) is int:
+                    drop_determinants(cs, nid, o, t)
+            for c, level in (levels.get(nid) or {}).items():
+                if type(level) is int:
+                    trim_inflight(cs, str(c), level)
+
+    def req_causal_sizes(self) -> dict[str, Any]:
+        """Per live node shard here: its in-flight logs (child -> [the time after which
+        each is complete, messages held]) and the determinants it holds, its own
+        among them (origin -> [the time before the first, how many]): what the
+        garbage collection bounds (tests, ``bench``)."""
+        out: dict[str, Any] = {}
+        for nid, cs in self.cstate.items():
+            d = self.domains.get(nid)
+            if d is None or not d.alive:
+                continue
+            logs = dict(cs.held)
+            if cs.own is not None:
+                logs[nid] = cs.own
+            out[nid] = [{c: [cs.log_from.get(c, 0), len(q)] for c, q in cs.inflight.items()},
+                        {o: [log.start, len(log.ports)] for o, log in logs.items()}]
+        return out
 
     def req_causal_state(self, origins: Sequence[str]) -> dict[str, Any]:
         """Per live node shard here: its last-seen times, and the determinants it holds
@@ -1669,6 +1707,8 @@ class Worker:
             self.release(list(f[1]))
         elif op == "tick":
             self.tick(int(f[1]))
+        elif op == "cgc":
+            self.causal_gc(f[1], f[2])
         elif op == "retire":
             self.reads.drop_old()
         elif op == "adopt":
