@@ -3,7 +3,11 @@
 
 Recovery time grows with the data behind the purged nodes, which is what the
 tree-clock protocol avoids. The runtime is drained first (messages to dead nodes are
-lost), so the surviving nodes' state is a consistent cut to rebuild from.
+lost), so the surviving nodes' state is a consistent cut to rebuild from; the caller
+keeps every write out from before that drain until the rebuilt nodes are settled (the
+database's lock, and a cluster's ``pause`` of the writes taken at its workers), or a
+write in between would reach a node emptied for the rebuild besides its parents' state
+(doubled) or be behind the times it settles at (lost).
 """
 from __future__ import annotations
 

@@ -1640,16 +1640,22 @@ class ClusterRuntime(Runtime):
             if leftover:
                 # one rebuild for all of them: each one's purge set may read another
                 rest = [n for n in order if not self.alive(n) and n not in leftover]
-                self.resets = []
+                # (writes at the workers: none may land between the rebuild's wait and
+                # its settle, which our lock holds back only for writes made here)
+                paused = self.pause_writes()
                 try:
-                    reports.append(lineage.recover(self.graph, self, *leftover, *rest))
-                except Exception:
-                    for r in self.resets + list(self.restored):   # emptied, not refilled
-                        self._abandon(r)
-                    raise
-                finally:
                     self.resets = []
-                self._release()
+                    try:
+                        reports.append(lineage.recover(self.graph, self, *leftover, *rest))
+                    except Exception:
+                        for r in self.resets + list(self.restored):   # emptied, not refilled
+                            self._abandon(r)
+                        raise
+                    finally:
+                        self.resets = []
+                    self._release()
+                finally:
+                    self.resume_writes(paused)
             if refused is not None:
                 for report in reports:
                     report.fallback = refused

@@ -350,6 +350,54 @@ def test_a_replicas_log_is_trimmed_no_further_than_the_controller_has_the_writes
         db.close()
 
 
+@pytest.mark.slow
+def test_no_write_at_a_worker_lands_inside_a_lineage_rebuild(monkeypatch):
+    """A lineage rebuild fills the purged nodes from the controller's copy of the tables
+    and the bases' times, after a ``wait``: a client's write at a live base's worker
+    in between would reach a purged node emptied for the rebuild (dropped, or applied
+    besides the copy), so the rebuild pauses those writes (as a catalog change does).
+    One is made at that point (the first ``reset``): it must wait for the rebuild, and
+    be in the view once."""
+    from noria_py.runtime.cluster import controller
+    server = Server(port=0, workers=2, shards=2, writes="worker", strategy="lineage")
+    try:
+        url = f"noria://127.0.0.1:{server.address[1]}"
+        db = noria_py.connect(url)
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
+        g = db.graph()
+        base = next(n for n in g if n["kind"] == "base")
+        victim = next(n for n in g if n["pid"] != base["pid"])     # the base lives on
+        late = noria_py.connect(url)
+        table = late.table("vote")
+        table.insert([(i % 4, i) for i in range(40)])   # (then it knows where)
+        db.wait()
+        landed = threading.Event()
+        waited: list[bool] = []
+        reset = controller.ClusterRuntime.reset
+
+        def reset_with_a_write(self, node_id: str) -> None:
+            if not waited:
+                threading.Thread(target=lambda: (table.insert([(0, -1)]),
+                                                 landed.set())).start()
+                waited.append(landed.wait(1.0))
+                time.sleep(0.1)             # (its output on its way to the purged nodes)
+            reset(self, node_id)
+        monkeypatch.setattr(controller.ClusterRuntime, "reset", reset_with_a_write)
+        db.fail(victim["id"])               # (SIGKILL)
+        report = db.recover(victim["id"])
+        assert report.strategy == "lineage", report
+        assert landed.wait(30)              # (taken once the rebuild is done)
+        db.wait()
+        assert sorted(db.view("c").all()) == [(0, 11), (1, 10), (2, 10), (3, 10)]
+        assert waited == [False]            # (the write waited for the rebuild)
+        late.close()
+        db.close()
+    finally:
+        server.stopped.set()
+        server.close()
+
+
 def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
     """A write at the base's worker is acknowledged once the base's log replica (the
     other worker) holds it, not the controller: with the replica stopped (SIGSTOP) it
@@ -395,4 +443,3 @@ def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
     assert db.view("held_votes").lookup(1) == [(1, 8)]
     assert [n["pid"] for n in db.graph() if n["id"] == base["id"]] != [base["pid"]]
     db.close()
-
