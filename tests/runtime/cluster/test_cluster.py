@@ -129,6 +129,18 @@ def test_sigkill_soak(seed, monkeypatch):
     _differential_with_kill(seed, monkeypatch)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[:8])
+def test_lineage_regime_sigkill_soak_on_direct_channels(seed, monkeypatch):
+    """``serve --regime lineage`` on direct channels: every lost worker's nodes, and
+    what is below them, rebuilt from the bases while the clients keep writing. (With
+    ``--writes worker``, which needs tree clocks, a rebuild is the fallback's:
+    test_writes.py's ``test_no_write_at_a_worker_lands_inside_a_lineage_rebuild``.)"""
+    reports = _differential_with_kill(seed, monkeypatch, extra=("--regime", "lineage"),
+                                      channels="direct")
+    assert reports and {r.strategy for r in reports} == {"lineage"}, reports
+
+
 def _coordinated(seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1) -> None:
     """``noria-py serve --regime coordinated``: epochs every write, every 3 writes or
     as shipped (128: only those the graph changes take), relay and direct channels;
