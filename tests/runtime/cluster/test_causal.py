@@ -21,6 +21,7 @@ from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.messages import CausalMessage, Indexed, Message
 from noria_tools.causalgc import SCHEMA
 from tests.runtime.cluster.test_cluster import SEEDS, _differential_with_kill
+from tests.runtime.cluster.test_lines import counted_writes
 
 
 def _causal(seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1) -> list:
@@ -158,18 +159,7 @@ def test_a_lost_node_without_a_mark_is_rebuilt_by_lineage_and_it_says_so(channel
     server = Server(port=0, workers=2, shards=2, channels=channels, regime="causal")
     try:
         db = server.db
-        db.execute("CREATE TABLE t (a INT, b INT)")
-        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
-        want = Counter()
-
-        def write(n: int) -> None:
-            # (under the server's lock, as it takes every client's write: a recovery
-            # holds it, so no write lands inside one; ``db`` itself takes none)
-            rows = [(i % 5, i) for i in range(n)]
-            with server.lock:
-                db.table("t").insert(rows)
-            want.update(a for a, _ in rows)
-
+        write, want = counted_writes(server)
         for _ in range(10):
             write(10)
         db.wait()

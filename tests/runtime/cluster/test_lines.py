@@ -7,6 +7,8 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -179,6 +181,25 @@ def test_cic_every_checkpoint_is_on_a_consistent_line(monkeypatch):
         server.close()
 
 
+def counted_writes(server: Any) -> tuple[Callable[[int], None], Counter[int]]:
+    """Table ``t (a, b)`` and view ``v`` (its COUNT by ``a``) on an in-process
+    ``Server``'s database; returns a writer of ``n`` rows ``(i % 5, i)`` and the counts
+    the view should hold. Each write is under the server's lock, as the server takes
+    every client's write: a recovery holds it, so no write lands inside one (``db``
+    itself takes none)."""
+    db = server.db
+    db.execute("CREATE TABLE t (a INT, b INT)")
+    db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+    want: Counter[int] = Counter()
+
+    def write(n: int) -> None:
+        rows = [(i % 5, i) for i in range(n)]
+        with server.lock:
+            db.table("t").insert(rows)
+        want.update(a for a, _ in rows)
+    return write, want
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("channels", ["direct", "relay"])
 def test_without_a_line_the_lost_nodes_are_rebuilt_by_lineage_and_it_says_so(channels, monkeypatch):
@@ -190,18 +211,7 @@ def test_without_a_line_the_lost_nodes_are_rebuilt_by_lineage_and_it_says_so(cha
     server = Server(port=0, workers=2, shards=2, channels=channels, regime="uncoordinated")
     try:
         db = server.db
-        db.execute("CREATE TABLE t (a INT, b INT)")
-        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
-        want = Counter()
-
-        def write(n: int) -> None:
-            # (under the server's lock, as it takes every client's write: a recovery
-            # holds it, so no write lands inside one; ``db`` itself takes none)
-            rows = [(i % 5, i) for i in range(n)]
-            with server.lock:
-                db.table("t").insert(rows)
-            want.update(a for a, _ in rows)
-
+        write, want = counted_writes(server)
         for _ in range(10):
             write(10)
         db.wait()
