@@ -122,6 +122,20 @@ def _among(counts: dict[str, int], live: dict[str, Any]) -> dict[str, int]:
     return {w: n for w, n in counts.items() if w in live and n}
 
 
+def _answered(answers: list[tuple[WorkerHandle, Future[Any]]], doing: str) -> None:
+    """Wait for each worker's answer; a lost worker's is not needed (the caller says why),
+    and one that does not come within ``WAIT_TIMEOUT`` (a stopped worker, not yet
+    declared lost) is an ``OperationalError`` that names the worker and what it did not do."""
+    for w, fut in answers:
+        try:
+            fut.result(WAIT_TIMEOUT)
+        except WorkerLost:
+            pass
+        except TimeoutError:
+            raise OperationalError(f"worker {w.name} (pid {w.pid}) did not {doing} within "
+                                   f"{WAIT_TIMEOUT:.0f} s") from None
+
+
 class WorkerHandle:
     def __init__(self, name: str, conn: wire.Connection, pid: int,
                  proc: Launched | None = None,
@@ -715,14 +729,11 @@ class ClusterRuntime(Runtime):
             futs = []
             for w in ws:
                 try:
-                    futs.append(self.request(w, "copy_out"))
+                    futs.append((w, self.request(w, "copy_out")))
                 except WorkerLost:
                     pass
-            for fut in futs:
-                try:
-                    fut.result(WAIT_TIMEOUT)
-                except WorkerLost:
-                    pass            # (its writes: its replica's, for the recovery)
+            # (a lost worker's writes: its replica's, for the recovery)
+            _answered(futs, "send the writes it acknowledged")
         if not self.copies:
             return
         with self.lock:
@@ -780,24 +791,28 @@ class ClusterRuntime(Runtime):
         """Hold clients' writes at the workers (writes at the workers) for a catalog
         change, which fills new nodes from the table copies here: once each live
         worker has answered, every write it accepted is in the history and in those
-        copies, and none is taken until ``resume_writes``."""
+        copies, and none is taken until ``resume_writes``. If this raises (a worker
+        that does not answer within ``WAIT_TIMEOUT``: ``OperationalError``), the workers it paused are
+        resumed first: a failed catalog change leaves no writer waiting."""
         if not self.at_workers:
             return []
-        with self.lock:
-            ws = [w for w in self.workers.values() if w.alive]
-            answers = []
-            for w in ws:
-                rid = next(self.rids)
-                fut: Future[Any] = Future()
-                w.pending[rid] = fut
-                w.put(["pause", rid])
-                answers.append(fut)
-        for fut in answers:
-            try:
-                fut.result(WAIT_TIMEOUT)
-            except WorkerLost:
-                pass                    # (its writes: the history's, for the recovery)
-        self.apply_copies()
+        ws: list[WorkerHandle] = []
+        try:
+            with self.lock:
+                answers = []
+                for w in [w for w in self.workers.values() if w.alive]:
+                    rid = next(self.rids)
+                    fut: Future[Any] = Future()
+                    w.pending[rid] = fut
+                    ws.append(w)
+                    w.put(["pause", rid])
+                    answers.append((w, fut))
+            # (a lost worker's writes: the history's, for the recovery)
+            _answered(answers, "hold its clients' writes for a catalog change")
+            self.apply_copies()
+        except BaseException:
+            self.resume_writes(ws)      # (none left holding its clients' writes)
+            raise
         return ws
 
     def resume_writes(self, ws: list[WorkerHandle]) -> None:

@@ -572,15 +572,16 @@ class Server:
         nodes are back it can run again (at most 10 times)."""
         for attempt in range(10):
             lock = self._settled()
-            paused = self.runtime.pause_writes()    # (writes at the workers: held)
+            paused: list[Any] = []
             try:
+                paused = self.runtime.pause_writes()    # (writes at the workers: held)
                 return change()
             except WorkerLost:
                 if attempt == 9:
                     raise
             finally:
                 self.runtime.resume_writes(paused)
-                lock.release()
+                lock.release()      # (also when the pause itself failed)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def m_execute(self, sql: str, params: Sequence[Any] | None) -> list[Any]:

@@ -398,6 +398,46 @@ def test_no_write_at_a_worker_lands_inside_a_lineage_rebuild(monkeypatch):
         server.close()
 
 
+def test_a_pause_that_times_out_leaves_no_worker_paused(monkeypatch):
+    """A catalog change pauses the clients' writes at every worker; when one worker does
+    not answer in time (stopped: SIGSTOP), the change fails with an error that says so,
+    and the workers it paused, the stopped one included, take writes again once it goes
+    on, and the next catalog change is not locked out."""
+    from noria_py.runtime.cluster import controller
+    server = Server(port=0, workers=2, shards=2, writes="worker", heartbeat_timeout=30)
+    try:
+        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
+        g = db.graph()
+        base = next(n for n in g if n["kind"] == "base")
+        other = next(n["pid"] for n in g if n["pid"] != base["pid"])
+        t = db.table("vote")
+        t.insert([(1, 1)])                  # (then it knows where)
+        db.wait()
+        monkeypatch.setattr(controller, "WAIT_TIMEOUT", 0.5)
+        os.kill(other, signal.SIGSTOP)
+        try:
+            with pytest.raises(noria_py.OperationalError, match="did not hold its clients'"):
+                server.runtime.pause_writes()
+            with pytest.raises(noria_py.Error, match=r"worker .* did not .* within 0 s"):
+                db.execute("CREATE VIEW d AS SELECT a, u FROM vote WHERE a = ?")
+        finally:
+            os.kill(other, signal.SIGCONT)
+        monkeypatch.setattr(controller, "WAIT_TIMEOUT", 60.0)
+        done = threading.Event()
+        threading.Thread(target=lambda: (t.insert([(1, 2)]), done.set()), daemon=True).start()
+        assert done.wait(20)                # (not held by a pause nobody resumed)
+        db.execute("CREATE VIEW d AS SELECT a, u FROM vote WHERE a = ?")   # (not locked out)
+        db.wait()
+        assert db.view("c").all() == [(1, 2)]
+        assert db.view("d").lookup(1) == [(1, 1), (1, 2)]
+        db.close()
+    finally:
+        server.stopped.set()
+        server.close()
+
+
 def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
     """A write at the base's worker is acknowledged once the base's log replica (the
     other worker) holds it, not the controller: with the replica stopped (SIGSTOP) it
