@@ -11,14 +11,18 @@ one source that answers for the key from its own state (``chain``): a base table
 (its rows are on the controller, which builds an index on the key at the first
 upquery: ``Base.index_rows``), or a full aggregate or MIN/MAX grouped by exactly the
 key, join on exactly the key, or TopK partitioned by exactly the key, on a worker.
-Anything else (a union, a DISTINCT, several sources) leaves the reader full. An
-aggregate or MIN/MAX grouped by exactly the key is *held* partial with the reader
-(``chain_and_ops``) instead of being its source when it is new (no state yet), feeds
-this reader alone (every node from it down has one child) and its own input leads
-up such a chain to a base: the chain then runs from the base through it, and it
-holds the keys filled through it (``through_held``: a hole is filled with the rows
-the fill carries, a key held answers from its state), its writes for other keys
-dropped on arrival (``Holes.select``). A join on exactly the key is held likewise
+Anything else (a union, a full DISTINCT, several sources) leaves the reader full. An
+aggregate or MIN/MAX grouped by exactly the key, or a TopK partitioned by exactly
+the key, is *held* partial with the reader (``chain_and_ops``) instead of being its
+source when it is new (no state yet), feeds this reader alone (every node from it
+down has one child) and its own input leads up such a chain to a base: the chain
+then runs from the base through it, and it holds the keys filled through it
+(``through_held``: a hole is filled with the rows the fill carries, a key held
+answers from its state: its group's row, its window), its writes for other keys
+dropped on arrival (``Holes.select``). A DISTINCT (never a source: it keeps no index
+by the key when full) is held the same way, or its reader stays full; a sharded one
+never is (the planner partitions it by all its columns and re-shards below it, so
+it does not feed one reader shard alone), as embedded. A join on exactly the key is held likewise
 when both its inputs lead up chains to bases (the vote view: ``article -> sharder ->
 join`` and ``vote -> sharder -> COUNT -> join``, the COUNT held too): the reader then
 has two chains, which meet at the join, and an upquery sends a fill up each; the
@@ -26,8 +30,8 @@ join answers when both sides' rows have arrived (``Join.arrive``: the side that 
 first waits, and the writes that reach it on that side meanwhile, which are after
 its fill, are added to its rows; those on the other side before its fill are in that
 fill, and are dropped at the hole). Above a join at most one side holds an
-aggregate, and above an aggregate nothing more is held (``chain_and_ops``). TopKs
-and DISTINCTs stay full in a cluster (the embedded engine's are partial). An
+aggregate, and above an aggregate, TopK or DISTINCT nothing more is held
+(``chain_and_ops``). An
 operator held partial that a later view comes to share (an identical sub-plan, it or
 a node below it) becomes full again, with the others held with it (``recheck``).
 
@@ -141,9 +145,12 @@ from typing import TYPE_CHECKING, Any, cast
 from ...batch import Batch
 from ...errors import RecoveryError
 from ...partial import (
+    GROUPED,
+    KEYED,
     Partial,
     join_positions,
     op_key,
+    part_key,
     read_by_key,
     reader_columns,
     rows_for,
@@ -175,9 +182,10 @@ SHARE_STEP = 64
 Chain = tuple[list[str], tuple[int, ...]]
 #: (an aggregate held partial on a chain, its output columns holding the key)
 Held = tuple[str, tuple[int, ...]]
-#: kinds of source a chain may pass through, held partial with its reader (grouped by
-#: exactly the key, its input leading up to a base: ``chain_and_ops``)
-HELD = ("aggregate", "extremum")
+#: kinds of operator a chain may pass through, held partial with its reader (grouped
+#: or partitioned by exactly the key, or a DISTINCT, its one input leading up to a
+#: base: ``chain_and_ops``); the join, held likewise, has two inputs
+HELD = ("aggregate", "extremum", "topk", "distinct")
 #: the request id of a ``fill`` frame that is an eviction (module docstring)
 EVICT = -1
 
@@ -196,12 +204,14 @@ def chain_and_ops(graph: Graph, reader_id: str, allowed: set[str] | frozenset[st
     """The chains of reader ``reader_id`` (one per source, each from it to the reader),
     and the operators on them held partial with the reader (each with its output
     columns holding the key; the topmost first: evictions start there). An aggregate
-    grouped by exactly the key, or a join on exactly the key, among ``allowed`` (new:
-    no state yet), feeding this reader alone (every node from it down has one child),
-    is held when its input leads up chains to bases (both inputs, for a join: two
-    chains meet at it); otherwise it is the chain's source, kept full. Above a held
-    aggregate nothing more is held, and above a join at most one branch holds one
-    (an eviction starts at one topmost node)."""
+    grouped by exactly the key, a TopK partitioned by exactly it, a DISTINCT, or a
+    join on exactly the key, among ``allowed`` (new: no state yet), feeding this
+    reader alone (every node from it down has one child), is held when its input
+    leads up chains to bases (both inputs, for a join: two chains meet at it);
+    otherwise it is the chain's source, kept full (a DISTINCT is no source: the
+    reader is then full). Above a held aggregate, TopK or DISTINCT nothing more is
+    held, and above a join at most one branch holds one (an eviction starts at one
+    topmost node)."""
     node = graph[reader_id]
     reader = cast("Reader", node.op)
     if not read_by_key(reader) or len(node.parents) != 1:
@@ -242,6 +252,13 @@ def _up(graph: Graph, nid: str, cols: tuple[int, ...], allowed: set[str] | froze
                 if bases:
                     return None
             return [(seg[::-1], cols)], []
+        if kind == "distinct":          # (never a source: held, or the reader full)
+            above = (_held_up(graph, nid, cols, allowed)
+                     if alone and nid in allowed else None)
+            if above is None:
+                return None
+            chains, held = above
+            return ([(p + seg[::-1], c) for p, c in chains], held + [(nid, cols)])
         if kind not in THROUGH or len(n.parents) != 1:
             return None
         if kind == "project":
@@ -259,8 +276,9 @@ def _held_up(graph: Graph, nid: str, cols: tuple[int, ...],
     n = graph[nid]
     op: Any = n.op
     if op.kind in HELD and len(n.parents) == 1:
-        return _up(graph, n.parents[0], tuple(op.group_by[c] for c in cols), frozenset(),
-                   True, True)
+        # (a TopK's and a DISTINCT's rows are their input's: the key in the same columns)
+        up = tuple(op.group_by[c] for c in cols) if op.kind in GROUPED else cols
+        return _up(graph, n.parents[0], up, frozenset(), True, True)
     if op.kind != "join" or len(n.parents) != 2 or n.parents[0] == n.parents[1]:
         return None
     where = join_positions(op, cols)
@@ -289,20 +307,24 @@ def evict_path(chains: list[Chain], held: list[Held]) -> list[str]:
 
 
 def through_held(op: Any, cols: tuple[int, ...], key: tuple[Any, ...], batch: Batch) -> Batch:
-    """What an aggregate on a chain (``chain_and_ops``; its output columns ``cols`` hold
-    the key) sends on for a fill of ``key`` whose rows reach it as ``batch``: a hole
-    is filled with them (its group's row out); a key it holds (or every key, full)
-    answers from its state, which already has every row the fill carries."""
-    if op.holes is not None:
-        held = op_key(op, cols, key)
-        if held not in op.holes:
-            out: Batch = op.fill(held, batch)
-            return out
+    """What an aggregate, TopK or DISTINCT on a chain (``chain_and_ops``; its output
+    columns ``cols`` hold the key) sends on for a fill of ``key`` whose rows reach it
+    as ``batch``: a hole is filled with them (its group's row, window or distinct
+    rows out); a key it holds (or every key, full) answers from its state, which
+    already has every row the fill carries."""
+    held = op_key(op, cols, key)
+    if op.holes is not None and held not in op.holes:
+        out: Batch = op.fill(held, batch)
+        return out
+    if op.kind in KEYED:
+        rows: Batch = (op.key_rows(held) if op.holes is not None
+                       else op.part_rows(part_key(op, cols, key)))
+        return rows
     group: list[Any] = [None] * len(cols)
     for c, v in zip(cols, key):
         group[c] = v
-    rows: Batch = op.group_rows(tuple(group))
-    return rows
+    grouped: Batch = op.group_rows(tuple(group))
+    return grouped
 
 
 def step(graph: Graph, node_id: str, next_id: str, batch: Batch) -> Batch:

@@ -120,7 +120,7 @@ from ...batch import Batch
 from ...errors import ArityError, Error, RecoveryError
 from ...graph import Graph, Node
 from ...memory import node_bytes
-from ...partial import Partial, op_key
+from ...partial import Partial, make_partial, op_key
 from ...planner import Planner
 from ...tls import Files as TlsFiles
 from ...tls import client_context as tls_client_context
@@ -429,7 +429,7 @@ class Worker:
         reader = cast("Reader", self.graph[reader_id].op)
         for nid, cols in held:
             op: Any = self.graph[nid].op
-            op.make_partial(self.partial.ops, reader)
+            make_partial(op, self.partial.ops, reader, tuple(cols))
             self.held_cols[nid] = tuple(cols)
             self._no_checkpoints(nid)
         if held:                        # (evictions start at the topmost: partial.py)

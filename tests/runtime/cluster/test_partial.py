@@ -25,7 +25,8 @@ DDL = ["CREATE TABLE t1 (a INT, b INT, c TEXT)", "CREATE TABLE t2 (a INT, d INT)
 #: name -> SQL with one ? (the same text in DuckDB); each reader's chain ends at a base
 #: (v_rows, v_filter, v_text; v_count, v_max and v_n through their aggregate, held
 #: partial; v_join and v_left through their join, held partial, from both tables),
-#: a full join (v_vote: the vote view's shape) or a TopK (v_top). v_vote's COUNT is
+#: v_top through its TopK, held partial, a full join (v_vote: the vote view's shape),
+#: or (v_distinct, v_dc) through their DISTINCT, held partial. v_vote's COUNT is
 #: v_n's (one sub-plan): if v_n is made first, its aggregate is held partial, then
 #: full again when v_vote comes to share it; else it is v_n's source (which of the two
 #: comes first is the seed's), and v_vote's join, above a full COUNT, its source.
@@ -39,14 +40,21 @@ VIEWS = {
     "v_join": "SELECT t1.a, t1.b, t2.d FROM t1 JOIN t2 ON t1.a = t2.a WHERE t1.a = ?",
     "v_left": "SELECT t2.a, t2.d, t1.b FROM t2 LEFT JOIN t1 ON t2.a = t1.a WHERE t2.a = ?",
     "v_top": "SELECT a, b FROM t1 WHERE a = ? ORDER BY b DESC LIMIT 2",
+    "v_distinct": "SELECT DISTINCT a, b FROM t1 WHERE a = ?",
+    "v_dc": "SELECT DISTINCT a, c FROM t1 WHERE a = ? AND b > 4",
     "v_n": "SELECT a, COUNT(*) AS n FROM t1 WHERE a = ? GROUP BY a",
     "v_vote": "SELECT t2.a, t2.d, vc.n FROM t2 LEFT JOIN (SELECT a, COUNT(*) AS n FROM t1 "
               "GROUP BY a) AS vc ON t2.a = vc.a WHERE t2.a = ?",
     "v_votes": "SELECT t2.a, t2.d, vc.n FROM t2 LEFT JOIN (SELECT a, COUNT(b) AS n FROM t1 "
                "GROUP BY a) AS vc ON t2.a = vc.a WHERE t2.a = ?",
 }
-#: a view that stays full (its key cannot be followed to one source): read beside
-FULL = {"v_distinct": "SELECT DISTINCT a, b FROM t1 WHERE a = ?"}
+#: views that stay full with shards (a sharded DISTINCT is partitioned by all its
+#: columns, then re-sharded by the key: it is not its reader's alone), read beside;
+#: with one shard they are partial, their DISTINCT held with the reader
+DISTINCTS = ("v_distinct", "v_dc")
+#: a view that stays full (its key is part of a group only: no source answers for
+#: it), read beside
+FULL = {"v_ab": "SELECT a, b, COUNT(*) AS n FROM t1 WHERE a = ? GROUP BY a, b"}
 KEYS = list(range(12))
 TEXTS = ["x", "y", "zz", "w"]
 
@@ -153,8 +161,14 @@ def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
                 for name in sorted(later):
                     db.execute(f"CREATE VIEW {name} AS {VIEWS.get(name) or FULL[name]}")
                 made = names
-                partial = {n["view"]: n["partial"] for n in db.graph() if n["kind"] == "reader"}
-                assert partial == {**dict.fromkeys(VIEWS, True), **dict.fromkeys(FULL, False)}
+                graph = db.graph()
+                partial = {n["view"]: n["partial"] for n in graph if n["kind"] == "reader"}
+                assert partial == {**dict.fromkeys(VIEWS, True), **dict.fromkeys(FULL, False),
+                                   **dict.fromkeys(DISTINCTS, shards == 1)}
+                # (each TopK and DISTINCT shard held partial with its reader, where it is)
+                held = {(n["kind"], n["partial"]) for n in graph
+                        if n["kind"] in ("topk", "distinct")}
+                assert held == {("topk", True), ("distinct", shards == 1)}, held
             if i == kill_at:
                 os.kill(rng.choice(cluster.worker_pids(db)), signal.SIGKILL)
             written = _write(rng, db, model)
@@ -238,7 +252,8 @@ def test_the_cluster_differential_with_partial_readers(seed, monkeypatch):
 
 def test_chains_of_partial_readers():
     """Which readers a cluster makes partial: those whose key leads up through filters,
-    projections and sharders to one base, aggregate, join or TopK on the key."""
+    projections and sharders to one base, aggregate, join or TopK on the key, or to a
+    DISTINCT held with them (with one shard: a sharded DISTINCT is re-sharded)."""
     for shards in (1, 2):
         db = noria_py.connect(shards=shards)
         for sql in DDL:
@@ -249,18 +264,27 @@ def test_chains_of_partial_readers():
         for name in [*VIEWS, *FULL, "v_all"]:
             for r in db._views[name].readers:
                 found = chain(db.graph_, r)
-                if name in VIEWS:
+                held = chain_and_ops(db.graph_, r, set(db.graph_.nodes))
+                if name in DISTINCTS:       # (never a source: held, with one shard)
+                    assert found is None
+                    if shards == 2:
+                        assert held is None, name
+                        continue
+                    assert held is not None and len(held[0]) == 1, name
+                    assert [db.graph_[n].kind for n, _ in held[1]] == ["distinct"]
+                    assert db.graph_[held[0][0][0][0]].kind == "base"
+                    assert evict_path(*held)[0] == held[1][0][0]
+                elif name in VIEWS:
                     assert found is not None, (shards, name)
                     path, cols = found
                     assert path[-1] == r and db.graph_[path[0]].kind in (
                         "base", "aggregate", "extremum", "join", "topk")
                 else:
                     assert found is None, (shards, name)
-                held = chain_and_ops(db.graph_, r, set(db.graph_.nodes))
-                if name in ("v_count", "v_max"):    # (held partial, if new; v_n shares its)
-                    assert held is not None and len(held[1]) == 1, (shards, name)
-                    assert [db.graph_[p[0]].kind for p, _ in held[0]] == ["base"]
-                    assert db.graph_[held[1][0][0]].kind in ("aggregate", "extremum")
+                if name in ("v_count", "v_max", "v_top"):   # (held partial, if new; v_n
+                    assert held is not None and len(held[1]) == 1, (shards, name)  # shares
+                    assert [db.graph_[p[0]].kind for p, _ in held[0]] == ["base"]  # its)
+                    assert db.graph_[held[1][0][0]].kind in ("aggregate", "extremum", "topk")
                 elif name in ("v_join", "v_left", "v_votes"):   # (held: two chains meet)
                     assert held is not None and len(held[0]) == 2, (shards, name)
                     assert [db.graph_[n].kind for n, _ in held[1]] == (
@@ -831,6 +855,73 @@ def test_a_lost_partial_aggregate_empties_its_reader():
     assert rop.lookup(1) == [(1, 1)]
     w.req_partial_clear(reader)
     assert rop.lookup(1) is None and rop.lookup(2) is None
+    ctl.close()
+
+
+#: a TopK partitioned by the key and a DISTINCT, each held partial with its reader,
+#: and what the view answers for a key from its rows (a multiset of (a, b))
+KEYED_VIEWS = {
+    "topk": ("SELECT a, b FROM t WHERE a = ? ORDER BY b DESC LIMIT 2",
+             lambda rows: sorted(rows, reverse=True)[:2]),
+    "distinct": ("SELECT DISTINCT a, b FROM t WHERE a = ?", lambda rows: sorted(set(rows))),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KEYED_VIEWS))
+def test_a_held_topk_or_distinct_on_a_worker_drops_writes_to_holes_and_evicts_in_order(kind):
+    """A TopK or DISTINCT held partial with its reader (as ``ClusterPartial.install``
+    announces it): random inserts, deletes, fills (a key held already: answered from
+    its state) and shares, the worker's frames handled a few at a time. After each
+    step the reader holds only keys the operator holds or is letting go; once every
+    frame is handled each key held answers from every row written (a write to a hole
+    counted again at the fill would show here); a share of 0 empties both; and the
+    operator's bytes count against the share (``WorkerPartial.total``)."""
+    from noria_py.batch import Batch
+
+    sql, answer = KEYED_VIEWS[kind]
+    w, ctl, views = _worker_with(["CREATE TABLE t (a INT, b INT)", f"CREATE VIEW v AS {sql}"])
+    (reader,) = views["v"]
+    chains, held = chain_and_ops(w.graph, reader, set(w.graph.nodes))
+    assert [w.graph[h].kind for h, _ in held] == [kind]
+    path = evict_path(chains, held)
+    w.make_partial(reader, 1 << 20, [[h, list(c)] for h, c in held], path)
+    (op_id, _), = held
+    op, rop = w.graph[op_id].op, w.graph[reader].op
+    base = chains[0][0][0]
+    fill_path = chains[0][0]
+    rng = random.Random(5)
+    rows: dict[int, list[tuple]] = {}
+    each = None
+    for i in range(300):
+        r = rng.random()
+        k = rng.randrange(6)
+        if r < 0.35:
+            row = (k, rng.randrange(4))
+            w.write(base, Batch([row]))
+            rows.setdefault(k, []).append(row)
+        elif r < 0.5 and rows.get(k):
+            row = rows[k].pop(rng.randrange(len(rows[k])))
+            w.write(base, Batch([row], [-1]))
+        elif r < 0.8:
+            w.frame(_fill_frame(base, i + 1, fill_path, [k], [0], [list(rows.get(k, []))]))
+        elif each:
+            w.req_share(each * rng.randint(0, 4))
+        each = _handle_some(w, ctl, rng, each)
+        leaving = set(w.partial.leaving.get(reader, {}))
+        assert set(rop.filled) - set(op.holes.keys()) <= leaving, i
+        if i % 25 == 24:                # (everything handled, every key filled: right)
+            _pump(w)
+            assert set(rop.filled) <= set(op.holes.keys())
+            w.req_share(1 << 20)
+            w.frame(_fill_frame(base, 1000 + i, fill_path, list(range(6)), [0],
+                                [list(rows.get(k, [])) for k in range(6)]))
+            _pump(w)
+            for k in range(6):
+                assert sorted(rop.lookup(k)) == sorted(answer(rows.get(k, []))), (i, k)
+    _pump(w)
+    w.req_share(0)
+    _pump(w)
+    assert not set(rop.filled) and op.holes.n == 0 and w.partial.total == 0
     ctl.close()
 
 
