@@ -240,6 +240,22 @@ def op_key(op: Any, cols: tuple[int, ...], key: tuple) -> Any:
     return parts[0] if len(parts) == 1 else tuple(parts)
 
 
+def key_of(op: Any, cols: tuple[int, ...], held: Any) -> tuple:
+    """The key (its values in key order) that ``op_key`` maps to ``held``: the reader's
+    key of a key ``op`` holds."""
+    if op.kind == "topk":
+        at = dict(zip(op.partition, held if len(op.partition) > 1 else (held,)))
+        return tuple(at[c] for c in cols)
+    if op.kind == "distinct" or (op.kind in GROUPED and op.count_only):
+        return held if len(cols) > 1 else (held,)
+    if op.kind in GROUPED:
+        return tuple(held[c] for c in cols)
+    where = join_positions(op, cols)
+    assert where is not None
+    parts = held if len(where) > 1 else (held,)
+    return tuple(parts[j] for j in where)
+
+
 def make_partial(op: Any, manager: Any, reader: Reader, cols: tuple[int, ...]) -> None:
     """Make operator ``op`` of reader ``reader``'s path partial, its keys' bytes
     accounted to ``manager``; ``cols``: its output columns holding the key (which a

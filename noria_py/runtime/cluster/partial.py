@@ -188,6 +188,9 @@ Held = tuple[str, tuple[int, ...]]
 HELD = ("aggregate", "extremum", "topk", "distinct")
 #: the request id of a ``fill`` frame that is an eviction (module docstring)
 EVICT = -1
+#: the request id of a ``fill`` frame carrying a held operator's bytes for some keys
+#: down its chain to the reader's worker, which counts them (module docstring, Eviction)
+SIZES = -2
 
 
 def chain(graph: Graph, reader_id: str,
@@ -696,9 +699,14 @@ class WorkerPartial(Partial):
         self.leaving: dict[str, dict[Any, int]] = {}
         self._chosen: dict[str, list[Any]] | None = None
         self.send_up = send_up
-        #: the manager of the aggregates held partial here: not counted in the limit
-        #: (they hold at most their readers' keys), a loss passed on to the reader
+        #: the manager of the operators held partial here: their bytes are counted at
+        #: their readers' workers (``above``, from ``SIZES`` frames), a loss passed on
+        #: to the reader
         self.ops = _Uncounted(self)
+        #: reader id (hosted here) -> key -> held operator -> the bytes it holds for
+        #: the key, as last reported (``sized``); counted in ``total`` but for the
+        #: keys leaving (taken off at the choice with the reader's own)
+        self.above: dict[str, dict[Any, dict[str, int]]] = {}
 
     def _evict(self, reader: Reader, key: Any) -> int:
         up = self._upstream_of(reader) if self._chosen is not None else None
@@ -711,7 +719,48 @@ class WorkerPartial(Partial):
         size = int(reader.filled.get(key, 0))
         leaving[key] = size
         cast("dict[str, list[Any]]", self._chosen).setdefault(rid, []).append(key)
-        return size
+        return size + self.above_of(rid, key)
+
+    def above_of(self, reader_id: str, key: Any) -> int:
+        """The bytes the operators held with reader ``reader_id`` hold for ``key``."""
+        return sum(self.above.get(reader_id, {}).get(key, {}).values())
+
+    def sized(self, reader_id: str, op_id: str, keys: list[Any], sizes: list[Any]) -> None:
+        """Operator ``op_id`` held with reader ``reader_id`` holds ``sizes`` bytes for
+        ``keys`` (a ``SIZES`` frame, after a fill or a write there): counted here, where
+        its reader's keys are chosen for eviction, so that a worker's share bounds its
+        readers and the operators above them together. A key not held here yet (its
+        fill on its way) is counted too: the operator holds it."""
+        if reader_id not in self.paths:
+            return
+        above = self.above.setdefault(reader_id, {})
+        leaving = self.leaving.get(reader_id, {})
+        for k, size in zip(keys, sizes):
+            key = k[0] if len(k) == 1 else tuple(k)
+            entry = above.setdefault(key, {})
+            old = entry.get(op_id, 0)
+            entry[op_id] = int(size)
+            if key not in leaving:
+                self.total += int(size) - old
+
+    def _drop_above(self, reader_id: str) -> None:
+        """The operators held with reader ``reader_id`` hold none of its keys any more
+        (lost, made full, dropped): their bytes are no longer counted."""
+        leaving = self.leaving.get(reader_id, {})
+        for key, entry in self.above.pop(reader_id, {}).items():
+            if key not in leaving:
+                self.total -= sum(entry.values())
+
+    def hosted(self, op_ids: list[str]) -> int:
+        """The bytes the partial readers and the operators ``op_ids`` hosted here hold,
+        each by its own accounting (tests: what ``total`` must bound, over workers)."""
+        out = 0
+        for nid in [*self.paths, *op_ids]:
+            op: Any = self.graph[nid].op
+            holes = getattr(op, "holes", None)
+            if holes is not None and nid in self.runtime.domains:
+                out += int(holes._size[:holes._top].sum())
+        return out
 
     def _upstream_of(self, reader: Reader) -> tuple[str, tuple[str, list[str]]] | None:
         rid = self.reader_ids.get(reader)
@@ -730,6 +779,7 @@ class WorkerPartial(Partial):
         keys already holes; or the view dropped): its keys leaving are forgotten."""
         if self.upstream.pop(reader_id, None) is not None:
             self.reader_ids = {r: i for r, i in self.reader_ids.items() if i != reader_id}
+        self._drop_above(reader_id)
         self.leaving.pop(reader_id, None)
 
     def _oldest(self) -> list[tuple[int, Reader, int]]:
@@ -762,32 +812,41 @@ class WorkerPartial(Partial):
         become holes there."""
         reader = cast("Reader", self.graph[reader_id].op)
         leaving = self.leaving.get(reader_id, {})
+        above = self.above.get(reader_id, {})
         for k in keys:
             key = k[0] if len(k) == 1 else tuple(k)
+            chosen = key in leaving     # (its bytes taken off at the choice)
+            size = leaving.pop(key, 0)
             if key in reader.filled:
-                self.total -= reader.evict(key) - leaving.pop(key, 0)
-            else:
-                leaving.pop(key, None)
+                self.total -= reader.evict(key) - size
+            entry = above.pop(key, None)    # (gone above it now)
+            if entry and not chosen:
+                self.total -= sum(entry.values())
 
     def lost(self, reader: Reader) -> None:
         up = self._upstream_of(reader)
         if up is not None:              # (their bytes were taken off at the choice)
+            self._drop_above(up[0])
             self.total += sum(self.leaving.pop(up[0], {}).values())
         super().lost(reader)
 
 
 class _Uncounted:
-    """The manager the aggregates held partial on a worker keep their holes with
-    (``WorkerPartial.ops``): their bytes are not counted against the share (a held
-    aggregate holds at most its reader's keys), and a loss of one empties its reader
-    where it is hosted here (elsewhere the controller asks its worker:
-    ``ClusterPartial.worker_lost``)."""
-
-    limit = None
+    """The manager the operators held partial on a worker keep their holes with
+    (``WorkerPartial.ops``): their bytes are not counted here but at their readers'
+    workers (``SIZES`` frames: with a limit, each marks the keys a write touched, and
+    the worker measures them after the message: ``Worker._report_sizes``), and a loss
+    of one empties its reader where it is hosted here (elsewhere the controller asks
+    its worker: ``ClusterPartial.worker_lost``)."""
 
     def __init__(self, manager: WorkerPartial) -> None:
         self.manager = manager
         self.stale = False
+
+    @property
+    def limit(self) -> int | None:
+        """The worker's (None: no limit, nothing is measured after a write)."""
+        return self.manager.limit
 
     def resize(self, old: int, new: int) -> None:
         """Not counted."""

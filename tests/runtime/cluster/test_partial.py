@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 import noria_py
+from noria_py.partial import key_of, op_key
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.partial import chain, chain_and_ops, evict_path
 from noria_py.runtime.cluster.reads import rows_found
@@ -265,6 +266,10 @@ def test_chains_of_partial_readers():
             for r in db._views[name].readers:
                 found = chain(db.graph_, r)
                 held = chain_and_ops(db.graph_, r, set(db.graph_.nodes))
+                for nid, cols in (held[1] if held is not None else ()):
+                    op = db.graph_[nid].op  # (a held key's bytes reach its reader's worker
+                    for key in [(3,), (None,)]:     # under the reader's key: key_of)
+                        assert key_of(op, cols, op_key(op, cols, key)) == key, (name, nid)
                 if name in DISTINCTS:       # (never a source: held, with one shard)
                     assert found is None
                     if shards == 2:
@@ -601,6 +606,67 @@ def test_memory_and_one_limit_across_the_workers_and_a_pinned_key(channels):
         server.close()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("shards", [1, 2])
+def test_held_operators_bytes_count_against_the_limit(shards):
+    """The operators held partial (a TopK keeping every row of a key, a DISTINCT with
+    one shard, a COUNT) count against ``--memory-limit`` with their readers: every
+    key of each view read once in a random order, the partial nodes of both workers
+    together hold at most the limit (each by its own accounting, once the evictions
+    chosen have landed), the operators' part of it counted; answers as DuckDB's; and
+    ``memory()`` has each held operator shard."""
+    import time
+
+    from noria_py.runtime.cluster.server import Server
+
+    limit = 20000
+    server = Server(port=0, workers=2, shards=shards, partial=True, memory_limit=limit)
+    try:
+        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
+        db.execute("CREATE TABLE t (a INT, b INT, c TEXT)")
+        sql = {"v_top": "SELECT a, b FROM t WHERE a = ? ORDER BY b DESC LIMIT 2",
+               "v_count": "SELECT a, COUNT(*) AS n FROM t WHERE a = ? GROUP BY a"}
+        if shards == 1:
+            sql["v_distinct"] = "SELECT DISTINCT a, c FROM t WHERE a = ?"
+        for name, q in sql.items():
+            db.execute(f"CREATE VIEW {name} AS {q}")
+        rng = random.Random(shards)
+        keys = list(range(120))
+        rows = [(a, rng.randint(0, 99), rng.choice(TEXTS)) for a in keys for _ in range(8)]
+        db.table("t").insert(rows)
+        db.wait()
+        con = duckdb.connect()
+        con.execute("CREATE TABLE t (a INT, b INT, c TEXT)")
+        con.executemany("INSERT INTO t VALUES (?, ?, ?)", [list(r) for r in rows])
+        graph = db.graph()
+        held = {n["id"] for n in graph if n["kind"] in ("topk", "distinct", "aggregate")}
+        assert held and all(n["partial"] for n in graph if n["id"] in held)
+        manager = server.db._partial
+        order = [(name, k) for name in sql for k in keys]
+        rng.shuffle(order)
+        wrong, totals = [], []
+        for i, (name, k) in enumerate(order):
+            got = normalize(db.view(name).lookup(k))
+            if got != normalize(con.execute(sql[name], [k]).fetchall()):
+                wrong.append((name, k, got))
+            if i % 10 == 0 or i == len(order) - 1:
+                deadline = time.monotonic() + 10
+                usage = manager.usage()
+                while any(u[5] for u in usage.values()) and time.monotonic() < deadline:
+                    usage = manager.usage()     # (evictions chosen, on their way)
+                totals.append(sum(u[4] for u in usage.values()))
+        assert not wrong, wrong[:5]
+        assert max(totals) <= limit, (max(totals), limit)
+        usage = manager.usage()
+        assert sum(u[3] for u in usage.values()) > 0            # (the limit did bind)
+        assert sum(u[2] for u in usage.values()) <= limit       # (the shares' sum)
+        mem = db.memory(bases=False)
+        assert held <= set(mem) and all(mem[n] > 0 for n in held)
+        db.close()
+    finally:
+        server.stopped.set()
+
+
 def test_a_worker_evicts_down_to_its_share_and_passes_over_pinned_keys():
     """A worker's partial readers hold nothing until the controller gives the worker a
     share of the limit (``req_share``); a fill reports the bytes held and filled
@@ -630,7 +696,7 @@ def test_a_worker_evicts_down_to_its_share_and_passes_over_pinned_keys():
     assert ctl.recv()[:3] == ("mem", 5 * each, 5) and ctl.recv()[0] == "rep"
     assert all(op.lookup(k) == [(k, 10 * k)] for k in range(1, 6))
     w.req_pin(reader, 3, True)
-    held, keys, share, evicted = w.req_share(each * 2)
+    held, keys, share, evicted = w.req_share(each * 2)[:4]
     assert (held, keys, share) == (2 * each, 2, 2 * each) and evicted == 4
     assert op.lookup(3) == [(3, 30)] and op.lookup(1) is None and op.lookup(2) is None
     assert w.req_share(0)[:2] == [each, 1]          # (the pinned key stays: the slack)
@@ -910,7 +976,7 @@ def test_a_held_topk_or_distinct_on_a_worker_drops_writes_to_holes_and_evicts_in
         leaving = set(w.partial.leaving.get(reader, {}))
         assert set(rop.filled) - set(op.holes.keys()) <= leaving, i
         if i % 25 == 24:                # (everything handled, every key filled: right)
-            _pump(w)
+            _counted(w)
             assert set(rop.filled) <= set(op.holes.keys())
             w.req_share(1 << 20)
             w.frame(_fill_frame(base, 1000 + i, fill_path, list(range(6)), [0],
@@ -918,11 +984,33 @@ def test_a_held_topk_or_distinct_on_a_worker_drops_writes_to_holes_and_evicts_in
             _pump(w)
             for k in range(6):
                 assert sorted(rop.lookup(k)) == sorted(answer(rows.get(k, []))), (i, k)
+            for k in range(6):          # (writes to held keys: the operator's grow)
+                row = (k, rng.randrange(4))
+                w.write(base, Batch([row]))
+                rows.setdefault(k, []).append(row)
+            assert _counted(w) > w.partial.hosted([])   # (the operator's too)
     _pump(w)
     w.req_share(0)
     _pump(w)
     assert not set(rop.filled) and op.holes.n == 0 and w.partial.total == 0
     ctl.close()
+
+
+def _counted(w) -> int:
+    """Once every frame is handled and no key is leaving: the bytes the worker counts
+    against its share are those its partial reader and the operators held with it
+    hold (``SIZES``; every key a write touched measured again), within the share;
+    those bytes."""
+    _pump(w)
+    counted, _, share, _, hosted, leaving = w.req_share(None)
+    while leaving:                      # (an eviction just chosen: let it land)
+        _pump(w)
+        counted, _, share, _, hosted, leaving = w.req_share(None)
+    for nid in w.held_reader:           # (a key not measured since a write: now)
+        w.graph[nid].op.settle()
+    hosted = w.partial.hosted(list(w.held_reader))
+    assert counted == hosted and counted <= share, (counted, hosted, share)
+    return hosted
 
 
 @pytest.mark.slow
@@ -1075,6 +1163,7 @@ def test_an_eviction_starts_at_the_count_and_goes_down_through_the_join():
                 ctl.recv()
             assert set(rop.filled) <= set(jop.holes.keys()) <= set(cop.holes.keys()), i
             assert not jop.waiting
+            _counted(w)                 # (the COUNT's and the join's bytes counted)
             for key in rop.filled:
                 assert sorted(rop.lookup(key)) == _votes_of(key, articles, votes), (i, key)
     assert evicted                      # (evictions were on their way at some step)
