@@ -104,17 +104,26 @@ back all holes: the controller asks the workers of its reader and of every opera
 held with it to make every key a hole there (``partial_clear``) when it declares the
 worker lost, before the recovery, and the chain's next fill follows the ping that
 follows that request. A join's fill waiting for its other side when a worker is lost
-is dropped (``Worker.lose``): its upquery failed, and is asked again. The aggregates'
-bytes are not counted against the limit (they hold at most their reader's keys);
-a reader lost while its aggregate lives leaves the aggregate holding keys its
-reader no longer does, until each is read and evicted again.
+is dropped (``Worker.lose``): its upquery failed, and is asked again. A reader lost
+while its aggregate lives leaves the aggregate holding keys its reader no longer
+does, until each is read and evicted again.
 
 Eviction (``--memory-limit``): one limit for the whole cluster, in shares. Each worker
-bounds the bytes of the partial readers it hosts by its *share* (``partial.Partial``:
-the embedded engine's accounting and least-recently-read order, on that worker):
-after a fill and after a message to a partial reader, its oldest keys become holes
-until they fit. The controller deals the shares (``_grant``), and keeps two
-invariants:
+bounds by its *share* the bytes of the partial readers it hosts and of the operators
+held with them, wherever those are (``partial.Partial``: the embedded engine's
+accounting and least-recently-read order, on that worker): after a fill, after a
+message to a partial reader and after a ``SIZES`` report, its oldest keys become
+holes until they fit. The held operators' bytes are counted at their reader's
+worker, because the keys are chosen there (the reads' order is the reader's): an
+operator's worker measures the keys it fills, and with a limit the keys a message
+to it touched, and sends the bytes that changed down the eviction's chain to the
+reader's worker (a ``fill`` frame with request id ``SIZES``, ahead of the fill it
+follows; ``Worker._report_sizes``), which keeps them per key and operator
+(``WorkerPartial.above``, in ``total``) and takes a key's off with the reader's
+own when it chooses the key. A report for a key the reader does not hold yet (its
+fill waits at a join) is counted too: the operator holds it. So the bytes counted
+over all workers are every partial node's, up to the reports on their way. The
+controller deals the shares (``_grant``), and keeps two invariants:
 
 - the shares add up to the limit at most, at every moment: a worker starts at 0 (the
   catalog change says only that there is a limit), a share taken from a worker is

@@ -515,6 +515,22 @@ def _poll_until(sub, state: dict, want: dict, seconds: float) -> dict:
     return state
 
 
+def _read_every_key(db, con, sql: dict[str, str], keys: list[int], rng: random.Random,
+                    sample) -> tuple[list, list[int]]:
+    """Every key of each view of ``sql`` read once, in a random order: the answers that
+    are not DuckDB's, and ``sample()`` after every fifth read and the last."""
+    order = [(name, k) for name in sql for k in keys]
+    rng.shuffle(order)
+    wrong, samples = [], []
+    for i, (name, k) in enumerate(order):
+        got = normalize(db.view(name).lookup(k))
+        if got != normalize(con.execute(sql[name], [k]).fetchall()):
+            wrong.append((name, k, got))
+        if i % 5 == 0 or i == len(order) - 1:
+            samples.append(sample())
+    return wrong, samples
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("channels", ["direct", "relay"])
 def test_memory_and_one_limit_across_the_workers_and_a_pinned_key(channels):
@@ -560,16 +576,8 @@ def test_memory_and_one_limit_across_the_workers_and_a_pinned_key(channels):
 
         # one limit: every key of both views read once, in a random order
         manager = server.db._partial
-        order = [(name, k) for name in sql for k in keys]
-        rng.shuffle(order)
-        wrong, totals = [], []
-        for i, (name, k) in enumerate(order):
-            got = normalize(db.view(name).lookup(k))
-            if got != normalize(con.execute(sql[name], [k]).fetchall()):
-                wrong.append((name, k, got))
-            if i % 5 == 0 or i == len(order) - 1:
-                usage = manager.usage()
-                totals.append(sum(u[0] for u in usage.values()))
+        wrong, totals = _read_every_key(db, con, sql, keys, rng, lambda: sum(
+            u[0] for u in manager.usage().values()))
         assert not wrong, wrong[:5]
         assert max(totals) <= limit, (max(totals), limit)
         usage = manager.usage()
@@ -642,19 +650,15 @@ def test_held_operators_bytes_count_against_the_limit(shards):
         held = {n["id"] for n in graph if n["kind"] in ("topk", "distinct", "aggregate")}
         assert held and all(n["partial"] for n in graph if n["id"] in held)
         manager = server.db._partial
-        order = [(name, k) for name in sql for k in keys]
-        rng.shuffle(order)
-        wrong, totals = [], []
-        for i, (name, k) in enumerate(order):
-            got = normalize(db.view(name).lookup(k))
-            if got != normalize(con.execute(sql[name], [k]).fetchall()):
-                wrong.append((name, k, got))
-            if i % 10 == 0 or i == len(order) - 1:
-                deadline = time.monotonic() + 10
-                usage = manager.usage()
-                while any(u[5] for u in usage.values()) and time.monotonic() < deadline:
-                    usage = manager.usage()     # (evictions chosen, on their way)
-                totals.append(sum(u[4] for u in usage.values()))
+
+        def hosted() -> int:
+            deadline = time.monotonic() + 10
+            usage = manager.usage()
+            while any(u[5] for u in usage.values()) and time.monotonic() < deadline:
+                usage = manager.usage()     # (evictions chosen, on their way)
+            return sum(u[4] for u in usage.values())
+
+        wrong, totals = _read_every_key(db, con, sql, keys, rng, hosted)
         assert not wrong, wrong[:5]
         assert max(totals) <= limit, (max(totals), limit)
         usage = manager.usage()
