@@ -1,7 +1,8 @@
-"""Partial readers, and aggregates and joins above them, in a cluster (``noria-py serve
---partial [--memory-limit BYTES]``): a parameterized view's reader shard holds only
-the keys read, on its worker (and so do an aggregate grouped by its key and a join
-on its key that feed it alone, on their own workers), and a miss is an upquery that
+"""Partial readers, and the aggregates, joins, TopKs and DISTINCTs above them, in a
+cluster (``noria-py serve --partial [--memory-limit BYTES]``): a parameterized view's
+reader shard holds only the keys read, on its worker (and so do an aggregate grouped
+by its key, a join on its key, a TopK partitioned by it or a DISTINCT that feed it
+alone, on their own workers), and a miss is an upquery that
 travels the replay paths from the nearest ancestors holding the key to the reader,
 over the same channels as the writes.
 
@@ -21,19 +22,19 @@ then runs from the base through it, and it holds the keys filled through it
 answers from its state: its group's row, its window), its writes for other keys
 dropped on arrival (``Holes.select``). A DISTINCT (never a source: it keeps no index
 by the key when full) is held the same way, or its reader stays full; a sharded one
-never is (the planner partitions it by all its columns and re-shards below it, so
-it does not feed one reader shard alone), as embedded. A join on exactly the key is held likewise
-when both its inputs lead up chains to bases (the vote view: ``article -> sharder ->
-join`` and ``vote -> sharder -> COUNT -> join``, the COUNT held too): the reader then
-has two chains, which meet at the join, and an upquery sends a fill up each; the
-join answers when both sides' rows have arrived (``Join.arrive``: the side that came
-first waits, and the writes that reach it on that side meanwhile, which are after
-its fill, are added to its rows; those on the other side before its fill are in that
-fill, and are dropped at the hole). Above a join at most one side holds an
-aggregate, and above an aggregate, TopK or DISTINCT nothing more is held
-(``chain_and_ops``). An
-operator held partial that a later view comes to share (an identical sub-plan, it or
-a node below it) becomes full again, with the others held with it (``recheck``).
+never is (the planner partitions it by all its columns and re-shards below it, so it
+does not feed one reader shard alone), as embedded. A join on exactly the key is
+held likewise when both its inputs lead up chains to bases (the vote view: ``article
+-> sharder -> join`` and ``vote -> sharder -> COUNT -> join``, the COUNT held too):
+the reader then has two chains, which meet at the join, and an upquery sends a fill
+up each; the join answers when both sides' rows have arrived (``Join.arrive``: the
+side that came first waits, and the writes that reach it on that side meanwhile,
+which are after its fill, are added to its rows; those on the other side before its
+fill are in that fill, and are dropped at the hole). Above a join at most one side
+holds an aggregate, and above an aggregate, TopK or DISTINCT nothing more is held
+(``chain_and_ops``). An operator held partial that a later view comes to share (an
+identical sub-plan, it or a node below it) becomes full again, with the others held
+with it (``recheck``).
 
 How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 
