@@ -571,8 +571,10 @@ class ClusterPartial(Partial):
             self.worker_lost(w.name)
 
     def usage(self) -> dict[str, list[int]]:
-        """Per worker hosting partial readers: [bytes held, keys held, share, evictions]
-        (asked of each; for tests and figures)."""
+        """Per worker hosting partial readers: [bytes counted against its share (its
+        readers' and the operators' held with them), keys held, share, evictions, bytes
+        of the partial nodes it hosts by their own accounting, keys leaving] (asked of
+        each: ``Worker.req_share``; for tests and figures)."""
         rt = self.cluster
         with rt.lock:
             active = list(rt.active)
