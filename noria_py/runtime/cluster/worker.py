@@ -45,7 +45,9 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   request ``partial_clear`` (a held aggregate or join was lost: the reader and the
   operators held with it all holes), and ``["fill", dst, body]`` (an eviction, its
   request id ``EVICT``, goes up from the reader's worker to the topmost operator
-  held, which sends it down like a fill); a fill comes
+  held, which sends it down like a fill; one with request id ``SIZES`` carries a
+  held operator's bytes for some keys down to its reader's worker, which counts
+  them against its share); a fill comes
   from the controller (at an upquery's source) or from the chain's node before
   ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
   (its upquery fails with the loss and is sent again); the reader's worker answers the
