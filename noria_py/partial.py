@@ -240,6 +240,32 @@ def op_key(op: Any, cols: tuple[int, ...], key: tuple) -> Any:
     return parts[0] if len(parts) == 1 else tuple(parts)
 
 
+def key_of(op: Any, cols: tuple[int, ...], held: Any) -> tuple:
+    """The key (its values in key order) that ``op_key`` maps to ``held``: the reader's
+    key of a key ``op`` holds."""
+    if op.kind == "topk":
+        at = dict(zip(op.partition, held if len(op.partition) > 1 else (held,)))
+        return tuple(at[c] for c in cols)
+    if op.kind == "distinct" or (op.kind in GROUPED and op.count_only):
+        return held if len(cols) > 1 else (held,)
+    if op.kind in GROUPED:
+        return tuple(held[c] for c in cols)
+    where = join_positions(op, cols)
+    assert where is not None
+    parts = held if len(where) > 1 else (held,)
+    return tuple(parts[j] for j in where)
+
+
+def make_partial(op: Any, manager: Any, reader: Reader, cols: tuple[int, ...]) -> None:
+    """Make operator ``op`` of reader ``reader``'s path partial, its keys' bytes
+    accounted to ``manager``; ``cols``: its output columns holding the key (which a
+    DISTINCT keeps its rows under; the others know their key's columns)."""
+    if op.kind == "distinct":
+        op.make_partial(manager, reader, cols)
+    else:
+        op.make_partial(manager, reader)
+
+
 def part_key(op: Any, cols: tuple[int, ...], key: tuple) -> tuple:
     """A TopK's partition tuple (its ``partition`` columns' values, in order) of the key
     ``key`` held in its columns ``cols``."""
@@ -424,10 +450,7 @@ class Partial:
             self.path_ids[reader_id].append(nid)
             op: Any = self.graph[nid].op
             if not op.partial:
-                if op.kind == "distinct":   # (its key columns are the path's)
-                    op.make_partial(self, reader, cols)
-                else:
-                    op.make_partial(self, reader)
+                make_partial(op, self, reader, cols)
                 self.runtime.domains[nid].use_checkpoints(None)
             path.append((op, cols))
         reader.path = path

@@ -4,14 +4,16 @@ against a full one (docs/partial.md, "In a cluster").
 A real cluster on loopback (``launch.Cluster``: the controller and its workers are
 processes of their own), two workers, two shards: the vote view (``article LEFT JOIN``
 the votes counted per article, ``WHERE article.id = ?``), or with ``--view count`` the
-votes counted per article alone, over ``--articles`` articles and ``--votes`` votes. A tenth of the articles are read once at the workers
+votes counted per article alone, or with ``--view topk`` an article's three highest
+voter ids (a TopK partitioned by the article), over ``--articles`` articles and
+``--votes`` votes. A tenth of the articles are read once at the workers
 (``RemoteView.lookup``, as a client reads; a miss where partial: the worker answers a
 hole, the controller upqueries, the join's worker sends the fill to the reader's
 worker), then read again (hits); the p50 and p90 of each, wall-clock ms a read. Run
 it with the tree to measure on ``PYTHONPATH``:
 
     PYTHONPATH=<tree> <venv>/bin/python -m noria_tools.partialcluster [--articles N]
-        [--view vote|count] [--memory-limit BYTES]
+        [--view vote|count|topk] [--memory-limit BYTES]
 
 After the reads it prints the views' bytes (``db.memory(bases=False)``, every node
 shard of every worker) and the tables' (the controller's); with ``--memory-limit``,
@@ -27,14 +29,17 @@ import time
 import noria_py
 from noria_py.runtime.cluster.launch import Cluster
 
-#: ``--view``: the vote view, or the votes counted per article alone (whose COUNT a
-#: cluster holds partial with its reader)
+#: ``--view``: the vote view, the votes counted per article alone (whose COUNT a
+#: cluster holds partial with its reader), or an article's three highest voter ids
+#: (whose TopK a cluster holds partial with its reader)
 VIEWS = {
     "vote": ("SELECT article.id, article.title, vc.votes FROM article LEFT JOIN "
              "(SELECT article_id, COUNT(*) AS votes FROM vote GROUP BY article_id) AS vc "
              "ON article.id = vc.article_id WHERE article.id = ?"),
     "count": "SELECT article_id, COUNT(*) AS votes FROM vote WHERE article_id = ? "
              "GROUP BY article_id",
+    "topk": "SELECT article_id, user_id FROM vote WHERE article_id = ? "
+            "ORDER BY user_id DESC LIMIT 3",
 }
 
 

@@ -216,6 +216,11 @@ class Holes:
             self.manager.resize(total, 0)
         self._empty()
 
+    def size_of(self, key: Any) -> int:
+        """The bytes a held ``key`` is accounted at (0 for a hole)."""
+        s = self.slot(key)
+        return int(self._size.item(s)) if s >= 0 else 0
+
     def entry_bytes(self, key: Any) -> int:
         """Bytes a held ``key`` costs here (what its node adds to its state's)."""
         if type(key) is int and 0 <= key < DENSE_LIMIT:

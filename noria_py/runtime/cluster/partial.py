@@ -1,7 +1,8 @@
-"""Partial readers, and aggregates and joins above them, in a cluster (``noria-py serve
---partial [--memory-limit BYTES]``): a parameterized view's reader shard holds only
-the keys read, on its worker (and so do an aggregate grouped by its key and a join
-on its key that feed it alone, on their own workers), and a miss is an upquery that
+"""Partial readers, and the aggregates, joins, TopKs and DISTINCTs above them, in a
+cluster (``noria-py serve --partial [--memory-limit BYTES]``): a parameterized view's
+reader shard holds only the keys read, on its worker (and so do an aggregate grouped
+by its key, a join on its key, a TopK partitioned by it or a DISTINCT that feed it
+alone, on their own workers), and a miss is an upquery that
 travels the replay paths from the nearest ancestors holding the key to the reader,
 over the same channels as the writes.
 
@@ -11,25 +12,29 @@ one source that answers for the key from its own state (``chain``): a base table
 (its rows are on the controller, which builds an index on the key at the first
 upquery: ``Base.index_rows``), or a full aggregate or MIN/MAX grouped by exactly the
 key, join on exactly the key, or TopK partitioned by exactly the key, on a worker.
-Anything else (a union, a DISTINCT, several sources) leaves the reader full. An
-aggregate or MIN/MAX grouped by exactly the key is *held* partial with the reader
-(``chain_and_ops``) instead of being its source when it is new (no state yet), feeds
-this reader alone (every node from it down has one child) and its own input leads
-up such a chain to a base: the chain then runs from the base through it, and it
-holds the keys filled through it (``through_held``: a hole is filled with the rows
-the fill carries, a key held answers from its state), its writes for other keys
-dropped on arrival (``Holes.select``). A join on exactly the key is held likewise
-when both its inputs lead up chains to bases (the vote view: ``article -> sharder ->
-join`` and ``vote -> sharder -> COUNT -> join``, the COUNT held too): the reader then
-has two chains, which meet at the join, and an upquery sends a fill up each; the
-join answers when both sides' rows have arrived (``Join.arrive``: the side that came
-first waits, and the writes that reach it on that side meanwhile, which are after
-its fill, are added to its rows; those on the other side before its fill are in that
-fill, and are dropped at the hole). Above a join at most one side holds an
-aggregate, and above an aggregate nothing more is held (``chain_and_ops``). TopKs
-and DISTINCTs stay full in a cluster (the embedded engine's are partial). An
-operator held partial that a later view comes to share (an identical sub-plan, it or
-a node below it) becomes full again, with the others held with it (``recheck``).
+Anything else (a union, a full DISTINCT, several sources) leaves the reader full. An
+aggregate or MIN/MAX grouped by exactly the key, or a TopK partitioned by exactly
+the key, is *held* partial with the reader (``chain_and_ops``) instead of being its
+source when it is new (no state yet), feeds this reader alone (every node from it
+down has one child) and its own input leads up such a chain to a base: the chain
+then runs from the base through it, and it holds the keys filled through it
+(``through_held``: a hole is filled with the rows the fill carries, a key held
+answers from its state: its group's row, its window), its writes for other keys
+dropped on arrival (``Holes.select``). A DISTINCT (never a source: it keeps no index
+by the key when full) is held the same way, or its reader stays full; a sharded one
+never is (the planner partitions it by all its columns and re-shards below it, so it
+does not feed one reader shard alone), as embedded. A join on exactly the key is
+held likewise when both its inputs lead up chains to bases (the vote view: ``article
+-> sharder -> join`` and ``vote -> sharder -> COUNT -> join``, the COUNT held too):
+the reader then has two chains, which meet at the join, and an upquery sends a fill
+up each; the join answers when both sides' rows have arrived (``Join.arrive``: the
+side that came first waits, and the writes that reach it on that side meanwhile,
+which are after its fill, are added to its rows; those on the other side before its
+fill are in that fill, and are dropped at the hole). Above a join at most one side
+holds an aggregate, and above an aggregate, TopK or DISTINCT nothing more is held
+(``chain_and_ops``). An operator held partial that a later view comes to share (an
+identical sub-plan, it or a node below it) becomes full again, with the others held
+with it (``recheck``).
 
 How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 
@@ -100,17 +105,26 @@ back all holes: the controller asks the workers of its reader and of every opera
 held with it to make every key a hole there (``partial_clear``) when it declares the
 worker lost, before the recovery, and the chain's next fill follows the ping that
 follows that request. A join's fill waiting for its other side when a worker is lost
-is dropped (``Worker.lose``): its upquery failed, and is asked again. The aggregates'
-bytes are not counted against the limit (they hold at most their reader's keys);
-a reader lost while its aggregate lives leaves the aggregate holding keys its
-reader no longer does, until each is read and evicted again.
+is dropped (``Worker.lose``): its upquery failed, and is asked again. A reader lost
+while its aggregate lives leaves the aggregate holding keys its reader no longer
+does, until each is read and evicted again.
 
 Eviction (``--memory-limit``): one limit for the whole cluster, in shares. Each worker
-bounds the bytes of the partial readers it hosts by its *share* (``partial.Partial``:
-the embedded engine's accounting and least-recently-read order, on that worker):
-after a fill and after a message to a partial reader, its oldest keys become holes
-until they fit. The controller deals the shares (``_grant``), and keeps two
-invariants:
+bounds by its *share* the bytes of the partial readers it hosts and of the operators
+held with them, wherever those are (``partial.Partial``: the embedded engine's
+accounting and least-recently-read order, on that worker): after a fill, after a
+message to a partial reader and after a ``SIZES`` report, its oldest keys become
+holes until they fit. The held operators' bytes are counted at their reader's
+worker, because the keys are chosen there (the reads' order is the reader's): an
+operator's worker measures the keys it fills, and with a limit the keys a message
+to it touched, and sends the bytes that changed down the eviction's chain to the
+reader's worker (a ``fill`` frame with request id ``SIZES``, ahead of the fill it
+follows; ``Worker._report_sizes``), which keeps them per key and operator
+(``WorkerPartial.above``, in ``total``) and takes a key's off with the reader's
+own when it chooses the key. A report for a key the reader does not hold yet (its
+fill waits at a join) is counted too: the operator holds it. So the bytes counted
+over all workers are every partial node's, up to the reports on their way. The
+controller deals the shares (``_grant``), and keeps two invariants:
 
 - the shares add up to the limit at most, at every moment: a worker starts at 0 (the
   catalog change says only that there is a limit), a share taken from a worker is
@@ -141,9 +155,12 @@ from typing import TYPE_CHECKING, Any, cast
 from ...batch import Batch
 from ...errors import RecoveryError
 from ...partial import (
+    GROUPED,
+    KEYED,
     Partial,
     join_positions,
     op_key,
+    part_key,
     read_by_key,
     reader_columns,
     rows_for,
@@ -175,11 +192,15 @@ SHARE_STEP = 64
 Chain = tuple[list[str], tuple[int, ...]]
 #: (an aggregate held partial on a chain, its output columns holding the key)
 Held = tuple[str, tuple[int, ...]]
-#: kinds of source a chain may pass through, held partial with its reader (grouped by
-#: exactly the key, its input leading up to a base: ``chain_and_ops``)
-HELD = ("aggregate", "extremum")
+#: kinds of operator a chain may pass through, held partial with its reader (grouped
+#: or partitioned by exactly the key, or a DISTINCT, its one input leading up to a
+#: base: ``chain_and_ops``); the join, held likewise, has two inputs
+HELD = ("aggregate", "extremum", "topk", "distinct")
 #: the request id of a ``fill`` frame that is an eviction (module docstring)
 EVICT = -1
+#: the request id of a ``fill`` frame carrying a held operator's bytes for some keys
+#: down its chain to the reader's worker, which counts them (module docstring, Eviction)
+SIZES = -2
 
 
 def chain(graph: Graph, reader_id: str,
@@ -196,12 +217,14 @@ def chain_and_ops(graph: Graph, reader_id: str, allowed: set[str] | frozenset[st
     """The chains of reader ``reader_id`` (one per source, each from it to the reader),
     and the operators on them held partial with the reader (each with its output
     columns holding the key; the topmost first: evictions start there). An aggregate
-    grouped by exactly the key, or a join on exactly the key, among ``allowed`` (new:
-    no state yet), feeding this reader alone (every node from it down has one child),
-    is held when its input leads up chains to bases (both inputs, for a join: two
-    chains meet at it); otherwise it is the chain's source, kept full. Above a held
-    aggregate nothing more is held, and above a join at most one branch holds one
-    (an eviction starts at one topmost node)."""
+    grouped by exactly the key, a TopK partitioned by exactly it, a DISTINCT, or a
+    join on exactly the key, among ``allowed`` (new: no state yet), feeding this
+    reader alone (every node from it down has one child), is held when its input
+    leads up chains to bases (both inputs, for a join: two chains meet at it);
+    otherwise it is the chain's source, kept full (a DISTINCT is no source: the
+    reader is then full). Above a held aggregate, TopK or DISTINCT nothing more is
+    held, and above a join at most one branch holds one (an eviction starts at one
+    topmost node)."""
     node = graph[reader_id]
     reader = cast("Reader", node.op)
     if not read_by_key(reader) or len(node.parents) != 1:
@@ -242,6 +265,13 @@ def _up(graph: Graph, nid: str, cols: tuple[int, ...], allowed: set[str] | froze
                 if bases:
                     return None
             return [(seg[::-1], cols)], []
+        if kind == "distinct":          # (never a source: held, or the reader full)
+            above = (_held_up(graph, nid, cols, allowed)
+                     if alone and nid in allowed else None)
+            if above is None:
+                return None
+            chains, held = above
+            return ([(p + seg[::-1], c) for p, c in chains], held + [(nid, cols)])
         if kind not in THROUGH or len(n.parents) != 1:
             return None
         if kind == "project":
@@ -259,8 +289,9 @@ def _held_up(graph: Graph, nid: str, cols: tuple[int, ...],
     n = graph[nid]
     op: Any = n.op
     if op.kind in HELD and len(n.parents) == 1:
-        return _up(graph, n.parents[0], tuple(op.group_by[c] for c in cols), frozenset(),
-                   True, True)
+        # (a TopK's and a DISTINCT's rows are their input's: the key in the same columns)
+        up = tuple(op.group_by[c] for c in cols) if op.kind in GROUPED else cols
+        return _up(graph, n.parents[0], up, frozenset(), True, True)
     if op.kind != "join" or len(n.parents) != 2 or n.parents[0] == n.parents[1]:
         return None
     where = join_positions(op, cols)
@@ -289,20 +320,24 @@ def evict_path(chains: list[Chain], held: list[Held]) -> list[str]:
 
 
 def through_held(op: Any, cols: tuple[int, ...], key: tuple[Any, ...], batch: Batch) -> Batch:
-    """What an aggregate on a chain (``chain_and_ops``; its output columns ``cols`` hold
-    the key) sends on for a fill of ``key`` whose rows reach it as ``batch``: a hole
-    is filled with them (its group's row out); a key it holds (or every key, full)
-    answers from its state, which already has every row the fill carries."""
-    if op.holes is not None:
-        held = op_key(op, cols, key)
-        if held not in op.holes:
-            out: Batch = op.fill(held, batch)
-            return out
+    """What an aggregate, TopK or DISTINCT on a chain (``chain_and_ops``; its output
+    columns ``cols`` hold the key) sends on for a fill of ``key`` whose rows reach it
+    as ``batch``: a hole is filled with them (its group's row, window or distinct
+    rows out); a key it holds (or every key, full) answers from its state, which
+    already has every row the fill carries."""
+    held = op_key(op, cols, key)
+    if op.holes is not None and held not in op.holes:
+        out: Batch = op.fill(held, batch)
+        return out
+    if op.kind in KEYED:
+        rows: Batch = (op.key_rows(held) if op.holes is not None
+                       else op.part_rows(part_key(op, cols, key)))
+        return rows
     group: list[Any] = [None] * len(cols)
     for c, v in zip(cols, key):
         group[c] = v
-    rows: Batch = op.group_rows(tuple(group))
-    return rows
+    grouped: Batch = op.group_rows(tuple(group))
+    return grouped
 
 
 def step(graph: Graph, node_id: str, next_id: str, batch: Batch) -> Batch:
@@ -536,8 +571,10 @@ class ClusterPartial(Partial):
             self.worker_lost(w.name)
 
     def usage(self) -> dict[str, list[int]]:
-        """Per worker hosting partial readers: [bytes held, keys held, share, evictions]
-        (asked of each; for tests and figures)."""
+        """Per worker hosting partial readers: [bytes counted against its share (its
+        readers' and the operators' held with them), keys held, share, evictions, bytes
+        of the partial nodes it hosts by their own accounting, keys leaving] (asked of
+        each: ``Worker.req_share``; for tests and figures)."""
         rt = self.cluster
         with rt.lock:
             active = list(rt.active)
@@ -674,9 +711,14 @@ class WorkerPartial(Partial):
         self.leaving: dict[str, dict[Any, int]] = {}
         self._chosen: dict[str, list[Any]] | None = None
         self.send_up = send_up
-        #: the manager of the aggregates held partial here: not counted in the limit
-        #: (they hold at most their readers' keys), a loss passed on to the reader
+        #: the manager of the operators held partial here: their bytes are counted at
+        #: their readers' workers (``above``, from ``SIZES`` frames), a loss passed on
+        #: to the reader
         self.ops = _Uncounted(self)
+        #: reader id (hosted here) -> key -> held operator -> the bytes it holds for
+        #: the key, as last reported (``sized``); counted in ``total`` but for the
+        #: keys leaving (taken off at the choice with the reader's own)
+        self.above: dict[str, dict[Any, dict[str, int]]] = {}
 
     def _evict(self, reader: Reader, key: Any) -> int:
         up = self._upstream_of(reader) if self._chosen is not None else None
@@ -689,7 +731,48 @@ class WorkerPartial(Partial):
         size = int(reader.filled.get(key, 0))
         leaving[key] = size
         cast("dict[str, list[Any]]", self._chosen).setdefault(rid, []).append(key)
-        return size
+        return size + self.above_of(rid, key)
+
+    def above_of(self, reader_id: str, key: Any) -> int:
+        """The bytes the operators held with reader ``reader_id`` hold for ``key``."""
+        return sum(self.above.get(reader_id, {}).get(key, {}).values())
+
+    def sized(self, reader_id: str, op_id: str, keys: list[Any], sizes: list[Any]) -> None:
+        """Operator ``op_id`` held with reader ``reader_id`` holds ``sizes`` bytes for
+        ``keys`` (a ``SIZES`` frame, after a fill or a write there): counted here, where
+        its reader's keys are chosen for eviction, so that a worker's share bounds its
+        readers and the operators above them together. A key not held here yet (its
+        fill on its way) is counted too: the operator holds it."""
+        if reader_id not in self.paths:
+            return
+        above = self.above.setdefault(reader_id, {})
+        leaving = self.leaving.get(reader_id, {})
+        for k, size in zip(keys, sizes):
+            key = k[0] if len(k) == 1 else tuple(k)
+            entry = above.setdefault(key, {})
+            old = entry.get(op_id, 0)
+            entry[op_id] = int(size)
+            if key not in leaving:
+                self.total += int(size) - old
+
+    def _drop_above(self, reader_id: str) -> None:
+        """The operators held with reader ``reader_id`` hold none of its keys any more
+        (lost, made full, dropped): their bytes are no longer counted."""
+        leaving = self.leaving.get(reader_id, {})
+        for key, entry in self.above.pop(reader_id, {}).items():
+            if key not in leaving:
+                self.total -= sum(entry.values())
+
+    def hosted(self, op_ids: list[str]) -> int:
+        """The bytes the partial readers and the operators ``op_ids`` hosted here hold,
+        each by its own accounting (tests: what ``total`` must bound, over workers)."""
+        out = 0
+        for nid in [*self.paths, *op_ids]:
+            op: Any = self.graph[nid].op
+            holes = getattr(op, "holes", None)
+            if holes is not None and nid in self.runtime.domains:
+                out += int(holes._size[:holes._top].sum())
+        return out
 
     def _upstream_of(self, reader: Reader) -> tuple[str, tuple[str, list[str]]] | None:
         rid = self.reader_ids.get(reader)
@@ -708,6 +791,7 @@ class WorkerPartial(Partial):
         keys already holes; or the view dropped): its keys leaving are forgotten."""
         if self.upstream.pop(reader_id, None) is not None:
             self.reader_ids = {r: i for r, i in self.reader_ids.items() if i != reader_id}
+        self._drop_above(reader_id)
         self.leaving.pop(reader_id, None)
 
     def _oldest(self) -> list[tuple[int, Reader, int]]:
@@ -740,32 +824,41 @@ class WorkerPartial(Partial):
         become holes there."""
         reader = cast("Reader", self.graph[reader_id].op)
         leaving = self.leaving.get(reader_id, {})
+        above = self.above.get(reader_id, {})
         for k in keys:
             key = k[0] if len(k) == 1 else tuple(k)
+            chosen = key in leaving     # (its bytes taken off at the choice)
+            size = leaving.pop(key, 0)
             if key in reader.filled:
-                self.total -= reader.evict(key) - leaving.pop(key, 0)
-            else:
-                leaving.pop(key, None)
+                self.total -= reader.evict(key) - size
+            entry = above.pop(key, None)    # (gone above it now)
+            if entry and not chosen:
+                self.total -= sum(entry.values())
 
     def lost(self, reader: Reader) -> None:
         up = self._upstream_of(reader)
         if up is not None:              # (their bytes were taken off at the choice)
+            self._drop_above(up[0])
             self.total += sum(self.leaving.pop(up[0], {}).values())
         super().lost(reader)
 
 
 class _Uncounted:
-    """The manager the aggregates held partial on a worker keep their holes with
-    (``WorkerPartial.ops``): their bytes are not counted against the share (a held
-    aggregate holds at most its reader's keys), and a loss of one empties its reader
-    where it is hosted here (elsewhere the controller asks its worker:
-    ``ClusterPartial.worker_lost``)."""
-
-    limit = None
+    """The manager the operators held partial on a worker keep their holes with
+    (``WorkerPartial.ops``): their bytes are not counted here but at their readers'
+    workers (``SIZES`` frames: with a limit, each marks the keys a write touched, and
+    the worker measures them after the message: ``Worker._report_sizes``), and a loss
+    of one empties its reader where it is hosted here (elsewhere the controller asks
+    its worker: ``ClusterPartial.worker_lost``)."""
 
     def __init__(self, manager: WorkerPartial) -> None:
         self.manager = manager
         self.stale = False
+
+    @property
+    def limit(self) -> int | None:
+        """The worker's (None: no limit, nothing is measured after a write)."""
+        return self.manager.limit
 
     def resize(self, old: int, new: int) -> None:
         """Not counted."""

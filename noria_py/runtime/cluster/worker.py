@@ -45,7 +45,9 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   request ``partial_clear`` (a held aggregate or join was lost: the reader and the
   operators held with it all holes), and ``["fill", dst, body]`` (an eviction, its
   request id ``EVICT``, goes up from the reader's worker to the topmost operator
-  held, which sends it down like a fill); a fill comes
+  held, which sends it down like a fill; one with request id ``SIZES`` carries a
+  held operator's bytes for some keys down to its reader's worker, which counts
+  them against its share); a fill comes
   from the controller (at an upquery's source) or from the chain's node before
   ``dst`` (a peer, this worker, or the relay), dropped where a message would be held
   (its upquery fails with the loss and is sent again); the reader's worker answers the
@@ -120,7 +122,7 @@ from ...batch import Batch
 from ...errors import ArityError, Error, RecoveryError
 from ...graph import Graph, Node
 from ...memory import node_bytes
-from ...partial import Partial, op_key
+from ...partial import Partial, key_of, make_partial, op_key
 from ...planner import Planner
 from ...tls import Files as TlsFiles
 from ...tls import client_context as tls_client_context
@@ -137,7 +139,7 @@ from ..uncoordinated import PERIOD
 from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
-from .partial import EVICT, Fill, WorkerPartial, source_rows, step, through_held
+from .partial import EVICT, SIZES, Fill, WorkerPartial, source_rows, step, through_held
 from .reads import Reads, ReadServer, range_rows
 from .wire import (
     decode_batch,
@@ -308,6 +310,8 @@ class Worker:
         self.held_cols: dict[str, tuple[int, ...]] = {}
         #: partial reader -> the operators held partial with it (topmost first)
         self.held_by: dict[str, list[str]] = {}
+        #: an operator held partial -> its reader (``held_by`` the other way)
+        self.held_reader: dict[str, str] = {}
         #: ``serve --writes worker``: the bases hosted here keep their rows and validate
         #: their writes (``accept``); the accepted ones wait, their output held, until
         #: the base's log replica, or with none the controller's history, has them
@@ -429,8 +433,9 @@ class Worker:
         reader = cast("Reader", self.graph[reader_id].op)
         for nid, cols in held:
             op: Any = self.graph[nid].op
-            op.make_partial(self.partial.ops, reader)
+            make_partial(op, self.partial.ops, reader, tuple(cols))
             self.held_cols[nid] = tuple(cols)
+            self.held_reader[nid] = reader_id
             self._no_checkpoints(nid)
         if held:                        # (evictions start at the topmost: partial.py)
             self.partial.hold(reader_id, str(held[0][0]), list(path))
@@ -453,6 +458,7 @@ class Worker:
         for nid in nids:
             cast(Any, self.graph[nid].op).make_full()
             self.held_cols.pop(nid, None)
+            self.held_reader.pop(nid, None)
             d = self.domains.get(nid)
             if d is not None:
                 d.use_checkpoints(self.store)
@@ -489,6 +495,7 @@ class Worker:
             self.partial.release_held(node_id)
             self.partial._queue = []
         self.held_cols.pop(node_id, None)
+        self.held_reader.pop(node_id, None)
         self.held_by.pop(node_id, None)
         self.removed.add(node_id)
         self.early.pop(node_id, None)
@@ -612,8 +619,11 @@ class Worker:
         if out:
             self.emit(out)
         if self.partial is not None and self.partial.limit is not None \
-                and d.node.kind == "reader" and d.node.op.partial:
-            self.partial.evict()
+                and d.node.op.partial:
+            if d.node.kind == "reader":
+                self.partial.evict()
+            else:                       # (held: the bytes it now holds, to its reader's)
+                self._report_sizes(d.id)
         if d.ack_due():
             # a checkpoint first: the acknowledgement then carries it (as embedded)
             if d.store is not None and d.checkpoint_due():
@@ -924,6 +934,14 @@ class Worker:
         path = list(path)
         at = path.index(m.dst)
         key_tuples = [tuple(k) for k in keys]
+        if rid == SIZES:                # (a held operator's bytes, down to the reader)
+            if at < len(path) - 1:
+                self._pass(path[at + 1], ["fill", path[at + 1], [m.dst, *m.body[1:]]])
+            elif self.partial is not None:
+                op_id, sizes = batches
+                self.partial.sized(m.dst, str(op_id), key_tuples, sizes)
+                self.partial.evict()
+            return
         if rid == EVICT:                # (an eviction, from the aggregate down: Eviction)
             if at == len(path) - 1:
                 if self.partial is not None:
@@ -945,14 +963,16 @@ class Worker:
                 reader = cast("Reader", self.graph[m.dst].op)
                 answers = []
                 filled = 0              # (the bytes of the keys filled, before eviction)
+                partial = self.partial
                 for k, b in zip(key_tuples, rows):
                     key = k[0] if len(k) == 1 else k
                     found = reader.lookup(key)
                     if found is None:   # (held already: the fill is not applied again)
                         found = reader.fill(key, b)
                         filled += reader.filled.get(key, 0)
+                        if partial is not None:     # (and the operators' above it)
+                            filled += partial.above_of(m.dst, key)
                     answers.append(found)
-                partial = self.partial
                 if partial is not None and partial.limit is not None:
                     partial.evict()     # (its bytes then, for the controller's shares)
                     self.send(["mem", partial.total, self._held_keys(), filled])
@@ -967,19 +987,58 @@ class Worker:
                 if done is None:
                     return              # (until the other side's rows arrive)
                 rows = done
-            elif m.dst in self.held_cols:   # (an aggregate held partial: filled on the way)
+                self._report_sizes(m.dst, key_tuples)
+            elif m.dst in self.held_cols:   # (held partial: filled on the way)
                 op = self.graph[m.dst].op
                 hc = self.held_cols[m.dst]
                 rows = [through_held(op, hc, k, b) for k, b in zip(key_tuples, rows)]
+                self._report_sizes(m.dst, key_tuples)
             elif at:                    # (at 0, a base's rows, computed on the controller)
                 rows = [step(self.graph, m.dst, path[at + 1], b) for b in rows]
         nxt = path[at + 1]
-        frame = ["fill", nxt, [m.dst, rid, path, keys, cols,
-                               None if rid == EVICT else [encode_batch(b) for b in rows]]]
+        self._pass(nxt, ["fill", nxt, [m.dst, rid, path, keys, cols,
+                                       None if rid == EVICT
+                                       else [encode_batch(b) for b in rows]]])
+
+    def _pass(self, nxt: str, frame: list[Any]) -> None:
+        """A ``fill`` frame on to node ``nxt`` of its chain, on the messages' channel."""
         if self.direct:
             self.route(nxt, frame)
         else:
             self.send(frame)
+
+    def _report_sizes(self, nid: str, keys: list[tuple[Any, ...]] | None = None) -> None:
+        """With a limit: the bytes operator ``nid`` (held partial) holds for ``keys``
+        (just filled), or for the keys the message it just handled touched (measured
+        now; those whose bytes changed), sent down its chain to its reader's worker,
+        which counts them (``SIZES``; partial.py, Eviction). It goes ahead of the
+        fill it follows, so that the reader's worker knows them when the fill lands."""
+        partial = self.partial
+        reader_id = self.held_reader.get(nid)
+        if partial is None or partial.limit is None or reader_id is None:
+            return
+        op: Any = self.graph[nid].op
+        holes = op.holes
+        cols = self.held_cols[nid]
+        if keys is not None:
+            sizes = [holes.size_of(op_key(op, cols, k)) for k in keys]
+        else:
+            touched = [k for k in holes.dirty if k in holes]
+            if not touched:
+                holes.dirty.clear()
+                return
+            before = [holes.size_of(k) for k in touched]
+            op.settle()
+            changed = [(k, holes.size_of(k)) for k, b in zip(touched, before)
+                       if holes.size_of(k) != b]
+            if not changed:
+                return
+            keys = [key_of(op, cols, k) for k, _ in changed]
+            sizes = [b for _, b in changed]
+        path = partial.upstream[reader_id][1]
+        nxt = path[path.index(nid) + 1]
+        self._pass(nxt, ["fill", nxt, [nid, SIZES, path, [list(k) for k in keys], [],
+                                       [nid, sizes]]])
 
     def report_progress(self, c: Domain) -> None:
         for b_id, t, paths, trim in c.progress_report():
@@ -1562,14 +1621,17 @@ class Worker:
     def req_share(self, share: int | None) -> list[int]:
         """This worker's share of the cluster's memory limit is ``share`` bytes from now
         on (None: unchanged), its oldest keys evicted down to it before the answer:
-        [bytes held, keys held, share, evictions so far] (partial.py, Eviction)."""
+        [bytes counted, keys held, share, evictions so far, bytes of the partial nodes
+        hosted here by their own accounting, keys leaving] (partial.py, Eviction)."""
         partial = self.partial
         if partial is None or partial.limit is None:
-            return [0, 0, 0, 0]
+            return [0, 0, 0, 0, 0, 0]
         if share is not None:
             partial.limit = int(share)
         partial.evict()
-        return [partial.total, self._held_keys(), partial.limit, partial.evictions]
+        return [partial.total, self._held_keys(), partial.limit, partial.evictions,
+                partial.hosted(list(self.held_cols)),
+                sum(map(len, partial.leaving.values()))]
 
     def _held_keys(self) -> int:
         """Keys held by the partial readers hosted here."""

@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 import noria_py
+from noria_py.partial import key_of, op_key
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.partial import chain, chain_and_ops, evict_path
 from noria_py.runtime.cluster.reads import rows_found
@@ -25,7 +26,8 @@ DDL = ["CREATE TABLE t1 (a INT, b INT, c TEXT)", "CREATE TABLE t2 (a INT, d INT)
 #: name -> SQL with one ? (the same text in DuckDB); each reader's chain ends at a base
 #: (v_rows, v_filter, v_text; v_count, v_max and v_n through their aggregate, held
 #: partial; v_join and v_left through their join, held partial, from both tables),
-#: a full join (v_vote: the vote view's shape) or a TopK (v_top). v_vote's COUNT is
+#: v_top through its TopK, held partial, a full join (v_vote: the vote view's shape),
+#: or (v_distinct, v_dc) through their DISTINCT, held partial. v_vote's COUNT is
 #: v_n's (one sub-plan): if v_n is made first, its aggregate is held partial, then
 #: full again when v_vote comes to share it; else it is v_n's source (which of the two
 #: comes first is the seed's), and v_vote's join, above a full COUNT, its source.
@@ -39,14 +41,21 @@ VIEWS = {
     "v_join": "SELECT t1.a, t1.b, t2.d FROM t1 JOIN t2 ON t1.a = t2.a WHERE t1.a = ?",
     "v_left": "SELECT t2.a, t2.d, t1.b FROM t2 LEFT JOIN t1 ON t2.a = t1.a WHERE t2.a = ?",
     "v_top": "SELECT a, b FROM t1 WHERE a = ? ORDER BY b DESC LIMIT 2",
+    "v_distinct": "SELECT DISTINCT a, b FROM t1 WHERE a = ?",
+    "v_dc": "SELECT DISTINCT a, c FROM t1 WHERE a = ? AND b > 4",
     "v_n": "SELECT a, COUNT(*) AS n FROM t1 WHERE a = ? GROUP BY a",
     "v_vote": "SELECT t2.a, t2.d, vc.n FROM t2 LEFT JOIN (SELECT a, COUNT(*) AS n FROM t1 "
               "GROUP BY a) AS vc ON t2.a = vc.a WHERE t2.a = ?",
     "v_votes": "SELECT t2.a, t2.d, vc.n FROM t2 LEFT JOIN (SELECT a, COUNT(b) AS n FROM t1 "
                "GROUP BY a) AS vc ON t2.a = vc.a WHERE t2.a = ?",
 }
-#: a view that stays full (its key cannot be followed to one source): read beside
-FULL = {"v_distinct": "SELECT DISTINCT a, b FROM t1 WHERE a = ?"}
+#: views that stay full with shards (a sharded DISTINCT is partitioned by all its
+#: columns, then re-sharded by the key: it is not its reader's alone), read beside;
+#: with one shard they are partial, their DISTINCT held with the reader
+DISTINCTS = ("v_distinct", "v_dc")
+#: a view that stays full (its key is part of a group only: no source answers for
+#: it), read beside
+FULL = {"v_ab": "SELECT a, b, COUNT(*) AS n FROM t1 WHERE a = ? GROUP BY a, b"}
 KEYS = list(range(12))
 TEXTS = ["x", "y", "zz", "w"]
 
@@ -153,8 +162,14 @@ def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
                 for name in sorted(later):
                     db.execute(f"CREATE VIEW {name} AS {VIEWS.get(name) or FULL[name]}")
                 made = names
-                partial = {n["view"]: n["partial"] for n in db.graph() if n["kind"] == "reader"}
-                assert partial == {**dict.fromkeys(VIEWS, True), **dict.fromkeys(FULL, False)}
+                graph = db.graph()
+                partial = {n["view"]: n["partial"] for n in graph if n["kind"] == "reader"}
+                assert partial == {**dict.fromkeys(VIEWS, True), **dict.fromkeys(FULL, False),
+                                   **dict.fromkeys(DISTINCTS, shards == 1)}
+                # (each TopK and DISTINCT shard held partial with its reader, where it is)
+                held = {(n["kind"], n["partial"]) for n in graph
+                        if n["kind"] in ("topk", "distinct")}
+                assert held == {("topk", True), ("distinct", shards == 1)}, held
             if i == kill_at:
                 os.kill(rng.choice(cluster.worker_pids(db)), signal.SIGKILL)
             written = _write(rng, db, model)
@@ -238,7 +253,8 @@ def test_the_cluster_differential_with_partial_readers(seed, monkeypatch):
 
 def test_chains_of_partial_readers():
     """Which readers a cluster makes partial: those whose key leads up through filters,
-    projections and sharders to one base, aggregate, join or TopK on the key."""
+    projections and sharders to one base, aggregate, join or TopK on the key, or to a
+    DISTINCT held with them (with one shard: a sharded DISTINCT is re-sharded)."""
     for shards in (1, 2):
         db = noria_py.connect(shards=shards)
         for sql in DDL:
@@ -249,18 +265,31 @@ def test_chains_of_partial_readers():
         for name in [*VIEWS, *FULL, "v_all"]:
             for r in db._views[name].readers:
                 found = chain(db.graph_, r)
-                if name in VIEWS:
+                held = chain_and_ops(db.graph_, r, set(db.graph_.nodes))
+                for nid, cols in (held[1] if held is not None else ()):
+                    op = db.graph_[nid].op  # (a held key's bytes reach its reader's worker
+                    for key in [(3,), (None,)]:     # under the reader's key: key_of)
+                        assert key_of(op, cols, op_key(op, cols, key)) == key, (name, nid)
+                if name in DISTINCTS:       # (never a source: held, with one shard)
+                    assert found is None
+                    if shards == 2:
+                        assert held is None, name
+                        continue
+                    assert held is not None and len(held[0]) == 1, name
+                    assert [db.graph_[n].kind for n, _ in held[1]] == ["distinct"]
+                    assert db.graph_[held[0][0][0][0]].kind == "base"
+                    assert evict_path(*held)[0] == held[1][0][0]
+                elif name in VIEWS:
                     assert found is not None, (shards, name)
                     path, cols = found
                     assert path[-1] == r and db.graph_[path[0]].kind in (
                         "base", "aggregate", "extremum", "join", "topk")
                 else:
                     assert found is None, (shards, name)
-                held = chain_and_ops(db.graph_, r, set(db.graph_.nodes))
-                if name in ("v_count", "v_max"):    # (held partial, if new; v_n shares its)
-                    assert held is not None and len(held[1]) == 1, (shards, name)
-                    assert [db.graph_[p[0]].kind for p, _ in held[0]] == ["base"]
-                    assert db.graph_[held[1][0][0]].kind in ("aggregate", "extremum")
+                if name in ("v_count", "v_max", "v_top"):   # (held partial, if new; v_n
+                    assert held is not None and len(held[1]) == 1, (shards, name)  # shares
+                    assert [db.graph_[p[0]].kind for p, _ in held[0]] == ["base"]  # its)
+                    assert db.graph_[held[1][0][0]].kind in ("aggregate", "extremum", "topk")
                 elif name in ("v_join", "v_left", "v_votes"):   # (held: two chains meet)
                     assert held is not None and len(held[0]) == 2, (shards, name)
                     assert [db.graph_[n].kind for n, _ in held[1]] == (
@@ -486,6 +515,22 @@ def _poll_until(sub, state: dict, want: dict, seconds: float) -> dict:
     return state
 
 
+def _read_every_key(db, con, sql: dict[str, str], keys: list[int], rng: random.Random,
+                    sample) -> tuple[list, list[int]]:
+    """Every key of each view of ``sql`` read once, in a random order: the answers that
+    are not DuckDB's, and ``sample()`` after every fifth read and the last."""
+    order = [(name, k) for name in sql for k in keys]
+    rng.shuffle(order)
+    wrong, samples = [], []
+    for i, (name, k) in enumerate(order):
+        got = normalize(db.view(name).lookup(k))
+        if got != normalize(con.execute(sql[name], [k]).fetchall()):
+            wrong.append((name, k, got))
+        if i % 5 == 0 or i == len(order) - 1:
+            samples.append(sample())
+    return wrong, samples
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("channels", ["direct", "relay"])
 def test_memory_and_one_limit_across_the_workers_and_a_pinned_key(channels):
@@ -531,16 +576,8 @@ def test_memory_and_one_limit_across_the_workers_and_a_pinned_key(channels):
 
         # one limit: every key of both views read once, in a random order
         manager = server.db._partial
-        order = [(name, k) for name in sql for k in keys]
-        rng.shuffle(order)
-        wrong, totals = [], []
-        for i, (name, k) in enumerate(order):
-            got = normalize(db.view(name).lookup(k))
-            if got != normalize(con.execute(sql[name], [k]).fetchall()):
-                wrong.append((name, k, got))
-            if i % 5 == 0 or i == len(order) - 1:
-                usage = manager.usage()
-                totals.append(sum(u[0] for u in usage.values()))
+        wrong, totals = _read_every_key(db, con, sql, keys, rng, lambda: sum(
+            u[0] for u in manager.usage().values()))
         assert not wrong, wrong[:5]
         assert max(totals) <= limit, (max(totals), limit)
         usage = manager.usage()
@@ -577,6 +614,63 @@ def test_memory_and_one_limit_across_the_workers_and_a_pinned_key(channels):
         server.close()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("shards", [1, 2])
+def test_held_operators_bytes_count_against_the_limit(shards):
+    """The operators held partial (a TopK keeping every row of a key, a DISTINCT with
+    one shard, a COUNT) count against ``--memory-limit`` with their readers: every
+    key of each view read once in a random order, the partial nodes of both workers
+    together hold at most the limit (each by its own accounting, once the evictions
+    chosen have landed), the operators' part of it counted; answers as DuckDB's; and
+    ``memory()`` has each held operator shard."""
+    import time
+
+    from noria_py.runtime.cluster.server import Server
+
+    limit = 20000
+    server = Server(port=0, workers=2, shards=shards, partial=True, memory_limit=limit)
+    try:
+        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
+        db.execute("CREATE TABLE t (a INT, b INT, c TEXT)")
+        sql = {"v_top": "SELECT a, b FROM t WHERE a = ? ORDER BY b DESC LIMIT 2",
+               "v_count": "SELECT a, COUNT(*) AS n FROM t WHERE a = ? GROUP BY a"}
+        if shards == 1:
+            sql["v_distinct"] = "SELECT DISTINCT a, c FROM t WHERE a = ?"
+        for name, q in sql.items():
+            db.execute(f"CREATE VIEW {name} AS {q}")
+        rng = random.Random(shards)
+        keys = list(range(120))
+        rows = [(a, rng.randint(0, 99), rng.choice(TEXTS)) for a in keys for _ in range(8)]
+        db.table("t").insert(rows)
+        db.wait()
+        con = duckdb.connect()
+        con.execute("CREATE TABLE t (a INT, b INT, c TEXT)")
+        con.executemany("INSERT INTO t VALUES (?, ?, ?)", [list(r) for r in rows])
+        graph = db.graph()
+        held = {n["id"] for n in graph if n["kind"] in ("topk", "distinct", "aggregate")}
+        assert held and all(n["partial"] for n in graph if n["id"] in held)
+        manager = server.db._partial
+
+        def hosted() -> int:
+            deadline = time.monotonic() + 10
+            usage = manager.usage()
+            while any(u[5] for u in usage.values()) and time.monotonic() < deadline:
+                usage = manager.usage()     # (evictions chosen, on their way)
+            return sum(u[4] for u in usage.values())
+
+        wrong, totals = _read_every_key(db, con, sql, keys, rng, hosted)
+        assert not wrong, wrong[:5]
+        assert max(totals) <= limit, (max(totals), limit)
+        usage = manager.usage()
+        assert sum(u[3] for u in usage.values()) > 0            # (the limit did bind)
+        assert sum(u[2] for u in usage.values()) <= limit       # (the shares' sum)
+        mem = db.memory(bases=False)
+        assert held <= set(mem) and all(mem[n] > 0 for n in held)
+        db.close()
+    finally:
+        server.stopped.set()
+
+
 def test_a_worker_evicts_down_to_its_share_and_passes_over_pinned_keys():
     """A worker's partial readers hold nothing until the controller gives the worker a
     share of the limit (``req_share``); a fill reports the bytes held and filled
@@ -606,7 +700,7 @@ def test_a_worker_evicts_down_to_its_share_and_passes_over_pinned_keys():
     assert ctl.recv()[:3] == ("mem", 5 * each, 5) and ctl.recv()[0] == "rep"
     assert all(op.lookup(k) == [(k, 10 * k)] for k in range(1, 6))
     w.req_pin(reader, 3, True)
-    held, keys, share, evicted = w.req_share(each * 2)
+    held, keys, share, evicted = w.req_share(each * 2)[:4]
     assert (held, keys, share) == (2 * each, 2, 2 * each) and evicted == 4
     assert op.lookup(3) == [(3, 30)] and op.lookup(1) is None and op.lookup(2) is None
     assert w.req_share(0)[:2] == [each, 1]          # (the pinned key stays: the slack)
@@ -834,6 +928,95 @@ def test_a_lost_partial_aggregate_empties_its_reader():
     ctl.close()
 
 
+#: a TopK partitioned by the key and a DISTINCT, each held partial with its reader,
+#: and what the view answers for a key from its rows (a multiset of (a, b))
+KEYED_VIEWS = {
+    "topk": ("SELECT a, b FROM t WHERE a = ? ORDER BY b DESC LIMIT 2",
+             lambda rows: sorted(rows, reverse=True)[:2]),
+    "distinct": ("SELECT DISTINCT a, b FROM t WHERE a = ?", lambda rows: sorted(set(rows))),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KEYED_VIEWS))
+def test_a_held_topk_or_distinct_on_a_worker_drops_writes_to_holes_and_evicts_in_order(kind):
+    """A TopK or DISTINCT held partial with its reader (as ``ClusterPartial.install``
+    announces it): random inserts, deletes, fills (a key held already: answered from
+    its state) and shares, the worker's frames handled a few at a time. After each
+    step the reader holds only keys the operator holds or is letting go; once every
+    frame is handled each key held answers from every row written (a write to a hole
+    counted again at the fill would show here); a share of 0 empties both; and the
+    operator's bytes count against the share (``WorkerPartial.total``)."""
+    from noria_py.batch import Batch
+
+    sql, answer = KEYED_VIEWS[kind]
+    w, ctl, views = _worker_with(["CREATE TABLE t (a INT, b INT)", f"CREATE VIEW v AS {sql}"])
+    (reader,) = views["v"]
+    chains, held = chain_and_ops(w.graph, reader, set(w.graph.nodes))
+    assert [w.graph[h].kind for h, _ in held] == [kind]
+    path = evict_path(chains, held)
+    w.make_partial(reader, 1 << 20, [[h, list(c)] for h, c in held], path)
+    (op_id, _), = held
+    op, rop = w.graph[op_id].op, w.graph[reader].op
+    base = chains[0][0][0]
+    fill_path = chains[0][0]
+    rng = random.Random(5)
+    rows: dict[int, list[tuple]] = {}
+    each = None
+    for i in range(300):
+        r = rng.random()
+        k = rng.randrange(6)
+        if r < 0.35:
+            row = (k, rng.randrange(4))
+            w.write(base, Batch([row]))
+            rows.setdefault(k, []).append(row)
+        elif r < 0.5 and rows.get(k):
+            row = rows[k].pop(rng.randrange(len(rows[k])))
+            w.write(base, Batch([row], [-1]))
+        elif r < 0.8:
+            w.frame(_fill_frame(base, i + 1, fill_path, [k], [0], [list(rows.get(k, []))]))
+        elif each:
+            w.req_share(each * rng.randint(0, 4))
+        each = _handle_some(w, ctl, rng, each)
+        leaving = set(w.partial.leaving.get(reader, {}))
+        assert set(rop.filled) - set(op.holes.keys()) <= leaving, i
+        if i % 25 == 24:                # (everything handled, every key filled: right)
+            _counted(w)
+            assert set(rop.filled) <= set(op.holes.keys())
+            w.req_share(1 << 20)
+            w.frame(_fill_frame(base, 1000 + i, fill_path, list(range(6)), [0],
+                                [list(rows.get(k, [])) for k in range(6)]))
+            _pump(w)
+            for k in range(6):
+                assert sorted(rop.lookup(k)) == sorted(answer(rows.get(k, []))), (i, k)
+            for k in range(6):          # (writes to held keys: the operator's grow)
+                row = (k, rng.randrange(4))
+                w.write(base, Batch([row]))
+                rows.setdefault(k, []).append(row)
+            assert _counted(w) > w.partial.hosted([])   # (the operator's too)
+    _pump(w)
+    w.req_share(0)
+    _pump(w)
+    assert not set(rop.filled) and op.holes.n == 0 and w.partial.total == 0
+    ctl.close()
+
+
+def _counted(w) -> int:
+    """Once every frame is handled and no key is leaving: the bytes the worker counts
+    against its share are those its partial reader and the operators held with it
+    hold (``SIZES``; every key a write touched measured again), within the share;
+    those bytes."""
+    _pump(w)
+    counted, _, share, _, hosted, leaving = w.req_share(None)
+    while leaving:                      # (an eviction just chosen: let it land)
+        _pump(w)
+        counted, _, share, _, hosted, leaving = w.req_share(None)
+    for nid in w.held_reader:           # (a key not measured since a write: now)
+        w.graph[nid].op.settle()
+    hosted = w.partial.hosted(list(w.held_reader))
+    assert counted == hosted and counted <= share, (counted, hosted, share)
+    return hosted
+
+
 @pytest.mark.slow
 def test_a_shared_partial_aggregate_becomes_full_again_in_a_cluster():
     """A view created later whose plan shares the aggregate of a partial view (an
@@ -984,6 +1167,7 @@ def test_an_eviction_starts_at_the_count_and_goes_down_through_the_join():
                 ctl.recv()
             assert set(rop.filled) <= set(jop.holes.keys()) <= set(cop.holes.keys()), i
             assert not jop.waiting
+            _counted(w)                 # (the COUNT's and the join's bytes counted)
             for key in rop.filled:
                 assert sorted(rop.lookup(key)) == _votes_of(key, articles, votes), (i, key)
     assert evicted                      # (evictions were on their way at some step)
