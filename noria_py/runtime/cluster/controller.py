@@ -52,6 +52,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from sql_frontend import wire as plan_wire
@@ -86,7 +87,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
-from .writes import LANDED_KEPT, validated
+from .writes import LANDED_KEPT, disk_tail, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -212,6 +213,13 @@ class ClusterRuntime(Runtime):
         #: (``writes.py``; None: none, the history here is its log): the owner sends
         #: its writes there before acknowledging them, and here lazily (``hcopy``)
         self.replicas: dict[str, str | None] = {}
+        #: (writes at the workers, ``--data-dir``) where each worker keeps its bases'
+        #: logs on disk, ``disk/<worker>/<base>`` (``writes.DiskLogs``; None: in memory
+        #: only), and per base the lost workers that held its log since it was last
+        #: restored (its owner, its replicas): what ``complete_history`` reads when no
+        #: live replica has the log
+        self.disk: Path | None = None
+        self.lost_logs: dict[str, list[str]] = {}
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -367,7 +375,7 @@ class ClusterRuntime(Runtime):
                    "coordinated" if self.epochs is not None
                    else self.lines.regime if self.lines is not None
                    else "causal" if self.causal is not None else "treeclock",
-                   self.writes])
+                   self.writes, None if self.disk is None else str(self.disk / name)])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -674,17 +682,34 @@ class ClusterRuntime(Runtime):
     def complete_history(self, base: str) -> None:
         """A lost owner's base: its history here takes the writes after its end from
         the base's log replica (acknowledged, not yet sent here: ``writes.py``), and
-        their tags, before the base is restored from it."""
+        their tags, before the base is restored from it; with no live replica, from
+        the logs its lost workers left on disk (``--data-dir``: ``disk_tail``)."""
         with self.lock:
             r = self.workers.get(self.replicas.get(base) or "")
-        if r is None or not r.alive:
-            return                          # (no replica: the history here is the log)
-        writes, tags = self.ask(r, "log_since", base, len(self.durable[base]))
-        batches = [decode_batch(b) for b in writes]
+        n = len(self.durable[base])
+        if r is not None and r.alive:
+            try:
+                writes, tags = self.ask(r, "log_since", base, n)
+            except WorkerLost:
+                pass                        # (lost meanwhile: its log on disk, below)
+            else:
+                batches = [decode_batch(b) for b in writes]
+                with self.lock:
+                    self._took(base, batches, tags, known_some=True)
+                if batches:
+                    log.info("base %s: %d write(s) from its replica %s", base,
+                             len(batches), r.name)
+                return
         with self.lock:
-            self._took(base, batches, tags, known_some=True)
-        if batches:
-            log.info("base %s: %d write(s) from its replica %s", base, len(batches), r.name)
+            lost = list(dict.fromkeys(self.lost_logs.get(base, ())))
+        if self.disk is None or not lost:
+            return                          # (no replica: the history here is the log)
+        tail = disk_tail([self.disk / name / base for name in lost], base, n)
+        if tail:
+            with self.lock:
+                self._took(base, tail, [])
+            log.warning("base %s: %d write(s) from the log on disk of its lost worker(s) "
+                        "%s", base, len(tail), ", ".join(lost))
 
     def landed_at_replica(self, base: str, tag: int) -> bool:
         """Whether the base's log replica has the write tagged ``tag`` (its owner lost:
@@ -910,6 +935,9 @@ class ClusterRuntime(Runtime):
             if w in self.spares:
                 self.spares.remove(w)
             mine = [n for n, p in self.placement.items() if p == w.name]
+            for n in self.durable:
+                if self.placement.get(n) == w.name or self.replicas.get(n) == w.name:
+                    self.lost_logs.setdefault(n, []).append(w.name)
             for n in mine:
                 self.up.discard(n)
                 self.restored.discard(n)
@@ -1405,6 +1433,8 @@ class ClusterRuntime(Runtime):
         table = None
         if self.at_workers:
             self.complete_history(node_id)
+            with self.lock:
+                self.lost_logs.pop(node_id, None)   # (a new log, from this history)
             # its worker keeps the rows: the whole table goes, as of the history's
             # start, then every write after
             start, rows_then, writes = self.durable[node_id].table()

@@ -233,7 +233,9 @@ class Server:
             # (what is built so far: the controller's history still logs the writes,
             # and the rest of these keep a copy of the rows it does not)
             for bad, why in ((channels != "direct", "--channels direct"),
-                             (data_dir is not None, "no --data-dir"),
+                             (data_dir is not None and (Path(data_dir) / "workers").exists(),
+                              "a new --data-dir (a controller restart with --writes worker "
+                              "is not built: the tables' rows are in the workers' logs)"),
                              (regime != "treeclock", "--regime treeclock"),
                              (partial, "no --partial")):
                 if bad:
@@ -288,6 +290,10 @@ class Server:
         self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints, channels, barrier_every, writes)
+        if writes == "worker" and data_dir is not None:
+            # (made before any worker joins: its config names its directory there)
+            self.runtime.disk = Path(data_dir) / "workers"
+            self.runtime.disk.mkdir(parents=True)
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
@@ -901,7 +907,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--writes", choices=WRITES, default="controller",
                    help="where writes are validated and taken: here (controller, the "
                         "default) or at each table's base's worker (worker: clients "
-                        "write there; needs --channels direct, no --data-dir)")
+                        "write there; needs --channels direct; with --data-dir each "
+                        "worker keeps its bases' logs there, and a restart is not built)")
     p.add_argument("--rejoin-timeout", dest="rejoin_timeout", type=float,
                    default=REJOIN_TIMEOUT,
                    help="with --data-dir: seconds a worker whose controller died goes on "

@@ -33,7 +33,9 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, and with
   ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
   batches, tags]``, ``["rfull", base, start, table, batches, in flight, tags]``,
-  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]``; nothing else
+  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]``; nothing else (with
+  ``--data-dir``, the config's last item names the directory where this worker keeps
+  those logs on disk as well: ``writes.DiskLogs``)
 - with ``--writes worker``, from the controller ``["replica", base, worker | None]``,
   ``["durable", base, n]``, ``["pause", id]``, ``["resume"]``, and to it ``["hist",
   base, batches, tags]`` (no replica: answered ``durable``) or ``["hcopy", ...]`` (the
@@ -147,7 +149,7 @@ from .wire import (
     encode_delta,
     encode_message,
 )
-from .writes import ReplicaLogs, history_from, validated
+from .writes import DiskLogs, ReplicaLogs, history_from, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
@@ -232,7 +234,10 @@ class Worker:
                  channels: str = "relay", token: str | None = None,
                  inbox: Inbox | None = None, peers: PeerServer | None = None,
                  tls: ssl.SSLContext | None = None, first_number: int = 0,
-                 regime: str = "treeclock", writes: str = "controller") -> None:
+                 regime: str = "treeclock", writes: str = "controller",
+                 disk: str | None = None) -> None:
+        """``disk`` (``--writes worker --data-dir``): the directory this worker keeps its
+        bases' logs in, and those it is the replica of (``writes.DiskLogs``)."""
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -340,6 +345,11 @@ class Worker:
         #: their owners' frames for a base whose catalog change is still on its way
         self.replica_logs = ReplicaLogs()
         self.early_logs: dict[str, list[tuple[Sequence[Any], str]]] = {}
+        #: with ``--data-dir``: both kinds of log on disk too, each written before what
+        #: acknowledges it (the owner's before its group goes out, the replica's
+        #: before ``rdur``)
+        self.disk: DiskLogs | None = (DiskLogs(disk) if disk is not None and self.at_workers
+                                      else None)
         if self.at_workers:
             self.reads.write = self.client_write
 
@@ -493,6 +503,8 @@ class Worker:
         self.removed.add(node_id)
         self.early.pop(node_id, None)
         self.replica_logs.drop(node_id)         # (a dropped table's log, its copy)
+        if self.disk is not None:
+            self.disk.drop(node_id)
         for kept in (self.early_logs, self.logs, self.replica_of, self.to_copy):
             kept.pop(node_id, None)
         self.holding.pop(node_id, None)
@@ -1084,6 +1096,8 @@ class Worker:
             # its log, as the controller's history has it (complete: its replica's
             # tail was taken first); its replica is named next (``["replica", ...]``)
             self.logs[nid] = history_from(cast("Base", d.node.op), start, rows, writes)
+            if self.disk is not None:
+                self.disk.reset(nid, self.logs[nid])
             self.sent_ctrl[nid] = start + len(writes)
             self.replica_of.pop(nid, None)
             self.to_copy.pop(nid, None)
@@ -1124,6 +1138,8 @@ class Worker:
         for f in self.deferred:
             f[4](None)                  # (never taken: nothing written)
         self.deferred = []
+        if self.disk is not None:
+            self.disk.close()           # (what it holds is on disk already)
 
     def controller_write(self, rid: int, args: Sequence[Any]) -> None:
         """The controller's ``cwrite`` (a write made there: ``ClusterRuntime.forward``),
@@ -1211,6 +1227,8 @@ class Worker:
         batches = [b for _, b, _, _ in group]
         for b in batches:
             log.append(b)
+        if self.disk is not None:
+            self.disk.append(nid, batches)      # (durable here before it goes out)
         self._send_group(nid, via, batches, [tag for _, _, _, tag in group])
 
     def _send_group(self, nid: str, via: str | None, batches: list[Batch],
@@ -1231,6 +1249,8 @@ class Worker:
             d = self.domains[nid]
             at = d.time - ahead
             log = self.logs[nid] = history_from(cast("Base", d.node.op), at, None, [])
+            if self.disk is not None:
+                self.disk.reset(nid, log)
             self.sent_ctrl.setdefault(nid, at)
         return log
 
@@ -1243,6 +1263,8 @@ class Worker:
             return
         low = min(low, self.sent_ctrl.get(nid, 0))
         log.trim(low)
+        if self.disk is not None:
+            self.disk.trimmed(nid, log)
         via = self.replica_of.get(nid)
         if via:
             self.links.send(via, ["rtrim", nid, low])
@@ -1332,15 +1354,22 @@ class Worker:
             return
         if op == "rtrim":
             self.replica_logs.trim(nid, int(f[2]))
+            if self.disk is not None and nid in self.replica_logs.logs:
+                self.disk.trimmed(nid, self.replica_logs.logs[nid])
             return
         if op == "rlog":
-            self.replica_logs.append(nid, [decode_batch(b) for b in f[2]], list(f[3]))
+            batches = [decode_batch(b) for b in f[2]]
+            self.replica_logs.append(nid, batches, list(f[3]))
+            if self.disk is not None:
+                self.disk.append(nid, batches)
             n = len(f[2])
         else:                           # rfull: start, table, writes, in flight, tags
             base = cast("Base", self.graph[nid].op)
             self.replica_logs.full(base, nid, int(f[2]), decode_batch(f[3]),
                                    [decode_batch(b) for b in f[4]])
             self.replica_logs.append(nid, [], list(f[6]))
+            if self.disk is not None:
+                self.disk.reset(nid, self.replica_logs.logs[nid])
             n = int(f[5])
         self.links.send(src, ["rdur", nid, n])
 
@@ -1898,10 +1927,11 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             rejoin_timeout = float(more[2]) if len(more) > 2 else 0.0
             regime = str(more[3]) if len(more) > 3 else "treeclock"
             writes = str(more[4]) if len(more) > 4 else "controller"
+            disk = str(more[5]) if len(more) > 5 and more[5] is not None else None
             worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels,
                             token, inbox, peers,
                             None if tls is None else tls_client_context(tls.ca), first_number,
-                            regime, writes)
+                            regime, writes, disk)
             worker.keep_reads = rejoin_timeout > 0
             worker.previous, worker.before = previous, before
             stop = threading.Event()

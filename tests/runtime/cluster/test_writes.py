@@ -157,13 +157,14 @@ def test_views_made_while_clients_write_at_the_worker_miss_no_write(cluster):
     db.close()
 
 
-def test_writes_at_the_worker_need_what_is_built():
+def test_writes_at_the_worker_need_what_is_built(tmp_path):
+    (tmp_path / "workers").mkdir()     # (a controller restart: not built)
     with pytest.raises(ArgumentError, match="writes must be one of"):
         ClusterRuntime(Graph(), writes="elsewhere")
     with pytest.raises(ArgumentError, match="--channels direct"):
         Server(port=0, writes="worker", channels="relay", spawn=False)
-    with pytest.raises(ArgumentError, match="--data-dir"):
-        Server(port=0, writes="worker", data_dir="/nonexistent", spawn=False)
+    with pytest.raises(ArgumentError, match="a new --data-dir"):
+        Server(port=0, writes="worker", data_dir=str(tmp_path), spawn=False)
 
 
 @pytest.mark.slow
