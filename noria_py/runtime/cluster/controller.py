@@ -48,6 +48,7 @@ import itertools
 import logging
 import queue
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -87,7 +88,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
-from .writes import LANDED_KEPT, disk_tail, validated
+from .writes import LANDED_KEPT, disk_tail, log_dir, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -704,12 +705,27 @@ class ClusterRuntime(Runtime):
             lost = list(dict.fromkeys(self.lost_logs.get(base, ())))
         if self.disk is None or not lost:
             return                          # (no replica: the history here is the log)
-        tail = disk_tail([self.disk / name / base for name in lost], base, n)
+        table = cast("Base", self.graph[base].op).schema.name
+        tail = disk_tail([log_dir(self.disk / name, table) for name in lost], base, n)
         if tail:
             with self.lock:
                 self._took(base, tail, [])
             log.warning("base %s: %d write(s) from the log on disk of its lost worker(s) "
                         "%s", base, len(tail), ", ".join(lost))
+
+    def drop_lost_logs(self, base: str) -> None:
+        """The logs on disk of the base's lost workers, once no longer its log: the base
+        restored (its new owner's log, made from the completed history, replaces them)
+        or dropped. (A lost owner's may hold writes it never had acknowledged, which
+        would be taken for its table's at a restart: ``writes.tables_on_disk``.)"""
+        with self.lock:
+            lost = self.lost_logs.pop(base, [])
+        node = self.graph.nodes.get(base)
+        if self.disk is None or node is None or node.kind != "base":
+            return
+        for name in dict.fromkeys(lost):
+            shutil.rmtree(log_dir(self.disk / name, cast("Base", node.op).schema.name),
+                          ignore_errors=True)
 
     def landed_at_replica(self, base: str, tag: int) -> bool:
         """Whether the base's log replica has the write tagged ``tag`` (its owner lost:
@@ -1139,6 +1155,7 @@ class ClusterRuntime(Runtime):
             self.held.pop(node_id, None)
         self.durable.pop(node_id, None)
         self.replicas.pop(node_id, None)
+        self.drop_lost_logs(node_id)
         if self.store is not None:
             with self.store_lock:
                 self.store.drop(node_id)
@@ -1433,8 +1450,6 @@ class ClusterRuntime(Runtime):
         table = None
         if self.at_workers:
             self.complete_history(node_id)
-            with self.lock:
-                self.lost_logs.pop(node_id, None)   # (a new log, from this history)
             # its worker keeps the rows: the whole table goes, as of the history's
             # start, then every write after
             start, rows_then, writes = self.durable[node_id].table()
@@ -1445,6 +1460,7 @@ class ClusterRuntime(Runtime):
         part, _ = self.history_parts(w, node_id, writes)
         n: int = self.ask(w, "restore_base", node_id, part, seen, low, start,
                           *(() if table is None else (table,)))
+        self.drop_lost_logs(node_id)        # (its new log is on its new worker's disk)
         with self.lock:
             self.restored.add(node_id)
         return n

@@ -79,6 +79,7 @@ from .restart import (
     ClusterState,
     logged_batches,
     plan_adoption,
+    take_workers_logs,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -233,13 +234,13 @@ class Server:
             # (what is built so far: the controller's history still logs the writes,
             # and the rest of these keep a copy of the rows it does not)
             for bad, why in ((channels != "direct", "--channels direct"),
-                             (data_dir is not None and (Path(data_dir) / "workers").exists(),
-                              "a new --data-dir (a controller restart with --writes worker "
-                              "is not built: the tables' rows are in the workers' logs)"),
                              (regime != "treeclock", "--regime treeclock"),
                              (partial, "no --partial")):
                 if bad:
                     raise ArgumentError(f"--writes worker needs {why} (not built yet)")
+        elif data_dir is not None and (Path(data_dir) / "workers").exists():
+            raise ArgumentError(f"the tables of {data_dir} are in its workers' logs "
+                                "(served with --writes worker): serve it with --writes worker")
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
         if regime in ("coordinated", "uncoordinated", "cic", "causal"):
@@ -291,9 +292,8 @@ class Server:
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints, channels, barrier_every, writes)
         if writes == "worker" and data_dir is not None:
-            # (made before any worker joins: its config names its directory there)
-            self.runtime.disk = Path(data_dir) / "workers"
-            self.runtime.disk.mkdir(parents=True)
+            # (before any worker joins: its config names its directory there)
+            self.runtime.disk = take_workers_logs(data_dir)
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
@@ -388,6 +388,8 @@ class Server:
         catalog planned again from the number the controller before started at gives
         the very graph they hold (ids, numbers, parents)."""
         plan, prev = self.adoption, cast(ClusterState, self.state).previous
+        if self.runtime.at_workers:
+            return False        # (the tables came from the workers' logs: rebuilt)
         if plan is None or plan.rebuild or plan.gaps or not plan.keep \
                 or any(more for _, more in plan.replay.values()):
             return False

@@ -1176,6 +1176,7 @@ class Worker:
         if not batch:
             reply([])
             return
+        self._log(nid)                  # (made before its first write: as of the rows now)
         out = d.write(batch)
         self.accepted.setdefault(nid, []).append((out, batch, reply, tag))
         if nid not in self.committing:
@@ -1223,7 +1224,7 @@ class Worker:
             return
         self.committing[nid] = group
         self.committing_via[nid] = via
-        log = self._log(nid, len(group))
+        log = self._log(nid)
         batches = [b for _, b, _, _ in group]
         for b in batches:
             log.append(b)
@@ -1241,14 +1242,14 @@ class Worker:
         else:
             self.links.send(via, ["rlog", nid, encoded, tags])
 
-    def _log(self, nid: str, ahead: int = 0) -> WriteHistory:
-        """The base's own log (made at its first write here: empty until then;
-        ``ahead``: writes applied already that it is made before)."""
+    def _log(self, nid: str) -> WriteHistory:
+        """The base's own log (made before its first write here, or when it is first
+        sent to a replica: the table as it is then, at its time then)."""
         log = self.logs.get(nid)
         if log is None:
             d = self.domains[nid]
-            at = d.time - ahead
-            log = self.logs[nid] = history_from(cast("Base", d.node.op), at, None, [])
+            at, op = d.time, cast("Base", d.node.op)
+            log = self.logs[nid] = history_from(op, at, op.snapshot() if at else None, [])
             if self.disk is not None:
                 self.disk.reset(nid, log)
             self.sent_ctrl.setdefault(nid, at)
@@ -1328,7 +1329,7 @@ class Worker:
                 self._send_group(nid, None, [b for _, b, _, _ in group],
                                  [tag for _, _, _, tag in group])
         else:
-            log = self._log(nid, len(self.accepted.get(nid, [])))
+            log = self._log(nid)
             start, table, writes = log.table()
             resend = group if group and via is not None else []
             self.links.send(name, ["rfull", nid, start, encode_batch(table),

@@ -28,12 +28,13 @@ from the replica's tail (``ReplicaLogs.since``) before a lost owner's base is
 restored.
 
 With ``--data-dir DIR`` (``DiskLogs``), the owner and the replica each keep that log on
-disk too, under ``DIR/workers/<worker>/<base>/``: one ``Storage`` directory per base
-(the embedded write-ahead log's files, framing and checks: ``noria_py/storage``), the
-table as of the log's start in its snapshot and each write a record of its own, its
-number the base's write number. One directory per base, not one log per worker,
-because a log is trimmed and replaced per base (a new replica's whole log, a restored
-base's), and read per base when its workers are lost. The owner appends a group, in
+disk too, under ``DIR/workers/<worker>/<table>/`` (``log_dir``): one ``Storage``
+directory per base (the embedded write-ahead log's files, framing and checks:
+``noria_py/storage``), the table as of the log's start in its snapshot and each write
+a record of its own, its number the base's write number. One directory per base, not
+one log per worker, because a log is trimmed and replaced per base (a new replica's
+whole log, a restored base's), and read per base when its workers are lost; named by
+the table, which a restarted controller knows (node ids are renumbered). The owner appends a group, in
 one write and one ``fsync`` as the controller's WAL does each batch, before sending it
 to its replica, and the replica before answering ``rdur``: so an acknowledged write
 is on both disks. The log on disk is rewritten from the one in memory, so trimmed by
@@ -41,14 +42,25 @@ the same rule (``hlow``, ``rtrim``), once enough writes were trimmed
 (``tuning.DISK_LOG_TRIM``). When a base's owner and replica are lost together, the
 controller completes its history from their directories (``disk_tail``: the longer
 of the two; a torn last record is cut and reported, other damage refuses that
-directory) instead of losing what it had not been sent.
+directory) instead of losing what it had not been sent; once the base is restored,
+the new owner's log replaces theirs (deleted: ``ClusterRuntime.restore_base``).
+
+A restarted controller (``tables_on_disk``) takes each table's rows from the longest
+of its logs under ``DIR/workers`` (every one there is a prefix of the same sequence of
+writes, but a lost owner's, which may hold writes it never had acknowledged: in doubt,
+applied whole or not at all), writes them into its own data directory's snapshot and
+deletes ``DIR/workers``; then it rebuilds every view from the tables, as a restart
+does (``restart.py``), and the workers that dial back start their logs anew.
 """
 from __future__ import annotations
 
 import collections
 import logging
 import shutil
+from collections.abc import Collection
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
 
 from ... import tuning
 from ...batch import Batch
@@ -148,26 +160,28 @@ class DiskLogs:
         self.root = Path(root)
         shutil.rmtree(self.root, ignore_errors=True)
         self.root.mkdir(parents=True)
+        #: per base: its directory's storage, its table, the write number its log
+        #: there starts after
         self.stores: dict[str, Storage] = {}
-        #: per base, the write number its directory's log starts after
+        self.tables: dict[str, str] = {}
         self.start: dict[str, int] = {}
 
     def reset(self, nid: str, h: WriteHistory) -> None:
+        table = self.tables[nid] = h.folded.schema.name.lower()
         st = self.stores.get(nid)
         if st is None:
-            st = self.stores[nid] = Storage(self.root / nid)
+            st = self.stores[nid] = Storage(log_dir(self.root, table))
         with h.lock:
             start, writes = h.start, list(h.batches)
             rows = list(h.folded.stored_rows())
-        st.reset(nid, rows, start, writes)
+        st.reset(table, rows, start, writes)
         self.start[nid] = start
 
     def append(self, nid: str, batches: list[Batch]) -> None:
-        self.stores[nid].log_batches(nid, batches)
+        self.stores[nid].log_batches(self.tables[nid], batches)
 
     def trimmed(self, nid: str, h: WriteHistory) -> None:
-        st = self.stores.get(nid)
-        if st is None:
+        if nid not in self.stores:
             return
         with h.lock:
             dropped, kept = h.start - self.start[nid], len(h.batches)
@@ -177,14 +191,20 @@ class DiskLogs:
     def drop(self, nid: str) -> None:
         st = self.stores.pop(nid, None)
         self.start.pop(nid, None)
-        if st is not None:
+        table = self.tables.pop(nid, None)
+        if st is not None and table is not None:
             st.close()
-            shutil.rmtree(self.root / nid, ignore_errors=True)
+            shutil.rmtree(log_dir(self.root, table), ignore_errors=True)
 
     def close(self) -> None:
         for st in self.stores.values():
             st.close()
         self.stores.clear()
+
+
+def log_dir(root: Path, table: str) -> Path:
+    """Where a worker whose logs are under ``root`` keeps table ``table``'s."""
+    return root / quote(table.lower(), safe="")
 
 
 def disk_tail(dirs: list[Path], nid: str, n: int) -> list[Batch] | None:
@@ -219,3 +239,35 @@ def disk_tail(dirs: list[Path], nid: str, n: int) -> list[Batch] | None:
         if best is None or len(later) > len(best):
             best = later
     return best
+
+
+def tables_on_disk(root: Path, tables: Collection[str]) -> dict[str, list[tuple[Any, ...]]]:
+    """For a restarted controller: each of ``tables`` that has a log under ``root``
+    (``DIR/workers``), its rows from the longest of them (the most writes). A torn
+    last record is cut and logged; a damaged log is logged and passed over where
+    another log of its table opens, and refused (``CorruptionError``, naming the file
+    and offset) where none does."""
+    best: dict[str, tuple[int, list[tuple[Any, ...]]]] = {}
+    damaged: dict[str, StorageError] = {}
+    for d in sorted(root.glob("*/*")):
+        table = unquote(d.name)
+        if table not in tables or not (d / "snapshot.bin").exists():
+            continue
+        try:
+            st = Storage(d)
+        except StorageError as e:
+            log.error("table %s: its log in %s is refused: %s", table, d, e)
+            damaged.setdefault(table, e)
+            continue
+        try:
+            rec = st.load()
+        finally:
+            st.close()
+        for note in rec.report:
+            log.warning("table %s: its log in %s: %s", table, d, note)
+        if table not in best or rec.lsn > best[table][0]:
+            best[table] = (rec.lsn, rec.tables.get(table, []))
+    for table, refused in damaged.items():
+        if table not in best:
+            raise refused
+    return {t: rows for t, (_, rows) in best.items()}

@@ -11,6 +11,7 @@ at a SIGKILL."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import ssl
 import threading
@@ -19,9 +20,11 @@ import time
 import pytest
 
 import noria_py
+from noria_py import tuning
 from noria_py.batch import Batch
 from noria_py.errors import (
     ArgumentError,
+    CorruptionError,
     DuplicateKeyError,
     RecoveryError,
     RowNotFoundError,
@@ -32,9 +35,19 @@ from noria_py.ops.base import Base
 from noria_py.runtime.cluster.controller import ClusterRuntime
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.server import Server
-from noria_py.runtime.cluster.writes import ReplicaLogs, history_from
+from noria_py.runtime.cluster.writes import (
+    DiskLogs,
+    ReplicaLogs,
+    disk_tail,
+    history_from,
+    log_dir,
+    tables_on_disk,
+)
+from noria_py.runtime.history import WriteHistory
+from noria_py.storage.log import LOG_HEADER_SIZE, RECORD_HEADER
 from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 from tests.runtime.cluster.test_cluster import CI_SEEDS, SEEDS, _differential_with_kill
+from tests.storage.helpers import wal_files
 
 WORKER = ("--writes", "worker")
 
@@ -158,13 +171,13 @@ def test_views_made_while_clients_write_at_the_worker_miss_no_write(cluster):
 
 
 def test_writes_at_the_worker_need_what_is_built(tmp_path):
-    (tmp_path / "workers").mkdir()     # (a controller restart: not built)
+    (tmp_path / "workers").mkdir()     # (the tables: in the workers' logs)
     with pytest.raises(ArgumentError, match="writes must be one of"):
         ClusterRuntime(Graph(), writes="elsewhere")
     with pytest.raises(ArgumentError, match="--channels direct"):
         Server(port=0, writes="worker", channels="relay", spawn=False)
-    with pytest.raises(ArgumentError, match="a new --data-dir"):
-        Server(port=0, writes="worker", data_dir=str(tmp_path), spawn=False)
+    with pytest.raises(ArgumentError, match="serve it with --writes worker"):
+        Server(port=0, writes="controller", data_dir=str(tmp_path), spawn=False)
 
 
 @pytest.mark.slow
@@ -444,3 +457,90 @@ def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
     assert db.view("held_votes").lookup(1) == [(1, 8)]
     assert [n["pid"] for n in db.graph() if n["id"] == base["id"]] != [base["pid"]]
     db.close()
+
+
+def _log_of(op: Base, start: int, rows: list, writes: list[list]) -> WriteHistory:
+    return history_from(op, start, Batch.inserts(rows) if rows else None,
+                        [Batch.inserts(w) for w in writes])
+
+
+def test_a_bases_log_on_disk_is_its_log_in_memory_and_is_trimmed_by_the_same_rule(
+        tmp_path, monkeypatch):
+    """``DiskLogs`` (``--data-dir``): the directory mirrors the log in memory, made,
+    appended to and trimmed; a trim rewrites it only once the writes trimmed reach
+    ``tuning.DISK_LOG_TRIM`` and those kept, so it stays within about twice the log
+    in memory; ``disk_tail`` reads the writes after any write from its start on, none
+    from before it, and ``tables_on_disk`` the table, the longest log of each."""
+    monkeypatch.setattr(tuning, "DISK_LOG_TRIM", 4)
+    schema = TableSchema("T", [ColumnInfo("a", SqlType.INT, False)], ())
+    op = Base(schema)
+    disk = DiskLogs(tmp_path / "w1")
+    h = _log_of(op, 2, [(1,), (2,)], [[(3,)]])
+    disk.reset("n1", h)
+    for i in range(4, 14):
+        b = Batch.inserts([(i,)])
+        h.append(b)
+        disk.append("n1", [b])
+    h.trim(5)
+    disk.trimmed("n1", h)
+    assert disk.start["n1"] == 2                    # (3 trimmed, 8 kept: not yet)
+    disk.close()
+    d = log_dir(tmp_path / "w1", "t")
+    assert [b.rows for b in disk_tail([d], "n1", 10)] == [[(i,)] for i in range(11, 14)]
+    disk = DiskLogs(tmp_path / "w1")
+    disk.reset("n1", h)
+    h.trim(12)
+    disk.trimmed("n1", h)
+    assert disk.start["n1"] == 12 and len(wal_files(d)) == 1
+    disk.close()
+    assert disk_tail([d], "n1", 12)[0].rows == [(13,)]
+    assert disk_tail([d], "n1", 11) is None         # (folded: not from before its start)
+    other = DiskLogs(tmp_path / "w2")               # (a replica one write behind)
+    other.reset("n1", _log_of(op, 12, [(i,) for i in range(1, 13)], []))
+    other.close()
+    assert sorted(tables_on_disk(tmp_path, {"t"})["t"]) == [(i,) for i in range(1, 14)]
+    assert tables_on_disk(tmp_path, {"u"}) == {}    # (not a table of the catalog)
+
+
+def _wal(d):
+    (path,) = d.glob("wal-*.log")
+    return path
+
+
+def test_a_torn_last_record_on_disk_is_cut_and_reported_and_damage_is_refused(
+        tmp_path, caplog):
+    """A lost worker's log whose last record is cut short (a crash mid-append: that
+    write was never acknowledged) is read up to it, the tail cut and reported; a
+    byte changed in an earlier record is damage, not a crash: that log is refused
+    (logged), the other worker's is read, and with no other the table's restart is
+    refused (``CorruptionError`` naming the file)."""
+    schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
+    op = Base(schema)
+    for w in ("w1", "w2"):
+        disk = DiskLogs(tmp_path / w)
+        h = _log_of(op, 0, [], [])
+        disk.reset("n1", h)
+        for i in range(5):
+            disk.append("n1", [Batch.inserts([(i, )])])
+        disk.close()
+    d1, d2 = (log_dir(tmp_path / w, "t") for w in ("w1", "w2"))
+    path = _wal(d1)
+    size = path.stat().st_size
+    os.truncate(path, size - 3)                     # (the last record, torn)
+    with caplog.at_level("WARNING"):
+        tail = disk_tail([d1], "n1", 2)
+    assert [b.rows for b in tail] == [[(2,)], [(3,)]]
+    assert "torn tail" in caplog.text
+    path = _wal(d2)
+    buf = bytearray(path.read_bytes())
+    buf[LOG_HEADER_SIZE + RECORD_HEADER.size + 5] ^= 0x01    # (inside the first record)
+    path.write_bytes(bytes(buf))
+    caplog.clear()
+    with caplog.at_level("ERROR"):
+        assert disk_tail([d2], "n1", 2) is None
+        assert "refused" in caplog.text
+        assert [b.rows for b in disk_tail([d2, d1], "n1", 2)] == [[(2,)], [(3,)]]
+        assert sorted(tables_on_disk(tmp_path, {"t"})["t"]) == [(i,) for i in range(4)]
+    shutil.rmtree(d1)
+    with pytest.raises(CorruptionError, match="damaged at byte"):
+        tables_on_disk(tmp_path, {"t"})
