@@ -544,3 +544,127 @@ def test_a_torn_last_record_on_disk_is_cut_and_reported_and_damage_is_refused(
     shutil.rmtree(d1)
     with pytest.raises(CorruptionError, match="damaged at byte"):
         tables_on_disk(tmp_path, {"t"})
+
+
+@pytest.mark.slow
+def test_owner_and_replica_lost_together_or_the_controller_restarted_lose_nothing(
+        tmp_path, monkeypatch):
+    """``--data-dir``: with the controller stopped (SIGSTOP: it is sent nothing of
+    them), writes are acknowledged at the base's worker, then the base's worker and
+    its log replica are SIGKILLed together, the owner's log on disk torn in its last
+    record: the controller takes the writes from the two logs on disk (the torn tail
+    cut and reported), each once. Then writes it was not sent either, and the
+    controller SIGKILLed and started again on the directory: every table as the
+    workers' logs had it, the views rebuilt from them."""
+    d = str(tmp_path / "data")
+    log = str(tmp_path / "serve.log")
+    monkeypatch.setenv("NORIA_TUNING", "RECOVERY_GATHER=0.3")    # (both losses at once)
+    with Cluster(workers=2, shards=1, log=log,
+                 extra=(*WORKER, "--data-dir", d, "--heartbeat-timeout", "5")) as c:
+        db = _votes(c)
+        t = db.table("vote")
+        t.insert([(1, 0)])
+        db.wait()
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        os.kill(c.proc.pid, signal.SIGSTOP)
+        try:
+            for n in range(1, 6):           # acknowledged: on both workers' disks
+                t.insert([(1, n)])
+            os.kill(base["pid"], signal.SIGKILL)
+            os.kill(base["replica_pid"], signal.SIGKILL)
+            time.sleep(0.2)
+            wal = next((tmp_path / "data" / "workers").glob("*/vote/wal-*.log"))
+            os.truncate(wal, wal.stat().st_size - 3)
+        finally:
+            os.kill(c.proc.pid, signal.SIGCONT)
+        db.wait()
+        assert db.view("votes").lookup(1) == [(1, 6)]          # each once
+        with open(log) as f:
+            text = f.read()
+        assert "from the log on disk of its lost worker(s)" in text and "torn tail" in text
+        for n in range(6, 10):              # (not sent to the controller: in the logs)
+            t.insert([(1, n), (2, n)])
+        c.kill()
+        c.restart()
+        db.wait()
+        assert db.view("votes").lookup(1) == [(1, 10)] and db.view("votes").lookup(2) == [(2, 4)]
+        t.insert([(2, 10)])                 # (and the writes go on)
+        db.wait()
+        assert db.view("votes").lookup(2) == [(2, 5)]
+        db.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[:CI_SEEDS])
+def test_two_workers_sigkilled_mid_load_match_duckdb_with_logs_on_disk(seed, monkeypatch,
+                                                                        tmp_path):
+    """``--data-dir``: two of three workers SIGKILLed together at a random point of a
+    random load, often a base's owner and its log replica: the writes the controller
+    was not sent come from their logs on disk."""
+    _differential_with_kill(seed, monkeypatch, victims=2, channels="direct",
+                            extra=(*WORKER, "--data-dir", str(tmp_path / "data")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[CI_SEEDS:8])
+def test_two_workers_sigkilled_mid_load_match_duckdb_with_logs_on_disk_soak(
+        seed, monkeypatch, tmp_path):
+    _differential_with_kill(seed, monkeypatch, victims=2, channels="direct",
+                            extra=(*WORKER, "--data-dir", str(tmp_path / "data")))
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, monkeypatch):
+    """``--data-dir``, the workers in this process: with the base's owner's append to
+    its log on disk held, and then its replica's, a write is not acknowledged; once
+    the append is let go it is."""
+    from noria_py.runtime.cluster.worker import serve_worker
+    held = {"name": "", "gate": threading.Event()}
+    append = DiskLogs.append
+
+    def held_append(self, nid, batches):
+        if self.root.name == held["name"]:
+            held["gate"].wait(30)
+        append(self, nid, batches)
+    monkeypatch.setattr(DiskLogs, "append", held_append)
+    port, made = _free_port(), []
+    starting = threading.Thread(target=lambda: made.append(Server(
+        port=port, workers=2, token="tok", spawn=False, writes="worker",
+        data_dir=str(tmp_path / "data"))), daemon=True)
+    starting.start()
+    time.sleep(0.3)
+    workers = [threading.Thread(target=serve_worker, args=("127.0.0.1", port, "tok"),
+                                daemon=True) for _ in range(3)]
+    for w in workers:
+        w.start()
+    starting.join(60)
+    (server,) = made
+    try:
+        db = noria_py.connect(f"noria://127.0.0.1:{port}", token="tok")
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        t = db.table("vote")
+        t.insert([(1, 0)])
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        assert base["replica"] not in (None, base["worker"])
+        for i, name in enumerate((base["worker"], base["replica"])):
+            held["name"], held["gate"] = name, threading.Event()
+            done = threading.Event()
+            writer = threading.Thread(target=lambda: (t.insert([(1, 1)]), done.set()))
+            writer.start()
+            assert not done.wait(1.0), name     # (not on that disk: not acknowledged)
+            held["gate"].set()
+            writer.join(30)
+            assert done.is_set()
+        assert len(t) == 3
+        db.close()
+    finally:
+        held["gate"].set()
+        server.close()
+        for w in workers:
+            w.join(10)
