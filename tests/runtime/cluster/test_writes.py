@@ -533,7 +533,7 @@ def test_a_torn_last_record_on_disk_is_cut_and_reported_and_damage_is_refused(
     assert "torn tail" in caplog.text
     path = _wal(d2)
     buf = bytearray(path.read_bytes())
-    buf[LOG_HEADER_SIZE + RECORD_HEADER.size + 5] ^= 0x01    # (inside the first record)
+    buf[LOG_HEADER_SIZE + RECORD_HEADER.size + 7] ^= 0x01    # (the first row: 0 to 1)
     path.write_bytes(bytes(buf))
     caplog.clear()
     with caplog.at_level("ERROR"):
