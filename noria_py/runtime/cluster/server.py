@@ -59,6 +59,7 @@ from ...client import Database, Prepared
 from ...errors import (
     ArgumentError,
     ArityError,
+    ConnectError,
     Error,
     RecoveryError,
     RequestError,
@@ -113,7 +114,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
     "placement": (_NAME,), "write_placement": (_NAME,),
-    "write_landed": (_NAME, (int,), _SEQ), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
+    "write_landed": (_NAME, (int,), _SEQ, _NAME), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -749,14 +750,22 @@ class Server:
         return self._when_up(f"table {name!r}", [node],
                              lambda: self.runtime.write_address(node))
 
-    def m_write_landed(self, name: str, tag: int, address: Sequence[Any]) -> bool | None:
-        """Whether the write tagged ``tag``, sent to table ``name``'s base at the worker
-        at ``address`` (as ``write_placement`` gave it) whose connection then broke, is
-        in the history: True, or False (never applied: send it again), once that
-        worker is known lost or the base is elsewhere; None while it may still land
-        (that worker still has the base)."""
+    def m_write_landed(self, name: str, tag: int, address: Sequence[Any],
+                       sent_to: str) -> bool | None:
+        """Whether the write tagged ``tag``, sent to table ``name``'s base ``sent_to`` at
+        the worker at ``address`` (as ``write_placement`` gave them) whose connection
+        then broke, is in the history: True, or False (never applied: send it again),
+        once that worker is known lost or the base is elsewhere; None while it may
+        still land (that worker still has the base). Sent to a base of the controller
+        before a restart (another node: node ids are renumbered), it may be in the
+        workers' logs this one started from, whose writes' tags are not kept: a
+        ``ConnectError``, in doubt (applied whole or not at all), as any request under
+        way when a controller dies."""
         with self.lock:
             node = self.db.table(name)._entry.node
+        if sent_to != node and self.runtime.disk is not None:
+            raise ConnectError(f"a write to table {name!r} sent before the controller "
+                               "restarted: it may or may not have been applied")
         if self.runtime.has_landed(node, tag):
             return True
         now = self._when_up(f"table {name!r}", [node],
