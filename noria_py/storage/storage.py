@@ -480,13 +480,7 @@ class Storage:
             self._log = LogWriter(path, size, sync=self._sync)
             self._gen, self._lsn, self.last_crc = self._gen + 1, lsn + len(batches), None
             self._recovered = None
-            old.close()
-            try:
-                os.unlink(old.path)
-                if self._sync:
-                    fsync_dir(self._dir)
-            except OSError:
-                pass  # a leftover old log is deleted at the next start
+            self._retire(old)
 
     def drop_table(self, name: str) -> None:
         """Log that ``name`` was dropped, so a table created later under the
@@ -549,13 +543,17 @@ class Storage:
                 raise StorageError(f"data directory {str(self._dir)!r}: {self._broken}") from exc
             self._log, self._gen = new, self._gen + 1
             self.last_crc = None
-            old.close()
-            try:
-                os.unlink(old.path)
-                if self._sync:
-                    fsync_dir(self._dir)
-            except OSError:
-                pass  # a leftover old log is deleted at the next start
+            self._retire(old)
+
+    def _retire(self, old: LogWriter) -> None:
+        """Close and delete a log the snapshot now covers."""
+        old.close()
+        try:
+            os.unlink(old.path)
+            if self._sync:
+                fsync_dir(self._dir)
+        except OSError:
+            pass  # a leftover old log is deleted at the next start
 
     def should_snapshot(self) -> bool:
         """Whether the log has grown enough that a snapshot is worth taking."""

@@ -66,7 +66,7 @@ from ... import tuning
 from ...batch import Batch
 from ...errors import RecoveryError, StorageError
 from ...ops.base import Base
-from ...storage import Storage
+from ...storage import Recovered, Storage
 from ..history import WriteHistory
 
 log = logging.getLogger("noria_py.cluster")
@@ -216,17 +216,9 @@ def disk_tail(dirs: list[Path], nid: str, n: int) -> list[Batch] | None:
     for d in dirs:
         if not (d / "snapshot.bin").exists():
             continue
-        try:
-            st = Storage(d, split_at=n)
-        except StorageError as e:
-            log.error("base %s: its log in %s is refused: %s", nid, d, e)
+        rec = _read_log(d, f"base {nid}", n)
+        if isinstance(rec, StorageError):
             continue
-        try:
-            rec = st.load()
-        finally:
-            st.close()
-        for note in rec.report:
-            log.warning("base %s: its log in %s: %s", nid, d, note)
         if rec.later is None:
             if rec.lsn != n:
                 log.warning("base %s: its log in %s holds writes up to %d, cannot continue "
@@ -253,21 +245,30 @@ def tables_on_disk(root: Path, tables: Collection[str]) -> dict[str, list[tuple[
         table = unquote(d.name)
         if table not in tables or not (d / "snapshot.bin").exists():
             continue
-        try:
-            st = Storage(d)
-        except StorageError as e:
-            log.error("table %s: its log in %s is refused: %s", table, d, e)
-            damaged.setdefault(table, e)
+        rec = _read_log(d, f"table {table}")
+        if isinstance(rec, StorageError):
+            damaged.setdefault(table, rec)
             continue
-        try:
-            rec = st.load()
-        finally:
-            st.close()
-        for note in rec.report:
-            log.warning("table %s: its log in %s: %s", table, d, note)
         if table not in best or rec.lsn > best[table][0]:
             best[table] = (rec.lsn, rec.tables.get(table, []))
     for table, refused in damaged.items():
         if table not in best:
             raise refused
     return {t: rows for t, (_, rows) in best.items()}
+
+
+def _read_log(d: Path, what: str, split_at: int | None = None) -> Recovered | StorageError:
+    """A lost or earlier worker's log directory, opened (a torn tail cut) and read, what
+    opening found logged; or why it is refused (logged)."""
+    try:
+        st = Storage(d, split_at=split_at)
+    except StorageError as e:
+        log.error("%s: its log in %s is refused: %s", what, d, e)
+        return e
+    try:
+        rec = st.load()
+    finally:
+        st.close()
+    for note in rec.report:
+        log.warning("%s: its log in %s: %s", what, d, note)
+    return rec
