@@ -216,11 +216,11 @@ class ClusterRuntime(Runtime):
         self.replicas: dict[str, str | None] = {}
         #: (writes at the workers, ``--data-dir``) where each worker keeps its bases'
         #: logs on disk, ``disk/<worker>/<base>`` (``writes.DiskLogs``; None: in memory
-        #: only), and per base the lost workers that held its log since it was last
-        #: restored (its owner, its replicas): what ``complete_history`` reads when no
-        #: live replica has the log
+        #: only), and per base the directories of the lost workers that held its log
+        #: since it was last restored (its owner, its replicas): what
+        #: ``complete_history`` reads when no live replica has the log
         self.disk: Path | None = None
-        self.lost_logs: dict[str, list[str]] = {}
+        self.lost_logs: dict[str, list[Path]] = {}
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -703,15 +703,14 @@ class ClusterRuntime(Runtime):
                 return
         with self.lock:
             lost = list(dict.fromkeys(self.lost_logs.get(base, ())))
-        if self.disk is None or not lost:
+        if not lost:
             return                          # (no replica: the history here is the log)
-        table = cast("Base", self.graph[base].op).schema.name
-        tail = disk_tail([log_dir(self.disk / name, table) for name in lost], base, n)
+        tail = disk_tail(lost, base, n)
         if tail:
             with self.lock:
                 self._took(base, tail, [])
             log.warning("base %s: %d write(s) from the log on disk of its lost worker(s) "
-                        "%s", base, len(tail), ", ".join(lost))
+                        "%s", base, len(tail), ", ".join(d.parent.name for d in lost))
 
     def drop_lost_logs(self, base: str) -> None:
         """The logs on disk of the base's lost workers, once no longer its log: the base
@@ -720,12 +719,8 @@ class ClusterRuntime(Runtime):
         would be taken for its table's at a restart: ``writes.tables_on_disk``.)"""
         with self.lock:
             lost = self.lost_logs.pop(base, [])
-        node = self.graph.nodes.get(base)
-        if self.disk is None or node is None or node.kind != "base":
-            return
-        for name in dict.fromkeys(lost):
-            shutil.rmtree(log_dir(self.disk / name, cast("Base", node.op).schema.name),
-                          ignore_errors=True)
+        for d in dict.fromkeys(lost):
+            shutil.rmtree(d, ignore_errors=True)
 
     def landed_at_replica(self, base: str, tag: int) -> bool:
         """Whether the base's log replica has the write tagged ``tag`` (its owner lost:
@@ -952,8 +947,11 @@ class ClusterRuntime(Runtime):
                 self.spares.remove(w)
             mine = [n for n, p in self.placement.items() if p == w.name]
             for n in self.durable:
-                if self.placement.get(n) == w.name or self.replicas.get(n) == w.name:
-                    self.lost_logs.setdefault(n, []).append(w.name)
+                if self.disk is not None and w.name in (self.placement.get(n),
+                                                        self.replicas.get(n)):
+                    table = cast("Base", self.graph[n].op).schema.name
+                    self.lost_logs.setdefault(n, []).append(log_dir(self.disk / w.name,
+                                                                    table))
             for n in mine:
                 self.up.discard(n)
                 self.restored.discard(n)
