@@ -11,7 +11,8 @@ place of ``EmbeddedRuntime``. It keeps:
   acknowledged write survives any worker; with ``writes="worker"`` and another live
   worker, the base's log replica there is the durable log instead (``writes.py``):
   the history takes the writes lazily, and is completed from the replica before a
-  lost base is restored from it;
+  lost base is restored from it (or, with ``--data-dir``, from the logs the lost
+  owner and replica left on disk: ``writes.DiskLogs``);
 - with ``channels="relay"``, the routing of messages between workers (a star:
   worker-to-worker traffic goes through here, which keeps every edge FIFO and lets a
   failed node's inbound messages be held until it is back); with ``"direct"``, none:
