@@ -382,20 +382,20 @@ class RemoteDatabase:
             if why is None:
                 return
             self._write_places.pop(table, None)     # (moved: ask where it is now)
-            if isinstance(why, _Lost) and self._landed(table, tag, where[2], deadline, why):
+            if isinstance(why, _Lost) and self._landed(table, tag, where, deadline, why):
                 return
             if time.monotonic() > deadline:
                 raise RecoveryError(f"table {table!r} took no write for "
                                     f"{WRITE_MOVED_TIMEOUT:.0f} s: {why}")
             time.sleep(0.01)
 
-    def _landed(self, table: str, tag: int, address: list[Any], deadline: float,
-                lost: BaseException) -> bool:
+    def _landed(self, table: str, tag: int, where: tuple[str, _Link, list[Any]],
+                deadline: float, lost: BaseException) -> bool:
         """A write whose worker's connection broke before its answer: whether the
         history took it (done), or not (False: it was never applied, send it again),
         asked of the controller until it knows (``Server.m_write_landed``)."""
         while True:
-            said = self._call("write_landed", table, tag, address)
+            said = self._call("write_landed", table, tag, where[2], where[0])
             if said is not None:
                 return bool(said)
             if time.monotonic() > deadline:

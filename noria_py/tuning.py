@@ -119,6 +119,12 @@ DISK_CHECKPOINT_BYTES = 4 << 20
 #: path; sooner when the controller reads its copy of the tables or pauses the writes)
 COPY_EVERY = 64
 
+#: ``serve --writes worker --data-dir``: a base's log on disk (``writes.DiskLogs``) is
+#: rewritten from the log in memory once the writes trimmed from that one since the
+#: last rewrite reach this many and the writes it keeps: bounded by about twice what
+#: the log in memory holds, each rewrite paid for by as many trimmed writes
+DISK_LOG_TRIM = 256
+
 
 def _override(text: str) -> None:
     for item in filter(None, (x.strip() for x in text.split(","))):

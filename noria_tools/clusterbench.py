@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import tempfile
 import threading
 import time
 from typing import cast
@@ -128,8 +129,12 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
                 kills: int, strategy: str, shards: int = 1, checkpoints: bool = True,
                 subscriber: bool = False, many: int = 10_000, ray: str | None = None,
                 channels: str | None = None, arrow: bool = False,
-                writes: str | None = None) -> dict:
+                writes: str | None = None, data_dir: str | None = None) -> dict:
+    """``data_dir``: served with ``--data-dir`` a new directory under it (left there)."""
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
+    if data_dir is not None:
+        os.makedirs(data_dir, exist_ok=True)
+        extra += ("--data-dir", tempfile.mkdtemp(dir=data_dir))
     if channels is not None:
         extra += ("--channels", channels)
     if writes is not None:
@@ -297,6 +302,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--writes", choices=["controller", "worker"], default=None,
                    help="serve --writes: writes validated and taken at the controller or "
                         "at the base's worker (default: the server's)")
+    p.add_argument("--data-dir", dest="data_dir", default=None, metavar="DIR",
+                   help="serve --data-dir: each run in a new directory under DIR (the "
+                        "write-ahead log; with --writes worker, the workers' logs)")
     p.add_argument("--write-steps", action="store_true",
                    help="only the controller's CPU per write, step by step, in this process: "
                         "rows against columns (no cluster)")
@@ -309,6 +317,7 @@ def main(argv: list[str]) -> int:
           f"{'; workers as Ray actors' if a.ray else ''}"
           f"{f'; channels {a.channels}' if a.channels else ''}"
           f"{f'; writes at the {a.writes}' if a.writes else ''}"
+          f"{f'; --data-dir under {a.data_dir}' if a.data_dir else ''}"
           f"{'; the load through insert_arrow' if a.arrow else ''}; "
           f"client, controller and workers are separate processes on this machine")
     print(f"{'workers':>7} {'votes/s':>9} {'ctrl CPU':>8} {'prop p50 ms':>11} {'prop p99 ms':>11} "
@@ -317,7 +326,7 @@ def main(argv: list[str]) -> int:
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
-                        a.channels, a.arrow, a.writes)
+                        a.channels, a.arrow, a.writes, a.data_dir)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))

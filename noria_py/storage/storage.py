@@ -57,6 +57,7 @@ from .log import (
     atomic_write,
     classify_bad_record,
     decode_log_header,
+    encode_log_header,
     frame,
     fsync_dir,
     next_record,
@@ -246,6 +247,49 @@ def _accept_any_record(payload: memoryview) -> bool:
 
 
 
+def _rows_record(table: str, inserts: Sequence[tuple], deletes: Sequence[tuple], lsn: int) -> bytes:
+    """A batch record, framed; ``StorageError`` if a row cannot be stored."""
+    if type(table) is not str:
+        raise StorageError(f"table name must be a str, not {type(table).__name__}")
+    if not isinstance(inserts, (list, tuple)):
+        inserts = list(inserts)
+    if not isinstance(deletes, (list, tuple)):
+        deletes = list(deletes)
+    for what, rows in (("insert", inserts), ("delete", deletes)):
+        problem = codec.check_rows(rows)
+        if problem is not None:
+            raise StorageError(f"cannot log {what} into table {table!r}: {problem}")
+    try:
+        return frame(codec.packb((BATCH, lsn, table, inserts, deletes)))
+    except codec.EncodeError as exc:
+        raise StorageError(f"cannot log a batch for table {table!r}: {exc}") from exc
+
+
+def _columns_record(table: str, columns: Sequence, lsn: int) -> bytes:
+    """A columns record, framed."""
+    if type(table) is not str:
+        raise StorageError(f"table name must be a str, not {type(table).__name__}")
+    try:
+        n, parts = codec.pack_columns(columns)
+    except codec.EncodeError as exc:
+        raise StorageError(f"cannot log columns for table {table!r}: {exc}") from exc
+    return frame(codec.packb((COLUMNS, lsn, table, n, parts)))
+
+
+def _batch_record(table: str, batch: Batch, lsn: int) -> bytes:
+    """An accepted batch's record (``Storage.log_batch``): columns for an all-numeric
+    insert, else rows, deletions (sign -1) before insertions."""
+    cols = batch.cols
+    if cols is not None and batch.is_numeric_insert():   # (the latter implies the former)
+        return _columns_record(table, cols, lsn)
+    rows = batch.to_rows()       # (not kept on a batch the base may keep)
+    if batch.sign_array is not None:
+        n_del = int((batch.sign_array < 0).sum())
+    else:
+        n_del = sum(1 for s in batch.signs if s < 0)
+    return _rows_record(table, rows[n_del:], rows[:n_del], lsn)
+
+
 class Storage:
     """The durable state of one data directory; one per directory, enforced
     with a lock file so two processes never append to the same log.
@@ -366,24 +410,10 @@ class Storage:
         Nothing is written if any row cannot be stored, so a rejected batch
         leaves the log as it was.
         """
-        if type(table) is not str:
-            raise StorageError(f"table name must be a str, not {type(table).__name__}")
-        if not isinstance(inserts, (list, tuple)):
-            inserts = list(inserts)
-        if not isinstance(deletes, (list, tuple)):
-            deletes = list(deletes)
-        for what, rows in (("insert", inserts), ("delete", deletes)):
-            problem = codec.check_rows(rows)
-            if problem is not None:
-                raise StorageError(f"cannot log {what} into table {table!r}: {problem}")
         with self._mutex:
             self._check_usable(writing=True)
             lsn = self._lsn + 1
-            try:
-                record = frame(codec.packb((BATCH, lsn, table, inserts, deletes)))
-            except codec.EncodeError as exc:
-                raise StorageError(f"cannot log a batch for table {table!r}: {exc}") from exc
-            self._write(record, f"batch {lsn} for table {table!r}")
+            self._write(_rows_record(table, inserts, deletes, lsn), f"batch {lsn} for table {table!r}")
             self._lsn = lsn
             return lsn
 
@@ -391,17 +421,10 @@ class Storage:
         """Log one insert given as columns (int64 or float64 arrays of one length, one per
         column of the table, in order) durably; returns its lsn. The arrays' bytes are
         logged as they are, not a row at a time (log.py: the columns record)."""
-        if type(table) is not str:
-            raise StorageError(f"table name must be a str, not {type(table).__name__}")
-        try:
-            n, parts = codec.pack_columns(columns)
-        except codec.EncodeError as exc:
-            raise StorageError(f"cannot log columns for table {table!r}: {exc}") from exc
         with self._mutex:
             self._check_usable(writing=True)
             lsn = self._lsn + 1
-            self._write(frame(codec.packb((COLUMNS, lsn, table, n, parts))),
-                        f"batch {lsn} for table {table!r}")
+            self._write(_columns_record(table, columns, lsn), f"batch {lsn} for table {table!r}")
             self._lsn = lsn
             return lsn
 
@@ -415,15 +438,49 @@ class Storage:
         engine applies the batch, so that nothing is visible that a crash
         could lose.
         """
-        cols = batch.cols
-        if cols is not None and batch.is_numeric_insert():   # (the latter implies the former)
-            return self.append_columns(table, cols)
-        rows = batch.to_rows()       # (not kept on a batch the base may keep)
-        if batch.sign_array is not None:
-            n_del = int((batch.sign_array < 0).sum())
-        else:
-            n_del = sum(1 for s in batch.signs if s < 0)
-        return self.append(table, rows[n_del:], rows[:n_del])
+        return self.log_batches(table, [batch])
+
+    def log_batches(self, table: str, batches: Sequence[Batch]) -> int:
+        """Log write batches of one table as :meth:`log_batch` does, in one write and
+        one sync (a group commit); returns the last one's lsn. None is logged if one
+        cannot be stored."""
+        with self._mutex:
+            self._check_usable(writing=True)
+            lsn = self._lsn
+            records = b"".join(_batch_record(table, b, lsn + 1 + i) for i, b in enumerate(batches))
+            if records:
+                self._write(records, f"batch {lsn + len(batches)} for table {table!r}")
+            self._lsn = lsn + len(batches)
+            return self._lsn
+
+    def reset(self, table: str, rows: Iterable[tuple], lsn: int, batches: Sequence[Batch]) -> None:
+        """Make the directory hold one table, ``rows`` as of batch ``lsn``, then
+        ``batches`` (lsn + 1, ...): a log that starts anew or was trimmed
+        (``runtime/cluster/writes.py: DiskLogs``). Crash-safe in three steps: the next
+        log, with the batches, is put in place whole (a crash now leaves one log more
+        than the snapshot names, an unfinished reset that opening deletes: the
+        directory stands as before it), then the snapshot (covering the current log),
+        then the current log is deleted."""
+        with self._mutex:
+            self._check_usable(writing=True)
+            assert self._log is not None
+            path = self._dir / _wal_name(self._gen + 1)
+            try:
+                records = [encode_log_header(self._gen + 1, lsn)]
+                records += [_batch_record(table, b, lsn + 1 + i) for i, b in enumerate(batches)]
+                size = atomic_write(path, records, sync=self._sync)
+                self._snapshot_bytes = write_snapshot(self._dir / SNAPSHOT_NAME, self._gen, lsn,
+                                                      {table: rows}, sync=self._sync)
+            except codec.EncodeError as exc:
+                raise StorageError(f"cannot reset the log of {table!r}: {exc}") from exc
+            except OSError as exc:
+                self._broken = f"a reset of the log failed: {exc}"
+                raise StorageError(f"data directory {str(self._dir)!r}: {self._broken}") from exc
+            old = self._log
+            self._log = LogWriter(path, size, sync=self._sync)
+            self._gen, self._lsn, self.last_crc = self._gen + 1, lsn + len(batches), None
+            self._recovered = None
+            self._retire(old)
 
     def drop_table(self, name: str) -> None:
         """Log that ``name`` was dropped, so a table created later under the
@@ -486,13 +543,17 @@ class Storage:
                 raise StorageError(f"data directory {str(self._dir)!r}: {self._broken}") from exc
             self._log, self._gen = new, self._gen + 1
             self.last_crc = None
-            old.close()
-            try:
-                os.unlink(old.path)
-                if self._sync:
-                    fsync_dir(self._dir)
-            except OSError:
-                pass  # a leftover old log is deleted at the next start
+            self._retire(old)
+
+    def _retire(self, old: LogWriter) -> None:
+        """Close and delete a log the snapshot now covers."""
+        old.close()
+        try:
+            os.unlink(old.path)
+            if self._sync:
+                fsync_dir(self._dir)
+        except OSError:
+            pass  # a leftover old log is deleted at the next start
 
     def should_snapshot(self) -> bool:
         """Whether the log has grown enough that a snapshot is worth taking."""
@@ -680,6 +741,14 @@ class Storage:
         # once the next log exists, so that a log is never missing
         self._covered = [g for g in gens if g <= snap_gen]
         later = [g for g in gens if g > snap_gen]
+        if later == [snap_gen + 1, snap_gen + 2]:
+            # a reset put its log in place and was cut short before its snapshot
+            # (``reset``): it never took effect, its caller acknowledged nothing of it
+            if repair and not inspect:
+                (d / _wal_name(snap_gen + 2)).unlink(missing_ok=True)
+                report.append(f"{_wal_name(snap_gen + 2)}: deleted, the log of a reset "
+                              f"interrupted before its snapshot")
+            later = later[:1]
         if later and later != [snap_gen + 1]:
             raise StorageError(
                 f"data directory {str(d)!r}: unexpected log files {[_wal_name(g) for g in later]} "

@@ -3,10 +3,13 @@ batch is applied) and ``Storage.maybe_snapshot`` (after)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from noria_py.batch import Batch
 from noria_py.columns import ColumnChunk
+from noria_py.errors import StorageError
 from noria_py.storage import codec
+from noria_py.storage import storage as storage_module
 from noria_py.storage.log import BATCH, COLUMNS, LOG_HEADER_SIZE, FrameScanner
 
 from .helpers import typed, wal_files
@@ -148,3 +151,57 @@ def _crc_of(d, lsn: int) -> int:
         if codec.unpackb(fr.payload)[1] == lsn:
             return RECORD_HEADER.unpack_from(buf, fr.start)[1]
     raise AssertionError(lsn)
+
+
+def test_reset_replaces_the_directory_with_rows_as_of_a_batch_and_the_batches_after(open_storage, tmp_path):
+    """``Storage.reset`` (a base's log at a worker, made anew or trimmed): after it the
+    directory holds the rows as of batch L and the given batches after it, numbered
+    from L + 1; appends continue from there; one log file is left. ``log_batches``
+    logs a group as one write, numbered in order."""
+    d = tmp_path / "data"
+    s = open_storage(d)
+    s.log_batches("t", [Batch.inserts([(1,)]), Batch.inserts([(2,)])])
+    assert s.lsn == 2
+    s.reset("t", [(7,), (8,)], 10, [Batch([(7,), (9,)], [-1, 1])])
+    assert s.lsn == 11 and len(wal_files(d)) == 1
+    s.log_batches("t", [Batch.columnar([np.arange(3)], _ones(3))])
+    s.close()
+    for at, rows, later in ((10, [(7,), (8,)], 2), (11, [(8,), (9,)], 1)):
+        s = open_storage(d, split_at=at)
+        rec = s.load()
+        s.close()
+        assert rec.lsn == 12 and typed(rec.tables["t"]) == typed(rows)
+        assert rec.later is not None and len(rec.later) == later
+    s = open_storage(d, split_at=9)                 # (before the log's start: not split)
+    rec = s.load()
+    s.close()
+    assert rec.later is None and typed(rec.tables["t"]) == typed([(8,), (9,), (0,), (1,), (2,)])
+
+
+def test_a_reset_cut_short_before_its_snapshot_leaves_the_directory_as_before(open_storage, tmp_path,
+                                                                             monkeypatch):
+    """A crash after a reset put its log in place and before its snapshot (the only
+    moment two logs are newer than the snapshot): opening deletes the new log, says
+    so, and has what was there before the reset."""
+    d = tmp_path / "data"
+    s = open_storage(d)
+    s.log_batches("t", [Batch.inserts([(1,)]), Batch.inserts([(2,)])])
+    s.close()
+    s = open_storage(d)
+    before = wal_files(d)
+    # (the reset's first step alone: its log, whole, beside the current one)
+    monkeypatch.setattr(storage_module, "write_snapshot", _crash)
+    with pytest.raises(StorageError, match="crashed here"):
+        s.reset("t", [(5,)], 3, [Batch.inserts([(6,)])])
+    monkeypatch.undo()
+    s._closed = True                    # (the crash: nothing more of this process)
+    s._release_lock()
+    assert len(wal_files(d)) == 2
+    s = open_storage(d)
+    rec = s.load()
+    assert rec.lsn == 2 and typed(rec.tables["t"]) == typed([(1,), (2,)])
+    assert wal_files(d) == before and any("reset interrupted" in r for r in rec.report)
+
+
+def _crash(*args, **kw):
+    raise OSError("crashed here")

@@ -11,7 +11,8 @@ place of ``EmbeddedRuntime``. It keeps:
   acknowledged write survives any worker; with ``writes="worker"`` and another live
   worker, the base's log replica there is the durable log instead (``writes.py``):
   the history takes the writes lazily, and is completed from the replica before a
-  lost base is restored from it;
+  lost base is restored from it (or, with ``--data-dir``, from the logs the lost
+  owner and replica left on disk: ``writes.DiskLogs``);
 - with ``channels="relay"``, the routing of messages between workers (a star:
   worker-to-worker traffic goes through here, which keeps every edge FIFO and lets a
   failed node's inbound messages be held until it is back); with ``"direct"``, none:
@@ -48,10 +49,12 @@ import itertools
 import logging
 import queue
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from sql_frontend import wire as plan_wire
@@ -86,7 +89,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
-from .writes import LANDED_KEPT, validated
+from .writes import LANDED_KEPT, disk_tail, log_dir, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -226,6 +229,13 @@ class ClusterRuntime(Runtime):
         #: (``writes.py``; None: none, the history here is its log): the owner sends
         #: its writes there before acknowledging them, and here lazily (``hcopy``)
         self.replicas: dict[str, str | None] = {}
+        #: (writes at the workers, ``--data-dir``) where each worker keeps its bases'
+        #: logs on disk, ``disk/<worker>/<base>`` (``writes.DiskLogs``; None: in memory
+        #: only), and per base the directories of the lost workers that held its log
+        #: since it was last restored (its owner, its replicas): what
+        #: ``complete_history`` reads when no live replica has the log
+        self.disk: Path | None = None
+        self.lost_logs: dict[str, list[Path]] = {}
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -381,7 +391,7 @@ class ClusterRuntime(Runtime):
                    "coordinated" if self.epochs is not None
                    else self.lines.regime if self.lines is not None
                    else "causal" if self.causal is not None else "treeclock",
-                   self.writes])
+                   self.writes, None if self.disk is None else str(self.disk / name)])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -688,17 +698,44 @@ class ClusterRuntime(Runtime):
     def complete_history(self, base: str) -> None:
         """A lost owner's base: its history here takes the writes after its end from
         the base's log replica (acknowledged, not yet sent here: ``writes.py``), and
-        their tags, before the base is restored from it."""
+        their tags, before the base is restored from it; with no live replica, from
+        the logs its lost workers left on disk (``--data-dir``: ``disk_tail``)."""
         with self.lock:
             r = self.workers.get(self.replicas.get(base) or "")
-        if r is None or not r.alive:
-            return                          # (no replica: the history here is the log)
-        writes, tags = self.ask(r, "log_since", base, len(self.durable[base]))
-        batches = [decode_batch(b) for b in writes]
+        n = len(self.durable[base])
+        if r is not None and r.alive:
+            try:
+                writes, tags = self.ask(r, "log_since", base, n)
+            except WorkerLost:
+                pass                        # (lost meanwhile: its log on disk, below)
+            else:
+                batches = [decode_batch(b) for b in writes]
+                with self.lock:
+                    self._took(base, batches, tags, known_some=True)
+                if batches:
+                    log.info("base %s: %d write(s) from its replica %s", base,
+                             len(batches), r.name)
+                return
         with self.lock:
-            self._took(base, batches, tags, known_some=True)
-        if batches:
-            log.info("base %s: %d write(s) from its replica %s", base, len(batches), r.name)
+            lost = list(dict.fromkeys(self.lost_logs.get(base, ())))
+        if not lost:
+            return                          # (no replica: the history here is the log)
+        tail = disk_tail(lost, base, n)
+        if tail:
+            with self.lock:
+                self._took(base, tail, [])
+            log.warning("base %s: %d write(s) from the log on disk of its lost worker(s) "
+                        "%s", base, len(tail), ", ".join(d.parent.name for d in lost))
+
+    def drop_lost_logs(self, base: str) -> None:
+        """The logs on disk of the base's lost workers, once no longer its log: the base
+        restored (its new owner's log, made from the completed history, replaces them)
+        or dropped. (A lost owner's may hold writes it never had acknowledged, which
+        would be taken for its table's at a restart: ``writes.tables_on_disk``.)"""
+        with self.lock:
+            lost = self.lost_logs.pop(base, [])
+        for d in dict.fromkeys(lost):
+            shutil.rmtree(d, ignore_errors=True)
 
     def landed_at_replica(self, base: str, tag: int) -> bool:
         """Whether the base's log replica has the write tagged ``tag`` (its owner lost:
@@ -925,6 +962,12 @@ class ClusterRuntime(Runtime):
             if w in self.spares:
                 self.spares.remove(w)
             mine = [n for n, p in self.placement.items() if p == w.name]
+            for n in self.durable:
+                if self.disk is not None and w.name in (self.placement.get(n),
+                                                        self.replicas.get(n)):
+                    table = cast("Base", self.graph[n].op).schema.name
+                    self.lost_logs.setdefault(n, []).append(log_dir(self.disk / w.name,
+                                                                    table))
             for n in mine:
                 self.up.discard(n)
                 self.restored.discard(n)
@@ -1126,6 +1169,7 @@ class ClusterRuntime(Runtime):
             self.held.pop(node_id, None)
         self.durable.pop(node_id, None)
         self.replicas.pop(node_id, None)
+        self.drop_lost_logs(node_id)
         if self.store is not None:
             with self.store_lock:
                 self.store.drop(node_id)
@@ -1430,6 +1474,7 @@ class ClusterRuntime(Runtime):
         part, _ = self.history_parts(w, node_id, writes)
         n: int = self.ask(w, "restore_base", node_id, part, seen, low, start,
                           *(() if table is None else (table,)))
+        self.drop_lost_logs(node_id)        # (its new log is on its new worker's disk)
         with self.lock:
             self.restored.add(node_id)
         return n

@@ -44,15 +44,21 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import CorruptionError
-from ...storage import codec
+import sql_frontend
+from sql_frontend import plan as lp
+from sql_frontend.catalog import DictCatalog
+
+from ...errors import CorruptionError, Error
+from ...storage import Storage, codec
 from ...storage.log import BATCH, COLUMNS, LOG_HEADER_SIZE, FrameScanner
+from .writes import tables_on_disk
 
 __all__ = ["Adoption", "ClusterState", "FILE", "REJOIN_TIMEOUT", "REJOIN_WAIT",
            "logged_batches", "plan_adoption"]
@@ -277,3 +283,34 @@ def logged_batches(data_dir: str | os.PathLike[str]) -> dict[str, list[int]]:
         if isinstance(rec, (list, tuple)) and len(rec) >= 3 and rec[0] in (BATCH, COLUMNS):
             out.setdefault(str(rec[2]), []).append(int(rec[1]))
     return out
+
+
+def take_workers_logs(data_dir: str | os.PathLike[str]) -> Path:
+    """``serve --writes worker --data-dir DIR`` starting: the tables' rows the workers
+    of a controller before left in their logs (``DIR/workers``: ``writes.DiskLogs``),
+    each table's from the longest of its logs (``writes.tables_on_disk``), are written
+    into the data directory's own snapshot (with the rows it holds of the other
+    tables), durably, and only then is ``DIR/workers`` deleted; so the engine opens
+    the directory with every acknowledged write, and rebuilds the views from it. Done
+    before any worker joins (each starts its logs anew there). Returns
+    ``DIR/workers``, made empty."""
+    root = Path(data_dir) / "workers"
+    if root.exists():
+        st = Storage(data_dir)
+        try:
+            tables = set()
+            for sql in st.catalog:
+                try:
+                    stmt = sql_frontend.parse(sql, DictCatalog())
+                except Error:
+                    continue                    # (a view: not a table)
+                if isinstance(stmt, lp.CreateTable):
+                    tables.add(stmt.schema.name.lower())
+            found = tables_on_disk(root, tables)
+            if found:
+                st.snapshot({**st.load().tables, **found})
+        finally:
+            st.close()
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    return root

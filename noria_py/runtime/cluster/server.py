@@ -59,6 +59,7 @@ from ...client import Database, Prepared
 from ...errors import (
     ArgumentError,
     ArityError,
+    ConnectError,
     Error,
     RecoveryError,
     RequestError,
@@ -79,6 +80,7 @@ from .restart import (
     ClusterState,
     logged_batches,
     plan_adoption,
+    take_workers_logs,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,7 +114,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
     "placement": (_NAME,), "write_placement": (_NAME,),
-    "write_landed": (_NAME, (int,), _SEQ), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
+    "write_landed": (_NAME, (int,), _SEQ, _NAME), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -233,11 +235,13 @@ class Server:
             # (what is built so far: the controller's history still logs the writes,
             # and the rest of these keep a copy of the rows it does not)
             for bad, why in ((channels != "direct", "--channels direct"),
-                             (data_dir is not None, "no --data-dir"),
                              (regime != "treeclock", "--regime treeclock"),
                              (partial, "no --partial")):
                 if bad:
                     raise ArgumentError(f"--writes worker needs {why} (not built yet)")
+        elif data_dir is not None and (Path(data_dir) / "workers").exists():
+            raise ArgumentError(f"the tables of {data_dir} are in its workers' logs "
+                                "(served with --writes worker): serve it with --writes worker")
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
         if regime in ("coordinated", "uncoordinated", "cic", "causal"):
@@ -288,6 +292,9 @@ class Server:
         self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints, channels, barrier_every, writes)
+        if writes == "worker" and data_dir is not None:
+            # (before any worker joins: its config names its directory there)
+            self.runtime.disk = take_workers_logs(data_dir)
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
@@ -382,6 +389,8 @@ class Server:
         catalog planned again from the number the controller before started at gives
         the very graph they hold (ids, numbers, parents)."""
         plan, prev = self.adoption, cast(ClusterState, self.state).previous
+        if self.runtime.at_workers:
+            return False        # (the tables came from the workers' logs: rebuilt)
         if plan is None or plan.rebuild or plan.gaps or not plan.keep \
                 or any(more for _, more in plan.replay.values()):
             return False
@@ -742,14 +751,22 @@ class Server:
         return self._when_up(f"table {name!r}", [node],
                              lambda: self.runtime.write_address(node))
 
-    def m_write_landed(self, name: str, tag: int, address: Sequence[Any]) -> bool | None:
-        """Whether the write tagged ``tag``, sent to table ``name``'s base at the worker
-        at ``address`` (as ``write_placement`` gave it) whose connection then broke, is
-        in the history: True, or False (never applied: send it again), once that
-        worker is known lost or the base is elsewhere; None while it may still land
-        (that worker still has the base)."""
+    def m_write_landed(self, name: str, tag: int, address: Sequence[Any],
+                       sent_to: str) -> bool | None:
+        """Whether the write tagged ``tag``, sent to table ``name``'s base ``sent_to`` at
+        the worker at ``address`` (as ``write_placement`` gave them) whose connection
+        then broke, is in the history: True, or False (never applied: send it again),
+        once that worker is known lost or the base is elsewhere; None while it may
+        still land (that worker still has the base). Sent to a base of the controller
+        before a restart (another node: node ids are renumbered), it may be in the
+        workers' logs this one started from, whose writes' tags are not kept: a
+        ``ConnectError``, in doubt (applied whole or not at all), as any request under
+        way when a controller dies."""
         with self.lock:
             node = self.db.table(name)._entry.node
+        if sent_to != node and self.runtime.disk is not None:
+            raise ConnectError(f"a write to table {name!r} sent before the controller "
+                               "restarted: it may or may not have been applied")
         if self.runtime.has_landed(node, tag):
             return True
         now = self._when_up(f"table {name!r}", [node],
@@ -902,7 +919,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--writes", choices=WRITES, default="controller",
                    help="where writes are validated and taken: here (controller, the "
                         "default) or at each table's base's worker (worker: clients "
-                        "write there; needs --channels direct, no --data-dir)")
+                        "write there; needs --channels direct; with --data-dir each "
+                        "worker keeps its bases' logs there, and a restart is not built)")
     p.add_argument("--rejoin-timeout", dest="rejoin_timeout", type=float,
                    default=REJOIN_TIMEOUT,
                    help="with --data-dir: seconds a worker whose controller died goes on "

@@ -33,7 +33,9 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, and with
   ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
   batches, tags]``, ``["rfull", base, start, table, batches, in flight, tags]``,
-  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]``; nothing else
+  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]``; nothing else (with
+  ``--data-dir``, the config's last item names the directory where this worker keeps
+  those logs on disk as well: ``writes.DiskLogs``)
 - with ``--writes worker``, from the controller ``["replica", base, worker | None]``,
   ``["durable", base, n]``, ``["pause", id]``, ``["resume"]``, and to it ``["hist",
   base, batches, tags]`` (no replica: answered ``durable``) or ``["hcopy", ...]`` (the
@@ -149,7 +151,7 @@ from .wire import (
     encode_delta,
     encode_message,
 )
-from .writes import ReplicaLogs, history_from, validated
+from .writes import DiskLogs, ReplicaLogs, history_from, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
@@ -234,7 +236,10 @@ class Worker:
                  channels: str = "relay", token: str | None = None,
                  inbox: Inbox | None = None, peers: PeerServer | None = None,
                  tls: ssl.SSLContext | None = None, first_number: int = 0,
-                 regime: str = "treeclock", writes: str = "controller") -> None:
+                 regime: str = "treeclock", writes: str = "controller",
+                 disk: str | None = None) -> None:
+        """``disk`` (``--writes worker --data-dir``): the directory this worker keeps its
+        bases' logs in, and those it is the replica of (``writes.DiskLogs``)."""
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -344,6 +349,11 @@ class Worker:
         #: their owners' frames for a base whose catalog change is still on its way
         self.replica_logs = ReplicaLogs()
         self.early_logs: dict[str, list[tuple[Sequence[Any], str]]] = {}
+        #: with ``--data-dir``: both kinds of log on disk too, each written before what
+        #: acknowledges it (the owner's before its group goes out, the replica's
+        #: before ``rdur``)
+        self.disk: DiskLogs | None = (DiskLogs(disk) if disk is not None and self.at_workers
+                                      else None)
         if self.at_workers:
             self.reads.write = self.client_write
 
@@ -500,6 +510,8 @@ class Worker:
         self.removed.add(node_id)
         self.early.pop(node_id, None)
         self.replica_logs.drop(node_id)         # (a dropped table's log, its copy)
+        if self.disk is not None:
+            self.disk.drop(node_id)
         for kept in (self.early_logs, self.logs, self.replica_of, self.to_copy):
             kept.pop(node_id, None)
         self.holding.pop(node_id, None)
@@ -1143,6 +1155,8 @@ class Worker:
             # its log, as the controller's history has it (complete: its replica's
             # tail was taken first); its replica is named next (``["replica", ...]``)
             self.logs[nid] = history_from(cast("Base", d.node.op), start, rows, writes)
+            if self.disk is not None:
+                self.disk.reset(nid, self.logs[nid])
             self.sent_ctrl[nid] = start + len(writes)
             self.replica_of.pop(nid, None)
             self.to_copy.pop(nid, None)
@@ -1183,6 +1197,8 @@ class Worker:
         for f in self.deferred:
             f[4](None)                  # (never taken: nothing written)
         self.deferred = []
+        if self.disk is not None:
+            self.disk.close()           # (what it holds is on disk already)
 
     def controller_write(self, rid: int, args: Sequence[Any]) -> None:
         """The controller's ``cwrite`` (a write made there: ``ClusterRuntime.forward``),
@@ -1219,6 +1235,7 @@ class Worker:
         if not batch:
             reply([])
             return
+        self._log(nid)                  # (made before its first write: as of the rows now)
         out = d.write(batch)
         self.accepted.setdefault(nid, []).append((out, batch, reply, tag))
         if nid not in self.committing:
@@ -1266,10 +1283,12 @@ class Worker:
             return
         self.committing[nid] = group
         self.committing_via[nid] = via
-        log = self._log(nid, len(group))
+        log = self._log(nid)
         batches = [b for _, b, _, _ in group]
         for b in batches:
             log.append(b)
+        if self.disk is not None:
+            self.disk.append(nid, batches)      # (durable here before it goes out)
         self._send_group(nid, via, batches, [tag for _, _, _, tag in group])
 
     def _send_group(self, nid: str, via: str | None, batches: list[Batch],
@@ -1282,14 +1301,16 @@ class Worker:
         else:
             self.links.send(via, ["rlog", nid, encoded, tags])
 
-    def _log(self, nid: str, ahead: int = 0) -> WriteHistory:
-        """The base's own log (made at its first write here: empty until then;
-        ``ahead``: writes applied already that it is made before)."""
+    def _log(self, nid: str) -> WriteHistory:
+        """The base's own log (made before its first write here, or when it is first
+        sent to a replica: the table as it is then, at its time then)."""
         log = self.logs.get(nid)
         if log is None:
             d = self.domains[nid]
-            at = d.time - ahead
-            log = self.logs[nid] = history_from(cast("Base", d.node.op), at, None, [])
+            at, op = d.time, cast("Base", d.node.op)
+            log = self.logs[nid] = history_from(op, at, op.snapshot() if at else None, [])
+            if self.disk is not None:
+                self.disk.reset(nid, log)
             self.sent_ctrl.setdefault(nid, at)
         return log
 
@@ -1302,6 +1323,8 @@ class Worker:
             return
         low = min(low, self.sent_ctrl.get(nid, 0))
         log.trim(low)
+        if self.disk is not None:
+            self.disk.trimmed(nid, log)
         via = self.replica_of.get(nid)
         if via:
             self.links.send(via, ["rtrim", nid, low])
@@ -1365,7 +1388,7 @@ class Worker:
                 self._send_group(nid, None, [b for _, b, _, _ in group],
                                  [tag for _, _, _, tag in group])
         else:
-            log = self._log(nid, len(self.accepted.get(nid, [])))
+            log = self._log(nid)
             start, table, writes = log.table()
             resend = group if group and via is not None else []
             self.links.send(name, ["rfull", nid, start, encode_batch(table),
@@ -1391,15 +1414,22 @@ class Worker:
             return
         if op == "rtrim":
             self.replica_logs.trim(nid, int(f[2]))
+            if self.disk is not None and nid in self.replica_logs.logs:
+                self.disk.trimmed(nid, self.replica_logs.logs[nid])
             return
         if op == "rlog":
-            self.replica_logs.append(nid, [decode_batch(b) for b in f[2]], list(f[3]))
+            batches = [decode_batch(b) for b in f[2]]
+            self.replica_logs.append(nid, batches, list(f[3]))
+            if self.disk is not None:
+                self.disk.append(nid, batches)
             n = len(f[2])
         else:                           # rfull: start, table, writes, in flight, tags
             base = cast("Base", self.graph[nid].op)
             self.replica_logs.full(base, nid, int(f[2]), decode_batch(f[3]),
                                    [decode_batch(b) for b in f[4]])
             self.replica_logs.append(nid, [], list(f[6]))
+            if self.disk is not None:
+                self.disk.reset(nid, self.replica_logs.logs[nid])
             n = int(f[5])
         self.links.send(src, ["rdur", nid, n])
 
@@ -1960,10 +1990,11 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             rejoin_timeout = float(more[2]) if len(more) > 2 else 0.0
             regime = str(more[3]) if len(more) > 3 else "treeclock"
             writes = str(more[4]) if len(more) > 4 else "controller"
+            disk = str(more[5]) if len(more) > 5 and more[5] is not None else None
             worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels,
                             token, inbox, peers,
                             None if tls is None else tls_client_context(tls.ca), first_number,
-                            regime, writes)
+                            regime, writes, disk)
             worker.keep_reads = rejoin_timeout > 0
             worker.previous, worker.before = previous, before
             stop = threading.Event()

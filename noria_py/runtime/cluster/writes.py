@@ -26,15 +26,50 @@ later than the controller's history ends (the owner trims it, ``["rtrim", base, 
 only below what it has sent the controller), so the controller completes its history
 from the replica's tail (``ReplicaLogs.since``) before a lost owner's base is
 restored.
+
+With ``--data-dir DIR`` (``DiskLogs``), the owner and the replica each keep that log on
+disk too, under ``DIR/workers/<worker>/<table>/`` (``log_dir``): one ``Storage``
+directory per base (the embedded write-ahead log's files, framing and checks:
+``noria_py/storage``), the table as of the log's start in its snapshot and each write
+a record of its own, its number the base's write number. One directory per base, not
+one log per worker, because a log is trimmed and replaced per base (a new replica's
+whole log, a restored base's), and read per base when its workers are lost; named by
+the table, which a restarted controller knows (node ids are renumbered). The owner appends a group, in
+one write and one ``fsync`` as the controller's WAL does each batch, before sending it
+to its replica, and the replica before answering ``rdur``: so an acknowledged write
+is on both disks. The log on disk is rewritten from the one in memory, so trimmed by
+the same rule (``hlow``, ``rtrim``), once enough writes were trimmed
+(``tuning.DISK_LOG_TRIM``). When a base's owner and replica are lost together, the
+controller completes its history from their directories (``disk_tail``: the longer
+of the two; a torn last record is cut and reported, other damage refuses that
+directory) instead of losing what it had not been sent; once the base is restored,
+the new owner's log replaces theirs (deleted: ``ClusterRuntime.restore_base``).
+
+A restarted controller (``tables_on_disk``) takes each table's rows from the longest
+of its logs under ``DIR/workers`` (every one there is a prefix of the same sequence of
+writes, but a lost owner's, which may hold writes it never had acknowledged: in doubt,
+applied whole or not at all), writes them into its own data directory's snapshot and
+deletes ``DIR/workers``; then it rebuilds every view from the tables, as a restart
+does (``restart.py``), and the workers that dial back start their logs anew.
 """
 from __future__ import annotations
 
 import collections
+import logging
+import shutil
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
 
+from ... import tuning
 from ...batch import Batch
-from ...errors import RecoveryError
+from ...errors import RecoveryError, StorageError
 from ...ops.base import Base
+from ...storage import Recovered, Storage
 from ..history import WriteHistory
+
+log = logging.getLogger("noria_py.cluster")
 
 #: per base, the tags of this many last writes are kept where its log is (the
 #: controller's history, a replica's log): a write whose worker was lost before it
@@ -111,3 +146,129 @@ class ReplicaLogs:
     def drop(self, nid: str) -> None:
         self.logs.pop(nid, None)
         self.tags.pop(nid, None)
+
+
+class DiskLogs:
+    """The base logs a worker keeps on disk (``--data-dir``): its own bases' and those
+    it is the replica of, one ``Storage`` directory per base under ``root`` (which
+    starts empty: what a worker of an earlier run left there is not its own), each
+    mirroring a ``WriteHistory`` of the worker: ``reset`` when that log is made or
+    replaced, ``append`` as it takes writes (durable when it returns), ``trimmed``
+    after it is trimmed."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
+        #: per base: its directory's storage, its table, the write number its log
+        #: there starts after
+        self.stores: dict[str, Storage] = {}
+        self.tables: dict[str, str] = {}
+        self.start: dict[str, int] = {}
+
+    def reset(self, nid: str, h: WriteHistory) -> None:
+        table = self.tables[nid] = h.folded.schema.name.lower()
+        st = self.stores.get(nid)
+        if st is None:
+            st = self.stores[nid] = Storage(log_dir(self.root, table))
+        with h.lock:
+            start, writes = h.start, list(h.batches)
+            rows = list(h.folded.stored_rows())
+        st.reset(table, rows, start, writes)
+        self.start[nid] = start
+
+    def append(self, nid: str, batches: list[Batch]) -> None:
+        self.stores[nid].log_batches(self.tables[nid], batches)
+
+    def trimmed(self, nid: str, h: WriteHistory) -> None:
+        if nid not in self.stores:
+            return
+        with h.lock:
+            dropped, kept = h.start - self.start[nid], len(h.batches)
+        if dropped >= max(kept, tuning.DISK_LOG_TRIM):
+            self.reset(nid, h)
+
+    def drop(self, nid: str) -> None:
+        st = self.stores.pop(nid, None)
+        self.start.pop(nid, None)
+        table = self.tables.pop(nid, None)
+        if st is not None and table is not None:
+            st.close()
+            shutil.rmtree(log_dir(self.root, table), ignore_errors=True)
+
+    def close(self) -> None:
+        for st in self.stores.values():
+            st.close()
+        self.stores.clear()
+
+
+def log_dir(root: Path, table: str) -> Path:
+    """Where a worker whose logs are under ``root`` keeps table ``table``'s."""
+    return root / quote(table.lower(), safe="")
+
+
+def disk_tail(dirs: list[Path], nid: str, n: int) -> list[Batch] | None:
+    """The writes of base ``nid`` after write ``n`` from the longest of the logs in
+    ``dirs`` (its lost workers' ``DiskLogs`` directories), or None if none reaches
+    back to ``n``. What opening each finds (a torn tail cut) is logged; a damaged one
+    (``CorruptionError``) is logged and passed over."""
+    best: list[Batch] | None = None
+    for d in dirs:
+        if not (d / "snapshot.bin").exists():
+            continue
+        rec = _read_log(d, f"base {nid}", n)
+        if isinstance(rec, StorageError):
+            continue
+        if rec.later is None:
+            if rec.lsn != n:
+                log.warning("base %s: its log in %s holds writes up to %d, cannot continue "
+                            "from write %d", nid, d, rec.lsn, n)
+                continue
+            later = []
+        else:
+            later = [Batch(list(dels) + list(ins), [-1] * len(dels) + [1] * len(ins))
+                     for _, ins, dels in rec.later]
+        if best is None or len(later) > len(best):
+            best = later
+    return best
+
+
+def tables_on_disk(root: Path, tables: Collection[str]) -> dict[str, list[tuple[Any, ...]]]:
+    """For a restarted controller: each of ``tables`` that has a log under ``root``
+    (``DIR/workers``), its rows from the longest of them (the most writes). A torn
+    last record is cut and logged; a damaged log is logged and passed over where
+    another log of its table opens, and refused (``CorruptionError``, naming the file
+    and offset) where none does."""
+    best: dict[str, tuple[int, list[tuple[Any, ...]]]] = {}
+    damaged: dict[str, StorageError] = {}
+    for d in sorted(root.glob("*/*")):
+        table = unquote(d.name)
+        if table not in tables or not (d / "snapshot.bin").exists():
+            continue
+        rec = _read_log(d, f"table {table}")
+        if isinstance(rec, StorageError):
+            damaged.setdefault(table, rec)
+            continue
+        if table not in best or rec.lsn > best[table][0]:
+            best[table] = (rec.lsn, rec.tables.get(table, []))
+    for table, refused in damaged.items():
+        if table not in best:
+            raise refused
+    return {t: rows for t, (_, rows) in best.items()}
+
+
+def _read_log(d: Path, what: str, split_at: int | None = None) -> Recovered | StorageError:
+    """A lost or earlier worker's log directory, opened (a torn tail cut) and read, what
+    opening found logged; or why it is refused (logged)."""
+    try:
+        st = Storage(d, split_at=split_at)
+    except StorageError as e:
+        log.error("%s: its log in %s is refused: %s", what, d, e)
+        return e
+    try:
+        rec = st.load()
+    finally:
+        st.close()
+    for note in rec.report:
+        log.warning("%s: its log in %s: %s", what, d, note)
+    return rec

@@ -11,6 +11,7 @@ at a SIGKILL."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import ssl
 import threading
@@ -19,9 +20,11 @@ import time
 import pytest
 
 import noria_py
+from noria_py import tuning
 from noria_py.batch import Batch
 from noria_py.errors import (
     ArgumentError,
+    CorruptionError,
     DuplicateKeyError,
     RecoveryError,
     RowNotFoundError,
@@ -32,9 +35,19 @@ from noria_py.ops.base import Base
 from noria_py.runtime.cluster.controller import ClusterRuntime
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.server import Server
-from noria_py.runtime.cluster.writes import ReplicaLogs, history_from
+from noria_py.runtime.cluster.writes import (
+    DiskLogs,
+    ReplicaLogs,
+    disk_tail,
+    history_from,
+    log_dir,
+    tables_on_disk,
+)
+from noria_py.runtime.history import WriteHistory
+from noria_py.storage.log import LOG_HEADER_SIZE, RECORD_HEADER
 from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 from tests.runtime.cluster.test_cluster import CI_SEEDS, SEEDS, _differential_with_kill
+from tests.storage.helpers import wal_files
 
 WORKER = ("--writes", "worker")
 
@@ -157,13 +170,14 @@ def test_views_made_while_clients_write_at_the_worker_miss_no_write(cluster):
     db.close()
 
 
-def test_writes_at_the_worker_need_what_is_built():
+def test_writes_at_the_worker_need_what_is_built(tmp_path):
+    (tmp_path / "workers").mkdir()     # (the tables: in the workers' logs)
     with pytest.raises(ArgumentError, match="writes must be one of"):
         ClusterRuntime(Graph(), writes="elsewhere")
     with pytest.raises(ArgumentError, match="--channels direct"):
         Server(port=0, writes="worker", channels="relay", spawn=False)
-    with pytest.raises(ArgumentError, match="--data-dir"):
-        Server(port=0, writes="worker", data_dir="/nonexistent", spawn=False)
+    with pytest.raises(ArgumentError, match="serve it with --writes worker"):
+        Server(port=0, writes="controller", data_dir=str(tmp_path), spawn=False)
 
 
 @pytest.mark.slow
@@ -483,3 +497,214 @@ def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
     assert db.view("held_votes").lookup(1) == [(1, 8)]
     assert [n["pid"] for n in db.graph() if n["id"] == base["id"]] != [base["pid"]]
     db.close()
+
+
+def _log_of(op: Base, start: int, rows: list, writes: list[list]) -> WriteHistory:
+    return history_from(op, start, Batch.inserts(rows) if rows else None,
+                        [Batch.inserts(w) for w in writes])
+
+
+def test_a_bases_log_on_disk_is_its_log_in_memory_and_is_trimmed_by_the_same_rule(
+        tmp_path, monkeypatch):
+    """``DiskLogs`` (``--data-dir``): the directory mirrors the log in memory, made,
+    appended to and trimmed; a trim rewrites it only once the writes trimmed reach
+    ``tuning.DISK_LOG_TRIM`` and those kept, so it stays within about twice the log
+    in memory; ``disk_tail`` reads the writes after any write from its start on, none
+    from before it, and ``tables_on_disk`` the table, the longest log of each."""
+    monkeypatch.setattr(tuning, "DISK_LOG_TRIM", 4)
+    schema = TableSchema("T", [ColumnInfo("a", SqlType.INT, False)], ())
+    op = Base(schema)
+    disk = DiskLogs(tmp_path / "w1")
+    h = _log_of(op, 2, [(1,), (2,)], [[(3,)]])
+    disk.reset("n1", h)
+    for i in range(4, 14):
+        b = Batch.inserts([(i,)])
+        h.append(b)
+        disk.append("n1", [b])
+    h.trim(5)
+    disk.trimmed("n1", h)
+    assert disk.start["n1"] == 2                    # (3 trimmed, 8 kept: not yet)
+    disk.close()
+    d = log_dir(tmp_path / "w1", "t")
+    assert [b.rows for b in disk_tail([d], "n1", 10)] == [[(i,)] for i in range(11, 14)]
+    disk = DiskLogs(tmp_path / "w1")
+    disk.reset("n1", h)
+    h.trim(12)
+    disk.trimmed("n1", h)
+    assert disk.start["n1"] == 12 and len(wal_files(d)) == 1
+    disk.close()
+    assert disk_tail([d], "n1", 12)[0].rows == [(13,)]
+    assert disk_tail([d], "n1", 11) is None         # (folded: not from before its start)
+    other = DiskLogs(tmp_path / "w2")               # (a replica one write behind)
+    other.reset("n1", _log_of(op, 12, [(i,) for i in range(1, 13)], []))
+    other.close()
+    assert sorted(tables_on_disk(tmp_path, {"t"})["t"]) == [(i,) for i in range(1, 14)]
+    assert tables_on_disk(tmp_path, {"u"}) == {}    # (not a table of the catalog)
+
+
+def _wal(d):
+    (path,) = d.glob("wal-*.log")
+    return path
+
+
+def test_a_torn_last_record_on_disk_is_cut_and_reported_and_damage_is_refused(
+        tmp_path, caplog):
+    """A lost worker's log whose last record is cut short (a crash mid-append: that
+    write was never acknowledged) is read up to it, the tail cut and reported; a
+    byte changed in an earlier record is damage, not a crash: that log is refused
+    (logged), the other worker's is read, and with no other the table's restart is
+    refused (``CorruptionError`` naming the file)."""
+    schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
+    op = Base(schema)
+    for w in ("w1", "w2"):
+        disk = DiskLogs(tmp_path / w)
+        h = _log_of(op, 0, [], [])
+        disk.reset("n1", h)
+        for i in range(5):
+            disk.append("n1", [Batch.inserts([(i, )])])
+        disk.close()
+    d1, d2 = (log_dir(tmp_path / w, "t") for w in ("w1", "w2"))
+    path = _wal(d1)
+    size = path.stat().st_size
+    os.truncate(path, size - 3)                     # (the last record, torn)
+    with caplog.at_level("WARNING"):
+        tail = disk_tail([d1], "n1", 2)
+    assert [b.rows for b in tail] == [[(2,)], [(3,)]]
+    assert "torn tail" in caplog.text
+    path = _wal(d2)
+    buf = bytearray(path.read_bytes())
+    buf[LOG_HEADER_SIZE + RECORD_HEADER.size + 7] ^= 0x01    # (the first row: 0 to 1)
+    path.write_bytes(bytes(buf))
+    caplog.clear()
+    with caplog.at_level("ERROR"):
+        assert disk_tail([d2], "n1", 2) is None
+        assert "refused" in caplog.text
+        assert [b.rows for b in disk_tail([d2, d1], "n1", 2)] == [[(2,)], [(3,)]]
+        assert sorted(tables_on_disk(tmp_path, {"t"})["t"]) == [(i,) for i in range(4)]
+    shutil.rmtree(d1)
+    with pytest.raises(CorruptionError, match="damaged at byte"):
+        tables_on_disk(tmp_path, {"t"})
+
+
+@pytest.mark.slow
+def test_owner_and_replica_lost_together_or_the_controller_restarted_lose_nothing(
+        tmp_path, monkeypatch):
+    """``--data-dir``: with the controller stopped (SIGSTOP: it is sent nothing of
+    them), writes are acknowledged at the base's worker, then the base's worker and
+    its log replica are SIGKILLed together, the owner's log on disk torn in its last
+    record: the controller takes the writes from the two logs on disk (the torn tail
+    cut and reported), each once. Then writes it was not sent either, and the
+    controller SIGKILLed and started again on the directory: every table as the
+    workers' logs had it, the views rebuilt from them."""
+    d = str(tmp_path / "data")
+    log = str(tmp_path / "serve.log")
+    monkeypatch.setenv("NORIA_TUNING", "RECOVERY_GATHER=0.3")    # (both losses at once)
+    with Cluster(workers=2, shards=1, log=log,
+                 extra=(*WORKER, "--data-dir", d, "--heartbeat-timeout", "5")) as c:
+        db = _votes(c)
+        t = db.table("vote")
+        t.insert([(1, 0)])
+        db.wait()
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        os.kill(c.proc.pid, signal.SIGSTOP)
+        try:
+            for n in range(1, 6):           # acknowledged: on both workers' disks
+                t.insert([(1, n)])
+            os.kill(base["pid"], signal.SIGKILL)
+            os.kill(base["replica_pid"], signal.SIGKILL)
+            time.sleep(0.2)
+            wal = next((tmp_path / "data" / "workers").glob("*/vote/wal-*.log"))
+            os.truncate(wal, wal.stat().st_size - 3)
+        finally:
+            os.kill(c.proc.pid, signal.SIGCONT)
+        db.wait()
+        assert db.view("votes").lookup(1) == [(1, 6)]          # each once
+        with open(log) as f:
+            text = f.read()
+        assert "from the log on disk of its lost worker(s)" in text and "torn tail" in text
+        for n in range(6, 10):              # (not sent to the controller: in the logs)
+            t.insert([(1, n), (2, n)])
+        c.kill()
+        c.restart()
+        db.wait()
+        assert db.view("votes").lookup(1) == [(1, 10)] and db.view("votes").lookup(2) == [(2, 4)]
+        t.insert([(2, 10)])                 # (and the writes go on)
+        db.wait()
+        assert db.view("votes").lookup(2) == [(2, 5)]
+        db.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[:CI_SEEDS])
+def test_two_workers_sigkilled_mid_load_match_duckdb_with_logs_on_disk(seed, monkeypatch,
+                                                                        tmp_path):
+    """``--data-dir``: two of three workers SIGKILLed together at a random point of a
+    random load, often a base's owner and its log replica: the writes the controller
+    was not sent come from their logs on disk."""
+    _differential_with_kill(seed, monkeypatch, victims=2, channels="direct",
+                            extra=(*WORKER, "--data-dir", str(tmp_path / "data")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[CI_SEEDS:8])
+def test_two_workers_sigkilled_mid_load_match_duckdb_with_logs_on_disk_soak(
+        seed, monkeypatch, tmp_path):
+    _differential_with_kill(seed, monkeypatch, victims=2, channels="direct",
+                            extra=(*WORKER, "--data-dir", str(tmp_path / "data")))
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, monkeypatch):
+    """``--data-dir``, the workers in this process: with the base's owner's append to
+    its log on disk held, and then its replica's, a write is not acknowledged; once
+    the append is let go it is."""
+    from noria_py.runtime.cluster.worker import serve_worker
+    held = {"name": "", "gate": threading.Event()}
+    append = DiskLogs.append
+
+    def held_append(self, nid, batches):
+        if self.root.name == held["name"]:
+            held["gate"].wait(30)
+        append(self, nid, batches)
+    monkeypatch.setattr(DiskLogs, "append", held_append)
+    port, made = _free_port(), []
+    starting = threading.Thread(target=lambda: made.append(Server(
+        port=port, workers=2, token="tok", spawn=False, writes="worker",
+        data_dir=str(tmp_path / "data"))), daemon=True)
+    starting.start()
+    time.sleep(0.3)
+    workers = [threading.Thread(target=serve_worker, args=("127.0.0.1", port, "tok"),
+                                daemon=True) for _ in range(3)]
+    for w in workers:
+        w.start()
+    starting.join(60)
+    (server,) = made
+    try:
+        db = noria_py.connect(f"noria://127.0.0.1:{port}", token="tok")
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        t = db.table("vote")
+        t.insert([(1, 0)])
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        assert base["replica"] not in (None, base["worker"])
+        for i, name in enumerate((base["worker"], base["replica"])):
+            held["name"], held["gate"] = name, threading.Event()
+            done = threading.Event()
+            writer = threading.Thread(target=lambda: (t.insert([(1, 1)]), done.set()))
+            writer.start()
+            assert not done.wait(1.0), name     # (not on that disk: not acknowledged)
+            held["gate"].set()
+            writer.join(30)
+            assert done.is_set()
+        assert len(t) == 3
+        db.close()
+    finally:
+        held["gate"].set()
+        server.close()
+        for w in workers:
+            w.join(10)
