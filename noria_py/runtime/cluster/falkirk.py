@@ -52,7 +52,6 @@ up to what ``p``'s worker has told the controller; ``logs`` hold only logged sen
 """
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -65,8 +64,6 @@ from .wire import ProtocolError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .controller import ClusterRuntime
-
-log = logging.getLogger("noria_py.cluster")
 
 __all__ = ["Falkirk", "take_span"]
 
@@ -97,6 +94,7 @@ class Falkirk(Lines):
         self.last_frontier: dict[str, Any] = {}
 
     def policy_of(self, node_id: str) -> str:
+        """``node_id``'s policy (``choose``: its worker computes the same)."""
         p = self.policy.get(node_id)
         if p is None:
             p = self.policy[node_id] = choose(self.choice, self.rt.graph[node_id])[0]
