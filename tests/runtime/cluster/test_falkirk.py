@@ -17,6 +17,7 @@ from noria_py.errors import RegimeError
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.falkirk import Falkirk, take_span
 from noria_tools.causalgc import SCHEMA, line_sizes
+from tests.runtime.cluster.test_causal import schema_writer
 from tests.runtime.cluster.test_cluster import SEEDS, _differential_with_kill
 
 
@@ -134,25 +135,13 @@ def test_mixed_policies_stay_flat_and_come_back_along_the_frontier(writes, monke
     server = Server(port=0, workers=2, shards=1, channels="direct", regime=dict(MIXED))
     try:
         db = server.db
-        for sql in SCHEMA:
-            db.execute(sql)
+        write, want_v, want_w = schema_writer(db)
         lines = server.runtime.lines
         assert isinstance(lines, Falkirk)
         assert {n["id"]: n["kind"] for n in db.graph()} == KINDS
         assert {n: lines.policy_of(n) for n in KINDS} == {
             "n1": "lazy", "n2": "lazy", "n3": "eager", "n4": "eager", "n5": "ephemeral",
             "n6": "ephemeral", "n7": "batch", "n8": "ephemeral", "n9": "lazy"}
-        want_v: Counter = Counter()
-        want_w: Counter = Counter()
-
-        def write(i: int) -> None:
-            table = ("t", "u")[i % 3 == 0]
-            row = (i % 7, i % 5)
-            db.table(table).insert([row])
-            if table == "t":
-                want_v[row[0]] += 1
-            if table == "u" or row[1] > 2:
-                want_w[(row[0],)] += 1
 
         def held() -> int:
             """The most of what the collection folds (the store's entries are the
