@@ -55,6 +55,11 @@ watermark is right) is a ``RecoveryError`` that leaves every node as it was, nev
 wrong view; so is a frontier the final check (``consistent``) finds an orphan or a lost
 message in.
 
+The frontier, its final check, the policy choice (``choose``) and the unlogged edges'
+trim (``trim_sent``) are module functions over a ``Spans`` view of the state, so that
+a cluster's controller runs the same code over what its workers sent
+(``cluster/falkirk.py``).
+
 Recovery (``rollback``) restores only the nodes the frontier sets below ⊤, each from its
 checkpoint (stateful) or its recorded parent-times (stateless), forgets what each sent
 after its span, and resends from the logs what each receiver had not taken; the nodes
