@@ -13,11 +13,13 @@ contract lists; ``STRATEGIES[r]`` are the recovery strategies a database in regi
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .errors import RegimeError
 
-__all__ = ["BUILT", "EMBEDDED_ONLY", "NOT_BUILT", "STRATEGIES", "check", "policies"]
+__all__ = ["BUILT", "EMBEDDED_ONLY", "NOT_BUILT", "STRATEGIES", "check", "from_text",
+           "policies"]
 
 #: regime -> what it does, in a line (``noria-py bench regimes`` prints these)
 BUILT = {
@@ -45,8 +47,8 @@ STRATEGIES = {
     "falkirk": ("falkirk", "lineage"),
 }
 
-#: the regimes the cluster runtime does not offer yet
-EMBEDDED_ONLY = ("falkirk",)
+#: the regimes the cluster runtime does not offer yet (none: every one is offered)
+EMBEDDED_ONLY: tuple[str, ...] = ()
 
 
 def check(regime: Any, *, cluster: bool = False) -> str:
@@ -66,8 +68,9 @@ def check(regime: Any, *, cluster: bool = False) -> str:
                           f"(not built yet: {', '.join(NOT_BUILT)})")
     if cluster and regime in EMBEDDED_ONLY:
         raise RegimeError(f"regime {regime!r} is built for the embedded engine only, not "
-                          "for a cluster yet; use treeclock, lineage, coordinated, "
-                          "uncoordinated, cic or causal with noria-py serve")
+                          "for a cluster yet; use "
+                          f"{', '.join(r for r in BUILT if r not in EMBEDDED_ONLY)} "
+                          "with noria-py serve")
     return regime
 
 
@@ -86,3 +89,19 @@ def policies(regime: Any) -> dict[str, str]:
                               f"policies, {', '.join([*POLICIES, *ALIASES])}; for "
                               f"{policy!r}, connect(regime={policy!r})")
     return normalize(regime)
+
+
+def from_text(text: str) -> str | dict[str, str]:
+    """A regime as a command line gives it (``noria-py serve --regime``): a name, or
+    falkirk's per-node choice as a JSON object (``'{"default": "lazy", "votes":
+    "eager"}'``); a RegimeError for text that starts as an object and is none."""
+    if not text.lstrip().startswith("{"):
+        return text
+    try:
+        choice = json.loads(text)
+    except ValueError as e:
+        raise RegimeError(f"falkirk's per-node regime must be a JSON object of names to "
+                          f"policies, got {text!r} ({e})") from None
+    if not isinstance(choice, dict):
+        raise RegimeError(f"falkirk's per-node regime must be a JSON object, got {text!r}")
+    return choice

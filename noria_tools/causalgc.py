@@ -7,6 +7,11 @@ determinants held (encoded bytes of those held of other nodes), the marks, the
 checkpoint store (entries in the chains' bases, deltas not folded) and the bases'
 histories (rows kept); and the writes per second of the whole run (waits included).
 
+``--regime falkirk`` (or ``uncoordinated``, ``cic``; ``--regime`` takes falkirk's JSON
+object of policies too, as ``noria-py serve`` does) prints what the controller's lines
+hold instead (``line_sizes``): the points (spans), the logged messages, the unlogged
+edges' sent times, the checkpoint store and the histories.
+
 Run: ``python -m noria_tools.causalgc --writes 20000``. It reads only what the regime
 had before its garbage collection too (so it measures a tree without it alike).
 """
@@ -66,14 +71,44 @@ def sizes(server: Any) -> dict[str, int]:
     return out
 
 
+def line_sizes(server: Any) -> dict[str, int]:
+    """What the controller holds for the uncoordinated, cic and falkirk regimes (the
+    graph quiet): points, logged messages, unlogged edges' sent times (falkirk), each
+    in all and the most of one node or edge; the store's entries and deltas; the
+    histories' rows."""
+    rt = server.runtime
+    lines = rt.lines
+    with lines.lock:
+        points = [len(ps) for ps in lines.points.values()]
+        logs = [len(q) for q in lines.logs.values()]
+        sent = [len(q) for q in getattr(lines, "sent", {}).values()]
+    out = {"points": sum(points), "points_most": max(points, default=0),
+           "logged": sum(logs), "logged_most": max(logs, default=0),
+           "sent": sum(sent), "sent_most": max(sent, default=0),
+           "store_entries": 0, "store_deltas": 0, "history_rows": 0}
+    with rt.store_lock:
+        for n in rt.graph.nodes:
+            rows, deltas = rt.store.size(n)
+            out["store_entries"] += rows
+            out["store_deltas"] += deltas
+    out["history_rows"] = sum(h.rows_kept() for h in rt.durable.values())
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m noria_tools.causalgc")
     ap.add_argument("--writes", type=int, default=20000)
     ap.add_argument("--every", type=int, default=16, help="CHECKPOINT_EVERY (messages)")
+    ap.add_argument("--regime", default="causal",
+                    help="causal (default), uncoordinated, cic, falkirk or falkirk's JSON "
+                         "object of per-node policies")
     args = ap.parse_args(argv)
     os.environ["NORIA_TUNING"] = f"CHECKPOINT_EVERY={args.every}"
+    from noria_py import regimes
     from noria_py.runtime.cluster.server import Server
-    server = Server(port=0, workers=2, shards=1, channels="relay", regime="causal")
+    regime = regimes.from_text(args.regime)
+    measure = sizes if regime == "causal" else line_sizes
+    server = Server(port=0, workers=2, shards=1, channels="relay", regime=regime)
     try:
         db = server.db
         for sql in SCHEMA:
@@ -86,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
             if i + 1 in (args.writes // 2, args.writes):
                 db.wait()
                 paused = time.perf_counter()
-                print(f"after {i + 1} writes: {sizes(server)}", flush=True)
+                print(f"after {i + 1} writes: {measure(server)}", flush=True)
                 start += time.perf_counter() - paused        # (not timed)
         took = time.perf_counter() - start
         print(f"writes/s: {args.writes / took:.0f}")

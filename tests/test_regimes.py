@@ -92,8 +92,9 @@ def test_a_strategy_outside_the_regime_is_refused():
     assert sorted(db.view("v").all()) == [(0, 10), (1, 10), (2, 10)]
 
 
-@pytest.mark.parametrize("name,says", [("falkirk", "embedded engine only"),
-                                       ("nope", "unknown")])
+@pytest.mark.parametrize("name,says", [("nope", "unknown"),
+                                       ('{"v": eager}', "JSON object"),
+                                       ('{"v": "sometimes"}', "unknown falkirk policy")])
 def test_serve_refuses_a_regime_it_does_not_offer(name, says, capsys):
     assert server.main(["--port", "0", "--regime", name]) == 1
     assert says in capsys.readouterr().out

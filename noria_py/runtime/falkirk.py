@@ -55,6 +55,11 @@ watermark is right) is a ``RecoveryError`` that leaves every node as it was, nev
 wrong view; so is a frontier the final check (``consistent``) finds an orphan or a lost
 message in.
 
+The frontier, its final check, the policy choice (``choose``) and the unlogged edges'
+trim (``trim_sent``) are module functions over a ``Spans`` view of the state, so that
+a cluster's controller runs the same code over what its workers sent
+(``cluster/falkirk.py``).
+
 Recovery (``rollback``) restores only the nodes the frontier sets below ⊤, each from its
 checkpoint (stateful) or its recorded parent-times (stateless), forgets what each sent
 after its span, and resends from the logs what each receiver had not taken; the nodes
@@ -79,7 +84,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import Final
 
 from .. import tuning
@@ -90,7 +97,8 @@ from .embedded import EmbeddedRuntime
 from .messages import Message
 from .uncoordinated import Point, Rollback, UncoordinatedRuntime
 
-__all__ = ["ALIASES", "POLICIES", "TOP", "FalkirkRuntime", "normalize"]
+__all__ = ["ALIASES", "DEFAULTS", "LOGGED", "POLICIES", "TOP", "FalkirkRuntime", "Spans", "choose",
+           "consistent", "frontier", "normalize", "stateful", "trim_sent", "unknown_names"]
 
 #: policy -> (the seed's regime, what the node saves, whether its output is logged)
 POLICIES: Final = {
@@ -105,6 +113,9 @@ POLICIES: Final = {
 ALIASES: Final = {"checkpoint": "lazy", "log": "batch", "stateless": "ephemeral"}
 #: the policies whose output edges are logged
 LOGGED: Final = frozenset({"eager", "lazy", "batch"})
+
+#: the policy of a node no name chooses, without a "default"
+DEFAULTS: Final = {"stateful": "lazy", "stateless": "batch"}
 
 #: a live node's span ⊤: everything it took, it stays as it is
 TOP: Final = Point(-1, {})
@@ -131,6 +142,190 @@ def normalize(choice: Mapping[object, object]) -> dict[str, str]:
     return out
 
 
+def stateful(node: Node) -> bool:
+    """Whether ``node`` keeps state a checkpoint saves (on a cluster's controller a
+    node's op is a ``RemoteOp`` standing in for its worker's: its ``local`` one)."""
+    return getattr(node.op, "local", node.op).checkpoint_form is not None
+
+
+def choose(choice: Mapping[str, str], node: Node, defaults: Mapping[str, str] = DEFAULTS,
+           ) -> tuple[str, str | None]:
+    """``node``'s policy and the name of ``choice`` that chose it (None: a default): a
+    source's output is always logged (``lazy``); else the first of its id, its id
+    without the shard, its view (a reader), in ``choice``; else ``choice``'s
+    ``"default"``; else ``defaults`` for a stateful or a stateless node. The embedded
+    runtime and a cluster's workers and controller (``cluster/falkirk.py``) all
+    choose with this."""
+    if not node.parents:
+        return "lazy", None
+    for name in (node.id, node.id.split(".")[0], node.view):
+        if name is not None and name in choice:
+            return choice[name], name
+    if "default" in choice:
+        return choice["default"], "default"
+    return defaults["stateful" if stateful(node) else "stateless"], None
+
+
+def unknown_names(choice: Mapping[str, str], graph: Graph, matched: AbstractSet[str],
+                  ) -> str | None:
+    """None if every name of ``choice`` is ``"default"`` or one ``matched`` (by
+    ``choose``) and none is a table; else what is wrong (a RegimeError's words)."""
+    tables = {n.table for n in graph.nodes.values() if n.table is not None}
+    bad = sorted(set(choice) & tables)
+    if bad:
+        return (f"falkirk's regime names the table(s) {bad}: a table keeps its write "
+                "history and never rolls back; name its views or operator nodes")
+    unknown = sorted(set(choice) - set(matched) - {"default"})
+    if unknown:
+        return (f"falkirk's regime names {unknown}, which no view or node of this "
+                "database is (db.graph() lists the node ids)")
+    return None
+
+
+@dataclass
+class Spans:
+    """What the frontier reads, as it stands (the embedded runtime's, or what a
+    cluster's controller gathered from its workers): ``order``, the nodes with parents
+    in topological order; each node's ``parents`` and ``children``; ``points``, each
+    one's spans, oldest first; ``current``, each live node's time and last-seen times
+    (its span ⊤); ``sources``, each node without parents, its time; ``policy``, every
+    node's; ``sent``, per unlogged edge the times it sent since the low watermark;
+    ``trimmed``, per logged edge the sender time its log was trimmed to."""
+    order: Sequence[str]
+    parents: Mapping[str, Sequence[str]]
+    children: Mapping[str, Sequence[str]]
+    points: Mapping[str, Sequence[Point]]
+    current: Mapping[str, tuple[int, Mapping[str, int]]]
+    sources: Mapping[str, int]
+    policy: Mapping[str, str]
+    sent: Mapping[tuple[str, str], Sequence[int]]
+    trimmed: Mapping[tuple[str, str], int]
+
+    def time(self, nid: str, s: Mapping[str, Point]) -> int:
+        """``nid``'s time at its span in ``s`` (a source: its time)."""
+        pt = s.get(nid)
+        if pt is None:
+            return self.sources[nid]
+        return self.current[nid][0] if pt is TOP else pt.time
+
+    def seen(self, nid: str, x: Point) -> Mapping[str, int]:
+        """``nid``'s last-seen parent-times at its span ``x``."""
+        return self.current[nid][1] if x is TOP else x.parent_times
+
+    def limit(self, src: str, dst: str, after: int) -> int | None:
+        """The highest time ``src``'s span may have for ``dst``, at a span that took
+        ``src``'s messages up to ``after``, to get every later one again: an unlogged
+        edge's next send after ``after`` is gone, and so is everything of a logged one
+        whose log was trimmed past ``after`` (None: no limit)."""
+        if self.policy[src] in LOGGED:
+            return after if after < self.trimmed.get((src, dst), 0) else None
+        times = self.sent.get((src, dst))
+        if not times or times[-1] <= after:
+            return None
+        return times[bisect_right(times, after)] - 1
+
+    def bound(self, nid: str, top: bool, s: Mapping[str, Point]) -> int | None:
+        """The highest time ``nid``'s span may have so that no message it sent is lost
+        (``top``: it would stay at ⊤, whose queues to children at ⊤ are kept)."""
+        bound: int | None = None
+        for c in self.children[nid]:
+            if top and s[c] is TOP:
+                continue
+            lim = self.limit(nid, c, self.seen(c, s[c]).get(nid, 0))
+            if lim is not None and (bound is None or lim < bound):
+                bound = lim
+        return bound
+
+    def no_orphan(self, nid: str, x: Point, s: Mapping[str, Point]) -> bool:
+        """Whether ``nid`` at span ``x`` took nothing a parent sent after its span."""
+        seen = self.seen(nid, x)
+        return all(seen.get(p, 0) <= self.time(p, s) for p in self.parents[nid])
+
+    def allowed(self, nid: str, x: Point, s: Mapping[str, Point]) -> bool:
+        """Whether ``nid`` at span ``x`` meets the seed's constraints with its
+        neighbours at their spans ``s``."""
+        bound = self.bound(nid, x is TOP, s)
+        time = self.current[nid][0] if x is TOP else x.time
+        return (bound is None or time <= bound) and self.no_orphan(nid, x, s)
+
+
+def frontier(sp: Spans, down: AbstractSet[str], live: bool = True,
+             ) -> tuple[dict[str, Point], int]:
+    """The rollback frontier for the failed nodes ``down`` (``live=False``: every node
+    failed, the low watermark): each node with parents at a span (``TOP``: it stays as
+    it is), found as a fixed point (module docstring); and the passes it took. A
+    RecoveryError if some node has no span left. The embedded runtime's and a
+    cluster's (``cluster/falkirk.py``)."""
+    s: dict[str, Point] = {}
+    for nid in sp.order:
+        if live and nid not in down:
+            s[nid] = TOP
+        elif sp.points.get(nid):
+            s[nid] = sp.points[nid][-1]
+        else:
+            raise RecoveryError(f"node {nid} has no span to restore to (no checkpoint "
+                                "or recorded time); use strategy='lineage'")
+    passes, changed = 0, True
+    while changed:
+        passes += 1
+        changed = False
+        for nid in sp.order:
+            cur = s[nid]
+            if sp.allowed(nid, cur, s):
+                continue
+            pts = sp.points.get(nid, ())
+            bound = sp.bound(nid, False, s)
+            top = len(pts) if cur is TOP else bisect_left(pts, cur.time, key=_time)
+            if bound is not None:
+                top = min(top, bisect_right(pts, bound, key=_time))
+            x = next((pts[i] for i in range(top - 1, -1, -1)
+                      if sp.no_orphan(nid, pts[i], s)), None)
+            if x is None:
+                raise RecoveryError(
+                    f"the rollback frontier needs node {nid} ({sp.policy[nid]}) "
+                    f"further back than its oldest span (time "
+                    f"{pts[0].time if pts else '-'}): what it needs was folded away "
+                    "or never logged; use strategy='lineage'")
+            s[nid] = x
+            changed = True
+    return s, passes
+
+
+def consistent(sp: Spans, line: Mapping[str, Point], live: bool = True) -> str | None:
+    """None if ``line`` (the other nodes with parents at ⊤; ``live=False``: none may
+    be) duplicates and loses no message; else the edge where it would. The final check
+    of every frontier, embedded and in a cluster."""
+    s: dict[str, Point] = {}
+    for nid in sp.order:
+        pt = line.get(nid)
+        if pt is None and not live:
+            return f"{nid} (no span)"
+        s[nid] = TOP if pt is None else pt
+    for nid, x in s.items():
+        seen = sp.seen(nid, x)
+        for p in sp.parents[nid]:
+            if seen.get(p, 0) > sp.time(p, s):
+                return f"{p} -> {nid} (orphan)"
+        for c in sp.children[nid]:
+            if x is TOP and s[c] is TOP:
+                continue
+            lim = sp.limit(nid, c, sp.seen(c, s[c]).get(nid, 0))
+            if lim is not None and sp.time(nid, s) > lim:
+                return f"{nid} -> {c} (a lost message: unlogged or trimmed)"
+    return None
+
+
+def trim_sent(sent: Mapping[tuple[str, str], deque[int]], line: Mapping[str, Point]) -> None:
+    """The low watermark ``line`` reached: each unlogged edge's times that its
+    receiver's span there had taken are dropped (as ``fold_below`` trims the logs)."""
+    for (p, c), times in sent.items():
+        at = line.get(c)
+        if at is not None:
+            level = at.parent_times.get(p, 0)
+            while times and times[0] <= level:
+                times.popleft()
+
+
 class FalkirkRuntime(UncoordinatedRuntime):
     """The embedded runtime with per-node policies, logical times, the fixed-point
     rollback frontier and low-watermark garbage collection."""
@@ -146,7 +341,7 @@ class FalkirkRuntime(UncoordinatedRuntime):
         self.policy: dict[str, str] = {}
         #: the policy of a node the choice names not, without a "default" (set before
         #: the views are created to change it: ``noria-py bench regimes`` does)
-        self.defaults = {"stateful": "lazy", "stateless": "batch"}
+        self.defaults = dict(DEFAULTS)
         #: the names of ``choice`` some node (or table) has matched so far
         self.matched: set[str] = {"default"}
         #: per unlogged edge (src, dst): the times of the messages sent on it since the
@@ -160,30 +355,18 @@ class FalkirkRuntime(UncoordinatedRuntime):
     # ------------------------------------------------------------ policies
 
     def choose(self, node: Node) -> str:
-        """``node``'s policy: the first of its id, its id without the shard, its view
-        (a reader), in the user's choice; else the default."""
-        names = [node.id, node.id.split(".")[0], node.view]
-        for name in names:
-            if name is not None and name in self.choice:
-                self.matched.add(name)
-                return self.choice[name]
-        if "default" in self.choice:
-            return self.choice["default"]
-        return self.defaults["stateful" if node.op.checkpoint_form is not None else "stateless"]
+        """``node``'s policy (``choose``, with this runtime's defaults)."""
+        policy, name = choose(self.choice, node, self.defaults)
+        if name is not None:
+            self.matched.add(name)
+        return policy
 
     def check_names(self) -> None:
         """A RegimeError if the choice names what no node is, or a table (a base's
         write history is its log; it never rolls back)."""
-        tables = {n.table for n in self.graph.nodes.values() if n.table is not None}
-        bad = sorted(set(self.choice) & tables)
-        if bad:
-            raise RegimeError(f"falkirk's regime names the table(s) {bad}: a table keeps "
-                              "its write history and never rolls back; name its views "
-                              "or operator nodes")
-        unknown = sorted(set(self.choice) - self.matched)
-        if unknown:
-            raise RegimeError(f"falkirk's regime names {unknown}, which no view or node "
-                              "of this database is (db.graph() lists the node ids)")
+        bad = unknown_names(self.choice, self.graph, self.matched)
+        if bad is not None:
+            raise RegimeError(bad)
 
     def add(self, node: Node) -> Domain:
         # a source never rolls back and its output is logged
@@ -246,92 +429,19 @@ class FalkirkRuntime(UncoordinatedRuntime):
 
     # ------------------------------------------------------------ the frontier
 
-    def _span_time(self, nid: str, s: dict[str, Point]) -> int:
-        pt = s.get(nid)
-        if pt is None:                          # a source
-            return self.source_time(nid)
-        return self.domains[nid].time if pt is TOP else pt.time
-
-    def _seen(self, nid: str, parent: str, s: dict[str, Point]) -> int:
-        pt = s[nid]
-        seen = self.domains[nid].last_seen if pt is TOP else pt.parent_times
-        return seen.get(parent, 0)
-
-    def _limit(self, src: str, dst: str, after: int) -> int | None:
-        """The highest time ``src``'s span may have for ``dst``, at a span that took
-        ``src``'s messages up to ``after``, to get every later one again: an unlogged
-        edge's next send after ``after`` is gone, and so is everything of a logged one
-        whose log was trimmed past ``after`` (None: no limit)."""
-        if self.policy[src] in LOGGED:
-            return after if after < self.trimmed.get((src, dst), 0) else None
-        times = self.sent.get((src, dst))
-        if not times or times[-1] <= after:
-            return None
-        return times[bisect_right(times, after)] - 1
-
-    def _bound(self, nid: str, top: bool, s: dict[str, Point]) -> int | None:
-        """The highest time ``nid``'s span may have so that no message it sent is lost
-        (``top``: it would stay at ⊤, whose queues to children at ⊤ are kept)."""
-        bound: int | None = None
-        for c in self.graph[nid].children:
-            if top and s[c] is TOP:
-                continue
-            lim = self._limit(nid, c, self._seen(c, nid, s))
-            if lim is not None and (bound is None or lim < bound):
-                bound = lim
-        return bound
-
-    def _no_orphan(self, nid: str, x: Point, s: dict[str, Point]) -> bool:
-        """Whether ``nid`` at span ``x`` took nothing a parent sent after its span."""
-        seen = self.domains[nid].last_seen if x is TOP else x.parent_times
-        return all(seen.get(p, 0) <= self._span_time(p, s) for p in self.graph[nid].parents)
-
-    def _allowed(self, nid: str, x: Point, s: dict[str, Point]) -> bool:
-        """Whether ``nid`` at span ``x`` meets the seed's constraints with its
-        neighbours at their spans ``s``."""
-        bound = self._bound(nid, x is TOP, s)
-        time = self.domains[nid].time if x is TOP else x.time
-        return (bound is None or time <= bound) and self._no_orphan(nid, x, s)
+    def spans(self) -> Spans:
+        """What the frontier reads, as this runtime stands."""
+        order = [n for n in self.order() if self.graph[n].parents]
+        graph = self.graph
+        return Spans(order, {n: graph[n].parents for n in order},
+                     {n: graph[n].children for n in order}, self.points, self.current(),
+                     {n: self.source_time(n) for n in self.order() if not graph[n].parents},
+                     self.policy, self.sent, self.trimmed)
 
     def frontier(self, down: set[str], live: bool = True) -> tuple[dict[str, Point], int]:
-        """The rollback frontier for the failed nodes ``down`` (``live=False``: every
-        node failed, the low watermark): each node with parents at a span (``TOP``: it
-        stays as it is), found as a fixed point; and the passes it took. A
-        RecoveryError if some node has no span left."""
-        order = [n for n in self.order() if self.graph[n].parents]
-        s: dict[str, Point] = {}
-        for nid in order:
-            if live and nid not in down:
-                s[nid] = TOP
-            elif self.points[nid]:
-                s[nid] = self.points[nid][-1]
-            else:
-                raise RecoveryError(f"node {nid} has no span to restore to (no checkpoint "
-                                    "or recorded time); use strategy='lineage'")
-        passes, changed = 0, True
-        while changed:
-            passes += 1
-            changed = False
-            for nid in order:
-                cur = s[nid]
-                if self._allowed(nid, cur, s):
-                    continue
-                pts = self.points[nid]
-                bound = self._bound(nid, False, s)
-                top = len(pts) if cur is TOP else bisect_left(pts, cur.time, key=_time)
-                if bound is not None:
-                    top = min(top, bisect_right(pts, bound, key=_time))
-                x = next((pts[i] for i in range(top - 1, -1, -1)
-                          if self._no_orphan(nid, pts[i], s)), None)
-                if x is None:
-                    raise RecoveryError(
-                        f"the rollback frontier needs node {nid} ({self.policy[nid]}) "
-                        f"further back than its oldest span (time "
-                        f"{pts[0].time if pts else '-'}): what it needs was folded away "
-                        "or never logged; use strategy='lineage'")
-                s[nid] = x
-                changed = True
-        return s, passes
+        """``frontier`` over this runtime's nodes (``live=False``: every node failed,
+        the low watermark)."""
+        return frontier(self.spans(), down, live)
 
     def lowest_line(self) -> dict[str, Point] | None:
         try:
@@ -351,29 +461,8 @@ class FalkirkRuntime(UncoordinatedRuntime):
         return line, None
 
     def consistent(self, line: dict[str, Point], live: bool = True) -> str | None:
-        """None if ``line`` (the others at ⊤) duplicates and loses no message; else the
-        edge where it would."""
-        s: dict[str, Point] = {}
-        for nid in self.order():
-            if not self.graph[nid].parents:
-                continue
-            pt = line.get(nid)
-            if pt is None and not live:
-                return f"{nid} (no span)"
-            s[nid] = TOP if pt is None else pt
-        for nid, x in s.items():
-            node = self.graph[nid]
-            seen = self.domains[nid].last_seen if x is TOP else x.parent_times
-            for p in node.parents:
-                if seen.get(p, 0) > self._span_time(p, s):
-                    return f"{p} -> {nid} (orphan)"
-            for c in node.children:
-                if x is TOP and s[c] is TOP:
-                    continue
-                lim = self._limit(nid, c, self._seen(c, nid, s))
-                if lim is not None and self._span_time(nid, s) > lim:
-                    return f"{nid} -> {c} (a lost message: unlogged or trimmed)"
-        return None
+        """``consistent`` over this runtime's nodes."""
+        return consistent(self.spans(), line, live)
 
     def rollback(self, rebuild: Callable[[set[str]], None]) -> Rollback:
         self.check_names()
@@ -398,12 +487,7 @@ class FalkirkRuntime(UncoordinatedRuntime):
         checkpoints below it folded, logs and write histories trimmed to it (as
         ``uncoordinated``'s), and the unlogged edges' sent times too."""
         super()._fold(line)
-        for (p, c), times in self.sent.items():
-            at = line.get(c)
-            if at is not None:
-                level = at.parent_times.get(p, 0)
-                while times and times[0] <= level:
-                    times.popleft()
+        trim_sent(self.sent, line)
         for p, c in self.logs:
             at = line.get(c)
             if at is not None and at.parent_times.get(p, 0) > self.trimmed.get((p, c), 0):

@@ -180,10 +180,11 @@ def test_an_unknown_name_is_refused_when_a_node_fails(name, says):
     assert db.runtime.alive(agg)
 
 
-def test_a_cluster_refuses_falkirk():
+def test_a_cluster_takes_falkirk_set_at_the_server():
+    """A cluster offers falkirk (``tests/runtime/cluster/test_falkirk.py``); its policies
+    are the server's, not a client's."""
     for regime in ("falkirk", {"default": "lazy"}):
-        with pytest.raises(noria_py.RegimeError, match="embedded engine only"):
-            regimes.check(regime, cluster=True)
+        assert regimes.check(regime, cluster=True) == "falkirk"
     with pytest.raises(noria_py.ArgumentError, match="server's settings"):
         noria_py.connect("noria://127.0.0.1:1", regime={"default": "lazy"})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from noria_tools import regimesbench
+from noria_tools import regimesbench, regimescluster
 
 
 def test_bench_regimes_prints_a_row_per_regime(capsys):
@@ -123,9 +123,10 @@ def test_the_read_probe_counts_only_the_time_reads_were_held_back_in_the_spans()
     assert probe.share([]) != probe.share([])          # NaN: no recovery, nothing to say
 
 
-def test_bench_regimes_on_a_cluster_lists_what_a_cluster_does_not_offer(capsys):
-    """``--cluster``: a regime built for the embedded engine only is listed as such
-    (no cluster started), an unknown name refused."""
+def test_bench_regimes_on_a_cluster_lists_what_a_cluster_does_not_offer(capsys, monkeypatch):
+    """``--cluster``: a regime built for the embedded engine only (none is now: one
+    made so here) is listed as such (no cluster started), an unknown name refused."""
+    monkeypatch.setattr(regimescluster, "EMBEDDED_ONLY", ("falkirk",))
     assert regimesbench.main(["--cluster", "--regimes", "falkirk"]) == 0
     out = capsys.readouterr().out
     assert "falkirk      (built for the embedded engine only)" in out

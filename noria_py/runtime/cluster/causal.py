@@ -95,7 +95,7 @@ from ..causal import Determinants, DetLog, Mark, decode, newest_mark, stabilize
 from ..messages import CausalMessage, Message
 from .epochs import snapshots
 from .errors import WorkerLost
-from .lines import point, resend_base
+from .lines import point, resend_base, when_free
 from .wire import decode_message, encode_checkpoint, encode_message
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -170,13 +170,7 @@ class Causal:
         """A garbage collection, now that as many marks came as the graph has nodes (8
         at least), if the database's lock is free (this is a worker's reader thread:
         it never waits for it; a recovery or DDL holding it, the next mark tries)."""
-        control = self.rt.control
-        if control is None or not control.acquire(blocking=False):
-            return
-        try:
-            self.gc()
-        finally:
-            control.release()
+        when_free(self.rt, self.gc)
 
     def gc(self) -> bool:
         """The embedded regime's garbage collection over every node at once, from the

@@ -52,7 +52,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -76,6 +76,7 @@ from . import wire
 from .causal import Causal
 from .epochs import Epochs
 from .errors import NodeDown, WorkerLost
+from .falkirk import Falkirk
 from .lines import REGIMES as LINE_REGIMES
 from .lines import Lines
 from .placement import Launched, Launcher, ProcessLauncher
@@ -203,9 +204,12 @@ class ClusterRuntime(Runtime):
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
                  checkpoints: bool = True, channels: str = "relay",
-                 barrier_every: int | None = None, writes: str = "controller") -> None:
+                 barrier_every: int | None = None, writes: str = "controller",
+                 policies: Mapping[str, str] | None = None) -> None:
         """``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
-        epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``)."""
+        epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``);
+        "falkirk": ``policies`` is the per-node choice (``falkirk.py``; checked by
+        ``regimes.policies``, None: each node's default)."""
         if channels not in CHANNELS:
             raise ArgumentError(f"channels must be one of {', '.join(CHANNELS)}, "
                                 f"not {channels!r}")
@@ -245,7 +249,10 @@ class ClusterRuntime(Runtime):
         self.epochs: Epochs | None = (Epochs(self, barrier_every)
                                       if strategy == "coordinated" else None)
         #: the uncoordinated and cic regimes' points and logs (None: another regime)
-        self.lines: Lines | None = Lines(self, strategy) if strategy in LINE_REGIMES else None
+        #: (falkirk's: ``falkirk.py``, built on them)
+        self.lines: Lines | None = (Lines(self, strategy) if strategy in LINE_REGIMES
+                                    else Falkirk(self, policies or {})
+                                    if strategy == "falkirk" else None)
         #: the causal regime's marks and recovery (None: another regime)
         self.causal: Causal | None = Causal(self) if strategy == "causal" else None
         self.store: CheckpointStore | None = (CheckpointStore() if self.checkpoints
@@ -391,7 +398,8 @@ class ClusterRuntime(Runtime):
                    "coordinated" if self.epochs is not None
                    else self.lines.regime if self.lines is not None
                    else "causal" if self.causal is not None else "treeclock",
-                   self.writes, None if self.disk is None else str(self.disk / name)])
+                   self.writes, None if self.disk is None else str(self.disk / name),
+                   self.lines.choice if isinstance(self.lines, Falkirk) else {}])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -611,6 +619,9 @@ class ClusterRuntime(Runtime):
                 elif op == "log" and self.lines is not None and len(f) == 2 \
                         and isinstance(f[1], (list, tuple)):
                     self.lines.on_log(f[1])
+                elif op == "sent" and isinstance(self.lines, Falkirk) and len(f) == 2 \
+                        and isinstance(f[1], (list, tuple)):
+                    self.lines.on_sent(f[1])
                 elif op in ("sub", "sub_lost"):
                     self._listened(f)
                 elif op == "peer_lost":

@@ -67,7 +67,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import Error
@@ -82,7 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("noria_py.cluster")
 
-__all__ = ["REGIMES", "Lines", "point", "resend_base"]
+__all__ = ["REGIMES", "Lines", "point", "resend_base", "when_free"]
 
 #: the regimes this module runs
 REGIMES = ("uncoordinated", "cic")
@@ -97,6 +97,19 @@ def resend_base(rt: ClusterRuntime, b: str, low: int, seen: dict[str, int]) -> t
     part, rows = rt.history_parts(w, b, writes)
     sends: int = rt.ask(w, "uc_base", b, seen, low, part)
     return sends, rows
+
+
+def when_free(rt: ClusterRuntime, collect: Callable[[], object]) -> None:
+    """``collect`` (a garbage collection) with the database's lock, if it is free: a
+    worker's reader thread calls this as points come, and never waits for the lock (a
+    write, a recovery or a DDL holding it: the next point tries)."""
+    control = rt.control
+    if control is None or not control.acquire(blocking=False):
+        return
+    try:
+        collect()
+    finally:
+        control.release()
 
 
 def point(f: Sequence[Any]) -> Point:
@@ -218,10 +231,7 @@ class Lines:
             return False
         with self.lock:
             self.covered = False
-            self.points.clear()
-            self.logs.clear()
-            self.trimmed.clear()
-            self.floor.clear()
+            self._clear()
             index = max(self.top + 1, self.clock) if self.cic else 0
         try:
             with rt.lock:
@@ -237,6 +247,14 @@ class Lines:
             self.covered = all(self.points.get(n) for n in ops)
             return self.covered
 
+    def _clear(self) -> None:
+        """Every point and log forgotten (``self.lock`` held): every node checkpoints
+        whole now."""
+        self.points.clear()
+        self.logs.clear()
+        self.trimmed.clear()
+        self.floor.clear()
+
     def gc(self) -> None:
         """Fold what no failure can need: below the lowest line (every node lost)."""
         rt = self.rt
@@ -251,18 +269,26 @@ class Lines:
             ops = [n for n in order if parents[n]]
             if not all(self.points.get(n) for n in ops):
                 return
-            if self.cic:
-                line: dict[str, Point] | None = index_line(order, parents, self.points, ops)[0]
-            else:
-                line = newest_line(order, parents, self.points, sources, {}, set(order))
+            line = self._lowest_line(order, parents, sources, ops)
             if line is None or orphan(order, parents, line, sources, {}) is not None:
                 return
-            levels = fold_below(line, self.points, self.floor, self.logs, lambda m: m[0])
-            for edge, level in levels.items():
-                self.trimmed[edge] = max(self.trimmed.get(edge, 0), level)
+            self._fold(line)
             lows = history_lows(line, {b: graph[b].children for b in sources}, sources)
         for b, low in lows.items():
             rt.durable[b].trim(low)
+
+    def _lowest_line(self, order: list[str], parents: dict[str, list[str]],
+                     sources: dict[str, int], ops: list[str]) -> dict[str, Point] | None:
+        """The line of every node lost at once (``self.lock`` held; None: none)."""
+        if self.cic:
+            return index_line(order, parents, self.points, ops)[0]
+        return newest_line(order, parents, self.points, sources, {}, set(order))
+
+    def _fold(self, line: dict[str, Point]) -> None:
+        """``line`` is the lowest: what is below it folded (``self.lock`` held)."""
+        levels = fold_below(line, self.points, self.floor, self.logs, lambda m: m[0])
+        for edge, level in levels.items():
+            self.trimmed[edge] = max(self.trimmed.get(edge, 0), level)
 
     # ------------------------------------------------------------ recovery
 
@@ -289,18 +315,10 @@ class Lines:
         plan = _Plan()
         if not self.covered:
             return "no line covers the graph (a view was created while a node was down)"
-        if self.cic:
-            failed = [n for n in order if n in down and parents[n]]
-            missing = [n for n in failed if not self.points.get(n)]
-            if missing:
-                return f"no checkpoint of {missing}"
-            plan.line, plan.index = index_line(order, parents, self.points, failed)
-        else:
-            line = newest_line(order, parents, self.points, sources, current, down)
-            if line is None:
-                return (f"no consistent recovery line for the lost nodes {sorted(down)}: some "
-                        "node has no checkpoint its parents' points reach")
-            plan.line = line
+        found = self._recovery_line(order, parents, down, current, sources)
+        if isinstance(found, str):
+            return found
+        plan.line, plan.index = found
         bad = orphan(order, parents, plan.line, sources,
                      {n: c for n, c in current.items() if n not in down})
         if bad is not None:
@@ -344,6 +362,23 @@ class Lines:
                 return f"base {b}'s history starts after write {first}, not at {low}"
             plan.bases[b] = (low, kids)
         return plan
+
+    def _recovery_line(self, order: list[str], parents: dict[str, list[str]], down: set[str],
+                       current: dict[str, tuple[int, dict[str, int]]], sources: dict[str, int],
+                       ) -> tuple[dict[str, Point], int | None] | str:
+        """The nodes to set back and their points, and the index (cic) (``self.lock``
+        held), or why there is none."""
+        if self.cic:
+            failed = [n for n in order if n in down and parents[n]]
+            missing = [n for n in failed if not self.points.get(n)]
+            if missing:
+                return f"no checkpoint of {missing}"
+            return index_line(order, parents, self.points, failed)
+        line = newest_line(order, parents, self.points, sources, current, down)
+        if line is None:
+            return (f"no consistent recovery line for the lost nodes {sorted(down)}: some "
+                    "node has no checkpoint its parents' points reach")
+        return line, None
 
     def _forget_after(self, line: dict[str, Point]) -> None:
         """What the nodes set back did after their points (``self.lock`` held): their

@@ -197,7 +197,8 @@ class Server:
                  clocks: bool = True, heartbeat_timeout: float = 1.0,
                  strategy: str = "treeclock", spawn: bool = True,
                  checkpoints: bool = True, max_connections: int = MAX_CONNECTIONS,
-                 idle_timeout: float | None = IDLE_TIMEOUT, regime: str = "treeclock",
+                 idle_timeout: float | None = IDLE_TIMEOUT,
+                 regime: str | dict[str, str] = "treeclock",
                  ray: str | None = None, ray_cpus: float = 1.0,
                  tls: tuple[str, str] | None = None, tls_ca: str | None = None,
                  channels: str = DEFAULT_CHANNELS,
@@ -210,8 +211,10 @@ class Server:
         ``tuning.BARRIER_EVERY``), a rollback of every node (``epochs.py``);
         uncoordinated and cic: local checkpoints, logs and recovery lines
         (``lines.py``); causal: causal logging, the lost nodes alone restored
-        (``causal.py``); the others are refused (``regimes.EMBEDDED_ONLY``: built for
-        the embedded engine only).
+        (``causal.py``); falkirk, or a dict of per-node policies
+        (``{"default": "lazy", "votes": "eager"}``, ``regimes.policies``): a policy per
+        node and the rollback frontier (``falkirk.py``); a name in
+        ``regimes.EMBEDDED_ONLY`` (none now) is refused.
         ``ray``: run the workers as Ray actors (``placement.py``): ``"local"`` starts a
         Ray instance for this server's lifetime, anything else is a running Ray
         cluster's address (``"auto"``: the one this machine belongs to).
@@ -228,7 +231,8 @@ class Server:
         ``writes``: ``"worker"`` validates each write at its base's worker, which keeps
         the rows, and takes clients' writes on its read port (docs/architecture.md,
         "Writes at the base's worker"); ``"controller"`` (the default) here."""
-        regimes.check(regime, cluster=True)
+        policies = regimes.policies(regime)
+        regime = regimes.check(regime, cluster=True)
         if writes not in WRITES:
             raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
         if writes == "worker":
@@ -244,7 +248,7 @@ class Server:
                                 "(served with --writes worker): serve it with --writes worker")
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
-        if regime in ("coordinated", "uncoordinated", "cic", "causal"):
+        if regime in ("coordinated", "uncoordinated", "cic", "causal", "falkirk"):
             clocks, checkpoints, strategy = False, False, regime
         if regime != "coordinated" and barrier_every is not None:
             raise ArgumentError("--barrier-every sets how often the coordinated regime "
@@ -291,7 +295,8 @@ class Server:
         self.idle_timeout = idle_timeout
         self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
-                                      strategy, checkpoints, channels, barrier_every, writes)
+                                      strategy, checkpoints, channels, barrier_every, writes,
+                                      policies)
         if writes == "worker" and data_dir is not None:
             # (before any worker joins: its config names its directory there)
             self.runtime.disk = take_workers_logs(data_dir)
@@ -886,8 +891,12 @@ def main(argv: list[str] | None = None) -> int:
                         "coordinated (epochs of snapshots, every node rolls back), "
                         "uncoordinated or cic (local checkpoints and logs, only the "
                         "recovery line rolls back), causal (determinants piggybacked, "
-                        "in-flight logs: only the lost nodes come back); falkirk is "
-                        "built for the embedded engine only")
+                        "in-flight logs: only the lost nodes come back), falkirk (a "
+                        "policy per node: eager, lazy, batch or ephemeral; the rollback "
+                        "frontier as a fixed point), or falkirk's per-node policies as a "
+                        "JSON object of view or node names to policies, "
+                        "'{\"default\": \"lazy\", \"votes\": \"eager\"}' (without "
+                        "\"default\": a stateful node lazy, a stateless one batch)")
     p.add_argument("--barrier-every", dest="barrier_every", type=int, default=None,
                    metavar="WRITES", help="with --regime coordinated: writes between "
                                           "epochs (default 128)")
@@ -950,7 +959,8 @@ def main(argv: list[str] | None = None) -> int:
                         args.token, not args.no_clocks, args.heartbeat_timeout,
                         args.recovery, checkpoints=not args.no_checkpoints,
                         max_connections=args.max_connections,
-                        idle_timeout=args.idle_timeout or None, regime=args.regime,
+                        idle_timeout=args.idle_timeout or None,
+                        regime=regimes.from_text(args.regime),
                         ray=args.ray, ray_cpus=args.ray_cpus,
                         tls=(args.tls_cert, args.tls_key) if args.tls_cert else None,
                         tls_ca=args.tls_ca, channels=args.channels,

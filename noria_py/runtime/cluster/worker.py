@@ -72,6 +72,10 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   checkpoint's ``ck`` frame) and, with direct channels, ``["log", [message, ...]]``,
   a copy of what it emits, before the messages are routed; from the controller (cic)
   ``["tick", write count]``; messages carry cic's index as a seventh field
+- in the falkirk regime (``falkirk.py``), as in the uncoordinated one, but each node
+  shard's points come as its policy says (``falkirk.take_span``), and with direct
+  channels an unlogged (``ephemeral``) sender's messages go to the controller as
+  their times only, ``["sent", [[src, dst, time], ...]]``, before they are routed
 - in the causal regime (``causal.py``): messages carry their determinants' bytes as a
   seventh field; each node shard's marks go to the controller as ``pt`` frames (after
   the checkpoint's ``ck`` frame); the recovery's requests ``causal_state``,
@@ -136,11 +140,13 @@ from ..checkpoints import Entries, InputDelta
 from ..checkpoints import delta as checkpoint_delta
 from ..checkpoints import load as checkpoint_load
 from ..domain import Domain, graph_clocks
+from ..falkirk import LOGGED, choose, stateful
 from ..messages import Indexed, Message
 from ..uncoordinated import PERIOD
 from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
+from .falkirk import take_span
 from .partial import EVICT, SIZES, Fill, WorkerPartial, source_rows, step, through_held
 from .reads import Reads, ReadServer, range_rows
 from .wire import (
@@ -237,9 +243,10 @@ class Worker:
                  inbox: Inbox | None = None, peers: PeerServer | None = None,
                  tls: ssl.SSLContext | None = None, first_number: int = 0,
                  regime: str = "treeclock", writes: str = "controller",
-                 disk: str | None = None) -> None:
+                 disk: str | None = None, policies: dict[str, str] | None = None) -> None:
         """``disk`` (``--writes worker --data-dir``): the directory this worker keeps its
-        bases' logs in, and those it is the replica of (``writes.DiskLogs``)."""
+        bases' logs in, and those it is the replica of (``writes.DiskLogs``);
+        ``policies``: the falkirk regime's per-node choice (``falkirk.choose``)."""
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -255,8 +262,12 @@ class Worker:
         #: the uncoordinated and cic regimes (``lines.py``): each domain checkpoints on
         #: its own and sends its point; with direct channels, a copy of every message
         #: (a base's aside) goes to the controller's logs
-        self.uc = regime in ("uncoordinated", "cic")
+        self.uc = regime in ("uncoordinated", "cic", "falkirk")
         self.cic = regime == "cic"
+        #: the falkirk regime (``falkirk.py``): the user's per-node choice (None:
+        #: another regime), and each node shard's policy from it (``choose``)
+        self.choice = dict(policies or {}) if regime == "falkirk" else None
+        self.policy: dict[str, str] = {}
         #: the causal regime (``causal.py``): each domain records its determinants and
         #: piggybacks them, keeps its in-flight logs, and checkpoints and marks on its
         #: own (the ``pt`` frames, as above, are its marks)
@@ -508,6 +519,7 @@ class Worker:
         self.held_reader.pop(node_id, None)
         self.held_by.pop(node_id, None)
         self.removed.add(node_id)
+        self.policy.pop(node_id, None)
         self.early.pop(node_id, None)
         self.replica_logs.drop(node_id)         # (a dropped table's log, its copy)
         if self.disk is not None:
@@ -553,10 +565,21 @@ class Worker:
         if self.direct:
             if self.uc:
                 # (the controller's log first: it has every message a receiver may
-                # take before the sender's next point, lines.py)
+                # take before the sender's next point, lines.py; falkirk: of an
+                # unlogged sender, its times alone)
                 msgs = list(msgs)
                 nodes = self.graph.nodes
-                logged = [encode_message(m) for m in msgs if nodes[m.src].kind != "base"]
+                logged: list[Any] = []
+                times: list[Any] = []
+                for m in msgs:
+                    if nodes[m.src].kind == "base":
+                        continue
+                    if self.choice is not None and self._policy(m.src) not in LOGGED:
+                        times.append([m.src, m.dst, m.time])
+                    else:
+                        logged.append(encode_message(m))
+                if times:
+                    self.send(["sent", times])
                 if logged:
                     self.send(["log", logged])
             route = self.route
@@ -667,9 +690,21 @@ class Worker:
             since = self.since[nid] = [0, 0]
         since[0] += 1
         since[1] += len(m.batch)
-        if since[0] >= tuning.CHECKPOINT_EVERY or since[1] >= tuning.CHECKPOINT_ROWS:
+        if self.choice is not None:
+            if take_span(self._policy(nid), stateful(d.node), since, tuning.CHECKPOINT_EVERY,
+                         tuning.CHECKPOINT_ROWS):
+                self._uc_take(d)
+        elif since[0] >= tuning.CHECKPOINT_EVERY or since[1] >= tuning.CHECKPOINT_ROWS:
             self._uc_take(d)
         return len(m.batch)
+
+    def _policy(self, nid: str) -> str:
+        """Node shard ``nid``'s falkirk policy (``choose``: the controller's too)."""
+        p = self.policy.get(nid)
+        if p is None:
+            p = self.policy[nid] = choose(cast(dict[str, str], self.choice),
+                                          self.graph[nid])[0]
+        return p
 
     def _uc_take(self, d: Domain, forced: bool = False, index: int | None = None,
                  whole: bool = False) -> None:
@@ -1991,10 +2026,12 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             regime = str(more[3]) if len(more) > 3 else "treeclock"
             writes = str(more[4]) if len(more) > 4 else "controller"
             disk = str(more[5]) if len(more) > 5 and more[5] is not None else None
+            policies = ({str(k): str(v) for k, v in more[6].items()}
+                        if len(more) > 6 and isinstance(more[6], dict) else {})
             worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels,
                             token, inbox, peers,
                             None if tls is None else tls_client_context(tls.ca), first_number,
-                            regime, writes, disk)
+                            regime, writes, disk, policies)
             worker.keep_reads = rejoin_timeout > 0
             worker.previous, worker.before = previous, before
             stop = threading.Event()

@@ -7,6 +7,8 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -237,6 +239,26 @@ def _needs(server) -> dict[str, int]:
     return most
 
 
+def schema_writer(db: Any) -> tuple[Callable[[int], None], Counter, Counter]:
+    """SCHEMA created in ``db``; ``write(i)``, the ``i``-th one-row write of a long run
+    (two in three to ``t``, one to ``u``), and the rows it makes views ``v`` and ``w``
+    hold (filled in as it writes)."""
+    for sql in SCHEMA:
+        db.execute(sql)
+    want_v: Counter = Counter()
+    want_w: Counter = Counter()
+
+    def write(i: int) -> None:
+        table = ("t", "u")[i % 3 == 0]
+        row = (i % 7, i % 5)
+        db.table(table).insert([row])
+        if table == "t":
+            want_v[row[0]] += 1
+        if table == "u" or row[1] > 2:
+            want_w[(row[0],)] += 1
+    return write, want_v, want_w
+
+
 @pytest.mark.parametrize("writes", [4000, pytest.param(20000, marks=pytest.mark.slow)])
 def test_garbage_collection_keeps_the_logs_flat_and_what_recovery_needs(writes, monkeypatch):
     """A long run (4,000 writes, 20,000 in the slow suite; a mark every 4 messages) in
@@ -253,20 +275,7 @@ def test_garbage_collection_keeps_the_logs_flat_and_what_recovery_needs(writes, 
     server = Server(port=0, workers=2, shards=1, channels="relay", regime="causal")
     try:
         db = server.db
-        for sql in SCHEMA:
-            db.execute(sql)
-        want_v: Counter = Counter()
-        want_w: Counter = Counter()
-
-        def write(i: int) -> None:
-            table = ("t", "u")[i % 3 == 0]
-            row = (i % 7, i % 5)
-            db.table(table).insert([row])
-            if table == "t":
-                want_v[row[0]] += 1
-            if table == "u" or row[1] > 2:
-                want_w[(row[0],)] += 1
-
+        write, want_v, want_w = schema_writer(db)
         bound = 120
         for i in range(writes):
             write(i)
