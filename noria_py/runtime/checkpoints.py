@@ -63,6 +63,7 @@ from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
+from .. import tuning
 from ..batch import Batch
 from ..ops.dense import DenseRows, RowsDelta
 from ..ops.operator import Operator
@@ -100,6 +101,17 @@ class Checkpoint:
     def rows(self) -> int:
         """Rows or entries it holds."""
         return sum(map(_size, self.inputs)) + _size(self.entries)
+
+
+def interval(op: Operator) -> tuple[int, int]:
+    """The messages or rows after which a shard of ``op`` checkpoints again: the
+    interval (``tuning.CHECKPOINT_EVERY``, ``CHECKPOINT_ROWS``) times the spacing of its
+    kind (``tuning.JOIN_CHECKPOINT_SPACING``, ``READER_CHECKPOINT_SPACING``; one for
+    the others, whose store must stay within its bound)."""
+    kind = op.kind
+    spacing = (tuning.JOIN_CHECKPOINT_SPACING if kind == "join"
+               else tuning.READER_CHECKPOINT_SPACING if kind == "reader" else 1)
+    return spacing * tuning.CHECKPOINT_EVERY, spacing * tuning.CHECKPOINT_ROWS
 
 
 def delta(op: Operator, full: bool, taken: list[tuple[int, Batch]]) -> InputDelta | Entries:
