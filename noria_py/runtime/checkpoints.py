@@ -3,8 +3,10 @@ crash (issue 18; Clonos, seed 004, and CheckMate, seed 002, describe the pieces)
 
 Every stateful shard checkpoints on its own (``Domain.checkpoint``), with no barrier
 and no other node involved: when it has taken ``tuning.CHECKPOINT_EVERY`` messages or
-``tuning.CHECKPOINT_ROWS`` rows since its last one, and once when it is filled at
-creation. A checkpoint records the shard's time and, per parent, the parent-time of the
+``tuning.CHECKPOINT_ROWS`` rows since its last one, times its kind's spacing
+(``interval``: a join's and a reader's twice; a child's checkpoints hold back its
+parent's low mark, so spacing a child keeps more deltas in its parent's store), and
+once when it is filled at creation. A checkpoint records the shard's time and, per parent, the parent-time of the
 last message it reflects; recovery (``recovery/treeclock.py``) loads the newest one at
 or below the time the children pin (a node without children, a reader: its newest), and
 replays the parents' payload logs from its parent-times.
