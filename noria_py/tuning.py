@@ -101,6 +101,17 @@ SUBSCRIBE_EVERY = 0.02
 #: same, docs/recovery.md, docs/benchmarks.md).
 CHECKPOINT_EVERY = 1024
 CHECKPOINT_ROWS = 32768
+#: A join's shards go this many of those intervals between checkpoints, a reader's
+#: ``READER_CHECKPOINT_SPACING`` (the others one: ``checkpoints.interval``). Their
+#: deltas in arrays cost per checkpoint more than per key (the pass over the key
+#: range, the gathers and the store's fold, the caches after), and a longer interval
+#: changes fewer keys per row, so spacing them cuts the checkpoints' share of a
+#: write's CPU (docs/benchmarks.md, "Checkpoints"). The store's bound sets the limit
+#: (docs/recovery.md, "Why spaced by kind"): a child's stable checkpoint holds back its
+#: parent's low mark, so COUNT (one interval) held 1.47 times its live state with the
+#: join and the reader at two, 1.95 with the reader at four (the bound is 1.5).
+JOIN_CHECKPOINT_SPACING = 2
+READER_CHECKPOINT_SPACING = 2
 #: The coordinated regime starts an epoch of barrier checkpoints every this many writes
 #: (``connect(regime="coordinated", barrier_every=..., barrier_seconds=...)``), about as
 #: often as the vote workload's shards checkpoint under tree clocks (a shard's 32,768

@@ -3,8 +3,10 @@ crash (issue 18; Clonos, seed 004, and CheckMate, seed 002, describe the pieces)
 
 Every stateful shard checkpoints on its own (``Domain.checkpoint``), with no barrier
 and no other node involved: when it has taken ``tuning.CHECKPOINT_EVERY`` messages or
-``tuning.CHECKPOINT_ROWS`` rows since its last one, and once when it is filled at
-creation. A checkpoint records the shard's time and, per parent, the parent-time of the
+``tuning.CHECKPOINT_ROWS`` rows since its last one, times its kind's spacing
+(``interval``: a join's and a reader's twice; a child's checkpoints hold back its
+parent's low mark, so spacing a child keeps more deltas in its parent's store), and
+once when it is filled at creation. A checkpoint records the shard's time and, per parent, the parent-time of the
 last message it reflects; recovery (``recovery/treeclock.py``) loads the newest one at
 or below the time the children pin (a node without children, a reader: its newest), and
 replays the parents' payload logs from its parent-times.
@@ -63,6 +65,7 @@ from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
+from .. import tuning
 from ..batch import Batch
 from ..ops.dense import DenseRows, RowsDelta
 from ..ops.operator import Operator
@@ -100,6 +103,17 @@ class Checkpoint:
     def rows(self) -> int:
         """Rows or entries it holds."""
         return sum(map(_size, self.inputs)) + _size(self.entries)
+
+
+def interval(op: Operator) -> tuple[int, int]:
+    """The messages or rows after which a shard of ``op`` checkpoints again: the
+    interval (``tuning.CHECKPOINT_EVERY``, ``CHECKPOINT_ROWS``) times the spacing of its
+    kind (``tuning.JOIN_CHECKPOINT_SPACING``, ``READER_CHECKPOINT_SPACING``; one for
+    the others, whose store must stay within its bound)."""
+    kind = op.kind
+    spacing = (tuning.JOIN_CHECKPOINT_SPACING if kind == "join"
+               else tuning.READER_CHECKPOINT_SPACING if kind == "reader" else 1)
+    return spacing * tuning.CHECKPOINT_EVERY, spacing * tuning.CHECKPOINT_ROWS
 
 
 def delta(op: Operator, full: bool, taken: list[tuple[int, Batch]]) -> InputDelta | Entries:

@@ -154,8 +154,8 @@ class Domain:
         self.ck_stable_clock: np.ndarray | None = None
 
     def checkpoint_due(self) -> bool:
-        return (self.ck_messages >= tuning.CHECKPOINT_EVERY
-                or self.ck_rows >= tuning.CHECKPOINT_ROWS)
+        messages, rows = checkpoints.interval(self.node.op)
+        return self.ck_messages >= messages or self.ck_rows >= rows
 
     def checkpoint(self) -> None:
         """Hand the store what changed since the last checkpoint (everything, if it

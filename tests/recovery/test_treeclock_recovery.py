@@ -171,16 +171,19 @@ def test_logs_stay_bounded(messages):
     # flat: bounded by a constant of the graph, however many messages went through.
     # A diff log is compacted when it reaches COMPACT_AT (or twice what the last
     # compaction kept), down to the sender's low mark, or its stable checkpoint if
-    # older (taken every CHECKPOINT_EVERY messages); a
+    # older (taken every CHECKPOINT_EVERY messages, times the node's spacing:
+    # ``checkpoints.interval``); a
     # payload log is trimmed at each acknowledgement, every ACK_EVERY messages of the
     # child, and no further back than a stateful child's stable checkpoint (or a
     # stateful grandchild's, through a stateless child).
-    from noria_py.tuning import ACK_EVERY, CHECKPOINT_EVERY, COMPACT_AT, FLUSH_EVERY
+    from noria_py.runtime.checkpoints import interval
+    from noria_py.tuning import ACK_EVERY, COMPACT_AT, FLUSH_EVERY
+    every = max(interval(d.node.op)[0] for d in db.runtime.domains.values())
     nodes = db.graph()
     edges = sum(len(n["children"]) for n in nodes)
-    assert max(p for p, _ in sizes) <= (3 * ACK_EVERY + CHECKPOINT_EVERY) * edges, sizes
+    assert max(p for p, _ in sizes) <= (3 * ACK_EVERY + every) * edges, sizes
     # (compacted again once it has doubled since: twice what a compaction keeps)
-    per_log = 2 * (COMPACT_AT + CHECKPOINT_EVERY + 2 * ACK_EVERY + FLUSH_EVERY)
+    per_log = 2 * (COMPACT_AT + every + 2 * ACK_EVERY + FLUSH_EVERY)
     assert max(d for _, d in sizes) <= per_log * len(nodes), sizes
     assert db.view("c").lookup(7) == [(7, len(range(7, writes, 50)))]
 

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 import noria_py
-from noria_py import UnknownNodeError
+from noria_py import UnknownNodeError, tuning
 from noria_py.batch import Batch
+from noria_py.runtime import checkpoints as ck
 from noria_py.runtime.messages import Message
-from noria_py.tuning import ACK_EVERY, CHECKPOINT_EVERY, CLOCK_DEPTH, FLUSH_EVERY
+from noria_py.tuning import ACK_EVERY, CLOCK_DEPTH, FLUSH_EVERY
 from treeclock import TreeClockError
 
 
@@ -67,7 +68,9 @@ def test_no_acknowledgements_without_clocks():
 
 
 @pytest.mark.parametrize("checkpoints", [False, True])
-def test_acknowledgements_trim_logs_with_clocks(checkpoints):
+def test_acknowledgements_trim_logs_with_clocks(checkpoints, monkeypatch):
+    # (intervals short enough that the reader's checkpoints trim its log in the run)
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 256)
     db = _db(checkpoints=checkpoints)
     vote = db.table("vote")
     for i in range(3000):
@@ -79,17 +82,22 @@ def test_acknowledgements_trim_logs_with_clocks(checkpoints):
     agg = doms[reader].node.parents[0]
     # base -> aggregate: every message the reader has reflected is gone, as of its
     # clock's last flush: at most an acknowledgement's and a flush's worth is left; with
-    # checkpoints, what came after the aggregate's stable checkpoint is kept too (one
-    # every CHECKPOINT_EVERY messages)
+    # checkpoints, what came after the aggregate's stable checkpoint is kept too: its
+    # newest at or below its low mark, which the reader's newest checkpoint holds back
+    # (one every reader's interval: ``checkpoints.interval``), so at most an interval
+    # of each below the reader's last acknowledgement
     base_edge = {k: n for k, n in logs.items() if k[1] == agg}
+    every = {n: ck.interval(d.node.op)[0] for n, d in doms.items()}
     assert sum(base_edge.values()) <= (ACK_EVERY + FLUSH_EVERY
-                                       + (CHECKPOINT_EVERY if checkpoints else 0))
+                                       + (every[agg] + every[reader] if checkpoints else 0))
     # aggregate -> reader: no log without checkpoints (a failed reader is rebuilt from
     # the aggregate); with them, what came after the reader's newest checkpoint, which
-    # each acknowledgement carries: at most a checkpoint interval and an acknowledgement
+    # each acknowledgement carries: at most the reader's checkpoint interval (spaced,
+    # ``checkpoints.interval``) and an acknowledgement
     to_reader = logs.get((agg, reader), 0)
     if checkpoints:
-        assert 0 < to_reader <= CHECKPOINT_EVERY + ACK_EVERY
+        assert every[reader] < 3000 and every[agg] < every[reader]
+        assert 0 < to_reader <= every[reader] + ACK_EVERY
     else:
         assert to_reader == 0
     assert sum(logs.values()) == sum(base_edge.values()) + to_reader
@@ -176,3 +184,45 @@ def test_a_message_at_or_below_the_last_seen_time_of_its_sender_is_dropped():
     _deliver(db, m_b)
     assert join.time == 4 and join.last_seen == {a.id: 2, b.id: 2}
     assert sorted(view.lookup(1)) == [(1, 10, 20), (1, 10, 21), (1, 11, 20), (1, 11, 21)]
+
+
+def test_a_join_and_a_reader_checkpoint_at_their_spacing(monkeypatch):
+    """``checkpoints.interval``: a join's and a reader's shards go their spacing times
+    the interval between checkpoints, an aggregate's once. In the vote view a vote
+    changes one row of COUNT's input and two of the join's and the reader's (a count's
+    old row out, its new one in), so at a spacing of two all three checkpoint about
+    equally often by rows (an interval of 600 rows: every six inserts of 100 votes,
+    one message each, checked at every acknowledgement)."""
+    monkeypatch.setattr(tuning, "CHECKPOINT_ROWS", 600)
+    monkeypatch.setattr(tuning, "ACK_EVERY", 1)
+    db = noria_py.connect()
+    db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
+    db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    db.execute("CREATE VIEW v AS SELECT article.id, article.title, c.n FROM article "
+               "LEFT JOIN (SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id) "
+               "AS c ON article.id = c.article_id WHERE article.id = ?")
+    db.table("article").insert([(i, f"a{i}") for i in range(1000)])
+    doms = db.runtime.domains
+    taken: dict[str, int] = {}
+    for nid, d in doms.items():
+        def counted(d=d, nid=nid, take=d.checkpoint):
+            taken[nid] = taken.get(nid, 0) + 1
+            take()
+        d.checkpoint = counted          # type: ignore[method-assign]
+    rng = np.random.default_rng(0)
+    vote = db.table("vote")
+    for i in range(120):
+        vote.insert([(int(k), i) for k in rng.choice(1000, 100, replace=False)])
+    kinds = {doms[n].node.kind: n for n in taken}
+    assert set(kinds) == {"aggregate", "join", "reader"}
+    for kind, spacing in (("join", tuning.JOIN_CHECKPOINT_SPACING),
+                          ("reader", tuning.READER_CHECKPOINT_SPACING)):
+        assert ck.interval(doms[kinds[kind]].node.op) == (
+            spacing * tuning.CHECKPOINT_EVERY, spacing * 600)
+    count = taken[kinds["aggregate"]]
+    assert 15 <= count <= 25                    # (120 inserts of 100 rows: every 6)
+    for kind in ("join", "reader"):
+        # two rows a vote (one for an article's first): up to 2 * 100 rows an insert
+        # against 2 * 600 (at a spacing of one, about twice COUNT's checkpoints)
+        assert count - 4 <= taken[kinds[kind]] <= count, (kind, taken, count)
+    assert db.view("v").lookup(7)[0][0] == 7
