@@ -3,7 +3,9 @@ workers in their own processes, the client in this one).
 
 Measures, for each worker count: vote throughput, the controller's share of the
 cluster's CPU time during that load (controller over controller plus workers, from
-``/proc``; Linux), write-propagation latency (a vote
+``/proc``; Linux: ``ctrl CPU`` from the processes' clock ticks of 10 ms, ``ctrl ns``
+from their threads' nanoseconds on a CPU, and ``ctrl ms``, the controller's own),
+write-propagation latency (a vote
 written until the view shows it, p50 and p99), reads (``lookup`` p50 over 2,000 random
 keys, and ``lookup_many`` of ``--many`` random keys a call, in keys/s: at the readers'
 workers, ``runtime/cluster/reads.py``), and the time from a SIGKILL of the
@@ -51,12 +53,30 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _cpu(controller: int) -> tuple[float, float]:
-    """CPU seconds so far of the controller and of its worker processes (Linux)."""
+def _run_ns(pid: int) -> int:
+    """Nanoseconds on a CPU so far of a process's live threads (Linux: each one's
+    ``/proc/PID/task/TID/schedstat``; a thread ended meanwhile no longer counts): the
+    clock ticks of ``/proc/PID/stat`` are 10 ms, and the controller takes 10-30 ms
+    of CPU in the whole load of 100,000 votes."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def _cpu(controller: int) -> tuple[float, float, int, int]:
+    """CPU seconds so far of the controller and of its worker processes, and their
+    nanoseconds on a CPU by ``_run_ns`` (Linux)."""
     try:
-        return _cpu_seconds(controller), sum(_cpu_seconds(p) for p in _children(controller))
+        workers = _children(controller)
+        return (_cpu_seconds(controller), sum(_cpu_seconds(p) for p in workers),
+                _run_ns(controller), sum(_run_ns(p) for p in workers))
     except OSError:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0, 0
 
 
 def _until(pred, timeout: float = 60.0) -> float:
@@ -170,6 +190,8 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         cpu1 = _cpu(cluster.proc.pid)
         ctrl, work = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
         ctrl_share = ctrl / (ctrl + work) if ctrl + work > 0 else 0.0
+        ctrl_ns, work_ns = cpu1[2] - cpu0[2], cpu1[3] - cpu0[3]
+        ctrl_share_ns = ctrl_ns / (ctrl_ns + work_ns) if ctrl_ns + work_ns > 0 else 0.0
         want = np.bincount(data[:, 0], minlength=articles)      # (the load, checked)
         got = [rows[0][2] or 0 if rows else 0 for rows in view.lookup_many(range(articles))]
         if got != want.tolist():
@@ -213,6 +235,7 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
                           ",".join(sorted({r.strategy for r in reports}))))
         db.close()
     return {"workers": workers, "tput": tput, "ctrl_share": ctrl_share,
+            "ctrl_share_ns": ctrl_share_ns, "ctrl_ms": ctrl_ns / 1e6,
             "p50": float(np.percentile(lat, 50)),
             "p99": float(np.percentile(lat, 99)), "read_p50": read_p50, "many": many_rate,
             "recovery": recov, **subscribed}
@@ -322,7 +345,7 @@ def main(argv: list[str]) -> int:
           f"client, controller and workers are separate processes on this machine")
     print(f"{'workers':>7} {'votes/s':>9} {'ctrl CPU':>8} {'prop p50 ms':>11} {'prop p99 ms':>11} "
           f"{'read p50 µs':>11} {'many keys/s':>11} {'detect s':>9} {'recover s':>9} "
-          f"{'kill→right s':>12} strategy")
+          f"{'kill→right s':>12} strategy {'ctrl ns':>8} {'ctrl ms':>8}")
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
@@ -331,8 +354,8 @@ def main(argv: list[str]) -> int:
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))
         print(f"{w:>7} {r['tput']:>9,.0f} {r['ctrl_share']:>8.1%} {r['p50']:>11.2f} {r['p99']:>11.2f} "
-              f"{r['read_p50']:>11.0f} {r['many']:>11,.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} {strategies}",
-              flush=True)
+              f"{r['read_p50']:>11.0f} {r['many']:>11,.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} "
+              f"{strategies:8} {r['ctrl_share_ns']:>8.2%} {r['ctrl_ms']:>8.1f}", flush=True)
         if a.subscriber:
             print(f"{'':>7} subscriber: change {r['sub_p50']:.1f} ms after the vote's "
                   f"acknowledgement (p50); votes/s with it over without: {r['sub_ratio']:.2f}",

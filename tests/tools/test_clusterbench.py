@@ -13,6 +13,7 @@ def test_bench_cluster_checks_its_load_and_reports(arrow):
     r = clusterbench.one_cluster(2, 200, 3000, 500, 5, 0, "treeclock", shards=2,
                                  many=100, arrow=arrow)
     assert r["tput"] > 0 and r["many"] > 0 and r["read_p50"] > 0 and len(r) >= 7
+    assert 0 < r["ctrl_share_ns"] < 1 and r["ctrl_ms"] > 0      # (threads' ns on a CPU)
 
 
 def test_write_steps_reports_each_step_both_ways(capsys):

@@ -449,8 +449,24 @@ def test_columnar_batches_stay_columnar(cols):
     assert back.rows == b.rows and back.signs == b.signs
 
 
+def test_an_insert_sends_its_signs_as_a_count():
+    """Signs all 1 (every client write) cross as the row count, not 8 bytes a row."""
+    n = 1000
+    b = Batch.columnar([np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64)],
+                       np.ones(n, dtype=np.int64))
+    enc = encode_batch(b)
+    assert enc[2] == n
+    back = decode_batch(_over_wire(enc))
+    assert back.rows == b.rows and back.signs == [1] * n and back.sign_array.dtype == np.int64
+    mixed = Batch.columnar([np.arange(3, dtype=np.int64)], np.array([1, 1, -1]))
+    assert decode_batch(_over_wire(encode_batch(mixed))).signs == [1, 1, -1]
+
+
 @pytest.mark.parametrize("bad", [
     ["c", [["i", b"\0" * 8]], b"\0" * 16],           # a column shorter than the signs
+    ["c", [["i", b"\0" * 8]], 2],                    # ... than the count of signs
+    ["c", [["i", b""]], -1],                         # a negative count
+    ["c", [["i", b"\0" * 8]], True],                 # not a count
     ["c", [["x", b"\0" * 8]], b"\0" * 8],            # an unknown kind
     ["c", [], b""],                                  # no columns
     ["c", [["o", [1, 2]]], b"\0" * 7],               # signs not whole int64s
