@@ -143,12 +143,13 @@ class Gathered:
 class Causal:
     """The controller's side of the causal regime (module docstring)."""
 
-    def __init__(self, rt: ClusterRuntime) -> None:
+    def __init__(self, rt: ClusterRuntime, depth: int | None = None,
+                 standbys: bool = False) -> None:
         self.rt = rt
         self.lock = threading.Lock()        # (never held while taking rt.lock)
         self.marks: dict[str, list[Mark]] = {}
         #: the determinants' plan of the graph (who holds whose), for recovery
-        self.det = Determinants()
+        self.det = Determinants(depth)
         self.taken = 0                       # marks received
         self.due = 0                         # marks since the last garbage collection
         self.collections = 0                 # garbage collections sent to the workers

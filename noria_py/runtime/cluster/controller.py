@@ -186,9 +186,11 @@ class ClusterRuntime(Runtime):
     def __init__(self, graph: Graph, clocks: bool = True, shards: int = 1, workers: int = 1,
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
                  checkpoints: bool = True, channels: str = "relay",
-                 barrier_every: int | None = None, writes: str = "controller") -> None:
+                 barrier_every: int | None = None, writes: str = "controller",
+                 determinant_depth: int | None = None, standbys: bool = False) -> None:
         """``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
-        epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``)."""
+        epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``);
+        "causal": ``determinant_depth`` and ``standbys`` (``causal.py``)."""
         if channels not in CHANNELS:
             raise ArgumentError(f"channels must be one of {', '.join(CHANNELS)}, "
                                 f"not {channels!r}")
@@ -223,7 +225,8 @@ class ClusterRuntime(Runtime):
         #: the uncoordinated and cic regimes' points and logs (None: another regime)
         self.lines: Lines | None = Lines(self, strategy) if strategy in LINE_REGIMES else None
         #: the causal regime's marks and recovery (None: another regime)
-        self.causal: Causal | None = Causal(self) if strategy == "causal" else None
+        self.causal: Causal | None = (Causal(self, determinant_depth, standbys)
+                                      if strategy == "causal" else None)
         self.store: CheckpointStore | None = (CheckpointStore() if self.checkpoints
                                               or self.epochs is not None
                                               or self.lines is not None
@@ -367,7 +370,7 @@ class ClusterRuntime(Runtime):
                    "coordinated" if self.epochs is not None
                    else self.lines.regime if self.lines is not None
                    else "causal" if self.causal is not None else "treeclock",
-                   self.writes])
+                   self.writes, None if self.causal is None else self.causal.det.depth])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,

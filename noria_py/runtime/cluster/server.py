@@ -201,7 +201,8 @@ class Server:
                  channels: str = DEFAULT_CHANNELS,
                  rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
                  memory_limit: int | None = None, barrier_every: int | None = None,
-                 writes: str = "controller") -> None:
+                 writes: str = "controller", determinant_depth: int | None = None,
+                 standbys: bool = False) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         coordinated: an epoch of snapshots every ``barrier_every`` writes (default
@@ -225,7 +226,11 @@ class Server:
         keys down to its share; the controller moves shares to where the reads go).
         ``writes``: ``"worker"`` validates each write at its base's worker, which keeps
         the rows, and takes clients' writes on its read port (docs/architecture.md,
-        "Writes at the base's worker"); ``"controller"`` (the default) here."""
+        "Writes at the base's worker"); ``"controller"`` (the default) here.
+        ``determinant_depth`` (causal): how many edges below a node its determinants
+        are kept (None: every node below); ``standbys`` (causal): each stateful node
+        shard has a standby on another worker, kept warm from its checkpoints, which
+        takes it over when its worker is lost (``causal.py``)."""
         regimes.check(regime, cluster=True)
         if writes not in WRITES:
             raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
@@ -245,6 +250,13 @@ class Server:
         if regime != "coordinated" and barrier_every is not None:
             raise ArgumentError("--barrier-every sets how often the coordinated regime "
                                 "checkpoints; serve --regime coordinated")
+        if regime != "causal" and (determinant_depth is not None or standbys):
+            raise ArgumentError("--determinant-depth and --standbys belong to the causal "
+                                "regime; serve --regime causal")
+        if determinant_depth is not None and (type(determinant_depth) is not int
+                                              or determinant_depth < 1):
+            raise ArgumentError(f"determinant_depth must be a number of edges (an int, 1 "
+                                f"or more), got {determinant_depth!r}")
         if barrier_every is not None and (type(barrier_every) is not int or barrier_every < 1):
             raise ArgumentError(f"barrier_every must be a number of writes (an int, 1 or "
                                 f"more), got {barrier_every!r}")
@@ -287,7 +299,8 @@ class Server:
         self.idle_timeout = idle_timeout
         self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
-                                      strategy, checkpoints, channels, barrier_every, writes)
+                                      strategy, checkpoints, channels, barrier_every, writes,
+                                      determinant_depth, standbys)
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
@@ -873,6 +886,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--barrier-every", dest="barrier_every", type=int, default=None,
                    metavar="WRITES", help="with --regime coordinated: writes between "
                                           "epochs (default 128)")
+    p.add_argument("--determinant-depth", dest="determinant_depth", type=int, default=None,
+                   metavar="N", help="with --regime causal: a node's determinants are "
+                                     "kept by the nodes at most N edges below it "
+                                     "(default: every node below)")
+    p.add_argument("--standbys", action="store_true",
+                   help="with --regime causal: each stateful node shard has a standby on "
+                        "another worker, kept warm from its checkpoints, which takes it "
+                        "over when its worker is lost")
     p.add_argument("--no-clocks", action="store_true", help="no tree clocks (lineage only)")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="no checkpoints of stateful nodes: a lost worker's stateful nodes are "
@@ -937,7 +958,8 @@ def main(argv: list[str] | None = None) -> int:
                         tls_ca=args.tls_ca, channels=args.channels,
                         rejoin_timeout=args.rejoin_timeout, partial=args.partial,
                         memory_limit=args.memory_limit, barrier_every=args.barrier_every,
-                        writes=args.writes)
+                        writes=args.writes, determinant_depth=args.determinant_depth,
+                        standbys=args.standbys)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

@@ -232,7 +232,8 @@ class Worker:
                  channels: str = "relay", token: str | None = None,
                  inbox: Inbox | None = None, peers: PeerServer | None = None,
                  tls: ssl.SSLContext | None = None, first_number: int = 0,
-                 regime: str = "treeclock", writes: str = "controller") -> None:
+                 regime: str = "treeclock", writes: str = "controller",
+                 determinant_depth: int | None = None) -> None:
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -254,7 +255,7 @@ class Worker:
         #: piggybacks them, keeps its in-flight logs, and checkpoints and marks on its
         #: own (the ``pt`` frames, as above, are its marks)
         self.causal = regime == "causal"
-        self.det = Determinants()
+        self.det = Determinants(determinant_depth)
         self.cstate: dict[str, CausalState] = {}
         #: (causal) per domain: the parent-times of its newest mark
         self.marked: dict[str, dict[str, int]] = {}
@@ -1898,10 +1899,13 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             rejoin_timeout = float(more[2]) if len(more) > 2 else 0.0
             regime = str(more[3]) if len(more) > 3 else "treeclock"
             writes = str(more[4]) if len(more) > 4 else "controller"
+            depth = more[5] if len(more) > 5 else None
+            if depth is not None and (type(depth) is not int or depth < 1):
+                raise wire.ProtocolError(f"a determinant depth must be 1 or more, got {depth!r}")
             worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels,
                             token, inbox, peers,
                             None if tls is None else tls_client_context(tls.ca), first_number,
-                            regime, writes)
+                            regime, writes, depth)
             worker.keep_reads = rejoin_timeout > 0
             worker.previous, worker.before = previous, before
             stop = threading.Event()

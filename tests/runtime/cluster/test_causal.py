@@ -297,3 +297,112 @@ def test_garbage_collection_keeps_the_logs_flat_and_what_recovery_needs(writes, 
     finally:
         server.stopped.set()
         server.close()
+
+
+def _causal_depth(seed: int, monkeypatch: pytest.MonkeyPatch, depth: int) -> list:
+    """The SIGKILL differential test with ``--determinant-depth``, two of three workers
+    killed at once (a node and its child lost together, often): each recovery causal,
+    or, where the lost determinants refuse it (depth 1), lineage, saying why; every view
+    right either way."""
+    reports = _differential_with_kill(
+        seed, monkeypatch, victims=2, channels=("relay", "direct")[seed // 2 % 2],
+        extra=("--regime", "causal", "--determinant-depth", str(depth)))
+    assert {r.strategy for r in reports} <= {"causal", "lineage"}, reports
+    for r in reports:
+        if r.strategy == "lineage":
+            assert r.fallback and r.fallback.startswith("no causal recovery"), r
+    return reports
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("depth", [1, 2])
+def test_causal_sigkill_soak_with_a_determinant_depth(seed, depth, monkeypatch):
+    _causal_depth(seed, monkeypatch, depth)
+
+
+def _join_server(monkeypatch: pytest.MonkeyPatch, **options):
+    """An in-process ``serve --regime causal`` (3 workers, relay channels, a mark every
+    16 messages, the recovery gathering for 0.5 s: two workers killed together are
+    one recovery) with two tables into a join under a COUNT; 203 writes to each table,
+    quiet. Returns (server, the graph by kind, the view's rows as they must be)."""
+    from noria_py.runtime.cluster.server import Server
+    monkeypatch.setenv("NORIA_TUNING", "CHECKPOINT_EVERY=16,RECOVERY_GATHER=0.5")
+    server = Server(port=0, workers=3, shards=1, channels="relay", regime="causal",
+                    **options)
+    db = server.db
+    db.execute("CREATE TABLE t (a INT, b INT)")
+    db.execute("CREATE TABLE u (a INT, c INT)")
+    db.execute("CREATE VIEW v AS SELECT t.a, COUNT(*) AS n FROM t JOIN u ON t.a = u.a "
+               "GROUP BY t.a")
+    written: dict[str, list] = {"t": [], "u": []}
+
+    def write(n: int) -> None:
+        for i in range(n):
+            for name in ("t", "u"):
+                row = (len(written[name]) * 7 % 5, i)
+                db.table(name).insert([row])
+                written[name].append(row)
+
+    def want() -> list:
+        per_a = Counter(a for a, _ in written["u"])
+        return sorted((a, n * per_a[a]) for a, n in Counter(a for a, _ in written["t"]).items()
+                      if per_a[a])
+    write(203)
+    db.wait()
+    kinds = {n["kind"]: n for n in db.graph()}
+    return server, kinds, write, want
+
+
+def _kill_and_wait(db, pids: set[int]) -> list:
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not db.recoveries() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return db.recoveries()
+
+
+@pytest.mark.parametrize("depth", [pytest.param(1, marks=pytest.mark.slow), 2])
+def test_a_join_lost_with_its_only_child_needs_depth_two(depth, monkeypatch):
+    """``serve --determinant-depth``: the workers of a join and of its only child (the
+    COUNT) are SIGKILLed together, the reader's is not. The join restarts from its mark
+    at 400 (a mark every 16 messages), below what the COUNT's own mark took of it: its
+    times after 400 must replay in their first order. At depth 1 only the COUNT held
+    them, and they are lost: the causal plan refuses (the ``RecoveryError`` it raised
+    is the report's ``fallback``) and lineage rebuilds, never a guessed order; at depth
+    2 the reader below holds them too, and the recovery is causal. The views right
+    either way. (A plant keeping determinants one hop short fails depth 2; depth 1 is in
+    the slow suite, for the default suite's time.)"""
+    server, kinds, write, want = _join_server(monkeypatch, determinant_depth=depth)
+    try:
+        db = server.db
+        join, agg, reader = kinds["join"], kinds["aggregate"], kinds["reader"]
+        assert join["pid"] != agg["pid"] and reader["pid"] not in (join["pid"], agg["pid"])
+        assert server.runtime.causal.det.depth == depth
+        (report,) = _kill_and_wait(db, {join["pid"], agg["pid"]})
+        if depth == 1:
+            assert report.strategy == "lineage", report
+            assert report.fallback and "determinants of " + join["id"] in report.fallback \
+                and "were lost" in report.fallback and "depth 1" in report.fallback, report
+        else:
+            assert report.strategy == "causal" and report.fallback is None, report
+            assert {join["id"], agg["id"]} <= set(report.rolled_back), report
+            assert report.replayed_messages > 0, report
+        assert sorted(db.view("v").all()) == want()
+        write(20)
+        db.wait()
+        assert sorted(db.view("v").all()) == want()
+    finally:
+        server.stopped.set()
+        server.close()
+
+
+def test_serve_takes_a_determinant_depth_for_the_causal_regime_only():
+    from noria_py.runtime.cluster.server import Server
+    with pytest.raises(noria_py.ArgumentError, match="causal regime"):
+        Server(port=0, workers=1, spawn=False, determinant_depth=2)
+    with pytest.raises(noria_py.ArgumentError, match="causal regime"):
+        Server(port=0, workers=1, spawn=False, regime="lineage", standbys=True)
+    with pytest.raises(noria_py.ArgumentError, match="determinant_depth"):
+        Server(port=0, workers=1, spawn=False, regime="causal", determinant_depth=0)
