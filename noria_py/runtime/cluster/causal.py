@@ -85,6 +85,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,9 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("noria_py.cluster")
 
 __all__ = ["Causal", "Gathered"]
+
+#: a time later than any checkpoint's (``CheckpointStore.latest``: the newest)
+NEWEST = 2**62
 
 
 class Gathered:
@@ -153,6 +157,15 @@ class Causal:
         self.taken = 0                       # marks received
         self.due = 0                         # marks since the last garbage collection
         self.collections = 0                 # garbage collections sent to the workers
+        #: ``--standbys``: per stateful node shard, the worker holding its standby, and
+        #: the time of the checkpoint that standby holds (absent: cold, never taken
+        #: over); nodes whose standby has every checkpoint since it was made
+        #: (``in_sync``). All three change under ``rt.store_lock`` (module docstring,
+        #: "Standbys")
+        self.standbys = standbys
+        self.standby_of: dict[str, str] = {}
+        self.standby_time: dict[str, int] = {}
+        self.in_sync: set[str] = set()
 
     # ------------------------------------------------------------ normal operation
 
@@ -232,9 +245,97 @@ class Causal:
         return True
 
     def forget(self, node_id: str) -> None:
-        """A node dropped with its view, or emptied for a lineage rebuild."""
+        """A node dropped with its view, or emptied for a lineage rebuild (its standby
+        goes too: ``settle`` makes it again)."""
         with self.lock:
             self.marks.pop(node_id, None)
+        if self.standbys:
+            with self.rt.store_lock:
+                self._drop_standby(node_id)
+
+    # ------------------------------------------------------------ standbys
+
+    def _drop_standby(self, n: str) -> None:
+        """``n`` has no standby (with ``rt.store_lock``)."""
+        s = self.standby_of.pop(n, None)
+        self.standby_time.pop(n, None)
+        self.in_sync.discard(n)
+        w = self.rt.workers.get(s or "")
+        if w is not None and w.alive:
+            w.put(["sb_drop", n])
+
+    def on_checkpoint(self, f: Sequence[Any]) -> None:
+        """A checkpoint frame of ``f[1]`` (``ck``, ``ck_keep``, ``ck_drop``), just applied
+        to the store (with ``rt.store_lock``): a standby in sync gets the checkpoint
+        too, folded in at once; one newer than where its node restarted from
+        (``ck_keep``) is stale, made again by ``assign_standbys``."""
+        n = f[1]
+        if n not in self.in_sync:
+            return
+        w = self.rt.workers.get(self.standby_of.get(n, ""))
+        if w is None or not w.alive:
+            return
+        if f[0] == "ck":
+            if f[6] or n in self.standby_time:
+                self.standby_time[n] = f[2]
+            w.put(["sbck", n, f[2], f[3], f[4], f[5], f[6]])
+        elif f[0] == "ck_keep":
+            if self.standby_time.get(n, -1) > f[2]:
+                self.in_sync.discard(n)
+                self.standby_time.pop(n, None)
+        else:
+            self._drop_standby(n)
+
+    def standby_host(self, n: str) -> str | None:
+        """The live worker whose warm standby of the lost ``n`` takes it over (a loss
+        places ``n`` there, not on a spare; with ``rt.lock``), None: none."""
+        with self.rt.store_lock:
+            s = self.standby_of.get(n)
+            warm = n in self.standby_time and n in self.in_sync
+        w = self.rt.workers.get(s or "")
+        if not warm or w is None or not w.alive or self.rt.placement.get(n) == s:
+            return None
+        return s
+
+    def assign_standbys(self) -> None:
+        """Every stateful node shard whose standby is missing, lost, on its own worker
+        (it took it over) or stale gets one: on another live active worker, one
+        hosting none of its neighbours where it can, the fewest standbys first, sent
+        the store's newest checkpoint (none yet: its next whole one makes it warm)."""
+        if not self.standbys:
+            return
+        rt = self.rt
+        graph = rt.graph
+        with rt.lock:
+            active = [w.name for w in rt.active if w.alive]
+            placement = dict(rt.placement)
+        with rt.store_lock:
+            count = Counter(self.standby_of.values())
+            for n, host in placement.items():
+                node = graph.nodes.get(n)
+                if node is None or not snapshots(node):
+                    continue
+                now = self.standby_of.get(n)
+                if now is not None and now != host and now in active and n in self.in_sync:
+                    continue
+                others = [a for a in active if a != host]
+                if not others:
+                    self._drop_standby(n)
+                    continue
+                near = {placement.get(x) for x in (*node.parents, *node.children)}
+                best = min(others, key=lambda a: (a in near, count[a]))
+                if now is not None and now != best:
+                    self._drop_standby(n)
+                count[best] += 1
+                assert rt.store is not None
+                ck = rt.store.latest(n, NEWEST)
+                rt.workers[best].put(["sb", n, None if ck is None else encode_checkpoint(ck)])
+                self.standby_of[n] = best
+                self.in_sync.add(n)
+                if ck is None:
+                    self.standby_time.pop(n, None)
+                else:
+                    self.standby_time[n] = ck.time
 
     def settle(self, fresh: set[str]) -> None:
         """Nodes filled outside the message path (their workers mark them whole when
@@ -249,6 +350,7 @@ class Causal:
                             rt.call(p, "causal_handoff", nid, True)
                         except WorkerLost:
                             pass         # (a parent lost: its restore hands off anew)
+        self.assign_standbys()
 
     # ------------------------------------------------------------ recovery
 
@@ -303,11 +405,16 @@ class Causal:
             except Error as e:
                 return str(e)
             ck: Checkpoint | None = None
-            if snapshots(node):
-                with rt.store_lock:
+            with rt.lock:
+                host = rt.placement.get(n)
+            with rt.store_lock:          # (its standby, moved to, is as of the mark)
+                standby = (snapshots(node) and self.standby_of.get(n) == host
+                           and n in self.in_sync
+                           and self.standby_time.get(n) == op.mark.time)
+                if snapshots(node) and not standby:
                     ck = store.latest(n, op.mark.time)
-                if ck is None or ck.time != op.mark.time:
-                    return f"node {n} has no checkpoint at its mark {op.mark.time}"
+            if snapshots(node) and not standby and (ck is None or ck.time != op.mark.time):
+                return f"node {n} has no checkpoint at its mark {op.mark.time}"
             buffers: dict[str, list[Message] | None] = {}
             for a in dict.fromkeys(node.parents):
                 after = op.mark.parent_times.get(a, 0)
@@ -333,7 +440,7 @@ class Causal:
                                  {a: b for a, b in buffers.items() if b is not None})
                 except Error as e:
                     return str(e)
-            plans[n] = ("op", op, ck, buffers)
+            plans[n] = ("op", op, ck, buffers, standby)
         return plans
 
     def recover(self, node_id: str) -> RecoveryReport | str:
@@ -363,11 +470,16 @@ class Causal:
         except BaseException:
             rt.abandon(lost)
             raise
+        seconds = time.perf_counter() - start
+        self.assign_standbys()           # (those taken over, lost or stale: made again)
         first = next((plans[n][1] for n in lost if plans[n][0] == "op"), None)
-        return RecoveryReport(node=node_id, strategy="causal",
-                              seconds=time.perf_counter() - start, replayed_messages=sends,
-                              rows=rows, checkpoint=None if first is None else first.mark.time,
-                              rolled_back=lost)
+        paths = {n: ("history" if p[0] == "base" else "standby" if p[0] == "op" and p[4]
+                     else "checkpoint" if p[0] == "op" and p[2] is not None else "replayed")
+                 for n, p in plans.items()}
+        return RecoveryReport(node=node_id, strategy="causal", seconds=seconds,
+                              replayed_messages=sends, rows=rows,
+                              checkpoint=None if first is None else first.mark.time,
+                              rolled_back=lost, paths=paths)
 
     def _touch(self, lost: list[str], plans: dict[str, Any],
                view: Gathered) -> tuple[int, int]:
@@ -387,12 +499,13 @@ class Causal:
             op: OperatorPlan = plan[1]
             ck: Checkpoint | None = plan[2]
             buffers: dict[str, list[Message] | None] = plan[3]
+            standby: bool = plan[4]
             node = graph[n]
             parents = list(node.parents)
             seeds = [rt.call(a, "causal_handoff", n, False)
                      for a in dict.fromkeys(parents) if a not in rt.durable]
             rt.call(n, "causal_restore", op.mark.time, op.mark.parent_times,
-                    None if ck is None else encode_checkpoint(ck), seeds)
+                    None if ck is None else encode_checkpoint(ck), seeds, standby)
             full: dict[str, list[Message]] = {}
             for a, buf in buffers.items():
                 if buf is None:          # (a lost parent, restored above)

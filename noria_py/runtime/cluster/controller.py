@@ -844,12 +844,18 @@ class ClusterRuntime(Runtime):
                 stable = lines.stable(node, stable)
             with self.store_lock:
                 store.put(node, time, dict(parents), form, change, full, stable, clock=held)
+                if self.causal is not None:
+                    self.causal.on_checkpoint(f)      # (its standby's copy, in order)
         elif f[0] == "ck_keep":
             with self.store_lock:
                 store.keep_upto(node, int(f[2]))
+                if self.causal is not None:
+                    self.causal.on_checkpoint(f)
         else:
             with self.store_lock:
                 store.drop(node)
+                if self.causal is not None:
+                    self.causal.on_checkpoint(f)
 
     def _listened(self, f: Frame) -> None:
         """A listened reader has changes to drain (``["sub", node, None]``), or lost its
@@ -1561,7 +1567,10 @@ class ClusterRuntime(Runtime):
         with self.lock:
             for n in nodes:
                 if n in gone and n in self.placement:
-                    spare = spare_for.get(self.placement[n], first)
+                    # (the causal regime's warm standby of it takes it over where it is)
+                    standby = None if self.causal is None else self.causal.standby_host(n)
+                    spare = (self.workers[standby] if standby is not None
+                             else spare_for.get(self.placement[n], first))
                     self.placement[n] = spare.name
                     hosted.setdefault(spare.name, []).append(n)
         if not self.direct:

@@ -128,7 +128,7 @@ from ...tls import connect as tls_connect
 from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
 from ..causal import CausalState, Determinants, drop_determinants, encode, trim_inflight
-from ..checkpoints import Entries, InputDelta
+from ..checkpoints import Checkpoint, CheckpointStore, Entries, InputDelta
 from ..checkpoints import delta as checkpoint_delta
 from ..checkpoints import load as checkpoint_load
 from ..domain import Domain, graph_clocks
@@ -142,6 +142,7 @@ from .reads import Reads, ReadServer, range_rows
 from .wire import (
     decode_batch,
     decode_checkpoint,
+    decode_delta,
     decode_message,
     encode_batch,
     encode_delta,
@@ -259,6 +260,10 @@ class Worker:
         self.cstate: dict[str, CausalState] = {}
         #: (causal) per domain: the parent-times of its newest mark
         self.marked: dict[str, dict[str, int]] = {}
+        #: (causal, ``--standbys``) the standbys held here of node shards hosted
+        #: elsewhere: each one's newest checkpoint, every delta folded in as it comes
+        #: (``["sb"]``, ``["sbck"]``, ``["sb_drop"]`` frames; ``causal.py``)
+        self.standbys = CheckpointStore()
         #: (uc) per domain: [messages, rows] taken since its last checkpoint
         self.since: dict[str, list[int]] = {}
         #: (cic) per domain: its checkpoint index; the controller's write count
@@ -730,7 +735,8 @@ class Worker:
         d = self.domains[nid]
         d.crash()
         if checkpoint is not None:
-            checkpoint_load(d.node.op, decode_checkpoint(checkpoint))
+            checkpoint_load(d.node.op, checkpoint if isinstance(checkpoint, Checkpoint)
+                            else decode_checkpoint(checkpoint))
             if self.store is not None:
                 self.store.keep_upto(nid, at if mark is None else mark)
         elif d.store is not None and d.node.parents:
@@ -851,12 +857,20 @@ class Worker:
         return self.det.handoff(parent, cs, child)
 
     def req_causal_restore(self, nid: str, at: int, last_seen: dict[str, int],
-                           checkpoint: Any, seeds: Sequence[bytes]) -> None:
-        """Node shard ``nid`` (lost, on this spare) back to its mark: its state the
-        checkpoint of ``at`` (a stateful one), its time and last-seen times the mark's,
-        its causal state afresh from there, holding what its parents handed it
-        (``seeds``). What comes for it stays held until ``release``."""
+                           checkpoint: Any, seeds: Sequence[bytes],
+                           standby: bool = False) -> None:
+        """Node shard ``nid`` (lost, on this spare or its standby's worker) back to its
+        mark: its state the checkpoint of ``at`` (a stateful one; ``standby``: the
+        standby held here, which is as of ``at``, taken over), its time and last-seen
+        times the mark's, its causal state afresh from there, holding what its parents
+        handed it (``seeds``). What comes for it stays held until ``release``."""
         self.det.plan(self.graph)
+        if standby:
+            ck = self.standbys.latest(nid, at)
+            if ck is None or ck.time != at:
+                raise RecoveryError(f"the standby of {nid} here is not as of its mark {at}")
+            self.standbys.drop(nid)
+            checkpoint = ck
         d = self._set_back(nid, at, last_seen, checkpoint)
         self.marked[nid] = dict(last_seen)
         cs = self.cstate[nid] = self.det.fresh(nid, at, list(d.node.children))
@@ -874,6 +888,31 @@ class Worker:
             d.check_incoming(m)
             rows += self._causal_handle(d, m, dict(seen))
         return [len(msgs), rows]
+
+    def standby_frame(self, f: Sequence[Any]) -> None:
+        """A standby's upkeep (``causal.py``, "Standbys"): ``["sb", node, checkpoint or
+        None]`` makes this worker ``node``'s standby from the store's newest checkpoint
+        (none: from its next whole one); ``["sbck", node, time, parent times, form,
+        delta, full]`` is the node's next checkpoint, folded in at once (a delta
+        without a checkpoint before it leaves the standby cold: the controller never
+        takes a cold one over); ``["sb_drop", node]``: no longer its standby."""
+        nid = f[1]
+        if type(nid) is not str:
+            raise wire.ProtocolError("a standby frame must name its node")
+        sb = self.standbys
+        if f[0] == "sb":
+            sb.drop(nid)
+            if f[2] is not None:
+                sb.adopt(nid, decode_checkpoint(f[2]))
+        elif f[0] == "sbck":
+            _, _, at, parents, form, delta, full = f
+            if not (type(at) is int and isinstance(parents, dict) and type(full) is bool):
+                raise wire.ProtocolError("a standby's checkpoint must be [sbck, node, time, "
+                                         "parent times, form, delta, full]")
+            if full or sb.has(nid):
+                sb.put(nid, at, dict(parents), form, decode_delta(form, delta), full, at)
+        else:
+            sb.drop(nid)
 
     def req_causal_parent_restarted(self, nid: str, parent: str, log_from: int) -> bool:
         """``parent``'s log to the live ``nid`` now starts after ``log_from``: if its
@@ -1710,6 +1749,8 @@ class Worker:
             self.tick(int(f[1]))
         elif op == "cgc":
             self.causal_gc(f[1], f[2])
+        elif op in ("sb", "sbck", "sb_drop"):
+            self.standby_frame(f)
         elif op == "retire":
             self.reads.drop_old()
         elif op == "adopt":
