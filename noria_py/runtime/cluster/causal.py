@@ -73,12 +73,31 @@ and refusal are unchanged. Not run while a node is down (its recovery goes first
 the database's lock as the collection: frames queued before a recovery's requests on a
 connection are handled before them). A lagging mark here only makes a level lower.
 
-Not built: ``determinant_depth`` (every node below holds, the embedded default) and
-standbys.
+**Determinant depth** (``serve --determinant-depth N``): the controller and every
+worker plan with ``Determinants(depth)`` (the depth goes in each worker's ``config``
+frame), so a node's determinants are held by the nodes at most N edges below it; a
+lost node whose determinants a live node depends on were all held on lost workers is
+refused by ``plan_operator`` (lineage then), as embedded.
+
+**Standbys** (``serve --standbys``; Clonos's passive standby tasks): each stateful
+node shard has a standby on another live worker (``assign_standbys``), that worker's
+copy of its newest checkpoint: made from the store's newest (``["sb"]``), then kept
+by every checkpoint frame of the node forwarded there as the store takes it, under
+``rt.store_lock`` (``on_checkpoint``: ``["sbck"]``, folded in at once), so the
+controller knows the time it is as of. A lost node with a warm standby is placed on
+the standby's worker (``standby_host``, read by the controller's placement of lost
+nodes) and, when its plan's mark is that time, restored from the standby there
+(``causal_restore`` with ``standby``: no checkpoint read or sent from here); an older
+mark loads the store's checkpoint there instead. A standby taken over, lost, or made
+stale (its node restored from an older mark: ``ck_keep`` below its time) is made
+again after the recovery, on a worker other than its node's. Not kept warm: the
+determinants and in-flight logs (the replay reads them from the live workers, as
+without).
 
 Invariants: ``marks[n]`` are ``n``'s marks in time order, each with its checkpoint in
 the store (a stateful ``n``); a lost node is touched only once every lost node has a
-plan; a node restored holds, of each origin in its scope, what its parents held.
+plan; a node restored holds, of each origin in its scope, what its parents held; a standby in ``in_sync`` with a
+``standby_time`` holds exactly the node's checkpoint of that time.
 """
 from __future__ import annotations
 
@@ -466,15 +485,15 @@ class Causal:
             return plans
         lost = [n for n in order if n in down]
         try:
-            sends, rows = self._touch(lost, plans, view)
+            sends, rows, taken = self._touch(lost, plans, view)
         except BaseException:
             rt.abandon(lost)
             raise
         seconds = time.perf_counter() - start
         self.assign_standbys()           # (those taken over, lost or stale: made again)
         first = next((plans[n][1] for n in lost if plans[n][0] == "op"), None)
-        paths = {n: ("history" if p[0] == "base" else "standby" if p[0] == "op" and p[4]
-                     else "checkpoint" if p[0] == "op" and p[2] is not None else "replayed")
+        paths = {n: ("history" if p[0] == "base" else "standby" if n in taken
+                     else "checkpoint" if p[0] == "op" and snapshots(graph[n]) else "replayed")
                  for n, p in plans.items()}
         return RecoveryReport(node=node_id, strategy="causal", seconds=seconds,
                               replayed_messages=sends, rows=rows,
@@ -482,10 +501,13 @@ class Causal:
                               rolled_back=lost, paths=paths)
 
     def _touch(self, lost: list[str], plans: dict[str, Any],
-               view: Gathered) -> tuple[int, int]:
+               view: Gathered) -> tuple[int, int, set[str]]:
+        """Restore every lost node by its plan, parents first: (messages replayed, rows,
+        the nodes whose standby took them over)."""
         rt = self.rt
         graph = rt.graph
         sends = rows = 0
+        taken: set[str] = set()
         for n in lost:
             plan = plans[n]
             with rt.lock:
@@ -504,8 +526,22 @@ class Causal:
             parents = list(node.parents)
             seeds = [rt.call(a, "causal_handoff", n, False)
                      for a in dict.fromkeys(parents) if a not in rt.durable]
-            rt.call(n, "causal_restore", op.mark.time, op.mark.parent_times,
-                    None if ck is None else encode_checkpoint(ck), seeds, standby)
+            if standby:
+                try:
+                    rt.call(n, "causal_restore", op.mark.time, op.mark.parent_times, None,
+                            seeds, True)
+                    taken.add(n)
+                except WorkerLost:
+                    raise
+                except Error as e:       # (nothing touched there: from the store, then)
+                    log.warning("the standby of %s was not taken over (%s): its "
+                                "checkpoint comes from here", n, e)
+                    standby = False
+                    with rt.store_lock:
+                        ck = rt.store.latest(n, op.mark.time) if rt.store else None
+            if not standby:
+                rt.call(n, "causal_restore", op.mark.time, op.mark.parent_times,
+                        None if ck is None else encode_checkpoint(ck), seeds, False)
             full: dict[str, list[Message]] = {}
             for a, buf in buffers.items():
                 if buf is None:          # (a lost parent, restored above)
@@ -524,4 +560,4 @@ class Causal:
                 ms = self.marks.get(n, [])
                 self.marks[n] = [m for m in ms if m.time <= op.mark.time]
         rt._release()
-        return sends, rows
+        return sends, rows, taken

@@ -250,13 +250,8 @@ class Server:
         if regime != "coordinated" and barrier_every is not None:
             raise ArgumentError("--barrier-every sets how often the coordinated regime "
                                 "checkpoints; serve --regime coordinated")
-        if regime != "causal" and (determinant_depth is not None or standbys):
-            raise ArgumentError("--determinant-depth and --standbys belong to the causal "
-                                "regime; serve --regime causal")
-        if determinant_depth is not None and (type(determinant_depth) is not int
-                                              or determinant_depth < 1):
-            raise ArgumentError(f"determinant_depth must be a number of edges (an int, 1 "
-                                f"or more), got {determinant_depth!r}")
+        regimes.check_causal(regime, determinant_depth, standbys,
+                             "serve --regime causal --determinant-depth N --standbys")
         if barrier_every is not None and (type(barrier_every) is not int or barrier_every < 1):
             raise ArgumentError(f"barrier_every must be a number of writes (an int, 1 or "
                                 f"more), got {barrier_every!r}")

@@ -75,7 +75,9 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``causal_parent_restarted`` (and the lines' ``uc_base``,
   ``uc_source`` for a lost base or VALUES node); from the controller, its garbage
   collection ``["cgc", stable marks, levels]`` (``causal_gc``); ``causal_sizes`` says
-  what the logs hold
+  what the logs hold; with ``--standbys``, ``["sb", node, checkpoint]``, ``["sbck",
+  node, ...]`` and ``["sb_drop", node]`` keep the standbys this worker holds of node
+  shards hosted elsewhere (``standby_frame``), which ``causal_restore`` takes over
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
