@@ -96,8 +96,9 @@ without).
 
 Invariants: ``marks[n]`` are ``n``'s marks in time order, each with its checkpoint in
 the store (a stateful ``n``); a lost node is touched only once every lost node has a
-plan; a node restored holds, of each origin in its scope, what its parents held; a standby in ``in_sync`` with a
-``standby_time`` holds exactly the node's checkpoint of that time.
+plan; a node restored holds, of each origin in its scope, what its parents held; a
+standby in ``in_sync`` with a ``standby_time`` holds exactly the node's checkpoint of
+that time.
 """
 from __future__ import annotations
 
