@@ -120,6 +120,7 @@ from .lines import point, resend_base
 from .wire import decode_message, encode_checkpoint, encode_message
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...graph import Node
     from ..checkpoints import Checkpoint
     from .controller import ClusterRuntime
 
@@ -183,6 +184,10 @@ class Causal:
         #: (``in_sync``). All three change under ``rt.store_lock`` (module docstring,
         #: "Standbys")
         self.standbys = standbys
+        #: the thread making standbys after a recovery or DDL (off the recovery's
+        #: path: a whole checkpoint encoded and sent per standby made)
+        self.assigner: threading.Thread | None = None
+        self.assigning = threading.Lock()
         self.standby_of: dict[str, str] = {}
         self.standby_time: dict[str, int] = {}
         self.in_sync: set[str] = set()
@@ -317,45 +322,71 @@ class Causal:
             return None
         return s
 
+    def refresh_standbys(self) -> None:
+        """``assign_standbys`` on a thread of its own (after a recovery or DDL: the
+        recovery holding the database's lock does not wait for it)."""
+        if not self.standbys:
+            return
+        t = self.assigner = threading.Thread(target=self.assign_standbys,
+                                             name="standbys", daemon=True)
+        t.start()
+
+    def wait_standbys(self, timeout: float = 60.0) -> None:
+        """Until the last ``refresh_standbys`` is done (tests, benchmarks)."""
+        if self.assigner is not None:
+            self.assigner.join(timeout)
+
     def assign_standbys(self) -> None:
         """Every stateful node shard whose standby is missing, lost, on its own worker
         (it took it over) or stale gets one: on another live active worker, one
         hosting none of its neighbours where it can, the fewest standbys first, sent
-        the store's newest checkpoint (none yet: its next whole one makes it warm)."""
+        the store's newest checkpoint (none yet: its next whole one makes it warm).
+        One node at a time under ``rt.store_lock`` (the checkpoint frames forwarded
+        wait for one node's, never for all)."""
         if not self.standbys:
             return
         rt = self.rt
         graph = rt.graph
-        with rt.lock:
-            active = [w.name for w in rt.active if w.alive]
-            placement = dict(rt.placement)
-        with rt.store_lock:
+        with self.assigning:
+            with rt.lock:
+                active = [w.name for w in rt.active if w.alive]
+                placement = dict(rt.placement)
             count = Counter(self.standby_of.values())
             for n, host in placement.items():
                 node = graph.nodes.get(n)
                 if node is None or not snapshots(node):
                     continue
-                now = self.standby_of.get(n)
-                if now is not None and now != host and now in active and n in self.in_sync:
-                    continue
-                others = [a for a in active if a != host]
-                if not others:
-                    self._drop_standby(n)
-                    continue
-                near = {placement.get(x) for x in (*node.parents, *node.children)}
-                best = min(others, key=lambda a: (a in near, count[a]))
-                if now is not None and now != best:
-                    self._drop_standby(n)
-                count[best] += 1
-                assert rt.store is not None
-                ck = rt.store.latest(n, NEWEST)
-                rt.workers[best].put(["sb", n, None if ck is None else encode_checkpoint(ck)])
-                self.standby_of[n] = best
-                self.in_sync.add(n)
-                if ck is None:
-                    self.standby_time.pop(n, None)
-                else:
-                    self.standby_time[n] = ck.time
+                with rt.store_lock:
+                    self._assign(n, node, host, active, placement, count)
+
+    def _assign(self, n: str, node: Node, host: str, active: list[str],
+                placement: dict[str, str], count: Counter[str]) -> None:
+        """``assign_standbys`` for ``n`` (with ``rt.store_lock``)."""
+        rt = self.rt
+        now = self.standby_of.get(n)
+        if now is not None and now != host and now in active and n in self.in_sync:
+            return
+        others = [a for a in active if a != host]
+        if not others:
+            self._drop_standby(n)
+            return
+        near = {placement.get(x) for x in (*node.parents, *node.children)}
+        best = min(others, key=lambda a: (a in near, count[a]))
+        w = rt.workers.get(best)
+        if w is None or not w.alive:
+            return
+        if now is not None and now != best:
+            self._drop_standby(n)
+        count[best] += 1
+        assert rt.store is not None
+        ck = rt.store.latest(n, NEWEST)
+        w.put(["sb", n, None if ck is None else encode_checkpoint(ck)])
+        self.standby_of[n] = best
+        self.in_sync.add(n)
+        if ck is None:
+            self.standby_time.pop(n, None)
+        else:
+            self.standby_time[n] = ck.time
 
     def settle(self, fresh: set[str]) -> None:
         """Nodes filled outside the message path (their workers mark them whole when
@@ -370,7 +401,7 @@ class Causal:
                             rt.call(p, "causal_handoff", nid, True)
                         except WorkerLost:
                             pass         # (a parent lost: its restore hands off anew)
-        self.assign_standbys()
+        self.refresh_standbys()
 
     # ------------------------------------------------------------ recovery
 
@@ -491,7 +522,7 @@ class Causal:
             rt.abandon(lost)
             raise
         seconds = time.perf_counter() - start
-        self.assign_standbys()           # (those taken over, lost or stale: made again)
+        self.refresh_standbys()          # (those taken over, lost or stale: made again)
         first = next((plans[n][1] for n in lost if plans[n][0] == "op"), None)
         paths = {n: ("history" if p[0] == "base" else "standby" if n in taken
                      else "checkpoint" if p[0] == "op" and snapshots(graph[n]) else "replayed")

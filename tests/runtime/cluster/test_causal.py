@@ -414,6 +414,7 @@ def test_depth_two_recovers_a_join_lost_with_its_child_and_standbys_take_over(mo
         a = agg["id"]
 
         def standby_kept() -> str:
+            causal.wait_standbys()      # (made on a thread of its own)
             with rt.lock:
                 host, live = rt.placement[a], {w.name for w in rt.active if w.alive}
             with rt.store_lock:
