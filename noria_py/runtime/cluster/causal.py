@@ -109,6 +109,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ... import tuning
 from ...errors import Error
 from ...recovery.causal import OperatorPlan, plan_operator, replay_order
 from ...recovery.report import RecoveryReport
@@ -322,13 +323,17 @@ class Causal:
             return None
         return s
 
-    def refresh_standbys(self) -> None:
-        """``assign_standbys`` on a thread of its own (after a recovery or DDL: the
-        recovery holding the database's lock does not wait for it)."""
+    def refresh_standbys(self, delay: float = 0.0) -> None:
+        """``assign_standbys`` on a thread of its own, after ``delay`` seconds (after a
+        recovery, ``tuning.STANDBY_DELAY``; after DDL, at once): the recovery holding
+        the database's lock, and the reads and waits after it, do not wait for it."""
         if not self.standbys:
             return
-        t = self.assigner = threading.Thread(target=self.assign_standbys,
-                                             name="standbys", daemon=True)
+
+        def later() -> None:
+            time.sleep(delay)
+            self.assign_standbys()
+        t = self.assigner = threading.Thread(target=later, name="standbys", daemon=True)
         t.start()
 
     def wait_standbys(self, timeout: float = 60.0) -> None:
@@ -522,7 +527,8 @@ class Causal:
             rt.abandon(lost)
             raise
         seconds = time.perf_counter() - start
-        self.refresh_standbys()          # (those taken over, lost or stale: made again)
+        # (those taken over, lost or stale: made again, once the recovery has settled)
+        self.refresh_standbys(tuning.STANDBY_DELAY)
         first = next((plans[n][1] for n in lost if plans[n][0] == "op"), None)
         paths = {n: ("history" if p[0] == "base" else "standby" if n in taken
                      else "checkpoint" if p[0] == "op" and snapshots(graph[n]) else "replayed")

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import pytest
 
 import noria_py
+from noria_py import tuning
 from noria_py.batch import Batch
 from noria_py.graph import Graph, Node
 from noria_py.recovery.causal import plan_operator
@@ -403,6 +404,7 @@ def test_depth_two_recovers_a_join_lost_with_its_child_and_standbys_take_over(mo
     right throughout. Plants caught: determinants kept one hop short (refused in 1);
     the standby not updated after a checkpoint (path ``checkpoint``: not as of the
     mark); updated in its time but not its state (the view wrong)."""
+    monkeypatch.setattr(tuning, "STANDBY_DELAY", 0.0)       # (this process's controller)
     with _join_server(monkeypatch, determinant_depth=2, standbys=True) as (server, kinds,
                                                                            write, want):
         db = server.db
