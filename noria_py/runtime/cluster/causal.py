@@ -569,6 +569,9 @@ class Causal:
                     rt.call(n, "causal_restore", op.mark.time, op.mark.parent_times, None,
                             seeds, True)
                     taken.add(n)
+                    with rt.store_lock:  # (taken over: none until ``assign_standbys``)
+                        self.in_sync.discard(n)
+                        self.standby_time.pop(n, None)
                 except WorkerLost:
                     raise
                 except Error as e:       # (nothing touched there: from the store, then)
