@@ -826,6 +826,7 @@ class ClusterRuntime(Runtime):
         node = f[1]
         if type(node) is not str:
             raise wire.ProtocolError("a checkpoint frame must name its node")
+        causal = getattr(self, "causal", None)    # (its standby gets it too, in order)
         if f[0] == "ck":
             if len(f) != 9:
                 raise wire.ProtocolError("a checkpoint must be [ck, node, time, parent times, "
@@ -844,18 +845,18 @@ class ClusterRuntime(Runtime):
                 stable = lines.stable(node, stable)
             with self.store_lock:
                 store.put(node, time, dict(parents), form, change, full, stable, clock=held)
-                if self.causal is not None:
-                    self.causal.on_checkpoint(f)      # (its standby's copy, in order)
+                if causal is not None:
+                    causal.on_checkpoint(f)
         elif f[0] == "ck_keep":
             with self.store_lock:
                 store.keep_upto(node, int(f[2]))
-                if self.causal is not None:
-                    self.causal.on_checkpoint(f)
+                if causal is not None:
+                    causal.on_checkpoint(f)
         else:
             with self.store_lock:
                 store.drop(node)
-                if self.causal is not None:
-                    self.causal.on_checkpoint(f)
+                if causal is not None:
+                    causal.on_checkpoint(f)
 
     def _listened(self, f: Frame) -> None:
         """A listened reader has changes to drain (``["sub", node, None]``), or lost its
