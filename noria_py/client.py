@@ -213,15 +213,8 @@ class Database:
         policies (``{"default": "lazy", "votes": "eager", ...}``)."""
         choice = regimes.policies(regime)
         regime = regimes.check(regime)
-        if regime != "causal" and (determinant_depth is not None or standby):
-            raise ArgumentError("determinant_depth and standby are settings of the causal "
-                                "regime; connect(regime='causal', ...)")
-        if determinant_depth is not None and (type(determinant_depth) is not int
-                                              or determinant_depth < 1):
-            raise ArgumentError(f"determinant_depth must be a number of edges (an int, 1 or "
-                                f"more) or None for all, got {determinant_depth!r}")
-        if type(standby) is not bool:
-            raise ArgumentError(f"standby must be True or False, got {standby!r}")
+        regimes.check_causal(regime, determinant_depth, standby,
+                             "connect(regime='causal', ...)")
         if regime != "coordinated" and (barrier_every is not None or barrier_seconds is not None):
             raise ArgumentError("barrier_every and barrier_seconds set how often the "
                                 "coordinated regime checkpoints; connect(regime='coordinated', ...)")

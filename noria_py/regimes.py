@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .errors import RegimeError
+from .errors import ArgumentError, RegimeError
 
 __all__ = ["BUILT", "EMBEDDED_ONLY", "NOT_BUILT", "STRATEGIES", "check", "from_text",
            "policies"]
@@ -72,6 +72,22 @@ def check(regime: Any, *, cluster: bool = False) -> str:
                           f"{', '.join(r for r in BUILT if r not in EMBEDDED_ONLY)} "
                           "with noria-py serve")
     return regime
+
+
+def check_causal(regime: str, determinant_depth: Any, standby: Any, how: str) -> None:
+    """The causal regime's settings (``connect``'s ``determinant_depth`` and ``standby``,
+    ``serve``'s ``--determinant-depth`` and ``--standbys``) fit ``regime``, else an
+    ArgumentError naming the setting; ``how`` says how to ask for the causal regime
+    there."""
+    if regime != "causal" and (determinant_depth is not None or standby):
+        raise ArgumentError(f"determinant_depth and standby are settings of the causal "
+                            f"regime; {how}")
+    if determinant_depth is not None and (type(determinant_depth) is not int
+                                          or determinant_depth < 1):
+        raise ArgumentError(f"determinant_depth must be a number of edges (an int, 1 or "
+                            f"more) or None for all, got {determinant_depth!r}")
+    if type(standby) is not bool:
+        raise ArgumentError(f"standby must be True or False, got {standby!r}")
 
 
 def policies(regime: Any) -> dict[str, str]:

@@ -61,6 +61,14 @@ HEARTBEAT_EVERY = 0.2
 #: hold a recovery back while they arrange a second loss.
 RECOVERY_GATHER = 0.0
 
+#: Seconds after a recovery before the causal regime's standbys (``serve --standbys``)
+#: taken over, lost or stale are made again (``runtime/cluster/causal.py``): making one
+#: sends a whole checkpoint to a worker, which decodes it in its message thread, a
+#: second or more for a large state, which the first reads and waits after the
+#: recovery would otherwise wait behind. Until then those nodes recover from the
+#: controller's store, as without standbys.
+STANDBY_DELAY = 2.0
+
 # ---------------------------------------------------------------- ad-hoc queries
 
 #: At most this many unnamed views (those ad-hoc SELECTs make, client.py's

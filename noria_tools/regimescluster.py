@@ -12,7 +12,10 @@ Shown: medians of that time, of the controller's detection of the loss and of th
 recovery itself (``RecoveryReport.seconds``, summed over the reports of one loss), the
 nodes restarted or set back (the lost worker's, each alone with tree clocks or causal; those
 lineage purged; every node in a rollback; those the recovery line names in
-uncoordinated and cic) and the messages resent. Three seconds pass between failures, for the next warm spare to join. A regime
+uncoordinated and cic) and the messages resent, and how many of the lost stateful nodes
+their standbys took over (``causal-standby``: ``serve --regime causal --standbys``;
+``causal-depth1``: ``--determinant-depth 1``, the harness's ``VARIANTS``). Three seconds
+pass between failures, for the next warm spare to join. A regime
 the cluster does not offer is listed as such (``regimes.EMBEDDED_ONLY``).
 """
 from __future__ import annotations
@@ -26,15 +29,25 @@ from noria_py import connect
 from noria_py.regimes import EMBEDDED_ONLY, check
 from noria_py.runtime.cluster.launch import Cluster
 from noria_tools import workloads
+from noria_tools.regimesbench import VARIANTS
+
+
+def serve_options(regime: str, barrier_every: int | None) -> tuple[str, ...]:
+    """``noria-py serve``'s options for ``regime`` (a name of the harness's)."""
+    if regime in VARIANTS:
+        name, standby, depth = VARIANTS[regime]
+        return (("--regime", name) + (("--standbys",) if standby else ())
+                + (() if depth is None else ("--determinant-depth", str(depth))))
+    if regime == "coordinated" and barrier_every is not None:
+        return ("--regime", regime, "--barrier-every", str(barrier_every))
+    return ("--regime", regime)
 
 
 def one(regime: str, articles: int, votes: int, batch: int, shards: int, rounds: int,
         down: int, barrier_every: int | None) -> dict[str, object]:
     """One regime's run (module docstring); its figures."""
-    extra: tuple[str, ...] = ("--regime", regime)
-    if regime == "coordinated" and barrier_every is not None:
-        extra += ("--barrier-every", str(barrier_every))
-    with Cluster(workers=2, shards=shards, extra=extra) as cluster:
+    with Cluster(workers=2, shards=shards, extra=serve_options(regime, barrier_every)) \
+            as cluster:
         db = connect(cluster.url)
         workloads.setup(db, articles)
         data = workloads.votes(votes, articles)
@@ -71,12 +84,14 @@ def one(regime: str, articles: int, votes: int, batch: int, shards: int, rounds:
                           len(set().union(*(set(r.rolled_back) | set(r.purged) | {r.node}
                                             for r in reports))),
                           sum(r.replayed_messages for r in reports),
-                          ",".join(sorted({r.strategy for r in reports}))))
+                          ",".join(sorted({r.strategy for r in reports})),
+                          sum(list(r.paths.values()).count("standby") for r in reports)))
         db.close()
     med = [statistics.median(float(x[i]) for x in timed) for i in range(5)]
     return {"tput": tput, "total": med[0], "detect": med[1], "recover": med[2],
             "nodes": med[3], "resent": med[4],
-            "strategy": ",".join(sorted({x[5] for x in timed}))}
+            "strategy": ",".join(sorted({x[5] for x in timed})),
+            "standby": statistics.median(x[6] for x in timed)}
 
 
 def run(regimes: list[str], articles: int, votes: int, batch: int, shards: int,
@@ -84,18 +99,20 @@ def run(regimes: list[str], articles: int, votes: int, batch: int, shards: int,
     """The table's lines, printed as each regime finishes; a RegimeError for a name
     that is no regime."""
     head = (f"{'regime':<12} {'votes/s':>9} {'kill→right s':>12} {'detect s':>9} "
-            f"{'recover s':>9} {'nodes set back':>14} {'msgs resent':>11}  strategy")
+            f"{'recover s':>9} {'nodes set back':>14} {'msgs resent':>11} {'standby':>7}  "
+            "strategy")
     print(head, flush=True)
     lines = [head]
     for regime in regimes:
         if regime in EMBEDDED_ONLY:
             line = f"{regime:<12} (built for the embedded engine only)"
         else:
-            check(regime, cluster=True)     # (an unknown name: a RegimeError naming it)
+            # (an unknown name: a RegimeError naming it)
+            check(VARIANTS[regime][0] if regime in VARIANTS else regime, cluster=True)
             r = one(regime, articles, votes, batch, shards, rounds, down, barrier_every)
             line = (f"{regime:<12} {r['tput']:>9,.0f} {r['total']:>12.3f} {r['detect']:>9.3f} "
-                    f"{r['recover']:>9.3f} {r['nodes']:>14.0f} {r['resent']:>11.0f}  "
-                    f"{r['strategy']}")
+                    f"{r['recover']:>9.3f} {r['nodes']:>14.0f} {r['resent']:>11.0f} "
+                    f"{r['standby']:>7.0f}  {r['strategy']}")
         print(line, flush=True)
         lines.append(line)
     return lines

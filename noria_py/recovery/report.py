@@ -22,7 +22,9 @@ class RecoveryReport:
     #: how each node this recovery brought back got its state: "checkpoint" (its own,
     #: plus its parents' logs since), "rebuilt" (from its parents' state), "replayed"
     #: (stateless: its parents' logs alone), "history" (a base, from its write
-    #: history), "lineage" (purged and recomputed from the base tables)
+    #: history), "lineage" (purged and recomputed from the base tables), "standby"
+    #: (the causal regime in a cluster: its checkpoint from its standby on the worker
+    #: it was moved to, plus its parents' logs since)
     paths: dict[str, str] = field(default_factory=dict)
     #: why tree clocks refused, when ``db.recover()`` fell back on lineage for this node
     fallback: str | None = None

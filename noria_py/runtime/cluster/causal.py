@@ -73,21 +73,43 @@ and refusal are unchanged. Not run while a node is down (its recovery goes first
 the database's lock as the collection: frames queued before a recovery's requests on a
 connection are handled before them). A lagging mark here only makes a level lower.
 
-Not built: ``determinant_depth`` (every node below holds, the embedded default) and
-standbys.
+**Determinant depth** (``serve --determinant-depth N``): the controller and every
+worker plan with ``Determinants(depth)`` (the depth goes in each worker's ``config``
+frame), so a node's determinants are held by the nodes at most N edges below it; a
+lost node whose determinants a live node depends on were all held on lost workers is
+refused by ``plan_operator`` (lineage then), as embedded.
+
+**Standbys** (``serve --standbys``; Clonos's passive standby tasks): each stateful
+node shard has a standby on another live worker (``assign_standbys``), that worker's
+copy of its newest checkpoint: made from the store's newest (``["sb"]``), then kept
+by every checkpoint frame of the node forwarded there as the store takes it, under
+``rt.store_lock`` (``on_checkpoint``: ``["sbck"]``, folded in at once), so the
+controller knows the time it is as of. A lost node with a warm standby is placed on
+the standby's worker (``standby_host``, read by the controller's placement of lost
+nodes) and, when its plan's mark is that time, restored from the standby there
+(``causal_restore`` with ``standby``: no checkpoint read or sent from here); an older
+mark loads the store's checkpoint there instead. A standby taken over, lost, or made
+stale (its node restored from an older mark: ``ck_keep`` below its time) is made
+again after the recovery, on a worker other than its node's. Not kept warm: the
+determinants and in-flight logs (the replay reads them from the live workers, as
+without).
 
 Invariants: ``marks[n]`` are ``n``'s marks in time order, each with its checkpoint in
 the store (a stateful ``n``); a lost node is touched only once every lost node has a
-plan; a node restored holds, of each origin in its scope, what its parents held.
+plan; a node restored holds, of each origin in its scope, what its parents held; a
+standby in ``in_sync`` with a ``standby_time`` holds exactly the node's checkpoint of
+that time.
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ... import tuning
 from ...errors import Error
 from ...recovery.causal import OperatorPlan, plan_operator, replay_order
 from ...recovery.report import RecoveryReport
@@ -99,12 +121,16 @@ from .lines import point, resend_base, when_free
 from .wire import decode_message, encode_checkpoint, encode_message
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...graph import Node
     from ..checkpoints import Checkpoint
     from .controller import ClusterRuntime
 
 log = logging.getLogger("noria_py.cluster")
 
 __all__ = ["Causal", "Gathered"]
+
+#: a time later than any checkpoint's (``CheckpointStore.latest``: the newest)
+NEWEST = 2**62
 
 
 class Gathered:
@@ -143,15 +169,29 @@ class Gathered:
 class Causal:
     """The controller's side of the causal regime (module docstring)."""
 
-    def __init__(self, rt: ClusterRuntime) -> None:
+    def __init__(self, rt: ClusterRuntime, depth: int | None = None,
+                 standbys: bool = False) -> None:
         self.rt = rt
         self.lock = threading.Lock()        # (never held while taking rt.lock)
         self.marks: dict[str, list[Mark]] = {}
         #: the determinants' plan of the graph (who holds whose), for recovery
-        self.det = Determinants()
+        self.det = Determinants(depth)
         self.taken = 0                       # marks received
         self.due = 0                         # marks since the last garbage collection
         self.collections = 0                 # garbage collections sent to the workers
+        #: ``--standbys``: per stateful node shard, the worker holding its standby, and
+        #: the time of the checkpoint that standby holds (absent: cold, never taken
+        #: over); nodes whose standby has every checkpoint since it was made
+        #: (``in_sync``). All three change under ``rt.store_lock`` (module docstring,
+        #: "Standbys")
+        self.standbys = standbys
+        #: the thread making standbys after a recovery or DDL (off the recovery's
+        #: path: a whole checkpoint encoded and sent per standby made)
+        self.assigner: threading.Thread | None = None
+        self.assigning = threading.Lock()
+        self.standby_of: dict[str, str] = {}
+        self.standby_time: dict[str, int] = {}
+        self.in_sync: set[str] = set()
 
     # ------------------------------------------------------------ normal operation
 
@@ -225,9 +265,127 @@ class Causal:
         return True
 
     def forget(self, node_id: str) -> None:
-        """A node dropped with its view, or emptied for a lineage rebuild."""
+        """A node dropped with its view, or emptied for a lineage rebuild (its standby
+        goes too: ``settle`` makes it again)."""
         with self.lock:
             self.marks.pop(node_id, None)
+        if self.standbys:
+            with self.rt.store_lock:
+                self._drop_standby(node_id)
+
+    # ------------------------------------------------------------ standbys
+
+    def _drop_standby(self, n: str) -> None:
+        """``n`` has no standby (with ``rt.store_lock``)."""
+        s = self.standby_of.pop(n, None)
+        self.standby_time.pop(n, None)
+        self.in_sync.discard(n)
+        w = self.rt.workers.get(s or "")
+        if w is not None and w.alive:
+            w.put(["sb_drop", n])
+
+    def on_checkpoint(self, f: Sequence[Any]) -> None:
+        """A checkpoint frame of ``f[1]`` (``ck``, ``ck_keep``, ``ck_drop``), just applied
+        to the store (with ``rt.store_lock``): a standby in sync gets the checkpoint
+        too, folded in at once; one newer than where its node restarted from
+        (``ck_keep``) is stale, made again by ``assign_standbys``."""
+        n = f[1]
+        if n not in self.in_sync:
+            return
+        w = self.rt.workers.get(self.standby_of.get(n, ""))
+        if w is None or not w.alive:
+            return
+        if f[0] == "ck":
+            if f[6] or n in self.standby_time:
+                self.standby_time[n] = f[2]
+            w.put(["sbck", n, f[2], f[3], f[4], f[5], f[6]])
+        elif f[0] == "ck_keep":
+            if self.standby_time.get(n, -1) > f[2]:
+                self.in_sync.discard(n)
+                self.standby_time.pop(n, None)
+        else:
+            self._drop_standby(n)
+
+    def standby_host(self, n: str) -> str | None:
+        """The live worker whose warm standby of the lost ``n`` takes it over (a loss
+        places ``n`` there, not on a spare; with ``rt.lock``), None: none."""
+        with self.rt.store_lock:
+            s = self.standby_of.get(n)
+            warm = n in self.standby_time and n in self.in_sync
+        w = self.rt.workers.get(s or "")
+        if not warm or w is None or not w.alive or self.rt.placement.get(n) == s:
+            return None
+        return s
+
+    def refresh_standbys(self, delay: float = 0.0) -> None:
+        """``assign_standbys`` on a thread of its own, after ``delay`` seconds (after a
+        recovery, ``tuning.STANDBY_DELAY``; after DDL, at once): the recovery holding
+        the database's lock, and the reads and waits after it, do not wait for it."""
+        if not self.standbys:
+            return
+
+        def later() -> None:
+            time.sleep(delay)
+            self.assign_standbys()
+        t = self.assigner = threading.Thread(target=later, name="standbys", daemon=True)
+        t.start()
+
+    def wait_standbys(self, timeout: float = 60.0) -> None:
+        """Until the last ``refresh_standbys`` is done (tests, benchmarks)."""
+        if self.assigner is not None:
+            self.assigner.join(timeout)
+
+    def assign_standbys(self) -> None:
+        """Every stateful node shard whose standby is missing, lost, on its own worker
+        (it took it over) or stale gets one: on another live active worker, one
+        hosting none of its neighbours where it can, the fewest standbys first, sent
+        the store's newest checkpoint (none yet: its next whole one makes it warm).
+        One node at a time under ``rt.store_lock`` (the checkpoint frames forwarded
+        wait for one node's, never for all)."""
+        if not self.standbys:
+            return
+        rt = self.rt
+        graph = rt.graph
+        with self.assigning:
+            with rt.lock:
+                active = [w.name for w in rt.active if w.alive]
+                placement = dict(rt.placement)
+            count = Counter(self.standby_of.values())
+            for n, host in placement.items():
+                node = graph.nodes.get(n)
+                if node is None or not snapshots(node):
+                    continue
+                with rt.store_lock:
+                    self._assign(n, node, host, active, placement, count)
+
+    def _assign(self, n: str, node: Node, host: str, active: list[str],
+                placement: dict[str, str], count: Counter[str]) -> None:
+        """``assign_standbys`` for ``n`` (with ``rt.store_lock``)."""
+        rt = self.rt
+        now = self.standby_of.get(n)
+        if now is not None and now != host and now in active and n in self.in_sync:
+            return
+        others = [a for a in active if a != host]
+        if not others:
+            self._drop_standby(n)
+            return
+        near = {placement.get(x) for x in (*node.parents, *node.children)}
+        best = min(others, key=lambda a: (a in near, count[a]))
+        w = rt.workers.get(best)
+        if w is None or not w.alive:
+            return
+        if now is not None and now != best:
+            self._drop_standby(n)
+        count[best] += 1
+        assert rt.store is not None
+        ck = rt.store.latest(n, NEWEST)
+        w.put(["sb", n, None if ck is None else encode_checkpoint(ck)])
+        self.standby_of[n] = best
+        self.in_sync.add(n)
+        if ck is None:
+            self.standby_time.pop(n, None)
+        else:
+            self.standby_time[n] = ck.time
 
     def settle(self, fresh: set[str]) -> None:
         """Nodes filled outside the message path (their workers mark them whole when
@@ -242,6 +400,7 @@ class Causal:
                             rt.call(p, "causal_handoff", nid, True)
                         except WorkerLost:
                             pass         # (a parent lost: its restore hands off anew)
+        self.refresh_standbys()
 
     # ------------------------------------------------------------ recovery
 
@@ -296,11 +455,16 @@ class Causal:
             except Error as e:
                 return str(e)
             ck: Checkpoint | None = None
-            if snapshots(node):
-                with rt.store_lock:
+            with rt.lock:
+                host = rt.placement.get(n)
+            with rt.store_lock:          # (its standby, moved to, is as of the mark)
+                standby = (snapshots(node) and self.standby_of.get(n) == host
+                           and n in self.in_sync
+                           and self.standby_time.get(n) == op.mark.time)
+                if snapshots(node) and not standby:
                     ck = store.latest(n, op.mark.time)
-                if ck is None or ck.time != op.mark.time:
-                    return f"node {n} has no checkpoint at its mark {op.mark.time}"
+            if snapshots(node) and not standby and (ck is None or ck.time != op.mark.time):
+                return f"node {n} has no checkpoint at its mark {op.mark.time}"
             buffers: dict[str, list[Message] | None] = {}
             for a in dict.fromkeys(node.parents):
                 after = op.mark.parent_times.get(a, 0)
@@ -326,7 +490,7 @@ class Causal:
                                  {a: b for a, b in buffers.items() if b is not None})
                 except Error as e:
                     return str(e)
-            plans[n] = ("op", op, ck, buffers)
+            plans[n] = ("op", op, ck, buffers, standby)
         return plans
 
     def recover(self, node_id: str) -> RecoveryReport | str:
@@ -352,21 +516,30 @@ class Causal:
             return plans
         lost = [n for n in order if n in down]
         try:
-            sends, rows = self._touch(lost, plans, view)
+            sends, rows, taken = self._touch(lost, plans, view)
         except BaseException:
             rt.abandon(lost)
             raise
+        seconds = time.perf_counter() - start
+        # (those taken over, lost or stale: made again, once the recovery has settled)
+        self.refresh_standbys(tuning.STANDBY_DELAY)
         first = next((plans[n][1] for n in lost if plans[n][0] == "op"), None)
-        return RecoveryReport(node=node_id, strategy="causal",
-                              seconds=time.perf_counter() - start, replayed_messages=sends,
-                              rows=rows, checkpoint=None if first is None else first.mark.time,
-                              rolled_back=lost)
+        paths = {n: ("history" if p[0] == "base" else "standby" if n in taken
+                     else "checkpoint" if p[0] == "op" and snapshots(graph[n]) else "replayed")
+                 for n, p in plans.items()}
+        return RecoveryReport(node=node_id, strategy="causal", seconds=seconds,
+                              replayed_messages=sends, rows=rows,
+                              checkpoint=None if first is None else first.mark.time,
+                              rolled_back=lost, paths=paths)
 
     def _touch(self, lost: list[str], plans: dict[str, Any],
-               view: Gathered) -> tuple[int, int]:
+               view: Gathered) -> tuple[int, int, set[str]]:
+        """Restore every lost node by its plan, parents first: (messages replayed, rows,
+        the nodes whose standby took them over)."""
         rt = self.rt
         graph = rt.graph
         sends = rows = 0
+        taken: set[str] = set()
         for n in lost:
             plan = plans[n]
             with rt.lock:
@@ -380,12 +553,30 @@ class Causal:
             op: OperatorPlan = plan[1]
             ck: Checkpoint | None = plan[2]
             buffers: dict[str, list[Message] | None] = plan[3]
+            standby: bool = plan[4]
             node = graph[n]
             parents = list(node.parents)
             seeds = [rt.call(a, "causal_handoff", n, False)
                      for a in dict.fromkeys(parents) if a not in rt.durable]
-            rt.call(n, "causal_restore", op.mark.time, op.mark.parent_times,
-                    None if ck is None else encode_checkpoint(ck), seeds)
+            if standby:
+                try:
+                    rt.call(n, "causal_restore", op.mark.time, op.mark.parent_times, None,
+                            seeds, True)
+                    taken.add(n)
+                    with rt.store_lock:  # (taken over: none until ``assign_standbys``)
+                        self.in_sync.discard(n)
+                        self.standby_time.pop(n, None)
+                except WorkerLost:
+                    raise
+                except Error as e:       # (nothing touched there: from the store, then)
+                    log.warning("the standby of %s was not taken over (%s): its "
+                                "checkpoint comes from here", n, e)
+                    standby = False
+                    with rt.store_lock:
+                        ck = rt.store.latest(n, op.mark.time) if rt.store else None
+            if not standby:
+                rt.call(n, "causal_restore", op.mark.time, op.mark.parent_times,
+                        None if ck is None else encode_checkpoint(ck), seeds, False)
             full: dict[str, list[Message]] = {}
             for a, buf in buffers.items():
                 if buf is None:          # (a lost parent, restored above)
@@ -404,4 +595,4 @@ class Causal:
                 ms = self.marks.get(n, [])
                 self.marks[n] = [m for m in ms if m.time <= op.mark.time]
         rt._release()
-        return sends, rows
+        return sends, rows, taken

@@ -205,11 +205,13 @@ class ClusterRuntime(Runtime):
                  heartbeat_timeout: float = 1.0, strategy: str = "treeclock",
                  checkpoints: bool = True, channels: str = "relay",
                  barrier_every: int | None = None, writes: str = "controller",
-                 policies: Mapping[str, str] | None = None) -> None:
+                 policies: Mapping[str, str] | None = None,
+                 determinant_depth: int | None = None, standbys: bool = False) -> None:
         """``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
         epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``);
         "falkirk": ``policies`` is the per-node choice (``falkirk.py``; checked by
-        ``regimes.policies``, None: each node's default)."""
+        ``regimes.policies``, None: each node's default); "causal": ``determinant_depth``
+        and ``standbys`` (``causal.py``)."""
         if channels not in CHANNELS:
             raise ArgumentError(f"channels must be one of {', '.join(CHANNELS)}, "
                                 f"not {channels!r}")
@@ -254,7 +256,8 @@ class ClusterRuntime(Runtime):
                                     else Falkirk(self, policies or {})
                                     if strategy == "falkirk" else None)
         #: the causal regime's marks and recovery (None: another regime)
-        self.causal: Causal | None = Causal(self) if strategy == "causal" else None
+        self.causal: Causal | None = (Causal(self, determinant_depth, standbys)
+                                      if strategy == "causal" else None)
         self.store: CheckpointStore | None = (CheckpointStore() if self.checkpoints
                                               or self.epochs is not None
                                               or self.lines is not None
@@ -399,7 +402,8 @@ class ClusterRuntime(Runtime):
                    else self.lines.regime if self.lines is not None
                    else "causal" if self.causal is not None else "treeclock",
                    self.writes, None if self.disk is None else str(self.disk / name),
-                   self.lines.choice if isinstance(self.lines, Falkirk) else {}])
+                   self.lines.choice if isinstance(self.lines, Falkirk) else {},
+                   None if self.causal is None else self.causal.det.depth])
         with self.lock:
             if self.direct:
                 # everyone learns where the newcomer listens, and it where they do,
@@ -886,6 +890,7 @@ class ClusterRuntime(Runtime):
         node = f[1]
         if type(node) is not str:
             raise wire.ProtocolError("a checkpoint frame must name its node")
+        causal = getattr(self, "causal", None)    # (its standby gets it too, in order)
         if f[0] == "ck":
             if len(f) != 9:
                 raise wire.ProtocolError("a checkpoint must be [ck, node, time, parent times, "
@@ -904,12 +909,18 @@ class ClusterRuntime(Runtime):
                 stable = lines.stable(node, stable)
             with self.store_lock:
                 store.put(node, time, dict(parents), form, change, full, stable, clock=held)
+                if causal is not None:
+                    causal.on_checkpoint(f)
         elif f[0] == "ck_keep":
             with self.store_lock:
                 store.keep_upto(node, int(f[2]))
+                if causal is not None:
+                    causal.on_checkpoint(f)
         else:
             with self.store_lock:
                 store.drop(node)
+                if causal is not None:
+                    causal.on_checkpoint(f)
 
     def _listened(self, f: Frame) -> None:
         """A listened reader has changes to drain (``["sub", node, None]``), or lost its
@@ -1629,7 +1640,10 @@ class ClusterRuntime(Runtime):
         with self.lock:
             for n in nodes:
                 if n in gone and n in self.placement:
-                    spare = spare_for.get(self.placement[n], first)
+                    # (the causal regime's warm standby of it takes it over where it is)
+                    standby = None if self.causal is None else self.causal.standby_host(n)
+                    spare = (self.workers[standby] if standby is not None
+                             else spare_for.get(self.placement[n], first))
                     self.placement[n] = spare.name
                     hosted.setdefault(spare.name, []).append(n)
         if not self.direct:

@@ -204,7 +204,8 @@ class Server:
                  channels: str = DEFAULT_CHANNELS,
                  rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
                  memory_limit: int | None = None, barrier_every: int | None = None,
-                 writes: str = "controller") -> None:
+                 writes: str = "controller", determinant_depth: int | None = None,
+                 standbys: bool = False) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         coordinated: an epoch of snapshots every ``barrier_every`` writes (default
@@ -230,7 +231,11 @@ class Server:
         keys down to its share; the controller moves shares to where the reads go).
         ``writes``: ``"worker"`` validates each write at its base's worker, which keeps
         the rows, and takes clients' writes on its read port (docs/architecture.md,
-        "Writes at the base's worker"); ``"controller"`` (the default) here."""
+        "Writes at the base's worker"); ``"controller"`` (the default) here.
+        ``determinant_depth`` (causal): how many edges below a node its determinants
+        are kept (None: every node below); ``standbys`` (causal): each stateful node
+        shard has a standby on another worker, kept warm from its checkpoints, which
+        takes it over when its worker is lost (``causal.py``)."""
         policies = regimes.policies(regime)
         regime = regimes.check(regime, cluster=True)
         if writes not in WRITES:
@@ -253,6 +258,8 @@ class Server:
         if regime != "coordinated" and barrier_every is not None:
             raise ArgumentError("--barrier-every sets how often the coordinated regime "
                                 "checkpoints; serve --regime coordinated")
+        regimes.check_causal(regime, determinant_depth, standbys,
+                             "serve --regime causal --determinant-depth N --standbys")
         if barrier_every is not None and (type(barrier_every) is not int or barrier_every < 1):
             raise ArgumentError(f"barrier_every must be a number of writes (an int, 1 or "
                                 f"more), got {barrier_every!r}")
@@ -296,7 +303,7 @@ class Server:
         self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints, channels, barrier_every, writes,
-                                      policies)
+                                      policies, determinant_depth, standbys)
         if writes == "worker" and data_dir is not None:
             # (before any worker joins: its config names its directory there)
             self.runtime.disk = take_workers_logs(data_dir)
@@ -900,6 +907,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--barrier-every", dest="barrier_every", type=int, default=None,
                    metavar="WRITES", help="with --regime coordinated: writes between "
                                           "epochs (default 128)")
+    p.add_argument("--determinant-depth", dest="determinant_depth", type=int, default=None,
+                   metavar="N", help="with --regime causal: a node's determinants are "
+                                     "kept by the nodes at most N edges below it "
+                                     "(default: every node below)")
+    p.add_argument("--standbys", action="store_true",
+                   help="with --regime causal: each stateful node shard has a standby on "
+                        "another worker, kept warm from its checkpoints, which takes it "
+                        "over when its worker is lost")
     p.add_argument("--no-clocks", action="store_true", help="no tree clocks (lineage only)")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="no checkpoints of stateful nodes: a lost worker's stateful nodes are "
@@ -966,7 +981,8 @@ def main(argv: list[str] | None = None) -> int:
                         tls_ca=args.tls_ca, channels=args.channels,
                         rejoin_timeout=args.rejoin_timeout, partial=args.partial,
                         memory_limit=args.memory_limit, barrier_every=args.barrier_every,
-                        writes=args.writes)
+                        writes=args.writes, determinant_depth=args.determinant_depth,
+                        standbys=args.standbys)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

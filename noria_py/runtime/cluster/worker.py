@@ -83,7 +83,9 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``causal_parent_restarted`` (and the lines' ``uc_base``,
   ``uc_source`` for a lost base or VALUES node); from the controller, its garbage
   collection ``["cgc", stable marks, levels]`` (``causal_gc``); ``causal_sizes`` says
-  what the logs hold
+  what the logs hold; with ``--standbys``, ``["sb", node, checkpoint]``, ``["sbck",
+  node, ...]`` and ``["sb_drop", node]`` keep the standbys this worker holds of node
+  shards hosted elsewhere (``standby_frame``), which ``causal_restore`` takes over
 
 Checkpoints go to the controller, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
@@ -136,7 +138,7 @@ from ...tls import connect as tls_connect
 from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
 from ..causal import CausalState, Determinants, drop_determinants, encode, trim_inflight
-from ..checkpoints import Entries, InputDelta
+from ..checkpoints import Checkpoint, CheckpointStore, Entries, InputDelta
 from ..checkpoints import delta as checkpoint_delta
 from ..checkpoints import load as checkpoint_load
 from ..domain import Domain, graph_clocks
@@ -152,6 +154,7 @@ from .reads import Reads, ReadServer, range_rows
 from .wire import (
     decode_batch,
     decode_checkpoint,
+    decode_delta,
     decode_message,
     encode_batch,
     encode_delta,
@@ -243,10 +246,12 @@ class Worker:
                  inbox: Inbox | None = None, peers: PeerServer | None = None,
                  tls: ssl.SSLContext | None = None, first_number: int = 0,
                  regime: str = "treeclock", writes: str = "controller",
-                 disk: str | None = None, policies: dict[str, str] | None = None) -> None:
+                 disk: str | None = None, policies: dict[str, str] | None = None,
+                 determinant_depth: int | None = None) -> None:
         """``disk`` (``--writes worker --data-dir``): the directory this worker keeps its
         bases' logs in, and those it is the replica of (``writes.DiskLogs``);
-        ``policies``: the falkirk regime's per-node choice (``falkirk.choose``)."""
+        ``policies``: the falkirk regime's per-node choice (``falkirk.choose``);
+        ``determinant_depth``: the causal regime's (``causal.py``)."""
         self.conn = conn
         self.name = name
         self.graph = Graph()
@@ -272,10 +277,14 @@ class Worker:
         #: piggybacks them, keeps its in-flight logs, and checkpoints and marks on its
         #: own (the ``pt`` frames, as above, are its marks)
         self.causal = regime == "causal"
-        self.det = Determinants()
+        self.det = Determinants(determinant_depth)
         self.cstate: dict[str, CausalState] = {}
         #: (causal) per domain: the parent-times of its newest mark
         self.marked: dict[str, dict[str, int]] = {}
+        #: (causal, ``--standbys``) the standbys held here of node shards hosted
+        #: elsewhere: each one's newest checkpoint, every delta folded in as it comes
+        #: (``["sb"]``, ``["sbck"]``, ``["sb_drop"]`` frames; ``causal.py``)
+        self.standbys = CheckpointStore()
         #: (uc) per domain: [messages, rows] taken since its last checkpoint
         self.since: dict[str, list[int]] = {}
         #: (cic) per domain: its checkpoint index; the controller's write count
@@ -786,7 +795,8 @@ class Worker:
         d = self.domains[nid]
         d.crash()
         if checkpoint is not None:
-            checkpoint_load(d.node.op, decode_checkpoint(checkpoint))
+            checkpoint_load(d.node.op, checkpoint if isinstance(checkpoint, Checkpoint)
+                            else decode_checkpoint(checkpoint))
             if self.store is not None:
                 self.store.keep_upto(nid, at if mark is None else mark)
         elif d.store is not None and d.node.parents:
@@ -907,12 +917,20 @@ class Worker:
         return self.det.handoff(parent, cs, child)
 
     def req_causal_restore(self, nid: str, at: int, last_seen: dict[str, int],
-                           checkpoint: Any, seeds: Sequence[bytes]) -> None:
-        """Node shard ``nid`` (lost, on this spare) back to its mark: its state the
-        checkpoint of ``at`` (a stateful one), its time and last-seen times the mark's,
-        its causal state afresh from there, holding what its parents handed it
-        (``seeds``). What comes for it stays held until ``release``."""
+                           checkpoint: Any, seeds: Sequence[bytes],
+                           standby: bool = False) -> None:
+        """Node shard ``nid`` (lost, on this spare or its standby's worker) back to its
+        mark: its state the checkpoint of ``at`` (a stateful one; ``standby``: the
+        standby held here, which is as of ``at``, taken over), its time and last-seen
+        times the mark's, its causal state afresh from there, holding what its parents
+        handed it (``seeds``). What comes for it stays held until ``release``."""
         self.det.plan(self.graph)
+        if standby:
+            ck = self.standbys.latest(nid, at)
+            if ck is None or ck.time != at:
+                raise RecoveryError(f"the standby of {nid} here is not as of its mark {at}")
+            self.standbys.drop(nid)
+            checkpoint = ck
         d = self._set_back(nid, at, last_seen, checkpoint)
         self.marked[nid] = dict(last_seen)
         cs = self.cstate[nid] = self.det.fresh(nid, at, list(d.node.children))
@@ -930,6 +948,31 @@ class Worker:
             d.check_incoming(m)
             rows += self._causal_handle(d, m, dict(seen))
         return [len(msgs), rows]
+
+    def standby_frame(self, f: Sequence[Any]) -> None:
+        """A standby's upkeep (``causal.py``, "Standbys"): ``["sb", node, checkpoint or
+        None]`` makes this worker ``node``'s standby from the store's newest checkpoint
+        (none: from its next whole one); ``["sbck", node, time, parent times, form,
+        delta, full]`` is the node's next checkpoint, folded in at once (a delta
+        without a checkpoint before it leaves the standby cold: the controller never
+        takes a cold one over); ``["sb_drop", node]``: no longer its standby."""
+        nid = f[1]
+        if type(nid) is not str:
+            raise wire.ProtocolError("a standby frame must name its node")
+        sb = self.standbys
+        if f[0] == "sb":
+            sb.drop(nid)
+            if f[2] is not None:
+                sb.adopt(nid, decode_checkpoint(f[2]))
+        elif f[0] == "sbck":
+            _, _, at, parents, form, delta, full = f
+            if not (type(at) is int and isinstance(parents, dict) and type(full) is bool):
+                raise wire.ProtocolError("a standby's checkpoint must be [sbck, node, time, "
+                                         "parent times, form, delta, full]")
+            if full or sb.has(nid):
+                sb.put(nid, at, dict(parents), form, decode_delta(form, delta), full, at)
+        else:
+            sb.drop(nid)
 
     def req_causal_parent_restarted(self, nid: str, parent: str, log_from: int) -> bool:
         """``parent``'s log to the live ``nid`` now starts after ``log_from``: if its
@@ -1836,6 +1879,8 @@ class Worker:
             self.tick(int(f[1]))
         elif op == "cgc":
             self.causal_gc(f[1], f[2])
+        elif op in ("sb", "sbck", "sb_drop"):
+            self.standby_frame(f)
         elif op == "retire":
             self.reads.drop_old()
         elif op == "adopt":
@@ -2028,10 +2073,13 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
             disk = str(more[5]) if len(more) > 5 and more[5] is not None else None
             policies = ({str(k): str(v) for k, v in more[6].items()}
                         if len(more) > 6 and isinstance(more[6], dict) else {})
+            depth = more[7] if len(more) > 7 else None
+            if depth is not None and (type(depth) is not int or depth < 1):
+                raise wire.ProtocolError(f"a determinant depth must be 1 or more, got {depth!r}")
             worker = Worker(conn, assigned, shards, clocks, checkpoints, state, channels,
                             token, inbox, peers,
                             None if tls is None else tls_client_context(tls.ca), first_number,
-                            regime, writes, disk, policies)
+                            regime, writes, disk, policies, depth)
             worker.keep_reads = rejoin_timeout > 0
             worker.previous, worker.before = previous, before
             stop = threading.Event()

@@ -8,11 +8,13 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 import noria_py
+from noria_py import tuning
 from noria_py.batch import Batch
 from noria_py.graph import Graph, Node
 from noria_py.recovery.causal import plan_operator
@@ -26,15 +28,16 @@ from tests.runtime.cluster.test_cluster import SEEDS, _differential_with_kill
 from tests.runtime.cluster.test_lines import counted_writes
 
 
-def _causal(seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1) -> list:
+def _causal(seed: int, monkeypatch: pytest.MonkeyPatch, victims: int = 1,
+            more: tuple[str, ...] = ()) -> list:
     """The SIGKILL differential test (``_differential_with_kill``: random writes and SQL
     over two tables, views created before and during the load, 1 or 2 shards; odd seeds
     mark and checkpoint at every message) in the causal regime, relay and direct
     channels; each lost worker's recovery causal, lineage only when a lost node cannot
-    be replayed, which the report says."""
+    be replayed, which the report says. ``more``: more options of ``serve``."""
     reports = _differential_with_kill(
         seed, monkeypatch, victims=victims, channels=("relay", "direct")[seed // 2 % 2],
-        extra=("--regime", "causal"))
+        extra=("--regime", "causal", *more))
     assert {r.strategy for r in reports} <= {"causal", "lineage"}, reports
     for r in reports:
         if r.strategy == "lineage":
@@ -306,3 +309,160 @@ def test_garbage_collection_keeps_the_logs_flat_and_what_recovery_needs(writes, 
     finally:
         server.stopped.set()
         server.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("depth", [1, 2])
+def test_causal_sigkill_soak_with_a_determinant_depth(seed, depth, monkeypatch):
+    """Two of three workers killed at once (a node and its child lost together, often)
+    with ``--determinant-depth``: each recovery causal, or, where the lost determinants
+    refuse it (depth 1, mostly), lineage, saying why; every view right either way."""
+    _causal(seed, monkeypatch, 2, ("--determinant-depth", str(depth)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("victims", [1, 2])
+def test_causal_sigkill_soak_with_standbys(seed, victims, monkeypatch):
+    """``--standbys``: the lost stateful nodes taken over by their standbys where those
+    are as of the recovery's marks (and on a live worker), every view right."""
+    _causal(seed, monkeypatch, victims, ("--standbys",))
+
+
+@contextmanager
+def _join_server(monkeypatch: pytest.MonkeyPatch, **options):
+    """An in-process ``serve --regime causal`` (3 workers, relay channels, a mark every
+    16 messages, the recovery gathering for 0.5 s: two workers killed together are
+    one recovery) with two tables into a join under a COUNT; 203 writes to each table,
+    quiet. Yields (server, the graph by kind, a writer of n more rows to each table,
+    the view's rows as they must be); closes the server after."""
+    from noria_py.runtime.cluster.server import Server
+    monkeypatch.setenv("NORIA_TUNING", "CHECKPOINT_EVERY=16,RECOVERY_GATHER=0.5")
+    server = Server(port=0, workers=3, shards=1, channels="relay", regime="causal",
+                    **options)
+    db = server.db
+    db.execute("CREATE TABLE t (a INT, b INT)")
+    db.execute("CREATE TABLE u (a INT, c INT)")
+    db.execute("CREATE VIEW v AS SELECT t.a, COUNT(*) AS n FROM t JOIN u ON t.a = u.a "
+               "GROUP BY t.a")
+    written: dict[str, list] = {"t": [], "u": []}
+
+    def write(n: int) -> None:
+        for i in range(n):
+            for name in ("t", "u"):
+                row = (len(written[name]) * 7 % 5, i)
+                db.table(name).insert([row])
+                written[name].append(row)
+
+    def want() -> list:
+        per_a = Counter(a for a, _ in written["u"])
+        return sorted((a, n * per_a[a]) for a, n in Counter(a for a, _ in written["t"]).items()
+                      if per_a[a])
+    try:
+        write(203)
+        db.wait()
+        yield server, {n["kind"]: n for n in db.graph()}, write, want
+    finally:
+        server.stopped.set()
+        server.close()
+
+
+def _kill_and_wait(db, pids: set[int]) -> list:
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not db.recoveries() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return db.recoveries()
+
+
+@pytest.mark.slow
+def test_a_join_lost_with_its_only_child_is_refused_at_depth_one(monkeypatch):
+    """``serve --determinant-depth 1``: the workers of a join and of its only child (the
+    COUNT) are SIGKILLed together, the reader's is not. The join restarts from a mark
+    (one every 16 messages) below what the COUNT's own mark took of it: its times after
+    the mark must replay in their first order, and at depth 1 only the COUNT held
+    them. The causal plan refuses (the ``RecoveryError`` it raised is the report's
+    ``fallback``) and lineage rebuilds, never a guessed order; the views right. (Slow,
+    for the default suite's time; depth 2 is the next test.)"""
+    with _join_server(monkeypatch, determinant_depth=1) as (server, kinds, write, want):
+        db = server.db
+        join, agg, reader = kinds["join"], kinds["aggregate"], kinds["reader"]
+        assert join["pid"] != agg["pid"] and reader["pid"] not in (join["pid"], agg["pid"])
+        (report,) = _kill_and_wait(db, {join["pid"], agg["pid"]})
+        assert report.strategy == "lineage", report
+        assert report.fallback and "determinants of " + join["id"] in report.fallback \
+            and "were lost" in report.fallback and "depth 1" in report.fallback, report
+        assert sorted(db.view("v").all()) == want()
+        write(20)
+        db.wait()
+        assert sorted(db.view("v").all()) == want()
+
+
+def test_depth_two_recovers_a_join_lost_with_its_child_and_standbys_take_over(monkeypatch):
+    """``serve --determinant-depth 2 --standbys``. (1) The workers of a join and of its
+    only child (the COUNT) are SIGKILLed together, the reader's is not: the join
+    restarts from a mark below what the COUNT's mark took of it, and its times after
+    the mark replay in their first order from the determinants the reader, two edges
+    down, holds (at depth 1 this is refused: the test before). The COUNT, restarting
+    from its newest checkpoint, is taken over by its standby on another worker (path
+    ``standby``; the join's older mark comes from the controller's store). (2) A new
+    standby is made for each node taken over, on a worker other than its own, and kept
+    up: the COUNT's worker SIGKILLed next, its standby takes it over again. The views
+    right throughout. Plants caught: determinants kept one hop short (refused in 1);
+    the standby not updated after a checkpoint (path ``checkpoint``: not as of the
+    mark); updated in its time but not its state (the view wrong)."""
+    monkeypatch.setattr(tuning, "STANDBY_DELAY", 0.0)       # (this process's controller)
+    with _join_server(monkeypatch, determinant_depth=2, standbys=True) as (server, kinds,
+                                                                           write, want):
+        db = server.db
+        rt = server.runtime
+        causal = rt.causal
+        join, agg, reader = kinds["join"], kinds["aggregate"], kinds["reader"]
+        assert join["pid"] != agg["pid"] and reader["pid"] not in (join["pid"], agg["pid"])
+        assert causal.det.depth == 2
+        a = agg["id"]
+
+        def standby_kept() -> str:
+            causal.wait_standbys()      # (made on a thread of its own)
+            with rt.lock:
+                host, live = rt.placement[a], {w.name for w in rt.active if w.alive}
+            with rt.store_lock:
+                standby = causal.standby_of[a]
+                assert standby != host and standby in live and a in causal.in_sync
+                assert causal.standby_time[a] == causal.marks[a][-1].time
+            return standby
+
+        standby = standby_kept()
+        (report,) = _kill_and_wait(db, {join["pid"], agg["pid"]})
+        assert report.strategy == "causal" and report.fallback is None, report
+        assert {join["id"], a} <= set(report.rolled_back) and report.replayed_messages, report
+        assert report.paths[a] == "standby", report
+        with rt.lock:
+            assert rt.placement[a] == standby
+        assert sorted(db.view("v").all()) == want()
+        write(40)
+        db.wait()
+        assert sorted(db.view("v").all()) == want()
+        standby = standby_kept()
+        host = next(n["pid"] for n in db.graph() if n["id"] == a)
+        os.kill(host, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while len(db.recoveries()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        report = db.recoveries()[-1]
+        assert report.strategy == "causal" and report.paths[a] == "standby", report
+        write(20)
+        db.wait()
+        assert sorted(db.view("v").all()) == want()
+
+
+def test_serve_takes_a_determinant_depth_for_the_causal_regime_only():
+    from noria_py.runtime.cluster.server import Server
+    with pytest.raises(noria_py.ArgumentError, match="causal regime"):
+        Server(port=0, workers=1, spawn=False, determinant_depth=2)
+    with pytest.raises(noria_py.ArgumentError, match="causal regime"):
+        Server(port=0, workers=1, spawn=False, regime="lineage", standbys=True)
+    with pytest.raises(noria_py.ArgumentError, match="determinant_depth"):
+        Server(port=0, workers=1, spawn=False, regime="causal", determinant_depth=0)
