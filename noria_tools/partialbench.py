@@ -16,10 +16,14 @@ the process too, steadier on a shared machine), over ``--repeat`` runs.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
+import multiprocessing
+import os
 import random
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -43,44 +47,190 @@ def _timed_inserts(db, table, chunks: list) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
-            batch: int, seed: int) -> dict[str, float]:
-    db = connect(partial=partial)
-    if view == "vote":                  # the vote view: article LEFT JOIN counts, by id
-        workloads.setup(db, keys)
-        table, name = "vote", workloads.VIEW_NAME
-    else:
-        db.execute("CREATE TABLE t (a INT, b INT)")
-        db.execute(f"CREATE VIEW v AS {VIEWS[view]}")
-        table, name = "t", "v"
+def rss(trim: bool = True) -> int:
+    """This process's resident set in bytes (``/proc/self/statm``); with ``trim``, after
+    a full collection and glibc's ``malloc_trim`` hand freed memory back to the system,
+    so two readings compare what is live rather than what the allocator kept."""
+    if trim:
+        gc.collect()
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):    # not glibc: the reading is untrimmed
+            pass
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _rows(rows: int, more: int, keys: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    data = np.stack([rng.integers(0, keys, rows + more), rng.integers(0, 1 << 30, rows + more)],
+    return np.stack([rng.integers(0, keys, rows + more), rng.integers(0, 1 << 30, rows + more)],
                     axis=1).astype(np.int64)
-    chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, rows, batch)]
-    later = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(rows, rows + more, batch)]
+
+
+def _chunks(data: np.ndarray, lo: int, hi: int, batch: int) -> list[list[tuple]]:
+    return [[tuple(r) for r in data[i:min(i + batch, hi)].tolist()] for i in range(lo, hi, batch)]
+
+
+def _schema(db, view: str, keys: int, views: bool = True) -> tuple[str, str]:
+    """Create the bench's tables (and, with ``views``, its view); (table, view name)."""
+    if view == "vote":                  # the vote view: article LEFT JOIN counts, by id
+        for sql in workloads.SCHEMA:
+            db.execute(sql)
+        if views:
+            db.execute(workloads.VIEW)
+        db.table("article").insert(workloads.articles(keys))
+        return "vote", workloads.VIEW_NAME
+    db.execute("CREATE TABLE t (a INT, b INT)")
+    if views:
+        db.execute(f"CREATE VIEW v AS {VIEWS[view]}")
+    return "t", "v"
+
+
+def expected_counts(data: np.ndarray, keys: int) -> np.ndarray:
+    """Rows (votes) a key among ``data``'s: what every answer is checked against."""
+    return np.bincount(data[:, 0], minlength=keys)
+
+
+def check(view: str, key: int, answer: list, counts: np.ndarray) -> None:
+    """Raise ``AssertionError`` unless ``answer`` (a lookup of ``key``) is right for the
+    rows written, ``counts`` rows a key: ``rows`` that many rows, ``count`` that count
+    (no row for 0), ``vote`` the article with that many votes (NULL for 0)."""
+    n = int(counts[key])
+    if view == "rows":
+        ok = len(answer) == n
+    elif view == "count":
+        ok = answer == ([(key, n)] if n else [])
+    else:
+        ok = answer == [(key, f"article {key}", n if n else None)]
+    if not ok:
+        raise AssertionError(f"wrong answer for key {key}: {answer!r}, expected {n} rows a key")
+
+
+def tables_rss(partial: bool, rows: int, more: int, keys: int, view: str, batch: int,
+               seed: int) -> tuple[int, int]:
+    """RSS of a process holding the bench's tables only: the same connection, schema and
+    load as ``one_run``'s, no view (run it in a fresh process: ``in_child``). Then again
+    after the same view was created, read once and closed on a second, empty connection
+    of the same mode: creating a view loads the engine's compiled kernels (numba's code
+    and its modules, tens of MB, once a process, whatever the data), which the second
+    reading holds and the first does not."""
+    db = connect(partial=partial)
+    table, _ = _schema(db, view, keys, views=False)
+    data = _rows(rows, more, keys, seed)
+    chunks = _chunks(data, 0, rows, batch)
+    _timed_inserts(db, db.table(table), chunks)
+    del chunks
+    tables = rss()
+    warm = connect(partial=partial)
+    _, name = _schema(warm, view, 1)
+    warm.view(name).lookup(0)
+    warm.close()
+    del warm
+    return tables, rss()
+
+
+def in_child(fn, *args):
+    """``fn(*args)`` in a fresh interpreter (spawned: nothing inherited from this one, so
+    two such runs import the same modules and differ only in what ``fn`` builds)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
+        return ex.submit(fn, *args).result()
+
+
+def rss_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
+            batch: int, seed: int) -> dict[str, float]:
+    """``one_run`` with ``measure_rss``, and ``tables_rss``, each in a fresh process: the
+    views' RSS is the first's RSS after the reads less the second's (issue 20's "process
+    RSS minus the same process with the tables only"); of it, ``kernels_rss`` is what
+    any view costs a process once (``tables_rss``'s second reading less its first) and
+    ``state_rss`` the rest."""
+    out = in_child(one_run, partial, rows, keys, read, more, view, batch, seed, True)
+    tables, warm = in_child(tables_rss, partial, rows, more, keys, view, batch, seed)
+    return out | {"tables_rss": tables, "views_rss": out["rss"] - tables,
+                  "kernels_rss": warm - tables, "state_rss": out["rss"] - warm}
+
+
+def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
+            batch: int, seed: int, measure_rss: bool = False) -> dict[str, float]:
+    """One mode's run (module docstring); with ``measure_rss``, also the process's RSS
+    after the reads, before the writes after them (``rss``)."""
+    db = connect(partial=partial)
+    table, name = _schema(db, view, keys)
+    data = _rows(rows, more, keys, seed)
+    counts = expected_counts(data[:rows], keys)
+    chunks = _chunks(data, 0, rows, batch)
     t = db.table(table)
     load, _ = _timed_inserts(db, t, chunks)
+    del chunks
     v = db.view(name)
     read_keys = random.Random(seed).sample(range(keys), max(1, int(keys * read)))
-    first, second = [], []
-    for k in read_keys:
+    first, second = np.empty(len(read_keys)), np.empty(len(read_keys))
+    for i, k in enumerate(read_keys):
         s = time.perf_counter()
-        v.lookup(k)
-        first.append(time.perf_counter() - s)
-    for k in read_keys:
+        got = v.lookup(k)
+        first[i] = time.perf_counter() - s
+        check(view, k, got, counts)
+    for i, k in enumerate(read_keys):
         s = time.perf_counter()
-        v.lookup(k)
-        second.append(time.perf_counter() - s)
+        got = v.lookup(k)
+        second[i] = time.perf_counter() - s
+        check(view, k, got, counts)
+    after = rss() if measure_rss else 0
+    later = _chunks(data, rows, rows + more, batch)
     writes, writes_cpu = _timed_inserts(db, t, later)
     kinds = {n["id"]: n["kind"] for n in db.graph()}
     mem = db.memory()
     out = {"load_s": load, "writes_s": writes, "writes_cpu_s": writes_cpu,
-           "first_read_us": statistics.median(first) * 1e6,
-           "second_read_us": statistics.median(second) * 1e6,
+           "first_read_us": float(np.median(first)) * 1e6,
+           "second_read_us": float(np.median(second)) * 1e6,
            "views_bytes": sum(b for n, b in mem.items() if kinds[n] != "base"),
            "base_bytes": sum(b for n, b in mem.items() if kinds[n] == "base")}
+    if measure_rss:
+        out["rss"] = after
     db.close()
     return out
+
+
+def limit_run(rows: int, keys: int, view: str, batch: int, seed: int, limit: int,
+              every: int) -> dict[str, float]:
+    """Partial mode under ``memory_limit=limit``: every key read once in a random order,
+    each answer checked, the RSS (untrimmed: what the system sees) sampled every
+    ``every`` reads. ``start_rss`` (trimmed): after the load and the first read, which
+    builds the base's upquery index (the views hold one key). The tables-only baseline
+    is ``tables_rss`` in another fresh process (``_main_limit``)."""
+    db = connect(partial=True, memory_limit=limit)
+    table, name = _schema(db, view, keys)
+    data = _rows(rows, 0, keys, seed)
+    counts = expected_counts(data, keys)
+    chunks = _chunks(data, 0, rows, batch)
+    _timed_inserts(db, db.table(table), chunks)
+    del chunks
+    v = db.view(name)
+    order = list(range(keys))
+    random.Random(seed).shuffle(order)
+    check(view, order[0], v.lookup(order[0]), counts)
+    start = rss()
+    peak, samples, held = start, 0, 0
+    s = time.perf_counter()
+    for i, k in enumerate(order[1:], 1):
+        check(view, k, v.lookup(k), counts)
+        if i % every == 0:
+            peak, samples = max(peak, rss(trim=False)), samples + 1
+            held = max(held, sum(db.memory(bases=False).values()))
+    peak = max(peak, rss(trim=False))
+    out = {"start_rss": start, "max_rss": peak,
+           "max_views_bytes": held, "samples": samples + 1, "reads": len(order),
+           "read_s": time.perf_counter() - s}
+    db.close()
+    return out
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.3f}" if b > 0 else "n/a"
 
 
 def main(argv: list[str]) -> int:
@@ -95,18 +245,56 @@ def main(argv: list[str]) -> int:
                         "articles, --rows votes)")
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--rss", action="store_true",
+                   help="also the process's RSS after the reads, less a fresh process's "
+                        "with the tables only (the views' RSS), per mode")
+    p.add_argument("--memory-limit", dest="memory_limit", type=int, default=None,
+                   metavar="BYTES", help="instead: partial mode under this memory_limit, "
+                   "every key read once in a random order, RSS sampled (--every)")
+    p.add_argument("--every", type=int, default=10_000, help="reads between RSS samples")
     a = p.parse_args(argv)
+    if a.memory_limit is not None:
+        return _main_limit(a)
     more = a.rows // 10 if a.more is None else a.more
     print(f"rows={a.rows} keys={a.keys} read={a.read:g} more={more} view={a.view} "
           f"batch={a.batch} repeat={a.repeat}")
     cols = ["views_bytes", "base_bytes", "load_s", "writes_s", "writes_cpu_s", "first_read_us",
-            "second_read_us"]
+            "second_read_us"] + (["tables_rss", "rss", "views_rss", "kernels_rss", "state_rss"] if a.rss else [])
     print(f"{'mode':8}" + "".join(f"{c:>16}" for c in cols))
+    views_rss, state_rss = {}, {}
     for partial in (False, True):
-        runs = [one_run(partial, a.rows, a.keys, a.read, more, a.view, a.batch, seed)
+        run = rss_run if a.rss else one_run
+        runs = [run(partial, a.rows, a.keys, a.read, more, a.view, a.batch, seed)
                 for seed in range(a.repeat)]
         med = {c: statistics.median(r[c] for r in runs) for c in cols}
-        cells = "".join(f"{med[c]:>16,.0f}" if c.endswith("bytes") else f"{med[c]:>16.4g}"
-                        for c in cols)
+        cells = "".join(f"{med[c]:>16,.0f}" if c.endswith(("bytes", "rss")) else
+                        f"{med[c]:>16.4g}" for c in cols)
         print(f"{'partial' if partial else 'full':8}" + cells)
+        views_rss[partial], state_rss[partial] = med.get("views_rss", 0), med.get("state_rss", 0)
+    if a.rss:
+        for what, d in (("views' RSS", views_rss), ("less the kernels", state_rss)):
+            print(f"{what} partial/full: {_ratio(d[True], d[False])} ({_mb(d[True])} / "
+                  f"{_mb(d[False])})")
+    return 0
+
+
+def _main_limit(a: argparse.Namespace) -> int:
+    print(f"rows={a.rows} keys={a.keys} view={a.view} batch={a.batch} "
+          f"memory_limit={a.memory_limit} every={a.every}")
+    r = in_child(limit_run, a.rows, a.keys, a.view, a.batch, 0, a.memory_limit, a.every)
+    r["tables_rss"], warm = in_child(tables_rss, True, a.rows, 0, a.keys, a.view, a.batch, 0)
+    allowance = r["start_rss"] - r["tables_rss"]
+    print(f"reads {r['reads']:,} (every key once, each answer right) in {r['read_s']:.1f} s; "
+          f"{r['samples']} RSS samples")
+    print(f"tables-only RSS (fresh process)     {_mb(r['tables_rss'])}")
+    print(f"RSS after the load and one read     {_mb(r['start_rss'])} "
+          f"(allowance: +{_mb(allowance)}: the views' compiled kernels "
+          f"{_mb(warm - r['tables_rss'])}, the base's upquery index, the empty views)")
+    print(f"max RSS while reading               {_mb(r['max_rss'])}")
+    print(f"max views' bytes (db.memory)        {_mb(r['max_views_bytes'])}")
+    plain = r["max_rss"] <= r["tables_rss"] + a.memory_limit
+    allowed = r["max_rss"] <= r["tables_rss"] + a.memory_limit + max(allowance, 0)
+    print(f"max RSS <= tables + limit: {'yes' if plain else 'no'} "
+          f"({_mb(r['max_rss'] - r['tables_rss'])} over the tables against "
+          f"{_mb(a.memory_limit)}); with the allowance: {'yes' if allowed else 'no'}")
     return 0
