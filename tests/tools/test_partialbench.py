@@ -1,8 +1,14 @@
-"""noria-py bench partial, tiny: it runs, and partial mode holds less in its views."""
+"""noria-py bench partial, tiny: it runs, partial mode holds less in its views, and a
+wrong answer (the bench's record of the rows planted wrong) fails the run."""
 from __future__ import annotations
 
+import random
+
+import pytest
+
+from noria_tools import partialbench
 from noria_tools.bench import BENCHES
-from noria_tools.partialbench import one_run
+from noria_tools.partialbench import limit_run, one_run
 
 
 def test_bench_partial_is_listed_and_partial_holds_less():
@@ -18,3 +24,47 @@ def test_bench_partial_prints_a_row_per_mode(capsys):
     assert BENCHES["partial"](["--rows", "1000", "--keys", "100", "--repeat", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out[2:]] == ["full", "partial"]
+
+
+def _corrupt(monkeypatch, key: int) -> None:
+    """The bench's own record of the rows written says one row more for ``key``."""
+    real = partialbench.expected_counts
+
+    def wrong(data, keys):
+        counts = real(data, keys)
+        counts[key] += 1
+        return counts
+    monkeypatch.setattr(partialbench, "expected_counts", wrong)
+
+
+def test_rss_run_checks_every_answer(monkeypatch):
+    for view in ("rows", "count", "vote"):
+        out = one_run(True, 2000, 200, 0.5, 200, view, 100, 0, measure_rss=True)
+        assert out["rss"] > 0
+    read = random.Random(0).sample(range(200), 100)      # the keys one_run reads
+    _corrupt(monkeypatch, read[7])
+    with pytest.raises(AssertionError, match=f"wrong answer for key {read[7]}"):
+        one_run(True, 2000, 200, 0.5, 200, "vote", 100, 0, measure_rss=True)
+
+
+def test_limit_run_reads_every_key_right(monkeypatch):
+    out = limit_run(2000, 200, "vote", 100, 0, 5000, 20)
+    assert out["reads"] == 200 and out["samples"] == 10
+    assert out["max_rss"] >= out["start_rss"] > 0
+    _corrupt(monkeypatch, 123)
+    with pytest.raises(AssertionError, match="wrong answer for key 123"):
+        limit_run(2000, 200, "vote", 100, 0, 5000, 20)
+
+
+@pytest.mark.slow
+def test_bench_partial_rss_and_memory_limit_print_their_verdicts(capsys):
+    """The options end to end (fresh processes: a few seconds each)."""
+    assert BENCHES["partial"](["--rows", "1000", "--keys", "100", "--view", "vote",
+                               "--memory-limit", "20000", "--every", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "reads 100 (every key once, each answer right)" in out
+    assert "max RSS <= tables + limit:" in out
+    assert BENCHES["partial"](["--rows", "1000", "--keys", "100", "--view", "vote",
+                               "--repeat", "1", "--rss"]) == 0
+    out = capsys.readouterr().out
+    assert "views' RSS partial/full:" in out and "less the kernels partial/full:" in out
