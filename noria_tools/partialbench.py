@@ -12,6 +12,16 @@ the views' bytes (``db.memory(bases=False)``, the readers and, for ``count``, th
 aggregate), the base's (its upquery index included), the medians of the read
 latencies and the write seconds (wall clock; for the writes after reads, CPU seconds of
 the process too, steadier on a shared machine), over ``--repeat`` runs.
+
+``--rss`` (issue 20's measure of the views' memory): each mode's run in a fresh process,
+and beside it another fresh process that loads the same tables the same way with no
+view; the views' RSS is the first's RSS after the reads less the second's, both read
+after a full collection and ``malloc_trim``. Fresh processes on both sides, because the
+bench's own process has imported every bench (tens of MB the runs would not share).
+``--memory-limit BYTES``: partial mode under that limit, every key read once in a
+random order, RSS sampled every ``--every`` reads, against the tables-only process's.
+Every answer read is checked against the rows the bench wrote (``check``): a wrong one
+fails the run.
 """
 from __future__ import annotations
 
@@ -289,7 +299,8 @@ def _main_limit(a: argparse.Namespace) -> int:
     print(f"tables-only RSS (fresh process)     {_mb(r['tables_rss'])}")
     print(f"RSS after the load and one read     {_mb(r['start_rss'])} "
           f"(allowance: +{_mb(allowance)}: the views' compiled kernels "
-          f"{_mb(warm - r['tables_rss'])}, the base's upquery index, the empty views)")
+          f"{_mb(warm - r['tables_rss'])}, the base's upquery index, the bench's read "
+          f"order, the empty views)")
     print(f"max RSS while reading               {_mb(r['max_rss'])}")
     print(f"max views' bytes (db.memory)        {_mb(r['max_views_bytes'])}")
     plain = r["max_rss"] <= r["tables_rss"] + a.memory_limit
