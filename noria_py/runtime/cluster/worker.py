@@ -1271,10 +1271,11 @@ class Worker:
             reply([])
             return
         self._log(nid)                  # (made before its first write: as of the rows now)
-        out = d.write(batch)
-        self.accepted.setdefault(nid, []).append((out, batch, reply, tag))
+        entry: _Accepted = [[], batch, reply, tag]
+        self.accepted.setdefault(nid, []).append(entry)
         if nid not in self.committing:
-            self.commit(nid)
+            self.commit(nid)            # (out before the apply: the round trips overlap)
+        entry[0] = d.write(batch)       # (held until ``durable``, which comes after this)
 
     def _batch(self, op: Base, method: str, args: Sequence[Any]) -> Batch:
         """The validated batch of a write request (no state changes)."""
@@ -1322,9 +1323,10 @@ class Worker:
         batches = [b for _, b, _, _ in group]
         for b in batches:
             log.append(b)
-        if self.disk is not None:
-            self.disk.append(nid, batches)      # (durable here before it goes out)
         self._send_group(nid, via, batches, [tag for _, _, _, tag in group])
+        self.links.flush()              # (on its way while this worker goes on)
+        if self.disk is not None:
+            self.disk.append(nid, batches)      # (durable here before ``durable`` runs)
 
     def _send_group(self, nid: str, via: str | None, batches: list[Batch],
                     tags: list[int]) -> None:
@@ -1875,7 +1877,8 @@ def _source(frame: list[Any]) -> str:
 
 #: an accepted write waiting for the history: its output, its batch, its answer, the
 #: controller's tag (0: a client's)
-_Accepted = tuple[list[Message], Batch, Callable[[Any], None], int]
+#: an accepted write: [its output (filled once applied), batch, reply, tag]
+_Accepted = list[Any]
 
 
 class _Hosted:
