@@ -361,8 +361,8 @@ class Worker:
         self.replica_logs = ReplicaLogs()
         self.early_logs: dict[str, list[tuple[Sequence[Any], str]]] = {}
         #: with ``--data-dir``: both kinds of log on disk too, each written before what
-        #: acknowledges it (the owner's before its group goes out, the replica's
-        #: before ``rdur``)
+        #: acknowledges it (the owner's just after its group is sent, so before this
+        #: thread can take the ``rdur``; the replica's before it sends ``rdur``)
         self.disk: DiskLogs | None = (DiskLogs(disk) if disk is not None and self.at_workers
                                       else None)
         if self.at_workers:
