@@ -1469,6 +1469,7 @@ class Worker:
                 self.disk.reset(nid, self.replica_logs.logs[nid])
             n = int(f[5])
         self.links.send(src, ["rdur", nid, n])
+        self.links.flush()              # (the owner's client waits: not behind the inbox)
 
     def req_log_since(self, nid: str, n: int) -> list[Any]:
         """A lost owner's base's writes after write ``n`` (the controller's history's
