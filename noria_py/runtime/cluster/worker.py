@@ -370,8 +370,8 @@ class Worker:
         self.replica_logs = ReplicaLogs()
         self.early_logs: dict[str, list[tuple[Sequence[Any], str]]] = {}
         #: with ``--data-dir``: both kinds of log on disk too, each written before what
-        #: acknowledges it (the owner's before its group goes out, the replica's
-        #: before ``rdur``)
+        #: acknowledges it (the owner's just after its group is sent, so before this
+        #: thread can take the ``rdur``; the replica's before it sends ``rdur``)
         self.disk: DiskLogs | None = (DiskLogs(disk) if disk is not None and self.at_workers
                                       else None)
         if self.at_workers:
@@ -1314,10 +1314,11 @@ class Worker:
             reply([])
             return
         self._log(nid)                  # (made before its first write: as of the rows now)
-        out = d.write(batch)
-        self.accepted.setdefault(nid, []).append((out, batch, reply, tag))
+        entry: _Accepted = [[], batch, reply, tag]
+        self.accepted.setdefault(nid, []).append(entry)
         if nid not in self.committing:
-            self.commit(nid)
+            self.commit(nid)            # (out before the apply: the round trips overlap)
+        entry[0] = d.write(batch)       # (held until ``durable``, which comes after this)
 
     def _batch(self, op: Base, method: str, args: Sequence[Any]) -> Batch:
         """The validated batch of a write request (no state changes)."""
@@ -1365,9 +1366,10 @@ class Worker:
         batches = [b for _, b, _, _ in group]
         for b in batches:
             log.append(b)
-        if self.disk is not None:
-            self.disk.append(nid, batches)      # (durable here before it goes out)
         self._send_group(nid, via, batches, [tag for _, _, _, tag in group])
+        self.links.flush()              # (on its way while this worker goes on)
+        if self.disk is not None:
+            self.disk.append(nid, batches)      # (durable here before ``durable`` runs)
 
     def _send_group(self, nid: str, via: str | None, batches: list[Batch],
                     tags: list[int]) -> None:
@@ -1510,6 +1512,7 @@ class Worker:
                 self.disk.reset(nid, self.replica_logs.logs[nid])
             n = int(f[5])
         self.links.send(src, ["rdur", nid, n])
+        self.links.flush()              # (the owner's client waits: not behind the inbox)
 
     def req_log_since(self, nid: str, n: int) -> list[Any]:
         """A lost owner's base's writes after write ``n`` (the controller's history's
@@ -1920,7 +1923,8 @@ def _source(frame: list[Any]) -> str:
 
 #: an accepted write waiting for the history: its output, its batch, its answer, the
 #: controller's tag (0: a client's)
-_Accepted = tuple[list[Message], Batch, Callable[[Any], None], int]
+#: an accepted write: [its output (filled once applied), batch, reply, tag]
+_Accepted = list[Any]
 
 
 class _Hosted:

@@ -27,6 +27,17 @@ only below what it has sent the controller), so the controller completes its his
 from the replica's tail (``ReplicaLogs.since``) before a lost owner's base is
 restored.
 
+The order at the owner (``Worker.accept``, ``commit``): a write is validated first
+(``Base.prepare``: no state changes); then, if no group of its base is in flight, its
+group is sent to the replica and the link flushed, then appended to the owner's disk
+(below), then applied to the base (its output made and held), so the replica's round
+trip overlaps the owner's ``fsync`` and apply; the message thread takes ``rdur`` only
+after all of them, then the output goes out and the client is answered. A write sent
+before its apply cannot then be refused: it was checked against the very state it is
+applied to (the thread takes nothing in between). Should the apply raise all the same,
+the message thread ends, the worker is lost and the base is restored from the log,
+which holds the write: the log never holds a write the base does not take.
+
 With ``--data-dir DIR`` (``DiskLogs``), the owner and the replica each keep that log on
 disk too, under ``DIR/workers/<worker>/<table>/`` (``log_dir``): one ``Storage``
 directory per base (the embedded write-ahead log's files, framing and checks:
@@ -35,9 +46,10 @@ a record of its own, its number the base's write number. One directory per base,
 one log per worker, because a log is trimmed and replaced per base (a new replica's
 whole log, a restored base's), and read per base when its workers are lost; named by
 the table, which a restarted controller knows (node ids are renumbered). The owner appends a group, in
-one write and one ``fsync`` as the controller's WAL does each batch, before sending it
-to its replica, and the replica before answering ``rdur``: so an acknowledged write
-is on both disks. The log on disk is rewritten from the one in memory, so trimmed by
+one write and one ``fsync`` as the controller's WAL does each batch, just after sending
+it to its replica (the two overlap; its message thread takes the ``rdur`` only after
+the append), and the replica before answering ``rdur``: so an acknowledged write is on
+both disks. The log on disk is rewritten from the one in memory, so trimmed by
 the same rule (``hlow``, ``rtrim``), once enough writes were trimmed
 (``tuning.DISK_LOG_TRIM``). When a base's owner and replica are lost together, the
 controller completes its history from their directories (``disk_tail``: the longer

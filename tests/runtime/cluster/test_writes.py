@@ -10,12 +10,14 @@ and the SIGSTOP test, which covers the acknowledgement's rule and a write in fli
 at a SIGKILL."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import ssl
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -660,23 +662,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, monkeypatch):
-    """``--data-dir``, the workers in this process: with the base's owner's append to
-    its log on disk held, and then its replica's, a write is not acknowledged; once
-    the append is let go it is."""
+@contextlib.contextmanager
+def _in_process(data_dir: str | None = None) -> Iterator[noria_py.Database]:
+    """A ``--writes worker`` cluster in this process (the controller and three workers
+    as threads, so the test can hold their calls): its client."""
     from noria_py.runtime.cluster.worker import serve_worker
-    held = {"name": "", "gate": threading.Event()}
-    append = DiskLogs.append
-
-    def held_append(self, nid, batches):
-        if self.root.name == held["name"]:
-            held["gate"].wait(30)
-        append(self, nid, batches)
-    monkeypatch.setattr(DiskLogs, "append", held_append)
     port, made = _free_port(), []
     starting = threading.Thread(target=lambda: made.append(Server(
         port=port, workers=2, token="tok", spawn=False, writes="worker",
-        data_dir=str(tmp_path / "data"))), daemon=True)
+        data_dir=data_dir)), daemon=True)
     starting.start()
     time.sleep(0.3)
     workers = [threading.Thread(target=serve_worker, args=("127.0.0.1", port, "tok"),
@@ -685,26 +679,131 @@ def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, m
         w.start()
     starting.join(60)
     (server,) = made
+    db = noria_py.connect(f"noria://127.0.0.1:{port}", token="tok")
     try:
-        db = noria_py.connect(f"noria://127.0.0.1:{port}", token="tok")
-        db.execute("CREATE TABLE vote (a INT, u INT)")
-        t = db.table("vote")
-        t.insert([(1, 0)])
-        base = next(n for n in db.graph() if n["kind"] == "base")
-        assert base["replica"] not in (None, base["worker"])
-        for i, name in enumerate((base["worker"], base["replica"])):
-            held["name"], held["gate"] = name, threading.Event()
-            done = threading.Event()
-            writer = threading.Thread(target=lambda: (t.insert([(1, 1)]), done.set()))
-            writer.start()
-            assert not done.wait(1.0), name     # (not on that disk: not acknowledged)
-            held["gate"].set()
-            writer.join(30)
-            assert done.is_set()
-        assert len(t) == 3
-        db.close()
+        yield db
     finally:
-        held["gate"].set()
+        db.close()
         server.close()
         for w in workers:
             w.join(10)
+
+
+def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, monkeypatch):
+    """``--data-dir``, the workers in this process: with the base's owner's append to
+    its log on disk held, and then its replica's, a write is not acknowledged; once
+    the append is let go it is."""
+    held = {"name": "", "gate": threading.Event()}
+    append = DiskLogs.append
+
+    def held_append(self, nid, batches):
+        if self.root.name == held["name"]:
+            held["gate"].wait(30)
+        append(self, nid, batches)
+    monkeypatch.setattr(DiskLogs, "append", held_append)
+    try:
+        with _in_process(str(tmp_path / "data")) as db:
+            db.execute("CREATE TABLE vote (a INT, u INT)")
+            t = db.table("vote")
+            t.insert([(1, 0)])
+            base = next(n for n in db.graph() if n["kind"] == "base")
+            assert base["replica"] not in (None, base["worker"])
+            for name in (base["worker"], base["replica"]):
+                held["name"], held["gate"] = name, threading.Event()
+                done = threading.Event()
+                writer = threading.Thread(target=lambda: (t.insert([(1, 1)]), done.set()))
+                writer.start()
+                assert not done.wait(1.0), name     # (not on that disk: not acknowledged)
+                held["gate"].set()
+                writer.join(30)
+                assert done.is_set()
+            assert len(t) == 3
+    finally:
+        held["gate"].set()
+
+
+def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_output(
+        monkeypatch):
+    """The group goes to the log replica before the owner applies it (the replica's
+    round trip overlaps the apply): with the replica's append held, the owner's base
+    has taken the write (its time is past it), but no output of the base has left
+    (``emit``) and the client is not answered; once the replica has it, both come.
+    With the owner's apply held, the replica's log has the write. A refused write
+    goes to neither: the replica's log is the owner's table. (The
+    replica's message thread is held, so nothing here asks the controller, whose
+    lock would wait for it.)"""
+    from noria_py.runtime.cluster import worker as worker_mod
+    gate = threading.Event()
+    gate.set()
+    append, init, emit = ReplicaLogs.append, worker_mod.Worker.__init__, worker_mod.Worker.emit
+    workers, emitted = [], []
+
+    def held_append(self, nid, batches, tags):
+        if batches:
+            gate.wait(30)
+        append(self, nid, batches, tags)
+
+    def tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        workers.append(self)
+
+    def tracked_emit(self, msgs):
+        msgs = list(msgs)
+        emitted.extend(m.src for m in msgs)
+        emit(self, msgs)
+    monkeypatch.setattr(ReplicaLogs, "append", held_append)
+    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
+    monkeypatch.setattr(worker_mod.Worker, "emit", tracked_emit)
+    with _in_process() as db:
+        try:
+            db.execute("CREATE TABLE t (k INT PRIMARY KEY, n INT)")
+            db.execute("CREATE VIEW by_k AS SELECT k, n FROM t WHERE k = ?")
+            t, view = db.table("t"), db.view("by_k")
+            t.insert([(1, 10)])
+            base = next(n for n in db.graph() if n["kind"] == "base")
+            owner = next(w for w in workers if w.name == base["worker"])
+            replica = next(w for w in workers if w.name == base["replica"])
+            with pytest.raises(DuplicateKeyError):
+                t.insert([(1, 11)])                 # (refused: in no log)
+            db.wait()
+            assert view.lookup(1) == [(1, 10)]
+            d = owner.domains[base["id"]]
+            before, emitted[:] = d.time, []
+            gate.clear()
+            done = threading.Event()
+            writer = threading.Thread(target=lambda: (t.insert([(2, 20)]), done.set()))
+            writer.start()
+            deadline = time.monotonic() + 10
+            while d.time == before and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert d.time == before + 1             # applied while the replica logs it
+            assert not done.wait(0.5)               # not in the replica: not answered
+            assert base["id"] not in emitted        # and its output held
+        finally:
+            gate.set()
+        writer.join(30)
+        assert done.is_set()
+        assert base["id"] in emitted
+        db.wait()
+        assert view.lookup(2) == [(2, 20)]
+        log = replica.replica_logs.logs[base["id"]]
+        assert sorted(log.state_at(len(log)).stored_rows()) == [(1, 10), (2, 20)]
+        applying, write = threading.Event(), d.write
+
+        def held_write(batch):                  # (the owner's apply held instead)
+            applying.wait(30)
+            return write(batch)
+        monkeypatch.setattr(d, "write", held_write)
+        n = len(log)
+        try:
+            writer = threading.Thread(target=lambda: t.insert([(3, 30)]))
+            writer.start()
+            deadline = time.monotonic() + 10
+            while len(log) == n and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(log) == n + 1            # the replica has it before the apply ends
+        finally:
+            applying.set()
+        writer.join(30)
+        db.wait()
+        assert view.lookup(3) == [(3, 30)]
