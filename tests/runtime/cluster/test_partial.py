@@ -60,6 +60,19 @@ KEYS = list(range(12))
 TEXTS = ["x", "y", "zz", "w"]
 
 
+def _written(db, rng: random.Random, keys: list[int],
+             per_key: int) -> tuple[list[tuple], duckdb.DuckDBPyConnection]:
+    """``per_key`` random rows of each key written to ``t (a INT, b INT, c TEXT)`` and
+    waited for; the rows, and DuckDB holding them (the oracle)."""
+    rows = [(a, rng.randint(0, 99), rng.choice(TEXTS)) for a in keys for _ in range(per_key)]
+    db.table("t").insert(rows)
+    db.wait()
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (a INT, b INT, c TEXT)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?)", [list(r) for r in rows])
+    return rows, con
+
+
 def _key(rng: random.Random, view: str):
     return rng.choice(TEXTS) if view == "v_text" else rng.choice(KEYS)
 
@@ -551,14 +564,9 @@ def test_memory_and_one_limit_across_the_workers_and_a_pinned_key(channels):
         db.execute("CREATE VIEW v_rows AS SELECT a, b, c FROM t WHERE a = ?")
         db.execute("CREATE VIEW v_count AS SELECT a, COUNT(*) AS n, SUM(b) AS s FROM t "
                    "WHERE a = ? GROUP BY a")
-        rng = random.Random(5)
         keys = list(range(150))
-        rows = [(a, rng.randint(0, 99), rng.choice(TEXTS)) for a in keys for _ in range(3)]
-        db.table("t").insert(rows)
-        db.wait()
-        con = duckdb.connect()
-        con.execute("CREATE TABLE t (a INT, b INT, c TEXT)")
-        con.executemany("INSERT INTO t VALUES (?, ?, ?)", [list(r) for r in rows])
+        rng = random.Random(5)
+        rows, con = _written(db, rng, keys, 3)
         sql = {"v_rows": "SELECT a, b, c FROM t WHERE a = ?",
                "v_count": "SELECT a, COUNT(*), SUM(b) FROM t WHERE a = ? GROUP BY a"}
 
@@ -638,14 +646,9 @@ def test_held_operators_bytes_count_against_the_limit(shards):
             sql["v_distinct"] = "SELECT DISTINCT a, c FROM t WHERE a = ?"
         for name, q in sql.items():
             db.execute(f"CREATE VIEW {name} AS {q}")
-        rng = random.Random(shards)
         keys = list(range(120))
-        rows = [(a, rng.randint(0, 99), rng.choice(TEXTS)) for a in keys for _ in range(8)]
-        db.table("t").insert(rows)
-        db.wait()
-        con = duckdb.connect()
-        con.execute("CREATE TABLE t (a INT, b INT, c TEXT)")
-        con.executemany("INSERT INTO t VALUES (?, ?, ?)", [list(r) for r in rows])
+        rng = random.Random(shards)
+        _, con = _written(db, rng, keys, 8)
         graph = db.graph()
         held = {n["id"] for n in graph if n["kind"] in ("topk", "distinct", "aggregate")}
         assert held and all(n["partial"] for n in graph if n["id"] in held)
