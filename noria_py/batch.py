@@ -84,6 +84,12 @@ class Batch:
         rows = list(rows)
         return cls(rows, [-1] * len(rows))
 
+    @classmethod
+    def changes(cls, deletes: list[tuple], inserts: list[tuple]) -> "Batch":
+        """One write's batch: its deletions, then its insertions (the order a base
+        validates and logs them in)."""
+        return cls(deletes + inserts, [-1] * len(deletes) + [1] * len(inserts))
+
     def _as_rows(self) -> None:
         """About to be changed in place: drop the columnar form."""
         if self.cols is not None:

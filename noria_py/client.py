@@ -1002,7 +1002,7 @@ class Database:
             # (``ClusterRuntime.forward``)
             if arrays is None:
                 dels, ins = base.check_rows(deletes), base.check_rows(inserts)
-                batch = Batch(dels + ins, [-1] * len(dels) + [1] * len(ins))
+                batch = Batch.changes(dels, ins)
             else:
                 batch = base.prepare_arrays(arrays)
             if batch:

@@ -423,7 +423,7 @@ class Base(Operator):
                     seen.add(k)
         if not dels and self._rows is None and len(ins) >= tuning.ARRAY_MIN:
             return Batch.columnar(self.columns(ins, checked), np.ones(len(ins), dtype=np.int64))
-        return Batch(dels + ins, [-1] * len(dels) + [1] * len(ins))
+        return Batch.changes(dels, ins)
 
     def arrays_from_arrow(self, cols: Sequence) -> list[np.ndarray] | None:
         """Arrow columns (in table order) as arrays this table can take without a check

@@ -238,8 +238,7 @@ def disk_tail(dirs: list[Path], nid: str, n: int) -> list[Batch] | None:
                 continue
             later = []
         else:
-            later = [Batch(list(dels) + list(ins), [-1] * len(dels) + [1] * len(ins))
-                     for _, ins, dels in rec.later]
+            later = [Batch.changes(list(dels), list(ins)) for _, ins, dels in rec.later]
         if best is None or len(later) > len(best):
             best = later
     return best
