@@ -105,8 +105,7 @@ SUBSCRIBE_EVERY = 0.02
 #: messages). Recovery replays what came after the checkpoint, so these bound its
 #: cost (a few tens of milliseconds of rows); each checkpoint costs what changed since
 #: the last, state in arrays included (the keys changed, not the state: so no schedule
-#: by state size; doubling the interval left the vote join's total checkpoint time the
-#: same, docs/recovery.md, docs/benchmarks.md).
+#: by state size; docs/recovery.md, docs/benchmarks.md). Spacing by node kind: below.
 CHECKPOINT_EVERY = 1024
 CHECKPOINT_ROWS = 32768
 #: A join's shards go this many of those intervals between checkpoints, a reader's
