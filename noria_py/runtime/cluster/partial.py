@@ -10,7 +10,8 @@ What is partial. A reader whose key can be followed up a *chain* of single-paren
 filters, projections (passing the key columns on as plain columns) and sharders to
 one source that answers for the key from its own state (``chain``): a base table
 (its rows are on the controller, which builds an index on the key at the first
-upquery: ``Base.index_rows``), or a full aggregate or MIN/MAX grouped by exactly the
+upquery: ``Base.index_rows``; with ``--writes worker``, on the base's worker: step 2),
+or a full aggregate or MIN/MAX grouped by exactly the
 key, join on exactly the key, or TopK partitioned by exactly the key, on a worker.
 Anything else (a union, a full DISTINCT, several sources) leaves the reader full. An
 aggregate or MIN/MAX grouped by exactly the key, or a TopK partitioned by exactly
@@ -47,6 +48,11 @@ How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
    ``write`` frame sent before, on the same connection); for a worker's operator,
    without rows, to its worker, which computes them from the operator's state when
    it handles the frame (in order with every message it handled and sent before).
+   With ``--writes worker`` a base is such a source too: the clients' writes reach
+   its worker, not the controller, whose copy may lack writes whose output has left
+   (it would drop them at the hole); the worker computes the rows from the base's
+   own, less the writes it applied whose output waits for the base's log
+   (``source_rows``' ``held``), which follows the fill.
 3. Each worker on the chain passes the rows on, as its stateless node would (filter,
    projection, the sharder's part for the next node's shard), with ``fill`` frames on
    the same channels as the messages (direct links or the controller's relay, FIFO
@@ -150,6 +156,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ...batch import Batch
@@ -352,10 +359,29 @@ def step(graph: Graph, node_id: str, next_id: str, batch: Batch) -> Batch:
 
 
 def source_rows(graph: Graph, chain_ids: list[str], cols: tuple[int, ...],
-                keys: list[tuple[Any, ...]]) -> list[Batch]:
+                keys: list[tuple[Any, ...]], held: Sequence[Batch] = ()) -> list[Batch]:
     """Each key's rows, as the chain's source sends them to the next node: from its
-    state, where it is (the controller for a base, its worker otherwise)."""
-    return [rows_for(graph, chain_ids[0], chain_ids[1], cols, k) for k in keys]
+    state, where it is (the controller for a base; its worker for a base with
+    ``--writes worker``, and for any other source). ``held``: writes the source has
+    applied but whose output it has not sent yet (a base's writes waiting for its log
+    replica), left out: their output follows the fill, and is applied to the key."""
+    out = [rows_for(graph, chain_ids[0], chain_ids[1], cols, k) for k in keys]
+    return [before(b, cols, k, held) for b, k in zip(out, keys)] if held else out
+
+
+def before(rows: Batch, cols: tuple[int, ...], key: tuple[Any, ...],
+           writes: Sequence[Batch]) -> Batch:
+    """A base's ``rows`` whose ``cols`` equal ``key`` (each row's count its sign) as
+    they were before ``writes`` (applied after them, in order)."""
+    counts: dict[tuple[Any, ...], int] = {}
+    for r, s in zip(rows.rows, rows.signs):
+        counts[r] = counts.get(r, 0) + s
+    for b in writes:
+        for r, s in zip(b.rows, b.signs):
+            if tuple(r[c] for c in cols) == key:
+                counts[r] = counts.get(r, 0) - s
+    kept = [(r, n) for r, n in counts.items() if n]
+    return Batch([r for r, _ in kept], [n for _, n in kept])
 
 
 class ClusterPartial(Partial):
@@ -628,7 +654,9 @@ class ClusterPartial(Partial):
             rid, fut = rt.expect_upquery(at)
             for path, cols in chains:       # (one fill a chain: they meet at a join)
                 batches = None
-                if self.graph[path[0]].kind == "base":     # (its rows are here)
+                if self.graph[path[0]].kind == "base" and not rt.at_workers:
+                    # (its rows are here; with --writes worker, at its worker, which
+                    # computes them in order with the writes it takes: Worker._fill)
                     batches = [encode_batch(b)
                                for b in source_rows(self.graph, path, cols, keys)]
                 rt.worker_of(path[0]).put(["fill", path[0], ["", rid, path,

@@ -241,11 +241,9 @@ class Server:
         if writes not in WRITES:
             raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
         if writes == "worker":
-            # (what is built so far: the controller's history still logs the writes,
-            # and the rest of these keep a copy of the rows it does not)
+            # (what is built so far: docs/architecture.md, "Writes at the base's worker")
             for bad, why in ((channels != "direct", "--channels direct"),
-                             (regime != "treeclock", "--regime treeclock"),
-                             (partial, "no --partial")):
+                             (regime != "treeclock", "--regime treeclock")):
                 if bad:
                     raise ArgumentError(f"--writes worker needs {why} (not built yet)")
         elif data_dir is not None and (Path(data_dir) / "workers").exists():

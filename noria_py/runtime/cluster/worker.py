@@ -1045,8 +1045,10 @@ class Worker:
                         if held in op.holes:
                             op.evict(held)
             rows = []
-        elif batches is None:             # (the source, here: its state as of now)
-            rows = source_rows(self.graph, path, tuple(cols), key_tuples)
+        elif batches is None:             # (the source, here: its state as of now,
+            held = [b for _, b, _, _ in     # but a base's writes whose output waits)
+                    self.accepted.get(m.dst, []) + self.committing.get(m.dst, [])]
+            rows = source_rows(self.graph, path, tuple(cols), key_tuples, held)
         else:
             rows = [decode_batch(b) for b in batches]
             if at == len(path) - 1:

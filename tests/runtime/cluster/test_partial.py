@@ -154,9 +154,12 @@ def _check_memory(db) -> None:
 
 
 def _run(seed: int, shards: int, channels: str | None, limit: int | None = None,
-         kill: bool = False, ops: int = 60) -> None:
+         kill: bool = False, ops: int = 60, writes: str = "controller") -> None:
+    """``writes``: ``serve --writes`` (``worker``: a base's fills computed at its
+    worker, in order with the writes it takes)."""
     rng = random.Random(seed)
-    extra = ("--partial",) + (("--memory-limit", str(limit)) if limit is not None else ())
+    extra = ("--partial", "--writes", writes) + (
+        ("--memory-limit", str(limit)) if limit is not None else ())
     with Cluster(workers=2, shards=shards, extra=extra, channels=channels) as cluster:
         db = noria_py.connect(cluster.url)
         for sql in DDL:
@@ -249,6 +252,16 @@ def test_partial_cluster_with_a_worker_killed(seed):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_partial_cluster_with_writes_at_the_worker(seed):
+    """``--writes worker``: the clients write at the bases' workers, which compute the
+    bases' fills (leaving out the writes whose output waits for the log replica);
+    seeds 2-5 with a worker SIGKILLed mid-load; every read answers as DuckDB does."""
+    _run(seed + 20, shards=1 + seed % 2, channels="direct", limit=(None, 4000)[seed % 2],
+         kill=seed >= 2, writes="worker")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(2))
 def test_partial_cluster_under_a_memory_limit_with_a_worker_killed(seed):
     """The lost worker's share goes back to the pool, the spare starts at none and
@@ -262,6 +275,14 @@ def test_the_cluster_differential_with_partial_readers(seed, monkeypatch):
     """The cluster's own SIGKILL differential test (full views beside keyed ones)
     served with --partial."""
     _differential_with_kill(seed, monkeypatch, extra=("--partial",))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_the_cluster_differential_with_partial_readers_and_writes_at_the_worker(
+        seed, monkeypatch):
+    _differential_with_kill(seed, monkeypatch, extra=("--partial", "--writes", "worker"),
+                            channels="direct")
 
 
 def test_chains_of_partial_readers():
@@ -336,10 +357,10 @@ def test_serve_refuses_a_memory_limit_without_partial_or_below_zero():
 
 # ---------------------------------------------------------------- a worker in this process
 
-def _worker_with(sqls: list[str]):
+def _worker_with(sqls: list[str], writes: str = "controller"):
     """A direct-channels worker (w1) hosting every node of ``sqls`` (CREATE TABLE and
     CREATE VIEW), its controller the returned connection's other end, and the ids of
-    the nodes each view made."""
+    the nodes each view made. ``writes``: ``serve --writes``."""
     import socket
 
     from noria_py.graph import Graph
@@ -350,7 +371,7 @@ def _worker_with(sqls: list[str]):
     from sql_frontend import wire as plan_wire
 
     ours, theirs = socket.socketpair()
-    w = Worker(wire.Connection(ours), "w1", 1, clocks=False, channels="direct")
+    w = Worker(wire.Connection(ours), "w1", 1, clocks=False, channels="direct", writes=writes)
     parser = noria_py.connect()
     made: list = []
     shadow = Planner(Graph(), 1, made.append)       # (the controller's, numbering alike)
@@ -413,6 +434,35 @@ def test_a_fill_at_a_worker_fills_a_hole_once_and_writes_to_holes_are_dropped():
     w.write(base, Batch([(1, 11), (2, 21)]))
     _pump(w)
     assert sorted(op.lookup(1)) == [(1, 10), (1, 11)] and op.lookup(2) is None
+    ctl.close()
+
+
+def test_a_fill_of_a_base_at_its_worker_leaves_out_the_writes_whose_output_waits():
+    """``--writes worker``: a base's fill (no rows given) is computed at its worker
+    from the rows it holds, but a write applied there whose output waits for its log
+    (here the controller's history: no replica) is left out of it; its output, sent
+    once the log has it, behind the fill, is applied to the key once."""
+    w, ctl, views = _worker_with(["CREATE TABLE t (a INT, b INT)",
+                                  "CREATE VIEW v AS SELECT a, b FROM t WHERE a = ?"],
+                                 writes="worker")
+    (reader,) = views["v"]
+    base = w.graph[reader].parents[0]
+    w.make_partial(reader, None)
+    op = w.graph[reader].op
+    answers: list = []
+    w.accept(base, "insert", [[(1, 10), (2, 20)]], answers.append)
+    assert ctl.recv()[0] == "hist"
+    w.durable(base, 1)                                  # (its output: dropped at holes)
+    _pump(w)
+    w.accept(base, "insert", [[(1, 11), (1, 10)]], answers.append)
+    assert ctl.recv()[0] == "hist" and answers == [[]]  # (held: not durable yet)
+    w.frame(_fill_frame(base, 7, [base, reader], [1, 2], [0], None))
+    _pump(w)
+    assert ctl.recv() == ("rep", 7, (((1, 10),), ((2, 20),)))
+    w.durable(base, 1)
+    _pump(w)
+    assert answers == [[], []]
+    assert sorted(op.lookup(1)) == [(1, 10), (1, 10), (1, 11)] and op.lookup(2) == [(2, 20)]
     ctl.close()
 
 

@@ -663,14 +663,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _in_process(data_dir: str | None = None) -> Iterator[noria_py.Database]:
+def _in_process(data_dir: str | None = None,
+                partial: bool = False) -> Iterator[noria_py.Database]:
     """A ``--writes worker`` cluster in this process (the controller and three workers
     as threads, so the test can hold their calls): its client."""
     from noria_py.runtime.cluster.worker import serve_worker
     port, made = _free_port(), []
     starting = threading.Thread(target=lambda: made.append(Server(
         port=port, workers=2, token="tok", spawn=False, writes="worker",
-        data_dir=data_dir)), daemon=True)
+        data_dir=data_dir, partial=partial)), daemon=True)
     starting.start()
     time.sleep(0.3)
     workers = [threading.Thread(target=serve_worker, args=("127.0.0.1", port, "tok"),
@@ -807,3 +808,55 @@ def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_outpu
         writer.join(30)
         db.wait()
         assert view.lookup(3) == [(3, 30)]
+
+
+def test_a_write_made_durable_while_an_upquery_is_sent_is_in_its_fill_once(monkeypatch):
+    """``--partial``: a write at the base's worker that becomes durable (its output
+    sent, dropped at the reader's hole) after the controller took its lock for an
+    upquery, and before the fill reaches the base's worker, is in the fill: the base's
+    rows are computed there, in order with its writes, never from the controller's
+    copy (which does not have that write yet). The replica's ``rlog`` is set aside
+    (its message thread free: the lock's taking asks it for copies) and handed back
+    from inside the upquery."""
+    from noria_py.runtime.cluster import worker as worker_mod
+    from noria_py.runtime.cluster.partial import ClusterPartial
+    gate, in_upquery, aside = threading.Event(), threading.Event(), []
+    gate.set()
+    replica_frame, grant = worker_mod.Worker.replica_frame, ClusterPartial._grant
+
+    def held_frame(self, f, src):
+        if f[0] == "rlog" and not gate.is_set():
+            aside.append((self, f, src))
+            return
+        replica_frame(self, f, src)
+
+    def granted(self, w, n):            # (under the controller's lock, before the fill)
+        grant(self, w, n)
+        if not gate.is_set():
+            in_upquery.set()
+            gate.set()                  # the write becomes durable, its output sent
+            for worker, f, src in aside:
+                worker.inbox.put((src, f))
+            writer.join(30)
+    monkeypatch.setattr(worker_mod.Worker, "replica_frame", held_frame)
+    monkeypatch.setattr(ClusterPartial, "_grant", granted)
+    with _in_process(partial=True) as db:
+        try:
+            db.execute("CREATE TABLE t (k INT, n INT)")
+            db.execute("CREATE VIEW by_k AS SELECT k, n FROM t WHERE k = ?")
+            t, view = db.table("t"), db.view("by_k")
+            t.insert([(1, 10)])
+            db.wait()
+            gate.clear()
+            writer = threading.Thread(target=lambda: t.insert([(1, 11)]))
+            writer.start()
+            deadline = time.monotonic() + 10
+            while not aside and time.monotonic() < deadline:
+                time.sleep(0.01)        # (applied at the owner, held for its replica)
+            assert aside
+            assert sorted(view.lookup(1)) == [(1, 10), (1, 11)]
+            assert in_upquery.is_set() and not writer.is_alive()
+        finally:
+            gate.set()
+        db.wait()
+        assert sorted(view.lookup(1)) == [(1, 10), (1, 11)]
