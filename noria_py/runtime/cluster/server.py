@@ -82,6 +82,7 @@ from .restart import (
     plan_adoption,
     take_workers_logs,
 )
+from .writes import NOT_BUILT
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...recovery.report import RecoveryReport
@@ -242,10 +243,13 @@ class Server:
             raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
         if writes == "worker":
             # (what is built so far: docs/architecture.md, "Writes at the base's worker")
-            for bad, why in ((channels != "direct", "--channels direct"),
-                             (regime != "treeclock", "--regime treeclock")):
-                if bad:
-                    raise ArgumentError(f"--writes worker needs {why} (not built yet)")
+            if channels != "direct":
+                raise ArgumentError("--writes worker needs --channels direct (not built "
+                                    "yet: the log replica is sent on the peer links)")
+            if regime in NOT_BUILT:
+                raise ArgumentError(f"--writes worker with --regime {regime} is not built "
+                                    f"yet: {NOT_BUILT[regime]}; serve it with --regime "
+                                    "treeclock or lineage, or with --writes controller")
         elif data_dir is not None and (Path(data_dir) / "workers").exists():
             raise ArgumentError(f"the tables of {data_dir} are in its workers' logs "
                                 "(served with --writes worker): serve it with --writes worker")

@@ -83,6 +83,27 @@ from ..history import WriteHistory
 
 log = logging.getLogger("noria_py.cluster")
 
+#: the regimes writes at the bases' workers are not built with yet, and why: each
+#: reads, at a recovery, the bases' writes from the controller's history, which lags
+#: the workers' logs (it takes a live base's writes in groups, ``hcopy``, while that
+#: base goes on sending them to its children), and sets bases back there, where a
+#: base at its worker keeps its rows and a replicated log that would have to be set
+#: back with it. (``treeclock`` and ``lineage`` read a live base's writes from its
+#: worker, ``payload_after``, or rebuild with the clients' writes paused.)
+NOT_BUILT = {
+    "coordinated": "its epochs are started by the controller's count of the writes it "
+                   "takes, which here are none, and its rollback sets every base back and "
+                   "resends its writes from the controller's history",
+    "uncoordinated": "its recovery line sets bases back and resends their writes from the "
+                     "controller's history",
+    "cic": "its recovery line sets bases back and resends their writes from the "
+           "controller's history, and its ticks run per write at the controller",
+    "falkirk": "its frontier, on the uncoordinated regime's lines, sets bases back and "
+               "resends their writes from the controller's history",
+    "causal": "a lost node's writes from a live base are read from the controller's "
+              "history, which lags what that base sent",
+}
+
 #: per base, the tags of this many last writes are kept where its log is (the
 #: controller's history, a replica's log): a write whose worker was lost before it
 #: answered is done if its tag is there (``write_landed``), else it may be sent again

@@ -180,6 +180,10 @@ def test_writes_at_the_worker_need_what_is_built(tmp_path):
         Server(port=0, writes="worker", channels="relay", spawn=False)
     with pytest.raises(ArgumentError, match="serve it with --writes worker"):
         Server(port=0, writes="controller", data_dir=str(tmp_path), spawn=False)
+    for regime in ("coordinated", "uncoordinated", "cic", "causal", "falkirk"):
+        with pytest.raises(ArgumentError, match=f"--regime {regime} is not built yet: "
+                                                ".*controller's history"):
+            Server(port=0, writes="worker", regime=regime, spawn=False)
 
 
 @pytest.mark.slow
@@ -302,6 +306,17 @@ def test_sigkill_mid_load_matches_duckdb_with_writes_at_the_worker(seed, monkeyp
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigkill_soak_with_writes_at_the_worker(seed, monkeypatch):
     _differential_with_kill(seed, monkeypatch, extra=WORKER, channels="direct")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[:8])
+def test_lineage_regime_sigkill_soak_with_writes_at_the_worker(seed, monkeypatch):
+    """``--regime lineage``: a lost base is restored from its log (the controller's
+    history completed by its replica's tail), every other lost node rebuilt from the
+    bases' copies here, the clients' writes at the workers paused meanwhile."""
+    reports = _differential_with_kill(seed, monkeypatch, extra=(*WORKER, "--regime", "lineage"),
+                                      channels="direct")
+    assert reports and {r.strategy for r in reports} <= {"lineage", "treeclock"}, reports
 
 
 @pytest.mark.slow
