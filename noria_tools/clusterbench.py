@@ -149,8 +149,12 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
                 kills: int, strategy: str, shards: int = 1, checkpoints: bool = True,
                 subscriber: bool = False, many: int = 10_000, ray: str | None = None,
                 channels: str | None = None, arrow: bool = False,
-                writes: str | None = None, data_dir: str | None = None) -> dict:
-    """``data_dir``: served with ``--data-dir`` a new directory under it (left there)."""
+                writes: str | None = None, data_dir: str | None = None,
+                partial: bool = False) -> dict:
+    """``data_dir``: served with ``--data-dir`` a new directory under it (left there).
+    ``partial``: served with ``--partial`` (the vote view's reader, join and COUNT hold
+    only the keys read: the load's votes are dropped at holes, and the check's first
+    read of every key fills them, timed as ``fill``: keys/s)."""
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
     if data_dir is not None:
         os.makedirs(data_dir, exist_ok=True)
@@ -159,6 +163,8 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         extra += ("--channels", channels)
     if writes is not None:
         extra += ("--writes", writes)
+    if partial:
+        extra += ("--partial",)
     if ray is not None:             # the workers as Ray actors (placement.py)
         extra += ("--ray",) + (() if ray == "local" else (ray,))
     with Cluster(workers=workers, shards=shards, extra=extra) as cluster:
@@ -193,7 +199,10 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         ctrl_ns, work_ns = cpu1[2] - cpu0[2], cpu1[3] - cpu0[3]
         ctrl_share_ns = ctrl_ns / (ctrl_ns + work_ns) if ctrl_ns + work_ns > 0 else 0.0
         want = np.bincount(data[:, 0], minlength=articles)      # (the load, checked)
-        got = [rows[0][2] or 0 if rows else 0 for rows in view.lookup_many(range(articles))]
+        t1 = time.perf_counter()
+        found = view.lookup_many(range(articles))
+        fill = articles / (time.perf_counter() - t1)
+        got = [rows[0][2] or 0 if rows else 0 for rows in found]
         if got != want.tolist():
             raise AssertionError("the vote view's counts after the load are wrong")
         counts: dict[int, int] = {}
@@ -238,7 +247,7 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             "ctrl_share_ns": ctrl_share_ns, "ctrl_ms": ctrl_ns / 1e6,
             "p50": float(np.percentile(lat, 50)),
             "p99": float(np.percentile(lat, 99)), "read_p50": read_p50, "many": many_rate,
-            "recovery": recov, **subscribed}
+            "recovery": recov, "fill": fill, **subscribed}
 
 
 def write_steps(batch: int = 1000, articles: int = 10_000, writes: int = 100) -> None:
@@ -328,6 +337,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--data-dir", dest="data_dir", default=None, metavar="DIR",
                    help="serve --data-dir: each run in a new directory under DIR (the "
                         "write-ahead log; with --writes worker, the workers' logs)")
+    p.add_argument("--partial", action="store_true",
+                   help="serve --partial: the vote view holds only the keys read (the "
+                        "first read of every key after the load, filled by upqueries, "
+                        "timed in keys/s)")
     p.add_argument("--write-steps", action="store_true",
                    help="only the controller's CPU per write, step by step, in this process: "
                         "rows against columns (no cluster)")
@@ -340,6 +353,7 @@ def main(argv: list[str]) -> int:
           f"{'; workers as Ray actors' if a.ray else ''}"
           f"{f'; channels {a.channels}' if a.channels else ''}"
           f"{f'; writes at the {a.writes}' if a.writes else ''}"
+          f"{'; partial readers' if a.partial else ''}"
           f"{f'; --data-dir under {a.data_dir}' if a.data_dir else ''}"
           f"{'; the load through insert_arrow' if a.arrow else ''}; "
           f"client, controller and workers are separate processes on this machine")
@@ -349,13 +363,16 @@ def main(argv: list[str]) -> int:
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
-                        a.channels, a.arrow, a.writes, a.data_dir)
+                        a.channels, a.arrow, a.writes, a.data_dir, a.partial)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))
         print(f"{w:>7} {r['tput']:>9,.0f} {r['ctrl_share']:>8.1%} {r['p50']:>11.2f} {r['p99']:>11.2f} "
               f"{r['read_p50']:>11.0f} {r['many']:>11,.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} "
               f"{strategies:8} {r['ctrl_share_ns']:>8.2%} {r['ctrl_ms']:>8.1f}", flush=True)
+        if a.partial:
+            print(f"{'':>7} partial: the first read of every key (upqueries) "
+                  f"{r['fill']:,.0f} keys/s", flush=True)
         if a.subscriber:
             print(f"{'':>7} subscriber: change {r['sub_p50']:.1f} ms after the vote's "
                   f"acknowledgement (p50); votes/s with it over without: {r['sub_ratio']:.2f}",
