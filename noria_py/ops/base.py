@@ -105,57 +105,81 @@ def _expanded(chunk: Batch) -> Iterator[tuple]:
 
 
 class ChunkIndex:
-    """An index on one int column over an insert-only table's write batches (``chunks``):
-    the key values of the first ``upto`` chunks sorted (``keys``) with each one's
-    position among those chunks' rows (``where``), 16 bytes a row; a write costs
-    nothing. A lookup binary-searches the sorted part and scans the chunks written
-    since (numpy per columnar chunk); once those hold more than a sixteenth of the
-    rows (and over ``TAIL_MIN``), the next lookup sorts everything again: amortized
-    O(log n) per row written."""
+    """An index on one int column (``col``) of an insert-only table kept as its write
+    batches (``Base.chunks``), that keeps the table's first batch sorted on that column.
+
+    The first lookup, and any lookup once the batches written since hold more than a
+    sixteenth of the rows (and over ``TAIL_MIN``), merges every batch into one columnar
+    batch sorted on ``col`` (stable) that becomes the table's first and only batch
+    (``sort``); the index keeps only that batch's distinct keys (``keys``) and where
+    each one's rows begin (``starts``: the rows of ``keys[i]`` are rows
+    ``starts[i]:starts[i+1]``), 12 bytes a distinct key: about 1.2 bytes a row at ten
+    rows a key, where keys and positions of every row cost 16. A lookup
+    binary-searches ``keys``, slices the sorted batch and scans the batches written
+    since (numpy per columnar batch). A write costs nothing; a re-sort is a stable
+    sort of a sorted run and a tail (amortized O(log n) per row written, less where
+    the sort finds the run).
+
+    Invariants: the table's rows are a multiset, so reordering its batches changes no
+    answer; the index holds while ``chunks[0]`` is the batch it sorted (``sorted``,
+    checked by identity of its key column at each lookup: anything else, a reset or
+    the table turned indexed, means sorting again). ``sort`` replaces the table's list
+    of batches by a new list rather than editing it, under the lock every write and
+    upquery take (partial.py rule 1), so an iterator over the old list (a snapshot
+    being stored) still sees the old batches. One table keeps one sorted order: a
+    second indexed column takes a dict index (``Base.index_rows``)."""
 
     TAIL_MIN = 4096
 
     def __init__(self, col: int) -> None:
         self.col = col
-        self.upto = 0
+        self.sorted: np.ndarray | None = None      # the sorted batch's key column
         self.keys = np.zeros(0, dtype=np.int64)
-        self.where = np.zeros(0, dtype=np.int64)
-        self.starts = np.zeros(1, dtype=np.int64)   # each sorted chunk's first position
+        self.starts = np.zeros(1, dtype=np.uint32)
 
-    def _key_column(self, chunk: Batch) -> np.ndarray | None:
-        cols = chunk.cols
-        if cols is not None:
-            c = cols[self.col]
-            return c if c.dtype == np.int64 else None
-        values = [r[self.col] for r in chunk.rows]
-        if not all(type(v) is int for v in values):
-            return None
-        return np.array(values, dtype=np.int64)
+    def stale(self, chunks: list[Batch]) -> bool:
+        """Whether ``chunks`` must be sorted again before a lookup."""
+        if not chunks:
+            return False
+        first = chunks[0].cols
+        if self.sorted is None or first is None or first[self.col] is not self.sorted:
+            return True
+        tail = sum(len(c) for c in chunks[1:])
+        return tail > max(self.TAIL_MIN, len(self.sorted) // 16)
 
-    def _rebuild(self, chunks: list[Batch]) -> bool:
+    def sort(self, chunks: list[Batch], columns) -> list[Batch] | None:
+        """The table's batches as one batch sorted on ``col`` (``columns``: a row
+        batch's rows -> its arrays, ``Base.columns``), the index built on it; None
+        where the key column is not all ints (the caller uses a dict index)."""
         parts = []
         for ch in chunks:
-            k = self._key_column(ch)
-            if k is None:
-                return False
-            parts.append(k)
-        keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            if not len(ch):
+                continue
+            if ch.cols is None:
+                ch = Batch.columnar(columns(ch.rows), np.array(ch.signs, dtype=np.int64))
+            if ch.cols[self.col].dtype != np.int64:     # type: ignore[index]  # columnar
+                return None
+            parts.append(ch)
+        if not parts:
+            return []
+        keys = np.concatenate([p.cols[self.col] for p in parts])    # type: ignore[index]
         order = np.argsort(keys, kind="stable")
-        self.keys, self.where = keys[order], order.astype(np.int64)
-        self.starts = np.cumsum([0] + [len(p) for p in parts], dtype=np.int64)
-        self.upto = len(chunks)
-        return True
+        keys = keys[order]
+        cols = [keys if i == self.col else concat([p.cols[i] for p in parts])[order]  # type: ignore[index]
+                for i in range(len(parts[0].cols))]                 # type: ignore[arg-type]
+        signs = np.concatenate([p.sign_array for p in parts])[order]
+        bounds = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+        self.keys = keys[np.concatenate(([0], bounds))]
+        starts = np.concatenate(([0], bounds, [len(keys)]))
+        self.starts = starts.astype(np.uint32 if len(keys) < 2**32 else np.int64)
+        self.sorted = keys
+        return [Batch.columnar(cols, signs)]
 
     def rows(self, chunks: list[Batch], key) -> Batch | None:
-        """The rows under ``key``, or None where this index cannot answer (a key
-        column that is not all ints: the caller uses a dict index)."""
-        if self.upto > len(chunks):             # (cannot happen: chunks only grow)
-            self.upto = 0
-        tail = sum(len(c) for c in chunks[self.upto:])
-        if tail > max(self.TAIL_MIN, len(self.keys) // 16) or (self.upto == 0 and chunks):
-            if not self._rebuild(chunks):
-                return None
-        tails = [self._key_column(ch) for ch in chunks[self.upto:]]
+        """The rows under ``key`` (``chunks`` sorted: not ``stale``), or None where this
+        index cannot answer (a batch written since whose key column is not all ints:
+        the caller uses a dict index)."""
+        tails = [_int_column(ch, self.col) for ch in chunks[1:]]
         if any(k is None for k in tails):
             return None
         if type(key) is not int:        # an int column: only an int-equal key matches
@@ -167,26 +191,36 @@ class ChunkIndex:
             return Batch()
         rows: list[tuple] = []
         signs: list[int] = []
-        lo = np.searchsorted(self.keys, key, side="left")
-        hi = np.searchsorted(self.keys, key, side="right")
-        if hi > lo:
-            pos = self.where[lo:hi]
-            which = np.searchsorted(self.starts, pos, side="right") - 1
-            for ci in np.unique(which).tolist():
-                _take(chunks[ci], pos[which == ci] - self.starts[ci], rows, signs)
-        for ch, k in zip(chunks[self.upto:], tails):
+        i = int(np.searchsorted(self.keys, key))
+        if i < len(self.keys) and self.keys[i] == key:
+            lo, hi = int(self.starts[i]), int(self.starts[i + 1])
+            _take(chunks[0], slice(lo, hi), rows, signs)
+        for ch, k in zip(chunks[1:], tails):
             at = np.flatnonzero(k == key)
             if len(at):
                 _take(ch, at, rows, signs)
         return Batch(rows, signs)
 
 
-def _take(chunk: Batch, at: np.ndarray, rows: list[tuple], signs: list[int]) -> None:
+def _int_column(chunk: Batch, col: int) -> np.ndarray | None:
+    """A batch's column ``col`` as int64, or None if it holds anything but ints."""
+    cols = chunk.cols
+    if cols is not None:
+        c = cols[col]
+        return c if c.dtype == np.int64 else None
+    values = [r[col] for r in chunk.rows]
+    if not all(type(v) is int for v in values):
+        return None
+    return np.array(values, dtype=np.int64)
+
+
+def _take(chunk: Batch, at: np.ndarray | slice, rows: list[tuple], signs: list[int]) -> None:
     """Append the rows of ``chunk`` at positions ``at``, with their signs."""
     if chunk.cols is not None:
         rows.extend(zip(*[column_list(c[at]) for c in chunk.cols]))
         signs.extend(chunk.sign_array[at].tolist())     # type: ignore[index]  # columnar
     else:
+        assert isinstance(at, np.ndarray)
         for i in at.tolist():
             rows.append(chunk.rows[i])
             signs.append(chunk.signs[i])
@@ -230,6 +264,7 @@ class Base(Operator):
                     rows[r] = rows.get(r, 0) + s
             self.chunks = []
             self.n = 0
+            self.chunk_indexes = {}
         return rows
 
     def stored_rows(self) -> Iterator:
@@ -498,9 +533,11 @@ class Base(Operator):
 
         The primary key needs no index of its own (``by_key`` is one). While the table
         is kept as its write batches (insert-only) and the key is one column of ints,
-        the index is a ``ChunkIndex`` (sorted keys and positions,
-        16 bytes a row, nothing done per write); otherwise a dict, key -> rows, built
-        from the rows at the first call and kept up to date by ``process``."""
+        the first such column's index is a ``ChunkIndex`` (the batches merged into one
+        sorted on the column, and its distinct keys with where each one's rows begin:
+        about 12 bytes a distinct key, nothing done per write); otherwise a dict,
+        key -> rows, built from the rows at the first call and kept up to date by
+        ``process``."""
         if key is None:
             return self.snapshot()
         pk = self.pk
@@ -508,11 +545,17 @@ class Base(Operator):
             # the primary key: its own map (``by_key``) is the index, one row a key
             row = self.by_key.get(tuple(key[cols.index(c)] for c in pk))
             return Batch() if row is None else Batch([row], [1])
-        if self._rows is None and cols not in self.indexes and len(cols) == 1:
+        if (self._rows is None and cols not in self.indexes and len(cols) == 1
+                and set(self.chunk_indexes) <= {cols}):
             sorted_index = self.chunk_indexes.get(cols)
             if sorted_index is None:
                 sorted_index = self.chunk_indexes[cols] = ChunkIndex(cols[0])
-            found = sorted_index.rows(self.chunks, key[0])
+            chunks: list[Batch] | None = self.chunks
+            if sorted_index.stale(self.chunks):
+                chunks = sorted_index.sort(self.chunks, self.columns)
+                if chunks is not None:
+                    self.chunks = chunks
+            found = None if chunks is None else sorted_index.rows(chunks, key[0])
             if found is not None:
                 return found
         self.chunk_indexes.pop(cols, None)      # (rows now in a dict, or keys not all ints)

@@ -586,3 +586,64 @@ def test_index_rows_of_keys_an_int_column_never_holds():
         assert not base.index_rows((0,), (k,))
     assert sorted(base.index_rows((0,), (3.0,)).rows) == sorted((3, i) for i in range(3, 100, 7))
     assert base.chunk_indexes and not base.indexes     # no dict index built for them
+
+
+_STEP = st.one_of(
+    st.tuples(st.just("insert"),
+              st.lists(st.tuples(st.integers(-3, 12),
+                                 st.one_of(st.none(), st.integers(0, 3)),
+                                 st.sampled_from(["x", "y", None])),
+                       min_size=0, max_size=40)),
+    st.tuples(st.just("copies"), st.tuples(st.integers(-3, 12), st.integers(1, 3))),
+    st.tuples(st.just("read"), st.integers(-4, 14)),
+    st.tuples(st.just("read_b"), st.integers(0, 3)),
+    st.tuples(st.just("delete"), st.integers(0, 1000)),
+    st.tuples(st.just("store"), st.just(0)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=st.lists(_STEP, max_size=30), array_min=st.sampled_from([1, 8, 1000]),
+       tail_min=st.sampled_from([0, 5, 4096]))
+def test_chunk_index_answers_as_a_dict_of_rows(steps, array_min, tail_min):
+    """A model test: ``Base.index_rows`` on its sorted batches (``ChunkIndex``: row and
+    columnar batches, NULLs in other columns, re-sorts at any tail, a second column's
+    dict index, a delete turning the table indexed, rows written with a count) answers every key with exactly the
+    rows, and their counts, of a plain dict of key -> rows; the table's rows stay the
+    rows written."""
+    from noria_py import tuning
+    from noria_py.ops.base import ChunkIndex
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tuning, "ARRAY_MIN", array_min)
+        mp.setattr(ChunkIndex, "TAIL_MIN", tail_min)
+        _check_chunk_index(steps)
+
+
+def _check_chunk_index(steps) -> None:
+    base = Base(schema("t", ("a", T.INT), ("b", T.INT), ("c", T.TEXT)))
+    model: dict[int, list[tuple]] = {}
+    for op, arg in steps:
+        if op == "insert":
+            base.process(0, base.prepare(arg))
+            for r in arg:
+                model.setdefault(r[0], []).append(r)
+        elif op == "copies":                    # a row with a count (a log's replay)
+            row = (arg[0], arg[1], "z")
+            base.process(0, Batch([row], [arg[1]]))
+            model.setdefault(row[0], []).extend([row] * arg[1])
+        elif op == "delete":
+            held = [r for rows in model.values() for r in rows]
+            if held:
+                r = held[arg % len(held)]
+                base.process(0, base.prepare(deletes=[r]))
+                model[r[0]].remove(r)
+        elif op == "store":
+            assert sorted(base.all_rows(), key=repr) == sorted(
+                (r for rows in model.values() for r in rows), key=repr)
+        else:
+            col = 0 if op == "read" else 1
+            got = base.index_rows((col,), (arg,))
+            want = [r for rows in model.values() for r in rows if r[col] == arg]
+            assert sorted((r for r, s in zip(got.rows, got.signs) for _ in range(s)),
+                          key=repr) == sorted(want, key=repr)
+            assert all(s > 0 for s in got.signs)
+    assert ms(base.snapshot()) == ms(Batch.inserts(r for rows in model.values() for r in rows))
