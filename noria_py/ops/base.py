@@ -106,80 +106,109 @@ def _expanded(chunk: Batch) -> Iterator[tuple]:
 
 class ChunkIndex:
     """An index on one int column (``col``) of an insert-only table kept as its write
-    batches (``Base.chunks``), that keeps the table's first batch sorted on that column.
+    batches (``chunks``), which it never moves: for each distinct key of the first
+    ``upto`` batches, the numbers of the batches holding it (``ids``, uint16 while
+    there are at most 65,536 batches, else uint32), stored one key after another
+    (CSR): key ``k``'s batches are ``ids[starts[i]:starts[i+1]]``, where ``i`` is
+    ``k - lo`` if the keys are dense (``keys`` None: their range is under twice their
+    number, so ``starts`` by key costs at most 8 bytes a distinct key) or ``k``'s
+    place in the sorted distinct ``keys`` otherwise. At ten rows a key in batches of
+    1,000 that is about 2.4 bytes a row, where every row's key and position cost 16.
 
-    The first lookup, and any lookup once the batches written since hold more than a
-    sixteenth of the rows (and over ``TAIL_MIN``), merges every batch into one columnar
-    batch sorted on ``col`` (stable) that becomes the table's first and only batch
-    (``sort``); the index keeps only that batch's distinct keys (``keys``) and where
-    each one's rows begin (``starts``: the rows of ``keys[i]`` are rows
-    ``starts[i]:starts[i+1]``), 12 bytes a distinct key: about 1.2 bytes a row at ten
-    rows a key, where keys and positions of every row cost 16. A lookup
-    binary-searches ``keys``, slices the sorted batch and scans the batches written
-    since (numpy per columnar batch). A write costs nothing; a re-sort is a stable
-    sort of a sorted run and a tail (amortized O(log n) per row written, less where
-    the sort finds the run).
+    A lookup finds the key's batches and compares only those batches' key columns
+    with it (numpy, ~1,000 rows each), then scans the batches written since; once
+    those hold more than a sixteenth of the rows (and over ``TAIL_MIN``), the next
+    lookup builds everything again (a stable sort of every key): amortized O(log n)
+    per row written, and nothing done by a write.
 
-    Invariants: the table's rows are a multiset, so reordering its batches changes no
-    answer; the index holds while ``chunks[0]`` is the batch it sorted (``sorted``,
-    checked by identity of its key column at each lookup: anything else, a reset or
-    the table turned indexed, means sorting again). ``sort`` replaces the table's list
-    of batches by a new list rather than editing it, under the lock every write and
-    upquery take (partial.py rule 1), so an iterator over the old list (a snapshot
-    being stored) still sees the old batches. One table keeps one sorted order: a
-    second indexed column takes a dict index (``Base.index_rows``)."""
+    Invariants: batches only ever append to ``chunks`` while the table is insert-only
+    (a batch is never edited once sent), so batch ``ci`` and its rows stay where the
+    index saw them; the answer is every row of the key with its sign (a batch's rows
+    are insertions, a sign its count), because every batch holding the key is in
+    ``ids`` or in the tail."""
 
     TAIL_MIN = 4096
 
     def __init__(self, col: int) -> None:
         self.col = col
-        self.sorted: np.ndarray | None = None      # the sorted batch's key column
-        self.keys = np.zeros(0, dtype=np.int64)
-        self.starts = np.zeros(1, dtype=np.uint32)
+        self.upto = 0                   # batches indexed
+        self.rows_upto = 0              # rows (entries) in them
+        self.lo = 0                     # the dense form's first key
+        self.keys: np.ndarray | None = None
+        self.starts: np.ndarray = np.zeros(1, dtype=np.uint32)
+        self.ids: np.ndarray = np.zeros(0, dtype=np.uint16)
 
-    def stale(self, chunks: list[Batch]) -> bool:
-        """Whether ``chunks`` must be sorted again before a lookup."""
-        if not chunks:
-            return False
-        first = chunks[0].cols
-        if self.sorted is None or first is None or first[self.col] is not self.sorted:
-            return True
-        tail = sum(len(c) for c in chunks[1:])
-        return tail > max(self.TAIL_MIN, len(self.sorted) // 16)
+    def _key_column(self, chunk: Batch) -> np.ndarray | None:
+        cols = chunk.cols
+        if cols is not None:
+            c = cols[self.col]
+            return c if c.dtype == np.int64 else None
+        values = [r[self.col] for r in chunk.rows]
+        if not all(type(v) is int for v in values):
+            return None
+        return np.array(values, dtype=np.int64)
 
-    def sort(self, chunks: list[Batch], columns) -> list[Batch] | None:
-        """The table's batches as one batch sorted on ``col`` (``columns``: a row
-        batch's rows -> its arrays, ``Base.columns``), the index built on it; None
-        where the key column is not all ints (the caller uses a dict index)."""
+    def _rebuild(self, chunks: list[Batch]) -> bool:
         parts = []
         for ch in chunks:
-            if not len(ch):
-                continue
-            if ch.cols is None:
-                ch = Batch.columnar(columns(ch.rows), np.array(ch.signs, dtype=np.int64))
-            if ch.cols[self.col].dtype != np.int64:     # type: ignore[index]  # columnar
-                return None
-            parts.append(ch)
-        if not parts:
-            return []
-        keys = np.concatenate([p.cols[self.col] for p in parts])    # type: ignore[index]
+            k = self._key_column(ch)
+            if k is None:
+                return False
+            parts.append(k)
+        keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
-        cols = [keys if i == self.col else concat([p.cols[i] for p in parts])[order]  # type: ignore[index]
-                for i in range(len(parts[0].cols))]                 # type: ignore[arg-type]
-        signs = np.concatenate([p.sign_array for p in parts])[order]
-        bounds = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-        self.keys = keys[np.concatenate(([0], bounds))]
-        starts = np.concatenate(([0], bounds, [len(keys)]))
-        self.starts = starts.astype(np.uint32 if len(keys) < 2**32 else np.int64)
-        self.sorted = keys
-        return [Batch.columnar(cols, signs)]
+        id_type = np.uint16 if len(parts) <= 1 << 16 else np.uint32
+        ids = np.repeat(np.arange(len(parts), dtype=id_type), [len(p) for p in parts])[order]
+        del order
+        # one entry a (key, batch): the stable sort left each key's batch numbers rising
+        new = np.ones(len(keys), dtype=bool)
+        new[1:] = (keys[1:] != keys[:-1]) | (ids[1:] != ids[:-1])
+        keys, ids = keys[new], ids[new]
+        new = np.ones(len(keys), dtype=bool)
+        new[1:] = keys[1:] != keys[:-1]
+        first = np.flatnonzero(new)             # where each distinct key's entries begin
+        distinct = keys[first]
+        del keys
+        n = len(ids)
+        start_type = np.uint32 if n < 1 << 32 else np.int64
+        span = int(distinct[-1]) - int(distinct[0]) + 1 if len(distinct) else 0
+        if span < 2 * len(distinct):            # dense: ``starts`` by key - lo
+            self.lo, self.keys = int(distinct[0]), None
+            counts = np.zeros(span, dtype=np.int64)
+            counts[distinct - self.lo] = np.diff(np.append(first, n))
+            self.starts = np.zeros(span + 1, dtype=start_type)
+            self.starts[1:] = np.cumsum(counts)
+        else:
+            self.keys = distinct
+            self.starts = np.append(first, n).astype(start_type)
+        self.ids = ids
+        self.upto = len(chunks)
+        self.rows_upto = sum(len(p) for p in parts)
+        return True
+
+    def _batches(self, key: int) -> list[int]:
+        """The numbers of the indexed batches holding ``key``."""
+        if self.keys is None:
+            i = key - self.lo
+            if not 0 <= i < len(self.starts) - 1:
+                return []
+        else:
+            i = int(np.searchsorted(self.keys, key))
+            if i == len(self.keys) or self.keys[i] != key:
+                return []
+        return self.ids[int(self.starts[i]):int(self.starts[i + 1])].tolist()
 
     def rows(self, chunks: list[Batch], key) -> Batch | None:
-        """The rows under ``key`` (``chunks`` sorted: not ``stale``), or None where this
-        index cannot answer (a batch written since whose key column is not all ints:
-        the caller uses a dict index)."""
-        tails = [_int_column(ch, self.col) for ch in chunks[1:]]
+        """The rows under ``key``, or None where this index cannot answer (a key
+        column that is not all ints: the caller uses a dict index)."""
+        if self.upto > len(chunks):             # (cannot happen: chunks only grow)
+            self.upto = 0
+        tail = sum(len(c) for c in chunks[self.upto:])
+        if tail > max(self.TAIL_MIN, self.rows_upto // 16) or (self.upto == 0 and chunks):
+            if not self._rebuild(chunks):
+                return None
+        tails = [self._key_column(ch) for ch in chunks[self.upto:]]
         if any(k is None for k in tails):
             return None
         if type(key) is not int:        # an int column: only an int-equal key matches
@@ -191,36 +220,20 @@ class ChunkIndex:
             return Batch()
         rows: list[tuple] = []
         signs: list[int] = []
-        i = int(np.searchsorted(self.keys, key))
-        if i < len(self.keys) and self.keys[i] == key:
-            lo, hi = int(self.starts[i]), int(self.starts[i + 1])
-            _take(chunks[0], slice(lo, hi), rows, signs)
-        for ch, k in zip(chunks[1:], tails):
+        found = [(chunks[ci], self._key_column(chunks[ci])) for ci in self._batches(key)]
+        for ch, k in found + list(zip(chunks[self.upto:], tails)):
             at = np.flatnonzero(k == key)
             if len(at):
                 _take(ch, at, rows, signs)
         return Batch(rows, signs)
 
 
-def _int_column(chunk: Batch, col: int) -> np.ndarray | None:
-    """A batch's column ``col`` as int64, or None if it holds anything but ints."""
-    cols = chunk.cols
-    if cols is not None:
-        c = cols[col]
-        return c if c.dtype == np.int64 else None
-    values = [r[col] for r in chunk.rows]
-    if not all(type(v) is int for v in values):
-        return None
-    return np.array(values, dtype=np.int64)
-
-
-def _take(chunk: Batch, at: np.ndarray | slice, rows: list[tuple], signs: list[int]) -> None:
+def _take(chunk: Batch, at: np.ndarray, rows: list[tuple], signs: list[int]) -> None:
     """Append the rows of ``chunk`` at positions ``at``, with their signs."""
     if chunk.cols is not None:
         rows.extend(zip(*[column_list(c[at]) for c in chunk.cols]))
         signs.extend(chunk.sign_array[at].tolist())     # type: ignore[index]  # columnar
     else:
-        assert isinstance(at, np.ndarray)
         for i in at.tolist():
             rows.append(chunk.rows[i])
             signs.append(chunk.signs[i])
@@ -533,11 +546,9 @@ class Base(Operator):
 
         The primary key needs no index of its own (``by_key`` is one). While the table
         is kept as its write batches (insert-only) and the key is one column of ints,
-        the first such column's index is a ``ChunkIndex`` (the batches merged into one
-        sorted on the column, and its distinct keys with where each one's rows begin:
-        about 12 bytes a distinct key, nothing done per write); otherwise a dict,
-        key -> rows, built from the rows at the first call and kept up to date by
-        ``process``."""
+        the index is a ``ChunkIndex`` (for each key, the numbers of the batches
+        holding it: about 2.4 bytes a row at ten rows a key; nothing done per write); otherwise a dict, key -> rows, built
+        from the rows at the first call and kept up to date by ``process``."""
         if key is None:
             return self.snapshot()
         pk = self.pk
@@ -545,17 +556,11 @@ class Base(Operator):
             # the primary key: its own map (``by_key``) is the index, one row a key
             row = self.by_key.get(tuple(key[cols.index(c)] for c in pk))
             return Batch() if row is None else Batch([row], [1])
-        if (self._rows is None and cols not in self.indexes and len(cols) == 1
-                and set(self.chunk_indexes) <= {cols}):
+        if self._rows is None and cols not in self.indexes and len(cols) == 1:
             sorted_index = self.chunk_indexes.get(cols)
             if sorted_index is None:
                 sorted_index = self.chunk_indexes[cols] = ChunkIndex(cols[0])
-            chunks: list[Batch] | None = self.chunks
-            if sorted_index.stale(self.chunks):
-                chunks = sorted_index.sort(self.chunks, self.columns)
-                if chunks is not None:
-                    self.chunks = chunks
-            found = None if chunks is None else sorted_index.rows(chunks, key[0])
+            found = sorted_index.rows(self.chunks, key[0])
             if found is not None:
                 return found
         self.chunk_indexes.pop(cols, None)      # (rows now in a dict, or keys not all ints)

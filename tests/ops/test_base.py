@@ -5,6 +5,7 @@ import datetime
 import math
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -647,3 +648,36 @@ def _check_chunk_index(steps) -> None:
                           key=repr) == sorted(want, key=repr)
             assert all(s > 0 for s in got.signs)
     assert ms(base.snapshot()) == ms(Batch.inserts(r for rows in model.values() for r in rows))
+
+
+@pytest.mark.parametrize("spread", [1, 1000, 2**40])
+def test_chunk_index_dense_and_sparse_keys(spread):
+    """Keys close together (``starts`` by key) and far apart (sorted distinct keys),
+    each key in several batches, the first and the last key included: every row found,
+    keys between and beyond held ones find none, and the index stays small."""
+    base = Base(schema("t", ("a", T.INT), ("b", T.INT)))
+    keys = [k * spread - 3 * spread for k in range(7)]
+    for i in range(5):
+        base.process(0, base.prepare([(k, i * 10 + j) for j, k in enumerate(keys)] * 2))
+    for k in keys:
+        got = base.index_rows((0,), (k,))
+        assert sorted(got.rows) == sorted((k, i * 10 + keys.index(k))
+                                          for i in range(5) for _ in range(2))
+    for k in (keys[0] - 1, keys[-1] + 1, keys[0] + spread // 2 if spread > 1 else 10**9):
+        assert not base.index_rows((0,), (k,))
+    index = base.chunk_indexes[(0,)]
+    assert (index.keys is None) == (spread == 1)
+    assert len(index.ids) == 5 * len(keys)          # one entry a (key, batch)
+
+
+def test_chunk_index_of_more_than_65536_batches():
+    """Batch numbers past uint16 (70,000 one-row writes): 4-byte numbers, every row
+    found."""
+    base = Base(schema("t", ("a", T.INT), ("b", T.INT)))
+    one = np.ones(1, dtype=np.int64)
+    base.chunks = [Batch.columnar([np.array([i % 7]), np.array([i])], one)   # (70,000 writes)
+                   for i in range(70_000)]
+    base.n = 70_000
+    got = base.index_rows((0,), (6,))
+    assert sorted(r[1] for r in got.rows) == list(range(6, 70_000, 7))
+    assert base.chunk_indexes[(0,)].ids.dtype == np.uint32
