@@ -547,8 +547,10 @@ class Base(Operator):
         The primary key needs no index of its own (``by_key`` is one). While the table
         is kept as its write batches (insert-only) and the key is one column of ints,
         the index is a ``ChunkIndex`` (for each key, the numbers of the batches
-        holding it: about 2.4 bytes a row at ten rows a key; nothing done per write); otherwise a dict, key -> rows, built
-        from the rows at the first call and kept up to date by ``process``."""
+        holding it: about 2.4 bytes a row at ten rows a key; nothing done per write);
+        otherwise a dict, key -> rows, built from the rows at the first call and kept
+        up to date by ``process``. The first delete drops the ``ChunkIndex`` with the
+        batches (the table turns indexed: ``rows``)."""
         if key is None:
             return self.snapshot()
         pk = self.pk

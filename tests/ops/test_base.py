@@ -637,6 +637,7 @@ def _check_chunk_index(steps) -> None:
                 r = held[arg % len(held)]
                 base.process(0, base.prepare(deletes=[r]))
                 model[r[0]].remove(r)
+                assert not base.chunk_indexes       # dropped with the batches
         elif op == "store":
             assert sorted(base.all_rows(), key=repr) == sorted(
                 (r for rows in model.values() for r in rows), key=repr)
