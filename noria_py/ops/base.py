@@ -239,9 +239,9 @@ class ChunkIndex:
 
     def _extend_tail(self, chunks: list[Batch]) -> bool:
         """Append the key columns of the batches written since the last lookup to
-        ``tail_keys`` (one numpy comparison a lookup scans every batch after
-        ``upto``, where one a batch cost ~6 ms at 600 batches); False if one is not
-        all ints."""
+        ``tail_keys``, so that a lookup compares the key with every batch after
+        ``upto`` in one numpy operation (one a batch cost a miss ~6 ms at 600
+        batches); False if one of them is not all ints."""
         done = self.upto + len(self.tail_starts) - 1
         if done >= len(chunks):
             return True
