@@ -5,6 +5,7 @@ import datetime
 import math
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -586,3 +587,98 @@ def test_index_rows_of_keys_an_int_column_never_holds():
         assert not base.index_rows((0,), (k,))
     assert sorted(base.index_rows((0,), (3.0,)).rows) == sorted((3, i) for i in range(3, 100, 7))
     assert base.chunk_indexes and not base.indexes     # no dict index built for them
+
+
+_STEP = st.one_of(
+    st.tuples(st.just("insert"),
+              st.lists(st.tuples(st.integers(-3, 12),
+                                 st.one_of(st.none(), st.integers(0, 3)),
+                                 st.sampled_from(["x", "y", None])),
+                       min_size=0, max_size=40)),
+    st.tuples(st.just("copies"), st.tuples(st.integers(-3, 12), st.integers(1, 3))),
+    st.tuples(st.just("read"), st.integers(-4, 14)),
+    st.tuples(st.just("read_b"), st.integers(0, 3)),
+    st.tuples(st.just("delete"), st.integers(0, 1000)),
+    st.tuples(st.just("store"), st.just(0)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=st.lists(_STEP, max_size=30), array_min=st.sampled_from([1, 8, 1000]),
+       tail_min=st.sampled_from([0, 5, 4096]))
+def test_chunk_index_answers_as_a_dict_of_rows(steps, array_min, tail_min):
+    """A model test: ``Base.index_rows`` on its sorted batches (``ChunkIndex``: row and
+    columnar batches, NULLs in other columns, re-sorts at any tail, a second column's
+    dict index, a delete turning the table indexed, rows written with a count) answers every key with exactly the
+    rows, and their counts, of a plain dict of key -> rows; the table's rows stay the
+    rows written."""
+    from noria_py import tuning
+    from noria_py.ops.base import ChunkIndex
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tuning, "ARRAY_MIN", array_min)
+        mp.setattr(ChunkIndex, "TAIL_MIN", tail_min)
+        _check_chunk_index(steps)
+
+
+def _check_chunk_index(steps) -> None:
+    base = Base(schema("t", ("a", T.INT), ("b", T.INT), ("c", T.TEXT)))
+    model: dict[int, list[tuple]] = {}
+    for op, arg in steps:
+        if op == "insert":
+            base.process(0, base.prepare(arg))
+            for r in arg:
+                model.setdefault(r[0], []).append(r)
+        elif op == "copies":                    # a row with a count (a log's replay)
+            row = (arg[0], arg[1], "z")
+            base.process(0, Batch([row], [arg[1]]))
+            model.setdefault(row[0], []).extend([row] * arg[1])
+        elif op == "delete":
+            held = [r for rows in model.values() for r in rows]
+            if held:
+                r = held[arg % len(held)]
+                base.process(0, base.prepare(deletes=[r]))
+                model[r[0]].remove(r)
+                assert not base.chunk_indexes       # dropped with the batches
+        elif op == "store":
+            assert sorted(base.all_rows(), key=repr) == sorted(
+                (r for rows in model.values() for r in rows), key=repr)
+        else:
+            col = 0 if op == "read" else 1
+            got = base.index_rows((col,), (arg,))
+            want = [r for rows in model.values() for r in rows if r[col] == arg]
+            assert sorted((r for r, s in zip(got.rows, got.signs) for _ in range(s)),
+                          key=repr) == sorted(want, key=repr)
+            assert all(s > 0 for s in got.signs)
+    assert ms(base.snapshot()) == ms(Batch.inserts(r for rows in model.values() for r in rows))
+
+
+@pytest.mark.parametrize("spread", [1, 1000, 2**40])
+def test_chunk_index_dense_and_sparse_keys(spread):
+    """Keys close together (``starts`` by key) and far apart (sorted distinct keys),
+    each key in several batches, the first and the last key included: every row found,
+    keys between and beyond held ones find none, and the index stays small."""
+    base = Base(schema("t", ("a", T.INT), ("b", T.INT)))
+    keys = [k * spread - 3 * spread for k in range(7)]
+    for i in range(5):
+        base.process(0, base.prepare([(k, i * 10 + j) for j, k in enumerate(keys)] * 2))
+    for k in keys:
+        got = base.index_rows((0,), (k,))
+        assert sorted(got.rows) == sorted((k, i * 10 + keys.index(k))
+                                          for i in range(5) for _ in range(2))
+    for k in (keys[0] - 1, keys[-1] + 1, keys[0] + spread // 2 if spread > 1 else 10**9):
+        assert not base.index_rows((0,), (k,))
+    index = base.chunk_indexes[(0,)]
+    assert (index.keys is None) == (spread == 1)
+    assert len(index.ids) == 5 * len(keys)          # one entry a (key, batch)
+
+
+def test_chunk_index_of_more_than_65536_batches():
+    """Batch numbers past uint16 (70,000 one-row writes): 4-byte numbers, every row
+    found."""
+    base = Base(schema("t", ("a", T.INT), ("b", T.INT)))
+    one = np.ones(1, dtype=np.int64)
+    base.chunks = [Batch.columnar([np.array([i % 7]), np.array([i])], one)   # (70,000 writes)
+                   for i in range(70_000)]
+    base.n = 70_000
+    got = base.index_rows((0,), (6,))
+    assert sorted(r[1] for r in got.rows) == list(range(6, 70_000, 7))
+    assert base.chunk_indexes[(0,)].ids.dtype == np.uint32
