@@ -3,7 +3,10 @@
 The estimate walks the operator's attributes (``deep_size``):
 
 - a numpy array counts its ``nbytes`` (and, for an object array, a sample of the
-  objects it points to, as below);
+  objects it points to, as below); a view of another array (or of any object
+  exposing memory: ``ndarray.base``) counts its header and its base, which the
+  ids seen count once: ``DenseRows._bits``, the parts seen as 8-byte words, costs
+  nothing more than the parts;
 - a container (dict, list, tuple, set, deque, sortedcontainers' types) counts its own
   ``sys.getsizeof`` plus the deep size of its elements: all of them up to
   ``SAMPLE`` elements, else an evenly spaced sample of ``SAMPLE`` of them scaled up to
@@ -72,6 +75,8 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
     if isinstance(obj, _ATOMS):
         return sys.getsizeof(obj)
     if isinstance(obj, np.ndarray):
+        if obj.base is not None:        # a view: its memory is its base's, counted once
+            return sys.getsizeof(obj) + deep_size(obj.base, seen)
         size = int(obj.nbytes)
         if obj.dtype == object and obj.size:
             size += _sampled(iter(obj.ravel()), obj.size, seen)

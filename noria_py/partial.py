@@ -594,6 +594,7 @@ class Partial:
         if limit is None:
             return
         self.settle()
+        limit -= self.fixed_bytes()     # (what the nodes' slot maps take: no key's)
         queue = self._queue
         while self.total > limit:
             if not queue:
@@ -642,9 +643,23 @@ class Partial:
                         np.concatenate(parts_k)[pick].tolist()))
 
     def held_bytes(self) -> int:
-        """The bytes accounted to every held key (what the limit bounds)."""
+        """The bytes accounted to every held key (what the limit bounds, with
+        ``fixed_bytes``)."""
         self.settle()
         return self.total
+
+    def fixed_bytes(self) -> int:
+        """The bytes of every partial node's slot maps and spare slots
+        (``Holes.fixed_bytes``: sized to the key range and the slots handed out,
+        not to the keys held)."""
+        out = 0
+        for reader_id in self.paths:
+            reader: Any = self.graph[reader_id].op
+            out += reader.holes.fixed_bytes(reader.slot_arrays())
+            for op, _ in reader.path:
+                if op.holes.manager is self:    # (a cluster's, counted where hosted)
+                    out += op.holes.fixed_bytes(op.slot_arrays())
+        return out
 
     def settle(self) -> None:
         """Bring the accounting up to date: each partial node measures the held keys

@@ -206,7 +206,8 @@ def limit_run(rows: int, keys: int, view: str, batch: int, seed: int, limit: int
     """Partial mode under ``memory_limit=limit``: every key read once in a random order,
     each answer checked, the RSS (untrimmed: what the system sees) sampled every
     ``every`` reads. ``start_rss`` (trimmed): after the load and the first read, which
-    builds the base's upquery index (the views hold one key). The tables-only baseline
+    builds the base's upquery index (the views hold one key; ``index_bytes``, the
+    bases' ``db.memory`` growth by that read). The tables-only baseline
     is ``tables_rss`` in another fresh process (``_main_limit``)."""
     db = connect(partial=True, memory_limit=limit)
     table, name = _schema(db, view, keys)
@@ -218,7 +219,9 @@ def limit_run(rows: int, keys: int, view: str, batch: int, seed: int, limit: int
     v = db.view(name)
     order = list(range(keys))
     random.Random(seed).shuffle(order)
+    bases = sum(db.memory().values()) - sum(db.memory(bases=False).values())
     check(view, order[0], v.lookup(order[0]), counts)
+    index = sum(db.memory().values()) - sum(db.memory(bases=False).values()) - bases
     start = rss()
     peak, samples, held = start, 0, 0
     s = time.perf_counter()
@@ -228,7 +231,8 @@ def limit_run(rows: int, keys: int, view: str, batch: int, seed: int, limit: int
             peak, samples = max(peak, rss(trim=False)), samples + 1
             held = max(held, sum(db.memory(bases=False).values()))
     peak = max(peak, rss(trim=False))
-    out = {"start_rss": start, "max_rss": peak,
+    out = {"start_rss": start, "max_rss": peak, "index_bytes": index,
+           "fixed_bytes": db._partial.fixed_bytes(),
            "max_views_bytes": held, "samples": samples + 1, "reads": len(order),
            "read_s": time.perf_counter() - s}
     db.close()
@@ -301,8 +305,10 @@ def _main_limit(a: argparse.Namespace) -> int:
           f"(allowance: +{_mb(allowance)}: the views' compiled kernels "
           f"{_mb(warm - r['tables_rss'])}, the base's upquery index, the bench's read "
           f"order, the empty views)")
+    print(f"of it the base's upquery index      {_mb(r['index_bytes'])} (db.memory)")
     print(f"max RSS while reading               {_mb(r['max_rss'])}")
-    print(f"max views' bytes (db.memory)        {_mb(r['max_views_bytes'])}")
+    print(f"max views' bytes (db.memory)        {_mb(r['max_views_bytes'])} (of the limit, the "
+          f"slot maps and spare slots at the end: {_mb(r['fixed_bytes'])})")
     plain = r["max_rss"] <= r["tables_rss"] + a.memory_limit
     allowed = r["max_rss"] <= r["tables_rss"] + a.memory_limit + max(allowance, 0)
     print(f"max RSS <= tables + limit: {'yes' if plain else 'no'} "

@@ -4,9 +4,12 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
+import numpy as np
 import pytest
 
 import noria_py
+from noria_py.memory import deep_size
+from noria_py.ops.dense import DenseRows
 from noria_tools import workloads
 
 FACTOR = 2.0
@@ -113,3 +116,16 @@ def test_partial_topk_and_distinct_fills_within_factor_of_tracemalloc(view):
     grown = _grown(lambda: v.lookup_many(list(range(2, 300, 2))))
     held = db._partial.held_bytes() - before
     assert grown / FACTOR <= held <= grown * FACTOR, (held, grown)
+
+
+def test_array_views_count_once():
+    """A view of an array (a slice, its bits as another dtype, ``DenseRows._bits``)
+    counts its base once: the memory is the base's."""
+    a = np.arange(100_000, dtype=np.int64)
+    assert deep_size([a, a.view(np.uint64), a[10:]]) < a.nbytes + 1000
+    assert deep_size([a[10:]]) >= a.nbytes          # (a view alone keeps its base alive)
+    d = DenseRows(2)
+    keys = np.arange(100_000, dtype=np.int64)
+    d.apply(keys, [keys, keys * 2], np.ones(100_000, dtype=np.int64))
+    arrays = d.present.nbytes + sum(p.nbytes for p in d.parts)
+    assert arrays <= deep_size(d) < arrays + 5000, (deep_size(d), arrays)

@@ -16,6 +16,7 @@ from noria_py.errors import (
     RecoveryError,
     TypeMismatchError,
 )
+from noria_tools import workloads
 
 VIEWS = {
     # key traced to the base (an index built for it), through the reader's SELECT list
@@ -303,7 +304,8 @@ def test_lru_order_evicts_the_least_recently_read():
         db.view("rows").lookup(k)
     db.view("rows").lookup(0)               # 0 read again: now the most recent
     each = db._partial.held_bytes() // 10
-    db._partial.limit = db._partial.held_bytes() - each // 2   # one key too many
+    fixed = db._partial.fixed_bytes()       # (the slot maps: counted against the limit)
+    db._partial.limit = fixed + db._partial.held_bytes() - each // 2   # one key too many
     db._partial.evict()
     assert _held(db, "rows") == set(range(10)) - {1}
 
@@ -725,7 +727,7 @@ def test_eviction_takes_the_key_from_the_whole_path():
         db.view("vote").lookup(k)
     agg, join = _path_ops(db, "vote")["aggregate"], _path_ops(db, "vote")["join"]
     assert set(agg.holes.filled) == set(join.holes.filled) == set(range(10))
-    db._partial.limit = db._partial.held_bytes() * 6 // 10
+    db._partial.limit = db._partial.fixed_bytes() + db._partial.held_bytes() * 6 // 10
     db._partial.evict()
     held = _held(db, "vote") | _held(db, "cnt")
     assert set(agg.holes.filled) == set(join.holes.filled) == _held(db, "vote") < set(range(10))
@@ -1114,3 +1116,26 @@ def test_topk_and_distinct_against_duckdb_and_full(shards, seed):
             _every_key_as_duckdb(rng, db, t_rows, e_rows, sorted(TOPK_ALL), TOPK_ALL,
                                  [-3, 5_000_000, 1 << 40])
     assert db._partial.evictions > 0 and db._partial.held_bytes() <= 4000
+
+
+def test_memory_under_the_limit_counts_the_slot_maps():
+    """Every article of the vote view read once in a random order under a limit:
+    ``db.memory(bases=False)`` stays within the limit (over the views' empty size) at
+    every sample, the partial nodes' slot maps (4 bytes a key of the range each: 0.16
+    MB here, half the limit) and their arrays' spare slots counted with the keys'
+    bytes (``Holes.fixed_bytes``)."""
+    limit, articles = 300_000, 12_000
+    db = noria_py.connect(partial=True, memory_limit=limit, clocks=False)
+    workloads.setup(db, articles)
+    db.table("vote").insert([(i * 7919 % articles, i) for i in range(3 * articles)])
+    empty = sum(db.memory(bases=False).values())
+    v = db.view(workloads.VIEW_NAME)
+    order = list(range(articles))
+    random.Random(5).shuffle(order)
+    worst = 0
+    for i, k in enumerate(order):
+        assert v.lookup(k) == [(k, f"article {k}", 3)]
+        if i % 500 == 499:
+            worst = max(worst, sum(db.memory(bases=False).values()) - empty)
+    assert db._partial.evictions > 0
+    assert worst <= limit, (worst, limit)

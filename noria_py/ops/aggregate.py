@@ -125,6 +125,10 @@ class Aggregate(Operator, HeldKeys):
 
     # ------------------------------------------------------------ partial state
 
+    def slot_arrays(self) -> list[np.ndarray | list]:
+        """Its arrays by slot (partial): COUNT's counts while in that form."""
+        return [] if self.counts.dense is None else [self.counts.dense]
+
     def make_partial(self, manager: Any, owner: Any) -> None:
         """Hold only the groups filled from now on (the module docstring); ``owner``:
         the partial reader below, whose keys these groups are."""

@@ -411,6 +411,10 @@ class DenseRows:
                     p[k] = None         # no stale reference
             self.n -= 1
 
+    def arrays(self) -> list[np.ndarray]:
+        """The arrays indexed by key: whether each holds a row, and each part."""
+        return [self.present, *self.parts]
+
     def entry_bytes(self, k: int) -> int:
         """Bytes the row at ``k`` costs: its entries in the arrays (a bool and each
         part's item) and the objects an object part points to there (0: no row)."""

@@ -16,7 +16,7 @@ at (``_size``). So
   dropped, with one indexing of ``_map`` (``select``: one vectorised test a batch);
 - a node keeps its state in arrays indexed by slot (``KeyedState(..., slots=True)``,
   ``KeyedCounts`` of slots): a held key costs what full state costs a key (its entry
-  in the arrays) plus 20 bytes here and 4 bytes of ``_map`` a key of the range, where
+  in the arrays) plus 16 bytes here and 4 bytes of ``_map`` a key of the range, where
   a dict-held key cost about 1 KB over the vote view's three nodes.
 
 Invariants: a key is held exactly while it has a slot (``slot(key) >= 0``), and then
@@ -28,12 +28,16 @@ find them (``norm``: 1.0 and True find 1). Each held key's bytes are accounted t
 the partial-state manager (``resize``), which bounds their sum (``memory_limit``):
 measured when the key is filled, and for a key written since (``dirty``) when the
 manager next reads the sum (``Partial.settle``); where no limit is set, a write only
-marks the manager stale, and reading the sum measures every held key.
+marks the manager stale, and reading the sum measures every held key. The arrays
+here (``_map``, sized to the largest key held: 4 bytes a key of the range; ``_key``
+and ``_size``, to the slots handed out, with slack) are no key's: the manager adds
+their ``nbytes`` (``fixed_bytes``) to the keys' sum where it compares it with the
+limit, so that the limit bounds them too, whatever the key range.
 """
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Callable
 
 import numpy as np
@@ -44,12 +48,15 @@ from ..tuning import DENSE_LIMIT
 from .dense import column
 from .state import as_int
 
-#: bytes a held key in ``_map``'s range costs here: its slot's key and size (8 + 8)
-#: and its entry in ``_map`` (4, with the map's slack)
-MAPPED_BYTES = 24
-#: bytes a held key outside it costs besides the key itself: its entries in the two
-#: dicts (``_odd``, ``_odd_at``) and its slot's key and size
-ODD_BYTES = 120
+#: bytes a held key in ``_map``'s range costs here besides the arrays (its slot's key
+#: and size, its entry in ``_map``), which ``fixed_bytes`` counts apart
+MAPPED_BYTES = 0
+#: bytes of an int object (a free slot's number in ``_free``, an odd key's slot in
+#: ``_odd`` and ``_odd_at``: 28, as allocated)
+INT_BYTES = 32
+#: bytes a held key outside it costs besides the key itself, the arrays and the two
+#: dicts' tables (``fixed_bytes``): its slot's int
+ODD_BYTES = INT_BYTES
 
 
 def norm(key: Any) -> Any:
@@ -216,6 +223,19 @@ class Holes:
             self.manager.resize(total, 0)
         self._empty()
 
+    def fixed_bytes(self, arrays: Iterable[np.ndarray | list] = ()) -> int:
+        """The bytes no held key is accounted at (the module docstring): the arrays
+        here (``_map``, ``_key``, ``_size``), the odd keys' dicts' tables (which keep
+        their size once grown), the free slots' list (its int objects, ``INT_BYTES``
+        each), and the free entries and slack of the node's ``arrays`` by slot (its
+        ``slot_arrays``). Not the node's own objects holding no key (a few KB, the
+        same whatever the data)."""
+        free = self._free
+        getsizeof = sys.getsizeof
+        return (self._map.nbytes + self._key.nbytes + self._size.nbytes
+                + getsizeof(self._odd) + getsizeof(self._odd_at)
+                + getsizeof(free) + INT_BYTES * len(free) + spare_bytes(arrays, self.n))
+
     def size_of(self, key: Any) -> int:
         """The bytes a held ``key`` is accounted at (0 for a hole)."""
         s = self.slot(key)
@@ -327,6 +347,17 @@ class Holes:
         return out
 
 
+def spare_bytes(arrays: Iterable[np.ndarray | list], held: int) -> int:
+    """The bytes of ``arrays`` (indexed by slot) beyond ``held`` entries: their free
+    slots and their slack, which no key's accounted bytes include (a numpy array's
+    items, a list's 8-byte references)."""
+    out = 0
+    for a in arrays:
+        item = a.itemsize if isinstance(a, np.ndarray) else 8
+        out += max(0, len(a) - held) * item
+    return out
+
+
 class HeldKeys:
     """What a partial stateful operator (aggregate, join, TopK, DISTINCT, reader) shares
     about its ``Holes``: turning full again, and measuring the keys written since they
@@ -335,6 +366,11 @@ class HeldKeys:
     partial: bool
     holes: Holes | None
     owner: Any
+
+    def slot_arrays(self) -> list[np.ndarray | list]:
+        """The arrays (and lists) of its state indexed by slot (none: its state is kept
+        in dicts by slot), whose entries a held key's accounted bytes include."""
+        return []
 
     def make_full(self) -> None:
         """Hold every key again (the caller refills the state: noria_py/partial.py)."""

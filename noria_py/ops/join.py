@@ -121,6 +121,11 @@ class Join(Operator, HeldKeys):
 
     # ------------------------------------------------------------ partial state
 
+    def slot_arrays(self) -> list[np.ndarray | list]:
+        """Its arrays by slot (partial): each side's while in that form."""
+        return [a for side in self.sides if side.dense is not None
+                for a in side.dense.arrays()]
+
     def make_partial(self, manager: Any, owner: Any) -> None:
         """Hold only the join keys filled from now on (the module docstring);
         ``owner``: the partial reader below, whose keys these are."""

@@ -183,6 +183,17 @@ class Reader(Operator):
         self.holes = Holes(manager)
         self._empty_partial()
 
+    def slot_arrays(self) -> list[np.ndarray | list]:
+        """Its arrays by slot (partial): the stamps, the cached rows, the state's
+        arrays while it is in that form (``Holes.fixed_bytes`` counts their spare
+        entries)."""
+        out: list[np.ndarray | list] = [self.stamps]
+        if self._rows is not None:
+            out.append(self._rows)
+        if self.state.dense is not None:
+            out.extend(self.state.dense.arrays())
+        return out
+
     def _empty_partial(self) -> None:
         """No key held (all holes): the state emptied, each key's bytes given back to
         the manager, and ``lookup`` the partial one. The state is kept by slot

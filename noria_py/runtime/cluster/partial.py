@@ -748,6 +748,11 @@ class WorkerPartial(Partial):
         #: keys leaving (taken off at the choice with the reader's own)
         self.above: dict[str, dict[Any, dict[str, int]]] = {}
 
+    def fixed_bytes(self) -> int:
+        """Nothing: in a cluster the shares of the limit are of the keys' bytes (what
+        each worker reports, ``mem``), the slot maps not counted (docs/partial.md)."""
+        return 0
+
     def _evict(self, reader: Reader, key: Any) -> int:
         up = self._upstream_of(reader) if self._chosen is not None else None
         if up is None:
