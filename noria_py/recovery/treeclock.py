@@ -489,8 +489,8 @@ def output_through(graph: Graph, rt: Runtime, node_id: str, child: str,
         raise RecoveryError(
             f"node {node_id} no longer holds the messages it sent {child} after its time "
             f"{upto}; use strategy='lineage'")
-    if not later and op.stateful:
-        return full                 # (a snapshot: nothing to subtract, nothing to merge)
+    if not later:
+        return full                 # (nothing to subtract: a multiset as it stands)
     for m in later:
         full.extend(m.batch.negated())
     return full.consolidated()
