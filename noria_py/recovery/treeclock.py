@@ -30,7 +30,10 @@ A B with no live witness (no children: a reader; or only failed readers) has not
 downstream pinning its times: it comes back to its parents' output as it stands, with
 T*[A_i] their current times, from its newest checkpoint (any time; B' restarts at the
 checkpoint's time) plus what their payload logs hold since, or without one that the
-logs reach, rebuilt from their output.
+logs reach, rebuilt from their output. (A reader over stateful parents takes no
+checkpoints, ``checkpoints.rebuilt_from_parent``: always rebuilt, its last-seen times
+its parents' current times, so what they sent at or below them and is still in flight
+is dropped on arrival; a failed parent comes back first, ``recover``.)
 
 A failed stateful child C (a reader too) keeps its checkpoint when B' can regenerate
 the B-times above the B-time p_C that checkpoint reflects exactly as before the
@@ -486,8 +489,8 @@ def output_through(graph: Graph, rt: Runtime, node_id: str, child: str,
         raise RecoveryError(
             f"node {node_id} no longer holds the messages it sent {child} after its time "
             f"{upto}; use strategy='lineage'")
-    if not later and op.stateful:
-        return full                 # (a snapshot: nothing to subtract, nothing to merge)
+    if not later:
+        return full                 # (nothing to subtract: a multiset as it stands)
     for m in later:
         full.extend(m.batch.negated())
     return full.consolidated()
