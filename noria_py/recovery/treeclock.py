@@ -469,8 +469,8 @@ def output_through(graph: Graph, rt: Runtime, node_id: str, child: str,
 
     A stateful node's snapshot is its output up to now; a stateless one is its
     operator applied to its parents' output up to what it has taken from them. Either
-    way, undoing what its payload log shows it sent after ``upto``, newest first (each
-    message negated), gives the output up to ``upto``. The batches are that output
+    way, undoing what its payload log shows it sent after ``upto``, newest first
+    (``Batch.undoing``), gives the output up to ``upto``. The batches are that output
     and then those undoings, not one consolidated batch: each undoing takes a state
     the node's output once was to the one before it, so a child applying them in order
     only ever holds states it held before (a dense child's arrays take each: one row a
@@ -497,5 +497,5 @@ def output_through(graph: Graph, rt: Runtime, node_id: str, child: str,
                 if op.splits:       # (a sharder: ``process`` gives one batch per shard)
                     out = cast("list[Batch]", out)[cast(int, graph[child].shard)]
                 parts.append(out)
-    parts.extend(m.batch.negated() for m in reversed(later))
+    parts.extend(m.batch.undoing() for m in reversed(later))
     return [b for b in parts if b]

@@ -112,3 +112,24 @@ it reads), where a checkpointing
         _right(db, votes)
     # (the clock an acknowledgement reads lags up to FLUSH_EVERY receipts)
     assert longest[True] <= tuning.ACK_EVERY + tuning.FLUSH_EVERY < longest[False], longest
+
+
+@pytest.mark.parametrize("seed", [3, 7, 11])
+def test_a_rebuilt_reader_stays_in_arrays_with_messages_in_flight_above_it(seed):
+    """The reader is rebuilt from its parent's output while the join has sent the
+    project messages it has not taken yet (``seed``: delivered lazily): the join's
+    snapshot comes as columns, then each of those messages undone, newest first
+    (``output_through``), so every batch the reader takes is a state the output once
+    was, one row a key, and its arrays take each (undone oldest first, a key's count
+    would be removed at a value it no longer holds: the arrays refuse it, and the
+    state leaves them for good). The view is right."""
+    db, reader, project, join = _vote_db(seed, shards=2)
+    op = db.graph_[reader].op
+    votes: list[tuple] = []
+    for i in range(3):
+        _write(db, votes, 100 * i, 40)
+        db.fail(reader)
+        _write(db, votes, 100 * i + 50, 30)
+        assert db.recover(reader, strategy="treeclock").paths == {reader: "rebuilt"}
+        assert op.state.form == "dense"
+        _right(db, votes)
