@@ -141,5 +141,12 @@ class Batch:
     def negated(self) -> "Batch":
         return Batch(list(self.rows), [-s for s in self.signs])
 
+    def undoing(self) -> "Batch":
+        """The batch that takes a state this one was applied to back to the state
+        before: each row negated, in reverse order, so that a state applying rows in
+        order holds only what it held while this one was applied (a reader's one row a
+        key: a row replaced as -old/+new is put back as -new/+old)."""
+        return Batch(self.rows[::-1], [-s for s in reversed(self.signs)])
+
 
 EMPTY = Batch()

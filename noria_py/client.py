@@ -406,7 +406,8 @@ class Database:
         ones), or two empty sets if the view's shape or a shard's checkpoint does not
         allow it."""
         graph, disk = self.graph_, cast(ondisk.DiskCheckpoints, self._disk)
-        store = cast(EmbeddedRuntime, self.runtime).store
+        rt = cast(EmbeddedRuntime, self.runtime)
+        store = rt.store
         assert store is not None
         nodes = [n for n in ondisk.view_nodes(graph, readers) if n in fresh]
         keys = {nid: key for key, nid in disk.ids.items()}
@@ -418,9 +419,12 @@ class Database:
             recomputed.append(name)         # (not in them, or planned otherwise since)
             return set(), set()
         loaded: dict[str, ck_mod.Checkpoint] = {}
+        # a reader over stateful parents keeps no checkpoint: initialize fills it from them
+        rebuilt = {nid for nid in nodes if rt.domains[nid].store is None
+                   and ck_mod.rebuilt_from_parent(graph, graph[nid])}
         for i, nid in enumerate(nodes):
             op = graph[nid].op
-            if not op.stateful:
+            if not op.stateful or nid in rebuilt:
                 continue
             got = disk.load(cut, f"{name}/{i}") if op.checkpoint_form is not None else None
             if got is None or got.form != op.checkpoint_form:
@@ -431,7 +435,7 @@ class Database:
         for nid, got in loaded.items():
             store.adopt(nid, got)
             ck_mod.load(graph[nid].op, cast(ck_mod.Checkpoint, store.latest(nid, ondisk.EVER)))
-        return set(nodes), set(loaded)
+        return set(nodes) - rebuilt, set(loaded)
 
     def _cut(self, force: bool = False) -> None:
         """Write the stateful shards' checkpoints to disk (runtime/ondisk.py), at a

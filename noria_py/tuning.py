@@ -119,6 +119,11 @@ CHECKPOINT_ROWS = 32768
 #: join and the reader at two, 1.95 with the reader at four (the bound is 1.5).
 JOIN_CHECKPOINT_SPACING = 2
 READER_CHECKPOINT_SPACING = 2
+#: Whether the embedded tree-clock runtime rebuilds a reader over stateful parents
+#: from them instead of checkpointing it (``checkpoints.rebuilt_from_parent``;
+#: docs/recovery.md, "Readers rebuilt from their parent"). A cluster's readers
+#: checkpoint either way. Read when a node is added.
+REBUILT_READERS = True
 #: The coordinated regime starts an epoch of barrier checkpoints every this many writes
 #: (``connect(regime="coordinated", barrier_every=..., barrier_seconds=...)``), about as
 #: often as the vote workload's shards checkpoint under tree clocks (a shard's 32,768

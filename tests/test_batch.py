@@ -147,3 +147,26 @@ def test_columnar_batch_of_no_columns():
     import numpy as np
     b = Batch.columnar([], np.array([1, 1]))
     assert b.rows == [(), ()] and len(b) == 2
+
+
+def test_undoing_takes_a_keyed_state_back_row_by_row():
+    """Applied row by row to a state of one row a key that refuses a second row, a
+    batch's ``undoing`` brings back the state before it (a replaced row -old/+new is
+    put back as -new/+old), and leaves the batch as it was; columnar batches too."""
+    import numpy as np
+
+    def apply(state: dict, batch: Batch) -> None:
+        for r, s in batch:
+            if s < 0:
+                assert state.pop(r[0]) == r
+            else:
+                assert r[0] not in state
+                state[r[0]] = r
+    before = {1: (1, "a"), 2: (2, "b")}
+    b = Batch([(1, "a"), (1, "x"), (3, "c"), (2, "b")], [-1, 1, 1, -1])
+    state = dict(before)
+    apply(state, b)
+    apply(state, b.undoing())
+    assert state == before and b.signs == [-1, 1, 1, -1]
+    c = Batch.columnar([np.array([1, 1]), np.array([5, 6])], np.array([-1, 1]))
+    assert list(c.undoing()) == [((1, 6), -1), ((1, 5), 1)]

@@ -30,7 +30,10 @@ A B with no live witness (no children: a reader; or only failed readers) has not
 downstream pinning its times: it comes back to its parents' output as it stands, with
 T*[A_i] their current times, from its newest checkpoint (any time; B' restarts at the
 checkpoint's time) plus what their payload logs hold since, or without one that the
-logs reach, rebuilt from their output.
+logs reach, rebuilt from their output. (A reader over stateful parents takes no
+checkpoints, ``checkpoints.rebuilt_from_parent``: always rebuilt, its last-seen times
+its parents' current times, so what they sent at or below them and is still in flight
+is dropped on arrival; a failed parent comes back first, ``recover``.)
 
 A failed stateful child C (a reader too) keeps its checkpoint when B' can regenerate
 the B-times above the B-time p_C that checkpoint reflects exactly as before the
@@ -366,8 +369,9 @@ def _plan(graph: Graph, rt: Runtime, node_id: str, witnesses: list[_Witness],
     inputs = _since_checkpoint(rt, node_id, ck, resume, buffers) if ck is not None else None
     if inputs is None:
         ck = None
-        inputs = [(port, output_through(graph, rt, a, node_id, resume[a]))
-                  for port, a in enumerate(parents)] if node.op.stateful else []
+        inputs = [(port, part) for port, a in enumerate(parents)
+                  for part in output_through(graph, rt, a, node_id, resume[a])
+                  ] if node.op.stateful else []
     for a in parents:
         if a not in buffers:
             buffers[a] = _log_after(rt, a, node_id, resume[a])
@@ -459,35 +463,39 @@ def _pins(graph: Graph, witnesses: list[_Witness], node_id: str,
 
 
 def output_through(graph: Graph, rt: Runtime, node_id: str, child: str,
-                   upto: int) -> Batch:
-    """Everything ``node_id`` sent ``child`` up to its time ``upto``, as one batch.
+                   upto: int) -> list[Batch]:
+    """Everything ``node_id`` sent ``child`` up to its time ``upto``, as batches to
+    apply in order (empty ones left out).
 
     A stateful node's snapshot is its output up to now; a stateless one is its
     operator applied to its parents' output up to what it has taken from them. Either
-    way, subtracting what its payload log shows it sent after ``upto`` gives the
-    output up to ``upto``.
+    way, undoing what its payload log shows it sent after ``upto``, newest first
+    (``Batch.undoing``), gives the output up to ``upto``. The batches are that output
+    and then those undoings, not one consolidated batch: each undoing takes a state
+    the node's output once was to the one before it, so a child applying them in order
+    only ever holds states it held before (a dense child's arrays take each: one row a
+    key), and a columnar snapshot (``Join.snapshot``) reaches the child as columns,
+    with no Python step per row.
     """
     node = graph[node_id]
     if not rt.alive(node_id):
         raise RecoveryError(f"node {node_id} has failed too; recover it first")
     op = node.op
     snapshot, later, time, last_seen = rt.output_info(node_id, child, upto)
-    if op.stateful:
-        assert snapshot is not None, "a runtime gives a stateful node's snapshot"
-        full = snapshot
-    else:
-        full = Batch()
-        for port, p in enumerate(node.parents):
-            out = op.process(port, output_through(graph, rt, p, node_id, last_seen.get(p, 0)))
-            if op.splits:           # (a sharder: ``process`` gives one batch per shard)
-                out = cast("list[Batch]", out)[cast(int, graph[child].shard)]
-            full.extend(out)
     if len(later) != time - upto:
         raise RecoveryError(
             f"node {node_id} no longer holds the messages it sent {child} after its time "
             f"{upto}; use strategy='lineage'")
-    if not later and op.stateful:
-        return full                 # (a snapshot: nothing to subtract, nothing to merge)
-    for m in later:
-        full.extend(m.batch.negated())
-    return full.consolidated()
+    if op.stateful:
+        assert snapshot is not None, "a runtime gives a stateful node's snapshot"
+        parts = [snapshot]
+    else:
+        parts = []
+        for port, p in enumerate(node.parents):
+            for got in output_through(graph, rt, p, node_id, last_seen.get(p, 0)):
+                out = op.process(port, got)
+                if op.splits:       # (a sharder: ``process`` gives one batch per shard)
+                    out = cast("list[Batch]", out)[cast(int, graph[child].shard)]
+                parts.append(out)
+    parts.extend(m.batch.undoing() for m in reversed(later))
+    return [b for b in parts if b]

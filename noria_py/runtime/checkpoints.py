@@ -67,6 +67,7 @@ import numpy as np
 
 from .. import tuning
 from ..batch import Batch
+from ..graph import Graph, Node
 from ..ops.dense import DenseRows, RowsDelta
 from ..ops.operator import Operator
 from ..ops.state import CountsDelta, DenseCounts
@@ -103,6 +104,32 @@ class Checkpoint:
     def rows(self) -> int:
         """Rows or entries it holds."""
         return sum(map(_size, self.inputs)) + _size(self.entries)
+
+
+def rebuilt_from_parent(graph: Graph, node: Node) -> bool:
+    """Whether ``node`` is a reader whose every parent regenerates its whole output
+    from state: a stateful operator (a join, an aggregate, MIN/MAX, TopK, DISTINCT, a
+    set operation; not a base or another source), or a project or filter over one (as
+    the vote view's reader sits on a project over its join). In the tree-clock regime
+    such a reader takes no checkpoints of its own, and its parent keeps no payload log
+    to it: nothing downstream pins its times (it has no children), so a lost reader is
+    rebuilt from its parent's output at the parent's current time
+    (``recovery/treeclock.py``: no witness, no checkpoint), at O(that output), where
+    its checkpoints cost every write their deltas and kept a checkpoint interval of
+    the parent's batches in the log to it (docs/recovery.md, "Readers rebuilt from
+    their parent")."""
+    return node.op.leaf and bool(node.parents) and all(
+        _regenerates(graph, graph.nodes[p]) for p in node.parents)
+
+
+def _regenerates(graph: Graph, node: Node) -> bool:
+    op = node.op
+    if not node.parents or op.kind == "base":
+        return False
+    if op.stateful:
+        return True
+    return (op.kind in ("project", "filter") and len(node.parents) == 1
+            and _regenerates(graph, graph.nodes[node.parents[0]]))
 
 
 def interval(op: Operator) -> tuple[int, int]:

@@ -10,14 +10,15 @@ path, a small tuple, and written into the log's array and merged into the clock
 in bulk, whenever either is read or 64 have piled up; a base keeps none, its clock
 being its time alone), a payload log per outgoing
 edge (every message it sent, by reference: batches are immutable; none to a reader
-when checkpoints are off, since recovery then rebuilds it from this node's state), and
+that does not checkpoint, since recovery then rebuilds it from this node's state), and
 the times it last saw from each parent. Every processed message yields a message to every child,
 empty if need be, so that each child's diff log records every one of this node's
 times: recovery then knows exactly which input was processed at which time
 (docs/recovery.md explains why that matters).
 
-With checkpoints on, a stateful domain (readers included) also checkpoints its state
-into a store outside it (``checkpoints.py``), on its own schedule, and remembers its
+With checkpoints on, a stateful domain (readers included, but in the tree-clock
+regime not a reader over stateful parents, which is rebuilt from them:
+``checkpoints.rebuilt_from_parent``) also checkpoints its state into a store outside it (``checkpoints.py``), on its own schedule, and remembers its
 recent checkpoints' times and parent-times: a parent's payload log to it is trimmed no
 further than its stable checkpoint, so recovery can replay from there. The stable
 checkpoint is the newest its children have all passed (``on_progress``); for a node
@@ -89,6 +90,9 @@ class Domain:
         self.store: Sink | None = None
         #: whether the runtime checkpoints (then this node logs what it sends a reader)
         self.checkpointing = False
+        #: whether a reader over stateful parents is rebuilt from them instead of
+        #: checkpointing (``use_checkpoints``)
+        self.rebuilt_readers = False
         self.ck_inputs: list[tuple[int, Batch]] | None = None
         self.reset_clock_state()
 
@@ -122,12 +126,17 @@ class Domain:
 
     # ------------------------------------------------------------ checkpoints
 
-    def use_checkpoints(self, store: Sink | None) -> None:
+    def use_checkpoints(self, store: Sink | None, rebuilt_readers: bool = False) -> None:
         """Checkpoint into ``store`` from now on (a stateful node, readers included;
         None turns it off), and keep payload logs to readers, which then recover from
-        their checkpoints."""
+        their checkpoints. ``rebuilt_readers`` (the tree-clock regime's runtimes): a
+        reader over stateful parents (``checkpoints.rebuilt_from_parent``) takes none,
+        and this node keeps no log to such a reader: it is rebuilt from its parent."""
         form = self.node.op.checkpoint_form
         self.checkpointing = store is not None
+        self.rebuilt_readers = rebuilt_readers
+        if rebuilt_readers and checkpoints.rebuilt_from_parent(self.graph, self.node):
+            store = None
         self.out_edges = None
         self.store = store if form is not None else None
         self.node.op.tracking = self.store is not None
@@ -387,8 +396,11 @@ class Domain:
         """Whether this node logs what it sends ``child`` (clocks on): always, but to a
         reader only if it checkpoints (its recovery reads the log from its checkpoint
         on; without one it is rebuilt from this node's state, and never asks)."""
-        op = self.graph.nodes[child].op
-        return not op.leaf or (self.checkpointing and op.checkpoint_form is not None)
+        node = self.graph.nodes[child]
+        op = node.op
+        return not op.leaf or (
+            self.checkpointing and op.checkpoint_form is not None
+            and not (self.rebuilt_readers and checkpoints.rebuilt_from_parent(self.graph, node)))
 
     def write_history(self, history: Iterable[Batch], seen: dict[str, int], low: int,
                       start: int = 0, rows: Batch | None = None) -> list[Message]:

@@ -66,7 +66,7 @@ class EmbeddedRuntime(Runtime):
 
     def add(self, node: Node) -> Domain:
         d = self.domains[node.id] = Domain(self.graph, node)
-        d.use_checkpoints(self.store)
+        d.use_checkpoints(self.store, rebuilt_readers=tuning.REBUILT_READERS)
         if node.kind == "base":
             self.durable.setdefault(node.id, WriteHistory(cast(Base, node.op)))
         return d

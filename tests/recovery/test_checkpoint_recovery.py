@@ -9,7 +9,10 @@ an ORDER BY. A reader's recovery starts from its newest checkpoint and catches u
 its parent's payload log; when its parent was restarted while it was down (which may
 renumber the parent's output), it is rebuilt from its parent instead. A live child of
 a restarted parent, whose log to it now starts at the restart, checkpoints then, so
-that it still comes back from a checkpoint."""
+that it still comes back from a checkpoint. (The reader tests turn off
+``tuning.REBUILT_READERS``, under which a reader over stateful parents takes no
+checkpoints at all: tests/recovery/test_rebuilt_readers.py. A cluster's readers and
+those over stateless parents checkpoint as here.)"""
 from __future__ import annotations
 
 import random
@@ -17,6 +20,7 @@ import random
 import pytest
 
 import noria_py
+from noria_py import tuning
 from noria_py.ops.reader import Reader
 from tests.differential.helpers import DDL, Oracle, apply_model, normalize
 from tests.recovery.test_concurrent_failures import KEYED, KEYS, VIEWS, _ops, checkpoint_regime
@@ -29,6 +33,12 @@ READER_KEYED = {
                "GROUP BY x",
     "k_sel": "SELECT b + 1 AS b1, c FROM t1 WHERE a = ? ORDER BY c DESC NULLS LAST",
 }
+
+
+@pytest.fixture
+def readers_checkpoint(monkeypatch):
+    """Every reader checkpoints, as a cluster's do."""
+    monkeypatch.setattr(tuning, "REBUILT_READERS", False)
 
 
 def _wrong(db, model, keyed=KEYED) -> list[str]:
@@ -85,7 +95,7 @@ def test_a_node_failed_again_and_again_recovers_from_its_checkpoints(seed, shard
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("shards", [1, 4])
-def test_readers_of_every_shape_recover_from_their_checkpoints(seed, shards):
+def test_readers_of_every_shape_recover_from_their_checkpoints(seed, shards, readers_checkpoint):
     """Random readers failed one after another, writes before, while they are down (some
     still in flight to them at the failure) and after: each comes back from its newest
     checkpoint and its parent's log, right. Checkpoints as shipped (even seeds: the one
@@ -137,7 +147,7 @@ def _check_counts(db, written: list[tuple]) -> None:
 
 
 @pytest.mark.parametrize("regime", ["default", "often"])
-def test_a_reader_whose_parent_restarted_checkpoints_then(regime):
+def test_a_reader_whose_parent_restarted_checkpoints_then(regime, readers_checkpoint):
     """The aggregate above the reader failed and came back (its payload log now starts
     at its restart). A reader checkpoint older than that (as shipped: the one taken at
     creation) could no longer be caught up from the log, so the reader checkpoints at
@@ -171,7 +181,7 @@ def test_a_reader_whose_parent_restarted_checkpoints_then(regime):
 
 @pytest.mark.parametrize("clocked", [True, False])
 @pytest.mark.parametrize("regime", ["default", "often"])
-def test_a_reader_down_while_its_parent_restarts(regime, clocked):
+def test_a_reader_down_while_its_parent_restarts(regime, clocked, readers_checkpoint):
     """The reader fails, then its aggregate, the reader's only parent (so no witness),
     is recovered while the reader is still down, with writes between. The reader's
     newest checkpoint holds its clock, whose (reader, aggregate, base) entry says which

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import noria_py
+from noria_py import tuning
 from tests.differential.helpers import DDL, VIEWS, Oracle, apply_model, check_views, new_db, ops
 
 EXAMPLES = int(os.environ.get("NORIA_RECOVERY_EXAMPLES", "20"))
@@ -213,10 +214,13 @@ def test_recovery_of_node_created_over_existing_data():
 
 
 @pytest.mark.parametrize("checkpoints", [False, True])
-def test_payload_log_to_a_reader_only_with_checkpoints_and_a_failed_reader_recovers(checkpoints):
+def test_payload_log_to_a_reader_only_with_checkpoints_and_a_failed_reader_recovers(
+        checkpoints, monkeypatch):
     """Without checkpoints recovery rebuilds a reader from its parent's state, so nothing
-    is logged for it; with them the parent logs what it sends the reader, from the
+    is logged for it; with them (and readers checkpointing, as a cluster's: not
+    ``tuning.REBUILT_READERS``) the parent logs what it sends the reader, from the
     reader's newest checkpoint on, and the reader comes back from that checkpoint."""
+    monkeypatch.setattr(tuning, "REBUILT_READERS", False)
     db = noria_py.connect(shards=1, seed=3, checkpoints=checkpoints)
     db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
     db.execute("CREATE VIEW c AS SELECT article_id, COUNT(*) AS n FROM vote "

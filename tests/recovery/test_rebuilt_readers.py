@@ -1,0 +1,135 @@
+"""A reader over stateful parents (a join, an aggregate, or a project over one) takes
+no checkpoints in the tree-clock regime (``checkpoints.rebuilt_from_parent``): a lost
+reader is rebuilt from its parent's output at the parent's current time, dropping what
+that parent sent at or below it, and when the parent failed with it, the parent comes
+back first. Its parent keeps no payload log to it, so the logs above it are trimmed at
+every acknowledgement instead of at the reader's checkpoints."""
+from __future__ import annotations
+
+import pytest
+
+import noria_py
+from noria_py import tuning
+from noria_tools import workloads
+from tests.recovery.test_checkpoint_recovery import _check_counts, _count_view
+
+
+def _vote_db(seed: int | None = None, shards: int = 2):
+    """The vote view; its first reader shard, the reader's parent (a project over the
+    join with several shards, the join itself with one) and the join."""
+    db = noria_py.connect(shards=shards, seed=seed)
+    for sql in workloads.SCHEMA:
+        db.execute(sql)
+    db.execute(workloads.VIEW)
+    db.table("article").insert(workloads.articles(8))
+    g = {n["id"]: n for n in db.graph()}
+    reader = next(n for n in g if g[n]["kind"] == "reader" and g[n]["shard"] in (None, 0))
+    project = g[reader]["parents"][0]
+    join = project if g[project]["kind"] == "join" else g[project]["parents"][0]
+    assert (g[project]["kind"], g[join]["kind"]) == ("project" if shards > 1 else "join", "join")
+    return db, reader, project, join
+
+
+def _write(db, votes: list[tuple], start: int, n: int) -> None:
+    for i in range(start, start + n):
+        rows = [(i % 8, i), ((i * 3) % 8, i)]
+        db.table("vote").insert(rows)
+        votes.extend(rows)
+
+
+def _right(db, votes: list[tuple]) -> None:
+    db.wait()
+    counts: dict[int, int] = {}
+    for a, _ in votes:
+        counts[a] = counts.get(a, 0) + 1
+    for k in range(8):
+        assert db.view(workloads.VIEW_NAME).lookup(k) == [(k, f"article {k}", counts.get(k))]
+
+
+@pytest.mark.parametrize("seed,shards", [(None, 2), (3, 2), (4, 1)])
+def test_a_reader_over_a_join_is_rebuilt_alone_and_with_its_parents(seed, shards):
+    """The vote reader (over a project over the join) fails alone, with writes left in
+    flight to it (``seed``: what its parent sent at or below the rebuild time arrives
+    after the rebuild and must be dropped), then with its project, then with its join:
+    each time the view is right, and the store never held a checkpoint of it."""
+    db, reader, project, join = _vote_db(seed, shards)
+    store = db.runtime.store
+    votes: list[tuple] = []
+    _write(db, votes, 0, 200)
+    downs = [[reader], [reader], [project, reader], [join, reader]][:4 if shards > 1 else 3]
+    for i, down in enumerate(downs):
+        _write(db, votes, 1000 * (i + 1), 30)        # (some still in flight: seed)
+        for n in down:
+            db.fail(n)
+        _write(db, votes, 1000 * (i + 1) + 500, 20)
+        if len(down) > 1:
+            reports = db.recover()                   # (the parent first)
+            paths = {k: v for r in reports for k, v in r.paths.items()}
+        else:
+            paths = db.recover(reader, strategy="treeclock").paths
+        assert paths[reader] == "rebuilt", paths
+        assert not store.has(reader)
+        _right(db, votes)
+    assert not store.has(reader) and db.runtime.domains[join].store is not None
+
+
+def test_a_reader_and_its_aggregate_failed_together_parent_first():
+    """A reader directly over COUNT, both failed: recovering the reader brings the
+    aggregate back first (from its checkpoint), then rebuilds the reader from it."""
+    db, reader, agg = _count_view(seed=5)
+    assert db.graph_[agg].kind == "aggregate"
+    votes: list[tuple] = []
+    for i in range(300):
+        db.table("vote").insert([(i % 8, i)])
+        votes.append((i % 8, i))
+    db.fail(reader)
+    db.fail(agg)
+    for i in range(300, 340):
+        db.table("vote").insert([(i % 8, i)])
+        votes.append((i % 8, i))
+    report = db.recover(reader, strategy="treeclock")
+    assert report.paths == {agg: "checkpoint", reader: "rebuilt"}, report
+    _check_counts(db, votes)
+
+
+def test_the_logs_above_a_rebuilt_reader_stay_short(monkeypatch):
+    """No payload log to the reader, and the join's log to the project is trimmed at
+    every acknowledgement (at most ``ACK_EVERY`` batches behind, and the lag of the clock
+it reads), where a checkpointing
+    reader held it back to its stable checkpoint (a checkpoint interval of batches)."""
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 64)
+    longest = {}
+    for rebuilt in (True, False):
+        monkeypatch.setattr(tuning, "REBUILT_READERS", rebuilt)
+        db, reader, project, join = _vote_db()
+        votes: list[tuple] = []
+        most = 0
+        for i in range(400):
+            _write(db, votes, i, 1)
+            most = max(most, len(db.runtime.domains[join].payload.get(project, ())))
+            assert not db.runtime.domains[project].payload.get(reader) or not rebuilt
+        longest[rebuilt] = most
+        _right(db, votes)
+    # (the clock an acknowledgement reads lags up to FLUSH_EVERY receipts)
+    assert longest[True] <= tuning.ACK_EVERY + tuning.FLUSH_EVERY < longest[False], longest
+
+
+@pytest.mark.parametrize("seed", [3, 7, 11])
+def test_a_rebuilt_reader_stays_in_arrays_with_messages_in_flight_above_it(seed):
+    """The reader is rebuilt from its parent's output while the join has sent the
+    project messages it has not taken yet (``seed``: delivered lazily): the join's
+    snapshot comes as columns, then each of those messages undone, newest first
+    (``output_through``), so every batch the reader takes is a state the output once
+    was, one row a key, and its arrays take each (undone oldest first, a key's count
+    would be removed at a value it no longer holds: the arrays refuse it, and the
+    state leaves them for good). The view is right."""
+    db, reader, project, join = _vote_db(seed, shards=2)
+    op = db.graph_[reader].op
+    votes: list[tuple] = []
+    for i in range(3):
+        _write(db, votes, 100 * i, 40)
+        db.fail(reader)
+        _write(db, votes, 100 * i + 50, 30)
+        assert db.recover(reader, strategy="treeclock").paths == {reader: "rebuilt"}
+        assert op.state.form == "dense"
+        _right(db, votes)
