@@ -55,12 +55,13 @@ Invariants, and why:
   ANSWER_SPIN_NS``). A thread asleep in ``recv`` is woken by the kernel, and on this
   VM waking one on the other CPU, idle, costs tens of microseconds: whether the
   scheduler put the client and the read thread on one CPU or on two decided a run's
-  ``lookup`` p50 (22 µs against 60-70 µs, pinned: docs/benchmarks.md, "Spinning for
-  the answer"). What it costs: up to that long of a CPU after each lookup, at each
-  end, a thread that yields whenever anything else wants the CPU; the spin drops the
-  GIL at each system call, so the message thread waits for it no longer than for a
-  lookup. Only after a ``get``: a ``read`` of many keys, a range read or a write is
-  not latency-bound in the same way.
+  ``lookup`` p50 (23-24 µs against 58-65 µs, pinned; polling, 30 against 15:
+  docs/benchmarks.md, "Spinning for the answer"). What it costs: up to that long of
+  a CPU after each lookup, at each end, by a thread that yields whenever anything
+  else on its CPU wants it; the poll drops the GIL at each system call and ends
+  after ``NEXT_GET_SPIN_NS``, so the message thread waits for the GIL at most that
+  much longer. Only after a ``get``: a ``read`` of many keys, a range read or a
+  write is not answered within microseconds.
 - **Many rows are made with the collector paused.** A client's answer of many keys
   is a list and a tuple per key, all reachable until returned: made while Python's
   cyclic collector runs, they are walked by a young collection every 700 and pushed
