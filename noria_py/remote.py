@@ -94,6 +94,10 @@ READ_TIMEOUT = 60.0
 #: seconds without a worker's answer after which the client asks the controller whether
 #: the reader is still there (a worker stopped, not dead, is replaced meanwhile)
 RECHECK_EVERY = 2.0
+#: nanoseconds a ``lookup`` polls for its answer before it sleeps in ``recv``
+#: (``wire.Connection.spin``; runtime/cluster/reads.py: "A lookup's round trip wakes
+#: no thread")
+ANSWER_SPIN_NS = 100_000
 #: seconds a write is sent again while its base's worker says ``moved`` (a recovery)
 WRITE_MOVED_TIMEOUT = 60.0
 #: (``RemoteDatabase._write_places``: not asked yet)
@@ -625,6 +629,8 @@ class RemoteDatabase:
                     conn = link.conn = self._read_port(link.address)
                 rid = next(self._ids)
                 conn.send([kind, rid, *args])
+                if kind == "get":           # (due in microseconds: not asleep for it)
+                    conn.spin(ANSWER_SPIN_NS)
                 f = self._answer(view, where, link)
             except (OSError, wire.ProtocolError) as e:
                 link.drop()                      # (the worker is gone: ask where now)

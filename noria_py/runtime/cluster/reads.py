@@ -48,6 +48,20 @@ Invariants, and why:
   safe because the read only reads (``Reader.lookup``, ``dense_parts``) and keeps its
   answer only if no frame began or ended meanwhile. So a read costs one system call
   to receive it and one to answer, and no thread hand-off.
+- **A lookup's round trip wakes no thread, in a stream of lookups.** After answering
+  a ``get``, the read thread polls its socket for up to ``NEXT_GET_SPIN_NS``
+  (``wire.Connection.spin``: non-blocking receives, ``sched_yield`` between them)
+  before it blocks, and the client polls for the answer as long (``remote.
+  ANSWER_SPIN_NS``). A thread asleep in ``recv`` is woken by the kernel, and on this
+  VM waking one on the other CPU, idle, costs tens of microseconds: whether the
+  scheduler put the client and the read thread on one CPU or on two decided a run's
+  ``lookup`` p50 (23-24 µs against 58-65 µs, pinned; polling, 30 against 15:
+  docs/benchmarks.md, "Spinning for the answer"). What it costs: up to that long of
+  a CPU after each lookup, at each end, by a thread that yields whenever anything
+  else on its CPU wants it; the poll drops the GIL at each system call and ends
+  after ``NEXT_GET_SPIN_NS``, so the message thread waits for the GIL at most that
+  much longer. Only after a ``get``: a ``read`` of many keys, a range read or a
+  write is not answered within microseconds.
 - **Many rows are made with the collector paused.** A client's answer of many keys
   is a list and a tuple per key, all reachable until returned: made while Python's
   cyclic collector runs, they are walked by a young collection every 700 and pushed
@@ -102,6 +116,10 @@ MAX_READ_CONNECTIONS = 256
 #: without it (the message thread may have gone idle just before the read was queued)
 RETRY_EVERY = 0.0005
 
+
+#: nanoseconds a read thread stays awake for the next request after answering a ``get``
+#: (module docstring: "A lookup's round trip wakes no thread")
+NEXT_GET_SPIN_NS = 50_000
 
 #: a client's answer of at least this many keys is made with Python's cyclic collector
 #: paused (``collector_paused``)
@@ -487,11 +505,12 @@ class ReadServer:
             conn.close()
 
     def _serve(self, conn: wire.Connection) -> None:
-        answer, recv = self.reads.answer, conn.recv
+        answer, recv, spin = self.reads.answer, conn.recv, conn.spin
         while True:
             f = recv()
             if type(f) is tuple and len(f) == 4 and f[0] == "get":
                 self._get(conn, f)
+                spin(NEXT_GET_SPIN_NS)      # (a client's next lookup, due soon: awake)
                 continue
             if type(f) is tuple and len(f) == 5 and f[0] == "range":
                 self._range(conn, f)

@@ -16,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import os
 import secrets
 import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -49,6 +51,9 @@ MAX_FRAME = 256 * 1024 * 1024
 HANDSHAKE_TIMEOUT = 5.0
 
 _HEADER = struct.Struct(">I")
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_clock = time.perf_counter_ns
+_yield = getattr(os, "sched_yield", lambda: None)
 _BUFFER = 256 * 1024         # read buffer: many small frames per system call
 _NONCE = 32
 _HELLO_MAX = 64 * 1024      # no handshake frame is near this
@@ -144,6 +149,36 @@ class Connection:
         plain socket: ``SSLSocket.shutdown`` also drops its TLS state under the
         reader's feet."""
         socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+
+    def spin(self, ns: int) -> None:
+        """Wait up to ``ns`` nanoseconds for bytes to arrive without going to sleep:
+        poll the socket (``MSG_DONTWAIT``), yielding the CPU between polls
+        (``sched_yield``: a peer on the same CPU runs meanwhile), until something is
+        buffered or the time is up; ``recv`` then takes the frame (or blocks as
+        usual). For a round trip whose other end answers within microseconds: a
+        thread asleep in ``recv`` is woken by the kernel, and on this VM waking a
+        thread on the other, idle CPU costs tens of microseconds (docs/benchmarks.md,
+        "Reads at the readers' workers", "Spinning for the answer"). Returns at once
+        for TLS (no flags there) and for a socket with a Python timeout (which would
+        poll() before each call, for as long as the timeout)."""
+        if self._start != self._end or not _DONTWAIT \
+                or isinstance(self.sock, ssl.SSLSocket) or self.sock.gettimeout() is not None:
+            return
+        deadline = _clock() + ns
+        recv_into, view = self.sock.recv_into, self._view
+        while True:
+            try:
+                got = recv_into(view, 0, _DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                if _clock() > deadline:
+                    return
+                _yield()
+                continue
+            except OSError:
+                return                  # (recv raises it again, as it would have)
+            if got:
+                self._start, self._end = 0, got
+            return                      # (0: the peer closed; recv says so)
 
     def recv(self) -> Any:
         """The next frame's value: a tuple (msgpack array) or a dict (map)."""

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 import noria_py
 from noria_py.batch import Batch
 from noria_py.ops import Reader
+from noria_py.runtime.cluster import reads as reads_module
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.reads import (
@@ -311,6 +312,40 @@ def test_the_read_port_checks_the_token_and_the_requests():
         conn.send(["read", 3, [["r", [1]]]])
         assert conn.recv()[0] == "ok"
         conn.close()
+    finally:
+        server.close()
+
+
+def test_a_read_thread_awake_after_a_lookup_answers_what_comes_as_before(monkeypatch):
+    """After a ``get`` the read thread polls for the next request (``NEXT_GET_SPIN_NS``,
+    here 10 s: every request below arrives while it polls): lookups, a read of many
+    keys, a lookup mid-frame (answered between frames, never torn) are answered as
+    without it, and a client that goes away ends the thread at once."""
+    monkeypatch.setattr(reads_module, "NEXT_GET_SPIN_NS", 10_000_000_000)
+    reads, _ = _reads_with_torn_reader()
+    server = ReadServer(reads, "127.0.0.1", 0, "tok")
+    try:
+        threads = threading.active_count()
+        conn = _client(server.address, "tok")
+        for rid in range(1, 4):
+            conn.send(["get", rid, "r", rid])
+            assert conn.recv() == ("ok", rid, ((rid, "whole"),))
+            time.sleep(0.005)                   # (the thread polls meanwhile)
+        conn.send(["read", 4, [["r", [5, 6]]]])
+        assert conn.recv() == ("ok", 4, ((((5, "whole"),), ((6, "whole"),)),))
+        conn.send(["get", 5, "r", 5])
+        assert conn.recv() == ("ok", 5, ((5, "whole"),))
+        reads.version = 1                       # a frame under way: queued, then
+        t = threading.Thread(target=reads_between_frames, args=(reads,))
+        t.start()
+        conn.send(["get", 6, "r", 6])
+        assert conn.recv() == ("ok", 6, ((6, "whole"),))
+        t.join(10)
+        conn.close()                            # (while the thread polls)
+        deadline = time.monotonic() + 5
+        while threading.active_count() > threads and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert threading.active_count() == threads
     finally:
         server.close()
 

@@ -197,6 +197,55 @@ def test_frames_split_across_reads(raw):
     assert done() == [("f", i, "y" * i) for i in range(200)]
 
 
+def test_spin_buffers_what_arrives_and_never_loses_a_buffered_frame(conns):
+    """``Connection.spin``: bytes that arrive while it polls are buffered for ``recv``
+    (a frame whole, or in pieces); a frame already buffered is left alone (a second
+    frame of one receive is not overwritten); nothing arriving, it returns and ``recv``
+    still blocks for the next frame."""
+    a, b = conns
+    a.send(["one", 1])
+    b.spin(5_000_000_000)               # (returns once the frame is in)
+    assert b._end > b._start
+    assert b.recv() == ("one", 1)
+    a.send_many([["two", 2], ["three", 3]])
+    assert b.recv() == ("two", 2)
+    assert b._end > b._start            # ("three", buffered by the same receive)
+    a.send(["four", 4])
+    b.spin(5_000_000_000)                # a frame buffered: nothing is received over it
+    assert b.recv() == ("three", 3)
+    b.spin(5_000_000_000)
+    assert b.recv() == ("four", 4)
+    b.spin(1000)                         # nothing comes: back to a blocking recv
+    assert b._start == b._end
+    done = in_thread(b.recv)
+    a.send(["four", 4])
+    assert done() == ("four", 4)
+    body = packb(["five", "x" * 50])
+    frame = struct.pack(">I", len(body)) + body
+    a.sock.sendall(frame[:9])            # half a frame while it spins
+    b.spin(5_000_000_000)
+    assert 0 < b._end - b._start < len(frame)
+    done = in_thread(b.recv)
+    a.sock.sendall(frame[9:])
+    assert done() == ("five", "x" * 50)
+
+
+def test_spin_leaves_timeouts_and_closed_peers_to_recv(raw):
+    """A socket with a Python timeout is not polled (``recv_into`` would wait for the
+    whole timeout first); a closed peer: ``recv`` says so."""
+    conn, peer = raw                     # (settimeout(5): spin returns at once)
+    body = packb(["x"])
+    peer.sendall(struct.pack(">I", len(body)) + body)
+    conn.spin(10_000_000_000)
+    assert conn._start == conn._end
+    assert conn.recv() == ("x",)
+    conn.sock.settimeout(None)
+    peer.close()
+    conn.spin(10_000_000_000)
+    with pytest.raises(ConnectionClosed, match="closed by"):
+        conn.recv()
+
+
 # ---------------------------------------------------------------- codecs
 
 def test_batch_round_trip(conns):
