@@ -146,7 +146,7 @@ from ..falkirk import LOGGED, choose, stateful
 from ..messages import Indexed, Message
 from ..uncoordinated import PERIOD
 from . import tokens, wire
-from .channels import CONTROLLER, Inbox, Links, PeerServer
+from .channels import CONTROLLER, WAKE, Inbox, Links, PeerServer
 from .errors import NodeDown
 from .falkirk import take_span
 from .partial import EVICT, SIZES, Fill, WorkerPartial, source_rows, step, through_held
@@ -1246,16 +1246,20 @@ class Worker:
     # ------------------------------------------------------------ writes at this worker
     # (``serve --writes worker``; docs/architecture.md, "Writes at the base's worker")
 
-    def client_write(self, nid: str, method: str, args: Sequence[Any], tag: int) -> Any:
+    def client_write(self, nid: str, method: str, args: Sequence[Any], tag: int,
+                     at_once: Callable[[Any], None]) -> Any:
         """A client's write to base ``nid`` (a read thread's call): handled by the
-        message thread in turn; returns ``accept``'s outcome once it is known."""
+        message thread in turn; returns ``accept``'s outcome once it is known, which
+        ``at_once`` is given first, on the message thread (it sends the answer without
+        waiting for this thread to wake: ``reads.py``)."""
         done = threading.Event()
         out: list[Any] = []
 
         def reply(outcome: Any) -> None:
+            at_once(outcome)
             out.append(outcome)
             done.set()
-        self.inbox.put((CLIENT, ["cw", nid, method, args, reply, tag]))
+        self.inbox.put_client((CLIENT, ["cw", nid, method, args, reply, tag]))
         while not done.wait(1.0):
             if self.ended:
                 return UNKNOWN
@@ -1786,6 +1790,7 @@ class Worker:
         controller's connection and each peer link are read by threads of their own),
         sending what they produced whenever the inbox is empty."""
         inbox, reads, links = self.inbox, self.reads, self.links
+        fast = inbox.fast                   # (a base log's frames first: ``Inbox``)
         lost = self.lost_workers
         self.control_recv = threading.Thread(target=inbox.read, args=(CONTROLLER, self.conn),
                                              daemon=True, name="control-recv")
@@ -1796,12 +1801,20 @@ class Worker:
                 if since_flush >= FLUSH_EVERY:      # (an inbox never empty must not
                     links.flush()                   # hold back what it produced)
                     since_flush = 0
-                try:
-                    src, f = inbox.get_nowait()
-                except queue.Empty:
-                    links.flush()
-                    since_flush = 0
-                    src, f = inbox.get()
+                if fast.empty():
+                    try:
+                        item = inbox.get_nowait()
+                    except queue.Empty:
+                        links.flush()
+                        since_flush = 0
+                        item = inbox.get()
+                    if item is WAKE:
+                        continue            # (its fast frame is next, or was taken)
+                    if item[0] == CONTROLLER:
+                        inbox.ctrl_out += 1
+                else:
+                    item = fast.get_nowait()
+                src, f = item
                 since_flush += 1
                 if src in lost:
                     continue                # (after the fence: its frames are dropped)

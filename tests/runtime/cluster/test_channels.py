@@ -216,7 +216,7 @@ class _StalledInbox(Inbox):
         self.stalled, self.go, self.done = (threading.Event() for _ in range(3))
         self.got = b""
 
-    def read(self, source, conn, on_end=None):      # type: ignore[no-untyped-def]
+    def read(self, source, conn, on_end=None, fast=False):  # type: ignore[no-untyped-def]
         try:
             self.put((source, conn.recv()))
             sslobj = conn.sock._sslobj
