@@ -95,6 +95,24 @@ class Inbox:
         self.ctrl_in = 0
         self.ctrl_out = 0
 
+    def take(self, idle: Callable[[], None]) -> tuple[str, Any]:
+        """The next item for the message thread: the fast lane's first, else the
+        ordinary lane's, waited for (``idle`` called first) when both are empty."""
+        fast, q = self.fast, self.q
+        while True:
+            if not fast.empty():
+                return fast.get_nowait()
+            try:
+                item = q.get_nowait()
+            except queue.Empty:
+                idle()
+                item = q.get()
+            if item is WAKE:
+                continue                # (its fast frame is next, or was taken)
+            if item[0] == CONTROLLER:
+                self.ctrl_out += 1
+            return item
+
     def put_fast(self, item: tuple[str, Any]) -> None:
         self.fast.put(item)
         self.q.put(WAKE)

@@ -110,7 +110,6 @@ import argparse
 import faulthandler
 import logging
 import os
-import queue
 import signal
 import socket
 import ssl
@@ -146,7 +145,7 @@ from ..falkirk import LOGGED, choose, stateful
 from ..messages import Indexed, Message
 from ..uncoordinated import PERIOD
 from . import tokens, wire
-from .channels import CONTROLLER, WAKE, Inbox, Links, PeerServer
+from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
 from .falkirk import take_span
 from .partial import EVICT, SIZES, Fill, WorkerPartial, source_rows, step, through_held
@@ -1790,31 +1789,23 @@ class Worker:
         controller's connection and each peer link are read by threads of their own),
         sending what they produced whenever the inbox is empty."""
         inbox, reads, links = self.inbox, self.reads, self.links
-        fast = inbox.fast                   # (a base log's frames first: ``Inbox``)
+        take = inbox.take                   # (a base log's frames first: ``Inbox``)
         lost = self.lost_workers
         self.control_recv = threading.Thread(target=inbox.read, args=(CONTROLLER, self.conn),
                                              daemon=True, name="control-recv")
         self.control_recv.start()
         since_flush = 0
+
+        def idle() -> None:                 # (the inbox is empty: what was made goes)
+            nonlocal since_flush
+            links.flush()
+            since_flush = 0
         try:
             while True:
                 if since_flush >= FLUSH_EVERY:      # (an inbox never empty must not
                     links.flush()                   # hold back what it produced)
                     since_flush = 0
-                if fast.empty():
-                    try:
-                        item = inbox.get_nowait()
-                    except queue.Empty:
-                        links.flush()
-                        since_flush = 0
-                        item = inbox.get()
-                    if item is WAKE:
-                        continue            # (its fast frame is next, or was taken)
-                    if item[0] == CONTROLLER:
-                        inbox.ctrl_out += 1
-                else:
-                    item = fast.get_nowait()
-                src, f = item
+                src, f = take(idle)
                 since_flush += 1
                 if src in lost:
                     continue                # (after the fence: its frames are dropped)
