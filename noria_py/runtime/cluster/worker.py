@@ -1449,7 +1449,9 @@ class Worker:
             pending.extend((b, tag) for _, b, _, tag in group)
             if len(pending) >= tuning.COPY_EVERY:
                 self.copy_out(nid)
-        for _, _, reply, _ in group:
+        if self.direct:
+            self.links.flush()          # (its output goes on before the answers, which go
+        for _, _, reply, _ in group:    # at once: ``client_write``)
             reply([])
         self.commit(nid)
         self._paused_yet()
