@@ -49,30 +49,106 @@ DIAL_TRIES = 3
 CONTROLLER = ""
 
 
+#: the frames of a base's log between its owner and its replica (``writes.py``): a
+#: peer link's reader puts them in the inbox's fast lane
+FAST_FRAMES = frozenset(("rlog", "rfull", "rdur", "rtrim"))
+#: the item a fast frame also puts in the ordinary lane, to wake a message thread
+#: waiting there (``Inbox.put_fast``); handled as nothing
+WAKE: tuple[str, Any] = (CONTROLLER, ("wake",))
+
+
 class Inbox:
-    """What the message thread handles, in order: ``(source, frame)``, source the
-    sending worker's name (``CONTROLLER`` for the controller); a frame None ends the
-    thread (the controller's connection ended), an exception is raised there."""
+    """What the message thread handles: ``(source, frame)``, source the sending
+    worker's name (``CONTROLLER`` for the controller); an exception is raised there.
+
+    Two lanes. The ordinary one holds every frame in the order it came, but those of
+    the fast one: the log frames peers send (``FAST_FRAMES``), and a client's write
+    (``put_client``) when no controller frame waits in the ordinary lane. The message
+    thread takes the fast lane's frames first, between two frames of the ordinary
+    lane (each fast frame also puts ``WAKE`` there, to wake it when it waits). Why: a
+    write is acknowledged only after its owner took it and sent it to its replica and
+    had the answer (``cw``, ``rlog``, ``rdur``), and in one lane each of the three
+    waited behind the data messages of the writes before on the same inboxes
+    (traced: 0.3-1.5 ms each, most of a 1,000-vote write's time).
+
+    Safe because what the fast frames touch no data frame does: a base's log is its
+    own state (``ReplicaLogs``; the owner's ``durable`` releases output it held), and
+    a write is checked against its base's rows, which no message changes (a base has
+    no parents). The ordering rules hold: frames of one link stay in order among
+    themselves (one reader thread, one lane), and so do one client connection's
+    writes (its read thread waits for each answer before it reads the next); a
+    controller's frame is never overtaken (a write goes in the ordinary lane while
+    one waits there: ``ctrl_in``, ``ctrl_out``), so a write is taken after every
+    controller frame received before it, as in one lane; a lost worker's frames are
+    dropped after the fence whichever lane they wait in (``Worker.run_direct``).
+    """
 
     def __init__(self) -> None:
         self.q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.fast: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self.put = self.q.put
         self.get = self.q.get
         self.get_nowait = self.q.get_nowait
         self.empty = self.q.empty
+        #: the controller's frames put in the ordinary lane, and taken from it (each
+        #: counted by one thread: the controller's reader, the message thread)
+        self.ctrl_in = 0
+        self.ctrl_out = 0
+
+    def take(self, idle: Callable[[], None]) -> tuple[str, Any]:
+        """The next item for the message thread: the fast lane's first, else the
+        ordinary lane's, waited for (``idle`` called first) when both are empty."""
+        fast, q = self.fast, self.q
+        while True:
+            if not fast.empty():
+                return fast.get_nowait()
+            try:
+                item = q.get_nowait()
+            except queue.Empty:
+                idle()
+                item = q.get()
+            if item is WAKE:
+                continue                # (its fast frame is next, or was taken)
+            if item[0] == CONTROLLER:
+                self.ctrl_out += 1
+            return item
+
+    def put_fast(self, item: tuple[str, Any]) -> None:
+        self.fast.put(item)
+        self.q.put(WAKE)
+
+    def put_client(self, item: tuple[str, Any]) -> None:
+        """A client's write: in the fast lane unless a controller's frame waits (or
+        is being put) in the ordinary one."""
+        if self.ctrl_in == self.ctrl_out:
+            self.put_fast(item)
+        else:
+            self.put(item)
 
     def read(self, source: str, conn: wire.Connection,
-             on_end: Callable[[str, BaseException], None] | None = None) -> None:
+             on_end: Callable[[str, BaseException], None] | None = None,
+             fast: bool = False) -> None:
         """Put every frame of ``conn`` in the inbox until it ends (a thread's body);
-        then ``on_end``, or without one, the error as the last item."""
+        then ``on_end``, or without one, the error as the last item. ``fast``: a
+        peer's link, whose ``FAST_FRAMES`` go in the fast lane."""
         put, recv = self.put, conn.recv
+        put_fast, fast_ops = self.put_fast, FAST_FRAMES if fast else frozenset()
+        counted = source == CONTROLLER
         try:
             while True:
-                put((source, recv()))
+                f = recv()
+                if type(f) is tuple and f and f[0] in fast_ops:
+                    put_fast((source, f))
+                    continue
+                if counted:
+                    self.ctrl_in += 1       # (before the put: ``put_client``)
+                put((source, f))
         except (OSError, wire.ProtocolError) as e:
             if on_end is not None:
                 on_end(source, e)
             else:
+                if counted:
+                    self.ctrl_in += 1
                 put((source, e))
 
 
@@ -104,7 +180,7 @@ class PeerServer:
                 if self.closed:
                     return
                 self.links.setdefault(name, []).append(conn)
-            self.inbox.read(name, conn, self._ended)
+            self.inbox.read(name, conn, self._ended, fast=True)
         except (OSError, wire.ProtocolError) as e:
             log.warning("refused peer connection from %s: %s", conn.peer, e)
         finally:

@@ -158,7 +158,10 @@ class Reads:
         self.held: Container[str] = ()
         #: ``serve --writes worker``: a client's write to a base hosted here, handed to
         #: the message thread (``Worker.client_write``); None: writes go elsewhere
-        self.write: Callable[[str, str, Sequence[Any], int], Any] | None = None
+        #: (its last argument: called with the outcome on the message thread as soon
+        #: as it is known, before the call returns it)
+        self.write: Callable[[str, str, Sequence[Any], int, Callable[[Any], None]],
+                             Any] | None = None
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -449,6 +452,15 @@ def _check_request(f: Any) -> tuple[int, tuple[Any, ...]]:
                              "bytes], ...]]")
 
 
+def _write_answer(rid: int, base: str, said: Any) -> list[Any]:
+    """The answer to write ``rid`` to ``base`` from what ``Worker.accept`` said."""
+    if said is None:
+        return ["moved", rid, f"base {base} does not take writes at this worker now"]
+    if said:
+        return ["error", rid, str(said[0]), str(said[1])]
+    return ["ok", rid, None]
+
+
 def _send_answer(conn: wire.Connection, rid: int, read: Callable[..., Any],
                  *args: Any) -> None:
     """``read(*args)``'s answer to request ``rid``: ``["ok", rid, rows]``, ``["moved",
@@ -531,13 +543,20 @@ class ReadServer:
             raise wire.ProtocolError('expected ["write", id, base, method, args, tag]')
         rid = f[1]
         write = self.reads.write
-        said = None if write is None else write(f[2], f[3], f[4], f[5])
-        if said is None:
-            conn.send(["moved", rid, f"base {f[2]} does not take writes at this worker now"])
-        elif said:
-            conn.send(["error", rid, str(said[0]), str(said[1])])
-        else:
-            conn.send(["ok", rid, None])
+        lock = threading.Lock()
+        sent: list[tuple[bytes, bool]] = []
+
+        def at_once(said: Any) -> None:     # (the message thread: never waits here)
+            with lock:
+                if not sent:
+                    sent.append(conn.send_now(_write_answer(rid, f[2], said)))
+        said = None if write is None else write(f[2], f[3], f[4], f[5], at_once)
+        with lock:
+            if not sent:
+                sent.append((b"", False))
+                conn.send(_write_answer(rid, f[2], said))
+            elif sent[0][0]:
+                conn.send_rest(*sent[0])
 
     def _get(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
         """``["get", id, node, key]``, a ``lookup``: answered ``["ok", id, rows]`` (the

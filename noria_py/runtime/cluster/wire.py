@@ -125,6 +125,37 @@ class Connection:
         with self._send_lock:
             self.sock.sendall(frame)
 
+    def send_now(self, obj: Any) -> tuple[bytes, bool]:
+        """Send the frame ``obj`` from a thread that must never wait on this peer (the
+        worker's message thread answering a client's write: ``reads.py``), as far as
+        the socket takes it at once: ``(what it did not take, locked)``, ``b""`` when
+        it took all. The rest, if any, must be sent with ``send_rest`` by a thread
+        that may wait, before anything else is sent here: ``locked`` says the
+        connection stays locked for it meanwhile (a frame cut in two). Nothing is
+        sent on a TLS socket (its records cannot be cut), when another thread is
+        sending, or on a socket error (the waiting thread then meets it)."""
+        payload = packb(obj, big_ints=True)
+        frame = _HEADER.pack(len(payload)) + payload
+        if isinstance(self.sock, ssl.SSLSocket) or not self._send_lock.acquire(False):
+            return frame, False
+        try:
+            n = self.sock.send(frame, socket.MSG_DONTWAIT)
+        except OSError:
+            n = 0
+        if 0 < n < len(frame):
+            return frame[n:], True
+        self._send_lock.release()
+        return frame[n:], False
+
+    def send_rest(self, rest: bytes, locked: bool) -> None:
+        """What ``send_now`` left (``locked`` as it said)."""
+        if not locked:
+            self._send_lock.acquire()
+        try:
+            self.sock.sendall(rest)
+        finally:
+            self._send_lock.release()
+
     def send_many(self, objs: list[Any]) -> None:
         """Several frames in one system call (a relay's queue, drained at once)."""
         parts = []

@@ -110,7 +110,6 @@ import argparse
 import faulthandler
 import logging
 import os
-import queue
 import signal
 import socket
 import ssl
@@ -1248,16 +1247,20 @@ class Worker:
     # ------------------------------------------------------------ writes at this worker
     # (``serve --writes worker``; docs/architecture.md, "Writes at the base's worker")
 
-    def client_write(self, nid: str, method: str, args: Sequence[Any], tag: int) -> Any:
+    def client_write(self, nid: str, method: str, args: Sequence[Any], tag: int,
+                     at_once: Callable[[Any], None]) -> Any:
         """A client's write to base ``nid`` (a read thread's call): handled by the
-        message thread in turn; returns ``accept``'s outcome once it is known."""
+        message thread in turn; returns ``accept``'s outcome once it is known, which
+        ``at_once`` is given first, on the message thread (it sends the answer without
+        waiting for this thread to wake: ``reads.py``)."""
         done = threading.Event()
         out: list[Any] = []
 
         def reply(outcome: Any) -> None:
+            at_once(outcome)
             out.append(outcome)
             done.set()
-        self.inbox.put((CLIENT, ["cw", nid, method, args, reply, tag]))
+        self.inbox.put_client((CLIENT, ["cw", nid, method, args, reply, tag]))
         while not done.wait(1.0):
             if self.ended:
                 return UNKNOWN
@@ -1448,7 +1451,9 @@ class Worker:
             pending.extend((b, tag) for _, b, _, tag in group)
             if len(pending) >= tuning.COPY_EVERY:
                 self.copy_out(nid)
-        for _, _, reply, _ in group:
+        if self.direct:
+            self.links.flush()          # (its output goes on before the answers, which go
+        for _, _, reply, _ in group:    # at once: ``client_write``)
             reply([])
         self.commit(nid)
         self._paused_yet()
@@ -1788,22 +1793,23 @@ class Worker:
         controller's connection and each peer link are read by threads of their own),
         sending what they produced whenever the inbox is empty."""
         inbox, reads, links = self.inbox, self.reads, self.links
+        take = inbox.take                   # (a base log's frames first: ``Inbox``)
         lost = self.lost_workers
         self.control_recv = threading.Thread(target=inbox.read, args=(CONTROLLER, self.conn),
                                              daemon=True, name="control-recv")
         self.control_recv.start()
         since_flush = 0
+
+        def idle() -> None:                 # (the inbox is empty: what was made goes)
+            nonlocal since_flush
+            links.flush()
+            since_flush = 0
         try:
             while True:
                 if since_flush >= FLUSH_EVERY:      # (an inbox never empty must not
                     links.flush()                   # hold back what it produced)
                     since_flush = 0
-                try:
-                    src, f = inbox.get_nowait()
-                except queue.Empty:
-                    links.flush()
-                    since_flush = 0
-                    src, f = inbox.get()
+                src, f = take(idle)
                 since_flush += 1
                 if src in lost:
                     continue                # (after the fence: its frames are dropped)

@@ -36,7 +36,10 @@ after all of them, then the output goes out and the client is answered. A write 
 before its apply cannot then be refused: it was checked against the very state it is
 applied to (the thread takes nothing in between). Should the apply raise all the same,
 the message thread ends, the worker is lost and the base is restored from the log,
-which holds the write: the log never holds a write the base does not take.
+which holds the write: the log never holds a write the base does not take. The
+client's write, ``rlog`` and ``rdur`` travel in the inboxes' fast lane, ahead of the
+data messages queued before them (``channels.Inbox``), and the answer goes out from
+the message thread once the write is durable (its output flushed first).
 
 With ``--data-dir DIR`` (``DiskLogs``), the owner and the replica each keep that log on
 disk too, under ``DIR/workers/<worker>/<table>/`` (``log_dir``): one ``Storage``

@@ -216,7 +216,7 @@ class _StalledInbox(Inbox):
         self.stalled, self.go, self.done = (threading.Event() for _ in range(3))
         self.got = b""
 
-    def read(self, source, conn, on_end=None):      # type: ignore[no-untyped-def]
+    def read(self, source, conn, on_end=None, fast=False):  # type: ignore[no-untyped-def]
         try:
             self.put((source, conn.recv()))
             sslobj = conn.sock._sslobj
@@ -378,3 +378,77 @@ def test_an_inbox_ends_with_its_connections_error():
     assert src == CONTROLLER and isinstance(e, wire.ConnectionClosed)
     a.close()
     time.sleep(0)
+
+
+# ------------------------------------------------------------ the inbox's fast lane
+
+
+def _fed(inbox: Inbox, source: str, frames: list[list[object]], fast: bool) -> None:
+    """``frames`` sent on a connection whose reader puts them in ``inbox`` as
+    ``source``'s (``Inbox.read``), all of them there when this returns."""
+    a, b = socket.socketpair()
+    sender, receiver = wire.Connection(a), wire.Connection(b)
+    reader = threading.Thread(target=inbox.read, args=(source, receiver, lambda s, e: None),
+                              kwargs={"fast": fast}, daemon=True)
+    reader.start()
+    for f in frames:
+        sender.send(f)
+    sender.close()
+    reader.join(10)
+    receiver.close()
+
+
+def _taken(inbox: Inbox, n: int) -> list[tuple[str, object]]:
+    def idle() -> None:
+        raise AssertionError("the inbox ran dry")
+    return [inbox.take(idle) for _ in range(n)]
+
+
+def test_a_base_logs_frames_pass_the_data_frames_queued_before_them_in_their_own_order():
+    inbox = Inbox()
+    _fed(inbox, "w2", [["trunc", "a", "b", 1], ["rlog", "n1", [], [7]],
+                       ["progress", "a"], ["rdur", "n2", 1], ["rtrim", "n1", 0]], fast=True)
+    _fed(inbox, CONTROLLER, [["rdur", "n3", 1]], fast=False)     # (not a peer's: in turn)
+    got = _taken(inbox, 6)
+    assert [f[0] for _, f in got] == ["rlog", "rdur", "rtrim", "trunc", "progress", "rdur"]
+    assert [s for s, _ in got] == ["w2"] * 5 + [CONTROLLER]
+    assert inbox.q.empty() and inbox.fast.empty()     # (no wake-up left to take)
+
+
+def test_a_clients_write_passes_the_data_frames_but_never_a_controllers_frame():
+    inbox = Inbox()
+    _fed(inbox, "w2", [["trunc", "a", "b", 1]], fast=True)
+    inbox.put_client(("client", ["cw", 1]))
+    assert [f[0] for _, f in _taken(inbox, 2)] == ["cw", "trunc"]
+    _fed(inbox, CONTROLLER, [["pause", 5]], fast=False)
+    inbox.put_client(("client", ["cw", 2]))             # (behind the pause)
+    _fed(inbox, "w2", [["rdur", "n1", 1]], fast=True)
+    assert [f[:2] for _, f in _taken(inbox, 3)] == [("rdur", "n1"), ("pause", 5), ["cw", 2]]
+    inbox.put_client(("client", ["cw", 3]))             # (the pause taken: fast again)
+    _fed(inbox, "w2", [["trunc", "a", "b", 2]], fast=True)
+    inbox.q.put(("w1", ["msg", "x"]))
+    assert [f[0] for _, f in _taken(inbox, 3)] == ["cw", "trunc", "msg"]
+
+
+def test_an_answer_sent_at_once_is_cut_where_the_socket_is_full_and_finished_whole():
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    sender, receiver = wire.Connection(a), wire.Connection(b)
+    try:
+        filler = b"x" * 200_000         # (more than the socket takes at once: cut)
+        rest, locked = sender.send_now(["fill", filler])
+        assert rest and locked and sender._send_lock.locked()   # (nothing else between)
+        got: list[object] = []
+        reader = threading.Thread(target=lambda: got.extend(
+            iter(receiver.recv, ("end",))), daemon=True)
+        reader.start()
+        sender.send_rest(rest, locked)
+        sender.send(["end"])
+        reader.join(10)
+        assert got and all(f == ("fill", filler) for f in got)
+        assert not sender._send_lock.locked()
+        rest, locked = sender.send_now(["ok", 1, None])     # (room now: sent whole)
+        assert (rest, locked) == (b"", False) and receiver.recv() == ("ok", 1, None)
+    finally:
+        sender.close()
+        receiver.close()
