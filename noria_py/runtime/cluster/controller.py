@@ -736,11 +736,12 @@ class ClusterRuntime(Runtime):
         if not lost:
             return                          # (no replica: the history here is the log)
         tail = disk_tail(lost, base, n)
-        if tail:
+        if tail and tail[0]:
+            batches, tags = tail
             with self.lock:
-                self._took(base, tail, [])
+                self._took(base, batches, tags, known_some=True)
             log.warning("base %s: %d write(s) from the log on disk of its lost worker(s) "
-                        "%s", base, len(tail), ", ".join(d.parent.name for d in lost))
+                        "%s", base, len(batches), ", ".join(d.parent.name for d in lost))
 
     def drop_lost_logs(self, base: str) -> None:
         """The logs on disk of the base's lost workers, once no longer its log: the base

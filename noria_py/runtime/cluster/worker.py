@@ -1370,8 +1370,8 @@ class Worker:
             log.append(b)
         self._send_group(nid, via, batches, [tag for _, _, _, tag in group])
         self.links.flush()              # (on its way while this worker goes on)
-        if self.disk is not None:
-            self.disk.append(nid, batches)      # (durable here before ``durable`` runs)
+        if self.disk is not None:               # (durable here before ``durable`` runs)
+            self.disk.append(nid, batches, [tag for _, _, _, tag in group])
 
     def _send_group(self, nid: str, via: str | None, batches: list[Batch],
                     tags: list[int]) -> None:
@@ -1503,7 +1503,7 @@ class Worker:
             batches = [decode_batch(b) for b in f[2]]
             self.replica_logs.append(nid, batches, list(f[3]))
             if self.disk is not None:
-                self.disk.append(nid, batches)
+                self.disk.append(nid, batches, list(f[3]))
             n = len(f[2])
         else:                           # rfull: start, table, writes, in flight, tags
             base = cast("Base", self.graph[nid].op)
@@ -1511,7 +1511,7 @@ class Worker:
                                    [decode_batch(b) for b in f[4]])
             self.replica_logs.append(nid, [], list(f[6]))
             if self.disk is not None:
-                self.disk.reset(nid, self.replica_logs.logs[nid])
+                self.disk.reset(nid, self.replica_logs.logs[nid], list(f[6]))
             n = int(f[5])
         self.links.send(src, ["rdur", nid, n])
         self.links.flush()              # (the owner's client waits: not behind the inbox)
