@@ -54,8 +54,11 @@ the same rule (``hlow``, ``rtrim``), once enough writes were trimmed
 (``tuning.DISK_LOG_TRIM``). When a base's owner and replica are lost together, the
 controller completes its history from their directories (``disk_tail``: the longer
 of the two; a torn last record is cut and reported, other damage refuses that
-directory) instead of losing what it had not been sent; once the base is restored,
-the new owner's log replaces theirs (deleted: ``ClusterRuntime.restore_base``).
+directory) instead of losing what it had not been sent, and takes the tags of those
+writes from their records (each write's tag is in its own record, so on disk in the
+same ``fsync``): a write on a disk but never acknowledged is then found by its
+client's ``write_landed`` and not sent again; once the base is restored, the new
+owner's log replaces theirs (deleted: ``ClusterRuntime.restore_base``).
 
 A restarted controller (``tables_on_disk``) takes each table's rows from the longest
 of its logs under ``DIR/workers`` (every one there is a prefix of the same sequence of
