@@ -713,17 +713,19 @@ class ClusterRuntime(Runtime):
     def complete_history(self, base: str) -> None:
         """A lost owner's base: its history here takes the writes after its end from
         the base's log replica (acknowledged, not yet sent here: ``writes.py``), and
-        their tags, before the base is restored from it; with no live replica, from
-        the logs its lost workers left on disk (``--data-dir``: ``disk_tail``)."""
+        their tags, before the base is restored from it; with no live replica, or one
+        named that never got the log (its owner lost first), from the logs its lost
+        workers left on disk (``--data-dir``: ``disk_tail``)."""
         with self.lock:
             r = self.workers.get(self.replicas.get(base) or "")
         n = len(self.durable[base])
         if r is not None and r.alive:
             try:
-                writes, tags = self.ask(r, "log_since", base, n)
+                got = self.ask(r, "log_since", base, n)
             except WorkerLost:
-                pass                        # (lost meanwhile: its log on disk, below)
-            else:
+                got = None                  # (lost meanwhile: its log on disk, below)
+            if got is not None:
+                writes, tags = got
                 batches = [decode_batch(b) for b in writes]
                 with self.lock:
                     self._took(base, batches, tags, known_some=True)

@@ -1516,10 +1516,14 @@ class Worker:
         self.links.send(src, ["rdur", nid, n])
         self.links.flush()              # (the owner's client waits: not behind the inbox)
 
-    def req_log_since(self, nid: str, n: int) -> list[Any]:
+    def req_log_since(self, nid: str, n: int) -> list[Any] | None:
         """A lost owner's base's writes after write ``n`` (the controller's history's
-        end), from the log kept here, and the last writes' tags."""
-        writes, tags = self.replica_logs.since(nid, n)
+        end), from the log kept here, and the last writes' tags; None: no log of it
+        here (``ReplicaLogs.since``)."""
+        got = self.replica_logs.since(nid, n)
+        if got is None:
+            return None
+        writes, tags = got
         return [[encode_batch(b) for b in writes], tags]
 
     def req_log_landed(self, nid: str, tag: int) -> bool:

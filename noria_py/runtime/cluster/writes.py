@@ -164,12 +164,14 @@ class ReplicaLogs:
         if h is not None:
             h.trim(t)
 
-    def since(self, nid: str, n: int) -> tuple[list[Batch], list[int]]:
+    def since(self, nid: str, n: int) -> tuple[list[Batch], list[int]] | None:
         """The writes after write ``n`` (where the controller's history ends), and the
-        last writes' tags."""
+        last writes' tags; None if no log of ``nid`` is kept here (named its replica,
+        it was lost before its owner sent it the whole log: the log is on the lost
+        workers' disks, if anywhere)."""
         h = self.logs.get(nid)
         if h is None:
-            return [], []
+            return None
         at, writes = h.since(n)
         if at != n:
             raise RecoveryError(f"base {nid}: the replica's log starts at write {at}, "

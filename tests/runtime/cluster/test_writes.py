@@ -570,13 +570,16 @@ def test_a_bases_log_on_disk_is_its_log_in_memory_and_is_trimmed_by_the_same_rul
     assert tables_on_disk(tmp_path, {"u"}) == {}    # (not a table of the catalog)
 
 
-def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_path):
+def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_path,
+                                                                          monkeypatch):
     """Owner and replica lost together (``--data-dir``): the controller completes the
     base's history from the longest of their logs on disk (``complete_history``,
     ``disk_tail``), and takes each write's tag from its own record there: a write on
     that disk but never acknowledged has landed (``write_landed``: not sent again), an
     untagged one (made at the controller) is taken all the same, and a write on
-    neither disk has not landed (its client sends it again)."""
+    neither disk has not landed (its client sends it again). So too when a live
+    worker was named the next replica but its owner was lost before sending it the
+    log: it has none (``log_since`` answers None), and the disks have it."""
     schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
     op = Base(schema)
     rt = ClusterRuntime(Graph(), writes="worker", channels="direct")
@@ -594,7 +597,16 @@ def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_pat
         owner.close()
         replica.close()
         rt.lost_logs["b1"] = [log_dir(tmp_path / w, "t") for w in ("w1", "w2")]
+        asked = []
+        rt.replicas["b1"] = "w3"
+        rt.workers["w3"] = type("Live", (), {"alive": True, "name": "w3", "handling": True})()
+
+        def ask(w, what, *args):
+            asked.append((what, *args))
+            return ReplicaLogs().since("b1", 1)         # (no log of it there: None)
+        monkeypatch.setattr(rt, "ask", ask)
         rt.complete_history("b1")
+        assert asked == [("log_since", "b1", 1)]
         assert [b.rows for b in rt.durable["b1"].batches] == [[(i,)] for i in range(1, 6)]
         assert all(rt.has_landed("b1", t) for t in (101, 102, 104, 105))
         assert not rt.has_landed("b1", 106) and list(rt.landed["b1"]).count(101) == 1
