@@ -821,6 +821,8 @@ class ClusterRuntime(Runtime):
                 # (completed from its replica's log first, in order)
                 if w is None or not w.alive:
                     self.complete_history(base_id)
+                    if self.has_landed(base_id, tag):
+                        return          # (sent before the loss, on a lost worker's disk)
                 self.apply_copies()
                 op = cast("Base", self.graph[base_id].op)
                 accepted = validated(op, batch)

@@ -19,6 +19,7 @@ import signal
 import ssl
 import threading
 import time
+import types
 from collections.abc import Iterator
 
 import pytest
@@ -36,6 +37,7 @@ from noria_py.errors import (
 )
 from noria_py.graph import Graph
 from noria_py.ops.base import Base
+from noria_py.runtime.cluster import controller
 from noria_py.runtime.cluster.controller import ClusterRuntime
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.server import Server
@@ -579,7 +581,9 @@ def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_pat
     untagged one (made at the controller) is taken all the same, and a write on
     neither disk has not landed (its client sends it again). So too when a live
     worker was named the next replica but its owner was lost before sending it the
-    log: it has none (``log_since`` answers None), and the disks have it."""
+    log: it has none (``log_since`` answers None), and the disks have it. A write
+    made at the controller (``forward``) whose worker was lost is likewise not
+    applied again once the disks' tail holds its tag."""
     schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
     op = Base(schema)
     rt = ClusterRuntime(Graph(), writes="worker", channels="direct")
@@ -610,6 +614,13 @@ def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_pat
         assert [b.rows for b in rt.durable["b1"].batches] == [[(i,)] for i in range(1, 6)]
         assert all(rt.has_landed("b1", t) for t in (101, 102, 104, 105))
         assert not rt.has_landed("b1", 106) and list(rt.landed["b1"]).count(101) == 1
+        # a write made here (SQL) and forwarded, its worker lost: sent again only if
+        # not on a disk (write 5, tagged 105, is: the history is as it was)
+        rt.placement["b1"], rt.replicas["b1"] = "w1", None
+        rt.graph.nodes["b1"] = types.SimpleNamespace(op=op)     # (the copy here)
+        monkeypatch.setattr(controller.secrets, "randbits", lambda bits: 105)
+        rt.forward("b1", writes[4][0])
+        assert len(rt.durable["b1"].batches) == 5
     finally:
         rt.closed = True
 
