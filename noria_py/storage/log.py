@@ -24,7 +24,7 @@ Log file layout (all integers little-endian)
 Header, 32 bytes::
 
     magic    8 bytes   b"NORIAWAL"
-    version  u32       1
+    version  u32       1, or 2: a tagged log (its batch records may carry a tag)
     gen      u64       generation, equal to the number in the file name
     base     u64       lsn before the first record (the snapshot's lsn)
     crc      u32       crc32 of the 28 bytes above
@@ -39,6 +39,12 @@ then records, back to back::
         [1, lsn, table]                                           DROP TABLE
         [2, lsn, table, n, [[dtype, bytes], ...]]                 an insert of n rows
                                                                   given as columns
+
+    and, in a version-2 (tagged) log only, a batch or columns record may end in one
+    more element, the write's tag (an int, 1 .. 2**64-1)::
+
+        [0, lsn, table, inserts, deletes, tag]
+        [2, lsn, table, n, columns, tag]
 
 A columns record holds one [dtype, bytes] pair per column of the table, in order:
 dtype is "<i8" (INT) or "<f8" (FLOAT), bytes the n little-endian values (8n bytes).
@@ -75,8 +81,15 @@ record means depends on what follows it (:func:`classify_bad_record`):
   (``CorruptionError``) and ``noria-py repair`` drops the damage only when
   asked to.
 
-The record format is unchanged from the first version (every record has
-always carried a CRC32 of its payload), so existing logs open as before.
+Tags (version 2): the base logs a cluster's workers keep on disk
+(``runtime/cluster/writes.py``, ``DiskLogs``) name each write by the tag its client
+gave it, in the write's own record, so that whether a write landed can be answered
+from the log alone after every process that held it in memory is gone (``Storage``
+with ``tagged=True`` creates its logs at version 2; a record without a tag is
+untagged, e.g. a write made at the controller). The framing and the records of
+version 1 are unchanged and version-1 logs open as before (a tag there is
+malformed); only a tagged log is written at version 2, so an engine that reads
+version 1 only refuses it by its header rather than taking a tag for damage.
 """
 
 from __future__ import annotations
@@ -91,6 +104,7 @@ from typing import Iterator
 __all__ = [
     "LOG_MAGIC",
     "LOG_VERSION",
+    "TAGGED_LOG_VERSION",
     "LOG_HEADER_SIZE",
     "RECORD_HEADER",
     "MAX_RECORD",
@@ -113,6 +127,8 @@ __all__ = [
 
 LOG_MAGIC = b"NORIAWAL"
 LOG_VERSION = 1
+#: a tagged log's version (its batch and columns records may end in the write's tag)
+TAGGED_LOG_VERSION = 2
 _LOG_HEADER_BODY = struct.Struct("<8sIQQ")
 _CRC = struct.Struct("<I")
 LOG_HEADER_SIZE = _LOG_HEADER_BODY.size + _CRC.size  # 32
@@ -134,10 +150,11 @@ class HeaderError(ValueError):
 class LogHeader:
     gen: int
     base_lsn: int
+    version: int = LOG_VERSION
 
 
-def encode_log_header(gen: int, base_lsn: int) -> bytes:
-    body = _LOG_HEADER_BODY.pack(LOG_MAGIC, LOG_VERSION, gen, base_lsn)
+def encode_log_header(gen: int, base_lsn: int, version: int = LOG_VERSION) -> bytes:
+    body = _LOG_HEADER_BODY.pack(LOG_MAGIC, version, gen, base_lsn)
     return body + _CRC.pack(zlib.crc32(body))
 
 
@@ -151,9 +168,10 @@ def decode_log_header(buf: bytes) -> LogHeader:
     (crc,) = _CRC.unpack_from(buf, _LOG_HEADER_BODY.size)
     if crc != zlib.crc32(body):
         raise HeaderError("log header checksum mismatch")
-    if version != LOG_VERSION:
-        raise HeaderError(f"log format version {version} is not supported (expected {LOG_VERSION})")
-    return LogHeader(gen, base)
+    if version not in (LOG_VERSION, TAGGED_LOG_VERSION):
+        raise HeaderError(f"log format version {version} is not supported (expected "
+                          f"{LOG_VERSION} or {TAGGED_LOG_VERSION})")
+    return LogHeader(gen, base, version)
 
 
 def frame(payload: bytes) -> bytes:
@@ -223,8 +241,8 @@ def _plausible(buf: memoryview, pos: int, accept) -> bool:
     return zlib.crc32(payload) == crc and bool(accept(payload))
 
 
-#: the first byte of every record's payload: a msgpack array of 3 or 5 items
-_RECORD_FIRST_BYTES = (0x93, 0x95)
+#: the first byte of every record's payload: a msgpack array of 3, 5 or (tagged) 6 items
+_RECORD_FIRST_BYTES = (0x93, 0x95, 0x96)
 
 
 def next_record(buf: bytes | memoryview, start: int, accept, first_bytes=_RECORD_FIRST_BYTES) -> int | None:
@@ -327,18 +345,22 @@ class LogWriter:
     (``fdatasync`` would also do for appends; measured here it saved under
     10%, not worth a platform-dependent path.)"""
 
-    def __init__(self, path: Path, size: int, sync: bool = True) -> None:
+    def __init__(self, path: Path, size: int, sync: bool = True,
+                 version: int = LOG_VERSION) -> None:
         self.path = path
         self.size = size
         self._sync = sync
+        #: the header's version: tags may be logged only at ``TAGGED_LOG_VERSION``
+        self.version = version
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
 
     @classmethod
-    def create(cls, path: Path, gen: int, base_lsn: int, sync: bool = True) -> "LogWriter":
+    def create(cls, path: Path, gen: int, base_lsn: int, sync: bool = True,
+               version: int = LOG_VERSION) -> "LogWriter":
         """A new log, put in place atomically so that it is never seen
         without its header."""
-        atomic_write(path, [encode_log_header(gen, base_lsn)], sync=sync)
-        return cls(path, LOG_HEADER_SIZE, sync=sync)
+        atomic_write(path, [encode_log_header(gen, base_lsn, version)], sync=sync)
+        return cls(path, LOG_HEADER_SIZE, sync=sync, version=version)
 
     def append(self, record: bytes) -> None:
         """Write and sync one framed record. On failure, cut the file back to

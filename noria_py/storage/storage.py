@@ -50,7 +50,9 @@ from .log import (
     COLUMNS,
     DROP,
     LOG_HEADER_SIZE,
+    LOG_VERSION,
     RECORD_HEADER,
+    TAGGED_LOG_VERSION,
     FrameScanner,
     HeaderError,
     LogWriter,
@@ -108,6 +110,9 @@ class Recovered:
     split_crc: int | None = None
     #: with ``later``: L
     split_lsn: int | None = None
+    #: a tagged log's (``Storage(tagged=True)``): the tag of each batch logged with one
+    #: since the snapshot, by its lsn (those in ``later`` too)
+    tags: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -205,11 +210,19 @@ class _Rows:
         return [key[0] for key, n in self.counts.items() for _ in range(n)]
 
 
-def _valid_record(rec: object, lsn: int) -> str | None:
-    """Why a decoded log record is unusable at this point, or ``None``."""
+def _valid_record(rec: object, lsn: int, tagged: bool = False) -> str | None:
+    """Why a decoded log record is unusable at this point, or ``None``. ``tagged``: in
+    a version-2 log, whose batch and columns records may end in a tag (log.py)."""
     if type(rec) is not tuple or not rec:
         return "malformed record"
     kind = rec[0]
+    if kind in (BATCH, COLUMNS) and len(rec) == 6:
+        if not tagged:
+            return "a tagged record in an untagged (version 1) log"
+        tag = rec[5]
+        if type(tag) is not int or tag <= 0:
+            return f"malformed tag {tag!r}"
+        rec = rec[:5]
     if kind == BATCH and len(rec) == 5:
         _, rec_lsn, table, ins, dels = rec
         if type(table) is not str or type(ins) is not tuple or type(dels) is not tuple:
@@ -243,12 +256,14 @@ def _accept_any_record(payload: memoryview) -> bool:
         rec = codec.unpackb(payload)
     except codec.DecodeError:
         return False
-    return type(rec) is tuple and len(rec) in (3, 5) and rec[0] in (BATCH, DROP, COLUMNS)
+    return type(rec) is tuple and len(rec) in (3, 5, 6) and rec[0] in (BATCH, DROP, COLUMNS)
 
 
 
-def _rows_record(table: str, inserts: Sequence[tuple], deletes: Sequence[tuple], lsn: int) -> bytes:
-    """A batch record, framed; ``StorageError`` if a row cannot be stored."""
+def _rows_record(table: str, inserts: Sequence[tuple], deletes: Sequence[tuple], lsn: int,
+                 tag: int = 0) -> bytes:
+    """A batch record, framed (``tag``: ending in it; 0: untagged); ``StorageError`` if
+    a row cannot be stored."""
     if type(table) is not str:
         raise StorageError(f"table name must be a str, not {type(table).__name__}")
     if not isinstance(inserts, (list, tuple)):
@@ -260,34 +275,47 @@ def _rows_record(table: str, inserts: Sequence[tuple], deletes: Sequence[tuple],
         if problem is not None:
             raise StorageError(f"cannot log {what} into table {table!r}: {problem}")
     try:
-        return frame(codec.packb((BATCH, lsn, table, inserts, deletes)))
+        return frame(codec.packb((BATCH, lsn, table, inserts, deletes, tag) if tag
+                                 else (BATCH, lsn, table, inserts, deletes)))
     except codec.EncodeError as exc:
         raise StorageError(f"cannot log a batch for table {table!r}: {exc}") from exc
 
 
-def _columns_record(table: str, columns: Sequence, lsn: int) -> bytes:
-    """A columns record, framed."""
+def _columns_record(table: str, columns: Sequence, lsn: int, tag: int = 0) -> bytes:
+    """A columns record, framed (``tag`` as ``_rows_record``'s)."""
     if type(table) is not str:
         raise StorageError(f"table name must be a str, not {type(table).__name__}")
     try:
         n, parts = codec.pack_columns(columns)
     except codec.EncodeError as exc:
         raise StorageError(f"cannot log columns for table {table!r}: {exc}") from exc
-    return frame(codec.packb((COLUMNS, lsn, table, n, parts)))
+    return frame(codec.packb((COLUMNS, lsn, table, n, parts, tag) if tag
+                             else (COLUMNS, lsn, table, n, parts)))
 
 
-def _batch_record(table: str, batch: Batch, lsn: int) -> bytes:
+def _batch_record(table: str, batch: Batch, lsn: int, tag: int = 0) -> bytes:
     """An accepted batch's record (``Storage.log_batch``): columns for an all-numeric
-    insert, else rows, deletions (sign -1) before insertions."""
+    insert, else rows, deletions (sign -1) before insertions; ending in ``tag`` if not
+    0."""
     cols = batch.cols
     if cols is not None and batch.is_numeric_insert():   # (the latter implies the former)
-        return _columns_record(table, cols, lsn)
+        return _columns_record(table, cols, lsn, tag)
     rows = batch.to_rows()       # (not kept on a batch the base may keep)
     if batch.sign_array is not None:
         n_del = int((batch.sign_array < 0).sum())
     else:
         n_del = sum(1 for s in batch.signs if s < 0)
-    return _rows_record(table, rows[n_del:], rows[:n_del], lsn)
+    return _rows_record(table, rows[n_del:], rows[:n_del], lsn, tag)
+
+
+def _tags_of(batches: Sequence[Batch], tags: Sequence[int] | None) -> Sequence[int]:
+    """Each batch's tag (0: none), checked: one per batch, each an int 0 .. 2**64-1."""
+    if tags is None:
+        return [0] * len(batches)
+    if len(tags) != len(batches) or not all(type(t) is int and 0 <= t < 1 << 64 for t in tags):
+        raise StorageError(f"{len(tags)} tag(s) for {len(batches)} batch(es), each an int "
+                           "from 0 (untagged) to 2**64-1")
+    return tags
 
 
 class Storage:
@@ -301,6 +329,10 @@ class Storage:
 
     ``sync=False`` skips every fsync: for tests and benchmarks only, as a
     crash of the machine can then lose acknowledged batches.
+
+    ``tagged=True``: the logs it creates are tagged (version 2, log.py), so a batch
+    may be logged with its write's tag (:meth:`log_batches`, :meth:`reset`), handed
+    back by :meth:`load` (:attr:`Recovered.tags`). A log of either version opens.
 
     ``should_snapshot`` turns true once the log reaches ``snapshot_max_bytes``,
     or once it is bigger than both the last snapshot and
@@ -319,6 +351,7 @@ class Storage:
         snapshot_min_bytes: int = 4 << 20,
         snapshot_max_bytes: int = 64 << 20,
         split_at: int | None = None,
+        tagged: bool = False,
         _inspect: bool = False,
     ) -> None:
         """``split_at``: hand over the rows as of that batch and the batches after it
@@ -341,6 +374,10 @@ class Storage:
         self._torn: list[str] = []
         self._inspected: Recovered | None = None
         self._split_at = split_at
+        #: the version of the logs this Storage creates; of the log opened: ``_log.version``
+        self._version = TAGGED_LOG_VERSION if tagged else LOG_VERSION
+        self._opened_version = LOG_VERSION          # (set by _replay)
+        self._tags: dict[int, int] = {}             # (collected by _replay)
         #: the CRC32 of the last batch record logged (None: none since the snapshot)
         self.last_crc: int | None = None
         try:
@@ -440,22 +477,32 @@ class Storage:
         """
         return self.log_batches(table, [batch])
 
-    def log_batches(self, table: str, batches: Sequence[Batch]) -> int:
+    def log_batches(self, table: str, batches: Sequence[Batch],
+                    tags: Sequence[int] | None = None) -> int:
         """Log write batches of one table as :meth:`log_batch` does, in one write and
         one sync (a group commit); returns the last one's lsn. None is logged if one
-        cannot be stored."""
+        cannot be stored. ``tags``: each batch's write's tag (0: none), for a tagged
+        Storage only."""
         with self._mutex:
             self._check_usable(writing=True)
+            assert self._log is not None
+            tags = _tags_of(batches, tags)
+            if any(tags) and self._log.version != TAGGED_LOG_VERSION:
+                raise StorageError(f"data directory {str(self._dir)!r}: its log is not "
+                                   "tagged (version 1): it cannot hold the writes' tags")
             lsn = self._lsn
-            records = b"".join(_batch_record(table, b, lsn + 1 + i) for i, b in enumerate(batches))
+            records = b"".join(_batch_record(table, b, lsn + 1 + i, t)
+                               for i, (b, t) in enumerate(zip(batches, tags)))
             if records:
                 self._write(records, f"batch {lsn + len(batches)} for table {table!r}")
             self._lsn = lsn + len(batches)
             return self._lsn
 
-    def reset(self, table: str, rows: Iterable[tuple], lsn: int, batches: Sequence[Batch]) -> None:
+    def reset(self, table: str, rows: Iterable[tuple], lsn: int, batches: Sequence[Batch],
+              tags: Sequence[int] | None = None) -> None:
         """Make the directory hold one table, ``rows`` as of batch ``lsn``, then
-        ``batches`` (lsn + 1, ...): a log that starts anew or was trimmed
+        ``batches`` (lsn + 1, ...; ``tags``: theirs, as :meth:`log_batches` takes them,
+        for a tagged Storage only): a log that starts anew or was trimmed
         (``runtime/cluster/writes.py: DiskLogs``). Crash-safe in three steps: the next
         log, with the batches, is put in place whole (a crash now leaves one log more
         than the snapshot names, an unfinished reset that opening deletes: the
@@ -465,9 +512,14 @@ class Storage:
             self._check_usable(writing=True)
             assert self._log is not None
             path = self._dir / _wal_name(self._gen + 1)
+            tags = _tags_of(batches, tags)
+            if any(tags) and self._version != TAGGED_LOG_VERSION:
+                raise StorageError(f"data directory {str(self._dir)!r} is not tagged: it "
+                                   "cannot hold the writes' tags")
             try:
-                records = [encode_log_header(self._gen + 1, lsn)]
-                records += [_batch_record(table, b, lsn + 1 + i) for i, b in enumerate(batches)]
+                records = [encode_log_header(self._gen + 1, lsn, self._version)]
+                records += [_batch_record(table, b, lsn + 1 + i, t)
+                            for i, (b, t) in enumerate(zip(batches, tags))]
                 size = atomic_write(path, records, sync=self._sync)
                 self._snapshot_bytes = write_snapshot(self._dir / SNAPSHOT_NAME, self._gen, lsn,
                                                       {table: rows}, sync=self._sync)
@@ -477,7 +529,7 @@ class Storage:
                 self._broken = f"a reset of the log failed: {exc}"
                 raise StorageError(f"data directory {str(self._dir)!r}: {self._broken}") from exc
             old = self._log
-            self._log = LogWriter(path, size, sync=self._sync)
+            self._log = LogWriter(path, size, sync=self._sync, version=self._version)
             self._gen, self._lsn, self.last_crc = self._gen + 1, lsn + len(batches), None
             self._recovered = None
             self._retire(old)
@@ -537,7 +589,8 @@ class Storage:
             # stops all writes.
             self._snapshot_bytes = size
             try:
-                new = LogWriter.create(self._dir / _wal_name(self._gen + 1), self._gen + 1, self._lsn, sync=self._sync)
+                new = LogWriter.create(self._dir / _wal_name(self._gen + 1), self._gen + 1, self._lsn,
+                                       sync=self._sync, version=self._version)
             except OSError as exc:
                 self._broken = f"could not start a new log after a snapshot: {exc}"
                 raise StorageError(f"data directory {str(self._dir)!r}: {self._broken}") from exc
@@ -681,9 +734,11 @@ class Storage:
         path = self._dir / _wal_name(self._gen)
         try:
             if path.exists():
-                self._log = LogWriter(path, path.stat().st_size, sync=self._sync)
+                self._log = LogWriter(path, path.stat().st_size, sync=self._sync,
+                                      version=self._opened_version)
             else:
-                self._log = LogWriter.create(path, self._gen, self._lsn, sync=self._sync)
+                self._log = LogWriter.create(path, self._gen, self._lsn, sync=self._sync,
+                                             version=self._version)
         except OSError as exc:
             raise StorageError(f"cannot open the log {str(path)!r}: {exc}") from exc
         for g in self._covered:
@@ -761,6 +816,7 @@ class Storage:
             split = None
         held: list[tuple] | None = [] if split is not None else None
         self._split_crc: int | None = None
+        self._tags = {}
         if later:
             lsn = self._replay(d / _wal_name(self._gen), snap_gen + 1, lsn, tables, report, repair, inspect,
                                split, held)
@@ -790,7 +846,7 @@ class Storage:
                 report.append(f"table {name!r}: {rows.unmatched} deleted row(s) matched no stored row and were ignored")
         return Recovered(catalog=catalog, tables=out, lsn=lsn, report=report, later=after,
                          split_crc=self._split_crc if after is not None else None,
-                         split_lsn=split if after is not None else None)
+                         split_lsn=split if after is not None else None, tags=self._tags)
 
     def _damaged(self, damage: Damage) -> None:
         """Refuse to open, or (inspecting for :func:`repair`) note the damage."""
@@ -818,6 +874,8 @@ class Storage:
         except HeaderError as exc:
             self._damaged(self._dropping(path, buf, 0, f"bad header: {exc}", "", lsn))
             return lsn
+        self._opened_version = header.version
+        tagged = header.version == TAGGED_LOG_VERSION
         if header.gen != gen or header.base_lsn != lsn:
             self._damaged(self._dropping(
                 path, buf, 0, f"the header says generation {header.gen} starting after batch "
@@ -834,10 +892,12 @@ class Storage:
             except codec.DecodeError as exc:
                 problem, end, checksum_ok = str(exc), fr.start, True
                 break
-            why = _valid_record(rec, lsn)
+            why = _valid_record(rec, lsn, tagged)
             if why is not None:
                 problem, end, checksum_ok = why, fr.start, True
                 break
+            if len(rec) == 6:
+                self._tags[rec[1]] = rec[5]
             if held is not None and (rec[1] > cast(int, split) or rec[1] == split and rec[0] == DROP):
                 held.append(rec)
             else:
@@ -908,10 +968,10 @@ class Storage:
                     break
                 counts = dropped.setdefault(rec[2], [0, 0, 0])
                 counts[0] += 1
-                if rec[0] == BATCH and len(rec) == 5:
+                if rec[0] == BATCH and len(rec) in (5, 6):
                     counts[1] += len(rec[3]) if type(rec[3]) is tuple else 0
                     counts[2] += len(rec[4]) if type(rec[4]) is tuple else 0
-                elif rec[0] == COLUMNS and len(rec) == 5 and type(rec[3]) is int:
+                elif rec[0] == COLUMNS and len(rec) in (5, 6) and type(rec[3]) is int:
                     counts[1] += rec[3]
                 stop = fr.end
             else:

@@ -10,7 +10,16 @@ from noria_py.columns import ColumnChunk
 from noria_py.errors import StorageError
 from noria_py.storage import codec
 from noria_py.storage import storage as storage_module
-from noria_py.storage.log import BATCH, COLUMNS, LOG_HEADER_SIZE, FrameScanner
+from noria_py.storage.log import (
+    BATCH,
+    COLUMNS,
+    LOG_HEADER_SIZE,
+    LOG_VERSION,
+    TAGGED_LOG_VERSION,
+    FrameScanner,
+    encode_log_header,
+    frame,
+)
 
 from .helpers import typed, wal_files
 
@@ -205,3 +214,71 @@ def test_a_reset_cut_short_before_its_snapshot_leaves_the_directory_as_before(op
 
 def _crash(*args, **kw):
     raise OSError("crashed here")
+
+
+def test_a_tagged_log_keeps_each_writes_tag_in_its_own_record(open_storage, tmp_path):
+    """``Storage(tagged=True)`` (a cluster worker's base log: runtime/cluster/writes.py):
+    its logs are version 2 and each batch's record, rows or columns, ends in its
+    write's tag (none: untagged), read back by write number, also after a split and
+    a reset; a version-1 directory opens there, its records untagged, but takes no
+    tag until its next log."""
+    d = tmp_path / "data"
+    s = open_storage(d, tagged=True)
+    s.log_batches("t", [Batch.inserts([(1,)]), Batch.columnar([np.arange(3)], _ones(3)),
+                        Batch.inserts([(5,)])], [7, 1 << 62, 0])
+    s.log_batch("t", Batch([(1,)], [-1]))
+    with pytest.raises(StorageError, match="tag"):
+        s.log_batches("t", [Batch.inserts([(6,)])], [1, 2])        # (one per batch)
+    s.close()
+    recs = _records(d / wal_files(d)[0])
+    assert [(r[0], r[1], r[5] if len(r) == 6 else None) for r in recs] == [
+        (BATCH, 1, 7), (COLUMNS, 2, 1 << 62), (BATCH, 3, None), (BATCH, 4, None)]
+    assert (d / wal_files(d)[0]).read_bytes()[8:12] == TAGGED_LOG_VERSION.to_bytes(4, "little")
+    s = open_storage(d, tagged=True, split_at=1)
+    rec = s.load()
+    assert rec.tags == {1: 7, 2: 1 << 62} and rec.later is not None and len(rec.later) == 3
+    assert typed(rec.tables["t"]) == typed([(1,)])
+    s.reset("t", [(0,)], 9, [Batch.inserts([(2,)]), Batch.inserts([(3,)])], [0, 11])
+    s.close()
+    s = open_storage(d)                     # (an untagged Storage reads a tagged log)
+    rec = s.load()
+    assert rec.lsn == 11 and rec.tags == {11: 11}
+    assert typed(rec.tables["t"]) == typed([(0,), (2,), (3,)])
+    s.close()
+    old = tmp_path / "old"                  # a version-1 log, as written before tags
+    s = open_storage(old)
+    s.log_batches("t", [Batch.inserts([(1,)]), Batch.columnar([np.arange(2)], _ones(2))])
+    with pytest.raises(StorageError, match="tag"):
+        s.log_batches("t", [Batch.inserts([(2,)])], [5])          # (untagged Storage)
+    s.close()
+    assert (old / wal_files(old)[0]).read_bytes()[8:12] == LOG_VERSION.to_bytes(4, "little")
+    assert [len(r) for r in _records(old / wal_files(old)[0])] == [5, 5]
+    s = open_storage(old, tagged=True)
+    rec = s.load()
+    assert rec.lsn == 2 and rec.tags == {} and typed(rec.tables["t"]) == typed([(1,), (0,), (1,)])
+    with pytest.raises(StorageError, match="not tagged"):
+        s.log_batches("t", [Batch.inserts([(2,)])], [5])          # (its log is version 1)
+    s.log_batches("t", [Batch.inserts([(2,)])])                   # (untagged: as before)
+    s.reset("t", [(1,)], 3, [Batch.inserts([(4,)])], [9])         # (its next log: tagged)
+    s.close()
+    s = open_storage(old)
+    assert s.load().tags == {4: 9}
+
+
+def test_a_tag_in_a_version_1_log_or_an_unknown_version_is_refused(open_storage, tmp_path):
+    """A version-1 log cannot hold a tag (a record ending in one there is damage: its
+    CRC matches, so not a torn write), a tag must be a positive int, and a log of a
+    version this engine does not know is refused by its header."""
+    for version, tag, problem in ((LOG_VERSION, 5, "untagged"),
+                                  (TAGGED_LOG_VERSION, -1, "malformed tag"),
+                                  (TAGGED_LOG_VERSION, "5", "malformed tag"),
+                                  (3, 5, "version 3 is not supported")):
+        d = tmp_path / f"v{version}-{tag}"
+        d.mkdir()
+        (d / storage_module._wal_name(1)).write_bytes(
+            encode_log_header(1, 0, version)
+            + frame(codec.packb((BATCH, 1, "t", ((1,),), ())))
+            + frame(codec.packb((BATCH, 2, "t", ((2,),), (), tag))))
+        with pytest.raises(StorageError, match=problem):
+            open_storage(d)
+

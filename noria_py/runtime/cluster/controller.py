@@ -713,17 +713,19 @@ class ClusterRuntime(Runtime):
     def complete_history(self, base: str) -> None:
         """A lost owner's base: its history here takes the writes after its end from
         the base's log replica (acknowledged, not yet sent here: ``writes.py``), and
-        their tags, before the base is restored from it; with no live replica, from
-        the logs its lost workers left on disk (``--data-dir``: ``disk_tail``)."""
+        their tags, before the base is restored from it; with no live replica, or one
+        named that never got the log (its owner lost first), from the logs its lost
+        workers left on disk (``--data-dir``: ``disk_tail``)."""
         with self.lock:
             r = self.workers.get(self.replicas.get(base) or "")
         n = len(self.durable[base])
         if r is not None and r.alive:
             try:
-                writes, tags = self.ask(r, "log_since", base, n)
+                got = self.ask(r, "log_since", base, n)
             except WorkerLost:
-                pass                        # (lost meanwhile: its log on disk, below)
-            else:
+                got = None                  # (lost meanwhile: its log on disk, below)
+            if got is not None:
+                writes, tags = got
                 batches = [decode_batch(b) for b in writes]
                 with self.lock:
                     self._took(base, batches, tags, known_some=True)
@@ -736,11 +738,12 @@ class ClusterRuntime(Runtime):
         if not lost:
             return                          # (no replica: the history here is the log)
         tail = disk_tail(lost, base, n)
-        if tail:
+        if tail and tail[0]:
+            batches, tags = tail
             with self.lock:
-                self._took(base, tail, [])
+                self._took(base, batches, tags, known_some=True)
             log.warning("base %s: %d write(s) from the log on disk of its lost worker(s) "
-                        "%s", base, len(tail), ", ".join(d.parent.name for d in lost))
+                        "%s", base, len(batches), ", ".join(d.parent.name for d in lost))
 
     def drop_lost_logs(self, base: str) -> None:
         """The logs on disk of the base's lost workers, once no longer its log: the base
@@ -818,6 +821,8 @@ class ClusterRuntime(Runtime):
                 # (completed from its replica's log first, in order)
                 if w is None or not w.alive:
                     self.complete_history(base_id)
+                    if self.has_landed(base_id, tag):
+                        return          # (sent before the loss, on a lost worker's disk)
                 self.apply_copies()
                 op = cast("Base", self.graph[base_id].op)
                 accepted = validated(op, batch)

@@ -1373,8 +1373,8 @@ class Worker:
             log.append(b)
         self._send_group(nid, via, batches, [tag for _, _, _, tag in group])
         self.links.flush()              # (on its way while this worker goes on)
-        if self.disk is not None:
-            self.disk.append(nid, batches)      # (durable here before ``durable`` runs)
+        if self.disk is not None:               # (durable here before ``durable`` runs)
+            self.disk.append(nid, batches, [tag for _, _, _, tag in group])
 
     def _send_group(self, nid: str, via: str | None, batches: list[Batch],
                     tags: list[int]) -> None:
@@ -1508,7 +1508,7 @@ class Worker:
             batches = [decode_batch(b) for b in f[2]]
             self.replica_logs.append(nid, batches, list(f[3]))
             if self.disk is not None:
-                self.disk.append(nid, batches)
+                self.disk.append(nid, batches, list(f[3]))
             n = len(f[2])
         else:                           # rfull: start, table, writes, in flight, tags
             base = cast("Base", self.graph[nid].op)
@@ -1516,15 +1516,19 @@ class Worker:
                                    [decode_batch(b) for b in f[4]])
             self.replica_logs.append(nid, [], list(f[6]))
             if self.disk is not None:
-                self.disk.reset(nid, self.replica_logs.logs[nid])
+                self.disk.reset(nid, self.replica_logs.logs[nid], list(f[6]))
             n = int(f[5])
         self.links.send(src, ["rdur", nid, n])
         self.links.flush()              # (the owner's client waits: not behind the inbox)
 
-    def req_log_since(self, nid: str, n: int) -> list[Any]:
+    def req_log_since(self, nid: str, n: int) -> list[Any] | None:
         """A lost owner's base's writes after write ``n`` (the controller's history's
-        end), from the log kept here, and the last writes' tags."""
-        writes, tags = self.replica_logs.since(nid, n)
+        end), from the log kept here, and the last writes' tags; None: no log of it
+        here (``ReplicaLogs.since``)."""
+        got = self.replica_logs.since(nid, n)
+        if got is None:
+            return None
+        writes, tags = got
         return [[encode_batch(b) for b in writes], tags]
 
     def req_log_landed(self, nid: str, tag: int) -> bool:

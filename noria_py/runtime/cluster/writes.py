@@ -57,8 +57,11 @@ the same rule (``hlow``, ``rtrim``), once enough writes were trimmed
 (``tuning.DISK_LOG_TRIM``). When a base's owner and replica are lost together, the
 controller completes its history from their directories (``disk_tail``: the longer
 of the two; a torn last record is cut and reported, other damage refuses that
-directory) instead of losing what it had not been sent; once the base is restored,
-the new owner's log replaces theirs (deleted: ``ClusterRuntime.restore_base``).
+directory) instead of losing what it had not been sent, and takes the tags of those
+writes from their records (each write's tag is in its own record, so on disk in the
+same ``fsync``): a write on a disk but never acknowledged is then found by its
+client's ``write_landed`` and not sent again; once the base is restored, the new
+owner's log replaces theirs (deleted: ``ClusterRuntime.restore_base``).
 
 A restarted controller (``tables_on_disk``) takes each table's rows from the longest
 of its logs under ``DIR/workers`` (every one there is a prefix of the same sequence of
@@ -164,12 +167,14 @@ class ReplicaLogs:
         if h is not None:
             h.trim(t)
 
-    def since(self, nid: str, n: int) -> tuple[list[Batch], list[int]]:
+    def since(self, nid: str, n: int) -> tuple[list[Batch], list[int]] | None:
         """The writes after write ``n`` (where the controller's history ends), and the
-        last writes' tags."""
+        last writes' tags; None if no log of ``nid`` is kept here (named its replica,
+        it was lost before its owner sent it the whole log: the log is on the lost
+        workers' disks, if anywhere)."""
         h = self.logs.get(nid)
         if h is None:
-            return [], []
+            return None
         at, writes = h.since(n)
         if at != n:
             raise RecoveryError(f"base {nid}: the replica's log starts at write {at}, "
@@ -190,31 +195,60 @@ class DiskLogs:
     starts empty: what a worker of an earlier run left there is not its own), each
     mirroring a ``WriteHistory`` of the worker: ``reset`` when that log is made or
     replaced, ``append`` as it takes writes (durable when it returns), ``trimmed``
-    after it is trimmed."""
+    after it is trimmed.
+
+    Each write's tag is in its own record (a tagged ``Storage``, storage/log.py), so
+    ``disk_tail`` hands the tags of the writes it reads to the controller, which
+    answers ``write_landed`` from them: a write durable on disk whose owner and
+    replica were lost before it was acknowledged is found there and not sent again.
+    The tags of the writes in a log are kept here too (``tags``, by write number), so
+    a trim's rewrite keeps them; a log made or replaced (``reset``) has those it is
+    given (a new replica's: the group in flight, the last writes of the whole log)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         shutil.rmtree(self.root, ignore_errors=True)
         self.root.mkdir(parents=True)
         #: per base: its directory's storage, its table, the write number its log
-        #: there starts after
+        #: there starts after, and the tags of the writes in it by write number
         self.stores: dict[str, Storage] = {}
         self.tables: dict[str, str] = {}
         self.start: dict[str, int] = {}
+        self.tags: dict[str, dict[int, int]] = {}
 
-    def reset(self, nid: str, h: WriteHistory) -> None:
+    def reset(self, nid: str, h: WriteHistory, last_tags: Collection[int] = ()) -> None:
+        """The base's log on disk made anew as ``h``, the tags of its last writes
+        ``last_tags`` (those of others are not known here: the controller has them)."""
+        with h.lock:
+            end = h.start + len(h.batches)
+        self.tags[nid] = {end - len(last_tags) + 1 + i: t for i, t in enumerate(last_tags)
+                          if type(t) is int and t}
+        self._rewrite(nid, h)
+
+    def _rewrite(self, nid: str, h: WriteHistory) -> None:
         table = self.tables[nid] = h.folded.schema.name.lower()
         st = self.stores.get(nid)
         if st is None:
-            st = self.stores[nid] = Storage(log_dir(self.root, table))
+            st = self.stores[nid] = Storage(log_dir(self.root, table), tagged=True)
         with h.lock:
             start, writes = h.start, list(h.batches)
             rows = list(h.folded.stored_rows())
-        st.reset(table, rows, start, writes)
+        known = self.tags.setdefault(nid, {})
+        for n in [n for n in known if n <= start]:
+            del known[n]
+        st.reset(table, rows, start, writes,
+                 [known.get(start + 1 + i, 0) for i in range(len(writes))])
         self.start[nid] = start
 
-    def append(self, nid: str, batches: list[Batch]) -> None:
-        self.stores[nid].log_batches(self.tables[nid], batches)
+    def append(self, nid: str, batches: list[Batch], tags: Collection[int] = ()) -> None:
+        """``batches`` logged durably, with their tags (``tags``: one per batch, 0 or
+        None for an untagged write, or none at all)."""
+        st = self.stores[nid]
+        at = st.lsn
+        tags = [t if type(t) is int and t else 0 for t in tags] or [0] * len(batches)
+        st.log_batches(self.tables[nid], batches, tags)
+        known = self.tags.setdefault(nid, {})
+        known.update((at + 1 + i, t) for i, t in enumerate(tags) if t)
 
     def trimmed(self, nid: str, h: WriteHistory) -> None:
         if nid not in self.stores:
@@ -222,11 +256,12 @@ class DiskLogs:
         with h.lock:
             dropped, kept = h.start - self.start[nid], len(h.batches)
         if dropped >= max(kept, tuning.DISK_LOG_TRIM):
-            self.reset(nid, h)
+            self._rewrite(nid, h)
 
     def drop(self, nid: str) -> None:
         st = self.stores.pop(nid, None)
         self.start.pop(nid, None)
+        self.tags.pop(nid, None)
         table = self.tables.pop(nid, None)
         if st is not None and table is not None:
             st.close()
@@ -243,12 +278,13 @@ def log_dir(root: Path, table: str) -> Path:
     return root / quote(table.lower(), safe="")
 
 
-def disk_tail(dirs: list[Path], nid: str, n: int) -> list[Batch] | None:
+def disk_tail(dirs: list[Path], nid: str, n: int) -> tuple[list[Batch], list[int]] | None:
     """The writes of base ``nid`` after write ``n`` from the longest of the logs in
-    ``dirs`` (its lost workers' ``DiskLogs`` directories), or None if none reaches
-    back to ``n``. What opening each finds (a torn tail cut) is logged; a damaged one
-    (``CorruptionError``) is logged and passed over."""
-    best: list[Batch] | None = None
+    ``dirs`` (its lost workers' ``DiskLogs`` directories), and the tags of those that
+    have one (from their own records), or None if none reaches back to ``n``. What
+    opening each finds (a torn tail cut) is logged; a damaged one (``CorruptionError``)
+    is logged and passed over."""
+    best: tuple[list[Batch], list[int]] | None = None
     for d in dirs:
         if not (d / "snapshot.bin").exists():
             continue
@@ -263,8 +299,9 @@ def disk_tail(dirs: list[Path], nid: str, n: int) -> list[Batch] | None:
             later = []
         else:
             later = [Batch.changes(list(dels), list(ins)) for _, ins, dels in rec.later]
-        if best is None or len(later) > len(best):
-            best = later
+        if best is None or len(later) > len(best[0]):
+            tags = [rec.tags[k] for k in range(n + 1, n + 1 + len(later)) if k in rec.tags]
+            best = (later, tags)
     return best
 
 
