@@ -126,7 +126,9 @@ def test_sigkill_mid_load_matches_duckdb(seed, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigkill_soak(seed, monkeypatch):
-    _differential_with_kill(seed, monkeypatch)
+    """With ``--writes controller`` (the default's soak, writes at the workers, is
+    test_writes.py's ``test_sigkill_soak_with_writes_at_the_worker``)."""
+    _differential_with_kill(seed, monkeypatch, extra=("--writes", "controller"))
 
 
 @pytest.mark.slow
@@ -238,6 +240,23 @@ def test_a_worker_killed_during_a_recovery(seed, monkeypatch):
 def cluster():
     with Cluster(workers=2, shards=2) as c:
         yield c
+
+
+def test_the_default_writes_at_the_workers_where_built_and_says_so(cluster):
+    """``serve`` without ``--writes`` (auto) on direct channels with the treeclock
+    regime: the writes go to the bases' workers, as its start-up line and
+    ``db.writes`` say (with ``$NORIA_CHANNELS=relay``: the controller)."""
+    want = "controller" if os.environ.get("NORIA_CHANNELS") == "relay" else "worker"
+    assert f"--writes {want} (auto: " in cluster.line, cluster.line
+    db = noria_py.connect(cluster.url)
+    assert db.writes == want
+    db.execute("CREATE TABLE modes (k INT PRIMARY KEY)")
+    db.table("modes").insert([(1,)])
+    assert (want == "worker") == (db._write_places["modes"] is not None)
+    db.wait()
+    assert len(db.table("modes")) == 1
+    db.execute("DROP TABLE modes")
+    db.close()
 
 
 def test_a_sum_past_64_bits_crosses_the_wire(cluster):
