@@ -43,9 +43,9 @@ from .storage import (
     RepairPlan,
     Storage,
     StorageError,
-    holds_data,
+    holds_tables,
     repair,
 )
 
 __all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", "RepairPlan",
-           "holds_data", "repair"]
+           "holds_tables", "repair"]

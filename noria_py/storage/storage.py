@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from ..batch import Batch
     from ..columns import ColumnChunk
 
-__all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", "RepairPlan", "holds_data",
+__all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", "RepairPlan", "holds_tables",
            "repair"]
 
 LOCK_NAME = "LOCK"
@@ -81,16 +81,12 @@ CATALOG_VERSION = 1
 _WAL_RE = re.compile(r"wal-(\d+)\.log")
 
 
-def holds_data(data_dir: str | os.PathLike[str]) -> bool:
-    """Whether ``data_dir`` holds a catalog, a snapshot or a log (what a ``Storage``
-    opened there would read), without opening it: a directory that does not exist or
-    holds none of them is new."""
+def holds_tables(data_dir: str | os.PathLike[str]) -> bool:
+    """Whether a table was ever made in ``data_dir`` (its catalog or a snapshot is
+    there), without opening it: a directory that does not exist, or holds at most a
+    lock and an empty log, is new."""
     d = Path(data_dir)
-    try:
-        names = {p.name for p in d.iterdir()} if d.is_dir() else set()
-    except OSError:
-        return False
-    return bool({CATALOG_NAME, SNAPSHOT_NAME} & names) or any(_WAL_RE.fullmatch(n) for n in names)
+    return (d / CATALOG_NAME).exists() or (d / SNAPSHOT_NAME).exists()
 
 
 def _wal_name(gen: int) -> str:

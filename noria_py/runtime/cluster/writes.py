@@ -88,7 +88,7 @@ from ... import tuning
 from ...batch import Batch
 from ...errors import ArgumentError, RecoveryError, StorageError
 from ...ops.base import Base
-from ...storage import Recovered, Storage, holds_data
+from ...storage import Recovered, Storage, holds_tables
 from ..history import WriteHistory
 
 log = logging.getLogger("noria_py.cluster")
@@ -134,13 +134,13 @@ def unbuilt(regime: str, channels: str) -> str | None:
 
 def written_in(data_dir: str | None) -> str | None:
     """The mode the tables of ``data_dir`` were written in: ``worker`` (``DIR/workers``,
-    the workers' logs), ``controller`` (the directory's own catalog, snapshot or log
-    and no ``DIR/workers``), or None (no directory, or a new one)."""
+    the workers' logs), ``controller`` (the directory's own catalog or snapshot and
+    no ``DIR/workers``), or None (no directory, or one where no table was made)."""
     if data_dir is None:
         return None
     if (Path(data_dir) / "workers").exists():
         return "worker"
-    return "controller" if holds_data(data_dir) else None
+    return "controller" if holds_tables(data_dir) else None
 
 
 def choose(writes: str, regime: str, channels: str,

@@ -216,13 +216,17 @@ def test_auto_writes_at_the_workers_where_built_and_as_a_directory_was_written(t
         assert NOT_BUILT[regime] in why
         assert choose("controller", regime, "direct", None) == ("controller", "asked for")
     new, ours, theirs = tmp_path / "new", tmp_path / "ours", tmp_path / "theirs"
-    new.mkdir()
-    ClusterState(new).save(port=1)      # (cluster.json alone: no table yet)
+    noria_py.connect(data_dir=str(new)).close()     # (no table made: new)
+    ClusterState(new).save(port=1)
     assert written_in(str(new)) is None and written_in(None) is None
     assert choose(AUTO, "treeclock", "direct", str(new))[0] == "worker"
     assert choose(AUTO, "treeclock", "direct", str(tmp_path / "absent"))[0] == "worker"
-    Storage(ours).close()               # (the controller's layout: its catalog and log)
-    noria_py.connect(data_dir=str(theirs)).close()
+    st = Storage(ours)                  # (the controller's layout: its catalog and log)
+    st.set_catalog(["CREATE TABLE a (k INT)"])
+    st.close()
+    db = noria_py.connect(data_dir=str(theirs))
+    db.execute("CREATE TABLE a (k INT)")
+    db.close()
     for d in (ours, theirs):
         assert written_in(str(d)) == "controller"
         for regime in ("treeclock", "lineage", "causal"):
