@@ -154,17 +154,15 @@ def choose(writes: str, regime: str, channels: str,
     if writes not in (*WRITES, AUTO):
         raise ArgumentError(f"writes must be one of {', '.join((*WRITES, AUTO))}, "
                             f"not {writes!r}")
-    written, why = written_in(data_dir), "asked for"
+    written, reason, why = written_in(data_dir), unbuilt(regime, channels), "asked for"
     if writes == AUTO:
-        reason = unbuilt(regime, channels)
         if written is not None:
-            writes, why = written, f"auto: {data_dir} holds tables written so"
+            writes, why = written, f"auto: the tables of {data_dir} were written so"
         elif reason is None:
             writes, why = "worker", f"auto: built with --regime {regime} --channels {channels}"
         else:
             writes, why = "controller", f"auto: {reason}"
     if writes == "worker":
-        reason = unbuilt(regime, channels)
         if reason is not None and written == "worker":
             raise ArgumentError(f"the tables of {data_dir} are in its workers' logs (served "
                                 f"with --writes worker), and {reason}; serve it with "

@@ -232,13 +232,13 @@ def test_auto_writes_at_the_workers_where_built_and_as_a_directory_was_written(t
         for regime in ("treeclock", "lineage", "causal"):
             for channels in CHANNELS:
                 assert choose(AUTO, regime, channels, str(d)) == (
-                    "controller", f"auto: {d} holds tables written so")
+                    "controller", f"auto: the tables of {d} were written so")
         assert choose("worker", "treeclock", "direct", str(d))[0] == "worker"   # (as asked)
     (ours / "workers").mkdir()          # (a worker server's start makes it)
     assert written_in(str(ours)) == "worker"
     for regime in ("treeclock", "lineage"):
         assert choose(AUTO, regime, "direct", str(ours)) == (
-            "worker", f"auto: {ours} holds tables written so")
+            "worker", f"auto: the tables of {ours} were written so")
 
 
 @pytest.mark.slow
