@@ -134,11 +134,12 @@ def test_sigkill_soak(seed, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS[:8])
 def test_lineage_regime_sigkill_soak_on_direct_channels(seed, monkeypatch):
-    """``serve --regime lineage`` on direct channels: every lost worker's nodes, and
-    what is below them, rebuilt from the bases while the clients keep writing. (With
-    ``--writes worker``, which needs tree clocks, a rebuild is the fallback's:
-    test_writes.py's ``test_no_write_at_a_worker_lands_inside_a_lineage_rebuild``.)"""
-    reports = _differential_with_kill(seed, monkeypatch, extra=("--regime", "lineage"),
+    """``serve --regime lineage --writes controller`` on direct channels: every lost
+    worker's nodes, and what is below them, rebuilt from the bases while the clients
+    keep writing. (With ``--writes worker``, the default here: test_writes.py's
+    ``test_lineage_regime_sigkill_soak_with_writes_at_the_worker``.)"""
+    reports = _differential_with_kill(seed, monkeypatch,
+                                      extra=("--regime", "lineage", "--writes", "controller"),
                                       channels="direct")
     assert reports and {r.strategy for r in reports} == {"lineage"}, reports
 
