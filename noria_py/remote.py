@@ -123,7 +123,8 @@ PACK_KEYS = 32
 #: running one twice changes nothing
 IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "all",
                         "tables", "views", "wait", "graph", "recoveries", "queries",
-                        "placement", "regime", "write_placement", "write_landed"})
+                        "placement", "regime", "writes", "write_placement",
+                        "write_landed"})
 
 
 def _report(d: dict) -> RecoveryReport:
@@ -874,6 +875,13 @@ class RemoteDatabase:
         """The cluster's fault-tolerance regime (``noria-py serve --regime``), as
         ``Database.regime`` says it for an embedded engine."""
         return str(self._call("regime"))
+
+    @property
+    def writes(self) -> str:
+        """Where the cluster validates and takes writes (``noria-py serve --writes``):
+        ``"worker"``, at each table's base's worker, which this client then writes to,
+        or ``"controller"``; what the server's default, ``auto``, chose."""
+        return str(self._call("writes"))
 
     def close(self) -> None:
         """Close the connection; later calls raise ``ClosedError``."""

@@ -242,8 +242,9 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             detect = max(getattr(r, "detection_seconds", 0.0) for r in reports)
             recov.append((detect, sum(r.seconds for r in reports), total,
                           ",".join(sorted({r.strategy for r in reports}))))
+        writes_at = db.writes
         db.close()
-    return {"workers": workers, "tput": tput, "ctrl_share": ctrl_share,
+    return {"workers": workers, "tput": tput, "ctrl_share": ctrl_share, "writes": writes_at,
             "ctrl_share_ns": ctrl_share_ns, "ctrl_ms": ctrl_ns / 1e6,
             "p50": float(np.percentile(lat, 50)),
             "p99": float(np.percentile(lat, 99)), "read_p50": read_p50, "many": many_rate,
@@ -331,9 +332,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--channels", choices=["relay", "direct"], default=None,
                    help="serve --channels: messages between workers through the controller "
                         "or worker to worker (default: the server's)")
-    p.add_argument("--writes", choices=["controller", "worker"], default=None,
+    p.add_argument("--writes", choices=["auto", "controller", "worker"], default=None,
                    help="serve --writes: writes validated and taken at the controller or "
-                        "at the base's worker (default: the server's)")
+                        "at the base's worker (default: the server's, auto)")
     p.add_argument("--data-dir", dest="data_dir", default=None, metavar="DIR",
                    help="serve --data-dir: each run in a new directory under DIR (the "
                         "write-ahead log; with --writes worker, the workers' logs)")
@@ -359,7 +360,7 @@ def main(argv: list[str]) -> int:
           f"client, controller and workers are separate processes on this machine")
     print(f"{'workers':>7} {'votes/s':>9} {'ctrl CPU':>8} {'prop p50 ms':>11} {'prop p99 ms':>11} "
           f"{'read p50 µs':>11} {'many keys/s':>11} {'detect s':>9} {'recover s':>9} "
-          f"{'kill→right s':>12} strategy {'ctrl ns':>8} {'ctrl ms':>8}")
+          f"{'kill→right s':>12} strategy {'ctrl ns':>8} {'ctrl ms':>8} writes")
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
@@ -369,7 +370,8 @@ def main(argv: list[str]) -> int:
         strategies = ",".join(sorted({x[3] for x in rec}))
         print(f"{w:>7} {r['tput']:>9,.0f} {r['ctrl_share']:>8.1%} {r['p50']:>11.2f} {r['p99']:>11.2f} "
               f"{r['read_p50']:>11.0f} {r['many']:>11,.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} "
-              f"{strategies:8} {r['ctrl_share_ns']:>8.2%} {r['ctrl_ms']:>8.1f}", flush=True)
+              f"{strategies:8} {r['ctrl_share_ns']:>8.2%} {r['ctrl_ms']:>8.1f} {r['writes']}",
+              flush=True)
         if a.partial:
             print(f"{'':>7} partial: the first read of every key (upqueries) "
                   f"{r['fill']:,.0f} keys/s", flush=True)

@@ -36,6 +36,16 @@ Typical use by the engine::
     st.close()
 """
 
-from .storage import CorruptionError, Damage, Recovered, RepairPlan, Storage, StorageError, repair
+from .storage import (
+    CorruptionError,
+    Damage,
+    Recovered,
+    RepairPlan,
+    Storage,
+    StorageError,
+    holds_tables,
+    repair,
+)
 
-__all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", "RepairPlan", "repair"]
+__all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", "RepairPlan",
+           "holds_tables", "repair"]

@@ -70,7 +70,8 @@ if TYPE_CHECKING:
     from ..batch import Batch
     from ..columns import ColumnChunk
 
-__all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", "RepairPlan", "repair"]
+__all__ = ["Storage", "StorageError", "CorruptionError", "Recovered", "Damage", "RepairPlan", "holds_tables",
+           "repair"]
 
 LOCK_NAME = "LOCK"
 CATALOG_NAME = "catalog.json"
@@ -80,6 +81,14 @@ SNAPSHOT_NAME = "snapshot.bin"
 CHECKPOINTS_DIR = "checkpoints"
 CATALOG_VERSION = 1
 _WAL_RE = re.compile(r"wal-(\d+)\.log")
+
+
+def holds_tables(data_dir: str | os.PathLike[str]) -> bool:
+    """Whether a table was ever made in ``data_dir`` (its catalog or a snapshot is
+    there), without opening it: a directory that does not exist, or holds at most a
+    lock and an empty log, is new."""
+    d = Path(data_dir)
+    return (d / CATALOG_NAME).exists() or (d / SNAPSHOT_NAME).exists()
 
 
 def _wal_name(gen: int) -> str:

@@ -2,6 +2,8 @@
 against the votes written before anything is timed further, and the figures come out."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from noria_tools import clusterbench
@@ -14,6 +16,9 @@ def test_bench_cluster_checks_its_load_and_reports(arrow):
                                  many=100, arrow=arrow)
     assert r["tput"] > 0 and r["many"] > 0 and r["read_p50"] > 0 and len(r) >= 7
     assert 0 < r["ctrl_share_ns"] < 1 and r["ctrl_ms"] > 0      # (threads' ns on a CPU)
+    # (serve's default, --writes auto: at the workers on direct channels)
+    assert r["writes"] == ("controller" if os.environ.get("NORIA_CHANNELS") == "relay"
+                           else "worker")
 
 
 def test_write_steps_reports_each_step_both_ways(capsys):

@@ -90,7 +90,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
-from .writes import LANDED_KEPT, disk_tail, log_dir, validated
+from .writes import LANDED_KEPT, WRITES, disk_tail, log_dir, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -115,10 +115,6 @@ BASE_PART_ROWS = 1 << 20
 CHANNELS = ("relay", "direct")
 #: seconds ``wait`` gives the workers to handle what was sent to them, a round
 WAIT_TIMEOUT = 60.0
-#: where a write is validated (``--writes``): here, against the controller's copy of
-#: the table, or at the base's worker, which keeps the rows (docs/architecture.md,
-#: "Writes at the base's worker")
-WRITES = ("controller", "worker")
 
 
 def _among(counts: dict[str, int], live: dict[str, Any]) -> dict[str, int]:

@@ -41,6 +41,8 @@ class Cluster:
         self.proc = subprocess.Popen(self._cmd, stdout=subprocess.PIPE, stderr=self._log,
                                      text=True, env=self._env)
         line = cast(IO[str], self.proc.stdout).readline()     # (stdout=PIPE: there is one)
+        #: the server's start-up line (its address, ``--writes`` mode and why)
+        self.line = line
         m = re.search(r"listening on ([\d.]+):(\d+)", line)
         if not m:
             self.close()

@@ -70,7 +70,7 @@ from ...pg.types import numeric_oids
 from ...tls import Files as TlsFiles
 from ...tls import server_context as tls_server_context
 from . import tokens, wire
-from .controller import CHANNELS, WRITES, ClusterRuntime
+from .controller import CHANNELS, ClusterRuntime
 from .errors import WorkerLost
 from .placement import ProcessLauncher, RayLauncher
 from .restart import (
@@ -82,7 +82,7 @@ from .restart import (
     plan_adoption,
     take_workers_logs,
 )
-from .writes import NOT_BUILT
+from .writes import AUTO, WRITES, choose
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...recovery.report import RecoveryReport
@@ -115,7 +115,8 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "queries": (), "drop_query": ((str, type(None)),),
     "subscribe": (_NAME, (*_SEQ, type(None)), (int, type(None))),
     "placement": (_NAME,), "write_placement": (_NAME,),
-    "write_landed": (_NAME, (int,), _SEQ, _NAME), "regime": (), "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
+    "write_landed": (_NAME, (int,), _SEQ, _NAME), "regime": (), "writes": (),
+    "memory": ((bool,),), "prepare_read": (_NAME,), "unprepare": ((int,),),
 }
 #: seconds a read waits for its reader's recovery (as ``RemoteOp``'s reads do)
 READ_TIMEOUT = 60.0
@@ -205,7 +206,7 @@ class Server:
                  channels: str = DEFAULT_CHANNELS,
                  rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
                  memory_limit: int | None = None, barrier_every: int | None = None,
-                 writes: str = "controller", determinant_depth: int | None = None,
+                 writes: str = AUTO, determinant_depth: int | None = None,
                  standbys: bool = False) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
@@ -232,27 +233,20 @@ class Server:
         keys down to its share; the controller moves shares to where the reads go).
         ``writes``: ``"worker"`` validates each write at its base's worker, which keeps
         the rows, and takes clients' writes on its read port (docs/architecture.md,
-        "Writes at the base's worker"); ``"controller"`` (the default) here.
+        "Writes at the base's worker"); ``"controller"`` here; ``"auto"`` (the
+        default): the mode ``data_dir``'s tables were written in, else ``worker``
+        where it is built (treeclock or lineage, direct channels), else
+        ``controller`` (``writes.choose``; the choice: ``self.writes``, and why:
+        ``self.writes_why``).
         ``determinant_depth`` (causal): how many edges below a node its determinants
         are kept (None: every node below); ``standbys`` (causal): each stateful node
         shard has a standby on another worker, kept warm from its checkpoints, which
         takes it over when its worker is lost (``causal.py``)."""
         policies = regimes.policies(regime)
         regime = regimes.check(regime, cluster=True)
-        if writes not in WRITES:
-            raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
-        if writes == "worker":
-            # (what is built so far: docs/architecture.md, "Writes at the base's worker")
-            if channels != "direct":
-                raise ArgumentError("--writes worker needs --channels direct (not built "
-                                    "yet: the log replica is sent on the peer links)")
-            if regime in NOT_BUILT:
-                raise ArgumentError(f"--writes worker with --regime {regime} is not built "
-                                    f"yet: {NOT_BUILT[regime]}; serve it with --regime "
-                                    "treeclock or lineage, or with --writes controller")
-        elif data_dir is not None and (Path(data_dir) / "workers").exists():
-            raise ArgumentError(f"the tables of {data_dir} are in its workers' logs "
-                                "(served with --writes worker): serve it with --writes worker")
+        #: where writes are validated and taken (one of ``WRITES``), and why
+        self.writes, self.writes_why = choose(writes, regime, channels, data_dir)
+        writes = self.writes
         if regime == "lineage":
             clocks, checkpoints, strategy = False, False, "lineage"
         if regime in ("coordinated", "uncoordinated", "cic", "causal", "falkirk"):
@@ -854,6 +848,9 @@ class Server:
     def m_regime(self) -> str:
         return self.db.regime
 
+    def m_writes(self) -> str:
+        return self.writes
+
     # ------------------------------------------------------------ running
 
     def serve_forever(self) -> None:
@@ -942,11 +939,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="how workers send each other their messages: through the "
                         "controller (relay) or on worker-to-worker links (direct); "
                         f"default {DEFAULT_CHANNELS}")
-    p.add_argument("--writes", choices=WRITES, default="controller",
-                   help="where writes are validated and taken: here (controller, the "
-                        "default) or at each table's base's worker (worker: clients "
-                        "write there; needs --channels direct; with --data-dir each "
-                        "worker keeps its bases' logs there, and a restart is not built)")
+    p.add_argument("--writes", choices=(AUTO, *WRITES), default=AUTO,
+                   help="where writes are validated and taken: here (controller) or at "
+                        "each table's base's worker (worker: clients write there, the "
+                        "controller is off their path; needs --channels direct and "
+                        "--regime treeclock or lineage; with --data-dir each worker "
+                        "keeps its bases' logs there); auto (the default): the mode a "
+                        "--data-dir's tables were written in, else worker where it is "
+                        "built, else controller. The start-up line names the choice")
     p.add_argument("--rejoin-timeout", dest="rejoin_timeout", type=float,
                    default=REJOIN_TIMEOUT,
                    help="with --data-dir: seconds a worker whose controller died goes on "
@@ -994,7 +994,8 @@ def main(argv: list[str] | None = None) -> int:
     url = f"noria://{host}:{port}"
     if server.tls_files is not None:      # (the CA file, in the URL: noria-py pg --server)
         url += "?tls=" + quote(os.path.abspath(server.tls_files.ca))
-    print(f"noria-py serve: listening on {host}:{port} with {args.workers} worker(s); "
+    print(f"noria-py serve: listening on {host}:{port} with {args.workers} worker(s), "
+          f"--writes {server.writes} ({server.writes_why}); "
           f"connect with noria_py.connect(\"{url}\"){where}", flush=True)
     faulthandler.register(signal.SIGUSR1)      # kill -USR1 PID: every thread's stack, to the log
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -69,6 +69,13 @@ writes, but a lost owner's, which may hold writes it never had acknowledged: in 
 applied whole or not at all), writes them into its own data directory's snapshot and
 deletes ``DIR/workers``; then it rebuilds every view from the tables, as a restart
 does (``restart.py``), and the workers that dial back start their logs anew.
+
+Which mode a server runs (``choose``, ``serve --writes auto``, the default): the one a
+data directory's tables were written in (``DIR/workers`` is there from a ``worker``
+server's start on, so a directory whose tables are in the workers' logs is never
+opened as the controller's own, which would miss them), else ``worker`` where it is
+built (``unbuilt``: ``--channels direct``, a regime not in ``NOT_BUILT``), else
+``controller``. An explicit mode is served as asked or refused with the reason.
 """
 from __future__ import annotations
 
@@ -82,9 +89,9 @@ from urllib.parse import quote, unquote
 
 from ... import tuning
 from ...batch import Batch
-from ...errors import RecoveryError, StorageError
+from ...errors import ArgumentError, RecoveryError, StorageError
 from ...ops.base import Base
-from ...storage import Recovered, Storage
+from ...storage import Recovered, Storage, holds_tables
 from ..history import WriteHistory
 
 log = logging.getLogger("noria_py.cluster")
@@ -109,6 +116,68 @@ NOT_BUILT = {
     "causal": "a lost node's writes from a live base are read from the controller's "
               "history, which lags what that base sent",
 }
+
+#: where a write is validated (``serve --writes``): at the controller, against its copy
+#: of the table, or at the base's worker, which keeps the rows
+WRITES = ("controller", "worker")
+#: ``serve --writes auto`` (the default): one of ``WRITES``, as ``choose`` picks it
+AUTO = "auto"
+
+
+def unbuilt(regime: str, channels: str) -> str | None:
+    """Why writes at the bases' workers are not built with ``regime`` and
+    ``channels`` (None: they are)."""
+    if channels != "direct":
+        return ("--writes worker needs --channels direct (not built yet: the log replica "
+                "is sent on the peer links)")
+    if regime in NOT_BUILT:
+        return f"--writes worker with --regime {regime} is not built yet: {NOT_BUILT[regime]}"
+    return None
+
+
+def written_in(data_dir: str | None) -> str | None:
+    """The mode the tables of ``data_dir`` were written in: ``worker`` (``DIR/workers``,
+    the workers' logs), ``controller`` (the directory's own catalog or snapshot and
+    no ``DIR/workers``), or None (no directory, or one where no table was made)."""
+    if data_dir is None:
+        return None
+    if (Path(data_dir) / "workers").exists():
+        return "worker"
+    return "controller" if holds_tables(data_dir) else None
+
+
+def choose(writes: str, regime: str, channels: str,
+           data_dir: str | None) -> tuple[str, str]:
+    """The mode (one of ``WRITES``) a server with these options runs, and why, for its
+    log: ``writes`` ``auto`` picks the mode of ``data_dir``'s tables if it holds any,
+    else ``worker`` where it is built, else ``controller``; ``worker`` or
+    ``controller`` is served as asked. ``ArgumentError`` when that mode cannot serve:
+    ``worker`` not built with ``regime`` and ``channels``, or ``controller`` on a
+    directory whose tables are in its workers' logs."""
+    if writes not in (*WRITES, AUTO):
+        raise ArgumentError(f"writes must be one of {', '.join((*WRITES, AUTO))}, "
+                            f"not {writes!r}")
+    written, reason, why = written_in(data_dir), unbuilt(regime, channels), "asked for"
+    if writes == AUTO:
+        if written is not None:
+            writes, why = written, f"auto: the tables of {data_dir} were written so"
+        elif reason is None:
+            writes, why = "worker", f"auto: built with --regime {regime} --channels {channels}"
+        else:
+            writes, why = "controller", f"auto: {reason}"
+    if writes == "worker":
+        if reason is not None and written == "worker":
+            raise ArgumentError(f"the tables of {data_dir} are in its workers' logs (served "
+                                f"with --writes worker), and {reason}; serve it with "
+                                "--regime treeclock or lineage and --channels direct")
+        if reason is not None:
+            raise ArgumentError(f"{reason}; serve it with --regime treeclock or lineage and "
+                                "--channels direct, or with --writes controller")
+    elif written == "worker":
+        raise ArgumentError(f"the tables of {data_dir} are in its workers' logs "
+                            "(served with --writes worker): serve it with --writes worker")
+    return writes, why
+
 
 #: per base, the tags of this many last writes are kept where its log is (the
 #: controller's history, a replica's log): a write whose worker was lost before it

@@ -126,17 +126,20 @@ def test_sigkill_mid_load_matches_duckdb(seed, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigkill_soak(seed, monkeypatch):
-    _differential_with_kill(seed, monkeypatch)
+    """With ``--writes controller`` (the default's soak, writes at the workers, is
+    test_writes.py's ``test_sigkill_soak_with_writes_at_the_worker``)."""
+    _differential_with_kill(seed, monkeypatch, extra=("--writes", "controller"))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS[:8])
 def test_lineage_regime_sigkill_soak_on_direct_channels(seed, monkeypatch):
-    """``serve --regime lineage`` on direct channels: every lost worker's nodes, and
-    what is below them, rebuilt from the bases while the clients keep writing. (With
-    ``--writes worker``, which needs tree clocks, a rebuild is the fallback's:
-    test_writes.py's ``test_no_write_at_a_worker_lands_inside_a_lineage_rebuild``.)"""
-    reports = _differential_with_kill(seed, monkeypatch, extra=("--regime", "lineage"),
+    """``serve --regime lineage --writes controller`` on direct channels: every lost
+    worker's nodes, and what is below them, rebuilt from the bases while the clients
+    keep writing. (With ``--writes worker``, the default here: test_writes.py's
+    ``test_lineage_regime_sigkill_soak_with_writes_at_the_worker``.)"""
+    reports = _differential_with_kill(seed, monkeypatch,
+                                      extra=("--regime", "lineage", "--writes", "controller"),
                                       channels="direct")
     assert reports and {r.strategy for r in reports} == {"lineage"}, reports
 
@@ -238,6 +241,23 @@ def test_a_worker_killed_during_a_recovery(seed, monkeypatch):
 def cluster():
     with Cluster(workers=2, shards=2) as c:
         yield c
+
+
+def test_the_default_writes_at_the_workers_where_built_and_says_so(cluster):
+    """``serve`` without ``--writes`` (auto) on direct channels with the treeclock
+    regime: the writes go to the bases' workers, as its start-up line and
+    ``db.writes`` say (with ``$NORIA_CHANNELS=relay``: the controller)."""
+    want = "controller" if os.environ.get("NORIA_CHANNELS") == "relay" else "worker"
+    assert f"--writes {want} (auto: " in cluster.line, cluster.line
+    db = noria_py.connect(cluster.url)
+    assert db.writes == want
+    db.execute("CREATE TABLE modes (k INT PRIMARY KEY)")
+    db.table("modes").insert([(1,)])
+    assert (want == "worker") == (db._write_places["modes"] is not None)
+    db.wait()
+    assert len(db.table("modes")) == 1
+    db.execute("DROP TABLE modes")
+    db.close()
 
 
 def test_a_sum_past_64_bits_crosses_the_wire(cluster):
@@ -356,8 +376,8 @@ def test_insert_arrow_through_a_cluster_sends_columns_and_inserts_what_insert_wo
     db.execute("CREATE VIEW ar_n AS SELECT a, COUNT(*) AS n, SUM(f) AS sf FROM ar GROUP BY a")
     db.execute("CREATE VIEW ar_k AS SELECT s FROM ar_s WHERE a = ?")
     sent = []
-    real = db._call
-    db._call = lambda method, *args: sent.append(method) or real(method, *args)
+    real, write = db._call, db._write       # (a write: to the controller or the worker)
+    db._write = lambda table, method, args: sent.append(method) or write(table, method, args)
     db.table("ar").insert_arrow(pa.table({"F": [0.5, 1.5, float("nan")],
                                           "a": pa.array([1, 1, 2], pa.int32())}))
     db.table("ar_s").insert_arrow(pa.table({"a": [1, None, 1], "s": ["x", "y", None]}))
@@ -440,12 +460,12 @@ def test_inserts_as_columns_match_the_embedded_engine(cluster, monkeypatch):
     rows or the same error as the embedded engine's ``insert`` (the server checks the
     columns against the table as it checks rows; a primary key, NOT NULL)."""
     sent = []
-    call = remote.RemoteDatabase._call
+    write = remote.RemoteDatabase._write    # (to the controller or the base's worker)
 
-    def spy(self, method, *args):
+    def spy(self, table, method, args):
         sent.append(method)
-        return call(self, method, *args)
-    monkeypatch.setattr(remote.RemoteDatabase, "_call", spy)
+        return write(self, table, method, args)
+    monkeypatch.setattr(remote.RemoteDatabase, "_write", spy)
     db = noria_py.connect(cluster.url)
     here = noria_py.connect()
     for sql in COLUMNS_DDL + [COLUMNS_VIEW]:
@@ -578,10 +598,18 @@ def _apply(state: Counter, change: noria_py.Change) -> None:
             del state[row]
 
 
-def test_subscriptions_through_a_cluster(cluster):
+def test_subscriptions_through_a_cluster():
     """Each change, applied in turn, gives the view as it was after exactly
     ``progress`` writes (the cluster's quiet points hold the writers back); a lost
-    worker ends its readers' subscriptions, and a new one starts from the rows now."""
+    worker ends its readers' subscriptions, and a new one starts from the rows now.
+    With ``--writes controller``: with writes at the workers a change's ``progress``
+    counts only the writes the controller took (not built: docs/architecture.md,
+    "Which write path a server takes")."""
+    with Cluster(workers=2, shards=2, extra=("--writes", "controller")) as cluster:
+        _subscriptions_through(cluster)
+
+
+def _subscriptions_through(cluster: Cluster) -> None:
     db, writer = noria_py.connect(cluster.url), noria_py.connect(cluster.url)
     oracle = noria_py.connect()
     views = {"sub_rows": "SELECT k, v FROM sub WHERE v > 2",

@@ -273,8 +273,8 @@ def test_partial_cluster_under_a_memory_limit_with_a_worker_killed(seed):
 @pytest.mark.parametrize("seed", range(2))
 def test_the_cluster_differential_with_partial_readers(seed, monkeypatch):
     """The cluster's own SIGKILL differential test (full views beside keyed ones)
-    served with --partial."""
-    _differential_with_kill(seed, monkeypatch, extra=("--partial",))
+    served with --partial, writes at the controller (at the worker: below)."""
+    _differential_with_kill(seed, monkeypatch, extra=("--partial", "--writes", "controller"))
 
 
 @pytest.mark.slow

@@ -472,7 +472,8 @@ def test_a_quiet_cluster_could_keep_every_node_and_replay_nothing(tmp_path):
     pa = pytest.importorskip("pyarrow")
     d = str(tmp_path / "data")
     log = str(tmp_path / "serve.log")
-    with Cluster(workers=2, shards=2, extra=("--data-dir", d), log=log) as cluster:
+    with Cluster(workers=2, shards=2, extra=("--data-dir", d, "--writes", "controller"),
+                 log=log) as cluster:
         db = _client(cluster.url)
         db.execute("CREATE TABLE vote (a INT, u INT)")
         db.execute("CREATE TABLE other (x INT)")
@@ -612,7 +613,7 @@ def _check_plan(plan: dict, logged: dict[str, list[int]]) -> None:
 
 
 def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40, quiet: bool = False,
-                      extra: tuple[str, ...] = ()) -> None:
+                      writes: str = "controller") -> None:
     """Random writes (and views created half-way) from one client while another
     thread SIGKILLs the controller at a random moment (mid-request, or between two),
     then starts it again. A write whose request was under way is in doubt (the client
@@ -621,13 +622,14 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40, quiet: bool = False,
     ``quiet``: the SIGKILL comes once every write so far is processed (``wait``), the
     client holding its next one until the controller is back: the restart keeps the
     workers' nodes, which then take the rest of the load (and views made then).
-    ``extra``: more options of ``serve`` (``--writes worker``: the tables come back
-    from the workers' logs, and the views are rebuilt, so no plan is checked)."""
+    ``writes``: ``serve --writes`` (``worker``: the tables come back from the
+    workers' logs, and the views are rebuilt, so no plan is checked)."""
     rng = random.Random(seed)
     shards = rng.choice([1, 2])
     d = str(tmp_path / f"data{seed}")
     log = str(tmp_path / f"serve{seed}.log")
-    with Cluster(workers=2, shards=shards, extra=("--data-dir", d, *extra), log=log) as cluster:
+    with Cluster(workers=2, shards=shards, extra=("--data-dir", d, "--writes", writes),
+                 log=log) as cluster:
         db = _client(cluster.url)
         names, split = create_schema(db, rng)
         workers = _known_pids(d)
@@ -687,7 +689,7 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40, quiet: bool = False,
                   "doubts", doubts)
             raise
         assert set(cluster.worker_pids(db)) <= workers     # re-adopted
-        if extra:
+        if writes == "worker":
             print(f"seed {seed}: killed at op {kill_at} + {delay:.3f} s, down "
                   f"{down_for:.2f} s, {doubts} write(s) in doubt")
             db.close()
@@ -720,4 +722,4 @@ def test_controller_sigkill_at_a_quiet_point_keeps_the_nodes_and_matches_duckdb(
 def test_controller_sigkill_mid_load_matches_duckdb_with_writes_at_the_worker(seed, tmp_path):
     """``--writes worker --data-dir``: the tables come back from the workers' logs on
     disk (the controller was sent some of the writes lazily, or none)."""
-    _restart_mid_load(seed, tmp_path, extra=("--writes", "worker"))
+    _restart_mid_load(seed, tmp_path, writes="worker")

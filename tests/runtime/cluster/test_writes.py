@@ -21,6 +21,7 @@ import threading
 import time
 import types
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 
@@ -38,18 +39,25 @@ from noria_py.errors import (
 from noria_py.graph import Graph
 from noria_py.ops.base import Base
 from noria_py.runtime.cluster import controller
-from noria_py.runtime.cluster.controller import ClusterRuntime
+from noria_py.runtime.cluster.controller import CHANNELS, ClusterRuntime
 from noria_py.runtime.cluster.launch import Cluster
+from noria_py.runtime.cluster.restart import ClusterState
 from noria_py.runtime.cluster.server import Server
 from noria_py.runtime.cluster.writes import (
+    AUTO,
+    NOT_BUILT,
     DiskLogs,
     ReplicaLogs,
+    choose,
     disk_tail,
     history_from,
     log_dir,
     tables_on_disk,
+    unbuilt,
+    written_in,
 )
 from noria_py.runtime.history import WriteHistory
+from noria_py.storage import Storage
 from noria_py.storage.log import LOG_HEADER_SIZE, RECORD_HEADER
 from sql_frontend.types import ColumnInfo, SqlType, TableSchema
 from tests.differential.helpers import Oracle, normalize
@@ -181,6 +189,8 @@ def test_writes_at_the_worker_need_what_is_built(tmp_path):
     (tmp_path / "workers").mkdir()     # (the tables: in the workers' logs)
     with pytest.raises(ArgumentError, match="writes must be one of"):
         ClusterRuntime(Graph(), writes="elsewhere")
+    with pytest.raises(ArgumentError, match="writes must be one of controller, worker, auto"):
+        Server(port=0, writes="elsewhere", spawn=False)
     with pytest.raises(ArgumentError, match="--channels direct"):
         Server(port=0, writes="worker", channels="relay", spawn=False)
     with pytest.raises(ArgumentError, match="serve it with --writes worker"):
@@ -189,6 +199,51 @@ def test_writes_at_the_worker_need_what_is_built(tmp_path):
         with pytest.raises(ArgumentError, match=f"--regime {regime} is not built yet: "
                                                 ".*controller's history"):
             Server(port=0, writes="worker", regime=regime, spawn=False)
+        # (auto on a directory whose tables are in the workers' logs: worker, refused)
+        with pytest.raises(ArgumentError, match=f"in its workers' logs .*--regime {regime} "
+                                                "is not built yet"):
+            Server(port=0, regime=regime, data_dir=str(tmp_path), spawn=False)
+    with pytest.raises(ArgumentError, match="in its workers' logs .*--channels direct"):
+        Server(port=0, channels="relay", data_dir=str(tmp_path), spawn=False)
+
+
+def test_auto_writes_at_the_workers_where_built_and_as_a_directory_was_written(tmp_path):
+    """``serve --writes auto`` (the default): worker with treeclock or lineage on direct
+    channels, controller with any other regime or relay; a data directory's tables
+    keep the mode they were written in whatever is built; explicit modes as asked."""
+    for regime in ("treeclock", "lineage"):
+        assert choose(AUTO, regime, "direct", None)[0] == "worker"
+        assert choose(AUTO, regime, "relay", None) == (
+            "controller", "auto: " + cast(str, unbuilt(regime, "relay")))
+    for regime in NOT_BUILT:
+        mode, why = choose(AUTO, regime, "direct", None)
+        assert (mode, why) == ("controller", "auto: " + cast(str, unbuilt(regime, "direct")))
+        assert NOT_BUILT[regime] in why
+        assert choose("controller", regime, "direct", None) == ("controller", "asked for")
+    new, ours, theirs = tmp_path / "new", tmp_path / "ours", tmp_path / "theirs"
+    noria_py.connect(data_dir=str(new)).close()     # (no table made: new)
+    ClusterState(new).save(port=1)
+    assert written_in(str(new)) is None and written_in(None) is None
+    assert choose(AUTO, "treeclock", "direct", str(new))[0] == "worker"
+    assert choose(AUTO, "treeclock", "direct", str(tmp_path / "absent"))[0] == "worker"
+    st = Storage(ours)                  # (the controller's layout: its catalog and log)
+    st.set_catalog(["CREATE TABLE a (k INT)"])
+    st.close()
+    db = noria_py.connect(data_dir=str(theirs))
+    db.execute("CREATE TABLE a (k INT)")
+    db.close()
+    for d in (ours, theirs):
+        assert written_in(str(d)) == "controller"
+        for regime in ("treeclock", "lineage", "causal"):
+            for channels in CHANNELS:
+                assert choose(AUTO, regime, channels, str(d)) == (
+                    "controller", f"auto: the tables of {d} were written so")
+        assert choose("worker", "treeclock", "direct", str(d))[0] == "worker"   # (as asked)
+    (ours / "workers").mkdir()          # (a worker server's start makes it)
+    assert written_in(str(ours)) == "worker"
+    for regime in ("treeclock", "lineage"):
+        assert choose(AUTO, regime, "direct", str(ours)) == (
+            "worker", f"auto: the tables of {ours} were written so")
 
 
 @pytest.mark.slow
