@@ -206,7 +206,7 @@ class Server:
                  channels: str = DEFAULT_CHANNELS,
                  rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
                  memory_limit: int | None = None, barrier_every: int | None = None,
-                 writes: str = AUTO, determinant_depth: int | None = None,
+                 writes: str = "controller", determinant_depth: int | None = None,
                  standbys: bool = False) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
@@ -939,14 +939,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="how workers send each other their messages: through the "
                         "controller (relay) or on worker-to-worker links (direct); "
                         f"default {DEFAULT_CHANNELS}")
-    p.add_argument("--writes", choices=(AUTO, *WRITES), default=AUTO,
+    p.add_argument("--writes", choices=(AUTO, *WRITES), default="controller",
                    help="where writes are validated and taken: here (controller) or at "
                         "each table's base's worker (worker: clients write there, the "
                         "controller is off their path; needs --channels direct and "
                         "--regime treeclock or lineage; with --data-dir each worker "
-                        "keeps its bases' logs there); auto (the default): the mode a "
-                        "--data-dir's tables were written in, else worker where it is "
-                        "built, else controller. The start-up line names the choice")
+                        "keeps its bases' logs there); auto: the mode a --data-dir's "
+                        "tables were written in, else worker where it is built, else "
+                        "controller (not yet the default: a subscription's progress "
+                        "counts only the controller's writes). Default controller; "
+                        "the start-up line names the choice")
     p.add_argument("--rejoin-timeout", dest="rejoin_timeout", type=float,
                    default=REJOIN_TIMEOUT,
                    help="with --data-dir: seconds a worker whose controller died goes on "

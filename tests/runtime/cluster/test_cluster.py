@@ -239,14 +239,16 @@ def test_a_worker_killed_during_a_recovery(seed, monkeypatch):
 
 @pytest.fixture(scope="module")
 def cluster():
-    with Cluster(workers=2, shards=2) as c:
+    # (``--writes auto``: the writes at the workers where built, so the tests on this
+    # cluster run that path; the default, the controller's, is every other cluster's)
+    with Cluster(workers=2, shards=2, extra=("--writes", "auto")) as c:
         yield c
 
 
-def test_the_default_writes_at_the_workers_where_built_and_says_so(cluster):
-    """``serve`` without ``--writes`` (auto) on direct channels with the treeclock
-    regime: the writes go to the bases' workers, as its start-up line and
-    ``db.writes`` say (with ``$NORIA_CHANNELS=relay``: the controller)."""
+def test_auto_writes_at_the_workers_where_built_and_says_so(cluster):
+    """``serve --writes auto`` on direct channels with the treeclock regime: the
+    writes go to the bases' workers, as its start-up line and ``db.writes`` say
+    (with ``$NORIA_CHANNELS=relay``: the controller)."""
     want = "controller" if os.environ.get("NORIA_CHANNELS") == "relay" else "worker"
     assert f"--writes {want} (auto: " in cluster.line, cluster.line
     db = noria_py.connect(cluster.url)
