@@ -54,7 +54,7 @@ from __future__ import annotations
 import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Generic, TypeVar, cast
 
 from .. import tuning
 from ..batch import Batch
@@ -67,7 +67,58 @@ from .embedded import EmbeddedRuntime
 from .history import WriteHistory
 from .messages import Message
 
-__all__ = ["Barrier", "CoordinatedRuntime", "Rollback"]
+__all__ = ["Aligner", "Barrier", "CoordinatedRuntime", "Rollback"]
+
+T = TypeVar("T")
+
+
+class Aligner(Generic[T]):
+    """Each node's alignment on a barrier (the module docstring): the parents whose
+    barrier has come, and what they sent since, held in arrival order. One code for
+    both runtimes: this one's messages, and a worker's messages and barrier frames
+    (``cluster/epochs.py``). Invariant: a node has a buffer exactly while it aligns
+    (a barrier has come from some parents, not from all)."""
+
+    def __init__(self) -> None:
+        #: per node aligning: the parents whose barrier has come
+        self.arrived: dict[str, set[str]] = {}
+        #: per node aligning: what those parents sent since, in arrival order
+        self.buffers: dict[str, list[T]] = {}
+        self.held = 0                        # items ever held by an alignment
+
+    def holds(self, dst: str, src: str, item: T) -> bool:
+        """Whether ``item``, from parent ``src`` to ``dst``, is held (that parent's
+        barrier has come and ``dst`` aligns): then it is in ``dst``'s buffer."""
+        arrived = self.arrived.get(dst)
+        if arrived is None or src not in arrived:
+            return False
+        self.buffers[dst].append(item)
+        self.held += 1
+        return True
+
+    def arrive(self, dst: str, src: str, parents: int) -> list[T] | None:
+        """The barrier from parent ``src`` at ``dst`` (of ``parents`` parents): None
+        while another parent's is to come; once every one's has, what was held, to be
+        delivered again in order after ``dst`` snapshots and forwards the barrier (a
+        held barrier of the next epoch blocks its input again)."""
+        arrived = self.arrived.get(dst)
+        if arrived is None:
+            arrived = self.arrived[dst] = set()
+            self.buffers[dst] = []
+        arrived.add(src)
+        if len(arrived) < parents:
+            return None
+        del self.arrived[dst]
+        return self.buffers.pop(dst)
+
+    def drop(self, dst: str | None = None) -> None:
+        """``dst``'s alignment forgotten, what it held dropped (every node's: None)."""
+        if dst is None:
+            self.arrived.clear()
+            self.buffers.clear()
+        else:
+            self.arrived.pop(dst, None)
+            self.buffers.pop(dst, None)
 
 
 @dataclass(slots=True)
@@ -102,11 +153,8 @@ class CoordinatedRuntime(EmbeddedRuntime):
         self.meta: dict[int, dict[str, tuple[int, dict[str, int]]]] = {}
         self.epoch = 0                       # the last epoch started
         self.complete: int | None = None     # the last complete epoch (None: none yet)
-        #: per node aligning: the parents whose barrier has come
-        self.arrived: dict[str, set[str]] = {}
-        #: per node aligning: the messages held from those parents, in arrival order
-        self.buffers: dict[str, list[Message]] = {}
-        self.held = 0                        # messages ever held by an alignment
+        #: each node's alignment (``held`` counts the messages it ever held)
+        self.align: Aligner[Message] = Aligner()
         self.writes_since = 0
         self.last_barrier = _time.monotonic()
         #: nodes whose next snapshot must be whole (their state changed outside ``handle``)
@@ -128,8 +176,7 @@ class CoordinatedRuntime(EmbeddedRuntime):
         self.epochs.drop(node_id)
         for m in self.meta.values():
             m.pop(node_id, None)
-        self.arrived.pop(node_id, None)
-        self.buffers.pop(node_id, None)
+        self.align.drop(node_id)
         for e in sorted(self.meta):
             self._maybe_complete(e)
 
@@ -142,7 +189,7 @@ class CoordinatedRuntime(EmbeddedRuntime):
             if nid in fresh:           # (``EmbeddedRuntime.settle`` without its checkpoint)
                 d = self.domains[nid]
                 d.settle({p: (self.domains[p].time, None, p in fresh) for p in d.node.parents})
-        if self.pending() or self.buffers or not all(d.alive for d in self.domains.values()):
+        if self.pending() or self.align.buffers or not all(d.alive for d in self.domains.values()):
             self.complete = None
             self.meta.clear()
             self.whole.update(self.domains)
@@ -191,25 +238,17 @@ class CoordinatedRuntime(EmbeddedRuntime):
         d = self.domains.get(dst)
         if d is None or not d.alive:
             return                      # a crashed node loses what is sent to it
-        arrived = self.arrived.get(dst)
-        if arrived is not None and m.src in arrived:
-            self.buffers[dst].append(m)     # this input delivered the barrier: held
-            self.held += 1
-            return
+        if self.align.holds(dst, m.src, m):
+            return                      # this input delivered the barrier: held
         if type(m) is Barrier:
             self._on_barrier(d, m)
             return
         super().deliver(m)
 
     def _on_barrier(self, d: Domain, m: Message) -> None:
-        nid = d.id
-        arrived = self.arrived.setdefault(nid, set())
-        self.buffers.setdefault(nid, [])
-        arrived.add(m.src)
-        if len(arrived) < len(d.node.parents):
+        held = self.align.arrive(d.id, m.src, len(d.node.parents))
+        if held is None:
             return                      # aligning: wait for the barrier on every input
-        del self.arrived[nid]
-        held = self.buffers.pop(nid)
         self._snapshot(d, m.time)
         for h in held:                  # (a held barrier of the next epoch blocks again)
             self.deliver(h)
@@ -257,8 +296,7 @@ class CoordinatedRuntime(EmbeddedRuntime):
 
     def crash(self, node_id: str) -> None:
         super().crash(node_id)
-        self.arrived.pop(node_id, None)
-        self.buffers.pop(node_id, None)
+        self.align.drop(node_id)
 
     def rollback(self, rebuild: Callable[[set[str]], None]) -> Rollback:
         """Every node back to the last complete epoch, the bases resending their writes
@@ -267,8 +305,7 @@ class CoordinatedRuntime(EmbeddedRuntime):
         self.fifo.clear()
         self.edges.clear()
         self.active.clear()
-        self.arrived.clear()
-        self.buffers.clear()
+        self.align.drop()
         epoch = self.complete
         order = self.graph.topological()
         if epoch is not None and any(n not in self.meta[epoch] and self.graph[n].parents

@@ -75,7 +75,7 @@ def regime_failure_run(regime: str, seed: int, shards: int, order: str,
             _apply(db, model, op)
     bad = _wrong_views(db, model)
     if isinstance(db.runtime, CoordinatedRuntime):     # quiet, all up: nothing held
-        assert not db.runtime.buffers and not db.runtime.arrived
+        assert not db.runtime.align.buffers and not db.runtime.align.arrived
     return all_failed, bad, reports
 
 
@@ -192,7 +192,7 @@ def test_alignment_holds_inputs_and_rollback_is_right(seed):
     rt = db.runtime
     assert isinstance(rt, CoordinatedRuntime)
     _write_both(db, rng, 40)
-    assert rt.held > 0, "no input was ever held by an alignment"
+    assert rt.align.held > 0, "no input was ever held by an alignment"
     assert rt.complete is not None
     g = [n["id"] for n in db.graph()]
     for node in rng.sample(g, rng.randint(1, 3)):

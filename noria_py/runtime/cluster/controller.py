@@ -584,6 +584,10 @@ class ClusterRuntime(Runtime):
                 op = f[0]
                 if op == "msg":
                     self._relay(f[1], f)
+                elif op == "bar":           # (coordinated: a barrier, as a message)
+                    self._relay(f[1], f)
+                elif op == "ep" and self.epochs is not None:
+                    self.epochs.on_report(f)
                 elif op == "rep":
                     fut = w.pending.pop(f[1], None)
                     if fut is not None:
@@ -1267,7 +1271,7 @@ class ClusterRuntime(Runtime):
         if self.direct:
             self._wait_direct()
             return
-        for _ in range(self._depth() + 1):
+        for _ in range(self._rounds()):
             before = self.relayed
             with self.lock:
                 futs = [self.request(w, "ping") for w in self.workers.values() if w.alive]
@@ -1310,7 +1314,7 @@ class ClusterRuntime(Runtime):
         what it had not handled is recovered (and the nodes down make ``wait`` raise
         ``WorkerLost``, as with the relay)."""
         before = self._counts()
-        for _ in range(self._depth() + 1):
+        for _ in range(self._rounds()):
             spins = 0
             deadline = time.monotonic() + WAIT_TIMEOUT
             while True:
@@ -1382,6 +1386,14 @@ class ClusterRuntime(Runtime):
             self.request(w, "listen", node_id, False)   # not waited for
         except WorkerLost:
             pass
+
+    def _rounds(self) -> int:
+        """``wait``'s rounds at most: one per hop of the longest path, and one more;
+        twice that with barriers in flight (``epochs.py``), since a message held by an
+        alignment goes on from its node only once the barrier has come there on the
+        longest path."""
+        rounds = self._depth() + 1
+        return 2 * rounds if self.epochs is not None else rounds
 
     def _depth(self) -> int:
         depth: dict[str, int] = {}

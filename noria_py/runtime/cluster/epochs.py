@@ -1,44 +1,56 @@
 """The ``coordinated`` regime in a cluster (``noria-py serve --regime coordinated``):
-checkpoints of every node shard at once, taken by the controller on a quiet graph, and
-a rollback of every node to the last complete one when a worker is lost.
+checkpoints of every node shard by barriers aligned in flight (Chandy-Lamport as
+Flink's asynchronous barrier snapshots do it, seeds 003 and 004), and a rollback of
+every node to the last complete one when a worker is lost.
 
-Normal operation. Every ``tuning.BARRIER_EVERY`` writes (``--barrier-every``), and at
-every graph change, the controller starts epoch ``e``: holding the database's lock (no
-write is accepted meanwhile), it waits until every message caused by the writes
-accepted so far has been handled (``ClusterRuntime.wait``: nothing is in flight), then
-asks every worker to snapshot each node shard it hosts (``Worker.req_epoch``): a
-stateful one puts what changed since its last snapshot (whole the first time, on a new
-worker, and at a graph change) into the store on the controller, tagged with ``e``, on
-the worker's own connection, before its answer; every one answers its time and
-last-seen times. Epoch ``e`` is **complete** once every node of the graph has answered:
-the epochs before it are forgotten, each base's write history is trimmed to its
-position in ``e``, and the snapshots' chains fold below ``e``.
+Normal operation. Every ``tuning.BARRIER_EVERY`` writes (``--barrier-every``), when
+no epoch is in flight and every node is up, the controller starts epoch ``e``
+(``inject``): it sends ``["barrier", e, stable, whole]`` to each worker hosting a
+source (a base, a VALUES node), on the connection that carries the writes, behind the
+writes accepted before it, and goes on accepting writes. There each source is at its
+position in ``e`` (its time: the writes it has taken), reports it and sends
+``["bar", child, source, e, ...]`` to each child, on the same FIFO channel as its
+messages (a direct link, the worker's own inbox, or the controller's relay). A node
+shard aligns (``coordinated.Aligner``, one code with the embedded regime): once the
+barrier has come from a parent, what that parent sends after it is held, until it
+has come from every parent; then the node snapshots (a stateful one puts what
+changed since its last snapshot into the store on the controller, tagged ``e``),
+reports its time and last-seen times (``["ep", e, {node: [time, seen]}]``, on its
+worker's connection after the checkpoint frame), forwards the barrier to its
+children and takes what it held, in arrival order (``Worker.barrier``). Epoch ``e``
+is **complete** once every node of the graph has reported it (``on_report``, on the
+worker's reader thread): the epochs before it are forgotten, each base's write
+history is trimmed to its position in ``e``, and the snapshots' chains fold below
+``e``. One epoch is in flight at a time: the next waits for a write after it is
+complete.
 
-This is Chandy-Lamport with the barriers' alignment done by the controller instead of
-in flight: the embedded regime's barriers, injected between writes run to quiescence,
-cross a quiet graph and hold no input (docs/regimes.md, "What alignment costs here");
-here the quiet graph is made by ``wait`` (the writes are held for its rounds and the
-snapshots), since a worker-to-worker barrier would have to align inputs that arrive
-on different connections. No message is in flight across the cut, so a rollback needs
-only the snapshots and the bases' write histories.
+Why consistent: every edge is FIFO and the graph acyclic, so a node aligned on ``e``
+has taken exactly what each parent sent before that parent's own snapshot of ``e``,
+and nothing after: no message crosses the cut, and a rollback needs only the
+snapshots and the bases' write histories.
 
-Why consistent: with nothing in flight, each node's state reflects exactly its
-parents' output up to the times the cut records, and each base's position is its
-writes. Every node is snapshotted at the same cut; the epoch counts only if every node
-answered (a worker lost mid-epoch leaves it incomplete, its partial snapshots are
-later than the complete epoch and never read).
+Quiet epochs stay where the graph changes outside the message path: after a graph
+change (``settle``: its new nodes were filled by a migration, and no barrier of an
+epoch started before reaches them) and at a controller restart that keeps its
+workers' nodes (the epochs died with the controller before), ``take`` makes the graph
+quiet (``ClusterRuntime.wait``, holding the database's lock, so no write is accepted
+meanwhile) and asks every worker to snapshot each node shard it hosts
+(``Worker.req_epoch``), whole. It supersedes an epoch in flight (after ``wait`` every
+barrier has crossed the graph that existed).
 
 Failure and recovery (the recovery thread, holding the database's lock). The lost
-worker's nodes are placed on a spare, down. Then every live node finishes what it was
-sent (``wait``: messages for the down nodes are held, then dropped: they come from
-the incarnation being rolled back), and **every** node, failed or not, rolls back to
-the last complete epoch (``Worker.req_roll_back``): its state from the snapshot on
-the controller, its time and last-seen times from the epoch; then each base resends
-the writes after its position from its history on the controller. Operators are
-deterministic functions of the multiset of rows taken (docs/recovery.md,
-"Determinism"), so the replay leaves every view right whatever the interleaving. A
-subscription to a view ends with a ``SubscriptionError`` at a rollback (its reader was
-set back).
+worker's nodes are placed on a spare, down. Before any node is touched, the epoch in
+flight is abandoned (``abandon``: it never completes now, and the workers drop its
+barriers, ``floor``). Then every live node finishes what it was sent (``wait``:
+messages for the down nodes are held, then dropped: they come from the incarnation
+being rolled back), and **every** node, failed or not, rolls back to the last
+complete epoch (``Worker.req_roll_back``: its alignment's buffer dropped, its state
+from the snapshot on the controller, its time and last-seen times from the epoch);
+then each base resends the writes after its position from its history on the
+controller. Operators are deterministic functions of the multiset of rows taken
+(docs/recovery.md, "Determinism"), so the replay leaves every view right whatever
+the interleaving. A subscription to a view ends with a ``SubscriptionError`` at a
+rollback (its reader was set back).
 
 No complete epoch covering the graph (a view created while a node was down): the
 lost nodes are rebuilt by lineage as in ``--regime lineage`` (the report says so),
@@ -46,7 +58,8 @@ and the next graph change or epoch covers the graph again.
 
 Invariant: ``complete`` is None or an epoch whose ``meta`` names every node of the
 graph, every stateful one with a snapshot of that epoch in the store; a base's history
-is trimmed to its position in ``complete`` and no further.
+is trimmed to its position in ``complete`` and no further; ``meta`` holds at most
+``complete`` and the epoch in flight.
 """
 from __future__ import annotations
 
@@ -56,8 +69,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ... import tuning
-from ...errors import Error, RecoveryError
+from ...errors import RecoveryError
 from ...recovery.report import RecoveryReport
+from . import wire
 from .wire import encode_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,6 +81,16 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("noria_py.cluster")
 
 __all__ = ["Epochs", "snapshots"]
+
+
+def _meta(got: Any) -> dict[str, tuple[int, dict[str, int]]]:
+    """Nodes' [time, last-seen times] as a worker sent them, checked."""
+    try:
+        return {str(n): (int(t), {str(p): int(x) for p, x in seen.items()})
+                for n, (t, seen) in got.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise wire.ProtocolError("an epoch's report must map nodes to [time, "
+                                 "{parent: time}]") from None
 
 def snapshots(node: Node) -> bool:
     """Whether the epochs hold a snapshot of ``node`` (a stateful operator; on the
@@ -83,36 +107,104 @@ class Epochs:
         self.every = barrier_every if barrier_every is not None else tuning.BARRIER_EVERY
         self.epoch = 0                        # the last epoch started
         self.complete: int | None = None      # the last complete one (None: none)
-        #: per epoch kept: node -> (its time, its last-seen times) at its snapshot
+        #: the epochs up to this one were abandoned by a rollback: never complete
+        self.floor = 0
+        #: per epoch kept (``complete``, the one in flight): node -> (its time, its
+        #: last-seen times) at its snapshot
         self.meta: dict[int, dict[str, tuple[int, dict[str, int]]]] = {}
         self.writes_since = 0
         self.taken = 0                        # complete epochs taken
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()          # (``meta``, ``complete``, ``floor``)
 
     # ------------------------------------------------------------ normal operation
 
     def before_write(self) -> None:
-        """Called with the database's lock held, before a write is accepted: an epoch
-        when one is due (never failing the write: an epoch that cannot be taken now,
-        a node down, is taken at a later write)."""
+        """Called with the database's lock held, before a write is accepted: a barrier
+        injected when an epoch is due (never failing the write: one that cannot start
+        now, an epoch in flight or a node down, starts at a later write)."""
         self.writes_since += 1
-        if self.writes_since > self.every:
-            try:
-                if self.take():
-                    self.writes_since = 1
-            except Error as e:
-                log.info("epoch skipped: %s", e)
+        if self.writes_since > self.every and self.inject():
+            self.writes_since = 1
+
+    def in_flight(self) -> bool:
+        """Whether an epoch started is neither complete nor abandoned (``lock`` held)."""
+        return self.epoch in self.meta and self.epoch != self.complete \
+            and self.epoch > self.floor
+
+    def inject(self) -> bool:
+        """Start epoch ``epoch + 1`` in flight (module docstring): its barrier to each
+        worker hosting a source, behind the writes sent to it before; whether it
+        started (not with one in flight, nor with a node down: it could not
+        complete)."""
+        rt = self.rt
+        with rt.lock:
+            if any(n not in rt.up for n in rt.placement):
+                return False
+            with self.lock:
+                if self.in_flight():
+                    return False
+                self.epoch += 1
+                epoch = self.epoch
+                self.meta[epoch] = {}
+                stable = -1 if self.complete is None else self.complete
+                whole = self.complete is None     # (a chain of epochs starts whole)
+            hosts = {rt.placement[n] for n, node in rt.graph.nodes.items()
+                     if not node.parents and n in rt.placement}
+            for w in hosts:
+                rt.workers[w].put(["barrier", epoch, stable, whole])
+        return True
+
+    def on_report(self, f: Any) -> None:
+        """``["ep", epoch, {node: [time, last-seen times]}]`` from a worker, after the
+        snapshots' checkpoint frames: those nodes have snapshotted ``epoch``; once
+        every node of the graph has, it is complete (ignored for an epoch no longer
+        in flight: superseded, or abandoned by a rollback)."""
+        if len(f) != 3 or type(f[1]) is not int or not isinstance(f[2], dict):
+            raise wire.ProtocolError("an epoch report must be [ep, epoch, {node: [time, "
+                                     "last-seen times]}]")
+        epoch = f[1]
+        got = _meta(f[2])
+        with self.lock:
+            if epoch != self.epoch or not self.in_flight():
+                return
+            meta = self.meta[epoch]
+            meta.update(got)
+            if set(self.rt.graph.nodes) <= meta.keys():
+                self._completed(epoch, meta)
+
+    def _completed(self, epoch: int, meta: dict[str, tuple[int, dict[str, int]]]) -> None:
+        """``epoch`` is complete (``lock`` held): the ones before forgotten, each base's
+        history trimmed to its position in it."""
+        self.meta = {epoch: meta}
+        self.complete = epoch
+        self.taken += 1
+        for b, hist in self.rt.durable.items():
+            if b in meta:
+                hist.trim(meta[b][0])
 
     def forget(self, node_id: str) -> None:
-        """A node dropped with its view: no epoch needs it."""
-        for m in self.meta.values():
-            m.pop(node_id, None)
+        """A node dropped with its view: no epoch needs it (the one in flight may be
+        complete without it)."""
+        with self.lock:
+            for m in self.meta.values():
+                m.pop(node_id, None)
+            if self.in_flight() and set(self.rt.graph.nodes) - {node_id} \
+                    <= self.meta[self.epoch].keys():
+                self._completed(self.epoch, self.meta[self.epoch])
 
     def invalidate(self) -> None:
         """No complete epoch covers the graph any more (a node was filled while
         another was down): recovery falls back to lineage until the next one."""
-        self.complete = None
-        self.meta.clear()
+        with self.lock:
+            self.complete = None
+            self.meta.clear()
+
+    def abandon(self) -> None:
+        """The epoch in flight never completes (a rollback is coming, or a quiet epoch
+        supersedes it); the workers drop its barriers once told ``floor``."""
+        with self.lock:
+            self.floor = self.epoch
+            self.meta = {e: m for e, m in self.meta.items() if e == self.complete}
 
     def take(self, whole: bool = False) -> bool:
         """Epoch now, on a quiet graph; whether it completed. ``whole``: every
@@ -122,10 +214,12 @@ class Epochs:
             if any(n not in rt.up for n in rt.placement):
                 return False
         rt.wait()                             # nothing in flight from here on
-        whole = whole or self.complete is None     # (a chain of epochs starts whole)
-        self.epoch += 1
-        epoch = self.epoch
-        stable = -1 if self.complete is None else self.complete
+        self.abandon()                        # (its barriers have crossed: superseded)
+        with self.lock:
+            whole = whole or self.complete is None     # (a chain of epochs starts whole)
+            self.epoch += 1
+            epoch = self.epoch
+            stable = -1 if self.complete is None else self.complete
         with rt.lock:
             hosts: dict[str, list[str]] = {}
             for n, w in rt.placement.items():
@@ -133,17 +227,11 @@ class Epochs:
             futs = [rt.request(rt.workers[w], "epoch", epoch, stable, whole) for w in hosts]
         meta: dict[str, tuple[int, dict[str, int]]] = {}
         for fut in futs:
-            got = fut.result(300)
-            for n, (t, seen) in got.items():
-                meta[n] = (int(t), {str(p): int(x) for p, x in seen.items()})
+            meta.update(_meta(fut.result(300)))
         if not set(rt.graph.nodes) <= meta.keys():
             return False
-        self.meta = {epoch: meta}
-        self.complete = epoch
-        self.taken += 1
-        for b, hist in rt.durable.items():
-            if b in meta:
-                hist.trim(meta[b][0])
+        with self.lock:
+            self._completed(epoch, meta)
         return True
 
     # ------------------------------------------------------------ recovery
@@ -151,7 +239,10 @@ class Epochs:
     def refusal(self) -> str | None:
         """Why a rollback cannot bring the graph back (None: it can), found before any
         node is touched: no complete epoch covering every node, a stateful node with
-        no snapshot of it, a base whose history no longer reaches its position."""
+        no snapshot of it, a base whose history no longer reaches its position. The
+        epoch in flight is abandoned first: none completes during a recovery (it
+        would trim the bases' histories past the epoch rolled back to)."""
+        self.abandon()
         rt = self.rt
         c = self.complete
         if c is None or not set(rt.graph.nodes) <= self.meta[c].keys():
@@ -218,7 +309,8 @@ class Epochs:
                 ck = encode_checkpoint(got)
             if node.kind == "reader":
                 readers.append(nid)
-            futs.append(rt.request(rt.worker_of(nid), "roll_back", nid, at, seen, ck, epoch))
+            futs.append(rt.request(rt.worker_of(nid), "roll_back", nid, at, seen, ck, epoch,
+                                   self.floor))
         for f in futs:
             f.result(300)
         with rt.lock:                  # (the bases too: they send only below)

@@ -140,6 +140,7 @@ from ..causal import CausalState, Determinants, drop_determinants, encode, trim_
 from ..checkpoints import Checkpoint, CheckpointStore, Entries, InputDelta
 from ..checkpoints import delta as checkpoint_delta
 from ..checkpoints import load as checkpoint_load
+from ..coordinated import Aligner
 from ..domain import Domain, graph_clocks
 from ..falkirk import LOGGED, choose, stateful
 from ..messages import Indexed, Message
@@ -228,7 +229,7 @@ UNKNOWN = ["OperationalError", "the worker taking this write lost its controller
            "the write was known to be durable: it may or may not have been applied"]
 #: the inbox's source of a client's write (a read thread's ``["cw", ...]``)
 CLIENT = "\0client"
-PEER_FRAMES = frozenset(("msg", "progress", "trunc", "drop_from", "fill",
+PEER_FRAMES = frozenset(("msg", "bar", "progress", "trunc", "drop_from", "fill",
                          "rlog", "rfull", "rdur", "rtrim"))
 #: ``replica_of``'s value for a base whose replica was lost: its writes wait for the
 #: controller to name the next one
@@ -261,8 +262,15 @@ class Worker:
         self.stopped = False                      # the controller said ``stop``
         self.clocks = clocks
         #: the coordinated regime (``epochs.py``): the domains snapshot when the
-        #: controller asks (``req_epoch``), never on their own
+        #: barrier of an epoch has come on every input (``barrier``), or when the
+        #: controller asks on a quiet graph (``req_epoch``), never on their own
         self.coordinated = regime == "coordinated"
+        #: (coordinated) each node shard's alignment: what it holds, with the worker
+        #: it came from, from the parents whose barrier has come
+        self.align: Aligner[tuple[str, Message | Sequence[Any]]] = Aligner()
+        #: (coordinated) barriers of epochs up to this one are dropped: the controller
+        #: abandoned them at a rollback
+        self.bar_floor = 0
         #: the uncoordinated and cic regimes (``lines.py``): each domain checkpoints on
         #: its own and sends its point; with direct channels, a copy of every message
         #: (a base's aside) goes to the controller's logs
@@ -536,6 +544,7 @@ class Worker:
             kept.pop(node_id, None)
         self.holding.pop(node_id, None)
         self.pending.pop(node_id, None)
+        self.align.drop(node_id)
         if self.domains.pop(node_id, None) is not None and self.store is not None:
             self.store.drop(node_id)
         self.cstate.pop(node_id, None)
@@ -645,6 +654,8 @@ class Worker:
         if isinstance(m, Fill):
             self._fill(m)
             return
+        if self.align.arrived and self.align.holds(m.dst, m.src, (src, m)):
+            return                          # (its input delivered the barrier: held)
         try:
             d.check_incoming(m)
         except (Error, TreeClockError) as e:       # as malformed as a frame decode refuses
@@ -1641,35 +1652,95 @@ class Worker:
             d.checkpoint()
 
     def req_epoch(self, epoch: int, stable: int, whole: bool) -> dict[str, Any]:
-        """The coordinated regime's snapshot (``epochs.py``; the graph is quiet): each
-        stateful node shard hosted here puts what changed since its last snapshot
-        (all of it if ``whole``, or if the store holds none of it) into the store on
-        the controller as of ``epoch``, folding the chain below ``stable`` (the last
-        complete epoch); every one answers its time and last-seen times. The
-        checkpoint frames go before the answer, on the same connection."""
-        store = cast(RemoteStore, self.store)
+        """The coordinated regime's epoch on a quiet graph (``epochs.py``): every node
+        shard hosted here snapshots (``_snapshot``) and answers its time and
+        last-seen times."""
+        return {nid: self._snapshot(d, epoch, stable, whole)
+                for nid, d in self.domains.items() if d.alive and nid not in self.holding}
+                # (one down: not in this epoch, which then is incomplete)
+
+    def _snapshot(self, d: Domain, epoch: int, stable: int, whole: bool) -> list[Any]:
+        """Node shard ``d`` as of ``epoch`` (coordinated): a stateful one puts what
+        changed since its last snapshot (all of it if ``whole``, or if the store holds
+        none of it) into the store on the controller, folding the chain below
+        ``stable`` (the last complete epoch); its [time, last-seen times]. The
+        checkpoint frame goes before any report of them, on the same connection."""
+        if d.store is not None and d.node.parents:
+            store = cast(RemoteStore, self.store)
+            op = d.node.op
+            full = whole or not store.has(d.id)
+            change = checkpoint_delta(op, full, d.ck_inputs or [])
+            if d.ck_inputs is not None:
+                d.ck_inputs = []
+            d.ck_messages = d.ck_rows = 0
+            store.put(d.id, epoch, d.last_seen, cast(str, op.checkpoint_form), change,
+                      full, stable)
+        return [d.time, dict(d.last_seen)]
+
+    def inject(self, epoch: int, stable: int, whole: bool) -> None:
+        """``["barrier", epoch, stable, whole]`` from the controller, after the writes
+        it sent before (coordinated, ``epochs.py``): each source hosted here (a base,
+        a VALUES node) is at its position in ``epoch`` (its time: the writes it has
+        taken), reports it and sends the barrier to each child, behind what it sent."""
         out: dict[str, Any] = {}
         for nid, d in self.domains.items():
-            if not d.alive or nid in self.holding:
-                continue                # (down: not in this epoch, which then is incomplete)
-            if d.store is not None and d.node.parents:
-                op = d.node.op
-                full = whole or not store.has(nid)
-                change = checkpoint_delta(op, full, d.ck_inputs or [])
-                if d.ck_inputs is not None:
-                    d.ck_inputs = []
-                d.ck_messages = d.ck_rows = 0
-                store.put(nid, epoch, d.last_seen, cast(str, op.checkpoint_form), change,
-                          full, stable)
-            out[nid] = [d.time, dict(d.last_seen)]
-        return out
+            if not d.node.parents and d.alive and nid not in self.holding:
+                out[nid] = [d.time, {}]
+                self._forward(d, epoch, stable, whole)
+        if out:
+            self.send(["ep", epoch, out])
+
+    def barrier(self, f: Sequence[Any], src: str) -> None:
+        """``["bar", dst, parent, epoch, stable, whole]``: epoch ``epoch``'s barrier from
+        node shard ``parent`` to ``dst``, behind everything ``parent`` sent ``dst``
+        before it (the same FIFO link or relay). ``dst`` aligns (``Aligner``: what that
+        parent sends after it is held); once the barrier has come from every parent,
+        ``dst`` snapshots (``_snapshot``), reports its time and last-seen times to the
+        controller (``["ep", epoch, {dst: [time, seen]}]``, after the checkpoint),
+        forwards the barrier to its children and takes what it held, in arrival
+        order. Dropped for a node down or being recovered (the epoch cannot complete)
+        and for an epoch a rollback abandoned."""
+        if len(f) != 6 or type(f[1]) is not str or type(f[2]) is not str \
+                or type(f[3]) is not int or type(f[4]) is not int or type(f[5]) is not bool:
+            raise wire.ProtocolError("a barrier must be [bar, node, parent, epoch, stable, "
+                                     "whole]")
+        dst, parent, epoch = f[1], f[2], f[3]
+        d = self.domains.get(dst)
+        if d is None or not d.alive or dst in self.holding or epoch <= self.bar_floor:
+            return
+        if parent not in d.ports:
+            raise wire.ProtocolError(f"a barrier from {parent!r}, not a parent of {dst}")
+        if self.align.holds(dst, parent, (src, f)):
+            return                      # (the next epoch's, behind this one: held)
+        held = self.align.arrive(dst, parent, len(d.ports))
+        if held is None:
+            return                      # (aligning: the barrier is to come on other inputs)
+        self.send(["ep", epoch, {dst: self._snapshot(d, epoch, f[4], f[5])}])
+        self._forward(d, epoch, f[4], f[5])
+        for s, item in held:
+            if isinstance(item, Message):
+                self.deliver(item, s)
+            else:
+                self.barrier(item, s)
+
+    def _forward(self, d: Domain, epoch: int, stable: int, whole: bool) -> None:
+        """``d``'s barrier of ``epoch`` to each of its children, behind its messages."""
+        for c in d.node.children:
+            frame = ["bar", c, d.id, epoch, stable, whole]
+            if self.direct:
+                self.route(c, frame)
+            else:
+                self.send(frame)
 
     def req_roll_back(self, nid: str, at: int, last_seen: dict[str, int], checkpoint: Any,
-                      epoch: int) -> None:
+                      epoch: int, floor: int) -> None:
         """The coordinated regime's rollback of node shard ``nid`` (not a base) to an
-        epoch: what was held for it is dropped (the graph was made quiet: it came from
-        the incarnation rolled back), its state is the epoch's snapshot, its time and
-        last-seen times the epoch's."""
+        epoch: what was held for it, and its alignment's buffer, are dropped (the
+        graph was made quiet: they came from the incarnation rolled back), as are
+        barriers of the epochs up to ``floor`` (the controller abandoned them); its
+        state is the epoch's snapshot, its time and last-seen times the epoch's."""
+        self.bar_floor = max(self.bar_floor, floor)
+        self.align.drop(nid)
         self.holding.pop(nid, None)
         self.pending.pop(nid, None)
         self.early.pop(nid, None)
@@ -1850,6 +1921,10 @@ class Worker:
             self.deliver(m if isinstance(m, Message) else decode_message(m), src)
         elif op == "write":
             self.write(f[1], decode_batch(f[2]))
+        elif op == "bar":
+            self.barrier(f, src)
+        elif op == "barrier":
+            self.inject(int(f[1]), int(f[2]), bool(f[3]))
         elif op == "fill":
             self.deliver(Fill(f[1], f[2]), src)
         elif op == "req":

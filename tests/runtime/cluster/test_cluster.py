@@ -1064,6 +1064,9 @@ def test_a_cluster_in_the_coordinated_regime_rolls_every_node_back():
         os.kill(victim["pid"], signal.SIGKILL)   # (the reader's worker lives: set back)
         for _ in range(3):
             write(7)                        # acknowledged while the worker is down
+        deadline = time.monotonic() + 60    # (writes are not held for epochs: the loss
+        while not db.recoveries() and time.monotonic() < deadline:   # may be seen after)
+            time.sleep(0.05)
         report = db.recover(victim["id"])   # (waits for the automatic recovery)
         assert report.strategy == "coordinated" and report.automatic
         assert report.checkpoint is not None
