@@ -45,9 +45,9 @@ graph with nothing else in flight, so no input is ever held and alignment costs 
 barrier message per edge and epoch plus the snapshots. With a seed, writes stay in
 flight between calls and barriers overtake nothing: a node with several parents holds
 the inputs that delivered the barrier, for as many steps as the slowest input takes
-(``held`` counts them; the tests check it is not zero). In a cluster it would hold up
-the node's fast inputs for the slowest one's latency; that is not built
-(``noria-py serve --regime coordinated`` says so).
+(``align.held`` counts them; the tests check it is not zero). In a cluster
+(``cluster/epochs.py``, the same ``Aligner``) it holds up the node's fast inputs for
+the slowest one's latency across workers.
 """
 from __future__ import annotations
 

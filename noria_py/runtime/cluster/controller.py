@@ -38,9 +38,10 @@ A worker lost (connection reset, or silent past the heartbeat timeout) has its n
 moved to a warm spare process, and each is recovered with the configured strategy:
 tree clocks where they apply, lineage otherwise. Recovery runs the same code as in the
 embedded engine (``recovery/``), against this runtime's ``Runtime`` calls, which are
-requests to the workers. With ``--regime coordinated`` the controller takes epochs of
-snapshots on a quiet graph instead of tree clocks, and a lost worker rolls every node
-back to the last complete one (``epochs.py``).
+requests to the workers. With ``--regime coordinated`` the controller injects barriers
+at the bases, aligned in flight by the workers, for epochs of snapshots instead of
+tree clocks, and a lost worker rolls every node back to the last complete one
+(``epochs.py``).
 """
 from __future__ import annotations
 

@@ -141,7 +141,7 @@ class Epochs:
             if any(n not in rt.up for n in rt.placement):
                 return False
             with self.lock:
-                if self.in_flight():
+                if self.in_flight() and not self._covers(self.epoch):
                     return False
                 self.epoch += 1
                 epoch = self.epoch
@@ -167,10 +167,22 @@ class Epochs:
         with self.lock:
             if epoch != self.epoch or not self.in_flight():
                 return
-            meta = self.meta[epoch]
-            meta.update(got)
-            if set(self.rt.graph.nodes) <= meta.keys():
-                self._completed(epoch, meta)
+            self.meta[epoch].update(got)
+            self._covers(epoch)
+
+    def _covers(self, epoch: int) -> bool:
+        """Whether ``epoch`` (in flight; ``lock`` held) has every node's report: then
+        it is complete. (Asked at each report, and again before the next epoch: a
+        report read while a graph change was under way is counted then.)"""
+        meta = self.meta[epoch]
+        try:
+            nodes = set(self.rt.graph.nodes)
+        except RuntimeError:            # (changed size: a migration, on another thread)
+            return False
+        if not nodes <= meta.keys():
+            return False
+        self._completed(epoch, meta)
+        return True
 
     def _completed(self, epoch: int, meta: dict[str, tuple[int, dict[str, int]]]) -> None:
         """``epoch`` is complete (``lock`` held): the ones before forgotten, each base's
@@ -184,13 +196,10 @@ class Epochs:
 
     def forget(self, node_id: str) -> None:
         """A node dropped with its view: no epoch needs it (the one in flight may be
-        complete without it)."""
+        complete without it: ``inject`` asks again)."""
         with self.lock:
             for m in self.meta.values():
                 m.pop(node_id, None)
-            if self.in_flight() and set(self.rt.graph.nodes) - {node_id} \
-                    <= self.meta[self.epoch].keys():
-                self._completed(self.epoch, self.meta[self.epoch])
 
     def invalidate(self) -> None:
         """No complete epoch covers the graph any more (a node was filled while
