@@ -47,7 +47,8 @@ def test_a_worker_lost_while_a_join_is_half_aligned(channels):
     ``a``'s barrier, without ``b``'s write, which ``b``'s position in k covers).
     Phase 2: the same, and B SIGKILLed while the join is half-aligned on k + 1: every
     node rolls back to k (the join's buffer dropped), the bases resend, and the view
-    has every acknowledged write once."""
+    has every acknowledged write once. Then epochs go on: a later loss rolls back to a
+    later epoch."""
     with Cluster(workers=2, shards=1, channels=channels,
                  extra=("--regime", "coordinated", "--barrier-every", "2",
                         "--heartbeat-timeout", "10")) as cluster:
@@ -91,6 +92,19 @@ def test_a_worker_lost_while_a_join_is_half_aligned(channels):
         assert report.strategy == "coordinated" and report.checkpoint is not None, report
         assert set(report.rolled_back) == set(graph)
         write(fast_table, [(3, 99)])
+        db.wait()
+        assert Counter(db.view("v").all()) == _join(rows)
+        # epochs go on after it (the one half-aligned was abandoned, not left in
+        # flight): the next loss rolls back to a later one
+        for i in range(4):
+            write(slow_table if i % 2 else fast_table, [(i, 1000 + i)])
+        db.wait()
+        os.kill(next(n["pid"] for n in db.graph() if n["kind"] == "join"), signal.SIGKILL)
+        while len(db.recoveries()) < 2 and time.monotonic() < deadline + 60:
+            time.sleep(0.05)
+        later = db.recoveries()[1]
+        assert later.strategy == "coordinated", later
+        assert later.checkpoint is not None and later.checkpoint > report.checkpoint
         db.wait()
         assert Counter(db.view("v").all()) == _join(rows)
         db.close()
