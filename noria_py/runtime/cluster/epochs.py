@@ -21,8 +21,9 @@ children and takes what it held, in arrival order (``Worker.barrier``). Epoch ``
 is **complete** once every node of the graph has reported it (``on_report``, on the
 worker's reader thread): the epochs before it are forgotten, each base's write
 history is trimmed to its position in ``e``, and the snapshots' chains fold below
-``e``. One epoch is in flight at a time: the next waits for a write after it is
-complete.
+``e``. Several epochs may be in flight (``MAX_IN_FLIGHT`` at most: then a due one
+waits for a write after one completes); they complete in order, since every node
+reports each epoch before the next, on a FIFO connection.
 
 Why consistent: every edge is FIFO and the graph acyclic, so a node aligned on ``e``
 has taken exactly what each parent sent before that parent's own snapshot of ``e``,
@@ -59,7 +60,7 @@ and the next graph change or epoch covers the graph again.
 Invariant: ``complete`` is None or an epoch whose ``meta`` names every node of the
 graph, every stateful one with a snapshot of that epoch in the store; a base's history
 is trimmed to its position in ``complete`` and no further; ``meta`` holds at most
-``complete`` and the epoch in flight.
+``complete`` and the epochs in flight.
 """
 from __future__ import annotations
 
@@ -81,6 +82,11 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("noria_py.cluster")
 
 __all__ = ["Epochs", "snapshots"]
+
+#: epochs in flight at once at most: one more is due every ``barrier_every`` writes,
+#: but the writes are accepted faster than the workers take them; a due epoch waits
+#: (for a write after one completes) rather than pile up snapshots on a lagging graph
+MAX_IN_FLIGHT = 4
 
 
 def _meta(got: Any) -> dict[str, tuple[int, dict[str, int]]]:
@@ -121,27 +127,29 @@ class Epochs:
     def before_write(self) -> None:
         """Called with the database's lock held, before a write is accepted: a barrier
         injected when an epoch is due (never failing the write: one that cannot start
-        now, an epoch in flight or a node down, starts at a later write)."""
+        now, too many in flight or a node down, starts at a later write)."""
         self.writes_since += 1
         if self.writes_since > self.every and self.inject():
             self.writes_since = 1
 
-    def in_flight(self) -> bool:
-        """Whether an epoch started is neither complete nor abandoned (``lock`` held)."""
-        return self.epoch in self.meta and self.epoch != self.complete \
-            and self.epoch > self.floor
+    def in_flight(self) -> list[int]:
+        """The epochs started, neither complete nor abandoned, oldest first (``lock``
+        held)."""
+        low = max(self.floor, -1 if self.complete is None else self.complete)
+        return sorted(e for e in self.meta if e > low)
 
     def inject(self) -> bool:
         """Start epoch ``epoch + 1`` in flight (module docstring): its barrier to each
         worker hosting a source, behind the writes sent to it before; whether it
-        started (not with one in flight, nor with a node down: it could not
-        complete)."""
+        started (not with ``MAX_IN_FLIGHT`` in flight, nor with a node down: it could
+        not complete). Those in flight are asked whether complete first (``_covers``)."""
         rt = self.rt
         with rt.lock:
             if any(n not in rt.up for n in rt.placement):
                 return False
             with self.lock:
-                if self.in_flight() and not self._covers(self.epoch):
+                flying = [e for e in self.in_flight() if not self._covers(e)]
+                if len(flying) >= MAX_IN_FLIGHT:
                     return False
                 self.epoch += 1
                 epoch = self.epoch
@@ -165,7 +173,7 @@ class Epochs:
         epoch = f[1]
         got = _meta(f[2])
         with self.lock:
-            if epoch != self.epoch or not self.in_flight():
+            if epoch not in self.in_flight():
                 return
             self.meta[epoch].update(got)
             self._covers(epoch)
@@ -187,7 +195,8 @@ class Epochs:
     def _completed(self, epoch: int, meta: dict[str, tuple[int, dict[str, int]]]) -> None:
         """``epoch`` is complete (``lock`` held): the ones before forgotten, each base's
         history trimmed to its position in it."""
-        self.meta = {epoch: meta}
+        self.meta = {e: m for e, m in self.meta.items() if e > epoch}
+        self.meta[epoch] = meta
         self.complete = epoch
         self.taken += 1
         for b, hist in self.rt.durable.items():
@@ -209,7 +218,7 @@ class Epochs:
             self.meta.clear()
 
     def abandon(self) -> None:
-        """The epoch in flight never completes (a rollback is coming, or a quiet epoch
+        """The epochs in flight never complete (a rollback is coming, or a quiet epoch
         supersedes it); the workers drop its barriers once told ``floor``."""
         with self.lock:
             self.floor = self.epoch
