@@ -6,33 +6,45 @@ the reader and the partial aggregates and joins above it each keep a ``Holes``.
 
 Array form. Each held key has a *slot*, a small int: slots are handed out densely
 (a freed one is reused first), so arrays indexed by slot grow with the keys held, not
-with the key range. A held key that is an int in [0, DENSE_LIMIT) finds its slot in
-``_map``, an int32 array indexed by key (-1: a hole); any other key (a negative or
+with the key range. The slots are a ``KeyMap``'s, one for a partial reader and the
+partial operators of its path (``Holes(manager, owner)``): they hold the same keys
+(filled on the way to the reader, evicted together), so a key has the same slot in
+each, and the map sized to the key range is kept once a path rather than once a
+node. A key that is an int in [0, DENSE_LIMIT) finds its slot in the map's ``_map``,
+an int32 array indexed by key (-1: no node holds it); any other key (a negative or
 huge int, a string, a tuple of a compound key) in the dict ``_odd``. Each slot knows
-its key (``_key``, or ``_odd_at`` for the others) and the bytes its key is accounted
-at (``_size``). So
+its key (``_key``, or ``_odd_at`` for the others) and how many nodes hold it
+(``_refs``: the slot is free once none does). Each node keeps which slots it holds
+(``_held``: during a fill the aggregate holds a key the reader does not yet) and
+the bytes its keys are accounted at (``_size``). So
 
 - a columnar batch's int64 key column is turned into slots, and its rows under holes
-  dropped, with one indexing of ``_map`` (``select``: one vectorised test a batch);
+  dropped, with one indexing of ``_map`` and one of ``_held`` (``select``: one
+  vectorised test a batch);
 - a node keeps its state in arrays indexed by slot (``KeyedState(..., slots=True)``,
   ``KeyedCounts`` of slots): a held key costs what full state costs a key (its entry
-  in the arrays) plus 16 bytes here and 4 bytes of ``_map`` a key of the range, where
-  a dict-held key cost about 1 KB over the vote view's three nodes.
+  in the arrays) plus 9 bytes here (``_held``, ``_size``), 12 a path (``_key``,
+  ``_refs``) and 4 bytes of ``_map`` a key of the range a path, where a dict-held key
+  cost about 1 KB over the vote view's three nodes.
 
-Invariants: a key is held exactly while it has a slot (``slot(key) >= 0``), and then
-the node holds every row of it (filled by an upquery, every write to it since
-applied); a node keeps no state at a free slot (``remove`` hands the slot back only
-after the caller cleared it, and ``_size`` is 0 there). ``_map[k] == s`` iff
-``_key[s] == k`` for held keys in the map's range. Keys are normalized as a dict would
-find them (``norm``: 1.0 and True find 1). Each held key's bytes are accounted to
-the partial-state manager (``resize``), which bounds their sum (``memory_limit``):
-measured when the key is filled, and for a key written since (``dirty``) when the
-manager next reads the sum (``Partial.settle``); where no limit is set, a write only
-marks the manager stale, and reading the sum measures every held key. The arrays
-here (``_map``, sized to the largest key held: 4 bytes a key of the range; ``_key``
-and ``_size``, to the slots handed out, with slack) are no key's: the manager adds
-their ``nbytes`` (``fixed_bytes``) to the keys' sum where it compares it with the
-limit, so that the limit bounds them too, whatever the key range.
+Invariants: a key is held by a node exactly while its slot is in ``_held``
+(``slot(key) >= 0``), and then the node holds every row of it (filled by an upquery,
+every write to it since applied); a node keeps no state at a slot it does not hold
+(``remove`` lets the slot go only after the caller cleared it, and ``_size`` is 0
+there), so a slot handed out again finds every node's state there empty.
+``_map[k] == s`` iff ``_key[s] == k`` for keys in the map's range held by some node,
+and ``_refs[s]`` is the number of nodes of the map holding ``_key[s]``. Keys are
+normalized as a dict would find them (``norm``: 1.0 and True find 1). Each held
+key's bytes are accounted to the partial-state manager (``resize``), which bounds
+their sum (``memory_limit``): measured when the key is filled, and for a key written
+since (``dirty``) when the manager next reads the sum (``Partial.settle``); where no
+limit is set, a write only marks the manager stale, and reading the sum measures
+every held key. The arrays (the map's, counted by the node that made it, and each
+node's ``_held`` and ``_size``, sized to the slots handed out, with slack) are no
+key's: the manager adds their ``nbytes`` (``fixed_bytes``) to the keys' sum where it
+compares it with the limit, so that the limit bounds them too, whatever the key
+range. Sharing a map changes no node's answer: one made under another manager (a
+cluster worker's operator, whose reader is elsewhere) keeps a map of its own.
 """
 from __future__ import annotations
 
@@ -221,12 +233,15 @@ class Holes:
         """``owner``: a partial reader whose ``Holes`` (under the same ``manager``) this
         node shares its ``KeyMap`` with (its path's); else a map of its own."""
         self.manager = manager
-        theirs = getattr(owner, "holes", None)
-        shared = theirs is not None and theirs.manager is manager
+        theirs: Holes | None = getattr(owner, "holes", None)
         #: the key map (its path's); ``db.memory`` passes over it (noria_py/memory.py)
         #: and counts it in ``_own``, the node's that made it, once
-        self.keymap: KeyMap = theirs.keymap if shared else KeyMap()
-        self._own: KeyMap | None = None if shared else self.keymap
+        self.keymap: KeyMap
+        self._own: KeyMap | None
+        if theirs is not None and theirs.manager is manager:
+            self.keymap, self._own = theirs.keymap, None
+        else:
+            self.keymap = self._own = KeyMap()
         self._empty()
 
     def _empty(self) -> None:
