@@ -41,8 +41,9 @@ _SKIP = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.
          type, types.LambdaType, types.BuiltinMethodType)
 #: attributes that point at other things than the state (subscribers, the partial-state
 #: manager, which reaches every reader, a partial operator's reader, a reader's path of
-#: partial operators)
-_NOT_STATE = frozenset({"listeners", "manager", "owner", "path"})
+#: partial operators, a partial node's key map, which its path's nodes share: counted
+#: once, as the ``_own`` of the node that made it, ops/holes.py)
+_NOT_STATE = frozenset({"listeners", "manager", "owner", "path", "keymap"})
 _ATOMS = (int, float, str, bytes, bool, type(None), complex)
 
 

@@ -134,7 +134,7 @@ class Aggregate(Operator, HeldKeys):
         the partial reader below, whose keys these groups are."""
         self.partial = True
         self.owner = owner
-        self.holes = Holes(manager)
+        self.holes = Holes(manager, owner)
         self.counts.floor = SLOTS_FLOOR
         self._held_key = bare_key(self.group_by) if self.count_only else self._key
 

@@ -52,7 +52,7 @@ class Distinct(Operator, HeldKeys):
         columns holding the reader's key, in its order; ``owner``: that reader."""
         self.partial = True
         self.owner = owner
-        self.holes = Holes(manager)
+        self.holes = Holes(manager, owner)
         self.key_cols = cols
         #: a row's key as ``holes`` holds it: bare for one column, else a tuple
         self._held_key = bare_key(cols)

@@ -6,33 +6,45 @@ the reader and the partial aggregates and joins above it each keep a ``Holes``.
 
 Array form. Each held key has a *slot*, a small int: slots are handed out densely
 (a freed one is reused first), so arrays indexed by slot grow with the keys held, not
-with the key range. A held key that is an int in [0, DENSE_LIMIT) finds its slot in
-``_map``, an int32 array indexed by key (-1: a hole); any other key (a negative or
+with the key range. The slots are a ``KeyMap``'s, one for a partial reader and the
+partial operators of its path (``Holes(manager, owner)``): they hold the same keys
+(filled on the way to the reader, evicted together), so a key has the same slot in
+each, and the map sized to the key range is kept once a path rather than once a
+node. A key that is an int in [0, DENSE_LIMIT) finds its slot in the map's ``_map``,
+an int32 array indexed by key (-1: no node holds it); any other key (a negative or
 huge int, a string, a tuple of a compound key) in the dict ``_odd``. Each slot knows
-its key (``_key``, or ``_odd_at`` for the others) and the bytes its key is accounted
-at (``_size``). So
+its key (``_key``, or ``_odd_at`` for the others) and how many nodes hold it
+(``_refs``: the slot is free once none does). Each node keeps which slots it holds
+(``_held``: during a fill the aggregate holds a key the reader does not yet) and
+the bytes its keys are accounted at (``_size``). So
 
 - a columnar batch's int64 key column is turned into slots, and its rows under holes
-  dropped, with one indexing of ``_map`` (``select``: one vectorised test a batch);
+  dropped, with one indexing of ``_map`` and one of ``_held`` (``select``: one
+  vectorised test a batch);
 - a node keeps its state in arrays indexed by slot (``KeyedState(..., slots=True)``,
   ``KeyedCounts`` of slots): a held key costs what full state costs a key (its entry
-  in the arrays) plus 16 bytes here and 4 bytes of ``_map`` a key of the range, where
-  a dict-held key cost about 1 KB over the vote view's three nodes.
+  in the arrays) plus 9 bytes here (``_held``, ``_size``), 12 a path (``_key``,
+  ``_refs``) and 4 bytes of ``_map`` a key of the range a path, where a dict-held key
+  cost about 1 KB over the vote view's three nodes.
 
-Invariants: a key is held exactly while it has a slot (``slot(key) >= 0``), and then
-the node holds every row of it (filled by an upquery, every write to it since
-applied); a node keeps no state at a free slot (``remove`` hands the slot back only
-after the caller cleared it, and ``_size`` is 0 there). ``_map[k] == s`` iff
-``_key[s] == k`` for held keys in the map's range. Keys are normalized as a dict would
-find them (``norm``: 1.0 and True find 1). Each held key's bytes are accounted to
-the partial-state manager (``resize``), which bounds their sum (``memory_limit``):
-measured when the key is filled, and for a key written since (``dirty``) when the
-manager next reads the sum (``Partial.settle``); where no limit is set, a write only
-marks the manager stale, and reading the sum measures every held key. The arrays
-here (``_map``, sized to the largest key held: 4 bytes a key of the range; ``_key``
-and ``_size``, to the slots handed out, with slack) are no key's: the manager adds
-their ``nbytes`` (``fixed_bytes``) to the keys' sum where it compares it with the
-limit, so that the limit bounds them too, whatever the key range.
+Invariants: a key is held by a node exactly while its slot is in ``_held``
+(``slot(key) >= 0``), and then the node holds every row of it (filled by an upquery,
+every write to it since applied); a node keeps no state at a slot it does not hold
+(``remove`` lets the slot go only after the caller cleared it, and ``_size`` is 0
+there), so a slot handed out again finds every node's state there empty.
+``_map[k] == s`` iff ``_key[s] == k`` for keys in the map's range held by some node,
+and ``_refs[s]`` is the number of nodes of the map holding ``_key[s]``. Keys are
+normalized as a dict would find them (``norm``: 1.0 and True find 1). Each held
+key's bytes are accounted to the partial-state manager (``resize``), which bounds
+their sum (``memory_limit``): measured when the key is filled, and for a key written
+since (``dirty``) when the manager next reads the sum (``Partial.settle``); where no
+limit is set, a write only marks the manager stale, and reading the sum measures
+every held key. The arrays (the map's, counted by the node that made it, and each
+node's ``_held`` and ``_size``, sized to the slots handed out, with slack) are no
+key's: the manager adds their ``nbytes`` (``fixed_bytes``) to the keys' sum where it
+compares it with the limit, so that the limit bounds them too, whatever the key
+range. Sharing a map changes no node's answer: one made under another manager (a
+cluster worker's operator, whose reader is elsewhere) keeps a map of its own.
 """
 from __future__ import annotations
 
@@ -93,49 +105,30 @@ class Held(Mapping):
         return self._holes.n
 
 
-class Holes:
-    """The held keys of one partial node, their slots and their accounted bytes."""
+class KeyMap:
+    """The slots of the keys held by one or more ``Holes`` (a partial reader's and the
+    partial operators of its path, which hold the same keys): each key held by any of
+    them has one slot, which all of them use, until the last one lets it go (a count of
+    holders by slot). So the map sized to the key range (``_map``) and the slots' keys
+    are kept once a path, not once a node."""
 
-    def __init__(self, manager: Any) -> None:
-        self.manager = manager
-        self._empty()
-
-    def _empty(self) -> None:
-        #: int key in [0, len) -> its slot, -1 where it is a hole
+    def __init__(self) -> None:
+        #: int key in [0, len) -> its slot, -1 where no holder holds it
         self._map = np.full(0, -1, dtype=np.int32)
         #: any other key held -> its slot
         self._odd: dict = {}
         #: slot -> its key (where the key is in ``_map``'s range; else ``_odd_at``)
         self._key = np.zeros(0, dtype=np.int64)
         self._odd_at: dict[int, Any] = {}
-        #: slot -> the bytes its key is accounted at (0 at a free slot)
-        self._size = np.zeros(0, dtype=np.int64)
+        #: slot -> how many holders hold its key (0: a free slot)
+        self._refs = np.zeros(0, dtype=np.int32)
         self._free: list[int] = []
-        self._top = 0               # slots handed out so far (the free ones among them)
-        self.n = 0                  # keys held
-        #: held keys written since they were last measured (measured when the manager
-        #: reads the total: ``Partial.settle``)
-        self.dirty: set[Any] = set()
-
-    @property
-    def filled(self) -> Held:
-        """Held key -> bytes accounted (a view; ``dict(...)`` copies it)."""
-        return Held(self)
-
-    def __contains__(self, key: Any) -> bool:
-        return self.slot(key) >= 0
-
-    def __len__(self) -> int:
-        return self.n
-
-    # ------------------------------------------------------------ keys and slots
+        self.top = 0                # slots handed out so far (the free ones among them)
 
     def slot(self, key: Any) -> int:
-        """The slot of ``key``, or -1 where it is a hole."""
+        """The slot of ``key`` (normalized: ``norm``), or -1 where no holder holds it."""
         if type(key) is not int:
-            key = norm(key)
-            if type(key) is not int:
-                return self._odd.get(key, -1)
+            return self._odd.get(key, -1)
         m = self._map
         if 0 <= key < len(m):
             return m.item(key)
@@ -150,48 +143,171 @@ class Holes:
         return self._key.item(slot)
 
     def keys_of(self, slots: np.ndarray) -> np.ndarray:
-        """The keys of held ``slots`` (an int64 array), as a column: int64 where every
-        one is in ``_map``'s range, else as ``dense.column`` makes it."""
+        """``Holes.keys_of``."""
         if not self._odd_at:
             return self._key[slots]
         return column([self.key_at(s) for s in slots.tolist()])
 
+    def acquire(self, key: Any) -> int:
+        """One more holder holds ``key`` (normalized): its slot, handed out if it is the
+        first."""
+        s = self.slot(key)
+        if s < 0:
+            if self._free:
+                s = self._free.pop()
+            else:
+                s = self.top
+                self.top += 1
+                if s >= len(self._key):
+                    size = max(16, 2 * s)
+                    self._key = _grown(self._key, size, 0)
+                    self._refs = _grown(self._refs, size, 0)
+            if type(key) is int and 0 <= key < DENSE_LIMIT:
+                m = self._map
+                if key >= len(m):
+                    self._map = m = _grown(m, min(DENSE_LIMIT, max(64, key + key // 8 + 1)),
+                                           -1)
+                m[key] = s
+                self._key[s] = key
+            else:
+                self._odd[key] = s
+                self._odd_at[s] = key
+        self._refs[s] += 1
+        return s
+
+    def release(self, key: Any, slot: int) -> None:
+        """A holder lets ``key`` (normalized, at ``slot``) go: the slot is free once
+        none holds it."""
+        refs = self._refs
+        refs[slot] -= 1
+        if refs.item(slot):
+            return
+        if type(key) is int and 0 <= key < len(self._map):
+            self._map[key] = -1
+        else:
+            del self._odd[key]
+            del self._odd_at[slot]
+        self._free.append(slot)
+
+    def slots_of(self, col: np.ndarray) -> np.ndarray:
+        """The slot of each int64 key of ``col`` (-1: no holder holds it), by one
+        indexing of ``_map`` (and a dict lookup for each key outside its range, while any
+        such key is held)."""
+        m = self._map
+        size = len(m)
+        if not len(col):
+            return np.zeros(0, dtype=np.int64)
+        if int(col.min()) >= 0 and int(col.max()) < size:
+            return m[col].astype(np.int64)
+        out = np.full(len(col), -1, dtype=np.int64)
+        inside = (col >= 0) & (col < size)
+        out[inside] = m[col[inside]]
+        if self._odd:
+            odd = self._odd
+            for i in np.flatnonzero(~inside).tolist():
+                out[i] = odd.get(col.item(i), -1)
+        return out
+
+    def nbytes(self) -> int:
+        """Its bytes (``Holes.fixed_bytes``): the arrays, the odd keys' dicts' tables
+        (which keep their size once grown), the free slots' list and its ints."""
+        free = self._free
+        getsizeof = sys.getsizeof
+        return (self._map.nbytes + self._key.nbytes + self._refs.nbytes
+                + getsizeof(self._odd) + getsizeof(self._odd_at)
+                + getsizeof(free) + INT_BYTES * len(free))
+
+
+def _grown(a: np.ndarray, size: int, fill: int) -> np.ndarray:
+    """``a`` copied into an array of ``size`` entries, the new ones ``fill``."""
+    out = np.full(size, fill, dtype=a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+class Holes:
+    """The held keys of one partial node, their slots and their accounted bytes; the
+    slots are ``keymap``'s, shared with the other nodes of its path (``KeyMap``)."""
+
+    def __init__(self, manager: Any, owner: Any = None) -> None:
+        """``owner``: a partial reader whose ``Holes`` (under the same ``manager``) this
+        node shares its ``KeyMap`` with (its path's); else a map of its own."""
+        self.manager = manager
+        theirs: Holes | None = getattr(owner, "holes", None)
+        #: the key map (its path's); ``db.memory`` passes over it (noria_py/memory.py)
+        #: and counts it in ``_own``, the node's that made it, once
+        self.keymap: KeyMap
+        self._own: KeyMap | None
+        if theirs is not None and theirs.manager is manager:
+            self.keymap, self._own = theirs.keymap, None
+        else:
+            self.keymap = self._own = KeyMap()
+        self._empty()
+
+    def _empty(self) -> None:
+        #: slot -> whether this node holds its key (the keymap's slots; one more entry
+        #: than slots sized, False: ``select``'s stand-in for a slot out of range)
+        self._held = np.zeros(1, dtype=bool)
+        #: slot -> the bytes its key is accounted at (0 at a slot not held)
+        self._size = np.zeros(0, dtype=np.int64)
+        self.n = 0                  # keys held
+        #: held keys written since they were last measured (measured when the manager
+        #: reads the total: ``Partial.settle``)
+        self.dirty: set[Any] = set()
+
+    @property
+    def filled(self) -> Held:
+        """Held key -> bytes accounted (a view; ``dict(...)`` copies it)."""
+        return Held(self)
+
+    @property
+    def _top(self) -> int:
+        """Slots handed out so far (the keymap's: arrays by slot span them)."""
+        return self.keymap.top
+
+    def __contains__(self, key: Any) -> bool:
+        return self.slot(key) >= 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    # ------------------------------------------------------------ keys and slots
+
+    def slot(self, key: Any) -> int:
+        """The slot of ``key``, or -1 where it is a hole."""
+        if type(key) is not int:
+            key = norm(key)
+        s = self.keymap.slot(key)
+        held = self._held
+        return s if 0 <= s < len(held) and held.item(s) else -1
+
+    def key_at(self, slot: int) -> Any:
+        return self.keymap.key_at(slot)
+
+    def keys_of(self, slots: np.ndarray) -> np.ndarray:
+        """The keys of held ``slots`` (an int64 array), as a column: int64 where every
+        one is in ``_map``'s range, else as ``dense.column`` makes it."""
+        return self.keymap.keys_of(slots)
+
     def keys(self) -> list:
         """Every key held."""
-        out: list = np.flatnonzero(self._map >= 0).tolist()
-        out.extend(self._odd)
-        return out
+        held = np.flatnonzero(self._held)
+        km = self.keymap
+        if not km._odd_at:
+            out: list = km._key[held].tolist()
+            return out
+        return [km.key_at(s) for s in held.tolist()]
 
     def add(self, key: Any) -> int:
         """Hold ``key`` (a hole until now); its slot."""
         key = norm(key)
-        mapped = type(key) is int and 0 <= key < DENSE_LIMIT
-        assert (key >= len(self._map) or self._map.item(key) < 0) if mapped \
-            else key not in self._odd, key     # (a hole until now)
-        if self._free:
-            s = self._free.pop()
-        else:
-            s = self._top
-            self._top += 1
-            if s >= len(self._key):
-                size = max(16, 2 * s)
-                for name in ("_key", "_size"):
-                    old = getattr(self, name)
-                    grown = np.zeros(size, dtype=np.int64)
-                    grown[:len(old)] = old
-                    setattr(self, name, grown)
-        if mapped:
-            m = self._map
-            if key >= len(m):
-                grown32 = np.full(min(DENSE_LIMIT, max(64, key + key // 8 + 1)), -1,
-                                  dtype=np.int32)
-                grown32[:len(m)] = m
-                self._map = m = grown32
-            m[key] = s
-            self._key[s] = key
-        else:
-            self._odd[key] = s
-            self._odd_at[s] = key
+        assert self.slot(key) < 0, key      # (a hole until now)
+        s = self.keymap.acquire(key)
+        if s + 1 >= len(self._held):
+            size = max(16, 2 * s)
+            self._held = _grown(self._held, size + 1, 0)
+            self._size = _grown(self._size, size, 0)
+        self._held[s] = True
         self._size[s] = 0
         self.n += 1
         return s
@@ -199,42 +315,38 @@ class Holes:
     def remove(self, key: Any) -> tuple[int, int]:
         """``key`` a hole again: (its slot, -1 if it was not held; the bytes it was
         accounted at, which the caller gives back). The caller clears the node's state
-        at the slot (it is handed out again)."""
+        at the slot (it is handed out again once no node of the path holds the key)."""
         key = norm(key)
         s = self.slot(key)
         if s < 0:
             return -1, 0
         self.dirty.discard(key)
-        if type(key) is int and 0 <= key < len(self._map):
-            self._map[key] = -1
-        else:
-            del self._odd[key]
-            del self._odd_at[s]
+        self._held[s] = False
         size = int(self._size[s])
         self._size[s] = 0
-        self._free.append(s)
+        self.keymap.release(key, s)
         self.n -= 1
         return s, size
 
     def clear(self) -> None:
         """Every key a hole; their bytes given back to the manager."""
-        total = int(self._size[:self._top].sum())
+        total = int(self._size.sum())
         if total:
             self.manager.resize(total, 0)
+        km = self.keymap
+        for s in np.flatnonzero(self._held).tolist():
+            km.release(km.key_at(s), s)
         self._empty()
 
     def fixed_bytes(self, arrays: Iterable[np.ndarray | list] = ()) -> int:
         """The bytes no held key is accounted at (the module docstring): the arrays
-        here (``_map``, ``_key``, ``_size``), the odd keys' dicts' tables (which keep
-        their size once grown), the free slots' list (its int objects, ``INT_BYTES``
-        each), and the free entries and slack of the node's ``arrays`` by slot (its
-        ``slot_arrays``). Not the node's own objects holding no key (a few KB, the
-        same whatever the data)."""
-        free = self._free
-        getsizeof = sys.getsizeof
-        return (self._map.nbytes + self._key.nbytes + self._size.nbytes
-                + getsizeof(self._odd) + getsizeof(self._odd_at)
-                + getsizeof(free) + INT_BYTES * len(free) + spare_bytes(arrays, self.n))
+        here (``_held``, ``_size``), the key map where it is this node's
+        (``KeyMap.nbytes``; a path's other nodes share it), and the free entries and
+        slack of the node's ``arrays`` by slot (its ``slot_arrays``). Not the node's
+        own objects holding no key (a few KB, the same whatever the data)."""
+        return (self._held.nbytes + self._size.nbytes
+                + (self._own.nbytes() if self._own is not None else 0)
+                + spare_bytes(arrays, self.n))
 
     def size_of(self, key: Any) -> int:
         """The bytes a held ``key`` is accounted at (0 for a hole)."""
@@ -328,23 +440,13 @@ class Holes:
         return self.select(batch, cols, keyf, bare)[0]
 
     def _slots_of(self, col: np.ndarray) -> np.ndarray:
-        """The slot of each int64 key of ``col`` (-1: a hole), by one indexing of
-        ``_map`` (and a dict lookup for each key outside its range, while any such key
-        is held)."""
-        m = self._map
-        size = len(m)
-        if not len(col):
-            return np.zeros(0, dtype=np.int64)
-        if int(col.min()) >= 0 and int(col.max()) < size:
-            return m[col].astype(np.int64)
-        out = np.full(len(col), -1, dtype=np.int64)
-        inside = (col >= 0) & (col < size)
-        out[inside] = m[col[inside]]
-        if self._odd:
-            odd = self._odd
-            for i in np.flatnonzero(~inside).tolist():
-                out[i] = odd.get(col.item(i), -1)
-        return out
+        """The slot of each int64 key of ``col`` (-1: a hole): the keymap's slots
+        (``KeyMap.slots_of``), less those this node does not hold (one indexing of
+        ``_held``; -1 and a slot past it read its last entry, False)."""
+        slots = self.keymap.slots_of(col)
+        held = self._held
+        last = len(held) - 1
+        return np.where(held[np.minimum(slots, last)], slots, -1)
 
 
 def spare_bytes(arrays: Iterable[np.ndarray | list], held: int) -> int:

@@ -131,7 +131,7 @@ class Join(Operator, HeldKeys):
         ``owner``: the partial reader below, whose keys these are."""
         self.partial = True
         self.owner = owner
-        self.holes = Holes(manager)
+        self.holes = Holes(manager, owner)
         self.sides = (KeyedState(self.left_width, self.left_keys, True),
                       KeyedState(len(self.pad), self.right_keys, True))
 

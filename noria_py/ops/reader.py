@@ -219,10 +219,16 @@ class Reader(Operator):
         if self.poisoned and self._fails(key):
             return [(DIV0,) * self.visible]
         holes = self.holes
-        m = holes._map                  # (``Holes.slot``, its common case inline)
-        slot = m.item(key) if type(key) is int and 0 <= key < len(m) else holes.slot(key)
-        if slot < 0:
-            return None
+        m = holes.keymap._map           # (``Holes.slot``, its common case inline)
+        if type(key) is int and 0 <= key < len(m):
+            slot = m.item(key)
+            held = holes._held
+            if slot < 0 or slot >= len(held) or not held.item(slot):
+                return None
+        else:
+            slot = holes.slot(key)
+            if slot < 0:
+                return None
         # (outside the lock, a key evicted meanwhile: View.lookup's seqlock reads again
         # under the lock; a stamp left at a free slot is passed over by eviction)
         self.stamps[slot] = self._tick()

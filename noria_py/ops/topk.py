@@ -99,7 +99,7 @@ class TopK(Operator, HeldKeys):
         ``owner``: the partial reader below, whose keys these partitions are."""
         self.partial = True
         self.owner = owner
-        self.holes = Holes(manager)
+        self.holes = Holes(manager, owner)
         #: a row's partition as ``holes`` holds it: bare for one column, else a tuple
         self._held_key = bare_key(self.partition)
         #: bytes of a row's sort key (``_row_bytes``), once measured

@@ -57,10 +57,10 @@ def test_the_map_is_kept_up_to_date_by_add_and_remove():
     batch = _columnar(list(range(100)), list(range(100)))
     h.add(10)
     assert [r[0] for r in h.keep(batch, (0,), itemgetter(0)).rows] == [10]
-    table = h._map
+    table = h.keymap._map
     h.add(20)
     h.remove(10)
-    assert h._map is table                  # changed in place, not built again
+    assert h.keymap._map is table                  # changed in place, not built again
     assert [r[0] for r in h.keep(batch, (0,), itemgetter(0)).rows] == [20]
 
 
@@ -73,7 +73,7 @@ def test_slots_are_dense_and_reused():
     assert h.slot(5) == 1 and h.slot(6) == -1 and h.slot(-1) == -1
     assert h.remove(5) == (1, 0) and h.remove(5) == (-1, 0)
     assert h.add(7) == 1                    # the freed slot
-    assert len(h._key) < 1000 and len(h) == 4
+    assert len(h.keymap._key) < 1000 and len(h._size) < 1000 and len(h) == 4
     kept, slots = h.select(_columnar([7, 1_000_000, 9, 1 << 40, 7], [0, 1, 2, 3, 4]),
                            (0,), itemgetter(0))
     assert [r[1] for r in kept.rows] == [0, 1, 3, 4]
@@ -119,3 +119,38 @@ def test_bytes_are_given_back_to_the_manager():
     m.total -= 100
     h.clear()
     assert m.total == 0 and len(h) == 0
+
+
+class _Reader:
+    def __init__(self, holes: Holes) -> None:
+        self.holes = holes
+
+
+def test_a_path_shares_one_key_map():
+    """The nodes of a path (an owner reader's ``Holes`` and its operators') share one
+    ``KeyMap``: a key has the same slot in each, stays mapped while any of them holds
+    it, and its slot is handed out again only once none does; the map (sized to the key
+    range) is counted once, by its owner. A node of another manager keeps its own."""
+    m = Manager()
+    reader = Holes(m)
+    op = Holes(m, _Reader(reader))
+    assert op.keymap is reader.keymap and Holes(Manager(), _Reader(reader)).keymap \
+        is not reader.keymap
+    assert op.add(500_000) == 0 and op.add(7) == 1
+    assert reader.slot(500_000) == -1 and 500_000 not in reader   # not held by it
+    assert reader.add(500_000) == 0
+    batch = _columnar([7, 500_000, 3], [0, 1, 2])
+    assert ms(reader.keep(batch, (0,), itemgetter(0))) == {(500_000, 1): 1}
+    assert ms(op.keep(batch, (0,), itemgetter(0))) == {(7, 0): 1, (500_000, 1): 1}
+    assert op.remove(500_000) == (0, 0)
+    assert reader.slot(500_000) == 0        # still held by the reader: still mapped
+    assert reader.add(9) == 2               # (slot 0 is not free)
+    assert reader.remove(500_000) == (0, 0)
+    assert reader.keymap.slot(500_000) == -1
+    assert op.add(11) == 0                  # free once neither holds it
+    assert sorted(op.keys()) == [7, 11] and sorted(reader.keys()) == [9]
+    big = reader.keymap._map.nbytes
+    assert big > 2_000_000                  # sized to the key range
+    assert reader.fixed_bytes() >= big > op.fixed_bytes()
+    op.clear()
+    assert reader.keymap.slot(7) == -1 and reader.slot(9) == 2

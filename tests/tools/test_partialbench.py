@@ -2,8 +2,7 @@
 wrong answer (the bench's record of the rows planted wrong) fails the run."""
 from __future__ import annotations
 
-import random
-
+import numpy as np
 import pytest
 
 from noria_tools import partialbench
@@ -41,7 +40,7 @@ def test_rss_run_checks_every_answer(monkeypatch):
     for view in ("rows", "count", "vote"):
         out = one_run(True, 2000, 200, 0.5, 200, view, 100, 0, measure_rss=True)
         assert out["rss"] > 0
-    read = random.Random(0).sample(range(200), 100)      # the keys one_run reads
+    read = np.random.default_rng(0).choice(200, 100, replace=False).tolist()  # one_run's
     _corrupt(monkeypatch, read[7])
     with pytest.raises(AssertionError, match=f"wrong answer for key {read[7]}"):
         one_run(True, 2000, 200, 0.5, 200, "vote", 100, 0, measure_rss=True)
