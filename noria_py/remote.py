@@ -880,7 +880,7 @@ class RemoteDatabase:
     def writes(self) -> str:
         """Where the cluster validates and takes writes (``noria-py serve --writes``):
         ``"worker"``, at each table's base's worker, which this client then writes to,
-        or ``"controller"``; what the server's default, ``auto``, chose."""
+        or ``"controller"``; with ``serve --writes auto``, what it chose."""
         return str(self._call("writes"))
 
     def close(self) -> None:

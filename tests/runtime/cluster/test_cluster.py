@@ -136,7 +136,7 @@ def test_sigkill_soak(seed, monkeypatch):
 def test_lineage_regime_sigkill_soak_on_direct_channels(seed, monkeypatch):
     """``serve --regime lineage --writes controller`` on direct channels: every lost
     worker's nodes, and what is below them, rebuilt from the bases while the clients
-    keep writing. (With ``--writes worker``, the default here: test_writes.py's
+    keep writing. (With ``--writes worker``: test_writes.py's
     ``test_lineage_regime_sigkill_soak_with_writes_at_the_worker``.)"""
     reports = _differential_with_kill(seed, monkeypatch,
                                       extra=("--regime", "lineage", "--writes", "controller"),

@@ -202,13 +202,15 @@ def test_writes_at_the_worker_need_what_is_built(tmp_path):
         # (auto on a directory whose tables are in the workers' logs: worker, refused)
         with pytest.raises(ArgumentError, match=f"in its workers' logs .*--regime {regime} "
                                                 "is not built yet"):
-            Server(port=0, regime=regime, data_dir=str(tmp_path), spawn=False)
+            Server(port=0, writes=AUTO, regime=regime, data_dir=str(tmp_path),
+                   spawn=False)
     with pytest.raises(ArgumentError, match="in its workers' logs .*--channels direct"):
-        Server(port=0, channels="relay", data_dir=str(tmp_path), spawn=False)
+        Server(port=0, writes=AUTO, channels="relay", data_dir=str(tmp_path),
+               spawn=False)
 
 
 def test_auto_writes_at_the_workers_where_built_and_as_a_directory_was_written(tmp_path):
-    """``serve --writes auto`` (the default): worker with treeclock or lineage on direct
+    """``serve --writes auto``: worker with treeclock or lineage on direct
     channels, controller with any other regime or relay; a data directory's tables
     keep the mode they were written in whatever is built; explicit modes as asked."""
     for regime in ("treeclock", "lineage"):
