@@ -175,11 +175,16 @@ def test_mixed_policies_stay_flat_and_come_back_along_the_frontier(writes, monke
             time.sleep(0.05)
         report = db.recover("n9")
         assert report.strategy == "falkirk" and report.fallback is None, report
-        # the unlogged edges pulled the live union back, and through the lost projection
-        # the live filter; the live eager COUNT stays as it is
-        assert {"n5", "n8", "n9"} <= set(report.rolled_back), report
-        assert "n3" not in report.rolled_back, report
-        assert lines.last_frontier["passes"] >= 2, lines.last_frontier
+        # the unlogged edges pulled the live union back; the live eager COUNT stays as
+        # it is. Through the lost projection the live filter is set back too when the
+        # projection had taken messages from it since its last point, which depends on
+        # timing (under CI's load it once had none: the frontier left the filter, and the
+        # views below are checked either way)
+        rolled = set(report.rolled_back)
+        assert {"n8", "n9"} <= rolled, report
+        assert "n3" not in rolled, report
+        if "n5" in rolled:
+            assert lines.last_frontier["passes"] >= 2, lines.last_frontier
         for i in range(i + 20, i + 220):
             write(i)
         db.wait()
