@@ -317,13 +317,18 @@ def _batch_record(table: str, batch: Batch, lsn: int, tag: int = 0) -> bytes:
     return _rows_record(table, rows[n_del:], rows[:n_del], lsn, tag)
 
 
-def _tags_of(batches: Sequence[Batch], tags: Sequence[int] | None) -> Sequence[int]:
-    """Each batch's tag (0: none), checked: one per batch, each an int 0 .. 2**64-1."""
+def _tags_of(batches: Sequence[Batch], tags: Sequence[int] | None, tagged: bool,
+             where: Path) -> Sequence[int]:
+    """Each batch's tag (0: none), checked: one per batch, each an int 0 .. 2**64-1,
+    and all 0 unless the log they go to (in directory ``where``) is ``tagged``."""
     if tags is None:
         return [0] * len(batches)
     if len(tags) != len(batches) or not all(type(t) is int and 0 <= t < 1 << 64 for t in tags):
         raise StorageError(f"{len(tags)} tag(s) for {len(batches)} batch(es), each an int "
                            "from 0 (untagged) to 2**64-1")
+    if any(tags) and not tagged:
+        raise StorageError(f"data directory {str(where)!r}: its log is not tagged "
+                           "(version 1): it cannot hold the writes' tags")
     return tags
 
 
@@ -495,10 +500,7 @@ class Storage:
         with self._mutex:
             self._check_usable(writing=True)
             assert self._log is not None
-            tags = _tags_of(batches, tags)
-            if any(tags) and self._log.version != TAGGED_LOG_VERSION:
-                raise StorageError(f"data directory {str(self._dir)!r}: its log is not "
-                                   "tagged (version 1): it cannot hold the writes' tags")
+            tags = _tags_of(batches, tags, self._log.version == TAGGED_LOG_VERSION, self._dir)
             lsn = self._lsn
             records = b"".join(_batch_record(table, b, lsn + 1 + i, t)
                                for i, (b, t) in enumerate(zip(batches, tags)))
@@ -521,10 +523,7 @@ class Storage:
             self._check_usable(writing=True)
             assert self._log is not None
             path = self._dir / _wal_name(self._gen + 1)
-            tags = _tags_of(batches, tags)
-            if any(tags) and self._version != TAGGED_LOG_VERSION:
-                raise StorageError(f"data directory {str(self._dir)!r} is not tagged: it "
-                                   "cannot hold the writes' tags")
+            tags = _tags_of(batches, tags, self._version == TAGGED_LOG_VERSION, self._dir)
             try:
                 records = [encode_log_header(self._gen + 1, lsn, self._version)]
                 records += [_batch_record(table, b, lsn + 1 + i, t)

@@ -583,9 +583,7 @@ class ClusterRuntime(Runtime):
                 w.last_heard = time.monotonic()
                 w.handling = True
                 op = f[0]
-                if op == "msg":
-                    self._relay(f[1], f)
-                elif op == "bar":           # (coordinated: a barrier, as a message)
+                if op in ("msg", "bar"):    # (a barrier, coordinated: as a message)
                     self._relay(f[1], f)
                 elif op == "ep" and self.epochs is not None:
                     self.epochs.on_report(f)

@@ -233,8 +233,8 @@ class Server:
         keys down to its share; the controller moves shares to where the reads go).
         ``writes``: ``"worker"`` validates each write at its base's worker, which keeps
         the rows, and takes clients' writes on its read port (docs/architecture.md,
-        "Writes at the base's worker"); ``"controller"`` here; ``"auto"`` (the
-        default): the mode ``data_dir``'s tables were written in, else ``worker``
+        "Writes at the base's worker"); ``"controller"`` (the default) here; ``"auto"``:
+        the mode ``data_dir``'s tables were written in, else ``worker``
         where it is built (treeclock or lineage, direct channels), else
         ``controller`` (``writes.choose``; the choice: ``self.writes``, and why:
         ``self.writes_why``).

@@ -132,14 +132,15 @@ class Connection:
         it took all. The rest, if any, must be sent with ``send_rest`` by a thread
         that may wait, before anything else is sent here: ``locked`` says the
         connection stays locked for it meanwhile (a frame cut in two). Nothing is
-        sent on a TLS socket (its records cannot be cut), when another thread is
-        sending, or on a socket error (the waiting thread then meets it)."""
+        sent on a TLS socket (its records cannot be cut), without ``MSG_DONTWAIT``,
+        when another thread is sending, or on a socket error (the waiting thread then meets it)."""
         payload = packb(obj, big_ints=True)
         frame = _HEADER.pack(len(payload)) + payload
-        if isinstance(self.sock, ssl.SSLSocket) or not self._send_lock.acquire(False):
+        if not _DONTWAIT or isinstance(self.sock, ssl.SSLSocket) \
+                or not self._send_lock.acquire(False):
             return frame, False
         try:
-            n = self.sock.send(frame, socket.MSG_DONTWAIT)
+            n = self.sock.send(frame, _DONTWAIT)
         except OSError:
             n = 0
         if 0 < n < len(frame):

@@ -1382,10 +1382,11 @@ class Worker:
         batches = [b for _, b, _, _ in group]
         for b in batches:
             log.append(b)
-        self._send_group(nid, via, batches, [tag for _, _, _, tag in group])
+        tags = [tag for _, _, _, tag in group]
+        self._send_group(nid, via, batches, tags)
         self.links.flush()              # (on its way while this worker goes on)
         if self.disk is not None:               # (durable here before ``durable`` runs)
-            self.disk.append(nid, batches, [tag for _, _, _, tag in group])
+            self.disk.append(nid, batches, tags)
 
     def _send_group(self, nid: str, via: str | None, batches: list[Batch],
                     tags: list[int]) -> None:
@@ -2008,9 +2009,8 @@ def _source(frame: list[Any]) -> str:
     return m.src if isinstance(m, Message) else str(m[0])
 
 
-#: an accepted write waiting for the history: its output, its batch, its answer, the
-#: controller's tag (0: a client's)
-#: an accepted write: [its output (filled once applied), batch, reply, tag]
+#: an accepted write waiting for the history: [its output (filled once applied), its
+#: batch, its answer, the controller's tag (0: a client's)]
 _Accepted = list[Any]
 
 
