@@ -1076,6 +1076,34 @@ def test_a_cluster_in_the_lineage_regime_rebuilds_a_lost_worker():
         db.close()
 
 
+def test_recover_right_after_a_worker_stops_waits_for_its_loss():
+    """``db.recover(node)`` asked before the controller has noticed the node's worker
+    is gone (here: stopped, so its connection stays open until the heartbeat timeout
+    declares it lost) waits for that loss and its recovery, instead of answering "has
+    not failed" (``ClusterRuntime.wait_recovered``'s ping)."""
+    with Cluster(workers=2, shards=1, extra=("--regime", "lineage")) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+        db.table("t").insert([(i % 3, i) for i in range(30)])
+        db.wait()
+        agg = next(n for n in db.graph() if n["kind"] == "aggregate")
+        os.kill(agg["pid"], signal.SIGSTOP)     # (the monitor SIGKILLs it once silent)
+        try:
+            report = db.recover(agg["id"])      # (no wait for the loss before it)
+        finally:
+            try:
+                os.kill(agg["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert report.automatic and report.strategy == "lineage"
+        assert agg["id"] in report.purged or report.node == agg["id"]
+        db.table("t").insert([(0, 100)])
+        db.wait()
+        assert sorted(db.view("v").all()) == [(0, 11), (1, 10), (2, 10)]
+        db.close()
+
+
 @pytest.mark.slow
 def test_a_cluster_in_the_coordinated_regime_rolls_every_node_back():
     """``noria-py serve --regime coordinated``: a killed worker's recovery sets every
