@@ -215,11 +215,17 @@ class DenseRows:
         """The entries at ``keys`` (int64, ascending, each below the arrays' length), as
         copies, of the parts touched since the last call (None for the others): where a
         checkpoint's copy of this state, as of that call (or a ``copy`` since), has to
-        be brought up to date. No part is touched afterwards."""
+        be brought up to date. A typed key part's entries are ``keys`` itself (k at
+        every key k: the part holds the key of each row, and a key gone keeps it). No
+        part is touched afterwards."""
         touched = self.touched
         self.touched = [False] * len(touched)
+        key = self.key
+        # (a typed key part holds k at every key k written: ``keys`` are its values
+        # there, with no gather; the delta only reads them)
         return RowsDelta(len(self.present), keys, self.present[keys],
-                         [p[keys] if t else None for p, t in zip(self.parts, touched)])
+                         [None if not t else keys if i == key and p.dtype == np.int64
+                          else p[keys] for i, (p, t) in enumerate(zip(self.parts, touched))])
 
     def put(self, delta: RowsDelta) -> None:
         """Write ``delta`` (``changed`` of the state this one was copied from, later on) in
