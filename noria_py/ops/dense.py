@@ -32,7 +32,9 @@ before with those it writes, the objects by identity and typed values by value a
 sign (``_same_values``). Two addresses read while both objects were alive are equal
 only for the same object. Any key gaining or losing its row, any part replaced (a
 change of type), any other path (``drop``, ``put``) touches every part; a fresh or
-copied state has every part touched. (Before ``apply_rows`` tracked them, a single small batch in
+copied state has every part touched. A typed key part, touched (a key gained its row), is
+not gathered either: it holds k at every key k a batch wrote, so its entries in the
+delta are the delta's keys themselves. (Before ``apply_rows`` tracked them, a single small batch in
 a checkpoint interval touched every part: at Figure 3's 80% load, most of the
 reader's checkpoints gathered its titles.)
 """
