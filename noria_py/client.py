@@ -1726,6 +1726,10 @@ class View(ViewFrames):
         """Upqueries for ``keys``, holes of the reader of ``k``'s shard (lock held)."""
         manager = self._db._partial
         assert manager is not None
+        return manager.fill(*self._ask(k, keys))
+
+    def _ask(self, k, keys: list) -> tuple[str, list]:
+        """The reader node of ``k``'s shard, and ``keys`` as it holds them (stored)."""
         reader = self._reader_for(k)
         rid = next(r for r, op in zip(self._entry.readers, self._readers) if op is reader)
         types = self._key_types
@@ -1733,7 +1737,7 @@ class View(ViewFrames):
             keys = [_stored(x, types[0]) for x in keys]
         else:
             keys = [tuple(_stored(x, t) for x, t in zip(key, types)) for key in keys]
-        return manager.fill(rid, keys)
+        return rid, keys
 
     def _held_key(self, key: tuple) -> Any:
         """A key of this partial view as its reader holds it (``Reader.fill``): stored
@@ -1818,8 +1822,10 @@ class View(ViewFrames):
                 if type(k) not in fits:
                     self._check_key((k,))
                 holes.setdefault(id(self._reader_for(k)), []).append(i)
-        for idx in holes.values():
-            filled = self._fill(keys[idx[0]], [keys[i] for i in idx])
+        manager = self._db._partial
+        assert manager is not None
+        asks = [self._ask(keys[idx[0]], [keys[i] for i in idx]) for idx in holes.values()]
+        for idx, filled in zip(holes.values(), manager.fill_all(asks)):
             for i, rows in zip(idx, filled):
                 out[i] = rows
 
