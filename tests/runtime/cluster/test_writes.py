@@ -1053,9 +1053,10 @@ def test_a_write_made_durable_while_an_upquery_is_sent_is_in_its_fill_once(monke
     sent, dropped at the reader's hole) after the controller took its lock for an
     upquery, and before the fill reaches the base's worker, is in the fill: the base's
     rows are computed there, in order with its writes, never from the controller's
-    copy (which does not have that write yet). The replica's ``rlog`` is set aside
-    (its message thread free: the lock's taking asks it for copies) and handed back
-    from inside the upquery."""
+    copy (which does not have that write yet; the upquery takes the lock without
+    bringing the copies up to date). The replica's ``rlog`` is set aside (its message
+    thread free: the lock's other takers ask it for copies) and handed back from
+    inside the upquery."""
     from noria_py.runtime.cluster import worker as worker_mod
     from noria_py.runtime.cluster.partial import ClusterPartial
     gate, in_upquery, aside = threading.Event(), threading.Event(), []
