@@ -1099,3 +1099,26 @@ def test_a_write_made_durable_while_an_upquery_is_sent_is_in_its_fill_once(monke
             gate.set()
         db.wait()
         assert sorted(view.lookup(1)) == [(1, 10), (1, 11)]
+
+
+def test_the_copying_lock_says_whether_this_thread_holds_it_and_plain_skips_the_copies():
+    """``_CopyingLock`` (the server's lock with ``--writes worker``): its outermost
+    taker brings the copies up to date once; ``plain`` takes the same lock without
+    that; ``_is_owned`` answers as an ``RLock``'s does (``ClusterPartial.fill`` asks
+    it when an upquery fails: it raised ``AttributeError`` before)."""
+    from noria_py.runtime.cluster.server import _CopyingLock
+    applied: list[int] = []
+    lock = _CopyingLock(lambda: applied.append(1))
+    assert not lock._is_owned()
+    with lock.plain:
+        assert lock._is_owned() and applied == []
+        with lock:                      # (the outermost taker of the copying lock)
+            with lock:
+                assert applied == [1]
+    assert not lock._is_owned()
+    with lock:
+        assert applied == [1, 1]
+        other = threading.Thread(target=lambda: applied.append(int(lock._is_owned()) + 10))
+        other.start()
+        other.join()
+    assert applied == [1, 1, 10]
