@@ -28,9 +28,12 @@ a call divided by its keys).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import noria_py
 from noria_py.runtime.cluster.launch import Cluster
@@ -78,6 +81,19 @@ def _extra(partial: bool, limit: int | None, writes: str | None) -> tuple[str, .
     return extra
 
 
+@contextlib.contextmanager
+def _served(extra: tuple[str, ...], channels: str, articles: int, votes: int, view: str,
+            rng: random.Random) -> Iterator[Any]:
+    """A cluster served with ``extra``, loaded (``_load``), its view's placement asked
+    and its base's index built (one read of a key not written): its client."""
+    with Cluster(workers=2, shards=2, extra=extra, channels=channels) as cluster:
+        db = noria_py.connect(cluster.url)
+        _load(db, articles, votes, view, rng)
+        db.view("vv").lookup(articles)
+        yield db
+        db.close()
+
+
 def misses(articles: int, votes: int, channels: str, view: str = "vote",
            writes: str | None = None, reads: int = 1000, many: int = 100
            ) -> dict[str, float]:
@@ -85,12 +101,8 @@ def misses(articles: int, votes: int, channels: str, view: str = "vote",
     before by ``lookup``, then ``reads`` others by ``lookup_many`` in calls of
     ``many``; misses/s and the p50 (ms a key) of each."""
     rng = random.Random(1)
-    with Cluster(workers=2, shards=2, extra=_extra(True, None, writes),
-                 channels=channels) as cluster:
-        db = noria_py.connect(cluster.url)
-        _load(db, articles, votes, view, rng)
+    with _served(_extra(True, None, writes), channels, articles, votes, view, rng) as db:
         v = db.view("vv")
-        v.lookup(articles)                  # (placement asked, base index built)
         keys = rng.sample(range(articles), min(articles, 2 * reads))
         one, batched = keys[:reads], keys[reads:]
         t0 = time.perf_counter()
@@ -103,7 +115,6 @@ def misses(articles: int, votes: int, channels: str, view: str = "vote",
             v.lookup_many(part)
             calls.append((time.perf_counter() - start) * 1e3 / len(part))
         t2 = time.perf_counter()
-        db.close()
     return {"lookup_rate": len(one) / (t1 - t0), "lookup_p50": statistics.median(lat),
             "many_rate": len(batched) / (t2 - t1), "many_p50": statistics.median(calls)}
 
@@ -114,18 +125,14 @@ def one(partial: bool, articles: int, votes: int, channels: str,
     """(first reads' ms, second reads' ms) of a tenth of the articles, then the views'
     and the tables' bytes (``memory()``)."""
     rng = random.Random(1)
-    with Cluster(workers=2, shards=2, extra=_extra(partial, limit, writes),
-                 channels=channels) as cluster:
-        db = noria_py.connect(cluster.url)
-        _load(db, articles, votes, view, rng)
+    with _served(_extra(partial, limit, writes), channels, articles, votes, view,
+                 rng) as db:
         v = db.view("vv")
-        v.lookup(articles)                  # (placement asked, base index built)
         keys = rng.sample(range(articles), articles // 10)
         first = _reads(v, keys)
         second = _reads(v, keys)
         views = sum(db.memory(bases=False).values())
         tables = sum(db.memory().values()) - views
-        db.close()
     return first, second, views, tables
 
 
