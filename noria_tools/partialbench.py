@@ -40,6 +40,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from noria_py import connect
+from noria_py.tuning import COMPACT_AT
 from noria_tools import workloads
 
 VIEWS = {
@@ -149,6 +150,25 @@ def build_index(db, view: str) -> int:
     return sum(db.memory().values()) - before
 
 
+def warm_kernels(partial: bool, view: str) -> None:
+    """Run what loads the engine's compiled kernels (numba's tree-clock code: once a
+    process, whatever the data) on a connection of its own, closed after: the view
+    created on one key, read, written in columnar batches past the diff log's
+    compaction (``tuning.COMPACT_AT`` messages), read again. The first run of a tree
+    compiles them into its ``__pycache__`` (tens of MB more, once): ``main`` runs this
+    in a child first, so that no measured process is the one that compiles."""
+    db = connect(partial=partial)
+    table, name = _schema(db, view, 1)
+    db.view(name).lookup(0)
+    t = db.table(table)
+    rows = [(0, i) for i in range(40)]
+    for _ in range(2 * COMPACT_AT):
+        t.insert(rows)
+    db.wait()
+    db.view(name).lookup(0)
+    db.close()
+
+
 def tables_rss(partial: bool, rows: int, more: int, keys: int, view: str, batch: int,
                seed: int, read: float = 0.0, limit: bool = False) -> dict[str, int]:
     """RSS of a process holding the bench's tables only: the same connection, schema and
@@ -157,9 +177,9 @@ def tables_rss(partial: bool, rows: int, more: int, keys: int, view: str, batch:
     while it reads (``_reads``, ``_limit_reads``). Read three times: the tables
     (``plain``); with the upquery index a partial view's first miss builds (``tables``,
     ``build_index``; partial mode only: ``index_bytes``); then after the same view was
-    created, read once and closed on a second, empty connection of the same mode
-    (``warmed``): creating a view loads the engine's compiled kernels (numba's code and
-    its modules, tens of MB, once a process, whatever the data)."""
+    created, written and read on a second connection of the same mode, closed after
+    (``warmed``: ``warm_kernels``): a view's writes load the engine's compiled kernels
+    (numba's code and its modules, tens of MB, once a process, whatever the data)."""
     db = connect(partial=partial)
     table, _ = _schema(db, view, keys, views=False)
     data = _rows(rows, more, keys, seed)
@@ -173,11 +193,7 @@ def tables_rss(partial: bool, rows: int, more: int, keys: int, view: str, batch:
     plain = rss()
     index = build_index(db, view) if partial else 0
     tables = rss()
-    warm = connect(partial=partial)
-    _, name = _schema(warm, view, 1)
-    warm.view(name).lookup(0)
-    warm.close()
-    del warm
+    warm_kernels(partial, view)
     warmed = rss()
     del bench
     return {"plain": plain, "tables": tables, "warmed": warmed, "index_bytes": index}
@@ -319,6 +335,7 @@ def main(argv: list[str]) -> int:
                    "every key read once in a random order, RSS sampled (--every)")
     p.add_argument("--every", type=int, default=10_000, help="reads between RSS samples")
     a = p.parse_args(argv)
+    in_child(warm_kernels, True, a.view)     # (the first run of a tree compiles them)
     if a.memory_limit is not None:
         return _main_limit(a)
     more = a.rows // 10 if a.more is None else a.more
