@@ -9,23 +9,26 @@ Array form. Each held key has a *slot*, a small int: slots are handed out densel
 with the key range. The slots are a ``KeyMap``'s, one for a partial reader and the
 partial operators of its path (``Holes(manager, owner)``): they hold the same keys
 (filled on the way to the reader, evicted together), so a key has the same slot in
-each, and the map sized to the key range is kept once a path rather than once a
-node. A key that is an int in [0, DENSE_LIMIT) finds its slot in the map's ``_map``,
-an int32 array indexed by key (-1: no node holds it); any other key (a negative or
-huge int, a string, a tuple of a compound key) in the dict ``_odd``. Each slot knows
+each, and the map is kept once a path rather than once a node. A key that is an int
+in [0, DENSE_LIMIT) finds its slot in the map's hashed table (few keys held: bytes a
+key held) or its dense ``_map`` (many: an int32 array indexed by key), whichever is
+smaller (``KeyMap``); any other key (a negative or huge int, a string, a tuple of a
+compound key) in the dict ``_odd``. Each slot knows
 its key (``_key``, or ``_odd_at`` for the others) and how many nodes hold it
 (``_refs``: the slot is free once none does). Each node keeps which slots it holds
 (``_held``: during a fill the aggregate holds a key the reader does not yet) and
 the bytes its keys are accounted at (``_size``). So
 
 - a columnar batch's int64 key column is turned into slots, and its rows under holes
-  dropped, with one indexing of ``_map`` and one of ``_held`` (``select``: one
-  vectorised test a batch);
+  dropped, with one indexing of ``_map`` (hashed: of its bits, then a probe of its
+  table for the keys held) and one of ``_held`` (``select``: one vectorised test a
+  batch);
 - a node keeps its state in arrays indexed by slot (``KeyedState(..., slots=True)``,
   ``KeyedCounts`` of slots): a held key costs what full state costs a key (its entry
   in the arrays) plus 9 bytes here (``_held``, ``_size``), 12 a path (``_key``,
-  ``_refs``) and 4 bytes of ``_map`` a key of the range a path, where a dict-held key
-  cost about 1 KB over the vote view's three nodes.
+  ``_refs``) and the key map's: 8-16 bytes a key held and a bit a key of the range
+  hashed, 4 bytes a key of the range dense, a path, where a dict-held key cost about
+  1 KB over the vote view's three nodes.
 
 Invariants: a key is held by a node exactly while its slot is in ``_held``
 (``slot(key) >= 0``), and then the node holds every row of it (filled by an upquery,
