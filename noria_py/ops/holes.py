@@ -356,19 +356,24 @@ class KeyMap:
         return out
 
     def _probe(self, keys: np.ndarray) -> np.ndarray:
-        """The slots of ``keys`` (each held, hashed): every key steps from its home
-        until its slot's key is it, all of them at once."""
+        """The slots of ``keys`` (each held, hashed): every key at its home, then those
+        not found there step on together while more than ``_FEW`` are left (a numpy
+        round a step), and the last few one by one (``_find``)."""
         t, stored = self._table, self._key
         mask = len(t) - 1
-        out = np.empty(len(keys), dtype=np.int64)
         pos = (keys * _KNUTH & 0xFFFFFFFF) >> self._shift
-        todo = np.arange(len(keys))
-        while len(todo):
-            s = t[pos]
-            found = stored[s] == keys
-            assert (s >= 0).all()           # (held: their bits are set)
-            out[todo[found]] = s[found]
-            todo, keys, pos = todo[~found], keys[~found], (pos[~found] + 1) & mask
+        out = t[pos].astype(np.int64)
+        assert (out >= 0).all()             # (held: their homes are taken)
+        todo = np.flatnonzero(stored[out] != keys)
+        while len(todo) > _FEW:
+            pos[todo] = at = (pos[todo] + 1) & mask
+            out[todo] = found = t[at]
+            assert (found >= 0).all()
+            todo = todo[stored[found] != keys[todo]]
+        for i in todo.tolist():
+            where = self._find(keys.item(i))
+            assert where >= 0
+            out[i] = t.item(where)
         return out
 
     def nbytes(self) -> int:
@@ -385,6 +390,9 @@ class KeyMap:
 #: Knuth's multiplicative hash constant (2**32 over the golden ratio): a mapped key
 #: (< 2**22) times it stays under 2**54, exact in an int64
 _KNUTH = 2654435761
+#: keys left probing that ``KeyMap._probe`` steps on one by one rather than in a
+#: numpy round (a round costs several µs however few keys it moves)
+_FEW = 8
 #: a dense map shorter than this stays dense, however few keys it holds
 _SMALLEST_SHRUNK = 1 << 12
 
