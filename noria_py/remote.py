@@ -362,8 +362,11 @@ class RemoteDatabase:
     def _write(self, table: str, method: str, args: list[Any]) -> None:
         """A table write: at its base's worker when the server takes writes there
         (``serve --writes worker``; asked once per table, again after ``moved``), else
-        the request ``method`` to the controller. Answered once durable; a worker lost
-        after the write was sent: ``ConnectError``, it may or may not have been
+        the request ``method`` to the controller. Answered once durable. A worker lost
+        after the write was sent, or the controller (a restart: the worker answers
+        ``doubt``): the controller, the restarted one with it, says whether it landed
+        (done) or not (sent again, with the same tag, where the base is now); a
+        ``ConnectError`` only where it cannot tell: it may or may not have been
         applied."""
         deadline = time.monotonic() + WRITE_MOVED_TIMEOUT
         tag = secrets.randbits(62) or 1     # (its name in the history: ``write_landed``)
@@ -410,8 +413,9 @@ class RemoteDatabase:
     def _write_at(self, where: tuple[str, _Link, list[Any]], method: str, args: list[Any],
                   tag: int) -> Any:
         """One write at a base's worker: None once done, a ``_Lost`` if the connection
-        broke after it was sent (``_landed`` says whether it was applied), or why it
-        was not taken there (nothing written: ask where the base is now)."""
+        broke after it was sent or the worker answered ``doubt`` (its controller was
+        lost: ``_landed`` says whether it was applied), or why it was not taken there
+        (nothing written: ask where the base is now)."""
         node, link, _ = where
         with link.lock:
             try:
@@ -439,6 +443,9 @@ class RemoteDatabase:
                     return None
                 if f[0] == "moved":
                     return str(f[2])
+                if f[0] == "doubt":     # (its controller lost: the next one says)
+                    return _Lost(f"the worker at {link.address[0]}:{link.address[1]}: "
+                                 f"{f[2]}")
                 if f[0] == "error":
                     raise errors.named(f[2], f[3])
             link.drop()

@@ -150,7 +150,7 @@ from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
 from .falkirk import take_span
 from .partial import EVICT, SIZES, Fill, WorkerPartial, source_rows, step, through_held
-from .reads import Reads, ReadServer, range_rows
+from .reads import IN_DOUBT, Reads, ReadServer, range_rows
 from .wire import (
     decode_batch,
     decode_checkpoint,
@@ -1274,19 +1274,20 @@ class Worker:
         self.inbox.put_client((CLIENT, ["cw", nid, method, args, reply, tag]))
         while not done.wait(1.0):
             if self.ended:
-                return UNKNOWN
+                return IN_DOUBT
         return out[0]
 
     def end_writes(self) -> None:
         """The message thread ends (its controller gone, or ``stop``): writes waiting
-        for the history may or may not be in it; their clients are told so."""
+        for the history may or may not be in it (on disk, with ``--data-dir``); their
+        clients are told so (``IN_DOUBT``), and ask the next controller."""
         self.ended = True
         if self.reads.write == self.client_write:
             self.reads.write = None
         for groups in (self.committing, self.accepted):
             for group in groups.values():
                 for _, _, reply, _ in group:
-                    reply(UNKNOWN)
+                    reply(IN_DOUBT)
             groups.clear()
         for f in self.deferred:
             f[4](None)                  # (never taken: nothing written)
