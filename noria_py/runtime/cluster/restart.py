@@ -38,6 +38,12 @@ Invariants, and why:
   the plan keeps every node with nothing to replay and no gap, and the catalog
   planned again in the recorded ``order`` from the recorded ``first`` number gives
   the very graph the workers hold (ids, numbers, parents); otherwise it rebuilds.
+- With ``--writes worker`` (the tables in the workers' logs, ``take_workers_logs``),
+  a write in flight at a controller's death is answered by its tag
+  (``LandedBefore``, ``DIR/landed.json``): landed exactly when the rows taken hold
+  it, sent again only when the tags of every last write of its table's log are
+  known and it is none of them, in doubt otherwise; the tags are saved before the
+  logs go, and kept across later restarts.
 """
 from __future__ import annotations
 
@@ -332,7 +338,8 @@ def take_workers_logs(data_dir: str | os.PathLike[str],
     finally:
         if st is not None:
             st.close()
-    shutil.rmtree(root, ignore_errors=True)
+    if root.exists():
+        shutil.rmtree(root)
     root.mkdir(parents=True)
     return root, landed
 

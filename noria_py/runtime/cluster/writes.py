@@ -68,7 +68,10 @@ of its logs under ``DIR/workers`` (every one there is a prefix of the same seque
 writes, but a lost owner's, which may hold writes it never had acknowledged: in doubt,
 applied whole or not at all), writes them into its own data directory's snapshot and
 deletes ``DIR/workers``; then it rebuilds every view from the tables, as a restart
-does (``restart.py``), and the workers that dial back start their logs anew.
+does (``restart.py``), and the workers that dial back start their logs anew. It keeps
+the tags of the last ``RESTART_TAGS`` writes of the very log each table's rows come
+from (``LandedTail``), so a client whose write was in flight at the controller's death
+is told it landed exactly when the rows taken hold it (``restart.LandedBefore``).
 
 Which mode a server runs (``choose``, ``serve --writes auto``; not the default yet): the one a
 data directory's tables were written in (``DIR/workers`` is there from a ``worker``
