@@ -94,11 +94,9 @@ class ClusterState:
                                      "workers": {}, "placement": {}, "numbers": 0,
                                      "anchors": {}}
         try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return
-        try:
-            got = json.loads(text)
+            got = _read_json(self.path)
+            if got is None:
+                return
             if not (isinstance(got, dict) and got.get("version") == 1
                     and isinstance(got.get("workers"), dict)
                     and isinstance(got.get("placement"), dict)
@@ -127,6 +125,16 @@ class ClusterState:
         with self.lock:
             self.data.update(changes)
             _replace(self.path, json.dumps(self.data).encode())
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON value ``path`` holds, None if there is no such file (``ValueError``
+    if it is not JSON)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    return json.loads(text)
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -380,11 +388,9 @@ class LandedBefore:
         self.restarts: list[tuple[int | None, int, dict[str, LandedTail]]] = []
         self.damaged = False
         try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return
-        try:
-            got = json.loads(text)
+            got = _read_json(self.path)
+            if got is None:
+                return
             if not (isinstance(got, dict) and got.get("version") == 1
                     and isinstance(got.get("restarts"), list)):
                 raise ValueError("not a list of restarts of version 1")

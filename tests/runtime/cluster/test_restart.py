@@ -839,20 +839,27 @@ def test_controller_sigkill_mid_load_matches_duckdb_with_writes_at_the_worker(se
     _restart_mid_load(seed, tmp_path, writes="worker")
 
 
-def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch) -> dict:
+def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
+                                          twice: bool = False) -> Counter:
     """Clients insert votes at the bases' worker (rows, columns, Arrow; each row
     unique) while the controller is SIGKILLed at a random moment and started again
     on its directory (``--writes worker --data-dir``). No client sees an error: a
     write in flight is answered ``doubt`` by its worker, and the restarted
     controller says from the tags in the workers' logs whether it landed (done) or
     not (sent again). Then the table holds every acknowledged write once and nothing
-    else, and the view counts them. Returns what the clients were told."""
+    else, and the view counts them. ``twice``: once the restarted controller is up,
+    it is SIGKILLed and started again, and the clients ask only then (the first
+    restart's tags come from ``DIR/landed.json``). Returns what the clients were
+    told."""
     import pyarrow as pa
     rng = random.Random(seed)
     told: Counter = Counter()
     landed = RemoteDatabase._landed
+    asked = threading.Event()
 
     def counted(self, *args):
+        if twice:
+            asked.wait(RECONNECT)
         said = landed(self, *args)
         told[said] += 1
         return said
@@ -894,6 +901,11 @@ def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch) -> d
         time.sleep(rng.uniform(0.0, 0.3))
         cluster.restart()
         db.wait()                                   # (the restarted controller is up)
+        if twice:
+            cluster.kill()
+            cluster.restart()
+            db.wait()
+            asked.set()
         time.sleep(rng.uniform(0.3, 0.8))
         stop.set()
         for th in threads:
@@ -922,3 +934,10 @@ def test_writes_in_flight_at_a_controller_sigkill_land_once_with_writes_at_the_w
     here, so slow; the default suite has the restart's side in process:
     ``test_a_restart_answers_writes_in_doubt_by_the_tags_in_the_workers_logs``.)"""
     _writers_through_a_controller_restart(seed, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[:4])
+def test_writes_in_flight_at_a_controller_sigkill_are_answered_after_a_second_restart(
+        seed, tmp_path, monkeypatch):
+    _writers_through_a_controller_restart(seed, tmp_path, monkeypatch, twice=True)
