@@ -1181,6 +1181,17 @@ class Worker:
         d = self.domains.get(base_id)
         if d is not None and d.alive:
             self.emit(d.write(batch))
+            if base_id in self.logs:
+                # (writes at the workers: a write the controller made, its tables'
+                # rows as a restarted controller reopens them, after the base's log
+                # was made, when its replica was named) the log, on disk too, is made
+                # again as of the base now and its replica sent it whole; else the
+                # next restart would take the table from a log without those rows
+                self.logs.pop(base_id)
+                if self.replica_of.get(base_id) is not None:
+                    self.set_replica(base_id, self.replica_of[base_id])
+                else:
+                    self._log(base_id)
 
     # ------------------------------------------------------------ requests (recovery, reads)
     # (their arguments are msgpack values as decoded, arrays as tuples; their results
@@ -1401,12 +1412,14 @@ class Worker:
 
     def _log(self, nid: str) -> WriteHistory:
         """The base's own log (made before its first write here, or when it is first
-        sent to a replica: the table as it is then, at its time then)."""
+        sent to a replica: the table as it is then, at its time then; at time 0 too:
+        a restarted controller's tables are filled into their bases before any write,
+        and its next restart takes the rows from this log, ``writes.tables_on_disk``)."""
         log = self.logs.get(nid)
         if log is None:
             d = self.domains[nid]
             at, op = d.time, cast("Base", d.node.op)
-            log = self.logs[nid] = history_from(op, at, op.snapshot() if at else None, [])
+            log = self.logs[nid] = history_from(op, at, op.snapshot(), [])
             if self.disk is not None:
                 self.disk.reset(nid, log)
             self.sent_ctrl.setdefault(nid, at)
