@@ -107,6 +107,12 @@ _ASK: Any = object()
 class _Lost(Exception):
     """(``RemoteDatabase._write_at``: the connection broke after the write was sent)"""
 
+
+class _Doubt(_Lost):
+    """(``RemoteDatabase._write_at``: the worker answered ``doubt``: its controller
+    connection ended, the controller restarted, or its worker declared lost while it
+    lives on)"""
+
 #: seconds to connect to a worker's read port (the controller's: ``connect(timeout=)``)
 CONNECT_TIMEOUT = 5.0
 #: seconds a client dials a controller that went away (restarted: restart.py) before
@@ -362,8 +368,11 @@ class RemoteDatabase:
     def _write(self, table: str, method: str, args: list[Any]) -> None:
         """A table write: at its base's worker when the server takes writes there
         (``serve --writes worker``; asked once per table, again after ``moved``), else
-        the request ``method`` to the controller. Answered once durable; a worker lost
-        after the write was sent: ``ConnectError``, it may or may not have been
+        the request ``method`` to the controller. Answered once durable. A worker lost
+        after the write was sent, or the controller (a restart: the worker answers
+        ``doubt``): the controller, the restarted one with it, says whether it landed
+        (done) or not (sent again, with the same tag, where the base is now); a
+        ``ConnectError`` only where it cannot tell: it may or may not have been
         applied."""
         deadline = time.monotonic() + WRITE_MOVED_TIMEOUT
         tag = secrets.randbits(62) or 1     # (its name in the history: ``write_landed``)
@@ -398,7 +407,15 @@ class RemoteDatabase:
                 deadline: float, lost: BaseException) -> bool:
         """A write whose worker's connection broke before its answer: whether the
         history took it (done), or not (False: it was never applied, send it again),
-        asked of the controller until it knows (``Server.m_write_landed``)."""
+        asked of the controller until it knows (``Server.m_write_landed``). One the
+        worker answered ``doubt`` is asked only of a restarted controller (the base
+        is another node now: the tags in the workers' logs say); the same base at the
+        same controller (its worker was declared lost while it lived on, and went on
+        for a while) is a ``ConnectError``, in doubt, as it was."""
+        if isinstance(lost, _Doubt):
+            said = self._call("write_placement", table)
+            if said is None or str(said[0]) == where[0]:
+                raise ConnectError(f"{lost}: it may or may not have been applied")
         while True:
             said = self._call("write_landed", table, tag, where[2], where[0])
             if said is not None:
@@ -410,8 +427,9 @@ class RemoteDatabase:
     def _write_at(self, where: tuple[str, _Link, list[Any]], method: str, args: list[Any],
                   tag: int) -> Any:
         """One write at a base's worker: None once done, a ``_Lost`` if the connection
-        broke after it was sent (``_landed`` says whether it was applied), or why it
-        was not taken there (nothing written: ask where the base is now)."""
+        broke after it was sent or the worker answered ``doubt`` (its controller was
+        lost: ``_landed`` says whether it was applied), or why it was not taken there
+        (nothing written: ask where the base is now)."""
         node, link, _ = where
         with link.lock:
             try:
@@ -439,6 +457,9 @@ class RemoteDatabase:
                     return None
                 if f[0] == "moved":
                     return str(f[2])
+                if f[0] == "doubt":     # (its controller lost: the next one says)
+                    return _Doubt(f"the worker at {link.address[0]}:{link.address[1]}: "
+                                  f"{f[2]}")
                 if f[0] == "error":
                     raise errors.named(f[2], f[3])
             link.drop()

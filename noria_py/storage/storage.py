@@ -122,6 +122,8 @@ class Recovered:
     #: a tagged log's (``Storage(tagged=True)``): the tag of each batch logged with one
     #: since the snapshot, by its lsn (those in ``later`` too)
     tags: dict[int, int] = field(default_factory=dict)
+    #: the lsn of the snapshot's last batch: the log holds the batches after it
+    start: int = 0
 
 
 @dataclass
@@ -796,6 +798,7 @@ class Storage:
                 f"so this is damage to the disk or the file, not a crash; restore the directory from a backup"
             ) from None
         snap_gen, lsn = (snap.gen, snap.lsn) if snap is not None else (0, 0)
+        start = lsn
         self._snapshot_bytes = (d / SNAPSHOT_NAME).stat().st_size if snap is not None else 0
         tables: dict[str, _Rows] = {name: _Rows(rows) for name, rows in snap.tables.items()} if snap else {}
 
@@ -854,7 +857,8 @@ class Storage:
                 report.append(f"table {name!r}: {rows.unmatched} deleted row(s) matched no stored row and were ignored")
         return Recovered(catalog=catalog, tables=out, lsn=lsn, report=report, later=after,
                          split_crc=self._split_crc if after is not None else None,
-                         split_lsn=split if after is not None else None, tags=self._tags)
+                         split_lsn=split if after is not None else None, tags=self._tags,
+                         start=start)
 
     def _damaged(self, damage: Damage) -> None:
         """Refuse to open, or (inspecting for :func:`repair`) note the damage."""

@@ -452,10 +452,20 @@ def _check_request(f: Any) -> tuple[int, tuple[Any, ...]]:
                              "bytes], ...]]")
 
 
+#: a write's outcome when its worker's message thread ended with its controller lost
+#: before the write was known durable: it may be in the logs on disk, which the next
+#: controller takes. Answered ``["doubt", id, why]``; the client then asks that
+#: controller whether it landed (``write_landed``, by its tag) and sends it again if not
+IN_DOUBT = ("doubt", "the worker taking this write lost its controller before the write "
+            "was known to be durable")
+
+
 def _write_answer(rid: int, base: str, said: Any) -> list[Any]:
     """The answer to write ``rid`` to ``base`` from what ``Worker.accept`` said."""
     if said is None:
         return ["moved", rid, f"base {base} does not take writes at this worker now"]
+    if said is IN_DOUBT:
+        return [IN_DOUBT[0], rid, IN_DOUBT[1]]
     if said:
         return ["error", rid, str(said[0]), str(said[1])]
     return ["ok", rid, None]
@@ -537,7 +547,8 @@ class ReadServer:
         """``["write", id, base, method, args, tag]`` (``serve --writes worker``; ``tag``,
         the client's random name for it, goes with it to the history): answered ``["ok",
         id, None]`` once durable and passed on, ``["error", ...]`` if refused (nothing
-        changed), ``["moved", ...]`` if the base is not here (nothing written)."""
+        changed), ``["moved", ...]`` if the base is not here (nothing written),
+        ``["doubt", ...]`` if the controller was lost meanwhile (``IN_DOUBT``)."""
         if not (len(f) == 6 and type(f[1]) is int and type(f[2]) is str
                 and type(f[3]) is str and type(f[4]) is tuple and type(f[5]) is int):
             raise wire.ProtocolError('expected ["write", id, base, method, args, tag]')

@@ -38,10 +38,17 @@ Invariants, and why:
   the plan keeps every node with nothing to replay and no gap, and the catalog
   planned again in the recorded ``order`` from the recorded ``first`` number gives
   the very graph the workers hold (ids, numbers, parents); otherwise it rebuilds.
+- With ``--writes worker`` (the tables in the workers' logs, ``take_workers_logs``),
+  a write in flight at a controller's death is answered by its tag
+  (``LandedBefore``, ``DIR/landed.json``): landed exactly when the rows taken hold
+  it, sent again only when the tags of every last write of its table's log are
+  known and it is none of them, in doubt otherwise; the tags are saved before the
+  logs go, and kept across later restarts.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -58,10 +65,12 @@ from sql_frontend.catalog import DictCatalog
 from ...errors import CorruptionError, Error
 from ...storage import Storage, codec
 from ...storage.log import BATCH, COLUMNS, LOG_HEADER_SIZE, FrameScanner
-from .writes import tables_on_disk
+from .writes import LandedTail, tables_on_disk
 
-__all__ = ["Adoption", "ClusterState", "FILE", "REJOIN_TIMEOUT", "REJOIN_WAIT",
-           "logged_batches", "plan_adoption"]
+__all__ = ["Adoption", "ClusterState", "FILE", "LANDED_FILE", "LandedBefore", "REJOIN_TIMEOUT",
+           "REJOIN_WAIT", "logged_batches", "plan_adoption", "take_workers_logs"]
+
+log = logging.getLogger("noria_py.cluster")
 
 FILE = "cluster.json"
 #: seconds a worker whose controller died serves reads and tries to rejoin before it
@@ -85,11 +94,9 @@ class ClusterState:
                                      "workers": {}, "placement": {}, "numbers": 0,
                                      "anchors": {}}
         try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return
-        try:
-            got = json.loads(text)
+            got = _read_json(self.path)
+            if got is None:
+                return
             if not (isinstance(got, dict) and got.get("version") == 1
                     and isinstance(got.get("workers"), dict)
                     and isinstance(got.get("placement"), dict)
@@ -117,18 +124,35 @@ class ClusterState:
         write the file."""
         with self.lock:
             self.data.update(changes)
-            tmp = self.path.with_name(FILE + ".new")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.data, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            dfd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            _replace(self.path, json.dumps(self.data).encode())
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON value ``path`` holds, None if there is no such file (``ValueError``
+    if it is not JSON)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    return json.loads(text)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """``path`` replaced whole by ``data`` (mode 0600), durably: an fsynced write to
+    ``path.new`` (not ``.tmp``: opening the storage removes those) and a rename, the
+    directory fsynced; a crash leaves the old file or the new one."""
+    tmp = path.with_name(path.name + ".new")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 def _anchors_ok(anchors: Any) -> bool:
@@ -285,20 +309,27 @@ def logged_batches(data_dir: str | os.PathLike[str]) -> dict[str, list[int]]:
     return out
 
 
-def take_workers_logs(data_dir: str | os.PathLike[str]) -> Path:
+def take_workers_logs(data_dir: str | os.PathLike[str],
+                      numbers: int) -> tuple[Path, LandedBefore]:
     """``serve --writes worker --data-dir DIR`` starting: the tables' rows the workers
     of a controller before left in their logs (``DIR/workers``: ``writes.DiskLogs``),
     each table's from the longest of its logs (``writes.tables_on_disk``), are written
     into the data directory's own snapshot (with the rows it holds of the other
     tables), durably, and only then is ``DIR/workers`` deleted; so the engine opens
     the directory with every acknowledged write, and rebuilds the views from it. Done
-    before any worker joins (each starts its logs anew there). Returns
-    ``DIR/workers``, made empty."""
+    before any worker joins (each starts its logs anew there). The tags of those
+    logs' last writes are kept first (``LandedBefore``, ``DIR/landed.json``), as the
+    restart of the controller whose node numbers ended at ``numbers`` (cluster.json:
+    its nodes, those the writes were sent to, are numbered up to there). Returns
+    ``DIR/workers``, made empty, and the tags kept."""
     root = Path(data_dir) / "workers"
-    if root.exists():
-        st = Storage(data_dir)
-        try:
-            tables = set()
+    landed = LandedBefore(data_dir)
+    tables: set[str] = set()
+    found: dict[str, list[tuple[Any, ...]]] = {}
+    tails: dict[str, LandedTail] = {}
+    st = Storage(data_dir) if root.exists() else None
+    try:
+        if st is not None:
             for sql in st.catalog:
                 try:
                     stmt = sql_frontend.parse(sql, DictCatalog())
@@ -306,11 +337,113 @@ def take_workers_logs(data_dir: str | os.PathLike[str]) -> Path:
                     continue                    # (a view: not a table)
                 if isinstance(stmt, lp.CreateTable):
                     tables.add(stmt.schema.name.lower())
-            found = tables_on_disk(root, tables)
-            if found:
-                st.snapshot({**st.load().tables, **found})
-        finally:
+            found, tails = tables_on_disk(root, tables)
+        # (a table without a log had no write land in it: none is in doubt)
+        landed.add(numbers, {t: tails.get(t, LandedTail()) for t in tables})
+        landed.save()                           # (before the logs it was read from go)
+        if st is not None and found:
+            st.snapshot({**st.load().tables, **found})
+    finally:
+        if st is not None:
             st.close()
+    if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    return root
+    return root, landed
+
+
+LANDED_FILE = "landed.json"
+#: the restarts whose tags ``LandedBefore`` keeps: a client asks whether its write in
+#: doubt landed within ``remote.WRITE_MOVED_TIMEOUT`` (60 s) of sending it, and a
+#: restart takes seconds (a process's start alone: 3 s here)
+RESTARTS_KEPT = 16
+
+
+class LandedBefore:
+    """Which writes sent to the controllers before this one landed, by their tags
+    (``DIR/landed.json``; docs/architecture.md, "Controller restart"): per restart,
+    the range of node numbers of the controller it followed, ``(after, upto]``, and
+    per table what its workers' logs said of their last writes
+    (``writes.LandedTail``).
+
+    ``landed(node, table, tag)``: True if any restart's logs held the tag (a random
+    62-bit name, given once per write: the write is in the rows taken); False if
+    the restart that followed ``node``'s controller knew the tags of all of the
+    table's last writes (``complete``) and this is none of them: the write never
+    landed, and can never land now (its worker's message thread ended with its
+    controller; a worker that dials back starts anew, renumbered nodes, empty
+    logs), so it may be sent again; None (in doubt) otherwise: that restart's tags
+    are not known (the file damaged, or the restart more than ``RESTARTS_KEPT``
+    ago), or the log held untagged writes among its last.
+
+    Invariants: the file is replaced whole (an fsynced write and rename) and saved
+    before the logs it was read from are deleted, so a restart that crashes after
+    taking them finds them again; a second restart keeps the first's tags beside its
+    own, so a client asking only after that finds its answer."""
+
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(data_dir) / LANDED_FILE
+        #: (after, upto, table -> its tail); ``after`` None: not known (the file was
+        #: damaged when this restart came), oldest first
+        self.restarts: list[tuple[int | None, int, dict[str, LandedTail]]] = []
+        self.damaged = False
+        try:
+            got = _read_json(self.path)
+            if got is None:
+                return
+            if not (isinstance(got, dict) and got.get("version") == 1
+                    and isinstance(got.get("restarts"), list)):
+                raise ValueError("not a list of restarts of version 1")
+            for r in got["restarts"]:
+                after, upto, tables = r["after"], r["upto"], r["tables"]
+                if not ((after is None or type(after) is int) and type(upto) is int
+                        and isinstance(tables, dict)):
+                    raise ValueError(f"a restart is not well formed: {r!r}"[:200])
+                self.restarts.append((after, upto, {
+                    str(t): LandedTail([int(x) for x in v["tags"]], bool(v["complete"]))
+                    for t, v in tables.items()}))
+        except (ValueError, KeyError, TypeError) as e:
+            log.error("%s is damaged (%s): writes in doubt sent to the controllers before "
+                      "are answered in doubt", self.path, e)
+            self.restarts, self.damaged = [], True
+
+    def add(self, upto: int, tables: Mapping[str, LandedTail]) -> None:
+        """This restart's: the tables' tails, of the controller whose node numbers
+        ended at ``upto`` (after the last restart's ``upto``). A restart again at the
+        same number (one that crashed while taking them, or a controller that made
+        no node) merges with it."""
+        prev = [r for r in self.restarts if r[1] < upto]
+        after = None if self.damaged and not prev else max((r[1] for r in prev), default=0)
+        same = [r for r in self.restarts if r[1] == upto]
+        if same:
+            after, _, known = same[0]
+            self.restarts.remove(same[0])
+            merged = dict(known)
+            for t, tail in tables.items():
+                had = merged.get(t)
+                merged[t] = tail if had is None else LandedTail(
+                    list(dict.fromkeys(had.tags + tail.tags)), had.complete and tail.complete)
+            tables = merged
+        self.restarts.append((after, upto, dict(tables)))
+        self.restarts.sort(key=lambda r: r[1])
+        del self.restarts[:-RESTARTS_KEPT]
+
+    def save(self) -> None:
+        data = {"version": 1, "restarts": [
+            {"after": a, "upto": u, "tables": {t: {"tags": v.tags, "complete": v.complete}
+                                               for t, v in ts.items()}}
+            for a, u, ts in self.restarts]}
+        _replace(self.path, json.dumps(data).encode())
+
+    def landed(self, node: str, table: str, tag: int) -> bool | None:
+        if any(tag in ts[table].tags for _, _, ts in self.restarts if table in ts):
+            return True
+        m = re.fullmatch(r"n(\d+)(?:\.\d+)?", node)
+        if m is None:
+            return None
+        n = int(m.group(1))
+        for after, upto, ts in self.restarts:
+            if after is not None and after < n <= upto:
+                tail = ts.get(table)
+                return False if tail is not None and tail.complete else None
+        return None

@@ -78,6 +78,7 @@ from .restart import (
     REJOIN_WAIT,
     Adoption,
     ClusterState,
+    LandedBefore,
     logged_batches,
     plan_adoption,
     take_workers_logs,
@@ -309,9 +310,13 @@ class Server:
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints, channels, barrier_every, writes,
                                       policies, determinant_depth, standbys)
-        if writes == "worker" and data_dir is not None:
+        #: (``--writes worker --data-dir``) which writes sent to the controllers before
+        #: this one landed, from their workers' logs (``m_write_landed``)
+        self.landed_before: LandedBefore | None = None
+        if writes == "worker" and data_dir is not None and self.state is not None:
             # (before any worker joins: its config names its directory there)
-            self.runtime.disk = take_workers_logs(data_dir)
+            self.runtime.disk, self.landed_before = take_workers_logs(
+                data_dir, self.state.data["numbers"])
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
@@ -787,18 +792,21 @@ class Server:
                        sent_to: str) -> bool | None:
         """Whether the write tagged ``tag``, sent to table ``name``'s base ``sent_to`` at
         the worker at ``address`` (as ``write_placement`` gave them) whose connection
-        then broke, is in the history: True, or False (never applied: send it again),
-        once that worker is known lost or the base is elsewhere; None while it may
-        still land (that worker still has the base). Sent to a base of the controller
-        before a restart (another node: node ids are renumbered), it may be in the
-        workers' logs this one started from, whose writes' tags are not kept: a
-        ``ConnectError``, in doubt (applied whole or not at all), as any request under
-        way when a controller dies."""
+        then broke (or which answered ``doubt``: its controller was lost), is in the
+        history: True, or False (never applied: send it again), once that worker is
+        known lost or the base is elsewhere; None while it may still land (that worker
+        still has the base). Sent to a base of a controller before a restart (another
+        node: node ids are renumbered), the tags its workers' logs held say
+        (``restart.LandedBefore``); where they cannot tell, a ``ConnectError``, in
+        doubt (applied whole or not at all)."""
         with self.lock:
             node = self.db.table(name)._entry.node
-        if sent_to != node and self.runtime.disk is not None:
-            raise ConnectError(f"a write to table {name!r} sent before the controller "
-                               "restarted: it may or may not have been applied")
+        if sent_to != node and self.landed_before is not None:
+            said = self.landed_before.landed(sent_to, name.lower(), tag)
+            if said is None:
+                raise ConnectError(f"a write to table {name!r} sent before the controller "
+                                   "restarted: it may or may not have been applied")
+            return said
         if self.runtime.has_landed(node, tag):
             return True
         now = self._when_up(f"table {name!r}", [node],

@@ -150,7 +150,7 @@ from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
 from .falkirk import take_span
 from .partial import EVICT, SIZES, Fill, WorkerPartial, source_rows, step, through_held
-from .reads import Reads, ReadServer, collector_paused, range_rows
+from .reads import IN_DOUBT, Reads, ReadServer, collector_paused, range_rows
 from .wire import (
     decode_batch,
     decode_checkpoint,
@@ -1189,6 +1189,17 @@ class Worker:
         d = self.domains.get(base_id)
         if d is not None and d.alive:
             self.emit(d.write(batch))
+            if base_id in self.logs:
+                # (writes at the workers: a write the controller made, its tables'
+                # rows as a restarted controller reopens them, after the base's log
+                # was made, when its replica was named) the log, on disk too, is made
+                # again as of the base now and its replica sent it whole; else the
+                # next restart would take the table from a log without those rows
+                self.logs.pop(base_id)
+                if self.replica_of.get(base_id) is not None:
+                    self.set_replica(base_id, self.replica_of[base_id])
+                else:
+                    self._log(base_id)
 
     # ------------------------------------------------------------ requests (recovery, reads)
     # (their arguments are msgpack values as decoded, arrays as tuples; their results
@@ -1282,19 +1293,20 @@ class Worker:
         self.inbox.put_client((CLIENT, ["cw", nid, method, args, reply, tag]))
         while not done.wait(1.0):
             if self.ended:
-                return UNKNOWN
+                return IN_DOUBT
         return out[0]
 
     def end_writes(self) -> None:
         """The message thread ends (its controller gone, or ``stop``): writes waiting
-        for the history may or may not be in it; their clients are told so."""
+        for the history may or may not be in it (on disk, with ``--data-dir``); their
+        clients are told so (``IN_DOUBT``), and ask the next controller."""
         self.ended = True
         if self.reads.write == self.client_write:
             self.reads.write = None
         for groups in (self.committing, self.accepted):
             for group in groups.values():
                 for _, _, reply, _ in group:
-                    reply(UNKNOWN)
+                    reply(IN_DOUBT)
             groups.clear()
         for f in self.deferred:
             f[4](None)                  # (never taken: nothing written)
@@ -1408,12 +1420,14 @@ class Worker:
 
     def _log(self, nid: str) -> WriteHistory:
         """The base's own log (made before its first write here, or when it is first
-        sent to a replica: the table as it is then, at its time then)."""
+        sent to a replica: the table as it is then, at its time then; at time 0 too:
+        a restarted controller's tables are filled into their bases before any write,
+        and its next restart takes the rows from this log, ``writes.tables_on_disk``)."""
         log = self.logs.get(nid)
         if log is None:
             d = self.domains[nid]
             at, op = d.time, cast("Base", d.node.op)
-            log = self.logs[nid] = history_from(op, at, op.snapshot() if at else None, [])
+            log = self.logs[nid] = history_from(op, at, op.snapshot(), [])
             if self.disk is not None:
                 self.disk.reset(nid, log)
             self.sent_ctrl.setdefault(nid, at)

@@ -68,7 +68,10 @@ of its logs under ``DIR/workers`` (every one there is a prefix of the same seque
 writes, but a lost owner's, which may hold writes it never had acknowledged: in doubt,
 applied whole or not at all), writes them into its own data directory's snapshot and
 deletes ``DIR/workers``; then it rebuilds every view from the tables, as a restart
-does (``restart.py``), and the workers that dial back start their logs anew.
+does (``restart.py``), and the workers that dial back start their logs anew. It keeps
+the tags of the last ``RESTART_TAGS`` writes of the very log each table's rows come
+from (``LandedTail``), so a client whose write was in flight at the controller's death
+is told it landed exactly when the rows taken hold it (``restart.LandedBefore``).
 
 Which mode a server runs (``choose``, ``serve --writes auto``; not the default yet): the one a
 data directory's tables were written in (``DIR/workers`` is there from a ``worker``
@@ -83,6 +86,7 @@ import collections
 import logging
 import shutil
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -374,13 +378,39 @@ def disk_tail(dirs: list[Path], nid: str, n: int) -> tuple[list[Batch], list[int
     return best
 
 
-def tables_on_disk(root: Path, tables: Collection[str]) -> dict[str, list[tuple[Any, ...]]]:
+#: a restarted controller keeps what the workers' logs say of the tags of the last
+#: this many writes of each table (``tables_on_disk``, ``restart.LandedBefore``). Every
+#: write in doubt at a controller's death is among them: a write is in doubt only
+#: while its group is in flight (a group is acknowledged once durable, and only a
+#: durable write is ever trimmed), and at most one write per connection is in flight
+#: to a base at once (a read port takes a connection's next write after answering
+#: the last; ``reads.MAX_READ_CONNECTIONS``, 256, per worker), plus the controller's
+#: own (``forward``: one at a time, under its lock): 257 at most, so four times that
+RESTART_TAGS = 1024
+
+
+@dataclass
+class LandedTail:
+    """What a restarted controller knows of the last ``RESTART_TAGS`` writes of a
+    table's log on its workers' disks: their tags (``tags``), and whether each of
+    those writes has its tag there (``complete``). A write in a log made whole (a
+    restored base's, a new replica's ``rfull``) has none, its tag not being sent with
+    it; then a tag not found may yet be such a write's."""
+
+    tags: list[int] = field(default_factory=list)
+    complete: bool = True
+
+
+def tables_on_disk(root: Path, tables: Collection[str]
+                   ) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str, LandedTail]]:
     """For a restarted controller: each of ``tables`` that has a log under ``root``
-    (``DIR/workers``), its rows from the longest of them (the most writes). A torn
-    last record is cut and logged; a damaged log is logged and passed over where
-    another log of its table opens, and refused (``CorruptionError``, naming the file
-    and offset) where none does."""
-    best: dict[str, tuple[int, list[tuple[Any, ...]]]] = {}
+    (``DIR/workers``), its rows from the longest of them (the most writes; of two as
+    long, the one with more tags), and the tags of the last ``RESTART_TAGS`` writes
+    of that same log (``LandedTail``: so a write is found landed exactly when the
+    rows taken hold it). A torn last record is cut and logged; a damaged log is
+    logged and passed over where another log of its table opens, and refused
+    (``CorruptionError``, naming the file and offset) where none does."""
+    best: dict[str, tuple[tuple[int, int], Recovered]] = {}
     damaged: dict[str, StorageError] = {}
     for d in sorted(root.glob("*/*")):
         table = unquote(d.name)
@@ -390,12 +420,17 @@ def tables_on_disk(root: Path, tables: Collection[str]) -> dict[str, list[tuple[
         if isinstance(rec, StorageError):
             damaged.setdefault(table, rec)
             continue
-        if table not in best or rec.lsn > best[table][0]:
-            best[table] = (rec.lsn, rec.tables.get(table, []))
+        if table not in best or (rec.lsn, len(rec.tags)) > best[table][0]:
+            best[table] = ((rec.lsn, len(rec.tags)), rec)
     for table, refused in damaged.items():
         if table not in best:
             raise refused
-    return {t: rows for t, (_, rows) in best.items()}
+    landed = {}
+    for table, (_, rec) in best.items():
+        tail = range(max(rec.start, rec.lsn - RESTART_TAGS) + 1, rec.lsn + 1)
+        landed[table] = LandedTail([rec.tags[k] for k in tail if k in rec.tags],
+                                   all(k in rec.tags for k in tail))
+    return {t: rec.tables.get(t, []) for t, (_, rec) in best.items()}, landed
 
 
 def _read_log(d: Path, what: str, split_at: int | None = None) -> Recovered | StorageError:

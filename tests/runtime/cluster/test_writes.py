@@ -625,8 +625,8 @@ def test_a_bases_log_on_disk_is_its_log_in_memory_and_is_trimmed_by_the_same_rul
     other = DiskLogs(tmp_path / "w2")               # (a replica one write behind)
     other.reset("n1", _log_of(op, 12, [(i,) for i in range(1, 13)], []))
     other.close()
-    assert sorted(tables_on_disk(tmp_path, {"t"})["t"]) == [(i,) for i in range(1, 14)]
-    assert tables_on_disk(tmp_path, {"u"}) == {}    # (not a table of the catalog)
+    assert sorted(tables_on_disk(tmp_path, {"t"})[0]["t"]) == [(i,) for i in range(1, 14)]
+    assert tables_on_disk(tmp_path, {"u"}) == ({}, {})    # (not a table of the catalog)
 
 
 def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_path,
@@ -720,7 +720,7 @@ def test_a_torn_last_record_on_disk_is_cut_and_reported_and_damage_is_refused(
         assert disk_tail([d2], "n1", 2) is None
         assert "refused" in caplog.text
         assert [b.rows for b in disk_tail([d2, d1], "n1", 2)[0]] == [[(2,)], [(3,)]]
-        assert sorted(tables_on_disk(tmp_path, {"t"})["t"]) == [(i,) for i in range(4)]
+        assert sorted(tables_on_disk(tmp_path, {"t"})[0]["t"]) == [(i,) for i in range(4)]
     shutil.rmtree(d1)
     with pytest.raises(CorruptionError, match="damaged at byte"):
         tables_on_disk(tmp_path, {"t"})
