@@ -1506,20 +1506,28 @@ class ClusterRuntime(Runtime):
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
         """A worker's base holds no rows (they are here), so it gets only the writes
         after ``low``, which its children may still ask for, in parts of at most
-        ``BASE_PART_ROWS`` rows."""
-        table = None
+        ``BASE_PART_ROWS`` rows. With writes at the workers, the base keeps its rows
+        there: its history here is completed from its log replica first; placed on
+        that replica (``_log_replica_host``), the base is rebuilt from the log there
+        (``promote_base``: nothing sent); elsewhere, the whole table goes, as of the
+        history's start, then every write after."""
+        w = self.worker_of(node_id)
+        n: int | None = None
         if self.at_workers:
             self.complete_history(node_id)
-            # its worker keeps the rows: the whole table goes, as of the history's
-            # start, then every write after
-            start, rows_then, writes = self.durable[node_id].table()
-            table = encode_batch(rows_then)
-        else:
-            start, writes = self.durable[node_id].since(low)
-        w = self.worker_of(node_id)
-        part, _ = self.history_parts(w, node_id, writes)
-        n: int = self.ask(w, "restore_base", node_id, part, seen, low, start,
-                          *(() if table is None else (table,)))
+            if self.replicas.get(node_id) == w.name:
+                n = self.ask(w, "promote_base", node_id, seen, low,
+                             len(self.durable[node_id]))
+        if n is None:
+            table = None
+            if self.at_workers:
+                start, rows_then, writes = self.durable[node_id].table()
+                table = encode_batch(rows_then)
+            else:
+                start, writes = self.durable[node_id].since(low)
+            part, _ = self.history_parts(w, node_id, writes)
+            n = self.ask(w, "restore_base", node_id, part, seen, low, start,
+                         *(() if table is None else (table,)))
         self.drop_lost_logs(node_id)        # (its new log is on its new worker's disk)
         with self.lock:
             self.restored.add(node_id)
@@ -1666,6 +1674,8 @@ class ClusterRuntime(Runtime):
                 if n in gone and n in self.placement:
                     # (the causal regime's warm standby of it takes it over where it is)
                     standby = None if self.causal is None else self.causal.standby_host(n)
+                    if standby is None:
+                        standby = self._log_replica_host(n)
                     spare = (self.workers[standby] if standby is not None
                              else spare_for.get(self.placement[n], first))
                     self.placement[n] = spare.name
@@ -1685,6 +1695,16 @@ class ClusterRuntime(Runtime):
                 if o.alive:
                     o.put(["place", moved])
         return first
+
+    def _log_replica_host(self, base: str) -> str | None:
+        """Where a lost owner's base comes back (lock held): on its live log replica,
+        which holds its log (the table as of a trim, every write since), so that no
+        table crosses the network (``restore_base``); None (a spare): no live replica,
+        or writes at the controller."""
+        if not self.at_workers or base not in self.durable:
+            return None
+        r = self.workers.get(self.replicas.get(base) or "")
+        return r.name if r is not None and r.alive and r in self.active else None
 
     def _recover_workers(self, losses: list[WorkerHandle], nodes: list[str]) -> None:
         lost = losses[0]
