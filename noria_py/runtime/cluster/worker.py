@@ -229,6 +229,11 @@ UNKNOWN = ["OperationalError", "the worker taking this write lost its controller
            "the write was known to be durable: it may or may not have been applied"]
 #: the inbox's source of a client's write (a read thread's ``["cw", ...]``)
 CLIENT = "\0client"
+#: the inbox's source of this worker's own frames (a base's whole log, packed by a
+#: thread of its own: ``["wlog", ...]``)
+SELF = "\0self"
+#: the sources whose frames are not a peer's
+LOCAL = frozenset((CONTROLLER, CLIENT, SELF))
 PEER_FRAMES = frozenset(("msg", "bar", "progress", "trunc", "drop_from", "fill",
                          "rlog", "rfull", "rdur", "rtrim"))
 #: ``replica_of``'s value for a base whose replica was lost: its writes wait for the
@@ -372,11 +377,14 @@ class Worker:
         #: per base, where its group in flight went (a replica's name, None: the
         #: controller's history)
         self.committing_via: dict[str, str | None] = {}
-        #: per base, a new replica being sent the whole log (``set_replica``) and how
-        #: many of the frames sent it meanwhile (the whole log, then each group) it
-        #: has not answered yet: until it has answered them all, each group is made
-        #: durable in the controller's history and copied to it as well
+        #: per base, a new replica being sent the whole log (``set_replica``): [its
+        #: name, how many of the frames sent it meanwhile (the whole log, then each
+        #: group) it has not answered yet, the groups' frames held until the whole log
+        #: is sent (None once it is), this fill's number]: until it has answered them
+        #: all, each group is made durable in the controller's history and copied to
+        #: it as well
         self.filling: dict[str, list[Any]] = {}
+        self.fills = 0
         #: the logs of bases hosted elsewhere that this worker is the replica of, and
         #: their owners' frames for a base whose catalog change is still on its way
         self.replica_logs = ReplicaLogs()
@@ -1432,7 +1440,11 @@ class Worker:
             self.send(["hist", nid, encoded, tags])
             filling = self.filling.get(nid)
             if filling is not None:     # (its log behind its whole log, in order)
-                self.links.send(filling[0], ["rlog", nid, encoded, tags])
+                frame = ["rlog", nid, encoded, tags]
+                if filling[2] is None:
+                    self.links.send(filling[0], frame)
+                else:
+                    filling[2].append(frame)
                 filling[1] += 1
         else:
             self.links.send(via, ["rlog", nid, encoded, tags])
@@ -1535,16 +1547,45 @@ class Worker:
             log = self._log(nid)
             start, table, writes = log.table()
             resend = group if group and via is not None else []
-            self.links.send(name, ["rfull", nid, start, encode_batch(table),
-                                   [encode_batch(b) for b in writes], len(resend),
-                                   [tag for _, _, _, tag in resend]])
             if resend:
+                self.links.send(name, ["rfull", nid, start, encode_batch(table),
+                                       [encode_batch(b) for b in writes], len(resend),
+                                       [tag for _, _, _, tag in resend]])
                 self.committing_via[nid] = name
             else:
                 self.replica_of[nid] = None
-                self.filling[nid] = [name, 1]
+                self.fills += 1
+                self.filling[nid] = [name, 1, [], self.fills]
+                threading.Thread(target=self._pack_whole_log, name=f"log {nid}", daemon=True,
+                                 args=(nid, name, self.fills, start, table, writes)).start()
         if not group:
             self.commit(nid)
+
+    def _pack_whole_log(self, nid: str, name: str, fill: int, start: int, table: Batch,
+                        writes: list[Batch]) -> None:
+        """A thread's body: a base's whole log for its new replica ``name``, encoded
+        and packed off the message thread (tens of MB at a few million rows, which
+        would hold back its clients' writes and a recovery's questions), then handed
+        to it (``["wlog", ...]``, ``whole_log_packed``); an error ends the message
+        thread (the worker is then lost)."""
+        try:
+            frame = wire.Packed(["rfull", nid, start, encode_batch(table),
+                                 [encode_batch(b) for b in writes], 0, []])
+            self.inbox.put_fast((SELF, ["wlog", nid, name, fill, frame]))
+        except BaseException as e:
+            self.inbox.put((SELF, e))
+
+    def whole_log_packed(self, nid: str, name: str, fill: int, frame: wire.Packed) -> None:
+        """The whole log of fill ``fill`` packed: sent to the replica, then the groups'
+        copies held for it meanwhile (nothing, if the replica changed since)."""
+        filling = self.filling.get(nid)
+        if filling is None or filling[0] != name or filling[3] != fill:
+            return
+        self.links.send(name, frame)
+        for f in filling[2]:
+            self.links.send(name, f)
+        filling[2] = None
+        self.links.flush()
 
     def replica_frame(self, f: Sequence[Any], src: str) -> None:
         """A base's log kept here for its owner (``rlog``, ``rfull``, ``rtrim``), or this
@@ -1952,13 +1993,13 @@ class Worker:
                     raise f
                 reads.version += 1
                 try:
-                    if src != CONTROLLER and f[0] not in PEER_FRAMES and src != CLIENT:
+                    if src not in LOCAL and f[0] not in PEER_FRAMES:
                         raise wire.ProtocolError(f"frame {f[0]!r} from peer {src}")
                     if self.frame(f, src):
                         return
                 finally:
                     reads.version += 1
-                if src != CONTROLLER and src != CLIENT:
+                if src not in LOCAL:
                     links.handled[src] += 1
                 if reads.pending:
                     reads.serve_pending()
@@ -2005,6 +2046,8 @@ class Worker:
             self.replica_frame(f, src)
         elif op == "replica":
             self.set_replica(f[1], f[2])
+        elif op == "wlog" and src == SELF:
+            self.whole_log_packed(f[1], f[2], f[3], f[4])
         elif op == "progress":
             self.progress(*f[1:])
         elif op == "trunc":

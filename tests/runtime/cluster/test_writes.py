@@ -382,6 +382,41 @@ def test_lineage_regime_sigkill_soak_with_writes_at_the_worker(seed, monkeypatch
 
 
 @pytest.mark.slow
+def test_a_lost_owners_base_comes_back_on_its_log_replica_twice_over():
+    """The base's worker SIGKILLed: its base comes back on the worker of its log
+    replica (rebuilt from the log there: ``promote_base``), whose new replica is
+    another worker (sent the whole log while the writes go on: ``filling``); that
+    worker SIGKILLed in turn, the base comes back on that new replica, whose log took
+    every write made meanwhile. Every write lands once."""
+    with Cluster(workers=2, shards=1, extra=WORKER) as c:
+        db = _votes(c)
+        t = db.table("vote")
+        want: collections.Counter[int] = collections.Counter()
+
+        def write(n: int) -> None:
+            for i in range(n):
+                t.insert([(i % 3, j) for j in range(10)])
+                want[i % 3] += 10
+        write(30)
+        db.wait()
+        for _ in range(2):
+            (base,) = [n for n in db.graph() if n["kind"] == "base"]
+            assert base["replica_pid"] not in (None, base["pid"])
+            os.kill(base["pid"], signal.SIGKILL)
+            write(20)                           # (the first ones in flight at the kill)
+            db.wait()
+            (now,) = [n for n in db.graph() if n["kind"] == "base"]
+            assert now["pid"] == base["replica_pid"], (base, now)   # (on its replica)
+            assert now["replica_pid"] not in (None, now["pid"], base["pid"])
+            write(20)
+            db.wait()
+            for k in range(3):
+                assert db.view("votes").lookup(k) == [(k, want[k])]      # each once
+        assert db.execute("SELECT COUNT(*) FROM vote").rows == [(sum(want.values()),)]
+        db.close()
+
+
+@pytest.mark.slow
 def test_a_lost_log_replica_is_replaced_and_no_write_is_lost():
     """Writers insert at the base's worker while its log replica is SIGKILLed: the
     writes in flight wait for the next replica (sent the whole log first), none is
