@@ -679,13 +679,19 @@ class ClusterRuntime(Runtime):
         seen = set(known) if known_some else ()
         known.extend(t for t in tags if type(t) is int and t and t not in seen)
 
-    def choose_replicas(self, renamed: Collection[str] = ()) -> None:
+    def choose_replicas(self, renamed: Collection[str] = (), recovering: bool = False
+                        ) -> None:
         """Name each base's log replica (writes at the workers; ``writes.py``) where it
         has none alive, and for the bases in ``renamed`` (moved to a new owner) again:
         the first live active worker in placement order (a spare if no other is
         active) that hosts neither the base nor, where it can, its children; None when
         no other worker is alive. The owner hears it after anything sent to it before
-        (a restore, the fence of a loss)."""
+        (a restore, the fence of a loss). ``recovering``: a worker hosting nodes was
+        lost, and the recovery that follows names the replicas once done; meanwhile a
+        base whose replica was lost takes None (the controller's history is its log,
+        its writes go on), so that no whole log is sent to a worker while it takes
+        over the lost nodes (tens of MB at a few million rows, ahead of their
+        messages)."""
         if not self.at_workers or not self.direct:
             return
         with self.lock:
@@ -703,7 +709,7 @@ class ClusterRuntime(Runtime):
                 children = {self.placement.get(c) for c in self.graph[base].children}
                 best = next((w for w in others if w.name not in children),
                             others[0] if others else None)
-                name = None if best is None else best.name
+                name = None if best is None or recovering else best.name
                 if known and name == now:
                     continue
                 self.replicas[base] = name
@@ -1022,7 +1028,8 @@ class ClusterRuntime(Runtime):
                 self.save()
             except OSError:
                 pass                         # (logged; the next change writes it again)
-        self.choose_replicas()              # (for the bases whose replica it was)
+        # (for the bases whose replica it was; named at once unless a recovery follows)
+        self.choose_replicas(recovering=bool(mine) and not self.closed)
         if mine and not self.closed:
             self.lost.put(([w], mine, 1))
         elif not self.closed and self.address is not None:
