@@ -683,13 +683,19 @@ class ClusterRuntime(Runtime):
         seen = set(known) if known_some else ()
         known.extend(t for t in tags if type(t) is int and t and t not in seen)
 
-    def choose_replicas(self, renamed: Collection[str] = ()) -> None:
+    def choose_replicas(self, renamed: Collection[str] = (), recovering: bool = False
+                        ) -> None:
         """Name each base's log replica (writes at the workers; ``writes.py``) where it
         has none alive, and for the bases in ``renamed`` (moved to a new owner) again:
         the first live active worker in placement order (a spare if no other is
         active) that hosts neither the base nor, where it can, its children; None when
         no other worker is alive. The owner hears it after anything sent to it before
-        (a restore, the fence of a loss)."""
+        (a restore, the fence of a loss). ``recovering``: a worker hosting nodes was
+        lost, and the recovery that follows names the replicas once done; meanwhile a
+        base whose replica was lost takes None (the controller's history is its log,
+        its writes go on), so that no whole log is sent to a worker while it takes
+        over the lost nodes (tens of MB at a few million rows, ahead of their
+        messages)."""
         if not self.at_workers or not self.direct:
             return
         with self.lock:
@@ -707,7 +713,7 @@ class ClusterRuntime(Runtime):
                 children = {self.placement.get(c) for c in self.graph[base].children}
                 best = next((w for w in others if w.name not in children),
                             others[0] if others else None)
-                name = None if best is None else best.name
+                name = None if best is None or recovering else best.name
                 if known and name == now:
                     continue
                 self.replicas[base] = name
@@ -1026,7 +1032,8 @@ class ClusterRuntime(Runtime):
                 self.save()
             except OSError:
                 pass                         # (logged; the next change writes it again)
-        self.choose_replicas()              # (for the bases whose replica it was)
+        # (for the bases whose replica it was; named at once unless a recovery follows)
+        self.choose_replicas(recovering=bool(mine) and not self.closed)
         if mine and not self.closed:
             self.lost.put(([w], mine, 1))
         elif not self.closed and self.address is not None:
@@ -1510,20 +1517,28 @@ class ClusterRuntime(Runtime):
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
         """A worker's base holds no rows (they are here), so it gets only the writes
         after ``low``, which its children may still ask for, in parts of at most
-        ``BASE_PART_ROWS`` rows."""
-        table = None
+        ``BASE_PART_ROWS`` rows. With writes at the workers, the base keeps its rows
+        there: its history here is completed from its log replica first; placed on
+        that replica (``_log_replica_host``), the base is rebuilt from the log there
+        (``promote_base``: nothing sent); elsewhere, the whole table goes, as of the
+        history's start, then every write after."""
+        w = self.worker_of(node_id)
+        n: int | None = None
         if self.at_workers:
             self.complete_history(node_id)
-            # its worker keeps the rows: the whole table goes, as of the history's
-            # start, then every write after
-            start, rows_then, writes = self.durable[node_id].table()
-            table = encode_batch(rows_then)
-        else:
-            start, writes = self.durable[node_id].since(low)
-        w = self.worker_of(node_id)
-        part, _ = self.history_parts(w, node_id, writes)
-        n: int = self.ask(w, "restore_base", node_id, part, seen, low, start,
-                          *(() if table is None else (table,)))
+            if self.replicas.get(node_id) == w.name:
+                n = self.ask(w, "promote_base", node_id, seen, low,
+                             len(self.durable[node_id]))
+        if n is None:
+            table = None
+            if self.at_workers:
+                start, rows_then, writes = self.durable[node_id].table()
+                table = encode_batch(rows_then)
+            else:
+                start, writes = self.durable[node_id].since(low)
+            part, _ = self.history_parts(w, node_id, writes)
+            n = self.ask(w, "restore_base", node_id, part, seen, low, start,
+                         *(() if table is None else (table,)))
         self.drop_lost_logs(node_id)        # (its new log is on its new worker's disk)
         with self.lock:
             self.restored.add(node_id)
@@ -1670,6 +1685,8 @@ class ClusterRuntime(Runtime):
                 if n in gone and n in self.placement:
                     # (the causal regime's warm standby of it takes it over where it is)
                     standby = None if self.causal is None else self.causal.standby_host(n)
+                    if standby is None:
+                        standby = self._log_replica_host(n)
                     spare = (self.workers[standby] if standby is not None
                              else spare_for.get(self.placement[n], first))
                     self.placement[n] = spare.name
@@ -1689,6 +1706,16 @@ class ClusterRuntime(Runtime):
                 if o.alive:
                     o.put(["place", moved])
         return first
+
+    def _log_replica_host(self, base: str) -> str | None:
+        """Where a lost owner's base comes back (lock held): on its live log replica,
+        which holds its log (the table as of a trim, every write since), so that no
+        table crosses the network (``restore_base``); None (a spare): no live replica,
+        or writes at the controller."""
+        if not self.at_workers or base not in self.durable:
+            return None
+        r = self.workers.get(self.replicas.get(base) or "")
+        return r.name if r is not None and r.alive and r in self.active else None
 
     def _recover_workers(self, losses: list[WorkerHandle], nodes: list[str]) -> None:
         lost = losses[0]

@@ -232,6 +232,11 @@ CLIENT = "\0client"
 #: a fill of at least this many keys is handled with Python's cyclic collector paused
 #: (``Worker._fill``; reads.py's ``collector_paused``)
 FILL_PAUSE_GC_MIN = 64
+#: the inbox's source of this worker's own frames (a base's whole log, packed by a
+#: thread of its own: ``["wlog", ...]``)
+SELF = "\0self"
+#: the sources whose frames are not a peer's
+LOCAL = frozenset((CONTROLLER, CLIENT, SELF))
 PEER_FRAMES = frozenset(("msg", "bar", "progress", "trunc", "drop_from", "fill",
                          "rlog", "rfull", "rdur", "rtrim"))
 #: ``replica_of``'s value for a base whose replica was lost: its writes wait for the
@@ -375,6 +380,14 @@ class Worker:
         #: per base, where its group in flight went (a replica's name, None: the
         #: controller's history)
         self.committing_via: dict[str, str | None] = {}
+        #: per base, a new replica being sent the whole log (``set_replica``): [its
+        #: name, how many of the frames sent it meanwhile (the whole log, then each
+        #: group) it has not answered yet, the groups' frames held until the whole log
+        #: is sent (None once it is), this fill's number]: until it has answered them
+        #: all, each group is made durable in the controller's history and copied to
+        #: it as well
+        self.filling: dict[str, list[Any]] = {}
+        self.fills = 0
         #: the logs of bases hosted elsewhere that this worker is the replica of, and
         #: their owners' frames for a base whose catalog change is still on its way
         self.replica_logs = ReplicaLogs()
@@ -543,7 +556,8 @@ class Worker:
         self.replica_logs.drop(node_id)         # (a dropped table's log, its copy)
         if self.disk is not None:
             self.disk.drop(node_id)
-        for kept in (self.early_logs, self.logs, self.replica_of, self.to_copy):
+        for kept in (self.early_logs, self.logs, self.replica_of, self.to_copy,
+                     self.filling):
             kept.pop(node_id, None)
         self.holding.pop(node_id, None)
         self.pending.pop(node_id, None)
@@ -1253,23 +1267,52 @@ class Worker:
                          low: int, start: int, table: Any = None) -> int:
         """``table``: with writes at the workers, the base's rows as of ``start`` (its
         history then holds every write after it, not just those after ``low``)."""
+        writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
+        rows = None if table is None else decode_batch(table)
+        log = None
+        if self.at_workers:
+            # its log, as the controller's history has it (complete: its replica's
+            # tail was taken first)
+            log = history_from(cast("Base", self.domains[nid].node.op), start, rows, writes)
+            if self.disk is not None:
+                self.disk.reset(nid, log)
+        return self._base_back(nid, seen, low, start, rows, writes, log)
+
+    def req_promote_base(self, nid: str, seen: dict[str, int], low: int, n: int
+                         ) -> int | None:
+        """A lost owner's base restored here, its log replica (``writes.py``, *the
+        replica promoted*): its log here, ``n`` writes long as the controller's
+        completed history is, becomes the base's own, and the base is rebuilt from
+        it, so no table crosses the network; its log on disk (``--data-dir``) is
+        already this one. None, nothing changed: no such log here (never sent it
+        whole), or not ``n`` writes long."""
+        h = self.replica_logs.logs.get(nid)
+        if h is None or len(h) != n:
+            return None
+        # (its tags stay: ``log_landed`` may still be asked of them, ``forward``)
+        del self.replica_logs.logs[nid]
+        with h.lock:
+            start, rows, writes = h.start, h.folded.snapshot(), list(h.batches)
+        return self._base_back(nid, seen, low, start, rows, writes, h)
+
+    def _base_back(self, nid: str, seen: dict[str, int], low: int, start: int,
+                   rows: Batch | None, writes: list[Batch], log: WriteHistory | None
+                   ) -> int:
+        """The base rebuilt from its history (``Domain.write_history``); ``log``: its
+        log from now on (writes at the workers), whose replica is named next
+        (``["replica", ...]``; meanwhile, the controller's history is the log)."""
         d = self.domains[nid]
         d.tc = self.tc
-        writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
         for group in (self.accepted.pop(nid, []), self.committing.pop(nid, [])):
             for _, _, reply, _ in group:
                 reply(UNKNOWN)          # (the history says what became of them)
-        rows = None if table is None else decode_batch(table)
-        if self.at_workers:
-            # its log, as the controller's history has it (complete: its replica's
-            # tail was taken first); its replica is named next (``["replica", ...]``)
-            self.logs[nid] = history_from(cast("Base", d.node.op), start, rows, writes)
-            if self.disk is not None:
-                self.disk.reset(nid, self.logs[nid])
-            self.sent_ctrl[nid] = start + len(writes)
+        if log is not None:
+            self.logs[nid] = log
+            self.sent_ctrl[nid] = len(log)
             self.replica_of.pop(nid, None)
             self.to_copy.pop(nid, None)
             self.committing_via.pop(nid, None)
+            self.filling.pop(nid, None)
         sends = d.write_history(writes, seen, low, start, rows)
         self.emit(sends)
         return len(sends)
@@ -1415,6 +1458,14 @@ class Worker:
             self.copy_out(nid)          # (the controller's history in order)
             self.sent_ctrl[nid] = self.sent_ctrl.get(nid, 0) + len(batches)
             self.send(["hist", nid, encoded, tags])
+            filling = self.filling.get(nid)
+            if filling is not None:     # (its log behind its whole log, in order)
+                frame = ["rlog", nid, encoded, tags]
+                if filling[2] is None:
+                    self.links.send(filling[0], frame)
+                else:
+                    filling[2].append(frame)
+                filling[1] += 1
         else:
             self.links.send(via, ["rlog", nid, encoded, tags])
 
@@ -1495,10 +1546,16 @@ class Worker:
     def set_replica(self, nid: str, name: str | None) -> None:
         """``["replica", base, worker]``: the base's log goes to ``worker`` from now on
         (None: to the controller's history). A new replica is sent the whole log
-        first, with the group in flight, which is acknowledged once it has it."""
+        first. With a group in flight to a lost replica, that group goes with it and
+        is acknowledged once the replica has it all; otherwise the writes do not wait
+        for the whole log: until the replica has answered it and every group sent it
+        since (``filling``, ``replica_frame``), each group is made durable in the
+        controller's history, which holds every write the replica's log may lack, as
+        with no replica, and copied to the replica behind its whole log."""
         d = self.domains.get(nid)
         if d is None or d.node.kind != "base":
             return
+        self.filling.pop(nid, None)
         self.replica_of[nid] = name
         group = self.committing.get(nid)
         via = self.committing_via.get(nid, NO_REPLICA_YET) if group else NO_REPLICA_YET
@@ -1512,13 +1569,45 @@ class Worker:
             log = self._log(nid)
             start, table, writes = log.table()
             resend = group if group and via is not None else []
-            self.links.send(name, ["rfull", nid, start, encode_batch(table),
-                                   [encode_batch(b) for b in writes], len(resend),
-                                   [tag for _, _, _, tag in resend]])
             if resend:
+                self.links.send(name, ["rfull", nid, start, encode_batch(table),
+                                       [encode_batch(b) for b in writes], len(resend),
+                                       [tag for _, _, _, tag in resend]])
                 self.committing_via[nid] = name
+            else:
+                self.replica_of[nid] = None
+                self.fills += 1
+                self.filling[nid] = [name, 1, [], self.fills]
+                threading.Thread(target=self._pack_whole_log, name=f"log {nid}", daemon=True,
+                                 args=(nid, name, self.fills, start, table, writes)).start()
         if not group:
             self.commit(nid)
+
+    def _pack_whole_log(self, nid: str, name: str, fill: int, start: int, table: Batch,
+                        writes: list[Batch]) -> None:
+        """A thread's body: a base's whole log for its new replica ``name``, encoded
+        and packed off the message thread (tens of MB at a few million rows, which
+        would hold back its clients' writes and a recovery's questions), then handed
+        to it (``["wlog", ...]``, ``whole_log_packed``); an error ends the message
+        thread (the worker is then lost)."""
+        try:
+            frame = wire.Packed(["rfull", nid, start, encode_batch(table),
+                                 [encode_batch(b) for b in writes], 0, []])
+            self.inbox.put_fast((SELF, ["wlog", nid, name, fill, frame]))
+        except BaseException as e:
+            self.inbox.put((SELF, e))
+
+    def whole_log_packed(self, nid: str, name: str, fill: int, frame: wire.Packed) -> None:
+        """The whole log of fill ``fill`` packed: sent to the replica, then the groups'
+        copies held for it meanwhile (nothing, if the replica changed since)."""
+        filling = self.filling.get(nid)
+        if filling is None or filling[0] != name or filling[3] != fill:
+            return
+        self.links.send(name, frame)
+        for f in filling[2]:
+            self.links.send(name, f)
+        filling[2] = None
+        self.links.flush()
 
     def replica_frame(self, f: Sequence[Any], src: str) -> None:
         """A base's log kept here for its owner (``rlog``, ``rfull``, ``rtrim``), or this
@@ -1530,7 +1619,13 @@ class Worker:
             self.early_logs.setdefault(nid, []).append((f, src))
             return
         if op == "rdur":
-            if self.committing.get(nid) is not None and type(f[2]) is int and f[2]:
+            filling = self.filling.get(nid)
+            if filling is not None and filling[0] == src:
+                filling[1] -= 1
+                if not filling[1]:      # (it has it all: the log's replica from now on)
+                    del self.filling[nid]
+                    self.replica_of[nid] = src
+            elif self.committing.get(nid) is not None and type(f[2]) is int and f[2]:
                 self.durable(nid, f[2], src)
             return
         if op == "rtrim":
@@ -1631,7 +1726,10 @@ class Worker:
         self.lost_workers.add(name)
         self.links.drop(name)
         for nid, via in self.replica_of.items():
-            if via == name:             # (writes wait for the next: ``set_replica``)
+            filling = self.filling.get(nid)
+            if via == name or filling is not None and filling[0] == name:
+                # (writes wait for the next: ``set_replica``)
+                self.filling.pop(nid, None)
                 self.replica_of[nid] = NO_REPLICA_YET
         for nid in self.held_cols:      # (their upqueries failed: asked again)
             getattr(self.graph[nid].op, "waiting", {}).clear()
@@ -1917,13 +2015,13 @@ class Worker:
                     raise f
                 reads.version += 1
                 try:
-                    if src != CONTROLLER and f[0] not in PEER_FRAMES and src != CLIENT:
+                    if src not in LOCAL and f[0] not in PEER_FRAMES:
                         raise wire.ProtocolError(f"frame {f[0]!r} from peer {src}")
                     if self.frame(f, src):
                         return
                 finally:
                     reads.version += 1
-                if src != CONTROLLER and src != CLIENT:
+                if src not in LOCAL:
                     links.handled[src] += 1
                 if reads.pending:
                     reads.serve_pending()
@@ -1970,6 +2068,8 @@ class Worker:
             self.replica_frame(f, src)
         elif op == "replica":
             self.set_replica(f[1], f[2])
+        elif op == "wlog" and src == SELF:
+            self.whole_log_packed(f[1], f[2], f[3], f[4])
         elif op == "progress":
             self.progress(*f[1:])
         elif op == "trunc":

@@ -19,13 +19,17 @@ keeps a ``WriteHistory`` of the base (``history_from``) and sends each accepted 
 of writes to one other worker, its replica, over the direct peer links (``["rlog",
 base, batches, tags]``); the replica keeps the same log (``ReplicaLogs``) and answers
 ``["rdur", base, n]``, and only then is the group acknowledged and its output
-released. A new replica is first sent the whole log (``["rfull", ...]``), before any
-further acknowledgement. Invariant: every acknowledged write is in the replica's log
-(or, with no replica, in the controller's history), and the replica's log starts no
-later than the controller's history ends (the owner trims it, ``["rtrim", base, t]``,
-only below what it has sent the controller), so the controller completes its history
-from the replica's tail (``ReplicaLogs.since``) before a lost owner's base is
-restored.
+released. A new replica is first sent the whole log (``["rfull", ...]``); until it has
+answered that and every group sent it since, each group is made durable in the
+controller's history and copied to the replica as well (``Worker.filling``: the
+writes do not wait for a whole log of tens of MB). Invariant: every acknowledged write
+is in the replica's log or in the controller's history, and the replica's log starts
+no later than the controller's history ends (the owner trims it, ``["rtrim", base,
+t]``, only below what it has sent the controller), so the controller completes its
+history from the replica's tail (``ReplicaLogs.since``) before a lost owner's base is
+restored; on the replica's own worker where it can (its log, as long as the completed
+history, made the base's: ``Worker.req_promote_base``), so no table crosses the
+network.
 
 The order at the owner (``Worker.accept``, ``commit``): a write is validated first
 (``Base.prepare``: no state changes); then, if no group of its base is in flight, its

@@ -382,6 +382,41 @@ def test_lineage_regime_sigkill_soak_with_writes_at_the_worker(seed, monkeypatch
 
 
 @pytest.mark.slow
+def test_a_lost_owners_base_comes_back_on_its_log_replica_twice_over():
+    """The base's worker SIGKILLed: its base comes back on the worker of its log
+    replica (rebuilt from the log there: ``promote_base``), whose new replica is
+    another worker (sent the whole log while the writes go on: ``filling``); that
+    worker SIGKILLed in turn, the base comes back on that new replica, whose log took
+    every write made meanwhile. Every write lands once."""
+    with Cluster(workers=2, shards=1, extra=WORKER) as c:
+        db = _votes(c)
+        t = db.table("vote")
+        want: collections.Counter[int] = collections.Counter()
+
+        def write(n: int) -> None:
+            for i in range(n):
+                t.insert([(i % 3, j) for j in range(10)])
+                want[i % 3] += 10
+        write(30)
+        db.wait()
+        for _ in range(2):
+            (base,) = [n for n in db.graph() if n["kind"] == "base"]
+            assert base["replica_pid"] not in (None, base["pid"])
+            os.kill(base["pid"], signal.SIGKILL)
+            write(20)                           # (the first ones in flight at the kill)
+            db.wait()
+            (now,) = [n for n in db.graph() if n["kind"] == "base"]
+            assert now["pid"] == base["replica_pid"], (base, now)   # (on its replica)
+            assert now["replica_pid"] not in (None, now["pid"], base["pid"])
+            write(20)
+            db.wait()
+            for k in range(3):
+                assert db.view("votes").lookup(k) == [(k, want[k])]      # each once
+        assert db.execute("SELECT COUNT(*) FROM vote").rows == [(sum(want.values()),)]
+        db.close()
+
+
+@pytest.mark.slow
 def test_a_lost_log_replica_is_replaced_and_no_write_is_lost():
     """Writers insert at the base's worker while its log replica is SIGKILLed: the
     writes in flight wait for the next replica (sent the whole log first), none is
@@ -930,6 +965,80 @@ def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, m
             assert len(t) == 3
     finally:
         held["gate"].set()
+
+
+def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
+    """A base named a new log replica (``set_replica``): until the replica has
+    answered its whole log and every group copied to it since (``Worker.filling``),
+    each write is acknowledged once the controller's history holds it, even with the
+    replica's appends held; once it has, a write waits for the replica again, and the
+    replica's log holds every write. (The whole log is packed slowly here, so the
+    first writes are copied behind it, and one is made after the replica answered
+    the whole log but not those copies.)"""
+    from noria_py.runtime.cluster import worker as worker_mod
+    from noria_py.runtime.cluster.channels import CONTROLLER
+    gate = threading.Event()
+    gate.set()
+    append, init = ReplicaLogs.append, worker_mod.Worker.__init__
+    pack = worker_mod.Worker._pack_whole_log
+    workers = []
+
+    def held_append(self, nid, batches, tags):
+        if batches:
+            gate.wait(30)
+        append(self, nid, batches, tags)
+
+    def tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        workers.append(self)
+
+    def slow_pack(self, *args):
+        time.sleep(0.3)
+        pack(self, *args)
+
+    def acknowledged(t, row, within: float) -> bool:
+        done = threading.Event()
+        threading.Thread(target=lambda: (t.insert([row]), done.set()), daemon=True).start()
+        return done.wait(within)
+    monkeypatch.setattr(ReplicaLogs, "append", held_append)
+    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
+    monkeypatch.setattr(worker_mod.Worker, "_pack_whole_log", slow_pack)
+    with _in_process() as db:
+        try:
+            db.execute("CREATE TABLE vote (a INT, u INT)")
+            t = db.table("vote")
+            t.insert([(1, 0)])
+            base = next(n for n in db.graph() if n["kind"] == "base")
+            bid = base["id"]
+            owner = next(w for w in workers if w.name == base["worker"])
+            replica = next(w for w in workers if w.name == base["replica"])
+            db.wait()
+            gate.clear()
+            owner.inbox.ctrl_in += 1            # (as the controller's reader counts it)
+            owner.inbox.put((CONTROLLER, ["replica", bid, replica.name]))
+            assert acknowledged(t, (1, 1), 10)  # (copied behind the whole log)
+            assert acknowledged(t, (1, 2), 10)
+            deadline = time.monotonic() + 10
+            while owner.filling.get(bid, [None, 0])[1] > 2 and time.monotonic() < deadline:
+                time.sleep(0.01)                # (the whole log answered, not the copies)
+            assert owner.filling[bid][1] == 2
+            assert acknowledged(t, (1, 3), 10)  # still by the controller's history
+            assert bid in owner.filling
+        finally:
+            gate.set()
+        deadline = time.monotonic() + 10
+        while bid in owner.filling and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert owner.replica_of[bid] == replica.name
+        log = replica.replica_logs.logs[bid]
+        assert sorted(log.state_at(len(log)).stored_rows()) == [(1, i) for i in range(4)]
+        gate.clear()
+        try:
+            assert not acknowledged(t, (1, 4), 0.5)     # the replica's again: held
+        finally:
+            gate.set()
+        db.wait()
+        assert db.execute("SELECT COUNT(*) FROM vote").rows == [(5,)]
 
 
 def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_output(
