@@ -589,15 +589,13 @@ class Server:
         nodes are back it can run again (at most 10 times)."""
         for attempt in range(10):
             lock = self._settled()
-            paused: list[Any] = []
             try:
-                paused = self.runtime.pause_writes()    # (writes at the workers: held)
-                return change()
+                with self.runtime.hold():       # (writes at the workers: held)
+                    return change()
             except WorkerLost:
                 if attempt == 9:
                     raise
             finally:
-                self.runtime.resume_writes(paused)
                 lock.release()      # (also when the pause itself failed)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
