@@ -70,7 +70,7 @@ applied whole or not at all), writes them into its own data directory's snapshot
 deletes ``DIR/workers``; then it rebuilds every view from the tables, as a restart
 does (``restart.py``), and the workers that dial back start their logs anew.
 
-Which mode a server runs (``choose``, ``serve --writes auto``; not the default yet): the one a
+Which mode a server runs (``choose``, ``serve --writes auto``, the default): the one a
 data directory's tables were written in (``DIR/workers`` is there from a ``worker``
 server's start on, so a directory whose tables are in the workers' logs is never
 opened as the controller's own, which would miss them), else ``worker`` where it is
@@ -120,7 +120,7 @@ NOT_BUILT = {
 #: where a write is validated (``serve --writes``): at the controller, against its copy
 #: of the table, or at the base's worker, which keeps the rows
 WRITES = ("controller", "worker")
-#: ``serve --writes auto`` (not the default yet): one of ``WRITES``, as ``choose`` picks it
+#: ``serve --writes auto`` (the default): one of ``WRITES``, as ``choose`` picks it
 AUTO = "auto"
 
 

@@ -127,7 +127,7 @@ def test_sigkill_mid_load_matches_duckdb(seed, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigkill_soak(seed, monkeypatch):
-    """With ``--writes controller`` (the default's soak, writes at the workers, is
+    """With ``--writes controller`` (the default's, ``auto``: writes at the workers, is
     test_writes.py's ``test_sigkill_soak_with_writes_at_the_worker``)."""
     _differential_with_kill(seed, monkeypatch, extra=("--writes", "controller"))
 
@@ -240,16 +240,15 @@ def test_a_worker_killed_during_a_recovery(seed, monkeypatch):
 
 @pytest.fixture(scope="module")
 def cluster():
-    # (``--writes auto``: the writes at the workers where built, so the tests on this
-    # cluster run that path; the default, the controller's, is every other cluster's)
-    with Cluster(workers=2, shards=2, extra=("--writes", "auto")) as c:
+    # (serve's default, ``--writes auto``: the writes at the workers, where built)
+    with Cluster(workers=2, shards=2) as c:
         yield c
 
 
 def test_auto_writes_at_the_workers_where_built_and_says_so(cluster):
-    """``serve --writes auto`` on direct channels with the treeclock regime: the
-    writes go to the bases' workers, as its start-up line and ``db.writes`` say
-    (with ``$NORIA_CHANNELS=relay``: the controller)."""
+    """``serve`` (its default, ``--writes auto``) on direct channels with the
+    treeclock regime: the writes go to the bases' workers, as its start-up line and
+    ``db.writes`` say (with ``$NORIA_CHANNELS=relay``: the controller)."""
     want = "controller" if os.environ.get("NORIA_CHANNELS") == "relay" else "worker"
     assert f"--writes {want} (auto: " in cluster.line, cluster.line
     db = noria_py.connect(cluster.url)
