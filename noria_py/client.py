@@ -1184,14 +1184,14 @@ class Database:
         """A quiet point: each subscription queues what its readers applied since (a
         cluster's come from ``_publish_quiet_points``)."""
         if self._subscriptions and not self.runtime.asynchronous and self.runtime.pending() == 0:
-            self._flush()
+            self._flush(self.runtime.taken_writes)
 
-    def _flush(self) -> None:
+    def _flush(self, taken: int) -> None:
         """Each subscription queues what its readers applied since the last quiet point,
-        numbered with the writes accepted (``_progress``)."""
-        progress = self._progress()
+        numbered with the writes accepted: this database's own and ``taken``, those its
+        runtime took without it as of the quiet point (``Runtime.publish``)."""
         for sub in list(self._subscriptions):
-            sub.flush(progress)
+            sub.flush(self._writes + taken)
 
     def _progress(self) -> int:
         """The writes accepted so far: the database's own, and those a runtime took

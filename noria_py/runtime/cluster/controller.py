@@ -1360,30 +1360,37 @@ class ClusterRuntime(Runtime):
                 return
             before = now
 
-    def publish(self, then: Callable[[], None]) -> None:
+    def publish(self, then: Callable[[int], None]) -> None:
         """A quiet point for subscriptions, if a listened reader changed since the last:
         with the writers held back (the database's lock, and with writes at the
-        workers ``hold``, so that ``taken_writes`` counts every write the changes
-        reflect and no other), every accepted write is processed, each such reader's
-        changes go to its listeners, then ``then``. A first wait with the writers
-        going on takes most of the time, so the one that holds them is mostly a single
-        round of pings."""
+        workers ``hold``), every accepted write is processed and each such reader's
+        changes are taken from its worker; then, the workers' writes going on again
+        (what they change at those readers waits there for the next drain), the
+        changes go to the readers' listeners and ``then(taken_writes)`` runs, with
+        ``taken_writes`` as of the hold: every write the changes reflect and no other
+        (docs/architecture.md, "Which write path a server takes"). A first wait with
+        the writers going on takes most of the time, so the one that holds them is
+        mostly a single round of pings; the listeners' work on the changes (per row)
+        is done outside the hold."""
         if not self.changes_at:
             return
         self.wait()
-        with self.control or threading.RLock(), self.hold():
-            self.wait()
-            with self.lock:
-                nodes = [n for n in self.changes_at if n in self.listeners and n in self.up]
-                self.changes_at.clear()
-                asked = [(n, self.request(self.worker_of(n), "drain", n)) for n in nodes]
-            for n, fut in asked:
-                batch = decode_batch(fut.result(60))
+        with self.control or threading.RLock():
+            with self.hold():
+                self.wait()
+                with self.lock:
+                    nodes = [n for n in self.changes_at if n in self.listeners and n in self.up]
+                    self.changes_at.clear()
+                    asked = [(n, self.request(self.worker_of(n), "drain", n)) for n in nodes]
+                drained = [(n, fut.result(60)) for n, fut in asked]
+                taken = self.taken_writes
+            for n, data in drained:
+                batch = decode_batch(data)
                 with self.lock:
                     listeners = list(self.listeners.get(n, ()))
                 for listener in listeners:
                     listener.changed(batch)
-            then()
+            then(taken)
 
     def listen(self, node_id: str, listener: Any) -> None:
         """The reader's worker starts keeping what the reader applies, for ``publish``
