@@ -1323,7 +1323,7 @@ class Database:
     def _awaited_recovery(self, node_id: str) -> RecoveryReport:
         """A cluster recovers lost nodes on its own (with the strategy it was started
         with): wait for that, and return the report that covers ``node_id``."""
-        self.runtime.wait_recovered()
+        self.runtime.wait_recovered(node_id=node_id)
         for r in reversed(self._recoveries):
             if r.node == node_id or node_id in r.purged or node_id in r.rolled_back:
                 return r                 # (a rollback's report is about its first node)

@@ -32,7 +32,9 @@ before with those it writes, the objects by identity and typed values by value a
 sign (``_same_values``). Two addresses read while both objects were alive are equal
 only for the same object. Any key gaining or losing its row, any part replaced (a
 change of type), any other path (``drop``, ``put``) touches every part; a fresh or
-copied state has every part touched. (Before ``apply_rows`` tracked them, a single small batch in
+copied state has every part touched. A typed key part, touched (a key gained its row), is
+not gathered either: it holds k at every key k a batch wrote, so its entries in the
+delta are the delta's keys themselves. (Before ``apply_rows`` tracked them, a single small batch in
 a checkpoint interval touched every part: at Figure 3's 80% load, most of the
 reader's checkpoints gathered its titles.)
 """
@@ -215,11 +217,17 @@ class DenseRows:
         """The entries at ``keys`` (int64, ascending, each below the arrays' length), as
         copies, of the parts touched since the last call (None for the others): where a
         checkpoint's copy of this state, as of that call (or a ``copy`` since), has to
-        be brought up to date. No part is touched afterwards."""
+        be brought up to date. A typed key part's entries are ``keys`` itself (k at
+        every key k: the part holds the key of each row, and a key gone keeps it). No
+        part is touched afterwards."""
         touched = self.touched
         self.touched = [False] * len(touched)
+        key = self.key
+        # (a typed key part holds k at every key k written: ``keys`` are its values
+        # there, with no gather; the delta only reads them)
         return RowsDelta(len(self.present), keys, self.present[keys],
-                         [p[keys] if t else None for p, t in zip(self.parts, touched)])
+                         [None if not t else keys if i == key and p.dtype == np.int64
+                          else p[keys] for i, (p, t) in enumerate(zip(self.parts, touched))])
 
     def put(self, delta: RowsDelta) -> None:
         """Write ``delta`` (``changed`` of the state this one was copied from, later on) in

@@ -346,7 +346,7 @@ class EmbeddedRuntime(Runtime):
     def parent_restarted(self, node_id: str, parent: str, log_from: int) -> None:
         self.domains[node_id].parent_restarted(parent, log_from)
 
-    def wait_recovered(self, timeout: float = 120.0) -> None:
+    def wait_recovered(self, timeout: float = 120.0, node_id: str | None = None) -> None:
         """Nothing recovers on its own here: there is never a recovery to wait for."""
 
     # ------------------------------------------------------------ introspection

@@ -303,7 +303,30 @@ def test_a_delta_leaves_out_the_parts_a_few_rows_rewrote_with_the_same_values():
     copy.put(delta)
     assert held(copy) == held(live)
     assert live.apply_rows([60], [(60, "new", 1)], [1]) is not None
-    assert all(p is not None for p in live.changed(arr(60)).parts)
+    delta = live.changed(arr(60))
+    assert all(p is not None for p in delta.parts)
+    copy.put(delta)
+    assert held(copy) == held(live)
+
+
+@pytest.mark.parametrize("key_objects", [False, True])
+def test_a_typed_key_parts_entries_in_a_delta_are_the_keys_themselves(key_objects):
+    """A typed key part holds k at every key k: a delta hands ``keys`` as its entries,
+    no gather (an object key part is gathered), and a copy brought up to date by it
+    reads back the keys that came and went, typed or objects as the live state."""
+    live = DenseRows(2, key=0)
+    ks = obj(1, 2, 3) if key_objects else arr(1, 2, 3)
+    live.apply(arr(1, 2, 3), [ks, obj("a", "b", "c")], arr(1, 1, 1))
+    copy = live.copy()
+    live.changed(arr())
+    ks = obj(2, 5, 7) if key_objects else arr(2, 5, 7)
+    assert live.apply(arr(2, 5, 7), [ks, obj("b", "e", "g")], arr(-1, 1, 1)) is not None
+    delta = live.changed(arr(2, 5, 7))
+    assert (delta.parts[0] is delta.keys) is not key_objects
+    assert delta.parts[0].tolist() == ([None, 5, 7] if key_objects else [2, 5, 7])
+    copy.put(delta)
+    assert held(copy) == held(live) == {1: (1, "a"), 3: (3, "c"), 5: (5, "e"), 7: (7, "g")}
+    assert copy.parts[0].dtype == live.parts[0].dtype
 
 
 @pytest.mark.parametrize("by_rows", [False, True])
@@ -330,14 +353,15 @@ def test_a_part_rewritten_with_equal_values_of_another_kind_or_object_is_in_the_
     assert repr(sorted(held(copy).items())) == repr(sorted(held(live).items()))
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.parametrize("key_objects", [False, True])
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(
     st.lists(st.tuples(st.integers(0, 12),
                        st.sampled_from(["same", "insert-or-remove", 1, 1.0, True, -0.0, 0.0,
                                         "s", "fresh s", None])),
              max_size=10, unique_by=lambda x: x[0]),
     st.booleans(), st.booleans()), min_size=1, max_size=14))
-def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(plan):
+def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(key_objects, plan):
     """Batches that rewrite rows in place (with the value held, an equal one of another
     kind or object, or another), insert and remove, each applied as arrays (``apply``)
     or row by row (``apply_rows``, a batch of a few rows), and at random points a delta
@@ -366,8 +390,10 @@ def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(plan):
             assert live.apply_rows(keys, rows, signs) is not None
             changed.update(keys)
         elif keys:
-            res = live.apply(np.array(keys, dtype=np.int64),
-                             [dense.column([r[i] for r in rows]) for i in range(3)],
+            cols = [dense.column([r[i] for r in rows]) for i in range(3)]
+            if key_objects:     # (a key column that came as objects)
+                cols[0] = dense.object_column([r[0] for r in rows])
+            res = live.apply(np.array(keys, dtype=np.int64), cols,
                              np.array(signs, dtype=np.int64))
             assert res is not None
             changed.update(keys)

@@ -1435,8 +1435,20 @@ class ClusterRuntime(Runtime):
             depth[n] = 1 + max((depth[p] for p in self.graph[n].parents), default=-1)
         return max(depth.values(), default=0)
 
-    def wait_recovered(self, timeout: float = 120.0) -> None:
-        """Until no lost node is still waiting for its recovery."""
+    def wait_recovered(self, timeout: float = 120.0, node_id: str | None = None) -> None:
+        """Until no lost node is still waiting for its recovery. With ``node_id``, a
+        loss of its worker not noticed yet is noticed first: a SIGKILLed worker's
+        connection ends at once, but its reader thread may not have taken the end
+        when the caller asks (``db.recover(node)`` right after the kill), and a
+        recovery not yet begun is not waited for. So the node's worker is pinged: a
+        dead one fails the ping (``WorkerLost``, raised once the loss is declared and
+        counted in ``recovering``); one silent past the heartbeat timeout is the
+        monitor's to declare lost."""
+        if node_id is not None:
+            try:
+                self.ask(self.worker_of(node_id), "ping", timeout=self.heartbeat_timeout + 5)
+            except (WorkerLost, TimeoutError):
+                pass                         # (lost: counted in ``recovering`` by now)
         deadline = time.monotonic() + timeout
         with self.lock:
             while self.recovering:

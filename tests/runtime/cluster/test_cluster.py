@@ -2,6 +2,7 @@
 with a worker killed by SIGKILL in the middle of the writes."""
 from __future__ import annotations
 
+import ast
 import math
 import os
 import random
@@ -12,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
 from noria_tools import workloads
 from tests.differential.helpers import DDL, KEYED, VIEWS, Oracle, apply_model, check, normalize
+from tests.test_readme import python_blocks
 
 #: seeds for the SIGKILL differential test; CI runs the first few, the soak all
 SEEDS = list(range(20))
@@ -259,6 +262,43 @@ def test_auto_writes_at_the_workers_where_built_and_says_so(cluster):
     db.wait()
     assert len(db.table("modes")) == 1
     db.execute("DROP TABLE modes")
+    db.close()
+
+
+CLUSTER_DOC = Path(__file__).resolve().parents[3] / "docs" / "cluster.md"
+
+
+def test_the_cluster_docs_python_blocks_run(cluster):
+    """docs/cluster.md's worked example: its Python blocks run, in order, as one session
+    against the shared cluster (its address in place of the doc's), and give what the
+    doc says: each ``name = ...  # LITERAL`` line's value is that literal, and the
+    subscription's changes are the ones its comments name."""
+    blocks = python_blocks(CLUSTER_DOC.read_text())
+    assert len(blocks) == 3
+    scope: dict = {}
+    for block in blocks:
+        assert "noria://127.0.0.1:7878" in block or "noria://" not in block
+        code = block.replace("noria://127.0.0.1:7878", cluster.url)
+        exec(compile(code, str(CLUSTER_DOC), "exec"), scope)
+    said = 0
+    for line in "".join(blocks).splitlines():
+        name, eq, rest = line.partition(" = ")
+        code, hash_, comment = rest.partition("  #")
+        try:
+            literal = ast.literal_eval(comment.strip())
+        except (ValueError, SyntaxError):
+            continue
+        if eq and hash_ and name.isidentifier():
+            assert scope[name.strip()] == literal, line
+            said += 1
+    assert said == 2                                  # lookup and lookup_many
+    assert scope["mode"] in cluster.line
+    assert {"base", "aggregate", "reader"} <= {kind for kind, _ in scope["placed"]}
+    assert scope["first"].rows == [((1, 2), 1)]
+    assert Counter(scope["change"].rows) == Counter({((1, 2), -1): 1, ((1, 3), 1): 1})
+    db = noria_py.connect(cluster.url)
+    db.execute("DROP VIEW visits_per_page")
+    db.execute("DROP TABLE visit")
     db.close()
 
 
@@ -1153,6 +1193,34 @@ def test_a_cluster_in_the_lineage_regime_rebuilds_a_lost_worker():
         db.table("t").insert([(0, 1000)])
         db.wait()
         assert sorted(db.view("v").all()) == [(0, 21), (1, 20), (2, 20), (3, 20), (4, 20)]
+        db.close()
+
+
+def test_recover_right_after_a_worker_stops_waits_for_its_loss():
+    """``db.recover(node)`` asked before the controller has noticed the node's worker
+    is gone (here: stopped, so its connection stays open until the heartbeat timeout
+    declares it lost) waits for that loss and its recovery, instead of answering "has
+    not failed" (``ClusterRuntime.wait_recovered``'s ping)."""
+    with Cluster(workers=2, shards=1, extra=("--regime", "lineage")) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE t (a INT, b INT)")
+        db.execute("CREATE VIEW v AS SELECT a, COUNT(*) AS n FROM t GROUP BY a")
+        db.table("t").insert([(i % 3, i) for i in range(30)])
+        db.wait()
+        agg = next(n for n in db.graph() if n["kind"] == "aggregate")
+        os.kill(agg["pid"], signal.SIGSTOP)     # (the monitor SIGKILLs it once silent)
+        try:
+            report = db.recover(agg["id"])      # (no wait for the loss before it)
+        finally:
+            try:
+                os.kill(agg["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert report.automatic and report.strategy == "lineage"
+        assert agg["id"] in report.purged or report.node == agg["id"]
+        db.table("t").insert([(0, 100)])
+        db.wait()
+        assert sorted(db.view("v").all()) == [(0, 11), (1, 10), (2, 10)]
         db.close()
 
 
