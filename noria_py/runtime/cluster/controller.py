@@ -1364,14 +1364,15 @@ class ClusterRuntime(Runtime):
         """A quiet point for subscriptions, if a listened reader changed since the last:
         with the writers held back (the database's lock, and with writes at the
         workers ``hold``), every accepted write is processed and each such reader's
-        changes are taken from its worker; then, the workers' writes going on again
-        (what they change at those readers waits there for the next drain), the
-        changes go to the readers' listeners and ``then(taken_writes)`` runs, with
-        ``taken_writes`` as of the hold: every write the changes reflect and no other
-        (docs/architecture.md, "Which write path a server takes"). A first wait with
-        the writers going on takes most of the time, so the one that holds them is
-        mostly a single round of pings; the listeners' work on the changes (per row)
-        is done outside the hold."""
+        changes are cut at its worker (``cut``: set aside, no per-row work); then, the
+        workers' writes going on again (what they change at those readers waits there
+        for the next cut), the cut changes are drained to the readers' listeners and
+        ``then(taken_writes)`` runs, with ``taken_writes`` as of the hold: every write
+        the changes reflect and no other (docs/architecture.md, "Which write path a
+        server takes"). A first wait with the writers going on takes most of the time,
+        so the one that holds them is mostly a single round of pings; the per-row work
+        on the changes (consolidating, encoding, decoding, the listeners') is done
+        outside the hold."""
         if not self.changes_at:
             return
         self.wait()
@@ -1381,11 +1382,14 @@ class ClusterRuntime(Runtime):
                 with self.lock:
                     nodes = [n for n in self.changes_at if n in self.listeners and n in self.up]
                     self.changes_at.clear()
-                    asked = [(n, self.request(self.worker_of(n), "drain", n)) for n in nodes]
-                drained = [(n, fut.result(60)) for n, fut in asked]
+                    cuts = [self.request(self.worker_of(n), "cut", n) for n in nodes]
+                for fut in cuts:
+                    fut.result(60)
                 taken = self.taken_writes
-            for n, data in drained:
-                batch = decode_batch(data)
+            with self.lock:
+                asked = [(n, self.request(self.worker_of(n), "drain", n)) for n in nodes]
+            for n, fut in asked:
+                batch = decode_batch(fut.result(60))
                 with self.lock:
                     listeners = list(self.listeners.get(n, ()))
                 for listener in listeners:
