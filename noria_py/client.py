@@ -1736,6 +1736,10 @@ class View(ViewFrames):
         """Upqueries for ``keys``, holes of the reader of ``k``'s shard (lock held)."""
         manager = self._db._partial
         assert manager is not None
+        return manager.fill(*self._ask(k, keys))
+
+    def _ask(self, k, keys: list) -> tuple[str, list]:
+        """The reader node of ``k``'s shard, and ``keys`` as it holds them (stored)."""
         reader = self._reader_for(k)
         rid = next(r for r, op in zip(self._entry.readers, self._readers) if op is reader)
         types = self._key_types
@@ -1743,7 +1747,7 @@ class View(ViewFrames):
             keys = [_stored(x, types[0]) for x in keys]
         else:
             keys = [tuple(_stored(x, t) for x, t in zip(key, types)) for key in keys]
-        return manager.fill(rid, keys)
+        return rid, keys
 
     def _held_key(self, key: tuple) -> Any:
         """A key of this partial view as its reader holds it (``Reader.fill``): stored
@@ -1815,17 +1819,38 @@ class View(ViewFrames):
                 self._check_key((k,))
             raise
         if self._partial and None in out:   # holes: one upquery pass per reader shard
-            fits = self._key_fits
-            holes: dict[int, list[int]] = {}
-            for i, (k, rows) in enumerate(zip(keys, out)):
-                if rows is None:
-                    if type(k) not in fits:
-                        self._check_key((k,))
-                    holes.setdefault(id(self._reader_for(k)), []).append(i)
-            for idx in holes.values():
-                filled = self._fill(keys[idx[0]], [keys[i] for i in idx])
-                for i, rows in zip(idx, filled):
-                    out[i] = rows
+            self._fill_holes(keys, out)
+        return self._checked(keys, out)
+
+    def _fill_holes(self, keys: list, out: list[Any]) -> None:
+        """Each ``keys[i]`` whose ``out[i]`` is None (a hole) upqueried, one pass per
+        reader shard, its rows put in ``out[i]``."""
+        fits = self._key_fits
+        holes: dict[int, list[int]] = {}
+        for i, (k, rows) in enumerate(zip(keys, out)):
+            if rows is None:
+                if type(k) not in fits:
+                    self._check_key((k,))
+                holes.setdefault(id(self._reader_for(k)), []).append(i)
+        manager = self._db._partial
+        assert manager is not None
+        asks = [self._ask(keys[idx[0]], [keys[i] for i in idx]) for idx in holes.values()]
+        for idx, filled in zip(holes.values(), manager.fill_all(asks)):
+            for i, rows in zip(idx, filled):
+                out[i] = rows
+
+    def _upquery(self, keys: Iterable) -> list[list[tuple]]:
+        """The rows of ``keys`` (one key column), which a client read as holes of this
+        partial view's readers at their workers (runtime/cluster/server.py's
+        ``upquery``): upqueried without reading the readers again here, a round trip
+        each. A key filled since is answered from its reader's state by its worker
+        (a fill for a key held is not applied: never counted twice)."""
+        keys = arguments.many(keys, f"the keys for view {self.name!r}")
+        if not set(map(type, keys)) <= _PLAIN_KEYS:
+            keys = [arguments.plain_key(k) for k in keys]
+        out: list[Any] = [None] * len(keys)
+        with self._lock:
+            self._fill_holes(keys, out)
         return self._checked(keys, out)
 
     def all(self) -> list[tuple]:

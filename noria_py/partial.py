@@ -572,6 +572,12 @@ class Partial:
         self.evict()
         return out
 
+    def fill_all(self, asks: list[tuple[str, list]]) -> list[list[list[tuple]]]:
+        """``fill`` of each ``(reader_id, keys)`` (a ``lookup_many``'s reader shards):
+        one after another here; a cluster sends every upquery before it waits for the
+        first answer."""
+        return [self.fill(reader_id, keys) for reader_id, keys in asks]
+
     def all_rows(self, reader_id: str) -> list[tuple]:
         """Every row of a partial reader's view shard, computed from the sources
         (what ``View.all`` reads; nothing is filled)."""

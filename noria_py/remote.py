@@ -121,8 +121,8 @@ UNIX_SOCKETS = True
 PACK_KEYS = 32
 #: requests sent again on a new connection when the old one ended before their answer:
 #: running one twice changes nothing
-IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "all",
-                        "tables", "views", "wait", "graph", "recoveries", "queries",
+IDEMPOTENT = frozenset({"table", "schema", "keys", "count", "view", "lookup", "upquery",
+                        "all", "tables", "views", "wait", "graph", "recoveries", "queries",
                         "placement", "regime", "writes", "write_placement",
                         "write_landed"})
 
@@ -1037,7 +1037,7 @@ class RemoteView(ViewFrames):
                 out = self._db._read_at(self.name, where, keys, self.key_arity)
             holes = [i for i, rows in enumerate(out) if rows is None]
             if holes:           # a partial view's misses: upqueried by the controller
-                filled = self._db._call("lookup", self.name, [keys[i] for i in holes])
+                filled = self._db._call("upquery", self.name, [keys[i] for i in holes])
                 for i, rows in zip(holes, filled):
                     out[i] = _rows(rows)
             return where, out

@@ -648,6 +648,12 @@ def run_partial(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_partial_cluster(argv: list[str]) -> int:
+    from noria_tools.partialcluster import main
+    main(argv)
+    return 0
+
+
 def run_reopen(argv: list[str]) -> int:
     from noria_tools.reopenbench import run_reopen as run
     return run(argv)
@@ -671,6 +677,7 @@ def run_restart(argv: list[str]) -> int:
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
            "load": run_load, "peers": run_peers, "cluster": run_cluster,
            "memory": run_memory, "adhoc": run_adhoc, "pg": run_pg, "partial": run_partial,
+           "partial-cluster": run_partial_cluster,
            "regimes": run_regimes, "reopen": run_reopen, "restart": run_restart}
 
 

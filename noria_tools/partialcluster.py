@@ -13,18 +13,27 @@ worker), then read again (hits); the p50 and p90 of each, wall-clock ms a read. 
 it with the tree to measure on ``PYTHONPATH``:
 
     PYTHONPATH=<tree> <venv>/bin/python -m noria_tools.partialcluster [--articles N]
-        [--view vote|count|topk] [--memory-limit BYTES]
+        [--view vote|count|topk] [--memory-limit BYTES] [--writes controller|worker]
 
 After the reads it prints the views' bytes (``db.memory(bases=False)``, every node
 shard of every worker) and the tables' (the controller's); with ``--memory-limit``,
 the partial run serves under that limit, shared by the workers.
+
+``--misses`` (also ``noria-py bench partial-cluster --misses``) measures misses alone,
+on the partial cluster only: every key read once, so every read is an upquery;
+``--reads`` keys by ``lookup`` (misses/s and the p50, wall-clock ms), then as many
+other keys by ``lookup_many`` in calls of ``--many`` keys (misses/s, and the p50 of
+a call divided by its keys).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import noria_py
 from noria_py.runtime.cluster.launch import Cluster
@@ -52,33 +61,78 @@ def _reads(v, keys: list[int]) -> list[float]:
     return out
 
 
-def one(partial: bool, articles: int, votes: int, channels: str,
-        limit: int | None = None, view: str = "vote"
-        ) -> tuple[list[float], list[float], int, int]:
-    """(first reads' ms, second reads' ms) of a tenth of the articles, then the views'
-    and the tables' bytes (``memory()``)."""
+def _load(db, articles: int, votes: int, view: str, rng: random.Random) -> None:
+    db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
+    db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    db.execute(f"CREATE VIEW vv AS {VIEWS[view]}")
+    db.table("article").insert([(i, f"title {i}") for i in range(articles)])
+    for start in range(0, votes, 10000):
+        db.table("vote").insert([(rng.randrange(articles), u)
+                                 for u in range(start, min(votes, start + 10000))])
+    db.wait()
+
+
+def _extra(partial: bool, limit: int | None, writes: str | None) -> tuple[str, ...]:
     extra: tuple[str, ...] = ("--partial",) if partial else ()
     if partial and limit is not None:
         extra += ("--memory-limit", str(limit))
+    if writes is not None:
+        extra += ("--writes", writes)
+    return extra
+
+
+@contextlib.contextmanager
+def _served(extra: tuple[str, ...], channels: str, articles: int, votes: int, view: str,
+            rng: random.Random) -> Iterator[Any]:
+    """A cluster served with ``extra``, loaded (``_load``), its view's placement asked
+    and its base's index built (one read of a key not written): its client."""
     with Cluster(workers=2, shards=2, extra=extra, channels=channels) as cluster:
         db = noria_py.connect(cluster.url)
-        db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
-        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
-        db.execute(f"CREATE VIEW vv AS {VIEWS[view]}")
-        db.table("article").insert([(i, f"title {i}") for i in range(articles)])
-        rng = random.Random(1)
-        for start in range(0, votes, 10000):
-            db.table("vote").insert([(rng.randrange(articles), u)
-                                     for u in range(start, min(votes, start + 10000))])
-        db.wait()
+        _load(db, articles, votes, view, rng)
+        db.view("vv").lookup(articles)
+        yield db
+        db.close()
+
+
+def misses(articles: int, votes: int, channels: str, view: str = "vote",
+           writes: str | None = None, reads: int = 1000, many: int = 100
+           ) -> dict[str, float]:
+    """A partial cluster's misses alone (``--misses``): ``reads`` keys never read
+    before by ``lookup``, then ``reads`` others by ``lookup_many`` in calls of
+    ``many``; misses/s and the p50 (ms a key) of each."""
+    rng = random.Random(1)
+    with _served(_extra(True, None, writes), channels, articles, votes, view, rng) as db:
         v = db.view("vv")
-        v.lookup(articles)                  # (placement asked, base index built)
+        keys = rng.sample(range(articles), min(articles, 2 * reads))
+        one, batched = keys[:reads], keys[reads:]
+        t0 = time.perf_counter()
+        lat = _reads(v, one)
+        t1 = time.perf_counter()
+        calls = []
+        for i in range(0, len(batched), many):
+            part = batched[i:i + many]
+            start = time.perf_counter()
+            v.lookup_many(part)
+            calls.append((time.perf_counter() - start) * 1e3 / len(part))
+        t2 = time.perf_counter()
+    return {"lookup_rate": len(one) / (t1 - t0), "lookup_p50": statistics.median(lat),
+            "many_rate": len(batched) / (t2 - t1), "many_p50": statistics.median(calls)}
+
+
+def one(partial: bool, articles: int, votes: int, channels: str,
+        limit: int | None = None, view: str = "vote", writes: str | None = None
+        ) -> tuple[list[float], list[float], int, int]:
+    """(first reads' ms, second reads' ms) of a tenth of the articles, then the views'
+    and the tables' bytes (``memory()``)."""
+    rng = random.Random(1)
+    with _served(_extra(partial, limit, writes), channels, articles, votes, view,
+                 rng) as db:
+        v = db.view("vv")
         keys = rng.sample(range(articles), articles // 10)
         first = _reads(v, keys)
         second = _reads(v, keys)
         views = sum(db.memory(bases=False).values())
         tables = sum(db.memory().values()) - views
-        db.close()
     return first, second, views, tables
 
 
@@ -90,10 +144,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--view", default="vote", choices=sorted(VIEWS))
     ap.add_argument("--memory-limit", dest="memory_limit", type=int, default=None,
                     help="serve the partial run with this --memory-limit (bytes)")
+    ap.add_argument("--writes", default=None, choices=["auto", "controller", "worker"],
+                    help="serve --writes (default: the server's)")
+    ap.add_argument("--misses", action="store_true",
+                    help="misses alone: every key read once, by lookup then lookup_many")
+    ap.add_argument("--reads", type=int, default=1000,
+                    help="--misses: keys read by lookup, and as many by lookup_many")
+    ap.add_argument("--many", type=int, default=100,
+                    help="--misses: keys per lookup_many call")
     args = ap.parse_args(argv)
+    if args.misses:
+        r = misses(args.articles, args.votes, args.channels, args.view, args.writes,
+                   args.reads, args.many)
+        print(f"misses ({args.view}, --writes {args.writes or 'default'}): lookup "
+              f"{r['lookup_rate']:,.0f} keys/s, p50 {r['lookup_p50']:.3f} ms; lookup_many "
+              f"of {args.many} {r['many_rate']:,.0f} keys/s, p50 {r['many_p50']:.3f} ms a key",
+              flush=True)
+        return
     for partial in (True, False):
         first, second, views, tables = one(partial, args.articles, args.votes,
-                                           args.channels, args.memory_limit, args.view)
+                                           args.channels, args.memory_limit, args.view,
+                                           args.writes)
         mode = "partial" if partial else "full"
         print(f"{mode:8} views {views:,} bytes, tables {tables:,} bytes")
         for name, xs in (("first read", first), ("second read", second)):

@@ -9,23 +9,26 @@ Array form. Each held key has a *slot*, a small int: slots are handed out densel
 with the key range. The slots are a ``KeyMap``'s, one for a partial reader and the
 partial operators of its path (``Holes(manager, owner)``): they hold the same keys
 (filled on the way to the reader, evicted together), so a key has the same slot in
-each, and the map sized to the key range is kept once a path rather than once a
-node. A key that is an int in [0, DENSE_LIMIT) finds its slot in the map's ``_map``,
-an int32 array indexed by key (-1: no node holds it); any other key (a negative or
-huge int, a string, a tuple of a compound key) in the dict ``_odd``. Each slot knows
+each, and the map is kept once a path rather than once a node. A key that is an int
+in [0, DENSE_LIMIT) finds its slot in the map's hashed table (few keys held: bytes a
+key held) or its dense ``_map`` (many: an int32 array indexed by key), whichever is
+smaller (``KeyMap``); any other key (a negative or huge int, a string, a tuple of a
+compound key) in the dict ``_odd``. Each slot knows
 its key (``_key``, or ``_odd_at`` for the others) and how many nodes hold it
 (``_refs``: the slot is free once none does). Each node keeps which slots it holds
 (``_held``: during a fill the aggregate holds a key the reader does not yet) and
 the bytes its keys are accounted at (``_size``). So
 
 - a columnar batch's int64 key column is turned into slots, and its rows under holes
-  dropped, with one indexing of ``_map`` and one of ``_held`` (``select``: one
-  vectorised test a batch);
+  dropped, with one indexing of ``_map`` (hashed: of its bits, then a probe of its
+  table for the keys held) and one of ``_held`` (``select``: one vectorised test a
+  batch);
 - a node keeps its state in arrays indexed by slot (``KeyedState(..., slots=True)``,
   ``KeyedCounts`` of slots): a held key costs what full state costs a key (its entry
   in the arrays) plus 9 bytes here (``_held``, ``_size``), 12 a path (``_key``,
-  ``_refs``) and 4 bytes of ``_map`` a key of the range a path, where a dict-held key
-  cost about 1 KB over the vote view's three nodes.
+  ``_refs``) and the key map's: 8-16 bytes a key held and a bit a key of the range
+  hashed, 4 bytes a key of the range dense, a path, where a dict-held key cost about
+  1 KB over the vote view's three nodes.
 
 Invariants: a key is held by a node exactly while its slot is in ``_held``
 (``slot(key) >= 0``), and then the node holds every row of it (filled by an upquery,
@@ -109,21 +112,53 @@ class KeyMap:
     """The slots of the keys held by one or more ``Holes`` (a partial reader's and the
     partial operators of its path, which hold the same keys): each key held by any of
     them has one slot, which all of them use, until the last one lets it go (a count of
-    holders by slot). So the map sized to the key range (``_map``) and the slots' keys
-    are kept once a path, not once a node."""
+    holders by slot). So the map of the keys to their slots and the slots' keys are
+    kept once a path, not once a node.
+
+    An int key in [0, DENSE_LIMIT) (a *mapped* key) finds its slot in one of two forms,
+    whichever is smaller for the keys held:
+
+    - *dense*: ``_map``, an int32 array indexed by key (-1: no holder holds it), sized
+      to the largest key held (4 bytes a key of the range), one indexing a batch;
+    - *hashed*: ``_table``, an int32 open-addressing table of slots (linear probing,
+      Knuth's multiplicative hash of the key, at most half full: 8 to 16 bytes a
+      mapped key held), the slot's key read back from ``_key``, and ``_bits``, one
+      bit a key of the range (which keys are held: a batch's keys not held are
+      dropped by one indexing of it, and only the held ones probe the table).
+
+    A map starts hashed and turns dense when the table would grow to the dense map's
+    length (the keys held are then at least a quarter of their range); dense, it turns
+    hashed again when the mapped keys held fall under a sixteenth of ``_map``'s length
+    (so a form is kept over at least a quarter of its keys coming or going: amortized
+    constant a key). Invariants: exactly one of ``_map`` and ``_table`` is non-empty
+    once a key was held; hashed, every mapped key held is in ``_table`` and has its
+    bit set, and no position between its home (its hash) and its position is empty
+    (backward-shift deletion keeps that without tombstones)."""
 
     def __init__(self) -> None:
-        #: int key in [0, len) -> its slot, -1 where no holder holds it
+        #: int key in [0, len) -> its slot, -1 where no holder holds it (dense form)
         self._map = np.full(0, -1, dtype=np.int32)
+        #: the open-addressing table of slots, -1 empty (hashed form; its length a power
+        #: of two), and a bit a key of [0, 8 * len(_bits)): held by some holder
+        self._table = np.full(0, -1, dtype=np.int32)
+        self._bits = np.zeros(0, dtype=np.uint8)
+        self._shift = 32            # 32 - log2(len(_table))
+        self._hi = -1               # the largest mapped key held since the last rebuild
+        self.mapped = 0             # mapped keys held
         #: any other key held -> its slot
         self._odd: dict = {}
-        #: slot -> its key (where the key is in ``_map``'s range; else ``_odd_at``)
+        #: slot -> its key (where the key is mapped; else ``_odd_at``)
         self._key = np.zeros(0, dtype=np.int64)
         self._odd_at: dict[int, Any] = {}
         #: slot -> how many holders hold its key (0: a free slot)
         self._refs = np.zeros(0, dtype=np.int32)
         self._free: list[int] = []
         self.top = 0                # slots handed out so far (the free ones among them)
+
+    @property
+    def hashed(self) -> bool:
+        """Whether the mapped keys are in the hashed form (``_table``)."""
+        return not len(self._map)
 
     def slot(self, key: Any) -> int:
         """The slot of ``key`` (normalized: ``norm``), or -1 where no holder holds it."""
@@ -134,7 +169,24 @@ class KeyMap:
             return m.item(key)
         if key < 0 or key >= DENSE_LIMIT:
             return self._odd.get(key, -1)
-        return -1
+        i = self._find(key)
+        return self._table.item(i) if i >= 0 else -1
+
+    def _find(self, key: int) -> int:
+        """The position of ``key`` (mapped) in ``_table``, -1 where it is not there (a
+        hole, or the dense form): its home, or the next positions until an empty one."""
+        t, keys = self._table, self._key
+        mask = len(t) - 1
+        if mask < 0:
+            return -1
+        i = (key * _KNUTH & 0xFFFFFFFF) >> self._shift
+        while True:
+            s = t.item(i)
+            if s < 0:
+                return -1
+            if keys.item(s) == key:
+                return i
+            i = (i + 1) & mask
 
     def key_at(self, slot: int) -> Any:
         odd = self._odd_at
@@ -163,17 +215,38 @@ class KeyMap:
                     self._key = _grown(self._key, size, 0)
                     self._refs = _grown(self._refs, size, 0)
             if type(key) is int and 0 <= key < DENSE_LIMIT:
-                m = self._map
-                if key >= len(m):
-                    self._map = m = _grown(m, min(DENSE_LIMIT, max(64, key + key // 8 + 1)),
-                                           -1)
-                m[key] = s
                 self._key[s] = key
+                self._put(key, s)
             else:
                 self._odd[key] = s
                 self._odd_at[s] = key
         self._refs[s] += 1
         return s
+
+    def _put(self, key: int, s: int) -> None:
+        """Map ``key`` (mapped, held by no holder until now) to slot ``s``."""
+        self.mapped += 1
+        if not len(self._map) and 2 * self.mapped > len(self._table):  # (half full)
+            size = max(16, 2 * len(self._table))
+            self._rebuild(0 if size >= _span(max(key, self._hi)) else size)
+        if key > self._hi:
+            self._hi = key
+        m = self._map
+        if len(m):
+            if key >= len(m):
+                self._map = m = _grown(m, _span(key), -1)
+            m[key] = s
+            return
+        b = self._bits
+        if key >> 3 >= len(b):
+            self._bits = b = _grown(b, (_span(key) + 7) >> 3, 0)
+        b[key >> 3] = b.item(key >> 3) | 1 << (key & 7)
+        t = self._table
+        mask = len(t) - 1
+        i = (key * _KNUTH & 0xFFFFFFFF) >> self._shift
+        while t.item(i) >= 0:
+            i = (i + 1) & mask
+        t[i] = s
 
     def release(self, key: Any, slot: int) -> None:
         """A holder lets ``key`` (normalized, at ``slot``) go: the slot is free once
@@ -182,30 +255,125 @@ class KeyMap:
         refs[slot] -= 1
         if refs.item(slot):
             return
-        if type(key) is int and 0 <= key < len(self._map):
-            self._map[key] = -1
+        if type(key) is int and 0 <= key < DENSE_LIMIT:
+            self._drop(key)
         else:
             del self._odd[key]
             del self._odd_at[slot]
         self._free.append(slot)
 
+    def _drop(self, key: int) -> None:
+        """Unmap ``key`` (mapped, held by no holder any more; its slot still names it)."""
+        self.mapped -= 1
+        m = self._map
+        if len(m):
+            m[key] = -1
+            if len(m) >= _SMALLEST_SHRUNK and 16 * self.mapped < len(m):
+                self._rebuild(_capacity(self.mapped))
+            return
+        b = self._bits
+        b[key >> 3] = b.item(key >> 3) & ~(1 << (key & 7))
+        t, keys = self._table, self._key
+        mask = len(t) - 1
+        i = self._find(key)
+        assert i >= 0, key                  # (it was held)
+        j = i
+        while True:         # backward shift: no entry after i is left past a gap
+            j = (j + 1) & mask
+            sj = t.item(j)
+            if sj < 0:
+                break
+            home = (keys.item(sj) * _KNUTH & 0xFFFFFFFF) >> self._shift
+            if (j - home) & mask >= (j - i) & mask:     # i is on its way from home
+                t[i] = sj
+                i = j
+        t[i] = -1
+
+    def _rebuild(self, size: int) -> None:
+        """The mapped keys held put in a table of ``size`` positions (a power of two),
+        or in a dense map (``size`` 0)."""
+        live = np.flatnonzero(self._refs[:self.top] > 0)
+        if self._odd_at:
+            live = live[~np.isin(live, np.fromiter(self._odd_at, dtype=np.int64))]
+        keys = self._key[live]
+        self._hi = int(keys.max()) if len(keys) else -1
+        if not size:
+            self._map = np.full(_span(max(self._hi, 0)), -1, dtype=np.int32)
+            self._map[keys] = live
+            self._table = np.full(0, -1, dtype=np.int32)
+            self._bits = np.zeros(0, dtype=np.uint8)
+            return
+        self._map = np.full(0, -1, dtype=np.int32)
+        self._shift = 32 - (size.bit_length() - 1)
+        self._table = t = np.full(size, -1, dtype=np.int32)
+        bits = np.zeros(_span(max(self._hi, 0)), dtype=bool)
+        bits[keys] = True
+        self._bits = np.packbits(bits, bitorder="little")
+        mask = size - 1
+        pos = (keys * _KNUTH & 0xFFFFFFFF) >> self._shift
+        todo = np.arange(len(keys))
+        while len(todo):    # each round: a key whose position is free takes it (one
+            at = pos[todo]  # per position), the others try the next one
+            free = t[at] < 0
+            took, first = np.unique(at[free], return_index=True)
+            t[took] = live[todo[free][first]]
+            placed = np.zeros(len(keys), dtype=bool)
+            placed[todo[free][first]] = True
+            todo = todo[~placed[todo]]
+            pos[todo] = (pos[todo] + 1) & mask
+
     def slots_of(self, col: np.ndarray) -> np.ndarray:
         """The slot of each int64 key of ``col`` (-1: no holder holds it), by one
-        indexing of ``_map`` (and a dict lookup for each key outside its range, while any
-        such key is held)."""
-        m = self._map
-        size = len(m)
+        indexing of ``_map``, or of ``_bits`` and a probe of ``_table`` for the keys
+        held (and a dict lookup for each key outside the range, while any such key is
+        held)."""
         if not len(col):
             return np.zeros(0, dtype=np.int64)
-        if int(col.min()) >= 0 and int(col.max()) < size:
-            return m[col].astype(np.int64)
-        out = np.full(len(col), -1, dtype=np.int64)
-        inside = (col >= 0) & (col < size)
-        out[inside] = m[col[inside]]
-        if self._odd:
+        m = self._map
+        hashed = not len(m)
+        size = 8 * len(self._bits) if hashed else len(m)
+        lo, hi = int(col.min()), int(col.max())
+        if lo >= 0 and hi < size:
+            if not hashed:
+                return m[col].astype(np.int64)
+            inside = None
+            out = np.full(len(col), -1, dtype=np.int64)
+            keys = col
+        else:
+            out = np.full(len(col), -1, dtype=np.int64)
+            inside = (col >= 0) & (col < size)
+            keys = col[inside]
+            if not hashed:
+                out[inside] = m[keys]
+        if hashed:
+            held = (self._bits[keys >> 3] >> (keys & 7).astype(np.uint8)) & 1 == 1
+            at = np.flatnonzero(held) if inside is None else np.flatnonzero(inside)[held]
+            out[at] = self._probe(col[at])
+        if inside is not None and self._odd:
             odd = self._odd
             for i in np.flatnonzero(~inside).tolist():
                 out[i] = odd.get(col.item(i), -1)
+        return out
+
+    def _probe(self, keys: np.ndarray) -> np.ndarray:
+        """The slots of ``keys`` (each held, hashed): every key at its home, then those
+        not found there step on together while more than ``_FEW`` are left (a numpy
+        round a step), and the last few one by one (``_find``)."""
+        t, stored = self._table, self._key
+        mask = len(t) - 1
+        pos = (keys * _KNUTH & 0xFFFFFFFF) >> self._shift
+        out = t[pos].astype(np.int64)
+        assert (out >= 0).all()             # (held: their homes are taken)
+        todo = np.flatnonzero(stored[out] != keys)
+        while len(todo) > _FEW:
+            pos[todo] = at = (pos[todo] + 1) & mask
+            out[todo] = found = t[at]
+            assert (found >= 0).all()
+            todo = todo[stored[found] != keys[todo]]
+        for i in todo.tolist():
+            where = self._find(keys.item(i))
+            assert where >= 0
+            out[i] = t.item(where)
         return out
 
     def nbytes(self) -> int:
@@ -213,9 +381,30 @@ class KeyMap:
         (which keep their size once grown), the free slots' list and its ints."""
         free = self._free
         getsizeof = sys.getsizeof
-        return (self._map.nbytes + self._key.nbytes + self._refs.nbytes
+        return (self._map.nbytes + self._table.nbytes + self._bits.nbytes
+                + self._key.nbytes + self._refs.nbytes
                 + getsizeof(self._odd) + getsizeof(self._odd_at)
                 + getsizeof(free) + INT_BYTES * len(free))
+
+
+#: Knuth's multiplicative hash constant (2**32 over the golden ratio): a mapped key
+#: (< 2**22) times it stays under 2**54, exact in an int64
+_KNUTH = 2654435761
+#: keys left probing that ``KeyMap._probe`` steps on one by one rather than in a
+#: numpy round (a round costs several µs however few keys it moves)
+_FEW = 8
+#: a dense map shorter than this stays dense, however few keys it holds
+_SMALLEST_SHRUNK = 1 << 12
+
+
+def _span(key: int) -> int:
+    """The dense map's length that holds ``key``, with an eighth of slack."""
+    return min(DENSE_LIMIT, max(64, key + key // 8 + 1))
+
+
+def _capacity(n: int) -> int:
+    """A table's length for ``n`` mapped keys: a power of two, at most a quarter full."""
+    return max(16, 1 << (4 * n).bit_length())
 
 
 def _grown(a: np.ndarray, size: int, fill: int) -> np.ndarray:

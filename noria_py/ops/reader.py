@@ -219,9 +219,10 @@ class Reader(Operator):
         if self.poisoned and self._fails(key):
             return [(DIV0,) * self.visible]
         holes = self.holes
-        m = holes.keymap._map           # (``Holes.slot``, its common case inline)
-        if type(key) is int and 0 <= key < len(m):
-            slot = m.item(key)
+        if type(key) is int:            # (``Holes.slot``, its common case inline)
+            km = holes.keymap
+            m = km._map
+            slot = m.item(key) if 0 <= key < len(m) else km.slot(key)
             held = holes._held
             if slot < 0 or slot >= len(held) or not held.item(slot):
                 return None

@@ -7,9 +7,13 @@ from operator import itemgetter
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from noria_py.batch import Batch
-from noria_py.ops.holes import Holes
+from noria_py.ops import holes
+from noria_py.ops.holes import Holes, KeyMap
 from noria_py.ops.state import tuple_key
 
 from .helpers import ms
@@ -57,10 +61,10 @@ def test_the_map_is_kept_up_to_date_by_add_and_remove():
     batch = _columnar(list(range(100)), list(range(100)))
     h.add(10)
     assert [r[0] for r in h.keep(batch, (0,), itemgetter(0)).rows] == [10]
-    table = h.keymap._map
+    table = h.keymap._table                        # (a few keys: hashed)
     h.add(20)
     h.remove(10)
-    assert h.keymap._map is table                  # changed in place, not built again
+    assert h.keymap._table is table                # changed in place, not built again
     assert [r[0] for r in h.keep(batch, (0,), itemgetter(0)).rows] == [20]
 
 
@@ -149,8 +153,124 @@ def test_a_path_shares_one_key_map():
     assert reader.keymap.slot(500_000) == -1
     assert op.add(11) == 0                  # free once neither holds it
     assert sorted(op.keys()) == [7, 11] and sorted(reader.keys()) == [9]
-    big = reader.keymap._map.nbytes
-    assert big > 2_000_000                  # sized to the key range
+    big = reader.keymap.nbytes()
+    assert big > 60_000                     # a bit a key of the range (few keys held:
+    assert not len(reader.keymap._map)      # hashed, not 4 bytes a key of the range)
     assert reader.fixed_bytes() >= big > op.fixed_bytes()
     op.clear()
     assert reader.keymap.slot(7) == -1 and reader.slot(9) == 2
+
+
+def test_a_key_map_turns_dense_and_hashed_as_the_keys_held_grow_and_shrink():
+    """Few keys of a large range are hashed (bytes a key held, not a key of the range);
+    over about half the range, dense; and hashed again under a sixteenth."""
+    km = KeyMap()
+    for k in range(0, 100_000, 100):                    # 1,000 keys of 100,000
+        km.acquire(k)
+    assert km.hashed and km.nbytes() < 60_000           # (450 KB dense)
+    assert km.slots_of(np.arange(0, 3000, dtype=np.int64)).tolist().count(-1) == 2970
+    for k in range(60_000):                             # 60% of the range
+        km.acquire(k)
+    assert not km.hashed and km.slot(59_999) >= 0 and km.slot(60_001) == -1
+    assert km.nbytes() < 2 * 450_000 + 20 * km.top
+    for k in range(50_000):
+        km.release(k, km.slot(k))
+    assert not km.hashed                                # 10,500 held: still dense
+    for k in range(50_000, 60_000):
+        km.release(k, km.slot(k))
+    assert km.hashed and km.slot(99_900) >= 0 and km.slot(1) == -1 and km.slot(100) >= 0
+    assert km.mapped == 1000
+
+
+#: a key far beyond the others (which keeps a map hashed while held)
+TOP = 40_000
+
+
+class KeyMapModel(RuleBasedStateMachine):
+    """``KeyMap`` against a dict (key -> slot, and its holders): acquire, release and
+    lookups (one key, a column), through both forms and the switches between them (a
+    dense map of 64 or more keys may turn hashed again here: ``_SMALLEST_SHRUNK``)."""
+
+    KEYS = st.one_of(st.integers(0, 300), st.integers(0, 3000),
+                     st.sampled_from([-1, 1 << 40, TOP, "a"]))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.km = KeyMap()
+        self.model: dict = {}       # key -> [slot, holders]
+
+    def _acquire(self, key) -> None:
+        s = self.km.acquire(key)
+        if key in self.model:
+            assert self.model[key][0] == s
+            self.model[key][1] += 1
+        else:
+            assert s not in {v[0] for v in self.model.values()}
+            self.model[key] = [s, 1]
+
+    @rule(key=KEYS)
+    def acquire(self, key) -> None:
+        self._acquire(key)
+
+    @rule(lo=st.integers(0, 300), n=st.integers(1, 200))
+    def acquire_many(self, lo: int, n: int) -> None:
+        for k in range(lo, lo + n):
+            self._acquire(k)
+
+    @rule(seed=st.integers(0, 1000), n=st.integers(1, 200))
+    def acquire_scattered(self, seed: int, n: int) -> None:
+        """(Knuth's hash spreads a run of keys without a collision: these collide.)"""
+        for k in np.random.default_rng(seed).choice(600, n, replace=False).tolist():
+            self._acquire(k)
+
+    @rule(data=st.data())
+    def release(self, data) -> None:
+        if not self.model:
+            return
+        key = data.draw(st.sampled_from(sorted(self.model, key=repr)))
+        s, n = self.model[key]
+        self.km.release(key, s)
+        if n == 1:
+            del self.model[key]
+        else:
+            self.model[key][1] -= 1
+
+    @rule(frac=st.integers(2, 16))
+    def release_most(self, frac: int) -> None:
+        for key in sorted(self.model, key=repr)[: len(self.model) * (frac - 1) // frac]:
+            s, n = self.model.pop(key)
+            for _ in range(n):
+                self.km.release(key, s)
+
+    @rule(keys=st.lists(st.integers(-5, 6000) | st.sampled_from([1 << 40, TOP]),
+                        max_size=50))
+    def slots_of(self, keys) -> None:
+        held = [k for k in self.model if type(k) is int]
+        col = np.array(keys + held, dtype=np.int64)
+        want = [self.model[k][0] if k in self.model else -1 for k in col.tolist()]
+        assert self.km.slots_of(col).tolist() == want
+
+    @invariant()
+    def every_key_finds_its_slot(self) -> None:
+        km = self.km
+        for k, (s, _) in self.model.items():
+            assert km.slot(k) == s and km.key_at(s) == k
+        for k in (0, 7, 301, 4999, 5001, -1, TOP, 1 << 40, "b"):
+            if k not in self.model:
+                assert km.slot(k) == -1
+        assert km.mapped == sum(type(k) is int and 0 <= k < holes.DENSE_LIMIT
+                                for k in self.model)
+
+
+@pytest.fixture
+def small_dense_maps(monkeypatch):
+    monkeypatch.setattr(holes, "_SMALLEST_SHRUNK", 64)
+
+
+def test_key_map_model(small_dense_maps):
+    """The model above, run by hypothesis (``_SMALLEST_SHRUNK`` lowered, so that dense
+    maps of this test's few keys turn hashed again)."""
+    run = KeyMapModel.TestCase
+    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None,
+                            suppress_health_check=[HealthCheck.too_slow])
+    run().runTest()

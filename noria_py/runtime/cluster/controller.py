@@ -301,6 +301,10 @@ class ClusterRuntime(Runtime):
         #: the partial-state manager (``partial_manager``; None without ``--partial``)
         self.partial: ClusterPartial | None = None
         self.control: threading.RLock | None = None    # the Database's lock, set by the server
+        #: the same lock taken without bringing the table copies here up to date first
+        #: (``--writes worker``; server.py's ``_CopyingLock.plain``): an upquery's
+        #: (its base's rows are computed at the base's worker), set by the server
+        self.control_plain: threading.RLock | None = None
         #: subscriptions' listeners per reader node shard (noria_py/subscribe.py): while
         #: there is one, its worker keeps what the reader applies for ``publish``
         self.listeners: dict[str, list[Any]] = {}

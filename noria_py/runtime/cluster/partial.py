@@ -157,6 +157,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
 from ...batch import Batch
@@ -613,14 +614,14 @@ class ClusterPartial(Partial):
         meanwhile: once the chain is up again, upqueried again."""
         rt = self.cluster
         chains = self.chains[reader_id]
-        tuples = [k if type(k) is tuple else (k,) for k in keys]
+        tuples = _tuples(keys)
         deadline = time.monotonic() + RECOVERY_TIMEOUT
         while True:
             try:
-                return self._upquery(reader_id, chains, tuples)
+                return self._answer(reader_id, *self._send(reader_id, chains, tuples))
             except WorkerLost as e:
                 left = deadline - time.monotonic()
-                control: Any = rt.control
+                control: Any = rt.control_plain or rt.control
                 if control is not None and control._is_owned():
                     raise           # (recovery needs the lock this thread holds: the
                                     # caller's, which retries once it is let go)
@@ -632,11 +633,39 @@ class ClusterPartial(Partial):
                     rt.wait_up(n, left)
                 time.sleep(0.01)
 
-    def _upquery(self, reader_id: str, chains: list[Chain],
-                 keys: list[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+    def fill_all(self, asks: list[tuple[str, list[Any]]]) -> list[list[list[tuple[Any, ...]]]]:
+        """``fill`` of each ``(reader_id, keys)`` (a ``lookup_many``'s reader shards),
+        every upquery sent before the first answer is waited for: their fills travel
+        the chains together. One that fails (a worker lost, a node down) is asked
+        again as ``fill`` asks (a fill for a key held meanwhile is not applied: never
+        counted twice)."""
+        sent: list[tuple[int, Future[Any]] | None] = []
+        for reader_id, keys in asks:
+            try:
+                sent.append(self._send(reader_id, self.chains[reader_id], _tuples(keys)))
+            except WorkerLost:
+                sent.append(None)
+        out = []
+        for (reader_id, keys), one in zip(asks, sent):
+            rows = None
+            if one is not None:
+                try:
+                    rows = self._answer(reader_id, *one)
+                except WorkerLost:
+                    pass
+            out.append(self.fill(reader_id, keys) if rows is None else rows)
+        return out
+
+    def _send(self, reader_id: str, chains: list[Chain],
+              keys: list[tuple[Any, ...]]) -> tuple[int, Future[Any]]:
+        """An upquery of ``keys`` sent up ``chains``: its request id, and the future
+        its reader's worker's answer sets (``_answer``)."""
         rt = self.cluster
         nodes = [n for path, _ in chains for n in path]
-        with rt.control or threading.RLock():       # (in order with the writes)
+        # in order with the writes the controller takes (--writes controller); with
+        # --writes worker the base's worker orders the fill after its writes, and the
+        # table copies here are not read: the lock without bringing them up to date
+        with rt.control_plain or rt.control or threading.RLock():
             with rt.lock:
                 down = [n for n in nodes if n not in rt.up]
             if down:
@@ -663,6 +692,12 @@ class ClusterPartial(Partial):
                                                              [list(k) for k in keys],
                                                              list(cols), batches]])
         self.upqueries += len(keys)
+        return rid, fut
+
+    def _answer(self, reader_id: str, rid: int,
+                fut: Future[Any]) -> list[list[tuple[Any, ...]]]:
+        """The rows of upquery ``rid`` (``_send``), once its reader answers."""
+        rt = self.cluster
         try:
             out = fut.result(FILL_TIMEOUT)
         except TimeoutError:
@@ -702,6 +737,11 @@ class ClusterPartial(Partial):
             out.extend([r] * s)
         rows: list[tuple[Any, ...]] = reader._finish(out)
         return rows
+
+
+def _tuples(keys: list[Any]) -> list[tuple[Any, ...]]:
+    """Keys as ``Reader.lookup`` takes them, as tuples (one column's bare)."""
+    return [k if type(k) is tuple else (k,) for k in keys]
 
 
 class Fill:

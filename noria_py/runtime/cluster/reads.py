@@ -326,11 +326,11 @@ def pack_dense(hit: np.ndarray, parts: list[np.ndarray]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def collector_paused(n: int) -> Iterator[None]:
+def collector_paused(n: int, least: int = PAUSE_GC_MIN) -> Iterator[None]:
     """Python's cyclic collector paused while the answer of ``n`` keys is made (at
-    least ``PAUSE_GC_MIN``; where it was enabled), then enabled again (module
+    least ``least``; where it was enabled), then enabled again (module
     docstring)."""
-    if n < PAUSE_GC_MIN or not gc.isenabled():
+    if n < least or not gc.isenabled():
         yield
         return
     gc.disable()

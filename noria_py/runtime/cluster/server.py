@@ -109,7 +109,7 @@ REQUESTS: dict[str, tuple[tuple[type, ...], ...]] = {
     "insert": (_NAME, _SEQ), "insert_arrow": (_NAME, (bytes,)),
     "insert_columns": (_NAME, (int,), _SEQ), "delete": (_NAME, _SEQ),
     "delete_keys": (_NAME, _SEQ),
-    "view": (_NAME,), "lookup": (_NAME, _SEQ), "all": (_NAME,),
+    "view": (_NAME,), "lookup": (_NAME, _SEQ), "upquery": (_NAME, _SEQ), "all": (_NAME,),
     "tables": (), "views": (), "wait": (), "graph": (), "recoveries": (),
     "fail": (_NAME,), "recover": (_NAME, (str, type(None))),
     "queries": (), "drop_query": ((str, type(None)),),
@@ -145,12 +145,21 @@ class _CopyingLock:
     taker first brings the table copies here up to date with the writes the workers
     acknowledged (``ClusterRuntime.apply_copies``, which with log replicas asks each
     worker for what it has not sent yet), so what reads them under it (SQL over a base
-    table, ``len``, a DELETE's WHERE) sees every acknowledged write."""
+    table, ``len``, a DELETE's WHERE) sees every acknowledged write.
+
+    ``plain`` is the same lock taken without that: for what reads no copy (a view's
+    catalog entry, an upquery, whose base rows its worker computes). Taken by a thread
+    that then takes this one, the copies are brought up to date then (the outermost
+    taker of *this* one): the depth counts this one's takers only."""
 
     def __init__(self, apply: Callable[[], None]) -> None:
         self._lock = threading.RLock()
+        self.plain = self._lock
         self._apply = apply
         self._depth = 0                 # (the holder's: only it changes it)
+
+    def _is_owned(self) -> bool:        # (as ``threading.RLock``'s: partial.fill asks)
+        return cast(bool, getattr(self._lock, "_is_owned")())
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         got = self._lock.acquire(blocking, timeout)
@@ -330,6 +339,10 @@ class Server:
         self.lock = cast("threading.RLock", threading.RLock() if writes == "controller"
                          else _CopyingLock(self.runtime.apply_copies))
         self.runtime.control = self.lock
+        #: the lock without the copies brought up to date (``_CopyingLock.plain``): for a
+        #: view's catalog entry and the upqueries (docs/partial.md, "A miss")
+        self.view_lock = cast("threading.RLock", getattr(self.lock, "plain", self.lock))
+        self.runtime.control_plain = self.view_lock
         self.admission.serve(self.sock, self._serve_connection, "connection")
         started, adopted = time.monotonic(), 0
         #: a restart: what of the workers' nodes could be kept (restart.py; logged,
@@ -703,11 +716,22 @@ class Server:
         return [v.columns, [t.value for t in v.types], v.key_arity]
 
     def m_lookup(self, name: str, keys: Sequence[Any]) -> list[list[tuple[Any, ...]]]:
-        with self.lock:
+        with self.view_lock:
             v = self.db.view(name)
         if v.key_arity == 1:
             return v.lookup_many(keys)
         return [v.lookup(*k) for k in keys]
+
+    def m_upquery(self, name: str, keys: Sequence[Any]) -> list[list[tuple[Any, ...]]]:
+        """``keys`` a client read as holes of partial view ``name`` at its readers'
+        workers (``RemoteView``): upqueried without reading the readers again
+        (``View._upquery``); read as ``lookup`` reads where the view takes several
+        key columns or is not partial."""
+        with self.view_lock:
+            v = self.db.view(name)
+        if v.key_arity == 1 and v._partial:
+            return v._upquery(keys)
+        return self.m_lookup(name, keys)
 
     def m_placement(self, name: str) -> list[Any]:
         """Where a client reads view ``name`` itself (``reads.py``, ``remote.py``): its

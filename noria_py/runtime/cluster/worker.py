@@ -150,7 +150,7 @@ from .channels import CONTROLLER, Inbox, Links, PeerServer
 from .errors import NodeDown
 from .falkirk import take_span
 from .partial import EVICT, SIZES, Fill, WorkerPartial, source_rows, step, through_held
-from .reads import Reads, ReadServer, range_rows
+from .reads import Reads, ReadServer, collector_paused, range_rows
 from .wire import (
     decode_batch,
     decode_checkpoint,
@@ -229,6 +229,9 @@ UNKNOWN = ["OperationalError", "the worker taking this write lost its controller
            "the write was known to be durable: it may or may not have been applied"]
 #: the inbox's source of a client's write (a read thread's ``["cw", ...]``)
 CLIENT = "\0client"
+#: a fill of at least this many keys is handled with Python's cyclic collector paused
+#: (``Worker._fill``; reads.py's ``collector_paused``)
+FILL_PAUSE_GC_MIN = 64
 PEER_FRAMES = frozenset(("msg", "bar", "progress", "trunc", "drop_from", "fill",
                          "rlog", "rfull", "rdur", "rtrim"))
 #: ``replica_of``'s value for a base whose replica was lost: its writes wait for the
@@ -1029,7 +1032,12 @@ class Worker:
     def _fill(self, m: Fill) -> None:
         """A fill at node ``m.dst`` of its chain (partial.py): computed from its state
         at the source, passed on by a filter, projection or sharder, applied to each
-        key still a hole at the reader, which answers the controller."""
+        key still a hole at the reader, which answers the controller. A fill of many
+        keys is handled with Python's cyclic collector paused (``collector_paused``)."""
+        with collector_paused(len(m.body[3]), FILL_PAUSE_GC_MIN):
+            self._fill_now(m)
+
+    def _fill_now(self, m: Fill) -> None:
         _, rid, path, keys, cols, batches = m.body
         path = list(path)
         at = path.index(m.dst)

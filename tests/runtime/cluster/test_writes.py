@@ -872,14 +872,14 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _in_process(data_dir: str | None = None,
-                partial: bool = False) -> Iterator[noria_py.Database]:
+def _in_process(data_dir: str | None = None, partial: bool = False,
+                shards: int = 1) -> Iterator[noria_py.Database]:
     """A ``--writes worker`` cluster in this process (the controller and three workers
     as threads, so the test can hold their calls): its client."""
     from noria_py.runtime.cluster.worker import serve_worker
     port, made = _free_port(), []
     starting = threading.Thread(target=lambda: made.append(Server(
-        port=port, workers=2, token="tok", spawn=False, writes="worker",
+        port=port, workers=2, shards=shards, token="tok", spawn=False, writes="worker",
         data_dir=data_dir, partial=partial)), daemon=True)
     starting.start()
     time.sleep(0.3)
@@ -1019,14 +1019,44 @@ def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_outpu
         assert view.lookup(3) == [(3, 30)]
 
 
+def test_a_miss_upqueried_without_a_read_at_the_controller_counts_every_write_once():
+    """A client's holes are upqueried without the controller reading the readers again
+    (``upquery``), and with ``--writes worker`` under the lock without the table
+    copies brought up to date: a miss right after acknowledged writes holds them (its
+    fill at the base's worker follows them); a key held by the time its upquery runs
+    (two clients missed it at once) answers from its reader, the fill not applied
+    again; a key never written answers nothing."""
+    from noria_py.runtime.cluster.reads import rows_found
+    with _in_process(partial=True, shards=2) as db:
+        db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
+        db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+        db.execute("CREATE VIEW vv AS SELECT article.id, article.title, vc.votes FROM "
+                   "article LEFT JOIN (SELECT article_id, COUNT(*) AS votes FROM vote "
+                   "GROUP BY article_id) AS vc ON article.id = vc.article_id "
+                   "WHERE article.id = ?")
+        db.table("article").insert([(i, f"t{i}") for i in range(8)])
+        db.table("vote").insert([(i % 8, i) for i in range(40)])
+        v = db.view("vv")
+        assert v.lookup(3) == [(3, "t3", 5)]            # (a miss, no wait() before)
+        db.table("vote").insert([(3, 100), (5, 101), (5, 102)])
+        assert v.lookup_many([5, 6, 5]) == [[(5, "t5", 7)], [(6, "t6", 5)], [(5, "t5", 7)]]
+        db.wait()
+        # held since: as a second client's upquery of a key the first one filled
+        assert rows_found(db._call("upquery", "vv", [3, 5, 3])) == [
+            [(3, "t3", 6)], [(5, "t5", 7)], [(3, "t3", 6)]]
+        assert v.lookup(3) == [(3, "t3", 6)]
+        assert rows_found(db._call("upquery", "vv", [7, 99])) == [[(7, "t7", 5)], []]
+
+
 def test_a_write_made_durable_while_an_upquery_is_sent_is_in_its_fill_once(monkeypatch):
     """``--partial``: a write at the base's worker that becomes durable (its output
     sent, dropped at the reader's hole) after the controller took its lock for an
     upquery, and before the fill reaches the base's worker, is in the fill: the base's
     rows are computed there, in order with its writes, never from the controller's
-    copy (which does not have that write yet). The replica's ``rlog`` is set aside
-    (its message thread free: the lock's taking asks it for copies) and handed back
-    from inside the upquery."""
+    copy (which does not have that write yet; the upquery takes the lock without
+    bringing the copies up to date). The replica's ``rlog`` is set aside (its message
+    thread free: the lock's other takers ask it for copies) and handed back from
+    inside the upquery."""
     from noria_py.runtime.cluster import worker as worker_mod
     from noria_py.runtime.cluster.partial import ClusterPartial
     gate, in_upquery, aside = threading.Event(), threading.Event(), []
@@ -1069,3 +1099,26 @@ def test_a_write_made_durable_while_an_upquery_is_sent_is_in_its_fill_once(monke
             gate.set()
         db.wait()
         assert sorted(view.lookup(1)) == [(1, 10), (1, 11)]
+
+
+def test_the_copying_lock_says_whether_this_thread_holds_it_and_plain_skips_the_copies():
+    """``_CopyingLock`` (the server's lock with ``--writes worker``): its outermost
+    taker brings the copies up to date once; ``plain`` takes the same lock without
+    that; ``_is_owned`` answers as an ``RLock``'s does (``ClusterPartial.fill`` asks
+    it when an upquery fails: it raised ``AttributeError`` before)."""
+    from noria_py.runtime.cluster.server import _CopyingLock
+    applied: list[int] = []
+    lock = _CopyingLock(lambda: applied.append(1))
+    assert not lock._is_owned()
+    with lock.plain:
+        assert lock._is_owned() and applied == []
+        with lock:                      # (the outermost taker of the copying lock)
+            with lock:
+                assert applied == [1]
+    assert not lock._is_owned()
+    with lock:
+        assert applied == [1, 1]
+        other = threading.Thread(target=lambda: applied.append(int(lock._is_owned()) + 10))
+        other.start()
+        other.join()
+    assert applied == [1, 1, 10]
