@@ -1009,8 +1009,7 @@ class Database:
                 batch = Batch.changes(dels, ins)
             else:
                 batch = base.prepare_arrays(arrays)
-            if batch:
-                self._writes += 1
+            if batch:               # (counted by the runtime: ``taken_writes``)
                 self.runtime.forward(entry.node, batch)
                 self._publish()
             return
@@ -1127,24 +1126,29 @@ class Database:
             if len(key_t) != v.key_arity:
                 raise ArityError(f"view {v.name!r} takes {v.key_arity} key value(s), got {len(key_t)}")
             ids = [ids[v._shard(key_t[0] if v.key_arity == 1 else key_t)]]
-        self.runtime.wait()                 # the snapshot: every accepted write in it
-        self._publish()
         reader = v._readers[0]
         sub = Subscription(v.name, key_t, reader.key, reader.visible, size, self._unsubscribe)
-        if v._partial and key_t is not None:    # the key held (filled by the snapshot's
-            held = self.graph_[ids[0]].op       # read) and never evicted while listened to
-            sub.pinned = (held, v._held_key(key_t))
-            cast(Partial, self._partial).pin(*sub.pinned)
-        rows = v.all() if key_t is None else v.lookup(*key_t)
-        sub.put(Change(self._writes, [(r, 1) for r in rows]))
-        sub.readers = list(ids)
-        try:
-            for nid in ids:
-                self.runtime.listen(nid, sub)
-        except BaseException:
-            self._unsubscribe(sub)
-            raise
-        self._subscriptions.append(sub)
+        # no write lands between the snapshot and listening, none counted that is not
+        # in it (a cluster's writes at the workers held: ``Runtime.hold``); what the
+        # readers applied before goes to the subscriptions there are (a quiet point),
+        # not to this one, whose snapshot has it
+        with self.runtime.hold():
+            self.runtime.wait()             # the snapshot: every accepted write in it
+            self.runtime.publish(self._flush)
+            if v._partial and key_t is not None:    # the key held (filled by the snapshot's
+                held = self.graph_[ids[0]].op       # read) and never evicted while listened to
+                sub.pinned = (held, v._held_key(key_t))
+                cast(Partial, self._partial).pin(*sub.pinned)
+            rows = v.all() if key_t is None else v.lookup(*key_t)
+            sub.put(Change(self._progress(), [(r, 1) for r in rows]))
+            sub.readers = list(ids)
+            try:
+                for nid in ids:
+                    self.runtime.listen(nid, sub)
+            except BaseException:
+                self._unsubscribe(sub)
+                raise
+            self._subscriptions.append(sub)
         if self.runtime.asynchronous and self._publisher is None:
             self._publisher = threading.Thread(target=self._publish_quiet_points, daemon=True,
                                                name="noria-publisher")
@@ -1169,15 +1173,10 @@ class Database:
         (``Runtime.publish`` holds the writers back meanwhile, so progress is exact)."""
         while not self._closed:
             time.sleep(tuning.SUBSCRIBE_EVERY)
-            subs = list(self._subscriptions)
-            if not subs:
+            if not self._subscriptions:
                 continue
-
-            def flush() -> None:
-                for sub in subs:
-                    sub.flush(self._writes)
             try:
-                self.runtime.publish(flush)
+                self.runtime.publish(self._flush)
             except Error as exc:            # a worker lost: its readers' subscriptions end
                 log.info("subscriptions: no quiet point this time: %s", exc)
 
@@ -1185,8 +1184,19 @@ class Database:
         """A quiet point: each subscription queues what its readers applied since (a
         cluster's come from ``_publish_quiet_points``)."""
         if self._subscriptions and not self.runtime.asynchronous and self.runtime.pending() == 0:
-            for sub in list(self._subscriptions):
-                sub.flush(self._writes)
+            self._flush(self.runtime.taken_writes)
+
+    def _flush(self, taken: int) -> None:
+        """Each subscription queues what its readers applied since the last quiet point,
+        numbered with the writes accepted: this database's own and ``taken``, those its
+        runtime took without it as of the quiet point (``Runtime.publish``)."""
+        for sub in list(self._subscriptions):
+            sub.flush(self._writes + taken)
+
+    def _progress(self) -> int:
+        """The writes accepted so far: the database's own, and those a runtime took
+        without it (``Runtime.taken_writes``: a cluster's writes at the workers)."""
+        return self._writes + self.runtime.taken_writes
 
     @_serialized
     def graph(self) -> list[dict]:

@@ -4,7 +4,7 @@
 ``Change``s, the first the view's rows now (each ``(row, +1)``), then one per quiet
 point of the graph with every change since, as ``(row, +1)`` and ``(row, -1)``. Each
 carries ``progress``: the number of writes the database had accepted when it was taken,
-every one of them reflected in the rows so far. A ``key`` narrows it to the rows a
+every one of them reflected in the rows so far, and no other. A ``key`` narrows it to the rows a
 ``lookup(key)`` reads.
 
 How it is fed: the subscription listens at the view's readers (``Reader.listeners``),
@@ -24,9 +24,14 @@ In a cluster the readers live on workers: while someone listens at one
 (``Runtime.listen``), its worker keeps what it applies, consolidated. The
 controller's ``Database`` finds quiet points on its own, every
 ``tuning.SUBSCRIBE_EVERY`` seconds that a listened reader changed (``Runtime.publish``):
-holding the writers back, it waits for every accepted write to be processed, takes
-each such reader's changes from its worker, and flushes. A lost worker ends the
-subscriptions of its readers. A ``RemoteDatabase`` subscribes on
+holding the writers back (the database's lock, and the clients' writes at the
+workers: ``Runtime.hold``), it waits for every accepted write to be processed, takes
+each such reader's changes from its worker, and flushes, numbered with the writes
+the database took and those the bases' histories took (``Runtime.taken_writes``). A
+new subscription's snapshot is taken under the same hold, after such a quiet point
+(what the readers applied before goes to the subscriptions already there), and the
+readers listened to before the hold ends. A lost worker ends the subscriptions of its
+readers. A ``RemoteDatabase`` subscribes on
 a connection of its own, which the server streams the changes down; the client holds
 them in a ``Subscription`` of its own (``put``/``fail`` only), with the same buffer
 rule on both ends.

@@ -334,7 +334,7 @@ def main(argv: list[str]) -> int:
                         "or worker to worker (default: the server's)")
     p.add_argument("--writes", choices=["auto", "controller", "worker"], default=None,
                    help="serve --writes: writes validated and taken at the controller or "
-                        "at the base's worker (default: the server's, controller)")
+                        "at the base's worker (default: the server's, auto)")
     p.add_argument("--data-dir", dest="data_dir", default=None, metavar="DIR",
                    help="serve --data-dir: each run in a new directory under DIR (the "
                         "write-ahead log; with --writes worker, the workers' logs)")

@@ -15,6 +15,7 @@ back from a runtime); the client never sees either.
 """
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..memory import node_bytes
@@ -52,12 +53,25 @@ class Runtime(Protocol):
     def announce(self, change: tuple[Any, ...]) -> None: ...   # (kind, plan objects and ids)
 
     # writes and progress
+    #: writes accepted that never went through the database's ``write`` (a cluster
+    #: with writes at the workers: every write its bases' histories took, the
+    #: controller's forwarded ones too), counted in a subscription's progress
+    #: beside the database's own
+    taken_writes: int = 0
+
     def write(self, base_id: str, batch: "Batch") -> None: ...
     def check_writable(self, base_id: str, table: str) -> None: ...
     def wait(self) -> None: ...
     # a quiet point for subscriptions: writers held, every write processed, the
-    # listened readers' changes handed over, then ``then`` (nothing if none changed)
-    def publish(self, then: "Callable[[], None]") -> None: ...
+    # listened readers' changes handed over, then ``then(taken_writes)``, the count as
+    # of the changes (nothing if none changed)
+    def publish(self, then: "Callable[[int], None]") -> None: ...
+
+    def hold(self) -> AbstractContextManager[None]:
+        """Hold back the writes the database's lock does not (a cluster's clients'
+        writes at the workers) while in it, every one accepted before counted in
+        ``taken_writes`` and passed on; nestable. Here: none to hold."""
+        return nullcontext()
 
     # subscriptions: a reader node shard tells ``listener`` each batch it applies
     # (``listener.changed``) and when it loses its rows (``listener.lost``)

@@ -194,11 +194,11 @@ class EmbeddedRuntime(Runtime):
     def wait(self) -> None:
         self.run()
 
-    def publish(self, then: Callable[[], None]) -> None:
+    def publish(self, then: Callable[[int], None]) -> None:
         """The database's lock holds writers back, and readers tell their listeners
-        as they apply: run what is queued, then ``then``."""
+        as they apply: run what is queued, then ``then`` (no writes taken elsewhere)."""
         self.run()
-        then()
+        then(self.taken_writes)
 
     def listen(self, node_id: str, listener: Any) -> None:
         cast("Reader", self.graph[node_id].op).listeners.append(listener)

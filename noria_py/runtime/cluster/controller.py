@@ -46,6 +46,7 @@ tree clocks, and a lost worker rolls every node back to the last complete one
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import logging
 import queue
@@ -53,7 +54,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -224,6 +225,12 @@ class ClusterRuntime(Runtime):
         #: (writes at the workers) batches in the history whose copy in the table here
         #: is not applied yet: ``apply_copies`` applies them under the database's lock
         self.copies: list[tuple[str, Batch]] = []
+        #: (writes at the workers) every write the bases' histories took: a
+        #: subscription's progress (``Runtime.taken_writes``); and how deep ``hold`` is
+        #: (the workers' writes paused at the first, resumed at its end)
+        self.taken_writes = 0
+        self.hold_depth = 0
+        self.held_workers: list[WorkerHandle] = []
         #: per base, the tags of the last ``LANDED_KEPT`` writes its history took: a
         #: write whose worker was lost before it answered is done if its tag is here
         #: (``forward``, ``landed``), else it may be sent again
@@ -677,6 +684,7 @@ class ClusterRuntime(Runtime):
         for b in batches:
             history.append(b)
             self.copies.append((base, b))
+        self.taken_writes += len(batches)
         known = self.landed.get(base)
         if known is None:
             known = self.landed[base] = collections.deque(maxlen=LANDED_KEPT)
@@ -837,6 +845,7 @@ class ClusterRuntime(Runtime):
                 accepted = validated(op, batch)
                 if accepted:
                     self.durable[base_id].append(accepted)
+                    self.taken_writes += 1
                     op.process(0, accepted)
                 return
             try:
@@ -886,6 +895,23 @@ class ClusterRuntime(Runtime):
             for w in ws:
                 if w.alive:
                     w.put(["resume"])
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """``Runtime.hold``: with writes at the workers, their clients' writes paused
+        (``pause_writes``: every one accepted before is in the histories, counted in
+        ``taken_writes``, and passed on) until the outermost ``hold`` ends. Its holder
+        has the database's lock, as every pauser does, so no other pause overlaps."""
+        if self.hold_depth == 0:
+            self.held_workers = self.pause_writes()
+        self.hold_depth += 1
+        try:
+            yield
+        finally:
+            self.hold_depth -= 1
+            if self.hold_depth == 0:
+                paused, self.held_workers = self.held_workers, []
+                self.resume_writes(paused)
 
     def write_address(self, base_id: str) -> list[Any] | None:
         """Where a client writes the table of base ``base_id`` (writes at the workers):
@@ -1345,20 +1371,33 @@ class ClusterRuntime(Runtime):
                 return
             before = now
 
-    def publish(self, then: Callable[[], None]) -> None:
+    def publish(self, then: Callable[[int], None]) -> None:
         """A quiet point for subscriptions, if a listened reader changed since the last:
-        with the writers held back (the database's lock), every accepted write is
-        processed, each such reader's changes go to its listeners, then ``then``. A
-        first wait with the writers going on takes most of the time, so the one that
-        holds them is mostly a single round of pings."""
+        with the writers held back (the database's lock, and with writes at the
+        workers ``hold``), every accepted write is processed and each such reader's
+        changes are cut at its worker (``cut``: set aside, no per-row work); then, the
+        workers' writes going on again (what they change at those readers waits there
+        for the next cut), the cut changes are drained to the readers' listeners and
+        ``then(taken_writes)`` runs, with ``taken_writes`` as of the hold: every write
+        the changes reflect and no other (docs/architecture.md, "Which write path a
+        server takes"). A first wait with the writers going on takes most of the time,
+        so the one that holds them is mostly a single round of pings; the per-row work
+        on the changes (consolidating, encoding, decoding, the listeners') is done
+        outside the hold."""
         if not self.changes_at:
             return
         self.wait()
         with self.control or threading.RLock():
-            self.wait()
+            with self.hold():
+                self.wait()
+                with self.lock:
+                    nodes = [n for n in self.changes_at if n in self.listeners and n in self.up]
+                    self.changes_at.clear()
+                    cuts = [self.request(self.worker_of(n), "cut", n) for n in nodes]
+                for fut in cuts:
+                    fut.result(60)
+                taken = self.taken_writes
             with self.lock:
-                nodes = [n for n in self.changes_at if n in self.listeners and n in self.up]
-                self.changes_at.clear()
                 asked = [(n, self.request(self.worker_of(n), "drain", n)) for n in nodes]
             for n, fut in asked:
                 batch = decode_batch(fut.result(60))
@@ -1366,7 +1405,7 @@ class ClusterRuntime(Runtime):
                     listeners = list(self.listeners.get(n, ()))
                 for listener in listeners:
                     listener.changed(batch)
-            then()
+            then(taken)
 
     def listen(self, node_id: str, listener: Any) -> None:
         """The reader's worker starts keeping what the reader applies, for ``publish``

@@ -216,7 +216,7 @@ class Server:
                  channels: str = DEFAULT_CHANNELS,
                  rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
                  memory_limit: int | None = None, barrier_every: int | None = None,
-                 writes: str = "controller", determinant_depth: int | None = None,
+                 writes: str = AUTO, determinant_depth: int | None = None,
                  standbys: bool = False) -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
@@ -243,11 +243,12 @@ class Server:
         keys down to its share; the controller moves shares to where the reads go).
         ``writes``: ``"worker"`` validates each write at its base's worker, which keeps
         the rows, and takes clients' writes on its read port (docs/architecture.md,
-        "Writes at the base's worker"); ``"controller"`` (the default) here; ``"auto"``:
-        the mode ``data_dir``'s tables were written in, else ``worker``
+        "Writes at the base's worker"); ``"controller"`` here; ``"auto"`` (the
+        default): the mode ``data_dir``'s tables were written in, else ``worker``
         where it is built (treeclock or lineage, direct channels), else
         ``controller`` (``writes.choose``; the choice: ``self.writes``, and why:
-        ``self.writes_why``).
+        ``self.writes_why``). Either mode serves the same results, subscriptions'
+        progress included (docs/architecture.md, "Which write path a server takes").
         ``determinant_depth`` (causal): how many edges below a node its determinants
         are kept (None: every node below); ``standbys`` (causal): each stateful node
         shard has a standby on another worker, kept warm from its checkpoints, which
@@ -607,15 +608,13 @@ class Server:
         nodes are back it can run again (at most 10 times)."""
         for attempt in range(10):
             lock = self._settled()
-            paused: list[Any] = []
             try:
-                paused = self.runtime.pause_writes()    # (writes at the workers: held)
-                return change()
+                with self.runtime.hold():       # (writes at the workers: held)
+                    return change()
             except WorkerLost:
                 if attempt == 9:
                     raise
             finally:
-                self.runtime.resume_writes(paused)
                 lock.release()      # (also when the pause itself failed)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -971,16 +970,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="how workers send each other their messages: through the "
                         "controller (relay) or on worker-to-worker links (direct); "
                         f"default {DEFAULT_CHANNELS}")
-    p.add_argument("--writes", choices=(AUTO, *WRITES), default="controller",
+    p.add_argument("--writes", choices=(AUTO, *WRITES), default=AUTO,
                    help="where writes are validated and taken: here (controller) or at "
                         "each table's base's worker (worker: clients write there, the "
                         "controller is off their path; needs --channels direct and "
                         "--regime treeclock or lineage; with --data-dir each worker "
-                        "keeps its bases' logs there); auto: the mode a --data-dir's "
-                        "tables were written in, else worker where it is built, else "
-                        "controller (not yet the default: a subscription's progress "
-                        "counts only the controller's writes). Default controller; "
-                        "the start-up line names the choice")
+                        "keeps its bases' logs there); auto (the default): the mode a "
+                        "--data-dir's tables were written in, else worker where it is "
+                        "built, else controller. The start-up line names the choice "
+                        "and why")
     p.add_argument("--rejoin-timeout", dest="rejoin_timeout", type=float,
                    default=REJOIN_TIMEOUT,
                    help="with --data-dir: seconds a worker whose controller died goes on "

@@ -1912,8 +1912,16 @@ class Worker:
         if on:
             op.listeners.append(_Forward(nid, self.send))
 
+    def req_cut(self, nid: str) -> None:
+        """A quiet point's cut, made while the controller holds the writes: what the
+        reader applied so far is set aside for the next ``drain``."""
+        op = cast("Reader", self._up(nid).node.op)
+        for x in op.listeners:
+            if isinstance(x, _Forward):
+                x.cut()
+
     def req_drain(self, nid: str) -> list[Any]:
-        """What the reader applied since the last drain, consolidated."""
+        """What the reader applied up to the last cut and not drained, consolidated."""
         op = cast("Reader", self._up(nid).node.op)
         for x in op.listeners:
             if isinstance(x, _Forward):
@@ -2145,14 +2153,17 @@ class _Hosted:
 
 class _Forward:
     """The subscriptions' listener at a reader on this worker (noria_py/subscribe.py):
-    keeps what the reader applies until the controller's quiet point drains it
-    (``req_drain``), consolidated, so a key changed many times meanwhile travels once.
-    The first change after a drain tells the controller there is something to take."""
+    keeps what the reader applies until the controller's quiet point cuts it
+    (``req_cut``, while the writes are held: no per-row work) and drains it
+    (``req_drain``, once they go on again), consolidated, so a key changed many times
+    meanwhile travels once. The first change after a cut tells the controller there is
+    something to take."""
 
     def __init__(self, nid: str, send: Callable[[Any], None]) -> None:
         self.nid = nid
         self.send = send
         self.pending = Batch()
+        self.cut_off = Batch()              # (up to the last cut, not drained yet)
 
     def changed(self, batch: Batch) -> None:
         if not self.pending:
@@ -2160,11 +2171,18 @@ class _Forward:
         self.pending.extend(batch)
 
     def lost(self, why: str) -> None:
-        self.pending = Batch()
+        self.pending, self.cut_off = Batch(), Batch()
         self.send(["sub_lost", self.nid, why])
 
+    def cut(self) -> None:
+        if self.cut_off:                    # (a cut never drained: both go next time)
+            self.cut_off.extend(self.pending)
+        else:
+            self.cut_off = self.pending
+        self.pending = Batch()
+
     def drain(self) -> Batch:
-        out, self.pending = self.pending.consolidated(), Batch()
+        out, self.cut_off = self.cut_off.consolidated(), Batch()
         return out
 
 

@@ -77,7 +77,7 @@ the tags of the last ``RESTART_TAGS`` writes of the very log each table's rows c
 from (``LandedTail``), so a client whose write was in flight at the controller's death
 is told it landed exactly when the rows taken hold it (``restart.LandedBefore``).
 
-Which mode a server runs (``choose``, ``serve --writes auto``; not the default yet): the one a
+Which mode a server runs (``choose``, ``serve --writes auto``, the default): the one a
 data directory's tables were written in (``DIR/workers`` is there from a ``worker``
 server's start on, so a directory whose tables are in the workers' logs is never
 opened as the controller's own, which would miss them), else ``worker`` where it is
@@ -128,7 +128,7 @@ NOT_BUILT = {
 #: where a write is validated (``serve --writes``): at the controller, against its copy
 #: of the table, or at the base's worker, which keeps the rows
 WRITES = ("controller", "worker")
-#: ``serve --writes auto`` (not the default yet): one of ``WRITES``, as ``choose`` picks it
+#: ``serve --writes auto`` (the default): one of ``WRITES``, as ``choose`` picks it
 AUTO = "auto"
 
 

@@ -9,6 +9,7 @@ import random
 import signal
 import socket
 import struct
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -129,7 +130,7 @@ def test_sigkill_mid_load_matches_duckdb(seed, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigkill_soak(seed, monkeypatch):
-    """With ``--writes controller`` (the default's soak, writes at the workers, is
+    """With ``--writes controller`` (the default's, ``auto``: writes at the workers, is
     test_writes.py's ``test_sigkill_soak_with_writes_at_the_worker``)."""
     _differential_with_kill(seed, monkeypatch, extra=("--writes", "controller"))
 
@@ -242,16 +243,15 @@ def test_a_worker_killed_during_a_recovery(seed, monkeypatch):
 
 @pytest.fixture(scope="module")
 def cluster():
-    # (``--writes auto``: the writes at the workers where built, so the tests on this
-    # cluster run that path; the default, the controller's, is every other cluster's)
-    with Cluster(workers=2, shards=2, extra=("--writes", "auto")) as c:
+    # (serve's default, ``--writes auto``: the writes at the workers, where built)
+    with Cluster(workers=2, shards=2) as c:
         yield c
 
 
 def test_auto_writes_at_the_workers_where_built_and_says_so(cluster):
-    """``serve --writes auto`` on direct channels with the treeclock regime: the
-    writes go to the bases' workers, as its start-up line and ``db.writes`` say
-    (with ``$NORIA_CHANNELS=relay``: the controller)."""
+    """``serve`` (its default, ``--writes auto``) on direct channels with the
+    treeclock regime: the writes go to the bases' workers, as its start-up line and
+    ``db.writes`` say (with ``$NORIA_CHANNELS=relay``: the controller)."""
     want = "controller" if os.environ.get("NORIA_CHANNELS") == "relay" else "worker"
     assert f"--writes {want} (auto: " in cluster.line, cluster.line
     db = noria_py.connect(cluster.url)
@@ -640,15 +640,19 @@ def _apply(state: Counter, change: noria_py.Change) -> None:
             del state[row]
 
 
-def test_subscriptions_through_a_cluster():
+def test_subscriptions_through_a_cluster(cluster):
     """Each change, applied in turn, gives the view as it was after exactly
-    ``progress`` writes (the cluster's quiet points hold the writers back); a lost
-    worker ends its readers' subscriptions, and a new one starts from the rows now.
-    With ``--writes controller``: with writes at the workers a change's ``progress``
-    counts only the writes the controller took (not built: docs/architecture.md,
-    "Which write path a server takes")."""
+    ``progress`` writes (the cluster's quiet points hold the writers back, those at
+    the workers too); a lost worker ends its readers' subscriptions, and a new one
+    starts from the rows now."""
+    _subscriptions_through(cluster)
+
+
+def test_subscriptions_with_writes_at_the_controller():
+    """``test_subscriptions_with_writes_at_the_workers_from_several_clients`` with
+    ``--writes controller`` (every write through the controller's ``Database``)."""
     with Cluster(workers=2, shards=2, extra=("--writes", "controller")) as cluster:
-        _subscriptions_through(cluster)
+        _subscriptions_mid_load(cluster, "controller")
 
 
 def _subscriptions_through(cluster: Cluster) -> None:
@@ -709,6 +713,122 @@ def _subscriptions_through(cluster: Cluster) -> None:
         sub.close()
     for d in (db, writer, oracle):
         d.close()
+
+
+#: writers of ``test_subscriptions_with_writes_at_the_workers_from_several_clients``
+#: and the writes each makes: client c's write i inserts ``_size(c, i)`` rows (c, i, r)
+WRITERS, WRITES_EACH = 4, 50
+
+
+def _size(c: int, i: int) -> int:
+    return 1 + (c + i) % 3
+
+
+def _counts(state: Counter) -> dict[int, int]:
+    """The writes of each client a folded state of ``subw_all`` (rows ``(c, i, n)``)
+    reflects, checked to be whole writes and, per client, its first ones."""
+    got: dict[int, list[int]] = {}
+    for (c, i, n), diff in state.items():
+        assert diff == 1 and n == _size(c, i), ("a write reflected in part", c, i, n, diff)
+        got.setdefault(c, []).append(i)
+    assert all(sorted(v) == list(range(len(v))) for v in got.values()), \
+        ("a client's write reflected before one it made earlier", got)
+    return {c: len(v) for c, v in got.items()}
+
+
+def test_subscriptions_with_writes_at_the_workers_from_several_clients(cluster):
+    """With ``--writes worker`` (the shared cluster's ``auto``), clients writing at the
+    bases' workers and one through the controller (SQL, forwarded), all at once, and
+    subscriptions made in the middle of it, whole view and by key: every change is
+    numbered with exactly the writes it reflects (a quiet point holds the workers'
+    writes and counts those the controller copied from them; so does a snapshot, the
+    first one made with no other subscription's quiet points around it), none of the
+    writes before a snapshot given again, none after it missed."""
+    _subscriptions_mid_load(
+        cluster, "controller" if os.environ.get("NORIA_CHANNELS") == "relay" else "worker")
+
+
+def _subscriptions_mid_load(cluster: Cluster, writes: str) -> None:
+    db = noria_py.connect(cluster.url)
+    assert db.writes == writes
+    db.execute("CREATE TABLE subw (c INT, i INT, r INT)")
+    db.execute("CREATE VIEW subw_all AS SELECT c, i, COUNT(*) AS n FROM subw GROUP BY c, i")
+    db.execute("CREATE VIEW subw_by_c AS SELECT c, i, r FROM subw WHERE c = ?")
+    done = [0] * WRITERS
+    errors: list[BaseException] = []
+    total = WRITERS * WRITES_EACH
+
+    def write(c: int) -> None:
+        try:
+            w = noria_py.connect(cluster.url)
+            for i in range(WRITES_EACH):
+                rows = [(c, i, r) for r in range(_size(c, i))]
+                if c == WRITERS - 1:        # (SQL: at the controller, forwarded)
+                    w.execute("INSERT INTO subw VALUES " + ", ".join(map(str, rows)))
+                else:
+                    w.table("subw").insert(rows)
+                done[c] += 1
+            w.close()
+        except BaseException as e:          # (re-raised below)
+            errors.append(e)
+    threads = [threading.Thread(target=write, args=(c,)) for c in range(WRITERS)]
+    for t in threads:
+        t.start()
+    subs = []                               # (key or None, subscription)
+    for k in range(7):
+        while sum(done) < total * (k + 1) // 9 and not errors:
+            time.sleep(0.002)
+        key = None if k % 2 == 0 else k // 2
+        subs.append((key, db.subscribe("subw_all", buffer=10_000) if key is None
+                     else db.subscribe("subw_by_c", key, buffer=10_000)))
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert done == [WRITES_EACH] * WRITERS
+    db.wait()
+
+    # the first subscription: each change the view after ``progress - offset`` writes
+    first = subs[0][1]
+    state: Counter = Counter()
+    at: dict[int, Counter] = {}             # progress -> the folded rows
+    offsets = set()
+    while not at or sum(_counts(state).values()) < total:
+        change = first.poll(30)
+        assert change is not None, f"no change came after {len(at)}"
+        assert not at or change.progress > max(at)
+        _apply(state, change)
+        offsets.add(change.progress - sum(_counts(state).values()))
+        assert len(offsets) == 1, ("a change numbered with other writes than it reflects",
+                                   offsets, len(at))
+        at[change.progress] = Counter(state)
+    assert len(at) > 2                      # (made mid-load: changes came after)
+    assert Counter(dict.fromkeys(db.view("subw_all").all(), 1)) == state
+
+    def as_of(progress: int) -> Counter:
+        assert progress >= min(at), "a later snapshot numbered before the first"
+        return at[max(p for p in at if p <= progress)]
+    for key, sub in subs[1:]:
+        final = (state if key is None else
+                 Counter(dict.fromkeys(db.view("subw_by_c").lookup(key), 1)))
+        folded: Counter = Counter()
+        while True:                         # (its snapshot, then each change)
+            change = sub.poll(10)
+            assert change is not None, (sub.view, key, "the view's rows now never came")
+            assert change.progress <= max(at)
+            _apply(folded, change)
+            expect = as_of(change.progress)
+            if key is not None:
+                expect = Counter({(c, i, r): 1 for (c, i, n) in expect for r in range(n)
+                                  if c == key})
+            assert folded == expect, (sub.view, key, change.progress - min(at))
+            if folded == final:
+                break
+    for _, sub in subs:
+        sub.close()
+    db.execute("DROP VIEW subw_by_c")
+    db.execute("DROP VIEW subw_all")
+    db.execute("DROP TABLE subw")
+    db.close()
 
 
 def test_fail_and_recover_through_the_client(cluster):
