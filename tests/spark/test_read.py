@@ -134,6 +134,7 @@ def test_errors_name_what_is_wrong(spark, data_dir, tmp_path):
 
 def test_read_from_a_running_cluster(spark):
     from noria_py.runtime.cluster.launch import Cluster
+    register(spark)                          # (run alone, no other test has done it)
     with Cluster(workers=1) as cluster:
         db = noria_py.connect(cluster.url)
         setup(db)
