@@ -967,21 +967,15 @@ def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, m
         held["gate"].set()
 
 
-def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
-    """A base named a new log replica (``set_replica``): until the replica has
-    answered its whole log and every group copied to it since (``Worker.filling``),
-    each write is acknowledged once the controller's history holds it, even with the
-    replica's appends held; once it has, a write waits for the replica again, and the
-    replica's log holds every write. (The whole log is packed slowly here, so the
-    first writes are copied behind it, and one is made after the replica answered
-    the whole log but not those copies.)"""
+@pytest.fixture
+def held_replica_appends(monkeypatch):
+    """In-process workers whose replica logs take a write only while ``gate`` is set
+    (cleared: an append of writes waits), and the list of every worker made."""
     from noria_py.runtime.cluster import worker as worker_mod
-    from noria_py.runtime.cluster.channels import CONTROLLER
     gate = threading.Event()
     gate.set()
     append, init = ReplicaLogs.append, worker_mod.Worker.__init__
-    pack = worker_mod.Worker._pack_whole_log
-    workers = []
+    workers: list = []
 
     def held_append(self, nid, batches, tags):
         if batches:
@@ -991,6 +985,23 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
     def tracked(self, *args, **kwargs):
         init(self, *args, **kwargs)
         workers.append(self)
+    monkeypatch.setattr(ReplicaLogs, "append", held_append)
+    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
+    return gate, workers
+
+
+def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch, held_replica_appends):
+    """A base named a new log replica (``set_replica``): until the replica has
+    answered its whole log and every group copied to it since (``Worker.filling``),
+    each write is acknowledged once the controller's history holds it, even with the
+    replica's appends held; once it has, a write waits for the replica again, and the
+    replica's log holds every write. (The whole log is packed slowly here, so the
+    first writes are copied behind it, and one is made after the replica answered
+    the whole log but not those copies.)"""
+    from noria_py.runtime.cluster import worker as worker_mod
+    from noria_py.runtime.cluster.channels import CONTROLLER
+    gate, workers = held_replica_appends
+    pack = worker_mod.Worker._pack_whole_log
 
     def slow_pack(self, *args):
         time.sleep(0.3)
@@ -1000,8 +1011,6 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
         done = threading.Event()
         threading.Thread(target=lambda: (t.insert([row]), done.set()), daemon=True).start()
         return done.wait(within)
-    monkeypatch.setattr(ReplicaLogs, "append", held_append)
-    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
     monkeypatch.setattr(worker_mod.Worker, "_pack_whole_log", slow_pack)
     with _in_process() as db:
         try:
@@ -1042,7 +1051,7 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
 
 
 def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_output(
-        monkeypatch):
+        monkeypatch, held_replica_appends):
     """The group goes to the log replica before the owner applies it (the replica's
     round trip overlaps the apply): with the replica's append held, the owner's base
     has taken the write (its time is past it), but no output of the base has left
@@ -1052,26 +1061,14 @@ def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_outpu
     replica's message thread is held, so nothing here asks the controller, whose
     lock would wait for it.)"""
     from noria_py.runtime.cluster import worker as worker_mod
-    gate = threading.Event()
-    gate.set()
-    append, init, emit = ReplicaLogs.append, worker_mod.Worker.__init__, worker_mod.Worker.emit
-    workers, emitted = [], []
-
-    def held_append(self, nid, batches, tags):
-        if batches:
-            gate.wait(30)
-        append(self, nid, batches, tags)
-
-    def tracked(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        workers.append(self)
+    gate, workers = held_replica_appends
+    emit = worker_mod.Worker.emit
+    emitted = []
 
     def tracked_emit(self, msgs):
         msgs = list(msgs)
         emitted.extend(m.src for m in msgs)
         emit(self, msgs)
-    monkeypatch.setattr(ReplicaLogs, "append", held_append)
-    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
     monkeypatch.setattr(worker_mod.Worker, "emit", tracked_emit)
     with _in_process() as db:
         try:
