@@ -209,6 +209,7 @@ class DenseRows:
         """An independent copy (the arrays copied at memory speed: a checkpoint)."""
         c = DenseRows.__new__(DenseRows)
         c.key = self.key
+        c.by_slot = self.by_slot
         c.present = self.present.copy()
         c.parts = [p.copy() for p in self.parts]
         c.kinds = list(self.kinds)
