@@ -63,7 +63,8 @@ def slot_length(slot: int) -> int:
     counted against ``memory_limit`` (``Holes.fixed_bytes``), so a doubling, which
     leaves up to as many spare entries as keys held, took up to half the limit's share
     of the arrays from the keys; a quarter keeps that spare under a fifth of the length
-    at the same amortized constant cost a slot (about three copies per doubling)."""
+    at amortized constant cost a slot (an entry is copied about four times as the array
+    grows, where doubling copied it once: numpy copies, a few ns an entry)."""
     return max(SLOTS_FLOOR, slot + 1 + (slot >> 2))
 
 
