@@ -50,7 +50,7 @@ from . import accumulators
 from .dense import KeyMarks
 from .holes import HeldKeys, Holes
 from .operator import Operator
-from .state import SLOTS_FLOOR, CountsDelta, DenseCounts, KeyedCounts, bare_key, tuple_key
+from .state import CountsDelta, DenseCounts, KeyedCounts, bare_key, tuple_key
 
 #: bytes a held group (not COUNT alone) costs besides its key and its entry: its slot
 #: in the groups' dict and its entry in ``holes`` (measured with tracemalloc,
@@ -106,7 +106,7 @@ class Aggregate(Operator, HeldKeys):
         #: count_only: rows per group key value
         self.counts = KeyedCounts()
         if self.holes is not None:          # (kept by slot: small while few are held)
-            self.counts.floor = SLOTS_FLOOR
+            self.counts.by_slot = True
         #: count_only COUNT(x): key value -> rows whose x is NULL
         self.nulls: dict = {}
         if not self.group_by:
@@ -135,7 +135,7 @@ class Aggregate(Operator, HeldKeys):
         self.partial = True
         self.owner = owner
         self.holes = Holes(manager, owner)
-        self.counts.floor = SLOTS_FLOOR
+        self.counts.by_slot = True
         self._held_key = bare_key(self.group_by) if self.count_only else self._key
 
     def fill(self, key: Any, batch: Batch) -> Batch:

@@ -49,10 +49,30 @@ import numpy as np
 from ..nan import NAN, as_objects, column_list, equal_values
 from ..tuning import DENSE_LIMIT
 
+#: the smallest size of arrays indexed by key (a full state's)
+KEYS_FLOOR = 1024
+#: the smallest size of arrays indexed by slot (a partial node's, ops/holes.py): slots
+#: are handed out densely from 0, so a node holding few keys keeps small arrays
+SLOTS_FLOOR = 16
 
-def grown_size(keys: np.ndarray, size: int, floor: int = 1024) -> int | None:
-    """The array size that takes every key of ``keys`` (``size`` if it already does; at
-    least ``floor``), or None when one is negative or not below DENSE_LIMIT."""
+
+def slot_length(slot: int) -> int:
+    """The length an array indexed by slot grows to when ``slot`` falls past its end:
+    ``slot`` and a quarter more (at least ``SLOTS_FLOOR``). Every partial node's arrays
+    by slot grow by this one rule (ops/holes.py): their entries past the keys held are
+    counted against ``memory_limit`` (``Holes.fixed_bytes``), so a doubling, which
+    leaves up to as many spare entries as keys held, took up to half the limit's share
+    of the arrays from the keys; a quarter keeps that spare under a fifth of the length
+    at amortized constant cost a slot (an entry is copied about four times as the array
+    grows, where doubling copied it once: numpy copies, a few ns an entry)."""
+    return max(SLOTS_FLOOR, slot + 1 + (slot >> 2))
+
+
+def grown_size(keys: np.ndarray, size: int, by_slot: bool = False) -> int | None:
+    """The array size that takes every key of ``keys`` (``size`` if it already does):
+    indexed by key, twice the largest (at least ``KEYS_FLOOR``); indexed by slot
+    (``by_slot``), ``slot_length`` of the largest; or None when one is negative or not
+    below DENSE_LIMIT."""
     if not len(keys):
         return size
     lo, hi = int(keys.min()), int(keys.max())
@@ -60,7 +80,9 @@ def grown_size(keys: np.ndarray, size: int, floor: int = 1024) -> int | None:
         return None
     if hi < size:
         return size
-    return min(DENSE_LIMIT, max(floor, 2 * hi))
+    if by_slot:
+        return min(DENSE_LIMIT, slot_length(hi))
+    return min(DENSE_LIMIT, max(KEYS_FLOOR, 2 * hi))
 
 
 def int_keys(values: Sequence) -> np.ndarray | None:
@@ -158,9 +180,9 @@ class DenseRows:
     caller derives the keys from it: a row read is then built with the key in its place
     rather than from that part's array, one memory access less per lookup."""
 
-    #: the arrays' smallest size once they hold a row (a partial node's, indexed by
-    #: slot, starts smaller: ``KeyedState(..., slots=True)``)
-    floor = 1024
+    #: whether the arrays are indexed by slot (a partial node's:
+    #: ``KeyedState(..., slots=True)``), so grown by ``slot_length``
+    by_slot = False
 
     def __init__(self, parts: int, key: int | None = None) -> None:
         self.key = key
@@ -188,6 +210,7 @@ class DenseRows:
         """An independent copy (the arrays copied at memory speed: a checkpoint)."""
         c = DenseRows.__new__(DenseRows)
         c.key = self.key
+        c.by_slot = self.by_slot
         c.present = self.present.copy()
         c.parts = [p.copy() for p in self.parts]
         c.kinds = list(self.kinds)
@@ -269,7 +292,7 @@ class DenseRows:
         self._refresh()
 
     def _fit(self, keys: np.ndarray) -> bool:
-        size = grown_size(keys, len(self.present), self.floor)
+        size = grown_size(keys, len(self.present), self.by_slot)
         if size is None:
             return False
         if size > len(self.present):

@@ -60,7 +60,7 @@ import numpy as np
 from ..batch import Batch
 from ..nan import column_list
 from ..tuning import DENSE_LIMIT
-from .dense import column
+from .dense import column, slot_length
 from .state import as_int
 
 #: bytes a held key in ``_map``'s range costs here besides the arrays (its slot's key
@@ -211,7 +211,7 @@ class KeyMap:
                 s = self.top
                 self.top += 1
                 if s >= len(self._key):
-                    size = max(16, 2 * s)
+                    size = slot_length(s)
                     self._key = _grown(self._key, size, 0)
                     self._refs = _grown(self._refs, size, 0)
             if type(key) is int and 0 <= key < DENSE_LIMIT:
@@ -493,7 +493,7 @@ class Holes:
         assert self.slot(key) < 0, key      # (a hole until now)
         s = self.keymap.acquire(key)
         if s + 1 >= len(self._held):
-            size = max(16, 2 * s)
+            size = slot_length(s)
             self._held = _grown(self._held, size + 1, 0)
             self._size = _grown(self._size, size, 0)
         self._held[s] = True

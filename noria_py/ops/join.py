@@ -70,7 +70,8 @@ from .state import Flips, KeyedState, items
 
 LEFT, RIGHT = 0, 1
 #: bytes a held join key costs besides its rows and its entry in ``holes``: the two
-#: sides' arrays' slack (they grow by doubling; tests/test_memory.py)
+#: sides' arrays' slack (grown by a quarter, ``dense.slot_length``, and counted in
+#: ``Holes.fixed_bytes`` too: on the safe side; tests/test_memory.py)
 KEY_OVERHEAD = 30
 
 

@@ -98,7 +98,7 @@ from ..batch import Batch
 from ..divzero import DIV0
 from ..nan import canon, canon_row, column_list
 from ..ordering import order_key
-from .dense import DenseRows, KeyMarks, RowsDelta, rows_by_key
+from .dense import DenseRows, KeyMarks, RowsDelta, rows_by_key, slot_length
 from .holes import Holes
 from .operator import Operator
 from .project import Project
@@ -247,7 +247,7 @@ class Reader(Operator):
         slot = self.holes.add(key)
         stamps = self.stamps
         if slot >= len(stamps):
-            grown = np.zeros(max(16, 2 * slot), dtype=np.int64)
+            grown = np.zeros(slot_length(slot), dtype=np.int64)
             grown[:len(stamps)] = stamps
             self.stamps = stamps = grown
         stamps[slot] = self._tick()
@@ -305,7 +305,7 @@ class Reader(Operator):
             slots = [holes.slot(k) for k in holes.keys()]
         else:
             if len(rows) < holes._top:
-                rows = rows + [None] * (2 * holes._top - len(rows))
+                rows = rows + [None] * (slot_length(holes._top - 1) - len(rows))
             if len(slots) >= RECACHE_ARRAYS:    # (a big batch: gathered from the arrays)
                 at = np.unique(np.asarray(slots, dtype=np.int64))
                 hit, parts = dense.gather(at)

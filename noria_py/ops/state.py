@@ -45,10 +45,6 @@ tuple_key = columns_getter    # row -> the tuple of its key columns
 #: of its table): a bucket's share of the general form's dict (``entry_bytes``)
 DICT_SLOT = 50
 
-#: the smallest size of arrays indexed by slot (a partial node's, ops/holes.py): slots
-#: are handed out densely from 0, so a node holding few keys keeps small arrays
-SLOTS_FLOOR = 16
-
 
 def bare_key(cols: tuple[int, ...]) -> Callable[[tuple], object]:
     """Like ``tuple_key``, but a one-column key is the bare value: no tuple to build and
@@ -191,7 +187,7 @@ class KeyedState:
             DenseRows(self.width, None) if self.slots
             else DenseRows(self.width, self.key[0]) if len(self.key) == 1 else None)
         if self.slots:
-            self.dense.floor = SLOTS_FLOOR  # type: ignore[union-attr]  # just made
+            self.dense.by_slot = True  # type: ignore[union-attr]  # just made
         self._index: dict = {}          # the general form: key -> bucket
         self.get = self._index.get if self.dense is None else self._get_dense
 
@@ -402,9 +398,9 @@ class KeyedCounts:
     array spans every key up to the largest seen: at most DENSE_LIMIT entries, 32 MiB).
     General: a dict. A count may be below 0 in transit (a removal before its row)."""
 
-    #: the array's smallest size once it holds a count (``SLOTS_FLOOR`` for a partial
-    #: aggregate's, indexed by slot)
-    floor = 1024
+    #: whether the array is indexed by slot (a partial aggregate's), so grown by
+    #: ``dense.slot_length``
+    by_slot = False
 
     def __init__(self) -> None:
         self.reset()
@@ -481,7 +477,7 @@ class KeyedCounts:
     def _fits(self, keys: np.ndarray) -> bool:
         """Whether the array can take these keys (growing it if need be)."""
         dense: np.ndarray = self.dense  # type: ignore[assignment]  # add(): not None
-        size = grown_size(keys, len(dense), self.floor)
+        size = grown_size(keys, len(dense), self.by_slot)
         if size is None:
             return False
         if size > len(dense):

@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from noria_py.batch import Batch
 from noria_py.ops import holes
+from noria_py.ops.dense import SLOTS_FLOOR
 from noria_py.ops.holes import Holes, KeyMap
 from noria_py.ops.state import tuple_key
 
@@ -198,6 +199,7 @@ class KeyMapModel(RuleBasedStateMachine):
         super().__init__()
         self.km = KeyMap()
         self.model: dict = {}       # key -> [slot, holders]
+        self.peak = 0               # the most keys held at once
 
     def _acquire(self, key) -> None:
         s = self.km.acquire(key)
@@ -207,6 +209,7 @@ class KeyMapModel(RuleBasedStateMachine):
         else:
             assert s not in {v[0] for v in self.model.values()}
             self.model[key] = [s, 1]
+            self.peak = max(self.peak, len(self.model))
 
     @rule(key=KEYS)
     def acquire(self, key) -> None:
@@ -260,6 +263,18 @@ class KeyMapModel(RuleBasedStateMachine):
                 assert km.slot(k) == -1
         assert km.mapped == sum(type(k) is int and 0 <= k < holes.DENSE_LIMIT
                                 for k in self.model)
+
+    @invariant()
+    def slots_are_reused_and_their_arrays_grow_by_a_quarter(self) -> None:
+        """A freed slot is handed out before a new one (so the slots handed out are the
+        most keys held at once), and the arrays by slot span them with at most a
+        quarter more (``slot_length``: no doubling, whose spare entries would take the
+        limit's share from the keys)."""
+        km = self.km
+        assert km.top == self.peak
+        assert len(km._free) == km.top - len(self.model)
+        for a in (km._key, km._refs):
+            assert km.top <= len(a) <= max(SLOTS_FLOOR, km.top + km.top // 4 + 1)
 
 
 @pytest.fixture
