@@ -278,7 +278,7 @@ def test_a_replicas_log_is_its_owners_and_reaches_back_to_the_controllers_end():
     op = Base(schema)
     logs = ReplicaLogs()
     table = Batch.inserts([(1,), (2,)])
-    logs.full(op, "b", 2, table, [Batch.inserts([(3,)])])
+    logs.full(op, "b", 2, [table], [Batch.inserts([(3,)])])
     logs.append("b", [Batch.inserts([(4,)]), Batch.inserts([(5,)])], [11, 12])
     assert [b.rows for b in logs.since("b", 2)[0]] == [[(3,)], [(4,)], [(5,)]]
     assert logs.since("b", 4) == ([logs.logs["b"].batches[2]], [11, 12])
@@ -287,7 +287,7 @@ def test_a_replicas_log_is_its_owners_and_reaches_back_to_the_controllers_end():
     assert [b.rows for b in logs.since("b", 4)[0]] == [[(5,)]]
     with pytest.raises(RecoveryError):
         logs.since("b", 3)                  # (folded already: never a tail with a gap)
-    state = history_from(op, 4, logs.logs["b"].folded.snapshot(), logs.since("b", 4)[0])
+    state = history_from(op, 4, logs.logs["b"].folded.parts(), logs.since("b", 4)[0])
     assert sorted(state.state_at(5).snapshot().rows) == [(i,) for i in range(1, 6)]
     with pytest.raises(RecoveryError):
         logs.append("c", [table], [1])      # (no whole log first)
@@ -614,7 +614,7 @@ def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
 
 
 def _log_of(op: Base, start: int, rows: list, writes: list[list]) -> WriteHistory:
-    return history_from(op, start, Batch.inserts(rows) if rows else None,
+    return history_from(op, start, [Batch.inserts(rows)] if rows else [],
                         [Batch.inserts(w) for w in writes])
 
 
