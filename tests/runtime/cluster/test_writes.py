@@ -23,6 +23,7 @@ import types
 from collections.abc import Iterator
 from typing import cast
 
+import numpy as np
 import pytest
 
 import noria_py
@@ -52,6 +53,7 @@ from noria_py.runtime.cluster.writes import (
     disk_tail,
     history_from,
     log_dir,
+    log_parts,
     tables_on_disk,
     unbuilt,
     written_in,
@@ -934,6 +936,31 @@ def _in_process(data_dir: str | None = None, partial: bool = False,
             w.join(10)
 
 
+def _tracked_workers(monkeypatch) -> list:
+    """The workers of ``_in_process``, each listed as it is made."""
+    from noria_py.runtime.cluster import worker as worker_mod
+    init, workers = worker_mod.Worker.__init__, []
+
+    def tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        workers.append(self)
+    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
+    return workers
+
+
+def _held_appends(monkeypatch) -> threading.Event:
+    """A gate, open: while it is shut, a replica's append of writes waits for it."""
+    gate, append = threading.Event(), ReplicaLogs.append
+    gate.set()
+
+    def held_append(self, nid, batches, tags):
+        if batches:
+            gate.wait(30)
+        append(self, nid, batches, tags)
+    monkeypatch.setattr(ReplicaLogs, "append", held_append)
+    return gate
+
+
 def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, monkeypatch):
     """``--data-dir``, the workers in this process: with the base's owner's append to
     its log on disk held, and then its replica's, a write is not acknowledged; once
@@ -977,20 +1004,9 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
     the whole log but not those copies.)"""
     from noria_py.runtime.cluster import worker as worker_mod
     from noria_py.runtime.cluster.channels import CONTROLLER
-    gate = threading.Event()
-    gate.set()
-    append, init = ReplicaLogs.append, worker_mod.Worker.__init__
+    gate = _held_appends(monkeypatch)
+    workers = _tracked_workers(monkeypatch)
     pack = worker_mod.Worker._pack_whole_log
-    workers = []
-
-    def held_append(self, nid, batches, tags):
-        if batches:
-            gate.wait(30)
-        append(self, nid, batches, tags)
-
-    def tracked(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        workers.append(self)
 
     def slow_pack(self, *args):
         time.sleep(0.3)
@@ -1000,8 +1016,6 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
         done = threading.Event()
         threading.Thread(target=lambda: (t.insert([row]), done.set()), daemon=True).start()
         return done.wait(within)
-    monkeypatch.setattr(ReplicaLogs, "append", held_append)
-    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
     monkeypatch.setattr(worker_mod.Worker, "_pack_whole_log", slow_pack)
     with _in_process() as db:
         try:
@@ -1041,6 +1055,92 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
         assert db.execute("SELECT COUNT(*) FROM vote").rows == [(5,)]
 
 
+def _log_rows(h: WriteHistory) -> tuple[int, list, list]:
+    """A log as (its start, its table's rows, each write's rows in order)."""
+    return h.start, sorted(h.folded.all_rows()), [b.rows for b in h.batches]
+
+
+def test_a_whole_log_in_parts_is_the_owners_and_a_missing_or_swapped_part_is_refused():
+    """``log_parts`` cuts a whole log into parts of at most ``rows`` rows (a table
+    batch cut, a longer write a part alone); the replica's ``ReplicaLogs`` fed them
+    (``part``, then ``full`` with the last) holds the owner's very log; a part
+    missing, swapped or from another fill is refused, never a shorter log."""
+    schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False),
+                               ColumnInfo("b", SqlType.INT, False)], ())
+    op = Base(schema)
+    big = Batch.columnar([np.arange(7, dtype=np.int64), np.arange(7, dtype=np.int64)],
+                         np.ones(7, dtype=np.int64))
+    table = [big, Batch.inserts([(100, 0)])]
+    writes = [Batch.inserts([(200 + i, i) for i in range(n)]) for n in (1, 2, 5, 1, 1)]
+    owner = history_from(op, 4, table, writes)
+    parts = log_parts(*owner.table()[1:], 3)
+    for t, w in parts:
+        assert sum(map(len, t + w)) <= 3 or (not t and len(w) == 1)
+    assert [b.rows for _, w in parts for b in w] == [b.rows for b in writes]
+    assert sorted(r for t, _ in parts for b in t for r in b.rows) == sorted(owner.folded.all_rows())
+    assert len(parts) == 6
+
+    def send(got: ReplicaLogs, order: list[int], fill: int) -> None:
+        """The parts in ``order`` (all but the first of fill ``fill``), then the last."""
+        for n, i in enumerate(order):
+            got.part("b", "w1", fill if n else 1, i, *parts[i])
+        got.full(op, "b", 4, *parts[-1], src="w1", fill=1, parts=len(parts) - 1)
+    logs = ReplicaLogs()
+    logs.part("b", "w1", 0, 0, [Batch.inserts([(9, 9)])], [])     # (an abandoned fill)
+    send(logs, list(range(len(parts) - 1)), 1)
+    assert _log_rows(logs.logs["b"]) == _log_rows(owner) and not logs.parts
+    for order, fill in (([0, 1, 2, 3], 1), ([0, 1, 2, 4, 3], 1), ([0, 1, 2, 3, 4], 2)):
+        with pytest.raises(RecoveryError):
+            send(ReplicaLogs(), order, fill)
+    logs.part("b", "w1", 2, 0, *parts[0])
+    logs.lost("w1")                         # (its owner lost mid-fill: parts dropped)
+    assert not logs.parts
+
+
+def test_a_new_replicas_whole_log_in_parts_is_the_owners_log(monkeypatch):
+    """A base named a new log replica with tiny parts (``WHOLE_LOG_PART_ROWS``, the
+    workers in this process): the whole log crosses as several ``rpart`` frames, then
+    ``rfull``; once the replica has answered, its log is the owner's, write by write,
+    and the writes made during the fill land once."""
+    from noria_py.runtime.cluster.channels import CONTROLLER
+    workers = _tracked_workers(monkeypatch)
+    part, parts = ReplicaLogs.part, []
+
+    def counted(self, nid, src, fill, i, *rest):
+        parts.append(i)
+        part(self, nid, src, fill, i, *rest)
+    monkeypatch.setattr(tuning, "WHOLE_LOG_PART_ROWS", 3)
+    monkeypatch.setattr(ReplicaLogs, "part", counted)
+    with _in_process() as db:
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        t = db.table("vote")
+        for i in range(12):
+            t.insert([(i % 3, 10 * i + j) for j in range(1 + i % 5)])
+        db.wait()
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        bid = base["id"]
+        owner = next(w for w in workers if w.name == base["worker"])
+        replica = next(w for w in workers if w.name == base["replica"])
+        parts.clear()
+        owner.inbox.ctrl_in += 1                # (as the controller's reader counts it)
+        owner.inbox.put((CONTROLLER, ["replica", bid, replica.name]))
+        for i in range(3):
+            t.insert([(7, i), (7, 100 + i)])    # (during the fill, or after it)
+        db.wait()
+        deadline = time.monotonic() + 10
+        while bid in owner.filling and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert bid not in owner.filling and owner.replica_of[bid] == replica.name
+        assert len(parts) >= 4 and parts == list(range(len(parts))), parts
+        deadline = time.monotonic() + 10
+        while (_log_rows(replica.replica_logs.logs[bid]) != _log_rows(owner.logs[bid])
+               and time.monotonic() < deadline):
+            time.sleep(0.01)                    # (an ``rtrim`` may be on its way)
+        assert _log_rows(replica.replica_logs.logs[bid]) == _log_rows(owner.logs[bid])
+        want = sum(1 + i % 5 for i in range(12)) + 6
+        assert db.execute("SELECT COUNT(*) FROM vote").rows == [(want,)]
+
+
 def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_output(
         monkeypatch):
     """The group goes to the log replica before the owner applies it (the replica's
@@ -1052,26 +1152,14 @@ def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_outpu
     replica's message thread is held, so nothing here asks the controller, whose
     lock would wait for it.)"""
     from noria_py.runtime.cluster import worker as worker_mod
-    gate = threading.Event()
-    gate.set()
-    append, init, emit = ReplicaLogs.append, worker_mod.Worker.__init__, worker_mod.Worker.emit
-    workers, emitted = [], []
-
-    def held_append(self, nid, batches, tags):
-        if batches:
-            gate.wait(30)
-        append(self, nid, batches, tags)
-
-    def tracked(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        workers.append(self)
+    gate = _held_appends(monkeypatch)
+    workers = _tracked_workers(monkeypatch)
+    emit, emitted = worker_mod.Worker.emit, []
 
     def tracked_emit(self, msgs):
         msgs = list(msgs)
         emitted.extend(m.src for m in msgs)
         emit(self, msgs)
-    monkeypatch.setattr(ReplicaLogs, "append", held_append)
-    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
     monkeypatch.setattr(worker_mod.Worker, "emit", tracked_emit)
     with _in_process() as db:
         try:
