@@ -419,6 +419,38 @@ def test_a_lost_owners_base_comes_back_on_its_log_replica_twice_over():
 
 
 @pytest.mark.slow
+def test_a_promoted_base_holds_every_row_of_its_log(monkeypatch):
+    """A keyed table's owner SIGKILLed: its base comes back on its log replica,
+    rebuilt from the log's batches (``promote_base``: the table as of the trim, then
+    the writes since; the log trimmed at every write here), and holds every row: a
+    key written before the kill is refused again, a delete of one finds it, a new
+    key is taken."""
+    monkeypatch.setenv("NORIA_TUNING", "ACK_EVERY=1,CHECKPOINT_EVERY=1,HISTORY_TRIM_EVERY=1,COPY_EVERY=1")
+    with Cluster(workers=2, shards=1, extra=WORKER) as c:
+        db = noria_py.connect(c.url)
+        db.execute("CREATE TABLE k (id INT PRIMARY KEY, v INT)")
+        db.execute("CREATE VIEW total AS SELECT COUNT(*) AS n FROM k")
+        t = db.table("k")
+        for i in range(40):
+            t.insert([(10 * i + j, i) for j in range(10)])
+        db.wait()
+        (base,) = [n for n in db.graph() if n["kind"] == "base"]
+        assert base["replica_pid"] not in (None, base["pid"])
+        os.kill(base["pid"], signal.SIGKILL)
+        t.insert([(1000, 0)])
+        db.wait()
+        (now,) = [n for n in db.graph() if n["kind"] == "base"]
+        assert now["pid"] == base["replica_pid"], (base, now)   # (on its replica)
+        for key in (0, 5, 199, 399):
+            with pytest.raises(DuplicateKeyError):
+                t.insert([(key, 1)])
+        t.delete([(7, 0)])
+        db.wait()
+        assert db.view("total").lookup() == [(400,)]
+        db.close()
+
+
+@pytest.mark.slow
 def test_a_lost_log_replica_is_replaced_and_no_write_is_lost():
     """Writers insert at the base's worker while its log replica is SIGKILLed: the
     writes in flight wait for the next replica (sent the whole log first), none is
