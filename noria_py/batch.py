@@ -106,6 +106,14 @@ class Batch:
         self.rows.extend(other.rows)
         self.signs.extend(other.signs)
 
+    def sliced(self, lo: int, hi: int) -> "Batch":
+        """Entries ``lo`` to ``hi`` as a batch of their own (views of the columns where
+        this one is columnar: nothing copied)."""
+        if self._rows is None:
+            return Batch.columnar([c[lo:hi] for c in cast("tuple[np.ndarray, ...]", self.cols)],
+                                  cast(np.ndarray, self.sign_array)[lo:hi])
+        return Batch(self.rows[lo:hi], self.signs[lo:hi])
+
     def __len__(self) -> int:
         return len(self._signs) if self._signs is not None else len(self.sign_array)  # type: ignore[arg-type]  # columnar: sign_array set
 

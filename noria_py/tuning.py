@@ -142,6 +142,14 @@ DISK_CHECKPOINT_BYTES = 4 << 20
 #: path; sooner when the controller reads its copy of the tables or pauses the writes)
 COPY_EVERY = 64
 
+#: ``serve --writes worker``: a base's whole log, sent to a new replica, goes in parts
+#: of at most this many rows (a write is never cut: a bigger one is a part alone), each
+#: a frame of its own (``writes.log_parts``): the owner packs them off its message
+#: thread and sends each as it is ready, so the data messages on the same link pass
+#: between them, no frame holds up a worker long, and no table is bounded by the
+#: frame size limit (``wire.MAX_FRAME``). About 4 MB a part at two INT columns.
+WHOLE_LOG_PART_ROWS = 1 << 18
+
 #: ``serve --writes worker --data-dir``: a base's log on disk (``writes.DiskLogs``) is
 #: rewritten from the log in memory once the writes trimmed from that one since the
 #: last rewrite reach this many and the writes it keeps: bounded by about twice what

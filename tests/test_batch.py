@@ -1,6 +1,7 @@
 """The signed-delta batch format (noria_py/batch.py)."""
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,16 @@ def test_default_batch_is_empty():
     assert len(b) == 0
     assert not b
     assert list(b) == []
+
+
+def test_a_slice_of_a_batch_is_its_entries_there_columns_kept():
+    cols = [np.arange(6, dtype=np.int64), np.arange(6, 12, dtype=np.int64)]
+    b = Batch.columnar(cols, np.array([1, 2, 1, 1, 3, 1], dtype=np.int64))
+    part = b.sliced(2, 5)
+    assert part.cols is not None and part.rows == [(2, 8), (3, 9), (4, 10)]
+    assert part.signs == [1, 1, 3] and len(b.sliced(4, 99)) == 2
+    rows = Batch([(1,), (2,), (3,)], [1, -1, 2])
+    assert list(rows.sliced(1, 3)) == [((2,), -1), ((3,), 2)]
 
 
 def test_rows_without_signs_are_insertions():

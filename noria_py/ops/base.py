@@ -648,6 +648,15 @@ class Base(Operator):
             return Batch(rows, signs)
         return Batch(list(self._rows), list(self._rows.values()))
 
+    def parts(self) -> list[Batch]:
+        """The table as batches that add up to it, joining none: its write batches
+        while it is kept as them (shared, never copied: no batch is changed once
+        written), else one batch of its rows (``snapshot``). A copy of a big table
+        (a base's log sent whole, a replica's log promoted) costs nothing per row."""
+        if self.holds_rows and self._rows is None:
+            return list(self.chunks)
+        return [self.snapshot()]
+
     def __len__(self) -> int:
         if self._rows is None:
             return self.n

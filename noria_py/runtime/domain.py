@@ -33,7 +33,7 @@ it can then restart where the checkpoint stands (``recovery/treeclock.py``).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
@@ -403,11 +403,12 @@ class Domain:
             and not (self.rebuilt_readers and checkpoints.rebuilt_from_parent(self.graph, node)))
 
     def write_history(self, history: Iterable[Batch], seen: dict[str, int], low: int,
-                      start: int = 0, rows: Batch | None = None) -> list[Message]:
+                      start: int = 0, rows: Sequence[Batch] = ()) -> list[Message]:
         """A base back from its durable log: its state is the log replayed, its time the
         log's length; returns what the children named in ``seen`` have not received
         (a failed child asks for its own resend when it recovers). ``start``: the log
-        begins after that many writes, ``rows`` the table as of then (a base that holds
+        begins after that many writes, ``rows`` the table as of then, as batches that
+        add up to it (``WriteHistory.table``: never joined into one; a base that holds
         no rows needs neither: only the writes some child may still ask for)."""
         early = {c: t for c, t in seen.items() if t < start}
         if early:
@@ -417,8 +418,9 @@ class Domain:
         self.last_seen = {}
         self.alive = True
         self.time = start
-        if rows is not None and rows:
-            self.node.op.process(0, rows)
+        for part in rows:
+            if part:
+                self.node.op.process(0, part)
         sends: list[Message] = []
         for batch in history:
             out = self.write(batch)

@@ -75,6 +75,14 @@ def test_an_insert_only_table_shares_its_batches():
     history.append(b)
     history.trim(1)
     assert history.folded.chunks[0] is b and not history.batches
+    history.append(Batch([(5, 5)], [1]))
+    start, table, after = history.table()       # (its batches themselves: none joined)
+    assert start == 1 and table[0] is b and len(table) == 1 and len(after) == 1
+    history.append(Batch([(5, 5)], [-1]))
+    history.trim(3)                             # (a delete: the table turns indexed)
+    start, table, after = history.table()
+    assert start == 3 and len(table) == 1 and not after
+    assert sorted(table[0].rows) == [(i, i) for i in range(100)]
 
 
 @pytest.mark.parametrize("seed", [None, 4, 5])

@@ -51,7 +51,7 @@ CONTROLLER = ""
 
 #: the frames of a base's log between its owner and its replica (``writes.py``): a
 #: peer link's reader puts them in the inbox's fast lane
-FAST_FRAMES = frozenset(("rlog", "rfull", "rdur", "rtrim"))
+FAST_FRAMES = frozenset(("rlog", "rpart", "rfull", "rdur", "rtrim"))
 #: the item a fast frame also puts in the ordinary lane, to wake a message thread
 #: waiting there (``Inbox.put_fast``); handled as nothing
 WAKE: tuple[str, Any] = (CONTROLLER, ("wake",))

@@ -1572,7 +1572,7 @@ class ClusterRuntime(Runtime):
             table = None
             if self.at_workers:
                 start, rows_then, writes = self.durable[node_id].table()
-                table = encode_batch(rows_then)
+                table = [encode_batch(b) for b in rows_then]
             else:
                 start, writes = self.durable[node_id].since(low)
             part, _ = self.history_parts(w, node_id, writes)

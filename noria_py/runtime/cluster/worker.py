@@ -32,7 +32,8 @@ Frames (lists; see ``wire.py`` for framing and authentication):
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
   ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, and with
   ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
-  batches, tags]``, ``["rfull", base, start, table, batches, in flight, tags]``,
+  batches, tags]``, its whole log in parts ``["rpart", base, fill, i, table, batches]``
+  then ``["rfull", base, start, table, batches, in flight, tags, fill, parts before]``,
   ``["rtrim", base, t]``, from its replica ``["rdur", base, n]``; nothing else (with
   ``--data-dir``, the config's last item names the directory where this worker keeps
   those logs on disk as well: ``writes.DiskLogs``)
@@ -117,7 +118,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sql_frontend import wire as plan_wire
@@ -160,7 +161,7 @@ from .wire import (
     encode_delta,
     encode_message,
 )
-from .writes import DiskLogs, ReplicaLogs, history_from, validated
+from .writes import DiskLogs, ReplicaLogs, history_from, log_parts, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
@@ -238,7 +239,7 @@ SELF = "\0self"
 #: the sources whose frames are not a peer's
 LOCAL = frozenset((CONTROLLER, CLIENT, SELF))
 PEER_FRAMES = frozenset(("msg", "bar", "progress", "trunc", "drop_from", "fill",
-                         "rlog", "rfull", "rdur", "rtrim"))
+                         "rlog", "rpart", "rfull", "rdur", "rtrim"))
 #: ``replica_of``'s value for a base whose replica was lost: its writes wait for the
 #: controller to name the next one
 NO_REPLICA_YET = ""
@@ -1268,7 +1269,7 @@ class Worker:
         """``table``: with writes at the workers, the base's rows as of ``start`` (its
         history then holds every write after it, not just those after ``low``)."""
         writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
-        rows = None if table is None else decode_batch(table)
+        rows = [] if table is None else [decode_batch(b) for b in table]
         log = None
         if self.at_workers:
             # its log, as the controller's history has it (complete: its replica's
@@ -1291,12 +1292,11 @@ class Worker:
             return None
         # (its tags stay: ``log_landed`` may still be asked of them, ``forward``)
         del self.replica_logs.logs[nid]
-        with h.lock:
-            start, rows, writes = h.start, h.folded.snapshot(), list(h.batches)
+        start, rows, writes = h.table()         # (the table's batches, not joined)
         return self._base_back(nid, seen, low, start, rows, writes, h)
 
     def _base_back(self, nid: str, seen: dict[str, int], low: int, start: int,
-                   rows: Batch | None, writes: list[Batch], log: WriteHistory | None
+                   rows: Sequence[Batch], writes: list[Batch], log: WriteHistory | None
                    ) -> int:
         """The base rebuilt from its history (``Domain.write_history``); ``log``: its
         log from now on (writes at the workers), whose replica is named next
@@ -1478,7 +1478,7 @@ class Worker:
         if log is None:
             d = self.domains[nid]
             at, op = d.time, cast("Base", d.node.op)
-            log = self.logs[nid] = history_from(op, at, op.snapshot(), [])
+            log = self.logs[nid] = history_from(op, at, op.parts(), [])
             if self.disk is not None:
                 self.disk.reset(nid, log)
             self.sent_ctrl.setdefault(nid, at)
@@ -1567,46 +1567,55 @@ class Worker:
                                  [tag for _, _, _, tag in group])
         else:
             log = self._log(nid)
+            # (the table's batches as the log holds them: nothing joined on this thread)
             start, table, writes = log.table()
             resend = group if group and via is not None else []
+            self.fills += 1
             if resend:
-                self.links.send(name, ["rfull", nid, start, encode_batch(table),
-                                       [encode_batch(b) for b in writes], len(resend),
-                                       [tag for _, _, _, tag in resend]])
+                for frame in whole_log_frames(nid, self.fills, start, table, writes,
+                                              [tag for _, _, _, tag in resend]):
+                    self.links.send(name, frame)
                 self.committing_via[nid] = name
             else:
                 self.replica_of[nid] = None
-                self.fills += 1
                 self.filling[nid] = [name, 1, [], self.fills]
                 threading.Thread(target=self._pack_whole_log, name=f"log {nid}", daemon=True,
                                  args=(nid, name, self.fills, start, table, writes)).start()
         if not group:
             self.commit(nid)
 
-    def _pack_whole_log(self, nid: str, name: str, fill: int, start: int, table: Batch,
-                        writes: list[Batch]) -> None:
+    def _pack_whole_log(self, nid: str, name: str, fill: int, start: int,
+                        table: list[Batch], writes: list[Batch]) -> None:
         """A thread's body: a base's whole log for its new replica ``name``, encoded
         and packed off the message thread (tens of MB at a few million rows, which
-        would hold back its clients' writes and a recovery's questions), then handed
-        to it (``["wlog", ...]``, ``whole_log_packed``); an error ends the message
-        thread (the worker is then lost)."""
+        would hold back its clients' writes and a recovery's questions), a part at a
+        time, each handed to it as it is ready (``["wlog", ...]``,
+        ``whole_log_packed``); stops early once the fill is abandoned; an error ends
+        the message thread (the worker is then lost)."""
         try:
-            frame = wire.Packed(["rfull", nid, start, encode_batch(table),
-                                 [encode_batch(b) for b in writes], 0, []])
-            self.inbox.put_fast((SELF, ["wlog", nid, name, fill, frame]))
+            for frame in whole_log_frames(nid, fill, start, table, writes, []):
+                filling = self.filling.get(nid)     # (a read of another thread's dict:
+                if filling is None or filling[3] != fill:   # only to stop early)
+                    return
+                self.inbox.put_fast((SELF, ["wlog", nid, name, fill, wire.Packed(frame),
+                                            frame[0] == "rfull"]))
         except BaseException as e:
             self.inbox.put((SELF, e))
 
-    def whole_log_packed(self, nid: str, name: str, fill: int, frame: wire.Packed) -> None:
-        """The whole log of fill ``fill`` packed: sent to the replica, then the groups'
-        copies held for it meanwhile (nothing, if the replica changed since)."""
+    def whole_log_packed(self, nid: str, name: str, fill: int, frame: wire.Packed,
+                         last: bool) -> None:
+        """A part of the whole log of fill ``fill`` packed: sent to the replica at once,
+        so the data messages sent it meanwhile go between the parts; after the last,
+        the groups' copies held for it meanwhile (nothing, if the replica changed
+        since)."""
         filling = self.filling.get(nid)
         if filling is None or filling[0] != name or filling[3] != fill:
             return
         self.links.send(name, frame)
-        for f in filling[2]:
-            self.links.send(name, f)
-        filling[2] = None
+        if last:
+            for f in filling[2]:
+                self.links.send(name, f)
+            filling[2] = None
         self.links.flush()
 
     def replica_frame(self, f: Sequence[Any], src: str) -> None:
@@ -1633,16 +1642,22 @@ class Worker:
             if self.disk is not None and nid in self.replica_logs.logs:
                 self.disk.trimmed(nid, self.replica_logs.logs[nid])
             return
+        if op == "rpart":               # fill, i, table, writes: kept aside until the last
+            self.replica_logs.part(nid, src, int(f[2]), int(f[3]),
+                                   [decode_batch(b) for b in f[4]],
+                                   [decode_batch(b) for b in f[5]])
+            return
         if op == "rlog":
             batches = [decode_batch(b) for b in f[2]]
             self.replica_logs.append(nid, batches, list(f[3]))
             if self.disk is not None:
                 self.disk.append(nid, batches, list(f[3]))
             n = len(f[2])
-        else:                           # rfull: start, table, writes, in flight, tags
+        else:       # rfull: start, table, writes, in flight, tags, fill, parts before
             base = cast("Base", self.graph[nid].op)
-            self.replica_logs.full(base, nid, int(f[2]), decode_batch(f[3]),
-                                   [decode_batch(b) for b in f[4]])
+            self.replica_logs.full(base, nid, int(f[2]), [decode_batch(b) for b in f[3]],
+                                   [decode_batch(b) for b in f[4]], src, int(f[7]),
+                                   int(f[8]))
             self.replica_logs.append(nid, [], list(f[6]))
             if self.disk is not None:
                 self.disk.reset(nid, self.replica_logs.logs[nid], list(f[6]))
@@ -1725,6 +1740,7 @@ class Worker:
         they are placed again."""
         self.lost_workers.add(name)
         self.links.drop(name)
+        self.replica_logs.lost(name)
         for nid, via in self.replica_of.items():
             filling = self.filling.get(nid)
             if via == name or filling is not None and filling[0] == name:
@@ -2072,12 +2088,12 @@ class Worker:
             self.resume()
         elif op == "durable":
             self.durable(f[1], f[2])
-        elif op in ("rlog", "rfull", "rdur", "rtrim"):
+        elif op in ("rlog", "rpart", "rfull", "rdur", "rtrim"):
             self.replica_frame(f, src)
         elif op == "replica":
             self.set_replica(f[1], f[2])
         elif op == "wlog" and src == SELF:
-            self.whole_log_packed(f[1], f[2], f[3], f[4])
+            self.whole_log_packed(f[1], f[2], f[3], f[4], f[5])
         elif op == "progress":
             self.progress(*f[1:])
         elif op == "trunc":
@@ -2131,6 +2147,23 @@ class Worker:
         if self.direct:
             self.links.flush()           # (what it sent goes out before its answer)
         self.send(["rep", rid, result])
+
+
+def whole_log_frames(nid: str, fill: int, start: int, table: list[Batch],
+                     writes: list[Batch], tags: list[int]) -> Iterator[list[Any]]:
+    """Base ``nid``'s whole log (fill ``fill``, as of write ``start``) for a new
+    replica, as frames of at most ``tuning.WHOLE_LOG_PART_ROWS`` rows each, in order,
+    each encoded only when it is asked for (by the thread that packs them):
+    ``["rpart", base, fill, i, table, writes]`` for each part but the last, then
+    ``["rfull", base, start, table, writes, in flight, tags, fill, parts before]``,
+    ``tags`` those of the group in flight sent with it (``Worker.set_replica``)."""
+    parts = log_parts(table, writes, tuning.WHOLE_LOG_PART_ROWS)
+    for i, (t, w) in enumerate(parts[:-1]):
+        yield ["rpart", nid, fill, i, [encode_batch(b) for b in t],
+               [encode_batch(b) for b in w]]
+    t, w = parts[-1]
+    yield ["rfull", nid, start, [encode_batch(b) for b in t], [encode_batch(b) for b in w],
+           len(tags), tags, fill, len(parts) - 1]
 
 
 def _source(frame: list[Any]) -> str:

@@ -19,8 +19,11 @@ keeps a ``WriteHistory`` of the base (``history_from``) and sends each accepted 
 of writes to one other worker, its replica, over the direct peer links (``["rlog",
 base, batches, tags]``); the replica keeps the same log (``ReplicaLogs``) and answers
 ``["rdur", base, n]``, and only then is the group acknowledged and its output
-released. A new replica is first sent the whole log (``["rfull", ...]``); until it has
-answered that and every group sent it since, each group is made durable in the
+released. A new replica is first sent the whole log, in parts of at most
+``tuning.WHOLE_LOG_PART_ROWS`` rows (``log_parts``; ``["rpart", ...]`` each, the last
+``["rfull", ...]``, which alone the replica answers: the parts are kept aside,
+``ReplicaLogs.part``, until the last, and one missing or out of order is an error,
+never a shorter log); until it has answered that and every group sent it since, each group is made durable in the
 controller's history and copied to the replica as well (``Worker.filling``: the
 writes do not wait for a whole log of tens of MB). Invariant: every acknowledged write
 is in the replica's log or in the controller's history, and the replica's log starts
@@ -89,7 +92,7 @@ from __future__ import annotations
 import collections
 import logging
 import shutil
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,31 +208,91 @@ def validated(op: Base, batch: Batch) -> Batch:
                       [r for r, s in zip(rows, signs) if s < 0])
 
 
-def history_from(op: Base, start: int, table: Batch | None,
+def history_from(op: Base, start: int, table: Sequence[Batch],
                  writes: list[Batch]) -> WriteHistory:
-    """A base's log: the table ``table`` as of write ``start``, then ``writes``."""
+    """A base's log: the table as of write ``start`` (batches that add up to it, kept
+    as they are: ``Base.parts``), then ``writes``."""
     h = WriteHistory(op)
-    if table is not None and table:
-        h.folded.process(0, table)
+    for part in table:
+        if part:
+            h.folded.process(0, part)
     h.start = start
     h.batches = list(writes)
     return h
 
 
+def log_parts(table: Sequence[Batch], writes: Sequence[Batch], rows: int
+              ) -> list[tuple[list[Batch], list[Batch]]]:
+    """A base's whole log (its table's batches, then its writes), in order, cut into
+    parts of at most ``rows`` rows: (the table's batches, the writes) of each, at
+    least one part. A table batch longer than ``rows`` is cut (the table is only
+    their sum); a write never is (the log counts writes, each one batch): a longer one
+    is a part alone."""
+    parts: list[tuple[list[Batch], list[Batch]]] = [([], [])]
+    held = 0
+
+    def add(b: Batch, i: int) -> None:
+        nonlocal held
+        if held and held + len(b) > rows:
+            parts.append(([], []))
+            held = 0
+        parts[-1][i].append(b)
+        held += len(b)
+    for b in table:
+        for lo in range(0, len(b), rows):
+            add(b if len(b) <= rows else b.sliced(lo, lo + rows), 0)
+    for b in writes:
+        add(b, 1)
+    return parts
+
+
 class ReplicaLogs:
     """The write logs a worker keeps as the replica of bases hosted elsewhere (their
-    owners send them: ``full``, ``append``, ``trim``), and the tags of their last
-    ``LANDED_KEPT`` writes; read by the controller when an owner is lost."""
+    owners send them: ``part``, ``full``, ``append``, ``trim``), and the tags of their
+    last ``LANDED_KEPT`` writes; read by the controller when an owner is lost."""
 
     def __init__(self) -> None:
         self.logs: dict[str, WriteHistory] = {}
         self.tags: dict[str, collections.deque[int]] = {}
+        #: per base, the parts of a whole log on their way (``part``): [its owner, the
+        #: fill's number, parts taken, the table's batches, the writes]
+        self.parts: dict[str, list[Any]] = {}
 
-    def full(self, op: Base, nid: str, start: int, table: Batch,
+    def part(self, nid: str, src: str, fill: int, i: int, table: list[Batch],
              writes: list[Batch]) -> None:
-        """The whole log, from a base's (new) owner: replaces what was kept."""
+        """Part ``i`` of the whole log of fill ``fill`` from owner ``src``, kept aside
+        until its last part (``full``). A part 0 starts a fill anew (one abandoned by
+        its owner is dropped); the parts come in order on one link, so another out of
+        turn is an error (the log would miss or misplace writes)."""
+        got = self.parts.get(nid)
+        if i == 0:
+            got = self.parts[nid] = [src, fill, 0, [], []]
+        elif got is None or got[:3] != [src, fill, i]:
+            raise RecoveryError(f"base {nid}: part {i} of the whole log {fill} from "
+                                f"{src} out of turn (have {got and got[:3]})")
+        got[2] += 1
+        got[3].extend(table)
+        got[4].extend(writes)
+
+    def full(self, op: Base, nid: str, start: int, table: Sequence[Batch],
+             writes: list[Batch], src: str = "", fill: int = 0, parts: int = 0) -> None:
+        """The whole log, from a base's (new) owner: replaces what was kept. ``parts``:
+        how many parts of it came before (``part``), the last of the same ``fill``
+        from ``src``; they go first."""
+        got = self.parts.pop(nid, None)
+        if parts:
+            if got is None or got[:3] != [src, fill, parts]:
+                raise RecoveryError(f"base {nid}: the whole log {fill} from {src} has "
+                                    f"{parts} parts before its last, here "
+                                    f"{got and got[:3]}")
+            table, writes = got[3] + list(table), got[4] + writes
         self.logs[nid] = history_from(op, start, table, writes)
         self.tags.setdefault(nid, collections.deque(maxlen=LANDED_KEPT))
+
+    def lost(self, src: str) -> None:
+        """Owner ``src`` was lost: the parts of its whole logs will not be finished."""
+        for nid in [n for n, got in self.parts.items() if got[0] == src]:
+            del self.parts[nid]
 
     def append(self, nid: str, batches: list[Batch], tags: list[int]) -> None:
         h = self.logs.get(nid)
@@ -264,6 +327,7 @@ class ReplicaLogs:
     def drop(self, nid: str) -> None:
         self.logs.pop(nid, None)
         self.tags.pop(nid, None)
+        self.parts.pop(nid, None)
 
 
 class DiskLogs:

@@ -411,7 +411,7 @@ def _workers_log(root, worker: str, nid: str, writes: list[tuple[int, int]],
     one."""
     op = Base(TableSchema(table, [ColumnInfo("a", SqlType.INT, False)], ()))
     disk = DiskLogs(root / worker)
-    disk.reset(nid, history_from(op, 0, None, [Batch.inserts([(-i,)]) for i in range(whole)]))
+    disk.reset(nid, history_from(op, 0, [], [Batch.inserts([(-i,)]) for i in range(whole)]))
     for value, tag in writes:
         disk.append(nid, [Batch.inserts([(value,)])], [tag])
     disk.close()

@@ -23,6 +23,7 @@ import types
 from collections.abc import Iterator
 from typing import cast
 
+import numpy as np
 import pytest
 
 import noria_py
@@ -52,6 +53,7 @@ from noria_py.runtime.cluster.writes import (
     disk_tail,
     history_from,
     log_dir,
+    log_parts,
     tables_on_disk,
     unbuilt,
     written_in,
@@ -278,7 +280,7 @@ def test_a_replicas_log_is_its_owners_and_reaches_back_to_the_controllers_end():
     op = Base(schema)
     logs = ReplicaLogs()
     table = Batch.inserts([(1,), (2,)])
-    logs.full(op, "b", 2, table, [Batch.inserts([(3,)])])
+    logs.full(op, "b", 2, [table], [Batch.inserts([(3,)])])
     logs.append("b", [Batch.inserts([(4,)]), Batch.inserts([(5,)])], [11, 12])
     assert [b.rows for b in logs.since("b", 2)[0]] == [[(3,)], [(4,)], [(5,)]]
     assert logs.since("b", 4) == ([logs.logs["b"].batches[2]], [11, 12])
@@ -287,7 +289,7 @@ def test_a_replicas_log_is_its_owners_and_reaches_back_to_the_controllers_end():
     assert [b.rows for b in logs.since("b", 4)[0]] == [[(5,)]]
     with pytest.raises(RecoveryError):
         logs.since("b", 3)                  # (folded already: never a tail with a gap)
-    state = history_from(op, 4, logs.logs["b"].folded.snapshot(), logs.since("b", 4)[0])
+    state = history_from(op, 4, logs.logs["b"].folded.parts(), logs.since("b", 4)[0])
     assert sorted(state.state_at(5).snapshot().rows) == [(i,) for i in range(1, 6)]
     with pytest.raises(RecoveryError):
         logs.append("c", [table], [1])      # (no whole log first)
@@ -413,6 +415,38 @@ def test_a_lost_owners_base_comes_back_on_its_log_replica_twice_over():
             for k in range(3):
                 assert db.view("votes").lookup(k) == [(k, want[k])]      # each once
         assert db.execute("SELECT COUNT(*) FROM vote").rows == [(sum(want.values()),)]
+        db.close()
+
+
+@pytest.mark.slow
+def test_a_promoted_base_holds_every_row_of_its_log(monkeypatch):
+    """A keyed table's owner SIGKILLed: its base comes back on its log replica,
+    rebuilt from the log's batches (``promote_base``: the table as of the trim, then
+    the writes since; the log trimmed at every write here), and holds every row: a
+    key written before the kill is refused again, a delete of one finds it, a new
+    key is taken."""
+    monkeypatch.setenv("NORIA_TUNING", "ACK_EVERY=1,CHECKPOINT_EVERY=1,HISTORY_TRIM_EVERY=1,COPY_EVERY=1")
+    with Cluster(workers=2, shards=1, extra=WORKER) as c:
+        db = noria_py.connect(c.url)
+        db.execute("CREATE TABLE k (id INT PRIMARY KEY, v INT)")
+        db.execute("CREATE VIEW total AS SELECT COUNT(*) AS n FROM k")
+        t = db.table("k")
+        for i in range(40):
+            t.insert([(10 * i + j, i) for j in range(10)])
+        db.wait()
+        (base,) = [n for n in db.graph() if n["kind"] == "base"]
+        assert base["replica_pid"] not in (None, base["pid"])
+        os.kill(base["pid"], signal.SIGKILL)
+        t.insert([(1000, 0)])
+        db.wait()
+        (now,) = [n for n in db.graph() if n["kind"] == "base"]
+        assert now["pid"] == base["replica_pid"], (base, now)   # (on its replica)
+        for key in (0, 5, 199, 399):
+            with pytest.raises(DuplicateKeyError):
+                t.insert([(key, 1)])
+        t.delete([(7, 0)])
+        db.wait()
+        assert db.view("total").lookup() == [(400,)]
         db.close()
 
 
@@ -614,7 +648,7 @@ def test_a_write_is_acknowledged_once_its_log_replica_holds_it(cluster):
 
 
 def _log_of(op: Base, start: int, rows: list, writes: list[list]) -> WriteHistory:
-    return history_from(op, start, Batch.inserts(rows) if rows else None,
+    return history_from(op, start, [Batch.inserts(rows)] if rows else [],
                         [Batch.inserts(w) for w in writes])
 
 
@@ -934,6 +968,31 @@ def _in_process(data_dir: str | None = None, partial: bool = False,
             w.join(10)
 
 
+def _tracked_workers(monkeypatch) -> list:
+    """The workers of ``_in_process``, each listed as it is made."""
+    from noria_py.runtime.cluster import worker as worker_mod
+    init, workers = worker_mod.Worker.__init__, []
+
+    def tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        workers.append(self)
+    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
+    return workers
+
+
+def _held_appends(monkeypatch) -> threading.Event:
+    """A gate, open: while it is shut, a replica's append of writes waits for it."""
+    gate, append = threading.Event(), ReplicaLogs.append
+    gate.set()
+
+    def held_append(self, nid, batches, tags):
+        if batches:
+            gate.wait(30)
+        append(self, nid, batches, tags)
+    monkeypatch.setattr(ReplicaLogs, "append", held_append)
+    return gate
+
+
 def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, monkeypatch):
     """``--data-dir``, the workers in this process: with the base's owner's append to
     its log on disk held, and then its replica's, a write is not acknowledged; once
@@ -967,30 +1026,7 @@ def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, m
         held["gate"].set()
 
 
-@pytest.fixture
-def held_replica_appends(monkeypatch):
-    """In-process workers whose replica logs take a write only while ``gate`` is set
-    (cleared: an append of writes waits), and the list of every worker made."""
-    from noria_py.runtime.cluster import worker as worker_mod
-    gate = threading.Event()
-    gate.set()
-    append, init = ReplicaLogs.append, worker_mod.Worker.__init__
-    workers: list = []
-
-    def held_append(self, nid, batches, tags):
-        if batches:
-            gate.wait(30)
-        append(self, nid, batches, tags)
-
-    def tracked(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        workers.append(self)
-    monkeypatch.setattr(ReplicaLogs, "append", held_append)
-    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
-    return gate, workers
-
-
-def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch, held_replica_appends):
+def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
     """A base named a new log replica (``set_replica``): until the replica has
     answered its whole log and every group copied to it since (``Worker.filling``),
     each write is acknowledged once the controller's history holds it, even with the
@@ -1000,7 +1036,8 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch, held_replic
     the whole log but not those copies.)"""
     from noria_py.runtime.cluster import worker as worker_mod
     from noria_py.runtime.cluster.channels import CONTROLLER
-    gate, workers = held_replica_appends
+    gate = _held_appends(monkeypatch)
+    workers = _tracked_workers(monkeypatch)
     pack = worker_mod.Worker._pack_whole_log
 
     def slow_pack(self, *args):
@@ -1050,8 +1087,94 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch, held_replic
         assert db.execute("SELECT COUNT(*) FROM vote").rows == [(5,)]
 
 
+def _log_rows(h: WriteHistory) -> tuple[int, list, list]:
+    """A log as (its start, its table's rows, each write's rows in order)."""
+    return h.start, sorted(h.folded.all_rows()), [b.rows for b in h.batches]
+
+
+def test_a_whole_log_in_parts_is_the_owners_and_a_missing_or_swapped_part_is_refused():
+    """``log_parts`` cuts a whole log into parts of at most ``rows`` rows (a table
+    batch cut, a longer write a part alone); the replica's ``ReplicaLogs`` fed them
+    (``part``, then ``full`` with the last) holds the owner's very log; a part
+    missing, swapped or from another fill is refused, never a shorter log."""
+    schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False),
+                               ColumnInfo("b", SqlType.INT, False)], ())
+    op = Base(schema)
+    big = Batch.columnar([np.arange(7, dtype=np.int64), np.arange(7, dtype=np.int64)],
+                         np.ones(7, dtype=np.int64))
+    table = [big, Batch.inserts([(100, 0)])]
+    writes = [Batch.inserts([(200 + i, i) for i in range(n)]) for n in (1, 2, 5, 1, 1)]
+    owner = history_from(op, 4, table, writes)
+    parts = log_parts(*owner.table()[1:], 3)
+    for t, w in parts:
+        assert sum(map(len, t + w)) <= 3 or (not t and len(w) == 1)
+    assert [b.rows for _, w in parts for b in w] == [b.rows for b in writes]
+    assert sorted(r for t, _ in parts for b in t for r in b.rows) == sorted(owner.folded.all_rows())
+    assert len(parts) == 6
+
+    def send(got: ReplicaLogs, order: list[int], fill: int) -> None:
+        """The parts in ``order`` (all but the first of fill ``fill``), then the last."""
+        for n, i in enumerate(order):
+            got.part("b", "w1", fill if n else 1, i, *parts[i])
+        got.full(op, "b", 4, *parts[-1], src="w1", fill=1, parts=len(parts) - 1)
+    logs = ReplicaLogs()
+    logs.part("b", "w1", 0, 0, [Batch.inserts([(9, 9)])], [])     # (an abandoned fill)
+    send(logs, list(range(len(parts) - 1)), 1)
+    assert _log_rows(logs.logs["b"]) == _log_rows(owner) and not logs.parts
+    for order, fill in (([0, 1, 2, 3], 1), ([0, 1, 2, 4, 3], 1), ([0, 1, 2, 3, 4], 2)):
+        with pytest.raises(RecoveryError):
+            send(ReplicaLogs(), order, fill)
+    logs.part("b", "w1", 2, 0, *parts[0])
+    logs.lost("w1")                         # (its owner lost mid-fill: parts dropped)
+    assert not logs.parts
+
+
+def test_a_new_replicas_whole_log_in_parts_is_the_owners_log(monkeypatch):
+    """A base named a new log replica with tiny parts (``WHOLE_LOG_PART_ROWS``, the
+    workers in this process): the whole log crosses as several ``rpart`` frames, then
+    ``rfull``; once the replica has answered, its log is the owner's, write by write,
+    and the writes made during the fill land once."""
+    from noria_py.runtime.cluster.channels import CONTROLLER
+    workers = _tracked_workers(monkeypatch)
+    part, parts = ReplicaLogs.part, []
+
+    def counted(self, nid, src, fill, i, *rest):
+        parts.append(i)
+        part(self, nid, src, fill, i, *rest)
+    monkeypatch.setattr(tuning, "WHOLE_LOG_PART_ROWS", 3)
+    monkeypatch.setattr(ReplicaLogs, "part", counted)
+    with _in_process() as db:
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        t = db.table("vote")
+        for i in range(12):
+            t.insert([(i % 3, 10 * i + j) for j in range(1 + i % 5)])
+        db.wait()
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        bid = base["id"]
+        owner = next(w for w in workers if w.name == base["worker"])
+        replica = next(w for w in workers if w.name == base["replica"])
+        parts.clear()
+        owner.inbox.ctrl_in += 1                # (as the controller's reader counts it)
+        owner.inbox.put((CONTROLLER, ["replica", bid, replica.name]))
+        for i in range(3):
+            t.insert([(7, i), (7, 100 + i)])    # (during the fill, or after it)
+        db.wait()
+        deadline = time.monotonic() + 10
+        while bid in owner.filling and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert bid not in owner.filling and owner.replica_of[bid] == replica.name
+        assert len(parts) >= 4 and parts == list(range(len(parts))), parts
+        deadline = time.monotonic() + 10
+        while (_log_rows(replica.replica_logs.logs[bid]) != _log_rows(owner.logs[bid])
+               and time.monotonic() < deadline):
+            time.sleep(0.01)                    # (an ``rtrim`` may be on its way)
+        assert _log_rows(replica.replica_logs.logs[bid]) == _log_rows(owner.logs[bid])
+        want = sum(1 + i % 5 for i in range(12)) + 6
+        assert db.execute("SELECT COUNT(*) FROM vote").rows == [(want,)]
+
+
 def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_output(
-        monkeypatch, held_replica_appends):
+        monkeypatch):
     """The group goes to the log replica before the owner applies it (the replica's
     round trip overlaps the apply): with the replica's append held, the owner's base
     has taken the write (its time is past it), but no output of the base has left
@@ -1061,9 +1184,9 @@ def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_outpu
     replica's message thread is held, so nothing here asks the controller, whose
     lock would wait for it.)"""
     from noria_py.runtime.cluster import worker as worker_mod
-    gate, workers = held_replica_appends
-    emit = worker_mod.Worker.emit
-    emitted = []
+    gate = _held_appends(monkeypatch)
+    workers = _tracked_workers(monkeypatch)
+    emit, emitted = worker_mod.Worker.emit, []
 
     def tracked_emit(self, msgs):
         msgs = list(msgs)
