@@ -119,6 +119,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from sql_frontend import wire as plan_wire
@@ -246,6 +247,21 @@ NO_REPLICA_YET = ""
 #: with direct channels, what the inbox's frames produced is sent at the latest after
 #: this many frames (and whenever the inbox is empty)
 FLUSH_EVERY = 64
+
+
+@dataclass
+class Filling:
+    """A new replica being sent a base's whole log (``Worker.set_replica``)."""
+
+    #: the replica's worker
+    replica: str
+    #: this fill's number (``Worker.fills``): a part packed for an older one is dropped
+    fill: int
+    #: how many of the frames sent it meanwhile (the whole log, then each group) it
+    #: has not answered yet
+    unanswered: int = 1
+    #: the groups' frames held until the whole log is sent (None once it is)
+    held: list[list[Any]] | None = field(default_factory=list)
 
 
 class Worker:
@@ -381,13 +397,10 @@ class Worker:
         #: per base, where its group in flight went (a replica's name, None: the
         #: controller's history)
         self.committing_via: dict[str, str | None] = {}
-        #: per base, a new replica being sent the whole log (``set_replica``): [its
-        #: name, how many of the frames sent it meanwhile (the whole log, then each
-        #: group) it has not answered yet, the groups' frames held until the whole log
-        #: is sent (None once it is), this fill's number]: until it has answered them
-        #: all, each group is made durable in the controller's history and copied to
-        #: it as well
-        self.filling: dict[str, list[Any]] = {}
+        #: per base, a new replica being sent the whole log (``set_replica``,
+        #: ``Filling``): until it has answered it and every group sent it since, each
+        #: group is made durable in the controller's history and copied to it as well
+        self.filling: dict[str, Filling] = {}
         self.fills = 0
         #: the logs of bases hosted elsewhere that this worker is the replica of, and
         #: their owners' frames for a base whose catalog change is still on its way
@@ -1461,11 +1474,11 @@ class Worker:
             filling = self.filling.get(nid)
             if filling is not None:     # (its log behind its whole log, in order)
                 frame = ["rlog", nid, encoded, tags]
-                if filling[2] is None:
-                    self.links.send(filling[0], frame)
+                if filling.held is None:
+                    self.links.send(filling.replica, frame)
                 else:
-                    filling[2].append(frame)
-                filling[1] += 1
+                    filling.held.append(frame)
+                filling.unanswered += 1
         else:
             self.links.send(via, ["rlog", nid, encoded, tags])
 
@@ -1578,7 +1591,7 @@ class Worker:
                 self.committing_via[nid] = name
             else:
                 self.replica_of[nid] = None
-                self.filling[nid] = [name, 1, [], self.fills]
+                self.filling[nid] = Filling(name, self.fills)
                 threading.Thread(target=self._pack_whole_log, name=f"log {nid}", daemon=True,
                                  args=(nid, name, self.fills, start, table, writes)).start()
         if not group:
@@ -1595,7 +1608,7 @@ class Worker:
         try:
             for frame in whole_log_frames(nid, fill, start, table, writes, []):
                 filling = self.filling.get(nid)     # (a read of another thread's dict:
-                if filling is None or filling[3] != fill:   # only to stop early)
+                if filling is None or filling.fill != fill:   # only to stop early)
                     return
                 self.inbox.put_fast((SELF, ["wlog", nid, name, fill, wire.Packed(frame),
                                             frame[0] == "rfull"]))
@@ -1609,13 +1622,13 @@ class Worker:
         the groups' copies held for it meanwhile (nothing, if the replica changed
         since)."""
         filling = self.filling.get(nid)
-        if filling is None or filling[0] != name or filling[3] != fill:
+        if filling is None or filling.replica != name or filling.fill != fill:
             return
         self.links.send(name, frame)
         if last:
-            for f in filling[2]:
+            for f in filling.held or ():
                 self.links.send(name, f)
-            filling[2] = None
+            filling.held = None
         self.links.flush()
 
     def replica_frame(self, f: Sequence[Any], src: str) -> None:
@@ -1629,9 +1642,9 @@ class Worker:
             return
         if op == "rdur":
             filling = self.filling.get(nid)
-            if filling is not None and filling[0] == src:
-                filling[1] -= 1
-                if not filling[1]:      # (it has it all: the log's replica from now on)
+            if filling is not None and filling.replica == src:
+                filling.unanswered -= 1
+                if not filling.unanswered:  # (it has it all: the log's replica from now on)
                     del self.filling[nid]
                     self.replica_of[nid] = src
             elif self.committing.get(nid) is not None and type(f[2]) is int and f[2]:
@@ -1743,7 +1756,7 @@ class Worker:
         self.replica_logs.lost(name)
         for nid, via in self.replica_of.items():
             filling = self.filling.get(nid)
-            if via == name or filling is not None and filling[0] == name:
+            if via == name or filling is not None and filling.replica == name:
                 # (writes wait for the next: ``set_replica``)
                 self.filling.pop(nid, None)
                 self.replica_of[nid] = NO_REPLICA_YET

@@ -1065,9 +1065,10 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
             assert acknowledged(t, (1, 1), 10)  # (copied behind the whole log)
             assert acknowledged(t, (1, 2), 10)
             deadline = time.monotonic() + 10
-            while owner.filling.get(bid, [None, 0])[1] > 2 and time.monotonic() < deadline:
+            while bid in owner.filling and owner.filling[bid].unanswered > 2 \
+                    and time.monotonic() < deadline:
                 time.sleep(0.01)                # (the whole log answered, not the copies)
-            assert owner.filling[bid][1] == 2
+            assert owner.filling[bid].unanswered == 2
             assert acknowledged(t, (1, 3), 10)  # still by the controller's history
             assert bid in owner.filling
         finally:
