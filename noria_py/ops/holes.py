@@ -133,7 +133,10 @@ class KeyMap:
     constant a key). Invariants: exactly one of ``_map`` and ``_table`` is non-empty
     once a key was held; hashed, every mapped key held is in ``_table`` and has its
     bit set, and no position between its home (its hash) and its position is empty
-    (backward-shift deletion keeps that without tombstones)."""
+    (backward-shift deletion keeps that without tombstones). Hand-written because a
+    batch's keys are looked up as one numpy array: a dict costs a Python step a key,
+    and no library we use offers a mutable int-to-int hash table probed by arrays
+    (pandas' is internal; its ``Index`` is rebuilt whole on each change)."""
 
     def __init__(self) -> None:
         #: int key in [0, len) -> its slot, -1 where no holder holds it (dense form)
