@@ -74,6 +74,7 @@ from .controller import CHANNELS, ClusterRuntime
 from .errors import WorkerLost
 from .placement import ProcessLauncher, RayLauncher
 from .restart import (
+    LOG_CLOSE_WAIT,
     REJOIN_TIMEOUT,
     REJOIN_WAIT,
     Adoption,
@@ -81,6 +82,7 @@ from .restart import (
     LandedBefore,
     logged_batches,
     plan_adoption,
+    set_aside_workers_logs,
     take_workers_logs,
 )
 from .writes import AUTO, WRITES, choose
@@ -315,9 +317,9 @@ class Server:
         #: this one landed, from their workers' logs (``m_write_landed``)
         self.landed_before: LandedBefore | None = None
         if writes == "worker" and data_dir is not None and self.state is not None:
-            # (before any worker joins: its config names its directory there)
-            self.runtime.disk, self.landed_before = take_workers_logs(
-                data_dir, self.state.data["numbers"])
+            # (before any worker joins: its config names its directory there; the
+            # logs set aside are taken once the workers before have dialed back)
+            self.runtime.disk = set_aside_workers_logs(data_dir)
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
@@ -369,6 +371,11 @@ class Server:
             if want > 0:
                 self.runtime.spawn(want)
         self.runtime.wait_for_workers()
+        if writes == "worker" and data_dir is not None and self.state is not None:
+            # (the workers before that dialed back ended the writes they took with no
+            # controller, and closed their logs, before they joined: ``_Gap``)
+            _, self.landed_before = take_workers_logs(
+                data_dir, self.state.data["numbers"], LOG_CLOSE_WAIT)
         self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime,
                            regime=regime, partial=partial, memory_limit=memory_limit)
         self.runtime.on_recovery = self.db.record_recovery
