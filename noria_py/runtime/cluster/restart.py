@@ -44,6 +44,17 @@ Invariants, and why:
   it, sent again only when the tags of every last write of its table's log are
   known and it is none of them, in doubt otherwise; the tags are saved before the
   logs go, and kept across later restarts.
+- With ``--writes worker``, the workers of the controller before go on taking writes
+  while it is down (``worker.py``, "A controller lost"), into their logs on disk. A
+  restart therefore sets those logs aside before any worker joins
+  (``set_aside_workers_logs``: this controller's workers start theirs anew) and
+  reads them only once they are final: after the workers before have dialed back
+  (each ends the writes it took and closes its logs before it joins), and a log
+  still open, at a worker that did not dial back, waited for (``LOG_CLOSE_WAIT``),
+  then passed over where another log of its table is closed and refused where
+  none is. A worker acknowledges a write only once its replica's log holds it too,
+  and neither takes one after its message thread ended, so a closed log of each
+  base holds every acknowledged write.
 """
 from __future__ import annotations
 

@@ -96,14 +96,28 @@ every checkpoint the worker sent.
 
 A controller lost (its connection ended, not ``stop``): when the controller said so
 in its config (``--data-dir``: ``rejoin timeout`` > 0; ``restart.py``), the worker
-does not exit. Its message thread ends (its peer links with it), its readers stay
-readable as they were on the read port (``Reads.keep_old``), and it dials the
-controller's address again every ``REJOIN_EVERY`` seconds; a controller started again
-there takes it back under its name, as a new worker (a fresh graph, node numbers
-after the old ones; ``["retire"]``, once that controller's views are up, drops the
-old readers) or, when it keeps what the workers hold, with its old graph and node
-shards (``["adopt"]``). After the
-timeout with no controller, it exits, saying so in its log.
+does not exit. With writes at the workers, direct channels and the bases' logs on
+disk (``Worker.goes_on``), its message thread and peer links go on: clients' writes
+are taken, logged at the base's replica and on both disks, applied and answered as
+before, and the readers keep taking them (the gap). What it would send the
+controller is dropped (``_to_controller``): the copies of the writes (``hcopy``), the
+checkpoints, the trims and reports; the next controller takes the tables from the
+disk logs, which hold every acknowledged write, and rebuilds the views. Only writes
+that need no controller to be durable are taken then (``_durable_alone``: the base's
+replica named and filled; others are answered ``moved`` and wait for the next
+controller), and no log is made anew on disk (a new replica's whole log is not
+answered). Otherwise its message thread ends (its peer links with it). Either way
+its readers stay readable on the read port (``Reads.keep_old``, from the end of
+the message thread), and it dials the controller's address again every
+``REJOIN_EVERY`` seconds (during the gap, from a thread of its own: ``_Gap``); once
+a controller started again there answers with its config, the gap's message
+thread ends first (its writes in flight answered in doubt, its disk logs closed:
+what that controller then reads of them is final, ``restart.take_workers_logs``),
+and the controller takes it back under its name, as a new worker (a fresh graph,
+node numbers after the old ones; ``["retire"]``, once that controller's views are
+up, drops the old readers) or, when it keeps what the workers hold, with its old
+graph and node shards (``["adopt"]``). After the timeout with no controller, it
+exits, saying so in its log.
 """
 from __future__ import annotations
 
