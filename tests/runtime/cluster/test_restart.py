@@ -239,10 +239,13 @@ class _FakeController:
     """A listening socket that authenticates workers as a controller does and sends
     each its config (``rejoin`` seconds); ``hellos`` gets each one's hello."""
 
-    def __init__(self, token: str, rejoin: float) -> None:
+    def __init__(self, token: str, rejoin: float, more: tuple = ()) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.token, self.rejoin = token, rejoin
+        self.config = ["config", "w1", 1, False, False, "relay", 7, rejoin]
+        if more:                                # (channels, number, rejoin, more...)
+            self.config = ["config", "w1", 1, False, False, *more]
         self.hellos: queue.Queue = queue.Queue()
         self.conns: list[wire.Connection] = []
 
@@ -254,7 +257,7 @@ class _FakeController:
             return None
         conn = wire.Connection(s)
         hello = wire.server_handshake(conn, self.token)
-        conn.send(["config", "w1", 1, False, False, "relay", 7, self.rejoin])
+        conn.send(self.config)
         self.conns.append(conn)
         return hello
 
@@ -303,6 +306,42 @@ def test_a_worker_outlives_its_controller_and_rejoins(caplog, cold):
     with caplog.at_level(logging.ERROR, logger="noria_py.worker"):
         assert done.wait(10)
     assert "took this worker back" in caplog.text and "exiting" in caplog.text
+
+
+def test_a_worker_taking_writes_goes_on_without_its_controller_until_one_answers(
+        tmp_path, monkeypatch, cold):
+    """With its bases' logs on its disk (``--writes worker --data-dir``, direct
+    channels), a worker's message thread outlives its controller's connection (the
+    writes go on: ``Worker.goes_on``) while a thread of its own dials back; only once
+    a controller answers does that message thread end (its logs closed) and the
+    worker join as a new one."""
+    made, init = [], worker_module.Worker.__init__
+
+    def tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+    monkeypatch.setattr(worker_module.Worker, "__init__", tracked)
+    fake = _FakeController("tok", 30.0, ("direct", 7, 30.0, "treeclock", "worker",
+                                         str(tmp_path / "w1")))
+    done = threading.Event()
+    threading.Thread(target=lambda: (serve_worker("127.0.0.1", fake.port, "tok"),
+                                     done.set()), daemon=True).start()
+    assert fake.accept(30) is not None
+    deadline = time.monotonic() + 10
+    while not made and time.monotonic() < deadline:
+        time.sleep(0.01)
+    fake.drop()                                     # the controller dies
+    while not made[0].gone and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert made[0].gone and not made[0].ended       # (its message thread goes on)
+    again = fake.accept(10)
+    assert again is not None and again["rejoin"] and again["was"] == "w1"
+    while len(made) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert made[0].ended and len(made) == 2         # (ended, then joined anew)
+    fake.conns[-1].send(["stop"])
+    assert done.wait(10)
+    fake.sock.close()
 
 
 def test_a_worker_without_a_rejoin_timeout_exits_with_its_controller(cold):
