@@ -826,7 +826,8 @@ def _check_plan(plan: dict, logged: dict[str, list[int]]) -> None:
 
 
 def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40, quiet: bool = False,
-                      writes: str = "controller") -> None:
+                      writes: str = "controller", down: tuple[float, float] = (0, 0.3)
+                      ) -> None:
     """Random writes (and views created half-way) from one client while another
     thread SIGKILLs the controller at a random moment (mid-request, or between two),
     then starts it again. A write whose request was under way is in doubt (the client
@@ -836,7 +837,9 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40, quiet: bool = False,
     client holding its next one until the controller is back: the restart keeps the
     workers' nodes, which then take the rest of the load (and views made then).
     ``writes``: ``serve --writes`` (``worker``: the tables come back from the
-    workers' logs, and the views are rebuilt, so no plan is checked)."""
+    workers' logs, and the views are rebuilt, so no plan is checked). ``down``: how
+    long the controller stays down (seconds, drawn in that range): with ``worker``,
+    the inserts at the workers go on meanwhile."""
     rng = random.Random(seed)
     shards = rng.choice([1, 2])
     d = str(tmp_path / f"data{seed}")
@@ -851,7 +854,7 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40, quiet: bool = False,
         kill_at = rng.randrange(len(ops))
         reached = threading.Event()
         restarted = threading.Event()
-        delay, down_for = rng.uniform(0, 0.02), rng.uniform(0, 0.3)
+        delay, down_for = rng.uniform(0, 0.02), rng.uniform(*down)
 
         def killer() -> None:
             reached.wait()
@@ -936,6 +939,15 @@ def test_controller_sigkill_mid_load_matches_duckdb_with_writes_at_the_worker(se
     """``--writes worker --data-dir``: the tables come back from the workers' logs on
     disk (the controller was sent some of the writes lazily, or none)."""
     _restart_mid_load(seed, tmp_path, writes="worker")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[:4])
+def test_controller_down_for_seconds_mid_load_matches_duckdb_with_writes_at_the_worker(
+        seed, tmp_path):
+    """The same with the controller down 1-2.5 s: the inserts at the workers go on
+    (the other writes wait for it), and the tables and views after match DuckDB."""
+    _restart_mid_load(seed, tmp_path, writes="worker", down=(1.0, 2.5))
 
 
 def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
@@ -1086,7 +1098,7 @@ def test_writes_in_flight_at_a_controller_sigkill_are_answered_after_a_second_re
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", SEEDS[:4])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_writes_at_the_workers_go_on_while_the_controller_is_down(seed, tmp_path, monkeypatch):
     """(A real cluster, its controller down for 1-3 s: 25-45 s a seed here, so slow; the
     default suite has the restart's side in process:
