@@ -1026,6 +1026,9 @@ def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
         for th in threads:
             th.start()
         time.sleep(rng.uniform(0.3, 0.8))
+        deadline = time.monotonic() + RECONNECT
+        while gap and not all(acked) and time.monotonic() < deadline:
+            time.sleep(0.05)            # (each writer has its placement: asked of a controller)
         view = db.view("votes")
         before = sum(c for a in range(8) for _, c in view.lookup(a)) if gap else 0
         cluster.kill()
