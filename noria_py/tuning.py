@@ -26,6 +26,15 @@ ARRAY_MIN = 32
 #: ops/state.py); per array, 8 bytes a key, so at most 32 MiB.
 DENSE_LIMIT = 1 << 22
 
+#: While checkpoints are on, a state in arrays holds the keys of each batch it applies
+#: as they come, and marks them in a bool array as long as the key range at its next
+#: checkpoint, or once this many batches' keys have piled up (``dense.KeyMarks``): a
+#: bound on what is held (those batches' key arrays; a checkpoint interval is up to
+#: ``CHECKPOINT_EVERY`` messages, twice that for a join). Marking each batch as it came
+#: wrote into that array while it was cold, twice a write (docs/benchmarks.md,
+#: "Checkpoints").
+MARKS_HELD = 256
+
 # ---------------------------------------------------------------- tree clocks
 
 #: Tree-clock depth: d - 1 adjacent failures are recoverable (Noria's prototype used

@@ -46,6 +46,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from .. import tuning
 from ..nan import NAN, as_objects, column_list, equal_values
 from ..tuning import DENSE_LIMIT
 
@@ -141,8 +142,8 @@ class KeyMarks:
     batch applied row by row), by reference: nothing changes them afterwards (a
     batch's columns are immutable, and the operators make a new array for the keys
     they derive). They are marked in a bool array as long as the key range only at
-    ``take`` (a checkpoint), or once ``HELD`` batches' keys have piled up (which bounds
-    what is held to that many batches' keys).
+    ``take`` (a checkpoint), or once ``tuning.MARKS_HELD`` batches' keys have piled up
+    (which bounds what is held to that many batches' keys).
 
     Why not mark each batch's keys as it comes: the bool array, 100-200 KB in the vote
     view, is cold between batches (the state's own arrays, the payload logs and the
@@ -150,10 +151,6 @@ class KeyMarks:
     scattered writes to cold lines, twice a write (COUNT and the join); marked
     together, the lines the first batches' keys bring in stay warm for the rest, and a
     batch costs a list append in the flow (docs/benchmarks.md, "Checkpoints")."""
-
-    #: batches whose keys are held before they are marked (a bound on the memory
-    #: held, the keys of at most this many batches beyond what their batches hold)
-    HELD = 256
 
     def __init__(self) -> None:
         self.marked = np.zeros(0, dtype=bool)
@@ -168,7 +165,7 @@ class KeyMarks:
         held.append(keys)
         if size > self.size:
             self.size = size
-        if len(held) >= self.HELD:
+        if len(held) >= tuning.MARKS_HELD:
             self._mark()
 
     def _mark(self) -> None:
