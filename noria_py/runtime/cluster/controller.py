@@ -215,21 +215,23 @@ class ClusterRuntime(Runtime):
                  policies: Mapping[str, str] | None = None,
                  determinant_depth: int | None = None, standbys: bool = False,
                  placement: str = "apart") -> None:
-        """``placement``: ``PLACEMENTS``. ``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
+        """``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
         epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``);
         "falkirk": ``policies`` is the per-node choice (``falkirk.py``; checked by
         ``regimes.policies``, None: each node's default); "causal": ``determinant_depth``
-        and ``standbys`` (``causal.py``)."""
+        and ``standbys`` (``causal.py``). ``placement``: where node shards go
+        (``PLACEMENTS``)."""
         if channels not in CHANNELS:
             raise ArgumentError(f"channels must be one of {', '.join(CHANNELS)}, "
                                 f"not {channels!r}")
         #: "relay": workers' messages go through here; "direct": worker to worker
         self.channels = channels
+        self.direct = channels == "direct"
         if placement not in PLACEMENTS:
             raise ArgumentError(f"placement must be one of {', '.join(PLACEMENTS)}, "
                                 f"not {placement!r}")
+        #: where ``add`` places a new node shard (``PLACEMENTS``)
         self.placement_rule = placement
-        self.direct = channels == "direct"
         if writes not in WRITES:
             raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
         #: "worker": each base's worker keeps its rows and validates its writes; the
