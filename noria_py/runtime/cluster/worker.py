@@ -2188,7 +2188,7 @@ def whole_log_frames(nid: str, fill: int, start: int, table: list[Batch],
                      writes: list[Batch], tags: list[int]) -> Iterator[list[Any]]:
     """Base ``nid``'s whole log (fill ``fill``, as of write ``start``) for a new
     replica, as frames of at most ``tuning.WHOLE_LOG_PART_ROWS`` rows each, in order,
-    each encoded only when it is asked for (by the thread that packs them):
+    each encoded only when it is asked for (``Worker.whole_log_part``, a part a turn):
     ``["rpart", base, fill, i, table, writes]`` for each part but the last, then
     ``["rfull", base, start, table, writes, in flight, tags, fill, parts before]``,
     ``tags`` those of the group in flight sent with it (``Worker.set_replica``)."""
