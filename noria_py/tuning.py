@@ -154,11 +154,12 @@ COPY_EVERY = 64
 
 #: ``serve --writes worker``: a base's whole log, sent to a new replica, goes in parts
 #: of at most this many rows (a write is never cut: a bigger one is a part alone), each
-#: a frame of its own (``writes.log_parts``): the owner packs them off its message
-#: thread and sends each as it is ready, so the data messages on the same link pass
-#: between them, no frame holds up a worker long, and no table is bounded by the
-#: frame size limit (``wire.MAX_FRAME``). About 4 MB a part at two INT columns.
-WHOLE_LOG_PART_ROWS = 1 << 18
+#: a frame of its own (``writes.log_parts``): the owner's message thread encodes and
+#: sends one per pass over its inbox (``channels.Inbox``, bulk frames), so the data
+#: messages pass between them, no part holds up either worker long (a few ms), and no
+#: table is bounded by the frame size limit (``wire.MAX_FRAME``). About 1 MB a part
+#: at two INT columns (4 MB before the parts were encoded on the message thread).
+WHOLE_LOG_PART_ROWS = 1 << 16
 
 #: ``serve --writes worker --data-dir``: a base's log on disk (``writes.DiskLogs``) is
 #: rewritten from the log in memory once the writes trimmed from that one since the

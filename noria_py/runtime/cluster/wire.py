@@ -81,16 +81,6 @@ def peer_name(sock: socket.socket) -> str:
     return str(addr) or "local"
 
 
-class Packed:
-    """A frame packed already (by a thread other than the one sending it: a base's
-    whole log, ``Worker.set_replica``), which ``Connection.send_many`` sends as it
-    is."""
-    __slots__ = ("payload",)
-
-    def __init__(self, frame: Any) -> None:
-        self.payload = packb(frame, big_ints=True)
-
-
 class Connection:
     """One connected socket carrying frames.
 
@@ -168,11 +158,10 @@ class Connection:
             self._send_lock.release()
 
     def send_many(self, objs: list[Any]) -> None:
-        """Several frames in one system call (a relay's queue, drained at once); a
-        ``Packed`` one as it is."""
+        """Several frames in one system call (a relay's queue, drained at once)."""
         parts = []
         for obj in objs:
-            payload = obj.payload if type(obj) is Packed else packb(obj, big_ints=True)
+            payload = packb(obj, big_ints=True)
             if len(payload) > self.max_frame:
                 raise ProtocolError(f"frame of {len(payload)} bytes exceeds the limit of "
                                     f"{self.max_frame} bytes")

@@ -34,7 +34,8 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
   batches, tags]``, its whole log in parts ``["rpart", base, fill, i, table, batches]``
   then ``["rfull", base, start, table, batches, in flight, tags, fill, parts before]``,
-  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]``; nothing else (with
+  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]`` and ``["rpack", base,
+  fill]`` (a part of a whole log taken); nothing else (with
   ``--data-dir``, the config's last item names the directory where this worker keeps
   those logs on disk as well: ``writes.DiskLogs``)
 - with ``--writes worker``, from the controller ``["replica", base, worker | None]``,
@@ -162,7 +163,7 @@ from ..falkirk import LOGGED, choose, stateful
 from ..messages import Indexed, Message
 from ..uncoordinated import PERIOD
 from . import tokens, wire
-from .channels import CONTROLLER, Inbox, Links, PeerServer
+from .channels import CONTROLLER, Inbox, Links, PeerServer, counted
 from .errors import NodeDown
 from .falkirk import take_span
 from .partial import EVICT, SIZES, Fill, WorkerPartial, source_rows, step, through_held
@@ -248,13 +249,19 @@ CLIENT = "\0client"
 #: a fill of at least this many keys is handled with Python's cyclic collector paused
 #: (``Worker._fill``; reads.py's ``collector_paused``)
 FILL_PAUSE_GC_MIN = 64
-#: the inbox's source of this worker's own frames (a base's whole log, packed by a
-#: thread of its own: ``["wlog", ...]``)
+#: the inbox's source of this worker's own frames (the next part of a base's whole
+#: log to send: ``["wlog", ...]``)
 SELF = "\0self"
 #: the sources whose frames are not a peer's
 LOCAL = frozenset((CONTROLLER, CLIENT, SELF))
+#: a new replica's whole log: parts sent and not yet taken there (``rpack``) at most.
+#: The link's socket then never holds more than a few MB of it, so the owner's message
+#: thread is never stuck sending a part while the replica is busy (traced at 1e7 votes:
+#: 0.5 s stuck in a send to the worker taking over the lost nodes, a client's write
+#: waiting behind it)
+PARTS_AHEAD = 2
 PEER_FRAMES = frozenset(("msg", "bar", "progress", "trunc", "drop_from", "fill",
-                         "rlog", "rpart", "rfull", "rdur", "rtrim"))
+                         "rlog", "rpart", "rfull", "rdur", "rtrim", "rpack"))
 #: ``replica_of``'s value for a base whose replica was lost: its writes wait for the
 #: controller to name the next one
 NO_REPLICA_YET = ""
@@ -269,13 +276,19 @@ class Filling:
 
     #: the replica's worker
     replica: str
-    #: this fill's number (``Worker.fills``): a part packed for an older one is dropped
+    #: this fill's number (``Worker.fills``): a turn (``wlog``) of an older one does nothing
     fill: int
     #: how many of the frames sent it meanwhile (the whole log, then each group) it
     #: has not answered yet
     unanswered: int = 1
     #: the groups' frames held until the whole log is sent (None once it is)
     held: list[list[Any]] | None = field(default_factory=list)
+    #: the whole log's parts not sent yet, each encoded when it is asked for
+    #: (``whole_log_frames``)
+    parts: Iterator[list[Any]] = field(default_factory=lambda: iter(()))
+    #: parts sent and not yet taken by the replica (``rpack``): at ``PARTS_AHEAD``,
+    #: the next waits for its answer
+    unacked: int = 0
 
 
 class Worker:
@@ -1652,45 +1665,49 @@ class Worker:
                 self.committing_via[nid] = name
             else:
                 self.replica_of[nid] = None
-                self.filling[nid] = Filling(name, self.fills)
-                threading.Thread(target=self._pack_whole_log, name=f"log {nid}", daemon=True,
-                                 args=(nid, name, self.fills, start, table, writes)).start()
+                self.filling[nid] = Filling(name, self.fills, parts=whole_log_frames(
+                    nid, self.fills, start, table, writes, []))
+                self.inbox.put_fast((SELF, ["wlog", nid, name, self.fills]))
         if not group:
             self.commit(nid)
 
-    def _pack_whole_log(self, nid: str, name: str, fill: int, start: int,
-                        table: list[Batch], writes: list[Batch]) -> None:
-        """A thread's body: a base's whole log for its new replica ``name``, encoded
-        and packed off the message thread (tens of MB at a few million rows, which
-        would hold back its clients' writes and a recovery's questions), a part at a
-        time, each handed to it as it is ready (``["wlog", ...]``,
-        ``whole_log_packed``); stops early once the fill is abandoned; an error ends
-        the message thread (the worker is then lost)."""
-        try:
-            for frame in whole_log_frames(nid, fill, start, table, writes, []):
-                filling = self.filling.get(nid)     # (a read of another thread's dict:
-                if filling is None or filling.fill != fill:   # only to stop early)
-                    return
-                self.inbox.put_fast((SELF, ["wlog", nid, name, fill, wire.Packed(frame),
-                                            frame[0] == "rfull"]))
-        except BaseException as e:
-            self.inbox.put((SELF, e))
-
-    def whole_log_packed(self, nid: str, name: str, fill: int, frame: wire.Packed,
-                         last: bool) -> None:
-        """A part of the whole log of fill ``fill`` packed: sent to the replica at once,
-        so the data messages sent it meanwhile go between the parts; after the last,
-        the groups' copies held for it meanwhile (nothing, if the replica changed
-        since)."""
+    def whole_log_part(self, nid: str, name: str, fill: int) -> None:
+        """``["wlog", base, replica, fill]``, this worker's own bulk frame (``Inbox``):
+        the next part of the whole log of fill ``fill`` encoded and sent to the
+        replica, and the next ``wlog`` put in the fast lane, so the message thread
+        sends one part per pass over its inbox's ordinary lane, data messages and the
+        controller's questions going between the parts; after the last, the groups'
+        copies held for it meanwhile. Nothing once the fill is abandoned (the replica
+        changed since). Why not a thread of its own, as before: traced at 1e7 votes,
+        its encoding held the interpreter from the message thread (a thread that
+        waits on sockets gets it back only at the switch interval), and both
+        workers' message threads lagged 0.3-0.6 s behind the kill's recovery."""
         filling = self.filling.get(nid)
         if filling is None or filling.replica != name or filling.fill != fill:
             return
+        frame = next(filling.parts, None)
+        if frame is None:
+            return                      # (all sent: no more turns are put)
         self.links.send(name, frame)
-        if last:
+        if frame[0] == "rfull":
             for f in filling.held or ():
                 self.links.send(name, f)
             filling.held = None
+        else:
+            filling.unacked += 1
+            if filling.unacked < PARTS_AHEAD:   # (else the next turn comes with an ``rpack``)
+                self.inbox.put_fast((SELF, ["wlog", nid, name, fill]))
         self.links.flush()
+
+    def part_taken(self, nid: str, src: str, fill: int) -> None:
+        """``["rpack", base, fill]``: the replica ``src`` took a part of the base's whole
+        log; the next part's turn, if it waited for this answer (``PARTS_AHEAD``)."""
+        filling = self.filling.get(nid)
+        if filling is None or filling.replica != src or filling.fill != fill:
+            return
+        filling.unacked -= 1
+        if filling.unacked == PARTS_AHEAD - 1:
+            self.inbox.put_fast((SELF, ["wlog", nid, src, fill]))
 
     def replica_frame(self, f: Sequence[Any], src: str) -> None:
         """A base's log kept here for its owner (``rlog``, ``rfull``, ``rtrim``), or this
@@ -1698,8 +1715,12 @@ class Worker:
         op, nid = f[0], f[1]
         if nid in self.removed:
             return
-        if op != "rdur" and (nid not in self.graph.nodes or nid in self.early_logs):
+        if op not in ("rdur", "rpack") and (nid not in self.graph.nodes
+                                            or nid in self.early_logs):
             self.early_logs.setdefault(nid, []).append((f, src))
+            return
+        if op == "rpack":
+            self.part_taken(nid, src, int(f[2]))
             return
         if op == "rdur":
             filling = self.filling.get(nid)
@@ -1722,6 +1743,7 @@ class Worker:
             self.replica_logs.part(nid, src, int(f[2]), int(f[3]),
                                    [decode_batch(b) for b in f[4]],
                                    [decode_batch(b) for b in f[5]])
+            self.links.send(src, ["rpack", nid, f[2]])      # (the next may come)
             return
         if op == "rlog":
             batches = [decode_batch(b) for b in f[2]]
@@ -2125,7 +2147,7 @@ class Worker:
                         return
                 finally:
                     reads.version += 1
-                if src not in LOCAL:
+                if src not in LOCAL and counted(f):
                     links.handled[src] += 1
                 if reads.pending:
                     reads.serve_pending()
@@ -2168,12 +2190,12 @@ class Worker:
             self.resume()
         elif op == "durable":
             self.durable(f[1], f[2])
-        elif op in ("rlog", "rpart", "rfull", "rdur", "rtrim"):
+        elif op in ("rlog", "rpart", "rfull", "rdur", "rtrim", "rpack"):
             self.replica_frame(f, src)
         elif op == "replica":
             self.set_replica(f[1], f[2])
         elif op == "wlog" and src == SELF:
-            self.whole_log_packed(f[1], f[2], f[3], f[4], f[5])
+            self.whole_log_part(f[1], f[2], f[3])
         elif op == "progress":
             self.progress(*f[1:])
         elif op == "trunc":
@@ -2235,7 +2257,7 @@ def whole_log_frames(nid: str, fill: int, start: int, table: list[Batch],
                      writes: list[Batch], tags: list[int]) -> Iterator[list[Any]]:
     """Base ``nid``'s whole log (fill ``fill``, as of write ``start``) for a new
     replica, as frames of at most ``tuning.WHOLE_LOG_PART_ROWS`` rows each, in order,
-    each encoded only when it is asked for (by the thread that packs them):
+    each encoded only when it is asked for (``Worker.whole_log_part``, a part a turn):
     ``["rpart", base, fill, i, table, writes]`` for each part but the last, then
     ``["rfull", base, start, table, writes, in flight, tags, fill, parts before]``,
     ``tags`` those of the group in flight sent with it (``Worker.set_replica``)."""

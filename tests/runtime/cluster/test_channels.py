@@ -12,7 +12,7 @@ import pytest
 from noria_py.batch import Batch
 from noria_py.graph import Graph
 from noria_py.runtime.cluster import wire
-from noria_py.runtime.cluster.channels import CONTROLLER, Inbox, Links, PeerServer
+from noria_py.runtime.cluster.channels import CONTROLLER, Inbox, Links, PeerServer, counted
 from noria_py.runtime.cluster.controller import ClusterRuntime
 from noria_py.runtime.cluster.worker import Worker
 from noria_py.runtime.messages import Message
@@ -428,6 +428,43 @@ def test_a_clients_write_passes_the_data_frames_but_never_a_controllers_frame():
     _fed(inbox, "w2", [["trunc", "a", "b", 2]], fast=True)
     inbox.q.put(("w1", ["msg", "x"]))
     assert [f[0] for _, f in _taken(inbox, 3)] == ["cw", "trunc", "msg"]
+
+
+def test_a_whole_logs_parts_let_the_ordinary_frames_waiting_go_first_in_each_lanes_order():
+    """A bulk frame (a part of a new replica's whole log) at the fast lane's head waits
+    until the ordinary lane's frames that were there when the last one was taken have
+    been, and the fast frames behind it wait with it (one link's log frames in order);
+    with nothing owed, it goes at once."""
+    inbox = Inbox()
+    _fed(inbox, "w2", [["msg", "a"], ["msg", "b"], ["rpart", "n1", 1, 0, [], []],
+                       ["rpart", "n1", 1, 1, [], []], ["rfull", "n1"], ["rlog", "n1", [], [7]],
+                       ["msg", "c"]], fast=True)
+    _fed(inbox, CONTROLLER, [["counts"]], fast=False)
+    got = [f[:2] for _, f in _taken(inbox, 8)]
+    assert got == [("rpart", "n1"), ("msg", "a"), ("msg", "b"), ("msg", "c"), ("counts",),
+                   ("rpart", "n1"), ("rfull", "n1"), ("rlog", "n1")]
+    assert inbox.q.empty() and inbox.fast.empty() and inbox.bulk is None
+    inbox.put_fast(("self", ["wlog", "n1", 1]))         # (the owner's next parts)
+    inbox.put_fast(("self", ["wlog", "n1", 2]))
+    inbox.q.put(("w1", ["msg", "d"]))
+    inbox.put_client(("client", ["cw", 1]))             # (behind the second part)
+    inbox.put_client(("client", ["cw", 2]))
+    assert [f[:2] for _, f in _taken(inbox, 5)] == [
+        ["wlog", "n1"], ["msg", "d"], ["wlog", "n1"], ["cw", 1], ["cw", 2]]
+
+
+def test_a_bases_log_frames_are_not_counted_for_wait():
+    """``wait()`` compares frames sent and handled (``Links.sent``, ``handled``): a
+    base's log frames count on neither side (they carry no data message), so ``wait()`` never waits for a whole log."""
+    links = Links("w1", None, lambda peer, e: None)
+    for f in (["rlog", "n1", [], [1]], ["rpart", "n1", 1, 0, [], []], ["rfull", "n1"],
+              ["rdur", "n1", 1], ["rtrim", "n1", 0]):
+        links.send("w2", f)
+    assert links.sent["w2"] == 0
+    links.send("w2", ["msg", "x", []])
+    links.send("w2", ["progress", "a"])
+    assert links.sent["w2"] == 2
+    assert not counted(("rlog", "n1", [], [1])) and counted(("msg", "x", []))
 
 
 def test_an_answer_sent_at_once_is_cut_where_the_socket_is_full_and_finished_whole():

@@ -1031,24 +1031,28 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
     answered its whole log and every group copied to it since (``Worker.filling``),
     each write is acknowledged once the controller's history holds it, even with the
     replica's appends held; once it has, a write waits for the replica again, and the
-    replica's log holds every write. (The whole log is packed slowly here, so the
+    replica's log holds every write. (The whole log is sent 0.3 s late here, so the
     first writes are copied behind it, and one is made after the replica answered
     the whole log but not those copies.)"""
     from noria_py.runtime.cluster import worker as worker_mod
     from noria_py.runtime.cluster.channels import CONTROLLER
     gate = _held_appends(monkeypatch)
     workers = _tracked_workers(monkeypatch)
-    pack = worker_mod.Worker._pack_whole_log
+    part, delayed = worker_mod.Worker.whole_log_part, set()
 
-    def slow_pack(self, *args):
-        time.sleep(0.3)
-        pack(self, *args)
+    def slow_part(self, nid, name, fill):
+        if (self.name, fill) in delayed:
+            part(self, nid, name, fill)
+        else:                   # (the first part's turn put back 0.3 s later)
+            delayed.add((self.name, fill))
+            threading.Timer(0.3, self.inbox.put_fast,
+                            args=((worker_mod.SELF, ["wlog", nid, name, fill]),)).start()
 
     def acknowledged(t, row, within: float) -> bool:
         done = threading.Event()
         threading.Thread(target=lambda: (t.insert([row]), done.set()), daemon=True).start()
         return done.wait(within)
-    monkeypatch.setattr(worker_mod.Worker, "_pack_whole_log", slow_pack)
+    monkeypatch.setattr(worker_mod.Worker, "whole_log_part", slow_part)
     with _in_process() as db:
         try:
             db.execute("CREATE TABLE vote (a INT, u INT)")
@@ -1134,13 +1138,17 @@ def test_a_new_replicas_whole_log_in_parts_is_the_owners_log(monkeypatch):
     """A base named a new log replica with tiny parts (``WHOLE_LOG_PART_ROWS``, the
     workers in this process): the whole log crosses as several ``rpart`` frames, then
     ``rfull``; once the replica has answered, its log is the owner's, write by write,
-    and the writes made during the fill land once."""
+    and the writes made during the fill land once; the owner never has more than
+    ``PARTS_AHEAD`` parts sent and not taken; quiet, the counts of ``wait()`` balance."""
+    from noria_py.runtime.cluster import worker as worker_mod
     from noria_py.runtime.cluster.channels import CONTROLLER
     workers = _tracked_workers(monkeypatch)
-    part, parts = ReplicaLogs.part, []
+    part, parts, ahead = ReplicaLogs.part, [], []
 
     def counted(self, nid, src, fill, i, *rest):
         parts.append(i)
+        # (the owner's count, read from the replica's thread: never above the bound)
+        ahead.extend(f.unacked for w in workers for f in list(w.filling.values()))
         part(self, nid, src, fill, i, *rest)
     monkeypatch.setattr(tuning, "WHOLE_LOG_PART_ROWS", 3)
     monkeypatch.setattr(ReplicaLogs, "part", counted)
@@ -1165,6 +1173,7 @@ def test_a_new_replicas_whole_log_in_parts_is_the_owners_log(monkeypatch):
             time.sleep(0.01)
         assert bid not in owner.filling and owner.replica_of[bid] == replica.name
         assert len(parts) >= 4 and parts == list(range(len(parts))), parts
+        assert ahead and max(ahead) <= worker_mod.PARTS_AHEAD, ahead
         deadline = time.monotonic() + 10
         while (_log_rows(replica.replica_logs.logs[bid]) != _log_rows(owner.logs[bid])
                and time.monotonic() < deadline):
@@ -1172,6 +1181,12 @@ def test_a_new_replicas_whole_log_in_parts_is_the_owners_log(monkeypatch):
         assert _log_rows(replica.replica_logs.logs[bid]) == _log_rows(owner.logs[bid])
         want = sum(1 + i % 5 for i in range(12)) + 6
         assert db.execute("SELECT COUNT(*) FROM vote").rows == [(want,)]
+        db.wait()
+        # quiet: what each worker counted sent to another, that one counted handled
+        # (``wait()``'s counts leave the log frames out on both sides)
+        for a in workers:
+            for b in workers:
+                assert a is b or a.links.sent[b.name] == b.links.handled[a.name], (a, b)
 
 
 def test_the_owner_applies_a_write_while_its_replica_logs_it_and_holds_the_output(
@@ -1352,3 +1367,28 @@ def test_the_copying_lock_says_whether_this_thread_holds_it_and_plain_skips_the_
         other.start()
         other.join()
     assert applied == [1, 1, 10]
+
+
+def test_no_replica_is_named_while_a_recovery_is_under_way():
+    """``choose_replicas`` called by a worker joining or a catalog change (``recovering``
+    None) while a recovery is under way leaves a base that has no replica without one
+    (its whole log is not sent to the worker taking over the lost nodes meanwhile);
+    the recovery's own call at its end names it."""
+    class _W:
+        def __init__(self, name: str) -> None:
+            self.name, self.alive, self.got = name, True, []
+
+        def put(self, frame) -> None:
+            self.got.append(frame)
+    rt = ClusterRuntime.__new__(ClusterRuntime)
+    owner, other = _W("w1"), _W("w2")
+    rt.at_workers, rt.direct, rt.lock = True, True, threading.RLock()
+    rt.durable, rt.replicas = {"b": None}, {"b": None}
+    rt.workers, rt.placement = {"w1": owner, "w2": other}, {"b": "w1"}
+    rt.active, rt.spares = [owner, other], []
+    rt.graph = {"b": types.SimpleNamespace(children=[])}
+    rt.recovering = 1
+    rt.choose_replicas()
+    assert rt.replicas == {"b": None} and not owner.got
+    rt.choose_replicas({"b"}, recovering=False)
+    assert rt.replicas == {"b": "w2"} and owner.got == [["replica", "b", "w2"]]
