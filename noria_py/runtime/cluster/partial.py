@@ -209,6 +209,17 @@ EVICT = -1
 #: the request id of a ``fill`` frame carrying a held operator's bytes for some keys
 #: down its chain to the reader's worker, which counts them (module docstring, Eviction)
 SIZES = -2
+#: the first request id of a worker's own upqueries (module docstring, A miss without
+#: the controller), each next one lower: below ``SIZES``, never the controller's (> 0)
+DIRECT = -3
+#: seconds a read of a hole waits for its worker's own upquery before it answers the
+#: hole (the client then asks the controller)
+DIRECT_TIMEOUT = 10.0
+
+
+def is_direct(rid: int) -> bool:
+    """Whether request id ``rid`` is a worker's own upquery's (``DIRECT``)."""
+    return rid <= DIRECT
 
 
 def chain(graph: Graph, reader_id: str,
@@ -428,7 +439,8 @@ class ClusterPartial(Partial):
             op.partial = True               # (the stand-in, and the plan's copy it wraps)
             getattr(op, "local", op).partial = True
         self.cluster.announce(("partial", reader_id, self.limit,
-                               [[h, list(c)] for h, c in held], evict_path(chains, held)))
+                               [[h, list(c)] for h, c in held], evict_path(chains, held),
+                               [[path, list(c)] for path, c in chains]))
         return True
 
     def recheck(self) -> None:
@@ -691,6 +703,13 @@ class ClusterPartial(Partial):
                 rt.worker_of(path[0]).put(["fill", path[0], ["", rid, path,
                                                              [list(k) for k in keys],
                                                              list(cols), batches]])
+            if rt.at_workers and rt.direct:
+                with rt.lock:           # (no loss declared since the check: module
+                    # docstring, A miss without the controller; any later ``lost``
+                    # frame follows this one on the worker's connection)
+                    if at.alive and rt.releases == self.synced.get(reader_id, 0) \
+                            and all(n in rt.up for n in nodes):
+                        at.put(["direct_ok", reader_id])
         self.upqueries += len(keys)
         return rid, fut
 

@@ -14,6 +14,9 @@ a row, and each column's values, int64 and float64 ones as their bytes), which t
 client makes rows (``rows_found``) with no per-row work at the worker or in msgpack.
 A ``lookup`` is ``["get", id, node, key]``, answered ``["ok", id, rows]`` (the key's
 rows, None for a hole): no lists of groups and keys to make and check at either end.
+With ``serve --partial --writes worker``, a ``get`` of a hole is upqueried by the
+worker itself where it can (``Reads.miss``; partial.py, "A miss without the
+controller") and answered with the rows once the fill has landed; else the hole.
 A read of a view with range parameters (``col > ?``) is ``["range", id, [node, ...],
 key, [[op, value], ...]]`` (``range_rows``), answered ``["ok", id, rows]``, the rows of
 every node named in turn, each node's sorted by the view's ORDER BY (the client merges).
@@ -162,6 +165,11 @@ class Reads:
         #: as it is known, before the call returns it)
         self.write: Callable[[str, str, Sequence[Any], int, Callable[[Any], None]],
                              Any] | None = None
+        #: ``serve --partial --writes worker``: a ``get`` that found a hole asks the
+        #: worker's own upquery (``Worker.direct_miss``: the key's rows, or None, the
+        #: hole, which the client upqueries through the controller); None: holes are
+        #: answered as holes
+        self.miss: Callable[[str, Any], list[Any] | None] | None = None
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -575,7 +583,16 @@ class ReadServer:
         rid, nid = f[1], f[2]
         if type(rid) is not int or type(nid) is not str:
             raise wire.ProtocolError('expected ["get", id, node, key]')
-        _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
+        _send_answer(conn, rid, self._get_or_fill, nid, f[3])
+
+    def _get_or_fill(self, nid: str, key: Any) -> list[Any] | None:
+        """A ``get``'s rows; a hole upqueried by the worker itself where it can
+        (``Reads.miss``), else answered None."""
+        rows = self.reads.answer_one(nid, key)
+        miss = self.reads.miss
+        if rows is None and miss is not None:
+            return miss(nid, key)
+        return rows
 
     def _range(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
         """``["range", id, [node, ...], key, [[op, value], ...]]``, a read of a view with

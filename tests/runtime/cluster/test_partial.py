@@ -9,6 +9,7 @@ import os
 import random
 import signal
 import threading
+import time
 
 import duckdb
 import pytest
@@ -1289,3 +1290,114 @@ def test_a_shared_partial_join_becomes_full_again_in_a_cluster():
         assert sorted(db.view("ww").all()) == want
         assert [db.view("vv").lookup(k)[0] for k in range(20)] == want
         db.close()
+
+
+# ---------------------------------------------------------------- a miss without the controller
+
+def _direct_ready(worker, reader_id: str, seconds: float = 10) -> None:
+    """Wait until the controller's last upquery of ``reader_id`` has told its worker
+    that its chains are up (``direct_ok``): its next miss is its own upquery."""
+    deadline = time.monotonic() + seconds
+    while reader_id not in worker.direct_ready and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert reader_id in worker.direct_ready
+
+
+def test_a_direct_miss_at_another_worker_holds_a_write_at_the_base_once(monkeypatch):
+    """``--writes worker``: a miss read at the reader's worker is upqueried by that
+    worker itself (``Worker.direct_miss``), its fill sent straight to the base's
+    worker, another process's. A write applied at the base's worker whose output
+    waits for its log replica when the fill arrives is left out of the fill and
+    applied to the key after it (key 1); a fill held at the base's worker until that
+    write is acknowledged (its output has left, and was dropped at the hole) is
+    computed after it, and holds it (key 2): either way the key's rows hold the write
+    once. The first miss of the reader goes through the controller (it says the
+    chain is up), the next ones do not."""
+    from noria_py.runtime.cluster import worker as worker_mod
+    from noria_py.runtime.cluster.partial import is_direct
+    from noria_py.runtime.cluster.worker import SELF
+
+    from .test_writes import _in_process, _tracked_workers
+    workers = _tracked_workers(monkeypatch)
+    gate, aside = threading.Event(), []         # (the replica's log frames, set aside)
+    gate.set()
+    hold, held_fills = threading.Event(), []    # (direct fills at the base, set aside)
+    replica_frame, fill = worker_mod.Worker.replica_frame, worker_mod.Worker._fill
+
+    def held_frame(self, f, src):
+        if f[0] == "rlog" and not gate.is_set():
+            aside.append((self, f, src))
+            return
+        replica_frame(self, f, src)
+
+    def held_fill(self, m):
+        if hold.is_set() and is_direct(m.body[1]) and self.graph[m.dst].kind == "base":
+            held_fills.append((self, m))
+            return
+        fill(self, m)
+
+    def until(cond, seconds=10):
+        deadline = time.monotonic() + seconds
+        while not cond() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert cond()
+
+    def open_gate():
+        gate.set()
+        for worker, f, src in aside:
+            worker.inbox.put((src, f))
+    monkeypatch.setattr(worker_mod.Worker, "replica_frame", held_frame)
+    monkeypatch.setattr(worker_mod.Worker, "_fill", held_fill)
+    with _in_process(partial=True) as db:
+        try:
+            db.execute("CREATE TABLE t (k INT, n INT)")
+            db.execute("CREATE VIEW by_k AS SELECT k, n FROM t WHERE k = ?")
+            t, view = db.table("t"), db.view("by_k")
+            t.insert([(1, 10), (2, 20), (3, 30)])
+            db.wait()
+            graph = db.graph()
+            base = next(n for n in graph if n["kind"] == "base")
+            reader = next(n for n in graph if n["kind"] == "reader")
+            assert reader["worker"] != base["worker"]
+            at = next(w for w in workers if w.name == reader["worker"])
+            assert view.lookup(3) == [(3, 30)]          # (through the controller)
+            _direct_ready(at, reader["id"])
+            got: list = []
+
+            # key 1: the write applied at the base, its output held for the replica
+            gate.clear()
+            writer = threading.Thread(target=lambda: t.insert([(1, 11)]))
+            writer.start()
+            until(lambda: aside)
+            miss = threading.Thread(target=lambda: got.append(view.lookup(1)))
+            miss.start()
+            miss.join(30)
+            assert got == [[(1, 10)]] and at.direct_fills == 1
+            open_gate()
+            writer.join(30)
+            db.wait()
+            assert sorted(view.lookup(1)) == [(1, 10), (1, 11)]
+
+            # key 2: the fill held at the base until the write's output has left
+            aside.clear()
+            gate.clear()
+            hold.set()
+            writer = threading.Thread(target=lambda: t.insert([(2, 21)]))
+            writer.start()
+            until(lambda: aside)
+            miss = threading.Thread(target=lambda: got.append(view.lookup(2)))
+            miss.start()
+            until(lambda: held_fills)
+            open_gate()
+            writer.join(30)                 # (acknowledged: its output has left)
+            assert not writer.is_alive() and miss.is_alive()
+            hold.clear()
+            for worker, m in held_fills:
+                worker.inbox.put((SELF, ["fill", m.dst, m.body]))
+            miss.join(30)
+            assert sorted(got[1]) == [(2, 20), (2, 21)] and at.direct_fills == 2
+            db.wait()
+            assert sorted(view.lookup(2)) == [(2, 20), (2, 21)]
+        finally:
+            hold.clear()
+            open_gate()
