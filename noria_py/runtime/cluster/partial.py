@@ -212,9 +212,6 @@ SIZES = -2
 #: the first request id of a worker's own upqueries (module docstring, A miss without
 #: the controller), each next one lower: below ``SIZES``, never the controller's (> 0)
 DIRECT = -3
-#: seconds a read of a hole waits for its worker's own upquery before it answers the
-#: hole (the client then asks the controller)
-DIRECT_TIMEOUT = 10.0
 
 
 def is_direct(rid: int) -> bool:

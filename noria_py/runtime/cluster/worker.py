@@ -154,7 +154,6 @@ from .errors import NodeDown
 from .falkirk import take_span
 from .partial import (
     DIRECT,
-    DIRECT_TIMEOUT,
     EVICT,
     SIZES,
     Fill,
@@ -1199,7 +1198,7 @@ class Worker:
         thread's call, reads.py): its rows, from this worker's own upquery (handed to
         the message thread: ``direct_miss_now``); None when it falls back (the client
         then asks the controller, as before): not ready, paused, or no answer within
-        ``DIRECT_TIMEOUT``."""
+        ``tuning.DIRECT_MISS_TIMEOUT``."""
         if nid not in self.direct_ready or self.paused or self.ended:
             return None                 # (checked again on the message thread)
         rid = next(self.direct_rids)
@@ -1210,7 +1209,7 @@ class Worker:
             out.append(rows)
             done.set()
         self.inbox.put_client((CLIENT, ["dm", nid, key, rid, reply]))
-        deadline = time.monotonic() + DIRECT_TIMEOUT
+        deadline = time.monotonic() + tuning.DIRECT_MISS_TIMEOUT
         while not done.wait(0.5):
             if self.ended or time.monotonic() > deadline:
                 self.inbox.put_client((CLIENT, ["dm_drop", rid]))

@@ -1401,3 +1401,131 @@ def test_a_direct_miss_at_another_worker_holds_a_write_at_the_base_once(monkeypa
         finally:
             hold.clear()
             open_gate()
+
+
+#: the views of the direct misses' differential run: a base's rows, a COUNT and the vote
+#: view (a join and a COUNT held partial: two chains, from two bases) and a TopK
+DIRECT_VIEWS = ("v_rows", "v_count", "v_votes", "v_top")
+
+
+def _direct_run(seed: int, shards: int, ops: int, monkeypatch) -> None:
+    """Random inserts and deletes of both tables, each followed now and then by a miss
+    or a hit racing it (unchecked), and after ``wait()`` every few writes, keys read by
+    ``lookup`` (most never read before: misses, upqueried by the readers' workers
+    themselves) as DuckDB answers them; then every key. Most misses are direct."""
+    from .test_writes import _in_process, _tracked_workers
+    workers = _tracked_workers(monkeypatch)
+    rng = random.Random(seed)
+    keys = list(range(80))
+    with _in_process(partial=True, shards=shards) as db:
+        for sql in DDL:
+            db.execute(sql)
+        for name in DIRECT_VIEWS:
+            db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
+        model: dict[str, list[tuple]] = {"t1": [], "t2": []}
+        wrong: list = []
+
+        def check(ks: list[int]) -> None:
+            db.wait()
+            con = _oracle(model)
+            for name in DIRECT_VIEWS:
+                for k in ks:
+                    want = normalize(con.execute(VIEWS[name], [k]).fetchall())
+                    got = normalize(db.view(name).lookup(k))
+                    if got != want:
+                        wrong.append((name, k, got, want))
+        for i in range(ops):
+            table = "t1" if rng.random() < 0.7 else "t2"
+            rows = model[table]
+            if rows and rng.random() < 0.3:
+                gone = [rows.pop(rng.randrange(len(rows))) for _ in range(rng.randint(1, 2))
+                        if rows]
+                db.table(table).delete(gone)
+            else:
+                new = [(rng.choice(keys), rng.randint(0, 9), rng.choice(TEXTS))[:3 if table == "t1"
+                                                                                 else 2]
+                       for _ in range(rng.randint(1, 4))]
+                db.table(table).insert(new)
+                rows.extend(new)
+            if rng.random() < 0.5:      # (racing the write in flight: unchecked)
+                db.view(rng.choice(DIRECT_VIEWS)).lookup(rng.choice(keys))
+            if i % 6 == 5:
+                check(rng.sample(keys, 3))
+        check(keys)
+        # (the last check's reads are misses but for the keys read before, each the
+        # worker's own but each reader shard's first)
+        before = ops // 6 * 3 * len(DIRECT_VIEWS) + ops
+        misses = len(keys) * len(DIRECT_VIEWS) - before - shards * len(DIRECT_VIEWS)
+        direct = sum(w.direct_fills for w in workers)
+        assert not wrong, wrong[:5]
+        assert direct >= misses, (direct, misses)
+
+
+def test_direct_misses_with_writes_and_deletes_match_duckdb(monkeypatch):
+    """``--writes worker``, one shard (two, in the slow suite)."""
+    _direct_run(1, 1, 36, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_direct_misses_with_writes_and_deletes_match_duckdb_sharded(seed, monkeypatch):
+    _direct_run(seed + 2, 2, 60, monkeypatch)
+
+
+@pytest.mark.slow
+def test_a_worker_lost_during_a_direct_miss_answers_through_the_controller(monkeypatch):
+    """The base's worker stopped while a miss's own fill (its reader's worker's, not
+    the controller's) is on its way to it, then SIGKILLed: the reader's worker fails
+    its upquery at the loss (the hole), the client asks the controller, which waits
+    for the base's recovery and upqueries again; the rows are right, and so are the
+    misses after (direct again once the controller's next upquery says the chain is
+    up)."""
+    from noria_py.runtime.cluster.server import Server
+
+    monkeypatch.setenv("NORIA_TUNING", "DIRECT_MISS_TIMEOUT=600")   # (the workers')
+    server = Server(port=0, workers=2, shards=1, channels="direct", partial=True,
+                    writes="worker")
+    try:
+        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
+        db.execute("CREATE TABLE t (k INT, n INT)")
+        db.execute("CREATE VIEW by_k AS SELECT k, n FROM t WHERE k = ?")
+        t, view = db.table("t"), db.view("by_k")
+        t.insert([(k, k * 10) for k in range(50)])
+        db.wait()
+        manager = server.db._partial
+        graph = db.graph()
+        base = next(n for n in graph if n["kind"] == "base")
+        reader = next(n for n in graph if n["kind"] == "reader")
+        assert reader["worker"] != base["worker"]
+        k = 0
+        while True:                     # (until a miss is the reader's worker's own)
+            sent = manager.upqueries
+            assert view.lookup(k) == [(k, k * 10)]
+            k += 1
+            if manager.upqueries == sent:
+                break
+            assert k < 20
+        sent, got = manager.upqueries, []
+        os.kill(base["pid"], signal.SIGSTOP)
+        try:
+            miss = threading.Thread(target=lambda: got.append(view.lookup(40)))
+            miss.start()
+            miss.join(0.5)
+            assert miss.is_alive() and manager.upqueries == sent    # (its own fill)
+        finally:
+            os.kill(base["pid"], signal.SIGKILL)
+        miss.join(60)                   # (never the worker's give-up: NORIA_TUNING)
+        assert got == [[(40, 400)]]
+        assert manager.upqueries > sent                  # (through the controller)
+        t.insert([(41, 1), (40, 2)])
+        db.wait()
+        assert sorted(view.lookup(40)) == [(40, 2), (40, 400)]
+        assert sorted(view.lookup(41)) == [(41, 1), (41, 410)]
+        sent = manager.upqueries
+        assert [view.lookup(j) for j in range(42, 46)] == [[(j, j * 10)] for j in range(42, 46)]
+        assert manager.upqueries - sent < 4             # (direct again)
+        assert db.recoveries()
+        db.close()
+    finally:
+        server.stopped.set()
+        server.close()
