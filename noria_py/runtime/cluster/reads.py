@@ -167,9 +167,10 @@ class Reads:
                              Any] | None = None
         #: ``serve --partial --writes worker``: a ``get`` that found a hole asks the
         #: worker's own upquery (``Worker.direct_miss``: the key's rows, or None, the
-        #: hole, which the client upqueries through the controller); None: holes are
-        #: answered as holes
-        self.miss: Callable[[str, Any], list[Any] | None] | None = None
+        #: hole, which the client upqueries through the controller; its last
+        #: argument: called with the rows on the message thread as soon as the fill
+        #: lands, before the call returns them); None: holes are answered as holes
+        self.miss: Callable[[str, Any, Callable[[Any], None]], list[Any] | None] | None = None
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -583,16 +584,37 @@ class ReadServer:
         rid, nid = f[1], f[2]
         if type(rid) is not int or type(nid) is not str:
             raise wire.ProtocolError('expected ["get", id, node, key]')
-        _send_answer(conn, rid, self._get_or_fill, nid, f[3])
-
-    def _get_or_fill(self, nid: str, key: Any) -> list[Any] | None:
-        """A ``get``'s rows; a hole upqueried by the worker itself where it can
-        (``Reads.miss``), else answered None."""
-        rows = self.reads.answer_one(nid, key)
         miss = self.reads.miss
-        if rows is None and miss is not None:
-            return miss(nid, key)
-        return rows
+        if miss is not None:
+            try:
+                rows = self.reads.answer_one(nid, f[3])
+            except Exception:           # noqa: BLE001 - answered below, as ever
+                pass
+            else:
+                if rows is None:        # (a hole: the worker's own upquery)
+                    self._fill(conn, rid, nid, f[3], miss)
+                    return
+        _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
+
+    def _fill(self, conn: wire.Connection, rid: int, nid: str, key: Any,
+              miss: Callable[[str, Any, Callable[[Any], None]], list[Any] | None]) -> None:
+        """A ``get`` that found a hole, upqueried by the worker itself where it can
+        (``Reads.miss``): answered ``["ok", id, rows]`` by the message thread as soon
+        as the fill lands (as a write's answer is: ``_write``), or the hole (None)."""
+        lock = threading.Lock()
+        sent: list[tuple[bytes, bool]] = []
+
+        def at_once(rows: Any) -> None:     # (the message thread: never waits here)
+            with lock:
+                if not sent:
+                    sent.append(conn.send_now(["ok", rid, rows]))
+        rows = miss(nid, key, at_once)
+        with lock:
+            if not sent:
+                sent.append((b"", False))
+                conn.send(["ok", rid, rows])
+            elif sent[0][0]:
+                conn.send_rest(*sent[0])
 
     def _range(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
         """``["range", id, [node, ...], key, [[op, value], ...]]``, a read of a view with

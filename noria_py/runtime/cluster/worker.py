@@ -1193,12 +1193,14 @@ class Worker:
                                        None if rid == EVICT
                                        else [encode_batch(b) for b in rows]]])
 
-    def direct_miss(self, nid: str, key: Any) -> list[Any] | None:
+    def direct_miss(self, nid: str, key: Any,
+                    at_once: Callable[[Any], None]) -> list[Any] | None:
         """A client's ``get`` found ``key`` a hole of partial reader ``nid`` (a read
         thread's call, reads.py): its rows, from this worker's own upquery (handed to
-        the message thread: ``direct_miss_now``); None when it falls back (the client
-        then asks the controller, as before): not ready, paused, or no answer within
-        ``tuning.DIRECT_MISS_TIMEOUT``."""
+        the message thread: ``direct_miss_now``), given to ``at_once`` first, on the
+        message thread (it sends the answer without waiting for this thread to wake);
+        None when it falls back (the client then asks the controller, as before): not
+        ready, paused, or no answer within ``tuning.DIRECT_MISS_TIMEOUT``."""
         if nid not in self.direct_ready or self.paused or self.ended:
             return None                 # (checked again on the message thread)
         rid = next(self.direct_rids)
@@ -1206,6 +1208,7 @@ class Worker:
         out: list[Any] = []
 
         def reply(rows: Any) -> None:
+            at_once(rows)
             out.append(rows)
             done.set()
         self.inbox.put_client((CLIENT, ["dm", nid, key, rid, reply]))
