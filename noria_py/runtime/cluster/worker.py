@@ -57,7 +57,12 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   controller ``["rep", upquery id, rows per key]``, with a memory limit after
   ``["mem", bytes held, keys held, bytes the fill took]``; the requests ``share``
   (this worker's share of the limit: it evicts down to it before answering) and
-  ``pin`` (a subscribed key, never evicted)
+  ``pin`` (a subscribed key, never evicted); with ``--writes worker`` and direct
+  channels, ``["direct_ok", reader]`` (the controller found the reader's chains up:
+  a ``get`` of a hole is upqueried by this worker itself, its fills with request
+  ids of its own, until a loss; partial.py, "A miss without the controller"), and
+  from a read thread ``["dm", reader, key, request id, answer]`` (such a miss) and
+  ``["dm_drop", request id]`` (given up on)
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
