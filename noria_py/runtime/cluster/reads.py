@@ -171,6 +171,10 @@ class Reads:
         #: argument: called with the rows on the message thread as soon as the fill
         #: lands, before the call returns them); None: holes are answered as holes
         self.miss: Callable[[str, Any, Callable[[Any], None]], list[Any] | None] | None = None
+        #: the same for a ``read``'s holes (``Worker.direct_miss_many``: per ``[node,
+        #: keys]`` asked, each key's rows, None for a hole; or None, all holes)
+        self.miss_many: Callable[[Sequence[tuple[str, list[Any]]]],
+                                 list[list[Any] | None]] | None = None
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -550,7 +554,30 @@ class ReadServer:
                 self._write(conn, f)
                 continue
             rid, groups = _check_request(f)
-            _send_answer(conn, rid, answer, groups)
+            _send_answer(conn, rid, answer if self.reads.miss_many is None
+                         else self._read_or_fill, groups)
+
+    def _read_or_fill(self, groups: Sequence[Any]) -> list[Any]:
+        """A ``read``'s answer, its holes upqueried by the worker itself where it can
+        (``Reads.miss_many``: one upquery per reader shard, sent together); those it
+        cannot are answered holes (None), which the client upqueries through the
+        controller. A partial reader's answer is never in columns (``dense_parts``)."""
+        out = self.reads.answer(groups)
+        many = self.reads.miss_many
+        asks: list[tuple[int, list[int], list[Any]]] = []
+        for g, ((nid, keys), found) in enumerate(zip(groups, out)):
+            if type(found) is list and None in found:
+                if type(keys) is bytes:
+                    keys = np.frombuffer(keys, dtype="<i8").tolist()
+                holes = [i for i, rows in enumerate(found) if rows is None]
+                asks.append((g, holes, [keys[i] for i in holes]))
+        if asks and many is not None:
+            filled = many([(groups[g][0], ks) for g, _, ks in asks])
+            for (g, holes, _), rows in zip(asks, filled):
+                if rows is not None:
+                    for i, r in zip(holes, rows):
+                        out[g][i] = r
+        return out
 
     def _write(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
         """``["write", id, base, method, args, tag]`` (``serve --writes worker``; ``tag``,

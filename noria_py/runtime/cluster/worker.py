@@ -61,7 +61,7 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   channels, ``["direct_ok", reader]`` (the controller found the reader's chains up:
   a ``get`` of a hole is upqueried by this worker itself, its fills with request
   ids of its own, until a loss; partial.py, "A miss without the controller"), and
-  from a read thread ``["dm", reader, key, request id, answer]`` (such a miss) and
+  from a read thread ``["dm", reader, keys, request id, answer]`` (such a miss) and
   ``["dm_drop", request id]`` (given up on)
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
@@ -448,6 +448,7 @@ class Worker:
             self.reads.write = self.client_write
             if self.direct:
                 self.reads.miss = self.direct_miss
+                self.reads.miss_many = self.direct_miss_many
 
     def holdings(self) -> dict[str, Any]:
         """What this worker holds, for a controller that may keep it (restart.py): its
@@ -1172,8 +1173,8 @@ class Worker:
                 if direct is None:
                     self.send(["rep", rid, answers])
                     return
-                self.direct_fills += 1
-                direct[1](answers[0])
+                self.direct_fills += len(answers)
+                direct[1](answers)
                 self._paused_yet()
                 return
             if m.dst in self.held_cols and self.graph[m.dst].kind == "join":
@@ -1206,34 +1207,54 @@ class Worker:
         message thread (it sends the answer without waiting for this thread to wake);
         None when it falls back (the client then asks the controller, as before): not
         ready, paused, or no answer within ``tuning.DIRECT_MISS_TIMEOUT``."""
-        if nid not in self.direct_ready or self.paused or self.ended:
-            return None                 # (checked again on the message thread)
-        rid = next(self.direct_rids)
-        done = threading.Event()
-        out: list[Any] = []
+        def first(found: list[Any] | None) -> None:
+            at_once(None if found is None else found[0])
+        (found,) = self.direct_miss_many([(nid, [key])], first)
+        return None if found is None else cast("list[Any] | None", found[0])
 
-        def reply(rows: Any) -> None:
-            at_once(rows)
-            out.append(rows)
-            done.set()
-        self.inbox.put_client((CLIENT, ["dm", nid, key, rid, reply]))
+    def direct_miss_many(self, asks: Sequence[tuple[str, list[Any]]],
+                         at_once: Callable[[Any], None] | None = None
+                         ) -> list[list[Any] | None]:
+        """Each ``(reader, keys)`` of ``asks`` (a read thread's: a ``read`` or a ``get``
+        that found holes there), upqueried by this worker itself, every one handed to
+        the message thread before the first answer is waited for (their fills travel
+        together): each one's rows per key (None for a key still a hole), or None
+        where it falls back (as ``direct_miss``). ``at_once``: given the one ask's
+        answer on the message thread (one ask only)."""
+        out: list[list[Any] | None] = [None] * len(asks)
+        waits = []
+        for i, (nid, keys) in enumerate(asks):
+            if nid not in self.direct_ready or self.paused or self.ended:
+                continue                # (checked again on the message thread)
+            rid = next(self.direct_rids)
+            done = threading.Event()
+
+            def reply(found: Any, i: int = i, done: threading.Event = done) -> None:
+                if at_once is not None:
+                    at_once(found)
+                out[i] = found
+                done.set()
+            self.inbox.put_client((CLIENT, ["dm", nid, keys, rid, reply]))
+            waits.append((rid, done))
         deadline = time.monotonic() + tuning.DIRECT_MISS_TIMEOUT
-        while not done.wait(0.5):
-            if self.ended or time.monotonic() > deadline:
-                self.inbox.put_client((CLIENT, ["dm_drop", rid]))
-                return None
-        return cast("list[Any] | None", out[0])
+        for rid, done in waits:
+            while not done.wait(0.5):
+                if self.ended or time.monotonic() > deadline:
+                    self.inbox.put_client((CLIENT, ["dm_drop", rid]))
+                    break
+        return out
 
-    def direct_miss_now(self, nid: str, key: Any, rid: int,
+    def direct_miss_now(self, nid: str, keys: list[Any], rid: int,
                         reply: Callable[[Any], None]) -> None:
-        """``direct_miss`` on the message thread: a key held by now answers from the
-        reader; else, if the controller last found the reader's chains up
-        (``direct_ready``), no catalog change holds the writes (``paused``) and a key
-        fits this worker's share, one ``fill`` frame up each chain, request id ``rid``
-        (``DIRECT``), to its source, on the messages' channels, as the controller
-        sends them; the reader answers ``reply`` when it lands (``_fill_now``). Any
-        other case answers None: the hole, which the client upqueries through the
-        controller."""
+        """``direct_miss_many``'s ask on the message thread: keys all held by now answer
+        from the reader; else, if the controller last found the reader's chains up
+        (``direct_ready``), no catalog change holds the writes (``paused``) and the
+        keys fit this worker's share, one ``fill`` frame of them up each chain,
+        request id ``rid`` (``DIRECT``), to its source, on the messages' channels, as
+        the controller sends them; the reader answers ``reply`` when it lands
+        (``_fill_now``: each key's rows). Any other case answers what the reader
+        holds, None for a hole (which the client upqueries through the controller),
+        or None for them all."""
         d = self.domains.get(nid)
         partial = self.partial
         if d is None or not d.alive or d.node.kind != "reader" or nid in self.holding \
@@ -1242,20 +1263,20 @@ class Worker:
             return
         reader = cast("Reader", d.node.op)
         try:
-            rows = reader.lookup(key)
+            found = [reader.lookup(k) for k in keys]
         except Exception:               # noqa: BLE001 - the controller's path says why
             reply(None)
             return
         chains = self.direct_chains.get(nid)
-        if rows is not None or chains is None or nid not in self.direct_ready \
-                or self.paused or (partial.limit is not None and partial.total
-                                   + max(self.direct_per_key, 1) > partial.limit):
-            reply(rows)
+        if None not in found or chains is None or nid not in self.direct_ready \
+                or self.paused or (partial.limit is not None and partial.total + len(keys)
+                                   * max(self.direct_per_key, 1) > partial.limit):
+            reply(found)
             return
         self.direct_ups[rid] = (nid, reply)
-        keys = [list(key) if type(key) is tuple else [key]]
+        asked = [list(k) if type(k) is tuple else [k] for k in keys]
         for path, cols in chains:       # (one a chain: they meet at a held join)
-            self._pass(path[0], ["fill", path[0], ["", rid, path, keys, list(cols), None]])
+            self._pass(path[0], ["fill", path[0], ["", rid, path, asked, list(cols), None]])
 
     def _direct_off(self, reader_id: str | None = None) -> None:
         """This worker's own upqueries stop (of reader ``reader_id``; None: of every
@@ -1497,6 +1518,7 @@ class Worker:
             self.reads.write = None
         if self.reads.miss == self.direct_miss:
             self.reads.miss = None      # (its holes answered as holes: the client asks)
+            self.reads.miss_many = None
         for groups in (self.committing, self.accepted):
             for group in groups.values():
                 for _, _, reply, _ in group:

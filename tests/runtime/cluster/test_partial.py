@@ -1412,7 +1412,8 @@ def _direct_run(seed: int, shards: int, ops: int, monkeypatch) -> None:
     """Random inserts and deletes of both tables, each followed now and then by a miss
     or a hit racing it (unchecked), and after ``wait()`` every few writes, keys read by
     ``lookup`` (most never read before: misses, upqueried by the readers' workers
-    themselves) as DuckDB answers them; then every key. Most misses are direct."""
+    themselves) as DuckDB answers them, by ``lookup`` and ``lookup_many``; then every
+    key. Most misses are direct."""
     from .test_writes import _in_process, _tracked_workers
     workers = _tracked_workers(monkeypatch)
     rng = random.Random(seed)
@@ -1426,14 +1427,19 @@ def _direct_run(seed: int, shards: int, ops: int, monkeypatch) -> None:
         wrong: list = []
 
         def check(ks: list[int]) -> None:
+            """Every other view's keys read first by ``lookup_many`` (a key repeated),
+            the others' by ``lookup``, then again the other way."""
             db.wait()
             con = _oracle(model)
-            for name in DIRECT_VIEWS:
-                for k in ks:
-                    want = normalize(con.execute(VIEWS[name], [k]).fetchall())
-                    got = normalize(db.view(name).lookup(k))
-                    if got != want:
-                        wrong.append((name, k, got, want))
+            for j, name in enumerate(DIRECT_VIEWS):
+                v = db.view(name)
+                want = [normalize(con.execute(VIEWS[name], [k]).fetchall()) for k in ks]
+                for way in ((0, 1) if j % 2 else (1, 0)):
+                    got = ([normalize(v.lookup(k)) for k in ks] if way else
+                           [normalize(r) for r in v.lookup_many(ks + ks[:1])][:len(ks)])
+                    for k, g, w in zip(ks, got, want):
+                        if g != w:
+                            wrong.append((name, "lookup" if way else "lookup_many", k, g, w))
         for i in range(ops):
             table = "t1" if rng.random() < 0.7 else "t2"
             rows = model[table]
