@@ -41,8 +41,8 @@ How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 
 1. A read of a hole at the reader's worker answers "hole" (None); the client asks the
    controller (request ``upquery``), which upqueries the keys without reading the
-   readers again. (With ``--writes worker`` a ``lookup``'s hole is upqueried by the
-   reader's worker itself where it can: "A miss without the controller", below.)
+   readers again. (With ``--writes worker`` the holes are upqueried by the reader's
+   worker itself where it can: "A miss without the controller", below.)
 2. Under the database's lock (so in order with every write: the controller takes
    writes under it), the controller checks that every node of the chain is up and
    sends a ``fill`` frame to the source: for a base, with the key's rows computed
@@ -65,10 +65,11 @@ How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 
 A miss without the controller (``--writes worker``, direct channels: the default
 ``auto`` takes the writes at the workers). The catalog change ``partial`` carries every
-chain of the reader, and the reader's worker upqueries a ``get`` of a hole itself
-(``Worker.direct_miss``): its read thread hands the key to the message thread, which
-answers from the reader if the key is held by now, else sends one ``fill`` frame up
-each chain to its source, as the controller's step 2 does (no rows: the source
+chain of the reader, and the reader's worker upqueries the holes a ``get`` or a
+``read`` found itself (``Worker.direct_miss_many``, one upquery per reader shard):
+its read thread hands the keys to the message thread, which answers from the reader
+if they are held by now, else sends one ``fill`` frame of them up each chain to its
+source, as the controller's step 2 does (no rows: the source
 computes them when it handles the frame, a base at its worker in order with the
 writes it takes), with a request id of its own (``DIRECT`` and below: never the
 controller's, which are positive, nor ``EVICT`` or ``SIZES``); the fill travels the
@@ -107,7 +108,6 @@ hole, and the client asks the controller, as before) whenever it cannot know it:
 
 With ``--writes controller`` a base's fill must follow the writes the controller
 accepted, which its worker may not have yet: every miss goes through the controller.
-A ``lookup_many``'s holes go through the controller too (``fill_all``).
 
 Why a fill never double-counts or misses a write (Noria's replay-path rule, with the
 embedded engine's reasoning, partial.py rule 3): the fill leaves the source behind

@@ -14,9 +14,10 @@ a row, and each column's values, int64 and float64 ones as their bytes), which t
 client makes rows (``rows_found``) with no per-row work at the worker or in msgpack.
 A ``lookup`` is ``["get", id, node, key]``, answered ``["ok", id, rows]`` (the key's
 rows, None for a hole): no lists of groups and keys to make and check at either end.
-With ``serve --partial --writes worker``, a ``get`` of a hole is upqueried by the
-worker itself where it can (``Reads.miss``; partial.py, "A miss without the
-controller") and answered with the rows once the fill has landed; else the hole.
+With ``serve --partial --writes worker``, the holes a ``get`` or a ``read`` finds are
+upqueried by the worker itself where it can (``Reads.miss``, ``Reads.miss_many``;
+partial.py, "A miss without the controller") and answered with the rows once the
+fill has landed; else as holes.
 A read of a view with range parameters (``col > ?``) is ``["range", id, [node, ...],
 key, [[op, value], ...]]`` (``range_rows``), answered ``["ok", id, rows]``, the rows of
 every node named in turn, each node's sorted by the view's ORDER BY (the client merges).
