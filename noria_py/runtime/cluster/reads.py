@@ -613,16 +613,18 @@ class ReadServer:
         if type(rid) is not int or type(nid) is not str:
             raise wire.ProtocolError('expected ["get", id, node, key]')
         miss = self.reads.miss
-        if miss is not None:
-            try:
-                rows = self.reads.answer_one(nid, f[3])
-            except Exception:           # noqa: BLE001 - answered below, as ever
-                pass
-            else:
-                if rows is None:        # (a hole: the worker's own upquery)
-                    self._fill(conn, rid, nid, f[3], miss)
-                    return
-        _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
+        if miss is None:
+            _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
+            return
+        try:
+            rows = self.reads.answer_one(nid, f[3])
+        except Exception:               # noqa: BLE001 - (rare) read again, answered as ever
+            _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
+            return
+        if rows is None:                # (a hole: the worker's own upquery)
+            self._fill(conn, rid, nid, f[3], miss)
+        else:
+            conn.send(["ok", rid, rows])
 
     def _fill(self, conn: wire.Connection, rid: int, nid: str, key: Any,
               miss: Callable[[str, Any, Callable[[Any], None]], list[Any] | None]) -> None:
