@@ -1346,6 +1346,19 @@ def test_a_direct_miss_at_another_worker_holds_a_write_at_the_base_once(monkeypa
         gate.set()
         for worker, f, src in aside:
             worker.inbox.put((src, f))
+
+    def write_then_miss(row: tuple) -> tuple[threading.Thread, threading.Thread]:
+        """``row`` written, applied at the base's worker and held for its replica; then
+        a miss of its key, read in a thread (its rows appended to ``got``)."""
+        aside.clear()
+        gate.clear()
+        writer = threading.Thread(target=lambda: t.insert([row]))
+        writer.start()
+        until(lambda: aside)
+        miss = threading.Thread(target=lambda: got.append(view.lookup(row[0])))
+        miss.start()
+        return writer, miss
+    got: list = []
     monkeypatch.setattr(worker_mod.Worker, "replica_frame", held_frame)
     monkeypatch.setattr(worker_mod.Worker, "_fill", held_fill)
     with _in_process(partial=True) as db:
@@ -1362,15 +1375,9 @@ def test_a_direct_miss_at_another_worker_holds_a_write_at_the_base_once(monkeypa
             at = next(w for w in workers if w.name == reader["worker"])
             assert view.lookup(3) == [(3, 30)]          # (through the controller)
             _direct_ready(at, reader["id"])
-            got: list = []
 
             # key 1: the write applied at the base, its output held for the replica
-            gate.clear()
-            writer = threading.Thread(target=lambda: t.insert([(1, 11)]))
-            writer.start()
-            until(lambda: aside)
-            miss = threading.Thread(target=lambda: got.append(view.lookup(1)))
-            miss.start()
+            writer, miss = write_then_miss((1, 11))
             miss.join(30)
             assert got == [[(1, 10)]] and at.direct_fills == 1
             open_gate()
@@ -1379,14 +1386,8 @@ def test_a_direct_miss_at_another_worker_holds_a_write_at_the_base_once(monkeypa
             assert sorted(view.lookup(1)) == [(1, 10), (1, 11)]
 
             # key 2: the fill held at the base until the write's output has left
-            aside.clear()
-            gate.clear()
             hold.set()
-            writer = threading.Thread(target=lambda: t.insert([(2, 21)]))
-            writer.start()
-            until(lambda: aside)
-            miss = threading.Thread(target=lambda: got.append(view.lookup(2)))
-            miss.start()
+            writer, miss = write_then_miss((2, 21))
             until(lambda: held_fills)
             open_gate()
             writer.join(30)                 # (acknowledged: its output has left)
