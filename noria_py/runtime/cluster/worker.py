@@ -443,7 +443,7 @@ class Worker:
         #: worker's own upquery only while a key fits its share (else the
         #: controller's, which grants more)
         self.direct_per_key = 0
-        self.direct_fills = 0           # (its own upqueries answered: tests, figures)
+        self.direct_fills = 0           # (keys its own upqueries answered: tests)
         if self.at_workers:
             self.reads.write = self.client_write
             if self.direct:
@@ -559,9 +559,12 @@ class Worker:
         keys become holes (its chain now ends at them)."""
         partial = cast(WorkerPartial, self.partial)
         self._direct_off(reader_id)     # (its new chain: up once the controller says)
-        found = chain(self.graph, reader_id)
-        if reader_id in self.direct_chains and found is not None:
-            self.direct_chains[reader_id] = [found]
+        if reader_id in self.direct_chains:
+            found = chain(self.graph, reader_id)    # (as the controller's, on its graph)
+            if found is None:
+                del self.direct_chains[reader_id]
+            else:
+                self.direct_chains[reader_id] = [found]
         if reader_id in self.domains:
             partial.lost(cast("Reader", self.graph[reader_id].op))
         partial.release_held(reader_id)
@@ -1154,19 +1157,22 @@ class Worker:
                 reader = cast("Reader", self.graph[m.dst].op)
                 answers = []
                 filled = 0              # (the bytes of the keys filled, before eviction)
+                n_filled = 0
                 partial = self.partial
                 for k, b in zip(key_tuples, rows):
                     key = k[0] if len(k) == 1 else k
                     found = reader.lookup(key)
                     if found is None:   # (held already: the fill is not applied again)
+                        n_filled += 1
                         found = reader.fill(key, b)
                         filled += reader.filled.get(key, 0)
                         if partial is not None:     # (and the operators' above it)
                             filled += partial.above_of(m.dst, key)
                     answers.append(found)
-                if filled:
-                    self.direct_per_key = (filled if not self.direct_per_key else
-                                           (3 * self.direct_per_key + filled) // 4)
+                if n_filled:            # (a key's bytes, for ``direct_miss_now``)
+                    per_key = filled // n_filled
+                    self.direct_per_key = (per_key if not self.direct_per_key else
+                                           (3 * self.direct_per_key + per_key) // 4)
                 if partial is not None and partial.limit is not None:
                     partial.evict()     # (its bytes then, for the controller's shares)
                     self.send(["mem", partial.total, self._held_keys(), filled])
