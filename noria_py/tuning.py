@@ -26,6 +26,16 @@ ARRAY_MIN = 32
 #: ops/state.py); per array, 8 bytes a key, so at most 32 MiB.
 DENSE_LIMIT = 1 << 22
 
+#: While checkpoints are on, a state in arrays holds the keys of each batch it applies
+#: as they come, and marks them in a bool array as long as the key range at its next
+#: checkpoint, or once this many batches' keys have piled up (``dense.KeyMarks``): a
+#: bound on what is held (those batches' key arrays), set to a join's checkpoint
+#: interval (twice ``CHECKPOINT_EVERY`` messages) so that the default schedule marks
+#: only at its checkpoints (256 marked once more per interval at inserts of 100 votes:
+#: within the noise of the per-insert figures). Marking each batch as it came wrote into
+#: that array while it was cold, twice a write (docs/benchmarks.md, "Checkpoints").
+MARKS_HELD = 2048
+
 # ---------------------------------------------------------------- tree clocks
 
 #: Tree-clock depth: d - 1 adjacent failures are recoverable (Noria's prototype used

@@ -150,11 +150,12 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
                 subscriber: bool = False, many: int = 10_000, ray: str | None = None,
                 channels: str | None = None, arrow: bool = False,
                 writes: str | None = None, data_dir: str | None = None,
-                partial: bool = False) -> dict:
+                partial: bool = False, placement: str | None = None) -> dict:
     """``data_dir``: served with ``--data-dir`` a new directory under it (left there).
     ``partial``: served with ``--partial`` (the vote view's reader, join and COUNT hold
     only the keys read: the load's votes are dropped at holes, and the check's first
-    read of every key fills them, timed as ``fill``: keys/s)."""
+    read of every key fills them, timed as ``fill``: keys/s). ``placement``: served
+    with ``--placement`` (None: the server's default, apart)."""
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
     if data_dir is not None:
         os.makedirs(data_dir, exist_ok=True)
@@ -165,6 +166,8 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         extra += ("--writes", writes)
     if partial:
         extra += ("--partial",)
+    if placement is not None:
+        extra += ("--placement", placement)
     if ray is not None:             # the workers as Ray actors (placement.py)
         extra += ("--ray",) + (() if ray == "local" else (ray,))
     with Cluster(workers=workers, shards=shards, extra=extra) as cluster:
@@ -342,6 +345,9 @@ def main(argv: list[str]) -> int:
                    help="serve --partial: the vote view holds only the keys read (the "
                         "first read of every key after the load, filled by upqueries, "
                         "timed in keys/s)")
+    p.add_argument("--placement", choices=["apart", "together"], default=None,
+                   help="serve --placement: node shards apart from their parents (the "
+                        "default) or each shard's chain on one worker")
     p.add_argument("--write-steps", action="store_true",
                    help="only the controller's CPU per write, step by step, in this process: "
                         "rows against columns (no cluster)")
@@ -355,6 +361,7 @@ def main(argv: list[str]) -> int:
           f"{f'; channels {a.channels}' if a.channels else ''}"
           f"{f'; writes at the {a.writes}' if a.writes else ''}"
           f"{'; partial readers' if a.partial else ''}"
+          f"{f'; placement {a.placement}' if a.placement else ''}"
           f"{f'; --data-dir under {a.data_dir}' if a.data_dir else ''}"
           f"{'; the load through insert_arrow' if a.arrow else ''}; "
           f"client, controller and workers are separate processes on this machine")
@@ -364,7 +371,7 @@ def main(argv: list[str]) -> int:
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
-                        a.channels, a.arrow, a.writes, a.data_dir, a.partial)
+                        a.channels, a.arrow, a.writes, a.data_dir, a.partial, a.placement)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))

@@ -9,7 +9,11 @@ directory, timing from the restart command: the server ready (it prints its addr
 the first write acknowledged, the first read of a view through a client that asks the
 new controller where its readers are; and, from the SIGKILL until the server is
 ready, the reads a client that kept its view's placement made at the workers, one
-after another (served per second, and failed). Medians over the runs.
+after another (served per second, and failed), and the writes of one vote each
+another client made meanwhile (acknowledged before the server was ready, per
+second: with ``--writes worker`` they go on at the workers while the controller is
+down; with the controller's write path they wait for it). Medians over the runs; at
+the end, whether the table holds every vote acknowledged, each once.
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ from noria_py.runtime.cluster.launch import Cluster
 def run(votes: int, runs: int) -> dict[str, float]:
     out: dict[str, list[float]] = {"ready": [], "first_write": [], "first_read": [],
                                    "reads_ok": [], "reads_failed": [], "own": [],
-                                   "keepable": [], "nodes": [], "replay": [], "kept": []}
+                                   "keepable": [], "nodes": [], "replay": [], "kept": [],
+                                   "writes_down": [], "all_there": []}
     with tempfile.TemporaryDirectory() as d, \
             Cluster(workers=2, shards=2, extra=("--data-dir", d),
                     log=os.path.join(d, "serve.log")) as cluster:
@@ -43,10 +48,25 @@ def run(votes: int, runs: int) -> dict[str, float]:
         db.wait()
         kept = noria_py.connect(cluster.url).view("votes")
         kept.lookup(1)                              # (its placement, kept)
-        for _ in range(runs):
+        writer = noria_py.connect(cluster.url)
+        wt = writer.table("vote")
+        wt.insert([(3, -2)])                        # (its placement, kept)
+        acked = votes + 1
+        for run_i in range(runs):
             cluster.kill()
-            counts = {"ok": 0, "failed": 0}
+            counts = {"ok": 0, "failed": 0, "written": 0}
             restarted = threading.Event()
+
+            def write() -> None:
+                n = 0
+                while not restarted.is_set():
+                    n += 1
+                    wt.insert([(3, -1_000_000 * (run_i + 1) - n)])
+                    if not restarted.is_set():
+                        counts["written"] += 1
+                    counts["acked"] = n
+            writing = threading.Thread(target=write)
+            writing.start()
 
             def read() -> None:
                 while not restarted.is_set():
@@ -62,7 +82,10 @@ def run(votes: int, runs: int) -> dict[str, float]:
             ready = time.monotonic() - t0
             restarted.set()
             reader.join()
-            t.insert([(1, -1)])
+            writing.join()
+            acked += counts["acked"]
+            t.insert([(1, -3 - run_i)])
+            acked += 1
             first_write = time.monotonic() - t0
             fresh = noria_py.connect(cluster.url)
             fresh.view("votes").lookup(2)
@@ -73,6 +96,7 @@ def run(votes: int, runs: int) -> dict[str, float]:
             out["first_read"].append(first_read)
             out["reads_ok"].append(counts["ok"] / ready)
             out["reads_failed"].append(counts["failed"])
+            out["writes_down"].append(counts["written"] / ready)
             with open(os.path.join(d, "serve.log"), errors="replace") as f:
                 text = f.read()
             own = re.findall(r"restarted on .* in ([\d.]+) s", text)
@@ -85,6 +109,10 @@ def run(votes: int, runs: int) -> dict[str, float]:
             out["keepable"].append(len(plan["keep"]))
             out["nodes"].append(len(plan["keep"]) + len(plan["rebuild"]))
             out["replay"].append(sum(len(b) for _, b in plan["replay"].values()))
+        db.wait()
+        rows = db.execute("SELECT user_id FROM vote").fetchall()
+        out["all_there"].append(float(len(rows) == len({r for r, in rows}) == acked))
+        writer.close()
         db.close()
     return {k: statistics.median(v) for k, v in out.items()}
 
@@ -104,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  first read (new placement) {got['first_read']:.2f} s")
     print(f"  reads by a client that kept its placement, while the controller was down: "
           f"{got['reads_ok']:.0f}/s served, {got['reads_failed']:.0f} failed")
+    print(f"  writes of one vote by a client, acknowledged while the controller was down: "
+          f"{got['writes_down']:.0f}/s; every acknowledged vote in the table once: "
+          f"{'yes' if got['all_there'] else 'NO'}")
     print(f"  the workers' nodes it could keep: {got['keepable']:.0f} of {got['nodes']:.0f}, "
           f"{got['replay']:.0f} logged write(s) to replay; kept: {got['kept']:.0f}")
     return 0

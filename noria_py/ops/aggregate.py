@@ -19,7 +19,8 @@ checkpoint's entries never change. MIN and MAX keep every value of a group, so t
 state grows with the data: a restore takes the entries as they are (a dict entry per
 group, no value copied), and a group is copied, once per checkpoint interval, only if
 it changes. While COUNT's counts are an array, the keys a batch touched are marked
-beside it instead (``dense.KeyMarks``: a bool array, one array operation a batch), and
+beside it instead (``dense.KeyMarks``: each batch's keys held, marked in a bool array
+at the export), and
 an export is the counts at the marked keys (``CountsDelta``; the whole array,
 ``DenseCounts``, the first time). Every key changed since the last export is in the set
 or marked, so an export holds every change, whichever form the counts moved to in

@@ -46,6 +46,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from .. import tuning
 from ..nan import NAN, as_objects, column_list, equal_values
 from ..tuning import DENSE_LIMIT
 
@@ -137,37 +138,59 @@ class RowsDelta(NamedTuple):
 
 class KeyMarks:
     """The keys changed since the last ``take``, for a state held in arrays indexed by
-    key: a batch's array of keys is marked in a bool array (one array operation while
-    the keys are at hand), a few keys from a batch applied row by row go to a set."""
+    key. ``add`` keeps a batch's keys as they come (its int64 array, or the list of a
+    batch applied row by row), by reference: nothing changes them afterwards (a
+    batch's columns are immutable, and the operators make a new array for the keys
+    they derive). They are marked in a bool array as long as the key range only at
+    ``take`` (a checkpoint), or once ``tuning.MARKS_HELD`` batches' keys have piled up
+    (which bounds what is held to that many batches' keys).
+
+    Why not mark each batch's keys as it comes: the bool array, 100-200 KB in the vote
+    view, is cold between batches (the state's own arrays, the payload logs and the
+    next batch's rows go through the caches in between), so marking was a string of
+    scattered writes to cold lines, twice a write (COUNT and the join); marked
+    together, the lines the first batches' keys bring in stay warm for the rest, and a
+    batch costs a list append in the flow (docs/benchmarks.md, "Checkpoints")."""
 
     def __init__(self) -> None:
         self.marked = np.zeros(0, dtype=bool)
-        self.few: set[int] = set()
+        self.held: list[np.ndarray | list[int]] = []
+        #: the arrays' length when the held keys were added (each array's keys are below it)
+        self.size = 0
 
     def add(self, keys: np.ndarray | list[int], size: int) -> None:
-        """Mark ``keys``, each below ``size`` (the length of the arrays they index)."""
-        if isinstance(keys, list):
-            self.few.update(keys)
-            return
-        if len(self.marked) < size:
-            self.marked = np.concatenate([self.marked,
-                                          np.zeros(size - len(self.marked), dtype=bool)])
-        self.marked[keys] = True
+        """Hold ``keys`` (each below ``size``, the length of the arrays they index;
+        never changed afterwards) as changed."""
+        held = self.held
+        held.append(keys)
+        if size > self.size:
+            self.size = size
+        if len(held) >= tuning.MARKS_HELD:
+            self._mark()
+
+    def _mark(self) -> None:
+        """Mark the held keys in the bool array."""
+        size = self.size
+        for k in self.held:
+            if isinstance(k, list) and k:       # (a list's keys are checked: cheap)
+                size = max(size, max(k) + 1)
+        marked = self.marked
+        if len(marked) < size:
+            marked = self.marked = np.concatenate(
+                [marked, np.zeros(size - len(marked), dtype=bool)])
+        for k in self.held:
+            marked[k] = True
+        self.held = []
 
     def take(self) -> np.ndarray:
-        """The keys marked (int64, ascending); none are marked afterwards."""
-        marked, few = self.marked, self.few
-        if few:
-            keys = np.fromiter(few, dtype=np.int64, count=len(few))
-            size = int(keys.max()) + 1
-            if len(marked) < size:
-                marked = np.concatenate([marked, np.zeros(size - len(marked), dtype=bool)])
-            marked[keys] = True
-        self.marked, self.few = np.zeros(0, dtype=bool), set()
+        """The keys changed (int64, ascending); none are held afterwards."""
+        self._mark()
+        marked = self.marked
+        self.marked, self.size = np.zeros(0, dtype=bool), 0
         return np.flatnonzero(marked)
 
     def __bool__(self) -> bool:
-        return bool(self.few) or bool(self.marked.any())
+        return any(len(k) for k in self.held) or bool(self.marked.any())
 
 
 class DenseRows:

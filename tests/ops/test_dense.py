@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from noria_py import tuning
 from noria_py.batch import Batch
 from noria_py.ops import dense
 from noria_py.ops.dense import DenseRows, batch_columns, batch_keys, grown_size, int_keys
@@ -402,3 +403,28 @@ def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(key_objects, plan):
             changed = set()
             assert len(copy) == len(live)
             assert repr(sorted(held(copy).items())) == repr(sorted(held(live).items()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(st.lists(st.integers(0, 300), max_size=8), st.booleans(),
+                                st.booleans()), max_size=40),
+       held=st.sampled_from([1, 2, 5, tuning.MARKS_HELD]))
+def test_key_marks_take_every_key_added_since_the_last_take(steps, held):
+    """Keys held as they come (arrays or lists), marked at ``take`` or once ``MARKS_HELD``
+    batches' keys have piled up: ``take`` gives the union of the keys added since the
+    last one, ascending, and ``bool`` says whether there is any."""
+    shipped, tuning.MARKS_HELD = tuning.MARKS_HELD, held
+    try:
+        marks, want = dense.KeyMarks(), set()
+        for keys, as_list, take in steps:
+            marks.add(keys if as_list else np.array(keys, dtype=np.int64),
+                      max(keys, default=0) + 1)
+            want.update(keys)
+            assert bool(marks) == bool(want)
+            if take:
+                assert marks.take().tolist() == sorted(want)
+                want = set()
+                assert not marks
+        assert marks.take().tolist() == sorted(want)
+    finally:
+        tuning.MARKS_HELD = shipped

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from noria_py import tuning
 from noria_py.batch import Batch
 from noria_py.ops.aggregate import Aggregate
 from noria_py.ops.dense import DenseRows, column
@@ -164,8 +165,20 @@ def state(op: Operator) -> list:
 
 @pytest.mark.parametrize("kind", sorted(OPS))
 @settings(max_examples=40, deadline=None)
-@given(plan=steps, columnar=st.booleans(), over_wire=st.booleans())
-def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, columnar, over_wire):
+@given(plan=steps, columnar=st.booleans(), over_wire=st.booleans(),
+       marks_held=st.sampled_from([1, 2, tuning.MARKS_HELD]))
+def test_a_restored_checkpoint_equals_the_state_it_was_taken_of(kind, plan, columnar, over_wire,
+                                                                 marks_held):
+    # (``marks_held``: the batches whose keys a state in arrays holds before marking
+    # them; small, the marking between checkpoints is exercised too)
+    shipped, tuning.MARKS_HELD = tuning.MARKS_HELD, marks_held
+    try:
+        _restored_equals(kind, plan, columnar, over_wire)
+    finally:
+        tuning.MARKS_HELD = shipped
+
+
+def _restored_equals(kind: str, plan, columnar: bool, over_wire: bool) -> None:
     make, ports = OPS[kind]
     store = CheckpointStore()
     shard = Shard(make, store, over_wire)

@@ -242,3 +242,54 @@ def test_a_kept_packer_writes_what_packb_writes_and_survives_its_errors():
     rows = [(1, ExactAvg(3, 2)), (2, 2.5)]          # (an exact AVG carried as packb does)
     assert pack(rows) == codec.packb(rows, big_ints=True)
     assert type(codec.unpackb(pack(rows))[0][1]) is ExactAvg
+
+
+def _nans(obj) -> list[float]:
+    """Every float NaN in ``obj`` where ``canon_deep`` looks (tuples, lists, dicts)."""
+    if type(obj) is float:
+        return [obj] if obj != obj else []
+    if type(obj) in (tuple, list):
+        return [n for v in obj for n in _nans(v)]
+    if type(obj) is dict:
+        return [n for kv in obj.items() for v in kv for n in _nans(v)]
+    return []
+
+
+_LEAVES = st.one_of(st.integers(-5, 5), st.floats(allow_nan=False), st.just(float("nan")),
+                    st.text(max_size=3), st.none(), st.binary(max_size=40), st.booleans())
+_NESTED = st.recursive(
+    _LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=6), st.tuples(inner, inner),
+                                     st.dictionaries(st.one_of(st.integers(0, 9), st.floats()),
+                                                     inner, max_size=3)),
+    max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_NESTED, st.integers(0, 60))
+def test_the_nan_walk_finds_a_nan_wherever_canon_deep_would_change_one(obj, budget):
+    """``nan_in`` answers whether a NaN is anywhere ``canon_deep`` replaces one (nested
+    in tuples, lists, dict keys and values, not inside bytes or strings), or None
+    (give up: the caller scans the bytes); with room enough it never gives up."""
+    found = codec.nan_in(obj, budget)
+    assert found is None or found == bool(_nans(obj))
+    assert codec.nan_in(obj, 10_000) == bool(_nans(obj))
+
+
+def test_a_long_payload_is_walked_and_its_nans_are_the_one_nan():
+    """A payload long enough to be walked instead of scanned (``NAN_WALK_MIN``): raw
+    column bytes full of 0xcb 0x7f 0xf8 (a float NaN's bytes, which the scan takes for
+    one) and no NaN come back unchanged; a NaN nested in a dict key, a dict value, a
+    list or a tuple, next to such bytes, comes back as the one ``NAN`` object."""
+    from noria_py.nan import NAN
+    raw = b"\xcb\x7f\xf8\x00\x00\x00\x00\x00" * 512          # (4 KB: a walk)
+    assert len(codec.packb(["c", [["i", raw]], 7])) >= codec.NAN_WALK_MIN
+    assert codec.maybe_nan(raw)                              # (the scan: a false match)
+    assert codec.nan_in(codec.unpackb(codec.packb(["c", [["i", raw]], 7])), 100) is False
+    for where in (lambda n: {n: 1}, lambda n: {1: n}, lambda n: [[1, n]], lambda n: (2, (n,))):
+        back = codec.unpackb(codec.packb(["c", [["i", raw]], where(float("nan"))]))
+        (nan,) = _nans(back)
+        assert nan is NAN
+    # past the walk's budget (many small arrays): the scan finds it all the same
+    rows = [(i, float("nan") if i == 700 else 1.5) for i in range(1000)]
+    back = codec.unpackb(codec.packb(rows))
+    assert back[700][1] is NAN and codec.nan_in(back, len(codec.packb(rows)) // 48) is None

@@ -115,6 +115,15 @@ BASE_PART_ROWS = 1 << 20
 #: how messages travel between workers (``--channels``): through the controller, or
 #: on direct worker-to-worker links (``channels.py``; ``serve``'s default)
 CHANNELS = ("relay", "direct")
+#: where ``ClusterRuntime.add`` places a node shard (``--placement``): "apart", on a
+#: worker holding none of its parents (each edge between two workers where it can: a
+#: lost worker leaves every lost node's neighbours alive, single failures for tree
+#: clocks); "together", each shard's chain on one worker (shard i of every sharded
+#: node on the i-th active worker, an unsharded node with its first parent, a base on
+#: the least loaded): a batch crosses between workers only where a sharder splits it,
+#: at the price of a lost worker taking whole chains, which tree clocks recover two
+#: deep and lineage beyond (docs/architecture.md, "Placement and the graph")
+PLACEMENTS = ("apart", "together")
 #: seconds ``wait`` gives the workers to handle what was sent to them, a round
 WAIT_TIMEOUT = 60.0
 
@@ -204,18 +213,25 @@ class ClusterRuntime(Runtime):
                  checkpoints: bool = True, channels: str = "relay",
                  barrier_every: int | None = None, writes: str = "controller",
                  policies: Mapping[str, str] | None = None,
-                 determinant_depth: int | None = None, standbys: bool = False) -> None:
+                 determinant_depth: int | None = None, standbys: bool = False,
+                 placement: str = "apart") -> None:
         """``strategy`` "coordinated": the coordinated regime (``epochs.py``), with an
         epoch every ``barrier_every`` writes (default ``tuning.BARRIER_EVERY``);
         "falkirk": ``policies`` is the per-node choice (``falkirk.py``; checked by
         ``regimes.policies``, None: each node's default); "causal": ``determinant_depth``
-        and ``standbys`` (``causal.py``)."""
+        and ``standbys`` (``causal.py``). ``placement``: where node shards go
+        (``PLACEMENTS``)."""
         if channels not in CHANNELS:
             raise ArgumentError(f"channels must be one of {', '.join(CHANNELS)}, "
                                 f"not {channels!r}")
         #: "relay": workers' messages go through here; "direct": worker to worker
         self.channels = channels
         self.direct = channels == "direct"
+        if placement not in PLACEMENTS:
+            raise ArgumentError(f"placement must be one of {', '.join(PLACEMENTS)}, "
+                                f"not {placement!r}")
+        #: where ``add`` places a new node shard (``PLACEMENTS``)
+        self.placement_rule = placement
         if writes not in WRITES:
             raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
         #: "worker": each base's worker keeps its rows and validates its writes; the
@@ -1179,11 +1195,7 @@ class ClusterRuntime(Runtime):
             for nid, p in self.placement.items():
                 if p in counts:
                     counts[p] += 1
-            near = {self.placement.get(p) for p in node.parents}
-            # neighbours on other workers: one lost worker then leaves each lost node's
-            # parents and children alive, which is where tree clocks recover from
-            best = min(self.active, key=lambda w: (w.name in near, counts[w.name]))
-            where = best.name
+            where = self._place(node, counts)
             if self.adopting is not None:
                 where = self.adopting[node.id]       # (where it is kept)
             self.placement[node.id] = where
@@ -1193,6 +1205,21 @@ class ClusterRuntime(Runtime):
             self.durable.setdefault(node.id, WriteHistory(cast("Base", node.op)))
         elif node.op.stateful:
             node.op = RemoteOp(self, node, node.op)
+
+    def _place(self, node: Node, counts: dict[str, int]) -> str:
+        """The active worker a new node shard goes to (``PLACEMENTS``), given how many
+        nodes each holds."""
+        if self.placement_rule == "together":
+            if node.shard is not None:
+                return self.active[node.shard % len(self.active)].name
+            parent = self.placement.get(node.parents[0]) if node.parents else None
+            if parent in counts:
+                return parent
+            return min(self.active, key=lambda w: counts[w.name]).name
+        near = {self.placement.get(p) for p in node.parents}
+        # neighbours on other workers: one lost worker then leaves each lost node's
+        # parents and children alive, which is where tree clocks recover from
+        return min(self.active, key=lambda w: (w.name in near, counts[w.name])).name
 
     def announce(self, change: tuple[Any, ...]) -> None:
         kind = change[0]

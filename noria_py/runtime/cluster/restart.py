@@ -44,6 +44,17 @@ Invariants, and why:
   it, sent again only when the tags of every last write of its table's log are
   known and it is none of them, in doubt otherwise; the tags are saved before the
   logs go, and kept across later restarts.
+- With ``--writes worker``, the workers of the controller before go on taking writes
+  while it is down (``worker.py``, "A controller lost"), into their logs on disk. A
+  restart therefore sets those logs aside before any worker joins
+  (``set_aside_workers_logs``: this controller's workers start theirs anew) and
+  reads them only once they are final: after the workers before have dialed back
+  (each ends the writes it took and closes its logs before it joins), and a log
+  still open, at a worker that did not dial back, waited for (``LOG_CLOSE_WAIT``),
+  then passed over where another log of its table is closed and refused where
+  none is. A worker acknowledges a write only once its replica's log holds it too,
+  and neither takes one after its message thread ended, so a closed log of each
+  base holds every acknowledged write.
 """
 from __future__ import annotations
 
@@ -65,10 +76,11 @@ from sql_frontend.catalog import DictCatalog
 from ...errors import CorruptionError, Error
 from ...storage import Storage, codec
 from ...storage.log import BATCH, COLUMNS, LOG_HEADER_SIZE, FrameScanner
-from .writes import LandedTail, tables_on_disk
+from .writes import ASIDE, LandedTail, tables_on_disk
 
 __all__ = ["Adoption", "ClusterState", "FILE", "LANDED_FILE", "LandedBefore", "REJOIN_TIMEOUT",
-           "REJOIN_WAIT", "logged_batches", "plan_adoption", "take_workers_logs"]
+           "REJOIN_WAIT", "logged_batches", "plan_adoption", "set_aside_workers_logs",
+           "take_workers_logs"]
 
 log = logging.getLogger("noria_py.cluster")
 
@@ -309,25 +321,66 @@ def logged_batches(data_dir: str | os.PathLike[str]) -> dict[str, list[int]]:
     return out
 
 
-def take_workers_logs(data_dir: str | os.PathLike[str],
-                      numbers: int) -> tuple[Path, LandedBefore]:
+#: seconds a restart waits for a log still open at a worker of the controller before
+#: that has not dialed back (``writes.tables_on_disk``)
+LOG_CLOSE_WAIT = 10.0
+
+
+def set_aside_workers_logs(data_dir: str | os.PathLike[str]) -> Path:
+    """``serve --writes worker --data-dir DIR`` starting, before any worker joins:
+    the workers' logs of the controller before (``DIR/workers``) are renamed to
+    ``DIR/workers.before`` (the rename fsynced), and ``DIR/workers`` made empty for
+    this controller's workers, which dial back and start their logs anew there. The
+    workers of the controller before may still be taking writes into the logs set
+    aside (``Worker.goes_on``: with no controller, their writes go on), so they are
+    read only later, once each has dialed back or its log is closed
+    (``take_workers_logs``). A ``DIR/workers.before`` already there is the set-aside
+    of a restart that crashed before taking it: it is kept (no worker of that restart
+    took a client's write before the take), and ``DIR/workers`` made empty. Returns
+    ``DIR/workers``."""
+    root, aside = Path(data_dir) / "workers", Path(data_dir) / ASIDE
+    if aside.exists():
+        shutil.rmtree(root, ignore_errors=True)
+    elif root.exists():
+        os.rename(root, aside)
+        _sync_dir(Path(data_dir))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _sync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def take_workers_logs(data_dir: str | os.PathLike[str], numbers: int,
+                      wait: float = 0.0) -> tuple[Path, LandedBefore]:
     """``serve --writes worker --data-dir DIR`` starting: the tables' rows the workers
-    of a controller before left in their logs (``DIR/workers``: ``writes.DiskLogs``),
-    each table's from the longest of its logs (``writes.tables_on_disk``), are written
-    into the data directory's own snapshot (with the rows it holds of the other
-    tables), durably, and only then is ``DIR/workers`` deleted; so the engine opens
-    the directory with every acknowledged write, and rebuilds the views from it. Done
-    before any worker joins (each starts its logs anew there). The tags of those
-    logs' last writes are kept first (``LandedBefore``, ``DIR/landed.json``), as the
-    restart of the controller whose node numbers ended at ``numbers`` (cluster.json:
-    its nodes, those the writes were sent to, are numbered up to there). Returns
-    ``DIR/workers``, made empty, and the tags kept."""
-    root = Path(data_dir) / "workers"
+    of a controller before left in their logs (set aside, ``set_aside_workers_logs``,
+    which this calls first if that was not done: ``writes.DiskLogs``), each table's
+    from the longest of its logs (``writes.tables_on_disk``, which waits up to
+    ``wait`` seconds for a log still open at a worker), are written into the data
+    directory's own snapshot (with the rows it holds of the other tables), durably,
+    and only then are those logs deleted; so the engine opens the directory with
+    every acknowledged write, and rebuilds the views from it. Done once the workers
+    of the controller before dialed back (each ends the writes it was taking with no
+    controller, and closes its logs, before it joins: ``Worker.goes_on``), before the
+    engine opens the directory. The tags of those logs' last writes are kept first
+    (``LandedBefore``, ``DIR/landed.json``), as the restart of the controller whose
+    node numbers ended at ``numbers`` (cluster.json: its nodes, those the writes
+    were sent to, are numbered up to there). Returns ``DIR/workers`` and the tags
+    kept."""
+    root, aside = Path(data_dir) / "workers", Path(data_dir) / ASIDE
+    if not aside.exists():
+        set_aside_workers_logs(data_dir)
     landed = LandedBefore(data_dir)
     tables: set[str] = set()
     found: dict[str, list[tuple[Any, ...]]] = {}
     tails: dict[str, LandedTail] = {}
-    st = Storage(data_dir) if root.exists() else None
+    st = Storage(data_dir) if aside.exists() else None
     try:
         if st is not None:
             for sql in st.catalog:
@@ -337,7 +390,7 @@ def take_workers_logs(data_dir: str | os.PathLike[str],
                     continue                    # (a view: not a table)
                 if isinstance(stmt, lp.CreateTable):
                     tables.add(stmt.schema.name.lower())
-            found, tails = tables_on_disk(root, tables)
+            found, tails = tables_on_disk(aside, tables, wait)
         # (a table without a log had no write land in it: none is in doubt)
         landed.add(numbers, {t: tails.get(t, LandedTail()) for t in tables})
         landed.save()                           # (before the logs it was read from go)
@@ -346,9 +399,8 @@ def take_workers_logs(data_dir: str | os.PathLike[str],
     finally:
         if st is not None:
             st.close()
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
+    if aside.exists():
+        shutil.rmtree(aside)
     return root, landed
 
 

@@ -70,10 +70,11 @@ from ...pg.types import numeric_oids
 from ...tls import Files as TlsFiles
 from ...tls import server_context as tls_server_context
 from . import tokens, wire
-from .controller import CHANNELS, ClusterRuntime
+from .controller import CHANNELS, PLACEMENTS, ClusterRuntime
 from .errors import WorkerLost
 from .placement import ProcessLauncher, RayLauncher
 from .restart import (
+    LOG_CLOSE_WAIT,
     REJOIN_TIMEOUT,
     REJOIN_WAIT,
     Adoption,
@@ -81,6 +82,7 @@ from .restart import (
     LandedBefore,
     logged_batches,
     plan_adoption,
+    set_aside_workers_logs,
     take_workers_logs,
 )
 from .writes import AUTO, WRITES, choose
@@ -217,7 +219,7 @@ class Server:
                  rejoin_timeout: float = REJOIN_TIMEOUT, partial: bool = False,
                  memory_limit: int | None = None, barrier_every: int | None = None,
                  writes: str = AUTO, determinant_depth: int | None = None,
-                 standbys: bool = False) -> None:
+                 standbys: bool = False, placement: str = "apart") -> None:
         """``regime`` (noria_py/regimes.py): treeclock, as ``clocks``, ``checkpoints``
         and ``strategy`` say; lineage: no clocks or checkpoints, recovery by lineage;
         coordinated: an epoch of snapshots every ``barrier_every`` writes (default
@@ -252,7 +254,8 @@ class Server:
         ``determinant_depth`` (causal): how many edges below a node its determinants
         are kept (None: every node below); ``standbys`` (causal): each stateful node
         shard has a standby on another worker, kept warm from its checkpoints, which
-        takes it over when its worker is lost (``causal.py``)."""
+        takes it over when its worker is lost (``causal.py``). ``placement``: where
+        node shards go, ``controller.PLACEMENTS``."""
         policies = regimes.policies(regime)
         regime = regimes.check(regime, cluster=True)
         #: where writes are validated and taken (one of ``WRITES``), and why
@@ -310,14 +313,14 @@ class Server:
         self.admission = wire.Admission(max_connections, log, tls=self.tls)
         self.runtime = ClusterRuntime(Graph(), clocks, shards, workers, heartbeat_timeout,
                                       strategy, checkpoints, channels, barrier_every, writes,
-                                      policies, determinant_depth, standbys)
+                                      policies, determinant_depth, standbys, placement)
         #: (``--writes worker --data-dir``) which writes sent to the controllers before
         #: this one landed, from their workers' logs (``m_write_landed``)
         self.landed_before: LandedBefore | None = None
         if writes == "worker" and data_dir is not None and self.state is not None:
-            # (before any worker joins: its config names its directory there)
-            self.runtime.disk, self.landed_before = take_workers_logs(
-                data_dir, self.state.data["numbers"])
+            # (before any worker joins: its config names its directory there; the
+            # logs set aside are taken once the workers before have dialed back)
+            self.runtime.disk = set_aside_workers_logs(data_dir)
         if self.state is not None:
             self.runtime.state = self.state
             self.runtime.rejoin_timeout = rejoin_timeout
@@ -369,6 +372,11 @@ class Server:
             if want > 0:
                 self.runtime.spawn(want)
         self.runtime.wait_for_workers()
+        if writes == "worker" and data_dir is not None and self.state is not None:
+            # (the workers before that dialed back ended the writes they took with no
+            # controller, and closed their logs, before they joined: ``_Gap``)
+            _, self.landed_before = take_workers_logs(
+                data_dir, self.state.data["numbers"], LOG_CLOSE_WAIT)
         self.db = Database(data_dir, shards, clocks=clocks, runtime=self.runtime,
                            regime=regime, partial=partial, memory_limit=memory_limit)
         self.runtime.on_recovery = self.db.record_recovery
@@ -979,6 +987,13 @@ def main(argv: list[str] | None = None) -> int:
                         "--data-dir's tables were written in, else worker where it is "
                         "built, else controller. The start-up line names the choice "
                         "and why")
+    p.add_argument("--placement", choices=PLACEMENTS, default="apart",
+                   help="where node shards go: apart (default: each on a worker holding "
+                        "none of its parents, so a lost worker leaves every lost node's "
+                        "neighbours alive for tree clocks) or together (each shard's chain "
+                        "of operators on one worker: batches cross between workers only at "
+                        "sharders; a lost worker takes whole chains, recovered two deep by "
+                        "tree clocks and by lineage beyond)")
     p.add_argument("--rejoin-timeout", dest="rejoin_timeout", type=float,
                    default=REJOIN_TIMEOUT,
                    help="with --data-dir: seconds a worker whose controller died goes on "
@@ -1016,7 +1031,7 @@ def main(argv: list[str] | None = None) -> int:
                         rejoin_timeout=args.rejoin_timeout, partial=args.partial,
                         memory_limit=args.memory_limit, barrier_every=args.barrier_every,
                         writes=args.writes, determinant_depth=args.determinant_depth,
-                        standbys=args.standbys)
+                        standbys=args.standbys, placement=args.placement)
     except (Error, OSError) as e:
         print(f"noria-py serve: {e}")
         return 1

@@ -101,14 +101,28 @@ every checkpoint the worker sent.
 
 A controller lost (its connection ended, not ``stop``): when the controller said so
 in its config (``--data-dir``: ``rejoin timeout`` > 0; ``restart.py``), the worker
-does not exit. Its message thread ends (its peer links with it), its readers stay
-readable as they were on the read port (``Reads.keep_old``), and it dials the
-controller's address again every ``REJOIN_EVERY`` seconds; a controller started again
-there takes it back under its name, as a new worker (a fresh graph, node numbers
-after the old ones; ``["retire"]``, once that controller's views are up, drops the
-old readers) or, when it keeps what the workers hold, with its old graph and node
-shards (``["adopt"]``). After the
-timeout with no controller, it exits, saying so in its log.
+does not exit. With writes at the workers, direct channels and the bases' logs on
+disk (``Worker.goes_on``), its message thread and peer links go on: clients' writes
+are taken, logged at the base's replica and on both disks, applied and answered as
+before, and the readers keep taking them (the gap). What it would send the
+controller is dropped (``_to_controller``): the copies of the writes (``hcopy``), the
+checkpoints, the trims and reports; the next controller takes the tables from the
+disk logs, which hold every acknowledged write, and rebuilds the views. Only writes
+that need no controller to be durable are taken then (``_durable_alone``: the base's
+replica named and filled; others are answered ``moved`` and wait for the next
+controller), and no log is made anew on disk (a new replica's whole log is not
+answered). Otherwise its message thread ends (its peer links with it). Either way
+its readers stay readable on the read port (``Reads.keep_old``, from the end of
+the message thread), and it dials the controller's address again every
+``REJOIN_EVERY`` seconds (during the gap, from a thread of its own: ``_Gap``); once
+a controller started again there answers with its config, the gap's message
+thread ends first (its writes in flight answered in doubt, its disk logs closed:
+what that controller then reads of them is final, ``restart.take_workers_logs``),
+and the controller takes it back under its name, as a new worker (a fresh graph,
+node numbers after the old ones; ``["retire"]``, once that controller's views are
+up, drops the old readers) or, when it keeps what the workers hold, with its old
+graph and node shards (``["adopt"]``). After the timeout with no controller, it
+exits, saying so in its log.
 """
 from __future__ import annotations
 
@@ -340,7 +354,8 @@ class Worker:
         self.sn: dict[str, int] = {}
         self.clock = 0
         #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
-        self.store = (RemoteStore(conn.send) if clocks and checkpoints or self.coordinated
+        self.store = (RemoteStore(self._to_controller)
+                      if clocks and checkpoints or self.coordinated
                       or self.uc or self.causal else None)
         #: per base hosted here, the last trim point of its history sent (``"hlow"``)
         self.history_lows: dict[str, int] = {}
@@ -351,7 +366,12 @@ class Worker:
         self.reads = reads if reads is not None else Reads({})
         self.domains: dict[str, Domain] = self.reads.domains
         self.history: dict[str, list[Batch]] = {}     # base -> writes, for restore_base
-        self.send = conn.send
+        self.send = self._to_controller
+        #: the controller lost while this worker goes on taking writes (``goes_on``):
+        #: what it would send the controller is dropped, and ``on_gap`` (set by
+        #: ``serve_worker``) is called once, to dial back
+        self.gone = False
+        self.on_gap: Callable[[], None] | None = None
         # direct channels (channels.py; docs/architecture.md, "Direct channels"):
         self.direct = channels == "direct"
         self.inbox = inbox if inbox is not None else Inbox()
@@ -449,6 +469,36 @@ class Worker:
             if self.direct:
                 self.reads.miss = self.direct_miss
                 self.reads.miss_many = self.direct_miss_many
+
+    @property
+    def goes_on(self) -> bool:
+        """Whether the message thread outlives the controller's connection (module
+        docstring, "A controller lost"): with ``--data-dir`` (a rejoin timeout),
+        direct channels and the bases' logs on this worker's disk, a write needs no
+        controller to be made durable, so the writes go on until one is back."""
+        return self.keep_reads and self.direct and self.disk is not None
+
+    def _to_controller(self, frame: Any) -> None:
+        """A frame to the controller; while it is lost (``gone``), or found so by this
+        send, dropped: each is either rebuilt by the next controller from the disk
+        logs (``hcopy``, ``hist``, ``ck``, ``hlow``) or a report it no longer waits
+        for (``peer_lost``, counts, subscription notices)."""
+        if self.gone:
+            return
+        try:
+            self.conn.send(frame)
+        except OSError:
+            if not self.goes_on:
+                raise
+
+    def _lose_controller(self) -> None:
+        """The controller's connection ended while the writes go on (``goes_on``):
+        from now on nothing is sent it, and ``on_gap`` dials back."""
+        self.gone = True
+        log.warning("worker %s: the controller was lost; taking writes and serving reads "
+                    "as before while it is down", self.name)
+        if self.on_gap is not None:
+            self.on_gap()
 
     def holdings(self) -> dict[str, Any]:
         """What this worker holds, for a controller that may keep it (restart.py): its
@@ -1557,7 +1607,8 @@ class Worker:
         or the controller, which goes with it to the history (``write_landed``,
         ``ClusterRuntime.forward``)."""
         d = self.domains.get(nid)
-        if d is None or not d.alive or d.node.kind != "base" or nid in self.holding:
+        if d is None or not d.alive or d.node.kind != "base" or nid in self.holding \
+                or self.gone and not self._durable_alone(nid):
             reply(None)
             return
         try:
@@ -1577,6 +1628,16 @@ class Worker:
         if nid not in self.committing:
             self.commit(nid)            # (out before the apply: the round trips overlap)
         entry[0] = d.write(batch)       # (held until ``durable``, which comes after this)
+
+    def _durable_alone(self, nid: str) -> bool:
+        """Whether a write of base ``nid`` can be made durable with no controller: its
+        log replica is named and holds the whole log (no group goes to the
+        controller's history). While the controller is down (``gone``), a write of
+        any other base is not taken (``moved``: the client asks the next controller),
+        so no new log is made on disk then (``DiskLogs`` under a directory a
+        restarted controller may have set aside: ``restart.set_aside_workers_logs``)."""
+        via = self.replica_of.get(nid)
+        return bool(via) and nid not in self.filling and nid in self.logs
 
     def _batch(self, op: Base, method: str, args: Sequence[Any]) -> Batch:
         """The validated batch of a write request (no state changes)."""
@@ -1816,9 +1877,11 @@ class Worker:
             elif self.committing.get(nid) is not None and type(f[2]) is int and f[2]:
                 self.durable(nid, f[2], src)
             return
+        if self.gone and op in ("rpart", "rfull"):
+            return      # (no log made anew with no controller: the owner's writes wait)
         if op == "rtrim":
             self.replica_logs.trim(nid, int(f[2]))
-            if self.disk is not None and nid in self.replica_logs.logs:
+            if self.disk is not None and nid in self.replica_logs.logs and not self.gone:
                 self.disk.trimmed(nid, self.replica_logs.logs[nid])
             return
         if op == "rpart":               # fill, i, table, writes: kept aside until the last
@@ -2215,6 +2278,10 @@ class Worker:
                 if src in lost:
                     continue                # (after the fence: its frames are dropped)
                 if isinstance(f, BaseException):
+                    if src == CONTROLLER and isinstance(f, (OSError, wire.ProtocolError)) \
+                            and self.goes_on and not self.stopped:
+                        self._lose_controller()     # (the gap: the writes go on)
+                        continue
                     if isinstance(f, (OSError, wire.ConnectionClosed)):
                         raise wire.ConnectionClosed(str(f))
                     raise f
@@ -2313,6 +2380,8 @@ class Worker:
             self.adopt()
         elif op == "stop":
             self.stopped = True
+            return True
+        elif op == "rejoin" and src == SELF:  # (the gap ends: ``serve_worker``)
             return True
         elif op == "die":                     # db.fail() on a worker we did not start
             os.kill(os.getpid(), signal.SIGKILL)
@@ -2476,47 +2545,67 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
     previous: dict[str, Any] | None = None   # (what it held then: Worker.holdings)
     before: Worker | None = None             # (and the worker itself: Worker.adopt)
     was: str | None = None                   # (its name then)
+
+    def dial(rejoin: bool, was: str | None) -> _Dialed:
+        """Join (or rejoin) the controller: its connection, this worker's inbox and
+        peer port for it, and the controller's ``config``."""
+        nonlocal read_host, reads, advertised
+        peers: PeerServer | None = None
+        conn: wire.Connection | None = None
+        try:
+            # (rejoining: a host that vanished must not hold the dialing for minutes)
+            sock = socket.create_connection((host, port), timeout=5.0 if rejoin else None)
+            sock.settimeout(None)
+            if read_host is None:
+                read_host = sock.getsockname()[0]
+            if reads is None:
+                reads = ReadServer(state, read_host, read_port, token, tls=read_tls)
+                advertised = "" if read_host in WILDCARD else reads.address[0]
+            if tls is not None:
+                sock = tls_connect(sock, tls_client_context(tls.ca), host)
+            conn = wire.Connection(sock)
+            inbox = Inbox()             # (direct channels: what peers send, channels.py)
+            peers = PeerServer(inbox, read_host, 0, token, tls=read_tls)
+            wire.client_handshake(conn, token, {
+                "role": "worker", "name": name, "pid": os.getpid(),
+                "read": [advertised, reads.address[1]],
+                "peer": [advertised, peers.address[1]],
+                "rejoin": rejoin, "was": was})
+            f = conn.recv()
+            if f[0] != "config":
+                raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
+            # (beating from now on: a worker that dialed back while its writes went on
+            # ends them before it runs for this controller, which must not find it
+            # silent meanwhile)
+            stop = threading.Event()
+            beating = threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True)
+            beating.start()
+            return conn, inbox, peers, f, stop, beating
+        except BaseException:
+            if peers is not None:
+                peers.close()
+            if conn is not None:
+                conn.close()
+            raise
+
+    dialed: _Dialed | None = None       # (dialed back while the writes went on: ``_Gap``)
     try:
         while True:
-            if rejoin_until is not None and time.monotonic() > rejoin_until:
-                log.error("no controller at %s:%s took this worker back (%s); exiting",
-                          host, port, why or "none answered")
-                return
-            peers: PeerServer | None = None
-            conn: wire.Connection | None = None
-            try:
-                # (rejoining: a host that vanished must not hold the dialing for minutes)
-                sock = socket.create_connection(
-                    (host, port), timeout=None if rejoin_until is None else 5.0)
-                sock.settimeout(None)
-                if read_host is None:
-                    read_host = sock.getsockname()[0]
-                if reads is None:
-                    reads = ReadServer(state, read_host, read_port, token, tls=read_tls)
-                    advertised = "" if read_host in WILDCARD else reads.address[0]
-                if tls is not None:
-                    sock = tls_connect(sock, tls_client_context(tls.ca), host)
-                conn = wire.Connection(sock)
-                inbox = Inbox()             # (direct channels: what peers send, channels.py)
-                peers = PeerServer(inbox, read_host, 0, token, tls=read_tls)
-                wire.client_handshake(conn, token, {
-                    "role": "worker", "name": name, "pid": os.getpid(),
-                    "read": [advertised, reads.address[1]],
-                    "peer": [advertised, peers.address[1]],
-                    "rejoin": rejoin_until is not None, "was": was})
-                f = conn.recv()
-                if f[0] != "config":
-                    raise wire.ProtocolError(f"expected the controller's config, got {f[0]!r}")
-            except (OSError, wire.ProtocolError) as e:
-                if peers is not None:
-                    peers.close()
-                if conn is not None:
-                    conn.close()
-                if rejoin_until is None:
-                    raise                   # (the first join: the caller says why)
-                why = str(e)
-                time.sleep(REJOIN_EVERY)
-                continue
+            if dialed is None:
+                if rejoin_until is not None and time.monotonic() > rejoin_until:
+                    log.error("no controller at %s:%s took this worker back (%s); exiting",
+                              host, port, why or "none answered")
+                    return
+                try:
+                    dialed = dial(rejoin_until is not None, was)
+                except (OSError, wire.ProtocolError) as e:
+                    if rejoin_until is None:
+                        raise               # (the first join: the caller says why)
+                    why = str(e)
+                    time.sleep(REJOIN_EVERY)
+                    continue
+            conn, inbox, peers, f, stop, beating = dialed
+            dialed = None
             _, assigned, shards, clocks, checkpoints, *more = f
             channels = more[0] if more else "relay"
             first_number = int(more[1]) if len(more) > 1 else 0
@@ -2535,9 +2624,8 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
                             regime, writes, disk, policies, depth)
             worker.keep_reads = rejoin_timeout > 0
             worker.previous, worker.before = previous, before
-            stop = threading.Event()
-            beating = threading.Thread(target=_heartbeats, args=(conn, stop), daemon=True)
-            beating.start()
+            gap = _Gap(worker, lambda: dial(True, assigned), rejoin_timeout)
+            worker.on_gap = gap.start
             try:
                 worker.run()
             except wire.ConnectionClosed:
@@ -2550,13 +2638,27 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
                 stop.set()
                 _close_after(conn, [beating, worker.control_recv])
                 peers.close()
+                dialed, why = gap.end()
             if worker.stopped or not worker.keep_reads:
+                if dialed is not None:
+                    dialed[4].set()
+                    dialed[2].close()
+                    _close_after(dialed[0], [dialed[5]])
                 return
             # (its message thread has ended: the domains are still)
             if worker.domains or worker.before is None:
                 previous, before, was = worker.holdings(), worker, assigned
                 worker.kept = dict(worker.domains)
             state.keep_old()
+            if gap.thread is not None:      # (the writes went on until now)
+                if dialed is None:
+                    log.error("no controller at %s:%s took this worker back (%s); exiting",
+                              host, port, why or "none answered")
+                    return
+                log.warning("worker %s: back with the controller at %s:%s; its writes "
+                            "taken while it was down are in its logs on disk", assigned,
+                            host, port)
+                continue
             log.warning("worker %s: the controller at %s:%s was lost; serving reads of its "
                         "readers as they are and dialing back for up to %.0f s", assigned,
                         host, port, rejoin_timeout)
@@ -2565,6 +2667,49 @@ def serve_worker(host: str, port: int, token: str | None, name: str | None = Non
         state.close()
         if reads is not None:
             reads.close()
+
+
+#: a controller dialed: its connection, the worker's inbox and peer port, its config
+#: and its heartbeats' stop and thread
+_Dialed = tuple[wire.Connection, Inbox, PeerServer, Sequence[Any], threading.Event,
+                threading.Thread]
+
+
+class _Gap:
+    """A worker's time without a controller while its writes go on
+    (``Worker.goes_on``): a thread dials back every ``REJOIN_EVERY`` seconds for up
+    to the rejoin timeout; once a controller answers with its config, or the timeout
+    has passed, it ends the message thread (``["rejoin"]`` in its inbox, after every
+    frame before it), so the old worker's writes in flight are answered in doubt and
+    its logs on disk closed before the new controller hears from the new worker:
+    what that controller reads of the logs is final (``restart.take_workers_logs``)."""
+
+    def __init__(self, worker: Worker, dial: Callable[[], _Dialed], timeout: float) -> None:
+        self.worker, self.dial, self.timeout = worker, dial, timeout
+        self.thread: threading.Thread | None = None
+        self.dialed: _Dialed | None = None
+        self.why = ""
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, daemon=True, name="rejoin")
+        self.thread.start()
+
+    def _run(self) -> None:
+        until = time.monotonic() + self.timeout
+        while not self.worker.ended and time.monotonic() <= until:
+            try:
+                self.dialed = self.dial()
+                break
+            except (OSError, wire.ProtocolError) as e:
+                self.why = str(e)
+                time.sleep(REJOIN_EVERY)
+        self.worker.inbox.put((SELF, ["rejoin"]))
+
+    def end(self) -> tuple[_Dialed | None, str]:
+        """Once the message thread has ended: the controller dialed, if any."""
+        if self.thread is not None:
+            self.thread.join()
+        return self.dialed, self.why
 
 
 def main(argv: list[str] | None = None) -> int:

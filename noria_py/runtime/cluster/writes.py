@@ -90,8 +90,11 @@ built (``unbuilt``: ``--channels direct``, a regime not in ``NOT_BUILT``), else
 from __future__ import annotations
 
 import collections
+import fcntl
 import logging
+import os
 import shutil
+import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +106,7 @@ from ...batch import Batch
 from ...errors import ArgumentError, RecoveryError, StorageError
 from ...ops.base import Base
 from ...storage import Recovered, Storage, holds_tables
+from ...storage.storage import LOCK_NAME
 from ..history import WriteHistory
 
 log = logging.getLogger("noria_py.cluster")
@@ -146,13 +150,18 @@ def unbuilt(regime: str, channels: str) -> str | None:
     return None
 
 
+#: ``DIR/workers.before``: the workers' logs of the controller before, set aside by a
+#: restarting one until it has taken them (``restart.set_aside_workers_logs``)
+ASIDE = "workers.before"
+
+
 def written_in(data_dir: str | None) -> str | None:
     """The mode the tables of ``data_dir`` were written in: ``worker`` (``DIR/workers``,
     the workers' logs), ``controller`` (the directory's own catalog or snapshot and
     no ``DIR/workers``), or None (no directory, or one where no table was made)."""
     if data_dir is None:
         return None
-    if (Path(data_dir) / "workers").exists():
+    if (Path(data_dir) / "workers").exists() or (Path(data_dir) / ASIDE).exists():
         return "worker"
     return "controller" if holds_tables(data_dir) else None
 
@@ -469,20 +478,33 @@ class LandedTail:
     complete: bool = True
 
 
-def tables_on_disk(root: Path, tables: Collection[str]
+def tables_on_disk(root: Path, tables: Collection[str], wait: float = 0.0
                    ) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str, LandedTail]]:
     """For a restarted controller: each of ``tables`` that has a log under ``root``
-    (``DIR/workers``), its rows from the longest of them (the most writes; of two as
-    long, the one with more tags), and the tags of the last ``RESTART_TAGS`` writes
-    of that same log (``LandedTail``: so a write is found landed exactly when the
-    rows taken hold it). A torn last record is cut and logged; a damaged log is
-    logged and passed over where another log of its table opens, and refused
-    (``CorruptionError``, naming the file and offset) where none does."""
+    (the workers' logs of the controller before), its rows from the longest of them
+    (the most writes; of two as long, the one with more tags), and the tags of the
+    last ``RESTART_TAGS`` writes of that same log (``LandedTail``: so a write is
+    found landed exactly when the rows taken hold it). A torn last record is cut and
+    logged; a damaged log is logged and passed over where another log of its table
+    opens, and refused (``CorruptionError``, naming the file and offset) where none
+    does. A log still open at a worker (its lock held: a worker taking writes with
+    no controller that has not dialed back) is waited for up to ``wait`` seconds in
+    all, then passed over or refused as a damaged one is: only a closed log is
+    final (``Worker.goes_on``)."""
     best: dict[str, tuple[tuple[int, int], Recovered]] = {}
     damaged: dict[str, StorageError] = {}
+    deadline = time.monotonic() + wait
     for d in sorted(root.glob("*/*")):
         table = unquote(d.name)
         if table not in tables or not (d / "snapshot.bin").exists():
+            continue
+        if not _closed(d, deadline):
+            log.error("table %s: its log in %s is still open at a worker that has not "
+                      "dialed back; passed over", table, d)
+            damaged.setdefault(table, StorageError(
+                f"the log of table {table!r} in {d} is still open at a worker that has "
+                "not dialed back to this controller: start it again once that worker "
+                "has exited or rejoined"))
             continue
         rec = _read_log(d, f"table {table}")
         if isinstance(rec, StorageError):
@@ -499,6 +521,26 @@ def tables_on_disk(root: Path, tables: Collection[str]
         landed[table] = LandedTail([rec.tags[k] for k in tail if k in rec.tags],
                                    all(k in rec.tags for k in tail))
     return {t: rec.tables.get(t, []) for t, (_, rec) in best.items()}, landed
+
+
+def _closed(d: Path, deadline: float) -> bool:
+    """Whether no process holds the log directory ``d`` open (its ``Storage`` lock),
+    waiting until ``deadline`` (``time.monotonic``) for it to be closed."""
+    while True:
+        try:
+            fd = os.open(d / LOCK_NAME, os.O_RDWR)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+        finally:
+            os.close(fd)
+        time.sleep(0.05)
 
 
 def _read_log(d: Path, what: str, split_at: int | None = None) -> Recovered | StorageError:

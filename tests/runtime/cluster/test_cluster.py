@@ -135,6 +135,35 @@ def test_sigkill_soak(seed, monkeypatch):
     _differential_with_kill(seed, monkeypatch, extra=("--writes", "controller"))
 
 
+def test_placement_together_keeps_each_shards_chain_on_one_worker():
+    """``serve --placement together``: shard i of every sharded node on one worker, an
+    unsharded node with its parent, so the vote workload's batches cross between the
+    workers only where a sharder splits them; the view is right. (The default,
+    ``apart``, puts every edge of this graph between the two workers.)"""
+    with Cluster(workers=2, shards=2, extra=("--placement", "together")) as cluster:
+        db = noria_py.connect(cluster.url)
+        workloads.setup(db, 50)
+        nodes = {n["id"]: n for n in db.graph()}
+        crossing = [(p, n["id"]) for n in nodes.values() for p in n["parents"]
+                    if nodes[p]["worker"] != n["worker"]]
+        assert crossing and {nodes[p]["kind"] for p, _ in crossing} == {"sharder"}, crossing
+        by_shard = {s: {n["worker"] for n in nodes.values() if n["shard"] == s} for s in (0, 1)}
+        assert all(len(w) == 1 for w in by_shard.values()) and by_shard[0] != by_shard[1]
+        db.table("vote").insert([(i % 50, i) for i in range(500)])
+        db.wait()
+        found = db.view(workloads.VIEW_NAME).lookup_many(range(50))
+        assert found == [[(k, f"article {k}", 10)] for k in range(50)]
+        db.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[:8])
+def test_sigkill_soak_with_each_shards_chain_together(seed, monkeypatch):
+    """``serve --placement together``: a lost worker takes whole chains of node shards
+    (tree clocks recover two deep, lineage the rest), with the default write path."""
+    _differential_with_kill(seed, monkeypatch, extra=("--placement", "together"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS[:8])
 def test_lineage_regime_sigkill_soak_on_direct_channels(seed, monkeypatch):

@@ -239,10 +239,13 @@ class _FakeController:
     """A listening socket that authenticates workers as a controller does and sends
     each its config (``rejoin`` seconds); ``hellos`` gets each one's hello."""
 
-    def __init__(self, token: str, rejoin: float) -> None:
+    def __init__(self, token: str, rejoin: float, more: tuple = ()) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.token, self.rejoin = token, rejoin
+        self.config = ["config", "w1", 1, False, False, "relay", 7, rejoin]
+        if more:                                # (channels, number, rejoin, more...)
+            self.config = ["config", "w1", 1, False, False, *more]
         self.hellos: queue.Queue = queue.Queue()
         self.conns: list[wire.Connection] = []
 
@@ -254,7 +257,7 @@ class _FakeController:
             return None
         conn = wire.Connection(s)
         hello = wire.server_handshake(conn, self.token)
-        conn.send(["config", "w1", 1, False, False, "relay", 7, self.rejoin])
+        conn.send(self.config)
         self.conns.append(conn)
         return hello
 
@@ -303,6 +306,42 @@ def test_a_worker_outlives_its_controller_and_rejoins(caplog, cold):
     with caplog.at_level(logging.ERROR, logger="noria_py.worker"):
         assert done.wait(10)
     assert "took this worker back" in caplog.text and "exiting" in caplog.text
+
+
+def test_a_worker_taking_writes_goes_on_without_its_controller_until_one_answers(
+        tmp_path, monkeypatch, cold):
+    """With its bases' logs on its disk (``--writes worker --data-dir``, direct
+    channels), a worker's message thread outlives its controller's connection (the
+    writes go on: ``Worker.goes_on``) while a thread of its own dials back; only once
+    a controller answers does that message thread end (its logs closed) and the
+    worker join as a new one."""
+    made, init = [], worker_module.Worker.__init__
+
+    def tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+    monkeypatch.setattr(worker_module.Worker, "__init__", tracked)
+    fake = _FakeController("tok", 30.0, ("direct", 7, 30.0, "treeclock", "worker",
+                                         str(tmp_path / "w1")))
+    done = threading.Event()
+    threading.Thread(target=lambda: (serve_worker("127.0.0.1", fake.port, "tok"),
+                                     done.set()), daemon=True).start()
+    assert fake.accept(30) is not None
+    deadline = time.monotonic() + 10
+    while not made and time.monotonic() < deadline:
+        time.sleep(0.01)
+    fake.drop()                                     # the controller dies
+    while not made[0].gone and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert made[0].gone and not made[0].ended       # (its message thread goes on)
+    again = fake.accept(10)
+    assert again is not None and again["rejoin"] and again["was"] == "w1"
+    while len(made) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert made[0].ended and len(made) == 2         # (ended, then joined anew)
+    fake.conns[-1].send(["stop"])
+    assert done.wait(10)
+    fake.sock.close()
 
 
 def test_a_worker_without_a_rejoin_timeout_exits_with_its_controller(cold):
@@ -475,6 +514,66 @@ def test_a_restart_answers_writes_in_doubt_by_the_tags_in_the_workers_logs(
     assert landed.landed("n13", "t", 999) is False
     assert landed.landed("n13", "t", 409) is True
     assert landed.landed("n11", "t", 999) is None          # (that restart is not kept)
+
+
+def _open_log(root, worker: str, nid: str, writes: list[tuple[int, int]]) -> DiskLogs:
+    """A worker's log of table t (base ``nid``) left open, as a worker taking writes
+    while no controller runs holds it (``Worker.goes_on``)."""
+    op = Base(TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ()))
+    disk = DiskLogs(root / worker)
+    disk.reset(nid, history_from(op, 0, [], []))
+    for value, tag in writes:
+        disk.append(nid, [Batch.inserts([(value,)])], [tag])
+    return disk
+
+
+def test_a_restart_takes_the_writes_a_worker_took_while_it_was_down(tmp_path):
+    """The workers' logs are set aside before any worker joins; a worker of the
+    controller before still appends to its log there (its writes went on) and closes
+    it only when it dials back: the take waits for that, so the rows and the tags hold
+    every write appended before the log was closed, the last one too; the workers'
+    directory for the new run starts empty."""
+    d = tmp_path / "data"
+    db = noria_py.connect(data_dir=str(d))
+    db.execute("CREATE TABLE t (a INT)")
+    db.close()
+    root = d / "workers"
+    _workers_log(root, "w2", "n3", [(i, 100 + i) for i in range(1, 4)])   # (the replica)
+    owner = _open_log(root, "w1", "n3", [(i, 100 + i) for i in range(1, 4)])
+    assert restart.set_aside_workers_logs(d) == root and list(root.iterdir()) == []
+    assert restart.set_aside_workers_logs(d) == root            # (again: kept aside)
+    assert (d / writes.ASIDE / "w1").is_dir() and writes.written_in(str(d)) == "worker"
+    owner.append("n3", [Batch.inserts([(4,)])], [104])         # (taken with no controller)
+    timer = threading.Timer(0.3, owner.close)                  # (it dials back)
+    timer.start()
+    got, landed = take_workers_logs(d, 5, wait=30)
+    timer.join()
+    assert got == root and not (d / writes.ASIDE).exists()
+    assert landed.landed("n3", "t", 104) is True
+    db = noria_py.connect(data_dir=str(d))
+    assert sorted(db.table("t").rows()) == [(i,) for i in range(1, 5)]
+    db.close()
+
+
+def test_a_log_still_open_at_a_worker_that_never_dials_back_is_not_taken(tmp_path, caplog):
+    """Its log is passed over where another log of its table is closed (the replica's
+    holds every write the owner acknowledged), and refused where none is."""
+    d = tmp_path / "data"
+    db = noria_py.connect(data_dir=str(d))
+    db.execute("CREATE TABLE t (a INT)")
+    db.close()
+    root = d / "workers"
+    _workers_log(root, "w2", "n3", [(1, 101), (2, 102)])
+    owner = _open_log(root, "w1", "n3", [(1, 101), (2, 102), (3, 103)])
+    with caplog.at_level(logging.ERROR):
+        _, landed = take_workers_logs(d, 5, wait=0.2)
+    assert "still open at a worker" in caplog.text
+    assert landed.landed("n3", "t", 102) is True and landed.landed("n3", "t", 103) is False
+    owner.close()
+    owner = _open_log(root, "w1", "n7", [(5, 105)])
+    with pytest.raises(noria_py.Error, match="still open at a worker"):
+        take_workers_logs(d, 9, wait=0.2)
+    owner.close()
 
 
 def test_a_restart_keeps_the_tags_of_the_last_writes_a_client_can_have_in_flight(
@@ -727,7 +826,8 @@ def _check_plan(plan: dict, logged: dict[str, list[int]]) -> None:
 
 
 def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40, quiet: bool = False,
-                      writes: str = "controller") -> None:
+                      writes: str = "controller", down: tuple[float, float] = (0, 0.3)
+                      ) -> None:
     """Random writes (and views created half-way) from one client while another
     thread SIGKILLs the controller at a random moment (mid-request, or between two),
     then starts it again. A write whose request was under way is in doubt (the client
@@ -737,7 +837,9 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40, quiet: bool = False,
     client holding its next one until the controller is back: the restart keeps the
     workers' nodes, which then take the rest of the load (and views made then).
     ``writes``: ``serve --writes`` (``worker``: the tables come back from the
-    workers' logs, and the views are rebuilt, so no plan is checked)."""
+    workers' logs, and the views are rebuilt, so no plan is checked). ``down``: how
+    long the controller stays down (seconds, drawn in that range): with ``worker``,
+    the inserts at the workers go on meanwhile."""
     rng = random.Random(seed)
     shards = rng.choice([1, 2])
     d = str(tmp_path / f"data{seed}")
@@ -752,7 +854,7 @@ def _restart_mid_load(seed: int, tmp_path, ops_n: int = 40, quiet: bool = False,
         kill_at = rng.randrange(len(ops))
         reached = threading.Event()
         restarted = threading.Event()
-        delay, down_for = rng.uniform(0, 0.02), rng.uniform(0, 0.3)
+        delay, down_for = rng.uniform(0, 0.02), rng.uniform(*down)
 
         def killer() -> None:
             reached.wait()
@@ -839,8 +941,17 @@ def test_controller_sigkill_mid_load_matches_duckdb_with_writes_at_the_worker(se
     _restart_mid_load(seed, tmp_path, writes="worker")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS[:4])
+def test_controller_down_for_seconds_mid_load_matches_duckdb_with_writes_at_the_worker(
+        seed, tmp_path):
+    """The same with the controller down 1-2.5 s: the inserts at the workers go on
+    (the other writes wait for it), and the tables and views after match DuckDB."""
+    _restart_mid_load(seed, tmp_path, writes="worker", down=(1.0, 2.5))
+
+
 def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
-                                          twice: bool = False) -> Counter:
+                                          twice: bool = False, gap: bool = False) -> Counter:
     """Clients insert votes at the bases' worker (rows, columns, Arrow; each row
     unique) while the controller is SIGKILLed at a random moment and started again
     on its directory (``--writes worker --data-dir``). No client sees an error: a
@@ -853,8 +964,11 @@ def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
     before: each must then be in the table whole or not at all.) ``twice``: once
     the restarted controller is up,
     it is SIGKILLed and started again, and the clients ask only then (the first
-    restart's tags come from ``DIR/landed.json``). Returns what the clients were
-    told."""
+    restart's tags come from ``DIR/landed.json``). ``gap``: the controller stays
+    down 1-3 s, and the writes at the workers go on meanwhile (``Worker.goes_on``):
+    some are acknowledged then, and the view read at the workers then counts more
+    at the end of the gap than at its start; after the restart the view matches
+    DuckDB's over every acknowledged vote. Returns what the clients were told."""
     import pyarrow as pa
     rng = random.Random(seed)
     told: Counter = Counter()
@@ -879,6 +993,8 @@ def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
         doubtful: list[list[tuple[int, int]]] = []
         errors: list[BaseException] = []
         stop = threading.Event()
+        down = threading.Event()                    # (the controller is killed)
+        acked_down = [0]
 
         def writer(i: int, wrng: random.Random) -> None:
             try:
@@ -900,6 +1016,7 @@ def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
                         n += len(rows)
                         continue
                     acked[i].extend(rows)
+                    acked_down[0] += down.is_set()
                     n += len(rows)
                 w.close()
             except BaseException as e:
@@ -909,9 +1026,23 @@ def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
         for th in threads:
             th.start()
         time.sleep(rng.uniform(0.3, 0.8))
+        deadline = time.monotonic() + RECONNECT
+        while gap and not all(acked) and time.monotonic() < deadline:
+            time.sleep(0.05)            # (each writer has its placement: asked of a controller)
+        view = db.view("votes")
+        before = sum(c for a in range(8) for _, c in view.lookup(a)) if gap else 0
         cluster.kill()
-        time.sleep(rng.uniform(0.0, 0.3))
+        down.set()
+        if gap:
+            time.sleep(rng.uniform(1.0, 3.0))
+            down.clear()
+            during = acked_down[0]
+            after = sum(c for a in range(8) for _, c in view.lookup(a))   # (at the workers)
+            assert during > 0 and after > before, (during, before, after, seed)
+        else:
+            time.sleep(rng.uniform(0.0, 0.3))
         cluster.restart()
+        down.clear()
         db.wait()                                   # (the restarted controller is up)
         if twice:
             cluster.kill()
@@ -936,6 +1067,15 @@ def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
         counts = Counter(a for a, _ in everything)
         view = {a: c for a in range(8) for _, c in db.view("votes").lookup(a)}
         assert view == {a: c for a, c in counts.items() if c}, seed
+        if gap:
+            import duckdb
+            con = duckdb.connect()
+            con.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+            con.executemany("INSERT INTO vote VALUES (?, ?)", everything)
+            assert view == dict(con.execute("SELECT article_id, COUNT(*) FROM vote "
+                                            "GROUP BY article_id").fetchall()), seed
+            print(f"seed {seed}: {acked_down[0]} write(s) acknowledged while the "
+                  "controller was down")
         print(f"seed {seed}: {len(everything)} votes, in doubt at the kill: "
               f"{told[True]} landed, {told[False]} sent again; {len(doubtful)} in doubt "
               "at a worker declared lost")
@@ -958,3 +1098,12 @@ def test_writes_in_flight_at_a_controller_sigkill_land_once_with_writes_at_the_w
 def test_writes_in_flight_at_a_controller_sigkill_are_answered_after_a_second_restart(
         seed, tmp_path, monkeypatch):
     _writers_through_a_controller_restart(seed, tmp_path, monkeypatch, twice=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+def test_writes_at_the_workers_go_on_while_the_controller_is_down(seed, tmp_path, monkeypatch):
+    """(A real cluster, its controller down for 1-3 s: 25-45 s a seed here, so slow; the
+    default suite has the restart's side in process:
+    ``test_a_restart_takes_the_writes_a_worker_took_while_it_was_down``.)"""
+    _writers_through_a_controller_restart(seed, tmp_path, monkeypatch, gap=True)
