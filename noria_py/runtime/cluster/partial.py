@@ -96,7 +96,8 @@ hole, and the client asks the controller, as before) whenever it cannot know it:
   undo: the key stays a hole, as a dropped fill leaves it); the client's upquery
   through the controller waits for the recovery;
 - *a held operator lost* (``partial_clear``), *the reader made full again* (``full``,
-  ``recheck``) or *dropped*: the same, for that reader;
+  ``recheck``) or *dropped*: the same, for that reader; *the controller lost* while
+  the writes go on (the gap: no loss can be declared): the same, for every reader;
 - *a catalog change* (``pause``): no upquery of its own starts while the workers'
   writes are paused, and the pause is answered only once those on their way have
   landed, so ``recheck`` finds none in flight (it waits for the controller's);

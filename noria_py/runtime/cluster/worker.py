@@ -495,6 +495,8 @@ class Worker:
         """The controller's connection ended while the writes go on (``goes_on``):
         from now on nothing is sent it, and ``on_gap`` dials back."""
         self.gone = True
+        self._direct_off()              # (no loss can be declared: misses are holes,
+                                        # partial.py, A miss without the controller)
         log.warning("worker %s: the controller was lost; taking writes and serving reads "
                     "as before while it is down", self.name)
         if self.on_gap is not None:
