@@ -167,6 +167,14 @@ WHOLE_LOG_PART_ROWS = 1 << 16
 #: the log in memory holds, each rewrite paid for by as many trimmed writes
 DISK_LOG_TRIM = 256
 
+#: ``serve --partial --writes worker``: seconds a read of a hole waits for its worker's
+#: own upquery (``Worker.direct_miss``) before it answers the hole, which the client
+#: then upqueries through the controller. A safety net only: an upquery whose fill
+#: may be lost fails at once (at a worker's loss, a held operator's loss, a catalog
+#: change that makes the reader full), so this is never waited out in a healthy
+#: cluster; long enough for a fill of a key with many rows under load.
+DIRECT_MISS_TIMEOUT = 10.0
+
 
 def _override(text: str) -> None:
     for item in filter(None, (x.strip() for x in text.split(","))):

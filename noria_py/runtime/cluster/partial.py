@@ -40,7 +40,9 @@ with it (``recheck``).
 How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 
 1. A read of a hole at the reader's worker answers "hole" (None); the client asks the
-   controller (``lookup``), whose ``View`` finds the hole again and upqueries.
+   controller (request ``upquery``), which upqueries the keys without reading the
+   readers again. (With ``--writes worker`` the holes are upqueried by the reader's
+   worker itself where it can: "A miss without the controller", below.)
 2. Under the database's lock (so in order with every write: the controller takes
    writes under it), the controller checks that every node of the chain is up and
    sends a ``fill`` frame to the source: for a base, with the key's rows computed
@@ -60,6 +62,53 @@ How a miss is filled (``ClusterPartial.fill``, the worker's ``Worker._fill``):
 4. The reader's worker fills each key that is still a hole with the rows and
    answers the controller (a ``rep`` to the upquery's request id), and the
    controller answers the read.
+
+A miss without the controller (``--writes worker``, direct channels: the default
+``auto`` takes the writes at the workers). The catalog change ``partial`` carries every
+chain of the reader, and the reader's worker upqueries the holes a ``get`` or a
+``read`` found itself (``Worker.direct_miss_many``, one upquery per reader shard):
+its read thread hands the keys to the message thread, which answers from the reader
+if they are held by now, else sends one ``fill`` frame of them up each chain to its
+source, as the controller's step 2 does (no rows: the source
+computes them when it handles the frame, a base at its worker in order with the
+writes it takes), with a request id of its own (``DIRECT`` and below: never the
+controller's, which are positive, nor ``EVICT`` or ``SIZES``); the fill travels the
+chain as any other, and where it lands at the reader, it is applied as any other
+(step 4) and answers the client on the read connection, sent by the message thread
+at once. Why that is as right as the controller's path: the controller's lock
+ordered its fill after the writes *it* took; with the writes at the workers the
+order that matters is the base's worker's, which the fill meets there either way (a
+write acknowledged before the miss has been applied there and its output sent
+ahead of the fill on the same edge, so it is in the fill and dropped at the hole; one
+whose output still waits for the log replica is left out and follows the fill). What
+the controller checked per upquery moves to the worker, which falls back (answers the
+hole, and the client asks the controller, as before) whenever it cannot know it:
+
+- *the chain up and released*: a reader is ready for its worker's own upqueries only
+  once the controller's upquery of it has found every node of its chains up and its
+  workers past every ``release`` (the ping above), and said so in a ``direct_ok``
+  frame on the worker's connection, sent under the runtime's lock; a loss declared
+  after it is a ``lost`` frame behind it, which empties the ready set (so does each
+  ``lost``: a recovery's ``release`` is known to be handled only by the controller);
+- *a worker lost* (``lost``): every upquery of the worker's own on its way answers the
+  hole at once (its fill may be lost, or held and dropped), as the controller's fail
+  (``fail_upqueries``); a fill of one that lands later is not applied (nothing to
+  undo: the key stays a hole, as a dropped fill leaves it); the client's upquery
+  through the controller waits for the recovery;
+- *a held operator lost* (``partial_clear``), *the reader made full again* (``full``,
+  ``recheck``) or *dropped*: the same, for that reader; *the controller lost* while
+  the writes go on (the gap: no loss can be declared): the same, for every reader;
+- *a catalog change* (``pause``): no upquery of its own starts while the workers'
+  writes are paused, and the pause is answered only once those on their way have
+  landed, so ``recheck`` finds none in flight (it waits for the controller's);
+- *the memory limit*: only while a key (the moving average of the bytes a key took at
+  this worker's fills) fits the worker's share; else through the controller, which
+  grants more (``_grant``); the worker reports its bytes after each fill either way;
+- *no answer in* ``tuning.DIRECT_MISS_TIMEOUT`` seconds (a safety net: never waited
+  out in a healthy cluster): the hole.
+
+With ``--writes controller`` a base's fill must follow the writes the controller
+accepted, which its worker may not have yet: every miss goes through the controller.
 
 Why a fill never double-counts or misses a write (Noria's replay-path rule, with the
 embedded engine's reasoning, partial.py rule 3): the fill leaves the source behind
@@ -209,6 +258,14 @@ EVICT = -1
 #: the request id of a ``fill`` frame carrying a held operator's bytes for some keys
 #: down its chain to the reader's worker, which counts them (module docstring, Eviction)
 SIZES = -2
+#: the first request id of a worker's own upqueries (module docstring, A miss without
+#: the controller), each next one lower: below ``SIZES``, never the controller's (> 0)
+DIRECT = -3
+
+
+def is_direct(rid: int) -> bool:
+    """Whether request id ``rid`` is a worker's own upquery's (``DIRECT``)."""
+    return rid <= DIRECT
 
 
 def chain(graph: Graph, reader_id: str,
@@ -428,7 +485,8 @@ class ClusterPartial(Partial):
             op.partial = True               # (the stand-in, and the plan's copy it wraps)
             getattr(op, "local", op).partial = True
         self.cluster.announce(("partial", reader_id, self.limit,
-                               [[h, list(c)] for h, c in held], evict_path(chains, held)))
+                               [[h, list(c)] for h, c in held], evict_path(chains, held),
+                               [[path, list(c)] for path, c in chains]))
         return True
 
     def recheck(self) -> None:
@@ -691,6 +749,13 @@ class ClusterPartial(Partial):
                 rt.worker_of(path[0]).put(["fill", path[0], ["", rid, path,
                                                              [list(k) for k in keys],
                                                              list(cols), batches]])
+            if rt.at_workers and rt.direct:
+                with rt.lock:           # (no loss declared since the check: module
+                    # docstring, A miss without the controller; any later ``lost``
+                    # frame follows this one on the worker's connection)
+                    if at.alive and rt.releases == self.synced.get(reader_id, 0) \
+                            and all(n in rt.up for n in nodes):
+                        at.put(["direct_ok", reader_id])
         self.upqueries += len(keys)
         return rid, fut
 

@@ -14,6 +14,10 @@ a row, and each column's values, int64 and float64 ones as their bytes), which t
 client makes rows (``rows_found``) with no per-row work at the worker or in msgpack.
 A ``lookup`` is ``["get", id, node, key]``, answered ``["ok", id, rows]`` (the key's
 rows, None for a hole): no lists of groups and keys to make and check at either end.
+With ``serve --partial --writes worker``, the holes a ``get`` or a ``read`` finds are
+upqueried by the worker itself where it can (``Reads.miss``, ``Reads.miss_many``;
+partial.py, "A miss without the controller") and answered with the rows once the
+fill has landed; else as holes.
 A read of a view with range parameters (``col > ?``) is ``["range", id, [node, ...],
 key, [[op, value], ...]]`` (``range_rows``), answered ``["ok", id, rows]``, the rows of
 every node named in turn, each node's sorted by the view's ORDER BY (the client merges).
@@ -162,6 +166,16 @@ class Reads:
         #: as it is known, before the call returns it)
         self.write: Callable[[str, str, Sequence[Any], int, Callable[[Any], None]],
                              Any] | None = None
+        #: ``serve --partial --writes worker``: a ``get`` that found a hole asks the
+        #: worker's own upquery (``Worker.direct_miss``: the key's rows, or None, the
+        #: hole, which the client upqueries through the controller; its last
+        #: argument: called with the rows on the message thread as soon as the fill
+        #: lands, before the call returns them); None: holes are answered as holes
+        self.miss: Callable[[str, Any, Callable[[Any], None]], list[Any] | None] | None = None
+        #: the same for a ``read``'s holes (``Worker.direct_miss_many``: per ``[node,
+        #: keys]`` asked, each key's rows, None for a hole; or None, all holes)
+        self.miss_many: Callable[[Sequence[tuple[str, list[Any]]]],
+                                 list[list[Any] | None]] | None = None
 
     def answer(self, groups: Sequence[Any]) -> list[Any]:
         """The rows of each key of each ``[node, keys]`` group (any thread); raises
@@ -541,7 +555,30 @@ class ReadServer:
                 self._write(conn, f)
                 continue
             rid, groups = _check_request(f)
-            _send_answer(conn, rid, answer, groups)
+            _send_answer(conn, rid, answer if self.reads.miss_many is None
+                         else self._read_or_fill, groups)
+
+    def _read_or_fill(self, groups: Sequence[Any]) -> list[Any]:
+        """A ``read``'s answer, its holes upqueried by the worker itself where it can
+        (``Reads.miss_many``: one upquery per reader shard, sent together); those it
+        cannot are answered holes (None), which the client upqueries through the
+        controller. A partial reader's answer is never in columns (``dense_parts``)."""
+        out = self.reads.answer(groups)
+        many = self.reads.miss_many
+        asks: list[tuple[int, list[int], list[Any]]] = []
+        for g, ((nid, keys), found) in enumerate(zip(groups, out)):
+            if type(found) is list and None in found:
+                if type(keys) is bytes:
+                    keys = np.frombuffer(keys, dtype="<i8").tolist()
+                holes = [i for i, rows in enumerate(found) if rows is None]
+                asks.append((g, holes, [keys[i] for i in holes]))
+        if asks and many is not None:
+            filled = many([(groups[g][0], ks) for g, _, ks in asks])
+            for (g, holes, _), rows in zip(asks, filled):
+                if rows is not None:
+                    for i, r in zip(holes, rows):
+                        out[g][i] = r
+        return out
 
     def _write(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
         """``["write", id, base, method, args, tag]`` (``serve --writes worker``; ``tag``,
@@ -575,7 +612,39 @@ class ReadServer:
         rid, nid = f[1], f[2]
         if type(rid) is not int or type(nid) is not str:
             raise wire.ProtocolError('expected ["get", id, node, key]')
-        _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
+        miss = self.reads.miss
+        if miss is None:
+            _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
+            return
+        try:
+            rows = self.reads.answer_one(nid, f[3])
+        except Exception:               # noqa: BLE001 - (rare) read again, answered as ever
+            _send_answer(conn, rid, self.reads.answer_one, nid, f[3])
+            return
+        if rows is None:                # (a hole: the worker's own upquery)
+            self._fill(conn, rid, nid, f[3], miss)
+        else:
+            conn.send(["ok", rid, rows])
+
+    def _fill(self, conn: wire.Connection, rid: int, nid: str, key: Any,
+              miss: Callable[[str, Any, Callable[[Any], None]], list[Any] | None]) -> None:
+        """A ``get`` that found a hole, upqueried by the worker itself where it can
+        (``Reads.miss``): answered ``["ok", id, rows]`` by the message thread as soon
+        as the fill lands (as a write's answer is: ``_write``), or the hole (None)."""
+        lock = threading.Lock()
+        sent: list[tuple[bytes, bool]] = []
+
+        def at_once(rows: Any) -> None:     # (the message thread: never waits here)
+            with lock:
+                if not sent:
+                    sent.append(conn.send_now(["ok", rid, rows]))
+        rows = miss(nid, key, at_once)
+        with lock:
+            if not sent:
+                sent.append((b"", False))
+                conn.send(["ok", rid, rows])
+            elif sent[0][0]:
+                conn.send_rest(*sent[0])
 
     def _range(self, conn: wire.Connection, f: tuple[Any, ...]) -> None:
         """``["range", id, [node, ...], key, [[op, value], ...]]``, a read of a view with

@@ -58,7 +58,12 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   controller ``["rep", upquery id, rows per key]``, with a memory limit after
   ``["mem", bytes held, keys held, bytes the fill took]``; the requests ``share``
   (this worker's share of the limit: it evicts down to it before answering) and
-  ``pin`` (a subscribed key, never evicted)
+  ``pin`` (a subscribed key, never evicted); with ``--writes worker`` and direct
+  channels, ``["direct_ok", reader]`` (the controller found the reader's chains up:
+  a ``get`` of a hole is upqueried by this worker itself, its fills with request
+  ids of its own, until a loss; partial.py, "A miss without the controller"), and
+  from a read thread ``["dm", reader, keys, request id, answer]`` (such a miss) and
+  ``["dm_drop", request id]`` (given up on)
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
   ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
@@ -124,6 +129,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import itertools
 import logging
 import os
 import signal
@@ -166,7 +172,18 @@ from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer, counted
 from .errors import NodeDown
 from .falkirk import take_span
-from .partial import EVICT, SIZES, Fill, WorkerPartial, source_rows, step, through_held
+from .partial import (
+    DIRECT,
+    EVICT,
+    SIZES,
+    Fill,
+    WorkerPartial,
+    chain,
+    is_direct,
+    source_rows,
+    step,
+    through_held,
+)
 from .reads import IN_DOUBT, Reads, ReadServer, collector_paused, range_rows
 from .wire import (
     decode_batch,
@@ -444,8 +461,27 @@ class Worker:
         #: thread can take the ``rdur``; the replica's before it sends ``rdur``)
         self.disk: DiskLogs | None = (DiskLogs(disk) if disk is not None and self.at_workers
                                       else None)
+        #: ``--partial --writes worker`` (direct channels): a ``get`` of a hole of a
+        #: partial reader hosted here is upqueried by this worker itself, without the
+        #: controller (partial.py, A miss without the controller): each partial
+        #: reader's chains ([node ids, source first; the source's key columns]), the
+        #: readers whose chains the controller last found up and released
+        #: (``direct_ok``; emptied at any loss), and the upqueries on their way
+        #: (request id -> reader, the answer's callback)
+        self.direct_chains: dict[str, list[tuple[list[str], tuple[int, ...]]]] = {}
+        self.direct_ready: set[str] = set()
+        self.direct_ups: dict[int, tuple[str, Callable[[Any], None]]] = {}
+        self.direct_rids = itertools.count(DIRECT, -1)
+        #: the bytes a key took at this worker's last fills (a moving average): a
+        #: worker's own upquery only while a key fits its share (else the
+        #: controller's, which grants more)
+        self.direct_per_key = 0
+        self.direct_fills = 0           # (keys its own upqueries answered: tests)
         if self.at_workers:
             self.reads.write = self.client_write
+            if self.direct:
+                self.reads.miss = self.direct_miss
+                self.reads.miss_many = self.direct_miss_many
 
     @property
     def goes_on(self) -> bool:
@@ -472,6 +508,8 @@ class Worker:
         """The controller's connection ended while the writes go on (``goes_on``):
         from now on nothing is sent it, and ``on_gap`` dials back."""
         self.gone = True
+        self._direct_off()              # (no loss can be declared: misses are holes,
+                                        # partial.py, A miss without the controller)
         log.warning("worker %s: the controller was lost; taking writes and serving reads "
                     "as before while it is down", self.name)
         if self.on_gap is not None:
@@ -551,12 +589,16 @@ class Worker:
                     self.replica_frame(f, src)
 
     def make_partial(self, reader_id: str, limit: int | None, held: Sequence[Any] = (),
-                     path: Sequence[str] = ()) -> None:
+                     path: Sequence[str] = (), chains: Sequence[Any] = ()) -> None:
         """Reader ``reader_id`` holds only the keys filled by upqueries from now on
         (all holes), and never checkpoints (it comes back all holes); so do the
         aggregates ``held`` ([node, its key columns]) on its chain ``path``. ``limit``:
         the cluster's memory limit (None: none); this worker's own share of it is 0
-        until the controller gives it one (``req_share``; partial.py, Eviction)."""
+        until the controller gives it one (``req_share``; partial.py, Eviction).
+        ``chains``: every chain of the reader ([node ids, the source's key columns]),
+        which this worker's own upqueries take (``direct_miss``)."""
+        self.direct_chains[reader_id] = [([str(n) for n in p], tuple(int(c) for c in cols))
+                                         for p, cols in chains]
         if self.partial is None:
             self.partial = WorkerPartial(self.graph, cast(Any, _Hosted(self.domains)),
                                          None if limit is None else 0, self._send_up)
@@ -581,6 +623,13 @@ class Worker:
         empty until the controller fills them (partial.py, ``recheck``); the reader's
         keys become holes (its chain now ends at them)."""
         partial = cast(WorkerPartial, self.partial)
+        self._direct_off(reader_id)     # (its new chain: up once the controller says)
+        if reader_id in self.direct_chains:
+            found = chain(self.graph, reader_id)    # (as the controller's, on its graph)
+            if found is None:
+                del self.direct_chains[reader_id]
+            else:
+                self.direct_chains[reader_id] = [found]
         if reader_id in self.domains:
             partial.lost(cast("Reader", self.graph[reader_id].op))
         partial.release_held(reader_id)
@@ -613,6 +662,7 @@ class Worker:
         becomes a hole too (partial.py, Failures)."""
         if self.partial is None:
             return
+        self._direct_off(reader_id)     # (until the controller's next upquery of it)
         for nid in self.held_by.get(reader_id, ()):
             if nid in self.domains:
                 cast(Any, self.graph[nid].op).reset()
@@ -620,6 +670,8 @@ class Worker:
             self.partial.lost(cast("Reader", self.graph[reader_id].op))
 
     def _removed(self, node_id: str) -> None:
+        if self.direct_chains.pop(node_id, None) is not None:
+            self._direct_off(node_id)
         if self.partial is not None and self.partial.paths.pop(node_id, None) is not None:
             self.partial.path_ids.pop(node_id, None)
             self.partial.release_held(node_id)
@@ -1161,23 +1213,40 @@ class Worker:
         else:
             rows = [decode_batch(b) for b in batches]
             if at == len(path) - 1:
+                direct = None
+                if is_direct(rid):      # (this worker's own upquery: ``direct_miss_now``)
+                    direct = self.direct_ups.pop(rid, None)
+                    if direct is None:
+                        return          # (failed, or given up on: the client asked the
+                                        # controller; never applied, so nothing to undo)
                 reader = cast("Reader", self.graph[m.dst].op)
                 answers = []
                 filled = 0              # (the bytes of the keys filled, before eviction)
+                n_filled = 0
                 partial = self.partial
                 for k, b in zip(key_tuples, rows):
                     key = k[0] if len(k) == 1 else k
                     found = reader.lookup(key)
                     if found is None:   # (held already: the fill is not applied again)
+                        n_filled += 1
                         found = reader.fill(key, b)
                         filled += reader.filled.get(key, 0)
                         if partial is not None:     # (and the operators' above it)
                             filled += partial.above_of(m.dst, key)
                     answers.append(found)
+                if n_filled:            # (a key's bytes, for ``direct_miss_now``)
+                    per_key = filled // n_filled
+                    self.direct_per_key = (per_key if not self.direct_per_key else
+                                           (3 * self.direct_per_key + per_key) // 4)
                 if partial is not None and partial.limit is not None:
                     partial.evict()     # (its bytes then, for the controller's shares)
                     self.send(["mem", partial.total, self._held_keys(), filled])
-                self.send(["rep", rid, answers])
+                if direct is None:
+                    self.send(["rep", rid, answers])
+                    return
+                self.direct_fills += len(answers)
+                direct[1](answers)
+                self._paused_yet()
                 return
             if m.dst in self.held_cols and self.graph[m.dst].kind == "join":
                 op = self.graph[m.dst].op   # (held partial: both sides' fills meet here)
@@ -1200,6 +1269,102 @@ class Worker:
         self._pass(nxt, ["fill", nxt, [m.dst, rid, path, keys, cols,
                                        None if rid == EVICT
                                        else [encode_batch(b) for b in rows]]])
+
+    def direct_miss(self, nid: str, key: Any,
+                    at_once: Callable[[Any], None]) -> list[Any] | None:
+        """A client's ``get`` found ``key`` a hole of partial reader ``nid`` (a read
+        thread's call, reads.py): its rows, from this worker's own upquery (handed to
+        the message thread: ``direct_miss_now``), given to ``at_once`` first, on the
+        message thread (it sends the answer without waiting for this thread to wake);
+        None when it falls back (the client then asks the controller, as before): not
+        ready, paused, or no answer within ``tuning.DIRECT_MISS_TIMEOUT``."""
+        def first(found: list[Any] | None) -> None:
+            at_once(None if found is None else found[0])
+        (found,) = self.direct_miss_many([(nid, [key])], first)
+        return None if found is None else cast("list[Any] | None", found[0])
+
+    def direct_miss_many(self, asks: Sequence[tuple[str, list[Any]]],
+                         at_once: Callable[[Any], None] | None = None
+                         ) -> list[list[Any] | None]:
+        """Each ``(reader, keys)`` of ``asks`` (a read thread's: a ``read`` or a ``get``
+        that found holes there), upqueried by this worker itself, every one handed to
+        the message thread before the first answer is waited for (their fills travel
+        together): each one's rows per key (None for a key still a hole), or None
+        where it falls back (as ``direct_miss``). ``at_once``: given the one ask's
+        answer on the message thread (one ask only)."""
+        out: list[list[Any] | None] = [None] * len(asks)
+        waits = []
+        for i, (nid, keys) in enumerate(asks):
+            if nid not in self.direct_ready or self.paused or self.ended:
+                continue                # (checked again on the message thread)
+            rid = next(self.direct_rids)
+            done = threading.Event()
+
+            def reply(found: Any, i: int = i, done: threading.Event = done) -> None:
+                if at_once is not None:
+                    at_once(found)
+                out[i] = found
+                done.set()
+            self.inbox.put_client((CLIENT, ["dm", nid, keys, rid, reply]))
+            waits.append((rid, done))
+        deadline = time.monotonic() + tuning.DIRECT_MISS_TIMEOUT
+        for rid, done in waits:
+            while not done.wait(0.5):
+                if self.ended or time.monotonic() > deadline:
+                    self.inbox.put_client((CLIENT, ["dm_drop", rid]))
+                    break
+        return out
+
+    def direct_miss_now(self, nid: str, keys: list[Any], rid: int,
+                        reply: Callable[[Any], None]) -> None:
+        """``direct_miss_many``'s ask on the message thread: keys all held by now answer
+        from the reader; else, if the controller last found the reader's chains up
+        (``direct_ready``), no catalog change holds the writes (``paused``) and the
+        keys fit this worker's share, one ``fill`` frame of them up each chain,
+        request id ``rid`` (``DIRECT``), to its source, on the messages' channels, as
+        the controller sends them; the reader answers ``reply`` when it lands
+        (``_fill_now``: each key's rows). Any other case answers what the reader
+        holds, None for a hole (which the client upqueries through the controller),
+        or None for them all."""
+        d = self.domains.get(nid)
+        partial = self.partial
+        if d is None or not d.alive or d.node.kind != "reader" or nid in self.holding \
+                or partial is None:
+            reply(None)
+            return
+        reader = cast("Reader", d.node.op)
+        try:
+            found = [reader.lookup(k) for k in keys]
+        except Exception:               # noqa: BLE001 - the controller's path says why
+            reply(None)
+            return
+        chains = self.direct_chains.get(nid)
+        if None not in found or chains is None or nid not in self.direct_ready \
+                or self.paused or (partial.limit is not None and partial.total + len(keys)
+                                   * max(self.direct_per_key, 1) > partial.limit):
+            reply(found)
+            return
+        self.direct_ups[rid] = (nid, reply)
+        asked = [list(k) if type(k) is tuple else [k] for k in keys]
+        for path, cols in chains:       # (one a chain: they meet at a held join)
+            self._pass(path[0], ["fill", path[0], ["", rid, path, asked, list(cols), None]])
+
+    def _direct_off(self, reader_id: str | None = None) -> None:
+        """This worker's own upqueries stop (of reader ``reader_id``; None: of every
+        reader) until the controller's next upquery of the reader says its chains
+        are up (``direct_ok``): a worker lost (a fill may be lost with it, a node of
+        a chain down), a held operator lost, a reader made full or dropped. Those on
+        their way answer the hole (their clients ask the controller, which waits for
+        the recovery), and their fills are not applied if they land."""
+        for rid, (nid, reply) in list(self.direct_ups.items()):
+            if reader_id is None or nid == reader_id:
+                del self.direct_ups[rid]
+                reply(None)
+        if reader_id is None:
+            self.direct_ready.clear()
+        else:
+            self.direct_ready.discard(reader_id)
+        self._paused_yet()
 
     def _pass(self, nxt: str, frame: list[Any]) -> None:
         """A ``fill`` frame on to node ``nxt`` of its chain, on the messages' channel."""
@@ -1422,6 +1587,9 @@ class Worker:
         self.ended = True
         if self.reads.write == self.client_write:
             self.reads.write = None
+        if self.reads.miss == self.direct_miss:
+            self.reads.miss = None      # (its holes answered as holes: the client asks)
+            self.reads.miss_many = None
         for groups in (self.committing, self.accepted):
             for group in groups.values():
                 for _, _, reply, _ in group:
@@ -1786,7 +1954,8 @@ class Worker:
         self._paused_yet()
 
     def _paused_yet(self) -> None:
-        if self.pausing and not self.committing and not self.accepted:
+        if self.pausing and not self.committing and not self.accepted \
+                and not self.direct_ups:    # (this worker's own upqueries landed)
             self.req_copy_out()
             self.links.flush()
             for rid in self.pausing:
@@ -1837,6 +2006,7 @@ class Worker:
         and is still held is dropped, and messages for its nodes are held here until
         they are placed again."""
         self.lost_workers.add(name)
+        self._direct_off()              # (a fill may be lost with it: the controller's)
         self.links.drop(name)
         self.replica_logs.lost(name)
         for nid, via in self.replica_of.items():
@@ -2184,6 +2354,14 @@ class Worker:
                 self.deferred.append(list(f))
             else:
                 self.accept(f[1], f[2], f[3], f[4], f[5])
+        elif op == "dm" and src == CLIENT:  # a read's hole, from a read thread
+            self.direct_miss_now(f[1], f[2], f[3], f[4])
+        elif op == "dm_drop" and src == CLIENT:
+            if self.direct_ups.pop(f[1], None) is not None:
+                self._paused_yet()
+        elif op == "direct_ok":
+            if f[1] in self.direct_chains:
+                self.direct_ready.add(f[1])
         elif op == "pause":
             self.pause(f[1])
         elif op == "resume":

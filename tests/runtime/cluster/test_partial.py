@@ -9,6 +9,7 @@ import os
 import random
 import signal
 import threading
+import time
 
 import duckdb
 import pytest
@@ -1289,3 +1290,249 @@ def test_a_shared_partial_join_becomes_full_again_in_a_cluster():
         assert sorted(db.view("ww").all()) == want
         assert [db.view("vv").lookup(k)[0] for k in range(20)] == want
         db.close()
+
+
+# ---------------------------------------------------------------- a miss without the controller
+
+def _direct_ready(worker, reader_id: str, seconds: float = 10) -> None:
+    """Wait until the controller's last upquery of ``reader_id`` has told its worker
+    that its chains are up (``direct_ok``): its next miss is its own upquery."""
+    deadline = time.monotonic() + seconds
+    while reader_id not in worker.direct_ready and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert reader_id in worker.direct_ready
+
+
+def test_a_direct_miss_at_another_worker_holds_a_write_at_the_base_once(monkeypatch):
+    """``--writes worker``: a miss read at the reader's worker is upqueried by that
+    worker itself (``Worker.direct_miss``), its fill sent straight to the base's
+    worker, another process's. A write applied at the base's worker whose output
+    waits for its log replica when the fill arrives is left out of the fill and
+    applied to the key after it (key 1); a fill held at the base's worker until that
+    write is acknowledged (its output has left, and was dropped at the hole) is
+    computed after it, and holds it (key 2): either way the key's rows hold the write
+    once. The first miss of the reader goes through the controller (it says the
+    chain is up), the next ones do not."""
+    from noria_py.runtime.cluster import worker as worker_mod
+    from noria_py.runtime.cluster.partial import is_direct
+    from noria_py.runtime.cluster.worker import SELF
+
+    from .test_writes import _in_process, _tracked_workers
+    workers = _tracked_workers(monkeypatch)
+    gate, aside = threading.Event(), []         # (the replica's log frames, set aside)
+    gate.set()
+    hold, held_fills = threading.Event(), []    # (direct fills at the base, set aside)
+    replica_frame, fill = worker_mod.Worker.replica_frame, worker_mod.Worker._fill
+
+    def held_frame(self, f, src):
+        if f[0] == "rlog" and not gate.is_set():
+            aside.append((self, f, src))
+            return
+        replica_frame(self, f, src)
+
+    def held_fill(self, m):
+        if hold.is_set() and is_direct(m.body[1]) and self.graph[m.dst].kind == "base":
+            held_fills.append((self, m))
+            return
+        fill(self, m)
+
+    def until(cond, seconds=10):
+        deadline = time.monotonic() + seconds
+        while not cond() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert cond()
+
+    def open_gate():
+        gate.set()
+        for worker, f, src in aside:
+            worker.inbox.put((src, f))
+
+    def write_then_miss(row: tuple) -> tuple[threading.Thread, threading.Thread]:
+        """``row`` written, applied at the base's worker and held for its replica; then
+        a miss of its key, read in a thread (its rows appended to ``got``)."""
+        aside.clear()
+        gate.clear()
+        writer = threading.Thread(target=lambda: t.insert([row]))
+        writer.start()
+        until(lambda: aside)
+        miss = threading.Thread(target=lambda: got.append(view.lookup(row[0])))
+        miss.start()
+        return writer, miss
+    got: list = []
+    monkeypatch.setattr(worker_mod.Worker, "replica_frame", held_frame)
+    monkeypatch.setattr(worker_mod.Worker, "_fill", held_fill)
+    with _in_process(partial=True) as db:
+        try:
+            db.execute("CREATE TABLE t (k INT, n INT)")
+            db.execute("CREATE VIEW by_k AS SELECT k, n FROM t WHERE k = ?")
+            t, view = db.table("t"), db.view("by_k")
+            t.insert([(1, 10), (2, 20), (3, 30)])
+            db.wait()
+            graph = db.graph()
+            base = next(n for n in graph if n["kind"] == "base")
+            reader = next(n for n in graph if n["kind"] == "reader")
+            assert reader["worker"] != base["worker"]
+            at = next(w for w in workers if w.name == reader["worker"])
+            assert view.lookup(3) == [(3, 30)]          # (through the controller)
+            _direct_ready(at, reader["id"])
+
+            # key 1: the write applied at the base, its output held for the replica
+            writer, miss = write_then_miss((1, 11))
+            miss.join(30)
+            assert got == [[(1, 10)]] and at.direct_fills == 1
+            open_gate()
+            writer.join(30)
+            db.wait()
+            assert sorted(view.lookup(1)) == [(1, 10), (1, 11)]
+
+            # key 2: the fill held at the base until the write's output has left
+            hold.set()
+            writer, miss = write_then_miss((2, 21))
+            until(lambda: held_fills)
+            open_gate()
+            writer.join(30)                 # (acknowledged: its output has left)
+            assert not writer.is_alive() and miss.is_alive()
+            hold.clear()
+            for worker, m in held_fills:
+                worker.inbox.put((SELF, ["fill", m.dst, m.body]))
+            miss.join(30)
+            assert sorted(got[1]) == [(2, 20), (2, 21)] and at.direct_fills == 2
+            db.wait()
+            assert sorted(view.lookup(2)) == [(2, 20), (2, 21)]
+        finally:
+            hold.clear()
+            open_gate()
+
+
+#: the views of the direct misses' differential run: a base's rows, a COUNT and the vote
+#: view (a join and a COUNT held partial: two chains, from two bases) and a TopK
+DIRECT_VIEWS = ("v_rows", "v_count", "v_votes", "v_top")
+
+
+def _direct_run(seed: int, shards: int, ops: int, monkeypatch) -> None:
+    """Random inserts and deletes of both tables, each followed now and then by a miss
+    or a hit racing it (unchecked), and after ``wait()`` every few writes, keys read by
+    ``lookup`` (most never read before: misses, upqueried by the readers' workers
+    themselves) as DuckDB answers them, by ``lookup`` and ``lookup_many``; then every
+    key. Most misses are direct."""
+    from .test_writes import _in_process, _tracked_workers
+    workers = _tracked_workers(monkeypatch)
+    rng = random.Random(seed)
+    keys = list(range(80))
+    with _in_process(partial=True, shards=shards) as db:
+        for sql in DDL:
+            db.execute(sql)
+        for name in DIRECT_VIEWS:
+            db.execute(f"CREATE VIEW {name} AS {VIEWS[name]}")
+        model: dict[str, list[tuple]] = {"t1": [], "t2": []}
+        wrong: list = []
+
+        def check(ks: list[int]) -> None:
+            """Every other view's keys read first by ``lookup_many`` (a key repeated),
+            the others' by ``lookup``, then again the other way."""
+            db.wait()
+            con = _oracle(model)
+            for j, name in enumerate(DIRECT_VIEWS):
+                v = db.view(name)
+                want = [normalize(con.execute(VIEWS[name], [k]).fetchall()) for k in ks]
+                for way in ((0, 1) if j % 2 else (1, 0)):
+                    got = ([normalize(v.lookup(k)) for k in ks] if way else
+                           [normalize(r) for r in v.lookup_many(ks + ks[:1])][:len(ks)])
+                    for k, g, w in zip(ks, got, want):
+                        if g != w:
+                            wrong.append((name, "lookup" if way else "lookup_many", k, g, w))
+        for i in range(ops):
+            table = "t1" if rng.random() < 0.7 else "t2"
+            rows = model[table]
+            if rows and rng.random() < 0.3:
+                gone = [rows.pop(rng.randrange(len(rows))) for _ in range(rng.randint(1, 2))
+                        if rows]
+                db.table(table).delete(gone)
+            else:
+                new = [(rng.choice(keys), rng.randint(0, 9), rng.choice(TEXTS))[:3 if table == "t1"
+                                                                                 else 2]
+                       for _ in range(rng.randint(1, 4))]
+                db.table(table).insert(new)
+                rows.extend(new)
+            if rng.random() < 0.5:      # (racing the write in flight: unchecked)
+                db.view(rng.choice(DIRECT_VIEWS)).lookup(rng.choice(keys))
+            if i % 6 == 5:
+                check(rng.sample(keys, 3))
+        check(keys)
+        # (the last check's reads are misses but for the keys read before, each the
+        # worker's own but each reader shard's first)
+        before = ops // 6 * 3 * len(DIRECT_VIEWS) + ops
+        misses = len(keys) * len(DIRECT_VIEWS) - before - shards * len(DIRECT_VIEWS)
+        direct = sum(w.direct_fills for w in workers)
+        assert not wrong, wrong[:5]
+        assert direct >= misses, (direct, misses)
+
+
+def test_direct_misses_with_writes_and_deletes_match_duckdb(monkeypatch):
+    """``--writes worker``, one shard (two, in the slow suite)."""
+    _direct_run(1, 1, 36, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_direct_misses_with_writes_and_deletes_match_duckdb_sharded(seed, monkeypatch):
+    _direct_run(seed + 2, 2, 60, monkeypatch)
+
+
+@pytest.mark.slow
+def test_a_worker_lost_during_a_direct_miss_answers_through_the_controller(monkeypatch):
+    """The base's worker stopped while a miss's own fill (its reader's worker's, not
+    the controller's) is on its way to it, then SIGKILLed: the reader's worker fails
+    its upquery at the loss (the hole), the client asks the controller, which waits
+    for the base's recovery and upqueries again; the rows are right, and so are the
+    misses after (direct again once the controller's next upquery says the chain is
+    up)."""
+    from noria_py.runtime.cluster.server import Server
+
+    monkeypatch.setenv("NORIA_TUNING", "DIRECT_MISS_TIMEOUT=600")   # (the workers')
+    server = Server(port=0, workers=2, shards=1, channels="direct", partial=True,
+                    writes="worker")
+    try:
+        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
+        db.execute("CREATE TABLE t (k INT, n INT)")
+        db.execute("CREATE VIEW by_k AS SELECT k, n FROM t WHERE k = ?")
+        t, view = db.table("t"), db.view("by_k")
+        t.insert([(k, k * 10) for k in range(50)])
+        db.wait()
+        manager = server.db._partial
+        graph = db.graph()
+        base = next(n for n in graph if n["kind"] == "base")
+        reader = next(n for n in graph if n["kind"] == "reader")
+        assert reader["worker"] != base["worker"]
+        k = 0
+        while True:                     # (until a miss is the reader's worker's own)
+            sent = manager.upqueries
+            assert view.lookup(k) == [(k, k * 10)]
+            k += 1
+            if manager.upqueries == sent:
+                break
+            assert k < 20
+        sent, got = manager.upqueries, []
+        os.kill(base["pid"], signal.SIGSTOP)
+        try:
+            miss = threading.Thread(target=lambda: got.append(view.lookup(40)))
+            miss.start()
+            miss.join(0.5)
+            assert miss.is_alive() and manager.upqueries == sent    # (its own fill)
+        finally:
+            os.kill(base["pid"], signal.SIGKILL)
+        miss.join(60)                   # (never the worker's give-up: NORIA_TUNING)
+        assert got == [[(40, 400)]]
+        assert manager.upqueries > sent                  # (through the controller)
+        t.insert([(41, 1), (40, 2)])
+        db.wait()
+        assert sorted(view.lookup(40)) == [(40, 2), (40, 400)]
+        assert sorted(view.lookup(41)) == [(41, 1), (41, 410)]
+        sent = manager.upqueries
+        assert [view.lookup(j) for j in range(42, 46)] == [[(j, j * 10)] for j in range(42, 46)]
+        assert manager.upqueries - sent < 4             # (direct again)
+        assert db.recoveries()
+        db.close()
+    finally:
+        server.stopped.set()
+        server.close()
