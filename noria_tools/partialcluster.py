@@ -21,7 +21,7 @@ the partial run serves under that limit, shared by the workers.
 
 ``--misses`` (also ``noria-py bench partial-cluster --misses``) measures misses alone,
 on the partial cluster only: every key read once, so every read is an upquery;
-``--reads`` keys by ``lookup`` (misses/s and the p50, wall-clock ms), then as many
+``--reads`` keys by ``lookup`` (misses/s and the p50, p99 and mean, wall-clock ms), then as many
 other keys by ``lookup_many`` in calls of ``--many`` keys (misses/s, and the p50 of
 a call divided by its keys).
 """
@@ -99,7 +99,8 @@ def misses(articles: int, votes: int, channels: str, view: str = "vote",
            ) -> dict[str, float]:
     """A partial cluster's misses alone (``--misses``): ``reads`` keys never read
     before by ``lookup``, then ``reads`` others by ``lookup_many`` in calls of
-    ``many``; misses/s and the p50 (ms a key) of each."""
+    ``many``; misses/s and the p50 (ms a key) of each, and the p99 and mean of a
+    ``lookup``'s."""
     rng = random.Random(1)
     with _served(_extra(True, None, writes), channels, articles, votes, view, rng) as db:
         v = db.view("vv")
@@ -115,7 +116,9 @@ def misses(articles: int, votes: int, channels: str, view: str = "vote",
             v.lookup_many(part)
             calls.append((time.perf_counter() - start) * 1e3 / len(part))
         t2 = time.perf_counter()
+    tail = sorted(lat)
     return {"lookup_rate": len(one) / (t1 - t0), "lookup_p50": statistics.median(lat),
+            "lookup_p99": tail[int(0.99 * (len(tail) - 1))], "lookup_mean": statistics.fmean(lat),
             "many_rate": len(batched) / (t2 - t1), "many_p50": statistics.median(calls)}
 
 
@@ -157,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         r = misses(args.articles, args.votes, args.channels, args.view, args.writes,
                    args.reads, args.many)
         print(f"misses ({args.view}, --writes {args.writes or 'default'}): lookup "
-              f"{r['lookup_rate']:,.0f} keys/s, p50 {r['lookup_p50']:.3f} ms; lookup_many "
+              f"{r['lookup_rate']:,.0f} keys/s, p50 {r['lookup_p50']:.3f} ms, p99 "
+              f"{r['lookup_p99']:.3f} ms, mean {r['lookup_mean']:.3f} ms; lookup_many "
               f"of {args.many} {r['many_rate']:,.0f} keys/s, p50 {r['many_p50']:.3f} ms a key",
               flush=True)
         return
