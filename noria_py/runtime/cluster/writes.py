@@ -255,6 +255,21 @@ def log_parts(table: Sequence[Batch], writes: Sequence[Batch], rows: int
     return parts
 
 
+@dataclass
+class PartsTaken:
+    """The parts of a base's whole log a replica has taken so far (``ReplicaLogs.part``),
+    kept aside until the last (``ReplicaLogs.full``)."""
+    owner: str                  # the worker sending them
+    fill: int                   # its number for this whole log
+    taken: int = 0              # parts taken so far, the next is part ``taken``
+    table: list[Batch] = field(default_factory=list)    # the table's batches
+    writes: list[Batch] = field(default_factory=list)   # the writes after it
+
+    def turn(self) -> tuple[str, int, int]:
+        """(owner, fill, parts taken): what the next part must match."""
+        return self.owner, self.fill, self.taken
+
+
 class ReplicaLogs:
     """The write logs a worker keeps as the replica of bases hosted elsewhere (their
     owners send them: ``part``, ``full``, ``append``, ``trim``), and the tags of their
@@ -263,9 +278,8 @@ class ReplicaLogs:
     def __init__(self) -> None:
         self.logs: dict[str, WriteHistory] = {}
         self.tags: dict[str, collections.deque[int]] = {}
-        #: per base, the parts of a whole log on their way (``part``): [its owner, the
-        #: fill's number, parts taken, the table's batches, the writes]
-        self.parts: dict[str, list[Any]] = {}
+        #: per base, the parts of a whole log on their way (``part``)
+        self.parts: dict[str, PartsTaken] = {}
 
     def part(self, nid: str, src: str, fill: int, i: int, table: list[Batch],
              writes: list[Batch]) -> None:
@@ -275,13 +289,13 @@ class ReplicaLogs:
         turn is an error (the log would miss or misplace writes)."""
         got = self.parts.get(nid)
         if i == 0:
-            got = self.parts[nid] = [src, fill, 0, [], []]
-        elif got is None or got[:3] != [src, fill, i]:
+            got = self.parts[nid] = PartsTaken(src, fill)
+        elif got is None or got.turn() != (src, fill, i):
             raise RecoveryError(f"base {nid}: part {i} of the whole log {fill} from "
-                                f"{src} out of turn (have {got and got[:3]})")
-        got[2] += 1
-        got[3].extend(table)
-        got[4].extend(writes)
+                                f"{src} out of turn (have {got and got.turn()})")
+        got.taken += 1
+        got.table.extend(table)
+        got.writes.extend(writes)
 
     def full(self, op: Base, nid: str, start: int, table: Sequence[Batch],
              writes: list[Batch], src: str = "", fill: int = 0, parts: int = 0) -> None:
@@ -290,17 +304,17 @@ class ReplicaLogs:
         from ``src``; they go first."""
         got = self.parts.pop(nid, None)
         if parts:
-            if got is None or got[:3] != [src, fill, parts]:
+            if got is None or got.turn() != (src, fill, parts):
                 raise RecoveryError(f"base {nid}: the whole log {fill} from {src} has "
                                     f"{parts} parts before its last, here "
-                                    f"{got and got[:3]}")
-            table, writes = got[3] + list(table), got[4] + writes
+                                    f"{got and got.turn()}")
+            table, writes = got.table + list(table), got.writes + writes
         self.logs[nid] = history_from(op, start, table, writes)
         self.tags.setdefault(nid, collections.deque(maxlen=LANDED_KEPT))
 
     def lost(self, src: str) -> None:
         """Owner ``src`` was lost: the parts of its whole logs will not be finished."""
-        for nid in [n for n, got in self.parts.items() if got[0] == src]:
+        for nid in [n for n, got in self.parts.items() if got.owner == src]:
             del self.parts[nid]
 
     def append(self, nid: str, batches: list[Batch], tags: list[int]) -> None:
