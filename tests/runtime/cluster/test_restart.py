@@ -25,6 +25,7 @@ from noria_py.ops.base import Base
 from noria_py.remote import RemoteDatabase
 from noria_py.runtime.cluster import restart, wire, writes
 from noria_py.runtime.cluster import worker as worker_module
+from noria_py.runtime.cluster.channels import CONTROLLER
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.reads import IN_DOUBT, MAX_READ_CONNECTIONS, NotHere, Reads
 from noria_py.runtime.cluster.restart import (
@@ -50,6 +51,7 @@ from tests.differential.helpers import (
     table_rows,
 )
 from tests.runtime.cluster.test_cluster import _random_ops, create_schema
+from tests.runtime.cluster.test_writes import _in_process, _tracked
 
 SEEDS = list(range(8))
 #: seconds the tests' clients dial a restarting controller (a loaded machine takes a
@@ -239,8 +241,8 @@ class _FakeController:
     """A listening socket that authenticates workers as a controller does and sends
     each its config (``rejoin`` seconds); ``hellos`` gets each one's hello."""
 
-    def __init__(self, token: str, rejoin: float, more: tuple = ()) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, token: str, rejoin: float, more: tuple = (), port: int = 0) -> None:
+        self.sock = socket.create_server(("127.0.0.1", port))
         self.port = self.sock.getsockname()[1]
         self.token, self.rejoin = token, rejoin
         self.config = ["config", "w1", 1, False, False, "relay", 7, rejoin]
@@ -315,12 +317,7 @@ def test_a_worker_taking_writes_goes_on_without_its_controller_until_one_answers
     writes go on: ``Worker.goes_on``) while a thread of its own dials back; only once
     a controller answers does that message thread end (its logs closed) and the
     worker join as a new one."""
-    made, init = [], worker_module.Worker.__init__
-
-    def tracked(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        made.append(self)
-    monkeypatch.setattr(worker_module.Worker, "__init__", tracked)
+    made = _tracked(monkeypatch, worker_module.Worker)
     fake = _FakeController("tok", 30.0, ("direct", 7, 30.0, "treeclock", "worker",
                                          str(tmp_path / "w1")))
     done = threading.Event()
@@ -342,6 +339,88 @@ def test_a_worker_taking_writes_goes_on_without_its_controller_until_one_answers
     fake.conns[-1].send(["stop"])
     assert done.wait(10)
     fake.sock.close()
+
+
+def test_in_the_gap_only_a_base_whose_replica_holds_its_whole_log_takes_writes(
+        tmp_path, monkeypatch):
+    """While the controller is down (``--writes worker --data-dir``; the controller
+    and three workers in this process, the controller stopped dead: its port closed
+    and its workers' connections cut), a client's write at the worker of a base whose
+    log replica holds the whole log (``vote``) is acknowledged there
+    (``Worker._durable_alone``); one of a base whose new replica is still being
+    filled (``held``: its whole log never sent here) or that has none (``bare``: as
+    the controller names it while a recovery is under way) is answered ``moved``
+    (None) at once, nothing written. Those bases' writes are made durable in the
+    controller's history, gone with it: taken, such a write would wait for an answer
+    that never comes (and be answered in doubt at the gap's end). Then a controller
+    answers at the address, and the gap ends."""
+    workers = _tracked(monkeypatch, worker_module.Worker)
+    servers = _tracked(monkeypatch, Server)
+    part = worker_module.Worker.whole_log_part
+
+    def held_fill(self, nid, name, fill):
+        if self.domains[nid].node.op.schema.name != "held":
+            part(self, nid, name, fill)     # (the whole log of ``held`` never goes out)
+    monkeypatch.setattr(worker_module.Worker, "whole_log_part", held_fill)
+
+    def write(name: str, row: tuple) -> list:
+        """The worker's answer to a client's write (as its read port asks for it)."""
+        out: list = []
+        t = threading.Thread(target=lambda: out.append(owner[name].client_write(
+            nid[name], "insert", [[row]], 7000 + row[1], lambda _: None)), daemon=True)
+        t.start()
+        t.join(10)
+        return out
+    with _in_process(str(tmp_path / "data")) as db:
+        tables = ("vote", "held", "bare")
+        for name in tables:
+            db.execute(f"CREATE TABLE {name} (a INT, u INT)")
+            db.table(name).insert([(1, 0)])     # (``held``'s by the controller's history)
+        owner, nid, replica = {}, {}, {}
+        for n in db.graph():
+            if n["kind"] == "base":
+                w = next(w for w in workers if w.name == n["worker"])
+                name = w.domains[n["id"]].node.op.schema.name
+                owner[name], nid[name], replica[name] = w, n["id"], n["replica"]
+        bare = owner["bare"]
+        bare.inbox.ctrl_in += 1                 # (as the controller's reader counts it)
+        bare.inbox.put((CONTROLLER, ["replica", nid["bare"], None]))
+        deadline = time.monotonic() + 30
+        while (nid["vote"] in owner["vote"].filling or nid["bare"] in bare.filling
+               or bare.replica_of[nid["bare"]] is not None) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert owner["vote"].replica_of[nid["vote"]] == replica["vote"]
+        assert nid["held"] in owner["held"].filling
+        # the controller dies: from now on it sends nothing (no worker declared lost,
+        # no replica named), its port is closed and its workers' connections cut
+        (server,) = servers
+        with server.runtime.lock:
+            server.runtime.closed = True
+            handles = list(server.runtime.workers.values())
+            for handle in handles:
+                handle.alive = False
+        server.admission.stop(server.sock)
+        for handle in handles:
+            handle.conn.shutdown()
+        while not all(w.gone for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        try:
+            assert all(w.gone and not w.ended for w in workers)     # (the gap)
+            assert write("held", (1, 1)) == [None]      # moved: nothing written
+            assert write("bare", (1, 1)) == [None]
+            assert write("vote", (1, 1)) == [[]]        # acknowledged
+            assert write("held", (1, 2)) == [None]
+            for name in tables:
+                log = owner[name].logs[nid[name]]
+                rows = sorted(log.state_at(len(log)).stored_rows())
+                assert rows == [(1, 0), (1, 1)][:2 if name == "vote" else 1], name
+        finally:                    # (a controller at the address: the gap ends)
+            back = _FakeController("tok", 0.0, port=server.address[1])
+            for _ in workers[:3]:
+                assert back.accept(30) is not None
+            for conn in back.conns:
+                conn.send(["stop"])
+        back.sock.close()
 
 
 def test_a_worker_without_a_rejoin_timeout_exits_with_its_controller(cold):

@@ -968,16 +968,22 @@ def _in_process(data_dir: str | None = None, partial: bool = False,
             w.join(10)
 
 
-def _tracked_workers(monkeypatch) -> list:
-    """The workers of ``_in_process``, each listed as it is made."""
-    from noria_py.runtime.cluster import worker as worker_mod
-    init, workers = worker_mod.Worker.__init__, []
+def _tracked(monkeypatch, cls: type) -> list:
+    """The instances of ``cls`` made from now on (the workers or the server of
+    ``_in_process``), each listed as it is made."""
+    init, made = cls.__init__, []
 
     def tracked(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        workers.append(self)
-    monkeypatch.setattr(worker_mod.Worker, "__init__", tracked)
-    return workers
+        made.append(self)
+    monkeypatch.setattr(cls, "__init__", tracked)
+    return made
+
+
+def _tracked_workers(monkeypatch) -> list:
+    """The workers of ``_in_process``, each listed as it is made."""
+    from noria_py.runtime.cluster import worker as worker_mod
+    return _tracked(monkeypatch, worker_mod.Worker)
 
 
 def _held_appends(monkeypatch) -> threading.Event:
