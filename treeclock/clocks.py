@@ -92,6 +92,23 @@ def _apply_paths_first(clock: np.ndarray, rows: np.ndarray, n: int, paths: np.nd
 _apply_paths = _apply_paths_first
 
 
+def _load_compact() -> None:
+    """Load :func:`kernels.compact`'s machine code for :data:`kernels.COMPACT_SIG`, once
+    a process, when its first clocks are built: loading it from the ``cache=True``
+    cache takes 3-10 ms, which at the first call would land on whichever write made a
+    node's diff log reach ``COMPACT_AT`` diffs (docs/benchmarks.md, "The rare expensive
+    inserts"). Only loaded, not bound as ``_apply_paths`` is: the calls keep Numba's
+    dispatch, which reads a summary of another layout (checked for dtype and shape
+    only) through its own specialization instead of misreading it."""
+    global _compact_loaded
+    if not _compact_loaded:
+        K.entry_point(K.compact, K.COMPACT_SIG)     # (the entry point itself unused)
+        _compact_loaded = True
+
+
+_compact_loaded = False
+
+
 def receive_path(edge: PathEdge, parent_path: tuple[int, ...] | None, new_time: int) -> tuple[int, ...]:
     """A receipt's diff as its path, from the diff the message carried (also a path).
 
@@ -247,6 +264,7 @@ class TreeClocks:
         self._edges_to: dict[int, dict[int | None, _Edge]] = {}
         for (n, p), edge in self._edges.items():
             self._edges_to.setdefault(n, {})[p] = edge
+        _load_compact()
 
     # -- shape ---------------------------------------------------------------
 

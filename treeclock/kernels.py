@@ -4,7 +4,9 @@ A layout (:mod:`treeclock.layout`) fixes where each path's entry sits, so
 every operation is a loop over a few small arrays. The kernels do no
 checking: :class:`treeclock.TreeClocks` checks shapes and ids before it
 calls them, once per Python call. ``cache=True`` keeps the compiled code in
-``__pycache__`` so only the first process ever pays for compilation.
+``__pycache__`` so only the first process ever pays for compilation; every process
+still pays for loading a kernel's code (3-10 ms) at its first call, so a kernel first
+called mid-stream (compaction) is loaded when the clocks are built.
 
 Names of positions used below:
 
@@ -55,6 +57,7 @@ __all__ = [
     "apply_paths",
     "APPLY_PATHS_SIG",
     "compact",
+    "COMPACT_SIG",
     "min_value",
 ]
 
@@ -271,6 +274,11 @@ def apply_paths(clock: _I64s, rows: _I64s, n: int, paths: _I64s, up: _I64s, leve
                 clock[p] = v
             p = up[p]
     return 0
+
+
+#: The signature :meth:`treeclock.TreeClocks.compact` calls :func:`compact` with (the
+#: log's rows, its length, the slots, the marks and the summary, all the library's own).
+COMPACT_SIG = (_C2, types.int64, _C, _C, _C)
 
 
 @njit(cache=True, nogil=True)
