@@ -152,6 +152,12 @@ DISK_CHECKPOINT_BYTES = 4 << 20
 #: path; sooner when the controller reads its copy of the tables or pauses the writes)
 COPY_EVERY = 64
 
+#: a lost base restored on a worker from the controller's history (and, with writes at
+#: the workers, its table as of the history's start) gets them in requests of at most
+#: this many rows (``ClusterRuntime.history_parts``), the table's batches cut to fit:
+#: no frame nears ``wire.MAX_FRAME`` (at two INT columns about 16 MB a part)
+BASE_PART_ROWS = 1 << 20
+
 #: ``serve --writes worker``: a base's whole log, sent to a new replica, goes in parts
 #: of at most this many rows (a write is never cut: a bigger one is a part alone), each
 #: a frame of its own (``writes.log_parts``): the owner's message thread encodes and

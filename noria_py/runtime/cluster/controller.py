@@ -92,7 +92,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
-from .writes import LANDED_KEPT, WRITES, disk_tail, log_dir, validated
+from .writes import LANDED_KEPT, WRITES, disk_tail, log_dir, log_parts, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -110,8 +110,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("noria_py.cluster")
 
-#: a lost base's writes go to its new worker in requests of about this many rows
-BASE_PART_ROWS = 1 << 20
 #: how messages travel between workers (``--channels``): through the controller, or
 #: on direct worker-to-worker links (``channels.py``; ``serve``'s default)
 CHANNELS = ("relay", "direct")
@@ -1569,27 +1567,30 @@ class ClusterRuntime(Runtime):
     def replay(self, node_id: str, msgs: list[Message], seen: dict[str, int]) -> None:
         self.call(node_id, "replay", [encode_message(m) for m in msgs], seen)
 
-    def history_parts(self, w: WorkerHandle, node_id: str, writes: list[Batch]
-                      ) -> tuple[list[Any], int]:
-        """Base ``node_id``'s ``writes`` to its worker ``w`` in parts of at most
-        ``BASE_PART_ROWS`` rows (requests ``base_history``, which the worker keeps for
-        the request that uses them), but the last part, which goes with that request
-        (restore, resend or roll back): (that part, the writes' rows)."""
-        part: list[Any] = []
-        held = rows = 0
-        for b in writes:
-            part.append(encode_batch(b))
-            held += len(b)
-            rows += len(b)
-            if held >= BASE_PART_ROWS:
-                self.ask(w, "base_history", node_id, part)
-                part, held = [], 0
-        return part, rows
+    def history_parts(self, w: WorkerHandle, node_id: str, writes: list[Batch],
+                      table: Iterable[Batch] = ()) -> tuple[list[Any], int]:
+        """Base ``node_id``'s ``table`` (with writes at the workers: the batches that
+        add up to its rows as of its history's start) and ``writes`` to its worker
+        ``w``, in order, in parts of at most ``tuning.BASE_PART_ROWS`` rows
+        (``writes.log_parts``: a table batch is cut, a write never), so that no frame
+        nears ``wire.MAX_FRAME`` whatever the table's size. Every part but the last
+        goes ahead, numbered (requests ``base_history``, which the worker keeps for
+        the request that uses them); the last goes with that request (restore, resend
+        or roll back), as ``[writes, table, parts ahead]``, so the worker takes
+        exactly the parts of this attempt (``Worker.base_parts``): (the last part, the
+        writes' rows)."""
+        parts = log_parts(list(table), writes, tuning.BASE_PART_ROWS)
+        for i, (rows_part, writes_part) in enumerate(parts[:-1]):
+            self.ask(w, "base_history", node_id, i, [encode_batch(b) for b in writes_part],
+                     [encode_batch(b) for b in rows_part])
+        rows_part, writes_part = parts[-1]
+        return ([[encode_batch(b) for b in writes_part], [encode_batch(b) for b in rows_part],
+                 len(parts) - 1], sum(len(b) for b in writes))
 
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
         """A worker's base holds no rows (they are here), so it gets only the writes
-        after ``low``, which its children may still ask for, in parts of at most
-        ``BASE_PART_ROWS`` rows. With writes at the workers, the base keeps its rows
+        after ``low``, which its children may still ask for, in parts
+        (``history_parts``). With writes at the workers, the base keeps its rows
         there: its history here is completed from its log replica first; placed on
         that replica (``_log_replica_host``), the base is rebuilt from the log there
         (``promote_base``: nothing sent); elsewhere, the whole table goes, as of the
@@ -1602,15 +1603,13 @@ class ClusterRuntime(Runtime):
                 n = self.ask(w, "promote_base", node_id, seen, low,
                              len(self.durable[node_id]))
         if n is None:
-            table = None
+            rows_then: list[Batch] = []
             if self.at_workers:
                 start, rows_then, writes = self.durable[node_id].table()
-                table = [encode_batch(b) for b in rows_then]
             else:
                 start, writes = self.durable[node_id].since(low)
-            part, _ = self.history_parts(w, node_id, writes)
-            n = self.ask(w, "restore_base", node_id, part, seen, low, start,
-                         *(() if table is None else (table,)))
+            part, _ = self.history_parts(w, node_id, writes, rows_then)
+            n = self.ask(w, "restore_base", node_id, part, seen, low, start)
         self.drop_lost_logs(node_id)        # (its new log is on its new worker's disk)
         with self.lock:
             self.restored.add(node_id)

@@ -378,7 +378,9 @@ class Worker:
         #: client reads at this worker (reads.py) see the domains through ``reads``
         self.reads = reads if reads is not None else Reads({})
         self.domains: dict[str, Domain] = self.reads.domains
-        self.history: dict[str, list[Batch]] = {}     # base -> writes, for restore_base
+        #: base -> (parts taken, its table's batches, writes): the parts of a lost
+        #: base's history sent ahead of the request that restores it (``base_parts``)
+        self.history: dict[str, tuple[int, list[Batch], list[Batch]]] = {}
         self.send = self._to_controller
         #: the controller lost while this worker goes on taking writes (``goes_on``):
         #: what it would send the controller is dropped, and ``on_gap`` (set by
@@ -1156,7 +1158,7 @@ class Worker:
         self.holding.pop(nid, None)
         d = self.domains[nid]
         d.crash()
-        writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
+        _, writes = self.base_parts(nid, history)
         sends = d.write_history(writes, dict(seen), start, start)
         self.emit(sends)
         return len(sends)
@@ -1500,17 +1502,41 @@ class Worker:
         d = self.domains.get(nid)
         return d is not None and d.parent_restarted(parent, log_from)
 
-    def req_base_history(self, nid: str, part: Sequence[Any]) -> None:
-        """Part of a lost base's write history, ahead of ``restore_base`` (a long one
-        comes in parts: no frame is near the size limit)."""
-        self.history.setdefault(nid, []).extend(decode_batch(b) for b in part)
+    def req_base_history(self, nid: str, i: int, writes: Sequence[Any],
+                         table: Sequence[Any]) -> None:
+        """Part ``i`` of a lost base's history (its table's batches, with writes at
+        the workers, and writes), ahead of the request that uses it (a long history
+        comes in parts: no frame is near the size limit). Part 0 starts afresh: what
+        an abandoned attempt sent before is dropped."""
+        taken, rows, ws = self.history.pop(nid, (0, [], [])) if i else (0, [], [])
+        if taken != i:
+            raise RecoveryError(f"base {nid}: part {i} of its history after {taken} parts")
+        rows.extend(decode_batch(b) for b in table)
+        ws.extend(decode_batch(b) for b in writes)
+        self.history[nid] = (i + 1, rows, ws)
+
+    def base_parts(self, nid: str, last: Sequence[Any]) -> tuple[list[Batch], list[Batch]]:
+        """Base ``nid``'s history for a restore, resend or roll-back: the parts sent
+        ahead (``req_base_history``) and ``last`` (``[writes, table, parts ahead]``,
+        ``ClusterRuntime.history_parts``): (the table's batches, the writes). Parts
+        kept from another attempt than this one are never taken: the count must be
+        the one ``last`` names."""
+        writes, table, ahead = last
+        taken, rows, ws = self.history.pop(nid, (0, [], []))
+        if not ahead:
+            rows, ws = [], []
+        elif taken != ahead:
+            raise RecoveryError(f"base {nid}: {taken} parts of its history arrived, "
+                                f"not the {ahead} sent ahead")
+        return (rows + [decode_batch(b) for b in table],
+                ws + [decode_batch(b) for b in writes])
 
     def req_restore_base(self, nid: str, history: Sequence[Any], seen: dict[str, int],
-                         low: int, start: int, table: Any = None) -> int:
-        """``table``: with writes at the workers, the base's rows as of ``start`` (its
-        history then holds every write after it, not just those after ``low``)."""
-        writes = self.history.pop(nid, []) + [decode_batch(b) for b in history]
-        rows = [] if table is None else [decode_batch(b) for b in table]
+                         low: int, start: int) -> int:
+        """With writes at the workers, ``history`` holds the base's table as of
+        ``start`` too (its writes then are every write after it, not just those after
+        ``low``)."""
+        rows, writes = self.base_parts(nid, history)
         log = None
         if self.at_workers:
             # its log, as the controller's history has it (complete: its replica's

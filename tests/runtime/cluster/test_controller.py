@@ -5,8 +5,13 @@ from __future__ import annotations
 import socket
 import threading
 
+import pytest
+
+from noria_py.batch import Batch
+from noria_py.errors import RecoveryError
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.controller import ClusterRuntime, WorkerHandle
+from noria_py.runtime.cluster.worker import Worker
 
 
 def test_a_lost_workers_connection_is_closed_by_its_reader_after_its_sender_stopped():
@@ -44,23 +49,67 @@ def test_a_lost_workers_connection_is_closed_by_its_reader_after_its_sender_stop
     b.close()
 
 
-def test_a_bases_writes_go_to_its_worker_in_parts_the_last_with_the_request(monkeypatch):
-    """``history_parts``: every part of at least ``BASE_PART_ROWS`` rows is sent on its
-    own (``base_history``), in order; the rest is returned for the request that uses
-    them, with the rows of all; together they are the writes, each once."""
-    from noria_py.batch import Batch
-    from noria_py.runtime.cluster import controller
+def _parted(monkeypatch) -> tuple[ClusterRuntime, Worker, list[tuple]]:
+    """A controller whose requests go straight to a worker's handler (no processes),
+    lost bases' histories cut in parts of at most 3 rows; and the requests sent."""
+    from noria_py import tuning
 
-    monkeypatch.setattr(controller, "BASE_PART_ROWS", 3)
+    monkeypatch.setattr(tuning, "BASE_PART_ROWS", 3)
+    worker = Worker.__new__(Worker)
+    worker.history = {}
     sent: list[tuple] = []
+
+    def ask(w, method, *args):
+        assert method == "base_history"
+        sent.append(args)
+        worker.req_base_history(*args)
     rt = ClusterRuntime.__new__(ClusterRuntime)
-    rt.ask = lambda w, method, *args: sent.append((w, method, *args))  # type: ignore[method-assign]
-    sizes = [2, 2, 1, 5, 1]
-    writes = [Batch([(i, n) for i in range(n)], [1] * n) for n in sizes]
-    last, rows = rt.history_parts("w0", "n1", writes)
-    assert rows == sum(sizes)
-    assert [(w, m, b) for w, m, b, _ in sent] == [("w0", "base_history", "n1")] * 2
-    parts = [p for *_, p in sent] + [last]
-    assert [len(p) for p in parts] == [2, 2, 1]
-    got = [wire.decode_batch(b) for p in parts for b in p]
-    assert [(g.rows, g.signs) for g in got] == [(w.rows, w.signs) for w in writes]
+    rt.ask = ask                            # type: ignore[method-assign]
+    return rt, worker, sent
+
+
+def _batches(sizes: list[int], at: int = 0) -> list[Batch]:
+    return [Batch([(at + k, i) for i in range(n)], [1] * n) for k, n in enumerate(sizes)]
+
+
+def _rows(batches) -> list[tuple]:
+    return [(r, s) for b in batches for r, s in zip(b.rows, b.signs)]
+
+
+def test_a_lost_bases_table_and_writes_go_to_its_worker_in_parts_and_come_back_whole(
+        monkeypatch):
+    """``history_parts``: the table's batches (cut to fit) and then the writes (each
+    whole) go in parts of at most ``tuning.BASE_PART_ROWS`` rows, all but the last
+    ahead of the request (``base_history``); the worker's ``base_parts`` gives back
+    the table's rows and every write, in order, each once."""
+    rt, worker, sent = _parted(monkeypatch)
+    table = _batches([7, 2], at=100)
+    writes = _batches([2, 2, 1, 5, 1])
+    last, rows = rt.history_parts("w0", "n1", writes, table)
+    assert rows == 11 and last[2] == len(sent) == 6
+    sizes = [sum(len(wire.decode_batch(b)) for b in (*ws, *t)) for _, _, ws, t in sent]
+    assert sizes == [3, 3, 3, 2, 3, 5]      # (the last write of 5 rows a part alone)
+    got_table, got_writes = worker.base_parts("n1", last)
+    assert _rows(got_table) == _rows(table)
+    assert [(g.rows, g.signs) for g in got_writes] == [(w.rows, w.signs) for w in writes]
+    assert worker.history == {}
+
+
+def test_a_restore_takes_only_the_parts_of_its_own_attempt(monkeypatch):
+    """Parts an abandoned attempt sent ahead are never taken into the next: part 0
+    starts afresh, a request with none ahead drops what is kept, and a count that
+    does not match is refused."""
+    rt, worker, sent = _parted(monkeypatch)
+    rt.history_parts("w0", "n1", _batches([2, 2, 2], at=100))    # (abandoned: 2 ahead)
+    last, _ = rt.history_parts("w0", "n1", _batches([1]))
+    assert last[2] == 0
+    assert _rows(worker.base_parts("n1", last)[1]) == _rows(_batches([1]))
+    rt.history_parts("w0", "n1", _batches([2, 2, 2], at=100))    # (abandoned again)
+    writes = _batches([2, 2, 2, 2])
+    last, _ = rt.history_parts("w0", "n1", writes)
+    assert _rows(worker.base_parts("n1", last)[1]) == _rows(writes)
+    rt.history_parts("w0", "n1", _batches([2, 2, 2], at=100))
+    with pytest.raises(RecoveryError, match="2 parts of its history arrived, not the 3"):
+        worker.base_parts("n1", [[], [], 3])
+    with pytest.raises(RecoveryError, match="part 2 of its history after 0 parts"):
+        worker.req_base_history("n2", 2, [], [])
