@@ -804,10 +804,12 @@ def test_owner_and_replica_lost_together_or_the_controller_restarted_lose_nothin
     record: the controller takes the writes from the two logs on disk (the torn tail
     cut and reported), each once. Then writes it was not sent either, and the
     controller SIGKILLed and started again on the directory: every table as the
-    workers' logs had it, the views rebuilt from them."""
+    workers' logs had it, the views rebuilt from them. The restored base's writes
+    reach its spare in parts of two rows."""
     d = str(tmp_path / "data")
     log = str(tmp_path / "serve.log")
-    monkeypatch.setenv("NORIA_TUNING", "RECOVERY_GATHER=0.3")    # (both losses at once)
+    # (both losses at once; the lost base's history in parts)
+    monkeypatch.setenv("NORIA_TUNING", "RECOVERY_GATHER=0.3,BASE_PART_ROWS=2")
     with Cluster(workers=2, shards=1, log=log,
                  extra=(*WORKER, "--data-dir", d, "--heartbeat-timeout", "5")) as c:
         db = _votes(c)
@@ -870,9 +872,11 @@ def _owner_and_replica_killed_with_writes_in_flight(seed: int, tmp_path, monkeyp
     writes it was not sent from their logs on disk, with their tags; a client whose
     write was in flight asks whether it landed (``write_landed``) and sends it again
     only if not. Then the table and the view hold every acknowledged write once and no
-    write twice, as DuckDB computes them from the acknowledged writes."""
+    write twice, as DuckDB computes them from the acknowledged writes. The lost base's
+    table and writes reach its new worker in parts of at most 64 rows."""
     rng = random.Random(seed)
-    monkeypatch.setenv("NORIA_TUNING", "RECOVERY_GATHER=0.3")    # (both losses at once)
+    # (both losses at once; the lost base's history in parts)
+    monkeypatch.setenv("NORIA_TUNING", "RECOVERY_GATHER=0.3,BASE_PART_ROWS=64")
     shards = rng.choice([1, 2])
     with Cluster(workers=3, shards=shards, log=str(tmp_path / "serve.log"),
                  extra=(*WORKER, "--data-dir", str(tmp_path / "data"))) as c:
