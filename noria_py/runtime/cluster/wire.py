@@ -1,7 +1,12 @@
 """Framing, authentication and codecs for everything the cluster sends over TCP.
 
 A frame is a 4-byte big-endian length, then a msgpack payload written by the storage
-codec (``storage/codec.py``), so dates and datetimes travel as the same extension types
+codec (``storage/codec.py``); a payload longer than a frame may be (``MAX_FRAME``) goes
+in several frames, each length but the last with its top bit set (``_MORE``), and
+is read whole up to ``MAX_MESSAGE``, so that no state is too big to cross (a lost
+node's rebuild from a parent's snapshot, a query's rows) while no one read is ever
+longer than a frame and a peer that has not yet proven the token is held to one
+small frame (the handshake); so dates and datetimes travel as the same extension types
 that the data directory uses; integers past msgpack's 64 bits (a SUM of an INT column
 can pass them) travel as the codec's extension type 4. Nothing here uses pickle: a hostile or damaged peer can
 make us raise :class:`ProtocolError`, never run code. Decoded arrays are tuples (the
@@ -40,7 +45,7 @@ from ..checkpoints import Checkpoint, Entries, InputDelta
 from ..messages import CausalMessage, Indexed, Message
 
 __all__ = [
-    "MAX_FRAME", "ProtocolError", "ConnectionClosed", "AuthError", "Connection", "Admission",
+    "MAX_FRAME", "MAX_MESSAGE", "ProtocolError", "ConnectionClosed", "AuthError", "Connection", "Admission",
     "server_handshake", "client_handshake",
     "encode_batch", "decode_batch", "encode_message", "decode_message",
     "encode_array", "decode_array",
@@ -48,6 +53,10 @@ __all__ = [
 ]
 
 MAX_FRAME = 256 * 1024 * 1024
+#: the longest payload, in frames of at most ``MAX_FRAME`` bytes each
+MAX_MESSAGE = 1 << 32
+#: a frame's length with this bit set: the payload goes on in the next frame
+_MORE = 1 << 31
 HANDSHAKE_TIMEOUT = 5.0
 
 _HEADER = struct.Struct(">I")
@@ -92,12 +101,14 @@ class Connection:
     file it stays usable after a timeout.
     """
 
-    def __init__(self, sock: socket.socket, max_frame: int = MAX_FRAME) -> None:
+    def __init__(self, sock: socket.socket, max_frame: int = MAX_FRAME,
+                 max_message: int = MAX_MESSAGE) -> None:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             # frames are small and latency-bound: do not let Nagle hold them back
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
-        self.max_frame = max_frame
+        self.max_frame = min(max_frame, _MORE - 1)     # (the top bit is ``_MORE``)
+        self.max_message = max_message
         self.peer = peer_name(sock)
         self._send_lock = threading.Lock()
         self._pack = Packer(big_ints=True)
@@ -118,12 +129,31 @@ class Connection:
                 self._pack_lock.release()
         else:
             payload = packb(obj, big_ints=True)
-        if len(payload) > self.max_frame:
-            raise ProtocolError(f"frame of {len(payload)} bytes exceeds the limit of "
-                                f"{self.max_frame} bytes")
-        frame = _HEADER.pack(len(payload)) + payload
+        if len(payload) <= self.max_frame:
+            frame = _HEADER.pack(len(payload)) + payload
+            with self._send_lock:
+                self.sock.sendall(frame)
+            return
+        frames = self._frames(payload)
         with self._send_lock:
-            self.sock.sendall(frame)
+            for frame in frames:
+                self.sock.sendall(frame)
+
+    def _frames(self, payload: bytes) -> list[bytes | memoryview]:
+        """``payload`` as frames: headers and pieces of at most ``max_frame`` bytes,
+        each header but the last marked ``_MORE``."""
+        n = len(payload)
+        if n > self.max_message:
+            raise ProtocolError(f"message of {n} bytes exceeds the limit of "
+                                f"{self.max_message} bytes")
+        if n <= self.max_frame:
+            return [_HEADER.pack(n), payload]
+        view, out = memoryview(payload), []
+        for lo in range(0, n, self.max_frame):
+            hi = min(lo + self.max_frame, n)
+            out.append(_HEADER.pack((hi - lo) | (_MORE if hi < n else 0)))
+            out.append(view[lo:hi])
+        return out
 
     def send_now(self, obj: Any) -> tuple[bytes, bool]:
         """Send the frame ``obj`` from a thread that must never wait on this peer (the
@@ -134,8 +164,7 @@ class Connection:
         connection stays locked for it meanwhile (a frame cut in two). Nothing is
         sent on a TLS socket (its records cannot be cut), without ``MSG_DONTWAIT``,
         when another thread is sending, or on a socket error (the waiting thread then meets it)."""
-        payload = packb(obj, big_ints=True)
-        frame = _HEADER.pack(len(payload)) + payload
+        frame = b"".join(self._frames(packb(obj, big_ints=True)))
         if not _DONTWAIT or isinstance(self.sock, ssl.SSLSocket) \
                 or not self._send_lock.acquire(False):
             return frame, False
@@ -159,15 +188,8 @@ class Connection:
 
     def send_many(self, objs: list[Any]) -> None:
         """Several frames in one system call (a relay's queue, drained at once)."""
-        parts = []
-        for obj in objs:
-            payload = packb(obj, big_ints=True)
-            if len(payload) > self.max_frame:
-                raise ProtocolError(f"frame of {len(payload)} bytes exceeds the limit of "
-                                    f"{self.max_frame} bytes")
-            parts.append(_HEADER.pack(len(payload)))
-            parts.append(payload)
-        data = b"".join(parts)
+        data = b"".join(part for obj in objs
+                        for part in self._frames(packb(obj, big_ints=True)))
         with self._send_lock:
             self.sock.sendall(data)
 
@@ -229,11 +251,7 @@ class Connection:
             if self._start == end:
                 self._start = self._end = 0
         else:
-            (size,) = _HEADER.unpack(self._read(4, 0))
-            if size > self.max_frame:
-                raise ProtocolError(f"frame of {size} bytes announced by {self.peer} "
-                                    f"exceeds the limit of {self.max_frame} bytes")
-            payload = self._read(size, 4)
+            payload = self._read_payload()
         try:
             obj = unpackb(payload)
         except DecodeError as e:
@@ -242,6 +260,30 @@ class Connection:
             raise ProtocolError(f"expected a msgpack array or map from {self.peer}, "
                                 f"got {type(obj).__name__}")
         return obj
+
+    def _read_payload(self) -> bytearray:
+        """The next frame's payload, and the frames it goes on in (``_MORE``), each
+        refused when it announces more than ``max_frame`` bytes and the whole when
+        more than ``max_message``, before its bytes are read."""
+        payload: bytearray | None = None
+        while True:
+            (size,) = _HEADER.unpack(self._read(4, 0 if payload is None else len(payload)))
+            more, size = size & _MORE, size & ~_MORE
+            got = 0 if payload is None else len(payload)
+            if size > self.max_frame or (more and self.max_message <= self.max_frame):
+                raise ProtocolError(f"frame of {size} bytes{' and more' if more else ''} "
+                                    f"announced by {self.peer} exceeds the limit of "
+                                    f"{self.max_frame} bytes")
+            if got + size > self.max_message:
+                raise ProtocolError(f"message of at least {got + size} bytes from "
+                                    f"{self.peer} exceeds the limit of {self.max_message} bytes")
+            part = self._read(size, got + 4)
+            if payload is None:
+                payload = part
+            else:
+                payload += part
+            if not more:
+                return payload
 
     def _read(self, n: int, offset: int) -> bytearray:
         """Exactly ``n`` bytes; ``offset`` is how far into the frame they start (for
@@ -410,6 +452,7 @@ def server_handshake(conn: Connection, token: str | None, role_expected: str | N
     """
     conn.sock.settimeout(timeout)
     limit, conn.max_frame = conn.max_frame, min(conn.max_frame, _HELLO_MAX)
+    whole, conn.max_message = conn.max_message, conn.max_frame     # (one frame a message)
     try:
         nonce = secrets.token_bytes(_NONCE)
         conn.send({"op": "challenge", "nonce": nonce})
@@ -431,7 +474,7 @@ def server_handshake(conn: Connection, token: str | None, role_expected: str | N
         raise ProtocolError(f"handshake with {conn.peer} timed out after {timeout} s") from None
     finally:
         conn.sock.settimeout(None)
-        conn.max_frame = limit
+        conn.max_frame, conn.max_message = limit, whole
     return {k: v for k, v in hello.items() if k not in ("op", "mac", "nonce")}
 
 
@@ -442,6 +485,7 @@ def client_handshake(conn: Connection, token: str | None, hello: dict[str, Any],
     if not {"op", "mac", "nonce"}.isdisjoint(hello):
         raise ValueError("hello must not use the keys op, mac or nonce")
     conn.sock.settimeout(timeout)
+    whole, conn.max_message = conn.max_message, conn.max_frame     # (one frame a message)
     try:
         challenge = conn.recv()
         if type(challenge) is dict and challenge.get("op") == "refused":   # (a full server)
@@ -466,6 +510,7 @@ def client_handshake(conn: Connection, token: str | None, hello: dict[str, Any],
         raise ProtocolError(f"handshake with {conn.peer} timed out after {timeout} s") from None
     finally:
         conn.sock.settimeout(None)
+        conn.max_message = whole
     return {k: v for k, v in reply.items() if k not in ("op", "mac")}
 
 

@@ -135,10 +135,59 @@ def test_oversized_frame_refused_before_body(raw):
         conn.recv()
 
 
-def test_oversized_frame_refused_on_send(raw):
-    conn, _ = raw
-    with pytest.raises(ProtocolError, match="limit of 1024"):
-        conn.send(["x" * 2000])
+def test_a_message_longer_than_a_frame_crosses_in_frames_each_within_the_limit():
+    """A payload over ``max_frame`` goes in frames of at most ``max_frame`` bytes,
+    each length but the last marked ``_MORE``, and is read whole, by ``send``,
+    ``send_many`` and ``send_now`` alike; one over ``max_message`` is refused."""
+    a, b = tcp_pair()
+    sender, receiver = Connection(a, max_frame=1024, max_message=8192), Connection(b)
+    receiver.sock.settimeout(5)
+    try:
+        big = ["x" * 2500, list(range(300))]
+        sender.send(big)
+        got = receiver.recv()
+        assert got == ("x" * 2500, tuple(range(300)))
+        sender.send_many([["small"], big, ["after"]])
+        assert [receiver.recv() for _ in range(3)] == [("small",), got, ("after",)]
+        rest, locked = sender.send_now(big)
+        sender.send_rest(rest, locked) if rest or locked else None
+        assert receiver.recv() == got
+        sender.send(big)                     # the frames as they cross
+        sizes = []
+        while True:
+            (n,) = struct.unpack(">I", receiver._read(4, 0))
+            sizes.append((n & ~wire._MORE, bool(n & wire._MORE)))
+            receiver._read(n & ~wire._MORE, 4)
+            if not n & wire._MORE:
+                break
+        assert [more for _, more in sizes] == [True] * (len(sizes) - 1) + [False]
+        assert all(n <= 1024 for n, _ in sizes) and sum(n for n, _ in sizes) > 2500
+        with pytest.raises(ProtocolError, match="limit of 8192"):
+            sender.send(["x" * 9000])
+    finally:
+        sender.close()
+        receiver.close()
+
+
+def test_a_message_over_the_limit_is_refused_before_its_frames_are_read(raw):
+    """Each frame of a message is checked as it is announced: one longer than
+    ``max_frame``, or one that takes the whole past ``max_message``, is refused
+    before its body (none follows here: reading it would hang)."""
+    conn, peer = raw
+    conn.max_message = 3000
+    peer.sendall(struct.pack(">I", 1025 | wire._MORE))
+    with pytest.raises(ProtocolError, match=r"1025 bytes and more .* limit of 1024"):
+        conn.recv()
+    a, b = tcp_pair()
+    conn = Connection(b, max_frame=1024, max_message=3000)
+    conn.sock.settimeout(5)
+    a.sendall(struct.pack(">I", 1024 | wire._MORE) + b"x" * 1024
+              + struct.pack(">I", 1024 | wire._MORE) + b"x" * 1024
+              + struct.pack(">I", 1000))
+    with pytest.raises(ProtocolError, match=r"at least 3048 bytes .* limit of 3000"):
+        conn.recv()
+    a.close()
+    conn.close()
 
 
 def test_garbage_payload(raw):
@@ -455,6 +504,18 @@ def test_huge_hello_refused(conns):
     with pytest.raises(ProtocolError, match="exceeds the limit"):
         done()
     assert srv.max_frame == wire.MAX_FRAME
+
+
+def test_a_hello_in_several_frames_refused(conns):
+    """Before the client has proven the token, a message is one frame: a length
+    marked ``_MORE`` is refused, however small, and the limits come back after."""
+    srv, cli = conns
+    done = in_thread(server_handshake, srv, "t")
+    cli.recv()
+    cli.sock.sendall(struct.pack(">I", 10 | wire._MORE) + b"x" * 10)
+    with pytest.raises(ProtocolError, match="10 bytes and more"):
+        done()
+    assert (srv.max_frame, srv.max_message) == (wire.MAX_FRAME, wire.MAX_MESSAGE)
 
 
 def test_malformed_hello(conns):
