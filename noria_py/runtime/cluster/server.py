@@ -19,7 +19,8 @@ is told "too many connections" and closed), an unauthenticated connection has
 ``wire.HANDSHAKE_TIMEOUT`` seconds to prove the token, and a client connection idle for
 ``idle_timeout`` seconds is sent ``["bye", reason]`` and closed (the client reconnects
 on its next call: the server read nothing more from it). A frame's memory grows with
-the bytes that arrive, up to ``wire.MAX_FRAME``, never with what its header announces.
+the bytes that arrive, up to ``wire.MAX_FRAME`` (a message's, in several frames, up to
+``wire.MAX_MESSAGE``), never with what its header announces.
 
 A server not given a token makes one, in a file only its user can read (``tokens``).
 
