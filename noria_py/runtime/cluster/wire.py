@@ -134,10 +134,10 @@ class Connection:
             with self._send_lock:
                 self.sock.sendall(frame)
             return
-        frames = self._frames(payload)
+        pieces = self._frames(payload)
         with self._send_lock:
-            for frame in frames:
-                self.sock.sendall(frame)
+            for piece in pieces:
+                self.sock.sendall(piece)
 
     def _frames(self, payload: bytes) -> list[bytes | memoryview]:
         """``payload`` as frames: headers and pieces of at most ``max_frame`` bytes,
@@ -148,7 +148,7 @@ class Connection:
                                 f"{self.max_message} bytes")
         if n <= self.max_frame:
             return [_HEADER.pack(n), payload]
-        view, out = memoryview(payload), []
+        view, out = memoryview(payload), list[bytes | memoryview]()
         for lo in range(0, n, self.max_frame):
             hi = min(lo + self.max_frame, n)
             out.append(_HEADER.pack((hi - lo) | (_MORE if hi < n else 0)))
