@@ -132,7 +132,7 @@ def check(view: str, key: int, answer: list, counts: np.ndarray) -> None:
 
 #: the Zipf exponent of ``--dist zipf`` by default: the one Noria's vote benchmark drew
 #: its keys with (Gjengset's PhD thesis, MIT 2021, §6.4: "90% of requests access 1% of
-#: keys across 10M stories", alpha 1.15; docs/partial.md, "Noria's figures")
+#: keys across 10M stories", alpha 1.15; docs/partial.md, "Beside Noria's figures")
 ZIPF_S = 1.15
 DISTS = ("uniform", "zipf")
 
