@@ -144,8 +144,8 @@ def read_order(keys: int, n: int, seed: int, dist: str = "uniform",
     figures before ``--dist``, so they stay comparable; a prefix is again a uniform
     sample). ``zipf``: ``n`` reads, the key of rank k with probability proportional to
     1/k^zipf_s among ``keys`` (bounded, unlike ``numpy.random.zipf``), the ranks given
-    to the keys by a seeded permutation (the hot keys are not the low ids, which the
-    rows' keys would favour nothing over, but a shard or a dense array might)."""
+    to the keys by a seeded permutation (the hot keys spread over the key range, not
+    bunched at the low ids, where a dense array's layout would favour them)."""
     rng = np.random.default_rng(seed)
     if dist == "uniform":
         return rng.choice(keys, n, replace=False)
@@ -168,12 +168,13 @@ def repeats(order: np.ndarray) -> np.ndarray:
 def _reads(data: np.ndarray, rows: int, keys: int, read: float, seed: int,
            dist: str = "uniform", zipf_s: float = ZIPF_S) -> tuple:
     """What ``one_run`` holds besides the database while it reads: the answers' counts,
-    the keys it reads (``read_order``: a share ``read`` of the keys' number of reads),
-    which of them repeat a key, and their times (``tables_rss`` holds them too: they
-    are the bench's, not the views'; 13.6 MB at 1M keys, 10% read). The keys are drawn
-    by numpy: ``random.sample`` of ``range(keys)`` makes a list of every key, whose int
-    objects, freed, left 25 MB of free blocks in the interpreter's allocator at 1M keys
-    (RSS the reads' own objects then took without growing it)."""
+    the keys it reads and their times (``tables_rss`` holds them too: they are the
+    bench's, not the views'; 13.5 MB at 1M keys, 10% read). The keys are drawn by numpy:
+    ``random.sample`` of ``range(keys)`` makes a list of every key, whose int objects,
+    freed, left 25 MB of free blocks in the interpreter's allocator at 1M keys (RSS the
+    reads' own objects then took without growing it). The keys are ``read_order``'s
+    (``read`` times ``keys`` reads), with a mask of those that repeat a key (a byte a
+    read; ``tables_rss``'s uniform reads have one of the same length)."""
     counts = expected_counts(data[:rows], keys)
     order = read_order(keys, max(1, int(keys * read)), seed, dist, zipf_s)
     read_keys = order.tolist()
