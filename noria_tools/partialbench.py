@@ -23,23 +23,26 @@ random order, RSS sampled every ``--every`` reads, against the tables-only proce
 "The tables" are the base tables with the upquery index a partial view's first miss
 builds on them (``build_index``), which is kept whatever is read; the compiled kernels
 any view loads once a process are measured apart and reported both ways.
+Every answer read is checked against the rows the bench wrote (``check``): a wrong one
+fails the run.
+
 ``--dist zipf`` (``--zipf-s S``): the reads are drawn from a Zipf distribution over the
 keys instead of distinct keys uniformly (``read_order``), as many reads; a key's first
 read is a miss in partial mode, its later ones hits. The first-read column is then the
 median of the first reads of each key, the second-read column of every read of a key
 read before (with ``uniform`` these are the two passes, as before the option). Also
-reported: the distinct keys read and the hit share (the reads of a key read before).
+reported, before the table: the distinct keys read and the hit share (the reads of a
+key read before), medians over the runs.
 ``--plot PATH``: instead, the views' bytes against the share of the keys read
 (``--shares``), partial mode with uniform and with Zipf reads, and full mode (``sweep``:
 one load a line, each share's reads a prefix of one read order), drawn with
 ``bench.plot_lines``.
-Every answer read is checked against the rows the bench wrote (``check``): a wrong one
-fails the run.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
 import multiprocessing
 import os
@@ -444,22 +447,19 @@ def main(argv: list[str]) -> int:
     if a.memory_limit is not None:
         return _main_limit(a)
     more = a.rows // 10 if a.more is None else a.more
-    zipf = a.dist == "zipf"
     print(f"rows={a.rows} keys={a.keys} read={a.read:g} more={more} view={a.view} "
-          f"batch={a.batch} repeat={a.repeat}"
-          + (f" dist=zipf zipf_s={a.zipf_s:g}" if zipf else ""))
+          f"batch={a.batch} repeat={a.repeat}" + _dist_line(a))
     cols = ["views_bytes", "base_bytes", "load_s", "writes_s", "writes_cpu_s", "first_read_us",
-            "second_read_us"] + (["distinct", "hit_share"] if zipf else []) + (
-                ["tables_rss", "index_rss", "rss", "views_rss", "kernels_rss", "state_rss"]
-                if a.rss else [])
+            "second_read_us"] + (["tables_rss", "index_rss", "rss", "views_rss", "kernels_rss", "state_rss"]
+                                 if a.rss else [])
     print(f"{'mode':8}" + "".join(f"{c:>16}" for c in cols))
     views_rss, state_rss = {}, {}
     for partial in (False, True):
-        run = rss_run if a.rss else one_run
-        runs = [run(partial, a.rows, a.keys, a.read, more, a.view, a.batch, seed,
-                    dist=a.dist, zipf_s=a.zipf_s) for seed in range(a.repeat)]
+        run = functools.partial(rss_run if a.rss else one_run, dist=a.dist, zipf_s=a.zipf_s)
+        runs = [run(partial, a.rows, a.keys, a.read, more, a.view, a.batch, seed)
+                for seed in range(a.repeat)]
         med = {c: statistics.median(r[c] for r in runs) for c in cols}
-        cells = "".join(f"{med[c]:>16,.0f}" if c.endswith(("bytes", "rss", "distinct")) else
+        cells = "".join(f"{med[c]:>16,.0f}" if c.endswith(("bytes", "rss")) else
                         f"{med[c]:>16.4g}" for c in cols)
         print(f"{'partial' if partial else 'full':8}" + cells)
         views_rss[partial], state_rss[partial] = med.get("views_rss", 0), med.get("state_rss", 0)
@@ -495,6 +495,20 @@ def _main_limit(a: argparse.Namespace) -> int:
           f"{'yes' if with_kernels else 'no'} ({_mb(over - kernels)} over the tables and "
           f"the kernels)")
     return 0
+
+
+def _dist_line(a: argparse.Namespace) -> str:
+    """With ``--dist zipf``: the reads' distribution, and the distinct keys each run
+    reads and its hit share (``repeats`` of ``read_order``, as ``one_run`` draws them),
+    medians over the runs' seeds, on a line of their own; else nothing."""
+    if a.dist == "uniform":
+        return ""
+    n = max(1, int(a.keys * a.read))
+    hits = [float(repeats(read_order(a.keys, n, seed, a.dist, a.zipf_s)).sum())
+            for seed in range(a.repeat)]
+    h = statistics.median(hits)
+    return (f" dist={a.dist} zipf_s={a.zipf_s:g}\n{n:,} reads a run: {n - h:,.0f} distinct "
+            f"keys ({(n - h) / a.keys:.2%} of the keys), hit share {h / n:.3f} (medians)")
 
 
 def _main_plot(a: argparse.Namespace) -> int:

@@ -2,6 +2,8 @@
 wrong answer (the bench's record of the rows planted wrong) fails the run."""
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,10 @@ def test_one_run_with_zipf_reads_counts_distinct_keys_and_hits(monkeypatch):
     order = partialbench.read_order(200, 100, 0, "zipf")
     assert out["distinct"] == len(set(order.tolist())) < 100
     assert out["hit_share"] == 1 - out["distinct"] / 100
+    line = partialbench._dist_line(argparse.Namespace(dist="zipf", keys=200, read=0.5,
+                                                      repeat=1, zipf_s=1.15))
+    assert f"100 reads a run: {out['distinct']} distinct keys" in line
+    assert f"hit share {out['hit_share']:.3f}" in line
     _corrupt(monkeypatch, int(np.bincount(order).argmax()))     # the hottest key
     with pytest.raises(AssertionError, match="wrong answer for key"):
         one_run(True, 2000, 200, 0.5, 200, "vote", 100, 0, dist="zipf")
