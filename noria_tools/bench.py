@@ -11,6 +11,8 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -26,14 +28,15 @@ COUNT_VIEW = ("CREATE VIEW counts AS SELECT article_id, COUNT(*) AS n FROM vote 
 def vote_db(articles: int, votes: int, shards: int = 1, clocks: bool = True, batch: int = 1000,
             seed: int | None = None, gc_tuned: bool = False, before_votes=None,
             zipf: float | None = None, checkpoints: bool = True, cpu: list | None = None,
-            data_dir: str | None = None, disk_checkpoints: bool = True):
+            data_dir: str | None = None, disk_checkpoints: bool = True, partial: bool = False):
     """The demo's database, filled; returns (db, seconds spent propagating the votes).
     ``before_votes()`` is called as the timed part starts; the process's CPU seconds
     over the same part are appended to ``cpu``, if given. ``data_dir``: durable (a
     new directory is expected), ``disk_checkpoints=False`` without writing the views'
-    checkpoints there (to measure what they cost the writes)."""
+    checkpoints there (to measure what they cost the writes); ``partial``: the view
+    partial (``connect(partial=True)``: nothing held until read)."""
     db = connect(shards=shards, clocks=clocks, seed=seed, checkpoints=checkpoints,
-                 data_dir=data_dir)
+                 data_dir=data_dir, partial=partial)
     if not disk_checkpoints:
         db._disk = None
     workloads.setup(db, articles)
@@ -378,6 +381,15 @@ def run_recovery(argv: list[str]) -> int:
 def plot_recovery(results: dict[str, dict[int, float]], path: str, title: str) -> None:
     """Recovery time against votes, log-log, a line per key of ``results``: a strategy,
     or ``"KIND, STRATEGY"`` (a colour per kind, a line style per strategy)."""
+    plot_lines(results, path, title, "votes in the base table", "recovery time (s)")
+
+
+def plot_lines(results: Mapping[str, Mapping[Any, float]], path: str, title: str, xlabel: str,
+               ylabel: str, logy: bool = True) -> None:
+    """A PNG at ``path`` of a line (markers at the points) per key of ``results``, each a
+    mapping x -> y; log x (and, with ``logy``, log y). A key ``"GROUP, STYLE"`` gets a
+    colour per group and a line style per style (the legend beside the plot when there
+    are several groups)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -391,9 +403,10 @@ def plot_recovery(results: dict[str, dict[int, float]], path: str, title: str) -
         ax.plot(xs, [pts[x] for x in xs], marker="o", label=s, color=color,
                 linestyle=("-", "--", ":", "-.")[styles.index(style) % 4])
     ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("votes in the base table")
-    ax.set_ylabel("recovery time (s)")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     if len(groups) > 1:
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1))

@@ -25,11 +25,24 @@ builds on them (``build_index``), which is kept whatever is read; the compiled k
 any view loads once a process are measured apart and reported both ways.
 Every answer read is checked against the rows the bench wrote (``check``): a wrong one
 fails the run.
+
+``--dist zipf`` (``--zipf-s S``): the reads are drawn from a Zipf distribution over the
+keys instead of distinct keys uniformly (``read_order``), as many reads; a key's first
+read is a miss in partial mode, its later ones hits. The first-read column is then the
+median of the first reads of each key, the second-read column of every read of a key
+read before (with ``uniform`` these are the two passes, as before the option). Also
+reported, before the table: the distinct keys read and the hit share (the reads of a
+key read before), medians over the runs.
+``--plot PATH``: instead, the views' bytes against the share of the keys read
+(``--shares``), partial mode with uniform and with Zipf reads, and full mode (``sweep``:
+one load a line, each share's reads a prefix of one read order), drawn with
+``bench.plot_lines``.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
 import multiprocessing
 import os
@@ -42,6 +55,7 @@ import numpy as np
 from noria_py import connect
 from noria_py.tuning import COMPACT_AT
 from noria_tools import workloads
+from noria_tools.bench import plot_lines
 
 VIEWS = {
     "rows": "SELECT b FROM t WHERE a = ?",
@@ -119,17 +133,56 @@ def check(view: str, key: int, answer: list, counts: np.ndarray) -> None:
         raise AssertionError(f"wrong answer for key {key}: {answer!r}, expected {n} rows a key")
 
 
-def _reads(data: np.ndarray, rows: int, keys: int, read: float, seed: int) -> tuple:
+#: the Zipf exponent of ``--dist zipf`` by default: the one Noria's vote benchmark drew
+#: its keys with (Gjengset's PhD thesis, MIT 2021, §6.4: "90% of requests access 1% of
+#: keys across 10M stories", alpha 1.15; docs/partial.md, "Beside Noria's figures")
+ZIPF_S = 1.15
+DISTS = ("uniform", "zipf")
+
+
+def read_order(keys: int, n: int, seed: int, dist: str = "uniform",
+               zipf_s: float = ZIPF_S) -> np.ndarray:
+    """The ``n`` keys read, in order, drawn by numpy (seeded). ``uniform``: ``n``
+    distinct keys (``choice`` without replacement, in a random order: the draw of the
+    figures before ``--dist``, so they stay comparable; a prefix is again a uniform
+    sample). ``zipf``: ``n`` reads, the key of rank k with probability proportional to
+    1/k^zipf_s among ``keys`` (bounded, unlike ``numpy.random.zipf``), the ranks given
+    to the keys by a seeded permutation (the hot keys spread over the key range, not
+    bunched at the low ids, where a dense array's layout would favour them)."""
+    rng = np.random.default_rng(seed)
+    if dist == "uniform":
+        return rng.choice(keys, n, replace=False)
+    if dist != "zipf":
+        raise ValueError(f"unknown read distribution {dist!r} (one of {DISTS})")
+    p = 1.0 / np.arange(1, keys + 1, dtype=np.float64) ** zipf_s
+    ranks = rng.choice(keys, n, p=p / p.sum())
+    return rng.permutation(keys)[ranks]
+
+
+def repeats(order: np.ndarray) -> np.ndarray:
+    """A mask of ``order``'s reads whose key was read before in it (hits in partial
+    mode without a memory limit; none with ``uniform`` reads)."""
+    _, first = np.unique(order, return_index=True)
+    out = np.ones(len(order), dtype=bool)
+    out[first] = False
+    return out
+
+
+def _reads(data: np.ndarray, rows: int, keys: int, read: float, seed: int,
+           dist: str = "uniform", zipf_s: float = ZIPF_S) -> tuple:
     """What ``one_run`` holds besides the database while it reads: the answers' counts,
     the keys it reads and their times (``tables_rss`` holds them too: they are the
     bench's, not the views'; 13.5 MB at 1M keys, 10% read). The keys are drawn by numpy:
     ``random.sample`` of ``range(keys)`` makes a list of every key, whose int objects,
     freed, left 25 MB of free blocks in the interpreter's allocator at 1M keys (RSS the
-    reads' own objects then took without growing it)."""
+    reads' own objects then took without growing it). The keys are ``read_order``'s
+    (``read`` times ``keys`` reads), with a mask of those that repeat a key (a byte a
+    read; ``tables_rss``'s uniform reads have one of the same length)."""
     counts = expected_counts(data[:rows], keys)
-    n = max(1, int(keys * read))
-    read_keys = np.random.default_rng(seed).choice(keys, n, replace=False).tolist()
-    return counts, read_keys, np.empty(len(read_keys)), np.empty(len(read_keys))
+    order = read_order(keys, max(1, int(keys * read)), seed, dist, zipf_s)
+    read_keys = order.tolist()
+    return (counts, read_keys, repeats(order), np.empty(len(read_keys)),
+            np.empty(len(read_keys)))
 
 
 #: the base table and column (its position) each view's upqueries read by an index of
@@ -208,14 +261,15 @@ def in_child(fn, *args):
 
 
 def rss_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
-            batch: int, seed: int) -> dict[str, float]:
+            batch: int, seed: int, dist: str = "uniform",
+            zipf_s: float = ZIPF_S) -> dict[str, float]:
     """``one_run`` with ``measure_rss``, and ``tables_rss``, each in a fresh process: the
     views' RSS is the first's RSS after the reads less the second's (issue 20's "process
     RSS minus the same process with the tables only"); of it, ``kernels_rss`` is what
     any view costs a process once (``tables_rss``'s second reading less its first) and
     ``state_rss`` the rest. "The tables" hold the base's upquery index in partial mode
     (``tables_rss``; ``index_rss`` its RSS)."""
-    out = in_child(one_run, partial, rows, keys, read, more, view, batch, seed, True)
+    out = in_child(one_run, partial, rows, keys, read, more, view, batch, seed, True, dist, zipf_s)
     t = in_child(tables_rss, partial, rows, more, keys, view, batch, seed, read)
     tables, warm = t["tables"], t["warmed"]
     return out | {"tables_rss": tables, "index_rss": tables - t["plain"],
@@ -224,9 +278,12 @@ def rss_run(partial: bool, rows: int, keys: int, read: float, more: int, view: s
 
 
 def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
-            batch: int, seed: int, measure_rss: bool = False) -> dict[str, float]:
+            batch: int, seed: int, measure_rss: bool = False, dist: str = "uniform",
+            zipf_s: float = ZIPF_S) -> dict[str, float]:
     """One mode's run (module docstring); with ``measure_rss``, also the process's RSS
-    after the reads, before the writes after them (``rss``)."""
+    after the reads, before the writes after them (``rss``). The reads' medians: of
+    the first read of each key (``first_read_us``: misses in partial mode), and of
+    every read of a key read before, in both passes (``second_read_us``: hits)."""
     db = connect(partial=partial)
     table, name = _schema(db, view, keys)
     data = _rows(rows, more, keys, seed)
@@ -235,7 +292,7 @@ def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: s
     load, _ = _timed_inserts(db, t, chunks)
     del chunks
     v = db.view(name)
-    counts, read_keys, first, second = _reads(data, rows, keys, read, seed)
+    counts, read_keys, repeat, first, second = _reads(data, rows, keys, read, seed, dist, zipf_s)
     for i, k in enumerate(read_keys):
         s = time.perf_counter()
         got = v.lookup(k)
@@ -252,12 +309,41 @@ def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: s
     kinds = {n["id"]: n["kind"] for n in db.graph()}
     mem = db.memory()
     out = {"load_s": load, "writes_s": writes, "writes_cpu_s": writes_cpu,
-           "first_read_us": float(np.median(first)) * 1e6,
-           "second_read_us": float(np.median(second)) * 1e6,
+           "first_read_us": float(np.median(first[~repeat])) * 1e6,
+           "second_read_us": float(np.median(np.concatenate([first[repeat], second]))) * 1e6,
+           "distinct": int((~repeat).sum()), "hit_share": float(repeat.mean()),
            "views_bytes": sum(b for n, b in mem.items() if kinds[n] != "base"),
            "base_bytes": sum(b for n, b in mem.items() if kinds[n] == "base")}
     if measure_rss:
         out["rss"] = after
+    db.close()
+    return out
+
+
+def sweep(partial: bool, rows: int, keys: int, view: str, batch: int, seed: int,
+          shares: list[float], dist: str = "uniform",
+          zipf_s: float = ZIPF_S) -> dict[float, tuple[float, int]]:
+    """For each of ``shares`` (ascending), after ``shares * keys`` reads: (the share of
+    the keys read at least once, the views' bytes, ``db.memory(bases=False)`` summed).
+    One load; the reads are prefixes of one ``read_order`` of ``max(shares) * keys``
+    reads, each answer checked (``check``), so each share's state is what a run reading
+    that many would hold (no ``memory_limit``: nothing is evicted)."""
+    db = connect(partial=partial)
+    table, name = _schema(db, view, keys)
+    data = _rows(rows, 0, keys, seed)
+    _timed_inserts(db, db.table(table), _chunks(data, 0, rows, batch))
+    v = db.view(name)
+    counts = expected_counts(data, keys)
+    order = read_order(keys, max(1, int(keys * max(shares))), seed, dist, zipf_s)
+    seen = np.zeros(keys, dtype=bool)
+    out, done = {}, 0
+    for share in sorted(shares):
+        n = max(1, int(keys * share))
+        for k in order[done:n].tolist():
+            check(view, k, v.lookup(k), counts)
+        seen[order[done:n]] = True
+        done = n
+        out[share] = (float(seen.mean()), sum(db.memory(bases=False).values()))
     db.close()
     return out
 
@@ -334,20 +420,42 @@ def main(argv: list[str]) -> int:
                    metavar="BYTES", help="instead: partial mode under this memory_limit, "
                    "every key read once in a random order, RSS sampled (--every)")
     p.add_argument("--every", type=int, default=10_000, help="reads between RSS samples")
+    p.add_argument("--dist", choices=DISTS, default="uniform",
+                   help="the keys read: distinct keys drawn uniformly (default), or as many "
+                        "reads drawn from a Zipf distribution over the keys (--zipf-s)")
+    p.add_argument("--zipf-s", dest="zipf_s", type=float, default=ZIPF_S,
+                   help=f"the Zipf exponent of --dist zipf (default {ZIPF_S}, Noria's vote "
+                        "benchmark's)")
+    p.add_argument("--plot", default=None, metavar="PATH",
+                   help="instead: a PNG of the views' bytes against the share of the keys "
+                        "read (--shares), partial mode with uniform and with Zipf reads, "
+                        "and full mode")
+    p.add_argument("--shares", default="0.01,0.05,0.1,0.25,0.5,1.0",
+                   help="with --plot: the reads, as shares of --keys, comma-separated")
     a = p.parse_args(argv)
+    if a.zipf_s <= 0:
+        p.error(f"--zipf-s must be positive, got {a.zipf_s:g}")
+    if a.plot is not None:
+        try:
+            a.shares = sorted({float(x) for x in a.shares.split(",")})
+        except ValueError:
+            p.error(f"--shares takes numbers separated by commas, got {a.shares!r}")
+        if not a.shares or not all(0 < x <= 1 for x in a.shares):
+            p.error(f"--shares must lie in (0, 1], got {a.shares}")
+        return _main_plot(a)
     in_child(warm_kernels, True, a.view)     # (the first run of a tree compiles them)
     if a.memory_limit is not None:
         return _main_limit(a)
     more = a.rows // 10 if a.more is None else a.more
     print(f"rows={a.rows} keys={a.keys} read={a.read:g} more={more} view={a.view} "
-          f"batch={a.batch} repeat={a.repeat}")
+          f"batch={a.batch} repeat={a.repeat}" + _dist_line(a))
     cols = ["views_bytes", "base_bytes", "load_s", "writes_s", "writes_cpu_s", "first_read_us",
             "second_read_us"] + (["tables_rss", "index_rss", "rss", "views_rss", "kernels_rss", "state_rss"]
                                  if a.rss else [])
     print(f"{'mode':8}" + "".join(f"{c:>16}" for c in cols))
     views_rss, state_rss = {}, {}
     for partial in (False, True):
-        run = rss_run if a.rss else one_run
+        run = functools.partial(rss_run if a.rss else one_run, dist=a.dist, zipf_s=a.zipf_s)
         runs = [run(partial, a.rows, a.keys, a.read, more, a.view, a.batch, seed)
                 for seed in range(a.repeat)]
         med = {c: statistics.median(r[c] for r in runs) for c in cols}
@@ -386,4 +494,43 @@ def _main_limit(a: argparse.Namespace) -> int:
           f"tables against {_mb(a.memory_limit)}); with the kernels: "
           f"{'yes' if with_kernels else 'no'} ({_mb(over - kernels)} over the tables and "
           f"the kernels)")
+    return 0
+
+
+def _dist_line(a: argparse.Namespace) -> str:
+    """With ``--dist zipf``: the reads' distribution, and the distinct keys each run
+    reads and its hit share (``repeats`` of ``read_order``, as ``one_run`` draws them),
+    medians over the runs' seeds, on a line of their own; else nothing."""
+    if a.dist == "uniform":
+        return ""
+    n = max(1, int(a.keys * a.read))
+    hits = [float(repeats(read_order(a.keys, n, seed, a.dist, a.zipf_s)).sum())
+            for seed in range(a.repeat)]
+    h = statistics.median(hits)
+    return (f" dist={a.dist} zipf_s={a.zipf_s:g}\n{n:,} reads a run: {n - h:,.0f} distinct "
+            f"keys ({(n - h) / a.keys:.2%} of the keys), hit share {h / n:.3f} (medians)")
+
+
+def _main_plot(a: argparse.Namespace) -> int:
+    """``--plot``: ``sweep`` for partial mode with uniform and with Zipf reads, and for
+    full mode (uniform reads: its views hold every key whatever is read), printed as a
+    table and drawn against the share of the keys read at least once."""
+    label = f"Zipf s={a.zipf_s:g}"
+    print(f"rows={a.rows} keys={a.keys} view={a.view} batch={a.batch} shares={a.shares} "
+          f"zipf_s={a.zipf_s:g}")
+    runs = {f"partial, {d}": sweep(True, a.rows, a.keys, a.view, a.batch, 0, a.shares, d,
+                                   a.zipf_s) for d in DISTS}
+    runs["full, uniform"] = sweep(False, a.rows, a.keys, a.view, a.batch, 0, a.shares)
+    print(f"{'reads/keys':>10} {'full bytes':>14} {'uniform: read':>14} {'bytes':>14} "
+          f"{'/ full':>7} {'zipf: read':>11} {'bytes':>14} {'/ full':>7}")
+    for share in a.shares:
+        full = runs["full, uniform"][share][1]
+        (ur, ub), (zr, zb) = (runs[f"partial, {d}"][share] for d in DISTS)
+        print(f"{share:>10g} {full:>14,} {ur:>14.4f} {ub:>14,} {_ratio(ub, full):>7} "
+              f"{zr:>11.4f} {zb:>14,} {_ratio(zb, full):>7}")
+    lines = {k.replace("zipf", label): {r: b / 1e6 for r, b in pts.values()}
+             for k, pts in runs.items()}
+    plot_lines(lines, a.plot, f"views' memory, {a.view} view, {a.keys:,} keys, {a.rows:,} rows",
+               "share of the keys read (at least once)", "views' bytes (MB, db.memory)")
+    print(f"plot written to {a.plot}")
     return 0

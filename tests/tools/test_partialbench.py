@@ -2,6 +2,8 @@
 wrong answer (the bench's record of the rows planted wrong) fails the run."""
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 
@@ -23,6 +25,64 @@ def test_bench_partial_prints_a_row_per_mode(capsys):
     assert BENCHES["partial"](["--rows", "1000", "--keys", "100", "--repeat", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out[2:]] == ["full", "partial"]
+
+
+def test_read_order_draws_zipf_reads_and_marks_repeats():
+    u = partialbench.read_order(1000, 300, 4)
+    assert len(set(u.tolist())) == 300          # uniform: distinct keys, the draw of before
+    assert u.tolist() == np.random.default_rng(4).choice(1000, 300, replace=False).tolist()
+    z = partialbench.read_order(1000, 20_000, 4, "zipf", 1.15)
+    assert z.tolist() == partialbench.read_order(1000, 20_000, 4, "zipf", 1.15).tolist()
+    assert 0 <= z.min() and z.max() < 1000
+    top = np.bincount(z, minlength=1000).max() / len(z)     # the key of rank 1
+    want = 1 / (1 / np.arange(1, 1001) ** 1.15).sum()
+    assert abs(top - want) < 0.1 * want
+    rep = partialbench.repeats(z)
+    seen: set[int] = set()
+    for k, r in zip(z.tolist(), rep.tolist()):
+        assert r == (k in seen)
+        seen.add(k)
+    assert not partialbench.repeats(u).any()
+
+
+def test_one_run_with_zipf_reads_counts_distinct_keys_and_hits(monkeypatch):
+    out = one_run(True, 2000, 200, 0.5, 200, "vote", 100, 0, dist="zipf")
+    order = partialbench.read_order(200, 100, 0, "zipf")
+    assert out["distinct"] == len(set(order.tolist())) < 100
+    assert out["hit_share"] == 1 - out["distinct"] / 100
+    line = partialbench._dist_line(argparse.Namespace(dist="zipf", keys=200, read=0.5,
+                                                      repeat=1, zipf_s=1.15))
+    assert f"100 reads a run: {out['distinct']} distinct keys" in line
+    assert f"hit share {out['hit_share']:.3f}" in line
+    _corrupt(monkeypatch, int(np.bincount(order).argmax()))     # the hottest key
+    with pytest.raises(AssertionError, match="wrong answer for key"):
+        one_run(True, 2000, 200, 0.5, 200, "vote", 100, 0, dist="zipf")
+
+
+def test_sweep_memory_grows_with_the_keys_read(monkeypatch, tmp_path, capsys):
+    shares = [0.1, 0.5, 1.0]
+    part = partialbench.sweep(True, 2000, 200, "vote", 100, 0, shares)
+    full = partialbench.sweep(False, 2000, 200, "vote", 100, 0, shares)
+    zipf = partialbench.sweep(True, 2000, 200, "vote", 100, 0, shares, "zipf")
+    assert [part[s][0] for s in shares] == shares            # uniform: distinct keys
+    assert part[0.1][1] < part[0.5][1] < part[1.0][1] and part[0.5][1] < full[0.5][1]
+    assert len({b for _, b in full.values()}) == 1            # full: whatever is read
+    assert all(zipf[s][0] < s for s in shares) and zipf[0.1][1] < zipf[1.0][1]
+    path = tmp_path / "mem.png"
+    assert partialbench.main(["--rows", "2000", "--keys", "200", "--view", "vote",
+                              "--plot", str(path), "--shares", "0.1,1"]) == 0
+    assert path.stat().st_size > 0
+    assert f"plot written to {path}" in capsys.readouterr().out
+    _corrupt(monkeypatch, int(partialbench.read_order(200, 20, 0)[3]))
+    with pytest.raises(AssertionError, match="wrong answer for key"):
+        partialbench.sweep(True, 2000, 200, "vote", 100, 0, [0.1])
+
+
+@pytest.mark.parametrize("argv", [["--zipf-s", "0"], ["--plot", "x.png", "--shares", "0"],
+                                  ["--plot", "x.png", "--shares", "a"]])
+def test_bench_partial_refuses_bad_read_options(argv):
+    with pytest.raises(SystemExit):
+        partialbench.main(argv)
 
 
 def _corrupt(monkeypatch, key: int) -> None:
