@@ -20,9 +20,11 @@ after a full collection and ``malloc_trim``. Fresh processes on both sides, beca
 bench's own process has imported every bench (tens of MB the runs would not share).
 ``--memory-limit BYTES``: partial mode under that limit, every key read once in a
 random order, RSS sampled every ``--every`` reads, against the tables-only process's.
-"The tables" are the base tables with the upquery index a partial view's first miss
-builds on them (``build_index``), which is kept whatever is read; the compiled kernels
-any view loads once a process are measured apart and reported both ways.
+"The tables only" (``baselines``) is the tables and the engine's compiled kernels
+(code any process loads once, whatever the data: its first table's clocks load them),
+without the upquery index a partial view's first miss builds (``build_index``): the
+headline counts the index as the views'; the readings with the index as the tables',
+the kernels as the views', and both, are printed beside it.
 Every answer read is checked against the rows the bench wrote (``check``): a wrong one
 fails the run.
 """
