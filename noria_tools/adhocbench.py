@@ -122,8 +122,9 @@ def run(db: Any, args: argparse.Namespace) -> int:
           f"{'queries s':>10}")
 
     def line(i: int, ms: list[float], ratio: float, spent: float) -> None:
-        ref_ms = f"{ms[1]:>8.3f}" if len(ms) > 1 else f"{'-':>8}"
-        print(f"{i:>8} {ms[0]:>10.3f} {ref_ms} {ratio:>9.3f} {len(db.graph()):>6} "
+        ref_ms, over = ((f"{ms[1]:>8.3f}", f"{ratio:>9.3f}") if len(ms) > 1
+                        else (f"{'-':>8}", f"{'-':>9}"))
+        print(f"{i:>8} {ms[0]:>10.3f} {ref_ms} {over} {len(db.graph()):>6} "
               f"{spent:>10.2f}", flush=True)
 
     ms, ratio = mark()
