@@ -20,9 +20,11 @@ after a full collection and ``malloc_trim``. Fresh processes on both sides, beca
 bench's own process has imported every bench (tens of MB the runs would not share).
 ``--memory-limit BYTES``: partial mode under that limit, every key read once in a
 random order, RSS sampled every ``--every`` reads, against the tables-only process's.
-"The tables" are the base tables with the upquery index a partial view's first miss
-builds on them (``build_index``), which is kept whatever is read; the compiled kernels
-any view loads once a process are measured apart and reported both ways.
+"The tables only" (``baselines``) is the tables and the engine's compiled kernels
+(code any process loads once, whatever the data: its first table's clocks load them),
+without the upquery index a partial view's first miss builds (``build_index``): the
+headline counts the index as the views'; the readings with the index as the tables',
+the kernels as the views', and both, are printed beside it.
 Every answer read is checked against the rows the bench wrote (``check``): a wrong one
 fails the run.
 
@@ -227,12 +229,21 @@ def tables_rss(partial: bool, rows: int, more: int, keys: int, view: str, batch:
     """RSS of a process holding the bench's tables only: the same connection, schema and
     load as ``one_run``'s (``limit_run``'s with ``limit``), no view (run it in a fresh
     process: ``in_child``), and the same objects of the bench's own as that run holds
-    while it reads (``_reads``, ``_limit_reads``). Read three times: the tables
-    (``plain``); with the upquery index a partial view's first miss builds (``tables``,
-    ``build_index``; partial mode only: ``index_bytes``); then after the same view was
-    created, written and read on a second connection of the same mode, closed after
-    (``warmed``: ``warm_kernels``): a view's writes load the engine's compiled kernels
-    (numba's code and its modules, tens of MB, once a process, whatever the data)."""
+    while it reads (``_reads``, ``_limit_reads``). Read five times, in this order: after
+    the imports and ``connect`` (``bare``); after ``warm_kernels`` (``code``: the
+    engine's compiled kernels, numba's machine code and its modules, tens of MB that any
+    process loads once whatever the data: the first table's clocks load the compaction
+    kernel, a view's first run the rest); after the tables' load (``tables``: the
+    baseline of issue 20's measures, docs/partial.md "Figures"); with the upquery index
+    a partial view's first miss builds (``indexed``, ``build_index``; partial mode
+    only: ``index_bytes``, its ``db.memory``); after ``warm_kernels`` once more
+    (``rewarmed``: a check that ``code`` held all a view loads, a second view costing
+    the process nothing more). The kernels load before the tables because the tables
+    cannot be built without them (their clocks load them): "the tables without the
+    kernels" is ``tables`` less ``code - bare``."""
+    bare = rss()
+    warm_kernels(partial, view)
+    code = rss()
     db = connect(partial=partial)
     table, _ = _schema(db, view, keys, views=False)
     data = _rows(rows, more, keys, seed)
@@ -243,13 +254,33 @@ def tables_rss(partial: bool, rows: int, more: int, keys: int, view: str, batch:
         bench: tuple | None = _limit_reads(data, keys, seed)
     else:
         bench = _reads(data, rows, keys, read, seed) if read else None
-    plain = rss()
-    index = build_index(db, view) if partial else 0
     tables = rss()
+    index = build_index(db, view) if partial else 0
+    indexed = rss()
     warm_kernels(partial, view)
-    warmed = rss()
+    rewarmed = rss()
     del bench
-    return {"plain": plain, "tables": tables, "warmed": warmed, "index_bytes": index}
+    return {"bare": bare, "code": code, "tables": tables, "indexed": indexed,
+            "rewarmed": rewarmed, "index_bytes": index}
+
+
+def baselines(t: dict[str, int]) -> dict[str, int]:
+    """The four baselines a process's RSS is measured against, from ``tables_rss``'s
+    readings, by what counts as the tables' (the rest is the views'): the headline
+    (``code``: the tables and the engine's compiled kernels, no upquery index:
+    measured), ``code+index`` (the index the tables' too: measured), ``none`` (the
+    tables alone: the kernels and the index the views') and ``index`` (the tables and
+    their index, the kernels the views'); the last two less the kernels' RSS."""
+    kernels = t["code"] - t["bare"]
+    return {"code": t["tables"], "code+index": t["indexed"], "none": t["tables"] - kernels,
+            "index": t["indexed"] - kernels}
+
+
+#: ``baselines``' keys, the headline first, and how the printed tables name them
+READINGS = {"code": "kernels the code's, index the views' (headline)",
+            "code+index": "kernels the code's, index the tables'",
+            "none": "kernels and index the views'",
+            "index": "kernels the views', index the tables'"}
 
 
 def in_child(fn, *args):
@@ -263,18 +294,21 @@ def in_child(fn, *args):
 def rss_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
             batch: int, seed: int, dist: str = "uniform",
             zipf_s: float = ZIPF_S) -> dict[str, float]:
-    """``one_run`` with ``measure_rss``, and ``tables_rss``, each in a fresh process: the
-    views' RSS is the first's RSS after the reads less the second's (issue 20's "process
-    RSS minus the same process with the tables only"); of it, ``kernels_rss`` is what
-    any view costs a process once (``tables_rss``'s second reading less its first) and
-    ``state_rss`` the rest. "The tables" hold the base's upquery index in partial mode
-    (``tables_rss``; ``index_rss`` its RSS)."""
+    """``one_run`` with ``measure_rss``, and ``tables_rss``, each in a fresh process:
+    issue 20's "process RSS minus the same process with the tables only", the first's
+    RSS after the reads less each of ``baselines`` (``views_rss`` the headline, less
+    the tables and the kernels; ``views_rss_<reading>`` the others). The pieces:
+    ``kernels_rss`` (the tables-only process's RSS grown by ``warm_kernels``),
+    ``index_rss`` (grown by ``build_index``; 0 in full mode) and ``rewarm_rss`` (grown by
+    a second ``warm_kernels``: about 0 if the kernels are once a process)."""
     out = in_child(one_run, partial, rows, keys, read, more, view, batch, seed, True, dist, zipf_s)
     t = in_child(tables_rss, partial, rows, more, keys, view, batch, seed, read)
-    tables, warm = t["tables"], t["warmed"]
-    return out | {"tables_rss": tables, "index_rss": tables - t["plain"],
-                  "views_rss": out["rss"] - tables, "kernels_rss": warm - tables,
-                  "state_rss": out["rss"] - warm}
+    base = baselines(t)
+    return out | {"tables_rss": t["tables"], "kernels_rss": t["code"] - t["bare"],
+                  "index_rss": t["indexed"] - t["tables"],
+                  "rewarm_rss": t["rewarmed"] - t["indexed"],
+                  "views_rss": out["rss"] - base["code"]} | {
+        f"views_rss_{k}": out["rss"] - b for k, b in base.items() if k != "code"}
 
 
 def one_run(partial: bool, rows: int, keys: int, read: float, more: int, view: str,
@@ -450,24 +484,38 @@ def main(argv: list[str]) -> int:
     print(f"rows={a.rows} keys={a.keys} read={a.read:g} more={more} view={a.view} "
           f"batch={a.batch} repeat={a.repeat}" + _dist_line(a))
     cols = ["views_bytes", "base_bytes", "load_s", "writes_s", "writes_cpu_s", "first_read_us",
-            "second_read_us"] + (["tables_rss", "index_rss", "rss", "views_rss", "kernels_rss", "state_rss"]
-                                 if a.rss else [])
+            "second_read_us"] + (RSS_COLS if a.rss else [])
     print(f"{'mode':8}" + "".join(f"{c:>16}" for c in cols))
-    views_rss, state_rss = {}, {}
+    meds = {}
     for partial in (False, True):
         run = functools.partial(rss_run if a.rss else one_run, dist=a.dist, zipf_s=a.zipf_s)
         runs = [run(partial, a.rows, a.keys, a.read, more, a.view, a.batch, seed)
                 for seed in range(a.repeat)]
-        med = {c: statistics.median(r[c] for r in runs) for c in cols}
+        med = {c: statistics.median(r[c] for r in runs) for c in runs[0]}
         cells = "".join(f"{med[c]:>16,.0f}" if c.endswith(("bytes", "rss")) else
                         f"{med[c]:>16.4g}" for c in cols)
         print(f"{'partial' if partial else 'full':8}" + cells)
-        views_rss[partial], state_rss[partial] = med.get("views_rss", 0), med.get("state_rss", 0)
+        meds[partial] = med
     if a.rss:
-        for what, d in (("views' RSS", views_rss), ("less the kernels", state_rss)):
-            print(f"{what} partial/full: {_ratio(d[True], d[False])} ({_mb(d[True])} / "
-                  f"{_mb(d[False])})")
+        _print_rss(meds)
     return 0
+
+
+#: ``rss_run``'s columns in the modes' table (the readings other than the headline
+#: follow in ``_print_rss``'s)
+RSS_COLS = ["kernels_rss", "tables_rss", "index_rss", "rewarm_rss", "rss", "views_rss"]
+
+
+def _print_rss(meds: dict[bool, dict[str, float]]) -> None:
+    """The views' RSS partial against full by each reading of "the tables only"
+    (``READINGS``), the headline first; each mode's medians in ``meds``."""
+    print("views' RSS (RSS after the reads less the tables-only process), by what the "
+          "tables-only process holds:")
+    for k, what in READINGS.items():
+        col = "views_rss" if k == "code" else f"views_rss_{k}"
+        p, f = meds[True][col], meds[False][col]
+        print(f"  {what:48} partial {_mb(p):>10}  full {_mb(f):>10}  partial/full "
+              f"{_ratio(p, f)}")
 
 
 def _main_limit(a: argparse.Namespace) -> int:
@@ -475,25 +523,29 @@ def _main_limit(a: argparse.Namespace) -> int:
           f"memory_limit={a.memory_limit} every={a.every}")
     r = in_child(limit_run, a.rows, a.keys, a.view, a.batch, 0, a.memory_limit, a.every)
     t = in_child(tables_rss, True, a.rows, 0, a.keys, a.view, a.batch, 0, 0.0, True)
-    tables, kernels = t["tables"], t["warmed"] - t["tables"]
+    base = baselines(t)
     print(f"reads {r['reads']:,} (every key once, each answer right) in {r['read_s']:.1f} s; "
           f"{r['samples']} RSS samples")
-    print(f"tables-only RSS (fresh process)     {_mb(tables)} (the tables {_mb(t['plain'])}, "
-          f"their upquery index {_mb(tables - t['plain'])}: {_mb(t['index_bytes'])} in "
-          f"db.memory; the bench's read order and counts)")
-    print(f"the views' compiled kernels         {_mb(kernels)} (a fresh process's first view)")
-    print(f"RSS after the load and one read     {_mb(r['start_rss'])} (+{_mb(r['start_rss'] - tables)}"
-          f"; the index there {_mb(r['index_bytes'])} in db.memory)")
-    print(f"max RSS while reading               {_mb(r['max_rss'])}")
+    print(f"tables-only process (fresh)         {_mb(t['bare'])} after the imports")
+    print(f"  the compiled kernels              +{_mb(t['code'] - t['bare'])} (a throwaway "
+          f"view's, on a connection of its own, closed)")
+    print(f"  the tables (with the kernels)     {_mb(t['tables'])} (the bench's read order "
+          f"and counts too)")
+    print(f"  then the upquery index            +{_mb(t['indexed'] - t['tables'])} "
+          f"({_mb(t['index_bytes'])} in db.memory)")
+    print(f"  then a second throwaway view      +{_mb(t['rewarmed'] - t['indexed'])} (the "
+          f"kernels are once a process)")
+    print(f"RSS after the load and one read     {_mb(r['start_rss'])} (the index there "
+          f"{_mb(r['index_bytes'])} in db.memory)")
+    print(f"max RSS while reading               {_mb(r['max_rss'])} (+{_mb(r['max_rss'] - r['start_rss'])})")
     print(f"max views' bytes (db.memory)        {_mb(r['max_views_bytes'])} (of the limit, the "
           f"slot maps and spare slots at the end: {_mb(r['fixed_bytes'])})")
-    over = r["max_rss"] - tables
-    plain = over <= a.memory_limit
-    with_kernels = over <= a.memory_limit + kernels
-    print(f"max RSS <= tables + limit: {'yes' if plain else 'no'} ({_mb(over)} over the "
-          f"tables against {_mb(a.memory_limit)}); with the kernels: "
-          f"{'yes' if with_kernels else 'no'} ({_mb(over - kernels)} over the tables and "
-          f"the kernels)")
+    print(f"max RSS over the tables-only process, against the limit {_mb(a.memory_limit)}, by "
+          f"what that process holds:")
+    for k, what in READINGS.items():
+        over = r["max_rss"] - base[k]
+        print(f"  {what:48} {_mb(over):>10}  within the limit: "
+              f"{'yes' if over <= a.memory_limit else 'no'}")
     return 0
 
 
