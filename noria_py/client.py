@@ -231,9 +231,6 @@ class Database:
                 raise ArgumentError(f"regime {regime!r} keeps no tree clocks or local "
                                     "checkpoints; clocks= and checkpoints= go with "
                                     "regime='treeclock'")
-            if partial:
-                raise ArgumentError(f"partial state is offered with regime 'treeclock' "
-                                    f"only, not {regime!r} yet")
         clocks = regime == "treeclock" if clocks is None else clocks
         checkpoints = regime == "treeclock" if checkpoints is None else checkpoints
         #: the fault-tolerance regime (docs/regimes.md)

@@ -460,9 +460,13 @@ class Partial:
         shared sub-plan) becomes full again, with every partial operator above it on
         its reader's path (a full node below a hole would miss the writes dropped
         there). Its reader loses its keys; the operators are refilled from their
-        inputs' full output (as a new node is: ``planner.initialize``)."""
+        inputs' full output and settled (as a new node is: ``planner.initialize``,
+        ``Runtime.settle``), checkpointing as the regime's other stateful nodes do from
+        then on: a rollback or recovery loads their state again, where a partial node's
+        comes back empty."""
         from .planner.initialize import initialize
 
+        full_again: set[str] = set()
         for reader_id, cols in list(self.paths.items()):
             reader: Reader = self.graph[reader_id].op     # type: ignore[assignment]
             if not reader.path:
@@ -479,8 +483,12 @@ class Partial:
                     op: Any = self.graph[nid].op
                     op.make_full()
                     initialize(self.graph, {nid})
+                    self.runtime.checkpoint_into(self.runtime.domains[nid])
+                    full_again.add(nid)
             reader.path = [(op, c) for op, c in reader.path if op.partial]
             self.path_ids[reader_id] = [n for n in self.path_ids[reader_id] if n in keep]
+        if full_again:
+            self.runtime.settle(full_again)
 
     def remove(self, reader_id: str) -> None:
         """The reader ``reader_id`` leaves the graph (its view was dropped), and the

@@ -18,8 +18,8 @@ from typing import Any
 
 from .errors import ArgumentError, RegimeError
 
-__all__ = ["BUILT", "EMBEDDED_ONLY", "NOT_BUILT", "STRATEGIES", "check", "from_text",
-           "policies"]
+__all__ = ["BUILT", "EMBEDDED_ONLY", "NOT_BUILT", "PARTIAL_IN_CLUSTER", "STRATEGIES", "check",
+           "check_partial", "from_text", "policies"]
 
 #: regime -> what it does, in a line (``noria-py bench regimes`` prints these)
 BUILT = {
@@ -50,6 +50,10 @@ STRATEGIES = {
 #: the regimes the cluster runtime does not offer yet (none: every one is offered)
 EMBEDDED_ONLY: tuple[str, ...] = ()
 
+#: the regimes a cluster serves partial state in (``serve --partial``); the embedded
+#: engine takes ``connect(partial=True)`` in every regime (docs/partial.md, rule 6)
+PARTIAL_IN_CLUSTER: tuple[str, ...] = ("treeclock",)
+
 
 def check(regime: Any, *, cluster: bool = False) -> str:
     """``regime`` if it is built (for a cluster: offered by the cluster runtime too);
@@ -72,6 +76,18 @@ def check(regime: Any, *, cluster: bool = False) -> str:
                           f"{', '.join(r for r in BUILT if r not in EMBEDDED_ONLY)} "
                           "with noria-py serve")
     return regime
+
+
+def check_partial(regime: str) -> None:
+    """An ArgumentError unless a cluster serves partial state in ``regime``
+    (``PARTIAL_IN_CLUSTER``), naming why not."""
+    if regime not in PARTIAL_IN_CLUSTER:
+        raise ArgumentError(
+            f"serve --partial is offered with --regime treeclock only, not {regime!r}: "
+            f"a cluster's {regime} recovery sets node shards back or replays them on the "
+            "workers without emptying the partial nodes' paths across workers "
+            "(runtime/cluster/partial.py follows tree-clock and lineage recovery only); "
+            f"the embedded engine takes connect(regime={regime!r}, partial=True)")
 
 
 def check_causal(regime: str, determinant_depth: Any, standby: Any, how: str) -> None:

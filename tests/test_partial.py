@@ -494,13 +494,16 @@ _KEYS = [*range(40), -3, 5_000_000, 1 << 40]
 
 def _random_write(rng: random.Random, dbs, t_rows: dict[int, tuple], e_rows: list[tuple],
                   nxt: int, *, t_sizes: list[int], e_sizes: list[int], e_gone: list[int],
-                  y) -> tuple[bool, int]:
+                  y, tables: tuple[str, ...] = ("t", "e")) -> tuple[bool, int]:
     """One random step of the differential tests below, into every database of ``dbs``
     and the models ``t_rows`` / ``e_rows``: rows into ``t`` (ids from ``nxt``), a delete
     or an update there, a columnar batch into ``e`` (its ``y`` drawn by ``y(rng)``) or a
-    delete there; (False: none drawn, the caller reads instead; the next id)."""
+    delete there; (False: none drawn, or one to a table not among ``tables``, the
+    caller reads instead; the next id)."""
     pa = pytest.importorskip("pyarrow")
     r = rng.random()
+    if ("t" if r < 0.37 else "e" if r < 0.65 else None) not in (*tables, None):
+        return False, nxt           # (its table's base is down)
     if r < 0.2:
         rows = []
         for _ in range(rng.choice(t_sizes)):
@@ -786,14 +789,51 @@ def test_fills_through_partial_operators_race_writes_in_flight(seed):
     assert db._partial.evictions > 0
 
 
-@pytest.mark.parametrize("strategy", ["treeclock", "lineage"])
-@pytest.mark.parametrize("victim", ["aggregate", "join", "reader", "vote base"])
-@pytest.mark.parametrize("shards", [1, 4])
-def test_recovery_of_each_node_of_a_partial_path(strategy, victim, shards):
+#: the regimes besides tree clocks, each recovering with its own strategy
+#: (docs/regimes.md), with partial state (docs/partial.md, rule 6)
+REGIMES = ("coordinated", "uncoordinated", "cic", "causal", "falkirk")
+_VICTIMS = ("aggregate", "join", "reader", "vote base")
+#: (regime, strategy, victim, shards): tree clocks' two strategies in full; each other
+#: regime at 1 shard on every victim and at 4 on one (the rest slow)
+_RECOVERIES = [
+    *((r, s, v, n) for r, s in (("treeclock", "treeclock"), ("treeclock", "lineage"))
+      for v in _VICTIMS for n in (1, 4)),
+    *(pytest.param(r, r, v, n, marks=() if n == 1 or v == _VICTIMS[i % 4] else pytest.mark.slow)
+      for i, r in enumerate(REGIMES) for v in _VICTIMS for n in (1, 4))]
+
+
+def _regime(regime: str, shards: int, monkeypatch) -> dict:
+    """``connect``'s options for ``regime``; at 4 shards (with ``monkeypatch``) its
+    checkpoints, epochs or spans taken every 2 messages or writes rather than as
+    shipped (then a rollback starts at the views' creation, with every write replayed)."""
+    from noria_py import tuning
+
+    if shards == 4 and regime != "treeclock":
+        monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 2)
+    return {"regime": regime, **({"barrier_every": 2} if regime == "coordinated" and shards == 4
+                                 else {})}
+
+
+def _partial_nodes(db) -> list[str]:
+    """The partial node shards: readers and the operators of their paths."""
+    return [nid for nid, n in db.graph_.nodes.items() if getattr(n.op, "partial", False)]
+
+
+def _holds(db, nid) -> int:
+    """How many keys the partial node ``nid`` holds."""
+    op = db.graph_[nid].op
+    return len(op.filled if op.kind == "reader" else op.holes.filled)
+
+
+@pytest.mark.parametrize("regime,strategy,victim,shards", _RECOVERIES)
+def test_recovery_of_each_node_of_a_partial_path(regime, strategy, victim, shards, monkeypatch):
     """A failed partial aggregate or join comes back all holes and the keys of its
     reader's path go with it; a failed reader likewise; a failed base leaves them
-    held. Every view is right afterwards, with writes before and after."""
-    db, full = _make(partial=True, shards=shards), _make(shards=shards)
+    held (but where a coordinated rollback sets every node back). Every partial node a
+    regime sets back comes back all holes too. Every view is right afterwards, with
+    writes before and after; in every regime, with its own recovery."""
+    db = _make(partial=True, shards=shards, **_regime(regime, shards, monkeypatch))
+    full = _make(shards=shards)
     for d in (db, full):
         d.table("t").insert([(i, i % 7, i) for i in range(30)])
         d.table("e").insert([(i % 30, i) for i in range(90)])
@@ -819,10 +859,15 @@ def test_recovery_of_each_node_of_a_partial_path(strategy, victim, shards):
         assert _held(db, "vote") < held_before          # the path's keys went
         with pytest.raises(RecoveryError, match="recover"):
             db.view("vote").lookup_many(list(range(30)))
-    db.recover(node, strategy=strategy)
-    if victim == "vote base":
+    report = db.recover(node, strategy=strategy)
+    assert report.strategy == strategy and not report.fallback
+    set_back = set(report.rolled_back) & set(_partial_nodes(db))
+    assert not [n for n in set_back if _holds(db, n)]  # (before anything is read again)
+    if regime == "coordinated":     # every node back to the last complete epoch
+        assert set(_partial_nodes(db)) <= set_back and not _held(db, "ejoin")
+    elif victim == "vote base":
         assert _held(db, "vote") == held_before
-    else:                       # the failed node's shard of the path came back all holes
+    if victim != "vote base":   # the failed node's shard of the path came back all holes
         assert not _readers(db, "vote")[shard].filled
     _check_paths(db)
     for d in (db, full):
@@ -835,6 +880,96 @@ def test_recovery_of_each_node_of_a_partial_path(strategy, victim, shards):
         assert sorted(db.view(view).all()) == sorted(full.view(view).all())
     _check_paths(db)
     assert db._partial.held_bytes() == _accounted(db)
+
+
+def _upstream(db, view) -> set[str]:
+    """``view``'s reader shards and every node above them."""
+    seen: set[str] = set()
+    todo = list(db._views[view].readers)
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(db.graph_[n].parents)
+    return seen
+
+
+def _fail_and_recover(rng, db, full, t_rows, e_rows, nxt: int) -> tuple[int, bool]:
+    """1-3 random node shards failed at once (``pick_failures``), writes to the tables
+    whose base is up and reads of the views all of whose nodes are up while they are
+    down, then every one recovered by ``db.recover()`` (the regime's own strategy;
+    lineage for what causal refuses); every partial node a recovery set back holds no
+    key. Returns (the next id, whether the regime refused)."""
+    from tests.recovery.test_concurrent_failures import pick_failures
+
+    failed = pick_failures(rng, db, 1, 3)
+    for f in failed:
+        db.fail(f)
+    up = tuple(t for t in ("t", "e") if db._tables[t].node not in failed)
+    for _ in range(rng.randint(2, 8)):
+        wrote, nxt = _random_write(rng, (db, full), t_rows, e_rows, nxt, t_sizes=[1, 5, 30],
+                                   e_sizes=[3, 40], e_gone=[1, 20], y=lambda r: r.randrange(9),
+                                   tables=up)
+        live = [v for v in _ORACLE_VIEWS if all(db.runtime.alive(n) for n in _upstream(db, v))]
+        if not wrote and live:
+            _lookups_as_full(rng, db, full, live)
+    refused = False
+    try:
+        reports = db.recover()
+    except RecoveryError:
+        assert db.regime == "causal"    # (its determinants lost with their holders)
+        refused = True
+        reports = [db.recover(f, strategy="lineage") for f in db.graph_.topological()
+                   if not db.runtime.alive(f)]
+    assert all(db.runtime.alive(n) for n in db.graph_.nodes)
+    assert not [n for r in reports for n in r.rolled_back
+                if n in _partial_nodes(db) and _holds(db, n)], failed
+    for f in failed:            # a failed partial node comes back all holes
+        assert f not in _partial_nodes(db) or not _holds(db, f), f
+    return nxt, refused
+
+
+#: (regime, shards, seed): each regime at 1 and 4 shards in the default suite, with
+#: writes in flight at odd seeds and checkpoints (epochs, spans, marks) every message,
+#: every 3 or as shipped by seed; more seeds slow
+_REGIME_RUNS = [pytest.param(r, n, s, marks=() if s < 2 else pytest.mark.slow)
+                for r in REGIMES for s in range(12) for n in ((1, 4)[(s + REGIMES.index(r)) % 2],)]
+
+
+@pytest.mark.parametrize("regime,shards,seed", _REGIME_RUNS)
+def test_every_regime_against_duckdb_with_failures(regime, shards, seed, monkeypatch):
+    """Partial state in every regime (docs/partial.md, rule 6): random row and columnar
+    writes, deletes and updates, lookups, a memory_limit that evicts all the time, and
+    twice 1-3 random nodes failed at once, written to and read while down, recovered by
+    the regime: every read equal to a full database's, and after each recovery and at
+    the end every key of each view equal to DuckDB's answer."""
+    from noria_py import tuning
+
+    pytest.importorskip("pyarrow")
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", (3, 1, tuning.CHECKPOINT_EVERY)[seed % 3])
+    rng = random.Random(400 + seed)
+    views = {v: VIEWS[v] for v in _ORACLE_VIEWS}
+    db = _make(views, shards=shards, partial=True, memory_limit=3000,
+               seed=seed if seed % 2 else None, regime=regime,
+               **({"barrier_every": (3, 1, 128)[seed % 3]} if regime == "coordinated" else {}))
+    full = _make(views, shards=shards)
+    t_rows: dict[int, tuple] = {}
+    e_rows: list[tuple] = []
+    nxt = 0
+    steps = 50
+    fail_at = set(rng.sample(range(10, steps - 5), 2))
+    for step in range(steps):
+        if step in fail_at:
+            nxt, _ = _fail_and_recover(rng, db, full, t_rows, e_rows, nxt)
+            _every_key_as_duckdb(rng, db, t_rows, e_rows, ("vote", "cnt", "ejoin"), VIEWS, [])
+            continue
+        wrote, nxt = _random_write(
+            rng, (db, full), t_rows, e_rows, nxt, t_sizes=[1, 5, 30], e_sizes=[3, 40, 120],
+            e_gone=[1, 20], y=lambda rng: None if rng.random() < 0.15 else rng.randrange(9))
+        if not wrote:
+            _lookups_as_full(rng, db, full, _ORACLE_VIEWS)
+    _every_key_as_duckdb(rng, db, t_rows, e_rows, _ORACLE_VIEWS, VIEWS, [-3, 1 << 40])
+    assert db._partial.evictions > 0 and db._partial.held_bytes() <= 3000
 
 
 def test_a_partial_operator_shared_by_a_new_view_becomes_full():

@@ -69,12 +69,44 @@ def test_settings_that_do_not_fit_the_regime_are_refused():
         noria_py.connect(regime="coordinated", barrier_every=0)
     with pytest.raises(noria_py.ArgumentError, match="barrier_seconds"):
         noria_py.connect(regime="coordinated", barrier_seconds=-1)
-    with pytest.raises(noria_py.ArgumentError, match="partial"):
-        noria_py.connect(regime="coordinated", partial=True)
     with pytest.raises(noria_py.ArgumentError, match="server's settings"):
         noria_py.connect("noria://127.0.0.1:1", regime="lineage")
     with pytest.raises(noria_py.ArgumentError, match="server's settings"):
         noria_py.connect("noria://127.0.0.1:1", regime="falkirk")
+
+
+@pytest.mark.parametrize("name", list(regimes.BUILT))
+def test_partial_state_in_every_regime(name):
+    """``connect(regime=R, partial=True)`` in every regime: the vote view's reader,
+    LEFT JOIN and COUNT are partial (``db.graph()`` says so), hold the keys read, and
+    a failed COUNT comes back all holes with the regime's own recovery
+    (docs/partial.md, rule 6; tests/test_partial.py tests each node and regime)."""
+    db = noria_py.connect(regime=name, partial=True, shards=2)
+    db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
+    db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    db.execute("CREATE VIEW v AS SELECT article.id, article.title, c.n FROM article LEFT JOIN "
+               "(SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id) AS c "
+               "ON article.id = c.article_id WHERE article.id = ?")
+    db.table("article").insert([(i, f"a{i}") for i in range(6)])
+    db.table("vote").insert([(i % 6, i) for i in range(20)])
+    partial = {n["kind"] for n in db.graph() if n["partial"]}
+    assert partial == {"reader", "aggregate", "join"}
+    assert db.view("v").lookup(1) == [(1, "a1", 4)]
+    counts = [n["id"] for n in db.graph() if n["partial"] and n["kind"] == "aggregate"]
+    for c in counts:
+        db.fail(c)
+    db.table("vote").insert([(1, 100)])
+    assert {r.strategy for r in db.recover()} == {regimes.STRATEGIES[name][0]}
+    assert all(not db.graph_[c].op.holes.filled for c in counts)
+    assert db.view("v").lookup(1) == [(1, "a1", 5)]
+    assert db.view("v").lookup(7) == []
+
+
+@pytest.mark.parametrize("name", [r for r in regimes.BUILT if r not in regimes.PARTIAL_IN_CLUSTER])
+def test_serve_refuses_partial_state_in_a_regime_it_does_not_serve_it_in(name, capsys):
+    assert server.main(["--port", "0", "--regime", name, "--partial"]) == 1
+    out = capsys.readouterr().out
+    assert "--regime treeclock only" in out and f"connect(regime={name!r}, partial=True)" in out
 
 
 def test_a_strategy_outside_the_regime_is_refused():

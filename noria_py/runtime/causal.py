@@ -429,13 +429,15 @@ class CausalRuntime(EmbeddedRuntime):
 
     def add(self, node: Node) -> Domain:
         d = super().add(node)
-        # the domain records what it takes for the next delta (ck_inputs, tracking);
-        # the runtime decides when a checkpoint is taken and puts it itself
-        d.use_checkpoints(self.ckpts)
         self.causal[node.id] = CausalState()
         self.marks[node.id] = []
         self.whole.add(node.id)
         return d
+
+    def checkpoint_into(self, d: Domain) -> None:
+        # the domain records what it takes for the next delta (ck_inputs, tracking);
+        # the runtime decides when a checkpoint is taken and puts it itself
+        d.use_checkpoints(self.ckpts)
 
     def remove(self, node_id: str) -> None:
         super().remove(node_id)
@@ -674,7 +676,11 @@ class CausalRuntime(EmbeddedRuntime):
 
     def checkpoint_at(self, node_id: str, mark: Mark) -> tuple[Checkpoint | None, bool]:
         """The state of the stateful ``node_id`` as of ``mark``: its standby when that is
-        as of the mark (True), else the store's checkpoint."""
+        as of the mark (True), else the store's checkpoint; none for a node that takes
+        no checkpoints, a partial one (docs/partial.md, rule 6): it comes back all
+        holes, as its crash left it, and what it replays reaches holes and is dropped."""
+        if self.domains[node_id].store is None:
+            return None, False
         ck = self.standbys.get(node_id)
         if ck is not None and ck.time == mark.time:
             return ck, True

@@ -165,11 +165,13 @@ class CoordinatedRuntime(EmbeddedRuntime):
 
     def add(self, node: Node) -> Domain:
         d = super().add(node)
+        self.whole.add(node.id)
+        return d
+
+    def checkpoint_into(self, d: Domain) -> None:
         # the domain records what it takes for the next delta (ck_inputs, tracking);
         # the runtime decides when a snapshot is taken and puts it itself
         d.use_checkpoints(self.epochs)
-        self.whole.add(node.id)
-        return d
 
     def remove(self, node_id: str) -> None:
         super().remove(node_id)

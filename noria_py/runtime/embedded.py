@@ -66,10 +66,17 @@ class EmbeddedRuntime(Runtime):
 
     def add(self, node: Node) -> Domain:
         d = self.domains[node.id] = Domain(self.graph, node)
-        d.use_checkpoints(self.store, rebuilt_readers=tuning.REBUILT_READERS)
+        self.checkpoint_into(d)
         if node.kind == "base":
             self.durable.setdefault(node.id, WriteHistory(cast(Base, node.op)))
         return d
+
+    def checkpoint_into(self, d: Domain) -> None:
+        """``d`` records what its regime's checkpoints need (here the tree-clock
+        regime's store; each regime's runtime names its own). A node made partial
+        takes none (``Domain.use_checkpoints(None)``: it comes back all holes,
+        noria_py/partial.py, rule 6); one made full again calls this."""
+        d.use_checkpoints(self.store, rebuilt_readers=tuning.REBUILT_READERS)
 
     def announce(self, change: tuple[Any, ...]) -> None:
         """A catalog change (the cluster runtime forwards these to its workers)."""

@@ -285,10 +285,12 @@ class UncoordinatedRuntime(EmbeddedRuntime):
 
     def add(self, node: Node) -> Domain:
         d = super().add(node)
-        d.use_checkpoints(self.ckpts)     # (stateless nodes: store None, points only)
         self.points[node.id] = []
         self.since[node.id] = [0, 0]
         return d
+
+    def checkpoint_into(self, d: Domain) -> None:
+        d.use_checkpoints(self.ckpts)     # (stateless nodes: store None, points only)
 
     def remove(self, node_id: str) -> None:
         super().remove(node_id)

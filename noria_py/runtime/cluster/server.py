@@ -259,6 +259,8 @@ class Server:
         node shards go, ``controller.PLACEMENTS``."""
         policies = regimes.policies(regime)
         regime = regimes.check(regime, cluster=True)
+        if partial:
+            regimes.check_partial(regime)
         #: where writes are validated and taken (one of ``WRITES``), and why
         self.writes, self.writes_why = choose(writes, regime, channels, data_dir)
         writes = self.writes
