@@ -972,8 +972,12 @@ def test_every_regime_against_duckdb_with_failures(regime, shards, seed, monkeyp
     assert db._partial.evictions > 0 and db._partial.held_bytes() <= 3000
 
 
-def test_a_partial_operator_shared_by_a_new_view_becomes_full():
-    db, full = _make(partial=True), _make()
+@pytest.mark.parametrize("regime", ["treeclock", *REGIMES])
+def test_a_partial_operator_shared_by_a_new_view_becomes_full(regime):
+    """...and checkpoints from then on as the regime's full nodes do: failed, it comes
+    back with its state (a rollback loads it, where a partial node's comes back
+    empty), with the regime's own recovery."""
+    db, full = _make(partial=True, regime=regime), _make()
     for d in (db, full):
         d.table("t").insert([(i, i % 7, i) for i in range(30)])
         d.table("e").insert([(i % 30, i) for i in range(90)])
@@ -993,6 +997,16 @@ def test_a_partial_operator_shared_by_a_new_view_becomes_full():
     for k in range(31):
         assert db.view("vote").lookup(k) == full.view("vote").lookup(k)
     _check_paths(db)
+    node = next(n for n in db.graph_.nodes if db.graph_[n].op is agg)
+    db.fail(node)
+    for d in (db, full):
+        d.table("e").insert([(4, 1000), (13, 5)])
+    assert db.recover(node).strategy == db.regime
+    for d in (db, full):
+        d.table("e").insert([(5, 7)])
+    assert sorted(db.view("counts").all()) == sorted(full.view("counts").all())
+    for k in range(31):
+        assert db.view("vote").lookup(k) == full.view("vote").lookup(k)
 
 
 @pytest.mark.parametrize("shards", [1, 4])
