@@ -792,13 +792,15 @@ def test_fills_through_partial_operators_race_writes_in_flight(seed):
 #: the regimes besides tree clocks, each recovering with its own strategy
 #: (docs/regimes.md), with partial state (docs/partial.md, rule 6)
 REGIMES = ("coordinated", "uncoordinated", "cic", "causal", "falkirk")
-_VICTIMS = ("aggregate", "join", "reader", "vote base")
+#: the vote view's partial COUNT, partial join, reader and base, and the full join of
+#: ljoin's and ljoin_r's partial readers (a source a regime may set back, and them with it)
+_VICTIMS = ("aggregate", "join", "reader", "vote base", "full join")
 #: (regime, strategy, victim, shards): tree clocks' two strategies in full; each other
 #: regime at 1 shard on every victim and at 4 on one (the rest slow)
 _RECOVERIES = [
     *((r, s, v, n) for r, s in (("treeclock", "treeclock"), ("treeclock", "lineage"))
       for v in _VICTIMS for n in (1, 4)),
-    *(pytest.param(r, r, v, n, marks=() if n == 1 or v == _VICTIMS[i % 4] else pytest.mark.slow)
+    *(pytest.param(r, r, v, n, marks=() if n == 1 or v == _VICTIMS[i] else pytest.mark.slow)
       for i, r in enumerate(REGIMES) for v in _VICTIMS for n in (1, 4))]
 
 
@@ -828,10 +830,11 @@ def _holds(db, nid) -> int:
 @pytest.mark.parametrize("regime,strategy,victim,shards", _RECOVERIES)
 def test_recovery_of_each_node_of_a_partial_path(regime, strategy, victim, shards, monkeypatch):
     """A failed partial aggregate or join comes back all holes and the keys of its
-    reader's path go with it; a failed reader likewise; a failed base leaves them
-    held (but where a coordinated rollback sets every node back). Every partial node a
-    regime sets back comes back all holes too. Every view is right afterwards, with
-    writes before and after; in every regime, with its own recovery."""
+    reader's path go with it; a failed reader likewise; a failed base or full join
+    leaves them held, but where the regime sets a partial node back: every one it
+    sets back comes back all holes (a coordinated rollback: every one). Every view is
+    right afterwards, with writes before and after; in every regime, with its own
+    recovery."""
     db = _make(partial=True, shards=shards, **_regime(regime, shards, monkeypatch))
     full = _make(shards=shards)
     for d in (db, full):
@@ -840,9 +843,15 @@ def test_recovery_of_each_node_of_a_partial_path(regime, strategy, victim, shard
     for k in range(30):
         db.view("vote").lookup(k)
         db.view("ejoin").lookup(k % 7)
+        db.view("ljoin").lookup(k % 8)
     shard = 0
     if victim == "vote base":
         node = db._tables["e"].node
+    elif victim == "full join":
+        node = db._views["ljoin"].readers[shard]
+        while db.graph_[node].kind != "join":
+            node = db.graph_[node].parents[0]
+        assert not db.graph_[node].op.partial
     else:
         reader = db._views["vote"].readers[shard]
         node = reader if victim == "reader" else next(
@@ -855,7 +864,7 @@ def test_recovery_of_each_node_of_a_partial_path(regime, strategy, victim, shard
             d.table("t").insert([(200, 3, 3)])
         else:
             d.table("e").insert([(k, 500) for k in range(0, 30, 3)])
-    if victim != "vote base":
+    if victim not in ("vote base", "full join"):
         assert _held(db, "vote") < held_before          # the path's keys went
         with pytest.raises(RecoveryError, match="recover"):
             db.view("vote").lookup_many(list(range(30)))
@@ -865,16 +874,16 @@ def test_recovery_of_each_node_of_a_partial_path(regime, strategy, victim, shard
     assert not [n for n in set_back if _holds(db, n)]  # (before anything is read again)
     if regime == "coordinated":     # every node back to the last complete epoch
         assert set(_partial_nodes(db)) <= set_back and not _held(db, "ejoin")
-    elif victim == "vote base":
+    elif victim in ("vote base", "full join"):
         assert _held(db, "vote") == held_before
-    if victim != "vote base":   # the failed node's shard of the path came back all holes
+    if victim not in ("vote base", "full join"):   # its shard of the path: all holes
         assert not _readers(db, "vote")[shard].filled
     _check_paths(db)
     for d in (db, full):
         d.table("e").insert([(k, 600) for k in range(0, 30, 2)])
         d.table("t").insert([(100, 1, 1)])
         d.wait()
-    for view in ("vote", "ejoin", "cnt", "rows"):
+    for view in ("vote", "ejoin", "cnt", "rows", "ljoin", "ljoin_r"):
         for k in [*range(31), 100]:
             assert sorted(db.view(view).lookup(k)) == sorted(full.view(view).lookup(k)), (view, k)
         assert sorted(db.view(view).all()) == sorted(full.view(view).all())
