@@ -64,11 +64,13 @@ def _apply(db, model, op, down=frozenset()) -> None:
         apply_model(model, op, db)
 
 
-def pick_failures(rng: random.Random, db, at_least: int, at_most: int = 4) -> list[str]:
-    """``at_least``-``at_most`` node shards to fail at once, a neighbour of one already
-    picked more often than not (70%), so chains and parent-child pairs fail together."""
+def pick_failures(rng: random.Random, db, at_least: int, at_most: int = 4,
+                  first: str | None = None) -> list[str]:
+    """``at_least``-``at_most`` node shards to fail at once (``first`` among them, if
+    given), a neighbour of one already picked more often than not (70%), so chains
+    and parent-child pairs fail together."""
     g = {n["id"]: n for n in db.graph()}
-    failed = [rng.choice(list(g))]
+    failed = [first if first is not None else rng.choice(list(g))]
     while len(failed) < rng.randint(at_least, at_most):
         x = rng.choice(failed)
         near = [y for y in g[x]["parents"] + g[x]["children"] if y not in failed]
