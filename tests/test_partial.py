@@ -953,18 +953,26 @@ _REGIME_RUNS = [pytest.param(r, n, s, marks=() if s < 2 else pytest.mark.slow)
 def test_every_regime_against_duckdb_with_failures(regime, shards, seed, monkeypatch):
     """Partial state in every regime (docs/partial.md, rule 6): random row and columnar
     writes, deletes and updates, lookups, a memory_limit that evicts all the time, and
-    twice 1-3 random nodes failed at once, written to and read while down, recovered by
-    the regime: every read equal to a full database's, and after each recovery and at
-    the end every key of each view equal to DuckDB's answer."""
+    twice 1-3 random nodes failed at once (one holding keys, more often than not),
+    written to and read while down, recovered by the regime: every read equal to a
+    full database's, and after each recovery and at the end every key of each view
+    equal to DuckDB's answer. Checkpoints (epochs, marks, spans) every 3 messages,
+    every one or as shipped; causal's determinants kept at every depth, 1 or 2 edges
+    down; falkirk's policies each node's default, or (odd seeds) drawn per node."""
     from noria_py import tuning
+    from noria_py.runtime.falkirk import POLICIES, FalkirkRuntime
 
     pytest.importorskip("pyarrow")
     monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", (3, 1, tuning.CHECKPOINT_EVERY)[seed % 3])
+    if regime == "falkirk" and seed % 2:
+        monkeypatch.setattr(FalkirkRuntime, "choose", lambda self, node: random.Random(
+            f"{seed}/{node.id}").choice(list(POLICIES)))
     rng = random.Random(400 + seed)
     views = {v: VIEWS[v] for v in _ORACLE_VIEWS}
-    db = _make(views, shards=shards, partial=True, memory_limit=12000,
-               seed=seed if seed % 2 else None, regime=regime,
-               **({"barrier_every": (3, 1, 128)[seed % 3]} if regime == "coordinated" else {}))
+    options = {"coordinated": {"barrier_every": (3, 1, 128)[seed % 3]},
+               "causal": {"determinant_depth": (None, 1, 2)[seed % 3]}}.get(regime, {})
+    db = _make(views, shards=shards, partial=True, memory_limit=2500,
+               seed=seed if seed % 2 else None, regime=regime, **options)
     full = _make(views, shards=shards)
     t_rows: dict[int, tuple] = {}
     e_rows: list[tuple] = []
