@@ -70,10 +70,13 @@ The rules (Noria's replay paths, OSDI'18 §4, in one process):
    (read again, or its slot evicted and reused) is passed over, so the order is exact
    LRU at amortized O(1) a key, where an ordered dict of (reader, key) cost each hit
    a move and about 160 bytes a key.
-6. Any node of a path that loses its state (a crash, a lineage purge) makes every key
-   of the path a hole again, in each of its nodes (``lost``): it comes back empty,
-   with every recovery strategy, and the next reads refill. So partial nodes take no
-   checkpoints (their parents keep logs to them as to a node without any).
+6. Any node of a path that loses its state (a crash, a lineage purge, a regime's
+   rollback setting it back) makes every key of the path a hole again, in each of its
+   nodes (``lost``): it comes back empty, with every recovery strategy and in every
+   regime, and the next reads refill. So partial nodes take no checkpoints, in any
+   regime (their parents keep logs to them as to a node without any; a regime still
+   records their times and parent-times, docs/regimes.md, "Partial state"); what a
+   recovery replays into them reaches holes and is dropped (rule 2).
 7. A partial operator that a later view comes to share (an identical sub-plan, which
    the planner builds once) becomes full again, with the partial operators above it
    on its path (``recheck``): refilled from its inputs' full output as a new node is;

@@ -930,7 +930,8 @@ def _fail_and_recover(rng, db, full, t_rows, e_rows, nxt: int) -> tuple[int, boo
     try:
         reports = db.recover()
     except RecoveryError:
-        assert db.regime == "causal"    # (its determinants lost with their holders)
+        # (causal only, its determinants lost with their holders: never a lone node's)
+        assert db.regime == "causal" and len(failed) > 1
         refused = True
         reports = [db.recover(f, strategy="lineage") for f in db.graph_.topological()
                    if not db.runtime.alive(f)]
