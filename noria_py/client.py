@@ -203,7 +203,8 @@ class Database:
         controller runs this class over its ``ClusterRuntime``. ``checkpoints``: stateful
         nodes checkpoint their state (with clocks; docs/recovery.md). ``partial``: the
         readers of parameterized views hold only the keys read, ``memory_limit`` bytes
-        of them at most (noria_py/partial.py, docs/partial.md). ``regime``: the
+        of them at most (noria_py/partial.py, docs/partial.md; in every regime, a partial
+        node coming back from any recovery all holes). ``regime``: the
         fault-tolerance regime (noria_py/regimes.py, docs/regimes.md); ``clocks`` and
         ``checkpoints`` default to its own (on for treeclock, off otherwise);
         ``barrier_every`` (writes) and ``barrier_seconds``: how often the coordinated
@@ -1927,7 +1928,8 @@ def connect(url: str | None = None, *, data_dir: str | None = None, shards: int 
     ``partial=True``: the readers of parameterized views, and the aggregates and
     joins on their key that feed them alone, hold only the keys read, filled by
     upqueries; ``memory_limit`` (bytes) bounds what they hold, least recently read
-    keys evicted first (docs/partial.md). ``regime``: the fault-tolerance regime,
+    keys evicted first (docs/partial.md; in every regime, docs/regimes.md "Partial
+    state"; a cluster serves it in the treeclock regime only). ``regime``: the fault-tolerance regime,
     ``treeclock`` (the default), ``lineage``, ``coordinated`` (with
     ``barrier_every`` writes or ``barrier_seconds`` between its checkpoints),
     ``uncoordinated``, ``cic``, ``causal`` (``determinant_depth``: how many edges
