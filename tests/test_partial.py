@@ -891,18 +891,6 @@ def test_recovery_of_each_node_of_a_partial_path(regime, strategy, victim, shard
     assert db._partial.held_bytes() == _accounted(db)
 
 
-def _upstream(db, view) -> set[str]:
-    """``view``'s reader shards and every node above them."""
-    seen: set[str] = set()
-    todo = list(db._views[view].readers)
-    while todo:
-        n = todo.pop()
-        if n not in seen:
-            seen.add(n)
-            todo.extend(db.graph_[n].parents)
-    return seen
-
-
 def _fail_and_recover(rng, db, full, t_rows, e_rows, nxt: int) -> tuple[int, bool]:
     """1-3 random node shards failed at once (``pick_failures``), writes to the tables
     whose base is up and reads of the views all of whose nodes are up while they are
@@ -923,7 +911,8 @@ def _fail_and_recover(rng, db, full, t_rows, e_rows, nxt: int) -> tuple[int, boo
         wrote, nxt = _random_write(rng, (db, full), t_rows, e_rows, nxt, t_sizes=[1, 5, 30],
                                    e_sizes=[3, 40], e_gone=[1, 20], y=lambda r: r.randrange(9),
                                    tables=up)
-        live = [v for v in _ORACLE_VIEWS if all(db.runtime.alive(n) for n in _upstream(db, v))]
+        live = [v for v in _ORACLE_VIEWS
+                if all(db.runtime.alive(n) for n in db._upstream(db._views[v].readers))]
         if not wrote and live:
             _lookups_as_full(rng, db, full, live)
     refused = False
