@@ -502,7 +502,9 @@ def _random_write(rng: random.Random, dbs, t_rows: dict[int, tuple], e_rows: lis
     caller reads instead; the next id)."""
     pa = pytest.importorskip("pyarrow")
     r = rng.random()
-    if ("t" if r < 0.37 else "e" if r < 0.65 else None) not in (*tables, None):
+    table = ("t" if r < 0.2 or (r < 0.37 and t_rows) else
+             "e" if r < 0.55 or (r < 0.65 and e_rows) else None)     # (as the branches go)
+    if table not in (*tables, None):
         return False, nxt           # (its table's base is down)
     if r < 0.2:
         rows = []
