@@ -58,6 +58,9 @@ if TYPE_CHECKING:  # pragma: no cover
     OutEdge: TypeAlias = tuple[str, int | None, deque[Message] | None]
     #: per parent B: its id and the clock position of each (self, B, A) path, by A's id
     ReportPlan: TypeAlias = tuple[str, tuple[tuple[str, int], ...]]
+    #: per parent B: B, this node's time on B's last message, its clock's entry per
+    #: (self, B, A) path by A's id, and how far B may trim its log to it (or None)
+    Report: TypeAlias = tuple[str, int, dict[str, int], int | None]
 
 
 def graph_clocks(graph: Graph, previous: TreeClocks | None = None) -> TreeClocks:
@@ -122,6 +125,9 @@ class Domain:
         self.sent_low = 0
         self.unacked = 0
         self.report_plan: list[ReportPlan] | None = None   # progress_report's clock positions
+        #: (stable checkpoint's parent-times, plan, report): the report as of that
+        #: checkpoint, handed out again until another becomes stable (``progress_report``)
+        self.report_memo: tuple[dict[str, int], list[ReportPlan], list[Report]] | None = None
         self.reset_checkpoint_state()
 
     # ------------------------------------------------------------ checkpoints
@@ -504,7 +510,7 @@ class Domain:
         self.unacked += 1
         return self.unacked >= tuning.ACK_EVERY
 
-    def progress_report(self) -> list[tuple[str, int, dict[str, int], int | None]]:
+    def progress_report(self) -> list[Report]:
         """What this node tells each parent B about how far it has got: its time on B's
         last message and, per grandparent A, the entry of its clock on the (self, B, A)
         path; and, if it has no children (a reader), the B-time up to which B may drop
@@ -515,7 +521,15 @@ class Domain:
 
         The clock read is as of the last flush, up to ``FLUSH_EVERY`` receipts behind:
         a lower entry only trims less, and flushing for each report cost more than
-        all the receipts in between (a cold kernel call every 32 messages)."""
+        all the receipts in between (a cold kernel call every 32 messages).
+
+        A checkpointing node reports no further than its stable checkpoint, so between
+        two of them its report stays the same: it is built once per stable checkpoint
+        (``report_memo``) and handed out again, and its parent, which holds it already,
+        passes over it (``on_progress``). Handed out again, not built anew, it can only
+        be lower than a new one: its times are minima of the stable checkpoint's and
+        the last-seen times and clock, which only rise until the node restarts (then
+        its stable checkpoint is another object, or none)."""
         self.unacked = 0
         plan = self.report_plan
         if plan is None:
@@ -532,11 +546,18 @@ class Domain:
             # node restarts where the checkpoint stands, from its own parents' logs
             # (``recovery/treeclock.py``, "a failed child's checkpoint")
             held = self.ck_stable_clock
-            return [(b_id, min(last_seen.get(b_id, 0), stable.get(b_id, 0)),
-                     {a_id: min(int(clock[pos]), int(held[pos])) if held is not None
-                      else int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
-                     None if trims is None else trims.get(b_id, 0))
-                    for b_id, grand in plan]
+            memo = self.report_memo
+            if memo is not None and memo[0] is stable and memo[1] is plan:
+                return memo[2]
+            report = [(b_id, min(last_seen.get(b_id, 0), stable.get(b_id, 0)),
+                       {a_id: min(int(clock[pos]), int(held[pos])) if held is not None
+                        else int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
+                       None if trims is None else trims.get(b_id, 0))
+                      for b_id, grand in plan]
+            # (the clock's own entries, where the checkpoint's clock is not known, rise:
+            # then built each time)
+            self.report_memo = (stable, plan, report) if held is not None and clock is not None else None
+            return report
         return [(b_id, last_seen.get(b_id, 0),
                  {a_id: int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
                  None if trims is None else trims.get(b_id, 0))
@@ -561,9 +582,13 @@ class Domain:
         child without children); once every child has reported, this node's low mark
         rises and it returns (parent, level) trims: what all its children reflect of
         that parent's messages to this node."""
+        progress = self.progress
+        if trim is None and progress.get(child) == (time, paths):
+            # nothing new (a checkpointing child between two stable checkpoints): the
+            # low mark, the stable checkpoint and the trims stand as they were
+            return []
         if trim is not None:
             self.truncate(child, trim)
-        progress = self.progress
         progress[child] = (time, paths)
         children = self.node.children
         if len(children) == 1 and children[0] == child:   # the usual case
