@@ -47,7 +47,8 @@ CLOCK_DEPTH = 3
 ACK_EVERY = 32
 
 #: A domain applies the diff paths built since the last time to its log and clock
-#: once this many pile up (or when either is read): one kernel call for many.
+#: at an acknowledgement once this many have piled up (or when either is read): one
+#: kernel call for many, every other acknowledgement.
 FLUSH_EVERY = 64
 
 #: A diff log is compacted when it holds this many diffs.

@@ -7,8 +7,8 @@ cost of a queue hop per operator, negligible next to batches of hundreds of rows
 With tree clocks on, a domain also keeps what Yuan's recovery protocol needs:
 its clock, a diff log (one diff per message received; each diff is built as its
 path, a small tuple, and written into the log's array and merged into the clock
-in bulk, whenever either is read or 64 have piled up; a base keeps none, its clock
-being its time alone), a payload log per outgoing
+in bulk, whenever either is read, and at an acknowledgement once 64 have piled up; a
+base keeps none, its clock being its time alone), a payload log per outgoing
 edge (every message it sent, by reference: batches are immutable; none to a reader
 that does not checkpoint, since recovery then rebuilds it from this node's state), and
 the times it last saw from each parent. Every processed message yields a message to every child,
@@ -326,10 +326,8 @@ class Domain:
             if edge is None:
                 edge = self.edges[src] = tc.path_edge(self.node.num, self.graph.nodes[src].num)
             diff = self.last_diff = receive_path(edge, msg.clock, self.time)
-            self.pending += diff
+            self.pending += diff        # (applied at an acknowledgement: progress_report)
             self.parent_low[src] = msg.low
-            if len(self.pending) >= self.flush_len:
-                self.flush()
         port = self.ports[src]
         out = self.node.op.process(port, msg.batch)
         if self.store is not None:
@@ -519,9 +517,9 @@ class Domain:
         newest) checkpoint's parent-time for B, since its recovery replays B's messages
         after it.
 
-        The clock read is as of the last flush, up to ``FLUSH_EVERY`` receipts behind:
-        a lower entry only trims less, and flushing for each report cost more than
-        all the receipts in between (a cold kernel call every 32 messages).
+        The clock read is as of the last flush, fewer than ``FLUSH_EVERY`` receipts
+        behind: a lower entry only trims less, and flushing for each report cost more
+        than all the receipts in between (a cold kernel call every 32 messages).
 
         A checkpointing node reports no further than its stable checkpoint, so between
         two of them its report stays the same: it is built once per stable checkpoint
@@ -529,7 +527,16 @@ class Domain:
         passes over it (``on_progress``). Handed out again, not built anew, it can only
         be lower than a new one: its times are minima of the stable checkpoint's and
         the last-seen times and clock, which only rise until the node restarts (then
-        its stable checkpoint is another object, or none)."""
+        its stable checkpoint is another object, or none).
+
+        The diffs built since the last flush are applied here once ``FLUSH_EVERY`` have
+        piled up (so the clock read lags by fewer than that): one chore every other
+        acknowledgement, not one more on its own schedule, which cost each message a
+        check and the flush a cold start of its own (docs/benchmarks.md, "Acknowledgements
+        without news")."""
+        pending = self.pending
+        if pending and len(pending) >= self.flush_len:     # (pending: clocks attached)
+            self.flush()
         self.unacked = 0
         plan = self.report_plan
         if plan is None:

@@ -311,3 +311,19 @@ def test_a_report_the_parent_holds_changes_nothing(seed, monkeypatch):
     assert _ack_state(dbs[0]) == _ack_state(dbs[1])
     assert sorted(dbs[0].view("c").all()) == sorted(dbs[1].view("c").all())
     assert held[0] > 20                          # (reports passed over: most of them)
+
+
+def test_pending_paths_are_applied_at_the_acknowledgements():
+    """Unread, the diffs pile up only until an acknowledgement finds ``FLUSH_EVERY``
+    of them (``Domain.progress_report``): fewer than that and an acknowledgement's
+    worth are pending at any time."""
+    db = _db()
+    vote = db.table("vote")
+    doms = [d for d in db.runtime.domains.values() if d.node.parents]
+    most = 0
+    for i in range(20 * FLUSH_EVERY):
+        vote.insert([(i % 3, i)])
+        most = max(most, *(len(d.pending) for d in doms))
+        assert most < (FLUSH_EVERY + ACK_EVERY) * (CLOCK_DEPTH + 2)
+    assert most >= (FLUSH_EVERY - 1) * (CLOCK_DEPTH + 2)    # (in bulk, not one by one)
+    assert db.view("c").lookup(1) == [(1, len(range(1, 20 * FLUSH_EVERY, 3)))]
