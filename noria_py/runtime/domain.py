@@ -7,8 +7,9 @@ cost of a queue hop per operator, negligible next to batches of hundreds of rows
 With tree clocks on, a domain also keeps what Yuan's recovery protocol needs:
 its clock, a diff log (one diff per message received; each diff is built as its
 path, a small tuple, and written into the log's array and merged into the clock
-in bulk, whenever either is read, and at an acknowledgement once 64 have piled up; a
-base keeps none, its clock being its time alone), a payload log per outgoing
+in bulk, whenever either is read (a checkpoint reads the clock), and at an
+acknowledgement once 64 have piled up unless the node checkpoints; a base keeps none,
+its clock being its time alone), a payload log per outgoing
 edge (every message it sent, by reference: batches are immutable; none to a reader
 that does not checkpoint, since recovery then rebuilds it from this node's state), and
 the times it last saw from each parent. Every processed message yields a message to every child,
@@ -533,10 +534,14 @@ class Domain:
         piled up (so the clock read lags by fewer than that): one chore every other
         acknowledgement, not one more on its own schedule, which cost each message a
         check and the flush a cold start of its own (docs/benchmarks.md, "Acknowledgements
-        without news")."""
+        without news"). Not by a checkpointing node: its report is capped by its stable
+        checkpoint's clock, not read off its own, so its diffs wait for its next
+        checkpoint, which reads its clock (at most an interval of them, checked at every
+        acknowledgement: ``checkpoint_due``); until it has a stable checkpoint with a
+        clock, its report reads an older clock, which only trims less."""
         pending = self.pending
-        if pending and len(pending) >= self.flush_len:     # (pending: clocks attached)
-            self.flush()
+        if pending and len(pending) >= self.flush_len and self.store is None:
+            self.flush()                # (pending: clocks attached)
         self.unacked = 0
         plan = self.report_plan
         if plan is None:

@@ -313,17 +313,25 @@ def test_a_report_the_parent_holds_changes_nothing(seed, monkeypatch):
     assert held[0] > 20                          # (reports passed over: most of them)
 
 
-def test_pending_paths_are_applied_at_the_acknowledgements():
+def test_pending_paths_are_applied_at_the_acknowledgements(monkeypatch):
     """Unread, the diffs pile up only until an acknowledgement finds ``FLUSH_EVERY``
     of them (``Domain.progress_report``): fewer than that and an acknowledgement's
-    worth are pending at any time."""
+    worth are pending at any time; at a checkpointing node, until its checkpoint reads
+    its clock: at most its interval and an acknowledgement's worth."""
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 4 * FLUSH_EVERY)
     db = _db()
     vote = db.table("vote")
     doms = [d for d in db.runtime.domains.values() if d.node.parents]
-    most = 0
+    assert {d.store is not None for d in doms} == {True, False}    # (both kinds)
+    width = CLOCK_DEPTH + 2
+    most = {d.id: 0 for d in doms}
     for i in range(20 * FLUSH_EVERY):
         vote.insert([(i % 3, i)])
-        most = max(most, *(len(d.pending) for d in doms))
-        assert most < (FLUSH_EVERY + ACK_EVERY) * (CLOCK_DEPTH + 2)
-    assert most >= (FLUSH_EVERY - 1) * (CLOCK_DEPTH + 2)    # (in bulk, not one by one)
+        for d in doms:
+            most[d.id] = max(most[d.id], len(d.pending))
+            every = ck.interval(d.node.op)[0] if d.store is not None else FLUSH_EVERY
+            assert len(d.pending) < (every + ACK_EVERY) * width, d.id
+    for d in doms:                  # (in bulk, not one by one)
+        every = ck.interval(d.node.op)[0] if d.store is not None else FLUSH_EVERY
+        assert most[d.id] >= (every - 1) * width, d.id
     assert db.view("c").lookup(1) == [(1, len(range(1, 20 * FLUSH_EVERY, 3)))]
