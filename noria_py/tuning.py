@@ -47,7 +47,9 @@ CLOCK_DEPTH = 3
 ACK_EVERY = 32
 
 #: A domain applies the diff paths built since the last time to its log and clock
-#: once this many pile up (or when either is read): one kernel call for many.
+#: at an acknowledgement once this many have piled up (a checkpointing node: at its
+#: next checkpoint), or when either is read: one kernel call for many, every other
+#: acknowledgement (``Domain.progress_report``).
 FLUSH_EVERY = 64
 
 #: A diff log is compacted when it holds this many diffs.

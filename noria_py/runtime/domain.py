@@ -7,8 +7,9 @@ cost of a queue hop per operator, negligible next to batches of hundreds of rows
 With tree clocks on, a domain also keeps what Yuan's recovery protocol needs:
 its clock, a diff log (one diff per message received; each diff is built as its
 path, a small tuple, and written into the log's array and merged into the clock
-in bulk, whenever either is read or 64 have piled up; a base keeps none, its clock
-being its time alone), a payload log per outgoing
+in bulk, whenever either is read (a checkpoint reads the clock), and at an
+acknowledgement once 64 have piled up unless the node checkpoints; a base keeps none,
+its clock being its time alone), a payload log per outgoing
 edge (every message it sent, by reference: batches are immutable; none to a reader
 that does not checkpoint, since recovery then rebuilds it from this node's state), and
 the times it last saw from each parent. Every processed message yields a message to every child,
@@ -58,6 +59,9 @@ if TYPE_CHECKING:  # pragma: no cover
     OutEdge: TypeAlias = tuple[str, int | None, deque[Message] | None]
     #: per parent B: its id and the clock position of each (self, B, A) path, by A's id
     ReportPlan: TypeAlias = tuple[str, tuple[tuple[str, int], ...]]
+    #: per parent B: B, this node's time on B's last message, its clock's entry per
+    #: (self, B, A) path by A's id, and how far B may trim its log to it (or None)
+    Report: TypeAlias = tuple[str, int, dict[str, int], int | None]
 
 
 def graph_clocks(graph: Graph, previous: TreeClocks | None = None) -> TreeClocks:
@@ -122,6 +126,9 @@ class Domain:
         self.sent_low = 0
         self.unacked = 0
         self.report_plan: list[ReportPlan] | None = None   # progress_report's clock positions
+        #: (stable checkpoint's parent-times, plan, report): the report as of that
+        #: checkpoint, handed out again until another becomes stable (``progress_report``)
+        self.report_memo: tuple[dict[str, int], list[ReportPlan], list[Report]] | None = None
         self.reset_checkpoint_state()
 
     # ------------------------------------------------------------ checkpoints
@@ -320,10 +327,8 @@ class Domain:
             if edge is None:
                 edge = self.edges[src] = tc.path_edge(self.node.num, self.graph.nodes[src].num)
             diff = self.last_diff = receive_path(edge, msg.clock, self.time)
-            self.pending += diff
+            self.pending += diff        # (applied at an acknowledgement: progress_report)
             self.parent_low[src] = msg.low
-            if len(self.pending) >= self.flush_len:
-                self.flush()
         port = self.ports[src]
         out = self.node.op.process(port, msg.batch)
         if self.store is not None:
@@ -504,7 +509,7 @@ class Domain:
         self.unacked += 1
         return self.unacked >= tuning.ACK_EVERY
 
-    def progress_report(self) -> list[tuple[str, int, dict[str, int], int | None]]:
+    def progress_report(self) -> list[Report]:
         """What this node tells each parent B about how far it has got: its time on B's
         last message and, per grandparent A, the entry of its clock on the (self, B, A)
         path; and, if it has no children (a reader), the B-time up to which B may drop
@@ -513,9 +518,30 @@ class Domain:
         newest) checkpoint's parent-time for B, since its recovery replays B's messages
         after it.
 
-        The clock read is as of the last flush, up to ``FLUSH_EVERY`` receipts behind:
-        a lower entry only trims less, and flushing for each report cost more than
-        all the receipts in between (a cold kernel call every 32 messages)."""
+        The clock read is as of the last flush, fewer than ``FLUSH_EVERY`` receipts
+        behind: a lower entry only trims less, and flushing for each report cost more
+        than all the receipts in between (a cold kernel call every 32 messages).
+
+        A checkpointing node reports no further than its stable checkpoint, so between
+        two of them its report stays the same: it is built once per stable checkpoint
+        (``report_memo``) and handed out again, and its parent, which holds it already,
+        passes over it (``on_progress``). Handed out again, not built anew, it can only
+        be lower than a new one: its times are minima of the stable checkpoint's and
+        the last-seen times and clock, which only rise until the node restarts (then
+        its stable checkpoint is another object, or none).
+
+        The diffs built since the last flush are applied here once ``FLUSH_EVERY`` have
+        piled up (so the clock read lags by fewer than that): one chore every other
+        acknowledgement, not one more on its own schedule, which cost each message a
+        check and the flush a cold start of its own (docs/benchmarks.md, "Acknowledgements
+        without news"). Not by a checkpointing node: its report is capped by its stable
+        checkpoint's clock, not read off its own, so its diffs wait for its next
+        checkpoint, which reads its clock (at most an interval of them, checked at every
+        acknowledgement: ``checkpoint_due``); until it has a stable checkpoint with a
+        clock, its report reads an older clock, which only trims less."""
+        pending = self.pending
+        if pending and len(pending) >= self.flush_len and self.store is None:
+            self.flush()                # (pending: clocks attached)
         self.unacked = 0
         plan = self.report_plan
         if plan is None:
@@ -532,11 +558,18 @@ class Domain:
             # node restarts where the checkpoint stands, from its own parents' logs
             # (``recovery/treeclock.py``, "a failed child's checkpoint")
             held = self.ck_stable_clock
-            return [(b_id, min(last_seen.get(b_id, 0), stable.get(b_id, 0)),
-                     {a_id: min(int(clock[pos]), int(held[pos])) if held is not None
-                      else int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
-                     None if trims is None else trims.get(b_id, 0))
-                    for b_id, grand in plan]
+            memo = self.report_memo
+            if memo is not None and memo[0] is stable and memo[1] is plan:
+                return memo[2]
+            report = [(b_id, min(last_seen.get(b_id, 0), stable.get(b_id, 0)),
+                       {a_id: min(int(clock[pos]), int(held[pos])) if held is not None
+                        else int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
+                       None if trims is None else trims.get(b_id, 0))
+                      for b_id, grand in plan]
+            # (the clock's own entries, where the checkpoint's clock is not known, rise:
+            # then built each time)
+            self.report_memo = (stable, plan, report) if held is not None and clock is not None else None
+            return report
         return [(b_id, last_seen.get(b_id, 0),
                  {a_id: int(clock[pos]) for a_id, pos in grand} if clock is not None else {},
                  None if trims is None else trims.get(b_id, 0))
@@ -561,9 +594,13 @@ class Domain:
         child without children); once every child has reported, this node's low mark
         rises and it returns (parent, level) trims: what all its children reflect of
         that parent's messages to this node."""
+        progress = self.progress
+        if trim is None and progress.get(child) == (time, paths):
+            # nothing new (a checkpointing child between two stable checkpoints): the
+            # low mark, the stable checkpoint and the trims stand as they were
+            return []
         if trim is not None:
             self.truncate(child, trim)
-        progress = self.progress
         progress[child] = (time, paths)
         children = self.node.children
         if len(children) == 1 and children[0] == child:   # the usual case

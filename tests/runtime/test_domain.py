@@ -230,3 +230,108 @@ def test_a_join_and_a_reader_checkpoint_at_their_spacing(monkeypatch):
         # against 2 * 600 (at a spacing of one, about twice COUNT's checkpoints)
         assert count - 4 <= taken[kinds[kind]] <= count, (kind, taken, count)
     assert db.view("v").lookup(7)[0][0] == 7
+
+
+def _shared_count_db(seed=None):
+    """Votes counted once for two views (the count shared: it has two children, the
+    reader of ``c`` and the join of ``v``), the counts checkpointing often."""
+    db = noria_py.connect(seed=seed)
+    db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
+    db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    counts = "SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id"
+    db.execute(f"CREATE VIEW c AS {counts}")
+    db.execute(f"CREATE VIEW v AS SELECT article.id, article.title, c.n FROM article "
+               f"LEFT JOIN ({counts}) AS c ON article.id = c.article_id WHERE article.id = ?")
+    db.table("article").insert([(i, f"a{i}") for i in range(40)])
+    return db
+
+
+def _ack_state(db) -> list:
+    """What the acknowledgements decide, per node: its low marks, its stable checkpoint
+    and the lengths of its payload logs."""
+    return sorted((d.id, d.low, d.sent_low, d.ck_stable_time, sorted(d.parent_low.items()),
+                   sorted((c, len(q)) for c, q in d.payload.items()))
+                  for d in db.runtime.domains.values())
+
+
+def test_a_report_handed_out_again_is_the_one_built_anew(monkeypatch):
+    """A checkpointing node's acknowledgement is built once per stable checkpoint and
+    handed out again until the next (``Domain.report_memo``): at every acknowledgement
+    it equals the report built from scratch, and it moves with the stable checkpoint."""
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 64)
+    db = _shared_count_db()
+    doms = db.runtime.domains
+    built: dict[str, list] = {}
+    def checked(d, report=type(next(iter(doms.values()))).progress_report):
+        got = report(d)
+        d.report_memo = None
+        assert report(d) == got, d.id           # (built anew)
+        if built.setdefault(d.id, [])[-1:] != [got]:
+            built[d.id].append(got)
+        return got
+    for d in doms.values():
+        d.progress_report = lambda d=d: checked(d)   # type: ignore[method-assign]
+    rng = np.random.default_rng(0)
+    vote = db.table("vote")
+    for i in range(600):
+        vote.insert([(int(k), i) for k in rng.integers(0, 40, int(rng.integers(1, 5)))])
+    agg = next(n for n, d in doms.items() if d.node.kind == "aggregate")
+    assert len(doms[agg].node.children) == 2 and doms[agg].store is not None
+    # several stable checkpoints, each reported once to a run of acknowledgements
+    assert 3 <= len(built[agg]) < db.runtime.domains[agg].time // ACK_EVERY
+    assert db.view("v").lookup(7) == [(7, "a7", dict(db.view("c").all())[7])]
+
+
+@pytest.mark.parametrize("seed", [None, 5])
+def test_a_report_the_parent_holds_changes_nothing(seed, monkeypatch):
+    """A parent passes over a report it already holds (``on_progress``): its low marks,
+    stable checkpoint and logs are at every step what they are when it takes every
+    report whole."""
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 64)
+    dbs = [_shared_count_db(seed), _shared_count_db(seed)]
+    held = [0]
+    for d in dbs[0].runtime.domains.values():
+        def counted(child, time, paths, trim, d=d, take=d.on_progress):
+            held[0] += trim is None and d.progress.get(child) == (time, paths)
+            return take(child, time, paths, trim)
+        d.on_progress = counted                  # type: ignore[method-assign]
+    for d in dbs[1].runtime.domains.values():
+        def whole(child, *rest, d=d, take=d.on_progress):
+            d.progress.pop(child, None)          # (as if never reported: taken whole)
+            return take(child, *rest)
+        d.on_progress = whole                    # type: ignore[method-assign]
+    rng = np.random.default_rng(1)
+    for i in range(500):
+        rows = [(int(k), i) for k in rng.integers(0, 40, int(rng.integers(1, 5)))]
+        for db in dbs:
+            db.table("vote").insert(rows)
+        assert _ack_state(dbs[0]) == _ack_state(dbs[1]), i
+    for db in dbs:
+        db.wait()
+    assert _ack_state(dbs[0]) == _ack_state(dbs[1])
+    assert sorted(dbs[0].view("c").all()) == sorted(dbs[1].view("c").all())
+    assert held[0] > 20                          # (reports passed over: most of them)
+
+
+def test_pending_paths_are_applied_at_the_acknowledgements(monkeypatch):
+    """Unread, the diffs pile up only until an acknowledgement finds ``FLUSH_EVERY``
+    of them (``Domain.progress_report``): fewer than that and an acknowledgement's
+    worth are pending at any time; at a checkpointing node, until its checkpoint reads
+    its clock: at most its interval and an acknowledgement's worth."""
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 4 * FLUSH_EVERY)
+    db = _db()
+    vote = db.table("vote")
+    doms = [d for d in db.runtime.domains.values() if d.node.parents]
+    assert {d.store is not None for d in doms} == {True, False}    # (both kinds)
+    width = CLOCK_DEPTH + 2
+    most = {d.id: 0 for d in doms}
+    for i in range(20 * FLUSH_EVERY):
+        vote.insert([(i % 3, i)])
+        for d in doms:
+            most[d.id] = max(most[d.id], len(d.pending))
+            every = ck.interval(d.node.op)[0] if d.store is not None else FLUSH_EVERY
+            assert len(d.pending) < (every + ACK_EVERY) * width, d.id
+    for d in doms:                  # (in bulk, not one by one)
+        every = ck.interval(d.node.op)[0] if d.store is not None else FLUSH_EVERY
+        assert most[d.id] >= (every - 1) * width, d.id
+    assert db.view("c").lookup(1) == [(1, len(range(1, 20 * FLUSH_EVERY, 3)))]
