@@ -837,6 +837,24 @@ def test_recovery_of_each_node_of_a_partial_path(regime, strategy, victim, shard
     sets back comes back all holes (a coordinated rollback: every one). Every view is
     right afterwards, with writes before and after; in every regime, with its own
     recovery."""
+    _recover_a_node_of_a_partial_path(regime, strategy, victim, shards, monkeypatch)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("victim", [
+    "aggregate", "full join", *(pytest.param(v, marks=pytest.mark.slow)
+                                for v in _VICTIMS if v not in ("aggregate", "full join"))])
+def test_spark_recovery_of_each_node_of_a_partial_path(spark, victim, monkeypatch):
+    """``strategy="spark"`` (lineage's purge, the state recomputed by a Spark job and
+    taken through each fresh operator's ``process``): a purged partial node takes
+    nothing of what Spark computed for it (all holes, and its path with it), the full
+    nodes take all of it, and every view is right afterwards, as with the other
+    strategies."""
+    _recover_a_node_of_a_partial_path("treeclock", "spark", victim, 1, monkeypatch)
+
+
+def _recover_a_node_of_a_partial_path(regime: str, strategy: str, victim: str, shards: int,
+                                      monkeypatch) -> None:
     db = _make(partial=True, shards=shards, **_regime(regime, shards, monkeypatch))
     full = _make(shards=shards)
     for d in (db, full):
