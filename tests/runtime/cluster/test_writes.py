@@ -948,12 +948,17 @@ def _free_port() -> int:
 def _in_process(data_dir: str | None = None, partial: bool = False,
                 shards: int = 1) -> Iterator[noria_py.Database]:
     """A ``--writes worker`` cluster in this process (the controller and three workers
-    as threads, so the test can hold their calls): its client."""
+    as threads, so the test can hold their calls): its client. Its heartbeat timeout
+    is 10 s, not 1: every thread here shares one interpreter lock with the test's own
+    work (DuckDB, the checks), and on a loaded machine a worker thread held silent
+    past 1 s was declared lost while alive (both at once: the writes not yet copied to
+    the controller lost with them, as for two workers really lost without a data
+    directory). No test here loses a worker by its silence."""
     from noria_py.runtime.cluster.worker import serve_worker
     port, made = _free_port(), []
     starting = threading.Thread(target=lambda: made.append(Server(
         port=port, workers=2, shards=shards, token="tok", spawn=False, writes="worker",
-        data_dir=data_dir, partial=partial)), daemon=True)
+        data_dir=data_dir, partial=partial, heartbeat_timeout=10.0)), daemon=True)
     starting.start()
     time.sleep(0.3)
     workers = [threading.Thread(target=serve_worker, args=("127.0.0.1", port, "tok"),
