@@ -54,7 +54,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -1568,7 +1568,7 @@ class ClusterRuntime(Runtime):
         self.call(node_id, "replay", [encode_message(m) for m in msgs], seen)
 
     def history_parts(self, w: WorkerHandle, node_id: str, writes: list[Batch],
-                      table: Iterable[Batch] = ()) -> tuple[list[Any], int]:
+                      table: Sequence[Batch] = ()) -> tuple[list[Any], int]:
         """Base ``node_id``'s ``table`` (with writes at the workers: the batches that
         add up to its rows as of its history's start) and ``writes`` to its worker
         ``w``, in order, in parts of at most ``tuning.BASE_PART_ROWS`` rows
@@ -1579,7 +1579,7 @@ class ClusterRuntime(Runtime):
         or roll back), as ``[writes, table, parts ahead]``, so the worker takes
         exactly the parts of this attempt (``Worker.base_parts``): (the last part, the
         writes' rows)."""
-        parts = log_parts(list(table), writes, tuning.BASE_PART_ROWS)
+        parts = log_parts(table, writes, tuning.BASE_PART_ROWS)
         for i, (rows_part, writes_part) in enumerate(parts[:-1]):
             self.ask(w, "base_history", node_id, i, [encode_batch(b) for b in writes_part],
                      [encode_batch(b) for b in rows_part])

@@ -1,14 +1,14 @@
 """Framing, authentication and codecs for everything the cluster sends over TCP.
 
 A frame is a 4-byte big-endian length, then a msgpack payload written by the storage
-codec (``storage/codec.py``); a payload longer than a frame may be (``MAX_FRAME``) goes
-in several frames, each length but the last with its top bit set (``_MORE``), and
-is read whole up to ``MAX_MESSAGE``, so that no state is too big to cross (a lost
-node's rebuild from a parent's snapshot, a query's rows) while no one read is ever
-longer than a frame and a peer that has not yet proven the token is held to one
-small frame (the handshake); so dates and datetimes travel as the same extension types
+codec (``storage/codec.py``), so dates and datetimes travel as the same extension types
 that the data directory uses; integers past msgpack's 64 bits (a SUM of an INT column
-can pass them) travel as the codec's extension type 4. Nothing here uses pickle: a hostile or damaged peer can
+can pass them) travel as the codec's extension type 4. A payload longer than a frame
+may be (``MAX_FRAME``) goes in several frames, each length but the last with its top
+bit set (``_MORE``), and is read whole up to ``MAX_MESSAGE``, so that no state is too
+big to cross (a lost node's rebuild from a parent's snapshot, a query's rows) while no
+one read is ever longer than a frame, and a peer that has not yet proven the token is
+held to one small frame (the handshake). Nothing here uses pickle: a hostile or damaged peer can
 make us raise :class:`ProtocolError`, never run code. Decoded arrays are tuples (the
 codec's ``use_list=False``): cheaper to build, and hashable, so rows are ready to use
 as dictionary keys and array-valued map keys decode at all.
@@ -267,9 +267,9 @@ class Connection:
         more than ``max_message``, before its bytes are read."""
         payload: bytearray | None = None
         while True:
-            (size,) = _HEADER.unpack(self._read(4, 0 if payload is None else len(payload)))
-            more, size = size & _MORE, size & ~_MORE
             got = 0 if payload is None else len(payload)
+            (size,) = _HEADER.unpack(self._read(4, got))
+            more, size = size & _MORE, size & ~_MORE
             if size > self.max_frame or (more and self.max_message <= self.max_frame):
                 raise ProtocolError(f"frame of {size} bytes{' and more' if more else ''} "
                                     f"announced by {self.peer} exceeds the limit of "

@@ -194,7 +194,7 @@ from .wire import (
     encode_delta,
     encode_message,
 )
-from .writes import DiskLogs, ReplicaLogs, history_from, log_parts, validated
+from .writes import DiskLogs, PartsTaken, ReplicaLogs, history_from, log_parts, validated
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
@@ -378,9 +378,9 @@ class Worker:
         #: client reads at this worker (reads.py) see the domains through ``reads``
         self.reads = reads if reads is not None else Reads({})
         self.domains: dict[str, Domain] = self.reads.domains
-        #: base -> (parts taken, its table's batches, writes): the parts of a lost
-        #: base's history sent ahead of the request that restores it (``base_parts``)
-        self.history: dict[str, tuple[int, list[Batch], list[Batch]]] = {}
+        #: per base, the parts of a lost base's history sent ahead of the request that
+        #: restores it (``base_parts``; sent by the controller: ``owner`` "", ``fill`` 0)
+        self.history: dict[str, PartsTaken] = {}
         self.send = self._to_controller
         #: the controller lost while this worker goes on taking writes (``goes_on``):
         #: what it would send the controller is dropped, and ``on_gap`` (set by
@@ -1508,12 +1508,15 @@ class Worker:
         the workers, and writes), ahead of the request that uses it (a long history
         comes in parts: no frame is near the size limit). Part 0 starts afresh: what
         an abandoned attempt sent before is dropped."""
-        taken, rows, ws = self.history.pop(nid, (0, [], [])) if i else (0, [], [])
-        if taken != i:
-            raise RecoveryError(f"base {nid}: part {i} of its history after {taken} parts")
-        rows.extend(decode_batch(b) for b in table)
-        ws.extend(decode_batch(b) for b in writes)
-        self.history[nid] = (i + 1, rows, ws)
+        got = self.history.get(nid)
+        if i == 0:
+            got = self.history[nid] = PartsTaken("", 0)
+        elif got is None or got.taken != i:
+            raise RecoveryError(f"base {nid}: part {i} of its history after "
+                                f"{got.taken if got else 0} parts")
+        got.taken += 1
+        got.table.extend(decode_batch(b) for b in table)
+        got.writes.extend(decode_batch(b) for b in writes)
 
     def base_parts(self, nid: str, last: Sequence[Any]) -> tuple[list[Batch], list[Batch]]:
         """Base ``nid``'s history for a restore, resend or roll-back: the parts sent
@@ -1522,14 +1525,14 @@ class Worker:
         kept from another attempt than this one are never taken: the count must be
         the one ``last`` names."""
         writes, table, ahead = last
-        taken, rows, ws = self.history.pop(nid, (0, [], []))
-        if not ahead:
-            rows, ws = [], []
-        elif taken != ahead:
-            raise RecoveryError(f"base {nid}: {taken} parts of its history arrived, "
+        got = self.history.pop(nid, None)
+        if got is None or not ahead:    # (none ahead: what is kept is another attempt's)
+            got = PartsTaken("", 0)
+        if got.taken != ahead:
+            raise RecoveryError(f"base {nid}: {got.taken} parts of its history arrived, "
                                 f"not the {ahead} sent ahead")
-        return (rows + [decode_batch(b) for b in table],
-                ws + [decode_batch(b) for b in writes])
+        return (got.table + [decode_batch(b) for b in table],
+                got.writes + [decode_batch(b) for b in writes])
 
     def req_restore_base(self, nid: str, history: Sequence[Any], seen: dict[str, int],
                          low: int, start: int) -> int:
