@@ -425,7 +425,10 @@ def run_overhead(argv: list[str]) -> int:
     from noria_tools.overhead import GC_MODES, per_insert, plot, sweep
     p = argparse.ArgumentParser(prog="noria-py bench overhead")
     p.add_argument("--articles", type=int, default=100_000)
-    p.add_argument("--prefill", type=int, default=200_000, help="votes loaded first")
+    p.add_argument("--prefill", type=int, default=None,
+                   help="votes loaded first (default 200,000; with --per-insert 100,000: "
+                   "a few million puts every article's count in, as the sweep's 80%% point "
+                   "has it after its full-speed runs)")
     p.add_argument("--seconds", type=float, default=0.25, help="of one run")
     p.add_argument("--fractions", default="0.1,0.2,0.4,0.6,0.8,0.9,1.0,1.2")
     p.add_argument("--repeats", type=int, default=16,
@@ -455,7 +458,8 @@ def run_overhead(argv: list[str]) -> int:
     on_is = "clocks + checkpoints" if ck else "clocks alone"
     off_is = "clocks alone" if a.against == "no-checkpoints" else "no clocks"
     if a.per_insert:
-        print(f"cost per insert: vote, {a.articles:,} articles, 100,000 votes first; "
+        prefill = 100_000 if a.prefill is None else a.prefill
+        print(f"cost per insert: vote, {a.articles:,} articles, {prefill:,} votes first; "
               f"{a.inserts:,} inserts per batch size (fewer for big batches), on ({on_is}) "
               f"and off ({off_is}) taking turns; CPU time, medians, and the totals' ratio")
         print(f"{'votes':>6} {'off µs':>9} {'on µs':>9} {'on - off µs':>12} {'cost':>7} "
@@ -468,15 +472,16 @@ def run_overhead(argv: list[str]) -> int:
             b: int | tuple[int, int] = (int(lo), int(hi)) if hi else int(lo)
             top = int(hi or lo)
             r = per_insert(b, max(200, min(a.inserts, 2_000_000 // top)), a.articles,
-                           checkpoints=ck, against=a.against)
+                           prefill, checkpoints=ck, against=a.against)
             print(f"{spec:>6} {r['off']:>9.1f} {r['on']:>9.1f} {r['paired']:>+12.2f} "
                   f"{100 * r['paired'] / r['off']:>+6.1f}% {100 * (r['total'] - 1):>+6.1f}%")
         return 0
     fractions = [float(x) for x in a.fractions.split(",")]
     gc_mode = "default" if a.default_gc else a.gc
-    r = sweep(a.articles, a.prefill, a.seconds, fractions, a.repeats, gc_mode,
+    prefill = 200_000 if a.prefill is None else a.prefill
+    r = sweep(a.articles, prefill, a.seconds, fractions, a.repeats, gc_mode,
               max_each=not a.max_once, checkpoints=ck, against=a.against)
-    print(f"overhead: vote, {a.articles:,} articles, {a.prefill:,} votes first; half lookups, "
+    print(f"overhead: vote, {a.articles:,} articles, {prefill:,} votes first; half lookups, "
           f"half votes; per point, {a.repeats} runs of {a.seconds:g} s per setting, taking turns; "
           f"gc {gc_mode}; on = {on_is}, off = {off_is}")
     print(f"maximum: clocks on {r[True]['max']:,.0f} ops/s, off {r[False]['max']:,.0f} ops/s "

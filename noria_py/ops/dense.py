@@ -126,11 +126,12 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 class RowsDelta(NamedTuple):
     """What changed in a ``DenseRows`` at ``keys`` (int64, ascending): whether each holds
-    a row, and each part's values there (copies; None: a part no batch changed since
-    the last delta, the same values as then); ``size``, its arrays' length."""
+    a row (None: each held one at the last delta and holds one now, ``DenseRows.moved``),
+    and each part's values there (copies; None: a part no batch changed since the last
+    delta, the same values as then); ``size``, its arrays' length."""
     size: int
     keys: np.ndarray
-    present: np.ndarray
+    present: np.ndarray | None
     parts: list[np.ndarray | None]
 
     def __len__(self) -> int:
@@ -228,6 +229,10 @@ class DenseRows:
         self.n = 0
         #: per part, whether a value of it may have changed since the last ``changed``
         self.touched = [True] * parts
+        #: whether a key may have gained or lost its row since the last ``changed``
+        #: (while not, every key a batch wrote held a row before it and holds one
+        #: after: a delta's mask is all True, and needs neither gathering nor writing)
+        self.moved = True
         self._refresh()
 
     def _refresh(self) -> None:
@@ -252,6 +257,7 @@ class DenseRows:
         c.kinds = list(self.kinds)
         c.n = self.n
         c.touched = [True] * len(c.parts)
+        c.moved = True
         c._refresh()
         return c
 
@@ -269,6 +275,7 @@ class DenseRows:
         c.kinds = [TYPED.get(p.dtype) for p in parts]
         c.n = int(present.sum())
         c.touched = [True] * len(parts)
+        c.moved = True
         c._refresh()
         return c
 
@@ -277,14 +284,17 @@ class DenseRows:
         copies, of the parts touched since the last call (None for the others): where a
         checkpoint's copy of this state, as of that call (or a ``copy`` since), has to
         be brought up to date. A typed key part's entries are ``keys`` itself (k at
-        every key k: the part holds the key of each row, and a key gone keeps it). No
-        part is touched afterwards."""
+        every key k: the part holds the key of each row, and a key gone keeps it). The
+        mask is None while no key gained or lost its row since the last call
+        (``moved``), ``keys`` being keys batches wrote: each held a row then and holds
+        one now. No part is touched afterwards."""
         touched = self.touched
         self.touched = [False] * len(touched)
+        moved, self.moved = self.moved, False
         key = self.key
         # (a typed key part holds k at every key k written: ``keys`` are its values
         # there, with no gather; the delta only reads them)
-        return RowsDelta(len(self.present), keys, self.present[keys],
+        return RowsDelta(len(self.present), keys, self.present[keys] if moved else None,
                          [None if not t else keys if i == key and p.dtype == np.int64
                           else p[keys] for i, (p, t) in enumerate(zip(self.parts, touched))])
 
@@ -296,15 +306,20 @@ class DenseRows:
         if delta.size > len(self.present):
             self._grow(delta.size)
         keys, present = delta.keys, self.present
-        self.n += int(np.count_nonzero(delta.present)) - int(np.count_nonzero(present[keys]))
-        present[keys] = delta.present
+        if delta.present is None:           # (every key held a row and holds one: as is)
+            rows = len(keys)
+        else:
+            rows = int(np.count_nonzero(delta.present))
+            self.n += rows - int(np.count_nonzero(present[keys]))
+            present[keys] = delta.present
+            self.moved = True
         self.touched = [True] * len(self.parts)
         for i, new in enumerate(delta.parts):
             if new is None:                 # (unchanged since the last delta)
                 continue
             held = self.parts[i]
             if held.dtype != new.dtype:
-                if self.n == int(np.count_nonzero(delta.present)):   # no row kept apart
+                if self.n == rows:          # no row kept apart
                     held = np.empty(len(held), dtype=new.dtype)
                     if held.dtype == object:
                         held[:] = None
@@ -335,13 +350,16 @@ class DenseRows:
             self._grow(size)
         return True
 
-    def apply(self, keys: np.ndarray, parts: Sequence[np.ndarray],
-              signs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def apply(self, keys: np.ndarray, parts: Sequence[np.ndarray], signs: np.ndarray,
+              marks: KeyMarks | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Apply a batch (per row: its key, its parts, its sign), or refuse it and change
         nothing (None). Accepted: signs of +-1, each key removed at most once and added
         at most once, every removal of the row held, every addition to a key left
         empty. Returns (keys whose row went and none came, keys that had no row and got
-        one): where a left join's padding changes."""
+        one): where a left join's padding changes. ``marks`` (a checkpointing
+        operator's) gets the keys the batch changed: those a row was added at, and
+        those whose row went and none came, each once (an update, -old +new, is two
+        rows of one key: marking the batch's keys marked it twice)."""
         if len(parts) != len(self.parts) or not self._fit(keys):
             return None
         neg = signs == -1
@@ -368,6 +386,8 @@ class DenseRows:
         touched = self.touched
         # (a part is left untouched only by rewrites in place: see the module's doc)
         in_place = not len(gone) and bool(had.all())
+        if not in_place:
+            self.moved = True
         for i, new in enumerate(parts):
             held = self.parts[i]
             if held.dtype != new.dtype and (empty or held.dtype != object):
@@ -392,13 +412,18 @@ class DenseRows:
             if kind is None:
                 held[gone] = None       # no stale references
         self.n += len(kp) - len(kn)
+        if marks is not None:
+            marks.add(kp, len(present))
+            if len(gone):
+                marks.add(gone, len(present))
         return gone, kp[~had]
 
-    def apply_rows(self, keys: Sequence, items: Sequence[tuple],
-                   signs: Sequence[int]) -> tuple[list, list] | None:
+    def apply_rows(self, keys: Sequence, items: Sequence[tuple], signs: Sequence[int],
+                   marks: KeyMarks | None = None) -> tuple[list, list] | None:
         """``apply`` for a few rows (``items``: each row, a tuple of its parts), in
         Python, one delta at a time: accepted if every delta finds the key in the state
-        the earlier ones left (an addition to an empty key, a removal of the row held)."""
+        the earlier ones left (an addition to an empty key, a removal of the row held).
+        ``marks`` gets the keys the batch touched, as ``apply``'s."""
         parts = self.parts
         present = self.present
         size = len(present)
@@ -432,6 +457,7 @@ class DenseRows:
                     touched[i] = True
         else:
             self.touched = [True] * len(parts)
+            self.moved = True
         top = max(after)
         if top >= size:
             self._fit(np.array([top], dtype=np.int64))
@@ -466,6 +492,8 @@ class DenseRows:
             if had[k] is None:
                 came.append(k)
         self.n += len(came) - len(gone)
+        if marks is not None:
+            marks.add(list(after), len(present))
         return gone, came
 
     def drop(self, k: int) -> None:
@@ -473,6 +501,7 @@ class DenseRows:
         if 0 <= k < len(self.present) and self.present[k]:
             self.present[k] = False
             self.touched = [True] * len(self.parts)
+            self.moved = True
             for p, kind in zip(self.parts, self.kinds):
                 if kind is None:
                     p[k] = None         # no stale reference

@@ -270,9 +270,8 @@ class Join(Operator, HeldKeys):
         """Apply a batch to side ``port`` under ``keys`` (``prepare``, or slots while
         partial: the other side is kept by the same slots) and join it with the other."""
         own = self.sides[port]
-        flips = own.apply(keys, batch, track=self.join_kind == "left" and port == RIGHT)
-        if self.tracking and own.dense is not None:     # (taken in its arrays)
-            self._marks[port].add(keys, len(own.dense.present))
+        flips = own.apply(keys, batch, track=self.join_kind == "left" and port == RIGHT,
+                          marks=self._marks[port] if self.tracking else None)
         if isinstance(keys, np.ndarray):
             got = self.sides[1 - port].gather(keys)
             if got is not None:

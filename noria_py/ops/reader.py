@@ -405,9 +405,7 @@ class Reader(Operator):
         if batch:
             state = self.state
             keys, batch = state.prepare(batch)
-            state.apply(keys, batch)
-            if self.tracking and state.dense is not None:
-                self._marks.add(keys, len(state.dense.present))
+            state.apply(keys, batch, marks=self._marks if self.tracking else None)
             ranged = self._ranged       # (read once: a cluster's read thread may drop it)
             if ranged is not None:
                 self._index(ranged, batch.rows, batch.signs)

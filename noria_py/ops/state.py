@@ -37,7 +37,7 @@ from ..expression import columns_getter
 from ..memory import bucket_bytes
 from ..nan import column_list
 from ..tuning import DENSE_LIMIT
-from .dense import DenseRows, batch_keys, batch_signs, column, grown_size
+from .dense import DenseRows, KeyMarks, batch_keys, batch_signs, column, grown_size
 
 tuple_key = columns_getter    # row -> the tuple of its key columns
 
@@ -253,19 +253,22 @@ class KeyedState:
             return 0
         return bucket_bytes(None, bucket) - sys.getsizeof(None) + DICT_SLOT
 
-    def apply(self, keys: np.ndarray | list, batch: Batch, track: bool = False) -> Flips | None:
+    def apply(self, keys: np.ndarray | list, batch: Batch, track: bool = False,
+              marks: KeyMarks | None = None) -> Flips | None:
         """Add each row of ``batch`` under its key (``prepare``) as many times as its
         sign says (negative removes). With ``track``: the keys whose rows went
         (every row gone, none left) and those that got rows where they held none, as
-        the batch leaves them; otherwise None."""
+        the batch leaves them; otherwise None. ``marks`` (a checkpointing operator's)
+        gets the keys the batch changed in the dense form (``DenseRows.apply``); in the
+        general form, none (the operator's delta is then the batches it took)."""
         held = self.dense
         if held is not None:
             flips: Flips | None
             if isinstance(keys, np.ndarray):     # (prepare made the batch columnar)
                 flips = held.apply(keys, list(batch.cols),  # type: ignore[arg-type]
-                                   batch_signs(batch))
+                                   batch_signs(batch), marks)
             else:
-                flips = held.apply_rows(keys, batch.rows, batch.signs)
+                flips = held.apply_rows(keys, batch.rows, batch.signs, marks)
             if flips is not None:
                 return flips if track else None
             self.to_general()

@@ -281,6 +281,7 @@ def test_a_delta_leaves_out_the_parts_rewritten_with_the_same_values():
     delta = live.changed(arr(*keys))
     assert delta.parts[0] is None and delta.parts[1] is None, "key and title left out"
     assert delta.parts[2] is not None and delta.parts[2].tolist() == [2, 2, 2]
+    assert delta.present is None, "every key kept its row: no mask"
     copy.put(delta)
     assert held(copy) == held(live)
     # nothing changed since: the next delta leaves every part out
@@ -300,14 +301,15 @@ def test_a_delta_leaves_out_the_parts_a_few_rows_rewrote_with_the_same_values():
                            [-1, -1, 1, 1]) is not None
     delta = live.changed(arr(*keys))
     assert delta.parts[0] is None and delta.parts[1] is None, "key and title left out"
-    assert delta.parts[2].tolist() == [5, 5]
+    assert delta.parts[2].tolist() == [5, 5] and delta.present is None
     copy.put(delta)
     assert held(copy) == held(live)
     assert live.apply_rows([60], [(60, "new", 1)], [1]) is not None
     delta = live.changed(arr(60))
     assert all(p is not None for p in delta.parts)
+    assert delta.present is not None and delta.present.tolist() == [True]
     copy.put(delta)
-    assert held(copy) == held(live)
+    assert held(copy) == held(live) and len(copy) == len(live) == 51
 
 
 @pytest.mark.parametrize("key_objects", [False, True])
@@ -371,6 +373,7 @@ def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(key_objects, plan):
     live = DenseRows(3, key=0)
     copy = live.copy()
     changed: set[int] = set()
+    marks = dense.KeyMarks()            # (what the state marks as it applies)
     for ops, sync, by_rows in plan:
         keys, signs, rows = [], [], []
         for k, what in ops:
@@ -388,18 +391,22 @@ def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(key_objects, plan):
             signs += [-1, 1]
             rows += [row, (k, value, row[2] if k % 2 else k * 10 + len(keys))]
         if keys and by_rows:
-            assert live.apply_rows(keys, rows, signs) is not None
+            assert live.apply_rows(keys, rows, signs, marks) is not None
             changed.update(keys)
         elif keys:
             cols = [dense.column([r[i] for r in rows]) for i in range(3)]
             if key_objects:     # (a key column that came as objects)
                 cols[0] = dense.object_column([r[0] for r in rows])
             res = live.apply(np.array(keys, dtype=np.int64), cols,
-                             np.array(signs, dtype=np.int64))
+                             np.array(signs, dtype=np.int64), marks)
             assert res is not None
             changed.update(keys)
         if sync:
-            copy.put(live.changed(np.array(sorted(changed), dtype=np.int64)))
+            # the state marked each key the batches wrote (each once a batch: an update
+            # is one mark, not two)
+            taken = marks.take()
+            assert taken.tolist() == sorted(changed)
+            copy.put(live.changed(taken))
             changed = set()
             assert len(copy) == len(live)
             assert repr(sorted(held(copy).items())) == repr(sorted(held(live).items()))

@@ -291,6 +291,47 @@ def test_state_in_arrays_is_checkpointed_by_the_keys_changed(kind):
         assert t == shard.time and state(op) == state(shard.op)
 
 
+def test_a_join_side_marks_each_key_an_update_rewrote_once():
+    """COUNT's output into the vote join: per key changed, its old row out and its new
+    one in, in one batch. The side holds each such key once for its checkpoint's
+    marking (not once a row: twice the marking), and while every key keeps its row the
+    delta carries no mask (``RowsDelta.present`` None), which the store's copy takes as
+    it is; a key gaining its row (or the fill, before the first delta) brings the mask
+    back. Each restores to the live state."""
+    make, _ = OPS["join"]
+    store = CheckpointStore()
+    shard = Shard(make, store)
+    live = dict.fromkeys(range(100), 0)
+    shard.take(0, _columnar([(k, k) for k in live]))
+    shard.take(1, _columnar([(k, 0) for k in live]))
+    shard.checkpoint(stable=0)
+    # (batches of at least ``tuning.ARRAY_MIN`` rows, applied as arrays, and of a few,
+    # applied row by row)
+    for keys, fresh in ((list(range(0, 80, 2)), True), (list(range(1, 81, 2)), False),
+                        ([5, 60, 99], False), ([*range(50, 90), *range(150, 160)], True)):
+        rows: list[tuple[int, int]] = []
+        signs: list[int] = []
+        for k in keys:
+            if k in live:
+                rows.append((k, live[k]))
+                signs.append(-1)
+            live[k] = live.get(k, 0) + 1
+            rows.append((k, live[k]))
+            signs.append(1)
+        shard.take(1, Batch.columnar([np.array(c, dtype=np.int64) for c in zip(*rows)],
+                                     np.array(signs, dtype=np.int64)))
+        held = shard.op._marks[1].held      # type: ignore[attr-defined]
+        assert sum(map(len, held)) == len(keys), held
+        change = checkpoints.delta(shard.op, False, shard.since)
+        shard.since = []
+        (port, delta), = change
+        assert port == 1 and delta.keys.tolist() == keys      # type: ignore[union-attr]
+        assert (delta.present is None) is not fresh           # type: ignore[union-attr]
+        store.put("n", shard.time, {"p": shard.time}, "input", change, False, shard.time - 1)
+        op, _ = restored(make, store, shard.time)
+        assert state(op) == state(shard.op)
+
+
 def test_counts_back_in_an_array_after_a_restore_from_entries():
     """COUNT's counts left their array (a key that is not an int), were checkpointed as
     entries, and came back into an array when restored from them: the next deltas

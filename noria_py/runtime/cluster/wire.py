@@ -766,21 +766,25 @@ def _encode_input(x: Batch | DenseRows | RowsDelta | dict[Any, int]) -> list[Any
     if isinstance(x, dict):           # (a checkpoint's row -> count: a batch on the wire)
         return ["b", encode_batch(Batch(list(x), list(x.values())))]
     if isinstance(x, RowsDelta):
-        return ["r", [x.size, encode_array(x.keys), x.present.tobytes(),
+        return ["r", [x.size, encode_array(x.keys),
+                      None if x.present is None else x.present.tobytes(),
                       [None if p is None else _encode_column(p) for p in x.parts]]]
     return ["b", encode_batch(x)]
 
 
 def _decode_rows_delta(obj: Any) -> RowsDelta:
     if not (isinstance(obj, (tuple, list)) and len(obj) == 4 and type(obj[0]) is int
-            and obj[0] >= 0 and type(obj[2]) is bytes and isinstance(obj[3], (tuple, list))):
+            and obj[0] >= 0 and (obj[2] is None or type(obj[2]) is bytes)
+            and isinstance(obj[3], (tuple, list))):
         raise ProtocolError("changed dense rows must be [size, keys, present, parts]")
     size, keys, present, parts = obj
     at = _keys(keys, size)
-    if len(present) != len(at):
+    if present is not None and len(present) != len(at):
         raise ProtocolError("changed dense rows' mask must match their keys")
-    # (None: a part unchanged since the last delta, ``DenseRows.changed``)
-    return RowsDelta(size, at, np.frombuffer(present, dtype=np.uint8).astype(bool),
+    # (None: a part unchanged since the last delta; a mask None: every key held a row
+    # and holds one, ``DenseRows.changed``)
+    return RowsDelta(size, at, None if present is None
+                     else np.frombuffer(present, dtype=np.uint8).astype(bool),
                      [None if p is None else _decode_column(p, len(at)) for p in parts])
 
 

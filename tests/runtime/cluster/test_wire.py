@@ -806,9 +806,19 @@ def test_a_delta_without_the_parts_left_unchanged_crosses_the_wire():
                np.array([-1, -1, 1, 1], dtype=np.int64))
     delta = live.changed(at)
     assert delta.parts[0] is None and delta.parts[1] is None
+    assert delta.present is None        # (rewrites in place: every key kept its row)
     back = wire.decode_delta("input", _over_wire(wire.encode_delta("input", [(0, delta)])))
     (port, got), = back
-    assert port == 0 and got.parts[:2] == [None, None]
+    assert port == 0 and got.parts[:2] == [None, None] and got.present is None
     assert got.parts[2].tolist() == [11, 41]
     store.put(got)
     assert dict(store.items()) == dict(live.items())
+    # a key losing its row: the mask crosses too
+    live.apply(at[:1], [np.array([c], dtype=object if i == 1 else np.int64)
+                        for i, c in enumerate(new[0])], np.array([-1], dtype=np.int64))
+    back = wire.decode_delta("input", _over_wire(wire.encode_delta(
+        "input", [(0, live.changed(at[:1]))])))
+    (_, got), = back
+    assert got.present is not None and got.present.tolist() == [False]
+    store.put(got)
+    assert dict(store.items()) == dict(live.items()) and len(store) == len(live) == 5
