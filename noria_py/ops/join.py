@@ -15,8 +15,9 @@ other batch is joined row by row, against the other side's buckets.
 
 A checkpoint of a side held in arrays is a copy of them the first time, then only the
 entries of the keys changed since (``array_state``): while ``tracking`` is on
-(checkpoints are), the keys of each batch a side applies in its arrays are kept as
-it applies them (``dense.KeyMarks``). That is exact while the store's copy of the side
+(checkpoints are), the keys each batch changes in a side's arrays are kept as the side
+applies it (``dense.KeyMarks``, handed to ``KeyedState.apply``: each key once, where
+an update, its old row out and its new one in, is two rows). That is exact while the store's copy of the side
 is the arrays as last exported (``_exported``: the ports exported as arrays, or loaded
 from arrays, since the operator was last reset), since every change to the arrays is
 a batch applied here.

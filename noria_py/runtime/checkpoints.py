@@ -23,9 +23,9 @@ Incremental: a checkpoint is a delta, only what changed since the shard's previo
 
 State held in arrays (a join side, a reader or COUNT's counts in their dense form) is handed over
 as arrays: whole the first time (a copy, ``DenseRows``, ``DenseCounts``), then as the
-entries at the keys changed since (``RowsDelta``, ``CountsDelta``: the operator keeps
-the keys of each batch as it applies it, ``dense.KeyMarks``, and marks them together
-at the checkpoint), which the store writes into its copy in place. That costs array
+entries at the keys changed since (``RowsDelta``, ``CountsDelta``: the keys each batch
+changed are kept as it is applied, ``dense.KeyMarks``, and marked together at the
+checkpoint), which the store writes into its copy in place. That costs array
 operations over the keys changed (and a pass over a bool array the size of the key
 range), where folding batches or entries one by
 one costs Python work per row, and the delta holds no more than the keys changed; a
