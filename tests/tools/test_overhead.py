@@ -162,3 +162,22 @@ def test_sweep_against_clocks_alone(made):
         gc.set_threshold(*was)
     assert sorted(set(made)) == [(True, False), (True, True)]
     assert r[True][0.5]["ops"] > 0 and r[False][0.5]["ops"] > 0
+
+
+def test_per_insert_from_the_command_line_takes_prefill(monkeypatch, capsys):
+    """``bench overhead --per-insert ... --prefill N`` builds its databases from N votes
+    (the 80% point's state: every article counted), and from 100,000 without it."""
+    from noria_tools.cli import main
+    prefills: list[int] = []
+    real = overhead._db
+
+    def db(clocks, articles, prefill, checkpoints=True):
+        prefills.append(prefill)
+        return real(clocks, articles, min(prefill, 1000), checkpoints)
+    monkeypatch.setattr(overhead, "_db", db)
+    args = ["bench", "overhead", "--per-insert", "3", "--inserts", "10", "--articles", "200"]
+    assert main([*args, "--prefill", "600"]) == 0
+    assert set(prefills) == {600} and "600 votes first" in capsys.readouterr().out
+    prefills.clear()
+    assert main(args) == 0
+    assert set(prefills) == {100_000} and "100,000 votes first" in capsys.readouterr().out
