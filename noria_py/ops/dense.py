@@ -38,7 +38,7 @@ the same object, for a typed one the same bits. ``apply`` reads that off the par
 memory before and after the write (``_bits``: a typed part's bits, an object part's
 references as their addresses), at the keys written: two gathers of 8-byte words, no
 object touched, where comparing the values cost about what leaving them out saved
-(branch helper-45); ``apply_rows`` (a batch of a few rows) compares the rows it read
+(measured when it was built); ``apply_rows`` (a batch of a few rows) compares the rows it read
 before with those it writes, the objects by identity and typed values by value and
 sign (``_same_values``). Two addresses read while both objects were alive are equal
 only for the same object. Any key gaining or losing its row, any part replaced (a
