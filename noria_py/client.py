@@ -766,7 +766,7 @@ class Database:
                     filled |= nodes
                     adopted |= stateful
             try:
-                initialize(self.graph_, fresh - filled)
+                initialize(self.graph_, fresh - filled, self.runtime.table)
                 if adopted:
                     cast(EmbeddedRuntime, self.runtime).settle(fresh, adopted)
                 else:
@@ -961,10 +961,9 @@ class Database:
 
     def _matching(self, table: str, where) -> tuple[_TableEntry, list[tuple]]:
         entry = self._tables[table.lower()]
-        base: Base = self.graph_[entry.node].op
         test = compile_condition(where) if where is not None else (lambda r: True)
         rows = []
-        for r, c in base.rows.items():
+        for r, c in self.runtime.table(entry.node):
             t = test(r)
             if t is True:
                 rows.extend([r] * c)
@@ -1539,13 +1538,15 @@ class Table:
     @_serialized
     def primary_keys(self) -> set[tuple]:
         """The primary-key tuples now in the table (a copy)."""
-        return set(self._db.graph_[self._entry.node].op.by_key.keys())
+        if not self._entry.schema.primary_key:
+            return set()
+        key_of = self._db.graph_[self._entry.node].op.key_of
+        return {key_of(r) for r, _ in self._db.runtime.table(self._entry.node)}
 
     @_serialized
     def rows(self) -> list[tuple]:
         """Every row now in the table (a copy; a row held twice is there twice)."""
-        base: Base = self._db.graph_[self._entry.node].op
-        return [r for r, c in base.rows.items() for _ in range(c)]
+        return [r for r, c in self._db.runtime.table(self._entry.node) for _ in range(c)]
 
     @_serialized
     def insert(self, rows: Iterable[Sequence]) -> None:
@@ -1613,7 +1614,7 @@ class Table:
 
     @_serialized
     def __len__(self) -> int:
-        return len(self._db.graph_[self._entry.node].op)
+        return self._db.runtime.table_size(self._entry.node)
 
 
 #: the types of a key looked up as it is (others go through ``arguments.plain``)

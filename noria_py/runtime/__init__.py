@@ -16,7 +16,7 @@ back from a runtime); the client never sees either.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..memory import node_bytes
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..batch import Batch
     from ..graph import Graph, Node
+    from ..ops.base import Base
     from .checkpoints import Checkpoint
     from .domain import DomainInfo
     from .messages import Message
@@ -97,6 +98,17 @@ class Runtime(Protocol):
     #: (``Domain.parent_restarted``: the child checkpoints if its newest is older)
     def parent_restarted(self, node_id: str, parent: str, log_from: int) -> None: ...
     def wait_recovered(self, timeout: float = 120.0, node_id: str | None = None) -> None: ...
+
+    # a base's table, read where its rows are: here, its operator (a cluster with writes
+    # at the workers asks the base's worker, which holds the rows the copy here lags)
+    def table(self, base_id: str) -> "Batch":
+        """Every row of base ``base_id``'s table, each with its count (``Base.snapshot``):
+        what reads a table (``Table.rows``, a DELETE's WHERE, a new view's fill)."""
+        return cast("Base", self.graph[base_id].op).snapshot()
+
+    def table_size(self, base_id: str) -> int:
+        """The number of rows in base ``base_id``'s table (``len(Table)``)."""
+        return len(cast("Base", self.graph[base_id].op))
 
     # introspection
     def describe(self, node_id: str) -> dict[str, Any]: ...

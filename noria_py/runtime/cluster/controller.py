@@ -882,6 +882,39 @@ class ClusterRuntime(Runtime):
                 raise named_error(str(said[0]), str(said[1]))
             return
 
+    def table(self, base_id: str) -> Batch:
+        """``Runtime.table``: with writes at the workers, asked of the base's worker
+        (``Worker.req_table``: the rows its acknowledged writes made), so no reader of a
+        table waits for the copy here, which lags them; otherwise the copy, which is
+        the table (``--writes controller``), or, the base down, as ``forward`` has it."""
+        return cast(Batch, self._at_base(base_id, "table"))
+
+    def table_size(self, base_id: str) -> int:
+        """``Runtime.table_size``, as ``table`` reads the rows."""
+        return cast(int, self._at_base(base_id, "table_size"))
+
+    def _at_base(self, base_id: str, method: str) -> Batch | int:
+        """``table`` or ``table_size`` (``method``) of a base: at its worker (writes
+        at the workers, the base up there), else from the copy here, brought up to
+        date as ``forward`` brings it while the base is down (the caller holds
+        ``control``, which a recovery takes: never waited for here)."""
+        op = cast("Base", self.graph[base_id].op)
+        if self.at_workers:
+            with self.lock:
+                up = base_id in self.up
+                w = self.workers.get(self.placement.get(base_id, ""))
+            if up and w is not None and w.alive:
+                try:
+                    got = self.ask(w, method, base_id)
+                    return decode_batch(got) if method == "table" else int(got)
+                except WorkerLost:
+                    with self.lock:
+                        w = self.workers.get(self.placement.get(base_id, ""))
+            if w is None or not w.alive:
+                self.complete_history(base_id)
+            self.apply_copies()
+        return op.snapshot() if method == "table" else len(op)
+
     def pause_writes(self) -> list[WorkerHandle]:
         """Hold clients' writes at the workers (writes at the workers) for a catalog
         change, which fills new nodes from the table copies here: once each live

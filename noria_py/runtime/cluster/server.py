@@ -148,11 +148,15 @@ class _CopyingLock:
     """The server's lock with ``--writes worker``: an ``RLock`` whose every outermost
     taker first brings the table copies here up to date with the writes the workers
     acknowledged (``ClusterRuntime.apply_copies``, which with log replicas asks each
-    worker for what it has not sent yet), so what reads them under it (SQL over a base
-    table, ``len``, a DELETE's WHERE) sees every acknowledged write.
+    worker for what it has not sent yet), so what reads them under it (``delete_keys``'
+    rows by key) sees every acknowledged write. A table's rows and size (SQL over a
+    base table, a DELETE's WHERE, a new view's fill, ``len``) are read at the base's
+    worker instead (``ClusterRuntime.table``), and a write validated here while its
+    base is down brings the copy up to date itself (``forward``).
 
     ``plain`` is the same lock taken without that: for what reads no copy (a view's
-    catalog entry, an upquery, whose base rows its worker computes). Taken by a thread
+    catalog entry, an upquery, whose base rows its worker computes, a table's keys and
+    size, read at its worker). Taken by a thread
     that then takes this one, the copies are brought up to date then (the outermost
     taker of *this* one): the depth counts this one's takers only."""
 
@@ -675,7 +679,7 @@ class Server:
             return [t.sql, plan_wire.to_data(t.schema)]
 
     def m_keys(self, name: str) -> list[tuple[Any, ...]]:
-        with self.lock:
+        with self.view_lock:        # (read at the base's worker: ``Runtime.table``)
             return list(self.db.table(name).primary_keys())
 
     def m_insert(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
@@ -723,7 +727,7 @@ class Server:
         return len(keys)
 
     def m_count(self, name: str) -> int:
-        with self.lock:
+        with self.view_lock:        # (read at the base's worker: ``Runtime.table_size``)
             return len(self.db.table(name))
 
     def m_view(self, name: str) -> list[Any]:

@@ -178,6 +178,7 @@ from .partial import (
     SIZES,
     Fill,
     WorkerPartial,
+    before,
     chain,
     is_direct,
     source_rows,
@@ -1209,8 +1210,7 @@ class Worker:
                             op.evict(held)
             rows = []
         elif batches is None:             # (the source, here: its state as of now,
-            held = [b for _, b, _, _ in     # but a base's writes whose output waits)
-                    self.accepted.get(m.dst, []) + self.committing.get(m.dst, [])]
+            held = self.waiting(m.dst)      # but a base's writes whose output waits)
             rows = source_rows(self.graph, path, tuple(cols), key_tuples, held)
         else:
             rows = [decode_batch(b) for b in batches]
@@ -1463,6 +1463,26 @@ class Worker:
     # (their arguments are msgpack values as decoded, arrays as tuples; their results
     # go back as msgpack: lists, maps, scalars)
 
+    def waiting(self, nid: str) -> list[Batch]:
+        """The writes base ``nid`` has applied whose output waits for its log (the
+        replica's, or the controller's history), in order: not acknowledged yet."""
+        return [b for _, b, _, _ in self.accepted.get(nid, []) + self.committing.get(nid, [])]
+
+    def req_table(self, nid: str) -> Any:
+        """Base ``nid``'s rows (``ClusterRuntime.table``, with writes at the workers), as
+        of this request among the writes taken here: every acknowledged write in, those
+        whose output waits for the log left out (the views do not have them yet either;
+        then one batch of rows, each with its count)."""
+        op = cast("Base", self._up(nid).node.op)
+        held = self.waiting(nid)
+        snap = op.snapshot()
+        return encode_batch(before(snap, (), (), held) if held else snap)
+
+    def req_table_size(self, nid: str) -> int:
+        """The number of rows in base ``nid``'s table, as ``req_table`` has them."""
+        op = cast("Base", self._up(nid).node.op)
+        return len(op) - sum(sum(b.signs) for b in self.waiting(nid))
+
     def req_info(self, nid: str) -> list[Any]:
         i = self.domains[nid].info()
         arr = wire.encode_array
@@ -1470,7 +1490,7 @@ class Worker:
 
     def req_payload_after(self, nid: str, child: str, t: int) -> list[Any]:
         msgs, now = self.domains[nid].payload_after(child, t)
-        held = self.accepted.get(nid, []) + self.committing.get(nid, [])
+        held = self.waiting(nid)
         if held:
             # writes not yet in the history were not sent: the child takes them when
             # they are (``durable``), after what this answer gives it
