@@ -1407,3 +1407,86 @@ def test_no_replica_is_named_while_a_recovery_is_under_way():
     assert rt.replicas == {"b": None} and not owner.got
     rt.choose_replicas({"b"}, recovering=False)
     assert rt.replicas == {"b": "w2"} and owner.got == [["replica", "b", "w2"]]
+
+
+def _table_readers(db) -> list:
+    """The same writes and reads of tables to either engine, by the readers of a table's
+    rows (``Runtime.table``): SQL over a table, a DELETE's and an UPDATE's WHERE, a
+    view made over tables that hold rows, a table's size and keys."""
+    db.execute("CREATE TABLE t (k INT PRIMARY KEY, v TEXT NOT NULL, n INT)")
+    db.execute("CREATE TABLE vote (a INT, u INT)")
+    t, vote = db.table("t"), db.table("vote")
+    t.insert([(k, f"v{k}", k) for k in range(1, 7)])
+    vote.insert([(i % 5, i) for i in range(300)])               # (kept as columns)
+    vote.insert_columns([list(range(40)), list(range(40))])
+    out: list = [db.execute("INSERT INTO t VALUES (7, 'g', NULL)").rowcount]
+    for sql in ("DELETE FROM t WHERE n > 4", "UPDATE t SET n = n + 10 WHERE k < 3",
+                "DELETE FROM vote WHERE a = 2 AND u < 100",
+                "UPDATE vote SET u = 0 WHERE a = 3"):
+        out.append(db.execute(sql).rowcount)
+    db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS c FROM vote WHERE a = ? GROUP BY a")
+    db.wait()
+    out += [len(t), len(vote), sorted(t.primary_keys()), vote.primary_keys(),
+            sorted(db.execute("SELECT k, v, n FROM t").fetchall()),
+            sorted(db.execute("SELECT a, u FROM vote").fetchall()),
+            [db.view("c").lookup(a) for a in range(8)]]
+    return out
+
+
+def test_a_tables_rows_size_and_keys_are_read_at_its_bases_worker(monkeypatch):
+    """With ``--writes worker`` a table's rows are read where they are, at its base's
+    worker (``ClusterRuntime.table``, ``table_size``): with the controller's copy of
+    the tables never brought up to date (``apply_copies`` does nothing here), a
+    table's size, keys and rows, SQL over it, a DELETE's and an UPDATE's WHERE and
+    the fill of a view made over it are the embedded engine's after the same writes."""
+    monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
+    servers = _tracked(monkeypatch, Server)
+    embedded = noria_py.connect()
+    want = _table_readers(embedded)
+    with _in_process() as db:
+        assert _table_readers(db) == want
+        (server,) = servers
+        with server.view_lock:
+            for name in ("t", "vote"):
+                assert sorted(server.db.table(name).rows()) == sorted(
+                    embedded.table(name).rows())
+    assert want[:5] == [1, 2, 2, 21, 61]        # (the statements changed rows)
+
+
+def test_a_tables_rows_leave_out_the_writes_whose_output_waits_for_the_log(monkeypatch):
+    """A write the base's worker applied whose output waits for its log replica (not
+    acknowledged, in no view yet) is in none of the table's readers until it is
+    durable: its size, keys and rows (``Worker.req_table``, ``req_table_size``). (The
+    replica's message thread is held meanwhile: the size and keys are read under the
+    lock that asks no worker for copies.)"""
+    gate = _held_appends(monkeypatch)
+    workers = _tracked_workers(monkeypatch)
+    servers = _tracked(monkeypatch, Server)
+    with _in_process() as db:
+        (server,) = servers
+        db.execute("CREATE TABLE t (k INT PRIMARY KEY, n INT)")
+        t = db.table("t")
+        t.insert([(1, 10), (2, 20)])
+        t.delete([(2, 20)])
+
+        def seen() -> tuple:
+            with server.view_lock:
+                rows = sorted(server.db.table("t").rows())
+            return len(t), sorted(t.primary_keys()), rows
+        assert seen() == (1, [(1,)], [(1, 10)])
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        d = next(w for w in workers if w.name == base["worker"]).domains[base["id"]]
+        before = d.time
+        gate.clear()
+        try:
+            writer = threading.Thread(target=lambda: t.insert([(2, 21), (3, 30)]))
+            writer.start()
+            deadline = time.monotonic() + 10
+            while d.time == before and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert d.time == before + 1 and writer.is_alive()   # applied, not answered
+            assert seen() == (1, [(1,)], [(1, 10)])
+        finally:
+            gate.set()
+        writer.join(30)
+        assert seen() == (3, [(1,), (2,), (3,)], [(1, 10), (2, 21), (3, 30)])
