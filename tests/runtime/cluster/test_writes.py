@@ -154,7 +154,7 @@ def test_a_refused_write_names_its_error(cluster):
 
 
 def test_views_made_while_clients_write_at_the_worker_miss_no_write(cluster):
-    """A catalog change fills new nodes from the controller's copy of the tables: the
+    """A catalog change fills new nodes from the bases' rows at their workers: the
     workers hold clients' writes meanwhile (``pause``), so every view made while two
     clients write counts every write, once."""
     db = noria_py.connect(cluster.url)
@@ -514,7 +514,7 @@ def test_a_replicas_log_is_trimmed_no_further_than_the_controller_has_the_writes
 
 @pytest.mark.slow
 def test_no_write_at_a_worker_lands_inside_a_lineage_rebuild(monkeypatch):
-    """A lineage rebuild fills the purged nodes from the controller's copy of the tables
+    """A lineage rebuild fills the purged nodes from the bases' rows (at their workers)
     and the bases' times, after a ``wait``: a client's write at a live base's worker
     in between would reach a purged node emptied for the rebuild (dropped, or applied
     besides the copy), so the rebuild pauses those writes (as a catalog change does).
@@ -1490,3 +1490,32 @@ def test_a_tables_rows_leave_out_the_writes_whose_output_waits_for_the_log(monke
             gate.set()
         writer.join(30)
         assert seen() == (3, [(1,), (2,), (3,)], [(1, 10), (2, 21), (3, 30)])
+
+
+@pytest.mark.slow
+def test_a_lineage_rebuild_fills_from_the_rows_at_the_bases_worker(monkeypatch):
+    """A lineage rebuild's inputs are the bases' rows at their workers
+    (``Runtime.table``), read while the rebuild pauses the writes: with the
+    controller's copy of the tables never brought up to date (``apply_copies`` does
+    nothing here), the rebuilt view still counts every write once."""
+    monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
+    server = Server(port=0, workers=2, shards=2, writes="worker", strategy="lineage")
+    try:
+        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
+        g = db.graph()
+        base = next(n for n in g if n["kind"] == "base")
+        victim = next(n for n in g if n["pid"] != base["pid"])     # the base lives on
+        db.table("vote").insert([(i % 4, i) for i in range(40)])
+        db.execute("INSERT INTO vote VALUES (0, -1)")
+        db.wait()
+        db.fail(victim["id"])               # (SIGKILL)
+        report = db.recover(victim["id"])
+        assert report.strategy == "lineage", report
+        db.wait()
+        assert sorted(db.view("c").all()) == [(0, 11), (1, 10), (2, 10), (3, 10)]
+        db.close()
+    finally:
+        server.stopped.set()
+        server.close()
