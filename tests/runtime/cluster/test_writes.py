@@ -39,6 +39,7 @@ from noria_py.errors import (
 )
 from noria_py.graph import Graph
 from noria_py.ops.base import Base
+from noria_py.remote import RemoteDatabase
 from noria_py.runtime.cluster import controller
 from noria_py.runtime.cluster.controller import CHANNELS, ClusterRuntime
 from noria_py.runtime.cluster.launch import Cluster
@@ -512,6 +513,17 @@ def test_a_replicas_log_is_trimmed_no_further_than_the_controller_has_the_writes
         db.close()
 
 
+def _counted_votes(server: Server) -> tuple[RemoteDatabase, dict, dict]:
+    """A client of ``server`` with table ``vote`` and view ``c`` (its rows counted by
+    ``a``), the base's node (``db.graph()``) and a node on another worker."""
+    db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
+    db.execute("CREATE TABLE vote (a INT, u INT)")
+    db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
+    g = db.graph()
+    base = next(n for n in g if n["kind"] == "base")
+    return db, base, next(n for n in g if n["pid"] != base["pid"])
+
+
 @pytest.mark.slow
 def test_no_write_at_a_worker_lands_inside_a_lineage_rebuild(monkeypatch):
     """A lineage rebuild fills the purged nodes from the bases' rows (at their workers)
@@ -523,14 +535,8 @@ def test_no_write_at_a_worker_lands_inside_a_lineage_rebuild(monkeypatch):
     from noria_py.runtime.cluster import controller
     server = Server(port=0, workers=2, shards=2, writes="worker", strategy="lineage")
     try:
-        url = f"noria://127.0.0.1:{server.address[1]}"
-        db = noria_py.connect(url)
-        db.execute("CREATE TABLE vote (a INT, u INT)")
-        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
-        g = db.graph()
-        base = next(n for n in g if n["kind"] == "base")
-        victim = next(n for n in g if n["pid"] != base["pid"])     # the base lives on
-        late = noria_py.connect(url)
+        db, base, victim = _counted_votes(server)       # (the base lives on)
+        late = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
         table = late.table("vote")
         table.insert([(i % 4, i) for i in range(40)])   # (then it knows where)
         db.wait()
@@ -568,12 +574,8 @@ def test_a_pause_that_times_out_leaves_no_worker_paused(monkeypatch):
     from noria_py.runtime.cluster import controller
     server = Server(port=0, workers=2, shards=2, writes="worker", heartbeat_timeout=30)
     try:
-        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
-        db.execute("CREATE TABLE vote (a INT, u INT)")
-        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
-        g = db.graph()
-        base = next(n for n in g if n["kind"] == "base")
-        other = next(n["pid"] for n in g if n["pid"] != base["pid"])
+        db, base, on_other = _counted_votes(server)
+        other = on_other["pid"]
         t = db.table("vote")
         t.insert([(1, 1)])                  # (then it knows where)
         db.wait()
@@ -1501,12 +1503,7 @@ def test_a_lineage_rebuild_fills_from_the_rows_at_the_bases_worker(monkeypatch):
     monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
     server = Server(port=0, workers=2, shards=2, writes="worker", strategy="lineage")
     try:
-        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
-        db.execute("CREATE TABLE vote (a INT, u INT)")
-        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
-        g = db.graph()
-        base = next(n for n in g if n["kind"] == "base")
-        victim = next(n for n in g if n["pid"] != base["pid"])     # the base lives on
+        db, base, victim = _counted_votes(server)       # (the base lives on)
         db.table("vote").insert([(i % 4, i) for i in range(40)])
         db.execute("INSERT INTO vote VALUES (0, -1)")
         db.wait()
