@@ -1597,19 +1597,21 @@ class Table:
         schema = self._entry.schema
         if not schema.primary_key:
             raise Error(f"table {self.name!r} has no primary key; use delete(rows)")
-        base: Base = self._db.graph_[self._entry.node].op
-        rows = []
-        for k in arguments.many(keys, f"the primary keys for table {self.name!r}"):
+        given = arguments.many(keys, f"the primary keys for table {self.name!r}")
+        wanted = []
+        for k in given:
             kt = canon_row(arguments.plain_key(tuple(k) if isinstance(k, (tuple, list)) else (k,)))
             try:
-                row = base.by_key.get(kt)
+                hash(kt)
             except TypeError:       # unhashable: the check says what is wrong with it
                 self._check_key(kt)
                 raise
+            wanted.append(kt)
+        rows = self._db.runtime.rows_by_key(self._entry.node, wanted)
+        for k, kt, row in zip(given, wanted, rows):
             if row is None:
                 self._check_key(kt)
                 raise RowNotFoundError(f"table {self.name!r} has no row with primary key {k!r}")
-            rows.append(row)
         self._db._write(self._entry, (), rows)
 
     @_serialized

@@ -110,6 +110,12 @@ class Runtime(Protocol):
         """The number of rows in base ``base_id``'s table (``len(Table)``)."""
         return len(cast("Base", self.graph[base_id].op))
 
+    def rows_by_key(self, base_id: str, keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...] | None]:
+        """The row of base ``base_id``'s table under each primary key in ``keys``
+        (canonical: ``nan.canon_row``), None where there is none (``delete_keys``)."""
+        by_key = cast("Base", self.graph[base_id].op).by_key
+        return [by_key.get(k) for k in keys]
+
     # introspection
     def describe(self, node_id: str) -> dict[str, Any]: ...
 

@@ -68,6 +68,7 @@ from ...errors import ArgumentError, Error, OperationalError, RecoveryError
 from ...errors import named as named_error
 from ...graph import Graph, Node
 from ...memory import node_bytes
+from ...nan import canon_row
 from ...recovery import lineage, treeclock
 from .. import Runtime
 from ..checkpoints import Checkpoint, CheckpointStore
@@ -887,33 +888,40 @@ class ClusterRuntime(Runtime):
         (``Worker.req_table``: the rows its acknowledged writes made), so no reader of a
         table waits for the copy here, which lags them; otherwise the copy, which is
         the table (``--writes controller``), or, the base down, as ``forward`` has it."""
-        return cast(Batch, self._at_base(base_id, "table"))
+        got = self._at_base(base_id, "table")
+        return super().table(base_id) if got is None else decode_batch(got)
 
     def table_size(self, base_id: str) -> int:
         """``Runtime.table_size``, as ``table`` reads the rows."""
-        return cast(int, self._at_base(base_id, "table_size"))
+        got = self._at_base(base_id, "table_size")
+        return super().table_size(base_id) if got is None else int(got)
 
-    def _at_base(self, base_id: str, method: str) -> Batch | int:
-        """``table`` or ``table_size`` (``method``) of a base: at its worker (writes
-        at the workers, the base up there), else from the copy here, brought up to
-        date as ``forward`` brings it while the base is down (the caller holds
+    def rows_by_key(self, base_id: str, keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...] | None]:
+        """``Runtime.rows_by_key``, as ``table`` reads the rows."""
+        got = self._at_base(base_id, "rows_by_key", keys)
+        return (super().rows_by_key(base_id, keys) if got is None
+                else [None if r is None else canon_row(tuple(r)) for r in got])
+
+    def _at_base(self, base_id: str, method: str, *args: Any) -> Any:
+        """The answer of the base's worker to ``method`` (writes at the workers, the
+        base up there); else None, the copy here brought up to date for the caller to
+        read, as ``forward`` brings it while the base is down (the caller holds
         ``control``, which a recovery takes: never waited for here)."""
-        op = cast("Base", self.graph[base_id].op)
-        if self.at_workers:
-            with self.lock:
-                up = base_id in self.up
-                w = self.workers.get(self.placement.get(base_id, ""))
-            if up and w is not None and w.alive:
-                try:
-                    got = self.ask(w, method, base_id)
-                    return decode_batch(got) if method == "table" else int(got)
-                except WorkerLost:
-                    with self.lock:
-                        w = self.workers.get(self.placement.get(base_id, ""))
-            if w is None or not w.alive:
-                self.complete_history(base_id)
-            self.apply_copies()
-        return op.snapshot() if method == "table" else len(op)
+        if not self.at_workers:
+            return None
+        with self.lock:
+            up = base_id in self.up
+            w = self.workers.get(self.placement.get(base_id, ""))
+        if up and w is not None and w.alive:
+            try:
+                return self.ask(w, method, base_id, *args)
+            except WorkerLost:
+                with self.lock:
+                    w = self.workers.get(self.placement.get(base_id, ""))
+        if w is None or not w.alive:
+            self.complete_history(base_id)
+        self.apply_copies()
+        return None
 
     def pause_writes(self) -> list[WorkerHandle]:
         """Hold clients' writes at the workers (writes at the workers) for a catalog

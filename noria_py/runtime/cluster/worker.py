@@ -152,6 +152,7 @@ from ...batch import Batch
 from ...errors import ArityError, Error, RecoveryError
 from ...graph import Graph, Node
 from ...memory import node_bytes
+from ...nan import canon_row
 from ...partial import Partial, key_of, make_partial, op_key
 from ...planner import Planner
 from ...tls import Files as TlsFiles
@@ -1482,6 +1483,21 @@ class Worker:
         """The number of rows in base ``nid``'s table, as ``req_table`` has them."""
         op = cast("Base", self._up(nid).node.op)
         return len(op) - sum(sum(b.signs) for b in self.waiting(nid))
+
+    def req_rows_by_key(self, nid: str, keys: Sequence[Any]) -> list[tuple[Any, ...] | None]:
+        """The row of base ``nid``'s table under each primary key (None: none), as
+        ``req_table`` has them (a ``delete_keys`` at the controller)."""
+        op = cast("Base", self._up(nid).node.op)
+        held = self.waiting(nid)
+        out = []
+        for k in keys:
+            key = canon_row(tuple(k))
+            row = op.by_key.get(key)
+            if held:
+                was = before(Batch() if row is None else Batch([row], [1]), op.pk, key, held)
+                row = next((r for r, s in was if s > 0), None)
+            out.append(row)
+        return out
 
     def req_info(self, nid: str) -> list[Any]:
         i = self.domains[nid].info()

@@ -1414,7 +1414,7 @@ def test_no_replica_is_named_while_a_recovery_is_under_way():
 def _table_readers(db) -> list:
     """The same writes and reads of tables to either engine, by the readers of a table's
     rows (``Runtime.table``): SQL over a table, a DELETE's and an UPDATE's WHERE, a
-    view made over tables that hold rows, a table's size and keys."""
+    view made over tables that hold rows, a table's size and keys, ``delete_keys``."""
     db.execute("CREATE TABLE t (k INT PRIMARY KEY, v TEXT NOT NULL, n INT)")
     db.execute("CREATE TABLE vote (a INT, u INT)")
     t, vote = db.table("t"), db.table("vote")
@@ -1426,6 +1426,9 @@ def _table_readers(db) -> list:
                 "DELETE FROM vote WHERE a = 2 AND u < 100",
                 "UPDATE vote SET u = 0 WHERE a = 3"):
         out.append(db.execute(sql).rowcount)
+    t.delete_keys([3, (4,)])
+    with pytest.raises(RowNotFoundError):
+        t.delete_keys([1, 99])                  # (refused whole: 1 stays)
     db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS c FROM vote WHERE a = ? GROUP BY a")
     db.wait()
     out += [len(t), len(vote), sorted(t.primary_keys()), vote.primary_keys(),
@@ -1458,9 +1461,11 @@ def test_a_tables_rows_size_and_keys_are_read_at_its_bases_worker(monkeypatch):
 def test_a_tables_rows_leave_out_the_writes_whose_output_waits_for_the_log(monkeypatch):
     """A write the base's worker applied whose output waits for its log replica (not
     acknowledged, in no view yet) is in none of the table's readers until it is
-    durable: its size, keys and rows (``Worker.req_table``, ``req_table_size``). (The
+    durable: its size, keys and rows, its rows by key (``Worker.req_table``,
+    ``req_table_size``, ``req_rows_by_key``), an insert's rows as a delete's. (The
     replica's message thread is held meanwhile: the size and keys are read under the
-    lock that asks no worker for copies.)"""
+    lock that asks no worker for copies, and while a delete, forwarded by the
+    controller, holds the server's lock, the rows are asked without it.)"""
     gate = _held_appends(monkeypatch)
     workers = _tracked_workers(monkeypatch)
     servers = _tracked(monkeypatch, Server)
@@ -1471,12 +1476,15 @@ def test_a_tables_rows_leave_out_the_writes_whose_output_waits_for_the_log(monke
         t.insert([(1, 10), (2, 20)])
         t.delete([(2, 20)])
 
-        def seen() -> tuple:
-            with server.view_lock:
+        def seen(lock: bool = True) -> tuple:
+            with server.view_lock if lock else contextlib.nullcontext():
                 rows = sorted(server.db.table("t").rows())
-            return len(t), sorted(t.primary_keys()), rows
-        assert seen() == (1, [(1,)], [(1, 10)])
+                by_key = server.db.runtime.rows_by_key(base["id"], [(1,), (2,), (3,)])
+            if not lock:
+                return len(rows), by_key
+            return len(t), sorted(t.primary_keys()), rows, by_key
         base = next(n for n in db.graph() if n["kind"] == "base")
+        assert seen() == (1, [(1,)], [(1, 10)], [(1, 10), None, None])
         d = next(w for w in workers if w.name == base["worker"]).domains[base["id"]]
         before = d.time
         gate.clear()
@@ -1487,11 +1495,25 @@ def test_a_tables_rows_leave_out_the_writes_whose_output_waits_for_the_log(monke
             while d.time == before and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert d.time == before + 1 and writer.is_alive()   # applied, not answered
-            assert seen() == (1, [(1,)], [(1, 10)])
+            assert seen() == (1, [(1,)], [(1, 10)], [(1, 10), None, None])
         finally:
             gate.set()
         writer.join(30)
-        assert seen() == (3, [(1,), (2,), (3,)], [(1, 10), (2, 21), (3, 30)])
+        assert seen() == (3, [(1,), (2,), (3,)], [(1, 10), (2, 21), (3, 30)],
+                          [(1, 10), (2, 21), (3, 30)])
+        gate.clear()
+        try:
+            writer = threading.Thread(target=lambda: t.delete([(1, 10)]))
+            writer.start()
+            deadline = time.monotonic() + 10
+            while d.time == before + 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert d.time == before + 2 and writer.is_alive()   # applied, not answered
+            assert seen(lock=False) == (3, [(1, 10), (2, 21), (3, 30)])
+        finally:
+            gate.set()
+        writer.join(30)
+        assert seen() == (2, [(2,), (3,)], [(2, 21), (3, 30)], [None, (2, 21), (3, 30)])
 
 
 @pytest.mark.slow
