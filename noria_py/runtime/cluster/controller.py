@@ -1940,18 +1940,21 @@ class ClusterRuntime(Runtime):
 
     def memory(self, node_ids: list[str]) -> dict[str, int]:
         """Bytes of each node shard's state: a base's here (its rows, history aside, and
-        upquery indexes are the controller's), every other's asked of its worker, all
+        upquery indexes are the controller's; with writes at the workers, the base's
+        worker holds its rows and is asked), every other's asked of its worker, all
         workers at once; ``WorkerLost`` if one is lost meanwhile."""
+        def here(nid: str) -> bool:
+            return self.graph[nid].kind == "base" and not self.at_workers
         by_worker: dict[str, list[str]] = {}
         for nid in node_ids:
-            if self.graph[nid].kind != "base":
+            if not here(nid):
                 by_worker.setdefault(self.worker_of(nid).name, []).append(nid)
         asked = [self.request(self.workers[w], "memory", ids) for w, ids in by_worker.items()]
         sizes: dict[str, int] = {}
         for fut in asked:
             sizes.update(fut.result(60))
-        return {nid: node_bytes(self.graph[nid].op) if self.graph[nid].kind == "base"
-                else int(sizes[nid]) for nid in node_ids}
+        return {nid: node_bytes(self.graph[nid].op) if here(nid) else int(sizes[nid])
+                for nid in node_ids}
 
     def close(self) -> None:
         self.closed = True

@@ -1443,7 +1443,8 @@ def test_a_tables_rows_size_and_keys_are_read_at_its_bases_worker(monkeypatch):
     worker (``ClusterRuntime.table``, ``table_size``): with the controller's copy of
     the tables never brought up to date (``apply_copies`` does nothing here), a
     table's size, keys and rows, SQL over it, a DELETE's and an UPDATE's WHERE and
-    the fill of a view made over it are the embedded engine's after the same writes."""
+    the fill of a view made over it are the embedded engine's after the same writes, and
+    its memory is measured at its worker (``db.memory()``)."""
     monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
     servers = _tracked(monkeypatch, Server)
     embedded = noria_py.connect()
@@ -1455,6 +1456,9 @@ def test_a_tables_rows_size_and_keys_are_read_at_its_bases_worker(monkeypatch):
             for name in ("t", "vote"):
                 assert sorted(server.db.table(name).rows()) == sorted(
                     embedded.table(name).rows())
+        db.execute("CREATE TABLE e (a INT, u INT)")
+        mem, node = db.memory(), {n: server.db._tables[n].node for n in ("vote", "e")}
+        assert mem[node["vote"]] > mem[node["e"]] + 1000    # (measured at the worker)
     assert want[:5] == [1, 2, 2, 21, 61]        # (the statements changed rows)
 
 
