@@ -148,11 +148,13 @@ class _CopyingLock:
     """The server's lock with ``--writes worker``: an ``RLock`` whose every outermost
     taker first brings the table copies here up to date with the writes the workers
     acknowledged (``ClusterRuntime.apply_copies``, which with log replicas asks each
-    worker for what it has not sent yet), so what reads them under it (``delete_keys``'
-    rows by key) sees every acknowledged write. A table's rows and size (SQL over a
-    base table, a DELETE's WHERE, a new view's fill, ``len``) are read at the base's
-    worker instead (``ClusterRuntime.table``), and a write validated here while its
-    base is down brings the copy up to date itself (``forward``).
+    worker for what it has not sent yet). No reader of a table reads the copy under it
+    now: a table's rows, size and rows by key (SQL over a base table, a DELETE's
+    WHERE, ``delete_keys``, a new view's fill, ``len``) are read at the base's worker
+    (``ClusterRuntime.table``), and a write validated here while its base is down, or
+    a table read then, brings the copy up to date itself (``forward``, ``_at_base``);
+    what this still does is keep ``ClusterRuntime.copies`` from growing
+    (docs/architecture.md, "Writes at the base's worker", step 5).
 
     ``plain`` is the same lock taken without that: for what reads no copy (a view's
     catalog entry, an upquery, whose base rows its worker computes, a table's keys and
