@@ -925,9 +925,10 @@ class ClusterRuntime(Runtime):
 
     def pause_writes(self) -> list[WorkerHandle]:
         """Hold clients' writes at the workers (writes at the workers) for a catalog
-        change, which fills new nodes from the table copies here: once each live
-        worker has answered, every write it accepted is in the history and in those
-        copies, and none is taken until ``resume_writes``. If this raises (a worker
+        change, which fills new nodes from the bases' rows at their workers
+        (``table``): once each live worker has answered, every write it accepted is
+        durable, passed on, in the history and in the table copies here, and none is
+        taken until ``resume_writes``. If this raises (a worker
         that does not answer within ``WAIT_TIMEOUT``: ``OperationalError``), the workers it paused are
         resumed first: a failed catalog change leaves no writer waiting."""
         if not self.at_workers:

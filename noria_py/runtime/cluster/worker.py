@@ -1472,8 +1472,8 @@ class Worker:
     def req_table(self, nid: str) -> Any:
         """Base ``nid``'s rows (``ClusterRuntime.table``, with writes at the workers), as
         of this request among the writes taken here: every acknowledged write in, those
-        whose output waits for the log left out (the views do not have them yet either;
-        then one batch of rows, each with its count)."""
+        whose output waits for the log left out (the views do not have them yet
+        either), the table then given as one batch of rows, each with its count."""
         op = cast("Base", self._up(nid).node.op)
         held = self.waiting(nid)
         snap = op.snapshot()
