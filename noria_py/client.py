@@ -58,7 +58,7 @@ from .errors import (
     UnknownTableError,
     UnknownViewError,
 )
-from .expression import compile_condition, compile_row, evaluate_constant
+from .expression import compile_row, evaluate_constant
 from .graph import Graph
 from .hashing import shard_of
 from .nan import canon_row
@@ -961,15 +961,10 @@ class Database:
 
     def _matching(self, table: str, where) -> tuple[_TableEntry, list[tuple]]:
         entry = self._tables[table.lower()]
-        test = compile_condition(where) if where is not None else (lambda r: True)
-        rows = []
-        for r, c in self.runtime.table(entry.node):
-            t = test(r)
-            if t is True:
-                rows.extend([r] * c)
-            elif t:                     # DIV0: PostgreSQL's / by zero fails the write
-                raise DivisionByZeroError(f"division by zero in the WHERE of a write to "
-                                          f"{table!r} (nothing was written)")
+        rows = self.runtime.matching(entry.node, where)
+        if rows is None:                # DIV0: PostgreSQL's / by zero fails the write
+            raise DivisionByZeroError(f"division by zero in the WHERE of a write to "
+                                      f"{table!r} (nothing was written)")
         return entry, rows
 
     def _delete(self, stmt: lp.Delete) -> Result:

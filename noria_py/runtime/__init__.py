@@ -18,6 +18,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from ..expression import matching
 from ..memory import node_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import numpy as np
 
+    from sql_frontend.expr import Expr
     from treeclock import TreeClocks
 
     from ..batch import Batch
@@ -109,6 +111,12 @@ class Runtime(Protocol):
     def table_size(self, base_id: str) -> int:
         """The number of rows in base ``base_id``'s table (``len(Table)``)."""
         return len(cast("Base", self.graph[base_id].op))
+
+    def matching(self, base_id: str, where: "Expr | None") -> list[tuple[Any, ...]] | None:
+        """The rows of base ``base_id``'s table for which ``where`` holds, as
+        ``expression.matching`` gives them (None: it divides by zero): a DELETE's or
+        an UPDATE's WHERE."""
+        return matching(self.table(base_id), where)
 
     def rows_by_key(self, base_id: str, keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...] | None]:
         """The row of base ``base_id``'s table under each primary key in ``keys``

@@ -100,6 +100,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import numpy as np
 
+    from sql_frontend.expr import Expr
+
     from ...ops.base import Base
     from ...recovery.report import RecoveryReport
     from ...storage import Storage
@@ -895,6 +897,16 @@ class ClusterRuntime(Runtime):
         """``Runtime.table_size``, as ``table`` reads the rows."""
         got = self._at_base(base_id, "table_size")
         return super().table_size(base_id) if got is None else int(got)
+
+    def matching(self, base_id: str, where: Expr | None) -> list[tuple[Any, ...]] | None:
+        """``Runtime.matching``: with writes at the workers, ``where`` is tested at the
+        base's worker (``Worker.req_matching``), on the rows ``table`` would read there,
+        and only the rows matched cross."""
+        got = self._at_base(base_id, "matching",
+                            None if where is None else plan_wire.to_data(where))
+        if got is None:
+            return super().matching(base_id, where)
+        return [canon_row(r) for r, _ in decode_batch(got[0])] if got else None
 
     def rows_by_key(self, base_id: str, keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...] | None]:
         """``Runtime.rows_by_key``, as ``table`` reads the rows."""

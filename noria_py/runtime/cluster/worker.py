@@ -150,6 +150,7 @@ from ... import tuning
 from ...arrowio import arrow_columns, column_rows, from_ipc
 from ...batch import Batch
 from ...errors import ArityError, Error, RecoveryError
+from ...expression import matching
 from ...graph import Graph, Node
 from ...memory import node_bytes
 from ...nan import canon_row
@@ -1469,24 +1470,36 @@ class Worker:
         replica's, or the controller's history), in order: not acknowledged yet."""
         return [b for _, b, _, _ in self.accepted.get(nid, []) + self.committing.get(nid, [])]
 
-    def req_table(self, nid: str) -> Any:
+    def table_now(self, nid: str) -> Batch:
         """Base ``nid``'s rows (``ClusterRuntime.table``, with writes at the workers), as
-        of this request among the writes taken here: every acknowledged write in, those
-        whose output waits for the log left out (the views do not have them yet
-        either), the table then given as one batch of rows, each with its count."""
+        of now among the writes taken here: every acknowledged write in, those whose
+        output waits for the log left out (the views do not have them yet either),
+        the table then given as one batch of rows, each with its count."""
         op = cast("Base", self._up(nid).node.op)
         held = self.waiting(nid)
         snap = op.snapshot()
-        return encode_batch(before(snap, (), (), held) if held else snap)
+        return before(snap, (), (), held) if held else snap
+
+    def req_table(self, nid: str) -> Any:
+        return encode_batch(self.table_now(nid))
+
+    def req_matching(self, nid: str, where: Any) -> list[Any]:
+        """The rows of base ``nid``'s table, as ``table_now`` has them, for which the
+        WHERE ``where`` (``sql_frontend.wire`` data; None: every row) holds, each as
+        many times as its count, as one batch (``expression.matching``); none, an
+        empty list, if it divides by zero on one of them."""
+        rows = matching(self.table_now(nid),
+                        None if where is None else plan_wire.from_data(where))
+        return [] if rows is None else [encode_batch(Batch(rows, [1] * len(rows)))]
 
     def req_table_size(self, nid: str) -> int:
-        """The number of rows in base ``nid``'s table, as ``req_table`` has them."""
+        """The number of rows in base ``nid``'s table, as ``table_now`` has them."""
         op = cast("Base", self._up(nid).node.op)
         return len(op) - sum(sum(b.signs) for b in self.waiting(nid))
 
     def req_rows_by_key(self, nid: str, keys: Sequence[Any]) -> list[tuple[Any, ...] | None]:
         """The row of base ``nid``'s table under each primary key (None: none), as
-        ``req_table`` has them (a ``delete_keys`` at the controller)."""
+        ``table_now`` has them (a ``delete_keys`` at the controller)."""
         op = cast("Base", self._up(nid).node.op)
         held = self.waiting(nid)
         out = []

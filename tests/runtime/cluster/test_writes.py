@@ -1429,6 +1429,8 @@ def _table_readers(db) -> list:
     t.delete_keys([3, (4,)])
     with pytest.raises(RowNotFoundError):
         t.delete_keys([1, 99])                  # (refused whole: 1 stays)
+    with pytest.raises(noria_py.DivisionByZeroError):   # (PostgreSQL's /, as noria-py pg has it)
+        db.execute("DELETE FROM t WHERE PG_DIV(10, k - 2) > 0")     # (k = 2: all refused)
     db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS c FROM vote WHERE a = ? GROUP BY a")
     db.wait()
     out += [len(t), len(vote), sorted(t.primary_keys()), vote.primary_keys(),
