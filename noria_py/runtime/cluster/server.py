@@ -151,7 +151,7 @@ class _CopyingLock:
     worker for what it has not sent yet). No reader of a table reads the copy under it
     now: a table's rows, size and rows by key (SQL over a base table, a DELETE's
     WHERE, ``delete_keys``, a new view's fill, ``len``) are read at the base's worker
-    (``ClusterRuntime.table``), and a write validated here while its base is down, or
+    (``ClusterRuntime.table``, ``matching``), and a write validated here while its base is down, or
     a table read then, brings the copy up to date itself (``forward``, ``_at_base``);
     what this still does is keep ``ClusterRuntime.copies`` from growing
     (docs/architecture.md, "Writes at the base's worker", step 5).
