@@ -153,8 +153,10 @@ class _CopyingLock:
     WHERE, ``delete_keys``, a new view's fill, ``len``) are read at the base's worker
     (``ClusterRuntime.table``, ``matching``), and a write validated here while its base is down, or
     a table read then, brings the copy up to date itself (``forward``, ``_at_base``);
-    what this still does is keep ``ClusterRuntime.copies`` from growing
-    (docs/architecture.md, "Writes at the base's worker", step 5).
+    what this still does is complete the bases' histories (``copy_out``), which a
+    recovery reads under this lock (``output_info``), and keep
+    ``ClusterRuntime.copies`` from growing (docs/architecture.md, "Writes at the
+    base's worker", step 5).
 
     ``plain`` is the same lock taken without that: for what reads no copy (a view's
     catalog entry, an upquery, whose base rows its worker computes, a table's keys and
