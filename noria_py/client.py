@@ -58,7 +58,7 @@ from .errors import (
     UnknownTableError,
     UnknownViewError,
 )
-from .expression import compile_condition, compile_row, evaluate_constant
+from .expression import compile_row, evaluate_constant
 from .graph import Graph
 from .hashing import shard_of
 from .nan import canon_row
@@ -766,7 +766,7 @@ class Database:
                     filled |= nodes
                     adopted |= stateful
             try:
-                initialize(self.graph_, fresh - filled)
+                initialize(self.graph_, fresh - filled, self.runtime.table)
                 if adopted:
                     cast(EmbeddedRuntime, self.runtime).settle(fresh, adopted)
                 else:
@@ -961,16 +961,10 @@ class Database:
 
     def _matching(self, table: str, where) -> tuple[_TableEntry, list[tuple]]:
         entry = self._tables[table.lower()]
-        base: Base = self.graph_[entry.node].op
-        test = compile_condition(where) if where is not None else (lambda r: True)
-        rows = []
-        for r, c in base.rows.items():
-            t = test(r)
-            if t is True:
-                rows.extend([r] * c)
-            elif t:                     # DIV0: PostgreSQL's / by zero fails the write
-                raise DivisionByZeroError(f"division by zero in the WHERE of a write to "
-                                          f"{table!r} (nothing was written)")
+        rows = self.runtime.matching(entry.node, where)
+        if rows is None:                # DIV0: PostgreSQL's / by zero fails the write
+            raise DivisionByZeroError(f"division by zero in the WHERE of a write to "
+                                      f"{table!r} (nothing was written)")
         return entry, rows
 
     def _delete(self, stmt: lp.Delete) -> Result:
@@ -1539,13 +1533,15 @@ class Table:
     @_serialized
     def primary_keys(self) -> set[tuple]:
         """The primary-key tuples now in the table (a copy)."""
-        return set(self._db.graph_[self._entry.node].op.by_key.keys())
+        if not self._entry.schema.primary_key:
+            return set()
+        key_of = self._db.graph_[self._entry.node].op.key_of
+        return {key_of(r) for r, _ in self._db.runtime.table(self._entry.node)}
 
     @_serialized
     def rows(self) -> list[tuple]:
         """Every row now in the table (a copy; a row held twice is there twice)."""
-        base: Base = self._db.graph_[self._entry.node].op
-        return [r for r, c in base.rows.items() for _ in range(c)]
+        return [r for r, c in self._db.runtime.table(self._entry.node) for _ in range(c)]
 
     @_serialized
     def insert(self, rows: Iterable[Sequence]) -> None:
@@ -1596,24 +1592,26 @@ class Table:
         schema = self._entry.schema
         if not schema.primary_key:
             raise Error(f"table {self.name!r} has no primary key; use delete(rows)")
-        base: Base = self._db.graph_[self._entry.node].op
-        rows = []
-        for k in arguments.many(keys, f"the primary keys for table {self.name!r}"):
+        given = arguments.many(keys, f"the primary keys for table {self.name!r}")
+        wanted = []
+        for k in given:
             kt = canon_row(arguments.plain_key(tuple(k) if isinstance(k, (tuple, list)) else (k,)))
             try:
-                row = base.by_key.get(kt)
+                hash(kt)
             except TypeError:       # unhashable: the check says what is wrong with it
                 self._check_key(kt)
                 raise
+            wanted.append(kt)
+        rows = self._db.runtime.rows_by_key(self._entry.node, wanted)
+        for k, kt, row in zip(given, wanted, rows):
             if row is None:
                 self._check_key(kt)
                 raise RowNotFoundError(f"table {self.name!r} has no row with primary key {k!r}")
-            rows.append(row)
         self._db._write(self._entry, (), rows)
 
     @_serialized
     def __len__(self) -> int:
-        return len(self._db.graph_[self._entry.node].op)
+        return self._db.runtime.table_size(self._entry.node)
 
 
 #: the types of a key looked up as it is (others go through ``arguments.plain``)

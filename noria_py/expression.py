@@ -39,7 +39,7 @@ import math
 import re
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any, Callable, cast
+from typing import Any, Callable, Iterable, cast
 
 from sql_frontend.expr import Call, Col, Expr, Lit
 from sql_frontend.typerules import parse_temporal
@@ -762,6 +762,22 @@ def compile_condition(e: Expr) -> RowFn:
     ns = dict(_NAMESPACE)
     ns["_k"] = c.consts
     return eval(f"lambda r: (_v := {body}) is True or (_v is _D and _D)", ns)  # noqa: S307
+
+
+def matching(table: Iterable[tuple[tuple, int]], where: Expr | None) -> list[tuple] | None:
+    """The rows of ``table`` (row and count pairs: a ``Batch``) for which ``where`` is
+    TRUE (None: every row), each as many times as its count: a DELETE's or an UPDATE's
+    rows. None if it is the division-by-zero marker for one of them (PostgreSQL fails
+    the write)."""
+    test = compile_condition(where) if where is not None else (lambda r: True)
+    rows: list[tuple] = []
+    for r, c in table:
+        t = test(r)
+        if t is True:
+            rows.extend([r] * c)
+        elif t:
+            return None
+    return rows
 
 
 def evaluate_constant(e: Expr) -> Any:

@@ -692,11 +692,17 @@ def run_restart(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_tables(argv: list[str]) -> int:
+    from noria_tools.tablesbench import main
+    return main(argv)
+
+
 BENCHES = {"vote": run_vote, "recovery": run_recovery, "overhead": run_overhead,
            "load": run_load, "peers": run_peers, "cluster": run_cluster,
            "memory": run_memory, "adhoc": run_adhoc, "pg": run_pg, "partial": run_partial,
            "partial-cluster": run_partial_cluster,
-           "regimes": run_regimes, "reopen": run_reopen, "restart": run_restart}
+           "regimes": run_regimes, "reopen": run_reopen, "restart": run_restart,
+           "tables": run_tables}
 
 
 def run_bench(name: str, argv: list[str]) -> int:

@@ -174,7 +174,8 @@ def test_create_views_initializes_once_and_hands_back_errors(db, monkeypatch):
     from sql_frontend import plan as lp
     passes = []
     real = client.initialize
-    monkeypatch.setattr(client, "initialize", lambda g, fresh: passes.append(fresh) or real(g, fresh))
+    monkeypatch.setattr(client, "initialize",
+                        lambda g, fresh, *rest: passes.append(fresh) or real(g, fresh, *rest))
     db.table("vote").insert([(1, 1), (1, 2), (3, 3), (3, 3)])
     by_user = db.parse("CREATE VIEW by_user AS SELECT user_id, COUNT(*) AS n FROM vote "
                        "GROUP BY user_id")

@@ -6,10 +6,13 @@ kept describes its output from its state (``snapshot``); a stateless one is a pu
 function, so its full output is itself applied to its parents' full output. New nodes
 are fed their parents' full output through the ordinary ``process`` path, in
 topological order. Every inbox must be empty when this runs (the runtime drains first),
-or rows in flight would be counted twice.
+or rows in flight would be counted twice. A kept base's rows come from ``table`` (the
+runtime's ``Runtime.table``: in a cluster with writes at the workers, the base's
+worker, whose rows the controller's copy lags), read while no write is taken.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from ..batch import Batch
@@ -19,7 +22,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..ops.sharder import Sharder
 
 
-def initialize(graph: Graph, fresh: set[str]) -> None:
+def initialize(graph: Graph, fresh: set[str],
+               table: Callable[[str], Batch] | None = None) -> None:
+    """Fill the ``fresh`` nodes; ``table(base)``: a kept base's rows (None: its
+    operator's own, ``snapshot``)."""
     outputs: dict[str, Batch | list[Batch]] = {}
 
     def edge(parent: str, child: str) -> Batch:
@@ -35,7 +41,8 @@ def initialize(graph: Graph, fresh: set[str]) -> None:
         op = node.op
         result: Batch | list[Batch]
         if op.stateful and nid not in fresh:
-            result = op.snapshot()
+            result = (table(nid) if table is not None and node.kind == "base"
+                      else op.snapshot())
         else:
             results = [op.process(port, edge(p, nid)) for port, p in enumerate(node.parents)]
             if op.stateful:

@@ -30,7 +30,7 @@ def recover(graph: Graph, runtime: Runtime, node_id: str, *also: str) -> Recover
                               seconds=time.perf_counter() - start)
     for nid in purged:
         runtime.reset(nid)
-    initialize(graph, set(purged))
+    initialize(graph, set(purged), runtime.table)    # (the bases' rows where they are)
     runtime.settle(set(purged))
     seconds = time.perf_counter() - start
     rows = sum(len(graph[n].op.snapshot()) for n in purged if graph[n].op.stateful)

@@ -16,8 +16,9 @@ back from a runtime); the client never sees either.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from ..expression import matching
 from ..memory import node_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,10 +26,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import numpy as np
 
+    from sql_frontend.expr import Expr
     from treeclock import TreeClocks
 
     from ..batch import Batch
     from ..graph import Graph, Node
+    from ..ops.base import Base
     from .checkpoints import Checkpoint
     from .domain import DomainInfo
     from .messages import Message
@@ -97,6 +100,29 @@ class Runtime(Protocol):
     #: (``Domain.parent_restarted``: the child checkpoints if its newest is older)
     def parent_restarted(self, node_id: str, parent: str, log_from: int) -> None: ...
     def wait_recovered(self, timeout: float = 120.0, node_id: str | None = None) -> None: ...
+
+    # a base's table, read where its rows are: here, its operator (a cluster with writes
+    # at the workers asks the base's worker, which holds the rows the copy here lags)
+    def table(self, base_id: str) -> "Batch":
+        """Every row of base ``base_id``'s table, each with its count (``Base.snapshot``):
+        what reads a table (``Table.rows``, a DELETE's WHERE, a new view's fill)."""
+        return cast("Base", self.graph[base_id].op).snapshot()
+
+    def table_size(self, base_id: str) -> int:
+        """The number of rows in base ``base_id``'s table (``len(Table)``)."""
+        return len(cast("Base", self.graph[base_id].op))
+
+    def matching(self, base_id: str, where: "Expr | None") -> list[tuple[Any, ...]] | None:
+        """The rows of base ``base_id``'s table for which ``where`` holds, as
+        ``expression.matching`` gives them (None: it divides by zero): a DELETE's or
+        an UPDATE's WHERE."""
+        return matching(self.table(base_id), where)
+
+    def rows_by_key(self, base_id: str, keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...] | None]:
+        """The row of base ``base_id``'s table under each primary key in ``keys``
+        (canonical: ``nan.canon_row``), None where there is none (``delete_keys``)."""
+        by_key = cast("Base", self.graph[base_id].op).by_key
+        return [by_key.get(k) for k in keys]
 
     # introspection
     def describe(self, node_id: str) -> dict[str, Any]: ...

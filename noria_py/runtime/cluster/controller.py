@@ -68,6 +68,7 @@ from ...errors import ArgumentError, Error, OperationalError, RecoveryError
 from ...errors import named as named_error
 from ...graph import Graph, Node
 from ...memory import node_bytes
+from ...nan import canon_row
 from ...recovery import lineage, treeclock
 from .. import Runtime
 from ..checkpoints import Checkpoint, CheckpointStore
@@ -98,6 +99,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
 
     import numpy as np
+
+    from sql_frontend.expr import Expr
 
     from ...ops.base import Base
     from ...recovery.report import RecoveryReport
@@ -882,11 +885,62 @@ class ClusterRuntime(Runtime):
                 raise named_error(str(said[0]), str(said[1]))
             return
 
+    def table(self, base_id: str) -> Batch:
+        """``Runtime.table``: with writes at the workers, asked of the base's worker
+        (``Worker.req_table``: the rows its acknowledged writes made), so no reader of a
+        table waits for the copy here, which lags them; otherwise the copy, which is
+        the table (``--writes controller``), or, the base down, as ``forward`` has it."""
+        got = self._at_base(base_id, "table")
+        return super().table(base_id) if got is None else decode_batch(got)
+
+    def table_size(self, base_id: str) -> int:
+        """``Runtime.table_size``, as ``table`` reads the rows."""
+        got = self._at_base(base_id, "table_size")
+        return super().table_size(base_id) if got is None else int(got)
+
+    def matching(self, base_id: str, where: Expr | None) -> list[tuple[Any, ...]] | None:
+        """``Runtime.matching``: with writes at the workers, ``where`` is tested at the
+        base's worker (``Worker.req_matching``), on the rows ``table`` would read there,
+        and only the rows matched cross."""
+        got = self._at_base(base_id, "matching",
+                            None if where is None else plan_wire.to_data(where))
+        if got is None:
+            return super().matching(base_id, where)
+        return [canon_row(r) for r, _ in decode_batch(got[0])] if got else None
+
+    def rows_by_key(self, base_id: str, keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...] | None]:
+        """``Runtime.rows_by_key``, as ``table`` reads the rows."""
+        got = self._at_base(base_id, "rows_by_key", keys)
+        return (super().rows_by_key(base_id, keys) if got is None
+                else [None if r is None else canon_row(tuple(r)) for r in got])
+
+    def _at_base(self, base_id: str, method: str, *args: Any) -> Any:
+        """The answer of the base's worker to ``method`` (writes at the workers, the
+        base up there); else None, the copy here brought up to date for the caller to
+        read, as ``forward`` brings it while the base is down (the caller holds
+        ``control``, which a recovery takes: never waited for here)."""
+        if not self.at_workers:
+            return None
+        with self.lock:
+            up = base_id in self.up
+            w = self.workers.get(self.placement.get(base_id, ""))
+        if up and w is not None and w.alive:
+            try:
+                return self.ask(w, method, base_id, *args)
+            except WorkerLost:
+                with self.lock:
+                    w = self.workers.get(self.placement.get(base_id, ""))
+        if w is None or not w.alive:
+            self.complete_history(base_id)
+        self.apply_copies()
+        return None
+
     def pause_writes(self) -> list[WorkerHandle]:
         """Hold clients' writes at the workers (writes at the workers) for a catalog
-        change, which fills new nodes from the table copies here: once each live
-        worker has answered, every write it accepted is in the history and in those
-        copies, and none is taken until ``resume_writes``. If this raises (a worker
+        change, which fills new nodes from the bases' rows at their workers
+        (``table``): once each live worker has answered, every write it accepted is
+        durable, passed on, in the history and in the table copies here, and none is
+        taken until ``resume_writes``. If this raises (a worker
         that does not answer within ``WAIT_TIMEOUT``: ``OperationalError``), the workers it paused are
         resumed first: a failed catalog change leaves no writer waiting."""
         if not self.at_workers:
@@ -1899,18 +1953,21 @@ class ClusterRuntime(Runtime):
 
     def memory(self, node_ids: list[str]) -> dict[str, int]:
         """Bytes of each node shard's state: a base's here (its rows, history aside, and
-        upquery indexes are the controller's), every other's asked of its worker, all
+        upquery indexes are the controller's; with writes at the workers, the base's
+        worker holds its rows and is asked), every other's asked of its worker, all
         workers at once; ``WorkerLost`` if one is lost meanwhile."""
+        def here(nid: str) -> bool:
+            return self.graph[nid].kind == "base" and not self.at_workers
         by_worker: dict[str, list[str]] = {}
         for nid in node_ids:
-            if self.graph[nid].kind != "base":
+            if not here(nid):
                 by_worker.setdefault(self.worker_of(nid).name, []).append(nid)
         asked = [self.request(self.workers[w], "memory", ids) for w, ids in by_worker.items()]
         sizes: dict[str, int] = {}
         for fut in asked:
             sizes.update(fut.result(60))
-        return {nid: node_bytes(self.graph[nid].op) if self.graph[nid].kind == "base"
-                else int(sizes[nid]) for nid in node_ids}
+        return {nid: node_bytes(self.graph[nid].op) if here(nid) else int(sizes[nid])
+                for nid in node_ids}
 
     def close(self) -> None:
         self.closed = True

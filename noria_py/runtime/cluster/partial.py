@@ -519,7 +519,7 @@ class ClusterPartial(Partial):
                 getattr(op, "local", op).partial = False
             self.chains[reader_id] = [cast(Chain, chain(self.graph, reader_id))]
             self.held[reader_id] = []
-            initialize(self.graph, set(shared))
+            initialize(self.graph, set(shared), rt.table)     # (a base's rows: its worker's)
             rt.settle(set(shared))
 
     def remove(self, reader_id: str) -> None:

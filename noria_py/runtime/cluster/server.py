@@ -148,11 +148,19 @@ class _CopyingLock:
     """The server's lock with ``--writes worker``: an ``RLock`` whose every outermost
     taker first brings the table copies here up to date with the writes the workers
     acknowledged (``ClusterRuntime.apply_copies``, which with log replicas asks each
-    worker for what it has not sent yet), so what reads them under it (SQL over a base
-    table, ``len``, a DELETE's WHERE) sees every acknowledged write.
+    worker for what it has not sent yet). No reader of a table reads the copy under it
+    now: a table's rows, size and rows by key (SQL over a base table, a DELETE's
+    WHERE, ``delete_keys``, a new view's fill, ``len``) are read at the base's worker
+    (``ClusterRuntime.table``, ``matching``), and a write validated here while its base is down, or
+    a table read then, brings the copy up to date itself (``forward``, ``_at_base``);
+    what this still does is complete the bases' histories (``copy_out``), which a
+    recovery reads under this lock (``output_info``), and keep
+    ``ClusterRuntime.copies`` from growing (docs/architecture.md, "Writes at the
+    base's worker", step 5).
 
     ``plain`` is the same lock taken without that: for what reads no copy (a view's
-    catalog entry, an upquery, whose base rows its worker computes). Taken by a thread
+    catalog entry, an upquery, whose base rows its worker computes, a table's keys and
+    size, read at its worker). Taken by a thread
     that then takes this one, the copies are brought up to date then (the outermost
     taker of *this* one): the depth counts this one's takers only."""
 
@@ -675,7 +683,7 @@ class Server:
             return [t.sql, plan_wire.to_data(t.schema)]
 
     def m_keys(self, name: str) -> list[tuple[Any, ...]]:
-        with self.lock:
+        with self.view_lock:        # (read at the base's worker: ``Runtime.table``)
             return list(self.db.table(name).primary_keys())
 
     def m_insert(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
@@ -723,7 +731,7 @@ class Server:
         return len(keys)
 
     def m_count(self, name: str) -> int:
-        with self.lock:
+        with self.view_lock:        # (read at the base's worker: ``Runtime.table_size``)
             return len(self.db.table(name))
 
     def m_view(self, name: str) -> list[Any]:

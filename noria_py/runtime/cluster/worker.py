@@ -150,8 +150,10 @@ from ... import tuning
 from ...arrowio import arrow_columns, column_rows, from_ipc
 from ...batch import Batch
 from ...errors import ArityError, Error, RecoveryError
+from ...expression import matching
 from ...graph import Graph, Node
 from ...memory import node_bytes
+from ...nan import canon_row
 from ...partial import Partial, key_of, make_partial, op_key
 from ...planner import Planner
 from ...tls import Files as TlsFiles
@@ -178,6 +180,7 @@ from .partial import (
     SIZES,
     Fill,
     WorkerPartial,
+    before,
     chain,
     is_direct,
     source_rows,
@@ -1209,8 +1212,7 @@ class Worker:
                             op.evict(held)
             rows = []
         elif batches is None:             # (the source, here: its state as of now,
-            held = [b for _, b, _, _ in     # but a base's writes whose output waits)
-                    self.accepted.get(m.dst, []) + self.committing.get(m.dst, [])]
+            held = self.waiting(m.dst)      # but a base's writes whose output waits)
             rows = source_rows(self.graph, path, tuple(cols), key_tuples, held)
         else:
             rows = [decode_batch(b) for b in batches]
@@ -1463,6 +1465,53 @@ class Worker:
     # (their arguments are msgpack values as decoded, arrays as tuples; their results
     # go back as msgpack: lists, maps, scalars)
 
+    def waiting(self, nid: str) -> list[Batch]:
+        """The writes base ``nid`` has applied whose output waits for its log (the
+        replica's, or the controller's history), in order: not acknowledged yet."""
+        return [b for _, b, _, _ in self.accepted.get(nid, []) + self.committing.get(nid, [])]
+
+    def table_now(self, nid: str) -> Batch:
+        """Base ``nid``'s rows (``ClusterRuntime.table``, with writes at the workers), as
+        of now among the writes taken here: every acknowledged write in, those whose
+        output waits for the log left out (the views do not have them yet either),
+        the table then given as one batch of rows, each with its count."""
+        op = cast("Base", self._up(nid).node.op)
+        held = self.waiting(nid)
+        snap = op.snapshot()
+        return before(snap, (), (), held) if held else snap
+
+    def req_table(self, nid: str) -> Any:
+        return encode_batch(self.table_now(nid))
+
+    def req_matching(self, nid: str, where: Any) -> list[Any]:
+        """The rows of base ``nid``'s table, as ``table_now`` has them, for which the
+        WHERE ``where`` (``sql_frontend.wire`` data; None: every row) holds, each as
+        many times as its count, as one batch (``expression.matching``); none, an
+        empty list, if it divides by zero on one of them."""
+        rows = matching(self.table_now(nid),
+                        None if where is None else plan_wire.from_data(where))
+        return [] if rows is None else [encode_batch(Batch(rows, [1] * len(rows)))]
+
+    def req_table_size(self, nid: str) -> int:
+        """The number of rows in base ``nid``'s table, as ``table_now`` has them."""
+        op = cast("Base", self._up(nid).node.op)
+        return len(op) - sum(sum(b.signs) for b in self.waiting(nid))
+
+    def req_rows_by_key(self, nid: str, keys: Sequence[Any]) -> list[tuple[Any, ...] | None]:
+        """The row of base ``nid``'s table under each primary key (None: none), as
+        ``table_now`` has them (a ``delete_keys`` at the controller)."""
+        op = cast("Base", self._up(nid).node.op)
+        held = self.waiting(nid)
+        out = []
+        for k in keys:
+            key = canon_row(tuple(k))
+            row = op.by_key.get(key)
+            if held:
+                was = before(Batch() if row is None else Batch([row], [1]), op.pk, key, held)
+                row = next((r for r, s in was if s > 0), None)
+            out.append(row)
+        return out
+
     def req_info(self, nid: str) -> list[Any]:
         i = self.domains[nid].info()
         arr = wire.encode_array
@@ -1470,7 +1519,7 @@ class Worker:
 
     def req_payload_after(self, nid: str, child: str, t: int) -> list[Any]:
         msgs, now = self.domains[nid].payload_after(child, t)
-        held = self.accepted.get(nid, []) + self.committing.get(nid, [])
+        held = self.waiting(nid)
         if held:
             # writes not yet in the history were not sent: the child takes them when
             # they are (``durable``), after what this answer gives it

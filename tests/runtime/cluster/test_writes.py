@@ -39,6 +39,7 @@ from noria_py.errors import (
 )
 from noria_py.graph import Graph
 from noria_py.ops.base import Base
+from noria_py.remote import RemoteDatabase
 from noria_py.runtime.cluster import controller
 from noria_py.runtime.cluster.controller import CHANNELS, ClusterRuntime
 from noria_py.runtime.cluster.launch import Cluster
@@ -154,7 +155,7 @@ def test_a_refused_write_names_its_error(cluster):
 
 
 def test_views_made_while_clients_write_at_the_worker_miss_no_write(cluster):
-    """A catalog change fills new nodes from the controller's copy of the tables: the
+    """A catalog change fills new nodes from the bases' rows at their workers: the
     workers hold clients' writes meanwhile (``pause``), so every view made while two
     clients write counts every write, once."""
     db = noria_py.connect(cluster.url)
@@ -512,9 +513,20 @@ def test_a_replicas_log_is_trimmed_no_further_than_the_controller_has_the_writes
         db.close()
 
 
+def _counted_votes(server: Server) -> tuple[RemoteDatabase, dict, dict]:
+    """A client of ``server`` with table ``vote`` and view ``c`` (its rows counted by
+    ``a``), the base's node (``db.graph()``) and a node on another worker."""
+    db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
+    db.execute("CREATE TABLE vote (a INT, u INT)")
+    db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
+    g = db.graph()
+    base = next(n for n in g if n["kind"] == "base")
+    return db, base, next(n for n in g if n["pid"] != base["pid"])
+
+
 @pytest.mark.slow
 def test_no_write_at_a_worker_lands_inside_a_lineage_rebuild(monkeypatch):
-    """A lineage rebuild fills the purged nodes from the controller's copy of the tables
+    """A lineage rebuild fills the purged nodes from the bases' rows (at their workers)
     and the bases' times, after a ``wait``: a client's write at a live base's worker
     in between would reach a purged node emptied for the rebuild (dropped, or applied
     besides the copy), so the rebuild pauses those writes (as a catalog change does).
@@ -523,14 +535,8 @@ def test_no_write_at_a_worker_lands_inside_a_lineage_rebuild(monkeypatch):
     from noria_py.runtime.cluster import controller
     server = Server(port=0, workers=2, shards=2, writes="worker", strategy="lineage")
     try:
-        url = f"noria://127.0.0.1:{server.address[1]}"
-        db = noria_py.connect(url)
-        db.execute("CREATE TABLE vote (a INT, u INT)")
-        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
-        g = db.graph()
-        base = next(n for n in g if n["kind"] == "base")
-        victim = next(n for n in g if n["pid"] != base["pid"])     # the base lives on
-        late = noria_py.connect(url)
+        db, base, victim = _counted_votes(server)       # (the base lives on)
+        late = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
         table = late.table("vote")
         table.insert([(i % 4, i) for i in range(40)])   # (then it knows where)
         db.wait()
@@ -568,12 +574,8 @@ def test_a_pause_that_times_out_leaves_no_worker_paused(monkeypatch):
     from noria_py.runtime.cluster import controller
     server = Server(port=0, workers=2, shards=2, writes="worker", heartbeat_timeout=30)
     try:
-        db = noria_py.connect(f"noria://127.0.0.1:{server.address[1]}")
-        db.execute("CREATE TABLE vote (a INT, u INT)")
-        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote GROUP BY a")
-        g = db.graph()
-        base = next(n for n in g if n["kind"] == "base")
-        other = next(n["pid"] for n in g if n["pid"] != base["pid"])
+        db, base, on_other = _counted_votes(server)
+        other = on_other["pid"]
         t = db.table("vote")
         t.insert([(1, 1)])                  # (then it knows where)
         db.wait()
@@ -1407,3 +1409,138 @@ def test_no_replica_is_named_while_a_recovery_is_under_way():
     assert rt.replicas == {"b": None} and not owner.got
     rt.choose_replicas({"b"}, recovering=False)
     assert rt.replicas == {"b": "w2"} and owner.got == [["replica", "b", "w2"]]
+
+
+def _table_readers(db) -> list:
+    """The same writes and reads of tables to either engine, by the readers of a table's
+    rows (``Runtime.table``): SQL over a table, a DELETE's and an UPDATE's WHERE, a
+    view made over tables that hold rows, a table's size and keys, ``delete_keys``."""
+    db.execute("CREATE TABLE t (k INT PRIMARY KEY, v TEXT NOT NULL, n INT)")
+    db.execute("CREATE TABLE vote (a INT, u INT)")
+    t, vote = db.table("t"), db.table("vote")
+    t.insert([(k, f"v{k}", k) for k in range(1, 7)])
+    vote.insert([(i % 5, i) for i in range(300)])               # (kept as columns)
+    vote.insert_columns([list(range(40)), list(range(40))])
+    out: list = [db.execute("INSERT INTO t VALUES (7, 'g', NULL)").rowcount]
+    for sql in ("DELETE FROM t WHERE n > 4", "UPDATE t SET n = n + 10 WHERE k < 3",
+                "DELETE FROM vote WHERE a = 2 AND u < 100",
+                "UPDATE vote SET u = 0 WHERE a = 3"):
+        out.append(db.execute(sql).rowcount)
+    t.delete_keys([3, (4,)])
+    with pytest.raises(RowNotFoundError):
+        t.delete_keys([1, 99])                  # (refused whole: 1 stays)
+    with pytest.raises(noria_py.DivisionByZeroError):   # (PostgreSQL's /, as noria-py pg has it)
+        db.execute("DELETE FROM t WHERE PG_DIV(10, k - 2) > 0")     # (k = 2: all refused)
+    db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS c FROM vote WHERE a = ? GROUP BY a")
+    db.wait()
+    out += [len(t), len(vote), sorted(t.primary_keys()), vote.primary_keys(),
+            sorted(db.execute("SELECT k, v, n FROM t").fetchall()),
+            sorted(db.execute("SELECT a, u FROM vote").fetchall()),
+            [db.view("c").lookup(a) for a in range(8)]]
+    return out
+
+
+def test_a_tables_rows_size_and_keys_are_read_at_its_bases_worker(monkeypatch):
+    """With ``--writes worker`` a table's rows are read where they are, at its base's
+    worker (``ClusterRuntime.table``, ``table_size``): with the controller's copy of
+    the tables never brought up to date (``apply_copies`` does nothing here), a
+    table's size, keys and rows, SQL over it, a DELETE's and an UPDATE's WHERE and
+    the fill of a view made over it are the embedded engine's after the same writes, and
+    its memory is measured at its worker (``db.memory()``)."""
+    monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
+    servers = _tracked(monkeypatch, Server)
+    embedded = noria_py.connect()
+    want = _table_readers(embedded)
+    with _in_process() as db:
+        assert _table_readers(db) == want
+        (server,) = servers
+        with server.view_lock:
+            for name in ("t", "vote"):
+                assert sorted(server.db.table(name).rows()) == sorted(
+                    embedded.table(name).rows())
+        db.execute("CREATE TABLE e (a INT, u INT)")
+        mem, node = db.memory(), {n: server.db._tables[n].node for n in ("vote", "e")}
+        assert mem[node["vote"]] > mem[node["e"]] + 1000    # (measured at the worker)
+    assert want[:5] == [1, 2, 2, 21, 61]        # (the statements changed rows)
+
+
+def test_a_tables_rows_leave_out_the_writes_whose_output_waits_for_the_log(monkeypatch):
+    """A write the base's worker applied whose output waits for its log replica (not
+    acknowledged, in no view yet) is in none of the table's readers until it is
+    durable: its size, keys and rows, its rows by key (``Worker.req_table``,
+    ``req_table_size``, ``req_rows_by_key``), an insert's rows as a delete's. (The
+    replica's message thread is held meanwhile: the size and keys are read under the
+    lock that asks no worker for copies, and while a delete, forwarded by the
+    controller, holds the server's lock, the rows are asked without it.)"""
+    gate = _held_appends(monkeypatch)
+    workers = _tracked_workers(monkeypatch)
+    servers = _tracked(monkeypatch, Server)
+    with _in_process() as db:
+        (server,) = servers
+        db.execute("CREATE TABLE t (k INT PRIMARY KEY, n INT)")
+        t = db.table("t")
+        t.insert([(1, 10), (2, 20)])
+        t.delete([(2, 20)])
+
+        def seen(lock: bool = True) -> tuple:
+            with server.view_lock if lock else contextlib.nullcontext():
+                rows = sorted(server.db.table("t").rows())
+                by_key = server.db.runtime.rows_by_key(base["id"], [(1,), (2,), (3,)])
+            if not lock:
+                return len(rows), by_key
+            return len(t), sorted(t.primary_keys()), rows, by_key
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        assert seen() == (1, [(1,)], [(1, 10)], [(1, 10), None, None])
+        d = next(w for w in workers if w.name == base["worker"]).domains[base["id"]]
+        before = d.time
+        gate.clear()
+        try:
+            writer = threading.Thread(target=lambda: t.insert([(2, 21), (3, 30)]))
+            writer.start()
+            deadline = time.monotonic() + 10
+            while d.time == before and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert d.time == before + 1 and writer.is_alive()   # applied, not answered
+            assert seen() == (1, [(1,)], [(1, 10)], [(1, 10), None, None])
+        finally:
+            gate.set()
+        writer.join(30)
+        assert seen() == (3, [(1,), (2,), (3,)], [(1, 10), (2, 21), (3, 30)],
+                          [(1, 10), (2, 21), (3, 30)])
+        gate.clear()
+        try:
+            writer = threading.Thread(target=lambda: t.delete([(1, 10)]))
+            writer.start()
+            deadline = time.monotonic() + 10
+            while d.time == before + 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert d.time == before + 2 and writer.is_alive()   # applied, not answered
+            assert seen(lock=False) == (3, [(1, 10), (2, 21), (3, 30)])
+        finally:
+            gate.set()
+        writer.join(30)
+        assert seen() == (2, [(2,), (3,)], [(2, 21), (3, 30)], [None, (2, 21), (3, 30)])
+
+
+@pytest.mark.slow
+def test_a_lineage_rebuild_fills_from_the_rows_at_the_bases_worker(monkeypatch):
+    """A lineage rebuild's inputs are the bases' rows at their workers
+    (``Runtime.table``), read while the rebuild pauses the writes: with the
+    controller's copy of the tables never brought up to date (``apply_copies`` does
+    nothing here), the rebuilt view still counts every write once."""
+    monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
+    server = Server(port=0, workers=2, shards=2, writes="worker", strategy="lineage")
+    try:
+        db, base, victim = _counted_votes(server)       # (the base lives on)
+        db.table("vote").insert([(i % 4, i) for i in range(40)])
+        db.execute("INSERT INTO vote VALUES (0, -1)")
+        db.wait()
+        db.fail(victim["id"])               # (SIGKILL)
+        report = db.recover(victim["id"])
+        assert report.strategy == "lineage", report
+        db.wait()
+        assert sorted(db.view("c").all()) == [(0, 11), (1, 10), (2, 10), (3, 10)]
+        db.close()
+    finally:
+        server.stopped.set()
+        server.close()
