@@ -160,7 +160,7 @@ from ...tls import connect as tls_connect
 from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
 from ..causal import CausalState, Determinants, drop_determinants, encode, trim_inflight
-from ..checkpoints import Checkpoint, CheckpointStore, Entries, InputDelta
+from ..checkpoints import Checkpoint, CheckpointStore
 from ..checkpoints import delta as checkpoint_delta
 from ..checkpoints import load as checkpoint_load
 from ..coordinated import Aligner
@@ -172,6 +172,9 @@ from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer, counted
 from .errors import NodeDown
 from .falkirk import take_span
+from .holders import FRAMES as CK_FRAMES
+from .holders import Held, RemoteStore
+from .holders import used as holders_used
 from .partial import (
     DIRECT,
     EVICT,
@@ -191,7 +194,6 @@ from .wire import (
     decode_delta,
     decode_message,
     encode_batch,
-    encode_delta,
     encode_message,
 )
 from .writes import DiskLogs, PartsTaken, ReplicaLogs, history_from, log_parts, validated
@@ -226,36 +228,6 @@ def apply_change(planner: Planner, graph: Graph, change: Sequence[Any],
         raise wire.ProtocolError(f"unknown catalog change {kind!r}")
 
 
-class RemoteStore:
-    """The checkpoint store of this worker's domains (``checkpoints.Sink``): each call
-    is a frame to the store on the controller. It remembers which nodes the store
-    holds a checkpoint of, so a domain knows whether its next one must be whole."""
-
-    def __init__(self, send: Callable[[Any], None]) -> None:
-        self.send = send
-        self.held: set[str] = set()
-
-    def has(self, node_id: str) -> bool:
-        return node_id in self.held
-
-    def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
-            delta: InputDelta | Entries, full: bool, stable: int,
-            clock: np.ndarray | None = None) -> None:
-        # (with its clock: a parent lost with this node then restarts no later than
-        # the checkpoint, and this node comes back from it, ``recovery/treeclock.py``)
-        self.send(["ck", node_id, time, parent_times, form, encode_delta(form, delta),
-                   full, stable, wire.encode_array(clock)])
-        self.held.add(node_id)
-
-    def keep_upto(self, node_id: str, time: int) -> None:
-        self.send(["ck_keep", node_id, time])
-        self.held.add(node_id)
-
-    def drop(self, node_id: str) -> None:
-        self.send(["ck_drop", node_id])
-        self.held.discard(node_id)
-
-
 #: the frames a peer may send (``channels.py``): data only, never a request
 #: a write's outcome when its worker's message thread ended before its history was
 #: known to hold it: it may or may not have been applied
@@ -278,7 +250,7 @@ LOCAL = frozenset((CONTROLLER, CLIENT, SELF))
 #: waiting behind it)
 PARTS_AHEAD = 2
 PEER_FRAMES = frozenset(("msg", "bar", "progress", "trunc", "drop_from", "fill",
-                         "rlog", "rpart", "rfull", "rdur", "rtrim", "rpack"))
+                         "rlog", "rpart", "rfull", "rdur", "rtrim", "rpack")) | CK_FRAMES
 #: ``replica_of``'s value for a base whose replica was lost: its writes wait for the
 #: controller to name the next one
 NO_REPLICA_YET = ""
@@ -366,10 +338,18 @@ class Worker:
         #: (cic) per domain: its checkpoint index; the controller's write count
         self.sn: dict[str, int] = {}
         self.clock = 0
-        #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
-        self.store = (RemoteStore(self._to_controller)
+        # direct channels (channels.py; docs/architecture.md, "Direct channels"):
+        self.direct = channels == "direct"
+        self.links = Links(name, token, self._link_broken, tls)
+        #: where the stateful domains checkpoint (None: checkpoints off, or no clocks):
+        #: the controller's store, or with direct channels in the treeclock regime a
+        #: holder worker the controller names (``holders.py``)
+        self.store = (RemoteStore(self._to_controller,
+                                  self.links if holders_used(self.direct, regime) else None)
                       if clocks and checkpoints or self.coordinated
                       or self.uc or self.causal else None)
+        #: the checkpoints this worker holds of other workers' node shards (holders.py)
+        self.held_checkpoints = Held()
         #: per base hosted here, the last trim point of its history sent (``"hlow"``)
         self.history_lows: dict[str, int] = {}
         self.tc: TreeClocks | None = None
@@ -387,11 +367,8 @@ class Worker:
         #: ``serve_worker``) is called once, to dial back
         self.gone = False
         self.on_gap: Callable[[], None] | None = None
-        # direct channels (channels.py; docs/architecture.md, "Direct channels"):
-        self.direct = channels == "direct"
         self.inbox = inbox if inbox is not None else Inbox()
         self.peer_server = peers
-        self.links = Links(name, token, self._link_broken, tls)
         self.placement: dict[str, str] = {}       # every node shard -> its worker's name
         self.lost_workers: set[str] = set()       # declared lost: their frames are dropped
         #: messages for nodes whose worker is lost, until the controller places them
@@ -1485,6 +1462,27 @@ class Worker:
         return [None if snap is None else encode_batch(snap),
                 [encode_message(m) for m in later], now, last_seen]
 
+    def set_holder(self, name: str | None) -> None:
+        """``["ck_holder", worker | None]``: this worker's checkpoints go to ``worker``
+        from now on (holders.py), which holds none of them yet: every live stateful
+        node shard takes a whole one now, so that a loss of this worker from here on
+        finds them there (each later one a delta from it)."""
+        store = self.store
+        if not isinstance(store, RemoteStore) or not store.to_holder:
+            raise wire.ProtocolError("ck_holder: this worker's checkpoints go to the controller")
+        store.set_holder(name)
+        if name is None:
+            return
+        for nid, d in self.domains.items():
+            if d.store is not None and d.alive and nid not in self.holding:
+                d.checkpoint()
+
+    def req_ck_latest(self, origin: str, nid: str, at_most: int) -> list[Any] | None:
+        """The newest checkpoint held here of worker ``origin``'s node shard ``nid`` at
+        or below ``at_most`` (a recovery's, after the fence of ``origin``'s loss), as
+        the wire carries it; None: none."""
+        return self.held_checkpoints.latest(origin, nid, at_most)
+
     def req_restore(self, nid: str, t: int, clock: Any, last_seen: dict[str, int],
                     inputs: Sequence[Any], checkpoint: Any) -> None:
         d = self.domains[nid]
@@ -2036,6 +2034,9 @@ class Worker:
         they are placed again."""
         self.lost_workers.add(name)
         self._direct_off()              # (a fill may be lost with it: the controller's)
+        store = self.store
+        if isinstance(store, RemoteStore) and store.holder == name:
+            store.set_holder(None)      # (the next one named gets every node whole)
         self.links.drop(name)
         self.replica_logs.lost(name)
         for nid, via in self.replica_of.items():
@@ -2401,6 +2402,12 @@ class Worker:
             self.replica_frame(f, src)
         elif op == "replica":
             self.set_replica(f[1], f[2])
+        elif op in CK_FRAMES and src not in LOCAL:
+            self.held_checkpoints.frame(src, f)
+        elif op == "ck_holder":
+            self.set_holder(f[1])
+        elif op == "ck_forget":
+            self.held_checkpoints.forget(f[1], f[2])
         elif op == "wlog" and src == SELF:
             self.whole_log_part(f[1], f[2], f[3])
         elif op == "progress":
