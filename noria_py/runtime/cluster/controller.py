@@ -20,12 +20,15 @@ place of ``EmbeddedRuntime``. It keeps:
   order recovery needs with frames of its own: the ``lost`` fence before any question
   of a recovery, ``host`` answered before ``place``, ``release`` once a node is
   restored, and ``wait`` by the workers' counts (docs/architecture.md, "Direct
-  channels"). A checkpoint still comes here, on the worker's own connection, and need
-  not be in order with the node's messages: a recovery uses one no newer than what the
-  node's witnesses saw (``at_most``);
-- the stateful node shards' checkpoints (``runtime/checkpoints.py``), which each
-  worker sends here as its nodes take them: a dead worker's nodes come back on the
-  spare from their checkpoints plus their parents' payload logs;
+  channels"). A checkpoint need not be in order with the node's messages: a recovery
+  uses one no newer than what the node's witnesses saw (``at_most``);
+- with direct channels in the treeclock regime (lineage too), each worker's
+  checkpoint holder, another worker it sends its stateful node shards'
+  checkpoints to on its peer link (``holders.py``: ``choose_holders``), and for the
+  nodes of a lost worker the holder named then, which a recovery asks (``ck_at``);
+  otherwise the checkpoints themselves (``runtime/checkpoints.py``), which each
+  worker sends here as its nodes take them. Either way a dead worker's nodes come
+  back on the spare from their checkpoints plus their parents' payload logs;
 - with ``--data-dir``, ``restart.ClusterState`` on disk (the token, the workers, the
   placement, the highest node number), so that a controller started again on the
   same directory re-adopts the workers still running (they dial back and join
@@ -1960,10 +1963,14 @@ class ClusterRuntime(Runtime):
 
     def describe(self, node_id: str) -> dict[str, Any]:
         """Its worker's name and pid; a base with a log replica (``writes.py``) adds
-        the replica's (``replica``, ``replica_pid``)."""
+        the replica's (``replica``, ``replica_pid``), and a worker's node shard with a
+        checkpoint holder (``holders.py``) the holder's (``holder``, ``holder_pid``)."""
         with self.lock:
             w = self.workers.get(self.placement.get(node_id, ""))
             out = {"worker": w.name if w else None, "pid": w.pid if w else None}
+            h = self.workers.get(self.holders.get(w.name) or "") if w else None
+            if h is not None:
+                out.update(holder=h.name, holder_pid=h.pid)
             if self.replicas.get(node_id) is not None:
                 r = self.workers.get(cast(str, self.replicas[node_id]))
                 out.update(replica=r.name if r else None, replica_pid=r.pid if r else None)

@@ -73,7 +73,12 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   one of its readers (``req_listen``), ``["sub", node, None]`` when the reader applies
   a change after a drain (``req_drain``), and its loss,
   ``["sub_lost", node, why]``; with direct channels no ``msg``, ``progress`` or
-  ``trunc``, and ``["peer_lost", name]`` for a link that cannot be dialed or written
+  ``trunc``, and ``["peer_lost", name]`` for a link that cannot be dialed or written;
+  with a checkpoint holder (direct channels, the treeclock regime: ``holders.py``),
+  no checkpoint frames: they go on the peer link to it instead, after
+  ``["ck_reset"]`` (from the controller ``["ck_holder", worker | None]``), and a
+  holder takes them from its peers, ``["ck_forget", origin, node | None]`` from the
+  controller, and the request ``ck_latest``
 - in the uncoordinated and cic regimes (``lines.py``): to the controller, each node
   shard's points ``["pt", node, time, parent times, index, forced]`` (after the
   checkpoint's ``ck`` frame) and, with direct channels, ``["log", [message, ...]]``,
@@ -94,9 +99,10 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   node, ...]`` and ``["sb_drop", node]`` keep the standbys this worker holds of node
   shards hosted elsewhere (``standby_frame``), which ``causal_restore`` takes over
 
-Checkpoints go to the controller, not to this process's memory or disk: a worker that
+Checkpoints go to another process, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
-checkpoints somewhere else. They travel on the same connection as the node's other
+checkpoints somewhere else: its checkpoint holder, another worker, on the peer link
+(``holders.py``), or the controller, on the same connection as the node's other
 frames, in order, so when the controller sees this worker's connection end, it has
 every checkpoint the worker sent.
 
@@ -518,7 +524,8 @@ class Worker:
         """The new controller keeps what this worker held (restart.py): its graph,
         planner and node shards come back from the worker before, each stateful one
         checkpointed whole to the new controller (the old one's checkpoints died with
-        it); the readers kept for reads are this worker's own again."""
+        it), or with a holder to the one it names (``set_holder``: whole again then);
+        the readers kept for reads are this worker's own again."""
         prev = self.before
         if prev is None:
             raise wire.ProtocolError("adopt: this worker held nothing before")
