@@ -106,8 +106,10 @@ class RemoteStore:
             delta: InputDelta | Entries, full: bool, stable: int,
             clock: np.ndarray | None = None) -> None:
         # (with its clock: a parent lost with this node then restarts no later than
-        # the checkpoint, and this node comes back from it, ``recovery/treeclock.py``)
-        if self._send(["ck", node_id, time, parent_times, form,
+        # the checkpoint, and this node comes back from it, ``recovery/treeclock.py``;
+        # the parent-times copied: a peer link packs its frames when it flushes, and
+        # the domain's own dict moves on meanwhile)
+        if self._send(["ck", node_id, time, dict(parent_times), form,
                        wire.encode_delta(form, delta), full, stable,
                        wire.encode_array(clock)]):
             self.held.add(node_id)

@@ -46,11 +46,14 @@ def test_a_holder_keeps_a_workers_checkpoints_and_a_new_one_gets_each_node_whole
     assert not links.out and not store.has("n5")     # no holder yet: nowhere, not held
     store.set_holder("w2")
     store.put("n5", 2, {"n3": 2}, "input", [(0, Batch.inserts([(1,), (2,)]))], True, 0)
-    store.put("n5", 3, {"n3": 3}, "input", [(0, Batch.inserts([(3,)]))], False, 0,
+    last_seen = {"n3": 3}                           # (the domain's own, moving on)
+    store.put("n5", 3, last_seen, "input", [(0, Batch.inserts([(3,)]))], False, 0,
               clock=clock)
+    last_seen["n3"] = 4                             # (before the link is flushed)
     _deliver(links, held, "w1")
     ck = held["w2"].stores["w1"].latest("n5", 3)
     assert ck is not None and _counts(ck) == {(1,): 1, (2,): 1, (3,): 1}
+    assert ck.parent_times == {"n3": 3}
     got = wire.decode_checkpoint(_over_wire(held["w2"].latest("w1", "n5", 3)))
     assert got.time == 3 and got.clock is not None and got.clock.tolist() == [3, 1, 0]
     assert held["w2"].latest("w1", "n5", 1) is None and held["w2"].latest("w9", "n5", 3) is None
