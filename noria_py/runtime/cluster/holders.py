@@ -102,6 +102,9 @@ class RemoteStore:
     def has(self, node_id: str) -> bool:
         return node_id in self.held
 
+    def takes(self) -> bool:
+        return self.links is None or self.holder is not None
+
     def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
             delta: InputDelta | Entries, full: bool, stable: int,
             clock: np.ndarray | None = None) -> None:

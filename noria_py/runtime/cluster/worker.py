@@ -356,6 +356,9 @@ class Worker:
                       or self.uc or self.causal else None)
         #: the checkpoints this worker holds of other workers' node shards (holders.py)
         self.held_checkpoints = Held()
+        #: node shards to checkpoint whole to a new holder when the inbox is empty
+        #: (``set_holder``, ``whole_when_idle``)
+        self.whole_due: list[str] = []
         #: per base hosted here, the last trim point of its history sent (``"hlow"``)
         self.history_lows: dict[str, int] = {}
         self.tc: TreeClocks | None = None
@@ -1472,17 +1475,36 @@ class Worker:
     def set_holder(self, name: str | None) -> None:
         """``["ck_holder", worker | None]``: this worker's checkpoints go to ``worker``
         from now on (holders.py), which holds none of them yet: every live stateful
-        node shard takes a whole one now, so that a loss of this worker from here on
-        finds them there (each later one a delta from it)."""
+        node shard takes a whole one, so that a loss of this worker from then on
+        finds them there (each later one a delta from it): at its next checkpoint
+        due, or sooner, whenever the inbox is empty (``whole_when_idle``). Not all at
+        once here: a holder is named at the end of a recovery, and whole checkpoints
+        of every node at once held the message thread for a second at 2e6 votes,
+        which the views' next update waited for."""
         store = self.store
         if not isinstance(store, RemoteStore) or not store.to_holder:
             raise wire.ProtocolError("ck_holder: this worker's checkpoints go to the controller")
         store.set_holder(name)
-        if name is None:
-            return
-        for nid, d in self.domains.items():
-            if d.store is not None and d.alive and nid not in self.holding:
+        self.whole_due = [] if name is None else [
+            nid for nid, d in self.domains.items() if d.store is not None and d.alive]
+
+    def whole_when_idle(self) -> bool:
+        """One node shard of ``whole_due`` that its new holder holds nothing of yet
+        checkpoints whole; False when none is left to."""
+        store = self.store
+        while self.whole_due:
+            nid = self.whole_due.pop()
+            d = self.domains.get(nid)
+            if d is None or d.store is None or not d.alive or nid in self.holding \
+                    or store is None or store.has(nid):
+                continue                    # (gone, down, or whole since)
+            self.reads.version += 1         # (as a frame: reads.py)
+            try:
                 d.checkpoint()
+            finally:
+                self.reads.version += 1
+            return True
+        return False
 
     def req_ck_latest(self, origin: str, nid: str, at_most: int) -> list[Any] | None:
         """The newest checkpoint held here of worker ``origin``'s node shard ``nid`` at
@@ -2328,6 +2350,9 @@ class Worker:
         def idle() -> None:                 # (the inbox is empty: what was made goes)
             nonlocal since_flush
             links.flush()
+            # (a new holder's whole checkpoints, one at a time while nothing waits)
+            while inbox.empty() and inbox.fast.empty() and self.whole_when_idle():
+                links.flush()
             since_flush = 0
         try:
             while True:

@@ -1070,7 +1070,7 @@ def _stateful_lost_with(db, pid: int) -> tuple[set[str], set[str]]:
 def test_a_holders_loss_then_its_origins_nodes_come_back_from_their_next_whole_checkpoints():
     """SIGKILL the worker holding the COUNT shards' worker's checkpoints: once its own
     nodes are back, the controller names another holder, to which the COUNT shards'
-    worker checkpoints every node whole at once (``Worker.set_holder``); then SIGKILL
+    worker checkpoints every node whole once idle (``Worker.set_holder``); then SIGKILL
     that worker: its stateful nodes come back from those checkpoints, and the view is
     right. (Without the whole ones, the new holder refuses their deltas, and they are
     rebuilt.)"""
@@ -1089,6 +1089,7 @@ def test_a_holders_loss_then_its_origins_nodes_come_back_from_their_next_whole_c
         os.kill(holder_pid, signal.SIGKILL)
         write(37)
         _recovered(db, before, lost)
+        time.sleep(1)                               # (idle: whole to the new holder)
         write(100)
         db.wait()
         origin = next(n for n in db.graph() if n["id"] == origin["id"])
@@ -1255,7 +1256,10 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
     the readers, below restored projections) comes back from a checkpoint. The restored
     parents' logs start at their restart, after the checkpoints these nodes took at
     creation; the live children checkpointed when told of the restart (a request to
-    their worker: ``ClusterRuntime.parent_restarted``), else they were rebuilt."""
+    their worker: ``ClusterRuntime.parent_restarted``), else they were rebuilt. (With
+    checkpoint holders, the first kill took the joins' worker's holder too: they
+    checkpoint whole to the next one once their worker is idle, ``whole_when_idle``,
+    which the pause before the writes gives it.)"""
     with Cluster(workers=2, shards=2) as cluster:
         db = noria_py.connect(cluster.url)
         write, check = _votes_of_300_articles(db, 6)
@@ -1278,6 +1282,7 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
             write(250)
         db.wait()
         kill("aggregate")
+        time.sleep(1)                               # (idle: whole to the new holder)
         write(100)
         db.wait()
         graph = {n["id"]: n for n in db.graph()}
