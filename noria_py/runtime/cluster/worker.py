@@ -356,9 +356,10 @@ class Worker:
                       or self.uc or self.causal else None)
         #: the checkpoints this worker holds of other workers' node shards (holders.py)
         self.held_checkpoints = Held()
-        #: node shards to checkpoint whole to a new holder when the inbox is empty
-        #: (``set_holder``, ``whole_when_idle``)
+        #: node shards to checkpoint whole to a new holder, one a turn (``set_holder``,
+        #: ``whole_turn``), and the holder they are for (a turn for another does nothing)
         self.whole_due: list[str] = []
+        self.whole_for: str | None = None
         #: per base hosted here, the last trim point of its history sent (``"hlow"``)
         self.history_lows: dict[str, int] = {}
         self.tc: TreeClocks | None = None
@@ -1485,26 +1486,32 @@ class Worker:
         if not isinstance(store, RemoteStore) or not store.to_holder:
             raise wire.ProtocolError("ck_holder: this worker's checkpoints go to the controller")
         store.set_holder(name)
+        self.whole_for = name
         self.whole_due = [] if name is None else [
             nid for nid, d in self.domains.items() if d.store is not None and d.alive]
+        if self.whole_due:
+            timer = threading.Timer(tuning.HOLDER_WHOLE_AFTER, self.inbox.put,
+                                    args=((SELF, ["whole", name]),))
+            timer.daemon = True
+            timer.start()
 
-    def whole_when_idle(self) -> bool:
-        """One node shard of ``whole_due`` that its new holder holds nothing of yet
-        checkpoints whole; False when none is left to."""
+    def whole_turn(self, name: str) -> None:
+        """``["whole", holder]`` (this worker's own): the next node shard of
+        ``whole_due`` that the holder holds nothing of yet checkpoints whole, and the
+        next turn goes behind what waits in the inbox now."""
         store = self.store
+        if name != self.whole_for or store is None:
+            return                          # (another holder named since)
         while self.whole_due:
             nid = self.whole_due.pop()
             d = self.domains.get(nid)
             if d is None or d.store is None or not d.alive or nid in self.holding \
-                    or store is None or store.has(nid):
+                    or store.has(nid):
                 continue                    # (gone, down, or whole since)
-            self.reads.version += 1         # (as a frame: reads.py)
-            try:
-                d.checkpoint()
-            finally:
-                self.reads.version += 1
-            return True
-        return False
+            d.checkpoint()
+            break
+        if self.whole_due:
+            self.inbox.put((SELF, ["whole", name]))
 
     def req_ck_latest(self, origin: str, nid: str, at_most: int) -> list[Any] | None:
         """The newest checkpoint held here of worker ``origin``'s node shard ``nid`` at
@@ -2350,9 +2357,6 @@ class Worker:
         def idle() -> None:                 # (the inbox is empty: what was made goes)
             nonlocal since_flush
             links.flush()
-            # (a new holder's whole checkpoints, one at a time while nothing waits)
-            while inbox.empty() and inbox.fast.empty() and self.whole_when_idle():
-                links.flush()
             since_flush = 0
         try:
             while True:
@@ -2442,6 +2446,8 @@ class Worker:
             self.held_checkpoints.forget(f[1], f[2])
         elif op == "wlog" and src == SELF:
             self.whole_log_part(f[1], f[2], f[3])
+        elif op == "whole" and src == SELF:
+            self.whole_turn(f[1])
         elif op == "progress":
             self.progress(*f[1:])
         elif op == "trunc":

@@ -1070,7 +1070,7 @@ def _stateful_lost_with(db, pid: int) -> tuple[set[str], set[str]]:
 def test_a_holders_loss_then_its_origins_nodes_come_back_from_their_next_whole_checkpoints():
     """SIGKILL the worker holding the COUNT shards' worker's checkpoints: once its own
     nodes are back, the controller names another holder, to which the COUNT shards'
-    worker checkpoints every node whole once idle (``Worker.set_holder``); then SIGKILL
+    worker checkpoints every node whole a second on (``Worker.set_holder``); then SIGKILL
     that worker: its stateful nodes come back from those checkpoints, and the view is
     right. (Without the whole ones, the new holder refuses their deltas, and they are
     rebuilt.)"""
@@ -1089,7 +1089,7 @@ def test_a_holders_loss_then_its_origins_nodes_come_back_from_their_next_whole_c
         os.kill(holder_pid, signal.SIGKILL)
         write(37)
         _recovered(db, before, lost)
-        time.sleep(1)                               # (idle: whole to the new holder)
+        time.sleep(2)                               # (whole to the new holder: 1 s on)
         write(100)
         db.wait()
         origin = next(n for n in db.graph() if n["id"] == origin["id"])
@@ -1258,8 +1258,8 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
     creation; the live children checkpointed when told of the restart (a request to
     their worker: ``ClusterRuntime.parent_restarted``), else they were rebuilt. (With
     checkpoint holders, the first kill took the joins' worker's holder too: they
-    checkpoint whole to the next one once their worker is idle, ``whole_when_idle``,
-    which the pause before the writes gives it.)"""
+    checkpoint whole to the next one from ``tuning.HOLDER_WHOLE_AFTER`` after it is
+    named, one a turn, which the pause before the writes gives them.)"""
     with Cluster(workers=2, shards=2) as cluster:
         db = noria_py.connect(cluster.url)
         write, check = _votes_of_300_articles(db, 6)
@@ -1282,7 +1282,7 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
             write(250)
         db.wait()
         kill("aggregate")
-        time.sleep(1)                               # (idle: whole to the new holder)
+        time.sleep(2)                               # (whole to the new holder: 1 s on)
         write(100)
         db.wait()
         graph = {n["id"]: n for n in db.graph()}
