@@ -436,7 +436,8 @@ class ClusterRuntime(Runtime):
         # (the node numbers the workers' planners start after: a restarted cluster's old
         # workers may still hold lower ones, restart.py)
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels,
-                   self.first_number, self.rejoin_timeout, self.regime, self.writes, None if self.disk is None else str(self.disk / name),
+                   self.first_number, self.rejoin_timeout, self.regime, self.writes,
+                   None if self.disk is None else str(self.disk / name),
                    self.lines.choice if isinstance(self.lines, Falkirk) else {},
                    None if self.causal is None else self.causal.det.depth])
         with self.lock:
@@ -777,8 +778,8 @@ class ClusterRuntime(Runtime):
         without a live holder gets None until the recovery's end names one (its
         nodes' checkpoints go nowhere meanwhile, and a loss of it rebuilds them), so
         that no worker taking over lost nodes is sent whole checkpoints meanwhile; a
-        worker given one checkpoints every node whole to it at once
-        (``Worker.set_holder``)."""
+        worker given one checkpoints every node whole to it, one a turn, from
+        ``tuning.HOLDER_WHOLE_AFTER`` on (``Worker.set_holder``)."""
         if not self.to_holders:
             return
         with self.lock:

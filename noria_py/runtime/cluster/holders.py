@@ -23,11 +23,13 @@ Invariants:
 - *A delta is only ever put on what the holder holds of the node.* ``RemoteStore``
   counts a node as held only once a checkpoint of it went to the present holder; a new
   holder (``["ck_holder", worker]``, the first or after a loss) or none makes every
-  node's next checkpoint whole (``held`` forgotten), and the worker takes those at
-  once (``Worker.set_holder``); a node restored from a checkpoint that another holder
-  has (``keep_upto``) is not held here: its next one is whole too. A holder refuses a
-  delta of a node it holds nothing of (logged, dropped), and a new holder is sent
-  ``["ck_reset"]`` first, which forgets anything an earlier turn left of that origin.
+  node's next checkpoint whole (``held`` forgotten), and the worker takes those from
+  ``tuning.HOLDER_WHOLE_AFTER`` on, one a turn (``Worker.set_holder``); a node
+  restored from a checkpoint that another holder has (``keep_upto``) is not held
+  here: its next one is whole too. With no holder named a checkpoint is not computed
+  (``takes``), only recorded by its domain. A holder refuses a delta of a node it
+  holds nothing of (logged, dropped), and a new holder is sent ``["ck_reset"]``
+  first, which forgets anything an earlier turn left of that origin.
 - *A recovery asks the holder named when the node's worker was lost*
   (``ClusterRuntime.checkpoint``: ``["req", id, "ck_latest", [origin, node,
   at_most]]``); that holder lost too, or none named: no checkpoint, and the node is

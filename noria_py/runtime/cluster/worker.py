@@ -2071,8 +2071,8 @@ class Worker:
         self.lost_workers.add(name)
         self._direct_off()              # (a fill may be lost with it: the controller's)
         store = self.store
-        if isinstance(store, RemoteStore) and store.holder == name:
-            store.set_holder(None)      # (the next one named gets every node whole)
+        if isinstance(store, RemoteStore) and store.to_holder and store.holder == name:
+            self.set_holder(None)       # (the next one named gets every node whole)
         self.links.drop(name)
         self.replica_logs.lost(name)
         for nid, via in self.replica_of.items():

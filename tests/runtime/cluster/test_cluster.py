@@ -1066,6 +1066,19 @@ def _stateful_lost_with(db, pid: int) -> tuple[set[str], set[str]]:
     return lost, stateful
 
 
+def _count_shards_worker(db, seed: int):
+    """The vote view over 2,500 votes (``_votes_of_300_articles``): its ``write`` and
+    ``check``, and a COUNT shard, whose worker's checkpoints another worker holds."""
+    write, check = _votes_of_300_articles(db, seed)
+    db.execute(workloads.VIEW)
+    for _ in range(10):
+        write(250)
+    db.wait()
+    origin = next(n for n in db.graph() if n["kind"] == "aggregate")
+    assert origin["holder_pid"] not in (None, origin["pid"]), origin
+    return write, check, origin
+
+
 @pytest.mark.slow
 def test_a_holders_loss_then_its_origins_nodes_come_back_from_their_next_whole_checkpoints():
     """SIGKILL the worker holding the COUNT shards' worker's checkpoints: once its own
@@ -1076,14 +1089,8 @@ def test_a_holders_loss_then_its_origins_nodes_come_back_from_their_next_whole_c
     rebuilt.)"""
     with Cluster(workers=2, shards=2) as cluster:
         db = noria_py.connect(cluster.url)
-        write, check = _votes_of_300_articles(db, 7)
-        db.execute(workloads.VIEW)
-        for _ in range(10):
-            write(250)
-        db.wait()
-        origin = next(n for n in db.graph() if n["kind"] == "aggregate")
+        write, check, origin = _count_shards_worker(db, 7)
         holder_pid = origin["holder_pid"]
-        assert holder_pid not in (None, origin["pid"]), origin
         lost, _ = _stateful_lost_with(db, holder_pid)
         before = len(db.recoveries())
         os.kill(holder_pid, signal.SIGKILL)
@@ -1114,13 +1121,7 @@ def test_a_worker_and_its_checkpoint_holder_killed_at_once_are_rebuilt_right():
     of another worker's store), and the view is right."""
     with Cluster(workers=3, shards=2, extra=("--writes", "controller")) as cluster:
         db = noria_py.connect(cluster.url)
-        write, check = _votes_of_300_articles(db, 8)
-        db.execute(workloads.VIEW)
-        for _ in range(10):
-            write(250)
-        db.wait()
-        origin = next(n for n in db.graph() if n["kind"] == "aggregate")
-        assert origin["holder_pid"] not in (None, origin["pid"]), origin
+        write, check, origin = _count_shards_worker(db, 8)
         _, stateful = _stateful_lost_with(db, origin["pid"])
         assert stateful
         before = len(db.recoveries())
