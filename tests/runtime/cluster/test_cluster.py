@@ -1079,7 +1079,13 @@ def _count_shards_worker(db, seed: int):
     return write, check, origin
 
 
+#: checkpoint holders are built for direct channels (``holders.used``)
+HOLDERS = pytest.mark.skipif(os.environ.get("NORIA_CHANNELS") == "relay",
+                             reason="checkpoints go to the controller with --channels relay")
+
+
 @pytest.mark.slow
+@HOLDERS
 def test_a_holders_loss_then_its_origins_nodes_come_back_from_their_next_whole_checkpoints():
     """SIGKILL the worker holding the COUNT shards' worker's checkpoints: once its own
     nodes are back, the controller names another holder, to which the COUNT shards'
@@ -1114,6 +1120,7 @@ def test_a_holders_loss_then_its_origins_nodes_come_back_from_their_next_whole_c
 
 
 @pytest.mark.slow
+@HOLDERS
 def test_a_worker_and_its_checkpoint_holder_killed_at_once_are_rebuilt_right():
     """SIGKILL the COUNT shards' worker and its checkpoint holder together (three
     workers; the writes at the controller, whose history outlives both): no checkpoint
