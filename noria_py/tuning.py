@@ -136,6 +136,14 @@ READER_CHECKPOINT_SPACING = 2
 #: docs/recovery.md, "Readers rebuilt from their parent"). A cluster's readers
 #: checkpoint either way. Read when a node is added.
 REBUILT_READERS = True
+#: Seconds after a cluster worker is given a new checkpoint holder (the first, or the
+#: next after its holder's loss, named at the end of a recovery) before its node shards
+#: start checkpointing whole to it, one a turn of its message thread
+#: (``Worker.set_holder``; docs/recovery.md, "In a cluster"). At 2e6 votes a whole
+#: checkpoint of a join shard took 0.1-0.2 s to make and as long to fold at the holder;
+#: started at once they held the views' catch-up after a recovery for a second. A
+#: loss of the worker meanwhile rebuilds its stateful nodes (right, slower).
+HOLDER_WHOLE_AFTER = 1.0
 #: The coordinated regime starts an epoch of barrier checkpoints every this many writes
 #: (``connect(regime="coordinated", barrier_every=..., barrier_seconds=...)``), about as
 #: often as the vote workload's shards checkpoint under tree clocks (a shard's 32,768

@@ -176,9 +176,16 @@ def load(op: Operator, ck: Checkpoint) -> None:
 class Sink(Protocol):
     """Where a domain puts its checkpoints: a ``CheckpointStore`` in the same process
     (embedded), or a worker's stand-in that forwards each call to the store on the
-    cluster's controller (``cluster/worker.py``)."""
+    cluster's controller or on the worker's checkpoint holder
+    (``cluster/holders.py``)."""
 
     def has(self, node_id: str) -> bool: ...
+
+    def takes(self) -> bool:
+        """Whether a checkpoint put now is kept anywhere (False: a cluster worker with
+        no checkpoint holder named; the domain then records one taken, for its
+        acknowledgements, and computes nothing)."""
+        ...
 
     def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
             delta: InputDelta | Entries, full: bool, stable: int,
@@ -322,6 +329,9 @@ class CheckpointStore:
 
     def has(self, node_id: str) -> bool:
         return node_id in self._chains
+
+    def takes(self) -> bool:
+        return True
 
     def adopt(self, node_id: str, ck: Checkpoint) -> None:
         """Hold ``ck`` (whole; read from disk and taken over) as ``node_id``'s only

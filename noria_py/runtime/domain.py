@@ -180,14 +180,18 @@ class Domain:
         if store is None:
             return
         op = self.node.op
-        full = not store.has(self.id)
-        change = checkpoints.delta(op, full, self.ck_inputs or [])
-        if self.ck_inputs is not None:
-            self.ck_inputs = []
         clock = self.clock
         clock = None if clock is None else clock.copy()
-        store.put(self.id, self.time, self.last_seen, cast(str, op.checkpoint_form), change,
-                  full, self.recovery_floor(), clock=clock)
+        if store.takes():
+            full = not store.has(self.id)
+            change = checkpoints.delta(op, full, self.ck_inputs or [])
+            store.put(self.id, self.time, self.last_seen, cast(str, op.checkpoint_form),
+                      change, full, self.recovery_floor(), clock=clock)
+        # (else kept nowhere: not computed, the next one whole; recorded all the same,
+        # so its parents' logs are trimmed as if it were: a recovery finds no
+        # checkpoint of it then, and rebuilds it)
+        if self.ck_inputs is not None:
+            self.ck_inputs = []
         self.ck_messages = self.ck_rows = 0
         self.ck_wanted = None
         self.ck_recent.append((self.time, dict(self.last_seen), clock))

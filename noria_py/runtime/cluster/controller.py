@@ -20,12 +20,15 @@ place of ``EmbeddedRuntime``. It keeps:
   order recovery needs with frames of its own: the ``lost`` fence before any question
   of a recovery, ``host`` answered before ``place``, ``release`` once a node is
   restored, and ``wait`` by the workers' counts (docs/architecture.md, "Direct
-  channels"). A checkpoint still comes here, on the worker's own connection, and need
-  not be in order with the node's messages: a recovery uses one no newer than what the
-  node's witnesses saw (``at_most``);
-- the stateful node shards' checkpoints (``runtime/checkpoints.py``), which each
-  worker sends here as its nodes take them: a dead worker's nodes come back on the
-  spare from their checkpoints plus their parents' payload logs;
+  channels"). A checkpoint need not be in order with the node's messages: a recovery
+  uses one no newer than what the node's witnesses saw (``at_most``);
+- with direct channels in the treeclock regime (lineage too), each worker's
+  checkpoint holder, another worker it sends its stateful node shards'
+  checkpoints to on its peer link (``holders.py``: ``choose_holders``), and for the
+  nodes of a lost worker the holder named then, which a recovery asks (``ck_at``);
+  otherwise the checkpoints themselves (``runtime/checkpoints.py``), which each
+  worker sends here as its nodes take them. Either way a dead worker's nodes come
+  back on the spare from their checkpoints plus their parents' payload logs;
 - with ``--data-dir``, ``restart.ClusterState`` on disk (the token, the workers, the
   placement, the highest node number), so that a controller started again on the
   same directory re-adopts the workers still running (they dial back and join
@@ -80,6 +83,9 @@ from .causal import Causal
 from .epochs import Epochs
 from .errors import NodeDown, WorkerLost
 from .falkirk import Falkirk
+from .holders import apply as apply_checkpoint
+from .holders import parse as parse_checkpoint
+from .holders import used as holders_used
 from .lines import REGIMES as LINE_REGIMES
 from .lines import Lines
 from .placement import Launched, Launcher, ProcessLauncher
@@ -87,7 +93,6 @@ from .remote_ops import RemoteOp
 from .restart import ClusterState
 from .wire import (
     decode_batch,
-    decode_delta,
     decode_message,
     encode_batch,
     encode_checkpoint,
@@ -279,10 +284,22 @@ class ClusterRuntime(Runtime):
         #: the causal regime's marks and recovery (None: another regime)
         self.causal: Causal | None = (Causal(self, determinant_depth, standbys)
                                       if strategy == "causal" else None)
-        self.store: CheckpointStore | None = (CheckpointStore() if self.checkpoints
-                                              or self.epochs is not None
-                                              or self.lines is not None
-                                              or self.causal is not None else None)
+        #: the regime the workers are told (``config``): "treeclock" for lineage too
+        self.regime = ("coordinated" if self.epochs is not None
+                       else self.lines.regime if self.lines is not None
+                       else "causal" if self.causal is not None else "treeclock")
+        #: with direct channels in the treeclock regime, each worker's checkpoints go to
+        #: a holder worker named here (``holders.py``), and there is no store here:
+        #: per worker its holder (None: none yet, its checkpoints go nowhere), and per
+        #: node of a lost worker (from its loss until its recovery is done) the holder
+        #: then and that worker: where a recovery reads its checkpoints
+        self.to_holders = self.checkpoints and holders_used(self.direct, self.regime)
+        self.holders: dict[str, str | None] = {}
+        self.ck_at: dict[str, tuple[str | None, str]] = {}
+        self.store: CheckpointStore | None = (
+            CheckpointStore() if (self.checkpoints or self.epochs is not None
+                                  or self.lines is not None or self.causal is not None)
+            and not self.to_holders else None)
         self.store_lock = threading.Lock()
         self.shards = shards
         self.target = workers
@@ -422,11 +439,8 @@ class ClusterRuntime(Runtime):
         # (the node numbers the workers' planners start after: a restarted cluster's old
         # workers may still hold lower ones, restart.py)
         conn.send(["config", name, self.shards, self.clocks, self.checkpoints, self.channels,
-                   self.first_number, self.rejoin_timeout,
-                   "coordinated" if self.epochs is not None
-                   else self.lines.regime if self.lines is not None
-                   else "causal" if self.causal is not None else "treeclock",
-                   self.writes, None if self.disk is None else str(self.disk / name),
+                   self.first_number, self.rejoin_timeout, self.regime, self.writes,
+                   None if self.disk is None else str(self.disk / name),
                    self.lines.choice if isinstance(self.lines, Falkirk) else {},
                    None if self.causal is None else self.causal.det.depth])
         with self.lock:
@@ -724,7 +738,9 @@ class ClusterRuntime(Runtime):
         change meanwhile: traced, a spare that joined during a recovery named the
         replica at once, and the whole log went to the worker taking over the lost
         nodes, the recovery 2.9 s instead of 0.05 s); the recovery's own call at its
-        end says False."""
+        end says False. Each worker's checkpoint holder is named here too, by the same
+        rule (``choose_holders``)."""
+        self.choose_holders(recovering)
         if not self.at_workers or not self.direct:
             return
         with self.lock:
@@ -734,21 +750,60 @@ class ClusterRuntime(Runtime):
                 owner = self.workers.get(self.placement.get(base, ""))
                 if owner is None or not owner.alive:
                     continue                # (named once it is restored)
-                others = ([w for w in self.active if w.alive and w is not owner]
-                          or [w for w in self.spares if w.alive and w is not owner])
+                children = {self.placement.get(c) for c in self.graph[base].children}
+                best = self._other_worker(owner, children)
                 known = base in self.replicas and base not in renamed
                 now = self.replicas.get(base)
-                if known and (now is None and not others or now is not None
+                if known and (now is None and best is None or now is not None
                               and (r := self.workers.get(now)) is not None and r.alive):
                     continue
-                children = {self.placement.get(c) for c in self.graph[base].children}
-                best = next((w for w in others if w.name not in children),
-                            others[0] if others else None)
                 name = None if best is None or recovering else best.name
                 if known and name == now:
                     continue
                 self.replicas[base] = name
                 owner.put(["replica", base, name])
+
+    def _other_worker(self, owner: WorkerHandle, avoid: Collection[str | None]
+                      ) -> WorkerHandle | None:
+        """The first live active worker in placement order but ``owner`` (a spare if no
+        other is active), one not named in ``avoid`` where there is one; None when no
+        other worker is alive (lock held)."""
+        others = ([w for w in self.active if w.alive and w is not owner]
+                  or [w for w in self.spares if w.alive and w is not owner])
+        return next((w for w in others if w.name not in avoid), others[0] if others else None)
+
+    def choose_holders(self, recovering: bool | None = None) -> None:
+        """Name the checkpoint holder (``holders.py``) of each live active worker that
+        has none alive: by the log replicas' rule (``_other_worker``), preferring one
+        that hosts none of the children of its nodes, so that a lost node's children
+        and its checkpoints rarely go together. A holder keeps its turn while it
+        lives. ``recovering`` (None: whether a recovery is under way), a worker
+        without a live holder gets None until the recovery's end names one (its
+        nodes' checkpoints go nowhere meanwhile, and a loss of it rebuilds them), so
+        that no worker taking over lost nodes is sent whole checkpoints meanwhile; a
+        worker given one checkpoints every node whole to it, one a turn, from
+        ``tuning.HOLDER_WHOLE_AFTER`` on (``Worker.set_holder``)."""
+        if not self.to_holders:
+            return
+        with self.lock:
+            if recovering is None:
+                recovering = self.recovering > 0
+            graph = self.graph.nodes
+            for w in self.active:
+                if not w.alive:
+                    continue
+                now = self.holders.get(w.name)
+                h = self.workers.get(now or "")
+                if h is not None and h.alive:
+                    continue
+                children = {self.placement.get(c) for n, p in self.placement.items()
+                            if p == w.name and n in graph for c in graph[n].children}
+                best = self._other_worker(w, children)
+                name = None if best is None or recovering else best.name
+                if w.name in self.holders and name == now:
+                    continue
+                self.holders[w.name] = name
+                w.put(["ck_holder", name])
 
     def complete_history(self, base: str) -> None:
         """A lost owner's base: its history here takes the writes after its end from
@@ -997,44 +1052,21 @@ class ClusterRuntime(Runtime):
         return None if addr is None else [base_id, list(addr)]
 
     def _checkpoint_frame(self, f: Frame) -> None:
-        """A worker's call on its checkpoint store (``worker.RemoteStore``), made here."""
+        """A worker's call on its checkpoint store (``holders.RemoteStore``), made here
+        (relay, and the regimes other than treeclock and lineage: ``holders.used``)."""
         store = self.store
         if store is None:
-            raise wire.ProtocolError("a checkpoint from a worker with checkpoints off")
-        node = f[1]
-        if type(node) is not str:
-            raise wire.ProtocolError("a checkpoint frame must name its node")
+            raise wire.ProtocolError("a checkpoint from a worker whose checkpoints go "
+                                     "elsewhere (off, or to a holder worker)")
+        c = parse_checkpoint(f)
         causal = getattr(self, "causal", None)    # (its standby gets it too, in order)
-        if f[0] == "ck":
-            if len(f) != 9:
-                raise wire.ProtocolError("a checkpoint must be [ck, node, time, parent times, "
-                                         "form, delta, full, stable, clock]")
-            _, _, time, parents, form, delta, full, stable, clock = f
-            if not (type(time) is int and type(stable) is int and isinstance(parents, dict)
-                    and type(full) is bool):
-                raise wire.ProtocolError("a checkpoint must be [ck, node, time, parent times, "
-                                         "form, delta, full, stable, clock]")
-            change = decode_delta(form, delta)
-            # (the node's clock then: a parent lost with it restarts no later than this
-            # checkpoint, which it then comes back from: ``recovery/treeclock.py``)
-            held = wire.decode_array(clock)
-            lines = getattr(self, "lines", None)
-            if lines is not None:               # (folded below the lowest line)
-                stable = lines.stable(node, stable)
-            with self.store_lock:
-                store.put(node, time, dict(parents), form, change, full, stable, clock=held)
-                if causal is not None:
-                    causal.on_checkpoint(f)
-        elif f[0] == "ck_keep":
-            with self.store_lock:
-                store.keep_upto(node, int(f[2]))
-                if causal is not None:
-                    causal.on_checkpoint(f)
-        else:
-            with self.store_lock:
-                store.drop(node)
-                if causal is not None:
-                    causal.on_checkpoint(f)
+        lines = getattr(self, "lines", None)
+        if c.op == "ck" and lines is not None:    # (folded below the lowest line)
+            c.stable = lines.stable(c.node, c.stable)
+        with self.store_lock:
+            apply_checkpoint(store, c)
+            if causal is not None:
+                causal.on_checkpoint(f)
 
     def _listened(self, f: Frame) -> None:
         """A listened reader has changes to drain (``["sub", node, None]``), or lost its
@@ -1104,6 +1136,11 @@ class ClusterRuntime(Runtime):
                     table = cast("Base", self.graph[n].op).schema.name
                     self.lost_logs.setdefault(n, []).append(log_dir(self.disk / w.name,
                                                                     table))
+            if self.to_holders:
+                # where a recovery finds their checkpoints (a node down already, its
+                # recovery under way, keeps the place it had: it took none here since)
+                holder = self.holders.pop(w.name, None)
+                self.ck_at.update({n: (holder, w.name) for n in mine if n in self.up})
             for n in mine:
                 self.up.discard(n)
                 self.restored.discard(n)
@@ -1317,6 +1354,7 @@ class ClusterRuntime(Runtime):
             self.held.pop(node_id, None)
         self.durable.pop(node_id, None)
         self.replicas.pop(node_id, None)
+        self.ck_at.pop(node_id, None)
         self.drop_lost_logs(node_id)
         if self.store is not None:
             with self.store_lock:
@@ -1599,13 +1637,40 @@ class ClusterRuntime(Runtime):
 
     def checkpoint(self, node_id: str, at_most: int) -> Checkpoint | None:
         """From the store here: what the node's worker sent before it was lost (its
-        connection's frames are all read before the loss is declared)."""
+        connection's frames are all read before the loss is declared); with holders,
+        asked of the holder named when its worker was lost (after the fence of that
+        loss: a prefix of what it was sent), None if that one is lost too."""
+        if self.to_holders:
+            w, origin = self._held_at(node_id)
+            if w is None:
+                return None
+            try:
+                got = self.ask(w, "ck_latest", origin, node_id, at_most)
+            except WorkerLost:
+                return None                 # (lost meanwhile: a rebuild, never wrong)
+            return None if got is None else wire.decode_checkpoint(got)
         if self.store is None:
             return None
         with self.store_lock:
             return self.store.latest(node_id, at_most)
 
+    def _held_at(self, node_id: str) -> tuple[WorkerHandle | None, str]:
+        """The live holder of ``node_id``'s checkpoints (None: none) and the worker
+        that sent them: as recorded at that worker's loss, or its worker's now."""
+        with self.lock:
+            where = self.ck_at.get(node_id)
+            if where is None:
+                origin = self.placement.get(node_id, "")
+                where = (self.holders.get(origin), origin)
+            w = self.workers.get(where[0] or "")
+        return (w if w is not None and w.alive else None), where[1]
+
     def drop_checkpoints(self, node_id: str) -> None:
+        if self.to_holders:
+            w, origin = self._held_at(node_id)
+            if w is not None:
+                w.put(["ck_forget", origin, node_id])
+            return
         if self.store is not None:
             with self.store_lock:
                 self.store.drop(node_id)
@@ -1935,17 +2000,32 @@ class ClusterRuntime(Runtime):
                 if self.on_recovery is not None:
                     self.on_recovery(report)
         self.choose_replicas({n for n in order if n in self.durable}, recovering=False)
+        self._forget_checkpoints(order)
         log.warning("recovered %d node(s) of worker(s) %s", len(order),
                     ", ".join(w.name for w in losses))
+
+    def _forget_checkpoints(self, nodes: list[str]) -> None:
+        """The lost workers' checkpoints their holders kept, once their nodes are
+        recovered (each checkpoints to its new worker's holder from then on)."""
+        with self.lock:
+            gone = {self.ck_at.pop(n) for n in nodes if n in self.ck_at}
+            for holder, origin in gone:
+                w = self.workers.get(holder or "")
+                if w is not None and w.alive:
+                    w.put(["ck_forget", origin, None])
 
     # ------------------------------------------------------------ introspection
 
     def describe(self, node_id: str) -> dict[str, Any]:
         """Its worker's name and pid; a base with a log replica (``writes.py``) adds
-        the replica's (``replica``, ``replica_pid``)."""
+        the replica's (``replica``, ``replica_pid``), and a worker's node shard with a
+        checkpoint holder (``holders.py``) the holder's (``holder``, ``holder_pid``)."""
         with self.lock:
             w = self.workers.get(self.placement.get(node_id, ""))
             out = {"worker": w.name if w else None, "pid": w.pid if w else None}
+            h = self.workers.get(self.holders.get(w.name) or "") if w else None
+            if h is not None:
+                out.update(holder=h.name, holder_pid=h.pid)
             if self.replicas.get(node_id) is not None:
                 r = self.workers.get(cast(str, self.replicas[node_id]))
                 out.update(replica=r.name if r else None, replica_pid=r.pid if r else None)

@@ -73,7 +73,12 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   one of its readers (``req_listen``), ``["sub", node, None]`` when the reader applies
   a change after a drain (``req_drain``), and its loss,
   ``["sub_lost", node, why]``; with direct channels no ``msg``, ``progress`` or
-  ``trunc``, and ``["peer_lost", name]`` for a link that cannot be dialed or written
+  ``trunc``, and ``["peer_lost", name]`` for a link that cannot be dialed or written;
+  with a checkpoint holder (direct channels, the treeclock regime: ``holders.py``),
+  no checkpoint frames: they go on the peer link to it instead, after
+  ``["ck_reset"]`` (from the controller ``["ck_holder", worker | None]``), and a
+  holder takes them from its peers, ``["ck_forget", origin, node | None]`` from the
+  controller, and the request ``ck_latest``
 - in the uncoordinated and cic regimes (``lines.py``): to the controller, each node
   shard's points ``["pt", node, time, parent times, index, forced]`` (after the
   checkpoint's ``ck`` frame) and, with direct channels, ``["log", [message, ...]]``,
@@ -94,9 +99,10 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   node, ...]`` and ``["sb_drop", node]`` keep the standbys this worker holds of node
   shards hosted elsewhere (``standby_frame``), which ``causal_restore`` takes over
 
-Checkpoints go to the controller, not to this process's memory or disk: a worker that
+Checkpoints go to another process, not to this process's memory or disk: a worker that
 dies takes its nodes with it, and the spare that takes them over must find their
-checkpoints somewhere else. They travel on the same connection as the node's other
+checkpoints somewhere else: its checkpoint holder, another worker, on the peer link
+(``holders.py``), or the controller, on the same connection as the node's other
 frames, in order, so when the controller sees this worker's connection end, it has
 every checkpoint the worker sent.
 
@@ -162,7 +168,7 @@ from ...tls import connect as tls_connect
 from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
 from ..causal import CausalState, Determinants, drop_determinants, encode, trim_inflight
-from ..checkpoints import Checkpoint, CheckpointStore, Entries, InputDelta
+from ..checkpoints import Checkpoint, CheckpointStore
 from ..checkpoints import delta as checkpoint_delta
 from ..checkpoints import load as checkpoint_load
 from ..coordinated import Aligner
@@ -174,6 +180,9 @@ from . import tokens, wire
 from .channels import CONTROLLER, Inbox, Links, PeerServer, counted
 from .errors import NodeDown
 from .falkirk import take_span
+from .holders import FRAMES as CK_FRAMES
+from .holders import Held, RemoteStore
+from .holders import used as holders_used
 from .partial import (
     DIRECT,
     EVICT,
@@ -194,7 +203,6 @@ from .wire import (
     decode_delta,
     decode_message,
     encode_batch,
-    encode_delta,
     encode_message,
 )
 from .writes import DiskLogs, PartsTaken, ReplicaLogs, history_from, log_parts, validated
@@ -229,36 +237,6 @@ def apply_change(planner: Planner, graph: Graph, change: Sequence[Any],
         raise wire.ProtocolError(f"unknown catalog change {kind!r}")
 
 
-class RemoteStore:
-    """The checkpoint store of this worker's domains (``checkpoints.Sink``): each call
-    is a frame to the store on the controller. It remembers which nodes the store
-    holds a checkpoint of, so a domain knows whether its next one must be whole."""
-
-    def __init__(self, send: Callable[[Any], None]) -> None:
-        self.send = send
-        self.held: set[str] = set()
-
-    def has(self, node_id: str) -> bool:
-        return node_id in self.held
-
-    def put(self, node_id: str, time: int, parent_times: dict[str, int], form: str,
-            delta: InputDelta | Entries, full: bool, stable: int,
-            clock: np.ndarray | None = None) -> None:
-        # (with its clock: a parent lost with this node then restarts no later than
-        # the checkpoint, and this node comes back from it, ``recovery/treeclock.py``)
-        self.send(["ck", node_id, time, parent_times, form, encode_delta(form, delta),
-                   full, stable, wire.encode_array(clock)])
-        self.held.add(node_id)
-
-    def keep_upto(self, node_id: str, time: int) -> None:
-        self.send(["ck_keep", node_id, time])
-        self.held.add(node_id)
-
-    def drop(self, node_id: str) -> None:
-        self.send(["ck_drop", node_id])
-        self.held.discard(node_id)
-
-
 #: the frames a peer may send (``channels.py``): data only, never a request
 #: a write's outcome when its worker's message thread ended before its history was
 #: known to hold it: it may or may not have been applied
@@ -281,7 +259,7 @@ LOCAL = frozenset((CONTROLLER, CLIENT, SELF))
 #: waiting behind it)
 PARTS_AHEAD = 2
 PEER_FRAMES = frozenset(("msg", "bar", "progress", "trunc", "drop_from", "fill",
-                         "rlog", "rpart", "rfull", "rdur", "rtrim", "rpack"))
+                         "rlog", "rpart", "rfull", "rdur", "rtrim", "rpack")) | CK_FRAMES
 #: ``replica_of``'s value for a base whose replica was lost: its writes wait for the
 #: controller to name the next one
 NO_REPLICA_YET = ""
@@ -369,10 +347,22 @@ class Worker:
         #: (cic) per domain: its checkpoint index; the controller's write count
         self.sn: dict[str, int] = {}
         self.clock = 0
-        #: where the stateful domains checkpoint (None: checkpoints off, or no clocks)
-        self.store = (RemoteStore(self._to_controller)
+        # direct channels (channels.py; docs/architecture.md, "Direct channels"):
+        self.direct = channels == "direct"
+        self.links = Links(name, token, self._link_broken, tls)
+        #: where the stateful domains checkpoint (None: checkpoints off, or no clocks):
+        #: the controller's store, or with direct channels in the treeclock regime a
+        #: holder worker the controller names (``holders.py``)
+        self.store = (RemoteStore(self._to_controller,
+                                  self.links if holders_used(self.direct, regime) else None)
                       if clocks and checkpoints or self.coordinated
                       or self.uc or self.causal else None)
+        #: the checkpoints this worker holds of other workers' node shards (holders.py)
+        self.held_checkpoints = Held()
+        #: node shards to checkpoint whole to a new holder, one a turn (``set_holder``,
+        #: ``whole_turn``), and the holder they are for (a turn for another does nothing)
+        self.whole_due: list[str] = []
+        self.whole_for: str | None = None
         #: per base hosted here, the last trim point of its history sent (``"hlow"``)
         self.history_lows: dict[str, int] = {}
         self.tc: TreeClocks | None = None
@@ -390,11 +380,8 @@ class Worker:
         #: ``serve_worker``) is called once, to dial back
         self.gone = False
         self.on_gap: Callable[[], None] | None = None
-        # direct channels (channels.py; docs/architecture.md, "Direct channels"):
-        self.direct = channels == "direct"
         self.inbox = inbox if inbox is not None else Inbox()
         self.peer_server = peers
-        self.links = Links(name, token, self._link_broken, tls)
         self.placement: dict[str, str] = {}       # every node shard -> its worker's name
         self.lost_workers: set[str] = set()       # declared lost: their frames are dropped
         #: messages for nodes whose worker is lost, until the controller places them
@@ -544,7 +531,8 @@ class Worker:
         """The new controller keeps what this worker held (restart.py): its graph,
         planner and node shards come back from the worker before, each stateful one
         checkpointed whole to the new controller (the old one's checkpoints died with
-        it); the readers kept for reads are this worker's own again."""
+        it), or with a holder to the one it names (``set_holder``: whole again then);
+        the readers kept for reads are this worker's own again."""
         prev = self.before
         if prev is None:
             raise wire.ProtocolError("adopt: this worker held nothing before")
@@ -1534,6 +1522,52 @@ class Worker:
         return [None if snap is None else encode_batch(snap),
                 [encode_message(m) for m in later], now, last_seen]
 
+    def set_holder(self, name: str | None) -> None:
+        """``["ck_holder", worker | None]``: this worker's checkpoints go to ``worker``
+        from now on (holders.py), which holds none of them yet: every live stateful
+        node shard takes a whole one, so that a loss of this worker from then on
+        finds them there (each later one a delta from it): at its next checkpoint
+        due, or sooner, whenever the inbox is empty (``whole_when_idle``). Not all at
+        once here: a holder is named at the end of a recovery, and whole checkpoints
+        of every node at once held the message thread for a second at 2e6 votes,
+        which the views' next update waited for."""
+        store = self.store
+        if not isinstance(store, RemoteStore) or not store.to_holder:
+            raise wire.ProtocolError("ck_holder: this worker's checkpoints go to the controller")
+        store.set_holder(name)
+        self.whole_for = name
+        self.whole_due = [] if name is None else [
+            nid for nid, d in self.domains.items() if d.store is not None and d.alive]
+        if self.whole_due:
+            timer = threading.Timer(tuning.HOLDER_WHOLE_AFTER, self.inbox.put,
+                                    args=((SELF, ["whole", name]),))
+            timer.daemon = True
+            timer.start()
+
+    def whole_turn(self, name: str) -> None:
+        """``["whole", holder]`` (this worker's own): the next node shard of
+        ``whole_due`` that the holder holds nothing of yet checkpoints whole, and the
+        next turn goes behind what waits in the inbox now."""
+        store = self.store
+        if name != self.whole_for or store is None:
+            return                          # (another holder named since)
+        while self.whole_due:
+            nid = self.whole_due.pop()
+            d = self.domains.get(nid)
+            if d is None or d.store is None or not d.alive or nid in self.holding \
+                    or store.has(nid):
+                continue                    # (gone, down, or whole since)
+            d.checkpoint()
+            break
+        if self.whole_due:
+            self.inbox.put((SELF, ["whole", name]))
+
+    def req_ck_latest(self, origin: str, nid: str, at_most: int) -> list[Any] | None:
+        """The newest checkpoint held here of worker ``origin``'s node shard ``nid`` at
+        or below ``at_most`` (a recovery's, after the fence of ``origin``'s loss), as
+        the wire carries it; None: none."""
+        return self.held_checkpoints.latest(origin, nid, at_most)
+
     def req_restore(self, nid: str, t: int, clock: Any, last_seen: dict[str, int],
                     inputs: Sequence[Any], checkpoint: Any) -> None:
         d = self.domains[nid]
@@ -2085,6 +2119,9 @@ class Worker:
         they are placed again."""
         self.lost_workers.add(name)
         self._direct_off()              # (a fill may be lost with it: the controller's)
+        store = self.store
+        if isinstance(store, RemoteStore) and store.to_holder and store.holder == name:
+            self.set_holder(None)       # (the next one named gets every node whole)
         self.links.drop(name)
         self.replica_logs.lost(name)
         for nid, via in self.replica_of.items():
@@ -2450,8 +2487,16 @@ class Worker:
             self.replica_frame(f, src)
         elif op == "replica":
             self.set_replica(f[1], f[2])
+        elif op in CK_FRAMES and src not in LOCAL:
+            self.held_checkpoints.frame(src, f)
+        elif op == "ck_holder":
+            self.set_holder(f[1])
+        elif op == "ck_forget":
+            self.held_checkpoints.forget(f[1], f[2])
         elif op == "wlog" and src == SELF:
             self.whole_log_part(f[1], f[2], f[3])
+        elif op == "whole" and src == SELF:
+            self.whole_turn(f[1])
         elif op == "progress":
             self.progress(*f[1:])
         elif op == "trunc":

@@ -1017,6 +1017,9 @@ def test_a_lost_workers_stateful_nodes_come_back_from_their_checkpoints(checkpoi
         db.wait()
         victim = next(n for n in db.graph() if n["kind"] == "aggregate")
         lost = {n["id"] for n in db.graph() if n["pid"] == victim["pid"]}
+        if checkpoints and os.environ.get("NORIA_CHANNELS") != "relay":
+            # (held by another worker, which outlives it: holders.py)
+            assert victim["holder_pid"] not in (None, victim["pid"]), victim
         write(100)
         os.kill(victim["pid"], signal.SIGKILL)
         write(37)                                    # while it is being replaced
@@ -1033,6 +1036,107 @@ def test_a_lost_workers_stateful_nodes_come_back_from_their_checkpoints(checkpoi
             assert r.strategy == "treeclock" and r.automatic, r
             if kinds[nid] in ("aggregate", "join", "topk", "extremum", "distinct"):
                 assert (r.checkpoint is not None) == checkpoints, r
+        write(50)
+        check()
+        db.close()
+
+
+def _recovered(db, before: int, lost: set[str]) -> dict[str, str]:
+    """How each node of ``lost`` came back (``RecoveryReport.paths``) in the recoveries
+    after the first ``before``, once they all have."""
+    paths: dict[str, str] = {}
+    for _ in range(100):
+        db.wait()
+        reports = db.recoveries()[before:]
+        paths = {n: how for r in reports for n, how in r.paths.items()}
+        if set(paths) | {r.node for r in reports} >= lost:
+            return paths
+        time.sleep(0.1)
+    raise AssertionError(f"not recovered: {lost - set(paths)}: {reports}")
+
+
+def _stateful_lost_with(db, pid: int) -> tuple[set[str], set[str]]:
+    """The node shards on the worker ``pid``, and those of them that are stateful
+    operators whose parents are elsewhere (they come back from a checkpoint or are
+    rebuilt, never from a neighbour)."""
+    graph = {n["id"]: n for n in db.graph()}
+    lost = {n for n, d in graph.items() if d["pid"] == pid}
+    stateful = {n for n in lost if graph[n]["kind"] in ("aggregate", "join")
+                and not set(graph[n]["parents"]) & lost}
+    return lost, stateful
+
+
+def _count_shards_worker(db, seed: int):
+    """The vote view over 2,500 votes (``_votes_of_300_articles``): its ``write`` and
+    ``check``, and a COUNT shard, whose worker's checkpoints another worker holds."""
+    write, check = _votes_of_300_articles(db, seed)
+    db.execute(workloads.VIEW)
+    for _ in range(10):
+        write(250)
+    db.wait()
+    origin = next(n for n in db.graph() if n["kind"] == "aggregate")
+    assert origin["holder_pid"] not in (None, origin["pid"]), origin
+    return write, check, origin
+
+
+#: checkpoint holders are built for direct channels (``holders.used``)
+HOLDERS = pytest.mark.skipif(os.environ.get("NORIA_CHANNELS") == "relay",
+                             reason="checkpoints go to the controller with --channels relay")
+
+
+@pytest.mark.slow
+@HOLDERS
+def test_a_holders_loss_then_its_origins_nodes_come_back_from_their_next_whole_checkpoints():
+    """SIGKILL the worker holding the COUNT shards' worker's checkpoints: once its own
+    nodes are back, the controller names another holder, to which the COUNT shards'
+    worker checkpoints every node whole a second on (``Worker.set_holder``); then SIGKILL
+    that worker: its stateful nodes come back from those checkpoints, and the view is
+    right. (Without the whole ones, the new holder refuses their deltas, and they are
+    rebuilt.)"""
+    with Cluster(workers=2, shards=2) as cluster:
+        db = noria_py.connect(cluster.url)
+        write, check, origin = _count_shards_worker(db, 7)
+        holder_pid = origin["holder_pid"]
+        lost, _ = _stateful_lost_with(db, holder_pid)
+        before = len(db.recoveries())
+        os.kill(holder_pid, signal.SIGKILL)
+        write(37)
+        _recovered(db, before, lost)
+        time.sleep(2)                               # (whole to the new holder: 1 s on)
+        write(100)
+        db.wait()
+        origin = next(n for n in db.graph() if n["id"] == origin["id"])
+        assert origin["holder_pid"] not in (None, origin["pid"], holder_pid), origin
+        lost, stateful = _stateful_lost_with(db, origin["pid"])
+        assert stateful
+        before = len(db.recoveries())
+        os.kill(origin["pid"], signal.SIGKILL)
+        write(37)
+        paths = _recovered(db, before, lost)
+        assert {n: paths[n] for n in stateful} == dict.fromkeys(stateful, "checkpoint")
+        write(50)
+        check()
+        db.close()
+
+
+@pytest.mark.slow
+@HOLDERS
+def test_a_worker_and_its_checkpoint_holder_killed_at_once_are_rebuilt_right():
+    """SIGKILL the COUNT shards' worker and its checkpoint holder together (three
+    workers; the writes at the controller, whose history outlives both): no checkpoint
+    of its nodes survived, so its stateful nodes are rebuilt (never from a checkpoint
+    of another worker's store), and the view is right."""
+    with Cluster(workers=3, shards=2, extra=("--writes", "controller")) as cluster:
+        db = noria_py.connect(cluster.url)
+        write, check, origin = _count_shards_worker(db, 8)
+        _, stateful = _stateful_lost_with(db, origin["pid"])
+        assert stateful
+        before = len(db.recoveries())
+        os.kill(origin["pid"], signal.SIGKILL)
+        os.kill(origin["holder_pid"], signal.SIGKILL)
+        write(37)
+        paths = _recovered(db, before, stateful)
+        assert all(paths[n] in ("rebuilt", "lineage") for n in stateful), paths
         write(50)
         check()
         db.close()
@@ -1160,7 +1264,10 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
     the readers, below restored projections) comes back from a checkpoint. The restored
     parents' logs start at their restart, after the checkpoints these nodes took at
     creation; the live children checkpointed when told of the restart (a request to
-    their worker: ``ClusterRuntime.parent_restarted``), else they were rebuilt."""
+    their worker: ``ClusterRuntime.parent_restarted``), else they were rebuilt. (With
+    checkpoint holders, the first kill took the joins' worker's holder too: they
+    checkpoint whole to the next one from ``tuning.HOLDER_WHOLE_AFTER`` after it is
+    named, one a turn, which the pause before the writes gives them.)"""
     with Cluster(workers=2, shards=2) as cluster:
         db = noria_py.connect(cluster.url)
         write, check = _votes_of_300_articles(db, 6)
@@ -1183,6 +1290,7 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
             write(250)
         db.wait()
         kill("aggregate")
+        time.sleep(2)                               # (whole to the new holder: 1 s on)
         write(100)
         db.wait()
         graph = {n["id"]: n for n in db.graph()}

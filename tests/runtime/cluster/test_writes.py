@@ -1400,6 +1400,7 @@ def test_no_replica_is_named_while_a_recovery_is_under_way():
     rt = ClusterRuntime.__new__(ClusterRuntime)
     owner, other = _W("w1"), _W("w2")
     rt.at_workers, rt.direct, rt.lock = True, True, threading.RLock()
+    rt.to_holders = False
     rt.durable, rt.replicas = {"b": None}, {"b": None}
     rt.workers, rt.placement = {"w1": owner, "w2": other}, {"b": "w1"}
     rt.active, rt.spares = [owner, other], []
