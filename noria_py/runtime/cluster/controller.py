@@ -181,6 +181,13 @@ class WorkerHandle:
         self.held: Future[Any] | None = None
         self.sender: threading.Thread | None = None     # (``writer``'s thread)
 
+    def silent(self, now: float) -> float:
+        """For how long, at ``now``, this worker has sent nothing: no frame, and no
+        bytes of a long frame (``wire.Connection.heard``: a table of a million rows
+        takes seconds to arrive under load, and the worker's heartbeats queue behind
+        it); 0 while a frame of its is handled here (this side's time)."""
+        return 0.0 if self.handling else now - max(self.last_heard, self.conn.heard)
+
     def put(self, frame: Frame | None) -> None:
         self.outq.put(frame)
 
@@ -1181,8 +1188,9 @@ class ClusterRuntime(Runtime):
             time.sleep(min(0.1, self.heartbeat_timeout / 4))
             now = time.monotonic()
             for w in list(self.workers.values()):
-                if w.alive and not w.handling and now - w.last_heard > self.heartbeat_timeout:
-                    log.warning("worker %s silent for %.2f s", w.name, now - w.last_heard)
+                silent = w.silent(now)
+                if w.alive and silent > self.heartbeat_timeout:
+                    log.warning("worker %s silent for %.2f s", w.name, silent)
                     if w.proc is not None:
                         w.proc.kill()
                     try:                     # its reader sees the end, relays what it

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import os
 import secrets
 import socket
@@ -117,6 +118,12 @@ class Connection:
         self._view = memoryview(self._buf)
         self._start = 0          # unread bytes are self._buf[self._start:self._end]
         self._end = 0
+        #: ``time.monotonic()`` when ``recv`` last took bytes of a frame that was not
+        #: whole in its first read (``math.inf`` while it decodes one): a reader
+        #: thread's progress through a long frame, which a heartbeat monitor counts as
+        #: the peer's life (a table of a million rows takes seconds to arrive under
+        #: load, and its sender's heartbeats queue behind it)
+        self.heard = 0.0
 
     def __repr__(self) -> str:
         return f"<Connection {self.peer}>"
@@ -243,15 +250,22 @@ class Connection:
                 self._closed(0, 4)
             self._start, self._end = start, end = 0, end
         size = _HEADER.unpack_from(self._buf, start)[0] if end - start >= 4 else -1
-        payload: bytearray | memoryview
         if 0 <= size <= self.max_frame and start + 4 + size <= end:
             self._start = start + 4 + size          # fast path: the frame is buffered
             # (decoded before the buffer is written again: no copy)
             payload = self._view[start + 4:self._start]
             if self._start == end:
                 self._start = self._end = 0
-        else:
-            payload = self._read_payload()
+            return self._decode(payload)
+        self.heard = time.monotonic()           # (its first bytes, read above)
+        whole = self._read_payload()
+        self.heard = math.inf                   # (decoding it is this end's own time)
+        try:
+            return self._decode(whole)
+        finally:
+            self.heard = time.monotonic()
+
+    def _decode(self, payload: bytearray | memoryview) -> Any:
         try:
             obj = unpackb(payload)
         except DecodeError as e:
@@ -300,6 +314,7 @@ class Connection:
                 if not got:
                     self._closed(offset + self._end - self._start, offset + n)
                 self._end += got
+                self.heard = time.monotonic()
         start = self._start
         self._start = start + n
         if self._start == self._end:
@@ -318,6 +333,7 @@ class Connection:
             if not got:
                 self._closed(offset + len(out), offset + n)
             out += view[:got]
+            self.heard = time.monotonic()
         return out
 
     def _closed(self, got: int, want: int) -> None:

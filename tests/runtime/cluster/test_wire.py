@@ -246,6 +246,27 @@ def test_frames_split_across_reads(raw):
     assert done() == [("f", i, "y" * i) for i in range(200)]
 
 
+def test_the_bytes_of_a_long_frame_are_heard_as_they_arrive(raw):
+    """``Connection.heard`` moves with each part of a frame that did not arrive whole
+    (a heartbeat monitor counts it as the peer's life: a long frame's sender sends no
+    heartbeat meanwhile), and is not left behind once the frame is read."""
+    conn, peer = raw
+    body = packb(["big", "x" * 900])
+    frame = struct.pack(">I", len(body)) + body
+    assert conn.heard == 0.0
+    done = in_thread(conn.recv)
+    for i in range(0, len(frame), 100):
+        before = time.monotonic()
+        peer.sendall(frame[i:i + 100])
+        deadline = time.monotonic() + 5
+        while conn.heard < before and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert conn.heard >= before, f"the bytes from {i} on were not heard"
+        time.sleep(0.01)
+    assert done() == ("big", "x" * 900)
+    assert 0 < conn.heard <= time.monotonic()     # (not inf: the decoding is over)
+
+
 def test_spin_buffers_what_arrives_and_never_loses_a_buffered_frame(conns):
     """``Connection.spin``: bytes that arrive while it polls are buffered for ``recv``
     (a frame whole, or in pieces); a frame already buffered is left alone (a second
