@@ -1594,19 +1594,25 @@ class Table:
             raise Error(f"table {self.name!r} has no primary key; use delete(rows)")
         given = arguments.many(keys, f"the primary keys for table {self.name!r}")
         wanted = []
+        unhashable = None           # (the first: after the keys before it are looked up)
         for k in given:
             kt = canon_row(arguments.plain_key(tuple(k) if isinstance(k, (tuple, list)) else (k,)))
             try:
                 hash(kt)
-            except TypeError:       # unhashable: the check says what is wrong with it
-                self._check_key(kt)
-                raise
+            except TypeError:
+                unhashable = kt
+                break
             wanted.append(kt)
-        rows = self._db.runtime.rows_by_key(self._entry.node, wanted)
+        rows = self._db.runtime.rows_by_key(self._entry.node, wanted) if wanted else []
+        # (the first key refused says why, in the order given)
         for k, kt, row in zip(given, wanted, rows):
             if row is None:
                 self._check_key(kt)
                 raise RowNotFoundError(f"table {self.name!r} has no row with primary key {k!r}")
+        if unhashable is not None:  # the check says what is wrong with it
+            self._check_key(unhashable)
+            raise TypeMismatchError(f"table {self.name!r}: {unhashable!r} cannot be a "
+                                    "primary key")
         self._db._write(self._entry, (), rows)
 
     @_serialized

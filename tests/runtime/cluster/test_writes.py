@@ -731,7 +731,8 @@ def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_pat
         rt.lost_logs["b1"] = [log_dir(tmp_path / w, "t") for w in ("w1", "w2")]
         asked = []
         rt.replicas["b1"] = "w3"
-        rt.workers["w3"] = type("Live", (), {"alive": True, "name": "w3", "handling": True})()
+        rt.workers["w3"] = type("Live", (), {"alive": True, "name": "w3",
+                                             "silent": lambda self, now: 0.0})()
 
         def ask(w, what, *args):
             asked.append((what, *args))
