@@ -8,7 +8,8 @@ checkpoints' own cost; with ``against="itself"``, "on" is "off" too (no clocks o
 either side): an A/A run, whose figures are the harness's own bias. Databases built
 one after another in one process run a few percent apart, and "on" and "off" get
 different ones: at the vote's 80% state (1.5M votes first) such runs showed "on"
-+3 to +16 µs an insert of 100 to 1,000 votes (+1.0-1.5% of the totals, medians;
++3 to +16 µs an insert of 100 to 1,000 votes in twelve of thirteen (+1.0-1.5% of
+the totals, medians;
 docs/benchmarks.md, "The clocks' own cost per write").
 
 Open loop: operations are scheduled at a fixed rate, half lookups and half votes, and
