@@ -422,7 +422,7 @@ def plot_lines(results: Mapping[str, Mapping[Any, float]], path: str, title: str
 def run_overhead(argv: list[str]) -> int:
     """The seed's Figure 3: propagation time at rising offered load, clocks on and off
     (``overhead.py``)."""
-    from noria_tools.overhead import GC_MODES, per_insert, plot, sweep
+    from noria_tools.overhead import AGAINST, GC_MODES, per_insert, plot, sweep
     p = argparse.ArgumentParser(prog="noria-py bench overhead")
     p.add_argument("--articles", type=int, default=100_000)
     p.add_argument("--prefill", type=int, default=None,
@@ -447,15 +447,17 @@ def run_overhead(argv: list[str]) -> int:
                    "log-uniformly from LO to HI, as the open loop's vary), on and off taking "
                    "turns insert by insert")
     p.add_argument("--inserts", type=int, default=6000, help="per batch size, with --per-insert")
-    p.add_argument("--against", default="no-clocks", choices=("no-clocks", "no-checkpoints"),
+    p.add_argument("--against", default="no-clocks", choices=AGAINST,
                    help="what 'on' is measured against (no-checkpoints: clocks alone, so the "
-                   "figures are the checkpoints' cost)")
+                   "figures are the checkpoints' cost; itself: 'on' has no clocks either, "
+                   "an A/A run whose figures are the harness's own bias)")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="'on' is tree clocks alone (by default, clocks with the stateful "
                    "nodes' checkpoints, as connect() ships); 'off' has neither either way")
     a = p.parse_args(argv)
     ck = not a.no_checkpoints
-    on_is = "clocks + checkpoints" if ck else "clocks alone"
+    on_is = ("no clocks" if a.against == "itself"
+             else "clocks + checkpoints" if ck else "clocks alone")
     off_is = "clocks alone" if a.against == "no-checkpoints" else "no clocks"
     if a.per_insert:
         prefill = 100_000 if a.prefill is None else a.prefill

@@ -75,6 +75,13 @@ def test_per_insert_against_clocks_alone(made):
         overhead.per_insert(batch=3, inserts=10, against="nothing")
 
 
+def test_per_insert_against_itself_has_no_clocks_on_either_side(made):
+    """``against="itself"`` (an A/A run, the harness's own bias): "on" is built as "off"
+    is, without clocks, so neither side keeps clocks, logs or checkpoints."""
+    r = overhead.per_insert(batch=3, inserts=10, articles=200, prefill=0, against="itself")
+    assert len(made) == 4 and set(made) == {(False, False)} and r["total"] > 0
+
+
 def test_per_insert_of_sizes_in_a_range_gives_both_settings_the_same(monkeypatch):
     """``batch=(lo, hi)``: each insert's size drawn from lo to hi, the same rows to on
     and off (as the open loop's inserts vary, small ones taking the row-by-row paths)."""
