@@ -1526,9 +1526,10 @@ class Worker:
         """``["ck_holder", worker | None]``: this worker's checkpoints go to ``worker``
         from now on (holders.py), which holds none of them yet: every live stateful
         node shard takes a whole one, so that a loss of this worker from then on
-        finds them there (each later one a delta from it): at its next checkpoint
-        due, or sooner, whenever the inbox is empty (``whole_when_idle``). Not all at
-        once here: a holder is named at the end of a recovery, and whole checkpoints
+        finds them there (each later one a delta from it): from
+        ``tuning.HOLDER_WHOLE_AFTER`` on, one node a turn of the message thread
+        (``whole_turn``), unless the node's own next checkpoint, whole, comes first.
+        Not all at once here: a holder is named at the end of a recovery, and whole checkpoints
         of every node at once held the message thread for a second at 2e6 votes,
         which the views' next update waited for."""
         store = self.store
