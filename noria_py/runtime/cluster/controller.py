@@ -1635,10 +1635,12 @@ class ClusterRuntime(Runtime):
     def output_info(self, node_id: str, child: str, upto: int) -> tuple[
             Batch | None, list[Message], int, dict[str, int]]:
         node = self.graph[node_id]
-        if node.kind == "base":
+        if node.kind == "base" and not self.at_workers:
             # its rows are here, not on its worker: a base's output up to its time
             # ``upto`` is its first ``upto`` writes (a base passes each write on whole)
             return self.durable[node_id].state_at(upto).snapshot(), [], upto, {}
+        # (with writes at the workers, a base's too: its worker keeps its log,
+        # ``Worker.req_output_info``, and nothing here is read)
         snap, later, now, last_seen = self.call(node_id, "output_info", child, upto)
         return (None if snap is None else decode_batch(snap),
                 [decode_message(m) for m in later], now, last_seen)

@@ -1518,6 +1518,15 @@ class Worker:
         return [[encode_message(m) for m in msgs], now]
 
     def req_output_info(self, nid: str, child: str, upto: int) -> list[Any]:
+        """A node's output to ``child`` up to its time ``upto`` (``Domain.output_info``,
+        for ``treeclock.output_through``). A base with its log here (writes at the
+        workers) answers from that log: its first ``upto`` writes (a base passes each
+        write on whole), or ``RecoveryError`` if the log is trimmed past ``upto``
+        (the recovery then rebuilds, as when any log no longer reaches back), so
+        the controller holds no copy of the table for this."""
+        log = self.logs.get(nid) if self.at_workers else None
+        if log is not None:
+            return [encode_batch(log.state_at(upto).snapshot()), [], upto, {}]
         snap, later, now, last_seen = self.domains[nid].output_info(child, upto)
         return [None if snap is None else encode_batch(snap),
                 [encode_message(m) for m in later], now, last_seen]

@@ -1546,3 +1546,32 @@ def test_a_lineage_rebuild_fills_from_the_rows_at_the_bases_worker(monkeypatch):
     finally:
         server.stopped.set()
         server.close()
+
+
+def test_a_bases_output_for_a_childs_recovery_comes_from_its_workers_log(monkeypatch):
+    """With ``--writes worker`` a recovering child that asks its base parent's output up
+    to a time (``output_info``: no checkpoint here, so ``treeclock.output_through``)
+    is answered by the base's worker from the base's log (``Worker.req_output_info``),
+    never from the controller's history (made to fail here): the recovery is tree
+    clocks', and the count goes on from a state that holds every write once."""
+    monkeypatch.setattr(WriteHistory, "state_at", lambda self, t: pytest.fail(
+        "the controller's history was read"))
+    server = Server(port=0, workers=2, shards=1, writes="worker", checkpoints=False)
+    try:
+        db, base, count = _counted_votes(server)
+        assert count["kind"] != "reader" and count["pid"] != base["pid"]
+        vote = db.table("vote")
+        for i in range(6):
+            vote.insert([(i % 3, j) for j in range(10 * i, 10 * i + 10)])
+        db.execute("INSERT INTO vote VALUES (0, 99)")
+        db.wait()
+        db.fail(count["id"])                # (SIGKILL of its worker)
+        report = db.recover(count["id"])
+        assert report.strategy == "treeclock", report
+        vote.insert([(a, 100) for a in range(3)])     # (each count moves on from its state)
+        db.wait()
+        assert sorted(db.view("c").all()) == [(0, 22), (1, 21), (2, 21)]
+        db.close()
+    finally:
+        server.stopped.set()
+        server.close()
