@@ -81,7 +81,7 @@ from ..messages import Message
 from . import wire
 from .causal import Causal
 from .epochs import Epochs
-from .errors import NodeDown, WorkerLost
+from .errors import BaseDown, NodeDown, WorkerLost
 from .falkirk import Falkirk
 from .holders import apply as apply_checkpoint
 from .holders import parse as parse_checkpoint
@@ -98,7 +98,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
-from .writes import LANDED_KEPT, WRITES, disk_tail, log_dir, log_parts, validated
+from .writes import LANDED_KEPT, WRITES, disk_tail, log_dir, log_parts
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -130,6 +130,9 @@ CHANNELS = ("relay", "direct")
 #: at the price of a lost worker taking whole chains, which tree clocks recover two
 #: deep and lineage beyond (docs/architecture.md, "Placement and the graph")
 PLACEMENTS = ("apart", "together")
+#: seconds a write or a table read made here waits for its base's restore
+#: (``ClusterRuntime.base_down``) before it is refused (``RecoveryError``)
+BASE_DOWN_TIMEOUT = 60.0
 #: seconds ``wait`` gives the workers to handle what was sent to them, a round
 WAIT_TIMEOUT = 60.0
 
@@ -903,13 +906,15 @@ class ClusterRuntime(Runtime):
     def forward(self, base_id: str, batch: Batch) -> None:
         """A write made here (SQL, or a table handle at the controller), its rows checked
         one by one (types, NOT NULL) but not against the table: validated by the base's
-        worker (``Worker.controller_write``), whose answer comes once the history holds
-        it; while the base is down, by the copy here (the caller holds ``control``).
-        Its worker lost meanwhile, it is done if the history has it (its tag, in the
-        same frame, ``landed``: every frame of a lost worker is read before its loss
-        is declared), else sent again once the base is back."""
+        worker (``Worker.controller_write``), whose answer comes once the log holds it.
+        While the base is down it waits for its restore (``base_down``): no copy of the
+        table here validates. Its worker lost meanwhile, the write is done if the log
+        has it (its tag, in the same frame: at the replica, ``log_landed``, asked after
+        the fence of the loss, or in the history the restore completed from the lost
+        workers' disks, ``landed``), else sent again once the base is back."""
         tag = secrets.randbits(62) or 1
         encoded = encode_batch(batch)
+        sent = False                    # (to a worker lost before it answered)
         while True:
             with self.lock:
                 if base_id not in self.placement:
@@ -917,35 +922,49 @@ class ClusterRuntime(Runtime):
                 up = base_id in self.up
                 w = self.workers.get(self.placement[base_id])
             if not up or w is None or not w.alive:
-                # down: the copy here is the one that validates (``writes.py``), and
-                # the history takes it, as with writes at the controller; the
-                # recovery, which holds this lock too, restores the base with it
-                # (completed from its replica's log first, in order)
-                if w is None or not w.alive:
-                    self.complete_history(base_id)
-                    if self.has_landed(base_id, tag):
-                        return          # (sent before the loss, on a lost worker's disk)
-                self.apply_copies()
-                op = cast("Base", self.graph[base_id].op)
-                accepted = validated(op, batch)
-                if accepted:
-                    self.durable[base_id].append(accepted)
-                    self.taken_writes += 1
-                    op.process(0, accepted)
-                return
+                self.base_down(base_id)
+                if sent and self.has_landed(base_id, tag):
+                    return              # (on a lost worker's disk: the restore took it)
+                continue
             try:
                 said = self.request(w, "cwrite", base_id, encoded, tag).result(300.0)
             except WorkerLost:
                 if not self.has_landed(base_id, tag) \
                         and not self.landed_at_replica(base_id, tag):
-                    continue            # (not in the log: never applied; again)
+                    sent = True
+                    continue            # (not in the log yet: never applied, or on a disk)
                 said = []
             if said is None:
                 continue                # (not up there: nothing was written; again)
-            self.apply_copies()
             if said:                    # [error class name, message]: rejected whole
                 raise named_error(str(said[0]), str(said[1]))
             return
+
+    def base_down(self, base_id: str) -> None:
+        """Base ``base_id`` is down (its worker lost, its restore not done): wait for it
+        to be up again, the server's lock (``control``, held by the caller, and taken
+        by the recovery) let go meanwhile, for at most ``BASE_DOWN_TIMEOUT`` seconds
+        (then ``RecoveryError`` naming the table). Under a pause of the writes
+        (``hold``: a SQL statement, a catalog change) ``BaseDown`` instead, which its
+        caller undoes and runs again after the recovery (``Server._catalog_change``);
+        on the recovery's own thread ``RecoveryError`` (it restores the bases first)."""
+        table = cast("Base", self.graph[base_id].op).schema.name
+        if threading.get_ident() == self.recovery_thread:
+            raise RecoveryError(f"table {table!r}: its base is down during a recovery")
+        if self.hold_depth:
+            raise BaseDown(f"table {table!r}: its base's worker was lost")
+
+        def back() -> bool:
+            with self.lock:
+                return base_id in self.up or base_id not in self.placement
+        release = getattr(self.control, "released_until", None)
+        if release is not None:
+            release(back, BASE_DOWN_TIMEOUT)
+        else:
+            self.wait_up(base_id, BASE_DOWN_TIMEOUT)
+        if not back():
+            raise RecoveryError(f"table {table!r} has been down for over "
+                                f"{BASE_DOWN_TIMEOUT:.0f} s (its worker was lost)")
 
     def table(self, base_id: str) -> Batch:
         """``Runtime.table``: with writes at the workers, asked of the base's worker
@@ -977,25 +996,23 @@ class ClusterRuntime(Runtime):
                 else [None if r is None else canon_row(tuple(r)) for r in got])
 
     def _at_base(self, base_id: str, method: str, *args: Any) -> Any:
-        """The answer of the base's worker to ``method`` (writes at the workers, the
-        base up there); else None, the copy here brought up to date for the caller to
-        read, as ``forward`` brings it while the base is down (the caller holds
-        ``control``, which a recovery takes: never waited for here)."""
+        """The answer of the base's worker to ``method`` (writes at the workers), once
+        the base is up (``base_down`` waits for its restore); None with writes at the
+        controller (the copy here is the table)."""
         if not self.at_workers:
             return None
-        with self.lock:
-            up = base_id in self.up
-            w = self.workers.get(self.placement.get(base_id, ""))
-        if up and w is not None and w.alive:
-            try:
-                return self.ask(w, method, base_id, *args)
-            except WorkerLost:
-                with self.lock:
-                    w = self.workers.get(self.placement.get(base_id, ""))
-        if w is None or not w.alive:
-            self.complete_history(base_id)
-        self.apply_copies()
-        return None
+        while True:
+            with self.lock:
+                up = base_id in self.up
+                w = self.workers.get(self.placement.get(base_id, ""))
+            if up and w is not None and w.alive:
+                try:
+                    return self.ask(w, method, base_id, *args)
+                except WorkerLost:
+                    pass
+            elif base_id not in self.placement:
+                raise Error(f"node {base_id} is gone (its table was dropped)")
+            self.base_down(base_id)
 
     def pause_writes(self) -> list[WorkerHandle]:
         """Hold clients' writes at the workers (writes at the workers) for a catalog

@@ -18,3 +18,13 @@ class NodeDown(OperationalError):
 
     Raised on a worker; it crosses the wire by name, and the controller raises
     ``WorkerLost`` for it."""
+
+
+class BaseDown(WorkerLost):
+    """A write or a table read made at the controller reached a base that is down (its
+    worker lost, not yet restored) while its caller holds a pause of the writes
+    (``ClusterRuntime.hold``: a SQL statement, a catalog change), which it must not
+    keep while waiting: the statement is undone and run again once the recovery is
+    done (``Server._catalog_change``), as for any worker lost under it. Outside a
+    pause the caller waits instead, the server's lock released meanwhile
+    (``ClusterRuntime.base_down``)."""

@@ -190,6 +190,23 @@ class _CopyingLock:
         self._depth -= 1
         self._lock.release()
 
+    def released_until(self, done: Callable[[], bool], timeout: float) -> None:
+        """This thread's holding (at every depth) let go until ``done()`` is true or
+        ``timeout`` seconds have passed, then taken again as it was (no copies
+        brought up to date): for a caller that waits for a recovery, which takes
+        this lock (``ClusterRuntime.base_down``). ``done`` is polled."""
+        depth, self._depth = self._depth, 0
+        held = threading.Condition(self._lock)      # (its wait lets go of every depth)
+        deadline = time.monotonic() + timeout
+        try:
+            while not done():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                held.wait(min(left, 0.05))
+        finally:
+            self._depth = depth
+
     def __enter__(self) -> bool:
         return self.acquire()
 

@@ -8,11 +8,12 @@ A batch made at the controller has its rows checked one by one (types, NOT NULL:
 with ``Base.prepare``, exactly as the embedded engine does, so a batch is taken whole
 or refused whole by the same code; it changes no state.
 
-Invariant: at any instant one copy of a base's rows validates its writes: its worker's
-while the base is up there, the controller's (equal to the history, which holds every
-write the base took) while it is down, under the controller's lock, which a recovery
-holds too, so no write lands between a restore's reading of the history and the base
-being up again.
+Invariant: one copy of a base's rows validates its writes, its worker's. While the
+base is down (its worker lost, its restore not done) a write made at the controller
+waits for the restore (``ClusterRuntime.base_down``: the controller's lock, which a
+recovery takes, let go meanwhile; under a pause of the writes the statement is undone
+and run again after the recovery) and is validated by the restored base, so no copy
+of the table at the controller validates or answers a read.
 
 The base's log (``serve --writes worker`` with two or more live workers): its owner
 keeps a ``WriteHistory`` of the base (``history_from``) and sends each accepted group

@@ -42,6 +42,7 @@ from noria_py.ops.base import Base
 from noria_py.remote import RemoteDatabase
 from noria_py.runtime.cluster import controller
 from noria_py.runtime.cluster.controller import CHANNELS, ClusterRuntime
+from noria_py.runtime.cluster.errors import WorkerLost
 from noria_py.runtime.cluster.launch import Cluster
 from noria_py.runtime.cluster.restart import ClusterState
 from noria_py.runtime.cluster.server import Server
@@ -710,8 +711,8 @@ def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_pat
     neither disk has not landed (its client sends it again). So too when a live
     worker was named the next replica but its owner was lost before sending it the
     log: it has none (``log_since`` answers None), and the disks have it. A write
-    made at the controller (``forward``) whose worker was lost is likewise not
-    applied again once the disks' tail holds its tag."""
+    made at the controller (``forward``) whose worker was lost before it answered is
+    likewise done, not sent again, once the disks' tail holds its tag."""
     schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
     op = Base(schema)
     rt = ClusterRuntime(Graph(), writes="worker", channels="direct")
@@ -743,13 +744,19 @@ def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_pat
         assert [b.rows for b in rt.durable["b1"].batches] == [[(i,)] for i in range(1, 6)]
         assert all(rt.has_landed("b1", t) for t in (101, 102, 104, 105))
         assert not rt.has_landed("b1", 106) and list(rt.landed["b1"]).count(101) == 1
-        # a write made here (SQL) and forwarded, its worker lost: sent again only if
-        # not on a disk (write 5, tagged 105, is: the history is as it was)
-        rt.placement["b1"], rt.replicas["b1"] = "w1", None
-        rt.graph.nodes["b1"] = types.SimpleNamespace(op=op)     # (the copy here)
+        # a write made here (SQL) and forwarded, its worker lost before it answered:
+        # sent again only if not on a disk (write 5, tagged 105, is: done)
+        rt.placement["b1"], rt.replicas["b1"] = "w3", None
+        rt.up.add("b1")
         monkeypatch.setattr(controller.secrets, "randbits", lambda bits: 105)
+        sent = []
+
+        def lost(w, what, *args):
+            sent.append(what)
+            raise WorkerLost("w3 was lost")
+        monkeypatch.setattr(rt, "request", lost)
         rt.forward("b1", writes[4][0])
-        assert len(rt.durable["b1"].batches) == 5
+        assert sent == ["cwrite"] and len(rt.durable["b1"].batches) == 5
     finally:
         rt.closed = True
 
@@ -1387,6 +1394,52 @@ def test_the_copying_lock_says_whether_this_thread_holds_it_and_plain_skips_the_
     assert applied == [1, 1, 10]
 
 
+def test_a_caller_waiting_for_a_down_base_lets_the_lock_go_or_is_told_to_start_over(
+        monkeypatch):
+    """``ClusterRuntime.base_down`` (a write or a table read made at the controller
+    while its base is down): it waits for the base to be up with the server's lock
+    let go at every depth (``_CopyingLock.released_until``: another thread, as the
+    recovery would, takes the lock meanwhile, and brings the copies up to date as
+    the outermost taker; the waiter holds it again as before, at its depth), for at
+    most ``BASE_DOWN_TIMEOUT`` (then ``RecoveryError`` naming the table); under a
+    pause of the writes (``hold``) it raises ``BaseDown`` (its statement is run
+    again after the recovery: a ``WorkerLost``), and on the recovery's own thread
+    ``RecoveryError``."""
+    from noria_py.runtime.cluster.errors import BaseDown
+    from noria_py.runtime.cluster.server import _CopyingLock
+    applied: list[int] = []
+    lock = _CopyingLock(lambda: applied.append(1))
+    schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
+    rt = ClusterRuntime(Graph(), writes="worker", channels="direct")
+    try:
+        rt.graph.nodes["b1"] = types.SimpleNamespace(op=Base(schema))
+        rt.placement["b1"] = "w1"
+        rt.control = cast("threading.RLock", lock)
+
+        def recovery() -> None:
+            with lock:                  # (as ``_recover_workers`` takes it)
+                with rt.lock:
+                    rt.up.add("b1")
+        with lock, lock:
+            threading.Timer(0.1, recovery).start()
+            rt.base_down("b1")
+            assert lock._is_owned() and lock._depth == 2 and applied == [1, 1]
+        assert not lock._is_owned()
+        rt.up.discard("b1")
+        monkeypatch.setattr(controller, "BASE_DOWN_TIMEOUT", 0.1)
+        with lock, pytest.raises(RecoveryError, match="table 't' has been down"):
+            rt.base_down("b1")
+        rt.hold_depth = 1
+        with lock, pytest.raises(BaseDown) as lost:
+            rt.base_down("b1")
+        assert isinstance(lost.value, WorkerLost) and "'t'" in str(lost.value)
+        rt.hold_depth, rt.recovery_thread = 0, threading.get_ident()
+        with lock, pytest.raises(RecoveryError, match="during a recovery"):
+            rt.base_down("b1")
+    finally:
+        rt.closed = True
+
+
 def test_no_replica_is_named_while_a_recovery_is_under_way():
     """``choose_replicas`` called by a worker joining or a catalog change (``recovering``
     None) while a recovery is under way leaves a base that has no replica without one
@@ -1548,14 +1601,51 @@ def test_a_lineage_rebuild_fills_from_the_rows_at_the_bases_worker(monkeypatch):
         server.close()
 
 
-def test_a_bases_output_for_a_childs_recovery_comes_from_its_workers_log(monkeypatch):
-    """With ``--writes worker`` a recovering child that asks its base parent's output up
-    to a time (``output_info``: no checkpoint here, so ``treeclock.output_through``)
-    is answered by the base's worker from the base's log (``Worker.req_output_info``),
-    never from the controller's history (made to fail here): the recovery is tree
-    clocks', and the count goes on from a state that holds every write once."""
+
+def _calls_at_once(calls: dict) -> dict:
+    """Each of ``calls`` run in a thread of its own, all at once: by name, what each
+    returned (or raised) and when it did (``time.monotonic``)."""
+    got: dict = {}
+
+    def call(name: str) -> None:
+        try:
+            got[name] = (calls[name](), time.monotonic())
+        except BaseException as e:      # (the caller's asserts report it)
+            got[name] = (e, 0.0)
+    threads = [threading.Thread(target=call, args=(n,)) for n in calls]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    return got
+
+
+@pytest.mark.slow
+def test_the_controllers_copy_and_history_are_not_read_for_a_recovery_or_a_down_base(
+        monkeypatch):
+    """With ``--writes worker``, the controller's copy of a table (never brought up to
+    date here: ``apply_copies`` does nothing) and its history (``state_at`` fails
+    here) are read neither by a recovery nor by the calls made while a base is down.
+    First the count's worker is SIGKILLed: the count, with no checkpoint, asks its
+    base parent's output up to a time (``output_info``, ``treeclock.output_through``),
+    which the base's worker answers from the base's log (``Worker.req_output_info``);
+    the recovery is tree clocks', and the count goes on from a state that holds every
+    write once. Then the base's worker is SIGKILLed, its recovery held back half a
+    second before it takes the server's lock: a write made at the controller (a table
+    handle's ``delete``: ``forward``; a SQL DELETE, under a pause of the writes:
+    undone and run again) and a table read there (``len``: ``_at_base``) meanwhile
+    wait for the restore, the server's lock let go, and are then the base's
+    worker's."""
+    monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
     monkeypatch.setattr(WriteHistory, "state_at", lambda self, t: pytest.fail(
         "the controller's history was read"))
+    recover, restored, hold = ClusterRuntime._recover_workers, [], []
+
+    def held_recovery(self, *args):
+        time.sleep(0.5 if hold else 0.0)    # (before it takes the server's lock)
+        recover(self, *args)
+        restored.append(time.monotonic())
+    monkeypatch.setattr(ClusterRuntime, "_recover_workers", held_recovery)
     server = Server(port=0, workers=2, shards=1, writes="worker", checkpoints=False)
     try:
         db, base, count = _counted_votes(server)
@@ -1571,6 +1661,20 @@ def test_a_bases_output_for_a_childs_recovery_comes_from_its_workers_log(monkeyp
         vote.insert([(a, 100) for a in range(3)])     # (each count moves on from its state)
         db.wait()
         assert sorted(db.view("c").all()) == [(0, 22), (1, 21), (2, 21)]
+
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        hold.append(True)
+        db.fail(base["id"])
+        got = _calls_at_once({
+            "delete": lambda: vote.delete([(0, 0)]),
+            "sql": lambda: db.execute("DELETE FROM vote WHERE u = 1").rowcount,
+            "len": lambda: len(vote)})
+        assert len(restored) == 2 and all(at >= restored[1] for _, at in got.values()), got
+        assert got["delete"][0] is None and got["sql"][0] == 1, got
+        assert got["len"][0] in (62, 63, 64), got
+        db.wait()
+        assert len(vote) == 62
+        assert sorted(db.view("c").all()) == [(0, 20), (1, 21), (2, 21)]
         db.close()
     finally:
         server.stopped.set()
