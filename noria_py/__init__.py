@@ -48,6 +48,7 @@ from .errors import (
     SqlError,
     StorageError,
     SubscriptionError,
+    TableLost,
     TypeMismatchError,
     UnknownColumnError,
     UnknownNodeError,
@@ -66,6 +67,7 @@ __all__ = [
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
     "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "SubscriptionError", "ConnectError",
+    "TableLost",
     "DependentViewsError", "DivisionByZeroError", "ArgumentError", "RegimeError",
     "Change", "Subscription",
     # DB-API 2.0 (PEP 249): noria_py/dbapi.py

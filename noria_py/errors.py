@@ -71,6 +71,13 @@ class RecoveryError(OperationalError):
     """A recovery cannot be carried out as asked (the message says what to do instead)."""
 
 
+class TableLost(OperationalError):
+    """A table of a cluster lost its acknowledged writes: the worker holding its base and
+    the worker holding its log replica were lost together, with no data directory
+    (``noria-py serve --data-dir``) to read its log from. Its reads and writes, and the
+    reads of the views over it, raise this until it is dropped; never a shorter table."""
+
+
 class ClosedError(InterfaceError):
     """The database handle was closed."""
 

@@ -67,7 +67,7 @@ from treeclock import TreeClocks
 
 from ... import tuning
 from ...batch import Batch
-from ...errors import ArgumentError, Error, OperationalError, RecoveryError
+from ...errors import ArgumentError, Error, OperationalError, RecoveryError, TableLost
 from ...errors import named as named_error
 from ...graph import Graph, Node
 from ...memory import node_bytes
@@ -278,6 +278,15 @@ class ClusterRuntime(Runtime):
         #: ``complete_history`` reads when no live replica has the log
         self.disk: Path | None = None
         self.lost_logs: dict[str, list[Path]] = {}
+        #: (writes at the workers) the bases whose history here holds every write their
+        #: owner acknowledged (made here, restored, or since its owner's ``hall``; until
+        #: its ``hlag``): the one log left when their owner is lost and no replica or
+        #: disk has theirs (``complete_history``)
+        self.whole: set[str] = set()
+        #: (writes at the workers) the nodes of tables whose log was lost (owner and
+        #: replica lost together, no ``--data-dir``: ``_lose_tables``), the base's and
+        #: every node over it, and what their reads and writes raise (``TableLost``)
+        self.lost_tables: dict[str, str] = {}
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -665,6 +674,8 @@ class ClusterRuntime(Runtime):
                     pass
                 elif op in ("hist", "hcopy"):
                     self._accepted(w, f)
+                elif op in ("hall", "hlag"):
+                    self._history_whole(w, f)
                 elif op in ("ck", "ck_keep", "ck_drop"):
                     self._checkpoint_frame(f)
                 elif op == "pt" and self.lines is not None:
@@ -717,6 +728,21 @@ class ClusterRuntime(Runtime):
         if f[0] == "hist":
             w.put(["durable", base, len(batches)])
 
+    def _history_whole(self, w: WorkerHandle, f: Frame) -> None:
+        """``["hall", base]``: the history here holds every write the base's owner ``w``
+        acknowledged so far (it was told the base has no replica, and sent its copies
+        first), and will (each later one comes as ``hist``); ``["hlag", base]``: from
+        now on it acknowledges writes only its replica holds besides itself."""
+        if not self.at_workers or len(f) != 2:
+            raise wire.ProtocolError(f"an unexpected {f[0]!r} frame from worker {w.name}")
+        with self.lock:
+            if not w.alive or self.placement.get(f[1]) != w.name:
+                return          # (declared lost, or the base moved: restored since)
+            if f[0] == "hall":
+                self.whole.add(f[1])
+            else:
+                self.whole.discard(f[1])
+
     def _took(self, base: str, batches: list[Batch], tags: Any, known_some: bool = False) -> None:
         """The base's history and the table's copy here take ``batches``, and its
         landed tags ``tags`` (``known_some``: those not there yet). Called under
@@ -758,7 +784,7 @@ class ClusterRuntime(Runtime):
                 recovering = self.recovering > 0
             for base in list(self.durable):
                 owner = self.workers.get(self.placement.get(base, ""))
-                if owner is None or not owner.alive:
+                if owner is None or not owner.alive or base in self.lost_tables:
                     continue                # (named once it is restored)
                 children = {self.placement.get(c) for c in self.graph[base].children}
                 best = self._other_worker(owner, children)
@@ -815,12 +841,16 @@ class ClusterRuntime(Runtime):
                 self.holders[w.name] = name
                 w.put(["ck_holder", name])
 
-    def complete_history(self, base: str) -> None:
+    def complete_history(self, base: str) -> bool:
         """A lost owner's base: its history here takes the writes after its end from
         the base's log replica (acknowledged, not yet sent here: ``writes.py``), and
         their tags, before the base is restored from it; with no live replica, or one
         named that never got the log (its owner lost first), from the logs its lost
-        workers left on disk (``--data-dir``: ``disk_tail``)."""
+        workers left on disk (``--data-dir``: ``disk_tail``). Whether the history then
+        holds every write the owner acknowledged: it did already (``whole``), or a
+        replica's or a disk's tail completed it; False (no log of the base's is left:
+        its owner and replica lost together, no ``--data-dir``) is a lost table
+        (``_lose_tables``), never a shorter one."""
         with self.lock:
             r = self.workers.get(self.replicas.get(base) or "")
         n = len(self.durable[base])
@@ -837,11 +867,12 @@ class ClusterRuntime(Runtime):
                 if batches:
                     log.info("base %s: %d write(s) from its replica %s", base,
                              len(batches), r.name)
-                return
+                return True
         with self.lock:
             lost = list(dict.fromkeys(self.lost_logs.get(base, ())))
+            whole = base in self.whole
         if not lost:
-            return                          # (no replica: the history here is the log)
+            return whole                    # (no replica: the history here is the log)
         tail = disk_tail(lost, base, n)
         if tail and tail[0]:
             batches, tags = tail
@@ -849,6 +880,7 @@ class ClusterRuntime(Runtime):
                 self._took(base, batches, tags, known_some=True)
             log.warning("base %s: %d write(s) from the log on disk of its lost worker(s) "
                         "%s", base, len(batches), ", ".join(d.parent.name for d in lost))
+        return whole or tail is not None
 
     def drop_lost_logs(self, base: str) -> None:
         """The logs on disk of the base's lost workers, once no longer its log: the base
@@ -949,6 +981,10 @@ class ClusterRuntime(Runtime):
         caller undoes and runs again after the recovery (``Server._catalog_change``);
         on the recovery's own thread ``RecoveryError`` (it restores the bases first)."""
         table = cast("Base", self.graph[base_id].op).schema.name
+        with self.lock:
+            lost = self.lost_tables.get(base_id)
+        if lost is not None:
+            raise TableLost(lost)
         if threading.get_ident() == self.recovery_thread:
             raise RecoveryError(f"table {table!r}: its base is down during a recovery")
         if self.hold_depth:
@@ -956,12 +992,17 @@ class ClusterRuntime(Runtime):
 
         def back() -> bool:
             with self.lock:
-                return base_id in self.up or base_id not in self.placement
+                return (base_id in self.up or base_id not in self.placement
+                        or base_id in self.lost_tables)
         release = getattr(self.control, "released_until", None)
         if release is not None:
             release(back, BASE_DOWN_TIMEOUT)
         else:
             self.wait_up(base_id, BASE_DOWN_TIMEOUT)
+        with self.lock:
+            lost = self.lost_tables.get(base_id)
+        if lost is not None:
+            raise TableLost(lost)
         if not back():
             raise RecoveryError(f"table {table!r} has been down for over "
                                 f"{BASE_DOWN_TIMEOUT:.0f} s (its worker was lost)")
@@ -1003,7 +1044,9 @@ class ClusterRuntime(Runtime):
             return None
         while True:
             with self.lock:
-                up = base_id in self.up
+                # (restored, not yet released: a lineage rebuild on the recovery's
+                # thread reads it, its rows at its worker)
+                up = base_id in self.up or base_id in self.restored
                 w = self.workers.get(self.placement.get(base_id, ""))
             if up and w is not None and w.alive:
                 try:
@@ -1272,6 +1315,9 @@ class ClusterRuntime(Runtime):
     def worker_of(self, node_id: str) -> WorkerHandle:
         with self.lock:
             w = self.workers.get(self.placement.get(node_id, ""))
+            lost = self.lost_tables.get(node_id)
+        if lost is not None:
+            raise TableLost(lost)
         if w is None or not w.alive:
             raise WorkerLost(f"node {node_id} has no live worker")
         return w
@@ -1301,6 +1347,8 @@ class ClusterRuntime(Runtime):
             for n in node_ids:
                 if n not in self.placement:
                     raise Error(f"node {n} is gone (its view was dropped)")
+                if n in self.lost_tables:
+                    raise TableLost(self.lost_tables[n])
                 w = self.workers.get(self.placement[n])
                 if w is None or not w.alive or n not in self.up:
                     raise WorkerLost(f"node {n} is down until its recovery")
@@ -1323,6 +1371,7 @@ class ClusterRuntime(Runtime):
             self.up.add(node.id)
         if node.kind == "base":
             self.durable.setdefault(node.id, WriteHistory(cast("Base", node.op)))
+            self.whole.add(node.id)         # (no write yet)
         elif node.op.stateful:
             node.op = RemoteOp(self, node, node.op)
 
@@ -1379,6 +1428,9 @@ class ClusterRuntime(Runtime):
             self.held.pop(node_id, None)
         self.durable.pop(node_id, None)
         self.replicas.pop(node_id, None)
+        self.whole.discard(node_id)
+        with self.lock:
+            self.lost_tables.pop(node_id, None)
         self.ck_at.pop(node_id, None)
         self.drop_lost_logs(node_id)
         if self.store is not None:
@@ -1459,7 +1511,8 @@ class ClusterRuntime(Runtime):
             before = self.relayed
             with self.lock:
                 futs = [self.request(w, "ping") for w in self.workers.values() if w.alive]
-                down = [n for n in self.placement if n not in self.up]
+                down = [n for n in self.placement
+                    if n not in self.up and n not in self.lost_tables]
             if self.broken:
                 raise RecoveryError(self.broken)
             if down and threading.get_ident() != self.recovery_thread:
@@ -1475,7 +1528,8 @@ class ClusterRuntime(Runtime):
         with self.lock:
             futs = [(w.name, self.request(w, "counts")) for w in self.workers.values()
                     if w.alive]
-            down = [n for n in self.placement if n not in self.up]
+            down = [n for n in self.placement
+                    if n not in self.up and n not in self.lost_tables]
         if self.broken:
             raise RecoveryError(self.broken)
         if down and threading.get_ident() != self.recovery_thread:
@@ -1744,7 +1798,8 @@ class ClusterRuntime(Runtime):
         w = self.worker_of(node_id)
         n: int | None = None
         if self.at_workers:
-            self.complete_history(node_id)
+            if not self.complete_history(node_id):
+                raise RecoveryError(f"base {node_id}: no log of it is left")
             if self.replicas.get(node_id) == w.name:
                 n = self.ask(w, "promote_base", node_id, seen, low,
                              len(self.durable[node_id]))
@@ -1759,6 +1814,7 @@ class ClusterRuntime(Runtime):
         self.drop_lost_logs(node_id)        # (its new log is on its new worker's disk)
         with self.lock:
             self.restored.add(node_id)
+            self.whole.add(node_id)         # (its new log is the history, until ``hlag``)
         return n
 
     def parent_restarted(self, node_id: str, parent: str, log_from: int) -> None:
@@ -1839,7 +1895,8 @@ class ClusterRuntime(Runtime):
     def wait_up(self, node_id: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         with self.lock:
-            while node_id not in self.up and node_id in self.placement:
+            while node_id not in self.up and node_id in self.placement \
+                    and node_id not in self.lost_tables:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
@@ -1940,11 +1997,18 @@ class ClusterRuntime(Runtime):
         detected = lost_at - (lost.killed_at or lost_at)
         control = self.control or threading.RLock()
         with control:
+            with self.lock:                     # (lost for good: never recovered)
+                nodes = [n for n in nodes if n not in self.lost_tables]
+            if not nodes:
+                self.choose_replicas(recovering=False)
+                return
             # moved under the lock: until now, a request for these nodes finds their
             # worker gone (and waits), never an empty stand-in
             spare = self._place_on_spares(losses, nodes)
             down = set(nodes)
             order = [n for n in self.graph.topological() if n in down]
+            if self.at_workers:
+                order = self._lose_tables(order)
             log.info("recovering %s", order)
             reports = []
             leftover = []
@@ -2031,6 +2095,42 @@ class ClusterRuntime(Runtime):
         log.warning("recovered %d node(s) of worker(s) %s", len(order),
                     ", ".join(w.name for w in losses))
 
+    def _lose_tables(self, order: list[str]) -> list[str]:
+        """The lost nodes of ``order`` left to recover once the tables whose log is gone
+        are set aside (writes at the workers; recovery's lock held): a lost base whose
+        history cannot be completed (``complete_history`` False: its owner and its log
+        replica lost together, no ``--data-dir``) has lost acknowledged writes, so it
+        is not restored shorter; it and every node over it (views, shared nodes) are
+        down for good, those on live workers emptied (``_abandon``), and their reads
+        and writes raise ``TableLost`` (``lost_tables``) until they are dropped."""
+        gone = [n for n in order if n in self.durable and not self.complete_history(n)]
+        if not gone:
+            return order
+        over: dict[str, str] = {}
+        for base in gone:
+            table = cast("Base", self.graph[base].op).schema.name
+            why = (f"table {table!r} was lost: the workers holding its base and its log "
+                   "replica were lost together, and with them writes acknowledged to it; "
+                   "serve the cluster with --data-dir to survive that (drop the table "
+                   "and the views over it to make them again)")
+            stack = [base]
+            while stack:
+                n = stack.pop()
+                if n not in over:
+                    over[n] = why
+                    stack.extend(self.graph[n].children)
+        log.error("%s; nodes down for good: %s", next(iter(over.values())), sorted(over))
+        for n in over:
+            if n not in order and self.alive(n):
+                self._abandon(n)                # (emptied on its live worker)
+        with self.lock:
+            self.lost_tables.update(over)
+            self.changed.notify_all()
+        for n, why in over.items():
+            for listener in list(self.listeners.get(n, ())):
+                listener.lost(why)
+        return [n for n in order if n not in over]
+
     def _forget_checkpoints(self, nodes: list[str]) -> None:
         """The lost workers' checkpoints their holders kept, once their nodes are
         recovered (each checkpoints to its new worker's holder from then on)."""
@@ -2066,15 +2166,19 @@ class ClusterRuntime(Runtime):
         def here(nid: str) -> bool:
             return self.graph[nid].kind == "base" and not self.at_workers
         by_worker: dict[str, list[str]] = {}
+        with self.lock:
+            lost = set(self.lost_tables)
         for nid in node_ids:
+            if nid in lost:
+                continue
             if not here(nid):
                 by_worker.setdefault(self.worker_of(nid).name, []).append(nid)
         asked = [self.request(self.workers[w], "memory", ids) for w, ids in by_worker.items()]
         sizes: dict[str, int] = {}
         for fut in asked:
             sizes.update(fut.result(60))
-        return {nid: node_bytes(self.graph[nid].op) if here(nid) else int(sizes[nid])
-                for nid in node_ids}
+        return {nid: 0 if nid in lost else node_bytes(self.graph[nid].op) if here(nid)
+                else int(sizes[nid]) for nid in node_ids}
 
     def close(self) -> None:
         self.closed = True

@@ -41,7 +41,13 @@ Frames (lists; see ``wire.py`` for framing and authentication):
 - with ``--writes worker``, from the controller ``["replica", base, worker | None]``,
   ``["durable", base, n]``, ``["pause", id]``, ``["resume"]``, and to it ``["hist",
   base, batches, tags]`` (no replica: answered ``durable``) or ``["hcopy", ...]`` (the
-  writes the replica made durable, lazily: no answer)
+  writes the replica made durable, lazily: no answer), and ``["hall", base]`` (every
+  write acknowledged so far is in the controller's history: it is the log again,
+  sent when the base is told it has no replica) or ``["hlag", base]`` (from now on
+  writes are acknowledged that only the replica holds besides this worker: its fill
+  is done, or a group in flight went to it with its whole log), which tell the
+  controller whether a lost base whose replica has no log can be restored from its
+  history (``ClusterRuntime.complete_history``)
 - with ``serve --partial`` (``partial.py``): the catalog changes ``["partial", reader,
   memory limit, [[aggregate, key columns]], chain]`` (every worker marks the reader
   partial, and the aggregates held partial with it) and ``["full", reader,
@@ -1942,6 +1948,7 @@ class Worker:
                 self.committing_via[nid] = None
                 self._send_group(nid, None, [b for _, b, _, _ in group],
                                  [tag for _, _, _, tag in group])
+            self.send(["hall", nid])            # (after the copies and the group)
         else:
             log = self._log(nid)
             # (the table's batches as the log holds them: nothing joined on this thread)
@@ -1953,6 +1960,7 @@ class Worker:
                                               [tag for _, _, _, tag in resend]):
                     self.links.send(name, frame)
                 self.committing_via[nid] = name
+                self.send(["hlag", nid])        # (that group is acknowledged from there)
             else:
                 self.replica_of[nid] = None
                 self.filling[nid] = Filling(name, self.fills, parts=whole_log_frames(
@@ -2019,6 +2027,7 @@ class Worker:
                 if not filling.unanswered:  # (it has it all: the log's replica from now on)
                     del self.filling[nid]
                     self.replica_of[nid] = src
+                    self.send(["hlag", nid])    # (the controller's history lags from now)
             elif self.committing.get(nid) is not None and type(f[2]) is int and f[2]:
                 self.durable(nid, f[2], src)
             return

@@ -1440,6 +1440,65 @@ def test_a_caller_waiting_for_a_down_base_lets_the_lock_go_or_is_told_to_start_o
         rt.closed = True
 
 
+def test_a_base_whose_log_is_gone_is_a_lost_table_with_the_nodes_over_it(monkeypatch):
+    """Writes at the workers, no ``--data-dir``: a lost owner's base whose history here
+    cannot be completed (its log replica lost too, or alive with no log of it; no
+    disk) is not restored shorter: ``complete_history`` says so unless the history
+    holds every acknowledged write (``whole``: made here, or since its owner's
+    ``hall``; not since its ``hlag``), and the recovery sets it aside with every node
+    over it (``_lose_tables``): one on a live worker emptied there, each one's reads
+    and writes raising ``TableLost`` (``worker_of``, ``read_addresses``, ``forward``,
+    ``_at_base``), and a dropped one forgotten; another table's nodes are recovered
+    as before."""
+    schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
+    rt = ClusterRuntime(Graph(), writes="worker", channels="direct")
+
+    class _W:
+        def __init__(self, name: str, alive: bool) -> None:
+            self.name, self.alive, self.got = name, alive, []
+            self.read, self.pending = ("h", 1), {}
+
+        def put(self, frame) -> None:
+            self.got.append(frame)
+
+        def silent(self, now: float) -> float:
+            return 0.0
+    try:
+        rt.workers = {n: _W(n, n != "w2") for n in ("w1", "w2", "w3")}
+        nodes = {"b1": ["v1"], "v1": ["r1"], "r1": [], "b2": ["r2"], "r2": []}
+        for nid, children in nodes.items():
+            rt.graph.nodes[nid] = types.SimpleNamespace(op=Base(schema), children=children)
+        rt.placement = {"b1": "w3", "v1": "w1", "r1": "w3", "b2": "w3", "r2": "w1"}
+        rt.up = {"v1", "r2"}
+        for b in ("b1", "b2"):
+            rt.durable[b] = _log_of(Base(schema), 0, [], [[(1,)]])
+            rt.replicas[b] = "w2"                       # (lost with the owner)
+        assert rt.whole == set()                    # (made before: not by ``add``)
+        rt._history_whole(rt.workers["w3"], ["hall", "b2"])
+        rt._history_whole(rt.workers["w1"], ["hall", "b1"])     # (not its owner: ignored)
+        assert rt.whole == {"b2"}
+        assert not rt.complete_history("b1") and rt.complete_history("b2")
+        rt.replicas["b1"] = "w1"                    # (alive, with no log of it: None)
+        monkeypatch.setattr(rt, "ask", lambda w, what, *args: None)
+        assert not rt.complete_history("b1")
+        emptied = []
+        monkeypatch.setattr(rt, "_abandon", lambda n: emptied.append(n))
+        left = rt._lose_tables(["b1", "b2", "r1"])
+        assert left == ["b2"] and emptied == ["v1"]
+        assert set(rt.lost_tables) == {"b1", "v1", "r1"}
+        for call in (lambda: rt.worker_of("v1"), lambda: rt.read_addresses(["r2", "r1"]),
+                     lambda: rt.forward("b1", Batch.inserts([(2,)])),
+                     lambda: rt.table("b1")):
+            with pytest.raises(noria_py.TableLost, match="table 't' was lost"):
+                call()
+        rt._history_whole(rt.workers["w3"], ["hlag", "b2"])
+        assert rt.whole == set() and rt.read_addresses(["r2"]) == [("h", 1)]
+        rt.remove("r1")
+        assert set(rt.lost_tables) == {"b1", "v1"}
+    finally:
+        rt.closed = True
+
+
 def test_no_replica_is_named_while_a_recovery_is_under_way():
     """``choose_replicas`` called by a worker joining or a catalog change (``recovering``
     None) while a recovery is under way leaves a base that has no replica without one
@@ -1455,7 +1514,7 @@ def test_no_replica_is_named_while_a_recovery_is_under_way():
     owner, other = _W("w1"), _W("w2")
     rt.at_workers, rt.direct, rt.lock = True, True, threading.RLock()
     rt.to_holders = False
-    rt.durable, rt.replicas = {"b": None}, {"b": None}
+    rt.durable, rt.replicas, rt.lost_tables = {"b": None}, {"b": None}, {}
     rt.workers, rt.placement = {"w1": owner, "w2": other}, {"b": "w1"}
     rt.active, rt.spares = [owner, other], []
     rt.graph = {"b": types.SimpleNamespace(children=[])}
@@ -1679,3 +1738,52 @@ def test_the_controllers_copy_and_history_are_not_read_for_a_recovery_or_a_down_
     finally:
         server.stopped.set()
         server.close()
+
+
+@pytest.mark.slow
+def test_owner_and_replica_lost_together_without_a_data_dir_is_a_lost_table():
+    """``--writes worker``, no ``--data-dir``: the base of table ``a`` and its log
+    replica SIGKILLed together take writes acknowledged to it with them, so the table
+    is lost, never restored shorter from the controller's lagging copy: its reads and
+    writes, and the reads of its view, raise ``TableLost``, as a SQL statement over it
+    does; a table whose owner or replica lived (of ``b`` and ``c``, as placed) is
+    whole; once the lost table and its view are dropped they can be made again."""
+    with Cluster(workers=3, shards=1, extra=WORKER) as c:
+        db = noria_py.connect(c.url)
+        for t in "abc":
+            db.execute(f"CREATE TABLE {t} (k INT, v INT)")
+            db.execute(f"CREATE VIEW n_{t} AS SELECT k, COUNT(*) AS n FROM {t} "
+                       "WHERE k = ? GROUP BY k")
+        for i in range(20):
+            for t in "abc":
+                db.table(t).insert([(i % 4, j) for j in range(5)])
+        db.wait()
+        bases = dict(zip("abc", sorted((n for n in db.graph() if n["kind"] == "base"),
+                                       key=lambda n: int(n["id"].lstrip("n")))))
+        killed = {bases["a"]["pid"], bases["a"]["replica_pid"]}
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        lost = {t for t, n in bases.items() if {n["pid"], n["replica_pid"]} <= killed}
+        assert "a" in lost
+        with pytest.raises(noria_py.TableLost):
+            len(db.table("a"))              # (waits for the recovery to find it lost)
+        db.wait()
+        for t in "abc":
+            if t in lost:
+                for call in (lambda: db.table(t).insert([(0, 0)]), lambda: len(db.table(t)),
+                             lambda: db.view(f"n_{t}").lookup(0),
+                             lambda: db.execute(f"SELECT COUNT(*) FROM {t}"),
+                             lambda: db.execute(f"DELETE FROM {t} WHERE k = 1")):
+                    with pytest.raises(noria_py.TableLost, match=f"table '{t}' was lost"):
+                        call()
+            else:
+                assert len(db.table(t)) == 100
+                assert db.view(f"n_{t}").lookup(1) == [(1, 25)]
+        db.execute("DROP VIEW n_a")
+        db.execute("DROP TABLE a")
+        db.execute("CREATE TABLE a (k INT, v INT)")
+        db.execute("CREATE VIEW n_a AS SELECT k, COUNT(*) AS n FROM a WHERE k = ? GROUP BY k")
+        db.table("a").insert([(1, 1), (1, 2)])
+        db.wait()
+        assert db.view("n_a").lookup(1) == [(1, 2)] and len(db.table("a")) == 2
+        db.close()
