@@ -48,7 +48,7 @@ from .errors import (
     SqlError,
     StorageError,
     SubscriptionError,
-    TableLost,
+    TableLostError,
     TypeMismatchError,
     UnknownColumnError,
     UnknownNodeError,
@@ -67,7 +67,7 @@ __all__ = [
     "UnknownColumnError", "UnknownViewError", "UnknownNodeError", "AlreadyExistsError",
     "TypeMismatchError", "ArityError", "DuplicateKeyError", "RowNotFoundError",
     "RecoveryError", "ClosedError", "StorageError", "CorruptionError", "SubscriptionError", "ConnectError",
-    "TableLost",
+    "TableLostError",
     "DependentViewsError", "DivisionByZeroError", "ArgumentError", "RegimeError",
     "Change", "Subscription",
     # DB-API 2.0 (PEP 249): noria_py/dbapi.py

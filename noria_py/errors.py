@@ -71,7 +71,7 @@ class RecoveryError(OperationalError):
     """A recovery cannot be carried out as asked (the message says what to do instead)."""
 
 
-class TableLost(OperationalError):
+class TableLostError(OperationalError):
     """A table of a cluster lost its acknowledged writes: the worker holding its base and
     the worker holding its log replica were lost together, with no data directory
     (``noria-py serve --data-dir``) to read its log from. Its reads and writes, and the

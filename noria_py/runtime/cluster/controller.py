@@ -67,7 +67,7 @@ from treeclock import TreeClocks
 
 from ... import tuning
 from ...batch import Batch
-from ...errors import ArgumentError, Error, OperationalError, RecoveryError, TableLost
+from ...errors import ArgumentError, Error, OperationalError, RecoveryError, TableLostError
 from ...errors import named as named_error
 from ...graph import Graph, Node
 from ...memory import node_bytes
@@ -285,8 +285,11 @@ class ClusterRuntime(Runtime):
         self.whole: set[str] = set()
         #: (writes at the workers) the nodes of tables whose log was lost (owner and
         #: replica lost together, no ``--data-dir``: ``_lose_tables``), the base's and
-        #: every node over it, and what their reads and writes raise (``TableLost``)
+        #: every node over it, and what their reads and writes raise (``TableLostError``)
         self.lost_tables: dict[str, str] = {}
+        #: the lost bases whose history the recovery under way completed already
+        #: (``_lose_tables``; ``restore_base`` does not read their logs again)
+        self.completed: set[str] = set()
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -984,7 +987,7 @@ class ClusterRuntime(Runtime):
         with self.lock:
             lost = self.lost_tables.get(base_id)
         if lost is not None:
-            raise TableLost(lost)
+            raise TableLostError(lost)
         if threading.get_ident() == self.recovery_thread:
             raise RecoveryError(f"table {table!r}: its base is down during a recovery")
         if self.hold_depth:
@@ -1002,7 +1005,7 @@ class ClusterRuntime(Runtime):
         with self.lock:
             lost = self.lost_tables.get(base_id)
         if lost is not None:
-            raise TableLost(lost)
+            raise TableLostError(lost)
         if not back():
             raise RecoveryError(f"table {table!r} has been down for over "
                                 f"{BASE_DOWN_TIMEOUT:.0f} s (its worker was lost)")
@@ -1317,7 +1320,7 @@ class ClusterRuntime(Runtime):
             w = self.workers.get(self.placement.get(node_id, ""))
             lost = self.lost_tables.get(node_id)
         if lost is not None:
-            raise TableLost(lost)
+            raise TableLostError(lost)
         if w is None or not w.alive:
             raise WorkerLost(f"node {node_id} has no live worker")
         return w
@@ -1348,7 +1351,7 @@ class ClusterRuntime(Runtime):
                 if n not in self.placement:
                     raise Error(f"node {n} is gone (its view was dropped)")
                 if n in self.lost_tables:
-                    raise TableLost(self.lost_tables[n])
+                    raise TableLostError(self.lost_tables[n])
                 w = self.workers.get(self.placement[n])
                 if w is None or not w.alive or n not in self.up:
                     raise WorkerLost(f"node {n} is down until its recovery")
@@ -1798,8 +1801,9 @@ class ClusterRuntime(Runtime):
         w = self.worker_of(node_id)
         n: int | None = None
         if self.at_workers:
-            if not self.complete_history(node_id):
+            if node_id not in self.completed and not self.complete_history(node_id):
                 raise RecoveryError(f"base {node_id}: no log of it is left")
+            self.completed.discard(node_id)
             if self.replicas.get(node_id) == w.name:
                 n = self.ask(w, "promote_base", node_id, seen, low,
                              len(self.durable[node_id]))
@@ -1992,6 +1996,12 @@ class ClusterRuntime(Runtime):
         return r.name if r is not None and r.alive and r in self.active else None
 
     def _recover_workers(self, losses: list[WorkerHandle], nodes: list[str]) -> None:
+        try:
+            self._recover_set(losses, nodes)
+        finally:
+            self.completed.clear()      # (a restore outside a recovery completes anew)
+
+    def _recover_set(self, losses: list[WorkerHandle], nodes: list[str]) -> None:
         lost = losses[0]
         lost_at = cast(float, lost.lost_at)       # set when it was declared lost
         detected = lost_at - (lost.killed_at or lost_at)
@@ -2102,8 +2112,10 @@ class ClusterRuntime(Runtime):
         replica lost together, no ``--data-dir``) has lost acknowledged writes, so it
         is not restored shorter; it and every node over it (views, shared nodes) are
         down for good, those on live workers emptied (``_abandon``), and their reads
-        and writes raise ``TableLost`` (``lost_tables``) until they are dropped."""
-        gone = [n for n in order if n in self.durable and not self.complete_history(n)]
+        and writes raise ``TableLostError`` (``lost_tables``) until they are dropped."""
+        bases = [n for n in order if n in self.durable]
+        gone = [n for n in bases if not self.complete_history(n)]
+        self.completed.update(n for n in bases if n not in gone)
         if not gone:
             return order
         over: dict[str, str] = {}

@@ -81,7 +81,7 @@ def _logs_on_disk(extra: tuple[str, ...], channels: str | None, victims: int,
                   where: str) -> tuple[str, ...]:
     """``extra`` with ``--data-dir where`` when several workers are killed together and
     the server takes the writes at the workers (``writes.choose``): a table whose
-    base's owner and log replica die together is otherwise lost (``TableLost``:
+    base's owner and log replica die together is otherwise lost (``TableLostError``:
     test_writes.py), which a differential against DuckDB does not expect."""
     asked = dict(zip(extra[::2], extra[1::2]))
     if victims < 2 or "--data-dir" in asked:

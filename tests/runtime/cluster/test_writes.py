@@ -1447,7 +1447,7 @@ def test_a_base_whose_log_is_gone_is_a_lost_table_with_the_nodes_over_it(monkeyp
     holds every acknowledged write (``whole``: made here, or since its owner's
     ``hall``; not since its ``hlag``), and the recovery sets it aside with every node
     over it (``_lose_tables``): one on a live worker emptied there, each one's reads
-    and writes raising ``TableLost`` (``worker_of``, ``read_addresses``, ``forward``,
+    and writes raising ``TableLostError`` (``worker_of``, ``read_addresses``, ``forward``,
     ``_at_base``), and a dropped one forgotten; another table's nodes are recovered
     as before."""
     schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
@@ -1489,7 +1489,7 @@ def test_a_base_whose_log_is_gone_is_a_lost_table_with_the_nodes_over_it(monkeyp
         for call in (lambda: rt.worker_of("v1"), lambda: rt.read_addresses(["r2", "r1"]),
                      lambda: rt.forward("b1", Batch.inserts([(2,)])),
                      lambda: rt.table("b1")):
-            with pytest.raises(noria_py.TableLost, match="table 't' was lost"):
+            with pytest.raises(noria_py.TableLostError, match="table 't' was lost"):
                 call()
         rt._history_whole(rt.workers["w3"], ["hlag", "b2"])
         assert rt.whole == set() and rt.read_addresses(["r2"]) == [("h", 1)]
@@ -1745,7 +1745,7 @@ def test_owner_and_replica_lost_together_without_a_data_dir_is_a_lost_table():
     """``--writes worker``, no ``--data-dir``: the base of table ``a`` and its log
     replica SIGKILLed together take writes acknowledged to it with them, so the table
     is lost, never restored shorter from the controller's lagging copy: its reads and
-    writes, and the reads of its view, raise ``TableLost``, as a SQL statement over it
+    writes, and the reads of its view, raise ``TableLostError``, as a SQL statement over it
     does; a table whose owner or replica lived (of ``b`` and ``c``, as placed) is
     whole; once the lost table and its view are dropped they can be made again."""
     with Cluster(workers=3, shards=1, extra=WORKER) as c:
@@ -1765,7 +1765,7 @@ def test_owner_and_replica_lost_together_without_a_data_dir_is_a_lost_table():
             os.kill(pid, signal.SIGKILL)
         lost = {t for t, n in bases.items() if {n["pid"], n["replica_pid"]} <= killed}
         assert "a" in lost
-        with pytest.raises(noria_py.TableLost):
+        with pytest.raises(noria_py.TableLostError):
             len(db.table("a"))              # (waits for the recovery to find it lost)
         db.wait()
         for t in "abc":
@@ -1774,7 +1774,7 @@ def test_owner_and_replica_lost_together_without_a_data_dir_is_a_lost_table():
                              lambda: db.view(f"n_{t}").lookup(0),
                              lambda: db.execute(f"SELECT COUNT(*) FROM {t}"),
                              lambda: db.execute(f"DELETE FROM {t} WHERE k = 1")):
-                    with pytest.raises(noria_py.TableLost, match=f"table '{t}' was lost"):
+                    with pytest.raises(noria_py.TableLostError, match=f"table '{t}' was lost"):
                         call()
             else:
                 assert len(db.table(t)) == 100
