@@ -958,9 +958,9 @@ class ClusterRuntime(Runtime):
                 w = self.workers.get(self.placement[base_id])
             if not up or w is None or not w.alive:
                 self.base_down(base_id)
-                if sent and self.has_landed(base_id, tag):
-                    return              # (on a lost worker's disk: the restore took it)
                 continue
+            if sent and self.has_landed(base_id, tag):
+                return                  # (on a lost worker's disk: its restore took it)
             try:
                 said = self.request(w, "cwrite", base_id, encoded, tag).result(300.0)
             except WorkerLost:
