@@ -8,11 +8,14 @@ place of ``EmbeddedRuntime``. It keeps:
 - each base table's rows (to validate writes, as the embedded base does) and its write
   history, which is the durable log a lost base recovers from: a write is
   acknowledged once it is in that history (and in the WAL with ``data_dir``), so an
-  acknowledged write survives any worker; with ``writes="worker"`` and another live
-  worker, the base's log replica there is the durable log instead (``writes.py``):
-  the history takes the writes lazily, and is completed from the replica before a
-  lost base is restored from it (or, with ``--data-dir``, from the logs the lost
-  owner and replica left on disk: ``writes.DiskLogs``);
+  acknowledged write survives any worker; with ``writes="worker"``, no rows (the
+  base's worker validates and is asked for them: ``forward``, ``_at_base``; while
+  the base is down they wait for it, ``base_down``) and, with another live worker,
+  the base's log replica there is the durable log instead (``writes.py``): the
+  history takes the writes lazily, and is completed from the replica before a lost
+  base is restored from it (or, with ``--data-dir``, from the logs the lost owner
+  and replica left on disk: ``writes.DiskLogs``); none of it left (owner and replica
+  lost together), the table is lost (``_lose_tables``: ``TableLostError``);
 - with ``channels="relay"``, the routing of messages between workers (a star:
   worker-to-worker traffic goes through here, which keeps every edge FIFO and lets a
   failed node's inbound messages be held until it is back); with ``"direct"``, none:
@@ -142,6 +145,20 @@ def _among(counts: dict[str, int], live: dict[str, Any]) -> dict[str, int]:
     return {w: n for w, n in counts.items() if w in live and n}
 
 
+def _released_until(lock: threading.RLock, done: Callable[[], bool], timeout: float) -> None:
+    """``lock``, which this thread holds, let go at every depth until ``done()`` is true
+    or ``timeout`` seconds have passed, then held again as it was (a ``Condition``'s
+    wait; ``done`` is polled): for a caller that waits for what a thread needing that
+    lock does (``ClusterRuntime.base_down``: a recovery)."""
+    held = threading.Condition(lock)
+    deadline = time.monotonic() + timeout
+    while not done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        held.wait(min(left, 0.05))
+
+
 def _answered(answers: list[tuple[WorkerHandle, Future[Any]]], doing: str) -> None:
     """Wait for each worker's answer; a lost worker's is not needed (the caller says why),
     and one that does not come within ``WAIT_TIMEOUT`` (a stopped worker, not yet
@@ -254,9 +271,6 @@ class ClusterRuntime(Runtime):
         #: accepted batches come here (``hist``) before they are acknowledged
         self.writes = writes
         self.at_workers = writes == "worker"
-        #: (writes at the workers) batches in the history whose copy in the table here
-        #: is not applied yet: ``apply_copies`` applies them under the database's lock
-        self.copies: list[tuple[str, Batch]] = []
         #: (writes at the workers) every write the bases' histories took: a
         #: subscription's progress (``Runtime.taken_writes``); and how deep ``hold`` is
         #: (the workers' writes paused at the first, resumed at its end)
@@ -357,10 +371,6 @@ class ClusterRuntime(Runtime):
         #: the partial-state manager (``partial_manager``; None without ``--partial``)
         self.partial: ClusterPartial | None = None
         self.control: threading.RLock | None = None    # the Database's lock, set by the server
-        #: the same lock taken without bringing the table copies here up to date first
-        #: (``--writes worker``; server.py's ``_CopyingLock.plain``): an upquery's
-        #: (its base's rows are computed at the base's worker), set by the server
-        self.control_plain: threading.RLock | None = None
         #: subscriptions' listeners per reader node shard (noria_py/subscribe.py): while
         #: there is one, its worker keeps what the reader applies for ``publish``
         self.listeners: dict[str, list[Any]] = {}
@@ -713,8 +723,9 @@ class ClusterRuntime(Runtime):
         (writes at the workers), in its order: into the base's history, then
         ``["durable", base, n]`` back, after which the worker passes them on and
         acknowledges them. ``hcopy``: the same, made durable at the base's log replica
-        already (no answer). The copy of the table here takes them later
-        (``apply_copies``)."""
+        already (no answer). The base's operator here (the table's copy with writes at
+        the controller) never takes them: no reader of a table reads it in this mode
+        (``forward``, ``_at_base``)."""
         if not self.at_workers or len(f) != 4 or not isinstance(f[2], (list, tuple)) \
                 or not isinstance(f[3], (list, tuple)) or len(f[3]) != len(f[2]):
             raise wire.ProtocolError(f"an unexpected 'hist' frame from worker {w.name}")
@@ -747,13 +758,11 @@ class ClusterRuntime(Runtime):
                 self.whole.discard(f[1])
 
     def _took(self, base: str, batches: list[Batch], tags: Any, known_some: bool = False) -> None:
-        """The base's history and the table's copy here take ``batches``, and its
-        landed tags ``tags`` (``known_some``: those not there yet). Called under
-        ``lock``."""
+        """The base's history here takes ``batches``, and its landed tags ``tags``
+        (``known_some``: those not there yet). Called under ``lock``."""
         history = self.durable[base]
         for b in batches:
             history.append(b)
-            self.copies.append((base, b))
         self.taken_writes += len(batches)
         known = self.landed.get(base)
         if known is None:
@@ -913,31 +922,6 @@ class ClusterRuntime(Runtime):
         with self.lock:
             return tag in self.landed.get(base_id, ())
 
-    def apply_copies(self) -> None:
-        """The table copies here take the writes the workers accepted so far, in order
-        (under the database's lock: the server's lock calls this on each entry). With
-        log replicas, each worker is asked first for the writes it acknowledged and
-        has not sent here yet (``copy_out``: answered after them)."""
-        if any(r is not None for r in self.replicas.values()):
-            with self.lock:
-                ws = [w for w in self.workers.values() if w.alive]
-            futs = []
-            for w in ws:
-                try:
-                    futs.append((w, self.request(w, "copy_out")))
-                except WorkerLost:
-                    pass
-            # (a lost worker's writes: its replica's, for the recovery)
-            _answered(futs, "send the writes it acknowledged")
-        if not self.copies:
-            return
-        with self.lock:
-            copies, self.copies = self.copies, []
-        for base, b in copies:
-            node = self.graph.nodes.get(base)
-            if node is not None:
-                node.op.process(0, b)
-
     def forward(self, base_id: str, batch: Batch) -> None:
         """A write made here (SQL, or a table handle at the controller), its rows checked
         one by one (types, NOT NULL) but not against the table: validated by the base's
@@ -997,9 +981,8 @@ class ClusterRuntime(Runtime):
             with self.lock:
                 return (base_id in self.up or base_id not in self.placement
                         or base_id in self.lost_tables)
-        release = getattr(self.control, "released_until", None)
-        if release is not None:
-            release(back, BASE_DOWN_TIMEOUT)
+        if self.control is not None:
+            _released_until(self.control, back, BASE_DOWN_TIMEOUT)
         else:
             self.wait_up(base_id, BASE_DOWN_TIMEOUT)
         with self.lock:
@@ -1064,8 +1047,9 @@ class ClusterRuntime(Runtime):
         """Hold clients' writes at the workers (writes at the workers) for a catalog
         change, which fills new nodes from the bases' rows at their workers
         (``table``): once each live worker has answered, every write it accepted is
-        durable, passed on, in the history and in the table copies here, and none is
-        taken until ``resume_writes``. If this raises (a worker
+        durable, passed on and in the history here (the worker sends what it had not
+        before its answer: ``Worker._paused_yet``), and none is taken until
+        ``resume_writes``. If this raises (a worker
         that does not answer within ``WAIT_TIMEOUT``: ``OperationalError``), the workers it paused are
         resumed first: a failed catalog change leaves no writer waiting."""
         if not self.at_workers:
@@ -1083,7 +1067,6 @@ class ClusterRuntime(Runtime):
                     answers.append((w, fut))
             # (a lost worker's writes: the history's, for the recovery)
             _answered(answers, "hold its clients' writes for a catalog change")
-            self.apply_copies()
         except BaseException:
             self.resume_writes(ws)      # (none left holding its clients' writes)
             raise

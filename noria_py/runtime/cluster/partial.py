@@ -679,7 +679,7 @@ class ClusterPartial(Partial):
                 return self._answer(reader_id, *self._send(reader_id, chains, tuples))
             except WorkerLost as e:
                 left = deadline - time.monotonic()
-                control: Any = rt.control_plain or rt.control
+                control: Any = rt.control
                 if control is not None and control._is_owned():
                     raise           # (recovery needs the lock this thread holds: the
                                     # caller's, which retries once it is let go)
@@ -721,9 +721,8 @@ class ClusterPartial(Partial):
         rt = self.cluster
         nodes = [n for path, _ in chains for n in path]
         # in order with the writes the controller takes (--writes controller); with
-        # --writes worker the base's worker orders the fill after its writes, and the
-        # table copies here are not read: the lock without bringing them up to date
-        with rt.control_plain or rt.control or threading.RLock():
+        # --writes worker the base's worker orders the fill after its writes
+        with rt.control or threading.RLock():
             with rt.lock:
                 down = [n for n in nodes if n not in rt.up]
             if down:

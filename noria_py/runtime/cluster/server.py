@@ -144,76 +144,6 @@ def check_request(method: Any, args: Any) -> None:
                                f"got {type(arg).__name__}")
 
 
-class _CopyingLock:
-    """The server's lock with ``--writes worker``: an ``RLock`` whose every outermost
-    taker first brings the table copies here up to date with the writes the workers
-    acknowledged (``ClusterRuntime.apply_copies``, which with log replicas asks each
-    worker for what it has not sent yet). No reader of a table reads the copy under it
-    now: a table's rows, size and rows by key (SQL over a base table, a DELETE's
-    WHERE, ``delete_keys``, a new view's fill, ``len``) are read at the base's worker
-    (``ClusterRuntime.table``, ``matching``), and a write validated here while its base is down, or
-    a table read then, brings the copy up to date itself (``forward``, ``_at_base``);
-    what this still does is complete the bases' histories (``copy_out``), which a
-    recovery reads under this lock (``output_info``), and keep
-    ``ClusterRuntime.copies`` from growing (docs/architecture.md, "Writes at the
-    base's worker", step 5).
-
-    ``plain`` is the same lock taken without that: for what reads no copy (a view's
-    catalog entry, an upquery, whose base rows its worker computes, a table's keys and
-    size, read at its worker). Taken by a thread
-    that then takes this one, the copies are brought up to date then (the outermost
-    taker of *this* one): the depth counts this one's takers only."""
-
-    def __init__(self, apply: Callable[[], None]) -> None:
-        self._lock = threading.RLock()
-        self.plain = self._lock
-        self._apply = apply
-        self._depth = 0                 # (the holder's: only it changes it)
-
-    def _is_owned(self) -> bool:        # (as ``threading.RLock``'s: partial.fill asks)
-        return cast(bool, getattr(self._lock, "_is_owned")())
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        got = self._lock.acquire(blocking, timeout)
-        if got:
-            self._depth += 1
-            if self._depth > 1:
-                return got
-            try:
-                self._apply()
-            except BaseException:
-                self.release()
-                raise
-        return got
-
-    def release(self) -> None:
-        self._depth -= 1
-        self._lock.release()
-
-    def released_until(self, done: Callable[[], bool], timeout: float) -> None:
-        """This thread's holding (at every depth) let go until ``done()`` is true or
-        ``timeout`` seconds have passed, then taken again as it was (no copies
-        brought up to date): for a caller that waits for a recovery, which takes
-        this lock (``ClusterRuntime.base_down``). ``done`` is polled."""
-        depth, self._depth = self._depth, 0
-        held = threading.Condition(self._lock)      # (its wait lets go of every depth)
-        deadline = time.monotonic() + timeout
-        try:
-            while not done():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                held.wait(min(left, 0.05))
-        finally:
-            self._depth = depth
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 def _hung_up(sock: socket.socket) -> bool:
     """Whether the peer of a connection it sends on (and reads nothing from) closed it."""
     readable, _, _ = select.select([sock], [], [], 0)
@@ -372,13 +302,8 @@ class Server:
         if self.tls_files is not None:
             self.runtime.launcher.env = self.tls_files.env()
         self.runtime.token = token
-        self.lock = cast("threading.RLock", threading.RLock() if writes == "controller"
-                         else _CopyingLock(self.runtime.apply_copies))
+        self.lock = threading.RLock()
         self.runtime.control = self.lock
-        #: the lock without the copies brought up to date (``_CopyingLock.plain``): for a
-        #: view's catalog entry and the upqueries (docs/partial.md, "A miss")
-        self.view_lock = cast("threading.RLock", getattr(self.lock, "plain", self.lock))
-        self.runtime.control_plain = self.view_lock
         self.admission.serve(self.sock, self._serve_connection, "connection")
         started, adopted = time.monotonic(), 0
         #: a restart: what of the workers' nodes could be kept (restart.py; logged,
@@ -700,7 +625,7 @@ class Server:
             return [t.sql, plan_wire.to_data(t.schema)]
 
     def m_keys(self, name: str) -> list[tuple[Any, ...]]:
-        with self.view_lock:        # (read at the base's worker: ``Runtime.table``)
+        with self.lock:        # (read at the base's worker: ``Runtime.table``)
             return list(self.db.table(name).primary_keys())
 
     def m_insert(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
@@ -748,7 +673,7 @@ class Server:
         return len(keys)
 
     def m_count(self, name: str) -> int:
-        with self.view_lock:        # (read at the base's worker: ``Runtime.table_size``)
+        with self.lock:        # (read at the base's worker: ``Runtime.table_size``)
             return len(self.db.table(name))
 
     def m_view(self, name: str) -> list[Any]:
@@ -757,7 +682,7 @@ class Server:
         return [v.columns, [t.value for t in v.types], v.key_arity]
 
     def m_lookup(self, name: str, keys: Sequence[Any]) -> list[list[tuple[Any, ...]]]:
-        with self.view_lock:
+        with self.lock:
             v = self.db.view(name)
         if v.key_arity == 1:
             return v.lookup_many(keys)
@@ -768,7 +693,7 @@ class Server:
         workers (``RemoteView``): upqueried without reading the readers again
         (``View._upquery``); read as ``lookup`` reads where the view takes several
         key columns or is not partial."""
-        with self.view_lock:
+        with self.lock:
             v = self.db.view(name)
         if v.key_arity == 1 and v._partial:
             return v._upquery(keys)

@@ -1891,9 +1891,9 @@ class Worker:
             self.send(["hcopy", nid, [encode_batch(b) for b, _ in pending],
                        [t for _, t in pending]])
 
-    def req_copy_out(self) -> None:
-        """Every base's writes not yet sent the controller, before this answer (its
-        copies of the tables are read: ``ClusterRuntime.apply_copies``)."""
+    def copy_all_out(self) -> None:
+        """Every base's writes not yet sent the controller (before a pause's answer: its
+        histories and its count of the writes, ``taken_writes``, hold them then)."""
         for nid in list(self.to_copy):
             self.copy_out(nid)
 
@@ -2087,7 +2087,7 @@ class Worker:
     def _paused_yet(self) -> None:
         if self.pausing and not self.committing and not self.accepted \
                 and not self.direct_ups:    # (this worker's own upqueries landed)
-            self.req_copy_out()
+            self.copy_all_out()
             self.links.flush()
             for rid in self.pausing:
                 self.send(["rep", rid, None])

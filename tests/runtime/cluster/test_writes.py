@@ -1371,59 +1371,35 @@ def test_a_write_made_durable_while_an_upquery_is_sent_is_in_its_fill_once(monke
         assert sorted(view.lookup(1)) == [(1, 10), (1, 11)]
 
 
-def test_the_copying_lock_says_whether_this_thread_holds_it_and_plain_skips_the_copies():
-    """``_CopyingLock`` (the server's lock with ``--writes worker``): its outermost
-    taker brings the copies up to date once; ``plain`` takes the same lock without
-    that; ``_is_owned`` answers as an ``RLock``'s does (``ClusterPartial.fill`` asks
-    it when an upquery fails: it raised ``AttributeError`` before)."""
-    from noria_py.runtime.cluster.server import _CopyingLock
-    applied: list[int] = []
-    lock = _CopyingLock(lambda: applied.append(1))
-    assert not lock._is_owned()
-    with lock.plain:
-        assert lock._is_owned() and applied == []
-        with lock:                      # (the outermost taker of the copying lock)
-            with lock:
-                assert applied == [1]
-    assert not lock._is_owned()
-    with lock:
-        assert applied == [1, 1]
-        other = threading.Thread(target=lambda: applied.append(int(lock._is_owned()) + 10))
-        other.start()
-        other.join()
-    assert applied == [1, 1, 10]
-
-
 def test_a_caller_waiting_for_a_down_base_lets_the_lock_go_or_is_told_to_start_over(
         monkeypatch):
     """``ClusterRuntime.base_down`` (a write or a table read made at the controller
     while its base is down): it waits for the base to be up with the server's lock
-    let go at every depth (``_CopyingLock.released_until``: another thread, as the
-    recovery would, takes the lock meanwhile, and brings the copies up to date as
-    the outermost taker; the waiter holds it again as before, at its depth), for at
-    most ``BASE_DOWN_TIMEOUT`` (then ``RecoveryError`` naming the table); under a
-    pause of the writes (``hold``) it raises ``BaseDown`` (its statement is run
-    again after the recovery: a ``WorkerLost``), and on the recovery's own thread
-    ``RecoveryError``."""
+    let go at every depth (``_released_until``: another thread, as the recovery
+    would, takes the lock meanwhile; the waiter holds it again as before, at its
+    depth), for at most ``BASE_DOWN_TIMEOUT`` (then ``RecoveryError`` naming the
+    table); under a pause of the writes (``hold``) it raises ``BaseDown`` (its
+    statement is run again after the recovery: a ``WorkerLost``), and on the
+    recovery's own thread ``RecoveryError``."""
     from noria_py.runtime.cluster.errors import BaseDown
-    from noria_py.runtime.cluster.server import _CopyingLock
-    applied: list[int] = []
-    lock = _CopyingLock(lambda: applied.append(1))
+    lock = threading.RLock()
     schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
     rt = ClusterRuntime(Graph(), writes="worker", channels="direct")
     try:
         rt.graph.nodes["b1"] = types.SimpleNamespace(op=Base(schema))
         rt.placement["b1"] = "w1"
-        rt.control = cast("threading.RLock", lock)
+        rt.control = lock
+        took: list[int] = []
 
         def recovery() -> None:
             with lock:                  # (as ``_recover_workers`` takes it)
+                took.append(threading.get_ident())
                 with rt.lock:
                     rt.up.add("b1")
         with lock, lock:
             threading.Timer(0.1, recovery).start()
             rt.base_down("b1")
-            assert lock._is_owned() and lock._depth == 2 and applied == [1, 1]
+            assert lock._is_owned() and took        # (held again, at both depths)
         assert not lock._is_owned()
         rt.up.discard("b1")
         monkeypatch.setattr(controller, "BASE_DOWN_TIMEOUT", 0.1)
@@ -1556,22 +1532,22 @@ def _table_readers(db) -> list:
 
 def test_a_tables_rows_size_and_keys_are_read_at_its_bases_worker(monkeypatch):
     """With ``--writes worker`` a table's rows are read where they are, at its base's
-    worker (``ClusterRuntime.table``, ``table_size``): with the controller's copy of
-    the tables never brought up to date (``apply_copies`` does nothing here), a
-    table's size, keys and rows, SQL over it, a DELETE's and an UPDATE's WHERE and
-    the fill of a view made over it are the embedded engine's after the same writes, and
-    its memory is measured at its worker (``db.memory()``)."""
-    monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
+    worker (``ClusterRuntime.table``, ``table_size``): the controller's base operators
+    holding no rows (nothing feeds them in this mode), a table's size, keys and rows,
+    SQL over it, a DELETE's and an UPDATE's WHERE and the fill of a view made over it
+    are the embedded engine's after the same writes, and its memory is measured at
+    its worker (``db.memory()``)."""
     servers = _tracked(monkeypatch, Server)
     embedded = noria_py.connect()
     want = _table_readers(embedded)
     with _in_process() as db:
         assert _table_readers(db) == want
         (server,) = servers
-        with server.view_lock:
+        with server.lock:
             for name in ("t", "vote"):
                 assert sorted(server.db.table(name).rows()) == sorted(
                     embedded.table(name).rows())
+                assert len(server.db.graph_[server.db._tables[name].node].op) == 0
         db.execute("CREATE TABLE e (a INT, u INT)")
         mem, node = db.memory(), {n: server.db._tables[n].node for n in ("vote", "e")}
         assert mem[node["vote"]] > mem[node["e"]] + 1000    # (measured at the worker)
@@ -1597,7 +1573,7 @@ def test_a_tables_rows_leave_out_the_writes_whose_output_waits_for_the_log(monke
         t.delete([(2, 20)])
 
         def seen(lock: bool = True) -> tuple:
-            with server.view_lock if lock else contextlib.nullcontext():
+            with server.lock if lock else contextlib.nullcontext():
                 rows = sorted(server.db.table("t").rows())
                 by_key = server.db.runtime.rows_by_key(base["id"], [(1,), (2,), (3,)])
             if not lock:
@@ -1639,10 +1615,8 @@ def test_a_tables_rows_leave_out_the_writes_whose_output_waits_for_the_log(monke
 @pytest.mark.slow
 def test_a_lineage_rebuild_fills_from_the_rows_at_the_bases_worker(monkeypatch):
     """A lineage rebuild's inputs are the bases' rows at their workers
-    (``Runtime.table``), read while the rebuild pauses the writes: with the
-    controller's copy of the tables never brought up to date (``apply_copies`` does
-    nothing here), the rebuilt view still counts every write once."""
-    monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
+    (``Runtime.table``), read while the rebuild pauses the writes (the controller's
+    base operators hold no rows): the rebuilt view counts every write once."""
     server = Server(port=0, workers=2, shards=2, writes="worker", strategy="lineage")
     try:
         db, base, victim = _counted_votes(server)       # (the base lives on)
@@ -1682,9 +1656,9 @@ def _calls_at_once(calls: dict) -> dict:
 @pytest.mark.slow
 def test_the_controllers_copy_and_history_are_not_read_for_a_recovery_or_a_down_base(
         monkeypatch):
-    """With ``--writes worker``, the controller's copy of a table (never brought up to
-    date here: ``apply_copies`` does nothing) and its history (``state_at`` fails
-    here) are read neither by a recovery nor by the calls made while a base is down.
+    """With ``--writes worker``, the controller's base operators hold no rows (nothing
+    feeds them in this mode) and its history (``state_at`` fails here) is read
+    neither by a recovery nor by the calls made while a base is down.
     First the count's worker is SIGKILLed: the count, with no checkpoint, asks its
     base parent's output up to a time (``output_info``, ``treeclock.output_through``),
     which the base's worker answers from the base's log (``Worker.req_output_info``);
@@ -1695,7 +1669,6 @@ def test_the_controllers_copy_and_history_are_not_read_for_a_recovery_or_a_down_
     undone and run again) and a table read there (``len``: ``_at_base``) meanwhile
     wait for the restore, the server's lock let go, and are then the base's
     worker's."""
-    monkeypatch.setattr(ClusterRuntime, "apply_copies", lambda self: None)
     monkeypatch.setattr(WriteHistory, "state_at", lambda self, t: pytest.fail(
         "the controller's history was read"))
     recover, restored, hold = ClusterRuntime._recover_workers, [], []
@@ -1734,6 +1707,8 @@ def test_the_controllers_copy_and_history_are_not_read_for_a_recovery_or_a_down_
         db.wait()
         assert len(vote) == 62
         assert sorted(db.view("c").all()) == [(0, 20), (1, 21), (2, 21)]
+        with server.lock:
+            assert len(server.db.graph_[server.db._tables["vote"].node].op) == 0
         db.close()
     finally:
         server.stopped.set()
