@@ -995,9 +995,9 @@ class ClusterRuntime(Runtime):
 
     def table(self, base_id: str) -> Batch:
         """``Runtime.table``: with writes at the workers, asked of the base's worker
-        (``Worker.req_table``: the rows its acknowledged writes made), so no reader of a
-        table waits for the copy here, which lags them; otherwise the copy, which is
-        the table (``--writes controller``), or, the base down, as ``forward`` has it."""
+        (``Worker.req_table``: the rows its acknowledged writes made; no copy of them
+        is kept here), once the base is up (``_at_base``); with writes at the
+        controller, the base operator here, which is the table."""
         got = self._at_base(base_id, "table")
         return super().table(base_id) if got is None else decode_batch(got)
 
