@@ -156,7 +156,6 @@ from ... import tuning
 from ...arrowio import arrow_columns, column_rows, from_ipc
 from ...batch import Batch
 from ...errors import ArityError, Error, RecoveryError
-from ...expression import matching
 from ...graph import Graph, Node
 from ...memory import node_bytes
 from ...nan import canon_row
@@ -167,6 +166,7 @@ from ...tls import client_context as tls_client_context
 from ...tls import connect as tls_connect
 from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
+from ...where import matching
 from ..causal import CausalState, Determinants, drop_determinants, encode, trim_inflight
 from ..checkpoints import Checkpoint, CheckpointStore
 from ..checkpoints import delta as checkpoint_delta
@@ -1474,16 +1474,37 @@ class Worker:
     def req_matching(self, nid: str, where: Any) -> list[Any]:
         """The rows of base ``nid``'s table, as ``table_now`` has them, for which the
         WHERE ``where`` (``sql_frontend.wire`` data; None: every row) holds, each as
-        many times as its count, as one batch (``expression.matching``); none, an
-        empty list, if it divides by zero on one of them."""
-        rows = matching(self.table_now(nid),
-                        None if where is None else plan_wire.from_data(where))
+        many times as its count, as one batch (``where.matching``); none, an empty
+        list, if it divides by zero on one of them. With no write waiting for its log,
+        the table is read as kept (``Base.parts``: columns tested as columns)."""
+        op = cast("Base", self._up(nid).node.op)
+        parts = [self.table_now(nid)] if self.waiting(nid) else op.parts()
+        rows = matching(parts, None if where is None else plan_wire.from_data(where))
         return [] if rows is None else [encode_batch(Batch(rows, [1] * len(rows)))]
 
     def req_table_size(self, nid: str) -> int:
         """The number of rows in base ``nid``'s table, as ``table_now`` has them."""
         op = cast("Base", self._up(nid).node.op)
         return len(op) - sum(sum(b.signs) for b in self.waiting(nid))
+
+    def req_primary_keys(self, nid: str) -> list[tuple[Any, ...]]:
+        """The primary keys of base ``nid``'s table, as ``table_now`` has them
+        (``Table.primary_keys`` at the controller): the keys alone cross, not the rows.
+        The writes waiting for their log are undone on a copy of the keys, newest
+        first."""
+        op = cast("Base", self._up(nid).node.op)
+        held = self.waiting(nid)
+        if not held:
+            return list(op.by_key)
+        keys = set(op.by_key)
+        key_of = op.key_of
+        for b in reversed(held):
+            for r, s in zip(reversed(b.rows), reversed(b.signs)):
+                if s > 0:
+                    keys.discard(key_of(r))
+                else:
+                    keys.add(key_of(r))
+        return list(keys)
 
     def req_rows_by_key(self, nid: str, keys: Sequence[Any]) -> list[tuple[Any, ...] | None]:
         """The row of base ``nid``'s table under each primary key (None: none), as
