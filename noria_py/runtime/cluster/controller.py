@@ -974,8 +974,7 @@ class ClusterRuntime(Runtime):
         """``Runtime.primary_keys``, as ``table`` reads the rows: asked of the base's
         worker (``Worker.req_primary_keys``), only the keys crossing."""
         got = self._at_base(base_id, "primary_keys")
-        return (super().primary_keys(base_id) if got is None
-                else [canon_row(tuple(k)) for k in got])
+        return super().primary_keys(base_id) if got is None else decode_batch(got).rows
 
     def rows_by_key(self, base_id: str, keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...] | None]:
         """``Runtime.rows_by_key``, as ``table`` reads the rows."""

@@ -149,6 +149,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from sql_frontend import wire as plan_wire
 from treeclock import TreeClockError, TreeClocks, receive_path
 
@@ -159,6 +161,7 @@ from ...errors import ArityError, Error, RecoveryError
 from ...graph import Graph, Node
 from ...memory import node_bytes
 from ...nan import canon_row
+from ...ops.base import typed_columns
 from ...partial import Partial, key_of, make_partial, op_key
 from ...planner import Planner
 from ...tls import Files as TlsFiles
@@ -209,8 +212,6 @@ from .writes import DiskLogs, PartsTaken, ReplicaLogs, history_from, log_parts, 
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
-
-    import numpy as np
 
     from ...ops.base import Base
     from ...ops.reader import Reader
@@ -1487,24 +1488,28 @@ class Worker:
         op = cast("Base", self._up(nid).node.op)
         return len(op) - sum(sum(b.signs) for b in self.waiting(nid))
 
-    def req_primary_keys(self, nid: str) -> list[tuple[Any, ...]]:
+    def req_primary_keys(self, nid: str) -> Any:
         """The primary keys of base ``nid``'s table, as ``table_now`` has them
-        (``Table.primary_keys`` at the controller): the keys alone cross, not the rows.
-        The writes waiting for their log are undone on a copy of the keys, newest
-        first."""
+        (``Table.primary_keys`` at the controller): the keys alone cross, not the rows,
+        as a batch in columns (``encode_batch``: an INT or FLOAT key as bytes). The
+        writes waiting for their log are undone on a copy of the keys, newest first."""
         op = cast("Base", self._up(nid).node.op)
         held = self.waiting(nid)
-        if not held:
-            return list(op.by_key)
-        keys = set(op.by_key)
-        key_of = op.key_of
-        for b in reversed(held):
-            for r, s in zip(reversed(b.rows), reversed(b.signs)):
-                if s > 0:
-                    keys.discard(key_of(r))
-                else:
-                    keys.add(key_of(r))
-        return list(keys)
+        keys: Any = op.by_key
+        if held:
+            keys = set(keys)
+            key_of = op.key_of
+            for b in reversed(held):
+                for r, s in zip(reversed(b.rows), reversed(b.signs)):
+                    if s > 0:
+                        keys.discard(key_of(r))
+                    else:
+                        keys.add(key_of(r))
+        keys = list(keys)
+        if not keys:
+            return encode_batch(Batch())
+        cols = typed_columns([op.types[c] for c in op.pk], keys)
+        return encode_batch(Batch.columnar(cols, np.ones(len(keys), dtype=np.int64)))
 
     def req_rows_by_key(self, nid: str, keys: Sequence[Any]) -> list[tuple[Any, ...] | None]:
         """The row of base ``nid``'s table under each primary key (None: none), as
