@@ -4,9 +4,10 @@ the table's columns where they are kept as columns, and on row tuples elsewhere.
 A table without a primary key that was written in columns (``insert_columns``,
 ``insert_arrow``, Spark loads) keeps its rows as columnar ``Batch``es
 (noria_py/ops/base.py). The row path (``expression.compile_condition``) tests a
-tuple, so every row of such a table would be made a tuple first (~140 ns a row of two
-INTs, as much again for the test). Here the WHERE is computed a whole column at a time
-with numpy instead, and only the rows it keeps become tuples.
+tuple, so every row of such a table would be made a tuple first (~140 ms of a
+~310 ms DELETE over 1e6 rows of two INTs, profiled; the test most of the rest). Here
+the WHERE is computed a whole column at a time with numpy instead, and only the rows it
+keeps become tuples (docs/benchmarks.md, "A DELETE's WHERE on the columns": 5.7 ms).
 
 **What is done column-wise.** Columns of INT, FLOAT and BOOL (int64, float64 arrays;
 object arrays of those values and NULLs), literals of those types and NULL, ``+ - *``,
