@@ -114,16 +114,27 @@ def check(e: Expr, table) -> None:
         assert true.tolist() == want, (e, rows)
 
 
-@pytest.mark.parametrize("pg", [False, True], ids=["sqlite-division", "pg-division"])
-def test_columns_match_the_row_path(pg):
-    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _differential(pg: bool, examples: int) -> None:
+    @settings(max_examples=examples, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
     @given(conditions(pg), tables())
     def run(e, table):
         check(e, table)
     run()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("pg", [False, True], ids=["sqlite-division", "pg-division"])
+def test_columns_match_the_row_path(pg):
+    _differential(pg, 150)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pg", [False, True], ids=["sqlite-division", "pg-division"])
+def test_columns_match_the_row_path_long(pg):
+    _differential(pg, 5000)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.booleans().flatmap(lambda pg: st.tuples(conditions(pg), tables())))
 def test_matching_on_columns_and_on_rows(case):
     """``matching`` over the columnar batch (cut in two parts) and over the same rows."""
