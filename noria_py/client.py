@@ -1535,8 +1535,7 @@ class Table:
         """The primary-key tuples now in the table (a copy)."""
         if not self._entry.schema.primary_key:
             return set()
-        key_of = self._db.graph_[self._entry.node].op.key_of
-        return {key_of(r) for r, _ in self._db.runtime.table(self._entry.node)}
+        return set(self._db.runtime.primary_keys(self._entry.node))
 
     @_serialized
     def rows(self) -> list[tuple]:

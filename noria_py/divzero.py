@@ -16,7 +16,7 @@ sqllogictest corpus keep), and the marker is carried to whoever reads it:
   ``b = 0 OR a / b > 1``) or beside a constant that decides it (``x OR TRUE``, which
   PostgreSQL folds before any row). A WHERE's top-level AND runs its conditions in
   PostgreSQL's order, cheapest first by its planner's cost model, up to the first
-  FALSE or NULL (noria_py/expression.py, ``_qual_order``, ``_quals``).
+  FALSE or NULL (noria_py/expression.py, ``qual_order``, ``_quals``).
 - **Conditions** (WHERE, HAVING, ``noria_py.ops.filter``): a row whose condition is the
   marker is kept, as a row of markers (every column the marker), so a read that returns
   it fails instead of silently missing it. Under a read by key it keeps the key's

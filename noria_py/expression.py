@@ -29,7 +29,7 @@ NOT, AND, OR and the NaN-aware helpers by a test of their own; CASE and IS NULL 
 an expression that divides so (elsewhere a CASE condition or IS NULL of a marker read
 from another view's column is taken as not TRUE, not NULL: a documented limit). A
 WHERE's top-level AND that divides so runs its conditions in the order PostgreSQL's
-planner gives them, cheapest first by its cost model (``_qual_order``): which one
+planner gives them, cheapest first by its cost model (``qual_order``): which one
 divides first decides whether a row fails.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ import math
 import re
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable, cast
 
 from sql_frontend.expr import Call, Col, Expr, Lit
 from sql_frontend.typerules import parse_temporal
@@ -298,7 +298,7 @@ def _all(*args):
 
 def _quals(*args):
     """A WHERE's top-level AND as PostgreSQL's ``ExecQual`` runs its conditions, in the
-    order given (cheapest first: ``_qual_order``): the first FALSE or NULL rejects the
+    order given (cheapest first: ``qual_order``): the first FALSE or NULL rejects the
     row, a marker before it is the marker (PostgreSQL fails there)."""
     for a in args:
         if a is _D:
@@ -555,7 +555,7 @@ class _Compiler:
             if op == "case":
                 return self._case(e, depth)
             if op in ("and", "or"):     # (folding changes no value but a marker's)
-                args_or_value = _folded(e)
+                args_or_value = folded(e)
                 if isinstance(args_or_value, bool):
                     return repr(args_or_value)
                 e = Call(op, args_or_value, e.type)
@@ -619,7 +619,7 @@ def _constant(e: Expr) -> bool:
     return True
 
 
-def _folded(e: Call) -> tuple[Expr, ...] | bool:
+def folded(e: Call) -> tuple[Expr, ...] | bool:
     """An AND's or OR's operands as PostgreSQL's planner leaves them (its constant
     folding, before any row): a constant TRUE decides an OR (``x OR TRUE`` is TRUE
     whatever ``x``, even a division by zero), a constant FALSE an AND; the other
@@ -643,10 +643,10 @@ def _folded(e: Call) -> tuple[Expr, ...] | bool:
     return tuple(kept) if kept else not decisive
 
 
-def _divides(e: Expr) -> bool:
+def pg_divides(e: Expr) -> bool:
     """Whether ``e`` holds the PostgreSQL front end's ``/`` or ``%``."""
     if isinstance(e, Call):
-        return e.op in ("pgdiv", "pgmod") or any(_divides(a) for a in e.args)
+        return e.op in ("pgdiv", "pgmod") or any(pg_divides(a) for a in e.args)
     return False
 
 
@@ -655,7 +655,7 @@ def compile_expr(e: Expr, pg: bool | None = None) -> RowFn:
     if isinstance(e, Col):
         i = e.index
         return lambda r: r[i]
-    c = _Compiler(_divides(e) if pg is None else pg)
+    c = _Compiler(pg_divides(e) if pg is None else pg)
     body = c.src(e)
     ns = dict(_NAMESPACE)
     ns["_k"] = c.consts
@@ -676,7 +676,7 @@ def compile_row(exprs: tuple[Expr, ...]) -> Callable[[tuple], tuple]:
     """A function row -> tuple of every expression's value (one generated lambda)."""
     if all(isinstance(e, Col) for e in exprs):
         return columns_getter(tuple(cast(Col, e).index for e in exprs))
-    c = _Compiler(any(_divides(e) for e in exprs))
+    c = _Compiler(any(pg_divides(e) for e in exprs))
     parts = [c.src(e) for e in exprs]
     ns = dict(_NAMESPACE)
     ns["_k"] = c.consts
@@ -685,7 +685,7 @@ def compile_row(exprs: tuple[Expr, ...]) -> Callable[[tuple], tuple]:
 
 def compile_predicate(e: Expr) -> RowFn:
     """A function row -> bool that is True exactly when ``e`` is TRUE."""
-    c = _Compiler(_divides(e))
+    c = _Compiler(pg_divides(e))
     body = c.src(e)
     ns = dict(_NAMESPACE)
     ns["_k"] = c.consts
@@ -722,7 +722,7 @@ def _qual_cost(e: Expr) -> float:
     return cost
 
 
-def _qual_order(args: tuple[Expr, ...]) -> list[Expr]:
+def qual_order(args: tuple[Expr, ...]) -> list[Expr]:
     """A WHERE's top-level conditions (nested ANDs flattened) in the order PostgreSQL
     evaluates them: cheapest first (``order_qual_clauses``: a stable sort), where they
     cost the same as written, but the equalities (``x = y``, ``a + 1 = 5``) after the
@@ -745,39 +745,23 @@ def compile_condition(e: Expr) -> RowFn:
     division-by-zero marker (noria_py/divzero.py), else False: a WHERE's test, which
     must not drop a row silently where PostgreSQL would have failed. Its top-level AND,
     where it divides as PostgreSQL does, runs its conditions as PostgreSQL does, cheapest
-    first (``_qual_order``, ``_quals``); otherwise any FALSE operand decides (``_all``:
+    first (``qual_order``, ``_quals``); otherwise any FALSE operand decides (``_all``:
     the same answer where no condition can be the marker); a nested AND or OR goes
     left to right."""
-    c = _Compiler(_divides(e))
+    c = _Compiler(pg_divides(e))
     if isinstance(e, Call) and e.op == "and":
-        folded = _folded(e)
-        if isinstance(folded, bool):
-            return (lambda r: True) if folded else (lambda r: False)
+        args = folded(e)
+        if isinstance(args, bool):
+            return (lambda r: True) if args else (lambda r: False)
         if c.pg:
-            body = f"_quals({', '.join(c.src(a) for a in _qual_order(folded))})"
+            body = f"_quals({', '.join(c.src(a) for a in qual_order(args))})"
         else:
-            body = f"_all({', '.join(c.src(a) for a in folded)})"
+            body = f"_all({', '.join(c.src(a) for a in args)})"
     else:
         body = c.src(e)
     ns = dict(_NAMESPACE)
     ns["_k"] = c.consts
     return eval(f"lambda r: (_v := {body}) is True or (_v is _D and _D)", ns)  # noqa: S307
-
-
-def matching(table: Iterable[tuple[tuple, int]], where: Expr | None) -> list[tuple] | None:
-    """The rows of ``table`` (row and count pairs: a ``Batch``) for which ``where`` is
-    TRUE (None: every row), each as many times as its count: a DELETE's or an UPDATE's
-    rows. None if it is the division-by-zero marker for one of them (PostgreSQL fails
-    the write)."""
-    test = compile_condition(where) if where is not None else (lambda r: True)
-    rows: list[tuple] = []
-    for r, c in table:
-        t = test(r)
-        if t is True:
-            rows.extend([r] * c)
-        elif t:
-            return None
-    return rows
 
 
 def evaluate_constant(e: Expr) -> Any:

@@ -2,21 +2,23 @@
 worker", step 5: with ``--writes worker`` a table's rows are read at its base's
 worker).
 
-``noria-py bench tables [--rows N] [--reps R]``: a cluster (two workers, two shards,
-the server's default write path) with two tables of ``N`` rows each, ``vote`` (no
+``noria-py bench tables [--rows N] [--reps R] [--embedded]``: a cluster (two workers,
+two shards, the server's default write path; ``--embedded``: the embedded engine
+instead) with two tables of ``N`` rows each, ``vote`` (no
 primary key: kept as its write batches, in columns) and ``article`` (a primary key:
 kept as rows); then, each ``R`` times, medians printed as one JSON object (seconds):
 ``len`` (of ``vote``, 200 times), ``create_view`` (a new view over ``vote`` whose
 filter is new each time, so its fill reads the table), ``select_count`` (an ad-hoc
 ``SELECT COUNT(*)`` likewise), ``delete_where`` and ``delete_where_pk`` (a DELETE
 whose WHERE matches no row of ``vote``, of ``article``: the whole table read and
-tested), with the 1-minute load average at the end. The script uses the public API
+tested), ``primary_keys`` (of ``article``), with the 1-minute load average at the end. The script uses the public API
 only, so the code before a change can be timed with it too (this file run with that
 code first on ``PYTHONPATH``).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -39,11 +41,12 @@ def _median(f: Callable[[int], object], n: int) -> float:
     return statistics.median(took)
 
 
-def run(rows: int, reps: int) -> dict[str, object]:
+def run(rows: int, reps: int, embedded: bool = False) -> dict[str, object]:
     # (a generous heartbeat timeout: a worker busy with a million-row frame under
     # load is not lost)
-    with Cluster(workers=2, shards=2, extra=("--heartbeat-timeout", "30")) as c:
-        db = noria_py.connect(c.url)
+    with contextlib.nullcontext() if embedded else Cluster(
+            workers=2, shards=2, extra=("--heartbeat-timeout", "30")) as c:
+        db = noria_py.connect() if c is None else noria_py.connect(c.url)
         db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
         db.execute("CREATE TABLE article (id INT PRIMARY KEY, n INT)")
         vote, article = db.table("vote"), db.table("article")
@@ -54,7 +57,9 @@ def run(rows: int, reps: int) -> dict[str, object]:
             article.insert_columns([ids, ids % 7])
         db.wait()
         assert len(vote) == rows and len(article) == rows
-        out: dict[str, object] = {"rows": rows, "writes": db.writes}
+        out: dict[str, object] = {"rows": rows}
+        if c is not None:
+            out["writes"] = db.writes
         out["len"] = _median(lambda i: len(vote), 200)
 
         def view(i: int) -> None:
@@ -70,6 +75,7 @@ def run(rows: int, reps: int) -> dict[str, object]:
             lambda i: db.execute(f"DELETE FROM vote WHERE user_id = {-1 - i}"), reps)
         out["delete_where_pk"] = _median(
             lambda i: db.execute(f"DELETE FROM article WHERE n = {-1 - i}"), reps)
+        out["primary_keys"] = _median(lambda i: article.primary_keys(), reps)
         out["load"] = round(os.getloadavg()[0], 2)
         db.close()
     return out
@@ -79,8 +85,10 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="noria-py bench tables", description=__doc__)
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--embedded", action="store_true",
+                   help="the embedded engine (noria_py.connect()) instead of a cluster")
     args = p.parse_args(argv)
-    print(json.dumps(run(args.rows, args.reps)))
+    print(json.dumps(run(args.rows, args.reps, args.embedded)))
     return 0
 
 

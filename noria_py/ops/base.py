@@ -97,6 +97,24 @@ def _why(v, typ: SqlType) -> str:
     return ""
 
 
+def typed_columns(types: Sequence[SqlType], rows: Sequence[tuple],
+                  checked: list | None = None) -> list[np.ndarray]:
+    """Rows of values of ``types`` (checked) as arrays: int64 or float64 where a column
+    has no NULL, objects otherwise (``checked``: their columns and NULL flags, if
+    known). A column at a time: ``zip(*rows)`` would take the rows as arguments."""
+    if checked is None:
+        checked = [(col, None in col) for col in
+                   (tuple(map(itemgetter(i), rows)) for i in range(len(types)))]
+    out = []
+    for typ, (col, has_null) in zip(types, checked):
+        dtype = _DTYPES.get(typ)
+        if dtype is not None and not has_null:
+            out.append(np.array(col, dtype=dtype))
+        else:
+            out.append(object_column(col))
+    return out
+
+
 def _expanded(chunk: Batch) -> Iterator[tuple]:
     """A chunk's rows, each as many times as its sign says (chunks hold insertions),
     built without being kept on the chunk."""
@@ -542,19 +560,9 @@ class Base(Operator):
         return Batch.columnar(arrays, np.ones(len(arrays[0]), dtype=np.int64))
 
     def columns(self, rows: list[tuple], checked: list | None = None) -> list[np.ndarray]:
-        """Checked rows as arrays: int64 or float64 where a column has no NULL, objects
-        otherwise (``checked``: their columns and NULL flags, if known)."""
-        if checked is None:
-            checked = [(col, None in col) for col in
-                       (tuple(map(itemgetter(i), rows)) for i in range(len(self.types)))]
-        out = []
-        for typ, (col, has_null) in zip(self.types, checked):
-            dtype = _DTYPES.get(typ)
-            if dtype is not None and not has_null:
-                out.append(np.array(col, dtype=dtype))
-            else:
-                out.append(object_column(col))
-        return out
+        """Checked rows as arrays (``typed_columns``; ``checked``: their columns and
+        NULL flags, if known)."""
+        return typed_columns(self.types, rows, checked)
 
     # ------------------------------------------------------------ operator
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..expression import matching
 from ..memory import node_bytes
+from ..where import matching
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
@@ -114,9 +114,15 @@ class Runtime(Protocol):
 
     def matching(self, base_id: str, where: "Expr | None") -> list[tuple[Any, ...]] | None:
         """The rows of base ``base_id``'s table for which ``where`` holds, as
-        ``expression.matching`` gives them (None: it divides by zero): a DELETE's or
-        an UPDATE's WHERE."""
-        return matching(self.table(base_id), where)
+        ``where.matching`` gives them (None: it divides by zero): a DELETE's or an
+        UPDATE's WHERE, tested on the table's parts as kept (``Base.parts``: its write
+        batches, columns tested as columns), not on one batch of them all."""
+        return matching(cast("Base", self.graph[base_id].op).parts(), where)
+
+    def primary_keys(self, base_id: str) -> list[tuple[Any, ...]]:
+        """The primary keys of base ``base_id``'s table (``Table.primary_keys``; a
+        table with a primary key is kept as rows, indexed by them: ``Base.by_key``)."""
+        return list(cast("Base", self.graph[base_id].op).by_key)
 
     def rows_by_key(self, base_id: str, keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...] | None]:
         """The row of base ``base_id``'s table under each primary key in ``keys``

@@ -1016,6 +1016,12 @@ class ClusterRuntime(Runtime):
             return super().matching(base_id, where)
         return [canon_row(r) for r, _ in decode_batch(got[0])] if got else None
 
+    def primary_keys(self, base_id: str) -> list[tuple[Any, ...]]:
+        """``Runtime.primary_keys``, as ``table`` reads the rows: asked of the base's
+        worker (``Worker.req_primary_keys``), only the keys crossing."""
+        got = self._at_base(base_id, "primary_keys")
+        return super().primary_keys(base_id) if got is None else decode_batch(got).rows
+
     def rows_by_key(self, base_id: str, keys: list[tuple[Any, ...]]) -> list[tuple[Any, ...] | None]:
         """``Runtime.rows_by_key``, as ``table`` reads the rows."""
         got = self._at_base(base_id, "rows_by_key", keys)

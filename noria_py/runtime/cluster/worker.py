@@ -155,6 +155,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from sql_frontend import wire as plan_wire
 from treeclock import TreeClockError, TreeClocks, receive_path
 
@@ -162,10 +164,10 @@ from ... import tuning
 from ...arrowio import arrow_columns, column_rows, from_ipc
 from ...batch import Batch
 from ...errors import ArityError, Error, RecoveryError
-from ...expression import matching
 from ...graph import Graph, Node
 from ...memory import node_bytes
 from ...nan import canon_row
+from ...ops.base import typed_columns
 from ...partial import Partial, key_of, make_partial, op_key
 from ...planner import Planner
 from ...tls import Files as TlsFiles
@@ -173,6 +175,7 @@ from ...tls import client_context as tls_client_context
 from ...tls import connect as tls_connect
 from ...tls import server_context as tls_server_context
 from ...tuning import CLOCK_DEPTH, HEARTBEAT_EVERY
+from ...where import matching
 from ..causal import CausalState, Determinants, drop_determinants, encode, trim_inflight
 from ..checkpoints import Checkpoint, CheckpointStore
 from ..checkpoints import delta as checkpoint_delta
@@ -215,8 +218,6 @@ from .writes import DiskLogs, PartsTaken, ReplicaLogs, history_from, log_parts, 
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sized
-
-    import numpy as np
 
     from ...ops.base import Base
     from ...ops.reader import Reader
@@ -1480,16 +1481,41 @@ class Worker:
     def req_matching(self, nid: str, where: Any) -> list[Any]:
         """The rows of base ``nid``'s table, as ``table_now`` has them, for which the
         WHERE ``where`` (``sql_frontend.wire`` data; None: every row) holds, each as
-        many times as its count, as one batch (``expression.matching``); none, an
-        empty list, if it divides by zero on one of them."""
-        rows = matching(self.table_now(nid),
-                        None if where is None else plan_wire.from_data(where))
+        many times as its count, as one batch (``where.matching``); none, an empty
+        list, if it divides by zero on one of them. With no write waiting for its log,
+        the table is read as kept (``Base.parts``: columns tested as columns)."""
+        op = cast("Base", self._up(nid).node.op)
+        parts = [self.table_now(nid)] if self.waiting(nid) else op.parts()
+        rows = matching(parts, None if where is None else plan_wire.from_data(where))
         return [] if rows is None else [encode_batch(Batch(rows, [1] * len(rows)))]
 
     def req_table_size(self, nid: str) -> int:
         """The number of rows in base ``nid``'s table, as ``table_now`` has them."""
         op = cast("Base", self._up(nid).node.op)
         return len(op) - sum(sum(b.signs) for b in self.waiting(nid))
+
+    def req_primary_keys(self, nid: str) -> Any:
+        """The primary keys of base ``nid``'s table, as ``table_now`` has them
+        (``Table.primary_keys`` at the controller): the keys alone cross, not the rows,
+        as a batch in columns (``encode_batch``: an INT or FLOAT key as bytes). The
+        writes waiting for their log are undone on a copy of the keys, newest first."""
+        op = cast("Base", self._up(nid).node.op)
+        held = self.waiting(nid)
+        keys: Any = op.by_key
+        if held:
+            keys = set(keys)
+            key_of = op.key_of
+            for b in reversed(held):
+                for r, s in zip(reversed(b.rows), reversed(b.signs)):
+                    if s > 0:
+                        keys.discard(key_of(r))
+                    else:
+                        keys.add(key_of(r))
+        keys = list(keys)
+        if not keys:
+            return encode_batch(Batch())
+        cols = typed_columns([op.types[c] for c in op.pk], keys)
+        return encode_batch(Batch.columnar(cols, np.ones(len(keys), dtype=np.int64)))
 
     def req_rows_by_key(self, nid: str, keys: Sequence[Any]) -> list[tuple[Any, ...] | None]:
         """The row of base ``nid``'s table under each primary key (None: none), as

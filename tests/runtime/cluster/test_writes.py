@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime
 import os
 import random
 import shutil
@@ -1522,8 +1523,14 @@ def _table_readers(db) -> list:
     with pytest.raises(noria_py.DivisionByZeroError):   # (PostgreSQL's /, as noria-py pg has it)
         db.execute("DELETE FROM t WHERE PG_DIV(10, k - 2) > 0")     # (k = 2: all refused)
     db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS c FROM vote WHERE a = ? GROUP BY a")
+    # keys of other types (``Worker.req_primary_keys`` sends them in columns)
+    db.execute("CREATE TABLE kk (s TEXT, f FLOAT, d DATE, PRIMARY KEY (s, f, d))")
+    kk = db.table("kk")
+    kk.insert([("a", float("nan"), datetime.date(2026, 1, 1)),
+               ("b", -1.5, datetime.date(2026, 1, 2)), ("b", 2.0, datetime.date(2026, 1, 2))])
     db.wait()
     out += [len(t), len(vote), sorted(t.primary_keys()), vote.primary_keys(),
+            sorted(kk.primary_keys(), key=repr),
             sorted(db.execute("SELECT k, v, n FROM t").fetchall()),
             sorted(db.execute("SELECT a, u FROM vote").fetchall()),
             [db.view("c").lookup(a) for a in range(8)]]
