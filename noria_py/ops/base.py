@@ -9,10 +9,12 @@ values allow: about 16 bytes a row of two INTs rather than ~200 as a dict of tup
 and nothing to do per row on a write. The first delete, or the first caller that needs
 ``rows``, turns the table into the indexed form, a ``{row: count}`` dict, for good.
 
-In a cluster the controller holds each table's rows (it validates writes against
-them); the base node on a worker only passes writes on, and holds none
-(``holds_rows``): the rows are not kept twice, and a lost worker's base comes back
-without them.
+In a cluster with writes at the controller (``--writes controller``, the relay), the
+controller's base holds each table's rows (it validates writes against them); the
+base node on a worker only passes writes on, and holds none (``holds_rows``): the rows
+are not kept twice, and a lost worker's base comes back without them. With writes at
+the workers it is the other way round: the base on its worker holds the rows and
+validates (runtime/cluster/writes.py), and the controller's holds none.
 """
 from __future__ import annotations
 
