@@ -170,7 +170,10 @@ class KeyMarks:
     next batch's rows go through the caches in between), so marking was a string of
     scattered writes to cold lines, twice a write (COUNT and the join); marked
     together, the lines the first batches' keys bring in stay warm for the rest, and a
-    batch costs a list append in the flow (docs/benchmarks.md, "Checkpoints").
+    batch costs a list append in the flow (docs/benchmarks.md, "Checkpoints"). A
+    bitmap, eight times smaller, marked at each batch (or every 4 to 64) by a Numba
+    kernel, fared no better: its lines were cold at each marking all the same, and a
+    batch paid what the checkpoint saved.
 
     The bool array is kept from one ``take`` to the next, all False in between: ``take``
     clears what it read in place. Invariant: every key marked is below ``size``, the
@@ -178,8 +181,8 @@ class KeyMarks:
     computed to fit its arrays anyway), so ``take`` reads and clears ``marked[:size]``
     alone. A new array of zeros at each ``take`` (as long as the state's arrays, twice
     the largest key) was written into fresh pages, which the kernel faulted in one by
-    one, and ``flatnonzero`` read all of it (docs/benchmarks.md, "Checkpoints: the
-    marks kept")."""
+    one, and ``flatnonzero`` read all of it (docs/benchmarks.md, "The marks kept from
+    one checkpoint to the next")."""
 
     def __init__(self) -> None:
         self.marked = np.zeros(0, dtype=bool)
