@@ -278,7 +278,9 @@ class Aggregate(Operator, HeldKeys):
             t = changes[0]
             dense = self.counts.dense
             if dense is not None:
-                self._marks.add(t, len(dense))
+                # (``add``'s keys come ascending: the last is the largest)
+                self._marks.add(t, int(t[-1]) + 1 if slots is None and isinstance(
+                    t, np.ndarray) and len(t) else len(dense))
             else:
                 self._changed.update(t.tolist() if isinstance(t, np.ndarray) else t)
         if isinstance(changes[0], np.ndarray):     # (then all three are arrays)

@@ -86,16 +86,23 @@ def grown_size(keys: np.ndarray, size: int, by_slot: bool = False) -> int | None
     indexed by key, twice the largest (at least ``KEYS_FLOOR``); indexed by slot
     (``by_slot``), ``slot_length`` of the largest; or None when one is negative or not
     below DENSE_LIMIT."""
+    fit = fitted(keys, size, by_slot)
+    return None if fit is None else fit[0]
+
+
+def fitted(keys: np.ndarray, size: int, by_slot: bool = False) -> tuple[int, int] | None:
+    """(``grown_size``, one past the largest of ``keys``: 0 for none), or None when
+    one is negative or not below DENSE_LIMIT."""
     if not len(keys):
-        return size
+        return size, 0
     lo, hi = int(keys.min()), int(keys.max())
     if lo < 0 or hi >= DENSE_LIMIT:
         return None
     if hi < size:
-        return size
+        return size, hi + 1
     if by_slot:
-        return min(DENSE_LIMIT, slot_length(hi))
-    return min(DENSE_LIMIT, max(KEYS_FLOOR, 2 * hi))
+        return min(DENSE_LIMIT, slot_length(hi)), hi + 1
+    return min(DENSE_LIMIT, max(KEYS_FLOOR, 2 * hi)), hi + 1
 
 
 def int_keys(values: Sequence) -> np.ndarray | None:
@@ -154,29 +161,42 @@ class KeyMarks:
     key. ``add`` keeps a batch's keys as they come (its int64 array, or the list of a
     batch applied row by row), by reference: nothing changes them afterwards (a
     batch's columns are immutable, and the operators make a new array for the keys
-    they derive). They are marked in a bool array as long as the key range only at
-    ``take`` (a checkpoint), or once ``tuning.MARKS_HELD`` batches' keys have piled up
-    (which bounds what is held to that many batches' keys).
+    they derive). They are marked in a bool array only at ``take`` (a checkpoint), or
+    once ``tuning.MARKS_HELD`` batches' keys have piled up (which bounds what is held
+    to that many batches' keys).
 
     Why not mark each batch's keys as it comes: the bool array, 100-200 KB in the vote
     view, is cold between batches (the state's own arrays, the payload logs and the
     next batch's rows go through the caches in between), so marking was a string of
     scattered writes to cold lines, twice a write (COUNT and the join); marked
     together, the lines the first batches' keys bring in stay warm for the rest, and a
-    batch costs a list append in the flow (docs/benchmarks.md, "Checkpoints")."""
+    batch costs a list append in the flow (docs/benchmarks.md, "Checkpoints"). A
+    bitmap, eight times smaller, marked at each batch (or every 4 to 64) by a Numba
+    kernel, fared no better: its lines were cold at each marking all the same, and a
+    batch paid what the checkpoint saved.
+
+    The bool array is kept from one ``take`` to the next, all False in between: ``take``
+    clears what it read in place. Invariant: every key marked is below ``size``, the
+    bound the callers give (one past the largest key of the batch, which the state
+    computed to fit its arrays anyway), so ``take`` reads and clears ``marked[:size]``
+    alone. A new array of zeros at each ``take`` (as long as the state's arrays, twice
+    the largest key) was written into fresh pages, which the kernel faulted in one by
+    one, and ``flatnonzero`` read all of it (docs/benchmarks.md, "The marks kept from
+    one checkpoint to the next")."""
 
     def __init__(self) -> None:
         self.marked = np.zeros(0, dtype=bool)
         self.held: list[np.ndarray | list[int]] = []
-        #: the arrays' length when the held keys were added (each array's keys are below it)
+        #: one past the largest key an array held or marked since the last ``take``
+        #: may have (a list's keys are bounded when they are marked)
         self.size = 0
 
     def add(self, keys: np.ndarray | list[int], size: int) -> None:
-        """Hold ``keys`` (each below ``size``, the length of the arrays they index;
-        never changed afterwards) as changed."""
+        """Hold ``keys`` (never changed afterwards) as changed: an array's keys each
+        below ``size``; a list's are checked when marked (``size`` is not read)."""
         held = self.held
         held.append(keys)
-        if size > self.size:
+        if size > self.size and not isinstance(keys, list):
             self.size = size
         if len(held) >= tuning.MARKS_HELD:
             self._mark()
@@ -187,17 +207,17 @@ class KeyMarks:
         of one or two keys, and a call each cost ~1 ms a checkpoint), the arrays one
         call each (a batch's, big enough to pay for its call; not concatenated, which
         would copy them all)."""
-        size = self.size
         listed = list(chain.from_iterable(k for k in self.held if isinstance(k, list)))
         if listed:                              # (a list's keys are checked: cheap)
-            size = max(size, max(listed) + 1)
+            top = max(listed) + 1
+            if top > self.size:
+                self.size = top
+        size = self.size
         marked = self.marked
         if len(marked) < size:
-            # (a new array of zeros, the marks so far copied in: at a checkpoint there
-            # are none, and concatenating them with the zeros, a second array written
-            # over, made a marking 430-500 µs against 300-340 µs at 100 to 400 votes an
-            # insert: docs/benchmarks.md, "Acknowledgements without news")
-            grown = self.marked = np.zeros(size, dtype=bool)
+            # (the marks so far copied into a new array of zeros; the new length's
+            # spare quarter spares a growth a batch while the largest key creeps up)
+            grown = self.marked = np.zeros(size + (size >> 2), dtype=bool)
             grown[:len(marked)] = marked
             marked = grown
         if listed:
@@ -208,14 +228,23 @@ class KeyMarks:
         self.held = []
 
     def take(self) -> np.ndarray:
-        """The keys changed (int64, ascending); none are held afterwards."""
+        """The keys changed (int64, ascending); none are held or marked afterwards."""
         self._mark()
-        marked = self.marked
-        self.marked, self.size = np.zeros(0, dtype=bool), 0
-        return np.flatnonzero(marked)
+        size, self.size = self.size, 0
+        marked = self.marked[:size]
+        keys = np.flatnonzero(marked)
+        marked[:] = False
+        return keys
+
+    def clear(self) -> None:
+        """Forget the keys held and marked (a whole copy was taken instead)."""
+        self.held = []
+        self.marked[:self.size] = False
+        self.size = 0
 
     def __bool__(self) -> bool:
-        return any(len(k) for k in self.held) or bool(self.marked.any())
+        return (any(len(k) for k in self.held)
+                or bool(self.marked[:self.size].any()))
 
 
 class DenseRows:
@@ -353,13 +382,16 @@ class DenseRows:
             self.parts[i] = grown
         self._refresh()
 
-    def _fit(self, keys: np.ndarray) -> bool:
-        size = grown_size(keys, len(self.present), self.by_slot)
-        if size is None:
-            return False
+    def _fit(self, keys: np.ndarray) -> int | None:
+        """Grow the arrays to take ``keys`` if need be; one past the largest (0 for
+        none), or None if they cannot be held (the arrays left as they are)."""
+        fit = fitted(keys, len(self.present), self.by_slot)
+        if fit is None:
+            return None
+        size, top = fit
         if size > len(self.present):
             self._grow(size)
-        return True
+        return top
 
     def apply(self, keys: np.ndarray, parts: Sequence[np.ndarray], signs: np.ndarray,
               marks: KeyMarks | None = None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -371,7 +403,8 @@ class DenseRows:
         operator's) gets the keys the batch changed: those a row was added at, and
         those whose row went and none came, each once (an update, -old +new, is two
         rows of one key: marking the batch's keys marked it twice)."""
-        if len(parts) != len(self.parts) or not self._fit(keys):
+        top = self._fit(keys) if len(parts) == len(self.parts) else None
+        if top is None:
             return None
         neg = signs == -1
         pos = signs == 1
@@ -423,10 +456,10 @@ class DenseRows:
             if kind is None:
                 held[gone] = None       # no stale references
         self.n += len(kp) - len(kn)
-        if marks is not None:
-            marks.add(kp, len(present))
+        if marks is not None:               # (every key of the batch is below ``top``)
+            marks.add(kp, top)
             if len(gone):
-                marks.add(gone, len(present))
+                marks.add(gone, top)
         return gone, kp[~had]
 
     def apply_rows(self, keys: Sequence, items: Sequence[tuple], signs: Sequence[int],
@@ -504,7 +537,7 @@ class DenseRows:
                 came.append(k)
         self.n += len(came) - len(gone)
         if marks is not None:
-            marks.add(list(after), len(present))
+            marks.add(list(after), 0)   # (a list: bounded as it is marked)
         return gone, came
 
     def drop(self, k: int) -> None:

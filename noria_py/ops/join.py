@@ -473,7 +473,8 @@ class Join(Operator, HeldKeys):
                 out[port] = dense.copy()
             else:                           # (None: unchanged, the store's copy is current)
                 out[port] = dense.changed(marks.take()) if marks else None
-        self._marks = (KeyMarks(), KeyMarks())
+        for marks in self._marks:           # (kept: their bool arrays are reused)
+            marks.clear()
         self._exported = set(out)
         return out
 

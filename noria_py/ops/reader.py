@@ -437,12 +437,13 @@ class Reader(Operator):
     def array_state(self, full: bool = True) -> dict[int, DenseRows | RowsDelta | None]:
         """As a join side's (``Join.array_state``)."""
         dense, marks = self.state.dense, self._marks
-        self._marks = KeyMarks()
         if dense is None or self.partial:       # (kept by slot: no checkpoint)
             self._exported = False
+            marks.clear()
             return {}
         exported, self._exported = self._exported, True
         if full or not exported:
+            marks.clear()
             return {0: dense.copy()}
         return {0: dense.changed(marks.take()) if marks else None}
 

@@ -26,8 +26,8 @@ as arrays: whole the first time (a copy, ``DenseRows``, ``DenseCounts``), then a
 entries at the keys changed since (``RowsDelta``, ``CountsDelta``: the keys each batch
 changed are kept as it is applied, ``dense.KeyMarks``, and marked together at the
 checkpoint), which the store writes into its copy in place. That costs array
-operations over the keys changed (and a pass over a bool array the size of the key
-range), where folding batches or entries one by
+operations over the keys changed (and a pass over a bool array up to the largest
+key changed, kept from one checkpoint to the next), where folding batches or entries one by
 one costs Python work per row, and the delta holds no more than the keys changed; a
 whole copy per checkpoint cost 3 ms for the vote join's 200k rows and held a second
 copy of the state in the store.

@@ -414,24 +414,33 @@ def test_deltas_of_rewrites_in_place_bring_a_copy_up_to_date(key_objects, plan):
 
 @settings(max_examples=60, deadline=None)
 @given(steps=st.lists(st.tuples(st.lists(st.integers(0, 300), max_size=8), st.booleans(),
-                                st.booleans()), max_size=40),
+                                st.sampled_from(["add", "take", "clear"])), max_size=40),
        held=st.sampled_from([1, 2, 5, tuning.MARKS_HELD]))
 def test_key_marks_take_every_key_added_since_the_last_take(steps, held):
     """Keys held as they come (arrays or lists), marked at ``take`` or once ``MARKS_HELD``
     batches' keys have piled up: ``take`` gives the union of the keys added since the
-    last one, ascending, and ``bool`` says whether there is any."""
+    last one (or the last ``clear``), ascending, and ``bool`` says whether there is
+    any. One ``KeyMarks`` serves every step, its bool array kept: an array's keys come
+    with the tightest bound (one past the largest), a list's with none, so a take after
+    one of larger keys reads a shorter prefix than the array holds, and must find it
+    cleared."""
     shipped, tuning.MARKS_HELD = tuning.MARKS_HELD, held
     try:
         marks, want = dense.KeyMarks(), set()
-        for keys, as_list, take in steps:
-            marks.add(keys if as_list else np.array(keys, dtype=np.int64),
-                      max(keys, default=0) + 1)
+        for keys, as_list, then in steps:
+            marks.add(list(keys) if as_list else np.array(keys, dtype=np.int64),
+                      0 if as_list else max(keys, default=-1) + 1)
             want.update(keys)
             assert bool(marks) == bool(want)
-            if take:
+            if then == "take":
                 assert marks.take().tolist() == sorted(want)
                 want = set()
                 assert not marks
+            elif then == "clear":
+                marks.clear()
+                want = set()
+                assert not marks
         assert marks.take().tolist() == sorted(want)
+        assert not marks.marked.any()           # (all False between takes)
     finally:
         tuning.MARKS_HELD = shipped
