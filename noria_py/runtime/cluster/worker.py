@@ -1497,21 +1497,11 @@ class Worker:
     def req_primary_keys(self, nid: str) -> Any:
         """The primary keys of base ``nid``'s table, as ``table_now`` has them
         (``Table.primary_keys`` at the controller): the keys alone cross, not the rows,
-        as a batch in columns (``encode_batch``: an INT or FLOAT key as bytes). The
-        writes waiting for their log are undone on a copy of the keys, newest first."""
+        as a batch in columns (``encode_batch``: an INT or FLOAT key as bytes). With a
+        write waiting for its log, the keys of ``table_now``'s rows (which undoes it)."""
         op = cast("Base", self._up(nid).node.op)
-        held = self.waiting(nid)
-        keys: Any = op.by_key
-        if held:
-            keys = set(keys)
-            key_of = op.key_of
-            for b in reversed(held):
-                for r, s in zip(reversed(b.rows), reversed(b.signs)):
-                    if s > 0:
-                        keys.discard(key_of(r))
-                    else:
-                        keys.add(key_of(r))
-        keys = list(keys)
+        keys = ([op.key_of(r) for r, c in self.table_now(nid) if c > 0]
+                if self.waiting(nid) else list(op.by_key))
         if not keys:
             return encode_batch(Batch())
         cols = typed_columns([op.types[c] for c in op.pk], keys)
