@@ -419,7 +419,7 @@ class Database:
         loaded: dict[str, ck_mod.Checkpoint] = {}
         # a reader over stateful parents keeps no checkpoint: initialize fills it from them
         rebuilt = {nid for nid in nodes if rt.domains[nid].store is None
-                   and ck_mod.rebuilt_from_parent(graph, graph[nid])}
+                   and ck_mod.rebuilt_from_parents(graph, graph[nid])}
         for i, nid in enumerate(nodes):
             op = graph[nid].op
             if not op.stateful or nid in rebuilt:

@@ -31,9 +31,11 @@ downstream pinning its times: it comes back to its parents' output as it stands,
 T*[A_i] their current times, from its newest checkpoint (any time; B' restarts at the
 checkpoint's time) plus what their payload logs hold since, or without one that the
 logs reach, rebuilt from their output. (A reader over stateful parents takes no
-checkpoints, ``checkpoints.rebuilt_from_parent``: always rebuilt, its last-seen times
+checkpoints, ``checkpoints.rebuilt_from_parents``: always rebuilt, its last-seen times
 its parents' current times, so what they sent at or below them and is still in flight
-is dropped on arrival; a failed parent comes back first, ``recover``.)
+is dropped on arrival; a failed parent comes back first, ``recover``. A join over
+stateful parents or bases takes none either: it has witnesses, and comes back by the
+rebuild of step 2, from its parents' output up to T*[A_i].)
 
 A failed stateful child C (a reader too) keeps its checkpoint when B' can regenerate
 the B-times above the B-time p_C that checkpoint reflects exactly as before the

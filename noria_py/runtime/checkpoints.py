@@ -107,20 +107,38 @@ class Checkpoint:
         return sum(map(_size, self.inputs)) + _size(self.entries)
 
 
-def rebuilt_from_parent(graph: Graph, node: Node) -> bool:
-    """Whether ``node`` is a reader whose every parent regenerates its whole output
-    from state: a stateful operator (a join, an aggregate, MIN/MAX, TopK, DISTINCT, a
-    set operation; not a base or another source), or a project or filter over one (as
-    the vote view's reader sits on a project over its join). In the tree-clock regime
-    such a reader takes no checkpoints of its own, and its parent keeps no payload log
-    to it: nothing downstream pins its times (it has no children), so a lost reader is
-    rebuilt from its parent's output at the parent's current time
-    (``recovery/treeclock.py``: no witness, no checkpoint), at O(that output), where
-    its checkpoints cost every write their deltas and kept a checkpoint interval of
-    the parent's batches in the log to it (docs/recovery.md, "Readers rebuilt from
-    their parent")."""
-    return node.op.leaf and bool(node.parents) and all(
-        _regenerates(graph, graph.nodes[p]) for p in node.parents)
+def rebuilt_from_parents(graph: Graph, node: Node) -> bool:
+    """Whether ``node`` takes no checkpoints in the tree-clock regime, being rebuilt
+    from its parents' output instead, at O(its own state):
+
+    - a reader whose every parent regenerates its whole output from state: a stateful
+      operator (a join, an aggregate, MIN/MAX, TopK, DISTINCT, a set operation; not a
+      base or another source), or a project or filter over one (as the vote view's
+      reader sits on a project over its join). Nothing downstream pins its times (it
+      has no children), so a lost reader is rebuilt from its parent's output at the
+      parent's current time (``recovery/treeclock.py``: no witness, no checkpoint), and
+      its parent keeps no payload log to it;
+    - a join whose every parent is a base or regenerates as above. A join's state is
+      its two inputs' rows, so reading its parents' output costs what its own state
+      holds (not a base's history: a base's output is its table as it stands). Its
+      children pin its times, so it comes back as any node without a checkpoint does:
+      its parents' output up to the times its children's clocks name, undone from
+      their payload logs (``output_through``), then the pinned replay. Its parents'
+      logs to it are trimmed as to a stateless node, at its children's
+      acknowledgements, not held back to a stable checkpoint of its own.
+
+    Either way the node's checkpoints cost every write their deltas (a key marked per
+    row, the delta gathered at each checkpoint, the store's fold) and held a checkpoint
+    interval of its parents' batches in their logs to it (docs/recovery.md, "Nodes
+    rebuilt from their parents"). A join over a sharder or another stateless chain
+    down to a base keeps its checkpoints: its rebuild would read the whole table for
+    one shard's part of it."""
+    parents = [graph.nodes[p] for p in node.parents]
+    if not parents:
+        return False
+    if node.op.kind == "join":
+        return all(p.op.kind == "base" or _regenerates(graph, p) for p in parents)
+    return node.op.leaf and all(_regenerates(graph, p) for p in parents)
 
 
 def _regenerates(graph: Graph, node: Node) -> bool:

@@ -18,8 +18,9 @@ times: recovery then knows exactly which input was processed at which time
 (docs/recovery.md explains why that matters).
 
 With checkpoints on, a stateful domain (readers included, but in the tree-clock
-regime not a reader over stateful parents, which is rebuilt from them:
-``checkpoints.rebuilt_from_parent``) also checkpoints its state into a store outside it (``checkpoints.py``), on its own schedule, and remembers its
+regime not a reader over stateful parents nor a join over stateful parents or bases,
+which are rebuilt from them: ``checkpoints.rebuilt_from_parents``) also checkpoints
+its state into a store outside it (``checkpoints.py``), on its own schedule, and remembers its
 recent checkpoints' times and parent-times: a parent's payload log to it is trimmed no
 further than its stable checkpoint, so recovery can replay from there. The stable
 checkpoint is the newest its children have all passed (``on_progress``); for a node
@@ -94,9 +95,9 @@ class Domain:
         self.store: Sink | None = None
         #: whether the runtime checkpoints (then this node logs what it sends a reader)
         self.checkpointing = False
-        #: whether a reader over stateful parents is rebuilt from them instead of
-        #: checkpointing (``use_checkpoints``)
-        self.rebuilt_readers = False
+        #: whether readers and joins over stateful parents are rebuilt from them
+        #: instead of checkpointing (``use_checkpoints``)
+        self.rebuilt = False
         self.ck_inputs: list[tuple[int, Batch]] | None = None
         self.reset_clock_state()
 
@@ -133,16 +134,17 @@ class Domain:
 
     # ------------------------------------------------------------ checkpoints
 
-    def use_checkpoints(self, store: Sink | None, rebuilt_readers: bool = False) -> None:
+    def use_checkpoints(self, store: Sink | None, rebuilt: bool = False) -> None:
         """Checkpoint into ``store`` from now on (a stateful node, readers included;
         None turns it off), and keep payload logs to readers, which then recover from
-        their checkpoints. ``rebuilt_readers`` (the tree-clock regime's runtimes): a
-        reader over stateful parents (``checkpoints.rebuilt_from_parent``) takes none,
-        and this node keeps no log to such a reader: it is rebuilt from its parent."""
+        their checkpoints. ``rebuilt`` (the tree-clock regime's runtimes): a
+        reader over stateful parents, or a join over stateful parents or bases
+        (``checkpoints.rebuilt_from_parents``), takes none, and this node keeps no log
+        to such a reader: each is rebuilt from its parents."""
         form = self.node.op.checkpoint_form
         self.checkpointing = store is not None
-        self.rebuilt_readers = rebuilt_readers
-        if rebuilt_readers and checkpoints.rebuilt_from_parent(self.graph, self.node):
+        self.rebuilt = rebuilt
+        if rebuilt and checkpoints.rebuilt_from_parents(self.graph, self.node):
             store = None
         self.out_edges = None
         self.store = store if form is not None else None
@@ -409,7 +411,7 @@ class Domain:
         op = node.op
         return not op.leaf or (
             self.checkpointing and op.checkpoint_form is not None
-            and not (self.rebuilt_readers and checkpoints.rebuilt_from_parent(self.graph, node)))
+            and not (self.rebuilt and checkpoints.rebuilt_from_parents(self.graph, node)))
 
     def write_history(self, history: Iterable[Batch], seen: dict[str, int], low: int,
                       start: int = 0, rows: Sequence[Batch] = ()) -> list[Message]:

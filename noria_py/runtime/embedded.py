@@ -76,7 +76,7 @@ class EmbeddedRuntime(Runtime):
         regime's store; each regime's runtime names its own). A node made partial
         takes none (``Domain.use_checkpoints(None)``: it comes back all holes,
         noria_py/partial.py, rule 6); one made full again calls this."""
-        d.use_checkpoints(self.store, rebuilt_readers=tuning.REBUILT_READERS)
+        d.use_checkpoints(self.store, rebuilt=tuning.REBUILT_FROM_PARENTS)
 
     def announce(self, change: tuple[Any, ...]) -> None:
         """A catalog change (the cluster runtime forwards these to its workers)."""

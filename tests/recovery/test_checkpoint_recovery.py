@@ -9,10 +9,11 @@ an ORDER BY. A reader's recovery starts from its newest checkpoint and catches u
 its parent's payload log; when its parent was restarted while it was down (which may
 renumber the parent's output), it is rebuilt from its parent instead. A live child of
 a restarted parent, whose log to it now starts at the restart, checkpoints then, so
-that it still comes back from a checkpoint. (The reader tests turn off
-``tuning.REBUILT_READERS``, under which a reader over stateful parents takes no
-checkpoints at all: tests/recovery/test_rebuilt_readers.py. A cluster's readers and
-those over stateless parents checkpoint as here.)"""
+that it still comes back from a checkpoint. (These tests turn off
+``tuning.REBUILT_FROM_PARENTS``, under which a reader over stateful parents, and a join
+over stateful parents or bases, takes no checkpoints at all:
+tests/recovery/test_rebuilt_from_parents.py. A cluster's readers and joins, and those
+over stateless parents, checkpoint as here.)"""
 from __future__ import annotations
 
 import random
@@ -36,9 +37,9 @@ READER_KEYED = {
 
 
 @pytest.fixture
-def readers_checkpoint(monkeypatch):
-    """Every reader checkpoints, as a cluster's do."""
-    monkeypatch.setattr(tuning, "REBUILT_READERS", False)
+def all_checkpoint(monkeypatch):
+    """Every reader and join checkpoints, as a cluster's do."""
+    monkeypatch.setattr(tuning, "REBUILT_FROM_PARENTS", False)
 
 
 def _wrong(db, model, keyed=KEYED) -> list[str]:
@@ -66,7 +67,8 @@ def _readers(db) -> dict[str, Reader]:
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("shards", [1, 4])
-def test_a_node_failed_again_and_again_recovers_from_its_checkpoints(seed, shards):
+def test_a_node_failed_again_and_again_recovers_from_its_checkpoints(seed, shards,
+                                                                    all_checkpoint):
     rng = random.Random(seed)
     with checkpoint_regime("often"):
         db = noria_py.connect(shards=shards, seed=seed)
@@ -95,7 +97,7 @@ def test_a_node_failed_again_and_again_recovers_from_its_checkpoints(seed, shard
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("shards", [1, 4])
-def test_readers_of_every_shape_recover_from_their_checkpoints(seed, shards, readers_checkpoint):
+def test_readers_of_every_shape_recover_from_their_checkpoints(seed, shards, all_checkpoint):
     """Random readers failed one after another, writes before, while they are down (some
     still in flight to them at the failure) and after: each comes back from its newest
     checkpoint and its parent's log, right. Checkpoints as shipped (even seeds: the one
@@ -147,7 +149,7 @@ def _check_counts(db, written: list[tuple]) -> None:
 
 
 @pytest.mark.parametrize("regime", ["default", "often"])
-def test_a_reader_whose_parent_restarted_checkpoints_then(regime, readers_checkpoint):
+def test_a_reader_whose_parent_restarted_checkpoints_then(regime, all_checkpoint):
     """The aggregate above the reader failed and came back (its payload log now starts
     at its restart). A reader checkpoint older than that (as shipped: the one taken at
     creation) could no longer be caught up from the log, so the reader checkpoints at
@@ -181,7 +183,7 @@ def test_a_reader_whose_parent_restarted_checkpoints_then(regime, readers_checkp
 
 @pytest.mark.parametrize("clocked", [True, False])
 @pytest.mark.parametrize("regime", ["default", "often"])
-def test_a_reader_down_while_its_parent_restarts(regime, clocked, readers_checkpoint):
+def test_a_reader_down_while_its_parent_restarts(regime, clocked, all_checkpoint):
     """The reader fails, then its aggregate, the reader's only parent (so no witness),
     is recovered while the reader is still down, with writes between. The reader's
     newest checkpoint holds its clock, whose (reader, aggregate, base) entry says which
@@ -226,7 +228,7 @@ def test_a_reader_down_while_its_parent_restarts(regime, clocked, readers_checkp
 
 @pytest.mark.parametrize("voted", [False, True])
 @pytest.mark.parametrize("kind", ["aggregate", "join"])
-def test_state_in_arrays_recovers_from_its_checkpoints(kind, voted):
+def test_state_in_arrays_recovers_from_its_checkpoints(kind, voted, all_checkpoint):
     """The vote view, whose COUNT and join hold their state in arrays (checkpointed as
     the keys changed, not copies): the node fails again and again between batches of
     votes, each time coming back from a checkpoint (built from deltas of keys changed,
@@ -282,7 +284,8 @@ def _pairs(db, rng: random.Random) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("shards", [1, 4])
-def test_a_child_of_a_restored_parent_comes_back_from_its_checkpoint(seed, shards):
+def test_a_child_of_a_restored_parent_comes_back_from_its_checkpoint(seed, shards,
+                                                                     all_checkpoint):
     """A parent of a stateful node (readers included; one pair for each pair of
     kinds) fails and comes back, then the stateful node fails: it comes back from its own checkpoint plus its parents'
     logs, not rebuilt from its parents. (The restored parent's payload log starts at its

@@ -218,9 +218,9 @@ def test_payload_log_to_a_reader_only_with_checkpoints_and_a_failed_reader_recov
         checkpoints, monkeypatch):
     """Without checkpoints recovery rebuilds a reader from its parent's state, so nothing
     is logged for it; with them (and readers checkpointing, as a cluster's: not
-    ``tuning.REBUILT_READERS``) the parent logs what it sends the reader, from the
+    ``tuning.REBUILT_FROM_PARENTS``) the parent logs what it sends the reader, from the
     reader's newest checkpoint on, and the reader comes back from that checkpoint."""
-    monkeypatch.setattr(tuning, "REBUILT_READERS", False)
+    monkeypatch.setattr(tuning, "REBUILT_FROM_PARENTS", False)
     db = noria_py.connect(shards=1, seed=3, checkpoints=checkpoints)
     db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
     db.execute("CREATE VIEW c AS SELECT article_id, COUNT(*) AS n FROM vote "

@@ -70,9 +70,9 @@ def test_no_acknowledgements_without_clocks():
 @pytest.mark.parametrize("checkpoints", [False, True])
 def test_acknowledgements_trim_logs_with_clocks(checkpoints, monkeypatch):
     # (intervals short enough that the reader's checkpoints trim its log in the run;
-    # the reader checkpoints, as a cluster's: tests/recovery/test_rebuilt_readers.py
+    # the reader checkpoints, as a cluster's: tests/recovery/test_rebuilt_from_parents.py
     # has the logs above a reader rebuilt from its parent)
-    monkeypatch.setattr(tuning, "REBUILT_READERS", False)
+    monkeypatch.setattr(tuning, "REBUILT_FROM_PARENTS", False)
     monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 256)
     db = _db(checkpoints=checkpoints)
     vote = db.table("vote")
@@ -198,7 +198,7 @@ def test_a_join_and_a_reader_checkpoint_at_their_spacing(monkeypatch):
     one message each, checked at every acknowledgement)."""
     monkeypatch.setattr(tuning, "CHECKPOINT_ROWS", 600)
     monkeypatch.setattr(tuning, "ACK_EVERY", 1)
-    monkeypatch.setattr(tuning, "REBUILT_READERS", False)    # (as a cluster's reader)
+    monkeypatch.setattr(tuning, "REBUILT_FROM_PARENTS", False)    # (as a cluster's reader)
     db = noria_py.connect()
     db.execute("CREATE TABLE article (id INT PRIMARY KEY, title TEXT)")
     db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
