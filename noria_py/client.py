@@ -417,7 +417,8 @@ class Database:
             recomputed.append(name)         # (not in them, or planned otherwise since)
             return set(), set()
         loaded: dict[str, ck_mod.Checkpoint] = {}
-        # a reader over stateful parents keeps no checkpoint: initialize fills it from them
+        # a node rebuilt from its parents (a reader or a join over stateful parents)
+        # keeps no checkpoint: initialize fills it from them
         rebuilt = {nid for nid in nodes if rt.domains[nid].store is None
                    and ck_mod.rebuilt_from_parents(graph, graph[nid])}
         for i, nid in enumerate(nodes):
