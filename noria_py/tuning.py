@@ -132,7 +132,8 @@ CHECKPOINT_ROWS = 32768
 JOIN_CHECKPOINT_SPACING = 2
 READER_CHECKPOINT_SPACING = 2
 #: Whether the embedded tree-clock runtime rebuilds a reader over stateful parents,
-#: and a join over stateful parents or bases, from them instead of checkpointing it
+#: and a join over stateful parents or bases (or sharders of them), from them instead
+#: of checkpointing it
 #: (``checkpoints.rebuilt_from_parents``; docs/recovery.md, "Nodes rebuilt from their
 #: parents"). A cluster's readers and joins checkpoint either way. Read when a node
 #: is added.

@@ -64,35 +64,46 @@ def restore_upstream_bases(graph: Graph, rt: "Runtime", node_id: str) -> int:
 
 
 def purge_set(graph: Graph, rt: "Runtime", node_ids: Iterable[str]) -> list[str]:
-    """What a lineage rebuild recomputes, in topological order: the failed nodes, every
-    failed operator above them (whose state they would read), and everything
-    downstream of those."""
-    roots = set(node_ids)
-    stack, seen = [p for n in roots for p in graph[n].parents], set()
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        if not rt.alive(n) and graph[n].kind != "base":
-            roots.add(n)
-        stack.extend(graph[n].parents)
+    """What a lineage rebuild recomputes, in topological order: the failed nodes,
+    everything downstream of them, and every failed operator above any of those (whose
+    state a rebuilt node would read), with everything downstream of it in turn, until
+    nothing purged has a failed operator above it outside the set. A failed node beside
+    the failed one, a parent of a node downstream of it (the other shards of a union's
+    inputs), is in the set: rebuilt from the failed node's children's parents as they
+    stood, the union would lack its rows, and its own later recovery, with no witness
+    left below it, would send them to a union that takes them as seen."""
     purged: set[str] = set()
-    for r in roots:
-        purged.update(graph.descendants(r))
+    above: set[str] = set()             # nodes whose ancestors have been looked at
+    roots = list(node_ids)
+    while roots:
+        for d in graph.descendants(roots.pop()):
+            if d in purged:
+                continue
+            purged.add(d)
+            stack = list(graph[d].parents)
+            while stack:
+                n = stack.pop()
+                if n in above or n in purged:
+                    continue
+                above.add(n)
+                if not rt.alive(n) and graph[n].kind != "base":
+                    roots.append(n)
+                stack.extend(graph[n].parents)
     return [n for n in graph.topological() if n in purged]
 
 
 def prepare_rebuild(graph: Graph, rt: "Runtime",
                     node_ids: Iterable[str]) -> tuple[int, list[str] | None]:
     """The common start of a lineage rebuild (in the engine or with Spark): restore the
-    failed bases above, let the graph go quiet (messages to failed nodes are lost), and
-    name the nodes to recompute. Returns (messages resent, purge set), the purge set
-    None when the failed nodes are all base tables, which are then already back."""
+    failed bases above what it recomputes, let the graph go quiet (messages to failed
+    nodes are lost), and name the nodes to recompute. Returns (messages resent, purge
+    set), the purge set None when the failed nodes are all base tables, which are then
+    already back."""
     node_ids = list(node_ids)
-    resent = sum(restore_upstream_bases(graph, rt, n) for n in node_ids)
     operators = [n for n in node_ids if graph[n].kind != "base"]
+    purged = purge_set(graph, rt, operators) if operators else []
+    resent = sum(restore_upstream_bases(graph, rt, n) for n in (*node_ids, *purged))
     if not operators:
         return resent, None
     rt.wait()
-    return resent, purge_set(graph, rt, operators)
+    return resent, purged

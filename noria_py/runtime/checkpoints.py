@@ -118,9 +118,11 @@ def rebuilt_from_parents(graph: Graph, node: Node) -> bool:
       has no children), so a lost reader is rebuilt from its parent's output at the
       parent's current time (``recovery/treeclock.py``: no witness, no checkpoint), and
       its parent keeps no payload log to it;
-    - a join whose every parent is a base or regenerates as above. A join's state is
-      its two inputs' rows, so reading its parents' output costs what its own state
-      holds (not a base's history: a base's output is its table as it stands). Its
+    - a join whose every parent is a base, regenerates as above, or is a sharder over
+      either (``_holds_its_input``). A join's state is its two inputs' rows, so
+      reading its parents' output costs what its own state holds, or, through a
+      sharder, the whole input of which it keeps its shard's part (not a base's
+      history: a base's output is its table as it stands). Its
       children pin its times, so it comes back as any node without a checkpoint does:
       its parents' output up to the times its children's clocks name, undone from
       their payload logs (``output_through``), then the pinned replay. Its parents'
@@ -130,15 +132,24 @@ def rebuilt_from_parents(graph: Graph, node: Node) -> bool:
     Either way the node's checkpoints cost every write their deltas (a key marked per
     row, the delta gathered at each checkpoint, the store's fold) and held a checkpoint
     interval of its parents' batches in their logs to it (docs/recovery.md, "Nodes
-    rebuilt from their parents"). A join over a sharder or another stateless chain
-    down to a base keeps its checkpoints: its rebuild would read the whole table for
-    one shard's part of it."""
+    rebuilt from their parents"). A join over a filter or another stateless chain
+    down to a base keeps its checkpoints: its rebuild would read the rows the chain
+    drops too."""
     parents = [graph.nodes[p] for p in node.parents]
     if not parents:
         return False
     if node.op.kind == "join":
-        return all(p.op.kind == "base" or _regenerates(graph, p) for p in parents)
+        return all(_holds_its_input(graph, p) for p in parents)
     return node.op.leaf and all(_regenerates(graph, p) for p in parents)
+
+
+def _holds_its_input(graph: Graph, node: Node) -> bool:
+    """Whether a join's parent ``node`` gives its whole output from state: a base (its
+    table), a node that regenerates it (``_regenerates``), or a sharder over either
+    (the join's shard reads the whole input to keep its part of it)."""
+    if node.op.kind == "sharder" and len(node.parents) == 1:
+        node = graph.nodes[node.parents[0]]
+    return node.op.kind == "base" or _regenerates(graph, node)
 
 
 def _regenerates(graph: Graph, node: Node) -> bool:
