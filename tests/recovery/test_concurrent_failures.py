@@ -439,8 +439,10 @@ PAIR_SLOW = [(s, shards, None) for s in range(60) for shards in (1, 4)]
 
 @pytest.mark.parametrize("seed,shards,pairs", PAIR_SEEDS + [
     pytest.param(*c, marks=pytest.mark.slow) for c in PAIR_SLOW])
-def test_a_parent_and_its_stateful_child_failed_together(seed, shards, pairs):
-    """A stateful node shard (readers included) and one of its parents fail together,
+def test_a_parent_and_its_stateful_child_failed_together(seed, shards, pairs, monkeypatch):
+    """A stateful node shard (readers and joins included: they checkpoint here, as a
+    cluster's do, ``tuning.REBUILT_FROM_PARENTS`` off; rebuilt from their parents
+    otherwise, tests/recovery/test_rebuilt_from_parents.py) and one of its parents fail together,
     one pair for each pair of their kinds, writes in flight at the failure (seeded
     delivery) and while they are down; ``db.recover()`` brings them back and every view
     equals DuckDB's. The child comes back from its own checkpoint: the parent restarts
@@ -451,6 +453,7 @@ def test_a_parent_and_its_stateful_child_failed_together(seed, shards, pairs):
     them). The exceptions allowed: a parent with several parents (join, UNION) whose
     times after the checkpoint no witness pins, which keeps the rebuild."""
     from tests.recovery.test_checkpoint_recovery import READER_KEYED, _pairs, _reader_db, _wrong
+    monkeypatch.setattr(tuning, "REBUILT_FROM_PARENTS", False)
     rng = random.Random(seed)
     keyed = {**KEYED, **READER_KEYED}
     paths: dict[tuple[str, str], list[str]] = {}
