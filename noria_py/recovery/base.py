@@ -69,9 +69,9 @@ def purge_set(graph: Graph, rt: "Runtime", node_ids: Iterable[str]) -> list[str]
     state a rebuilt node would read), with everything downstream of it in turn, until
     nothing purged has a failed operator above it outside the set. A failed node beside
     the failed one, a parent of a node downstream of it (the other shards of a union's
-    inputs), is in the set: rebuilt from the failed node's children's parents as they
-    stood, the union would lack its rows, and its own later recovery, with no witness
-    left below it, would send them to a union that takes them as seen."""
+    inputs), is in the set: the union, rebuilt from its parents as they stood, would
+    lack that node's rows, and they would not reach it after that node's own recovery
+    either (with no witness left below, it comes back to its parents as they stand)."""
     purged: set[str] = set()
     above: set[str] = set()             # nodes whose ancestors have been looked at
     roots = list(node_ids)

@@ -205,7 +205,7 @@ def _run(seed: int, shards: int, order: str, regime: str,
 # Before the fix, 10 of the 1,488 runs (all of them, -m "") gave wrong views, among them
 # the four added here by name; none since. (217, 4, "all"): a lineage fallback rebuilt a
 # union whose other failed parent, a DISTINCT shard, was recovered after it and sent
-# its rows to a union that took them as seen (``purge_set`` now takes it in).
+# none of its rows to the union (``purge_set`` now takes it in).
 SEEDS = [(s, shards, order) for s in range(24) for shards, order in
          [(1, "random"), (4, "random"), (1, "topological"), (4, "all")]] + [
     (31, 1, "random"), (75, 4, "topological"), (130, 4, "all"), (185, 1, "random"),
