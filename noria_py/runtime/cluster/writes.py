@@ -278,6 +278,9 @@ class ReplicaLogs:
 
     def __init__(self) -> None:
         self.logs: dict[str, WriteHistory] = {}
+        #: per base, the owner that sent the log kept here (``full``): a log is whole
+        #: for that owner only (a later owner's whole log may still be on its way)
+        self.owners: dict[str, str] = {}
         self.tags: dict[str, collections.deque[int]] = {}
         #: per base, the parts of a whole log on their way (``part``)
         self.parts: dict[str, PartsTaken] = {}
@@ -311,6 +314,7 @@ class ReplicaLogs:
                                     f"{got and got.turn()}")
             table, writes = got.table + list(table), got.writes + writes
         self.logs[nid] = history_from(op, start, table, writes)
+        self.owners[nid] = src
         self.tags.setdefault(nid, collections.deque(maxlen=LANDED_KEPT))
 
     def lost(self, src: str) -> None:
@@ -331,25 +335,33 @@ class ReplicaLogs:
         if h is not None:
             h.trim(t)
 
-    def since(self, nid: str, n: int) -> tuple[list[Batch], list[int]] | None:
-        """The writes after write ``n`` (where the controller's history ends), and the
-        last writes' tags; None if no log of ``nid`` is kept here (named its replica,
-        it was lost before its owner sent it the whole log: the log is on the lost
+    def whole(self, nid: str, owner: str) -> WriteHistory | None:
+        """The log of ``nid`` kept here if ``owner`` sent it whole (``full``), which
+        then holds every write ``owner`` acknowledged (it acknowledges a write only
+        once its replica has it); None: none, or another owner's (named its replica,
+        it was lost before this one's whole log was answered: the log is on the lost
         workers' disks, if anywhere)."""
         h = self.logs.get(nid)
-        if h is None:
-            return None
-        at, writes = h.since(n)
-        if at != n:
-            raise RecoveryError(f"base {nid}: the replica's log starts at write {at}, "
-                                f"after write {n}")
-        return writes, list(self.tags.get(nid, ()))
+        return h if h is not None and self.owners.get(nid) == owner else None
+
+    def promoted(self, nid: str) -> None:
+        """The base's log kept here became the base's own (``Worker.req_promote_base``);
+        its tags stay (``landed``)."""
+        self.logs.pop(nid, None)
+        self.owners.pop(nid, None)
+
+    def keep_tags(self, nid: str, tags: Collection[int]) -> None:
+        """The tags of a base's last writes, restored here from a log read elsewhere
+        (``Worker.req_restore_base``), for ``landed``."""
+        known = self.tags.setdefault(nid, collections.deque(maxlen=LANDED_KEPT))
+        known.extend(t for t in tags if type(t) is int and t)
 
     def landed(self, nid: str, tag: int) -> bool:
         return tag in self.tags.get(nid, ())
 
     def drop(self, nid: str) -> None:
         self.logs.pop(nid, None)
+        self.owners.pop(nid, None)
         self.tags.pop(nid, None)
         self.parts.pop(nid, None)
 
@@ -443,31 +455,36 @@ def log_dir(root: Path, table: str) -> Path:
     return root / quote(table.lower(), safe="")
 
 
-def disk_tail(dirs: list[Path], nid: str, n: int) -> tuple[list[Batch], list[int]] | None:
-    """The writes of base ``nid`` after write ``n`` from the longest of the logs in
-    ``dirs`` (its lost workers' ``DiskLogs`` directories), and the tags of those that
-    have one (from their own records), or None if none reaches back to ``n``. What
-    opening each finds (a torn tail cut) is logged; a damaged one (``CorruptionError``)
-    is logged and passed over."""
-    best: tuple[list[Batch], list[int]] | None = None
+def disk_log(dirs: Sequence[Path], nid: str, table: str
+             ) -> tuple[int, list[Batch], list[Batch], list[int]] | None:
+    """Base ``nid``'s log from the longest of the logs in ``dirs`` (its lost workers'
+    ``DiskLogs`` directories; each holds a prefix of the same writes, the lost
+    owner's perhaps a write it never acknowledged: in doubt, taken whole or not at
+    all): (the write its snapshot is at, the table then as one batch, the writes
+    after it, their tags), or None if none opens. What opening each finds (a torn
+    tail cut) is logged; a damaged one (``CorruptionError``) is logged and passed
+    over."""
+    best: tuple[int, Path] | None = None
     for d in dirs:
         if not (d / "snapshot.bin").exists():
             continue
-        rec = _read_log(d, f"base {nid}", n)
-        if isinstance(rec, StorageError):
-            continue
-        if rec.later is None:
-            if rec.lsn != n:
-                log.warning("base %s: its log in %s holds writes up to %d, cannot continue "
-                            "from write %d", nid, d, rec.lsn, n)
-                continue
-            later = []
-        else:
-            later = [Batch.changes(list(dels), list(ins)) for _, ins, dels in rec.later]
-        if best is None or len(later) > len(best[0]):
-            tags = [rec.tags[k] for k in range(n + 1, n + 1 + len(later)) if k in rec.tags]
-            best = (later, tags)
-    return best
+        rec = _read_log(d, f"base {nid}")
+        if not isinstance(rec, StorageError) and (best is None or rec.lsn > best[0]):
+            best = (rec.lsn, d)
+    if best is None:
+        return None
+    first = _read_log(best[1], f"base {nid}")
+    if isinstance(first, StorageError):
+        return None
+    rec = _read_log(best[1], f"base {nid}", first.start)      # (split at its snapshot)
+    if isinstance(rec, StorageError):
+        return None
+    rows = rec.tables.get(table.lower(), [])
+    later = [] if rec.later is None else [Batch.changes(list(dels), list(ins))
+                                          for _, ins, dels in rec.later]
+    start = rec.lsn - len(later)
+    tags = [rec.tags[k] for k in range(start + 1, rec.lsn + 1) if k in rec.tags]
+    return start, [Batch(list(rows), [1] * len(rows))] if rows else [], later, tags
 
 
 #: a restarted controller keeps what the workers' logs say of the tags of the last
