@@ -34,20 +34,19 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
   batches, tags]``, its whole log in parts ``["rpart", base, fill, i, table, batches]``
   then ``["rfull", base, start, table, batches, in flight, tags, fill, parts before]``,
-  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]`` and ``["rpack", base,
-  fill]`` (a part of a whole log taken); nothing else (with
+  ``["rtrim", base, t]``, from its replica ``["rdur", base, n, fill]`` (the log made
+  on that fill's whole log holds the last group, or with ``rfull`` the whole log and
+  the group in flight) and ``["rpack", base, fill]`` (a part of a whole log taken);
+  nothing else (with
   ``--data-dir``, the config's last item names the directory where this worker keeps
   those logs on disk as well: ``writes.DiskLogs``)
-- with ``--writes worker``, from the controller ``["replica", base, worker | None]``,
-  ``["durable", base, n]``, ``["pause", id]``, ``["resume"]``, and to it ``["hist",
-  base, batches, tags]`` (no replica: answered ``durable``) or ``["hcopy", ...]`` (the
-  writes the replica made durable, lazily: no answer), and ``["hall", base]`` (every
-  write acknowledged so far is in the controller's history: it is the log again,
-  sent when the base is told it has no replica) or ``["hlag", base]`` (from now on
-  writes are acknowledged that only the replica holds besides this worker: its fill
-  is done, or a group in flight went to it with its whole log), which tell the
-  controller whether a lost base whose replica has no log can be restored from its
-  history (``ClusterRuntime.complete_history``)
+- with ``--writes worker``, from the controller ``["replica", base, worker | None]``
+  (None: no other worker is alive, this worker's log alone is the log),
+  ``["pause", id]`` (answered with each base's count of its writes) and
+  ``["resume"]``; no write goes to the controller (it keeps no history of these
+  bases: a lost base is restored from its replica's log or the lost workers'
+  disks, the requests ``log_whole``, ``log_parts``, ``log_landed``, ``promote_base``,
+  ``restore_base``)
 - with ``serve --partial`` (``partial.py``): the catalog changes ``["partial", reader,
   memory limit, [[aggregate, key columns]], chain]`` (every worker marks the reader
   partial, and the aggregates held partial with it) and ``["full", reader,
@@ -71,7 +70,8 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   from a read thread ``["dm", reader, keys, request id, answer]`` (such a miss) and
   ``["dm_drop", request id]`` (given up on)
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
-  ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
+  ``["hlow", base, t]`` (writes at the controller: the base's write history there
+  may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
   node shard's checkpoints (``RemoteStore``): ``["ck", node, time, parent times, form,
   delta, full, stable, clock]`` (the node's tree clock then, ``wire.encode_array``),
@@ -118,8 +118,7 @@ does not exit. With writes at the workers, direct channels and the bases' logs o
 disk (``Worker.goes_on``), its message thread and peer links go on: clients' writes
 are taken, logged at the base's replica and on both disks, applied and answered as
 before, and the readers keep taking them (the gap). What it would send the
-controller is dropped (``_to_controller``): the copies of the writes (``hcopy``), the
-checkpoints, the trims and reports; the next controller takes the tables from the
+controller is dropped (``_to_controller``): the checkpoints, the reports; the next controller takes the tables from the
 disk logs, which hold every acknowledged write, and rebuilds the views. Only writes
 that need no controller to be durable are taken then (``_durable_alone``: the base's
 replica named and filled; others are answered ``moved`` and wait for the next
@@ -245,8 +244,8 @@ def apply_change(planner: Planner, graph: Graph, change: Sequence[Any],
 
 
 #: the frames a peer may send (``channels.py``): data only, never a request
-#: a write's outcome when its worker's message thread ended before its history was
-#: known to hold it: it may or may not have been applied
+#: a write's outcome when its worker's message thread ended before its log was known
+#: to hold it: it may or may not have been applied
 UNKNOWN = ["OperationalError", "the worker taking this write lost its controller before "
            "the write was known to be durable: it may or may not have been applied"]
 #: the inbox's source of a client's write (a read thread's ``["cw", ...]``)
@@ -446,6 +445,8 @@ class Worker:
         #: acknowledged once it answered them (after the whole log's own answer)
         self.filling: dict[str, Filling] = {}
         self.fills = 0
+        #: per base, the fill whose whole log its replica answered: its answers name it
+        self.replica_fill: dict[str, int] = {}
         #: the logs of bases hosted elsewhere that this worker is the replica of, and
         #: their owners' frames for a base whose catalog change is still on its way
         self.replica_logs = ReplicaLogs()
@@ -487,9 +488,8 @@ class Worker:
 
     def _to_controller(self, frame: Any) -> None:
         """A frame to the controller; while it is lost (``gone``), or found so by this
-        send, dropped: each is either rebuilt by the next controller from the disk
-        logs (``hcopy``, ``hist``, ``ck``, ``hlow``) or a report it no longer waits
-        for (``peer_lost``, counts, subscription notices)."""
+        send, dropped: each is either rebuilt by the next controller (``ck``) or a
+        report it no longer waits for (``peer_lost``, counts, subscription notices)."""
         if self.gone:
             return
         try:
@@ -680,7 +680,8 @@ class Worker:
         self.replica_logs.drop(node_id)         # (a dropped table's log, its copy)
         if self.disk is not None:
             self.disk.drop(node_id)
-        for kept in (self.early_logs, self.logs, self.replica_of, self.filling):
+        for kept in (self.early_logs, self.logs, self.replica_of, self.filling,
+                     self.replica_fill):
             kept.pop(node_id, None)
         self.holding.pop(node_id, None)
         self.pending.pop(node_id, None)
@@ -1673,7 +1674,7 @@ class Worker:
         if h is None:
             return None
         # (its tags stay: ``log_landed`` may still be asked of them, ``forward``)
-        self.replica_logs.promoted(nid)
+        self.replica_logs.forget(nid)
         start, rows, writes = h.table()         # (the table's batches, not joined)
         return self._base_back(nid, seen, low, start, rows, writes, h)
 
@@ -1691,6 +1692,7 @@ class Worker:
         if log is not None:
             self.logs[nid] = log
             self.replica_of.pop(nid, None)
+            self.replica_fill.pop(nid, None)
             self.committing_via.pop(nid, None)
             self.filling.pop(nid, None)
         sends = d.write_history(writes, seen, low, start, rows)
@@ -1754,11 +1756,11 @@ class Worker:
     def accept(self, nid: str, method: str, args: Sequence[Any],
                reply: Callable[[Any], None], tag: int = 0) -> None:
         """Validate a write against the base's rows here (``Base.prepare``, as the
-        embedded engine does) and apply it, its output held until the history has it.
+        embedded engine does) and apply it, its output held until its log has it.
         ``reply``: None if the base is not up here (nothing written: ask where it is),
         ``[error class name, message]`` if refused (nothing changed), or ``[]`` once the
         write is durable and passed on. ``tag``: the write's name, given by the client
-        or the controller, which goes with it to the history (``write_landed``,
+        or the controller, which goes with it to the log (``write_landed``,
         ``ClusterRuntime.forward``)."""
         d = self.domains.get(nid)
         if d is None or not d.alive or d.node.kind != "base" or nid in self.holding \
@@ -1990,15 +1992,21 @@ class Worker:
             self.part_taken(nid, src, int(f[2]))
             return
         if op == "rdur":
+            # (each answer names the whole log it was made on: one of an earlier fill
+            # to the same replica is dropped, its group resent with the next fill's)
+            fill = f[3] if len(f) > 3 else None
             filling = self.filling.get(nid)
             if filling is not None and filling.replica == src:
-                # the whole log's answer, its first since (the groups sent it go behind
-                # the whole log on one link): it holds the log from now on
+                if fill != filling.fill:
+                    return
+                # the whole log's answer (the groups sent it meanwhile go behind the
+                # whole log on one link): it holds the log from now on
                 del self.filling[nid]
-                if type(f[2]) is int and f[2]:
-                    self.durable(nid, f[2], src)    # (the group in flight, in it)
-            elif type(f[2]) is int and f[2]:
-                self.durable(nid, f[2], src)
+                self.replica_fill[nid] = fill
+            elif fill != self.replica_fill.get(nid):
+                return
+            if type(f[2]) is int and f[2]:
+                self.durable(nid, f[2], src)    # (with a whole log: the group in flight)
             return
         if self.gone and op in ("rpart", "rfull"):
             return      # (no log made anew with no controller: the owner's writes wait)
@@ -2019,6 +2027,7 @@ class Worker:
             if self.disk is not None:
                 self.disk.append(nid, batches, list(f[3]))
             n = len(f[2])
+            fill = self.replica_logs.fills.get(nid)
         else:       # rfull: start, table, writes, in flight, tags, fill, parts before
             base = cast("Base", self.graph[nid].op)
             self.replica_logs.full(base, nid, int(f[2]), [decode_batch(b) for b in f[3]],
@@ -2027,8 +2036,8 @@ class Worker:
             self.replica_logs.append(nid, [], list(f[6]))
             if self.disk is not None:
                 self.disk.reset(nid, self.replica_logs.logs[nid], list(f[6]))
-            n = int(f[5])
-        self.links.send(src, ["rdur", nid, n])
+            n, fill = int(f[5]), int(f[7])
+        self.links.send(src, ["rdur", nid, n, fill])
         self.links.flush()              # (the owner's client waits: not behind the inbox)
 
     def req_log_whole(self, nid: str, owner: str) -> bool:
@@ -2575,7 +2584,7 @@ def _source(frame: list[Any]) -> str:
     return m.src if isinstance(m, Message) else str(m[0])
 
 
-#: an accepted write waiting for the history: [its output (filled once applied), its
+#: an accepted write waiting for its log: [its output (filled once applied), its
 #: batch, its answer, the controller's tag (0: a client's)]
 _Accepted = list[Any]
 

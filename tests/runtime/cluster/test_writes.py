@@ -293,7 +293,7 @@ def test_a_replicas_log_is_whole_for_the_owner_that_sent_it_only():
     assert logs.landed("b", 12) and not logs.landed("b", 13)
     logs.trim("b", 4)
     assert h.start == 4 and sorted(h.state_at(5).snapshot().rows) == [(i,) for i in range(1, 6)]
-    logs.promoted("b")
+    logs.forget("b")                        # (promoted)
     assert logs.whole("b", "w1") is None and logs.landed("b", 11)
     logs.keep_tags("c", [0, 21, None, 22])
     assert logs.landed("c", 21) and logs.landed("c", 22) and not logs.landed("c", 0)
