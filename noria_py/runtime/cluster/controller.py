@@ -5,17 +5,18 @@ The controller runs the same ``Database`` as the embedded engine, with this runt
 place of ``EmbeddedRuntime``. It keeps:
 
 - the graph and the planner (workers rebuild the same graph from each catalog change);
-- each base table's rows (to validate writes, as the embedded base does) and its write
-  history, which is the durable log a lost base recovers from: a write is
-  acknowledged once it is in that history (and in the WAL with ``data_dir``), so an
-  acknowledged write survives any worker; with ``writes="worker"``, no rows (the
-  base's worker validates and is asked for them: ``forward``, ``_at_base``; while
-  the base is down they wait for it, ``base_down``) and, with another live worker,
-  the base's log replica there is the durable log instead (``writes.py``): the
-  history takes the writes lazily, and is completed from the replica before a lost
-  base is restored from it (or, with ``--data-dir``, from the logs the lost owner
-  and replica left on disk: ``writes.DiskLogs``); none of it left (owner and replica
-  lost together), the table is lost (``_lose_tables``: ``TableLostError``);
+- with ``writes="controller"``, each base table's rows (to validate writes, as the
+  embedded base does) and its write history (``durable``), which is the durable log
+  a lost base recovers from: a write is acknowledged once it is in that history (and
+  in the WAL with ``data_dir``), so an acknowledged write survives any worker; with
+  ``writes="worker"``, no table data at all: the base's worker validates and is asked
+  for the rows (``forward``, ``_at_base``; while the base is down they wait for it,
+  ``base_down``), and its log is its worker's and its log replica's (``writes.py``),
+  on their disks with ``--data-dir``, of which the controller keeps no history. A
+  lost owner's base is restored from its live replica's log, whole for that owner
+  (``log_whole``), else from the longest of the logs its lost workers left on disk
+  (``writes.disk_log``), else it is a lost table (``_lose_tables``:
+  ``TableLostError``), never a shorter one;
 - with ``channels="relay"``, the routing of messages between workers (a star:
   worker-to-worker traffic goes through here, which keeps every edge FIFO and lets a
   failed node's inbound messages be held until it is back); with ``"direct"``, none:

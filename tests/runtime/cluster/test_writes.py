@@ -1851,3 +1851,70 @@ def test_owner_and_replica_lost_together_without_a_data_dir_is_a_lost_table():
         db.wait()
         assert db.view("n_a").lookup(1) == [(1, 2)] and len(db.table("a")) == 2
         db.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_the_owner_killed_while_its_new_replica_is_filled_loses_nothing_acknowledged(
+        tmp_path, monkeypatch, on_disk):
+    """The base's log replica SIGKILLed; once the controller names the next one (the
+    worker that took over the lost nodes) and the owner is sending it the whole log
+    (in parts of one row here, so it takes a while), that replica is stopped
+    (SIGSTOP: it answers no part), a write is sent (it waits: not acknowledged while
+    the fill is under way), and the owner is SIGKILLed. With ``--data-dir`` nothing
+    acknowledged is lost: the base comes back from the lost workers' logs on disk,
+    the waiting write in it once (its tag found there). Without, the replica never
+    held the whole log, so the table is lost (``TableLostError``, the waiting write
+    too), never restored shorter. (Before, the writes during the fill were
+    acknowledged once the controller's history held them, and the base came back
+    from that history.)"""
+    monkeypatch.setenv("NORIA_TUNING", "WHOLE_LOG_PART_ROWS=1")
+    extra = (*WORKER, "--data-dir", str(tmp_path / "data")) if on_disk else WORKER
+    with Cluster(workers=2, shards=1, extra=extra) as c:
+        db = _votes(c)
+        t = db.table("vote")
+        t.insert_columns([[i % 5 for i in range(20_000)], list(range(20_000))])
+        for i in range(10):
+            t.insert([(7, i)])
+        db.wait()
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        os.kill(base["replica_pid"], signal.SIGKILL)
+        deadline, now = time.monotonic() + 60, base
+        while now["replica_pid"] in (None, base["replica_pid"]) \
+                and time.monotonic() < deadline:
+            time.sleep(0.005)
+            now = next(n for n in db.graph() if n["kind"] == "base")
+        filled_by = now["replica_pid"]
+        assert filled_by not in (None, base["pid"], base["replica_pid"])
+        assert now["pid"] == base["pid"]
+        os.kill(filled_by, signal.SIGSTOP)
+        outcome: list = []
+
+        def write() -> None:
+            try:
+                t.insert([(8, 1)])
+                outcome.append("acknowledged")
+            except noria_py.Error as e:
+                outcome.append(e)
+        writer = threading.Thread(target=write, daemon=True)
+        try:
+            writer.start()
+            time.sleep(1.0)
+            assert not outcome              # (waits for the fill)
+            os.kill(base["pid"], signal.SIGKILL)
+        finally:
+            os.kill(filled_by, signal.SIGCONT)
+        writer.join(120)
+        assert outcome
+        if on_disk:
+            assert outcome == ["acknowledged"]
+            db.wait()
+            assert db.view("votes").lookup(7) == [(7, 10)]
+            assert db.view("votes").lookup(8) == [(8, 1)]      # once
+            assert len(t) == 20_011
+        else:
+            assert isinstance(outcome[0], noria_py.TableLostError), outcome
+            for call in (lambda: len(t), lambda: db.view("votes").lookup(7)):
+                with pytest.raises(noria_py.TableLostError):
+                    call()
+        db.close()
