@@ -280,7 +280,8 @@ def test_a_replicas_log_is_whole_for_the_owner_that_sent_it_only():
     (``whole``: a later owner's whole log may still be on its way, and the log kept
     is then another owner's, shorter than what that one acknowledged), keeps the tags
     of the writes it took, a promoted log's tags stay, and tags restored with a log
-    read elsewhere are kept too (``keep_tags``)."""
+    read elsewhere are kept too (``keep_tags``); once another whole log starts on its
+    way (its part 0), the one kept is whole no more."""
     schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], (0,))
     op = Base(schema)
     logs = ReplicaLogs()
@@ -299,6 +300,10 @@ def test_a_replicas_log_is_whole_for_the_owner_that_sent_it_only():
     assert logs.landed("c", 21) and logs.landed("c", 22) and not logs.landed("c", 0)
     with pytest.raises(RecoveryError):
         logs.append("c", [table], [1])      # (no whole log first)
+    logs.full(op, "b", 5, [table], [], "w1", 7)
+    assert logs.whole("b", "w1") is not None and logs.fills["b"] == 7
+    logs.part("b", "w1", 8, 0, [table], [])     # (another whole log on its way)
+    assert logs.whole("b", "w1") is None
 
 
 def _votes(c: Cluster):
@@ -1197,6 +1202,35 @@ def test_a_write_taken_while_a_new_replica_is_filled_is_acknowledged_after_the_f
         assert sorted(log.state_at(len(log)).stored_rows()) == [(1, i) for i in range(3)]
         db.wait()
         assert db.execute("SELECT COUNT(*) FROM vote").rows == [(3,)]
+
+
+def test_an_answer_to_an_earlier_fill_acknowledges_nothing_of_a_later_one():
+    """A base's replica named again (the owner fills it anew: a restarted controller's
+    reopened rows, ``Worker.write``) while a group is on its way to it: the replica's
+    answers name the fill their log was made on (``["rdur", base, n, fill]``), so its
+    answer to the earlier fill's group acknowledges nothing; the group, sent again in
+    the later fill's last part, is acknowledged by that fill's answer."""
+    from tests.runtime.cluster.test_partial import _worker_with
+    w, ctl, _ = _worker_with(["CREATE TABLE t (a INT, b INT)"], writes="worker")
+    try:
+        base = next(n for n, node in w.graph.nodes.items() if node.kind == "base")
+        w.links.broken.add("r")             # (the replica: answered here, never dialed)
+        w.set_replica(base, "r")
+        first = w.filling[base].fill
+        w.whole_log_part(base, "r", first)  # (the first fill's whole log: one part)
+        w.replica_frame(["rdur", base, 0, first], "r")
+        assert base not in w.filling
+        answers: list = []
+        w.accept(base, "insert", [[(1, 1)]], answers.append)
+        w.set_replica(base, "r")            # (the group goes in the next one's last part)
+        second = w.filling[base].fill
+        w.whole_log_part(base, "r", second)
+        w.replica_frame(["rdur", base, 1, first], "r")      # (the group, on the first)
+        assert answers == [] and base in w.filling
+        w.replica_frame(["rdur", base, 1, second], "r")     # (the second, with it)
+        assert answers == [[]] and base not in w.filling
+    finally:
+        ctl.close()
 
 
 def _log_rows(h: WriteHistory) -> tuple[int, list, list]:
