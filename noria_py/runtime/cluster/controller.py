@@ -721,22 +721,20 @@ class ClusterRuntime(Runtime):
         active) that hosts neither the base nor, where it can, its children; None when
         no other worker is alive (its owner's log alone: ``serve`` warns once without
         ``--data-dir``). The owner hears it after anything sent to it before (a
-        restore, the fence of a loss). ``recovering``: a worker hosting nodes was
-        lost, and the recovery that follows names the replicas once done; meanwhile a
-        base whose replica was lost is named none (its writes wait), so that no whole
-        log is sent to a worker while it takes over the lost nodes (tens of MB at a
-        few million rows, ahead of their messages). None: whether a recovery is under way (a worker joining, a catalog
-        change meanwhile: traced, a spare that joined during a recovery named the
-        replica at once, and the whole log went to the worker taking over the lost
-        nodes, the recovery 2.9 s instead of 0.05 s); the recovery's own call at its
-        end says False. Each worker's checkpoint holder is named here too, by the same
-        rule (``choose_holders``)."""
+        restore, the fence of a loss). A base whose replica was lost is named the
+        next one at once, even while a recovery is under way (its whole log then
+        goes in the background beside the lost nodes' recovery): its writes'
+        acknowledgements wait for a replica, and a writer may hold the server's lock
+        that the recovery needs (a SQL statement's write, forwarded under its pause:
+        the two waited for each other when the recovery's end named it; the
+        controller's history no longer takes the writes meanwhile). ``recovering``
+        is for the checkpoint holders, named here too by the same rule
+        (``choose_holders``): a worker hosting nodes was lost, and the recovery that
+        follows names them once done (None: whether a recovery is under way)."""
         self.choose_holders(recovering)
         if not self.at_workers or not self.direct or self.closed:
             return
         with self.lock:
-            if recovering is None:
-                recovering = self.recovering > 0
             for base in self._bases():
                 owner = self.workers.get(self.placement.get(base, ""))
                 if owner is None or not owner.alive or base in self.lost_tables:
@@ -747,9 +745,6 @@ class ClusterRuntime(Runtime):
                 now = self.replicas.get(base)
                 if known and (now is None and best is None or now is not None
                               and (r := self.workers.get(now)) is not None and r.alive):
-                    continue
-                if best is not None and recovering:
-                    self.replicas[base] = ""        # (none yet: named at the recovery's end)
                     continue
                 name = None if best is None else best.name
                 if known and name == now:
@@ -2002,6 +1997,7 @@ class ClusterRuntime(Runtime):
         lost_at = cast(float, lost.lost_at)       # set when it was declared lost
         detected = lost_at - (lost.killed_at or lost_at)
         control = self.control or threading.RLock()
+        named: set[str] = set()                 # (bases whose replica is named already)
         with control:
             with self.lock:                     # (lost for good: never recovered)
                 nodes = [n for n in nodes if n not in self.lost_tables]
@@ -2068,7 +2064,12 @@ class ClusterRuntime(Runtime):
                 # one rebuild for all of them: each one's purge set may read another
                 rest = [n for n in order if not self.alive(n) and n not in leftover]
                 # (writes at the workers: none may land between the rebuild's wait and
-                # its settle, which our lock holds back only for writes made here)
+                # its settle, which our lock holds back only for writes made here; the
+                # pause waits for every accepted write to be durable, so the bases whose
+                # replica was lost are named one now, not at the recovery's end)
+                if self.at_workers:
+                    named = {n for n in order if self.graph[n].kind == "base"}
+                    self.choose_replicas(named, recovering=False)
                 paused = self.pause_writes()
                 try:
                     self.resets = []
@@ -2096,7 +2097,7 @@ class ClusterRuntime(Runtime):
                                     detection_seconds=detected)
                 if self.on_recovery is not None:
                     self.on_recovery(report)
-        self.choose_replicas({n for n in order if self.graph[n].kind == "base"},
+        self.choose_replicas({n for n in order if self.graph[n].kind == "base"} - named,
                              recovering=False)
         self._forget_checkpoints(order)
         log.warning("recovered %d node(s) of worker(s) %s", len(order),
