@@ -2065,10 +2065,11 @@ class ClusterRuntime(Runtime):
                 rest = [n for n in order if not self.alive(n) and n not in leftover]
                 # (writes at the workers: none may land between the rebuild's wait and
                 # its settle, which our lock holds back only for writes made here; the
-                # pause waits for every accepted write to be durable, so the bases whose
-                # replica was lost are named one now, not at the recovery's end)
+                # pause waits for every accepted write to be durable, so the bases
+                # restored so far are named their replica now, not at the recovery's
+                # end; one the rebuild restores takes no write before the pause ends)
                 if self.at_workers:
-                    named = {n for n in order if self.graph[n].kind == "base"}
+                    named = {n for n in order if self.graph[n].kind == "base" and self.alive(n)}
                     self.choose_replicas(named, recovering=False)
                 paused = self.pause_writes()
                 try:

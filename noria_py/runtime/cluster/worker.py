@@ -1449,7 +1449,7 @@ class Worker:
                 # again as of the base now and its replica sent it whole; else the
                 # next restart would take the table from a log without those rows
                 self.logs.pop(base_id)
-                if self.replica_of.get(base_id) is not None:
+                if self.replica_of.get(base_id):     # (a replica named: its fill)
                     self.set_replica(base_id, self.replica_of[base_id])
                 else:
                     self._log(base_id)
