@@ -1782,7 +1782,8 @@ class ClusterRuntime(Runtime):
             start, rows, writes, tags = got
             part, _ = self.history_parts(w, node_id, writes, rows)
             n = self.ask(w, "restore_base", node_id, part, seen, low, start, tags)
-        self.drop_lost_logs(node_id)        # (its new log is on its new worker's disk)
+        # (the lost workers' logs stay until the recovery is done: one that fails
+        # part-way abandons the restored base, and its next attempt reads them again)
         return n
 
     def _whole_log(self, r: WorkerHandle | None, node_id: str, owner: str
@@ -2098,6 +2099,9 @@ class ClusterRuntime(Runtime):
                                     detection_seconds=detected)
                 if self.on_recovery is not None:
                     self.on_recovery(report)
+        for n in order:                     # (recovered: their new logs are theirs)
+            if self.graph[n].kind == "base":
+                self.drop_lost_logs(n)
         self.choose_replicas({n for n in order if self.graph[n].kind == "base"} - named,
                              recovering=False)
         self._forget_checkpoints(order)

@@ -1673,8 +1673,9 @@ class Worker:
         h = self.replica_logs.whole(nid, owner)
         if h is None:
             return None
-        # (its tags stay: ``log_landed`` may still be asked of them, ``forward``)
-        self.replica_logs.forget(nid)
+        # (kept as the replica's log too, and its tags: a recovery that fails
+        # part-way abandons the base, and its next attempt promotes it again; a later
+        # owner's whole log replaces it, ``ReplicaLogs.part``)
         start, rows, writes = h.table()         # (the table's batches, not joined)
         return self._base_back(nid, seen, low, start, rows, writes, h)
 
