@@ -288,6 +288,9 @@ class ClusterRuntime(Runtime):
         #: whole log a live replica may hold: ``log_whole``)
         self.replicas: dict[str, str | None] = {}
         self.lost_owner: dict[str, str] = {}
+        #: the bases the recovery under way has named a replica of already
+        #: (``restore_logged_base``; not named again at its end)
+        self.renamed: set[str] = set()
         #: whether ``serve`` has warned that a base with no other live worker and no
         #: ``--data-dir`` is acknowledged on its owner alone (once)
         self.warned_alone = False
@@ -1782,6 +1785,11 @@ class ClusterRuntime(Runtime):
             start, rows, writes, tags = got
             part, _ = self.history_parts(w, node_id, writes, rows)
             n = self.ask(w, "restore_base", node_id, part, seen, low, start, tags)
+        # its replica named at once: a write to it (once it is up) waits for one, and a
+        # recovery that fails part-way leaves it up; a SQL write waiting for it holds
+        # the server's lock the next attempt needs
+        self.renamed.add(node_id)
+        self.choose_replicas({node_id}, recovering=False)
         # (the lost workers' logs stay until the recovery is done: one that fails
         # part-way abandons the restored base, and its next attempt reads them again)
         return n
@@ -1998,7 +2006,7 @@ class ClusterRuntime(Runtime):
         lost_at = cast(float, lost.lost_at)       # set when it was declared lost
         detected = lost_at - (lost.killed_at or lost_at)
         control = self.control or threading.RLock()
-        named: set[str] = set()                 # (bases whose replica is named already)
+        named = self.renamed = set()            # (bases whose replica is named already)
         with control:
             with self.lock:                     # (lost for good: never recovered)
                 nodes = [n for n in nodes if n not in self.lost_tables]
@@ -2070,8 +2078,10 @@ class ClusterRuntime(Runtime):
                 # restored so far are named their replica now, not at the recovery's
                 # end; one the rebuild restores takes no write before the pause ends)
                 if self.at_workers:
-                    named = {n for n in order if self.graph[n].kind == "base" and self.alive(n)}
-                    self.choose_replicas(named, recovering=False)
+                    early = {n for n in order if self.graph[n].kind == "base"
+                             and self.alive(n)} - named
+                    self.choose_replicas(early, recovering=False)
+                    named |= early
                 paused = self.pause_writes()
                 try:
                     self.resets = []

@@ -746,7 +746,10 @@ def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_pat
             alive, read = True, ("h", 1)
 
             def __init__(self, name):
-                self.name = name
+                self.name, self.got = name, []
+
+            def put(self, frame):
+                self.got.append(frame)
 
             def silent(self, now):
                 return 0.0
@@ -766,9 +769,11 @@ def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_pat
         assert [wire_rows(b) for b in part[1]] == [[(0,)]]
         assert tags == [101, 102, 104, 105]
         assert all(d.exists() for d in dirs)        # (kept until the recovery is done)
+        assert rt.workers["w4"].got == [["replica", "b1", None]]   # (named at once)
         # a write made here (SQL) and forwarded, its worker lost before it answered:
         # sent again only if not in the restored base's log (tagged 105, it is: done)
         rt.up.add("b1")
+        rt.replicas["b1"] = "w3"                        # (its replica, alive)
         monkeypatch.setattr(controller.secrets, "randbits", lambda bits: 105)
         sent = []
 
