@@ -47,11 +47,12 @@ def restarted(graph: Graph, rt: "Runtime", node_id: str, floor: int) -> None:
                 rt.parent_restarted(g, c, c_time)
 
 
-def restore_upstream_bases(graph: Graph, rt: "Runtime", node_id: str) -> int:
-    """Bring back every failed base table at or above ``node_id`` (lineage rebuilds read
-    them); returns the number of messages resent."""
+def restore_upstream_bases(graph: Graph, rt: "Runtime", node_ids: Iterable[str]) -> int:
+    """Bring back every failed base table at or above any of ``node_ids`` (lineage
+    rebuilds read them), each ancestor looked at once; returns the number of messages
+    resent."""
     sent = 0
-    stack, seen = [node_id], set()
+    stack, seen = list(node_ids), set()
     while stack:
         n = stack.pop()
         if n in seen:
@@ -102,7 +103,7 @@ def prepare_rebuild(graph: Graph, rt: "Runtime",
     node_ids = list(node_ids)
     operators = [n for n in node_ids if graph[n].kind != "base"]
     purged = purge_set(graph, rt, operators) if operators else []
-    resent = sum(restore_upstream_bases(graph, rt, n) for n in (*node_ids, *purged))
+    resent = restore_upstream_bases(graph, rt, [*node_ids, *purged])
     if not operators:
         return resent, None
     rt.wait()
