@@ -122,12 +122,12 @@ def rebuilt_from_parents(graph: Graph, node: Node) -> bool:
       either (``_holds_its_input``). A join's state is its two inputs' rows, so
       reading its parents' output costs what its own state holds, or, through a
       sharder, the whole input of which it keeps its shard's part (not a base's
-      history: a base's output is its table as it stands). Its
-      children pin its times, so it comes back as any node without a checkpoint does:
-      its parents' output up to the times its children's clocks name, undone from
-      their payload logs (``output_through``), then the pinned replay. Its parents'
-      logs to it are trimmed as to a stateless node, at its children's
-      acknowledgements, not held back to a stable checkpoint of its own.
+      history: a base's output is its table as it stands). Its children pin its
+      times, so it comes back as any node without a checkpoint does: its parents'
+      output up to the times its children's clocks name, undone from their payload
+      logs (``output_through``), then the pinned replay. Its parents' logs to it are
+      trimmed as to a stateless node, at its children's acknowledgements, not held
+      back to a stable checkpoint of its own.
 
     Either way the node's checkpoints cost every write their deltas (a key marked per
     row, the delta gathered at each checkpoint, the store's fold) and held a checkpoint

@@ -20,9 +20,10 @@ times: recovery then knows exactly which input was processed at which time
 With checkpoints on, a stateful domain (readers included, but in the tree-clock
 regime not a reader over stateful parents nor a join over stateful parents or bases,
 which are rebuilt from them: ``checkpoints.rebuilt_from_parents``) also checkpoints
-its state into a store outside it (``checkpoints.py``), on its own schedule, and remembers its
-recent checkpoints' times and parent-times: a parent's payload log to it is trimmed no
-further than its stable checkpoint, so recovery can replay from there. The stable
+its state into a store outside it (``checkpoints.py``), on its own schedule, and
+remembers its recent checkpoints' times and parent-times: a parent's payload log to
+it is trimmed no further than its stable checkpoint, so recovery can replay from
+there. The stable
 checkpoint is the newest its children have all passed (``on_progress``); for a node
 without children (a reader), whose recovery starts from its newest checkpoint, the
 newest: its acknowledgements carry that checkpoint's parent-time as the level its

@@ -442,9 +442,9 @@ PAIR_SLOW = [(s, shards, None) for s in range(60) for shards in (1, 4)]
 def test_a_parent_and_its_stateful_child_failed_together(seed, shards, pairs, monkeypatch):
     """A stateful node shard (readers and joins included: they checkpoint here, as a
     cluster's do, ``tuning.REBUILT_FROM_PARENTS`` off; rebuilt from their parents
-    otherwise, tests/recovery/test_rebuilt_from_parents.py) and one of its parents fail together,
-    one pair for each pair of their kinds, writes in flight at the failure (seeded
-    delivery) and while they are down; ``db.recover()`` brings them back and every view
+    otherwise, tests/recovery/test_rebuilt_from_parents.py) and one of its parents
+    fail together, one pair for each pair of their kinds, writes in flight at the
+    failure (seeded delivery) and while they are down; ``db.recover()`` brings them back and every view
     equals DuckDB's. The child comes back from its own checkpoint: the parent restarts
     at the parent-time that checkpoint reflects (its clock, kept with it, pins the
     parent's state there) and regenerates its messages from there under the same

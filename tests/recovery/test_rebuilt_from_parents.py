@@ -103,9 +103,9 @@ def test_a_reader_and_its_aggregate_failed_together_parent_first():
 
 def test_the_logs_above_a_rebuilt_reader_stay_short(monkeypatch):
     """No payload log to the reader, and the join's log to the project is trimmed at
-    every acknowledgement (at most ``ACK_EVERY`` batches behind, and the lag of the clock
-it reads), where a checkpointing
-    reader held it back to its stable checkpoint (a checkpoint interval of batches)."""
+    every acknowledgement (at most ``ACK_EVERY`` batches behind, and the lag of the
+    clock it reads), where a checkpointing reader held it back to its stable checkpoint
+    (a checkpoint interval of batches)."""
     monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 64)
     longest = {}
     for rebuilt in (True, False):
