@@ -158,14 +158,11 @@ BARRIER_EVERY = 128
 #: about this much log through the views (runtime/ondisk.py).
 DISK_CHECKPOINT_BYTES = 4 << 20
 
-#: ``serve --writes worker`` with a log replica: a base's owner sends the controller
-#: the writes its replica made durable in groups of this many (off the acknowledgement
-#: path; sooner when the controller reads its copy of the tables or pauses the writes)
-COPY_EVERY = 64
-
-#: a lost base restored on a worker from the controller's history (and, with writes at
-#: the workers, its table as of the history's start) gets them in requests of at most
-#: this many rows (``ClusterRuntime.history_parts``), the table's batches cut to fit:
+#: a lost base restored on a worker from the controller's history (with writes at the
+#: workers, from its replica's log or the lost workers' disks: its table as of the
+#: log's start, then its writes) gets them in requests of at most this many rows
+#: (``ClusterRuntime.history_parts``; a replica's log read in parts this long too,
+#: ``Worker.req_log_parts``), the table's batches cut to fit:
 #: no frame nears ``wire.MAX_FRAME`` (at two INT columns about 16 MB a part)
 BASE_PART_ROWS = 1 << 20
 

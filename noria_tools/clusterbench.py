@@ -10,7 +10,9 @@ written until the view shows it, p50 and p99), reads (``lookup`` p50 over 2,000 
 keys, and ``lookup_many`` of ``--many`` random keys a call, in keys/s: at the readers'
 workers, ``runtime/cluster/reads.py``), and the time from a SIGKILL of the
 worker hosting the vote count until the views are right again, split into detection
-and recovery. With ``--subscriber``, also a subscription to the vote view: the time
+and recovery (with ``--kill-load``, each kill inside another client's load, and the
+longest a write of it waited for its acknowledgement from the kill on). With
+``--subscriber``, also a subscription to the vote view: the time
 from a vote's acknowledgement until the subscriber has the change (p50), and the vote
 throughput with a subscriber over without (the load's batches alternate between the
 two, a quarter at a time, so the VM's drift falls on both).
@@ -150,12 +152,16 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
                 subscriber: bool = False, many: int = 10_000, ray: str | None = None,
                 channels: str | None = None, arrow: bool = False,
                 writes: str | None = None, data_dir: str | None = None,
-                partial: bool = False, placement: str | None = None) -> dict:
+                partial: bool = False, placement: str | None = None,
+                kill_load: bool = False) -> dict:
     """``data_dir``: served with ``--data-dir`` a new directory under it (left there).
     ``partial``: served with ``--partial`` (the vote view's reader, join and COUNT hold
     only the keys read: the load's votes are dropped at holes, and the check's first
     read of every key fills them, timed as ``fill``: keys/s). ``placement``: served
-    with ``--placement`` (None: the server's default, apart)."""
+    with ``--placement`` (None: the server's default, apart). ``kill_load``: each kill
+    falls inside a load, another client inserting batches of ``batch`` votes from a
+    second before it until a second after the view is right: the longest a write of
+    it waited for its acknowledgement from the kill on is reported (``ack max``)."""
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
     if data_dir is not None:
         os.makedirs(data_dir, exist_ok=True)
@@ -229,11 +235,12 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         subscribed = _with_subscriber(db, vote, chunks, samples) if subscriber else {}
         read_p50, many_rate = _reads(view, articles, many)
         recov = []
-        for _ in range(kills):
+        for kill in range(kills):
             time.sleep(3)                      # failures are not back to back: the next
             agg = next(n for n in db.graph() if n["kind"] == "aggregate")   # spare joins
             k = 7
             want = count(k) + 1
+            loader = _KillLoad(cluster.url, batch, kill) if kill_load else None
             n_before = len(db.recoveries())
             t1 = time.perf_counter()
             db.fail(agg["id"])                 # SIGKILL of the worker hosting it
@@ -241,10 +248,11 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             db.wait()                          # waits for the automatic recovery too
             _until(lambda: count(k) == want)
             total = time.perf_counter() - t1
+            ack = loader.stop(t1) if loader is not None else 0.0
             reports = db.recoveries()[n_before:]
             detect = max(getattr(r, "detection_seconds", 0.0) for r in reports)
             recov.append((detect, sum(r.seconds for r in reports), total,
-                          ",".join(sorted({r.strategy for r in reports}))))
+                          ",".join(sorted({r.strategy for r in reports})), ack))
         writes_at = db.writes
         db.close()
     return {"workers": workers, "tput": tput, "ctrl_share": ctrl_share, "writes": writes_at,
@@ -252,6 +260,46 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             "p50": float(np.percentile(lat, 50)),
             "p99": float(np.percentile(lat, 99)), "read_p50": read_p50, "many": many_rate,
             "recovery": recov, "fill": fill, **subscribed}
+
+
+class _KillLoad:
+    """Another client inserting batches of ``batch`` votes (to an article no check
+    reads) from a second before a kill (``__init__`` returns then) until ``stop``, a
+    second after the view is right: how long each write waited for its
+    acknowledgement."""
+
+    def __init__(self, url: str, batch: int, kill: int) -> None:
+        self.halt = threading.Event()
+        self.waits: list[tuple[float, float]] = []
+        self.errors: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, args=(url, batch, kill),
+                                       daemon=True)
+        self.thread.start()
+        time.sleep(1.0)
+
+    def _run(self, url: str, batch: int, kill: int) -> None:
+        try:
+            db = connect(url)
+            t = db.table("vote")
+            n = 0
+            while not self.halt.is_set():
+                rows = [(8, (1 << 30) + (kill << 24) + n * batch + j) for j in range(batch)]
+                t0 = time.perf_counter()
+                t.insert(rows)
+                self.waits.append((t0, time.perf_counter() - t0))
+                n += 1
+            db.close()
+        except BaseException as e:             # (re-raised by ``stop``)
+            self.errors.append(e)
+
+    def stop(self, killed_at: float) -> float:
+        """The longest acknowledgement wait of a write not done before ``killed_at``."""
+        time.sleep(1.0)
+        self.halt.set()
+        self.thread.join(120)
+        if self.errors:
+            raise self.errors[0]
+        return max((d for t0, d in self.waits if t0 + d >= killed_at), default=0.0)
 
 
 def write_steps(batch: int = 1000, articles: int = 10_000, writes: int = 100) -> None:
@@ -348,6 +396,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--placement", choices=["apart", "together"], default=None,
                    help="serve --placement: node shards apart from their parents (the "
                         "default) or each shard's chain on one worker")
+    p.add_argument("--kill-load", action="store_true",
+                   help="each kill inside a load of another client's inserts (batches of "
+                        "--batch votes), from a second before it until a second after the "
+                        "view is right: 'ack max s', the longest a write waited for its "
+                        "acknowledgement from the kill on (median over the kills)")
     p.add_argument("--write-steps", action="store_true",
                    help="only the controller's CPU per write, step by step, in this process: "
                         "rows against columns (no cluster)")
@@ -367,18 +420,21 @@ def main(argv: list[str]) -> int:
           f"client, controller and workers are separate processes on this machine")
     print(f"{'workers':>7} {'votes/s':>9} {'ctrl CPU':>8} {'prop p50 ms':>11} {'prop p99 ms':>11} "
           f"{'read p50 µs':>11} {'many keys/s':>11} {'detect s':>9} {'recover s':>9} "
-          f"{'kill→right s':>12} strategy {'ctrl ns':>8} {'ctrl ms':>8} writes")
+          f"{'kill→right s':>12} strategy {'ctrl ns':>8} {'ctrl ms':>8} writes"
+          f"{'  ack max s' if a.kill_load else ''}")
     for w in [int(x) for x in a.workers.split(",")]:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
-                        a.channels, a.arrow, a.writes, a.data_dir, a.partial, a.placement)
+                        a.channels, a.arrow, a.writes, a.data_dir, a.partial, a.placement,
+                        a.kill_load)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))
         print(f"{w:>7} {r['tput']:>9,.0f} {r['ctrl_share']:>8.1%} {r['p50']:>11.2f} {r['p99']:>11.2f} "
               f"{r['read_p50']:>11.0f} {r['many']:>11,.0f} {med[0]:>9.3f} {med[1]:>9.3f} {med[2]:>12.3f} "
-              f"{strategies:8} {r['ctrl_share_ns']:>8.2%} {r['ctrl_ms']:>8.1f} {r['writes']}",
-              flush=True)
+              f"{strategies:8} {r['ctrl_share_ns']:>8.2%} {r['ctrl_ms']:>8.1f} {r['writes']}"
+              + (f" {statistics.median(x[4] for x in rec) if rec else 0.0:>10.3f}"
+                 if a.kill_load else ""), flush=True)
         if a.partial:
             print(f"{'':>7} partial: the first read of every key (upqueries) "
                   f"{r['fill']:,.0f} keys/s", flush=True)

@@ -5,17 +5,18 @@ The controller runs the same ``Database`` as the embedded engine, with this runt
 place of ``EmbeddedRuntime``. It keeps:
 
 - the graph and the planner (workers rebuild the same graph from each catalog change);
-- each base table's rows (to validate writes, as the embedded base does) and its write
-  history, which is the durable log a lost base recovers from: a write is
-  acknowledged once it is in that history (and in the WAL with ``data_dir``), so an
-  acknowledged write survives any worker; with ``writes="worker"``, no rows (the
-  base's worker validates and is asked for them: ``forward``, ``_at_base``; while
-  the base is down they wait for it, ``base_down``) and, with another live worker,
-  the base's log replica there is the durable log instead (``writes.py``): the
-  history takes the writes lazily, and is completed from the replica before a lost
-  base is restored from it (or, with ``--data-dir``, from the logs the lost owner
-  and replica left on disk: ``writes.DiskLogs``); none of it left (owner and replica
-  lost together), the table is lost (``_lose_tables``: ``TableLostError``);
+- with ``writes="controller"``, each base table's rows (to validate writes, as the
+  embedded base does) and its write history (``durable``), which is the durable log
+  a lost base recovers from: a write is acknowledged once it is in that history (and
+  in the WAL with ``data_dir``), so an acknowledged write survives any worker; with
+  ``writes="worker"``, no table data at all: the base's worker validates and is asked
+  for the rows (``forward``, ``_at_base``; while the base is down they wait for it,
+  ``base_down``), and its log is its worker's and its log replica's (``writes.py``),
+  on their disks with ``--data-dir``, of which the controller keeps no history. A
+  lost owner's base is restored from its live replica's log, whole for that owner
+  (``log_whole``), else from the longest of the logs its lost workers left on disk
+  (``writes.disk_log``), else it is a lost table (``_lose_tables``:
+  ``TableLostError``), never a shorter one;
 - with ``channels="relay"``, the routing of messages between workers (a star:
   worker-to-worker traffic goes through here, which keeps every edge FIFO and lets a
   failed node's inbound messages be held until it is back); with ``"direct"``, none:
@@ -51,7 +52,6 @@ tree clocks, and a lost worker rolls every node back to the last complete one
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import logging
@@ -101,7 +101,7 @@ from .wire import (
     encode_checkpoint,
     encode_message,
 )
-from .writes import LANDED_KEPT, WRITES, disk_tail, log_dir, log_parts
+from .writes import WRITES, disk_log, log_dir, log_parts
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -267,43 +267,45 @@ class ClusterRuntime(Runtime):
         self.placement_rule = placement
         if writes not in WRITES:
             raise ArgumentError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
-        #: "worker": each base's worker keeps its rows and validates its writes; the
-        #: accepted batches come here (``hist``) before they are acknowledged
+        #: "worker": each base's worker keeps its rows, validates its writes and keeps
+        #: their log with its log replica's (``writes.py``): none of it is here
         self.writes = writes
         self.at_workers = writes == "worker"
-        #: (writes at the workers) every write the bases' histories took: a
-        #: subscription's progress (``Runtime.taken_writes``); and how deep ``hold`` is
-        #: (the workers' writes paused at the first, resumed at its end)
+        #: (writes at the workers) every write the bases took: a subscription's
+        #: progress (``Runtime.taken_writes``), from each base's count of its writes
+        #: as its worker answers a pause (``pause_writes``: ``times``), those of the
+        #: tables dropped since (``dropped_writes``); and how deep ``hold`` is (the
+        #: workers' writes paused at the first, resumed at its end)
         self.taken_writes = 0
+        self.times: dict[str, int] = {}
+        self.dropped_writes = 0
         self.hold_depth = 0
         self.held_workers: list[WorkerHandle] = []
-        #: per base, the tags of the last ``LANDED_KEPT`` writes its history took: a
-        #: write whose worker was lost before it answered is done if its tag is here
-        #: (``forward``, ``landed``), else it may be sent again
-        self.landed: dict[str, collections.deque[int]] = {}
         #: (writes at the workers) per base, the worker holding its log replica
-        #: (``writes.py``; None: none, the history here is its log): the owner sends
-        #: its writes there before acknowledging them, and here lazily (``hcopy``)
+        #: (``writes.py``; None: no other live worker at all, the owner's log alone,
+        #: on disk with ``--data-dir``): the owner sends its writes there before
+        #: acknowledging them; and per base whose owner was lost, that owner (whose
+        #: whole log a live replica may hold: ``log_whole``)
         self.replicas: dict[str, str | None] = {}
+        self.lost_owner: dict[str, str] = {}
+        #: the bases the recovery under way has named a replica of already
+        #: (``restore_logged_base``; not named again at its end)
+        self.renamed: set[str] = set()
+        #: whether ``serve`` has warned that a base with no other live worker and no
+        #: ``--data-dir`` is acknowledged on its owner alone (once)
+        self.warned_alone = False
         #: (writes at the workers, ``--data-dir``) where each worker keeps its bases'
         #: logs on disk, ``disk/<worker>/<base>`` (``writes.DiskLogs``; None: in memory
         #: only), and per base the directories of the lost workers that held its log
-        #: since it was last restored (its owner, its replicas): what
-        #: ``complete_history`` reads when no live replica has the log
+        #: since it was last restored (its owner, its replicas): what ``restore_base``
+        #: reads when no live replica has the whole log (``log_left``)
         self.disk: Path | None = None
         self.lost_logs: dict[str, list[Path]] = {}
-        #: (writes at the workers) the bases whose history here holds every write their
-        #: owner acknowledged (made here, restored, or since its owner's ``hall``; until
-        #: its ``hlag``): the one log left when their owner is lost and no replica or
-        #: disk has theirs (``complete_history``)
-        self.whole: set[str] = set()
-        #: (writes at the workers) the nodes of tables whose log was lost (owner and
-        #: replica lost together, no ``--data-dir``: ``_lose_tables``), the base's and
-        #: every node over it, and what their reads and writes raise (``TableLostError``)
+        #: (writes at the workers) the nodes of tables whose log was lost (no live
+        #: replica with the whole log, no ``--data-dir``: ``_lose_tables``), the base's
+        #: and every node over it, and what their reads and writes raise
+        #: (``TableLostError``)
         self.lost_tables: dict[str, str] = {}
-        #: the lost bases whose history the recovery under way completed already
-        #: (``_lose_tables``; ``restore_base`` does not read their logs again)
-        self.completed: set[str] = set()
         self.graph = graph
         self.clocks = clocks
         self.checkpoints = clocks and checkpoints
@@ -685,10 +687,6 @@ class ClusterRuntime(Runtime):
                         history.trim(f[2])
                 elif op == "hb":
                     pass
-                elif op in ("hist", "hcopy"):
-                    self._accepted(w, f)
-                elif op in ("hall", "hlag"):
-                    self._history_whole(w, f)
                 elif op in ("ck", "ck_keep", "ck_drop"):
                     self._checkpoint_frame(f)
                 elif op == "pt" and self.lines is not None:
@@ -718,83 +716,29 @@ class ClusterRuntime(Runtime):
             w.sender.join(5.0)
         w.conn.close()
 
-    def _accepted(self, w: WorkerHandle, f: Frame) -> None:
-        """``["hist", base, [batch, ...], [tag, ...]]``: writes the base's worker accepted
-        (writes at the workers), in its order: into the base's history, then
-        ``["durable", base, n]`` back, after which the worker passes them on and
-        acknowledges them. ``hcopy``: the same, made durable at the base's log replica
-        already (no answer). The base's operator here (the table's copy with writes at
-        the controller) never takes them: no reader of a table reads it in this mode
-        (``forward``, ``_at_base``)."""
-        if not self.at_workers or len(f) != 4 or not isinstance(f[2], (list, tuple)) \
-                or not isinstance(f[3], (list, tuple)) or len(f[3]) != len(f[2]):
-            raise wire.ProtocolError(f"an unexpected 'hist' frame from worker {w.name}")
-        base = f[1]
-        batches = [decode_batch(b) for b in f[2]]
-        with self.lock:
-            if not w.alive:
-                return          # (declared lost, its nodes restored without these)
-            history = self.durable.get(base)
-            if history is None or self.placement.get(base) != w.name:
-                raise wire.ProtocolError(f"worker {w.name} sent writes of {base!r}, which "
-                                         "it does not host")
-            self._took(base, batches, f[3])
-        if f[0] == "hist":
-            w.put(["durable", base, len(batches)])
-
-    def _history_whole(self, w: WorkerHandle, f: Frame) -> None:
-        """``["hall", base]``: the history here holds every write the base's owner ``w``
-        acknowledged so far (it was told the base has no replica, and sent its copies
-        first), and will (each later one comes as ``hist``); ``["hlag", base]``: from
-        now on it acknowledges writes only its replica holds besides itself."""
-        if not self.at_workers or len(f) != 2:
-            raise wire.ProtocolError(f"an unexpected {f[0]!r} frame from worker {w.name}")
-        with self.lock:
-            if not w.alive or self.placement.get(f[1]) != w.name:
-                return          # (declared lost, or the base moved: restored since)
-            if f[0] == "hall":
-                self.whole.add(f[1])
-            else:
-                self.whole.discard(f[1])
-
-    def _took(self, base: str, batches: list[Batch], tags: Any, known_some: bool = False) -> None:
-        """The base's history here takes ``batches``, and its landed tags ``tags``
-        (``known_some``: those not there yet). Called under ``lock``."""
-        history = self.durable[base]
-        for b in batches:
-            history.append(b)
-        self.taken_writes += len(batches)
-        known = self.landed.get(base)
-        if known is None:
-            known = self.landed[base] = collections.deque(maxlen=LANDED_KEPT)
-        seen = set(known) if known_some else ()
-        known.extend(t for t in tags if type(t) is int and t and t not in seen)
-
     def choose_replicas(self, renamed: Collection[str] = (),
                         recovering: bool | None = None) -> None:
         """Name each base's log replica (writes at the workers; ``writes.py``) where it
         has none alive, and for the bases in ``renamed`` (moved to a new owner) again:
         the first live active worker in placement order (a spare if no other is
         active) that hosts neither the base nor, where it can, its children; None when
-        no other worker is alive. The owner hears it after anything sent to it before
-        (a restore, the fence of a loss). ``recovering``: a worker hosting nodes was
-        lost, and the recovery that follows names the replicas once done; meanwhile a
-        base whose replica was lost takes None (the controller's history is its log,
-        its writes go on), so that no whole log is sent to a worker while it takes
-        over the lost nodes (tens of MB at a few million rows, ahead of their
-        messages). None: whether a recovery is under way (a worker joining, a catalog
-        change meanwhile: traced, a spare that joined during a recovery named the
-        replica at once, and the whole log went to the worker taking over the lost
-        nodes, the recovery 2.9 s instead of 0.05 s); the recovery's own call at its
-        end says False. Each worker's checkpoint holder is named here too, by the same
-        rule (``choose_holders``)."""
+        no other worker is alive (its owner's log alone: ``serve`` warns once without
+        ``--data-dir``). The owner hears it after anything sent to it before (a
+        restore, the fence of a loss). A base whose replica was lost is named the
+        next one at once, even while a recovery is under way (its whole log then
+        goes in the background beside the lost nodes' recovery): its writes'
+        acknowledgements wait for a replica, and a writer may hold the server's lock
+        that the recovery needs (a SQL statement's write, forwarded under its pause:
+        the two waited for each other when the recovery's end named it; the
+        controller's history no longer takes the writes meanwhile). ``recovering``
+        is for the checkpoint holders, named here too by the same rule
+        (``choose_holders``): a worker hosting nodes was lost, and the recovery that
+        follows names them once done (None: whether a recovery is under way)."""
         self.choose_holders(recovering)
-        if not self.at_workers or not self.direct:
+        if not self.at_workers or not self.direct or self.closed:
             return
         with self.lock:
-            if recovering is None:
-                recovering = self.recovering > 0
-            for base in list(self.durable):
+            for base in self._bases():
                 owner = self.workers.get(self.placement.get(base, ""))
                 if owner is None or not owner.alive or base in self.lost_tables:
                     continue                # (named once it is restored)
@@ -805,11 +749,15 @@ class ClusterRuntime(Runtime):
                 if known and (now is None and best is None or now is not None
                               and (r := self.workers.get(now)) is not None and r.alive):
                     continue
-                name = None if best is None or recovering else best.name
+                name = None if best is None else best.name
                 if known and name == now:
                     continue
                 self.replicas[base] = name
                 owner.put(["replica", base, name])
+                if name is None and self.disk is None and not self.warned_alone:
+                    self.warned_alone = True
+                    log.warning("no second worker and no --data-dir: a worker's loss "
+                                "loses its tables")
 
     def _other_worker(self, owner: WorkerHandle, avoid: Collection[str | None]
                       ) -> WorkerHandle | None:
@@ -853,46 +801,37 @@ class ClusterRuntime(Runtime):
                 self.holders[w.name] = name
                 w.put(["ck_holder", name])
 
-    def complete_history(self, base: str) -> bool:
-        """A lost owner's base: its history here takes the writes after its end from
-        the base's log replica (acknowledged, not yet sent here: ``writes.py``), and
-        their tags, before the base is restored from it; with no live replica, or one
-        named that never got the log (its owner lost first), from the logs its lost
-        workers left on disk (``--data-dir``: ``disk_tail``). Whether the history then
-        holds every write the owner acknowledged: it did already (``whole``), or a
-        replica's or a disk's tail completed it; False (no log of the base's is left:
-        its owner and replica lost together, no ``--data-dir``) is a lost table
+    def _bases(self) -> list[str]:
+        """The base nodes placed on workers (lock held)."""
+        nodes = self.graph.nodes
+        return [n for n in self.placement if n in nodes and nodes[n].kind == "base"]
+
+    def log_left(self, base: str) -> bool:
+        """Whether a lost owner's base has a log holding every write that owner
+        acknowledged (writes at the workers): its live log replica's, if that owner
+        sent it whole (``log_whole``: the owner acknowledges a write only once its
+        replica has it, and a new replica's writes only once it answered the whole
+        log and them), else the longest of the logs its lost workers left on disk
+        (``--data-dir``: the owner's holds every write it acknowledged, fsynced
+        first). False (no log of the base's is left) is a lost table
         (``_lose_tables``), never a shorter one."""
+        if self._whole_at_replica(base) is not None:
+            return True
+        with self.lock:
+            return bool(self.lost_logs.get(base))
+
+    def _whole_at_replica(self, base: str) -> WorkerHandle | None:
+        """The base's live log replica if it holds the whole log of the base's lost
+        owner (asked after the fence of the loss: it takes nothing more of it)."""
         with self.lock:
             r = self.workers.get(self.replicas.get(base) or "")
-        n = len(self.durable[base])
-        if r is not None and r.alive:
-            try:
-                got = self.ask(r, "log_since", base, n)
-            except WorkerLost:
-                got = None                  # (lost meanwhile: its log on disk, below)
-            if got is not None:
-                writes, tags = got
-                batches = [decode_batch(b) for b in writes]
-                with self.lock:
-                    self._took(base, batches, tags, known_some=True)
-                if batches:
-                    log.info("base %s: %d write(s) from its replica %s", base,
-                             len(batches), r.name)
-                return True
-        with self.lock:
-            lost = list(dict.fromkeys(self.lost_logs.get(base, ())))
-            whole = base in self.whole
-        if not lost:
-            return whole                    # (no replica: the history here is the log)
-        tail = disk_tail(lost, base, n)
-        if tail and tail[0]:
-            batches, tags = tail
-            with self.lock:
-                self._took(base, batches, tags, known_some=True)
-            log.warning("base %s: %d write(s) from the log on disk of its lost worker(s) "
-                        "%s", base, len(batches), ", ".join(d.parent.name for d in lost))
-        return whole or tail is not None
+            owner = self.lost_owner.get(base, "")
+        if r is None or not r.alive:
+            return None
+        try:
+            return r if self.ask(r, "log_whole", base, owner) else None
+        except WorkerLost:
+            return None
 
     def drop_lost_logs(self, base: str) -> None:
         """The logs on disk of the base's lost workers, once no longer its log: the base
@@ -909,18 +848,29 @@ class ClusterRuntime(Runtime):
         asked after the fence of the loss, so the replica takes nothing more of it)."""
         with self.lock:
             r = self.workers.get(self.replicas.get(base) or "")
-        if r is None or not r.alive:
+        return self._landed_at(r, base, tag)
+
+    def _landed_at(self, w: WorkerHandle | None, base: str, tag: int) -> bool:
+        if w is None or not w.alive:
             return False
         try:
-            return bool(self.ask(r, "log_landed", base, tag))
+            return bool(self.ask(w, "log_landed", base, tag))
         except WorkerLost:
             return False
 
     def has_landed(self, base_id: str, tag: int) -> bool:
-        """Whether the write tagged ``tag`` is in the base's history (one of its last
-        ``LANDED_KEPT``)."""
+        """Whether the write tagged ``tag`` is in the base's log (one of its last
+        ``LANDED_KEPT``), as the tags of the log a restored base took say (at its
+        worker: its replica's, promoted, or those read with it from its replica or the
+        lost workers' disks); while it is down, its live replica's."""
+        if not self.at_workers:
+            return False
         with self.lock:
-            return tag in self.landed.get(base_id, ())
+            up = base_id in self.up
+            w = self.workers.get(self.placement.get(base_id, ""))
+        if up:
+            return self._landed_at(w, base_id, tag)
+        return self.landed_at_replica(base_id, tag)
 
     def forward(self, base_id: str, batch: Batch) -> None:
         """A write made here (SQL, or a table handle at the controller), its rows checked
@@ -929,8 +879,8 @@ class ClusterRuntime(Runtime):
         While the base is down it waits for its restore (``base_down``): no copy of the
         table here validates. Its worker lost meanwhile, the write is done if the log
         has it (its tag, in the same frame: at the replica, ``log_landed``, asked after
-        the fence of the loss, or in the history the restore completed from the lost
-        workers' disks, ``landed``), else sent again once the base is back."""
+        the fence of the loss, or in the tags the restored base took with its log,
+        ``has_landed``), else sent again once the base is back."""
         tag = secrets.randbits(62) or 1
         encoded = encode_batch(batch)
         sent = False                    # (to a worker lost before it answered)
@@ -944,12 +894,11 @@ class ClusterRuntime(Runtime):
                 self.base_down(base_id)
                 continue
             if sent and self.has_landed(base_id, tag):
-                return                  # (on a lost worker's disk: its restore took it)
+                return                  # (in the log its restore took)
             try:
                 said = self.request(w, "cwrite", base_id, encoded, tag).result(300.0)
             except WorkerLost:
-                if not self.has_landed(base_id, tag) \
-                        and not self.landed_at_replica(base_id, tag):
+                if not self.landed_at_replica(base_id, tag):
                     sent = True
                     continue            # (not in the log yet: never applied, or on a disk)
                 said = []
@@ -1053,8 +1002,8 @@ class ClusterRuntime(Runtime):
         """Hold clients' writes at the workers (writes at the workers) for a catalog
         change, which fills new nodes from the bases' rows at their workers
         (``table``): once each live worker has answered, every write it accepted is
-        durable, passed on and in the history here (the worker sends what it had not
-        before its answer: ``Worker._paused_yet``), and none is taken until
+        durable and passed on (``Worker._paused_yet``), ``taken_writes`` counts them
+        (each answer holds its bases' counts of their writes), and none is taken until
         ``resume_writes``. If this raises (a worker
         that does not answer within ``WAIT_TIMEOUT``: ``OperationalError``), the workers it paused are
         resumed first: a failed catalog change leaves no writer waiting."""
@@ -1071,11 +1020,18 @@ class ClusterRuntime(Runtime):
                     ws.append(w)
                     w.put(["pause", rid])
                     answers.append((w, fut))
-            # (a lost worker's writes: the history's, for the recovery)
+            # (a lost worker's writes: in its bases' logs, for the recovery)
             _answered(answers, "hold its clients' writes for a catalog change")
         except BaseException:
             self.resume_writes(ws)      # (none left holding its clients' writes)
             raise
+        with self.lock:
+            for w, fut in answers:
+                if fut.done() and fut.exception() is None and isinstance(fut.result(), dict):
+                    for b, t in fut.result().items():
+                        if self.placement.get(b) == w.name and type(t) is int:
+                            self.times[b] = max(t, self.times.get(b, 0))
+            self.taken_writes = self.dropped_writes + sum(self.times.values())
         return ws
 
     def resume_writes(self, ws: list[WorkerHandle]) -> None:
@@ -1087,7 +1043,7 @@ class ClusterRuntime(Runtime):
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
         """``Runtime.hold``: with writes at the workers, their clients' writes paused
-        (``pause_writes``: every one accepted before is in the histories, counted in
+        (``pause_writes``: every one accepted before is durable, counted in
         ``taken_writes``, and passed on) until the outermost ``hold`` ends. Its holder
         has the database's lock, as every pauser does, so no other pause overlaps."""
         if self.hold_depth == 0:
@@ -1189,7 +1145,9 @@ class ClusterRuntime(Runtime):
             if w in self.spares:
                 self.spares.remove(w)
             mine = [n for n, p in self.placement.items() if p == w.name]
-            for n in self.durable:
+            for n in self._bases() if self.at_workers else ():
+                if self.placement.get(n) == w.name:
+                    self.lost_owner[n] = w.name
                 if self.disk is not None and w.name in (self.placement.get(n),
                                                         self.replicas.get(n)):
                     table = cast("Base", self.graph[n].op).schema.name
@@ -1362,8 +1320,8 @@ class ClusterRuntime(Runtime):
             self.new_placement[node.id] = where
             self.up.add(node.id)
         if node.kind == "base":
-            self.durable.setdefault(node.id, WriteHistory(cast("Base", node.op)))
-            self.whole.add(node.id)         # (no write yet)
+            if not self.at_workers:         # (else its log is at its worker's, only)
+                self.durable.setdefault(node.id, WriteHistory(cast("Base", node.op)))
         elif node.op.stateful:
             node.op = RemoteOp(self, node, node.op)
 
@@ -1420,9 +1378,10 @@ class ClusterRuntime(Runtime):
             self.held.pop(node_id, None)
         self.durable.pop(node_id, None)
         self.replicas.pop(node_id, None)
-        self.whole.discard(node_id)
+        self.lost_owner.pop(node_id, None)
         with self.lock:
             self.lost_tables.pop(node_id, None)
+            self.dropped_writes += self.times.pop(node_id, 0)
         self.ck_at.pop(node_id, None)
         self.drop_lost_logs(node_id)
         if self.store is not None:
@@ -1466,7 +1425,9 @@ class ClusterRuntime(Runtime):
 
     def write(self, base_id: str, batch: Batch) -> None:
         """Accepted (the controller's copy of the table and its history hold it); the
-        base node gets it now, or from the history if its worker is being replaced."""
+        base node gets it now, or from the history if its worker is being replaced.
+        With writes at the workers (a restarted controller's tables, reopened from
+        the workers' logs), only the base's worker takes it, into its log."""
         if self.epochs is not None and self.adopting is None:
             self.epochs.before_write()        # (an epoch first, when one is due)
         if self.lines is not None and self.adopting is None:
@@ -1477,6 +1438,14 @@ class ClusterRuntime(Runtime):
             # base after them (this write is logged already, not yet in its base)
             self.anchor_all(st, st.lsn - 1)
             self.save()
+        if self.at_workers:
+            with self.lock:
+                w = self.workers.get(self.placement.get(base_id, ""))
+                if base_id not in self.up or w is None or not w.alive:
+                    raise RecoveryError(f"base {base_id}: its worker was lost while its "
+                                        "table was reopened")
+                w.put(["write", base_id, encode_batch(batch)])
+            return
         self.graph[base_id].op.process(0, batch)
         if self.adopting is not None:
             # the table's rows, reopened: as of the base's time on its worker, which
@@ -1782,33 +1751,78 @@ class ClusterRuntime(Runtime):
     def restore_base(self, node_id: str, seen: dict[str, int], low: int) -> int:
         """A worker's base holds no rows (they are here), so it gets only the writes
         after ``low``, which its children may still ask for, in parts
-        (``history_parts``). With writes at the workers, the base keeps its rows
-        there: its history here is completed from its log replica first; placed on
-        that replica (``_log_replica_host``), the base is rebuilt from the log there
-        (``promote_base``: nothing sent); elsewhere, the whole table goes, as of the
-        history's start, then every write after."""
+        (``history_parts``). With writes at the workers, the base's whole log is at
+        its workers, none here: placed on its live log replica holding its lost
+        owner's whole log (``_log_replica_host``), the base is rebuilt from the log
+        there (``promote_base``: nothing sent); elsewhere, that replica's log
+        (``log_parts``), or else the longest of its lost workers' logs on disk
+        (``writes.disk_log``), goes to its new worker with the tags of its last
+        writes, through here for the restore only (``restore_logged_base``)."""
         w = self.worker_of(node_id)
-        n: int | None = None
         if self.at_workers:
-            if node_id not in self.completed and not self.complete_history(node_id):
-                raise RecoveryError(f"base {node_id}: no log of it is left")
-            self.completed.discard(node_id)
-            if self.replicas.get(node_id) == w.name:
-                n = self.ask(w, "promote_base", node_id, seen, low,
-                             len(self.durable[node_id]))
-        if n is None:
-            rows_then: list[Batch] = []
-            if self.at_workers:
-                start, rows_then, writes = self.durable[node_id].table()
-            else:
-                start, writes = self.durable[node_id].since(low)
-            part, _ = self.history_parts(w, node_id, writes, rows_then)
+            n = self.restore_logged_base(w, node_id, seen, low)
+        else:
+            start, writes = self.durable[node_id].since(low)
+            part, _ = self.history_parts(w, node_id, writes)
             n = self.ask(w, "restore_base", node_id, part, seen, low, start)
-        self.drop_lost_logs(node_id)        # (its new log is on its new worker's disk)
         with self.lock:
             self.restored.add(node_id)
-            self.whole.add(node_id)         # (its new log is the history, until ``hlag``)
         return n
+
+    def restore_logged_base(self, w: WorkerHandle, node_id: str, seen: dict[str, int],
+                            low: int) -> int:
+        """``restore_base`` with writes at the workers (its docstring)."""
+        with self.lock:
+            owner = self.lost_owner.get(node_id, "")
+        r = self._whole_at_replica(node_id)
+        n: int | None = None
+        if r is w:
+            n = self.ask(w, "promote_base", node_id, seen, low, owner)
+        if n is None:
+            got = self._whole_log(r, node_id, owner)
+            if got is None:
+                raise RecoveryError(f"base {node_id}: no log of it is left")
+            start, rows, writes, tags = got
+            part, _ = self.history_parts(w, node_id, writes, rows)
+            n = self.ask(w, "restore_base", node_id, part, seen, low, start, tags)
+        # its replica named at once: a write to it (once it is up) waits for one, and a
+        # recovery that fails part-way leaves it up; a SQL write waiting for it holds
+        # the server's lock the next attempt needs
+        self.renamed.add(node_id)
+        self.choose_replicas({node_id}, recovering=False)
+        # (the lost workers' logs stay until the recovery is done: one that fails
+        # part-way abandons the restored base, and its next attempt reads them again)
+        return n
+
+    def _whole_log(self, r: WorkerHandle | None, node_id: str, owner: str
+                   ) -> tuple[int, list[Batch], list[Batch], list[int]] | None:
+        """The base's whole log (the write its table is at, the table, the writes
+        after, their tags) from its live replica ``r`` holding the lost owner's, in
+        parts, or from the lost workers' disks; None: neither has it."""
+        if r is not None:
+            try:
+                start, rows, writes, tags, i, count = 0, [], [], [], 0, 1
+                while i < count:
+                    got = self.ask(r, "log_parts", node_id, owner, i)
+                    if got is None:
+                        break
+                    start, tags, count = got[0], got[3], got[4]
+                    rows += [decode_batch(b) for b in got[1]]
+                    writes += [decode_batch(b) for b in got[2]]
+                    i += 1
+                else:
+                    return start, rows, writes, tags
+            except WorkerLost:
+                pass                        # (lost meanwhile: its log on disk, below)
+        with self.lock:
+            lost = list(dict.fromkeys(self.lost_logs.get(node_id, ())))
+        table = cast("Base", self.graph[node_id].op).schema.name
+        got_disk = disk_log(lost, node_id, table) if lost else None
+        if got_disk is not None:
+            log.warning("base %s: its table as of write %d and %d write(s) after it from "
+                        "the log on disk of its lost worker(s) %s", node_id, got_disk[0],
+                        len(got_disk[2]), ", ".join(d.parent.name for d in lost))
+        return got_disk
 
     def parent_restarted(self, node_id: str, parent: str, log_from: int) -> None:
         """Tell the live ``node_id`` (on its worker, in order with its messages) that
@@ -1979,22 +1993,20 @@ class ClusterRuntime(Runtime):
         which holds its log (the table as of a trim, every write since), so that no
         table crosses the network (``restore_base``); None (a spare): no live replica,
         or writes at the controller."""
-        if not self.at_workers or base not in self.durable:
+        if not self.at_workers or self.graph[base].kind != "base":
             return None
         r = self.workers.get(self.replicas.get(base) or "")
         return r.name if r is not None and r.alive and r in self.active else None
 
     def _recover_workers(self, losses: list[WorkerHandle], nodes: list[str]) -> None:
-        try:
-            self._recover_set(losses, nodes)
-        finally:
-            self.completed.clear()      # (a restore outside a recovery completes anew)
+        self._recover_set(losses, nodes)
 
     def _recover_set(self, losses: list[WorkerHandle], nodes: list[str]) -> None:
         lost = losses[0]
         lost_at = cast(float, lost.lost_at)       # set when it was declared lost
         detected = lost_at - (lost.killed_at or lost_at)
         control = self.control or threading.RLock()
+        named = self.renamed = set()            # (bases whose replica is named already)
         with control:
             with self.lock:                     # (lost for good: never recovered)
                 nodes = [n for n in nodes if n not in self.lost_tables]
@@ -2061,7 +2073,15 @@ class ClusterRuntime(Runtime):
                 # one rebuild for all of them: each one's purge set may read another
                 rest = [n for n in order if not self.alive(n) and n not in leftover]
                 # (writes at the workers: none may land between the rebuild's wait and
-                # its settle, which our lock holds back only for writes made here)
+                # its settle, which our lock holds back only for writes made here; the
+                # pause waits for every accepted write to be durable, so the bases
+                # restored so far are named their replica now, not at the recovery's
+                # end; one the rebuild restores takes no write before the pause ends)
+                if self.at_workers:
+                    early = {n for n in order if self.graph[n].kind == "base"
+                             and self.alive(n)} - named
+                    self.choose_replicas(early, recovering=False)
+                    named |= early
                 paused = self.pause_writes()
                 try:
                     self.resets = []
@@ -2089,31 +2109,35 @@ class ClusterRuntime(Runtime):
                                     detection_seconds=detected)
                 if self.on_recovery is not None:
                     self.on_recovery(report)
-        self.choose_replicas({n for n in order if n in self.durable}, recovering=False)
+        for n in order:                     # (recovered: their new logs are theirs)
+            if self.graph[n].kind == "base":
+                self.drop_lost_logs(n)
+        self.choose_replicas({n for n in order if self.graph[n].kind == "base"} - named,
+                             recovering=False)
         self._forget_checkpoints(order)
         log.warning("recovered %d node(s) of worker(s) %s", len(order),
                     ", ".join(w.name for w in losses))
 
     def _lose_tables(self, order: list[str]) -> list[str]:
         """The lost nodes of ``order`` left to recover once the tables whose log is gone
-        are set aside (writes at the workers; recovery's lock held): a lost base whose
-        history cannot be completed (``complete_history`` False: its owner and its log
-        replica lost together, no ``--data-dir``) has lost acknowledged writes, so it
-        is not restored shorter; it and every node over it (views, shared nodes) are
+        are set aside (writes at the workers; recovery's lock held): a lost base with
+        no log left (``log_left`` False: no live replica holding its owner's whole log,
+        no ``--data-dir``) may have lost acknowledged writes, so it is not restored
+        shorter; it and every node over it (views, shared nodes) are
         down for good, those on live workers emptied (``_abandon``), and their reads
         and writes raise ``TableLostError`` (``lost_tables``) until they are dropped."""
-        bases = [n for n in order if n in self.durable]
-        gone = [n for n in bases if not self.complete_history(n)]
-        self.completed.update(n for n in bases if n not in gone)
+        bases = [n for n in order if self.graph[n].kind == "base"]
+        gone = [n for n in bases if not self.log_left(n)]
         if not gone:
             return order
         over: dict[str, str] = {}
         for base in gone:
             table = cast("Base", self.graph[base].op).schema.name
-            why = (f"table {table!r} was lost: the workers holding its base and its log "
-                   "replica were lost together, and with them writes acknowledged to it; "
-                   "serve the cluster with --data-dir to survive that (drop the table "
-                   "and the views over it to make them again)")
+            why = (f"table {table!r} was lost: the workers holding its base and its whole "
+                   "log were lost together (its log replica with it, or still being sent "
+                   "the log, or none), and with them writes acknowledged to it; serve "
+                   "the cluster with --data-dir to survive that (drop the table and the "
+                   "views over it to make them again)")
             stack = [base]
             while stack:
                 n = stack.pop()

@@ -38,8 +38,11 @@ Invariants, and why:
   the plan keeps every node with nothing to replay and no gap, and the catalog
   planned again in the recorded ``order`` from the recorded ``first`` number gives
   the very graph the workers hold (ids, numbers, parents); otherwise it rebuilds.
-- With ``--writes worker`` (the tables in the workers' logs, ``take_workers_logs``),
-  a write in flight at a controller's death is answered by its tag
+- With ``--writes worker`` the controller keeps no table data (no copy, no write
+  history): the tables are the workers' logs, taken into this directory
+  (``take_workers_logs``) and reopened into the new bases' workers only
+  (``ClusterRuntime.write``: their logs, not a history here). A write in flight at
+  a controller's death is answered by its tag
   (``LandedBefore``, ``DIR/landed.json``): landed exactly when the rows taken hold
   it, sent again only when the tags of every last write of its table's log are
   known and it is none of them, in doubt otherwise; the tags are saved before the

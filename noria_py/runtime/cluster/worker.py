@@ -34,20 +34,19 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
   batches, tags]``, its whole log in parts ``["rpart", base, fill, i, table, batches]``
   then ``["rfull", base, start, table, batches, in flight, tags, fill, parts before]``,
-  ``["rtrim", base, t]``, from its replica ``["rdur", base, n]`` and ``["rpack", base,
-  fill]`` (a part of a whole log taken); nothing else (with
+  ``["rtrim", base, t]``, from its replica ``["rdur", base, n, fill]`` (the log made
+  on that fill's whole log holds the last group, or with ``rfull`` the whole log and
+  the group in flight) and ``["rpack", base, fill]`` (a part of a whole log taken);
+  nothing else (with
   ``--data-dir``, the config's last item names the directory where this worker keeps
   those logs on disk as well: ``writes.DiskLogs``)
-- with ``--writes worker``, from the controller ``["replica", base, worker | None]``,
-  ``["durable", base, n]``, ``["pause", id]``, ``["resume"]``, and to it ``["hist",
-  base, batches, tags]`` (no replica: answered ``durable``) or ``["hcopy", ...]`` (the
-  writes the replica made durable, lazily: no answer), and ``["hall", base]`` (every
-  write acknowledged so far is in the controller's history: it is the log again,
-  sent when the base is told it has no replica) or ``["hlag", base]`` (from now on
-  writes are acknowledged that only the replica holds besides this worker: its fill
-  is done, or a group in flight went to it with its whole log), which tell the
-  controller whether a lost base whose replica has no log can be restored from its
-  history (``ClusterRuntime.complete_history``)
+- with ``--writes worker``, from the controller ``["replica", base, worker | None]``
+  (None: no other worker is alive, this worker's log alone is the log),
+  ``["pause", id]`` (answered with each base's count of its writes) and
+  ``["resume"]``; no write goes to the controller (it keeps no history of these
+  bases: a lost base is restored from its replica's log or the lost workers'
+  disks, the requests ``log_whole``, ``log_parts``, ``log_landed``, ``promote_base``,
+  ``restore_base``)
 - with ``serve --partial`` (``partial.py``): the catalog changes ``["partial", reader,
   memory limit, [[aggregate, key columns]], chain]`` (every worker marks the reader
   partial, and the aggregates held partial with it) and ``["full", reader,
@@ -71,7 +70,8 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   from a read thread ``["dm", reader, keys, request id, answer]`` (such a miss) and
   ``["dm_drop", request id]`` (given up on)
 - to the controller: ``["msg", dst, message]``, ``["progress", ...]``, ``["trunc", ...]``,
-  ``["hlow", base, t]`` (the base's write history may be trimmed to write ``t``),
+  ``["hlow", base, t]`` (writes at the controller: the base's write history there
+  may be trimmed to write ``t``),
   ``["rep", id, result]``, ``["err", id, class name, text]``, ``["hb"]``, and a stateful
   node shard's checkpoints (``RemoteStore``): ``["ck", node, time, parent times, form,
   delta, full, stable, clock]`` (the node's tree clock then, ``wire.encode_array``),
@@ -118,8 +118,7 @@ does not exit. With writes at the workers, direct channels and the bases' logs o
 disk (``Worker.goes_on``), its message thread and peer links go on: clients' writes
 are taken, logged at the base's replica and on both disks, applied and answered as
 before, and the readers keep taking them (the gap). What it would send the
-controller is dropped (``_to_controller``): the copies of the writes (``hcopy``), the
-checkpoints, the trims and reports; the next controller takes the tables from the
+controller is dropped (``_to_controller``): the checkpoints, the reports; the next controller takes the tables from the
 disk logs, which hold every acknowledged write, and rebuilds the views. Only writes
 that need no controller to be durable are taken then (``_durable_alone``: the base's
 replica named and filled; others are answered ``moved`` and wait for the next
@@ -245,8 +244,8 @@ def apply_change(planner: Planner, graph: Graph, change: Sequence[Any],
 
 
 #: the frames a peer may send (``channels.py``): data only, never a request
-#: a write's outcome when its worker's message thread ended before its history was
-#: known to hold it: it may or may not have been applied
+#: a write's outcome when its worker's message thread ended before its log was known
+#: to hold it: it may or may not have been applied
 UNKNOWN = ["OperationalError", "the worker taking this write lost its controller before "
            "the write was known to be durable: it may or may not have been applied"]
 #: the inbox's source of a client's write (a read thread's ``["cw", ...]``)
@@ -283,9 +282,6 @@ class Filling:
     replica: str
     #: this fill's number (``Worker.fills``): a turn (``wlog``) of an older one does nothing
     fill: int
-    #: how many of the frames sent it meanwhile (the whole log, then each group) it
-    #: has not answered yet
-    unanswered: int = 1
     #: the groups' frames held until the whole log is sent (None once it is)
     held: list[list[Any]] | None = field(default_factory=list)
     #: the whole log's parts not sent yet, each encoded when it is asked for
@@ -420,37 +416,37 @@ class Worker:
         self.held_reader: dict[str, str] = {}
         #: ``serve --writes worker``: the bases hosted here keep their rows and validate
         #: their writes (``accept``); the accepted ones wait, their output held, until
-        #: the base's log replica, or with none the controller's history, has them
-        #: (``commit``, ``durable``)
+        #: the base's log replica has them (with no other live worker at all: this
+        #: worker's own log, on disk with ``--data-dir``) (``commit``, ``durable``)
         self.at_workers = writes == "worker"
-        #: per base: accepted writes not yet sent to the history, (output, reply)
+        #: per base: accepted writes not yet sent to the log replica, (output, reply)
         self.accepted: dict[str, list[_Accepted]] = {}
-        #: per base: the group sent to the history, until ``durable`` (one at a time)
+        #: per base: the group sent to the log replica, until ``durable`` (one at a time)
         self.committing: dict[str, list[_Accepted]] = {}
         self.ended = False                        # (its message thread has ended)
         #: clients' writes wait in ``deferred`` while the controller makes a catalog
         #: change (``req_pause``); the pause is answered (``pausing``: its request ids)
-        #: once no accepted write is short of the history
+        #: once no accepted write is short of its log
         self.paused = False
         self.deferred: list[list[Any]] = []
         self.pausing: list[int] = []
         #: the base's log replica (``writes.py``): per base hosted here, the worker
-        #: holding its log (None or absent: the controller's history is the log;
-        #: ``NO_REPLICA_YET``: lost, writes wait), this worker's own copy of the log
-        #: (sent whole to a new replica), how many of its writes the controller has
-        #: been sent, and the writes made durable at the replica not yet sent there
+        #: holding its log (None: no other live worker at all, this worker's log is
+        #: the log, on disk with ``--data-dir``; ``NO_REPLICA_YET`` or absent: none
+        #: named yet, or lost: writes wait), and this worker's own copy of the log
+        #: (sent whole to a new replica)
         self.replica_of: dict[str, str | None] = {}
         self.logs: dict[str, WriteHistory] = {}
-        self.sent_ctrl: dict[str, int] = {}
-        self.to_copy: dict[str, list[tuple[Batch, int]]] = {}
-        #: per base, where its group in flight went (a replica's name, None: the
-        #: controller's history)
+        #: per base, where its group in flight went (a replica's name; None: nowhere,
+        #: no other live worker)
         self.committing_via: dict[str, str | None] = {}
         #: per base, a new replica being sent the whole log (``set_replica``,
-        #: ``Filling``): until it has answered it and every group sent it since, each
-        #: group is made durable in the controller's history and copied to it as well
+        #: ``Filling``): the groups sent it meanwhile go behind the whole log, and are
+        #: acknowledged once it answered them (after the whole log's own answer)
         self.filling: dict[str, Filling] = {}
         self.fills = 0
+        #: per base, the fill whose whole log its replica answered: its answers name it
+        self.replica_fill: dict[str, int] = {}
         #: the logs of bases hosted elsewhere that this worker is the replica of, and
         #: their owners' frames for a base whose catalog change is still on its way
         self.replica_logs = ReplicaLogs()
@@ -492,9 +488,8 @@ class Worker:
 
     def _to_controller(self, frame: Any) -> None:
         """A frame to the controller; while it is lost (``gone``), or found so by this
-        send, dropped: each is either rebuilt by the next controller from the disk
-        logs (``hcopy``, ``hist``, ``ck``, ``hlow``) or a report it no longer waits
-        for (``peer_lost``, counts, subscription notices)."""
+        send, dropped: each is either rebuilt by the next controller (``ck``) or a
+        report it no longer waits for (``peer_lost``, counts, subscription notices)."""
         if self.gone:
             return
         try:
@@ -685,8 +680,8 @@ class Worker:
         self.replica_logs.drop(node_id)         # (a dropped table's log, its copy)
         if self.disk is not None:
             self.disk.drop(node_id)
-        for kept in (self.early_logs, self.logs, self.replica_of, self.to_copy,
-                     self.filling):
+        for kept in (self.early_logs, self.logs, self.replica_of, self.filling,
+                     self.replica_fill):
             kept.pop(node_id, None)
         self.holding.pop(node_id, None)
         self.pending.pop(node_id, None)
@@ -1428,12 +1423,15 @@ class Worker:
             else:
                 self.send(["trunc", a_id, b_id, level])
         if b.node.kind == "base":
-            # the controller holds the base's write history: trim it as its children go on
+            # the base's write history (the controller's, or with writes at the workers
+            # its log here and at its replica): trimmed as its children go on
             low = b.history_low()
             if low - self.history_lows.get(b_id, 0) >= tuning.HISTORY_TRIM_EVERY:
                 self.history_lows[b_id] = low
-                self.send(["hlow", b_id, low])
-                self._trim_log(b_id, low)
+                if self.at_workers:
+                    self._trim_log(b_id, low)
+                else:
+                    self.send(["hlow", b_id, low])
 
     def truncate(self, a_id: str, b_id: str, level: int) -> None:
         a = self.domains.get(a_id)
@@ -1451,7 +1449,7 @@ class Worker:
                 # again as of the base now and its replica sent it whole; else the
                 # next restart would take the table from a log without those rows
                 self.logs.pop(base_id)
-                if self.replica_of.get(base_id) is not None:
+                if self.replica_of.get(base_id):     # (a replica named: its fill)
                     self.set_replica(base_id, self.replica_of[base_id])
                 else:
                     self._log(base_id)
@@ -1462,7 +1460,7 @@ class Worker:
 
     def waiting(self, nid: str) -> list[Batch]:
         """The writes base ``nid`` has applied whose output waits for its log (the
-        replica's, or the controller's history), in order: not acknowledged yet."""
+        replica's), in order: not acknowledged yet."""
         return [b for _, b, _, _ in self.accepted.get(nid, []) + self.committing.get(nid, [])]
 
     def table_now(self, nid: str) -> Batch:
@@ -1531,8 +1529,8 @@ class Worker:
         msgs, now = self.domains[nid].payload_after(child, t)
         held = self.waiting(nid)
         if held:
-            # writes not yet in the history were not sent: the child takes them when
-            # they are (``durable``), after what this answer gives it
+            # writes not yet durable were not sent: the child takes them when they
+            # are (``durable``), after what this answer gives it
             # (the held writes are the base's latest, one time each)
             first = self.domains[nid].time - len(held) + 1
             msgs = [m for m in msgs if m.time < first]
@@ -1650,33 +1648,34 @@ class Worker:
                 got.writes + [decode_batch(b) for b in writes])
 
     def req_restore_base(self, nid: str, history: Sequence[Any], seen: dict[str, int],
-                         low: int, start: int) -> int:
-        """With writes at the workers, ``history`` holds the base's table as of
-        ``start`` too (its writes then are every write after it, not just those after
-        ``low``)."""
+                         low: int, start: int, tags: Sequence[int] = ()) -> int:
+        """With writes at the workers, ``history`` is the base's whole log, read from
+        its live replica or the lost workers' disks (``ClusterRuntime.restore_base``):
+        its table as of ``start`` too (its writes then are every write after it, not
+        just those after ``low``), and ``tags`` those of its last writes, kept here
+        for ``log_landed``."""
         rows, writes = self.base_parts(nid, history)
         log = None
         if self.at_workers:
-            # its log, as the controller's history has it (complete: its replica's
-            # tail was taken first)
             log = history_from(cast("Base", self.domains[nid].node.op), start, rows, writes)
+            self.replica_logs.keep_tags(nid, tags)
             if self.disk is not None:
                 self.disk.reset(nid, log)
         return self._base_back(nid, seen, low, start, rows, writes, log)
 
-    def req_promote_base(self, nid: str, seen: dict[str, int], low: int, n: int
+    def req_promote_base(self, nid: str, seen: dict[str, int], low: int, owner: str
                          ) -> int | None:
         """A lost owner's base restored here, its log replica (``writes.py``, *the
-        replica promoted*): its log here, ``n`` writes long as the controller's
-        completed history is, becomes the base's own, and the base is rebuilt from
-        it, so no table crosses the network; its log on disk (``--data-dir``) is
-        already this one. None, nothing changed: no such log here (never sent it
-        whole), or not ``n`` writes long."""
-        h = self.replica_logs.logs.get(nid)
-        if h is None or len(h) != n:
+        replica promoted*): its whole log here from ``owner`` (``ReplicaLogs.whole``)
+        becomes the base's own, and the base is rebuilt from it, so no table crosses
+        the network; its log on disk (``--data-dir``) is already this one. None,
+        nothing changed: no whole log of that owner's here."""
+        h = self.replica_logs.whole(nid, owner)
+        if h is None:
             return None
-        # (its tags stay: ``log_landed`` may still be asked of them, ``forward``)
-        del self.replica_logs.logs[nid]
+        # (kept as the replica's log too, and its tags: a recovery that fails
+        # part-way abandons the base, and its next attempt promotes it again; a later
+        # owner's whole log replaces it, ``ReplicaLogs.part``)
         start, rows, writes = h.table()         # (the table's batches, not joined)
         return self._base_back(nid, seen, low, start, rows, writes, h)
 
@@ -1685,17 +1684,16 @@ class Worker:
                    ) -> int:
         """The base rebuilt from its history (``Domain.write_history``); ``log``: its
         log from now on (writes at the workers), whose replica is named next
-        (``["replica", ...]``; meanwhile, the controller's history is the log)."""
+        (``["replica", ...]``; its writes wait meanwhile)."""
         d = self.domains[nid]
         d.tc = self.tc
         for group in (self.accepted.pop(nid, []), self.committing.pop(nid, [])):
             for _, _, reply, _ in group:
-                reply(UNKNOWN)          # (the history says what became of them)
+                reply(UNKNOWN)          # (the log says what became of them)
         if log is not None:
             self.logs[nid] = log
-            self.sent_ctrl[nid] = len(log)
             self.replica_of.pop(nid, None)
-            self.to_copy.pop(nid, None)
+            self.replica_fill.pop(nid, None)
             self.committing_via.pop(nid, None)
             self.filling.pop(nid, None)
         sends = d.write_history(writes, seen, low, start, rows)
@@ -1726,7 +1724,7 @@ class Worker:
 
     def end_writes(self) -> None:
         """The message thread ends (its controller gone, or ``stop``): writes waiting
-        for the history may or may not be in it (on disk, with ``--data-dir``); their
+        for their log may or may not be in it (on disk, with ``--data-dir``); their
         clients are told so (``IN_DOUBT``), and ask the next controller."""
         self.ended = True
         if self.reads.write == self.client_write:
@@ -1759,11 +1757,11 @@ class Worker:
     def accept(self, nid: str, method: str, args: Sequence[Any],
                reply: Callable[[Any], None], tag: int = 0) -> None:
         """Validate a write against the base's rows here (``Base.prepare``, as the
-        embedded engine does) and apply it, its output held until the history has it.
+        embedded engine does) and apply it, its output held until its log has it.
         ``reply``: None if the base is not up here (nothing written: ask where it is),
         ``[error class name, message]`` if refused (nothing changed), or ``[]`` once the
         write is durable and passed on. ``tag``: the write's name, given by the client
-        or the controller, which goes with it to the history (``write_landed``,
+        or the controller, which goes with it to the log (``write_landed``,
         ``ClusterRuntime.forward``)."""
         d = self.domains.get(nid)
         if d is None or not d.alive or d.node.kind != "base" or nid in self.holding \
@@ -1784,14 +1782,16 @@ class Worker:
         self._log(nid)                  # (made before its first write: as of the rows now)
         entry: _Accepted = [[], batch, reply, tag]
         self.accepted.setdefault(nid, []).append(entry)
-        if nid not in self.committing:
+        alone = nid in self.replica_of and self.replica_of[nid] is None
+        if nid not in self.committing and not alone:
             self.commit(nid)            # (out before the apply: the round trips overlap)
         entry[0] = d.write(batch)       # (held until ``durable``, which comes after this)
+        if alone and nid not in self.committing:
+            self.commit(nid)            # (durable at once: after its apply, its output made)
 
     def _durable_alone(self, nid: str) -> bool:
         """Whether a write of base ``nid`` can be made durable with no controller: its
-        log replica is named and holds the whole log (no group goes to the
-        controller's history). While the controller is down (``gone``), a write of
+        log replica is named and holds the whole log. While the controller is down (``gone``), a write of
         any other base is not taken (``moved``: the client asks the next controller),
         so no new log is made on disk then (``DiskLogs`` under a directory a
         restarted controller may have set aside: ``restart.set_aside_workers_logs``)."""
@@ -1828,11 +1828,12 @@ class Worker:
         raise wire.ProtocolError(f"unknown write {method!r}")
 
     def commit(self, nid: str) -> None:
-        """Send the base's accepted writes to its log replica (``writes.py``), or, with
-        none, to the controller's history, all in one frame (group commit: those
-        accepted while the last group was on its way); with its replica lost, they
-        wait for the next one."""
-        via = self.replica_of.get(nid)
+        """Send the base's accepted writes to its log replica (``writes.py``), all in
+        one frame (group commit: those accepted while the last group was on its way),
+        behind its whole log while that is being sent; with its replica lost or not
+        named yet, they wait for the next; with no other live worker at all (None),
+        durable once in this worker's log (on disk with ``--data-dir``), at once."""
+        via = self.replica_of.get(nid, NO_REPLICA_YET)
         if via == NO_REPLICA_YET:
             return
         group = self.accepted.pop(nid, None)
@@ -1845,28 +1846,18 @@ class Worker:
         for b in batches:
             log.append(b)
         tags = [tag for _, _, _, tag in group]
-        self._send_group(nid, via, batches, tags)
-        self.links.flush()              # (on its way while this worker goes on)
+        if via is not None:
+            frame = ["rlog", nid, [encode_batch(b) for b in batches], tags]
+            filling = self.filling.get(nid)
+            if filling is not None and filling.held is not None:
+                filling.held.append(frame)      # (behind its whole log, in order)
+            else:
+                self.links.send(via, frame)
+            self.links.flush()          # (on its way while this worker goes on)
         if self.disk is not None:               # (durable here before ``durable`` runs)
             self.disk.append(nid, batches, tags)
-
-    def _send_group(self, nid: str, via: str | None, batches: list[Batch],
-                    tags: list[int]) -> None:
-        encoded = [encode_batch(b) for b in batches]
         if via is None:
-            self.copy_out(nid)          # (the controller's history in order)
-            self.sent_ctrl[nid] = self.sent_ctrl.get(nid, 0) + len(batches)
-            self.send(["hist", nid, encoded, tags])
-            filling = self.filling.get(nid)
-            if filling is not None:     # (its log behind its whole log, in order)
-                frame = ["rlog", nid, encoded, tags]
-                if filling.held is None:
-                    self.links.send(filling.replica, frame)
-                else:
-                    filling.held.append(frame)
-                filling.unanswered += 1
-        else:
-            self.links.send(via, ["rlog", nid, encoded, tags])
+            self.durable(nid, len(group), None)
 
     def _log(self, nid: str) -> WriteHistory:
         """The base's own log (made before its first write here, or when it is first
@@ -1880,61 +1871,35 @@ class Worker:
             log = self.logs[nid] = history_from(op, at, op.parts(), [])
             if self.disk is not None:
                 self.disk.reset(nid, log)
-            self.sent_ctrl.setdefault(nid, at)
         return log
 
     def _trim_log(self, nid: str, low: int) -> None:
-        """The base's log (here and at its replica) folded up to ``low``, never past
-        what the controller has been sent (whose history the replica's tail completes:
-        ``writes.py``)."""
+        """The base's log (here and at its replica) folded up to ``low`` (its children
+        have every write up to it); not the replica's while a whole log is on its way
+        there (it is trimmed at the next trim)."""
         log = self.logs.get(nid)
         if log is None:
             return
-        low = min(low, self.sent_ctrl.get(nid, 0))
         log.trim(low)
         if self.disk is not None:
             self.disk.trimmed(nid, log)
         via = self.replica_of.get(nid)
-        if via:
+        if via and nid not in self.filling:
             self.links.send(via, ["rtrim", nid, low])
 
-    def copy_out(self, nid: str) -> None:
-        """The writes the replica made durable, to the controller's copy of the table
-        and its history (no answer: off the acknowledgement path)."""
-        pending = self.to_copy.pop(nid, None)
-        if pending:
-            self.sent_ctrl[nid] = self.sent_ctrl.get(nid, 0) + len(pending)
-            self.send(["hcopy", nid, [encode_batch(b) for b, _ in pending],
-                       [t for _, t in pending]])
-
-    def copy_all_out(self) -> None:
-        """Every base's writes not yet sent the controller (before a pause's answer: its
-        histories and its count of the writes, ``taken_writes``, hold them then)."""
-        for nid in list(self.to_copy):
-            self.copy_out(nid)
-
-    def durable(self, nid: str, n: int, src: str = CONTROLLER) -> None:
-        """The log (the replica's, or the controller's history) has the group sent: its
-        output goes out, then the answers; the writes accepted meanwhile are sent
-        next."""
-        via = self.committing_via.get(nid)
-        if (CONTROLLER if via is None else via) != src:
-            if src == CONTROLLER:
-                raise wire.ProtocolError(f"durable writes of {nid} from the controller, "
-                                         f"sent to worker {via}")
-            return                      # (a replica's answer to a whole log: no group)
-        group = self.committing.pop(nid, [])
+    def durable(self, nid: str, n: int, src: str | None) -> None:
+        """The log (the replica ``src``'s; None: this worker's alone) has the group
+        sent: its output goes out, then the answers; the writes accepted meanwhile
+        are sent next."""
+        if self.committing_via.get(nid, NO_REPLICA_YET) != src or nid not in self.committing:
+            return                      # (a group of a replica lost since: sent again)
+        group = self.committing.pop(nid)
         if len(group) != n:
             raise wire.ProtocolError(f"durable {n} writes of {nid}, {len(group)} sent")
         self.committing_via.pop(nid, None)
         for out, _, _, _ in group:
             if out:
                 self.emit(out)
-        if via is not None:
-            pending = self.to_copy.setdefault(nid, [])
-            pending.extend((b, tag) for _, b, _, tag in group)
-            if len(pending) >= tuning.COPY_EVERY:
-                self.copy_out(nid)
         if self.direct:
             self.links.flush()          # (its output goes on before the answers, which go
         for _, _, reply, _ in group:    # at once: ``client_write``)
@@ -1944,44 +1909,35 @@ class Worker:
 
     def set_replica(self, nid: str, name: str | None) -> None:
         """``["replica", base, worker]``: the base's log goes to ``worker`` from now on
-        (None: to the controller's history). A new replica is sent the whole log
-        first. With a group in flight to a lost replica, that group goes with it and
-        is acknowledged once the replica has it all; otherwise the writes do not wait
-        for the whole log: until the replica has answered it and every group sent it
-        since (``filling``, ``replica_frame``), each group is made durable in the
-        controller's history, which holds every write the replica's log may lack, as
-        with no replica, and copied to the replica behind its whole log."""
+        (None: no other worker is alive, this worker's log alone is the log). A new
+        replica is first sent the whole log, in the background (``whole_log_part``),
+        with the group in flight to a lost replica, if any, in its last part; the
+        groups committed meanwhile go behind it (``commit``: ``filling``), and none
+        is acknowledged before the replica has answered the whole log and it: no
+        write is acknowledged that only this worker holds while another is alive."""
         d = self.domains.get(nid)
         if d is None or d.node.kind != "base":
             return
         self.filling.pop(nid, None)
         self.replica_of[nid] = name
         group = self.committing.get(nid)
-        via = self.committing_via.get(nid, NO_REPLICA_YET) if group else NO_REPLICA_YET
         if name is None:
-            self.copy_out(nid)
-            if group and via is not None:       # (its replica lost: to the history)
+            if group:                   # (its replica lost: this worker's log has it)
                 self.committing_via[nid] = None
-                self._send_group(nid, None, [b for _, b, _, _ in group],
-                                 [tag for _, _, _, tag in group])
-            self.send(["hall", nid])            # (after the copies and the group)
-        else:
-            log = self._log(nid)
-            # (the table's batches as the log holds them: nothing joined on this thread)
-            start, table, writes = log.table()
-            resend = group if group and via is not None else []
-            self.fills += 1
-            if resend:
-                for frame in whole_log_frames(nid, self.fills, start, table, writes,
-                                              [tag for _, _, _, tag in resend]):
-                    self.links.send(name, frame)
-                self.committing_via[nid] = name
-                self.send(["hlag", nid])        # (that group is acknowledged from there)
+                self.durable(nid, len(group), None)
             else:
-                self.replica_of[nid] = None
-                self.filling[nid] = Filling(name, self.fills, parts=whole_log_frames(
-                    nid, self.fills, start, table, writes, []))
-                self.inbox.put_fast((SELF, ["wlog", nid, name, self.fills]))
+                self.commit(nid)
+            return
+        log = self._log(nid)
+        # (the table's batches as the log holds them: nothing joined on this thread)
+        start, table, writes = log.table()
+        self.fills += 1
+        self.filling[nid] = Filling(name, self.fills, parts=whole_log_frames(
+            nid, self.fills, start, table, writes,
+            [tag for _, _, _, tag in group or ()]))
+        if group:
+            self.committing_via[nid] = name     # (acknowledged by the whole log's answer)
+        self.inbox.put_fast((SELF, ["wlog", nid, name, self.fills]))
         if not group:
             self.commit(nid)
 
@@ -2037,15 +1993,21 @@ class Worker:
             self.part_taken(nid, src, int(f[2]))
             return
         if op == "rdur":
+            # (each answer names the whole log it was made on: one of an earlier fill
+            # to the same replica is dropped, its group resent with the next fill's)
+            fill = f[3] if len(f) > 3 else None
             filling = self.filling.get(nid)
             if filling is not None and filling.replica == src:
-                filling.unanswered -= 1
-                if not filling.unanswered:  # (it has it all: the log's replica from now on)
-                    del self.filling[nid]
-                    self.replica_of[nid] = src
-                    self.send(["hlag", nid])    # (the controller's history lags from now)
-            elif self.committing.get(nid) is not None and type(f[2]) is int and f[2]:
-                self.durable(nid, f[2], src)
+                if fill != filling.fill:
+                    return
+                # the whole log's answer (the groups sent it meanwhile go behind the
+                # whole log on one link): it holds the log from now on
+                del self.filling[nid]
+                self.replica_fill[nid] = fill
+            elif fill != self.replica_fill.get(nid):
+                return
+            if type(f[2]) is int and f[2]:
+                self.durable(nid, f[2], src)    # (with a whole log: the group in flight)
             return
         if self.gone and op in ("rpart", "rfull"):
             return      # (no log made anew with no controller: the owner's writes wait)
@@ -2066,6 +2028,7 @@ class Worker:
             if self.disk is not None:
                 self.disk.append(nid, batches, list(f[3]))
             n = len(f[2])
+            fill = self.replica_logs.fills.get(nid)
         else:       # rfull: start, table, writes, in flight, tags, fill, parts before
             base = cast("Base", self.graph[nid].op)
             self.replica_logs.full(base, nid, int(f[2]), [decode_batch(b) for b in f[3]],
@@ -2074,19 +2037,29 @@ class Worker:
             self.replica_logs.append(nid, [], list(f[6]))
             if self.disk is not None:
                 self.disk.reset(nid, self.replica_logs.logs[nid], list(f[6]))
-            n = int(f[5])
-        self.links.send(src, ["rdur", nid, n])
+            n, fill = int(f[5]), int(f[7])
+        self.links.send(src, ["rdur", nid, n, fill])
         self.links.flush()              # (the owner's client waits: not behind the inbox)
 
-    def req_log_since(self, nid: str, n: int) -> list[Any] | None:
-        """A lost owner's base's writes after write ``n`` (the controller's history's
-        end), from the log kept here, and the last writes' tags; None: no log of it
-        here (``ReplicaLogs.since``)."""
-        got = self.replica_logs.since(nid, n)
-        if got is None:
+    def req_log_whole(self, nid: str, owner: str) -> bool:
+        """Whether the whole log of base ``nid`` from its lost owner ``owner`` is here
+        (``ReplicaLogs.whole``): then it holds every write that owner acknowledged."""
+        return self.replica_logs.whole(nid, owner) is not None
+
+    def req_log_parts(self, nid: str, owner: str, i: int) -> list[Any] | None:
+        """Part ``i`` of that whole log, for the base's restore on another worker
+        (``ClusterRuntime.restore_base``): ``[start, table, writes, tags, parts]``,
+        each part at most ``tuning.BASE_PART_ROWS`` rows (``log_parts``), the tags
+        with the last; None: no such log here."""
+        h = self.replica_logs.whole(nid, owner)
+        if h is None:
             return None
-        writes, tags = got
-        return [[encode_batch(b) for b in writes], tags]
+        start, table, writes = h.table()
+        parts = log_parts(table, writes, tuning.BASE_PART_ROWS)
+        t, w = parts[i]
+        tags = list(self.replica_logs.tags.get(nid, ())) if i == len(parts) - 1 else []
+        return [start, [encode_batch(b) for b in t], [encode_batch(b) for b in w], tags,
+                len(parts)]
 
     def req_log_landed(self, nid: str, tag: int) -> bool:
         return self.replica_logs.landed(nid, tag)
@@ -2094,8 +2067,9 @@ class Worker:
     def pause(self, rid: int) -> None:
         """``["pause", id]``: the controller makes a catalog change, which fills new
         nodes from its copy of the tables: clients' writes wait (``deferred``) until
-        ``["resume"]``, and the answer ``["rep", id, None]`` comes once every write
-        accepted here is in the history (so in that copy) and passed on."""
+        ``["resume"]``, and the answer ``["rep", id, times]`` comes once every write
+        accepted here is durable and passed on: ``times``, each base's here, its
+        writes so far (the controller's ``taken_writes``)."""
         self.paused = True
         self.pausing.append(rid)
         self._paused_yet()
@@ -2103,10 +2077,11 @@ class Worker:
     def _paused_yet(self) -> None:
         if self.pausing and not self.committing and not self.accepted \
                 and not self.direct_ups:    # (this worker's own upqueries landed)
-            self.copy_all_out()
             self.links.flush()
+            times = {nid: d.time for nid, d in self.domains.items()
+                     if d.node.kind == "base" and d.alive}
             for rid in self.pausing:
-                self.send(["rep", rid, None])
+                self.send(["rep", rid, times])
             self.pausing = []
 
     def resume(self) -> None:
@@ -2516,8 +2491,6 @@ class Worker:
             self.pause(f[1])
         elif op == "resume":
             self.resume()
-        elif op == "durable":
-            self.durable(f[1], f[2])
         elif op in ("rlog", "rpart", "rfull", "rdur", "rtrim", "rpack"):
             self.replica_frame(f, src)
         elif op == "replica":
@@ -2612,7 +2585,7 @@ def _source(frame: list[Any]) -> str:
     return m.src if isinstance(m, Message) else str(m[0])
 
 
-#: an accepted write waiting for the history: [its output (filled once applied), its
+#: an accepted write waiting for its log: [its output (filled once applied), its
 #: batch, its answer, the controller's tag (0: a client's)]
 _Accepted = list[Any]
 

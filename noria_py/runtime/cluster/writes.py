@@ -15,25 +15,26 @@ recovery takes, let go meanwhile; under a pause of the writes the statement is u
 and run again after the recovery) and is validated by the restored base, so no copy
 of the table at the controller validates or answers a read.
 
-The base's log (``serve --writes worker`` with two or more live workers): its owner
-keeps a ``WriteHistory`` of the base (``history_from``) and sends each accepted group
-of writes to one other worker, its replica, over the direct peer links (``["rlog",
+The base's log (``serve --writes worker``): its owner keeps a ``WriteHistory`` of the
+base (``history_from``) and, with another live worker, sends each accepted group of
+writes to one other worker, its replica, over the direct peer links (``["rlog",
 base, batches, tags]``); the replica keeps the same log (``ReplicaLogs``) and answers
-``["rdur", base, n]``, and only then is the group acknowledged and its output
+``["rdur", base, n, fill]``, and only then is the group acknowledged and its output
 released. A new replica is first sent the whole log, in parts of at most
 ``tuning.WHOLE_LOG_PART_ROWS`` rows (``log_parts``; ``["rpart", ...]`` each, the last
 ``["rfull", ...]``, which alone the replica answers: the parts are kept aside,
 ``ReplicaLogs.part``, until the last, and one missing or out of order is an error,
-never a shorter log); until it has answered that and every group sent it since, each group is made durable in the
-controller's history and copied to the replica as well (``Worker.filling``: the
-writes do not wait for a whole log of tens of MB). Invariant: every acknowledged write
-is in the replica's log or in the controller's history, and the replica's log starts
-no later than the controller's history ends (the owner trims it, ``["rtrim", base,
-t]``, only below what it has sent the controller), so the controller completes its
-history from the replica's tail (``ReplicaLogs.since``) before a lost owner's base is
-restored; on the replica's own worker where it can (its log, as long as the completed
-history, made the base's: ``Worker.req_promote_base``), so no table crosses the
-network.
+never a shorter log), in the background, and the groups taken meanwhile go behind
+it and are acknowledged only once the replica has answered the whole log and them
+(``Worker.filling``). With no other live worker (replica None) the owner's log is
+the log, fsynced on disk with ``--data-dir``. The controller keeps none of it.
+Invariant: every acknowledged write is in the replica's log, whole for the owner
+that sent it (``ReplicaLogs.whole``), or, with ``--data-dir``, in the owner's log on
+disk (a replica's too); so a lost owner's base is restored from its live replica's
+log (on the replica's own worker where it can: its log becomes the base's,
+``Worker.req_promote_base``, so no table crosses the network; elsewhere its parts go
+through the controller, ``req_log_parts``), else from the longest of the lost
+workers' logs on disk (``disk_log``), else it is a lost table, never a shorter one.
 
 The order at the owner (``Worker.accept``, ``commit``): a write is validated first
 (``Base.prepare``: no state changes); then, if no group of its base is in flight, its
@@ -61,15 +62,16 @@ one write and one ``fsync`` as the controller's WAL does each batch, just after 
 it to its replica (the two overlap; its message thread takes the ``rdur`` only after
 the append), and the replica before answering ``rdur``: so an acknowledged write is on
 both disks. The log on disk is rewritten from the one in memory, so trimmed by
-the same rule (``hlow``, ``rtrim``), once enough writes were trimmed
-(``tuning.DISK_LOG_TRIM``). When a base's owner and replica are lost together, the
-controller completes its history from their directories (``disk_tail``: the longer
-of the two; a torn last record is cut and reported, other damage refuses that
-directory) instead of losing what it had not been sent, and takes the tags of those
-writes from their records (each write's tag is in its own record, so on disk in the
-same ``fsync``): a write on a disk but never acknowledged is then found by its
-client's ``write_landed`` and not sent again; once the base is restored, the new
-owner's log replaces theirs (deleted: ``ClusterRuntime.restore_base``).
+the same rule (the children's progress, ``rtrim``), once enough writes were trimmed
+(``tuning.DISK_LOG_TRIM``). When a base's owner is lost with no live replica holding
+its whole log (both lost together, the owner lost while a new replica was being
+filled, no other worker), the controller restores it from their directories
+(``disk_log``: the longest; a torn last record is cut and reported, other damage
+refuses that directory), with the tags of those writes from their records (each
+write's tag is in its own record, so on disk in the same ``fsync``): its new worker
+keeps them, so a write on a disk but never acknowledged is found by its client's
+``write_landed`` and not sent again; the new owner's log then replaces theirs
+(deleted: ``ClusterRuntime.restore_base``).
 
 A restarted controller (``tables_on_disk``) takes each table's rows from the longest
 of its logs under ``DIR/workers`` (every one there is a prefix of the same sequence of
@@ -113,11 +115,10 @@ from ..history import WriteHistory
 log = logging.getLogger("noria_py.cluster")
 
 #: the regimes writes at the bases' workers are not built with yet, and why: each
-#: reads, at a recovery, the bases' writes from the controller's history, which lags
-#: the workers' logs (it takes a live base's writes in groups, ``hcopy``, while that
-#: base goes on sending them to its children), and sets bases back there, where a
-#: base at its worker keeps its rows and a replicated log that would have to be set
-#: back with it. (``treeclock`` and ``lineage`` read a live base's writes from its
+#: reads, at a recovery, the bases' writes from the controller's history, which the
+#: controller does not keep of a base written at its worker (its log is its worker's
+#: and its replica's), and sets bases back there, where a base at its worker keeps
+#: its rows and a replicated log that would have to be set back with it. (``treeclock`` and ``lineage`` read a live base's writes from its
 #: worker, ``payload_after``, or rebuild with the clients' writes paused.)
 NOT_BUILT = {
     "coordinated": "its epochs are started by the controller's count of the writes it "
@@ -200,8 +201,8 @@ def choose(writes: str, regime: str, channels: str,
     return writes, why
 
 
-#: per base, the tags of this many last writes are kept where its log is (the
-#: controller's history, a replica's log): a write whose worker was lost before it
+#: per base, the tags of this many last writes are kept where its log is (a replica's
+#: log, a restored base's worker): a write whose worker was lost before it
 #: answered is done if its tag is there (``write_landed``), else it may be sent again
 LANDED_KEPT = 1 << 16
 
@@ -278,6 +279,11 @@ class ReplicaLogs:
 
     def __init__(self) -> None:
         self.logs: dict[str, WriteHistory] = {}
+        #: per base, the owner that sent the log kept here and its fill's number
+        #: (``full``): a log is whole for that owner only (a later owner's whole log
+        #: may still be on its way), and each answer to the owner names the fill
+        self.owners: dict[str, str] = {}
+        self.fills: dict[str, int] = {}
         self.tags: dict[str, collections.deque[int]] = {}
         #: per base, the parts of a whole log on their way (``part``)
         self.parts: dict[str, PartsTaken] = {}
@@ -291,6 +297,7 @@ class ReplicaLogs:
         got = self.parts.get(nid)
         if i == 0:
             got = self.parts[nid] = PartsTaken(src, fill)
+            self.forget(nid)        # (another whole log on its way)
         elif got is None or got.turn() != (src, fill, i):
             raise RecoveryError(f"base {nid}: part {i} of the whole log {fill} from "
                                 f"{src} out of turn (have {got and got.turn()})")
@@ -311,6 +318,7 @@ class ReplicaLogs:
                                     f"{got and got.turn()}")
             table, writes = got.table + list(table), got.writes + writes
         self.logs[nid] = history_from(op, start, table, writes)
+        self.owners[nid], self.fills[nid] = src, fill
         self.tags.setdefault(nid, collections.deque(maxlen=LANDED_KEPT))
 
     def lost(self, src: str) -> None:
@@ -331,25 +339,34 @@ class ReplicaLogs:
         if h is not None:
             h.trim(t)
 
-    def since(self, nid: str, n: int) -> tuple[list[Batch], list[int]] | None:
-        """The writes after write ``n`` (where the controller's history ends), and the
-        last writes' tags; None if no log of ``nid`` is kept here (named its replica,
-        it was lost before its owner sent it the whole log: the log is on the lost
+    def whole(self, nid: str, owner: str) -> WriteHistory | None:
+        """The log of ``nid`` kept here if ``owner`` sent it whole (``full``), which
+        then holds every write ``owner`` acknowledged (it acknowledges a write only
+        once its replica has it); None: none, or another owner's (named its replica,
+        it was lost before this one's whole log was answered: the log is on the lost
         workers' disks, if anywhere)."""
         h = self.logs.get(nid)
-        if h is None:
-            return None
-        at, writes = h.since(n)
-        if at != n:
-            raise RecoveryError(f"base {nid}: the replica's log starts at write {at}, "
-                                f"after write {n}")
-        return writes, list(self.tags.get(nid, ()))
+        return h if h is not None and self.owners.get(nid) == owner else None
+
+    def forget(self, nid: str) -> None:
+        """The base's log kept here is no longer its replica's whole log: it became the
+        base's own (``Worker.req_promote_base``), or another whole log is on its way
+        (``part``); its tags stay (``landed``)."""
+        self.logs.pop(nid, None)
+        self.owners.pop(nid, None)
+        self.fills.pop(nid, None)
+
+    def keep_tags(self, nid: str, tags: Collection[int]) -> None:
+        """The tags of a base's last writes, restored here from a log read elsewhere
+        (``Worker.req_restore_base``), for ``landed``."""
+        known = self.tags.setdefault(nid, collections.deque(maxlen=LANDED_KEPT))
+        known.extend(t for t in tags if type(t) is int and t)
 
     def landed(self, nid: str, tag: int) -> bool:
         return tag in self.tags.get(nid, ())
 
     def drop(self, nid: str) -> None:
-        self.logs.pop(nid, None)
+        self.forget(nid)
         self.tags.pop(nid, None)
         self.parts.pop(nid, None)
 
@@ -443,31 +460,36 @@ def log_dir(root: Path, table: str) -> Path:
     return root / quote(table.lower(), safe="")
 
 
-def disk_tail(dirs: list[Path], nid: str, n: int) -> tuple[list[Batch], list[int]] | None:
-    """The writes of base ``nid`` after write ``n`` from the longest of the logs in
-    ``dirs`` (its lost workers' ``DiskLogs`` directories), and the tags of those that
-    have one (from their own records), or None if none reaches back to ``n``. What
-    opening each finds (a torn tail cut) is logged; a damaged one (``CorruptionError``)
-    is logged and passed over."""
-    best: tuple[list[Batch], list[int]] | None = None
+def disk_log(dirs: Sequence[Path], nid: str, table: str
+             ) -> tuple[int, list[Batch], list[Batch], list[int]] | None:
+    """Base ``nid``'s log from the longest of the logs in ``dirs`` (its lost workers'
+    ``DiskLogs`` directories; each holds a prefix of the same writes, the lost
+    owner's perhaps a write it never acknowledged: in doubt, taken whole or not at
+    all): (the write its snapshot is at, the table then as one batch, the writes
+    after it, their tags), or None if none opens. What opening each finds (a torn
+    tail cut) is logged; a damaged one (``CorruptionError``) is logged and passed
+    over."""
+    best: tuple[int, Path] | None = None
     for d in dirs:
         if not (d / "snapshot.bin").exists():
             continue
-        rec = _read_log(d, f"base {nid}", n)
-        if isinstance(rec, StorageError):
-            continue
-        if rec.later is None:
-            if rec.lsn != n:
-                log.warning("base %s: its log in %s holds writes up to %d, cannot continue "
-                            "from write %d", nid, d, rec.lsn, n)
-                continue
-            later = []
-        else:
-            later = [Batch.changes(list(dels), list(ins)) for _, ins, dels in rec.later]
-        if best is None or len(later) > len(best[0]):
-            tags = [rec.tags[k] for k in range(n + 1, n + 1 + len(later)) if k in rec.tags]
-            best = (later, tags)
-    return best
+        rec = _read_log(d, f"base {nid}")
+        if not isinstance(rec, StorageError) and (best is None or rec.lsn > best[0]):
+            best = (rec.lsn, d)
+    if best is None:
+        return None
+    first = _read_log(best[1], f"base {nid}")
+    if isinstance(first, StorageError):
+        return None
+    rec = _read_log(best[1], f"base {nid}", first.start)      # (split at its snapshot)
+    if isinstance(rec, StorageError):
+        return None
+    rows = rec.tables.get(table.lower(), [])
+    later = [] if rec.later is None else [Batch.changes(list(dels), list(ins))
+                                          for _, ins, dels in rec.later]
+    start = rec.lsn - len(later)
+    tags = [rec.tags[k] for k in range(start + 1, rec.lsn + 1) if k in rec.tags]
+    return start, [Batch(list(rows), [1] * len(rows))] if rows else [], later, tags
 
 
 #: a restarted controller keeps what the workers' logs say of the tags of the last

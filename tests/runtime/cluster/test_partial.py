@@ -441,7 +441,7 @@ def test_a_fill_at_a_worker_fills_a_hole_once_and_writes_to_holes_are_dropped():
 def test_a_fill_of_a_base_at_its_worker_leaves_out_the_writes_whose_output_waits():
     """``--writes worker``: a base's fill (no rows given) is computed at its worker
     from the rows it holds, but a write applied there whose output waits for its log
-    (here the controller's history: no replica) is left out of it; its output, sent
+    (here its log replica's answer, given by the test) is left out of it; its output, sent
     once the log has it, behind the fill, is applied to the key once."""
     w, ctl, views = _worker_with(["CREATE TABLE t (a INT, b INT)",
                                   "CREATE VIEW v AS SELECT a, b FROM t WHERE a = ?"],
@@ -450,17 +450,18 @@ def test_a_fill_of_a_base_at_its_worker_leaves_out_the_writes_whose_output_waits
     base = w.graph[reader].parents[0]
     w.make_partial(reader, None)
     op = w.graph[reader].op
+    w.replica_of[base] = "r"            # (its log replica: answered here, never dialed)
+    w.links.broken.add("r")
     answers: list = []
     w.accept(base, "insert", [[(1, 10), (2, 20)]], answers.append)
-    assert ctl.recv()[0] == "hist"
-    w.durable(base, 1)                                  # (its output: dropped at holes)
+    w.replica_frame(["rdur", base, 1], "r")             # (its output: dropped at holes)
     _pump(w)
     w.accept(base, "insert", [[(1, 11), (1, 10)]], answers.append)
-    assert ctl.recv()[0] == "hist" and answers == [[]]  # (held: not durable yet)
+    assert answers == [[]]                              # (held: not durable yet)
     w.frame(_fill_frame(base, 7, [base, reader], [1, 2], [0], None))
     _pump(w)
     assert ctl.recv() == ("rep", 7, (((1, 10),), ((2, 20),)))
-    w.durable(base, 1)
+    w.replica_frame(["rdur", base, 1], "r")
     _pump(w)
     assert answers == [[], []]
     assert sorted(op.lookup(1)) == [(1, 10), (1, 10), (1, 11)] and op.lookup(2) == [(2, 20)]

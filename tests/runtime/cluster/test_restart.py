@@ -348,19 +348,19 @@ def test_in_the_gap_only_a_base_whose_replica_holds_its_whole_log_takes_writes(
     and its workers' connections cut), a client's write at the worker of a base whose
     log replica holds the whole log (``vote``) is acknowledged there
     (``Worker._durable_alone``); one of a base whose new replica is still being
-    filled (``held``: its whole log never sent here) or that has none (``bare``: as
-    the controller names it while a recovery is under way) is answered ``moved``
-    (None) at once, nothing written. Those bases' writes are made durable in the
-    controller's history, gone with it: taken, such a write would wait for an answer
-    that never comes (and be answered in doubt at the gap's end). Then a controller
+    filled (``held``: named again, its whole log never sent) or that has none
+    (``bare``: as the controller names it when no other worker is alive) is answered
+    ``moved`` (None) at once, nothing written: taken, the first would wait for a
+    fill that a controller must see through (and be answered in doubt at the gap's
+    end), and no log is made anew while the controller is down. Then a controller
     answers at the address, and the gap ends."""
     workers = _tracked(monkeypatch, worker_module.Worker)
     servers = _tracked(monkeypatch, Server)
-    part = worker_module.Worker.whole_log_part
+    part, hold = worker_module.Worker.whole_log_part, threading.Event()
 
     def held_fill(self, nid, name, fill):
-        if self.domains[nid].node.op.schema.name != "held":
-            part(self, nid, name, fill)     # (the whole log of ``held`` never goes out)
+        if not hold.is_set() or self.domains[nid].node.op.schema.name != "held":
+            part(self, nid, name, fill)     # (``held``'s next whole log never goes out)
     monkeypatch.setattr(worker_module.Worker, "whole_log_part", held_fill)
 
     def write(name: str, row: tuple) -> list:
@@ -375,7 +375,8 @@ def test_in_the_gap_only_a_base_whose_replica_holds_its_whole_log_takes_writes(
         tables = ("vote", "held", "bare")
         for name in tables:
             db.execute(f"CREATE TABLE {name} (a INT, u INT)")
-            db.table(name).insert([(1, 0)])     # (``held``'s by the controller's history)
+            db.table(name).insert([(1, 0)])
+        hold.set()
         owner, nid, replica = {}, {}, {}
         for n in db.graph():
             if n["kind"] == "base":
@@ -385,9 +386,12 @@ def test_in_the_gap_only_a_base_whose_replica_holds_its_whole_log_takes_writes(
         bare = owner["bare"]
         bare.inbox.ctrl_in += 1                 # (as the controller's reader counts it)
         bare.inbox.put((CONTROLLER, ["replica", nid["bare"], None]))
+        owner["held"].inbox.ctrl_in += 1
+        owner["held"].inbox.put((CONTROLLER, ["replica", nid["held"], replica["held"]]))
         deadline = time.monotonic() + 30
         while (nid["vote"] in owner["vote"].filling or nid["bare"] in bare.filling
-               or bare.replica_of[nid["bare"]] is not None) and time.monotonic() < deadline:
+               or bare.replica_of[nid["bare"]] is not None
+               or nid["held"] not in owner["held"].filling) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert owner["vote"].replica_of[nid["vote"]] == replica["vote"]
         assert nid["held"] in owner["held"].filling

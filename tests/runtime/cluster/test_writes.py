@@ -1,7 +1,7 @@
 """Writes at the base's worker (``serve --writes worker``): the base keeps its rows and
 validates there, a client writes on the worker's read port, and a write is
-acknowledged once the base's log replica on another worker holds it (the controller's
-history takes it later), so a SIGKILLed worker loses none (docs/architecture.md,
+acknowledged once the base's log replica on another worker holds it (the controller
+keeps no history of it), so a SIGKILLed worker loses none (docs/architecture.md,
 "Writes at the base's worker").
 
 The option is off by default, so the tests that start a cluster of their own to kill
@@ -53,7 +53,7 @@ from noria_py.runtime.cluster.writes import (
     DiskLogs,
     ReplicaLogs,
     choose,
-    disk_tail,
+    disk_log,
     history_from,
     log_dir,
     log_parts,
@@ -274,28 +274,36 @@ def test_writes_at_the_worker_over_tls_with_a_token(certificate):
         db.close()
 
 
-def test_a_replicas_log_is_its_owners_and_reaches_back_to_the_controllers_end():
+def test_a_replicas_log_is_whole_for_the_owner_that_sent_it_only():
     """``ReplicaLogs`` (the replica's side of a base's log): the whole log from its
-    owner, then groups of writes and a trim; the tail after any write from the trim
-    point on, refused below it (the controller would miss writes), and the tags of the
-    writes it took."""
+    owner, then groups of writes and a trim; it is whole for that owner only
+    (``whole``: a later owner's whole log may still be on its way, and the log kept
+    is then another owner's, shorter than what that one acknowledged), keeps the tags
+    of the writes it took, a promoted log's tags stay, and tags restored with a log
+    read elsewhere are kept too (``keep_tags``); once another whole log starts on its
+    way (its part 0), the one kept is whole no more."""
     schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], (0,))
     op = Base(schema)
     logs = ReplicaLogs()
     table = Batch.inserts([(1,), (2,)])
-    logs.full(op, "b", 2, [table], [Batch.inserts([(3,)])])
+    logs.full(op, "b", 2, [table], [Batch.inserts([(3,)])], "w1")
     logs.append("b", [Batch.inserts([(4,)]), Batch.inserts([(5,)])], [11, 12])
-    assert [b.rows for b in logs.since("b", 2)[0]] == [[(3,)], [(4,)], [(5,)]]
-    assert logs.since("b", 4) == ([logs.logs["b"].batches[2]], [11, 12])
+    h = logs.whole("b", "w1")
+    assert h is not None and logs.whole("b", "w2") is None and logs.whole("c", "w1") is None
+    assert [b.rows for b in h.since(2)[1]] == [[(3,)], [(4,)], [(5,)]]
     assert logs.landed("b", 12) and not logs.landed("b", 13)
     logs.trim("b", 4)
-    assert [b.rows for b in logs.since("b", 4)[0]] == [[(5,)]]
-    with pytest.raises(RecoveryError):
-        logs.since("b", 3)                  # (folded already: never a tail with a gap)
-    state = history_from(op, 4, logs.logs["b"].folded.parts(), logs.since("b", 4)[0])
-    assert sorted(state.state_at(5).snapshot().rows) == [(i,) for i in range(1, 6)]
+    assert h.start == 4 and sorted(h.state_at(5).snapshot().rows) == [(i,) for i in range(1, 6)]
+    logs.forget("b")                        # (promoted)
+    assert logs.whole("b", "w1") is None and logs.landed("b", 11)
+    logs.keep_tags("c", [0, 21, None, 22])
+    assert logs.landed("c", 21) and logs.landed("c", 22) and not logs.landed("c", 0)
     with pytest.raises(RecoveryError):
         logs.append("c", [table], [1])      # (no whole log first)
+    logs.full(op, "b", 5, [table], [], "w1", 7)
+    assert logs.whole("b", "w1") is not None and logs.fills["b"] == 7
+    logs.part("b", "w1", 8, 0, [table], [])     # (another whole log on its way)
+    assert logs.whole("b", "w1") is None
 
 
 def _votes(c: Cluster):
@@ -428,7 +436,7 @@ def test_a_promoted_base_holds_every_row_of_its_log(monkeypatch):
     the writes since; the log trimmed at every write here), and holds every row: a
     key written before the kill is refused again, a delete of one finds it, a new
     key is taken."""
-    monkeypatch.setenv("NORIA_TUNING", "ACK_EVERY=1,CHECKPOINT_EVERY=1,HISTORY_TRIM_EVERY=1,COPY_EVERY=1")
+    monkeypatch.setenv("NORIA_TUNING", "ACK_EVERY=1,CHECKPOINT_EVERY=1,HISTORY_TRIM_EVERY=1")
     with Cluster(workers=2, shards=1, extra=WORKER) as c:
         db = noria_py.connect(c.url)
         db.execute("CREATE TABLE k (id INT PRIMARY KEY, v INT)")
@@ -491,12 +499,11 @@ def test_a_lost_log_replica_is_replaced_and_no_write_is_lost():
 
 
 @pytest.mark.slow
-def test_a_replicas_log_is_trimmed_no_further_than_the_controller_has_the_writes(monkeypatch):
-    """The base's log trimmed at every write its children took, and nothing sent to
-    the controller (``COPY_EVERY`` beyond the load): the owner SIGKILLed, its base is
-    restored, every write there once (the replica's log still reaches back to where
-    the controller's history ends)."""
-    monkeypatch.setenv("NORIA_TUNING", "ACK_EVERY=1,CHECKPOINT_EVERY=1,HISTORY_TRIM_EVERY=1,COPY_EVERY=100000")
+def test_a_replicas_log_trimmed_at_every_write_restores_every_write_once(monkeypatch):
+    """The base's log (the owner's and its replica's) trimmed at every write its
+    children took: the owner SIGKILLed, its base is restored from its replica's log
+    (the table as of the trim, the writes since), every write there once."""
+    monkeypatch.setenv("NORIA_TUNING", "ACK_EVERY=1,CHECKPOINT_EVERY=1,HISTORY_TRIM_EVERY=1")
     with Cluster(workers=2, shards=1, extra=WORKER) as c:
         db = _votes(c)
         t = db.table("vote")
@@ -661,9 +668,9 @@ def test_a_bases_log_on_disk_is_its_log_in_memory_and_is_trimmed_by_the_same_rul
     """``DiskLogs`` (``--data-dir``): the directory mirrors the log in memory, made,
     appended to and trimmed; a trim rewrites it only once the writes trimmed reach
     ``tuning.DISK_LOG_TRIM`` and those kept, so it stays within about twice the log
-    in memory; ``disk_tail`` reads the writes after any write from its start on, none
-    from before it, each with its tag (kept by a trim's rewrite), and ``tables_on_disk``
-    the table, the longest log of each."""
+    in memory; ``disk_log`` reads it back (the table as of its start, every write
+    after, their tags, kept by a trim's rewrite), the longest of several, and
+    ``tables_on_disk`` the table, the longest log of each."""
     monkeypatch.setattr(tuning, "DISK_LOG_TRIM", 4)
     schema = TableSchema("T", [ColumnInfo("a", SqlType.INT, False)], ())
     op = Base(schema)
@@ -682,10 +689,10 @@ def test_a_bases_log_on_disk_is_its_log_in_memory_and_is_trimmed_by_the_same_rul
     disk.trimmed("n1", h)                           # (a rewrite: the tags kept)
     assert disk.start["n1"] == 10 and len(wal_files(d)) == 1
     disk.close()
-    writes, tags = disk_tail([d], "n1", 10)
+    start, rows, writes, tags = disk_log([d], "n1", "T")
+    assert start == 10 and sorted(rows[0].rows) == [(i,) for i in range(1, 11)]
     assert [b.rows for b in writes] == [[(i,)] for i in range(11, 14)]
     assert tags == [111, 113]
-    assert disk_tail([d], "n1", 9) is None          # (folded: not from before its start)
     monkeypatch.setattr(tuning, "DISK_LOG_TRIM", 1)
     disk = DiskLogs(tmp_path / "w1")
     disk.reset("n1", h, [112, 113])                 # (the last two writes' tags)
@@ -693,36 +700,37 @@ def test_a_bases_log_on_disk_is_its_log_in_memory_and_is_trimmed_by_the_same_rul
     disk.trimmed("n1", h)
     assert disk.start["n1"] == 12 and len(wal_files(d)) == 1
     disk.close()
-    writes, tags = disk_tail([d], "n1", 12)
-    assert [b.rows for b in writes] == [[(13,)]] and tags == [113]
+    start, _, writes, tags = disk_log([d], "n1", "T")
+    assert start == 12 and [b.rows for b in writes] == [[(13,)]] and tags == [113]
     other = DiskLogs(tmp_path / "w2")               # (a replica one write behind)
     other.reset("n1", _log_of(op, 12, [(i,) for i in range(1, 13)], []))
     other.close()
+    assert [b.rows for b in disk_log([log_dir(tmp_path / "w2", "t"), d], "n1", "t")[2]] == [[(13,)]]
     assert sorted(tables_on_disk(tmp_path, {"t"})[0]["t"]) == [(i,) for i in range(1, 14)]
     assert tables_on_disk(tmp_path, {"u"}) == ({}, {})    # (not a table of the catalog)
 
 
 def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_path,
                                                                           monkeypatch):
-    """Owner and replica lost together (``--data-dir``): the controller completes the
-    base's history from the longest of their logs on disk (``complete_history``,
-    ``disk_tail``), and takes each write's tag from its own record there: a write on
-    that disk but never acknowledged has landed (``write_landed``: not sent again), an
-    untagged one (made at the controller) is taken all the same, and a write on
-    neither disk has not landed (its client sends it again). So too when a live
-    worker was named the next replica but its owner was lost before sending it the
-    log: it has none (``log_since`` answers None), and the disks have it. A write
-    made at the controller (``forward``) whose worker was lost before it answered is
-    likewise done, not sent again, once the disks' tail holds its tag."""
+    """Owner and replica lost together (``--data-dir``): the base is restored from the
+    longest of their logs on disk (``_whole_log``, ``disk_log``): its table as of the
+    log's start and every write after, sent to its new worker with the tags of those
+    writes from their own records (an untagged one, made at the controller, taken all
+    the same), the lost workers' logs kept until the recovery is done (one that fails
+    part-way reads them again). So too when a live worker
+    was named the next replica but its owner was lost before that one's whole log was
+    answered (``log_whole`` False). A write made at the controller (``forward``) whose
+    worker was lost before it answered is done, not sent again, once the restored
+    base's worker has its tag (``has_landed``: ``log_landed`` there)."""
     schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
     op = Base(schema)
     rt = ClusterRuntime(Graph(), writes="worker", channels="direct")
     try:
-        rt.durable["b1"] = _log_of(op, 0, [], [[(1,)]])     # (the controller was sent 1)
-        rt.landed["b1"] = collections.deque([101])
+        rt.graph.nodes["b1"] = types.SimpleNamespace(op=Base(schema), children=[],
+                                                     kind="base")
         owner, replica = DiskLogs(tmp_path / "w1"), DiskLogs(tmp_path / "w2")
         for disk in (owner, replica):
-            disk.reset("b1", _log_of(op, 0, [], []))
+            disk.reset("b1", _log_of(op, 1, [(0,)], []))
         writes = [(Batch.inserts([(i,)]), 0 if i == 3 else 100 + i) for i in range(1, 6)]
         for i, (b, tag) in enumerate(writes):
             replica.append("b1", [b], [tag])
@@ -730,36 +738,63 @@ def test_a_lost_owners_and_replicas_logs_on_disk_say_which_writes_landed(tmp_pat
                 owner.append("b1", [b], [tag])
         owner.close()
         replica.close()
-        rt.lost_logs["b1"] = [log_dir(tmp_path / w, "t") for w in ("w1", "w2")]
+        dirs = [log_dir(tmp_path / w, "t") for w in ("w1", "w2")]
+        rt.lost_logs["b1"], rt.lost_owner["b1"] = list(dirs), "w1"
         asked = []
-        rt.replicas["b1"] = "w3"
-        rt.workers["w3"] = type("Live", (), {"alive": True, "name": "w3",
-                                             "silent": lambda self, now: 0.0})()
+
+        class _Live:
+            alive, read = True, ("h", 1)
+
+            def __init__(self, name):
+                self.name, self.got = name, []
+
+            def put(self, frame):
+                self.got.append(frame)
+
+            def silent(self, now):
+                return 0.0
+        rt.workers = {"w3": _Live("w3"), "w4": _Live("w4")}
+        rt.placement["b1"], rt.replicas["b1"] = "w4", "w3"
 
         def ask(w, what, *args):
-            asked.append((what, *args))
-            return ReplicaLogs().since("b1", 1)         # (no log of it there: None)
+            asked.append((w.name, what, *args))
+            return False if what == "log_whole" else 5
         monkeypatch.setattr(rt, "ask", ask)
-        rt.complete_history("b1")
-        assert asked == [("log_since", "b1", 1)]
-        assert [b.rows for b in rt.durable["b1"].batches] == [[(i,)] for i in range(1, 6)]
-        assert all(rt.has_landed("b1", t) for t in (101, 102, 104, 105))
-        assert not rt.has_landed("b1", 106) and list(rt.landed["b1"]).count(101) == 1
+        assert rt.log_left("b1")                        # (the disks have it)
+        assert rt.restore_logged_base(rt.workers["w4"], "b1", {}, 0) == 5
+        assert asked[:2] == [("w3", "log_whole", "b1", "w1")] * 2 and len(asked) == 3
+        name, what, nid, part, seen, low, start, tags = asked[2]
+        assert (name, what, nid, seen, low, start) == ("w4", "restore_base", "b1", {}, 0, 1)
+        assert [wire_rows(b) for b in part[0]] == [[(i,)] for i in range(1, 6)]
+        assert [wire_rows(b) for b in part[1]] == [[(0,)]]
+        assert tags == [101, 102, 104, 105]
+        assert all(d.exists() for d in dirs)        # (kept until the recovery is done)
+        assert rt.workers["w4"].got == [["replica", "b1", None]]   # (named at once)
         # a write made here (SQL) and forwarded, its worker lost before it answered:
-        # sent again only if not on a disk (write 5, tagged 105, is: done)
-        rt.placement["b1"], rt.replicas["b1"] = "w3", None
+        # sent again only if not in the restored base's log (tagged 105, it is: done)
         rt.up.add("b1")
+        rt.replicas["b1"] = "w3"                        # (its replica, alive)
         monkeypatch.setattr(controller.secrets, "randbits", lambda bits: 105)
         sent = []
 
         def lost(w, what, *args):
             sent.append(what)
-            raise WorkerLost("w3 was lost")
+            raise WorkerLost("w4 was lost")
+        landed = []
         monkeypatch.setattr(rt, "request", lost)
+        monkeypatch.setattr(rt, "ask", lambda w, what, nid, tag: landed.append(
+            (w.name, what, tag)) or (w.name == "w4" and len(landed) > 1))
+        monkeypatch.setattr(rt, "base_down", lambda nid: None)
         rt.forward("b1", writes[4][0])
-        assert sent == ["cwrite"] and len(rt.durable["b1"].batches) == 5
+        assert sent == ["cwrite"]
+        assert landed == [("w3", "log_landed", 105), ("w4", "log_landed", 105)]
     finally:
         rt.closed = True
+
+
+def wire_rows(encoded) -> list:
+    from noria_py.runtime.cluster.wire import decode_batch
+    return decode_batch(encoded).rows
 
 
 def _wal(d):
@@ -788,8 +823,8 @@ def test_a_torn_last_record_on_disk_is_cut_and_reported_and_damage_is_refused(
     size = path.stat().st_size
     os.truncate(path, size - 3)                     # (the last record, torn)
     with caplog.at_level("WARNING"):
-        tail, _ = disk_tail([d1], "n1", 2)
-    assert [b.rows for b in tail] == [[(2,)], [(3,)]]
+        _, _, tail, _ = disk_log([d1], "n1", "t")
+    assert [b.rows for b in tail] == [[(i,)] for i in range(4)]
     assert "torn tail" in caplog.text
     path = _wal(d2)
     buf = bytearray(path.read_bytes())
@@ -797,9 +832,9 @@ def test_a_torn_last_record_on_disk_is_cut_and_reported_and_damage_is_refused(
     path.write_bytes(bytes(buf))
     caplog.clear()
     with caplog.at_level("ERROR"):
-        assert disk_tail([d2], "n1", 2) is None
+        assert disk_log([d2], "n1", "t") is None
         assert "refused" in caplog.text
-        assert [b.rows for b in disk_tail([d2, d1], "n1", 2)[0]] == [[(2,)], [(3,)]]
+        assert [b.rows for b in disk_log([d2, d1], "n1", "t")[2]] == [[(i,)] for i in range(4)]
         assert sorted(tables_on_disk(tmp_path, {"t"})[0]["t"]) == [(i,) for i in range(4)]
     shutil.rmtree(d1)
     with pytest.raises(CorruptionError, match="damaged at byte"):
@@ -1019,6 +1054,76 @@ def _held_appends(monkeypatch) -> threading.Event:
     return gate
 
 
+def _table_data(roots: list) -> list[str]:
+    """What of a table's data is reachable from ``roots`` (the controller's runtime and
+    database, in this process): each write history, and each batch holding a row,
+    by the path to it. Followed: containers and this package's objects (their
+    ``__dict__`` and ``__slots__``), not sockets, threads or another module's."""
+    from noria_py.runtime.cluster.controller import WorkerHandle
+    found, seen = [], set()
+    stack = [(r, type(r).__name__) for r in roots]
+    while stack:
+        obj, path = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, WorkerHandle)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, WriteHistory) or isinstance(obj, Batch) and len(obj):
+            found.append(path)
+            continue
+        if isinstance(obj, dict):
+            stack.extend((v, f"{path}[{k!r}]") for k, v in obj.items())
+        elif isinstance(obj, (list, tuple, set, frozenset, collections.deque)):
+            stack.extend((v, f"{path}[]") for v in obj)
+        elif type(obj).__module__.startswith(("noria_py", "sql_frontend")):
+            names = list(getattr(obj, "__dict__", {}))
+            names += [n for c in type(obj).__mro__ for n in getattr(c, "__slots__", ())]
+            stack.extend((getattr(obj, n), f"{path}.{n}") for n in names if hasattr(obj, n))
+    return found
+
+
+def test_the_controller_holds_no_history_or_rows_of_a_table_written_at_its_worker(
+        monkeypatch):
+    """With writes at the workers, the controller keeps no copy of a table: after
+    writes at the base's worker, the loss of its log replica's worker and a new
+    replica filled with the whole log while the writes go on, neither its runtime
+    nor its database holds a write history or a batch of rows (``durable`` has no
+    entry for the base, whose log is its worker's and its replica's alone), and the
+    table and views are whole. (Before, the controller kept each base's history,
+    fed by the owner's ``hcopy`` groups, and ``hist`` during a fill.)"""
+    servers = _tracked(monkeypatch, Server)
+    workers = _tracked_workers(monkeypatch)
+    with _in_process() as db:
+        (server,) = servers
+        rt = server.runtime
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        db.execute("CREATE VIEW c AS SELECT a, COUNT(*) AS n FROM vote WHERE a = ? GROUP BY a")
+        t = db.table("vote")
+        for i in range(40):
+            t.insert([(i % 3, i), (3, i)])
+        db.execute("INSERT INTO vote VALUES (4, 1)")        # (forwarded: ``cwrite``)
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        replica = base["replica"]
+        assert replica not in (None, base["worker"])
+        with rt.lock:
+            handle = rt.workers[replica]
+        rt._lose(handle)                    # (its worker declared lost: it ends)
+        for i in range(40, 80):
+            t.insert([(i % 3, i), (3, i)])
+        deadline = time.monotonic() + 30
+        owner = next(w for w in workers if w.name == base["worker"])
+        while time.monotonic() < deadline and (
+                owner.replica_of.get(base["id"]) in (None, "", replica)
+                or base["id"] in owner.filling):
+            time.sleep(0.05)
+        assert owner.replica_of[base["id"]] not in (None, "", replica)   # (filled)
+        t.insert([(0, 80)])
+        db.wait()
+        assert db.view("c").lookup(3) == [(3, 80)] and len(t) == 162
+        assert rt.durable == {}
+        with server.lock:
+            assert _table_data([rt, server.db]) == []
+
+
 def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, monkeypatch):
     """``--data-dir``, the workers in this process: with the base's owner's append to
     its log on disk held, and then its replica's, a write is not acknowledged; once
@@ -1052,33 +1157,33 @@ def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, m
         held["gate"].set()
 
 
-def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
-    """A base named a new log replica (``set_replica``): until the replica has
-    answered its whole log and every group copied to it since (``Worker.filling``),
-    each write is acknowledged once the controller's history holds it, even with the
-    replica's appends held; once it has, a write waits for the replica again, and the
-    replica's log holds every write. (The whole log is sent 0.3 s late here, so the
-    first writes are copied behind it, and one is made after the replica answered
-    the whole log but not those copies.)"""
+def test_a_write_taken_while_a_new_replica_is_filled_is_acknowledged_after_the_fill(
+        monkeypatch):
+    """A base named a new log replica (``set_replica``): its whole log is sent in the
+    background (held here until the gate opens), and the writes taken meanwhile go
+    behind it: none is acknowledged before the replica has answered the whole log and
+    them (the controller holds no history to make them durable), each is once the
+    fill is let go, and the replica's log then holds every write; no write of the
+    base reaches the controller. (Before, such writes were acknowledged once the
+    controller's history held them.)"""
     from noria_py.runtime.cluster import worker as worker_mod
     from noria_py.runtime.cluster.channels import CONTROLLER
-    gate = _held_appends(monkeypatch)
     workers = _tracked_workers(monkeypatch)
-    part, delayed = worker_mod.Worker.whole_log_part, set()
+    part, fill_gate = worker_mod.Worker.whole_log_part, threading.Event()
+    fill_gate.set()
 
-    def slow_part(self, nid, name, fill):
-        if (self.name, fill) in delayed:
+    def held_part(self, nid, name, fill):
+        if fill_gate.is_set():
             part(self, nid, name, fill)
-        else:                   # (the first part's turn put back 0.3 s later)
-            delayed.add((self.name, fill))
-            threading.Timer(0.3, self.inbox.put_fast,
+        else:                   # (its turn put back until the gate opens)
+            threading.Timer(0.05, self.inbox.put_fast,
                             args=((worker_mod.SELF, ["wlog", nid, name, fill]),)).start()
 
-    def acknowledged(t, row, within: float) -> bool:
+    def writing(t, row) -> threading.Event:
         done = threading.Event()
         threading.Thread(target=lambda: (t.insert([row]), done.set()), daemon=True).start()
-        return done.wait(within)
-    monkeypatch.setattr(worker_mod.Worker, "whole_log_part", slow_part)
+        return done
+    monkeypatch.setattr(worker_mod.Worker, "whole_log_part", held_part)
     with _in_process() as db:
         try:
             db.execute("CREATE TABLE vote (a INT, u INT)")
@@ -1089,33 +1194,49 @@ def test_a_new_replica_is_filled_while_the_writes_go_on(monkeypatch):
             owner = next(w for w in workers if w.name == base["worker"])
             replica = next(w for w in workers if w.name == base["replica"])
             db.wait()
-            gate.clear()
+            fill_gate.clear()
             owner.inbox.ctrl_in += 1            # (as the controller's reader counts it)
             owner.inbox.put((CONTROLLER, ["replica", bid, replica.name]))
-            assert acknowledged(t, (1, 1), 10)  # (copied behind the whole log)
-            assert acknowledged(t, (1, 2), 10)
-            deadline = time.monotonic() + 10
-            while bid in owner.filling and owner.filling[bid].unanswered > 2 \
-                    and time.monotonic() < deadline:
-                time.sleep(0.01)                # (the whole log answered, not the copies)
-            assert owner.filling[bid].unanswered == 2
-            assert acknowledged(t, (1, 3), 10)  # still by the controller's history
+            first, second = writing(t, (1, 1)), writing(t, (1, 2))
+            assert not first.wait(1.0) and not second.is_set()   # (the fill is held)
             assert bid in owner.filling
         finally:
-            gate.set()
-        deadline = time.monotonic() + 10
-        while bid in owner.filling and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert owner.replica_of[bid] == replica.name
+            fill_gate.set()
+        assert first.wait(10) and second.wait(10)
+        assert bid not in owner.filling and owner.replica_of[bid] == replica.name
         log = replica.replica_logs.logs[bid]
-        assert sorted(log.state_at(len(log)).stored_rows()) == [(1, i) for i in range(4)]
-        gate.clear()
-        try:
-            assert not acknowledged(t, (1, 4), 0.5)     # the replica's again: held
-        finally:
-            gate.set()
+        assert sorted(log.state_at(len(log)).stored_rows()) == [(1, i) for i in range(3)]
         db.wait()
-        assert db.execute("SELECT COUNT(*) FROM vote").rows == [(5,)]
+        assert db.execute("SELECT COUNT(*) FROM vote").rows == [(3,)]
+
+
+def test_an_answer_to_an_earlier_fill_acknowledges_nothing_of_a_later_one():
+    """A base's replica named again (the owner fills it anew: a restarted controller's
+    reopened rows, ``Worker.write``) while a group is on its way to it: the replica's
+    answers name the fill their log was made on (``["rdur", base, n, fill]``), so its
+    answer to the earlier fill's group acknowledges nothing; the group, sent again in
+    the later fill's last part, is acknowledged by that fill's answer."""
+    from tests.runtime.cluster.test_partial import _worker_with
+    w, ctl, _ = _worker_with(["CREATE TABLE t (a INT, b INT)"], writes="worker")
+    try:
+        base = next(n for n, node in w.graph.nodes.items() if node.kind == "base")
+        w.links.broken.add("r")             # (the replica: answered here, never dialed)
+        w.set_replica(base, "r")
+        first = w.filling[base].fill
+        w.whole_log_part(base, "r", first)  # (the first fill's whole log: one part)
+        w.replica_frame(["rdur", base, 0, first], "r")
+        assert base not in w.filling
+        answers: list = []
+        w.accept(base, "insert", [[(1, 1)]], answers.append)
+        w.set_replica(base, "r")            # (the group goes in the next one's last part)
+        second = w.filling[base].fill
+        w.whole_log_part(base, "r", second)
+        w.replica_frame(["rdur", base, 1, first], "r")      # (the group, on the first)
+        assert answers == [] and base in w.filling
+        w.replica_frame(["rdur", base, 1, second], "r")     # (the second, with it)
+        assert answers == [[]] and base not in w.filling
+    finally:
+        ctl.close()
 
 
 def _log_rows(h: WriteHistory) -> tuple[int, list, list]:
@@ -1418,15 +1539,14 @@ def test_a_caller_waiting_for_a_down_base_lets_the_lock_go_or_is_told_to_start_o
 
 
 def test_a_base_whose_log_is_gone_is_a_lost_table_with_the_nodes_over_it(monkeypatch):
-    """Writes at the workers, no ``--data-dir``: a lost owner's base whose history here
-    cannot be completed (its log replica lost too, or alive with no log of it; no
-    disk) is not restored shorter: ``complete_history`` says so unless the history
-    holds every acknowledged write (``whole``: made here, or since its owner's
-    ``hall``; not since its ``hlag``), and the recovery sets it aside with every node
-    over it (``_lose_tables``): one on a live worker emptied there, each one's reads
-    and writes raising ``TableLostError`` (``worker_of``, ``read_addresses``, ``forward``,
-    ``_at_base``), and a dropped one forgotten; another table's nodes are recovered
-    as before."""
+    """Writes at the workers, no ``--data-dir``: a lost owner's base with no log left
+    (its log replica lost too, or alive with no whole log of that owner's: a fill
+    under way, another owner's log; no disk) is not restored shorter: ``log_left``
+    says so, and the recovery sets it aside with every node over it
+    (``_lose_tables``): one on a live worker emptied there, each one's reads and
+    writes raising ``TableLostError`` (``worker_of``, ``read_addresses``, ``forward``,
+    ``_at_base``), and a dropped one forgotten; a table whose live replica holds its
+    lost owner's whole log is recovered as before."""
     schema = TableSchema("t", [ColumnInfo("a", SqlType.INT, False)], ())
     rt = ClusterRuntime(Graph(), writes="worker", channels="direct")
 
@@ -1444,20 +1564,22 @@ def test_a_base_whose_log_is_gone_is_a_lost_table_with_the_nodes_over_it(monkeyp
         rt.workers = {n: _W(n, n != "w2") for n in ("w1", "w2", "w3")}
         nodes = {"b1": ["v1"], "v1": ["r1"], "r1": [], "b2": ["r2"], "r2": []}
         for nid, children in nodes.items():
-            rt.graph.nodes[nid] = types.SimpleNamespace(op=Base(schema), children=children)
+            rt.graph.nodes[nid] = types.SimpleNamespace(
+                op=Base(schema), children=children, kind="base" if nid[0] == "b" else "view")
         rt.placement = {"b1": "w3", "v1": "w1", "r1": "w3", "b2": "w3", "r2": "w1"}
         rt.up = {"v1", "r2"}
-        for b in ("b1", "b2"):
-            rt.durable[b] = _log_of(Base(schema), 0, [], [[(1,)]])
-            rt.replicas[b] = "w2"                       # (lost with the owner)
-        assert rt.whole == set()                    # (made before: not by ``add``)
-        rt._history_whole(rt.workers["w3"], ["hall", "b2"])
-        rt._history_whole(rt.workers["w1"], ["hall", "b1"])     # (not its owner: ignored)
-        assert rt.whole == {"b2"}
-        assert not rt.complete_history("b1") and rt.complete_history("b2")
-        rt.replicas["b1"] = "w1"                    # (alive, with no log of it: None)
-        monkeypatch.setattr(rt, "ask", lambda w, what, *args: None)
-        assert not rt.complete_history("b1")
+        rt.replicas = {"b1": "w2", "b2": "w1"}          # (b1's: lost with the owner)
+        rt.lost_owner = {"b1": "w3", "b2": "w3"}
+        asked = []
+
+        def ask(w, what, nid, owner):
+            asked.append((w.name, what, nid, owner))
+            return nid == "b2"                          # (b2's whole log of w3's there)
+        monkeypatch.setattr(rt, "ask", ask)
+        assert not rt.log_left("b1") and rt.log_left("b2")
+        assert asked == [("w1", "log_whole", "b2", "w3")]
+        rt.replicas["b1"] = "w1"                # (alive, without that owner's whole log)
+        assert not rt.log_left("b1")
         emptied = []
         monkeypatch.setattr(rt, "_abandon", lambda n: emptied.append(n))
         left = rt._lose_tables(["b1", "b2", "r1"])
@@ -1468,19 +1590,20 @@ def test_a_base_whose_log_is_gone_is_a_lost_table_with_the_nodes_over_it(monkeyp
                      lambda: rt.table("b1")):
             with pytest.raises(noria_py.TableLostError, match="table 't' was lost"):
                 call()
-        rt._history_whole(rt.workers["w3"], ["hlag", "b2"])
-        assert rt.whole == set() and rt.read_addresses(["r2"]) == [("h", 1)]
+        assert rt.read_addresses(["r2"]) == [("h", 1)]
         rt.remove("r1")
         assert set(rt.lost_tables) == {"b1", "v1"}
     finally:
         rt.closed = True
 
 
-def test_no_replica_is_named_while_a_recovery_is_under_way():
-    """``choose_replicas`` called by a worker joining or a catalog change (``recovering``
-    None) while a recovery is under way leaves a base that has no replica without one
-    (its whole log is not sent to the worker taking over the lost nodes meanwhile);
-    the recovery's own call at its end names it."""
+def test_a_replica_is_named_at_once_even_while_a_recovery_is_under_way():
+    """``choose_replicas`` called while a recovery is under way (a worker lost, joining,
+    a catalog change) names a base whose replica was lost its next one at once: its
+    writes' acknowledgements wait for a replica, and a SQL statement's write waiting
+    for one holds the server's lock that the recovery needs (with the replica named
+    only at the recovery's end, the two waited for each other 300 s: the soak with
+    each shard's chain together, seed 1); a live replica is kept."""
     class _W:
         def __init__(self, name: str) -> None:
             self.name, self.alive, self.got = name, True, []
@@ -1490,16 +1613,17 @@ def test_no_replica_is_named_while_a_recovery_is_under_way():
     rt = ClusterRuntime.__new__(ClusterRuntime)
     owner, other = _W("w1"), _W("w2")
     rt.at_workers, rt.direct, rt.lock = True, True, threading.RLock()
-    rt.to_holders = False
-    rt.durable, rt.replicas, rt.lost_tables = {"b": None}, {"b": None}, {}
+    rt.to_holders, rt.closed = False, False
+    rt.replicas, rt.lost_tables = {"b": None}, {}
     rt.workers, rt.placement = {"w1": owner, "w2": other}, {"b": "w1"}
     rt.active, rt.spares = [owner, other], []
-    rt.graph = {"b": types.SimpleNamespace(children=[])}
+    rt.graph = Graph()
+    rt.graph.nodes["b"] = types.SimpleNamespace(children=[], kind="base")
     rt.recovering = 1
-    rt.choose_replicas()
-    assert rt.replicas == {"b": None} and not owner.got
-    rt.choose_replicas({"b"}, recovering=False)
+    rt.choose_replicas(recovering=True)
     assert rt.replicas == {"b": "w2"} and owner.got == [["replica", "b", "w2"]]
+    rt.choose_replicas(recovering=True)
+    assert owner.got == [["replica", "b", "w2"]]           # (kept while it lives)
 
 
 def _table_readers(db) -> list:
@@ -1768,4 +1892,74 @@ def test_owner_and_replica_lost_together_without_a_data_dir_is_a_lost_table():
         db.table("a").insert([(1, 1), (1, 2)])
         db.wait()
         assert db.view("n_a").lookup(1) == [(1, 2)] and len(db.table("a")) == 2
+        db.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_the_owner_killed_while_its_new_replica_is_filled_loses_nothing_acknowledged(
+        tmp_path, monkeypatch, on_disk):
+    """The base's log replica SIGKILLed; once the controller names the next one (the
+    worker that took over the lost nodes) and the owner is sending it the whole log
+    (in parts of one row here, so it takes a while), that replica is stopped
+    (SIGSTOP: it answers no part), a write is sent (it waits: not acknowledged while
+    the fill is under way), and the owner is SIGKILLed. With ``--data-dir`` nothing
+    acknowledged is lost: the base comes back from the lost workers' logs on disk,
+    the waiting write in it once (its tag found there). Without, the table is lost
+    (``TableLostError``, the waiting write too) where the replica never held the
+    whole log, or whole where it did (its fill done before it was stopped: the
+    replica is named at once, during the recovery), never restored shorter. (Before, the writes during the fill were
+    acknowledged once the controller's history held them, and the base came back
+    from that history.)"""
+    monkeypatch.setenv("NORIA_TUNING", "WHOLE_LOG_PART_ROWS=1")
+    extra = (*WORKER, "--data-dir", str(tmp_path / "data")) if on_disk else WORKER
+    with Cluster(workers=2, shards=1, extra=extra) as c:
+        db = _votes(c)
+        t = db.table("vote")
+        t.insert_columns([[i % 5 for i in range(20_000)], list(range(20_000))])
+        for i in range(10):
+            t.insert([(7, i)])
+        db.wait()
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        os.kill(base["replica_pid"], signal.SIGKILL)
+        deadline, now = time.monotonic() + 60, base
+        while now["replica_pid"] in (None, base["replica_pid"]) \
+                and time.monotonic() < deadline:
+            time.sleep(0.005)
+            now = next(n for n in db.graph() if n["kind"] == "base")
+        filled_by = now["replica_pid"]
+        assert filled_by not in (None, base["pid"], base["replica_pid"])
+        assert now["pid"] == base["pid"]
+        os.kill(filled_by, signal.SIGSTOP)
+        outcome: list = []
+
+        def write() -> None:
+            try:
+                t.insert([(8, 1)])
+                outcome.append("acknowledged")
+            except noria_py.Error as e:
+                outcome.append(e)
+        writer = threading.Thread(target=write, daemon=True)
+        try:
+            writer.start()
+            time.sleep(1.0)
+            assert not outcome              # (waits for the fill)
+            os.kill(base["pid"], signal.SIGKILL)
+        finally:
+            os.kill(filled_by, signal.SIGCONT)
+        writer.join(120)
+        assert outcome
+        if on_disk or outcome == ["acknowledged"]:
+            # (without a disk: the replica had the whole log before it was stopped,
+            # and the base came back from it, the waiting write in it or sent again)
+            assert outcome == ["acknowledged"]
+            db.wait()
+            assert db.view("votes").lookup(7) == [(7, 10)]
+            assert db.view("votes").lookup(8) == [(8, 1)]      # once
+            assert len(t) == 20_011
+        else:
+            assert isinstance(outcome[0], noria_py.TableLostError), outcome
+            for call in (lambda: len(t), lambda: db.view("votes").lookup(7)):
+                with pytest.raises(noria_py.TableLostError):
+                    call()
         db.close()
