@@ -66,6 +66,15 @@ HISTORY_TRIM_EVERY = 256
 #: Seconds between a worker's heartbeats to the controller.
 HEARTBEAT_EVERY = 0.2
 
+#: Seconds a worker started on the controller's machine may stay silent past the
+#: heartbeat timeout while its process keeps using CPU (``/proc``): busy, not hung.
+#: A heartbeat is a thread's, which a long call holding the interpreter's lock starves
+#: (a 10M-row table encoded for a recovery: over a second on this loaded machine), and
+#: declaring such a worker lost made one loss cascade into three. A stopped or
+#: deadlocked worker uses no CPU and is lost at the timeout; a dead one sooner, by its
+#: connection's end. Workers elsewhere (Ray actors) are judged by the timeout alone.
+SILENT_BUSY_MAX = 30.0
+
 #: Seconds the controller waits after a worker is lost before it recovers the worker's
 #: nodes, so that losses following close behind (one machine's workers) are recovered
 #: with it as one set. 0: at once, since every millisecond here is a millisecond of

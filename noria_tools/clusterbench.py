@@ -153,8 +153,9 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
                 channels: str | None = None, arrow: bool = False,
                 writes: str | None = None, data_dir: str | None = None,
                 partial: bool = False, placement: str | None = None,
-                kill_load: bool = False) -> dict:
-    """``data_dir``: served with ``--data-dir`` a new directory under it (left there).
+                kill_load: bool = False, server_log: str | None = None) -> dict:
+    """``server_log``: the server's log (its warnings: workers lost, recoveries) is
+    written to this file. ``data_dir``: served with ``--data-dir`` a new directory under it (left there).
     ``partial``: served with ``--partial`` (the vote view's reader, join and COUNT hold
     only the keys read: the load's votes are dropped at holes, and the check's first
     read of every key fills them, timed as ``fill``: keys/s). ``placement``: served
@@ -176,7 +177,7 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         extra += ("--placement", placement)
     if ray is not None:             # the workers as Ray actors (placement.py)
         extra += ("--ray",) + (() if ray == "local" else (ray,))
-    with Cluster(workers=workers, shards=shards, extra=extra) as cluster:
+    with Cluster(workers=workers, shards=shards, extra=extra, log=server_log) as cluster:
         db = connect(cluster.url)
         workloads.setup(db, articles)
         data = workloads.votes(votes, articles)
@@ -401,6 +402,9 @@ def main(argv: list[str]) -> int:
                         "--batch votes), from a second before it until a second after the "
                         "view is right: 'ack max s', the longest a write waited for its "
                         "acknowledgement from the kill on (median over the kills)")
+    p.add_argument("--server-log", dest="server_log", default=None, metavar="FILE",
+                   help="the server's log (workers lost, recoveries, fallbacks) to FILE "
+                        "(with several --workers counts, the last run's)")
     p.add_argument("--write-steps", action="store_true",
                    help="only the controller's CPU per write, step by step, in this process: "
                         "rows against columns (no cluster)")
@@ -426,7 +430,7 @@ def main(argv: list[str]) -> int:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
                         a.channels, a.arrow, a.writes, a.data_dir, a.partial, a.placement,
-                        a.kill_load)
+                        a.kill_load, a.server_log)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))

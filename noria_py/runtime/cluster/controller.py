@@ -91,7 +91,7 @@ from .holders import parse as parse_checkpoint
 from .holders import used as holders_used
 from .lines import REGIMES as LINE_REGIMES
 from .lines import Lines
-from .placement import Launched, Launcher, ProcessLauncher
+from .placement import Launched, Launcher, ProcessLauncher, cpu_seconds
 from .remote_ops import RemoteOp
 from .restart import ClusterState
 from .wire import (
@@ -192,6 +192,9 @@ class WorkerHandle:
         #: recovery, a relay), its silence is this side's, not the worker's
         self.last_heard = time.monotonic()
         self.handling = False
+        #: (CPU seconds, when) of its process, read while it is silent (``busy``)
+        self.cpu_mark: tuple[float, float] | None = None
+        self.busy_logged = False
         self.pending: dict[int, Future[Any]] = {}     # (replies, as decoded)
         self.outq: queue.SimpleQueue[Frame | None] = queue.SimpleQueue()   # None: stop
         self.lost_at: float | None = None    # when the controller declared it lost
@@ -207,6 +210,25 @@ class WorkerHandle:
         takes seconds to arrive under load, and the worker's heartbeats queue behind
         it); 0 while a frame of its is handled here (this side's time)."""
         return 0.0 if self.handling else now - max(self.last_heard, self.conn.heard)
+
+    def busy(self, now: float, silent: float, timeout: float) -> bool:
+        """Whether this worker, silent past the heartbeat ``timeout`` for ``silent``
+        s, is busy rather than hung (``tuning.SILENT_BUSY_MAX``): its process, on this
+        machine, used CPU within each half ``timeout`` since its silence was first
+        looked at here, and for less than ``SILENT_BUSY_MAX`` in all. False where
+        the process cannot be seen (``placement.cpu_seconds``)."""
+        cpu = None if self.proc is None else cpu_seconds(self.proc)
+        if cpu is None or silent > tuning.SILENT_BUSY_MAX:
+            return False
+        mark = self.cpu_mark
+        if mark is None or mark[1] < now - silent:      # (first look at this silence)
+            self.cpu_mark = (cpu, now)
+            self.busy_logged = False
+            return True
+        if cpu > mark[0]:
+            self.cpu_mark = (cpu, now)
+            return True
+        return now - mark[1] < timeout / 2          # (CPU time counts in ticks)
 
     def put(self, frame: Frame | None) -> None:
         self.outq.put(frame)
@@ -1200,6 +1222,12 @@ class ClusterRuntime(Runtime):
             for w in list(self.workers.values()):
                 silent = w.silent(now)
                 if w.alive and silent > self.heartbeat_timeout:
+                    if w.busy(now, silent, self.heartbeat_timeout):
+                        if not w.busy_logged and silent > 2 * self.heartbeat_timeout:
+                            w.busy_logged = True
+                            log.warning("worker %s silent for %.2f s but busy (its "
+                                        "process using CPU): not lost", w.name, silent)
+                        continue
                     log.warning("worker %s silent for %.2f s", w.name, silent)
                     if w.proc is not None:
                         w.proc.kill()

@@ -67,6 +67,25 @@ class Launcher(Protocol):
     def close(self) -> None: ...
 
 
+def cpu_seconds(proc: Launched) -> float | None:
+    """The CPU time (user and system) a worker process started on this machine has
+    used, from ``/proc``; None for a Ray actor (it may run on another machine), a
+    process already reaped, or a system without ``/proc``."""
+    if not isinstance(proc, subprocess.Popen):
+        return None
+    try:
+        with open(f"/proc/{proc.pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # (the command name, field 2, may hold spaces: fields count from its closing paren)
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 class ProcessLauncher:
     """Workers as subprocesses of the controller, on this machine."""
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import noria_py
-from noria_py import remote
+from noria_py import remote, tuning
 from noria_py.errors import ArityError, RequestError, TypeMismatchError
 from noria_py.runtime.cluster import wire
 from noria_py.runtime.cluster.launch import Cluster
@@ -1510,4 +1510,42 @@ def test_a_lost_parent_and_its_stateful_child_come_back_from_the_childs_checkpoi
         oracle.load(model)
         db.wait()
         assert normalize(db.view("v").all()) == oracle.query(PAIR_VIEW)
+        db.close()
+
+
+def test_a_node_restored_after_its_workers_holder_was_named_is_checkpointed_whole_to_it():
+    """The SIGKILLed worker held the table's base and the view's reader (placed apart
+    from its parent, the COUNT). The base comes back first, from its log replica, and
+    naming its next replica names the spare's checkpoint holder too, before the reader
+    is restored there; the reader must still send that holder a whole checkpoint
+    (``Worker.due_whole``), so that a second loss, of the spare, finds it and brings
+    the reader back from it (path "checkpoint"), not rebuilt. (Before, only the nodes alive when the
+    holder was named were owed one: at 1e7 votes a second kill rebuilt the COUNT
+    from the whole table, for seconds.)"""
+    with Cluster(workers=2, shards=1) as cluster:
+        db = noria_py.connect(cluster.url)
+        db.execute("CREATE TABLE t (k INT, v INT)")
+        db.execute("CREATE VIEW c AS SELECT k, COUNT(*) AS n FROM t GROUP BY k")
+        t = db.table("t")
+        t.insert([(i % 7, i) for i in range(200)])
+        db.wait()
+        for kill in range(2):
+            g = {n["id"]: n for n in db.graph()}
+            reader = next(n for n in g.values() if n["kind"] == "reader")
+            base = next(n for n in g.values() if n["kind"] == "base")
+            assert kill or base["pid"] == reader["pid"], g    # (then the base moves)
+            before = len(db.recoveries())
+            os.kill(reader["pid"], signal.SIGKILL)
+            t.insert([(1, 1000 + kill)])
+            for _ in range(100):
+                db.wait()
+                paths = {n: p for r in db.recoveries()[before:] for n, p in r.paths.items()}
+                if reader["id"] in paths:
+                    break
+                time.sleep(0.1)
+            if kill == 0:
+                time.sleep(tuning.HOLDER_WHOLE_AFTER + 1.5)   # (the whole checkpoints' turn)
+        assert paths.get(reader["id"]) == "checkpoint", db.recoveries()
+        want = Counter(i % 7 for i in range(200)) + Counter({1: 2})
+        assert sorted(db.view("c").all()) == sorted(want.items())
         db.close()
