@@ -32,11 +32,13 @@ Frames (lists; see ``wire.py`` for framing and authentication):
 - from a peer (direct channels): ``["msg", dst, message]``, ``["progress", ...]``,
   ``["trunc", ...]``, ``["drop_from", [node ids]]``, ``["fill", dst, body]``, and with
   ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
-  batches, tags]``, its whole log in parts ``["rpart", base, fill, i, table, batches]``
+  batches, tags]`` (with ``fill`` after them during a fill: kept aside until its whole
+  log), its whole log in parts ``["rpart", base, fill, i, table, batches]``
   then ``["rfull", base, start, table, batches, in flight, tags, fill, parts before]``,
   ``["rtrim", base, t]``, from its replica ``["rdur", base, n, fill]`` (the log made
-  on that fill's whole log holds the last group, or with ``rfull`` the whole log and
-  the group in flight) and ``["rpack", base, fill]`` (a part of a whole log taken);
+  on that fill's whole log holds the last group, or with ``rfull`` the whole log),
+  ``["rdur", base, n, fill, 1]`` (a group kept aside during that fill) and ``["rpack",
+  base, fill]`` (a part of a whole log taken);
   nothing else (with
   ``--data-dir``, the config's last item names the directory where this worker keeps
   those logs on disk as well: ``writes.DiskLogs``)
@@ -282,8 +284,6 @@ class Filling:
     replica: str
     #: this fill's number (``Worker.fills``): a turn (``wlog``) of an older one does nothing
     fill: int
-    #: the groups' frames held until the whole log is sent (None once it is)
-    held: list[list[Any]] | None = field(default_factory=list)
     #: the whole log's parts not sent yet, each encoded when it is asked for
     #: (``whole_log_frames``)
     parts: Iterator[list[Any]] = field(default_factory=lambda: iter(()))
@@ -441,8 +441,8 @@ class Worker:
         #: no other live worker)
         self.committing_via: dict[str, str | None] = {}
         #: per base, a new replica being sent the whole log (``set_replica``,
-        #: ``Filling``): the groups sent it meanwhile go behind the whole log, and are
-        #: acknowledged once it answered them (after the whole log's own answer)
+        #: ``Filling``): the groups sent it meanwhile it keeps aside until the whole
+        #: log is in, and answers at once (``ReplicaLogs.during_fill``)
         self.filling: dict[str, Filling] = {}
         self.fills = 0
         #: per base, the fill whose whole log its replica answered: its answers name it
@@ -1849,7 +1849,8 @@ class Worker:
     def commit(self, nid: str) -> None:
         """Send the base's accepted writes to its log replica (``writes.py``), all in
         one frame (group commit: those accepted while the last group was on its way),
-        behind its whole log while that is being sent; with its replica lost or not
+        marked with the fill's number while its whole log is being sent (``_rlog``:
+        the replica keeps it aside and answers it at once); with its replica lost or not
         named yet, they wait for the next; with no other live worker at all (None),
         durable once in this worker's log (on disk with ``--data-dir``), at once."""
         via = self.replica_of.get(nid, NO_REPLICA_YET)
@@ -1866,17 +1867,24 @@ class Worker:
             log.append(b)
         tags = [tag for _, _, _, tag in group]
         if via is not None:
-            frame = ["rlog", nid, [encode_batch(b) for b in batches], tags]
-            filling = self.filling.get(nid)
-            if filling is not None and filling.held is not None:
-                filling.held.append(frame)      # (behind its whole log, in order)
-            else:
-                self.links.send(via, frame)
+            self.links.send(via, self._rlog(nid, batches, tags, via))
             self.links.flush()          # (on its way while this worker goes on)
         if self.disk is not None:               # (durable here before ``durable`` runs)
             self.disk.append(nid, batches, tags)
         if via is None:
             self.durable(nid, len(group), None)
+
+    def _rlog(self, nid: str, batches: list[Batch], tags: list[Any],
+              via: str) -> list[Any]:
+        """A group's frame to the replica ``via``: ``["rlog", base, batches, tags]``,
+        with the fill's number after them while its whole log is on its way there
+        (the replica keeps such a group aside until the whole log, and answers it at
+        once: ``ReplicaLogs.during_fill``)."""
+        frame: list[Any] = ["rlog", nid, [encode_batch(b) for b in batches], tags]
+        filling = self.filling.get(nid)
+        if filling is not None and filling.replica == via:
+            frame.append(filling.fill)
+        return frame
 
     def _log(self, nid: str) -> WriteHistory:
         """The base's own log (made before its first write here, or when it is first
@@ -1929,11 +1937,13 @@ class Worker:
     def set_replica(self, nid: str, name: str | None) -> None:
         """``["replica", base, worker]``: the base's log goes to ``worker`` from now on
         (None: no other worker is alive, this worker's log alone is the log). A new
-        replica is first sent the whole log, in the background (``whole_log_part``),
-        with the group in flight to a lost replica, if any, in its last part; the
-        groups committed meanwhile go behind it (``commit``: ``filling``), and none
-        is acknowledged before the replica has answered the whole log and it: no
-        write is acknowledged that only this worker holds while another is alive."""
+        replica is first sent the whole log, in the background (``whole_log_part``);
+        the group in flight to a lost replica, if any, is cut from it and sent as a
+        group of its own, at once, as are the groups committed meanwhile (``commit``),
+        each marked with the fill's number: the replica keeps them aside until the
+        whole log is there and answers each at once (``ReplicaLogs.during_fill``),
+        which acknowledges it: no write is acknowledged that only this worker holds
+        while another is alive."""
         d = self.domains.get(nid)
         if d is None or d.node.kind != "base":
             return
@@ -1950,14 +1960,23 @@ class Worker:
         log = self._log(nid)
         # (the table's batches as the log holds them: nothing joined on this thread)
         start, table, writes = log.table()
+        # the group in flight (to a lost replica) is the log's last writes: none of
+        # its output went out, so no child's progress trimmed them; it goes to the
+        # new replica as a group of its own, answered before the whole log is there
+        inflight = len(group or ())
+        if inflight > len(writes):
+            raise wire.ProtocolError(f"base {nid}: {inflight} writes in flight, "
+                                     f"{len(writes)} in its log")
         self.fills += 1
         self.filling[nid] = Filling(name, self.fills, parts=whole_log_frames(
-            nid, self.fills, start, table, writes,
-            [tag for _, _, _, tag in group or ()]))
-        if group:
-            self.committing_via[nid] = name     # (acknowledged by the whole log's answer)
+            nid, self.fills, start, table, writes[:len(writes) - inflight], []))
         self.inbox.put_fast((SELF, ["wlog", nid, name, self.fills]))
-        if not group:
+        if group:
+            self.committing_via[nid] = name
+            self.links.send(name, self._rlog(nid, [b for _, b, _, _ in group],
+                                             [tag for _, _, _, tag in group], name))
+            self.links.flush()
+        else:
             self.commit(nid)
 
     def whole_log_part(self, nid: str, name: str, fill: int) -> None:
@@ -1978,11 +1997,7 @@ class Worker:
         if frame is None:
             return                      # (all sent: no more turns are put)
         self.links.send(name, frame)
-        if frame[0] == "rfull":
-            for f in filling.held or ():
-                self.links.send(name, f)
-            filling.held = None
-        else:
+        if frame[0] != "rfull":
             filling.unacked += 1
             if filling.unacked < PARTS_AHEAD:   # (else the next turn comes with an ``rpack``)
                 self.inbox.put_fast((SELF, ["wlog", nid, name, fill]))
@@ -2014,19 +2029,21 @@ class Worker:
         if op == "rdur":
             # (each answer names the whole log it was made on: one of an earlier fill
             # to the same replica is dropped, its group resent with the next fill's)
+            # (a fifth field: the answer to a group kept aside during the fill)
             fill = f[3] if len(f) > 3 else None
+            aside = len(f) > 4
             filling = self.filling.get(nid)
             if filling is not None and filling.replica == src:
                 if fill != filling.fill:
                     return
-                # the whole log's answer (the groups sent it meanwhile go behind the
-                # whole log on one link): it holds the log from now on
-                del self.filling[nid]
-                self.replica_fill[nid] = fill
-            elif fill != self.replica_fill.get(nid):
+                if not aside:
+                    # the whole log's answer: it holds the log from now on
+                    del self.filling[nid]
+                    self.replica_fill[nid] = fill
+            elif aside or fill != self.replica_fill.get(nid):
                 return
             if type(f[2]) is int and f[2]:
-                self.durable(nid, f[2], src)    # (with a whole log: the group in flight)
+                self.durable(nid, f[2], src)
             return
         if self.gone and op in ("rpart", "rfull"):
             return      # (no log made anew with no controller: the owner's writes wait)
@@ -2043,6 +2060,13 @@ class Worker:
             return
         if op == "rlog":
             batches = [decode_batch(b) for b in f[2]]
+            if len(f) > 4 and not self.replica_logs.is_whole(nid, src, int(f[4])):
+                # taken during a fill whose whole log is not all here yet: kept aside
+                # until it is, and answered now (the owner's log holds it too)
+                self.replica_logs.during_fill(nid, src, int(f[4]), batches, list(f[3]))
+                self.links.send(src, ["rdur", nid, len(f[2]), int(f[4]), 1])
+                self.links.flush()
+                return
             self.replica_logs.append(nid, batches, list(f[3]))
             if self.disk is not None:
                 self.disk.append(nid, batches, list(f[3]))
@@ -2057,6 +2081,10 @@ class Worker:
             if self.disk is not None:
                 self.disk.reset(nid, self.replica_logs.logs[nid], list(f[6]))
             n, fill = int(f[5]), int(f[7])
+            for batches, tags in self.replica_logs.take_aside(nid, src, fill):
+                self.replica_logs.append(nid, batches, tags)
+                if self.disk is not None:
+                    self.disk.append(nid, batches, tags)
         self.links.send(src, ["rdur", nid, n, fill])
         self.links.flush()              # (the owner's client waits: not behind the inbox)
 
