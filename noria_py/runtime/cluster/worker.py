@@ -2062,7 +2062,10 @@ class Worker:
             batches = [decode_batch(b) for b in f[2]]
             if len(f) > 4 and not self.replica_logs.is_whole(nid, src, int(f[4])):
                 # taken during a fill whose whole log is not all here yet: kept aside
-                # until it is, and answered now (the owner's log holds it too)
+                # until it is, and answered now (the owner's log holds it too); not
+                # with no controller, as the fill's parts (its writes wait)
+                if self.gone:
+                    return
                 self.replica_logs.during_fill(nid, src, int(f[4]), batches, list(f[3]))
                 self.links.send(src, ["rdur", nid, len(f[2]), int(f[4]), 1])
                 self.links.flush()
