@@ -147,6 +147,30 @@ def _reads(view, articles: int, many: int) -> tuple[float, float]:
     return float(np.percentile(read, 50)), rate
 
 
+def one_embedded(articles: int, votes: int, batch: int, many: int) -> dict:
+    """The cluster's load and reads on the embedded engine in this process (``connect()``):
+    the same votes in the same batches through ``insert`` (the first untimed), then
+    ``wait()``, checked against the votes' counts; ``_reads``' figures after."""
+    db = connect()
+    workloads.setup(db, articles)
+    data = workloads.votes(votes, articles)
+    chunks = [[tuple(r) for r in data[i:i + batch].tolist()] for i in range(0, votes, batch)]
+    vote, view = db.table("vote"), db.view(workloads.VIEW_NAME)
+    vote.insert(chunks[0])
+    t0 = time.perf_counter()
+    for c in chunks[1:]:
+        vote.insert(c)
+    db.wait()
+    tput = (votes - len(chunks[0])) / (time.perf_counter() - t0)
+    want = np.bincount(data[:, 0], minlength=articles)
+    got = [rows[0][2] or 0 if rows else 0 for rows in view.lookup_many(range(articles))]
+    if got != want.tolist():
+        raise AssertionError("the embedded vote view's counts after the load are wrong")
+    read_p50, many_rate = _reads(view, articles, many)
+    db.close()
+    return {"tput": tput, "read_p50": read_p50, "many": many_rate}
+
+
 def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: int,
                 kills: int, strategy: str, shards: int = 1, checkpoints: bool = True,
                 subscriber: bool = False, many: int = 10_000, ray: str | None = None,
@@ -402,6 +426,9 @@ def main(argv: list[str]) -> int:
                         "--batch votes), from a second before it until a second after the "
                         "view is right: 'ack max s', the longest a write waited for its "
                         "acknowledgement from the kill on (median over the kills)")
+    p.add_argument("--embedded", action="store_true",
+                   help="then the same load and reads on the embedded engine in this process "
+                        "(connect()), and the cluster's votes/s over it")
     p.add_argument("--server-log", dest="server_log", default=None, metavar="FILE",
                    help="the server's log (workers lost, recoveries, fallbacks) to FILE "
                         "(with several --workers counts, the last run's)")
@@ -442,6 +469,12 @@ def main(argv: list[str]) -> int:
         if a.partial:
             print(f"{'':>7} partial: the first read of every key (upqueries) "
                   f"{r['fill']:,.0f} keys/s", flush=True)
+        last = r
+    if a.embedded:
+        e = one_embedded(a.articles, a.votes, a.batch, a.many)
+        print(f"{'embedded':>7} {e['tput']:>9,.0f} {'':>8} {'':>11} {'':>11} "
+              f"{e['read_p50']:>11.1f} {e['many']:>11,.0f}   (this process, connect(); "
+              f"the cluster's votes/s {last['tput'] / e['tput']:.2f}x of it)", flush=True)
         if a.subscriber:
             print(f"{'':>7} subscriber: change {r['sub_p50']:.1f} ms after the vote's "
                   f"acknowledgement (p50); votes/s with it over without: {r['sub_ratio']:.2f}",
