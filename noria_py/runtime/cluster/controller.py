@@ -2005,15 +2005,25 @@ class ClusterRuntime(Runtime):
                 self.workers[name].put(["host", ns])
             return first
         moved: dict[str, str] = {}
+        lost: WorkerLost | None = None
         for name, ns in hosted.items():
             # answered before anyone is told: a peer's message for them may then come
-            # at once, and the spare must hold it, not drop it
-            self.ask(self.workers[name], "host", ns)
+            # at once, and the spare must hold it, not drop it. Every one is asked even
+            # when one is lost meanwhile: a node placed on a live worker never asked to
+            # host it was not "gone" to the next attempt, which then restored it on a
+            # worker without it (``KeyError`` there, the recovery failed for good)
+            try:
+                self.ask(self.workers[name], "host", ns)
+            except WorkerLost as e:
+                lost = lost or e
+                continue
             moved.update(dict.fromkeys(ns, name))
         with self.lock:
             for o in self.workers.values():
                 if o.alive:
                     o.put(["place", moved])
+        if lost is not None:
+            raise lost
         return first
 
     def _log_replica_host(self, base: str) -> str | None:
