@@ -2620,7 +2620,9 @@ def whole_log_frames(nid: str, fill: int, start: int, table: list[Batch],
     each encoded only when it is asked for (``Worker.whole_log_part``, a part a turn):
     ``["rpart", base, fill, i, table, writes]`` for each part but the last, then
     ``["rfull", base, start, table, writes, in flight, tags, fill, parts before]``,
-    ``tags`` those of the group in flight sent with it (``Worker.set_replica``)."""
+    ``tags`` those of a group in flight sent with it (none from ``Worker.set_replica``
+    now: such a group goes as one of its own, kept aside at the replica; the replica
+    still takes them in an ``rfull``)."""
     parts = log_parts(table, writes, tuning.WHOLE_LOG_PART_ROWS)
     for i, (t, w) in enumerate(parts[:-1]):
         yield ["rpart", nid, fill, i, [encode_batch(b) for b in t],
