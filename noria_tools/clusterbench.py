@@ -147,6 +147,14 @@ def _reads(view, articles: int, many: int) -> tuple[float, float]:
     return float(np.percentile(read, 50)), rate
 
 
+def _check_counts(found: list, data: np.ndarray, articles: int) -> None:
+    """The vote view's rows of every article (``lookup_many``) hold the votes' counts."""
+    want = np.bincount(data[:, 0], minlength=articles)
+    got = [rows[0][2] or 0 if rows else 0 for rows in found]
+    if got != want.tolist():
+        raise AssertionError("the vote view's counts after the load are wrong")
+
+
 def one_embedded(articles: int, votes: int, batch: int, many: int) -> dict:
     """The cluster's load and reads on the embedded engine in this process (``connect()``):
     the same votes in the same batches through ``insert`` (the first untimed), then
@@ -162,10 +170,7 @@ def one_embedded(articles: int, votes: int, batch: int, many: int) -> dict:
         vote.insert(c)
     db.wait()
     tput = (votes - len(chunks[0])) / (time.perf_counter() - t0)
-    want = np.bincount(data[:, 0], minlength=articles)
-    got = [rows[0][2] or 0 if rows else 0 for rows in view.lookup_many(range(articles))]
-    if got != want.tolist():
-        raise AssertionError("the embedded vote view's counts after the load are wrong")
+    _check_counts(view.lookup_many(range(articles)), data, articles)
     read_p50, many_rate = _reads(view, articles, many)
     db.close()
     return {"tput": tput, "read_p50": read_p50, "many": many_rate}
@@ -232,13 +237,10 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         ctrl_share = ctrl / (ctrl + work) if ctrl + work > 0 else 0.0
         ctrl_ns, work_ns = cpu1[2] - cpu0[2], cpu1[3] - cpu0[3]
         ctrl_share_ns = ctrl_ns / (ctrl_ns + work_ns) if ctrl_ns + work_ns > 0 else 0.0
-        want = np.bincount(data[:, 0], minlength=articles)      # (the load, checked)
         t1 = time.perf_counter()
         found = view.lookup_many(range(articles))
         fill = articles / (time.perf_counter() - t1)
-        got = [rows[0][2] or 0 if rows else 0 for rows in found]
-        if got != want.tolist():
-            raise AssertionError("the vote view's counts after the load are wrong")
+        _check_counts(found, data, articles)            # (the load, checked)
         counts: dict[int, int] = {}
 
         def count(k):

@@ -34,7 +34,7 @@ Frames (lists; see ``wire.py`` for framing and authentication):
   ``--writes worker`` a base's log (``writes.py``): from its owner ``["rlog", base,
   batches, tags]`` (with ``fill`` after them during a fill: kept aside until its whole
   log), its whole log in parts ``["rpart", base, fill, i, table, batches]``
-  then ``["rfull", base, start, table, batches, in flight, tags, fill, parts before]``,
+  then ``["rfull", base, start, table, batches, fill, parts before]``,
   ``["rtrim", base, t]``, from its replica ``["rdur", base, n, fill]`` (the log made
   on that fill's whole log holds the last group, or with ``rfull`` the whole log),
   ``["rdur", base, n, fill, 1]`` (a group kept aside during that fill) and ``["rpack",
@@ -1969,7 +1969,7 @@ class Worker:
                                      f"{len(writes)} in its log")
         self.fills += 1
         self.filling[nid] = Filling(name, self.fills, parts=whole_log_frames(
-            nid, self.fills, start, table, writes[:len(writes) - inflight], []))
+            nid, self.fills, start, table, writes[:len(writes) - inflight]))
         self.inbox.put_fast((SELF, ["wlog", nid, name, self.fills]))
         if group:
             self.committing_via[nid] = name
@@ -2075,15 +2075,14 @@ class Worker:
                 self.disk.append(nid, batches, list(f[3]))
             n = len(f[2])
             fill = self.replica_logs.fills.get(nid)
-        else:       # rfull: start, table, writes, in flight, tags, fill, parts before
+        else:       # rfull: start, table, writes, fill, parts before
             base = cast("Base", self.graph[nid].op)
+            fill = int(f[5])
             self.replica_logs.full(base, nid, int(f[2]), [decode_batch(b) for b in f[3]],
-                                   [decode_batch(b) for b in f[4]], src, int(f[7]),
-                                   int(f[8]))
-            self.replica_logs.append(nid, [], list(f[6]))
+                                   [decode_batch(b) for b in f[4]], src, fill, int(f[6]))
             if self.disk is not None:
-                self.disk.reset(nid, self.replica_logs.logs[nid], list(f[6]))
-            n, fill = int(f[5]), int(f[7])
+                self.disk.reset(nid, self.replica_logs.logs[nid])
+            n = 0                       # (no group with it: those go as their own)
             for batches, tags in self.replica_logs.take_aside(nid, src, fill):
                 self.replica_logs.append(nid, batches, tags)
                 if self.disk is not None:
@@ -2614,22 +2613,20 @@ class Worker:
 
 
 def whole_log_frames(nid: str, fill: int, start: int, table: list[Batch],
-                     writes: list[Batch], tags: list[int]) -> Iterator[list[Any]]:
+                     writes: list[Batch]) -> Iterator[list[Any]]:
     """Base ``nid``'s whole log (fill ``fill``, as of write ``start``) for a new
     replica, as frames of at most ``tuning.WHOLE_LOG_PART_ROWS`` rows each, in order,
     each encoded only when it is asked for (``Worker.whole_log_part``, a part a turn):
     ``["rpart", base, fill, i, table, writes]`` for each part but the last, then
-    ``["rfull", base, start, table, writes, in flight, tags, fill, parts before]``,
-    ``tags`` those of a group in flight sent with it (none from ``Worker.set_replica``
-    now: such a group goes as one of its own, kept aside at the replica; the replica
-    still takes them in an ``rfull``)."""
+    ``["rfull", base, start, table, writes, fill, parts before]`` (a group in flight
+    goes as one of its own, ``Worker.set_replica``)."""
     parts = log_parts(table, writes, tuning.WHOLE_LOG_PART_ROWS)
     for i, (t, w) in enumerate(parts[:-1]):
         yield ["rpart", nid, fill, i, [encode_batch(b) for b in t],
                [encode_batch(b) for b in w]]
     t, w = parts[-1]
     yield ["rfull", nid, start, [encode_batch(b) for b in t], [encode_batch(b) for b in w],
-           len(tags), tags, fill, len(parts) - 1]
+           fill, len(parts) - 1]
 
 
 def _source(frame: list[Any]) -> str:

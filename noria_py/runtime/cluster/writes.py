@@ -344,8 +344,7 @@ class ReplicaLogs:
 
     def is_whole(self, nid: str, src: str, fill: int) -> bool:
         """Whether the whole log of fill ``fill`` from ``src`` is here (``full``)."""
-        return (nid in self.logs and self.owners.get(nid) == src
-                and self.fills.get(nid) == fill)
+        return self.whole(nid, src) is not None and self.fills.get(nid) == fill
 
     def during_fill(self, nid: str, src: str, fill: int, batches: list[Batch],
                     tags: list[int]) -> None:
