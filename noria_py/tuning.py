@@ -183,6 +183,12 @@ BASE_PART_ROWS = 1 << 20
 #: table is bounded by the frame size limit (``wire.MAX_FRAME``). About 1 MB a part
 #: at two INT columns (4 MB before the parts were encoded on the message thread).
 WHOLE_LOG_PART_ROWS = 1 << 16
+#: Seconds a new log replica named during a recovery waits at most for the
+#: controller's word that the recovery is over before its owner starts sending it the
+#: whole log (``Worker.fill_go``; the word comes at the recovery's end, this is for a
+#: controller lost meanwhile or a long lineage rebuild). The writes meanwhile go to
+#: the new replica at once, kept aside there and acknowledged.
+FILL_WAITS_AT_MOST = 2.0
 
 #: ``serve --writes worker --data-dir``: a base's log on disk (``writes.DiskLogs``) is
 #: rewritten from the log in memory once the writes trimmed from that one since the

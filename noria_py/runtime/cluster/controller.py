@@ -752,7 +752,10 @@ class ClusterRuntime(Runtime):
         acknowledgements wait for a replica, and a writer may hold the server's lock
         that the recovery needs (a SQL statement's write, forwarded under its pause:
         the two waited for each other when the recovery's end named it; the
-        controller's history no longer takes the writes meanwhile). ``recovering``
+        controller's history no longer takes the writes meanwhile); one named while
+        a recovery is under way is told to wait for ``fill_go`` before it sends the
+        whole log (the recovery's end sends it: ``Worker.fill_go``), its writes
+        going to the new replica meanwhile. ``recovering``
         is for the checkpoint holders, named here too by the same rule
         (``choose_holders``): a worker hosting nodes was lost, and the recovery that
         follows names them once done (None: whether a recovery is under way)."""
@@ -775,7 +778,8 @@ class ClusterRuntime(Runtime):
                 if known and name == now:
                     continue
                 self.replicas[base] = name
-                owner.put(["replica", base, name])
+                owner.put(["replica", base, name]
+                          + ([1] if name is not None and self.recovering > 0 else []))
                 if name is None and self.disk is None and not self.warned_alone:
                     self.warned_alone = True
                     log.warning("no second worker and no --data-dir: a worker's loss "
@@ -1975,6 +1979,10 @@ class ClusterRuntime(Runtime):
                 with self.lock:
                     self.recovering -= len(batch)
                     self.changed.notify_all()
+                    if not self.recovering and self.at_workers and not self.closed:
+                        for w in self.active + self.spares:     # (the fills named meanwhile)
+                            if w.alive:
+                                w.put(["fill_go"])
 
     def _place_on_spares(self, losses: list[WorkerHandle], nodes: list[str]) -> WorkerHandle:
         """Move the lost nodes whose worker is gone to spares (one per lost worker while

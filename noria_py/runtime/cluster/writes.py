@@ -24,7 +24,10 @@ released. A new replica is first sent the whole log, in parts of at most
 ``tuning.WHOLE_LOG_PART_ROWS`` rows (``log_parts``; ``["rpart", ...]`` each, the last
 ``["rfull", ...]``, which alone the replica answers: the parts are kept aside,
 ``ReplicaLogs.part``, until the last, and one missing or out of order is an error,
-never a shorter log), in the background (``Worker.filling``). The groups taken
+never a shorter log), in the background (``Worker.filling``); one named during a
+recovery from the recovery's end on (the controller's ``["fill_go"]``, or at the
+latest ``tuning.FILL_WAITS_AT_MOST`` after: ``Worker.fill_go``), so that its parts do
+not take the CPU the recovery needs on both workers. The groups taken
 meanwhile go to the replica at once, marked with the fill's number (``["rlog",
 base, batches, tags, fill]``; the group in flight to a lost replica too, as one of
 its own, cut from the whole log); the replica keeps them aside until the whole

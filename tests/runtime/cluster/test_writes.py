@@ -14,6 +14,7 @@ import collections
 import contextlib
 import datetime
 import os
+import queue
 import random
 import shutil
 import signal
@@ -1639,9 +1640,116 @@ def test_a_replica_is_named_at_once_even_while_a_recovery_is_under_way():
     rt.graph.nodes["b"] = types.SimpleNamespace(children=[], kind="base")
     rt.recovering = 1
     rt.choose_replicas(recovering=True)
-    assert rt.replicas == {"b": "w2"} and owner.got == [["replica", "b", "w2"]]
+    # (named now; its whole log waits for the recovery's end: ``Worker.fill_go``)
+    assert rt.replicas == {"b": "w2"} and owner.got == [["replica", "b", "w2", 1]]
     rt.choose_replicas(recovering=True)
-    assert owner.got == [["replica", "b", "w2"]]           # (kept while it lives)
+    assert owner.got == [["replica", "b", "w2", 1]]        # (kept while it lives)
+    other.alive, rt.recovering = False, 0
+    third = _W("w3")
+    rt.workers["w3"] = third
+    rt.active.append(third)
+    rt.choose_replicas()                # (no recovery under way: its whole log at once)
+    assert rt.replicas == {"b": "w3"} and owner.got[-1] == ["replica", "b", "w3"]
+
+
+def test_a_recoverys_end_tells_every_live_worker_its_new_replicas_may_be_filled(
+        monkeypatch):
+    """The recovery thread (``_recoverer``), once no recovery is left under way, sends
+    every live worker ``fill_go``: the whole logs of the log replicas named during the
+    recovery start then (``Worker.fill_go``), not before the recovery has run."""
+    class _W:
+        def __init__(self, name: str) -> None:
+            self.name, self.alive, self.got = name, True, []
+
+        def put(self, frame) -> None:
+            self.got.append(frame)
+    rt = ClusterRuntime.__new__(ClusterRuntime)
+    owner, spare, lost = _W("w1"), _W("w3"), _W("w2")
+    lost.alive = False
+    rt.lock = threading.RLock()
+    rt.changed = threading.Condition(rt.lock)
+    rt.at_workers, rt.closed = True, False
+    rt.active, rt.spares = [owner, lost], [spare]
+    rt.recovering = 1
+    rt.lost = queue.Queue()
+    during: list = []
+    rt._recover_workers = lambda losses, nodes: during.append(   # type: ignore[method-assign]
+        ([w.name for w in losses], nodes, owner.got + spare.got))
+    monkeypatch.setattr(tuning, "RECOVERY_GATHER", 0)
+    rt.lost.put(([lost], ["n"], 1))
+    threading.Thread(target=rt._recoverer, daemon=True).start()
+    for _ in range(200):
+        if owner.got and spare.got:
+            break
+        time.sleep(0.01)
+    assert during == [(["w2"], ["n"], [])]                 # (none before it ran)
+    assert owner.got == spare.got == [["fill_go"]] and lost.got == []
+    assert rt.recovering == 0
+
+
+def test_a_replica_named_during_a_recovery_is_filled_from_fill_go_or_at_the_latest_after_a_while(
+        monkeypatch):
+    """A base named a new log replica during a recovery (``["replica", base, worker,
+    1]``) sends it no part of its whole log until ``fill_go`` (the controller's, at the
+    recovery's end): the writes taken meanwhile are acknowledged all the same (the
+    replica keeps them aside), and from ``fill_go`` on the whole log goes and the
+    replica's log holds every write, in order. Without a ``fill_go`` (a controller
+    lost meanwhile), the fill starts ``tuning.FILL_WAITS_AT_MOST`` after the naming."""
+    from noria_py.runtime.cluster import worker as worker_mod
+    from noria_py.runtime.cluster.channels import CONTROLLER
+    workers = _tracked_workers(monkeypatch)
+    sent: list = []
+    part = worker_mod.Worker.whole_log_part
+
+    def counted_part(self, nid, name, fill):
+        sent.append((nid, name, fill))
+        part(self, nid, name, fill)
+    monkeypatch.setattr(worker_mod.Worker, "whole_log_part", counted_part)
+    monkeypatch.setattr(tuning, "FILL_WAITS_AT_MOST", 60.0)
+    with _in_process() as db:
+        db.execute("CREATE TABLE vote (a INT, u INT)")
+        t = db.table("vote")
+        t.insert([(1, 0)])
+        base = next(n for n in db.graph() if n["kind"] == "base")
+        bid = base["id"]
+        owner = next(w for w in workers if w.name == base["worker"])
+        replica = next(w for w in workers if w.name == base["replica"])
+        db.wait()
+        sent.clear()
+
+        def named(waits: bool) -> None:
+            owner.inbox.ctrl_in += 1            # (as the controller's reader counts it)
+            owner.inbox.put((CONTROLLER, ["replica", bid, replica.name] + ([1] if waits else [])))
+
+        def filled() -> bool:
+            for _ in range(200):
+                if bid not in owner.filling:
+                    return True
+                time.sleep(0.05)
+            return False
+
+        named(True)
+        t.insert([(1, 1)])                      # (acknowledged: kept aside there)
+        t.insert([(1, 2)])
+        time.sleep(0.3)
+        assert sent == [] and owner.filling[bid].waiting        # (no part sent)
+        assert bid not in replica.replica_logs.logs
+        assert len(replica.replica_logs.aside[bid][2]) == 2
+        owner.inbox.ctrl_in += 1
+        owner.inbox.put((CONTROLLER, ["fill_go"]))
+        assert filled() and sent
+        log = replica.replica_logs.logs[bid]
+        assert sorted(log.state_at(len(log)).stored_rows()) == [(1, i) for i in range(3)]
+        # no ``fill_go``: the fill starts at the latest FILL_WAITS_AT_MOST after the naming
+        monkeypatch.setattr(tuning, "FILL_WAITS_AT_MOST", 0.5)
+        sent.clear()
+        named(True)
+        t.insert([(1, 3)])
+        assert filled() and sent
+        log = replica.replica_logs.logs[bid]
+        assert sorted(log.state_at(len(log)).stored_rows()) == [(1, i) for i in range(4)]
+        named(False)                            # (no recovery: at once)
+        assert filled()
 
 
 def _table_readers(db) -> list:
