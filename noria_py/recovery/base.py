@@ -47,11 +47,12 @@ def restarted(graph: Graph, rt: "Runtime", node_id: str, floor: int) -> None:
                 rt.parent_restarted(g, c, c_time)
 
 
-def restore_upstream_bases(graph: Graph, rt: "Runtime", node_ids: Iterable[str]) -> int:
+def restore_upstream_bases(graph: Graph, rt: "Runtime", node_ids: Iterable[str]
+                           ) -> tuple[int, list[str]]:
     """Bring back every failed base table at or above any of ``node_ids`` (lineage
     rebuilds read them), each ancestor looked at once; returns the number of messages
-    resent."""
-    sent = 0
+    resent and the bases brought back."""
+    sent, restored = 0, []
     stack, seen = list(node_ids), set()
     while stack:
         n = stack.pop()
@@ -60,8 +61,9 @@ def restore_upstream_bases(graph: Graph, rt: "Runtime", node_ids: Iterable[str])
         seen.add(n)
         if graph[n].kind == "base" and not rt.alive(n):
             sent += recover_base(graph, rt, n)
+            restored.append(n)
         stack.extend(graph[n].parents)
-    return sent
+    return sent, restored
 
 
 def purge_set(graph: Graph, rt: "Runtime", node_ids: Iterable[str]) -> list[str]:
@@ -93,18 +95,20 @@ def purge_set(graph: Graph, rt: "Runtime", node_ids: Iterable[str]) -> list[str]
     return [n for n in graph.topological() if n in purged]
 
 
-def prepare_rebuild(graph: Graph, rt: "Runtime",
-                    node_ids: Iterable[str]) -> tuple[int, list[str] | None]:
+def prepare_rebuild(graph: Graph, rt: "Runtime", node_ids: Iterable[str]
+                    ) -> tuple[int, list[str] | None, dict[str, str]]:
     """The common start of a lineage rebuild (in the engine or with Spark): restore the
     failed bases above what it recomputes, let the graph go quiet (messages to failed
     nodes are lost), and name the nodes to recompute. Returns (messages resent, purge
-    set), the purge set None when the failed nodes are all base tables, which are then
-    already back."""
+    set, how each node it brought back and each it will did: ``RecoveryReport.paths``,
+    "history" for a base, "lineage" for the purge set), the purge set None when the
+    failed nodes are all base tables, which are then already back."""
     node_ids = list(node_ids)
     operators = [n for n in node_ids if graph[n].kind != "base"]
     purged = purge_set(graph, rt, operators) if operators else []
-    resent = restore_upstream_bases(graph, rt, [*node_ids, *purged])
+    resent, bases = restore_upstream_bases(graph, rt, [*node_ids, *purged])
+    paths = {**{b: "history" for b in bases}, **{n: "lineage" for n in purged}}
     if not operators:
-        return resent, None
+        return resent, None, paths
     rt.wait()
-    return resent, purged
+    return resent, purged, paths

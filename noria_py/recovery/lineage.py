@@ -24,10 +24,10 @@ def recover(graph: Graph, runtime: Runtime, node_id: str, *also: str) -> Recover
     """Rebuild ``node_id`` (and the other failed nodes ``also``, at once: a cluster
     loses every node of a worker together)."""
     start = time.perf_counter()
-    resent, purged = prepare_rebuild(graph, runtime, (node_id, *also))
+    resent, purged, paths = prepare_rebuild(graph, runtime, (node_id, *also))
     if purged is None:
         return RecoveryReport(node=node_id, strategy="lineage", replayed_messages=resent,
-                              seconds=time.perf_counter() - start)
+                              seconds=time.perf_counter() - start, paths=paths)
     for nid in purged:
         runtime.reset(nid)
     initialize(graph, set(purged), runtime.table)    # (the bases' rows where they are)
@@ -35,4 +35,4 @@ def recover(graph: Graph, runtime: Runtime, node_id: str, *also: str) -> Recover
     seconds = time.perf_counter() - start
     rows = sum(len(graph[n].op.snapshot()) for n in purged if graph[n].op.stateful)
     return RecoveryReport(node=node_id, strategy="lineage", seconds=seconds,
-                          purged=purged, rows=rows, paths={n: "lineage" for n in purged})
+                          purged=purged, rows=rows, paths=paths)

@@ -67,10 +67,10 @@ def recover(db: Database, node_id: str, spark: SparkSession | None = None) -> Re
     graph: Graph = db.graph_
     runtime: Runtime = db.runtime
     planner = db.planner
-    resent, purged = prepare_rebuild(graph, runtime, (node_id,))
+    resent, purged, paths = prepare_rebuild(graph, runtime, (node_id,))
     if purged is None:
         return RecoveryReport(node=node_id, strategy="spark", replayed_messages=resent,
-                              seconds=time.perf_counter() - start)
+                              seconds=time.perf_counter() - start, paths=paths)
     purged_set = set(purged)
     stateful = [n for n in purged if graph[n].op.stateful]
     for nid in stateful:
@@ -98,7 +98,7 @@ def recover(db: Database, node_id: str, spark: SparkSession | None = None) -> Re
     runtime.settle(purged_set)
     seconds = time.perf_counter() - start
     return RecoveryReport(node=node_id, strategy="spark", seconds=seconds,
-                          purged=purged, rows=rows_in)
+                          purged=purged, rows=rows_in, paths=paths)
 
 
 def _by_shard(inputs: Inputs, rel: lp.Rel, key: Partition,

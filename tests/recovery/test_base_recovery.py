@@ -21,7 +21,7 @@ def test_base_recovers_from_durable_log(strategy, shards):
     with pytest.raises(noria_py.RecoveryError, match="recover"):
         vote.insert([(9, 9)])                             # refused, not lost silently
     report = db.recover(base, strategy=strategy)
-    assert report.strategy == strategy
+    assert report.strategy == strategy and report.paths == {base: "history"}
     vote.insert([(1, 1000)])
     vote.delete([(0, 0)])
     db.wait()
@@ -35,6 +35,9 @@ def test_base_recovers_from_durable_log(strategy, shards):
 
 
 def test_lineage_of_a_node_under_a_failed_base_restores_the_base_first():
+    """A lineage rebuild under a failed base brings the base back first, and its report
+    says so (``RecoveryReport.paths``: the base from its history, the rest by
+    lineage)."""
     db = noria_py.connect()
     db.execute("CREATE TABLE t (a INT)")
     db.execute("CREATE VIEW v AS SELECT a FROM t WHERE a > 1")
@@ -43,6 +46,8 @@ def test_lineage_of_a_node_under_a_failed_base_restores_the_base_first():
     flt = next(n["id"] for n in db.graph() if n["kind"] == "filter")
     db.fail(base)
     db.fail(flt)
-    db.recover(flt, strategy="lineage")
+    report = db.recover(flt, strategy="lineage")
+    assert report.paths == {base: "history", **{n: "lineage" for n in report.purged}}
+    assert flt in report.purged
     db.wait()
     assert sorted(db.view("v").all()) == [(2,), (3,)]
