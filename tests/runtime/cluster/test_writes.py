@@ -1158,6 +1158,28 @@ def test_a_write_is_acknowledged_only_once_both_logs_on_disk_hold_it(tmp_path, m
         held["gate"].set()
 
 
+def _one_base(db, workers: list) -> tuple:
+    """A table ``vote`` with one row, written and propagated: its table handle, its base's
+    id, and the workers (of ``_tracked_workers``) of its owner and its log replica."""
+    db.execute("CREATE TABLE vote (a INT, u INT)")
+    t = db.table("vote")
+    t.insert([(1, 0)])
+    base = next(n for n in db.graph() if n["kind"] == "base")
+    owner = next(w for w in workers if w.name == base["worker"])
+    replica = next(w for w in workers if w.name == base["replica"])
+    db.wait()
+    return t, base["id"], owner, replica
+
+
+def _filled(owner, bid: str) -> bool:
+    """Whether the owner's fill of the base's new replica ends within 10 s."""
+    for _ in range(200):
+        if bid not in owner.filling:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_a_write_taken_while_a_new_replica_is_filled_is_acknowledged_once_kept_there(
         monkeypatch):
     """A base named a new log replica (``set_replica``): its whole log is sent in the
@@ -1188,14 +1210,7 @@ def test_a_write_taken_while_a_new_replica_is_filled_is_acknowledged_once_kept_t
     monkeypatch.setattr(worker_mod.Worker, "whole_log_part", held_part)
     with _in_process() as db:
         try:
-            db.execute("CREATE TABLE vote (a INT, u INT)")
-            t = db.table("vote")
-            t.insert([(1, 0)])
-            base = next(n for n in db.graph() if n["kind"] == "base")
-            bid = base["id"]
-            owner = next(w for w in workers if w.name == base["worker"])
-            replica = next(w for w in workers if w.name == base["replica"])
-            db.wait()
+            t, bid, owner, replica = _one_base(db, workers)
             fill_gate.clear()
             owner.inbox.ctrl_in += 1            # (as the controller's reader counts it)
             owner.inbox.put((CONTROLLER, ["replica", bid, replica.name]))
@@ -1211,11 +1226,7 @@ def test_a_write_taken_while_a_new_replica_is_filled_is_acknowledged_once_kept_t
                 (1, 1), (1, 2)]
         finally:
             fill_gate.set()
-        for _ in range(200):
-            if bid not in owner.filling:
-                break
-            time.sleep(0.05)
-        assert bid not in owner.filling and owner.replica_of[bid] == replica.name
+        assert _filled(owner, bid) and owner.replica_of[bid] == replica.name
         assert bid not in replica.replica_logs.aside
         log = replica.replica_logs.logs[bid]
         assert sorted(log.state_at(len(log)).stored_rows()) == [(1, i) for i in range(3)]
@@ -1616,6 +1627,16 @@ def test_a_base_whose_log_is_gone_is_a_lost_table_with_the_nodes_over_it(monkeyp
         rt.closed = True
 
 
+class _Sent:
+    """A worker as the controller's replica and recovery code see it: what it is sent."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.alive, self.got = name, True, []
+
+    def put(self, frame) -> None:
+        self.got.append(frame)
+
+
 def test_a_replica_is_named_at_once_even_while_a_recovery_is_under_way():
     """``choose_replicas`` called while a recovery is under way (a worker lost, joining,
     a catalog change) names a base whose replica was lost its next one at once: its
@@ -1623,14 +1644,8 @@ def test_a_replica_is_named_at_once_even_while_a_recovery_is_under_way():
     for one holds the server's lock that the recovery needs (with the replica named
     only at the recovery's end, the two waited for each other 300 s: the soak with
     each shard's chain together, seed 1); a live replica is kept."""
-    class _W:
-        def __init__(self, name: str) -> None:
-            self.name, self.alive, self.got = name, True, []
-
-        def put(self, frame) -> None:
-            self.got.append(frame)
     rt = ClusterRuntime.__new__(ClusterRuntime)
-    owner, other = _W("w1"), _W("w2")
+    owner, other = _Sent("w1"), _Sent("w2")
     rt.at_workers, rt.direct, rt.lock = True, True, threading.RLock()
     rt.to_holders, rt.closed = False, False
     rt.replicas, rt.lost_tables = {"b": None}, {}
@@ -1645,7 +1660,7 @@ def test_a_replica_is_named_at_once_even_while_a_recovery_is_under_way():
     rt.choose_replicas(recovering=True)
     assert owner.got == [["replica", "b", "w2", 1]]        # (kept while it lives)
     other.alive, rt.recovering = False, 0
-    third = _W("w3")
+    third = _Sent("w3")
     rt.workers["w3"] = third
     rt.active.append(third)
     rt.choose_replicas()                # (no recovery under way: its whole log at once)
@@ -1657,14 +1672,8 @@ def test_a_recoverys_end_tells_every_live_worker_its_new_replicas_may_be_filled(
     """The recovery thread (``_recoverer``), once no recovery is left under way, sends
     every live worker ``fill_go``: the whole logs of the log replicas named during the
     recovery start then (``Worker.fill_go``), not before the recovery has run."""
-    class _W:
-        def __init__(self, name: str) -> None:
-            self.name, self.alive, self.got = name, True, []
-
-        def put(self, frame) -> None:
-            self.got.append(frame)
     rt = ClusterRuntime.__new__(ClusterRuntime)
-    owner, spare, lost = _W("w1"), _W("w3"), _W("w2")
+    owner, spare, lost = _Sent("w1"), _Sent("w3"), _Sent("w2")
     lost.alive = False
     rt.lock = threading.RLock()
     rt.changed = threading.Condition(rt.lock)
@@ -1707,26 +1716,12 @@ def test_a_replica_named_during_a_recovery_is_filled_from_fill_go_or_at_the_late
     monkeypatch.setattr(worker_mod.Worker, "whole_log_part", counted_part)
     monkeypatch.setattr(tuning, "FILL_WAITS_AT_MOST", 60.0)
     with _in_process() as db:
-        db.execute("CREATE TABLE vote (a INT, u INT)")
-        t = db.table("vote")
-        t.insert([(1, 0)])
-        base = next(n for n in db.graph() if n["kind"] == "base")
-        bid = base["id"]
-        owner = next(w for w in workers if w.name == base["worker"])
-        replica = next(w for w in workers if w.name == base["replica"])
-        db.wait()
+        t, bid, owner, replica = _one_base(db, workers)
         sent.clear()
 
         def named(waits: bool) -> None:
             owner.inbox.ctrl_in += 1            # (as the controller's reader counts it)
             owner.inbox.put((CONTROLLER, ["replica", bid, replica.name] + ([1] if waits else [])))
-
-        def filled() -> bool:
-            for _ in range(200):
-                if bid not in owner.filling:
-                    return True
-                time.sleep(0.05)
-            return False
 
         named(True)
         t.insert([(1, 1)])                      # (acknowledged: kept aside there)
@@ -1737,7 +1732,7 @@ def test_a_replica_named_during_a_recovery_is_filled_from_fill_go_or_at_the_late
         assert len(replica.replica_logs.aside[bid][2]) == 2
         owner.inbox.ctrl_in += 1
         owner.inbox.put((CONTROLLER, ["fill_go"]))
-        assert filled() and sent
+        assert _filled(owner, bid) and sent
         log = replica.replica_logs.logs[bid]
         assert sorted(log.state_at(len(log)).stored_rows()) == [(1, i) for i in range(3)]
         # no ``fill_go``: the fill starts at the latest FILL_WAITS_AT_MOST after the naming
@@ -1745,11 +1740,11 @@ def test_a_replica_named_during_a_recovery_is_filled_from_fill_go_or_at_the_late
         sent.clear()
         named(True)
         t.insert([(1, 3)])
-        assert filled() and sent
+        assert _filled(owner, bid) and sent
         log = replica.replica_logs.logs[bid]
         assert sorted(log.state_at(len(log)).stored_rows()) == [(1, i) for i in range(4)]
         named(False)                            # (no recovery: at once)
-        assert filled()
+        assert _filled(owner, bid)
 
 
 def _table_readers(db) -> list:
