@@ -374,6 +374,15 @@ def _plan(graph: Graph, rt: Runtime, node_id: str, witnesses: list[_Witness],
         inputs = [(port, part) for port, a in enumerate(parents)
                   for part in output_through(graph, rt, a, node_id, resume[a])
                   ] if node.op.stateful else []
+    if ck is not None and ck.clock is not None and (witnesses or low is not None):
+        # what B had by its checkpoint it still had at t_min: its clock then holds its
+        # parents' parents' times too, some learnt at its settle (a view made over
+        # tables that held rows), which no witness logged; without them B' would
+        # resume a parent restarted later before what its state reflects (a join,
+        # restored with its child two deep, took an article sharder's whole table
+        # again: a reader row twice in a cluster)
+        np.maximum(t_star, ck.clock, out=t_star)
+        t_star[0] = t_min
     for a in parents:
         if a not in buffers:
             buffers[a] = _log_after(rt, a, node_id, resume[a])

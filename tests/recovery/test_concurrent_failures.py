@@ -19,6 +19,7 @@ import pytest
 
 import noria_py
 from noria_py import tuning
+from noria_tools import workloads
 from tests.differential.helpers import DDL, SQL_WRITES, Oracle, apply_model, normalize
 
 VIEWS = {
@@ -686,3 +687,39 @@ def test_a_multi_parent_parent_and_its_stateful_child_come_back_from_the_childs_
     oracle.load(written)
     db.wait()
     assert normalize(db.view("count_v").all()) == oracle.query(COUNTS[kind])
+
+
+def test_a_node_back_from_its_checkpoint_two_deep_keeps_its_clocks_settle_entries(
+        monkeypatch):
+    """A join made over tables that held rows learnt at its settle how far each parent
+    reflected its own parents (the vote view's join: the article sharder as of the
+    articles' write), which no message carried and so no witness logged. Failed with
+    its child (two deep: the reader below is the witness) and back from its own
+    checkpoint, it keeps those entries (T* takes its checkpoint's clock): without
+    them, a later restart of the sharder resumed the articles' base before that write
+    and the join took the whole article table again (in a cluster: a reader row
+    twice)."""
+    monkeypatch.setattr(tuning, "REBUILT_FROM_PARENTS", False)     # (it checkpoints)
+    db = noria_py.connect(shards=2)
+    for sql in workloads.SCHEMA:
+        db.execute(sql)
+    db.table("article").insert(workloads.articles(30))
+    db.execute(workloads.VIEW)
+    rng = random.Random(0)
+    for _ in range(10):
+        db.table("vote").insert([(rng.randrange(30), rng.randrange(1000)) for _ in range(50)])
+    db.wait()
+    graph = {n["id"]: n for n in db.graph()}
+    join = next(n for n in graph.values() if n["kind"] == "join")
+    (child,) = join["children"]
+    clock = db.runtime.domains[join["id"]].clock
+    before = [int(v) for v in clock[1:]]          # (all but its own time)
+    assert max(before) > 0
+    db.fail(join["id"])
+    db.fail(child)
+    db.table("vote").insert([(1, 2)])
+    reports = db.recover()
+    assert any(r.paths.get(join["id"]) == "checkpoint" for r in reports), reports
+    db.wait()
+    after = db.runtime.domains[join["id"]].clock
+    assert all(int(a) >= b for a, b in zip(after[1:], before)), (before, after.tolist())
