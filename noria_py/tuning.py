@@ -140,11 +140,11 @@ CHECKPOINT_ROWS = 32768
 #: join and the reader at two, 1.95 with the reader at four (the bound is 1.5).
 JOIN_CHECKPOINT_SPACING = 2
 READER_CHECKPOINT_SPACING = 2
-#: Whether the embedded tree-clock runtime rebuilds a reader over stateful parents,
-#: and a join over stateful parents or bases (or sharders of them), from them instead
-#: of checkpointing it (``checkpoints.rebuilt_from_parents``; docs/recovery.md, "Nodes
-#: rebuilt from their parents"). A cluster's readers and joins checkpoint either way.
-#: Read when a node is added.
+#: Whether the tree-clock runtimes rebuild a reader over stateful parents, and (the
+#: embedded one) a join over stateful parents or bases (or sharders of them), from
+#: them instead of checkpointing it (``checkpoints.rebuilt_from_parents``;
+#: docs/recovery.md, "Nodes rebuilt from their parents"). A cluster's joins
+#: checkpoint either way. Read when a node is added.
 REBUILT_FROM_PARENTS = True
 #: Seconds after a cluster worker is given a new checkpoint holder (the first, or the
 #: next after its holder's loss, named at the end of a recovery) before its node shards

@@ -61,6 +61,7 @@ checkpoint costs the shard is in docs/benchmarks.md).
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
@@ -107,9 +108,16 @@ class Checkpoint:
         return sum(map(_size, self.inputs)) + _size(self.entries)
 
 
-def rebuilt_from_parents(graph: Graph, node: Node) -> bool:
+#: the operator kinds ``rebuilt_from_parents`` may name: all it knows
+REBUILT_KINDS = frozenset({"reader", "join"})
+
+
+def rebuilt_from_parents(graph: Graph, node: Node,
+                         kinds: Collection[str] = REBUILT_KINDS) -> bool:
     """Whether ``node`` takes no checkpoints in the tree-clock regime, being rebuilt
-    from its parents' output instead, at O(its own state):
+    from its parents' output instead, at O(its own state), for a node of one of
+    ``kinds`` (the embedded runtime: both; a cluster's: readers, where a join's rebuild
+    would send its parents' whole output between workers, a sharded table's included):
 
     - a reader whose every parent regenerates its whole output from state: a stateful
       operator (a join, an aggregate, MIN/MAX, TopK, DISTINCT, a set operation; not a
@@ -136,7 +144,7 @@ def rebuilt_from_parents(graph: Graph, node: Node) -> bool:
     down to a base keeps its checkpoints: its rebuild would read the rows the chain
     drops too."""
     parents = [graph.nodes[p] for p in node.parents]
-    if not parents:
+    if not parents or node.op.kind not in kinds:
         return False
     if node.op.kind == "join":
         return all(_holds_its_input(graph, p) for p in parents)

@@ -36,7 +36,7 @@ it can then restart where the checkpoint stands (``recovery/treeclock.py``).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
@@ -96,9 +96,9 @@ class Domain:
         self.store: Sink | None = None
         #: whether the runtime checkpoints (then this node logs what it sends a reader)
         self.checkpointing = False
-        #: whether readers and joins over stateful parents are rebuilt from them
-        #: instead of checkpointing (``use_checkpoints``)
-        self.rebuilt = False
+        #: the kinds of node (readers, joins) rebuilt from their parents instead of
+        #: checkpointing where they can be (``use_checkpoints``)
+        self.rebuilt: Collection[str] = ()
         self.ck_inputs: list[tuple[int, Batch]] | None = None
         self.reset_clock_state()
 
@@ -135,17 +135,18 @@ class Domain:
 
     # ------------------------------------------------------------ checkpoints
 
-    def use_checkpoints(self, store: Sink | None, rebuilt: bool = False) -> None:
+    def use_checkpoints(self, store: Sink | None, rebuilt: Collection[str] = ()) -> None:
         """Checkpoint into ``store`` from now on (a stateful node, readers included;
         None turns it off), and keep payload logs to readers, which then recover from
-        their checkpoints. ``rebuilt`` (the tree-clock regime's runtimes): a
-        reader over stateful parents, or a join over stateful parents or bases
-        (``checkpoints.rebuilt_from_parents``), takes none, and this node keeps no log
-        to such a reader: each is rebuilt from its parents."""
+        their checkpoints. ``rebuilt`` (the tree-clock regime's runtimes: the embedded
+        one's readers and joins, a cluster's readers): a reader over stateful parents,
+        or a join over stateful parents or bases (``checkpoints.rebuilt_from_parents``),
+        of those kinds takes none, and this node keeps no log to such a reader: each
+        is rebuilt from its parents."""
         form = self.node.op.checkpoint_form
         self.checkpointing = store is not None
         self.rebuilt = rebuilt
-        if rebuilt and checkpoints.rebuilt_from_parents(self.graph, self.node):
+        if checkpoints.rebuilt_from_parents(self.graph, self.node, rebuilt):
             store = None
         self.out_edges = None
         self.store = store if form is not None else None
@@ -412,7 +413,7 @@ class Domain:
         op = node.op
         return not op.leaf or (
             self.checkpointing and op.checkpoint_form is not None
-            and not (self.rebuilt and checkpoints.rebuilt_from_parents(self.graph, node)))
+            and not checkpoints.rebuilt_from_parents(self.graph, node, self.rebuilt))
 
     def write_history(self, history: Iterable[Batch], seen: dict[str, int], low: int,
                       start: int = 0, rows: Sequence[Batch] = ()) -> list[Message]:

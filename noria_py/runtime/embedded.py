@@ -28,7 +28,7 @@ from ..errors import RecoveryError
 from ..graph import Graph, Node
 from ..ops.base import Base
 from . import Runtime
-from .checkpoints import Checkpoint, CheckpointStore
+from .checkpoints import REBUILT_KINDS, Checkpoint, CheckpointStore
 from .domain import Domain, DomainInfo, graph_clocks
 from .history import WriteHistory
 from .messages import Message
@@ -76,7 +76,8 @@ class EmbeddedRuntime(Runtime):
         regime's store; each regime's runtime names its own). A node made partial
         takes none (``Domain.use_checkpoints(None)``: it comes back all holes,
         noria_py/partial.py, rule 6); one made full again calls this."""
-        d.use_checkpoints(self.store, rebuilt=tuning.REBUILT_FROM_PARENTS)
+        d.use_checkpoints(self.store,
+                          rebuilt=REBUILT_KINDS if tuning.REBUILT_FROM_PARENTS else ())
 
     def announce(self, change: tuple[Any, ...]) -> None:
         """A catalog change (the cluster runtime forwards these to its workers)."""

@@ -364,6 +364,12 @@ class Worker:
                                   self.links if holders_used(self.direct, regime) else None)
                       if clocks and checkpoints or self.coordinated
                       or self.uc or self.causal else None)
+        #: the kinds of node shard rebuilt from their parents instead of checkpointing
+        #: (``checkpoints.rebuilt_from_parents``): in the treeclock regime, readers over
+        #: stateful parents (a join's rebuild would send its parents' whole output
+        #: between workers, so joins checkpoint here)
+        self.rebuilt = (("reader",) if regime == "treeclock" and tuning.REBUILT_FROM_PARENTS
+                        else ())
         #: the checkpoints this worker holds of other workers' node shards (holders.py)
         self.held_checkpoints = Held()
         #: node shards to checkpoint whole to a new holder, one a turn (``set_holder``,
@@ -548,7 +554,7 @@ class Worker:
         self.reads.old = {}
         self.domains.update(prev.kept)
         for d in self.domains.values():
-            d.use_checkpoints(self.store)
+            d.use_checkpoints(self.store, self.rebuilt)
             if d.store is not None and d.alive:
                 d.checkpoint()
         self.before = None
@@ -577,7 +583,7 @@ class Worker:
             if placement[n.id] == self.name:
                 d = self.domains[n.id] = Domain(self.graph, n)
                 d.attach_clocks(self.tc)
-                d.use_checkpoints(self.store)
+                d.use_checkpoints(self.store, self.rebuilt)
         for dst in [n for n in self.early if n in self.graph.nodes]:
             for src, m in self.early.pop(dst):
                 if src not in self.lost_workers:
@@ -639,7 +645,7 @@ class Worker:
             self.held_reader.pop(nid, None)
             d = self.domains.get(nid)
             if d is not None:
-                d.use_checkpoints(self.store)
+                d.use_checkpoints(self.store, self.rebuilt)
 
     def _no_checkpoints(self, nid: str) -> None:
         d = self.domains.get(nid)
@@ -711,7 +717,8 @@ class Worker:
             d = self.domains[nid] = Domain(self.graph, self.graph[nid])
             d.crash()
             d.attach_clocks(self.tc)
-            d.use_checkpoints(None if getattr(d.node.op, "partial", False) else self.store)
+            d.use_checkpoints(None if getattr(d.node.op, "partial", False) else self.store,
+                              self.rebuilt)
             if self.direct:
                 self.holding[nid] = []       # (what was held for it is held again)
 

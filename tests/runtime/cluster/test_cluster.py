@@ -1302,12 +1302,13 @@ def test_a_client_connecting_before_the_server_is_ready_waits_for_it():
 def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
     """SIGKILL the worker hosting the vote view's joins (and their projections, the
     vote sharder), then, once they are back on the spare, the worker hosting the COUNT
-    shards and the readers: each stateful node lost the second time whose parents are
-    alive (the COUNT shards, below the restored vote sharder; the readers, below
-    restored projections) comes back from a checkpoint. The restored parents' logs
-    start at their restart, after the checkpoints these nodes took at creation; the
-    live children checkpointed when told of the restart (a request to their worker:
-    ``ClusterRuntime.parent_restarted``), else they were rebuilt. (With checkpoint
+    shards and the readers: each COUNT shard (below the restored vote sharder) comes
+    back from a checkpoint, each reader (below a restored projection over a join)
+    is rebuilt from its parent, as it takes none (``checkpoints.rebuilt_from_parents``).
+    The restored parents' logs start at their restart, after the checkpoints the COUNT
+    shards took at creation; the live children checkpointed when told of the restart
+    (a request to their worker: ``ClusterRuntime.parent_restarted``), else they were
+    rebuilt. (With checkpoint
     holders, the first kill took the other worker's holder too: its nodes checkpoint
     whole to the next one from ``tuning.HOLDER_WHOLE_AFTER`` after it is named, one a
     turn, which the pause before the writes gives them.)"""
@@ -1346,7 +1347,10 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
         assert {graph[n]["kind"] for n in stateful} == {"aggregate", "reader"}
         for n in stateful:
             assert reports[n].strategy == "treeclock", reports[n]
-            assert reports[n].checkpoint is not None, reports[n]
+            if graph[n]["kind"] == "reader":
+                assert reports[n].paths == {n: "rebuilt"}, reports[n]
+            else:
+                assert reports[n].checkpoint is not None, reports[n]
         write(50)
         check()
         db.close()
@@ -1536,7 +1540,8 @@ def test_a_lost_parent_and_its_stateful_child_come_back_from_the_childs_checkpoi
         db.close()
 
 
-def test_a_node_restored_after_its_workers_holder_was_named_is_checkpointed_whole_to_it():
+def test_a_node_restored_after_its_workers_holder_was_named_is_checkpointed_whole_to_it(
+        monkeypatch):
     """The SIGKILLed worker held the table's base and the view's reader (placed apart
     from its parent, the COUNT). The base comes back first, from its log replica, and
     naming its next replica names the spare's checkpoint holder too, before the reader
@@ -1544,7 +1549,10 @@ def test_a_node_restored_after_its_workers_holder_was_named_is_checkpointed_whol
     (``Worker.due_whole``), so that a second loss, of the spare, finds it and brings
     the reader back from it (path "checkpoint"), not rebuilt. (Before, only the nodes alive when the
     holder was named were owed one: at 1e7 votes a second kill rebuilt the COUNT
-    from the whole table, for seconds.)"""
+    from the whole table, for seconds.) The reader checkpoints here as any stateful
+    node does: a reader over a stateful parent is rebuilt from it by default
+    (``tuning.REBUILT_FROM_PARENTS``, turned off)."""
+    monkeypatch.setenv("NORIA_TUNING", "REBUILT_FROM_PARENTS=0")
     with Cluster(workers=2, shards=1) as cluster:
         db = noria_py.connect(cluster.url)
         db.execute("CREATE TABLE t (k INT, v INT)")
