@@ -182,7 +182,8 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
                 channels: str | None = None, arrow: bool = False,
                 writes: str | None = None, data_dir: str | None = None,
                 partial: bool = False, placement: str | None = None,
-                kill_load: bool = False, server_log: str | None = None) -> dict:
+                kill_load: bool = False, server_log: str | None = None,
+                kill_kind: str = "aggregate") -> dict:
     """``server_log``: the server's log (its warnings: workers lost, recoveries) is
     written to this file. ``data_dir``: served with ``--data-dir`` a new directory under it (left there).
     ``partial``: served with ``--partial`` (the vote view's reader, join and COUNT hold
@@ -191,7 +192,9 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
     with ``--placement`` (None: the server's default, apart). ``kill_load``: each kill
     falls inside a load, another client inserting batches of ``batch`` votes from a
     second before it until a second after the view is right: the longest a write of
-    it waited for its acknowledgement from the kill on is reported (``ack max``)."""
+    it waited for its acknowledgement from the kill on is reported (``ack max``).
+    ``kill_kind``: each kill is of the worker hosting a node shard of this kind (the
+    first in the graph's order; "aggregate", the vote view's COUNT, by default)."""
     extra = ("--recovery", strategy) + (() if checkpoints else ("--no-checkpoints",))
     if data_dir is not None:
         os.makedirs(data_dir, exist_ok=True)
@@ -264,13 +267,14 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
         recov = []
         for kill in range(kills):
             time.sleep(3)                      # failures are not back to back: the next
-            agg = next(n for n in db.graph() if n["kind"] == "aggregate")   # spare joins
+            graph = db.graph()
+            victim = next(n for n in graph if n["kind"] == kill_kind)   # spare joins
             k = 7
             want = count(k) + 1
             loader = _KillLoad(cluster.url, batch, kill) if kill_load else None
             n_before = len(db.recoveries())
             t1 = time.perf_counter()
-            db.fail(agg["id"])                 # SIGKILL of the worker hosting it
+            db.fail(victim["id"])              # SIGKILL of the worker hosting it
             vote.insert([(k, 1 << 31)])
             db.wait()                          # waits for the automatic recovery too
             _until(lambda: count(k) == want)
@@ -278,8 +282,10 @@ def one_cluster(workers: int, articles: int, votes: int, batch: int, samples: in
             ack = loader.stop(t1) if loader is not None else 0.0
             reports = db.recoveries()[n_before:]
             detect = max(getattr(r, "detection_seconds", 0.0) for r in reports)
+            kinds = {n["id"]: n["kind"] for n in graph}
             recov.append((detect, sum(r.seconds for r in reports), total,
-                          ",".join(sorted({r.strategy for r in reports})), ack))
+                          ",".join(sorted({r.strategy for r in reports})), ack,
+                          sorted({kinds.get(r.node, "?") for r in reports})))
         writes_at = db.writes
         db.close()
     return {"workers": workers, "tput": tput, "ctrl_share": ctrl_share, "writes": writes_at,
@@ -428,6 +434,10 @@ def main(argv: list[str]) -> int:
                         "--batch votes), from a second before it until a second after the "
                         "view is right: 'ack max s', the longest a write waited for its "
                         "acknowledgement from the kill on (median over the kills)")
+    p.add_argument("--kill-kind", dest="kill_kind", default="aggregate",
+                   choices=["aggregate", "join", "project", "reader", "sharder", "base"],
+                   help="each kill is of the worker hosting a node shard of this kind in the "
+                        "vote view (default: aggregate, the COUNT)")
     p.add_argument("--embedded", action="store_true",
                    help="then the same load and reads on the embedded engine in this process "
                         "(connect()), and the cluster's votes/s over it")
@@ -448,6 +458,7 @@ def main(argv: list[str]) -> int:
           f"{f'; writes at the {a.writes}' if a.writes else ''}"
           f"{'; partial readers' if a.partial else ''}"
           f"{f'; placement {a.placement}' if a.placement else ''}"
+          f"{f'; each kill of the worker of a {a.kill_kind}' if a.kills else ''}"
           f"{f'; --data-dir under {a.data_dir}' if a.data_dir else ''}"
           f"{'; the load through insert_arrow' if a.arrow else ''}; "
           f"client, controller and workers are separate processes on this machine")
@@ -459,7 +470,7 @@ def main(argv: list[str]) -> int:
         r = one_cluster(w, a.articles, a.votes, a.batch, a.samples, a.kills, a.recovery,
                         a.shards, not a.no_checkpoints, a.subscriber, a.many, a.ray,
                         a.channels, a.arrow, a.writes, a.data_dir, a.partial, a.placement,
-                        a.kill_load, a.server_log)
+                        a.kill_load, a.server_log, a.kill_kind)
         rec = r["recovery"]
         med = [statistics.median(x[i] for x in rec) for i in range(3)] if rec else [0, 0, 0]
         strategies = ",".join(sorted({x[3] for x in rec}))

@@ -21,6 +21,17 @@ def test_bench_cluster_checks_its_load_and_reports(arrow):
                            else "worker")
 
 
+@pytest.mark.slow
+def test_bench_cluster_kills_the_worker_of_the_kind_named():
+    """``--kill-kind join``: the recovery reports of each kill name a join, and the
+    view is right after it (the bench waits for the vote it writes)."""
+    r = clusterbench.one_cluster(2, 200, 3000, 500, 5, 1, "treeclock", shards=2,
+                                 many=100, kill_kind="join")
+    (detect, recover, total, strategies, _, kinds), = r["recovery"]
+    assert strategies == "treeclock" and 0 < recover and detect < total, r["recovery"]
+    assert "join" in kinds and "aggregate" not in kinds, kinds
+
+
 def test_write_steps_reports_each_step_both_ways(capsys):
     clusterbench.write_steps(batch=40, articles=50, writes=5)
     out = capsys.readouterr().out.splitlines()
