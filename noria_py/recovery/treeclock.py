@@ -298,6 +298,19 @@ def _children_checkpoints(graph: Graph, rt: Runtime, b: str,
     return kept
 
 
+def _clock_at(rt: Runtime, a: str, t: int) -> np.ndarray | None:
+    """``a``'s clock as of its time ``t``, from its log (the merge of its diffs up to
+    there); None where that is not known: ``a`` failed, or its log's summary of
+    compacted diffs goes past ``t``."""
+    if not rt.alive(a):
+        return None
+    rows = rt.info(a).log_rows
+    if rows is None or not len(rows) or int(rows[0, 0]) > t:
+        return None
+    upto = rows[rows[:, 0] <= t]
+    return cast(np.ndarray, upto.max(axis=0)) if len(upto) else None
+
+
 def _reaches(rt: Runtime, a: str, c: str, since: int) -> bool:
     """Whether ``a`` (alive) still holds every message it sent ``c`` after ``since``."""
     if not rt.alive(a):
@@ -382,6 +395,18 @@ def _plan(graph: Graph, rt: Runtime, node_id: str, witnesses: list[_Witness],
         # restored with its child two deep, took an article sharder's whole table
         # again: a reader row twice in a cluster)
         np.maximum(t_star, ck.clock, out=t_star)
+        t_star[0] = t_min
+    if witnesses or low is not None:
+        # B had, by its last message from A_i (A_i-time T*[A_i]), A_i's clock as of
+        # then under A_i: entries deeper than any witness's clock reaches (a witness
+        # itself restored earlier may hold them only from an old checkpoint). Without
+        # them B' would be a witness that names too early a time of a grandparent, and
+        # a failed parent two deep below it would replay messages taken already
+        for a in parents:
+            at = _clock_at(rt, a, resume[a])
+            if at is not None:
+                had = tc.make_diff(node.num, graph[a].num, at, t_min + 1)
+                tc.merge_into(node.num, t_star, had)
         t_star[0] = t_min
     for a in parents:
         if a not in buffers:
