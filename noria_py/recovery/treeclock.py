@@ -387,39 +387,32 @@ def _plan(graph: Graph, rt: Runtime, node_id: str, witnesses: list[_Witness],
         inputs = [(port, part) for port, a in enumerate(parents)
                   for part in output_through(graph, rt, a, node_id, resume[a])
                   ] if node.op.stateful else []
-    if ck is not None and ck.clock is not None and (witnesses or low is not None):
-        # what B had by its checkpoint it still had at t_min: its clock then holds its
-        # parents' parents' times too, some learnt at its settle (a view made over
-        # tables that held rows), which no witness logged; without them B' would
-        # resume a parent restarted later before what its state reflects (a join,
-        # restored with its child two deep, took an article sharder's whole table
-        # again: a reader row twice in a cluster)
-        np.maximum(t_star, ck.clock, out=t_star)
-        t_star[0] = t_min
     if witnesses or low is not None:
+        if ck is not None and ck.clock is not None:
+            # what B had by its checkpoint it still had at t_min: its clock then holds
+            # its parents' parents' times too, some learnt at its settle (a view made
+            # over tables that held rows), which no witness logged; without them B'
+            # would resume a parent restarted later before what its state reflects (a
+            # join, restored with its child two deep, took an article sharder's whole
+            # table again: a reader row twice in a cluster)
+            np.maximum(t_star, ck.clock, out=t_star)
         # B had, by its last message from A_i (A_i-time T*[A_i]), A_i's clock as of
         # then under A_i: entries deeper than any witness's clock reaches (a witness
         # itself restored earlier may hold them only from an old checkpoint). Without
         # them B' would be a witness that names too early a time of a grandparent, and
         # a failed parent two deep below it would replay messages taken already
-        for a in parents:
-            at = _clock_at(rt, a, resume[a])
-            if at is not None:
-                had = tc.make_diff(node.num, graph[a].num, at, t_min + 1)
-                tc.merge_into(node.num, t_star, had)
-        t_star[0] = t_min
+        had_from = {a: _clock_at(rt, a, resume[a]) for a in parents}
+    else:
+        if ck is not None:
+            t_min = ck.time             # (B' goes on numbering from its checkpoint)
+        had_from = {a: info.clock for a, info in infos.items()}   # (resumed as they stand)
+    for a, at in had_from.items():
+        if at is not None:
+            tc.merge_into(node.num, t_star, tc.make_diff(node.num, graph[a].num, at, t_min + 1))
+    t_star[0] = t_min
     for a in parents:
         if a not in buffers:
             buffers[a] = _log_after(rt, a, node_id, resume[a])
-    if not witnesses and low is None:
-        if ck is not None:
-            t_min = ck.time             # (B' goes on numbering from its checkpoint)
-        for a, info in infos.items():
-            if info.clock is not None:
-                had = tc.make_diff(node.num, graph[a].num, info.clock, t_min + 1)
-                had[0] = t_min
-                tc.merge_into(node.num, t_star, had)
-        t_star[0] = t_min
 
     # 4. execution replay, in the order the children's diffs pin
     heads = {a: 0 for a in parents}
