@@ -105,13 +105,9 @@ _ASK: Any = object()
 
 
 class _Lost(Exception):
-    """(``RemoteDatabase._write_at``: the connection broke after the write was sent)"""
-
-
-class _Doubt(_Lost):
-    """(``RemoteDatabase._write_at``: the worker answered ``doubt``: its controller
-    connection ended, the controller restarted, or its worker declared lost while it
-    lives on)"""
+    """(``RemoteDatabase._write_at``: the connection broke after the write was sent, or
+    the worker answered ``doubt``: its controller connection ended, the controller
+    restarted, or its worker was declared lost while it lived on)"""
 
 #: seconds to connect to a worker's read port (the controller's: ``connect(timeout=)``)
 CONNECT_TIMEOUT = 5.0
@@ -405,17 +401,14 @@ class RemoteDatabase:
 
     def _landed(self, table: str, tag: int, where: tuple[str, _Link, list[Any]],
                 deadline: float, lost: BaseException) -> bool:
-        """A write whose worker's connection broke before its answer: whether the
-        history took it (done), or not (False: it was never applied, send it again),
-        asked of the controller until it knows (``Server.m_write_landed``). One the
-        worker answered ``doubt`` is asked only of a restarted controller (the base
-        is another node now: the tags in the workers' logs say); the same base at the
-        same controller (its worker was declared lost while it lived on, and went on
-        for a while) is a ``ConnectError``, in doubt, as it was."""
-        if isinstance(lost, _Doubt):
-            said = self._call("write_placement", table)
-            if said is None or str(said[0]) == where[0]:
-                raise ConnectError(f"{lost}: it may or may not have been applied")
+        """A write whose worker's connection broke before its answer, or that it
+        answered ``doubt``: whether the history took it (done), or not (False: it was
+        never applied, send it again), asked of the controller until it knows
+        (``Server.m_write_landed``: once the base is up elsewhere, by the tags its log
+        took; a restarted controller's base is another node, and the tags in the
+        workers' logs say). Sound because a worker declared lost is fenced first: no
+        live worker takes its frames after, so its write is in the log the base is
+        restored from, or nowhere (``ClusterRuntime.forward`` asks the same)."""
         while True:
             said = self._call("write_landed", table, tag, where[2], where[0])
             if said is not None:
@@ -458,7 +451,7 @@ class RemoteDatabase:
                 if f[0] == "moved":
                     return str(f[2])
                 if f[0] == "doubt":     # (its controller lost: the next one says)
-                    return _Doubt(f"the worker at {link.address[0]}:{link.address[1]}: "
+                    return _Lost(f"the worker at {link.address[0]}:{link.address[1]}: "
                                   f"{f[2]}")
                 if f[0] == "error":
                     raise errors.named(f[2], f[3])

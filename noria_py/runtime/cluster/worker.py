@@ -1748,15 +1748,16 @@ class Worker:
             done.set()
         self.inbox.put_client((CLIENT, ["cw", nid, method, args, reply, tag]))
         while not done.wait(1.0):
-            if self.ended:
-                return IN_DOUBT
+            if self.ended:      # (a write it never took: nothing written, the client
+                return out[0] if out else None  # asks where the base is now, at the spare)
         return out[0]
 
     def end_writes(self) -> None:
         """The message thread ends (its controller gone, or ``stop``): writes waiting
         for their log may or may not be in it (on disk, with ``--data-dir``); their
-        clients are told so (``IN_DOUBT``), and ask the next controller."""
-        self.ended = True
+        clients are told so (``IN_DOUBT``), and ask the next controller. ``ended`` is
+        set last, once every write it took has its answer: one still in the inbox then
+        was never taken, nothing written (``client_write``)."""
         if self.reads.write == self.client_write:
             self.reads.write = None
         if self.reads.miss == self.direct_miss:
@@ -1770,6 +1771,7 @@ class Worker:
         for f in self.deferred:
             f[4](None)                  # (never taken: nothing written)
         self.deferred = []
+        self.ended = True
         if self.disk is not None:
             self.disk.close()           # (what it holds is on disk already)
 

@@ -1043,8 +1043,9 @@ def _writers_through_a_controller_restart(seed: int, tmp_path, monkeypatch,
     not (sent again). Then the table holds every acknowledged write once and nothing
     else, and the view counts them. (A worker declared lost by a live controller,
     silent under load, while it lives on, answers its writes in flight ``doubt``
-    too; those stay in doubt, a ``ConnectError`` naming the worker's reason, as
-    before: each must then be in the table whole or not at all.) ``twice``: once
+    too; the live controller says, by the tags of the log the base was restored
+    from. A write the controller cannot tell of is a ``ConnectError`` naming the
+    worker's reason: each must then be in the table whole or not at all.) ``twice``: once
     the restarted controller is up,
     it is SIGKILLed and started again, and the clients ask only then (the first
     restart's tags come from ``DIR/landed.json``). ``gap``: the controller stays

@@ -46,6 +46,7 @@ from noria_py.runtime.cluster import controller
 from noria_py.runtime.cluster.controller import CHANNELS, ClusterRuntime
 from noria_py.runtime.cluster.errors import WorkerLost
 from noria_py.runtime.cluster.launch import Cluster
+from noria_py.runtime.cluster.reads import IN_DOUBT
 from noria_py.runtime.cluster.restart import ClusterState
 from noria_py.runtime.cluster.server import Server
 from noria_py.runtime.cluster.writes import (
@@ -1267,6 +1268,78 @@ def test_an_answer_to_an_earlier_fill_acknowledges_nothing_of_a_later_one():
         assert base not in w.filling
     finally:
         ctl.close()
+
+
+def test_a_write_its_worker_never_took_is_moved_and_one_it_took_is_in_doubt():
+    """The message thread ends (its controller lost: a SIGKILL or Ray's kill under
+    way) with one write taken, on its way to the log replica, and another still in the
+    inbox: the first may or may not be in the log (``IN_DOUBT``: the client asks the
+    controller), the second was never applied, and its client is told the base is not
+    here (``None``: "moved", it asks where the base is now and sends it there). Seen in
+    CI: the write after ``db.fail`` under Ray, answered in doubt, raised ConnectError."""
+    from tests.runtime.cluster.test_partial import _worker_with
+    w, ctl, _ = _worker_with(["CREATE TABLE t (a INT, b INT)"], writes="worker")
+    try:
+        base = next(n for n, node in w.graph.nodes.items() if node.kind == "base")
+        w.links.broken.add("r")             # (the replica: answered here, never dialed)
+        w.set_replica(base, "r")
+        w.whole_log_part(base, "r", w.filling[base].fill)
+        w.replica_frame(["rdur", base, 0, w.filling[base].fill], "r")
+        taken: list = []
+        w.accept(base, "insert", [[(1, 1)]], taken.append)     # (sent, not answered)
+        untaken: list = []
+        said: list = []
+        client = threading.Thread(target=lambda: said.append(
+            w.client_write(base, "insert", [[(2, 2)]], 7, untaken.append)))
+        client.start()
+        deadline = time.monotonic() + 10
+        while w.inbox.fast.empty() and w.inbox.q.empty() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        w.end_writes()
+        client.join(10)
+        assert taken == [IN_DOUBT]
+        assert said == [None] and untaken == []
+        assert w.client_write(base, "insert", [[(3, 3)]], 8, untaken.append) is None
+    finally:
+        ctl.close()
+
+
+@pytest.mark.parametrize("landed", [False, True])
+def test_a_write_answered_in_doubt_is_asked_of_the_controller_not_raised(
+        landed, monkeypatch):
+    """A write its worker answered ``doubt`` is asked of the controller
+    (``write_landed``), the same controller too (its worker declared lost while it
+    lived on: fenced first, so the write is in the log its base is restored from, or
+    nowhere): done if it landed, else sent again where the base is now; never a
+    ``ConnectError`` while the controller can tell."""
+    from noria_py.remote import _Lost
+    from tests.runtime.cluster.test_restart import _FakeServer
+    server = _FakeServer()
+    db = RemoteDatabase("127.0.0.1", server.port, "tok")
+    try:
+        places = iter([["n1", ["127.0.0.1", 1]], ["n1", ["127.0.0.1", 2]]])
+        sent: list = []
+        asked: list = []
+
+        def call(method: str, *args):
+            if method == "write_placement":
+                return next(places)
+            assert method == "write_landed"
+            asked.append(args[:1] + args[2:])
+            return landed
+
+        def write_at(where, method, args, tag):
+            sent.append(where[2])
+            return _Lost(IN_DOUBT[1]) if len(sent) == 1 else None
+        monkeypatch.setattr(db, "_call", call)
+        monkeypatch.setattr(db, "_write_at", write_at)
+        db._write("t", "insert", [[(1,)]])
+        assert asked == [("t", ["127.0.0.1", 1], "n1")]
+        assert sent == ([["127.0.0.1", 1]] if landed else
+                        [["127.0.0.1", 1], ["127.0.0.1", 2]])
+    finally:
+        db.close()
+        server.stop()
 
 
 def _log_rows(h: WriteHistory) -> tuple[int, list, list]:
