@@ -454,6 +454,10 @@ def _since_checkpoint(rt: Runtime, node_id: str, ck: Checkpoint, resume: dict[st
             msgs = _log_after(rt, a, node_id, since)
         except RecoveryError:
             return None
+        if len(msgs) < upto - since:
+            raise RecoveryError(
+                f"parent {a} has sent {node_id} only up to its time {since + len(msgs)}, "
+                f"short of the {upto} it is to resume at; the logs disagree")
         logs[a] = msgs[upto - since:]
         taken.extend((port, m.batch) for m in msgs[:upto - since])
     buffers.update(logs)

@@ -322,3 +322,22 @@ def test_a_child_of_a_restored_parent_comes_back_from_its_checkpoint(seed, shard
         report = db.recover(child, strategy="treeclock")
         assert report.checkpoint is not None, (parent, child, report)
         assert not _wrong(db, model, keyed), (parent, child, report)
+
+
+def test_a_parents_log_short_of_the_resume_time_is_refused_not_taken_short():
+    """``_since_checkpoint``: a parent whose log ends before the time B is to resume
+    at (its time said more than it had sent: a base's held write, in a cluster) is a
+    ``RecoveryError``, never a restore with the missing messages left out."""
+    from types import SimpleNamespace
+
+    from noria_py.batch import Batch
+    from noria_py.errors import RecoveryError
+    from noria_py.recovery import treeclock
+    msg = SimpleNamespace(time=15, batch=Batch.inserts([(1,)]))
+    rt = SimpleNamespace(payload_after=lambda a, b, since: ([msg], 15))
+    ck = SimpleNamespace(parent_times={"n1": 14})
+    with pytest.raises(RecoveryError, match="short of the 16"):
+        treeclock._since_checkpoint(rt, "n25", ck, {"n1": 16}, {})
+    buffers: dict = {}
+    assert treeclock._since_checkpoint(rt, "n25", ck, {"n1": 15}, buffers) == [(0, msg.batch)]
+    assert buffers == {"n1": []}

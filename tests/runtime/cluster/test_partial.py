@@ -358,10 +358,10 @@ def test_serve_refuses_a_memory_limit_without_partial_or_below_zero():
 
 # ---------------------------------------------------------------- a worker in this process
 
-def _worker_with(sqls: list[str], writes: str = "controller"):
+def _worker_with(sqls: list[str], writes: str = "controller", clocks: bool = False):
     """A direct-channels worker (w1) hosting every node of ``sqls`` (CREATE TABLE and
     CREATE VIEW), its controller the returned connection's other end, and the ids of
-    the nodes each view made. ``writes``: ``serve --writes``."""
+    the nodes each view made. ``writes``: ``serve --writes``; ``clocks``: tree clocks."""
     import socket
 
     from noria_py.graph import Graph
@@ -372,7 +372,7 @@ def _worker_with(sqls: list[str], writes: str = "controller"):
     from sql_frontend import wire as plan_wire
 
     ours, theirs = socket.socketpair()
-    w = Worker(wire.Connection(ours), "w1", 1, clocks=False, channels="direct", writes=writes)
+    w = Worker(wire.Connection(ours), "w1", 1, clocks=clocks, channels="direct", writes=writes)
     parser = noria_py.connect()
     made: list = []
     shadow = Planner(Graph(), 1, made.append)       # (the controller's, numbering alike)
