@@ -943,7 +943,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--placement", choices=PLACEMENTS, default="apart",
                    help="where node shards go: apart (default: each on a worker holding "
                         "none of its parents, so a lost worker leaves every lost node's "
-                        "neighbours alive for tree clocks) or together (each shard's chain "
+                        "neighbours alive for tree clocks; a stateless operator of one "
+                        "parent sits with it where the parent's parents are elsewhere) "
+                        "or together (each shard's chain "
                         "of operators on one worker: batches cross between workers only at "
                         "sharders; a lost worker takes whole chains, recovered two deep by "
                         "tree clocks and by lineage beyond)")

@@ -176,6 +176,28 @@ def test_placement_together_keeps_each_shards_chain_on_one_worker():
         db.close()
 
 
+def test_placement_apart_puts_every_edge_between_workers_but_a_stateless_nodes_on_its_parent():
+    """The default, ``apart``: every node shard on a worker holding none of its parents,
+    except a stateless operator of one parent (the vote view's project), which goes with
+    that parent where the parent's own parents are elsewhere: a lost worker then takes a
+    chain two deep at most, and each lost chain's parents are alive."""
+    with Cluster(workers=2, shards=2) as cluster:
+        db = noria_py.connect(cluster.url)
+        workloads.setup(db, 50)
+        nodes = {n["id"]: n for n in db.graph()}
+        together = [(p, n["id"]) for n in nodes.values() for p in n["parents"]
+                    if nodes[p]["worker"] == n["worker"]]
+        assert together and all(nodes[n]["kind"] == "project" and len(nodes[n]["parents"]) == 1
+                                for _, n in together), together
+        for p, _ in together:
+            assert all(nodes[g]["worker"] != nodes[p]["worker"] for g in nodes[p]["parents"])
+        db.table("vote").insert([(i % 50, i) for i in range(500)])
+        db.wait()
+        found = db.view(workloads.VIEW_NAME).lookup_many(range(50))
+        assert found == [[(k, f"article {k}", 10)] for k in range(50)]
+        db.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS[:8])
 def test_sigkill_soak_with_each_shards_chain_together(seed, monkeypatch):
@@ -1278,17 +1300,18 @@ def test_a_client_connecting_before_the_server_is_ready_waits_for_it():
 
 
 def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
-    """SIGKILL the worker hosting the vote view's COUNT shards, then, once they are back
-    on the spare, the worker hosting the joins: each join shard lost the second time
-    (below restored COUNT shards and sharder) comes back from a checkpoint, each reader
-    (below a restored projection over a join) is rebuilt from its parent, as it takes
-    none (``checkpoints.rebuilt_from_parents``). The restored parents' logs start at
-    their restart, after the checkpoints the joins took at creation; the live children
-    checkpointed when told of the restart (a request to their worker:
-    ``ClusterRuntime.parent_restarted``), else they were rebuilt. (With checkpoint
-    holders, the first kill took the joins' worker's holder too: they checkpoint whole
-    to the next one from ``tuning.HOLDER_WHOLE_AFTER`` after it is named, one a turn,
-    which the pause before the writes gives them.)"""
+    """SIGKILL the worker hosting the vote view's joins (and their projections, the
+    vote sharder), then, once they are back on the spare, the worker hosting the COUNT
+    shards and the readers: each COUNT shard (below the restored vote sharder) comes
+    back from a checkpoint, each reader (below a restored projection over a join)
+    is rebuilt from its parent, as it takes none (``checkpoints.rebuilt_from_parents``).
+    The restored parents' logs start at their restart, after the checkpoints the COUNT
+    shards took at creation; the live children checkpointed when told of the restart
+    (a request to their worker: ``ClusterRuntime.parent_restarted``), else they were
+    rebuilt. (With checkpoint
+    holders, the first kill took the other worker's holder too: its nodes checkpoint
+    whole to the next one from ``tuning.HOLDER_WHOLE_AFTER`` after it is named, one a
+    turn, which the pause before the writes gives them.)"""
     with Cluster(workers=2, shards=2) as cluster:
         db = noria_py.connect(cluster.url)
         write, check = _votes_of_300_articles(db, 6)
@@ -1310,18 +1333,18 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
         for _ in range(10):
             write(250)
         db.wait()
-        kill("aggregate")
+        kill("join")
         time.sleep(2)                               # (whole to the new holder: 1 s on)
         write(100)
         db.wait()
         graph = {n["id"]: n for n in db.graph()}
-        aggregates = {graph[n]["pid"] for n in graph if graph[n]["kind"] == "aggregate"}
-        assert not aggregates & {graph[n]["pid"] for n in graph if graph[n]["kind"] == "join"}
-        lost, reports = kill("join")
+        readers = {graph[n]["pid"] for n in graph if graph[n]["kind"] == "reader"}
+        assert not readers & {graph[n]["pid"] for n in graph if graph[n]["kind"] == "join"}
+        lost, reports = kill("reader")
         assert set(reports) >= lost
-        stateful = [n for n in lost if graph[n]["kind"] in ("join", "reader")
+        stateful = [n for n in lost if graph[n]["kind"] in ("aggregate", "reader")
                     and not set(graph[n]["parents"]) & lost]
-        assert {graph[n]["kind"] for n in stateful} == {"join", "reader"}
+        assert {graph[n]["kind"] for n in stateful} == {"aggregate", "reader"}
         for n in stateful:
             assert reports[n].strategy == "treeclock", reports[n]
             if graph[n]["kind"] == "reader":

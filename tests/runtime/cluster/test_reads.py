@@ -904,17 +904,17 @@ def test_a_sigkilled_readers_worker_is_read_again_at_the_spare():
                                                enumerate(counts)]
         voters.lookup(1)
         check_ranges()              # (both shards' indexes built)
-        before = {link.address for link in votes._where.links}
-        reader = next(n for n in db.graph() if n["id"] == votes._where.nodes[0])
+        before = {link.address for link in voters._where.links}
+        reader = next(n for n in db.graph() if n["id"] == voters._where.nodes[0])
         assert reader["pid"] in {n["pid"] for n in db.graph()
                                  if n["id"] in ranged._where.nodes}
         os.kill(reader["pid"], signal.SIGKILL)
-        check_ranges()              # (no wait(): reads wait for the recovery)
         # no wait(): the first read finds the worker gone and waits for the recovery
+        assert sorted(voters.lookup(1)) == sorted((1, u) for a, u in rows if a == 1)
+        assert {link.address for link in voters._where.links} != before
+        check_ranges()
         assert votes.lookup_many(range(50)) == [[(k, n)] if n else [] for k, n in
                                                enumerate(counts)]
-        assert {link.address for link in votes._where.links} != before
-        assert sorted(voters.lookup(1)) == sorted((1, u) for a, u in rows if a == 1)
         more = [(k % 50, 7) for k in range(100)]
         db.table("vote").insert(more)
         db.wait()
