@@ -1373,7 +1373,7 @@ class ClusterRuntime(Runtime):
         if not node.op.stateful and len(node.parents) == 1 and node.kind != "sharder":
             # a stateless operator (a project, a filter) goes with its one parent, where
             # that parent's worker holds none of the parent's own parents: its batches
-            # then cross no worker (the vote view's project: 1.27x the votes/s), and
+            # then cross no worker (the vote view's project: 1.2x the votes/s), and
             # a lost worker takes a chain two deep at most, which tree clocks recover
             # from the live grandparent (docs/recovery.md, "Concurrent failures")
             at = self.placement.get(node.parents[0])

@@ -1531,34 +1531,35 @@ class Worker:
             out.append(row)
         return out
 
+    def sent_time(self, nid: str) -> int:
+        """Node ``nid``'s time as its children know it: for a base, that of the last
+        write it passed on. Its writes whose output waits for the log were not sent
+        (the held writes are its latest, one time each); the children take them when
+        they are (``durable``). What a recovery reads of a base (``req_info``,
+        ``req_payload_after``) stops there, both alike: a child restored while its
+        base held a write, resumed after it by ``info`` but given the log without it,
+        dropped the held write as a duplicate when it came (a COUNT 5 rows short,
+        found by a SIGKILL soak)."""
+        return self.domains[nid].time - len(self.waiting(nid))
+
     def req_info(self, nid: str) -> list[Any]:
-        """What recovery reads of node ``nid`` (``Domain.info``). A base's writes whose
-        output waits for its log are left out, as ``req_payload_after`` leaves them
-        out: its time is that of the last write it passed on. Else a child restored
-        then resumed at the held write's time, took from the log only what was sent
-        (one write fewer, no error), and dropped the held write as a duplicate when it
-        came: a COUNT 5 rows short, found by a SIGKILL soak."""
+        """What recovery reads of node ``nid`` (``Domain.info``), as of ``sent_time``."""
         i = self.domains[nid].info()
-        time, clock = i.time, i.clock
-        held = len(self.waiting(nid))
-        if held:
-            time -= held
-            if clock is not None:
-                clock = clock.copy()
-                clock[0] = time         # (a base has no parents: its own entry alone)
+        time, clock = self.sent_time(nid), i.clock
+        if time != i.time and clock is not None:
+            clock = clock.copy()
+            clock[0] = time             # (a base has no parents: its own entry alone)
         arr = wire.encode_array
         return [i.alive, time, i.last_seen, arr(clock), arr(i.log_rows), arr(i.diff_rows)]
 
     def req_payload_after(self, nid: str, child: str, t: int) -> list[Any]:
+        """The logged messages to ``child`` after ``t`` and the time, as of
+        ``sent_time``."""
         msgs, now = self.domains[nid].payload_after(child, t)
-        held = self.waiting(nid)
-        if held:
-            # writes not yet durable were not sent: the child takes them when they
-            # are (``durable``), after what this answer gives it
-            # (the held writes are the base's latest, one time each)
-            first = self.domains[nid].time - len(held) + 1
-            msgs = [m for m in msgs if m.time < first]
-            now = min(now, first - 1)
+        sent = self.sent_time(nid)
+        if sent < now:
+            msgs = [m for m in msgs if m.time <= sent]
+            now = sent
         return [[encode_message(m) for m in msgs], now]
 
     def req_output_info(self, nid: str, child: str, upto: int) -> list[Any]:

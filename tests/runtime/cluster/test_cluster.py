@@ -1308,10 +1308,9 @@ def test_children_of_a_lost_workers_nodes_come_back_from_their_checkpoints():
     The restored parents' logs start at their restart, after the checkpoints the COUNT
     shards took at creation; the live children checkpointed when told of the restart
     (a request to their worker: ``ClusterRuntime.parent_restarted``), else they were
-    rebuilt. (With checkpoint
-    holders, the first kill took the other worker's holder too: its nodes checkpoint
-    whole to the next one from ``tuning.HOLDER_WHOLE_AFTER`` after it is named, one a
-    turn, which the pause before the writes gives them.)"""
+    rebuilt. (With checkpoint holders, the first kill took the other worker's holder
+    too: its nodes checkpoint whole to the next one from ``tuning.HOLDER_WHOLE_AFTER``
+    after it is named, one a turn, which the pause before the writes gives them.)"""
     with Cluster(workers=2, shards=2) as cluster:
         db = noria_py.connect(cluster.url)
         write, check = _votes_of_300_articles(db, 6)

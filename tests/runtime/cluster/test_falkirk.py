@@ -177,10 +177,11 @@ def test_mixed_policies_stay_flat_and_come_back_along_the_frontier(writes, monke
         report = db.recover("n9")
         assert report.strategy == "falkirk" and report.fallback is None, report
         # the unlogged edges pulled the live union back; v's live eager reader stays as
-        # it is (its lost COUNT back from the checkpoint of its every message). Through the lost projection the live filter is set back too when the
-        # projection had taken messages from it since its last point, which depends on
-        # timing (under CI's load it once had none: the frontier left the filter, and the
-        # views below are checked either way)
+        # it is (its lost COUNT back from the checkpoint of its every message). Through
+        # the lost projection the live filter is set back too when the projection had
+        # taken messages from it since its last point, which depends on timing (under
+        # CI's load it once had none: the frontier left the filter, and the views below
+        # are checked either way)
         rolled = set(report.rolled_back)
         assert {"n8", "n9"} <= rolled, report
         assert "n4" not in rolled, report

@@ -1270,6 +1270,18 @@ def test_an_answer_to_an_earlier_fill_acknowledges_nothing_of_a_later_one():
         ctl.close()
 
 
+def _replica_filled(w, base: str) -> int:
+    """Name the log replica "r" of ``base`` at worker ``w`` (answered here, never
+    dialed) and answer its whole log: the next write goes to it, held until its
+    ``rdur``. Returns the fill's number."""
+    w.links.broken.add("r")
+    w.set_replica(base, "r")
+    fill = w.filling[base].fill
+    w.whole_log_part(base, "r", fill)
+    w.replica_frame(["rdur", base, 0, fill], "r")
+    return fill
+
+
 def test_a_write_its_worker_never_took_is_moved_and_one_it_took_is_in_doubt():
     """The message thread ends (its controller lost: a SIGKILL or Ray's kill under
     way) with one write taken, on its way to the log replica, and another still in the
@@ -1281,10 +1293,7 @@ def test_a_write_its_worker_never_took_is_moved_and_one_it_took_is_in_doubt():
     w, ctl, _ = _worker_with(["CREATE TABLE t (a INT, b INT)"], writes="worker")
     try:
         base = next(n for n, node in w.graph.nodes.items() if node.kind == "base")
-        w.links.broken.add("r")             # (the replica: answered here, never dialed)
-        w.set_replica(base, "r")
-        w.whole_log_part(base, "r", w.filling[base].fill)
-        w.replica_frame(["rdur", base, 0, w.filling[base].fill], "r")
+        _replica_filled(w, base)
         taken: list = []
         w.accept(base, "insert", [[(1, 1)]], taken.append)     # (sent, not answered)
         untaken: list = []
@@ -1357,11 +1366,7 @@ def test_a_bases_time_for_recovery_leaves_out_the_writes_whose_output_waits_for_
     try:
         base = next(n for n, node in w.graph.nodes.items() if node.kind == "base")
         child = w.graph[base].children[0]
-        w.links.broken.add("r")             # (the replica: answered here, never dialed)
-        w.set_replica(base, "r")
-        fill = w.filling[base].fill
-        w.whole_log_part(base, "r", fill)
-        w.replica_frame(["rdur", base, 0, fill], "r")
+        fill = _replica_filled(w, base)
         answers: list = []
         w.accept(base, "insert", [[(1, 1)]], answers.append)
         w.replica_frame(["rdur", base, 1, fill], "r")       # (durable, passed on)
