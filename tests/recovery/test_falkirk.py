@@ -291,3 +291,60 @@ def test_a_view_created_while_a_node_is_down_is_rebuilt(monkeypatch):
     _check(db)
     assert sorted(db.view("x").all()) == sorted(
         db.execute("SELECT a, COUNT(*) FROM t WHERE b < 5 GROUP BY a").fetchall())
+
+
+def test_newest_span_is_a_binary_search_over_a_prefix():
+    """``_newest``: the newest of the first ``top`` spans that the test holds for, when
+    it holds for a prefix of them (a node's parent-times only grow span by span), in
+    about log2(top) tests."""
+    from noria_py.runtime import falkirk
+    for n in range(0, 40):
+        pts = list(range(n))
+        for top in range(n + 1):
+            for cut in range(n + 1):
+                asked: list[int] = []
+                got = falkirk._newest(pts, top, lambda x: asked.append(x) or x < cut)
+                want = next((x for x in reversed(pts[:top]) if x < cut), None)
+                assert got == want, (n, top, cut)
+                assert len(asked) <= max(1, top).bit_length() + 1, (n, top, asked)
+
+
+def test_the_low_watermark_reads_few_of_a_stateless_nodes_many_spans(monkeypatch):
+    """The regime's defaults (stateful nodes lazy, stateless ones a span at every
+    message): with the lazy nodes' checkpoints far apart, the stateless nodes hold
+    hundreds of spans above the low watermark. Finding it (every few spans, as writes
+    go on) tests a few of them per node, not all (a linear search from the newest made
+    it half of a write's time), and it is the frontier the linear search finds."""
+    from noria_py.runtime import falkirk
+    from noria_tools import workloads
+    _every(monkeypatch, 10_000)
+    db = noria_py.connect(regime="falkirk", shards=2)
+    workloads.setup(db, 50)
+    rt = db.runtime
+    assert isinstance(rt, FalkirkRuntime)
+    rng = random.Random(4)
+    counts = [0] * 50
+    for i in range(300):
+        rows = [(rng.randrange(50), i * 10 + j) for j in range(4)]
+        db.table("vote").insert(rows)
+        for a, _ in rows:
+            counts[a] += 1
+    spans = max(len(p) for p in rt.points.values())
+    assert spans >= 250, {n: len(p) for n, p in rt.points.items()}
+    calls = 0
+    no_orphan = falkirk.Spans.no_orphan
+
+    def counted(self, nid, x, s):
+        nonlocal calls
+        calls += 1
+        return no_orphan(self, nid, x, s)
+    monkeypatch.setattr(falkirk.Spans, "no_orphan", counted)
+    line = rt.lowest_line()
+    assert line is not None and calls < spans, (calls, spans)
+
+    def linear(pts, top, ok):
+        return next((pts[i] for i in range(top - 1, -1, -1) if ok(pts[i])), None)
+    monkeypatch.setattr(falkirk, "_newest", linear)
+    assert rt.lowest_line() == line
+    view = db.view(workloads.VIEW_NAME)
+    assert [view.lookup(a)[0][2] for a in range(50)] == [c or None for c in counts]
