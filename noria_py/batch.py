@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, Sequence, cast
 
 import numpy as np
 
-from .nan import column_list
+from .nan import column_list, concat
 
 
 class Batch:
@@ -89,6 +89,25 @@ class Batch:
         """One write's batch: its deletions, then its insertions (the order a base
         validates and logs them in)."""
         return cls(deletes + inserts, [-1] * len(deletes) + [1] * len(inserts))
+
+    @classmethod
+    def concat(cls, parts: Sequence["Batch"]) -> "Batch":
+        """The entries of ``parts``, in order, as one batch (one part: that part).
+        Columnar when every part is, with the same number of columns, and each column's
+        values keep their types in one array (one dtype, or objects among them:
+        ``nan.concat``); else as rows. ints and floats meeting in a column would come
+        out floats, so such parts are joined as rows."""
+        if len(parts) == 1:
+            return parts[0]
+        cols = [p.cols for p in parts]
+        first = cols[0]
+        if first and all(c and len(c) == len(first) for c in cols):
+            arrays = cast("list[tuple[np.ndarray, ...]]", cols)
+            if all(len({a.dtype for a in column}) == 1 or any(a.dtype == object for a in column)
+                   for column in zip(*arrays)):
+                return cls.columnar([concat(column) for column in zip(*arrays)],
+                                    np.concatenate([cast(np.ndarray, p.sign_array) for p in parts]))
+        return cls([r for p in parts for r in p.rows], [s for p in parts for s in p.signs])
 
     def _as_rows(self) -> None:
         """About to be changed in place: drop the columnar form."""

@@ -181,3 +181,48 @@ def test_undoing_takes_a_keyed_state_back_row_by_row():
     assert state == before and b.signs == [-1, 1, 1, -1]
     c = Batch.columnar([np.array([1, 1]), np.array([5, 6])], np.array([-1, 1]))
     assert list(c.undoing()) == [((1, 6), -1), ((1, 5), 1)]
+
+
+def test_concat_joins_columns_of_one_dtype_and_keeps_each_values_type_otherwise():
+    ints = Batch.columnar([np.array([1, 2]), np.array([3, 4])], np.array([1, -1]))
+    more = Batch.columnar([np.array([5]), np.array([6])], np.array([1]))
+    both = Batch.concat([ints, more])
+    assert both.cols is not None and [c.dtype for c in both.cols] == [np.int64, np.int64]
+    assert list(both) == [((1, 3), 1), ((2, 4), -1), ((5, 6), 1)]
+    assert Batch.concat([ints]) is ints
+    # int and float in one column would make floats: joined as rows, each value as it was
+    floats = Batch.columnar([np.array([1.5]), np.array([7])], np.array([1]))
+    mixed = Batch.concat([ints, floats])
+    assert mixed.cols is None and list(mixed) == [((1, 3), 1), ((2, 4), -1), ((1.5, 7), 1)]
+    assert [type(v) for v in mixed.rows[0]] == [int, int]
+    # objects (a NULL) beside ints: one object column, the ints still ints
+    nulls = Batch.columnar([np.array([None], dtype=object), np.array([8])], np.array([1]))
+    obj = Batch.concat([ints, nulls])
+    assert obj.cols is not None and obj.cols[0].dtype == object
+    assert obj.rows == [(1, 3), (2, 4), (None, 8)] and type(obj.rows[0][0]) is int
+    rows = Batch([(9, 9)], [-1])
+    assert list(Batch.concat([rows, ints])) == [((9, 9), -1), ((1, 3), 1), ((2, 4), -1)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1),
+                          st.lists(st.tuples(st.integers(0, 3), st.sampled_from([1, -1])), max_size=4),
+                          st.booleans()), max_size=12))
+def test_joined_runs_keep_each_ports_entries_in_order(parts):
+    """``joined_runs`` (a restarting aggregate's inputs): per port, the same entries in
+    the same order as the parts one after another, each run of one port one batch."""
+    from noria_py.runtime.domain import joined_runs
+    inputs = []
+    for port, entries, columnar in parts:
+        rows, signs = [(k, k * 10) for k, _ in entries], [s for _, s in entries]
+        b = (Batch.columnar([np.array([r[0] for r in rows], dtype=np.int64),
+                             np.array([r[1] for r in rows], dtype=np.int64)],
+                            np.array(signs, dtype=np.int64))
+             if columnar else Batch(rows, signs))
+        inputs.append((port, b))
+    out = joined_runs(inputs)
+    for port in (0, 1):
+        assert [e for p, b in out if p == port for e in b] == [
+            e for p, b in inputs if p == port for e in b]
+    assert all(len(b) for _, b in out)
+    assert all(a != b for (a, _), (b, _) in zip(out, out[1:]))

@@ -77,6 +77,7 @@ class Aggregate(Operator, HeldKeys):
     kind = "aggregate"
     stateful = True
     checkpoint_form = "keyed"
+    inputs_join = True
     #: while partial: the groups held (the rest are holes)
     holes: Holes | None = None
     #: while partial: the partial reader below (noria_py/partial.py)

@@ -268,7 +268,7 @@ class Domain:
         elif store is not None:
             store.drop(self.id)
         since = self.ck_inputs if checkpoint is not None else None
-        for port, batch in inputs:
+        for port, batch in joined_runs(inputs) if op.inputs_join else inputs:
             op.process(port, batch)
             if since is not None:
                 since.append((port, op.taken(port, batch)))
@@ -675,3 +675,30 @@ class Domain:
 
     def payload_size(self) -> int:
         return sum(len(q) for q in self.payload.values())
+
+
+def joined_runs(inputs: Iterable[tuple[int, Batch]]) -> list[tuple[int, Batch]]:
+    """``inputs`` (port, batch) with each run of one port's batches joined into one
+    (``Batch.concat``), empty ones left out: what a restarting operator whose
+    ``inputs_join`` says so (an aggregate) takes to rebuild its state. Its state is a
+    function of the multiset each port took, not of how that was cut into batches
+    (ops/operator.py), and a COUNT's call costs about the same up to a few hundred
+    rows, so the messages since its checkpoint (up to ``CHECKPOINT_EVERY``, a few
+    dozen rows each in a sharded view) cost one call instead of one each: 0.017 s
+    against 0.07-0.10 s for a shard 1,000 messages past its checkpoint
+    (docs/recovery.md). The runs keep the order of the inputs (a row deleted after it
+    was inserted stays after it)."""
+    out: list[tuple[int, Batch]] = []
+    run: list[Batch] = []
+    at = -1
+    for port, batch in inputs:
+        if not len(batch):
+            continue
+        if port != at and run:
+            out.append((at, Batch.concat(run)))
+            run = []
+        at = port
+        run.append(batch)
+    if run:
+        out.append((at, Batch.concat(run)))
+    return out

@@ -341,3 +341,38 @@ def test_a_parents_log_short_of_the_resume_time_is_refused_not_taken_short():
     buffers: dict = {}
     assert treeclock._since_checkpoint(rt, "n25", ck, {"n1": 15}, buffers) == [(0, msg.batch)]
     assert buffers == {"n1": []}
+
+
+def test_an_aggregate_back_from_its_checkpoint_takes_what_came_since_in_one_call(monkeypatch):
+    """A COUNT restarting from its checkpoint takes its parent's messages since then
+    joined into one batch (``Operator.inputs_join``, ``Domain.restore_state``), not one
+    call each, and its groups come out as the messages one by one left them."""
+    from noria_py.ops.aggregate import Aggregate
+    monkeypatch.setattr(tuning, "ACK_EVERY", 4)
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 8)
+    db = noria_py.connect()
+    db.execute("CREATE TABLE vote (article_id INT, user_id INT)")
+    db.execute("CREATE VIEW c AS SELECT article_id, COUNT(*) AS n FROM vote GROUP BY article_id")
+    vote = db.table("vote")
+    rng = random.Random(3)
+    written = [(rng.randrange(30), i) for i in range(400)]
+    for i in range(0, 200, 10):                 # checkpoints every 8 messages
+        vote.insert(written[i:i + 10])
+    monkeypatch.setattr(tuning, "CHECKPOINT_EVERY", 10**6)
+    for i in range(200, 360, 4):                # 40 messages, none checkpointed
+        vote.insert(written[i:i + 4])
+    agg = next(n["id"] for n in db.graph() if n["kind"] == "aggregate")
+    db.fail(agg)
+    vote.insert(written[360:])
+    calls: list[int] = []
+    process = Aggregate.process
+    monkeypatch.setattr(Aggregate, "process",
+                        lambda self, port, batch: calls.append(len(batch)) or process(self, port, batch))
+    report = db.recover(agg, strategy="treeclock")
+    assert report.checkpoint is not None and report.checkpoint >= 16, report
+    db.wait()
+    assert calls[0] >= 160 and len(calls) <= 3, calls     # joined; then the replay's
+    counts: dict[int, int] = {}
+    for a, _ in written:
+        counts[a] = counts.get(a, 0) + 1
+    assert sorted(db.view("c").all()) == sorted(counts.items())
