@@ -340,14 +340,18 @@ def run_recovery(argv: list[str]) -> int:
                    "aggregate, join, reader, topk, extremum, distinct; a comma list, or all)")
     p.add_argument("--articles", type=int, default=None,
                    help="with --node (default 100,000)")
+    p.add_argument("--since", type=int, default=0, metavar="K",
+                   help="with --node: the node's checkpoint taken by hand each round, then K "
+                   "inserts of 100 votes before the round's (none taken on the schedule): a "
+                   "stateful shard fails K messages or so past its checkpoint")
     a = p.parse_args(argv)
     sizes = [int(float(s)) for s in a.sizes.split(",")]
     strategies = a.strategies.split(",")
     if a.node is not None:
         from noria_tools.recoverybench import run_nodes
         return run_nodes(a, sizes, strategies)
-    if a.articles is not None:
-        p.error("--articles goes with --node")
+    if a.articles is not None or a.since:
+        p.error("--articles and --since go with --node")
     a.shards = a.shards or 8
     results: dict[str, dict[int, float]] = {s: {} for s in strategies}
     print(f"recovery of a failed sharder in front of {a.shards} aggregate shards, "

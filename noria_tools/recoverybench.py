@@ -14,6 +14,13 @@ mismatch raises AssertionError. The strategies take turns round by round (the fi
 round's order rotated each round), so a drift of the machine's speed hits them alike;
 each row shows the load average when it was printed.
 
+``--since K``: each round the node's checkpoint is taken by hand first, then K
+inserts of 100 votes go in before the round's own (the schedule's checkpoints off for
+the run), so that a stateful shard fails K messages or so past its checkpoint (its
+parent sends it one per insert; more if the acknowledgements had not yet made that
+checkpoint its stable one): what a tree-clock recovery then replays, up to
+``tuning.CHECKPOINT_EVERY`` on the schedule.
+
 A pair (``--node sharder+aggregate`` or ``aggregate+join``) fails a node shard and
 one of its children together, and ``db.recover()`` (or lineage, parent first) brings
 both back; the rounds say whether the child came back from its checkpoint (ck) or was
@@ -32,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from noria_py import connect
+from noria_py import connect, tuning
 from noria_py.errors import Error
 from noria_tools import workloads
 from noria_tools.bench import load_votes, plot_recovery
@@ -164,8 +171,12 @@ def check(bed: VoteBed, sample: int | None = 200) -> None:
         assert got == want, f"{name}[{k}]: got {got}, want {want}"
 
 
-def fail_with_votes(bed: VoteBed, node: str) -> None:
-    """1,000 votes, the node fails, 1,000 more votes while it is down."""
+def fail_with_votes(bed: VoteBed, node: str, since: int = 0) -> None:
+    """1,000 votes, the node fails, 1,000 more votes while it is down; first, with
+    ``since``, the node's checkpoint and ``since`` inserts of 100 votes."""
+    if since:
+        bed.db.runtime.domains[node].checkpoint()
+        write_votes(bed, 100 * since)
     write_votes(bed)
     bed.db.fail(node)
     write_votes(bed)
@@ -196,13 +207,13 @@ def recover_pair(bed: VoteBed, pair: tuple[str, str], strategy: str) -> tuple[fl
 
 
 def recover_round(bed: VoteBed, node: str | tuple[str, str],
-                  strategy: str) -> tuple[float, str]:
+                  strategy: str, since: int = 0) -> tuple[float, str]:
     """One round: the seconds until the views are right again (checked after), and how
     a tree-clock recovery restored the node's state: ``"ck"`` from its checkpoint,
     ``"rebuilt"`` from its parents' output (``"-"``: stateless, or another strategy)."""
     if isinstance(node, tuple):
         return recover_pair(bed, node, strategy)
-    fail_with_votes(bed, node)
+    fail_with_votes(bed, node, since)
     gc.collect()
     t0 = time.perf_counter()
     report = bed.db.recover(node, strategy=strategy)
@@ -216,7 +227,7 @@ def recover_round(bed: VoteBed, node: str | tuple[str, str],
 
 
 def _medians(bed: VoteBed, node: str | tuple[str, str], strategies: list[str], rounds: int,
-             broken: dict[str, str]) -> dict[str, list[tuple[float, str]]]:
+             broken: dict[str, str], since: int = 0) -> dict[str, list[tuple[float, str]]]:
     """Each strategy's (seconds, how) per round (``recover_round``), the strategies
     taking turns (round r starts with strategy r mod their number). A strategy whose recovery raises is reported in
     ``broken`` and left out (the node is brought back by lineage and the others go on;
@@ -228,7 +239,7 @@ def _medians(bed: VoteBed, node: str | tuple[str, str], strategies: list[str], r
             if s not in out:
                 continue
             try:
-                out[s].append(recover_round(bed, node, s))
+                out[s].append(recover_round(bed, node, s, since))
             except AssertionError:
                 raise                      # a wrong answer is never skipped
             except Exception as exc:       # Spark's errors are its own (Py4J...)
@@ -298,33 +309,43 @@ def parse_kinds(spec: str) -> list[str]:
 def run_nodes(a: argparse.Namespace, sizes: list[int], strategies: list[str]) -> int:
     """The ``--node`` mode of ``noria-py bench recovery``; 1 if a recovery raised."""
     kinds = parse_kinds(a.node)
+    if a.since and any(k in PAIRS for k in kinds):
+        raise SystemExit("noria-py bench recovery: --since goes with one node kind at a time, "
+                         "not a pair")
     articles = a.articles or 100_000
     shards = a.shards or 4
     broken = _unusable(strategies)
     results: dict[str, dict[int, float]] = {}
+    since = (f"its checkpoint, {a.since:,} inserts of 100 votes, " if a.since else "")
     print(f"recovery of one shard per node kind, vote view ({articles:,} articles, "
-          f"{shards} shards); 1,000 votes, fail, 1,000 votes, recover: median of {a.rounds} "
-          "rounds, seconds until views are right (checked)")
+          f"{shards} shards); {since}1,000 votes, fail, 1,000 votes, recover: median of "
+          f"{a.rounds} rounds, seconds until views are right (checked)")
     print(f"{'node':>10} {'id':>6} {'votes':>11} " + " ".join(f"{s:>11}" for s in strategies)
           + f" {'lin/tc':>11} {'tc/lin':>7} {'load1':>6}")
-    for n in sizes:
-        beds: dict[str | None, VoteBed] = {}
-        for i, kind in enumerate(kinds):
-            bed, load = _bed_for(beds, kind, n, articles, shards)
-            graph = bed.db.graph()
-            node: str | tuple[str, str] = (pick_pair(graph, kind) if kind in PAIRS
-                                           else pick_node(graph, kind))
-            rounds = _medians(bed, node, strategies, a.rounds, broken)
-            times = {s: statistics.median(t for t, _ in ts) for s, ts in rounds.items()}
-            for s, v in times.items():
-                results.setdefault(f"{kind}, {s}" if len(kinds) > 1 else s, {})[n] = v
-            node_id = "+".join(node) if isinstance(node, tuple) else node
-            print(_row(kind, node_id, n, times, strategies, load), flush=True)
-            print(_rounds_line(rounds), flush=True)
-            top = needs_view(kind)
-            if all(needs_view(k) != top for k in kinds[i + 1:]):
-                beds.pop(top).db.close()        # no later kind runs on it: its memory back
-                gc.collect()
+    saved = tuning.CHECKPOINT_EVERY, tuning.CHECKPOINT_ROWS
+    if a.since:                 # (the rounds' checkpoints by hand only)
+        tuning.CHECKPOINT_EVERY = tuning.CHECKPOINT_ROWS = 1 << 40
+    try:
+        for n in sizes:
+            beds: dict[str | None, VoteBed] = {}
+            for i, kind in enumerate(kinds):
+                bed, load = _bed_for(beds, kind, n, articles, shards)
+                graph = bed.db.graph()
+                node: str | tuple[str, str] = (pick_pair(graph, kind) if kind in PAIRS
+                                               else pick_node(graph, kind))
+                rounds = _medians(bed, node, strategies, a.rounds, broken, a.since)
+                times = {s: statistics.median(t for t, _ in ts) for s, ts in rounds.items()}
+                for s, v in times.items():
+                    results.setdefault(f"{kind}, {s}" if len(kinds) > 1 else s, {})[n] = v
+                node_id = "+".join(node) if isinstance(node, tuple) else node
+                print(_row(kind, node_id, n, times, strategies, load), flush=True)
+                print(_rounds_line(rounds), flush=True)
+                top = needs_view(kind)
+                if all(needs_view(k) != top for k in kinds[i + 1:]):
+                    beds.pop(top).db.close()        # no later kind runs on it: its memory back
+                    gc.collect()
+    finally:
+        tuning.CHECKPOINT_EVERY, tuning.CHECKPOINT_ROWS = saved
     if a.plot:
         title = (f"failed {kinds[0]} shard" if len(kinds) == 1 else "failed shard per node kind")
         plot_recovery(results, a.plot, f"{title}, vote view, {shards} shards")

@@ -124,3 +124,27 @@ def test_a_pair_fails_together_and_the_child_comes_back_from_its_checkpoint(caps
     assert any(line.split()[:2] == ["sharder+aggregate", "n3+n4.0"] for line in out.splitlines())
     rounds = next(line for line in out.splitlines() if line.strip().startswith("rounds:"))
     assert "treeclock" in rounds and "(ck)" in rounds and "rebuilt" not in rounds, rounds
+
+
+def test_since_fails_the_shard_that_many_messages_past_its_checkpoint(capsys, monkeypatch):
+    """``--since K``: the COUNT shard's checkpoint by hand, then K inserts before the
+    round's; its recovery comes back from that checkpoint and replays what came since
+    (``Domain.restore_state`` is given at least K of its parent's messages), every
+    round checked; the schedule's interval is back afterwards. Refused for a pair."""
+    from noria_py import tuning
+    from noria_py.runtime.domain import Domain
+    given: list[int] = []
+    restore = Domain.restore_state
+    monkeypatch.setattr(Domain, "restore_state", lambda self, ck, inputs: (
+        given.append(len(inputs)), restore(self, ck, inputs))[1])
+    every = tuning.CHECKPOINT_EVERY
+    assert bench.run_recovery(["--node", "aggregate", *TINY, "--since", "40",
+                               "--strategies", "treeclock"]) == 0
+    out = capsys.readouterr().out
+    assert "its checkpoint, 40 inserts of 100 votes" in out
+    rounds = next(line for line in out.splitlines() if line.strip().startswith("rounds:"))
+    assert "(ck)" in rounds, rounds
+    assert given and min(given) >= 40, given
+    assert tuning.CHECKPOINT_EVERY == every
+    with pytest.raises(SystemExit):
+        bench.run_recovery(["--node", "sharder+aggregate", *TINY, "--since", "5"])
