@@ -73,7 +73,7 @@ from typing import cast
 
 import numpy as np
 
-from noria_py import connect
+from noria_py import connect, tune_gc
 from noria_py.errors import RegimeError
 from noria_py.memory import deep_size
 from noria_py.regimes import BUILT
@@ -649,6 +649,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--plot", default=None, metavar="PATTERN",
                    help="write plots to PATTERN with * replaced by recovery and frequent "
                         "(e.g. 'docs/img/regimes-*.png')")
+    p.add_argument("--tune-gc", action="store_true",
+                   help="call noria_py.tune_gc() first (by default Python's own collection "
+                        "policy, whose full collections decide NEXMark's steady figures)")
     p.add_argument("--cluster", action="store_true",
                    help="run the regimes a cluster offers on a real one instead (noria-py "
                         "serve --regime NAME; noria_tools/regimescluster.py): throughput "
@@ -700,7 +703,10 @@ def main(argv: list[str]) -> int:
           f"median of {a.rounds} failures"
           + (f"; frequent: {seconds:g} s, a failure every {every:g} s"
              if "frequent" in scenarios else "")
+          + ("; tune_gc()" if a.tune_gc else "")
           + f"; load {os.getloadavg()[0]:.1f} at the start", flush=True)
+    if a.tune_gc:
+        tune_gc()
     start = time.perf_counter()
     try:
         results = run(regimes, scenarios, articles, votes, a.batch, a.shards, a.down,

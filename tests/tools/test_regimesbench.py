@@ -142,3 +142,18 @@ def test_bench_regimes_on_a_cluster_kills_a_worker_per_round(capsys):
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("coordinated "))
     assert row.endswith("coordinated") and len(row.split()) == 8
+
+
+def test_tune_gc_is_called_first_and_said(capsys, monkeypatch):
+    """``--tune-gc``: ``noria_py.tune_gc()`` before any regime runs, and the header
+    says so (the figures of a run depend on it: docs/regimes.md, "The same on
+    NEXMark")."""
+    called: list[int] = []
+    monkeypatch.setattr(regimesbench, "tune_gc", lambda: called.append(len(called)))
+    argv = ["--articles", "300", "--votes", "3000", "--batch", "500", "--rounds", "1",
+            "--down", "300", "--steady-rounds", "1", "--load", "0",
+            "--regimes", "treeclock", "--scenarios", "steady,single"]
+    assert regimesbench.main([*argv, "--tune-gc"]) == 0
+    assert called == [0] and "tune_gc()" in capsys.readouterr().out
+    assert regimesbench.main(argv) == 0
+    assert called == [0] and "tune_gc()" not in capsys.readouterr().out
