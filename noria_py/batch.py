@@ -105,9 +105,16 @@ class Batch:
             arrays = cast("list[tuple[np.ndarray, ...]]", cols)
             if all(len({a.dtype for a in column}) == 1 or any(a.dtype == object for a in column)
                    for column in zip(*arrays)):
-                return cls.columnar([concat(column) for column in zip(*arrays)],
-                                    np.concatenate([cast(np.ndarray, p.sign_array) for p in parts]))
+                return cls.stacked(parts)
         return cls([r for p in parts for r in p.rows], [s for p in parts for s in p.signs])
+
+    @classmethod
+    def stacked(cls, parts: Sequence["Batch"]) -> "Batch":
+        """Columnar ``parts`` of one width, their columns joined as they are
+        (``nan.concat``: ints meeting floats come out floats; ``concat`` checks first)."""
+        cols = zip(*(cast("tuple[np.ndarray, ...]", p.cols) for p in parts))
+        return cls.columnar([concat(column) for column in cols],
+                            np.concatenate([cast(np.ndarray, p.sign_array) for p in parts]))
 
     def _as_rows(self) -> None:
         """About to be changed in place: drop the columnar form."""

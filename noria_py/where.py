@@ -61,7 +61,7 @@ from sql_frontend.types import INT_MAX, INT_MIN, SqlType
 
 from .batch import Batch
 from .expression import compile_condition, folded, pg_divides, qual_order
-from .nan import column_list, concat
+from .nan import column_list
 
 
 class _Fallback(Exception):
@@ -475,10 +475,7 @@ def _runs(parts: Iterable[Batch]) -> Iterator[Batch]:
 
 
 def _joined(run: list[Batch]) -> Batch:
-    if len(run) == 1:
-        return run[0]
-    cols = [concat(c) for c in zip(*(cast("tuple[np.ndarray, ...]", p.cols) for p in run))]
-    return Batch.columnar(cols, np.concatenate([cast(np.ndarray, p.sign_array) for p in run]))
+    return run[0] if len(run) == 1 else Batch.stacked(run)
 
 
 def matching(parts: Iterable[Batch], where: Expr | None) -> list[tuple] | None:
