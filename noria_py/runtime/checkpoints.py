@@ -121,8 +121,9 @@ def rebuilt_from_parents(graph: Graph, node: Node,
 
     - a reader whose every parent regenerates its whole output from state: a stateful
       operator (a join, an aggregate, MIN/MAX, TopK, DISTINCT, a set operation; not a
-      base or another source), or a project or filter over one (as the vote view's
-      reader sits on a project over its join). Nothing downstream pins its times (it
+      base or another source), a project or filter over one (as the vote view's
+      reader sits on a project over its join), or a union of such (the union that
+      merges a view's shards, as under NEXMark's aggregate views). Nothing downstream pins its times (it
       has no children), so a lost reader is rebuilt from its parent's output at the
       parent's current time (``recovery/treeclock.py``: no witness, no checkpoint), and
       its parent keeps no payload log to it;
@@ -166,6 +167,8 @@ def _regenerates(graph: Graph, node: Node) -> bool:
         return False
     if op.stateful:
         return True
+    if op.kind == "union":          # (a sharded view's shards merged: each shard's)
+        return all(_regenerates(graph, graph.nodes[p]) for p in node.parents)
     return (op.kind in ("project", "filter") and len(node.parents) == 1
             and _regenerates(graph, graph.nodes[node.parents[0]]))
 
