@@ -69,7 +69,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -211,13 +211,15 @@ def protocol_figures(db) -> dict[str, float] | None:
             "logged_held": sum(len(q) for q in rt.logs.values())}
 
 
-def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
-           barrier_every: int | None, workload: str = "vote",
-           clocks_counted: bool = False) -> tuple[Bed, Result]:
-    """The regime's database loaded with ``votes`` votes (for ``nexmark``: events) in
-    inserts of ``batch``, each insert timed; the bed the failure scenarios go on with.
-    ``clocks_counted``: count the clock bytes of its messages (``Result.clock_bytes``;
-    the warm-up's: it slows the inserts)."""
+Inserts = list[list[tuple[Any, list[tuple]]]]
+
+
+def _loaded(regime: str, articles: int, votes: int, batch: int, shards: int,
+            barrier_every: int | None, workload: str,
+            clocks_counted: bool) -> tuple[Bed, Inserts, list[int] | None]:
+    """The regime's database set up, and the inserts of ``votes`` votes (for
+    ``nexmark``: events) in inserts of ``batch`` to write into it: per insert, the
+    (table, rows) pairs; with ``clocks_counted``, the clock bytes counter."""
     db = _connect(regime, shards, barrier_every)
     counts = count_clock_bytes(db) if clocks_counted else None
     bed: Bed
@@ -233,6 +235,29 @@ def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
         inserts = [[(vote, [tuple(r) for r in data[i:i + batch].tolist()])]
                    for i in range(0, votes, batch)]
         bed = VoteBed(db, articles, None, np.bincount(data[:, 0], minlength=articles), [data])
+    return bed, inserts, counts
+
+
+def _steady_result(regime: str, db, votes: int, lat: list[float], cpu: float,
+                   counts: list[int] | None) -> Result:
+    res = Result(regime, votes / sum(lat), votes / cpu, float(np.percentile(lat, 50)) * 1e3,
+                 float(np.percentile(lat, 99)) * 1e3, checkpoint_bytes(db))
+    res.determinants = determinant_bytes(db)
+    res.protocol = protocol_figures(db)
+    if counts is not None and counts[1]:
+        res.clock_bytes = (counts[0] / counts[1], counts[1])
+    return res
+
+
+def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
+           barrier_every: int | None, workload: str = "vote",
+           clocks_counted: bool = False) -> tuple[Bed, Result]:
+    """The regime's database loaded with ``votes`` votes (for ``nexmark``: events) in
+    inserts of ``batch``, each insert timed; the bed the failure scenarios go on with.
+    ``clocks_counted``: count the clock bytes of its messages (``Result.clock_bytes``;
+    the warm-up's: it slows the inserts)."""
+    bed, inserts, counts = _loaded(regime, articles, votes, batch, shards, barrier_every,
+                                   workload, clocks_counted)
     lat = []
     gc.collect()
     cpu = time.process_time()
@@ -241,15 +266,43 @@ def steady(regime: str, articles: int, votes: int, batch: int, shards: int,
         for table, rows in insert:
             table.insert(rows)
         lat.append(time.perf_counter() - t0)
-    db.wait()
+    bed.db.wait()
     cpu = time.process_time() - cpu
-    res = Result(regime, votes / sum(lat), votes / cpu, float(np.percentile(lat, 50)) * 1e3,
-                 float(np.percentile(lat, 99)) * 1e3, checkpoint_bytes(db))
-    res.determinants = determinant_bytes(db)
-    res.protocol = protocol_figures(db)
-    if counts is not None and counts[1]:
-        res.clock_bytes = (counts[0] / counts[1], counts[1])
-    return bed, res
+    return bed, _steady_result(regime, bed.db, votes, lat, cpu, counts)
+
+
+def steady_paired(regimes: list[str], articles: int, votes: int, batch: int, shards: int,
+                  barrier_every: int | None,
+                  workload: str = "vote") -> tuple[dict[str, Bed], list[Result]]:
+    """``steady`` for every regime at once: their databases side by side in this
+    process, each insert written to each database in turn (the first regime of each
+    turn rotated), each timed. This machine's speed drifts by up to 2x over minutes;
+    whole runs in turns (``run``'s turns) see it as a difference between regimes, where
+    inserts in turns, 20-60 ms apart, see the same speed. What it shares: Python's
+    collector, whose collections come when any database allocates and walk every
+    database's young objects (so a regime's collections are spread over all of them),
+    and the caches. The beds, for the failure scenarios."""
+    loaded = {r: _loaded(r, articles, votes, batch, shards, barrier_every, workload, False)
+              for r in regimes}
+    lat: dict[str, list[float]] = {r: [] for r in regimes}
+    cpu = dict.fromkeys(regimes, 0.0)
+    gc.collect()
+    n = len(next(iter(loaded.values()))[1])
+    for i in range(n):
+        k = i % len(regimes)
+        for regime in regimes[k:] + regimes[:k]:
+            c0, t0 = time.process_time(), time.perf_counter()
+            for table, rows in loaded[regime][1][i]:
+                table.insert(rows)
+            lat[regime].append(time.perf_counter() - t0)
+            cpu[regime] += time.process_time() - c0
+    beds = {}
+    results = []
+    for regime, (bed, _, _) in loaded.items():
+        bed.db.wait()
+        beds[regime] = bed
+        results.append(_steady_result(regime, bed.db, votes, lat[regime], cpu[regime], None))
+    return beds, results
 
 
 #: the most rows one insert of the open loop takes (a generator that fell behind sends
@@ -451,12 +504,15 @@ def frequent(bed: Bed, seconds: float, every: float, down: int,
 def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, batch: int,
         shards: int, down: int, barrier_every: int | None, rounds: int = 3,
         steady_rounds: int = 1, workload: str = "vote", frequent_seconds: float = 10.0,
-        every: float = 2.0, load: float = 0.8, load_seconds: float = 5.0) -> list[Result]:
+        every: float = 2.0, load: float = 0.8, load_seconds: float = 5.0,
+        paired: bool = False) -> list[Result]:
     """The steady scenario ``steady_rounds`` times, the regimes in turns (the first one
-    of each turn rotated), medians shown. Then, on each regime's database of the last
-    turn: with ``steady``, ``load_seconds`` at ``load`` of the slowest regime's median
-    maximum (``at_load``; ``load=0`` skips it); each failure scenario ``rounds`` times
-    (the median of its seconds; its nodes and messages from the median round)."""
+    of each turn rotated), medians shown; with ``paired``, once, every regime's
+    database side by side and the inserts in turns (``steady_paired``). Then, on each
+    regime's database of the last turn: with ``steady``, ``load_seconds`` at ``load`` of
+    the slowest regime's median maximum (``at_load``; ``load=0`` skips it); each failure
+    scenario ``rounds`` times (the median of its seconds; its nodes and messages from
+    the median round)."""
     clock_bytes = {}
     for regime in regimes:       # warmed up first (kernels compiled, caches filled)
         warm, res = steady(regime, 1000, min(20 * batch, votes), batch, shards, barrier_every,
@@ -465,7 +521,12 @@ def run(regimes: list[str], scenarios: list[str], articles: int, votes: int, bat
         warm.db.close()
     turns: dict[str, list[Result]] = {r: [] for r in regimes}
     beds: dict[str, Bed] = {}       # the last turn's, kept for what follows
-    for turn in range(steady_rounds):
+    if paired:
+        beds, paired_results = steady_paired(regimes, articles, votes, batch, shards,
+                                             barrier_every, workload)
+        for res in paired_results:
+            turns[res.regime].append(res)
+    for turn in range(0 if paired else steady_rounds):
         order = regimes[turn % len(regimes):] + regimes[:turn % len(regimes)]
         for regime in order:
             bed, res = steady(regime, articles, votes, batch, shards, barrier_every,
@@ -649,6 +710,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--plot", default=None, metavar="PATTERN",
                    help="write plots to PATTERN with * replaced by recovery and frequent "
                         "(e.g. 'docs/img/regimes-*.png')")
+    p.add_argument("--paired", action="store_true",
+                   help="steady: every regime's database side by side, each insert "
+                        "written to each in turn (the machine's drift cancels), once, "
+                        "instead of whole runs in turns")
     p.add_argument("--tune-gc", action="store_true",
                    help="call noria_py.tune_gc() first (by default Python's own collection "
                         "policy, whose full collections decide NEXMark's steady figures)")
@@ -695,8 +760,9 @@ def main(argv: list[str]) -> int:
     what = (f"NEXMark-shaped workload, {votes:,} events" if nexmark_run
             else f"vote workload, {articles:,} articles, {votes:,} votes")
     print(f"bench regimes: {what} in inserts of {a.batch:,}, {a.shards} shards; "
-          f"coordinated barriers every {barriers} writes; steady: median of {steady_rounds} "
-          f"turn(s), the regimes in turns"
+          f"coordinated barriers every {barriers} writes; steady: "
+          + ("the databases side by side, each insert to each in turn" if a.paired else
+             f"median of {steady_rounds} turn(s), the regimes in turns")
           + (f", then {load_seconds:g} s at {a.load:.0%} of the slowest maximum"
              if "steady" in scenarios and a.load > 0 else "")
           + f"; {a.down:,} {unit} written while nodes are down, "
@@ -711,7 +777,7 @@ def main(argv: list[str]) -> int:
     try:
         results = run(regimes, scenarios, articles, votes, a.batch, a.shards, a.down,
                       barriers, a.rounds, steady_rounds, a.workload, seconds, every,
-                      a.load, load_seconds)
+                      a.load, load_seconds, a.paired)
     except Exception as exc:       # (a RegimeError names the regime; say it plainly)
         from noria_py.errors import Error
         if isinstance(exc, Error):

@@ -157,3 +157,32 @@ def test_tune_gc_is_called_first_and_said(capsys, monkeypatch):
     assert called == [0] and "tune_gc()" in capsys.readouterr().out
     assert regimesbench.main(argv) == 0
     assert called == [0] and "tune_gc()" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("workload", ["vote", "nexmark"])
+def test_paired_steady_writes_every_insert_to_every_database(workload):
+    """``--paired``: every regime's database takes every insert (the views right in
+    each, against the bed's own counts or DuckDB), a latency each, and the beds go on
+    to the failure scenarios."""
+    regimes = ["treeclock", "lineage", "cic"]
+    beds, results = regimesbench.steady_paired(regimes, 200, 3000, 500, 2, 8, workload)
+    assert [r.regime for r in results] == regimes and list(beds) == regimes
+    for res in results:
+        assert res.votes_per_s > 0 and 0 < res.p50_ms <= res.p99_ms
+    for bed in beds.values():
+        if workload == "nexmark":
+            bed.check()
+        else:
+            regimesbench._check(bed)
+        bed.db.close()
+
+
+def test_bench_regimes_paired_prints_a_row_per_regime(capsys):
+    assert regimesbench.main(["--articles", "300", "--votes", "3000", "--batch", "500",
+                              "--regimes", "treeclock,lineage", "--paired", "--load", "0",
+                              "--rounds", "1", "--down", "100",
+                              "--scenarios", "steady,single"]) == 0
+    out = capsys.readouterr().out
+    assert "the databases side by side, each insert to each in turn" in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r.split("|")[1].strip() for r in rows] == ["regime", "treeclock", "lineage"]
