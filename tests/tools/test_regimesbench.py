@@ -141,7 +141,7 @@ def test_bench_regimes_on_a_cluster_kills_a_worker_per_round(capsys):
                               "--down", "100", "--shards", "2", "--barrier-every", "3"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("coordinated "))
-    assert row.endswith("coordinated") and len(row.split()) == 8
+    assert row.endswith("coordinated") and len(row.split()) == 9     # (with the standby column)
 
 
 def test_tune_gc_is_called_first_and_said(capsys, monkeypatch):
