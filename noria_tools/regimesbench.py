@@ -278,24 +278,37 @@ def steady_paired(regimes: list[str], articles: int, votes: int, batch: int, sha
     process, each insert written to each database in turn (the first regime of each
     turn rotated), each timed. This machine's speed drifts by up to 2x over minutes;
     whole runs in turns (``run``'s turns) see it as a difference between regimes, where
-    inserts in turns, 20-60 ms apart, see the same speed. What it shares: Python's
-    collector, whose collections come when any database allocates and walk every
-    database's young objects (so a regime's collections are spread over all of them),
-    and the caches. The beds, for the failure scenarios."""
+    inserts in turns, 20-60 ms apart, see the same speed. Python's collector is
+    shared: left to itself, a collection comes when any database has allocated enough
+    and walks every database's young objects, so the regime that allocates most would
+    pay for the others'. So its automatic collections are off meanwhile, and each
+    insert ends with a collection of the young generations, timed with it: each regime
+    pays for its own young objects, about what its collections walk when it runs alone
+    (the old generation's full collections, rare under ``tune_gc``, do not come). What
+    stays shared: the caches, which the other databases' inserts leave cold. The beds,
+    for the failure scenarios."""
     loaded = {r: _loaded(r, articles, votes, batch, shards, barrier_every, workload, False)
               for r in regimes}
     lat: dict[str, list[float]] = {r: [] for r in regimes}
     cpu = dict.fromkeys(regimes, 0.0)
     gc.collect()
+    collecting = gc.isenabled()
+    gc.disable()
     n = len(next(iter(loaded.values()))[1])
-    for i in range(n):
-        k = i % len(regimes)
-        for regime in regimes[k:] + regimes[:k]:
-            c0, t0 = time.process_time(), time.perf_counter()
-            for table, rows in loaded[regime][1][i]:
-                table.insert(rows)
-            lat[regime].append(time.perf_counter() - t0)
-            cpu[regime] += time.process_time() - c0
+    try:
+        for i in range(n):
+            k = i % len(regimes)
+            for regime in regimes[k:] + regimes[:k]:
+                c0, t0 = time.process_time(), time.perf_counter()
+                for table, rows in loaded[regime][1][i]:
+                    table.insert(rows)
+                if collecting:
+                    gc.collect(1)
+                lat[regime].append(time.perf_counter() - t0)
+                cpu[regime] += time.process_time() - c0
+    finally:
+        if collecting:
+            gc.enable()
     beds = {}
     results = []
     for regime, (bed, _, _) in loaded.items():

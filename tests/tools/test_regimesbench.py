@@ -2,6 +2,8 @@
 failure's views are checked (``failure`` asserts), and the table has a row each."""
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from noria_tools import regimesbench, regimescluster
@@ -166,6 +168,7 @@ def test_paired_steady_writes_every_insert_to_every_database(workload):
     to the failure scenarios."""
     regimes = ["treeclock", "lineage", "cic"]
     beds, results = regimesbench.steady_paired(regimes, 200, 3000, 500, 2, 8, workload)
+    assert gc.isenabled()                   # (off only while the inserts are timed)
     assert [r.regime for r in results] == regimes and list(beds) == regimes
     for res in results:
         assert res.votes_per_s > 0 and 0 < res.p50_ms <= res.p99_ms
