@@ -58,6 +58,9 @@ deal with). The steady scenario runs ``--steady-rounds`` turns (3),
 the regimes in turns, each turn's first regime rotated, and the medians are shown: this
 machine's speed drifts by tens of percent over seconds (docs/benchmarks.md), which a
 single pass per regime, one after another, charges to whichever ran in a slow spell.
+Turns of whole runs still moved tree clocks against lineage by 17 points on the same
+code; ``--paired`` runs the steady scenario once with every regime's database side by
+side, each insert to each in turn (``steady_paired``).
 """
 from __future__ import annotations
 

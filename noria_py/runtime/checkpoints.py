@@ -123,10 +123,10 @@ def rebuilt_from_parents(graph: Graph, node: Node,
       operator (a join, an aggregate, MIN/MAX, TopK, DISTINCT, a set operation; not a
       base or another source), a project or filter over one (as the vote view's
       reader sits on a project over its join), or a union of such (the union that
-      merges a view's shards, as under NEXMark's aggregate views). Nothing downstream pins its times (it
-      has no children), so a lost reader is rebuilt from its parent's output at the
-      parent's current time (``recovery/treeclock.py``: no witness, no checkpoint), and
-      its parent keeps no payload log to it;
+      merges a view's shards, as under NEXMark's aggregate views). Nothing downstream
+      pins its times (it has no children), so a lost reader is rebuilt from its
+      parent's output at the parent's current time (``recovery/treeclock.py``: no
+      witness, no checkpoint), and its parent keeps no payload log to it;
     - a join whose every parent is a base, regenerates as above, or is a sharder over
       either (``_holds_its_input``). A join's state is its two inputs' rows, so
       reading its parents' output costs what its own state holds, or, through a
