@@ -27,6 +27,23 @@ def test_bench_regimes_prints_a_row_per_regime(capsys):
     assert list(clocks) == ["treeclock"] and 2 < clocks["treeclock"] < 64
 
 
+def test_the_quick_comparison_runs_every_regime_and_scenario(capsys, tmp_path):
+    """``noria-py bench regimes --quick``, the whole comparison at its quick size (issue
+    19: under 3 minutes, run in CI): every regime, every scenario, both plots. Each
+    failure's views are checked against the bed (``failure`` and ``frequent`` assert)."""
+    pattern = str(tmp_path / "regimes-*.png")
+    assert regimesbench.main(["--quick", "--scenarios", "steady,single,concurrent,frequent",
+                              "--plot", pattern]) == 0
+    out = capsys.readouterr().out
+    main, _, _ = out.partition("\n\n")
+    rows = [line for line in main.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r.split("|")[1].strip() for r in rows] == ["regime", *regimesbench.BUILT]
+    for r in rows[1:]:
+        assert int(r.split("|")[-5].split(",")[0]) >= 1        # failures in "frequent"
+    assert (tmp_path / "regimes-recovery.png").stat().st_size > 1000
+    assert (tmp_path / "regimes-frequent.png").stat().st_size > 1000
+
+
 def test_bench_regimes_runs_the_causal_standby(capsys):
     assert regimesbench.main(["--articles", "300", "--votes", "6000", "--batch", "500",
                               "--rounds", "1", "--down", "300", "--steady-rounds", "1",
