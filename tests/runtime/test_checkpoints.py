@@ -435,8 +435,9 @@ def test_null_counts_that_go_are_checkpointed():
 
 def test_a_null_count_that_moves_while_the_row_count_stays_is_checkpointed():
     """COUNT(x) over counts in an array: a group's NULL row in and a non-NULL row out
-    in one interval leaves its row count (what the export compares with its copy) as
-    it was, yet COUNT(x) moved; the next checkpoint has it."""
+    in one interval leave its row count as it was, yet COUNT(x) moved (an export that
+    looked only at which row counts changed would miss it); the next checkpoint has
+    it."""
     make, _ = OPS["count_x"]
     store = CheckpointStore()
     shard = Shard(make, store)
